@@ -1,0 +1,29 @@
+# Two entry points for a fresh Debian 12 machine (see README.md):
+#   make demo   installs what is missing, builds, and runs Trident on a built-in example
+#   make test   installs what is missing, builds, and runs the whole test suite (ctest)
+BUILD ?= build
+JOBS  ?= $(shell nproc)
+CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
+
+.PHONY: deps configure build demo test bench clean
+
+deps:
+	@bash scripts/install-deps.sh
+
+configure: deps
+	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
+
+build: configure
+	@cmake --build $(BUILD) -j $(JOBS)
+
+demo: build
+	@bash scripts/demo.sh $(BUILD)
+
+test: build
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+bench: build
+	@bash bench/run_all.sh $(BUILD)
+
+clean:
+	rm -rf $(BUILD)

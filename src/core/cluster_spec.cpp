@@ -1,0 +1,127 @@
+#include "core/cluster_spec.h"
+
+#include <fmt/format.h>
+
+#include <map>
+
+#include "core/units.h"
+
+namespace trident {
+
+std::string to_string(LinkKind kind) {
+  switch (kind) {
+    case LinkKind::NVLink: return "NVLink";
+    case LinkKind::PCIe: return "PCIe";
+    case LinkKind::InfiniBand: return "InfiniBand";
+    case LinkKind::Ethernet: return "Ethernet";
+  }
+  return "?";
+}
+
+namespace {
+
+// Vendor datasheets (see docs/formulas.md). Memory as nvidia-smi reports it.
+const std::map<std::string, GpuSpec>& gpus() {
+  static const std::map<std::string, GpuSpec> table = {
+      {"a100-80g", {"A100-SXM-80GB", 80 * kGiB, 312 * kTera, 19.5 * kTera, 2039 * kGB}},
+      {"a100-40g", {"A100-SXM-40GB", 40 * kGiB, 312 * kTera, 19.5 * kTera, 1555 * kGB}},
+      {"a100-pcie-40g", {"A100-PCIe-40GB", 40 * kGiB, 312 * kTera, 19.5 * kTera, 1555 * kGB}},
+      {"h100-80g", {"H100-SXM-80GB", 80 * kGiB, 989 * kTera, 67 * kTera, 3350 * kGB}},
+      {"h200-141g", {"H200-SXM-141GB", 143771 * kMiB, 989 * kTera, 67 * kTera, 4800 * kGB}},
+  };
+  return table;
+}
+
+ClusterSpec node(std::string name, const std::string& gpu, LinkSpec intra, LinkSpec inter) {
+  ClusterSpec c;
+  c.name = std::move(name);
+  c.gpu = gpus().at(gpu);
+  c.gpus_per_node = 8;
+  c.nodes = 1;
+  c.intra = intra;
+  c.inter = inter;
+  return c;
+}
+
+const std::map<std::string, ClusterSpec>& clusters() {
+  static const std::map<std::string, ClusterSpec> table = [] {
+    std::map<std::string, ClusterSpec> t;
+    auto put = [&](ClusterSpec c) { t.emplace(c.name, std::move(c)); };
+    const LinkSpec nvlink3{LinkKind::NVLink, 300 * kGB, 3 * kMicro};   // 600 GB/s total, 300 each way
+    const LinkSpec nvlink4{LinkKind::NVLink, 450 * kGB, 3 * kMicro};   // 900 GB/s total
+    const LinkSpec pcie4{LinkKind::PCIe, 32 * kGB, 5 * kMicro};        // Gen4 x16
+    const LinkSpec hdr8{LinkKind::InfiniBand, 8 * 25 * kGB, 5 * kMicro};   // 8 x 200 Gb/s HDR
+    const LinkSpec ndr8{LinkKind::InfiniBand, 8 * 50 * kGB, 5 * kMicro};   // 8 x 400 Gb/s NDR
+    const LinkSpec hdr2{LinkKind::InfiniBand, 2 * 25 * kGB, 5 * kMicro};   // 2 x 200 Gb/s HDR
+    const LinkSpec gige{LinkKind::Ethernet, 0.125 * kGB, 50 * kMicro};     // one 1 Gb/s port
+    put(node("dgx-a100-80g", "a100-80g", nvlink3, hdr8));
+    put(node("dgx-a100-40g", "a100-40g", nvlink3, hdr8));
+    put(node("dgx-h100", "h100-80g", nvlink4, ndr8));
+    put(node("hgx-h200", "h200-141g", nvlink4, ndr8));
+    put(node("pcie-a100-40g", "a100-pcie-40g", pcie4, hdr2));
+    put(node("gigabit-ethernet", "a100-pcie-40g", pcie4, gige));
+    return t;
+  }();
+  return table;
+}
+
+std::vector<std::string> keys_of(const auto& map) {
+  std::vector<std::string> names;
+  for (const auto& [name, value] : map) names.push_back(name);
+  return names;
+}
+
+}  // namespace
+
+std::vector<std::string> cluster_preset_names() { return keys_of(clusters()); }
+std::vector<std::string> gpu_preset_names() { return keys_of(gpus()); }
+bool is_cluster_preset(const std::string& name) { return clusters().count(name) > 0; }
+bool is_gpu_preset(const std::string& name) { return gpus().count(name) > 0; }
+
+ClusterSpec cluster_preset(const std::string& name) {
+  auto it = clusters().find(name);
+  if (it == clusters().end()) {
+    Problems p;
+    p.add("unknown cluster preset '" + name + "'",
+          "use one of " + join_choices(cluster_preset_names()) + ", or describe it in a [cluster] table");
+    p.throw_if_any();
+  }
+  return it->second;
+}
+
+GpuSpec gpu_preset(const std::string& name) {
+  auto it = gpus().find(name);
+  if (it == gpus().end()) {
+    Problems p;
+    p.add("unknown GPU '" + name + "'", "use one of " + join_choices(gpu_preset_names()));
+    p.throw_if_any();
+  }
+  return it->second;
+}
+
+std::string ClusterSpec::describe() const {
+  return fmt::format(
+      "{} node{} x {} ({} GPUs of {}: {:.0f} GiB, {:.0f} TFLOP/s bf16); inside a node {} {:.0f} GB/s "
+      "per GPU; between nodes {} {:.1f} GB/s per node = {:.3g} GB/s per GPU",
+      nodes, nodes == 1 ? "" : "s", name, world_size(), gpu.name, gib(gpu.memory_bytes),
+      gpu.bf16_flops / kTera, to_string(intra.kind), gbps(intra.bandwidth_Bps), to_string(inter.kind),
+      gbps(inter.bandwidth_Bps), gbps(inter_bandwidth_per_gpu_Bps()));
+}
+
+void validate_cluster(const ClusterSpec& c, Problems& p) {
+  if (c.nodes <= 0)
+    p.add("--nodes is " + std::to_string(c.nodes) + ", must be positive", "give --nodes 1 or more");
+  if (c.gpus_per_node <= 0)
+    p.add("--gpus-per-node is " + std::to_string(c.gpus_per_node) + ", must be positive",
+          "give --gpus-per-node 1 or more (8 for a DGX)");
+  if (c.gpu.memory_bytes <= 0) p.add("GPU memory is not positive", "set gpu_memory_gib in [cluster]");
+  if (c.gpu.bf16_flops <= 0) p.add("GPU bf16 peak is not positive", "set gpu_bf16_tflops in [cluster]");
+  if (c.intra.bandwidth_Bps <= 0)
+    p.add("intra-node bandwidth is not positive", "set intra_gbytes_per_s in [cluster]");
+  if (c.inter.bandwidth_Bps <= 0)
+    p.add("inter-node bandwidth is not positive", "set inter_node_gbytes_per_s in [cluster]");
+  if (c.intra.latency_s < 0 || c.inter.latency_s < 0)
+    p.add("a link latency is negative", "set intra_latency_us and inter_latency_us to 0 or more");
+}
+
+}  // namespace trident

@@ -1,0 +1,138 @@
+#include "core/model_spec.h"
+
+#include <map>
+
+namespace trident {
+
+std::string to_string(ModelFamily family) { return family == ModelFamily::GPT ? "gpt" : "llama"; }
+
+ParamCount count_parameters(const ModelSpec& m) {
+  ParamCount c;
+  const int64_t h = m.hidden, f = m.ffn_hidden, kv = m.kv_dim();
+  const int64_t bias = m.has_biases() ? 1 : 0;
+  // Q is h x h, K and V are h x kv each, the output projection is h x h.
+  c.attention_per_layer = h * (h + 2 * kv) + bias * (h + 2 * kv) + h * h + bias * h;
+  // GELU MLP: h->f and f->h with biases. SwiGLU: gate and up h->f, down f->h, no biases.
+  c.mlp_per_layer = m.mlp_matrices() * h * f + bias * (f + h);
+  // Two norms per layer: LayerNorm has weight and bias, RMSNorm only a weight.
+  c.norms_per_layer = 2 * (m.has_biases() ? 2 * h : h);
+  c.per_layer = c.attention_per_layer + c.mlp_per_layer + c.norms_per_layer;
+  c.token_embedding = m.vocab * h;
+  c.position_embedding = m.learned_positions() ? m.seq_len * h : 0;
+  c.final_norm = m.has_biases() ? 2 * h : h;
+  c.output_layer = m.tied_embeddings() ? 0 : m.vocab * h;
+  c.total = m.layers * c.per_layer + c.token_embedding + c.position_embedding + c.final_norm +
+            c.output_layer;
+  return c;
+}
+
+namespace {
+
+ModelSpec gpt(std::string name, int64_t layers, int64_t hidden, int64_t heads, int64_t seq,
+              int64_t vocab) {
+  ModelSpec m;
+  m.name = std::move(name);
+  m.family = ModelFamily::GPT;
+  m.layers = layers;
+  m.hidden = hidden;
+  m.heads = heads;
+  m.kv_heads = heads;
+  m.ffn_hidden = 4 * hidden;
+  m.seq_len = seq;
+  m.vocab = vocab;
+  return m;
+}
+
+ModelSpec llama(std::string name, int64_t layers, int64_t hidden, int64_t heads, int64_t kv_heads,
+                int64_t ffn, int64_t seq, int64_t vocab) {
+  ModelSpec m;
+  m.name = std::move(name);
+  m.family = ModelFamily::Llama;
+  m.layers = layers;
+  m.hidden = hidden;
+  m.heads = heads;
+  m.kv_heads = kv_heads;
+  m.ffn_hidden = ffn;
+  m.seq_len = seq;
+  m.vocab = vocab;
+  return m;
+}
+
+const std::map<std::string, ModelSpec>& presets() {
+  static const std::map<std::string, ModelSpec> table = [] {
+    std::map<std::string, ModelSpec> t;
+    auto put = [&](ModelSpec m) { t.emplace(m.name, std::move(m)); };
+    // GPT-3 paper (Brown et al. 2020, Table 2.1): seq 2048, vocab 50257. The paper lists 13B
+    // with d_model 5140, which 40 heads do not divide; we use 5120 as Megatron does.
+    put(gpt("gpt3-125m", 12, 768, 12, 2048, 50257));
+    put(gpt("gpt3-350m", 24, 1024, 16, 2048, 50257));
+    put(gpt("gpt3-760m", 24, 1536, 16, 2048, 50257));
+    put(gpt("gpt3-1.3b", 24, 2048, 16, 2048, 50257));
+    put(gpt("gpt3-2.7b", 32, 2560, 32, 2048, 50257));
+    put(gpt("gpt3-6.7b", 32, 4096, 32, 2048, 50257));
+    put(gpt("gpt3-13b", 40, 5120, 40, 2048, 50257));
+    put(gpt("gpt3-175b", 96, 12288, 96, 2048, 50257));
+    // GPT-2 (Radford et al. 2019): seq 1024, vocab 50257.
+    put(gpt("gpt2-small", 12, 768, 12, 1024, 50257));
+    put(gpt("gpt2-medium", 24, 1024, 16, 1024, 50257));
+    put(gpt("gpt2-large", 36, 1280, 20, 1024, 50257));
+    put(gpt("gpt2-xl", 48, 1600, 25, 1024, 50257));
+    // Llama 2 (Touvron et al. 2023): seq 4096, vocab 32000; 70B uses 8 KV heads.
+    put(llama("llama2-7b", 32, 4096, 32, 32, 11008, 4096, 32000));
+    put(llama("llama2-13b", 40, 5120, 40, 40, 13824, 4096, 32000));
+    put(llama("llama2-70b", 80, 8192, 64, 8, 28672, 4096, 32000));
+    // Llama 3 (Dubey et al. 2024): seq 8192, vocab 128256, 8 KV heads.
+    put(llama("llama3-8b", 32, 4096, 32, 8, 14336, 8192, 128256));
+    put(llama("llama3-70b", 80, 8192, 64, 8, 28672, 8192, 128256));
+    put(llama("llama3-405b", 126, 16384, 128, 8, 53248, 8192, 128256));
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace
+
+std::vector<std::string> model_preset_names() {
+  std::vector<std::string> names;
+  for (const auto& [name, spec] : presets()) names.push_back(name);
+  return names;
+}
+
+bool is_model_preset(const std::string& name) { return presets().count(name) > 0; }
+
+ModelSpec model_preset(const std::string& name) {
+  auto it = presets().find(name);
+  if (it == presets().end()) {
+    Problems p;
+    p.add("unknown model preset '" + name + "'",
+          "use one of " + join_choices(model_preset_names()) +
+              ", or describe the model with --layers --hidden --heads");
+    p.throw_if_any();
+  }
+  return it->second;
+}
+
+void validate_model(const ModelSpec& m, Problems& p) {
+  auto positive = [&](const char* flag, int64_t v) {
+    if (v <= 0) p.add(std::string("--") + flag + " is " + std::to_string(v) + ", must be positive",
+                      std::string("give --") + flag + " a value above 0");
+  };
+  positive("layers", m.layers);
+  positive("hidden", m.hidden);
+  positive("heads", m.heads);
+  positive("kv-heads", m.kv_heads);
+  positive("ffn-hidden", m.ffn_hidden);
+  positive("seq-len", m.seq_len);
+  positive("vocab", m.vocab);
+  if (m.hidden > 0 && m.heads > 0 && m.hidden % m.heads != 0)
+    p.add("hidden (" + std::to_string(m.hidden) + ") is not divisible by heads (" +
+              std::to_string(m.heads) + ")",
+          "choose --heads that divides --hidden, e.g. " + std::to_string(m.hidden / 64 > 0 ? m.hidden / 64 : 1) +
+              " heads of width 64 if 64 divides hidden");
+  if (m.heads > 0 && m.kv_heads > 0 && m.heads % m.kv_heads != 0)
+    p.add("heads (" + std::to_string(m.heads) + ") is not divisible by kv-heads (" +
+              std::to_string(m.kv_heads) + ")",
+          "grouped-query attention needs --kv-heads dividing --heads");
+}
+
+}  // namespace trident

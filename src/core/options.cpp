@@ -1,0 +1,230 @@
+#include "core/options.h"
+
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <charconv>
+#include <fstream>
+#include <sstream>
+
+namespace trident {
+
+std::vector<OptionDef> model_options() {
+  return {
+      {"model", "model", "model preset (gpt3-175b, gpt2-small, llama3-8b, ...)"},
+      {"family", "model", "gpt or llama (for a model described by its sizes)"},
+      {"layers", "model", "transformer layers"},
+      {"hidden", "model", "hidden size h"},
+      {"heads", "model", "attention heads"},
+      {"kv-heads", "model", "key/value heads (grouped-query attention); default = heads"},
+      {"ffn-hidden", "model", "MLP width; default 4h"},
+      {"seq-len", "model", "sequence length in tokens"},
+      {"vocab", "model", "vocabulary size"},
+  };
+}
+
+std::vector<OptionDef> cluster_options() {
+  return {
+      {"cluster", "cluster", "cluster preset (dgx-a100-80g, dgx-h100, gigabit-ethernet, ...)"},
+      {"nodes", "cluster", "number of nodes"},
+      {"gpus-per-node", "cluster", "GPUs in each node"},
+      {"gpu", "cluster", "GPU type from the catalog (a100-80g, h100-80g, ...)"},
+      {"gpu-memory-gib", "cluster", "GPU memory, GiB"},
+      {"gpu-bf16-tflops", "cluster", "dense 16-bit peak, TFLOP/s"},
+      {"gpu-fp32-tflops", "cluster", "fp32 peak, TFLOP/s"},
+      {"gpu-hbm-gbytes-per-s", "cluster", "memory bandwidth, GB/s"},
+      {"intra-link", "cluster", "link inside a node: nvlink or pcie"},
+      {"intra-gbytes-per-s", "cluster", "per-GPU bandwidth inside a node, GB/s per direction"},
+      {"intra-latency-us", "cluster", "latency inside a node, microseconds"},
+      {"inter-link", "cluster", "link between nodes: infiniband or ethernet"},
+      {"inter-node-gbytes-per-s", "cluster", "a node's total network bandwidth, GB/s per direction"},
+      {"inter-latency-us", "cluster", "latency between nodes, microseconds"},
+  };
+}
+
+std::vector<OptionDef> layout_options() {
+  return {
+      {"tp", "layout", "tensor-parallel size"},
+      {"pp", "layout", "pipeline-parallel size (stages)"},
+      {"dp", "layout", "data-parallel size (replicas); default world / (tp*pp)"},
+      {"order", "layout", "rank order, fastest-varying first (default tp-dp-pp)"},
+  };
+}
+
+std::vector<OptionDef> execution_options() {
+  return {
+      {"global-batch-size", "training", "sequences per optimizer step"},
+      {"micro-batch-size", "training", "sequences per micro-batch"},
+      {"schedule", "training", "pipeline schedule: gpipe, 1f1b, interleaved or zb-h1"},
+      {"virtual-stages", "training", "model chunks per GPU for the interleaved schedule"},
+      {"zero", "training", "ZeRO stage 0-3 (1 = distributed optimizer)"},
+      {"recompute", "training", "activation recomputation: none, selective or full"},
+      {"sequence-parallel", "training", "sequence parallel around LayerNorm and dropout", true},
+      {"precision", "training", "bf16, fp16 (both with fp32 master weights) or fp32"},
+      {"grad-bits", "training", "gradient element size: 32 (fp32 main grads) or 16"},
+  };
+}
+
+std::vector<OptionDef> concat(std::vector<std::vector<OptionDef>> groups) {
+  std::vector<OptionDef> out;
+  for (auto& g : groups) out.insert(out.end(), g.begin(), g.end());
+  return out;
+}
+
+const OptionDef* OptionValues::find_def(const std::string& name) const {
+  for (const auto& d : defs_)
+    if (d.name == name) return &d;
+  return nullptr;
+}
+
+void OptionValues::set(const std::string& name, const std::string& value, const std::string& source) {
+  values_[name] = {value, source};
+}
+
+std::string OptionValues::source(const std::string& name) const {
+  auto it = values_.find(name);
+  return it == values_.end() ? "" : it->second.source;
+}
+
+namespace {
+
+std::string canonical(std::string key) {
+  std::replace(key.begin(), key.end(), '_', '-');
+  return key;
+}
+
+// TOML scalars become the same text a flag would carry.
+std::optional<std::string> scalar_text(const toml::node& node) {
+  if (auto v = node.value<std::string>()) return *v;
+  if (node.is_boolean()) return *node.value<bool>() ? "true" : "false";
+  if (node.is_integer()) return std::to_string(*node.value<int64_t>());
+  if (node.is_floating_point()) {
+    std::ostringstream s;
+    s.precision(17);
+    s << *node.value<double>();
+    return s.str();
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+void OptionValues::load_toml_file(const std::string& path, Problems& problems) {
+  std::ifstream in(path);
+  if (!in) {
+    problems.add("cannot read config file '" + path + "'", "check the path given to --config");
+    return;
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  load_toml_text(text.str(), path, problems);
+}
+
+void OptionValues::load_toml_text(const std::string& text, const std::string& origin, Problems& problems) {
+  toml::table root;
+  try {
+    root = toml::parse(text, origin);
+  } catch (const toml::parse_error& e) {
+    const auto& where = e.source().begin;
+    problems.add("malformed TOML in " + origin + " at line " + std::to_string(where.line) + ", column " +
+                     std::to_string(where.column) + ": " + std::string(e.description()),
+                 "fix the TOML syntax (strings need quotes, tables are [name])");
+    return;
+  }
+  std::vector<std::string> sections;
+  for (const auto& d : defs_)
+    if (std::find(sections.begin(), sections.end(), d.section) == sections.end()) sections.push_back(d.section);
+
+  auto take = [&](const std::string& raw_key, const toml::node& node, const std::string& table) {
+    const std::string key = canonical(raw_key);
+    const std::string where = origin + (table.empty() ? "" : " [" + table + "]");
+    const OptionDef* def = find_def(key);
+    if (!def) {
+      problems.add("unknown key '" + raw_key + "' in " + where,
+                   "remove it or use a known key; run with --help to list them");
+      return;
+    }
+    if (!table.empty() && def->section != table) {
+      problems.add("key '" + raw_key + "' in " + where + " belongs in [" + def->section + "]",
+                   "move it to the [" + def->section + "] table or to the top level");
+      return;
+    }
+    auto text_value = scalar_text(node);
+    if (!text_value) {
+      problems.add("key '" + raw_key + "' in " + where + " must be a single value, not a table or array",
+                   "write it as " + raw_key + " = VALUE");
+      return;
+    }
+    if (!has(key)) set(key, *text_value, origin);  // flags given on the command line win
+  };
+
+  for (const auto& [k, node] : root) {
+    const std::string key(k.str());
+    if (const toml::table* t = node.as_table()) {
+      if (std::find(sections.begin(), sections.end(), key) == sections.end()) {
+        problems.add("unknown table [" + key + "] in " + origin,
+                     "use one of " + join_choices([&] {
+                       std::vector<std::string> s;
+                       for (auto& x : sections) s.push_back("[" + x + "]");
+                       return s;
+                     }()));
+        continue;
+      }
+      for (const auto& [k2, inner] : *t) take(std::string(k2.str()), inner, key);
+    } else {
+      take(key, node, "");
+    }
+  }
+}
+
+std::optional<std::string> OptionValues::get_string(const std::string& name) const {
+  auto it = values_.find(name);
+  if (it == values_.end()) return std::nullopt;
+  return it->second.text;
+}
+
+static std::string from(const std::string& source, const std::string& name) {
+  return source == "--" + name ? "" : " (from " + source + ")";
+}
+
+std::optional<int64_t> OptionValues::get_int(const std::string& name, Problems& problems) const {
+  auto it = values_.find(name);
+  if (it == values_.end()) return std::nullopt;
+  const std::string& t = it->second.text;
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+  if (ec != std::errc() || end != t.data() + t.size() || t.empty()) {
+    problems.add("--" + name + " '" + t + "'" + from(it->second.source, name) + " is not a whole number",
+                 "give --" + name + " an integer such as 8");
+    return std::nullopt;
+  }
+  return v;
+}
+
+std::optional<double> OptionValues::get_double(const std::string& name, Problems& problems) const {
+  auto it = values_.find(name);
+  if (it == values_.end()) return std::nullopt;
+  const std::string& t = it->second.text;
+  try {
+    size_t used = 0;
+    double v = std::stod(t, &used);
+    if (used == t.size()) return v;
+  } catch (const std::exception&) {
+  }
+  problems.add("--" + name + " '" + t + "'" + from(it->second.source, name) + " is not a number",
+               "give --" + name + " a number such as 2.5");
+  return std::nullopt;
+}
+
+std::optional<bool> OptionValues::get_bool(const std::string& name, Problems& problems) const {
+  auto it = values_.find(name);
+  if (it == values_.end()) return std::nullopt;
+  const std::string& t = it->second.text;
+  if (t == "true" || t == "1" || t == "yes") return true;
+  if (t == "false" || t == "0" || t == "no") return false;
+  problems.add("--" + name + " '" + t + "'" + from(it->second.source, name) + " is not true or false",
+               "use true or false");
+  return std::nullopt;
+}
+
+}  // namespace trident

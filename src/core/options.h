@@ -1,0 +1,65 @@
+// Options: one table of named settings shared by command-line flags and TOML config files.
+//
+// Every setting has one canonical name, the flag without its dashes ("ffn-hidden"). In a TOML
+// file it may stand at the top level or in its section's table, with '-' or '_'
+// ("[model] ffn_hidden = 16384"). Flags override the file. Values are kept as text with where
+// they came from, and typed on use, so an error can say "--tp 'x' (from run.toml) is not a
+// whole number". Commands list the option groups they accept; a key no group knows is an error.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/problems.h"
+
+namespace trident {
+
+struct OptionDef {
+  std::string name;     // canonical name = flag without "--", e.g. "global-batch-size"
+  std::string section;  // TOML table it belongs to: "model", "cluster", "layout", "training", ...
+  std::string help;
+  bool is_flag = false;  // a switch (--json); in TOML a boolean
+};
+
+// The groups of options most commands share.
+std::vector<OptionDef> model_options();      // --model --layers --hidden --heads --kv-heads --ffn-hidden --seq-len --vocab --family
+std::vector<OptionDef> cluster_options();    // --cluster --nodes --gpus-per-node and custom hardware keys
+std::vector<OptionDef> layout_options();     // --tp --pp --dp --order
+std::vector<OptionDef> execution_options();  // --global-batch-size --micro-batch-size --schedule ... --precision
+std::vector<OptionDef> concat(std::vector<std::vector<OptionDef>> groups);
+
+class OptionValues {
+ public:
+  explicit OptionValues(std::vector<OptionDef> defs = {}) : defs_(std::move(defs)) {}
+
+  const std::vector<OptionDef>& defs() const { return defs_; }
+  const OptionDef* find_def(const std::string& name) const;
+
+  // Later sets of the same name win; the source says where the value came from ("--tp", "a.toml").
+  void set(const std::string& name, const std::string& value, const std::string& source);
+  bool has(const std::string& name) const { return values_.count(name) > 0; }
+  std::string source(const std::string& name) const;
+
+  // Reads a TOML file; every key must name a known option. Keys already set are kept (flags win).
+  void load_toml_file(const std::string& path, Problems& problems);
+  void load_toml_text(const std::string& text, const std::string& origin, Problems& problems);
+
+  // Typed getters: nullopt when unset; a problem (value, source, fix) when the text does not parse.
+  std::optional<std::string> get_string(const std::string& name) const;
+  std::optional<int64_t> get_int(const std::string& name, Problems& problems) const;
+  std::optional<double> get_double(const std::string& name, Problems& problems) const;
+  std::optional<bool> get_bool(const std::string& name, Problems& problems) const;
+
+ private:
+  struct Value {
+    std::string text;
+    std::string source;
+  };
+  std::vector<OptionDef> defs_;
+  std::map<std::string, Value> values_;
+};
+
+}  // namespace trident

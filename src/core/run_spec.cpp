@@ -1,0 +1,246 @@
+#include "core/run_spec.h"
+
+#include <fmt/format.h>
+
+#include "core/units.h"
+
+namespace trident {
+
+std::vector<int64_t> divisors(int64_t n) {
+  std::vector<int64_t> out;
+  // The small ones are the useful ones in a fix: at most 12, none above 1024.
+  for (int64_t i = 1; i <= n && i <= 1024 && out.size() < 12; ++i)
+    if (n % i == 0) out.push_back(i);
+  return out;
+}
+
+static std::string list_of(const std::vector<int64_t>& v) {
+  std::vector<std::string> s;
+  for (auto x : v) s.push_back(std::to_string(x));
+  return join_choices(s);
+}
+
+ModelSpec resolve_model(const OptionValues& v, Problems& p) {
+  ModelSpec m;
+  auto preset = v.get_string("model");
+  bool described = v.has("layers") || v.has("hidden") || v.has("heads");
+  if (preset) {
+    if (!is_model_preset(*preset)) {
+      p.add("unknown model preset '" + *preset + "'",
+            "use one of " + join_choices(model_preset_names()) +
+                ", or describe the model with --layers --hidden --heads", "unknown-preset");
+      return m;
+    }
+    m = model_preset(*preset);
+  } else if (!described) {
+    p.add("no model given", "pass --model NAME (e.g. --model gpt3-175b) or --layers --hidden --heads",
+          "no-model");
+    return m;
+  } else {
+    m.seq_len = 2048;
+    m.vocab = 50257;
+  }
+  if (auto f = v.get_string("family")) {
+    if (*f == "gpt") m.family = ModelFamily::GPT;
+    else if (*f == "llama") m.family = ModelFamily::Llama;
+    else p.add("--family '" + *f + "' is unknown", "use --family gpt or --family llama");
+  }
+  const bool heads_given = v.has("heads"), hidden_given = v.has("hidden");
+  if (auto x = v.get_int("layers", p)) m.layers = *x;
+  if (auto x = v.get_int("hidden", p)) m.hidden = *x;
+  if (auto x = v.get_int("heads", p)) m.heads = *x;
+  if (auto x = v.get_int("seq-len", p)) m.seq_len = *x;
+  if (auto x = v.get_int("vocab", p)) m.vocab = *x;
+  // Dependent sizes follow the overridden ones unless given themselves.
+  if (auto x = v.get_int("kv-heads", p)) m.kv_heads = *x;
+  else if (!preset || (heads_given && m.family == ModelFamily::GPT)) m.kv_heads = m.heads;
+  if (auto x = v.get_int("ffn-hidden", p)) m.ffn_hidden = *x;
+  else if (!preset || (hidden_given && m.family == ModelFamily::GPT)) m.ffn_hidden = 4 * m.hidden;
+  if (!preset) {
+    m.name = "custom";
+    if (!v.has("layers")) p.add("custom model has no --layers", "give --layers, or use --model NAME");
+    if (!v.has("hidden")) p.add("custom model has no --hidden", "give --hidden, or use --model NAME");
+    if (!v.has("heads")) p.add("custom model has no --heads", "give --heads, or use --model NAME");
+  } else if (described || v.has("seq-len") || v.has("vocab") || v.has("ffn-hidden") || v.has("kv-heads")) {
+    m.name += " (modified)";
+  }
+  validate_model(m, p);
+  return m;
+}
+
+ClusterSpec resolve_cluster(const OptionValues& v, Problems& p) {
+  ClusterSpec c;
+  auto preset = v.get_string("cluster");
+  if (preset) {
+    if (!is_cluster_preset(*preset)) {
+      p.add("unknown cluster preset '" + *preset + "'",
+            "use one of " + join_choices(cluster_preset_names()) + ", or describe it in a [cluster] table",
+            "unknown-preset");
+      return c;
+    }
+    c = cluster_preset(*preset);
+  } else if (v.has("gpu")) {
+    c.name = "custom";
+  } else {
+    c = cluster_preset("dgx-a100-80g");  // the source chapter's hardware
+  }
+  if (auto g = v.get_string("gpu")) {
+    if (is_gpu_preset(*g)) c.gpu = gpu_preset(*g);
+    else p.add("unknown GPU '" + *g + "'", "use one of " + join_choices(gpu_preset_names()), "unknown-preset");
+  }
+  if (auto x = v.get_int("nodes", p)) c.nodes = *x;
+  if (auto x = v.get_int("gpus-per-node", p)) c.gpus_per_node = *x;
+  if (auto x = v.get_double("gpu-memory-gib", p)) c.gpu.memory_bytes = *x * kGiB;
+  if (auto x = v.get_double("gpu-bf16-tflops", p)) c.gpu.bf16_flops = *x * kTera;
+  if (auto x = v.get_double("gpu-fp32-tflops", p)) c.gpu.fp32_flops = *x * kTera;
+  if (auto x = v.get_double("gpu-hbm-gbytes-per-s", p)) c.gpu.hbm_Bps = *x * kGB;
+  if (auto k = v.get_string("intra-link")) {
+    if (*k == "nvlink") c.intra.kind = LinkKind::NVLink;
+    else if (*k == "pcie") c.intra.kind = LinkKind::PCIe;
+    else p.add("--intra-link '" + *k + "' is unknown", "use nvlink or pcie");
+  }
+  if (auto k = v.get_string("inter-link")) {
+    if (*k == "infiniband") c.inter.kind = LinkKind::InfiniBand;
+    else if (*k == "ethernet") c.inter.kind = LinkKind::Ethernet;
+    else p.add("--inter-link '" + *k + "' is unknown", "use infiniband or ethernet");
+  }
+  if (auto x = v.get_double("intra-gbytes-per-s", p)) c.intra.bandwidth_Bps = *x * kGB;
+  if (auto x = v.get_double("intra-latency-us", p)) c.intra.latency_s = *x * kMicro;
+  if (auto x = v.get_double("inter-node-gbytes-per-s", p)) c.inter.bandwidth_Bps = *x * kGB;
+  if (auto x = v.get_double("inter-latency-us", p)) c.inter.latency_s = *x * kMicro;
+  validate_cluster(c, p);
+  return c;
+}
+
+Layout resolve_layout(const OptionValues& v, ClusterSpec& c, Problems& p) {
+  Layout l;
+  if (auto x = v.get_int("tp", p)) l.tp = *x;
+  if (auto x = v.get_int("pp", p)) l.pp = *x;
+  if (auto o = v.get_string("order")) l.order = *o;
+  const bool dp_given = v.has("dp");
+  if (auto x = v.get_int("dp", p)) l.dp = *x;
+  if (l.tp <= 0 || l.pp <= 0 || l.dp <= 0 || c.gpus_per_node <= 0 || c.nodes <= 0) {
+    validate_layout(l, p);
+    return l;
+  }
+  if (dp_given && !v.has("nodes")) {
+    // Size the cluster to the layout when that is a whole number of nodes.
+    if (l.world_size() % c.gpus_per_node == 0) c.nodes = l.world_size() / c.gpus_per_node;
+    else if (l.world_size() < c.gpus_per_node) {
+      c.gpus_per_node = l.world_size();
+    }
+  }
+  const int64_t world = c.world_size();
+  if (!dp_given) {
+    if (world % (l.tp * l.pp) == 0) l.dp = world / (l.tp * l.pp);
+    else
+      p.add(fmt::format("tp {} x pp {} = {} does not divide the {} GPUs of the cluster", l.tp, l.pp,
+                        l.tp * l.pp, world),
+            fmt::format("choose tp x pp among the divisors of {} ({})", world, list_of(divisors(world))),
+            "world-size");
+  }
+  validate_layout(l, p);
+  return l;
+}
+
+ExecutionSpec resolve_execution(const OptionValues& v, Problems& p) {
+  ExecutionSpec e;
+  if (auto x = v.get_int("global-batch-size", p)) e.global_batch_size = *x;
+  if (auto x = v.get_int("micro-batch-size", p)) e.micro_batch_size = *x;
+  if (auto s = v.get_string("schedule")) {
+    if (!parse_schedule(*s, e.schedule))
+      p.add("--schedule '" + *s + "' is unknown", "use " + join_choices(schedule_names()));
+  }
+  if (auto x = v.get_int("virtual-stages", p)) e.virtual_stages = *x;
+  else if (e.schedule == ScheduleKind::Interleaved) e.virtual_stages = 2;
+  if (auto x = v.get_int("zero", p)) {
+    if (*x < 0 || *x > 3) p.add(fmt::format("--zero {} is not a ZeRO stage", *x), "use --zero 0, 1, 2 or 3");
+    else e.zero = int(*x);
+  }
+  if (auto s = v.get_string("recompute")) {
+    if (!parse_recompute(*s, e.recompute))
+      p.add("--recompute '" + *s + "' is unknown", "use " + join_choices(recompute_names()));
+  }
+  if (auto b = v.get_bool("sequence-parallel", p)) e.sequence_parallel = *b;
+  if (auto s = v.get_string("precision")) {
+    if (!parse_precision(*s, e.precision))
+      p.add("--precision '" + *s + "' is unknown", "use " + join_choices(precision_names()));
+  }
+  if (e.precision == Precision::FP32) e.grad_bits = 32;
+  if (auto x = v.get_int("grad-bits", p)) {
+    if (*x != 16 && *x != 32) p.add(fmt::format("--grad-bits {} is not 16 or 32", *x), "use --grad-bits 32 or 16");
+    else e.grad_bits = int(*x);
+  }
+  if (e.micro_batch_size <= 0)
+    p.add(fmt::format("--micro-batch-size is {}, must be positive", e.micro_batch_size),
+          "give --micro-batch-size 1 or more");
+  if (v.has("global-batch-size") && e.global_batch_size <= 0)
+    p.add(fmt::format("--global-batch-size is {}, must be positive", e.global_batch_size),
+          "give --global-batch-size 1 or more");
+  if (e.virtual_stages <= 0)
+    p.add(fmt::format("--virtual-stages is {}, must be positive", e.virtual_stages), "give 1 or more");
+  if (e.virtual_stages > 1 && e.schedule != ScheduleKind::Interleaved)
+    p.add(fmt::format("--virtual-stages {} needs the interleaved schedule, not {}", e.virtual_stages,
+                      to_string(e.schedule)),
+          "add --schedule interleaved, or use --virtual-stages 1");
+  return e;
+}
+
+void check_run(const RunSpec& r, bool check_batch, Problems& p) {
+  const Layout& l = r.layout;
+  const ModelSpec& m = r.model;
+  if (l.tp <= 0 || l.pp <= 0 || l.dp <= 0) return;  // already reported
+  const int64_t world = r.cluster.world_size();
+  if (l.world_size() != world)
+    p.add(fmt::format("layout tp {} x pp {} x dp {} = {} GPUs, but the cluster has {} ({} nodes x {})", l.tp,
+                      l.pp, l.dp, l.world_size(), world, r.cluster.nodes, r.cluster.gpus_per_node),
+          world % (l.tp * l.pp) == 0
+              ? fmt::format("use --dp {} or --nodes {}", world / (l.tp * l.pp),
+                            (l.world_size() + r.cluster.gpus_per_node - 1) / r.cluster.gpus_per_node)
+              : fmt::format("make tp x pp x dp equal {}, or change --nodes", world),
+          "world-size");
+  if (m.heads > 0 && m.heads % l.tp != 0)
+    p.add(fmt::format("heads ({}) not divisible by tensor-parallel size ({})", m.heads, l.tp),
+          fmt::format("use --tp {}", list_of(divisors(m.heads))), "tp-divides-heads");
+  if (m.kv_heads > 0 && m.heads % l.tp == 0 && m.kv_heads % l.tp != 0 && l.tp % m.kv_heads != 0)
+    p.add(fmt::format("kv-heads ({}) and tensor-parallel size ({}) do not divide one another", m.kv_heads, l.tp),
+          fmt::format("use --tp among {} or a multiple of {}", list_of(divisors(m.kv_heads)), m.kv_heads),
+          "tp-divides-heads");
+  if (m.ffn_hidden > 0 && m.ffn_hidden % l.tp != 0)
+    p.add(fmt::format("ffn hidden ({}) not divisible by tensor-parallel size ({})", m.ffn_hidden, l.tp),
+          fmt::format("use --tp {}", list_of(divisors(m.ffn_hidden))), "tp-divides-ffn");
+  const int64_t chunks = l.pp * r.exec.virtual_stages;
+  if (m.layers > 0 && chunks > m.layers)
+    p.add(fmt::format("pp {} x virtual stages {} = {} stages but the model has only {} layers", l.pp,
+                      r.exec.virtual_stages, chunks, m.layers),
+          fmt::format("use --pp of at most {}", m.layers), "pp-exceeds-layers");
+  if (!check_batch) return;
+  const ExecutionSpec& e = r.exec;
+  if (e.global_batch_size > 0 && e.micro_batch_size > 0) {
+    if (e.micro_batch_size > e.global_batch_size)
+      p.add(fmt::format("micro-batch size ({}) is larger than the global batch ({})", e.micro_batch_size,
+                        e.global_batch_size),
+            "lower --micro-batch-size or raise --global-batch-size", "batch-divisibility");
+    else if (e.global_batch_size % (e.micro_batch_size * l.dp) != 0)
+      p.add(fmt::format("global batch ({}) not divisible by micro-batch ({}) x dp ({}) = {}", e.global_batch_size,
+                        e.micro_batch_size, l.dp, e.micro_batch_size * l.dp),
+            fmt::format("use --global-batch-size {} or {}",
+                        (e.global_batch_size / (e.micro_batch_size * l.dp)) * e.micro_batch_size * l.dp,
+                        (e.global_batch_size / (e.micro_batch_size * l.dp) + 1) * e.micro_batch_size * l.dp),
+            "batch-divisibility");
+  }
+}
+
+RunSpec resolve_run(const OptionValues& values, bool check_batch) {
+  Problems p;
+  RunSpec r;
+  r.model = resolve_model(values, p);
+  r.cluster = resolve_cluster(values, p);
+  r.layout = resolve_layout(values, r.cluster, p);
+  r.exec = resolve_execution(values, p);
+  check_run(r, check_batch, p);
+  p.throw_if_any();
+  return r;
+}
+
+}  // namespace trident

@@ -1,0 +1,42 @@
+// RunSpec: model + cluster + layout + execution, resolved from presets, TOML and flags.
+//
+// Resolution collects every problem of the whole config before throwing, so a user fixes all
+// of them in one round.
+#pragma once
+
+#include "core/cluster_spec.h"
+#include "core/execution_spec.h"
+#include "core/layout.h"
+#include "core/model_spec.h"
+#include "core/options.h"
+
+namespace trident {
+
+struct RunSpec {
+  ModelSpec model;
+  ClusterSpec cluster;
+  Layout layout;
+  ExecutionSpec exec;
+};
+
+// Each resolver reads its options group; missing sizes fall back to the preset, then defaults.
+ModelSpec resolve_model(const OptionValues& values, Problems& problems);
+ClusterSpec resolve_cluster(const OptionValues& values, Problems& problems);
+// dp defaults to world / (tp * pp). When --nodes is absent and tp*pp*dp is a whole number of
+// nodes, the cluster is sized to fit the layout.
+Layout resolve_layout(const OptionValues& values, ClusterSpec& cluster, Problems& problems);
+ExecutionSpec resolve_execution(const OptionValues& values, Problems& problems);
+
+// Resolves everything the options hold and checks that the pieces fit together; throws
+// InputError with every problem found. With check_batch the execution's batch sizes are
+// checked against the layout too.
+RunSpec resolve_run(const OptionValues& values, bool check_batch);
+
+// Checks that hold between model, cluster, layout and batch: world size, tp dividing heads,
+// pp not above layers, micro-batch dividing the global batch, ... Each problem has a code.
+void check_run(const RunSpec& run, bool check_batch, Problems& problems);
+
+// Divisors of n in ascending order, for fixes ("use --tp 1, 2, 3, 4, 6 or 12").
+std::vector<int64_t> divisors(int64_t n);
+
+}  // namespace trident
