@@ -58,9 +58,11 @@ ModelSpec resolve_model(const OptionValues& v, Problems& p) {
   else if (!preset || (hidden_given && m.family == ModelFamily::GPT)) m.ffn_hidden = 4 * m.hidden;
   if (!preset) {
     m.name = "custom";
+    size_t before = p.size();
     if (!v.has("layers")) p.add("custom model has no --layers", "give --layers, or use --model NAME");
     if (!v.has("hidden")) p.add("custom model has no --hidden", "give --hidden, or use --model NAME");
     if (!v.has("heads")) p.add("custom model has no --heads", "give --heads, or use --model NAME");
+    if (p.size() > before) return m;  // the missing sizes say it all
   } else if (described || v.has("seq-len") || v.has("vocab") || v.has("ffn-hidden") || v.has("kv-heads")) {
     m.name += " (modified)";
   }

@@ -36,6 +36,7 @@ std::string topology_text(const RunSpec& run, const Mesh& mesh, const TopologyTa
   out += fmt::format("{:<5} {:>7} {:>5}  {:<11} {:>12}  {:<14}  {}\n", "kind", "groups", "size", "link",
                      "GB/s per GPU", "nodes spanned", "example groups");
   for (const TopologyRow& row : table.rows) {
+    if (row.group_size == 1) continue;  // a dimension of size 1 has no communication
     std::string nodes = row.min_nodes == row.max_nodes ? std::to_string(row.min_nodes)
                                                        : fmt::format("{}-{}", row.min_nodes, row.max_nodes);
     for (size_t i = 0; i < row.examples.size(); ++i) {
