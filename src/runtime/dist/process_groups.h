@@ -1,0 +1,36 @@
+// ProcessGroups: this rank's communicators for every parallel dimension, built from the Mesh.
+//
+// The groups are exactly Mesh::group_of(kind, rank) — the same sets `trident topo` prints —
+// made into MPI communicators with MPI_Comm_split (colour = group index, key = the rank's
+// coordinate in that dimension, so group rank i is coordinate i). Owned by the trainer and
+// passed down explicitly: there is no process-group global.
+#pragma once
+
+#include <memory>
+
+#include "core/mesh.h"
+#include "runtime/comm/mpi_communicator.h"
+
+namespace trident::dist {
+
+struct ProcessGroups {
+  std::shared_ptr<comm::CommContext> context;
+  Coords coords;      // this rank's (tp, dp, pp) coordinates
+  int world_rank = 0;
+  std::unique_ptr<comm::MpiCommunicator> world;
+  std::unique_ptr<comm::MpiCommunicator> tp;
+  std::unique_ptr<comm::MpiCommunicator> dp;
+  std::unique_ptr<comm::MpiCommunicator> pp;
+  // First and last pipeline stage of the same (tp, dp) position, for the tied embedding's
+  // gradient; null on middle stages and when pp == 1.
+  std::unique_ptr<comm::MpiCommunicator> embedding;
+
+  bool first_stage() const { return coords.pp() == 0; }
+  bool last_stage() const { return pp && coords.pp() == pp->size() - 1; }
+};
+
+// Collective over MPI_COMM_WORLD. Throws InputError (before any work) when the world size is
+// not the layout's tp * dp * pp, naming both and the fix.
+ProcessGroups make_process_groups(const Mesh& mesh, std::shared_ptr<comm::CommContext> context);
+
+}  // namespace trident::dist

@@ -1,0 +1,155 @@
+// The MPI communicator on 4 ranks: every collective and transfer gives the values MPI's
+// definition says, groups are the Mesh's groups, and a missing peer becomes an error naming it.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <numeric>
+#include <thread>
+
+#include "runtime/comm/mpi_communicator.h"
+#include "runtime/dist/process_groups.h"
+
+using namespace trident;
+using namespace trident::comm;
+
+namespace {
+
+std::shared_ptr<CommContext> context(double timeout_s = 30) {
+  auto c = std::make_shared<CommContext>();
+  MPI_Comm_rank(MPI_COMM_WORLD, &c->world_rank);
+  c->timeout_s = timeout_s;
+  return c;
+}
+
+TEST(MpiCommunicator, all_reduce_sums_and_maxes_over_every_rank) {
+  auto world = MpiCommunicator::world(context());
+  const int n = world->size(), r = world->rank();
+  std::vector<float> v{float(r), float(r * r), 1.0f};
+  world->all_reduce(v.data(), v.size(), DType::F32, ReduceOp::Sum);
+  float sum = 0, sq = 0;
+  for (int i = 0; i < n; ++i) sum += i, sq += i * i;
+  EXPECT_EQ(v[0], sum);
+  EXPECT_EQ(v[1], sq);
+  EXPECT_EQ(v[2], float(n));
+  std::vector<float> m{float(r)};
+  world->all_reduce(m.data(), 1, DType::F32, ReduceOp::Max);
+  EXPECT_EQ(m[0], float(n - 1));
+}
+
+TEST(MpiCommunicator, reduce_scatter_leaves_each_rank_its_summed_slice) {
+  auto world = MpiCommunicator::world(context());
+  const int n = world->size(), r = world->rank();
+  std::vector<float> send(2 * n), recv(2);
+  for (int i = 0; i < 2 * n; ++i) send[i] = float(i * 10 + r);
+  world->reduce_scatter(send.data(), recv.data(), 2, DType::F32, ReduceOp::Sum);
+  const float ranks_sum = float(n * (n - 1) / 2);
+  EXPECT_EQ(recv[0], float(2 * r * 10 * n) + ranks_sum);
+  EXPECT_EQ(recv[1], float((2 * r + 1) * 10 * n) + ranks_sum);
+}
+
+TEST(MpiCommunicator, all_gather_concatenates_in_rank_order_and_broadcast_copies_root) {
+  auto world = MpiCommunicator::world(context());
+  const int n = world->size(), r = world->rank();
+  std::vector<int32_t> send{r, -r}, recv(2 * n);
+  world->all_gather(send.data(), recv.data(), 2, DType::I32);
+  for (int i = 0; i < n; ++i) {
+    EXPECT_EQ(recv[2 * i], i);
+    EXPECT_EQ(recv[2 * i + 1], -i);
+  }
+  std::vector<int64_t> b{r == n - 1 ? 42 : 0};
+  world->broadcast(b.data(), 1, DType::I64, n - 1);
+  EXPECT_EQ(b[0], 42);
+}
+
+TEST(MpiCommunicator, ring_send_recv_and_async_handles_deliver_each_neighbours_data) {
+  auto world = MpiCommunicator::world(context());
+  const int n = world->size(), r = world->rank();
+  std::vector<float> out(100, float(r)), in(100, -1);
+  auto rq = world->irecv(in.data(), in.size(), DType::F32, (r + n - 1) % n, 7);
+  auto sq = world->isend(out.data(), out.size(), DType::F32, (r + 1) % n, 7);
+  sq->wait();
+  rq->wait();
+  EXPECT_EQ(in[0], float((r + n - 1) % n));
+  EXPECT_EQ(in[99], float((r + n - 1) % n));
+  std::vector<float> a(1000, 1.0f);
+  auto h = world->all_reduce_async(a.data(), a.size(), DType::F32, ReduceOp::Sum);
+  h->wait();
+  EXPECT_TRUE(h->test());
+  EXPECT_EQ(a[999], float(n));
+}
+
+TEST(MpiCommunicator, a_receive_from_a_silent_peer_times_out_naming_both_ranks) {
+  auto world = MpiCommunicator::world(context(0.3));
+  auto patient = MpiCommunicator::world(context(30));
+  if (world->size() < 2) GTEST_SKIP();
+  if (world->rank() == 1) {
+    float x = 0;
+    try {
+      world->recv(&x, 1, DType::F32, 0, 99);
+      ADD_FAILURE() << "recv from a peer that never sends returned";
+    } catch (const CommTimeout& e) {
+      std::string msg = e.what();
+      EXPECT_NE(msg.find("rank 1 waited"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("recv 1 f32 from rank 0 tag 99"), std::string::npos) << msg;
+    }
+  }
+  patient->barrier();
+}
+
+TEST(MpiCommunicator, trace_logs_every_operation_with_step_and_rank) {
+  auto ctx = context();
+  ctx->trace = true;
+  ctx->step = 5;
+  char* text = nullptr;
+  size_t len = 0;
+  ctx->trace_out = open_memstream(&text, &len);
+  {
+    auto world = MpiCommunicator::world(ctx);
+    float x = 1;
+    world->all_reduce(&x, 1, DType::F32, ReduceOp::Sum);
+  }
+  std::fclose(ctx->trace_out);
+  std::string log(text, len);
+  free(text);
+  EXPECT_NE(log.find("[comm] step 5 rank " + std::to_string(ctx->world_rank) + " world["), std::string::npos) << log;
+  EXPECT_NE(log.find("all_reduce 1 f32 sum"), std::string::npos) << log;
+}
+
+TEST(ProcessGroups, groups_are_the_mesh_groups_for_every_order) {
+  int world_size = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  ASSERT_EQ(world_size, 4) << "this test is written for mpirun -np 4";
+  for (std::string order : {"tp-dp-pp", "dp-tp-pp", "pp-dp-tp", "tp-pp-dp"}) {
+    for (auto [tp, dp, pp] : {std::tuple{2, 2, 1}, {2, 1, 2}, {1, 2, 2}, {4, 1, 1}, {1, 1, 4}}) {
+      Layout layout{.tp = tp, .dp = dp, .pp = pp, .order = order};
+      Mesh mesh(layout, 8);
+      auto g = dist::make_process_groups(mesh, context());
+      for (auto [kind, comm] : {std::pair{Dim::TP, g.tp.get()}, {Dim::DP, g.dp.get()}, {Dim::PP, g.pp.get()}}) {
+        Group expect = mesh.group_of(kind, g.world_rank);
+        ASSERT_EQ(comm->size(), int(expect.ranks.size()));
+        EXPECT_EQ(expect.ranks[comm->rank()], g.world_rank);
+        // The sum of world ranks over the communicator is the sum over the Mesh group.
+        int64_t sum = g.world_rank;
+        comm->all_reduce(&sum, 1, DType::I64, ReduceOp::Sum);
+        EXPECT_EQ(sum, std::accumulate(expect.ranks.begin(), expect.ranks.end(), int64_t{0}))
+            << order << " " << to_string(kind);
+      }
+      EXPECT_EQ(g.embedding != nullptr, pp > 1 && (g.coords.pp() == 0 || g.coords.pp() == pp - 1));
+    }
+  }
+}
+
+TEST(ProcessGroups, a_world_size_that_does_not_match_the_layout_is_an_error_before_any_work) {
+  Mesh mesh(Layout{.tp = 2, .dp = 2, .pp = 2}, 8);
+  try {
+    dist::make_process_groups(mesh, context());
+    ADD_FAILURE() << "no error for 4 ranks running an 8-rank layout";
+  } catch (const InputError& e) {
+    std::string msg = e.problems().at(0).what + " / " + e.problems().at(0).fix;
+    EXPECT_NE(msg.find("started 4 ranks"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("needs 8"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("mpirun -np 8"), std::string::npos) << msg;
+  }
+}
+
+}  // namespace
