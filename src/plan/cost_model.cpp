@@ -1,0 +1,264 @@
+#include "plan/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "plan/memory_model.h"
+
+namespace trident::plan {
+
+const CostConstants& default_constants() {
+  static const CostConstants c{};
+  return c;
+}
+
+int64_t padded_vocab(int64_t vocab, int64_t tp) {
+  const int64_t multiple = 128 * std::max<int64_t>(tp, 1);
+  return (vocab + multiple - 1) / multiple * multiple;
+}
+
+std::vector<int64_t> chunk_layers(int64_t layers, int64_t pp, int64_t v) {
+  const int64_t chunks = std::max<int64_t>(pp * v, 1);
+  std::vector<int64_t> out(chunks, layers / chunks);
+  int64_t rest = layers % chunks;
+  // rest < chunks, so chunks 1..rest exist; the last chunk gets one only when rest = chunks - 1.
+  for (int64_t c = 1; c <= rest; ++c) out[c] += 1;
+  return out;
+}
+
+std::vector<int64_t> stage_layers(int64_t layers, int64_t pp, int64_t v) {
+  std::vector<int64_t> out(std::max<int64_t>(pp, 1), 0);
+  auto chunks = chunk_layers(layers, pp, v);
+  for (size_t c = 0; c < chunks.size(); ++c) out[c % out.size()] += chunks[c];
+  return out;
+}
+
+double gemm_efficiency(double m, double k, double n, const CostConstants& c) {
+  auto shape = [&](double d) { return d / (d + c.gemm_half_dim); };
+  return c.gemm_peak_efficiency * shape(m) * shape(k) * shape(n);
+}
+
+double gemm_time_s(double m, double k, double n, double batch, double peak_flops, const CostConstants& c) {
+  if (m <= 0 || k <= 0 || n <= 0 || batch <= 0) return 0;
+  return 2 * m * k * n * batch / (peak_flops * gemm_efficiency(m, k, n, c)) + c.kernel_overhead_s;
+}
+
+double link_efficiency(LinkKind kind, const CostConstants& c) {
+  switch (kind) {
+    case LinkKind::NVLink: return c.nvlink_efficiency;
+    case LinkKind::PCIe: return c.pcie_efficiency;
+    case LinkKind::InfiniBand:
+    case LinkKind::Ethernet: return c.network_efficiency;
+  }
+  return 1;
+}
+
+double p2p_time_s(double bytes, const GroupLink& link, const CostConstants& c) {
+  if (bytes <= 0) return 0;
+  return link.latency_s + bytes / (link.bandwidth_Bps * link_efficiency(link.kind, c));
+}
+
+double ring_allreduce_time_s(double bytes, int64_t n, const GroupLink& link, const CostConstants& c) {
+  if (n <= 1 || bytes <= 0) return 0;
+  const double bw = link.bandwidth_Bps * link_efficiency(link.kind, c);
+  return 2.0 * (n - 1) * link.latency_s + 2.0 * (n - 1) / n * bytes / bw;
+}
+
+double ring_allgather_time_s(double bytes, int64_t n, const GroupLink& link, const CostConstants& c) {
+  if (n <= 1 || bytes <= 0) return 0;
+  const double bw = link.bandwidth_Bps * link_efficiency(link.kind, c);
+  return double(n - 1) * link.latency_s + double(n - 1) / n * bytes / bw;
+}
+
+double hierarchical_allreduce_time_s(double bytes, int64_t g, int64_t k, const LinkSpec& intra,
+                                     double inter_Bps_per_gpu, double inter_latency_s,
+                                     const CostConstants& c) {
+  if (bytes <= 0 || g * k <= 1) return 0;
+  const double bn = intra.bandwidth_Bps * link_efficiency(intra.kind, c);
+  const double bi = inter_Bps_per_gpu * c.network_efficiency;
+  double t = 0;
+  if (g > 1) t += 2 * ((g - 1) * intra.latency_s + double(g - 1) / g * bytes / bn);
+  if (k > 1) t += 2 * (k - 1) * inter_latency_s + 2.0 * (k - 1) / k * (bytes / g) / bi;
+  return t;
+}
+
+namespace {
+double activation_element_bytes(const ExecutionSpec& e) { return e.precision == Precision::FP32 ? 4 : 2; }
+double peak_flops(const ExecutionSpec& e, const GpuSpec& gpu) {
+  return e.precision == Precision::FP32 ? gpu.fp32_flops : gpu.bf16_flops;
+}
+}  // namespace
+
+LayerCompute layer_compute(const ModelSpec& m, const ExecutionSpec& e, int64_t tp, const GpuSpec& gpu,
+                           const CostConstants& c) {
+  LayerCompute lc;
+  lc.tp = tp;
+  lc.tokens = e.micro_batch_size * m.seq_len;
+  const double T = double(lc.tokens), h = double(m.hidden), t = double(tp), f = double(m.ffn_hidden);
+  const double kv = double(m.kv_dim()), s = double(m.seq_len), d = double(m.head_dim());
+  const double peak = peak_flops(e, gpu);
+  // Weight GEMMs, forward, per GPU of the TP group: column-parallel QKV and MLP-in,
+  // row-parallel projection and MLP-out.
+  const double mlp_in = double(m.mlp_matrices() - 1) * f / t;  // GELU: f/t; SwiGLU gate+up fused: 2f/t
+  lc.gemm_s = gemm_time_s(T, h, (h + 2 * kv) / t, 1, peak, c) + gemm_time_s(T, h / t, h, 1, peak, c) +
+              gemm_time_s(T, h, mlp_in, 1, peak, c) + gemm_time_s(T, f / t, h, 1, peak, c);
+  lc.gemm_flops = 2 * T * h * ((h + 2 * kv) / t + h / t + mlp_in + f / t);
+  // Attention: per head of this GPU, QK^T (s x d x s) and scores x V (s x s x d).
+  const double batch = double(e.micro_batch_size) * double(m.heads) / t;
+  lc.attention_s = gemm_time_s(s, d, s, batch, peak, c) + gemm_time_s(s, s, d, batch, peak, c);
+  lc.attention_flops = 4 * batch * s * s * d;
+  // Stored activations without recomputation (what the forward kernels write).
+  ExecutionSpec plain = e;
+  plain.recompute = Recompute::None;
+  const LayerActivations act = layer_activations(m, plain, tp);
+  lc.stored_activation_bytes = act.bytes;
+  lc.attention_core_bytes = act.attention_scores_bytes;
+  const double hbm = gpu.hbm_Bps * c.hbm_efficiency;
+  const double scale = c.elementwise_traffic_per_stored_byte * activation_element_bytes(e) / 2;
+  lc.elementwise_s = scale * act.bytes / hbm;
+  lc.attention_elementwise_s = scale * act.attention_scores_bytes / hbm;
+  return lc;
+}
+
+TpComm tp_comm_per_layer(const ModelSpec& m, const ExecutionSpec& e, int64_t tp, const GroupLink& link,
+                         const CostConstants& c) {
+  TpComm tc;
+  tc.message_bytes = double(e.micro_batch_size) * m.seq_len * m.hidden * activation_element_bytes(e);
+  if (tp <= 1) return tc;
+  tc.forward_collectives = 2;
+  tc.backward_collectives = 2 + (e.recompute == Recompute::Full ? 2 : 0);
+  // Sequence parallel: reduce-scatter + all-gather of the same total volume as one all-reduce.
+  tc.collective_s = e.sequence_parallel ? 2 * ring_allgather_time_s(tc.message_bytes, tp, link, c)
+                                        : ring_allreduce_time_s(tc.message_bytes, tp, link, c);
+  tc.forward_s = tc.forward_collectives * tc.collective_s;
+  tc.backward_s = tc.backward_collectives * tc.collective_s;
+  return tc;
+}
+
+PpComm pp_comm_per_message(const ModelSpec& m, const ExecutionSpec& e, int64_t tp, const GroupLink& link,
+                           const CostConstants& c) {
+  PpComm pc;
+  // Megatron sends 1/t of the activation from each TP rank (scatter/gather, or sequence parallel).
+  pc.message_bytes = double(e.micro_batch_size) * m.seq_len * m.hidden * activation_element_bytes(e) /
+                     double(std::max<int64_t>(tp, 1));
+  pc.message_s = p2p_time_s(pc.message_bytes, link, c);
+  return pc;
+}
+
+std::vector<StageTime> stage_times(const ModelSpec& m, const ExecutionSpec& e, const StageInputs& in,
+                                   const GpuSpec& gpu, const CostConstants& c) {
+  const LayerCompute lc = layer_compute(m, e, in.tp, gpu, c);
+  const TpComm tc = tp_comm_per_layer(m, e, in.tp, in.tp_link, c);
+  const PpComm pc = pp_comm_per_message(m, e, in.tp, in.pp_link, c);
+  const double peak = peak_flops(e, gpu);
+  const double T = double(lc.tokens), h = double(m.hidden), t = double(in.tp);
+  const double V = double(padded_vocab(m.vocab, in.tp));
+  const int64_t v = e.schedule == ScheduleKind::Interleaved ? e.virtual_stages : 1;
+
+  double recompute_per_layer = 0, recompute_flops_per_layer = 0;
+  if (e.recompute == Recompute::Full) {
+    recompute_per_layer = lc.forward_s();
+    recompute_flops_per_layer = lc.forward_flops();
+  } else if (e.recompute == Recompute::Selective) {
+    recompute_per_layer = lc.attention_s + lc.attention_elementwise_s;
+    recompute_flops_per_layer = lc.attention_flops;
+  }
+  // Output layer: logits GEMM (T x h x V/t), then the fp32 softmax cross-entropy over them.
+  const double logits_gemm_s = gemm_time_s(T, h, V / t, 1, peak, c);
+  const double logits_flops = 2 * T * h * V / t;
+  const double loss_s = c.elementwise_traffic_per_stored_byte * 4 * T * V / t / (gpu.hbm_Bps * c.hbm_efficiency);
+
+  const auto layers = stage_layers(m.layers, in.pp, v);
+  std::vector<StageTime> out(layers.size());
+  for (size_t i = 0; i < layers.size(); ++i) {
+    StageTime& st = out[i];
+    st.stage = int64_t(i);
+    st.layers = layers[i];
+    st.first = i == 0;
+    st.last = i + 1 == layers.size();
+    const double L = double(layers[i]);
+    st.compute_forward_s = L * lc.forward_s();
+    st.recompute_s = L * recompute_per_layer;
+    st.compute_backward_s = L * lc.backward_s() + st.recompute_s;
+    st.model_flops = 3 * L * lc.forward_flops();
+    st.executed_flops = st.model_flops + L * recompute_flops_per_layer;
+    st.tp_comm_s = L * (tc.forward_s + tc.backward_s);
+    if (st.first && in.tp > 1) st.tp_comm_s += tc.collective_s;  // vocab-parallel embedding all-reduce
+    if (st.last) {
+      st.compute_forward_s += logits_gemm_s + loss_s;
+      st.compute_backward_s += 2 * logits_gemm_s + loss_s;
+      st.model_flops += 3 * logits_flops;
+      st.executed_flops += 3 * logits_flops;
+      if (in.tp > 1 && e.sequence_parallel) st.tp_comm_s += tc.collective_s;  // gather before logits, scatter back
+    }
+    if (in.pp > 1) st.pp_comm_s = 2.0 * double(v) * pc.message_s;
+  }
+  return out;
+}
+
+DpComm dp_comm(double gradient_bytes, int64_t dp, int zero, const GroupLink& link, int64_t members_per_node,
+               const ClusterSpec& cluster, double overlap_window_s, const CostConstants& c) {
+  DpComm d;
+  d.gradient_bytes = gradient_bytes;
+  d.dp = dp;
+  d.overlap_window_s = overlap_window_s;
+  if (dp <= 1 || gradient_bytes <= 0) return d;
+  d.nodes = int64_t(link.nodes.size());
+  d.gpus_per_node_in_group = std::max<int64_t>(members_per_node, 1);
+  d.hierarchical = d.nodes > 1 && d.gpus_per_node_in_group > 1;
+  d.volume_factor = zero >= 3 ? 1.5 : 1.0;
+  double allreduce_s;
+  if (d.hierarchical)
+    allreduce_s = hierarchical_allreduce_time_s(gradient_bytes, d.gpus_per_node_in_group, d.nodes, cluster.intra,
+                                                cluster.inter_bandwidth_per_gpu_Bps(), cluster.inter.latency_s, c);
+  else
+    allreduce_s = ring_allreduce_time_s(gradient_bytes, dp, link, c);
+  d.total_s = allreduce_s * d.volume_factor;
+  // Buckets are reduced while backward still runs; the last bucket always waits.
+  const double last_bucket_s = d.total_s * std::min(1.0, c.dp_bucket_bytes / gradient_bytes);
+  d.exposed_s = std::max(d.total_s - overlap_window_s, last_bucket_s);
+  return d;
+}
+
+OptimizerTime optimizer_time(double params, Precision precision, int grad_bits, const GpuSpec& gpu,
+                             const CostConstants& c) {
+  OptimizerTime o;
+  o.params = params;
+  if (c.optimizer_bytes_per_param > 0) o.bytes_per_param = c.optimizer_bytes_per_param;
+  else if (precision == Precision::FP32)
+    o.bytes_per_param = 8 + 8 + 8 + 4;  // read+write weight, momentum, variance; read gradient
+  else
+    // read+write fp32 master, momentum, variance; read the gradient; write the 16-bit weight
+    o.bytes_per_param = 8 + 8 + 8 + grad_bits / 8.0 + 2;
+  o.time_s = params * o.bytes_per_param / (gpu.hbm_Bps * c.hbm_efficiency);
+  return o;
+}
+
+PipelineTime pipeline_time(const std::vector<StageTime>& stages, int64_t m, ScheduleKind schedule, int64_t v) {
+  PipelineTime p;
+  double sum = 0;
+  for (const auto& s : stages) {
+    sum += s.total_s();
+    if (s.total_s() > p.slowest_stage_s) {
+      p.slowest_stage_s = s.total_s();
+      p.slowest_stage = s.stage;
+    }
+  }
+  double k = 1;
+  if (schedule == ScheduleKind::Interleaved) k = double(std::max<int64_t>(v, 1));
+  else if (schedule == ScheduleKind::ZeroBubbleH1) k = 3;
+  p.steady_s = double(m) * p.slowest_stage_s;
+  p.bubble_s = (sum - p.slowest_stage_s) / k;
+  p.total_s = p.steady_s + p.bubble_s;
+  return p;
+}
+
+double model_flops_per_step(const ModelSpec& m, int64_t global_batch, int64_t vocab) {
+  const double s = double(m.seq_len), h = double(m.hidden), B = double(global_batch);
+  const double kv = double(m.kv_dim()), f = double(m.ffn_hidden);
+  const double matrix_params = h * (h + 2 * kv) + h * h + double(m.mlp_matrices()) * h * f;
+  const double per_layer_fwd = 2 * s * matrix_params + 4 * s * s * h;
+  return 3 * B * (double(m.layers) * per_layer_fwd + 2 * s * h * double(vocab));
+}
+
+}  // namespace trident::plan

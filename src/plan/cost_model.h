@@ -1,0 +1,186 @@
+// Step-time cost model: every term of one training step, each with its inputs, so the planner,
+// the lint rules and the simulator (src/sim/) compute time the same way.
+//
+// Units: seconds, bytes, FLOP, bytes per second (core/units.h). Every function is pure.
+// Formulas and sources: shared/docs/formulas.md. The constants below are ONE set for every
+// model and cluster; bench/plan/plan_calibration.cpp holds them against published runs.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/cluster_spec.h"
+#include "core/execution_spec.h"
+#include "core/mesh.h"
+#include "core/model_spec.h"
+
+namespace trident::plan {
+
+// Achieved-over-peak factors. Physical meaning for each; none is fitted per run.
+struct CostConstants {
+  double gemm_peak_efficiency = 0.80;  // share of dense peak a large bf16 GEMM reaches (cuBLAS on A100)
+  double gemm_half_dim = 24;           // a GEMM dimension this small halves the efficiency (tile waste)
+  double hbm_efficiency = 0.80;        // share of HBM bandwidth memory-bound kernels reach
+  // HBM bytes moved by the non-GEMM kernels (LayerNorm, GELU, softmax, dropout, bias, residual)
+  // per byte of activation a layer stores (Korthikanti's 34sbh + 5as^2b): each stored tensor is
+  // written once, read again, and its producer read its input.
+  double elementwise_traffic_per_stored_byte = 3.0;
+  double nvlink_efficiency = 0.75;     // achieved bus bandwidth / link bandwidth, NVLink collectives
+  double pcie_efficiency = 0.75;
+  double network_efficiency = 0.90;    // InfiniBand / Ethernet
+  double kernel_overhead_s = 0;        // fixed cost per GEMM launch
+  double optimizer_bytes_per_param = 0;  // 0: derived from the precision recipe (see optimizer_time)
+  double dp_bucket_bytes = 40e6 * 4;   // gradient bucket (Megatron: 40M fp32 elements)
+};
+
+const CostConstants& default_constants();
+
+// ---------------------------------------------------------------------------------------------
+// Shapes shared by the memory and time models.
+
+// Megatron pads the vocabulary to a multiple of 128 * tp so every shard is aligned:
+// 50257 -> 50304 at tp 1, 51200 at tp 8.
+int64_t padded_vocab(int64_t vocab, int64_t tp);
+
+// Layers of each pipeline chunk. chunk c = stage (c % pp) for virtual chunk (c / pp). Even when
+// layers % (pp*v) == 0; otherwise the remainder goes one each to chunks 1, 2, ... (the first and
+// last chunks keep the base count because they also hold the embedding and the logits).
+std::vector<int64_t> chunk_layers(int64_t layers, int64_t pp, int64_t virtual_stages);
+// Layers held by stage i (all its chunks).
+std::vector<int64_t> stage_layers(int64_t layers, int64_t pp, int64_t virtual_stages);
+
+// ---------------------------------------------------------------------------------------------
+// GEMM efficiency as a function of its size.
+
+// m x k times k x n. efficiency = peak_eff * prod_d d / (d + half_dim): large GEMMs approach
+// peak_eff, thin ones (a small d) lose tiles to padding and waves.
+double gemm_efficiency(double m, double k, double n, const CostConstants& c);
+// 2mkn FLOP (batched: times batch) over peak * efficiency, plus the launch overhead.
+double gemm_time_s(double m, double k, double n, double batch, double peak_flops, const CostConstants& c);
+
+// ---------------------------------------------------------------------------------------------
+// Collectives (alpha-beta, Thakur et al. 2005). bytes = the full buffer S each rank holds.
+
+double link_efficiency(LinkKind kind, const CostConstants& c);
+double p2p_time_s(double bytes, const GroupLink& link, const CostConstants& c);
+double ring_allreduce_time_s(double bytes, int64_t n, const GroupLink& link, const CostConstants& c);
+// All-gather or reduce-scatter of an S-byte buffer: (n-1) alpha + (n-1)/n S / beta.
+double ring_allgather_time_s(double bytes, int64_t n, const GroupLink& link, const CostConstants& c);
+// Hierarchical all-reduce: g GPUs per node on `intra`, k nodes on `inter` (per-GPU NIC share):
+// 2[(g-1) a_n + (g-1)/g S/B_n] + 2(k-1) a_i + 2(k-1)/k (S/g)/B_i.
+double hierarchical_allreduce_time_s(double bytes, int64_t g, int64_t k, const LinkSpec& intra,
+                                     double inter_Bps_per_gpu, double inter_latency_s,
+                                     const CostConstants& c);
+
+// ---------------------------------------------------------------------------------------------
+// Per-layer compute of one micro-batch on one GPU of a TP group.
+
+struct LayerCompute {
+  // inputs
+  int64_t tokens = 0;  // b * s
+  int64_t tp = 1;
+  // forward pass of one layer
+  double gemm_flops = 0;           // QKV, projection, MLP: 24 b s h^2 / t (GPT); Llama per its shapes
+  double attention_flops = 0;      // QK^T and AV: 4 b s^2 h / t
+  double gemm_s = 0;               // time of the four weight GEMMs
+  double attention_s = 0;          // time of the two batched attention GEMMs
+  double stored_activation_bytes = 0;  // what the layer keeps for backward (Korthikanti Table 2)
+  double attention_core_bytes = 0;     // the 5 a s^2 b / t part of it (softmax, dropout)
+  double elementwise_s = 0;        // memory-bound kernels, forward
+  double attention_elementwise_s = 0;  // softmax + dropout part of elementwise_s
+  double forward_s() const { return gemm_s + attention_s + elementwise_s; }
+  double backward_s() const { return 2 * forward_s(); }  // dgrad + wgrad for GEMMs; 2x traffic
+  double forward_flops() const { return gemm_flops + attention_flops; }
+};
+
+LayerCompute layer_compute(const ModelSpec& model, const ExecutionSpec& exec, int64_t tp, const GpuSpec& gpu,
+                           const CostConstants& c);
+
+// TP collectives of one layer for one micro-batch. Megatron: 2 all-reduces forward and 2
+// backward of b*s*h 16-bit elements; with sequence parallel each is a reduce-scatter plus an
+// all-gather of the same volume; full recomputation repeats the forward ones.
+struct TpComm {
+  double message_bytes = 0;     // b * s * h * 2
+  int64_t forward_collectives = 0;
+  int64_t backward_collectives = 0;  // including the recomputed forward ones
+  double collective_s = 0;      // one collective on the TP group's link
+  double forward_s = 0;
+  double backward_s = 0;
+};
+TpComm tp_comm_per_layer(const ModelSpec& model, const ExecutionSpec& exec, int64_t tp, const GroupLink& link,
+                         const CostConstants& c);
+
+// Pipeline sends of one micro-batch at one stage boundary: b*s*h 16-bit activations forward and
+// as many gradient bytes backward (divided by t: scatter/gather, or sequence parallel).
+struct PpComm {
+  double message_bytes = 0;
+  double message_s = 0;  // one send on the PP link
+};
+PpComm pp_comm_per_message(const ModelSpec& model, const ExecutionSpec& exec, int64_t tp, const GroupLink& link,
+                           const CostConstants& c);
+
+// One pipeline stage's work for one micro-batch (all its chunks together).
+struct StageTime {
+  int64_t stage = 0;
+  int64_t layers = 0;
+  bool first = false, last = false;
+  double compute_forward_s = 0;   // layers + embedding (first) + logits and loss (last)
+  double compute_backward_s = 0;  // including recomputation
+  double recompute_s = 0;         // the part of compute_backward_s that recomputes the forward
+  double tp_comm_s = 0;           // forward + backward TP collectives
+  double pp_comm_s = 0;           // its sends: 2 per chunk (activation forward, gradient backward)
+  double executed_flops = 0;      // with recomputation
+  double model_flops = 0;         // without
+  double total_s() const { return compute_forward_s + compute_backward_s + tp_comm_s + pp_comm_s; }
+};
+
+struct StageInputs {
+  int64_t tp = 1, pp = 1;
+  GroupLink tp_link, pp_link;
+};
+std::vector<StageTime> stage_times(const ModelSpec& model, const ExecutionSpec& exec, const StageInputs& in,
+                                   const GpuSpec& gpu, const CostConstants& c);
+
+// Data-parallel gradient reduction after backward, bucketed and partly hidden behind the last
+// micro-batch's backward pass.
+struct DpComm {
+  double gradient_bytes = 0;       // this GPU's gradient buffer
+  int64_t dp = 1;
+  int64_t gpus_per_node_in_group = 1, nodes = 1;  // hierarchical shape of the group
+  bool hierarchical = false;       // true when the group spans nodes with >1 member per node
+  double volume_factor = 1;        // 1 ring all-reduce / reduce-scatter+all-gather, 1.5 ZeRO-3
+  double total_s = 0;              // the whole reduction
+  double overlap_window_s = 0;     // backward time it can hide behind
+  double exposed_s = 0;            // what remains on the critical path
+  double embedding_sync_s = 0;     // tied embedding all-reduce between first and last stage
+};
+DpComm dp_comm(double gradient_bytes, int64_t dp, int zero, const GroupLink& dp_link, int64_t members_per_node,
+               const ClusterSpec& cluster, double overlap_window_s, const CostConstants& c);
+
+// Optimizer step: memory-bound Adam over this GPU's (sharded) parameters.
+struct OptimizerTime {
+  double params = 0;            // parameters this GPU updates
+  double bytes_per_param = 0;   // HBM traffic per parameter
+  double time_s = 0;
+};
+OptimizerTime optimizer_time(double params_updated, Precision precision, int grad_bits, const GpuSpec& gpu,
+                             const CostConstants& c);
+
+// Pipeline step of m micro-batches: the slowest stage paces the steady state, the others add the
+// fill and drain, shortened by v (interleaving) or to a third (ZB-H1):
+//   pipeline_s = m * T_max + (sum_i T_i - T_max) / k,  k = v (interleaved), 3 (zb-h1), 1 otherwise.
+// Uniform stages give the closed form (m + (p-1)/k) T.
+struct PipelineTime {
+  double slowest_stage_s = 0;  // T_max, one micro-batch
+  int64_t slowest_stage = 0;
+  double steady_s = 0;         // m * T_max
+  double bubble_s = 0;
+  double total_s = 0;
+};
+PipelineTime pipeline_time(const std::vector<StageTime>& stages, int64_t micro_batches, ScheduleKind schedule,
+                           int64_t virtual_stages);
+
+// FLOPs of one step for the whole model (formulas.md: 72 B s L h^2 (1 + s/6h + V/12Lh) for GPT).
+double model_flops_per_step(const ModelSpec& model, int64_t global_batch, int64_t vocab_padded);
+
+}  // namespace trident::plan

@@ -1,0 +1,123 @@
+#include "plan/estimate.h"
+
+#include <algorithm>
+
+namespace trident::plan {
+
+DimLink dim_link(const Mesh& mesh, Dim dim, const ClusterSpec& cluster) {
+  DimLink out;
+  out.groups = mesh.group_count(dim);
+  bool have = false;
+  const int64_t gpn = mesh.gpus_per_node();
+  std::vector<int64_t> per_node;
+  for (int64_t g = 0; g < out.groups; ++g) {
+    const Group group = mesh.group(dim, g);
+    // Members per node: ranks are in coordinate order, not always sorted by node, so count.
+    per_node.clear();
+    for (int64_t r : group.ranks) per_node.push_back(r / gpn);
+    std::sort(per_node.begin(), per_node.end());
+    int64_t most = 0, run = 0;
+    for (size_t i = 0; i < per_node.size(); ++i) {
+      run = (i > 0 && per_node[i] == per_node[i - 1]) ? run + 1 : 1;
+      most = std::max(most, run);
+    }
+    const bool crosses = per_node.front() != per_node.back();
+    if (crosses) ++out.groups_crossing_nodes;
+    // The slowest group paces the step: keep the one on the slowest link, then the widest.
+    if (!have || (crosses && !out.link.crosses_nodes())) {
+      out.link = mesh.link_of(group.ranks, cluster);
+      have = true;
+    }
+    out.members_per_node = std::max(out.members_per_node, most);
+  }
+  return out;
+}
+
+Links mesh_links(const Mesh& mesh, const ClusterSpec& cluster) {
+  Links l;
+  l.tp = dim_link(mesh, Dim::TP, cluster);
+  l.pp = dim_link(mesh, Dim::PP, cluster);
+  l.dp = dim_link(mesh, Dim::DP, cluster);
+  const Group pipe = mesh.group(Dim::PP, 0);
+  l.embedding = mesh.link_of({pipe.ranks.front(), pipe.ranks.back()}, cluster);
+  return l;
+}
+
+Estimate estimate(const RunSpec& run, double overhead_bytes, const CostConstants& c) {
+  Mesh mesh(run.layout, run.cluster.gpus_per_node);
+  return estimate_with_links(run, mesh_links(mesh, run.cluster), overhead_bytes, c);
+}
+
+Estimate estimate_with_links(const RunSpec& run, const Links& links, double overhead_bytes,
+                             const CostConstants& c) {
+  Estimate e;
+  e.run = run;
+  e.links = links;
+  const ModelSpec& m = run.model;
+  const ExecutionSpec& x = run.exec;
+  const Layout& l = run.layout;
+  const int64_t v = x.schedule == ScheduleKind::Interleaved ? x.virtual_stages : 1;
+  e.micro_batches = std::max<int64_t>(x.micro_batches(l.dp), 1);
+  e.vocab_padded = padded_vocab(m.vocab, l.tp);
+
+  // Memory.
+  e.memory = stage_memory(m, x, {l.tp, l.pp, l.dp, overhead_bytes});
+  for (size_t i = 0; i < e.memory.size(); ++i)
+    if (e.memory[i].total_bytes() > e.memory[e.most_loaded_stage].total_bytes()) e.most_loaded_stage = int64_t(i);
+  e.capacity_bytes = run.cluster.gpu.memory_bytes;
+  e.fits = e.peak_memory().total_bytes() <= e.capacity_bytes;
+
+  // Pipeline of micro-batches.
+  StageInputs in{l.tp, l.pp, links.tp.link, links.pp.link};
+  e.stages = stage_times(m, x, in, run.cluster.gpu, c);
+  e.pipeline = pipeline_time(e.stages, e.micro_batches, x.schedule, v);
+  const StageTime& slow = e.stages[e.pipeline.slowest_stage];
+  const double mb = double(e.micro_batches);
+  e.time.compute = mb * (slow.compute_forward_s + slow.compute_backward_s);
+  e.time.tp_comm = mb * slow.tp_comm_s;
+  e.time.pp_comm = mb * slow.pp_comm_s;
+  e.time.bubble = e.pipeline.bubble_s;
+
+  // Data-parallel reduction of the stage with the most parameters, hidden behind its last backward.
+  size_t biggest = 0;
+  for (size_t i = 0; i < e.memory.size(); ++i)
+    if (e.memory[i].params.total() > e.memory[biggest].params.total()) biggest = i;
+  const double params = e.memory[biggest].params.total();
+  const StateBytes sb = state_bytes(x.precision, x.grad_bits);
+  const StageTime& bst = e.stages[biggest];
+  const double window = bst.compute_backward_s + bst.tp_comm_s / 2;
+  e.dp = dp_comm(params * sb.gradients, l.dp, x.zero, links.dp.link, links.dp.members_per_node, run.cluster,
+                 window, c);
+  if (x.zero >= 1 && l.dp > 1) {
+    // Distributed optimizer / ZeRO: reduce-scatter the gradients (half an all-reduce, hidden as
+    // above), then all-gather the updated 16-bit weights after the step (not hidden).
+    const double rs = e.dp.total_s / 2;
+    const double gather = e.dp.total_s / 2 * (sb.weights / sb.gradients);
+    const double last_bucket = rs * std::min(1.0, c.dp_bucket_bytes / std::max(e.dp.gradient_bytes, 1.0));
+    e.dp.total_s = rs + gather;
+    e.dp.exposed_s = std::max(rs - window, last_bucket) + gather;
+  }
+  if (l.pp > 1 && m.tied_embeddings())
+    e.dp.embedding_sync_s =
+        ring_allreduce_time_s(double(e.vocab_padded) * m.hidden / l.tp * sb.gradients, 2, links.embedding, c);
+  e.time.dp_comm = e.dp.exposed_s + e.dp.embedding_sync_s;
+
+  e.optimizer = optimizer_time(params / (x.zero >= 1 ? double(l.dp) : 1.0), x.precision, x.grad_bits,
+                               run.cluster.gpu, c);
+  e.time.optimizer = e.optimizer.time_s;
+  e.time.step = e.pipeline.total_s + e.time.dp_comm + e.time.optimizer;
+
+  // Throughput.
+  const double world = double(l.world_size());
+  double executed_per_pipeline_mb = 0;
+  for (const auto& st : e.stages) executed_per_pipeline_mb += st.executed_flops;
+  e.executed_flops = executed_per_pipeline_mb * double(l.tp) * mb * double(l.dp);
+  e.model_flops = model_flops_per_step(m, x.global_batch_size, m.vocab);
+  e.tokens_per_s = double(x.global_batch_size) * double(m.seq_len) / e.time.step;
+  e.tflops_per_gpu = e.executed_flops / (world * e.time.step) / 1e12;
+  const double peak = x.precision == Precision::FP32 ? run.cluster.gpu.fp32_flops : run.cluster.gpu.bf16_flops;
+  e.mfu = e.model_flops / (world * e.time.step * peak);
+  return e;
+}
+
+}  // namespace trident::plan

@@ -1,0 +1,67 @@
+// Estimate: memory per stage and step time of one complete run (model, cluster, layout,
+// execution), assembled from the memory and cost models with the links the Mesh gives each group.
+#pragma once
+
+#include <vector>
+
+#include "core/mesh.h"
+#include "core/run_spec.h"
+#include "plan/cost_model.h"
+#include "plan/memory_model.h"
+
+namespace trident::plan {
+
+// The slowest group of one kind: its link and the most members it has on one node.
+struct DimLink {
+  GroupLink link;
+  int64_t members_per_node = 1;  // largest number of the group's GPUs sharing a node
+  int64_t groups_crossing_nodes = 0;
+  int64_t groups = 0;
+};
+DimLink dim_link(const Mesh& mesh, Dim dim, const ClusterSpec& cluster);
+
+struct Links {
+  DimLink tp, pp, dp;
+  GroupLink embedding;  // first <-> last stage of pipeline 0 (tied embedding sync)
+};
+Links mesh_links(const Mesh& mesh, const ClusterSpec& cluster);
+
+struct TimeBreakdown {
+  double step = 0;
+  double compute = 0;    // m x the slowest stage's forward + backward compute (recompute included)
+  double tp_comm = 0;    // m x its TP collectives
+  double pp_comm = 0;    // m x its pipeline sends
+  double bubble = 0;     // fill and drain of the pipeline
+  double dp_comm = 0;    // exposed gradient reduction + tied-embedding sync
+  double optimizer = 0;
+};
+
+struct Estimate {
+  RunSpec run;
+  int64_t micro_batches = 0;       // m per pipeline
+  int64_t vocab_padded = 0;
+  Links links;
+  std::vector<StageMemory> memory;  // one per stage
+  int64_t most_loaded_stage = 0;
+  double capacity_bytes = 0;
+  bool fits = false;
+  std::vector<StageTime> stages;
+  PipelineTime pipeline;
+  DpComm dp;
+  OptimizerTime optimizer;
+  TimeBreakdown time;
+  double tokens_per_s = 0;
+  double executed_flops = 0;  // whole step, all GPUs, with recomputation
+  double model_flops = 0;     // whole step, without
+  double tflops_per_gpu = 0;  // executed, as Megatron's papers report
+  double mfu = 0;             // model FLOPs over peak
+  const StageMemory& peak_memory() const { return memory[most_loaded_stage]; }
+};
+
+// Needs a run whose sizes check_run accepts (positive, world size matching, batch divisible).
+Estimate estimate(const RunSpec& run, double overhead_bytes, const CostConstants& c = default_constants());
+// Same, with links already computed (the search caches them per layout).
+Estimate estimate_with_links(const RunSpec& run, const Links& links, double overhead_bytes,
+                             const CostConstants& c = default_constants());
+
+}  // namespace trident::plan

@@ -1,0 +1,120 @@
+#include "plan/memory_model.h"
+
+#include <algorithm>
+
+#include "plan/cost_model.h"
+
+namespace trident::plan {
+
+StateBytes state_bytes(Precision precision, int grad_bits) {
+  if (precision == Precision::FP32) return {4, 4, 8};  // weights, gradients, Adam moments
+  return {2, grad_bits / 8.0, 12};                     // 16-bit weights, main grads, fp32 master + moments
+}
+
+StageParams stage_params(const ModelSpec& m, int64_t tp, int64_t pp, int64_t layers_on_stage, bool first,
+                         bool last) {
+  const ParamCount pc = count_parameters(m);
+  const double t = double(tp);
+  const double vocab = double(padded_vocab(m.vocab, tp));
+  StageParams sp;
+  // Matrices and their biases are split over the TP group; the norms are replicated.
+  sp.layer_params = double(layers_on_stage) * (double(pc.attention_per_layer + pc.mlp_per_layer) / t +
+                                               double(pc.norms_per_layer));
+  if (first) sp.embedding_params = vocab * m.hidden / t + double(pc.position_embedding);
+  if (last) {
+    sp.output_params = double(pc.final_norm);
+    // Untied output layer always; a tied one needs its own copy when it lives on another stage.
+    if (!m.tied_embeddings() || pp > 1) sp.output_params += vocab * m.hidden / t;
+  }
+  return sp;
+}
+
+LayerActivations layer_activations(const ModelSpec& m, const ExecutionSpec& e, int64_t tp) {
+  const double sbh = double(m.seq_len) * e.micro_batch_size * m.hidden;
+  const double sbf = double(m.seq_len) * e.micro_batch_size * m.ffn_hidden;
+  const double sbkv = double(m.seq_len) * e.micro_batch_size * m.kv_dim();
+  const double as2b = double(m.heads) * m.seq_len * m.seq_len * e.micro_batch_size;
+  const double t = double(tp);
+  const bool gpt = m.family == ModelFamily::GPT;
+  const double scale = e.precision == Precision::FP32 ? 2.0 : 1.0;  // Table 2 assumes 16-bit
+  // Korthikanti Table 2 term by term. Outside the TP region: both norm inputs (4sbh), QKV and MLP
+  // inputs (4sbh), two dropout masks (2sbh, GPT only).
+  const double outside = (gpt ? 10 : 8) * sbh;
+  // Inside (split by t): Q, K, V, projection input, MLP internals (GELU in + out 4sbf; SwiGLU 8sbf).
+  const double inside = 2 * sbh + 4 * sbkv + 2 * sbh + (gpt ? 4 : 8) * sbf;
+  // Attention scores: softmax output, dropout mask and output (5as^2b; 2as^2b without dropout).
+  const double scores = (gpt ? 5 : 2) * as2b;
+  LayerActivations a;
+  const double outside_held = e.sequence_parallel ? outside / t : outside;
+  a.full_layer_bytes = scale * (outside_held + inside / t + scores / t);
+  switch (e.recompute) {
+    case Recompute::None:
+      a.attention_scores_bytes = scale * scores / t;
+      a.bytes = a.full_layer_bytes;
+      break;
+    case Recompute::Selective:
+      a.bytes = scale * (outside_held + inside / t);
+      break;
+    case Recompute::Full:
+      a.bytes = scale * 2 * sbh / (e.sequence_parallel ? t : 1.0);
+      break;
+  }
+  if (e.recompute != Recompute::None) a.attention_scores_bytes = scale * scores / t;  // still the working set
+  return a;
+}
+
+double chunks_in_flight(ScheduleKind schedule, int64_t stage, int64_t pp, int64_t v, int64_t m) {
+  switch (schedule) {
+    case ScheduleKind::GPipe: return double(m);
+    case ScheduleKind::OneFOneB:
+    case ScheduleKind::ZeroBubbleH1: return double(std::min(m, pp - stage));
+    case ScheduleKind::Interleaved:
+      return double(std::min(m * v, 2 * (pp - stage - 1) + (v - 1) * pp + 1));
+  }
+  return double(m);
+}
+
+std::vector<StageMemory> stage_memory(const ModelSpec& m, const ExecutionSpec& e, const MemoryInputs& in) {
+  const int64_t v = e.schedule == ScheduleKind::Interleaved ? e.virtual_stages : 1;
+  const auto layers = stage_layers(m.layers, in.pp, v);
+  const StateBytes sb = state_bytes(e.precision, e.grad_bits);
+  const LayerActivations act = layer_activations(m, e, in.tp);
+  const int64_t micro = std::max<int64_t>(e.micro_batches(std::max<int64_t>(in.dp, 1)), 1);
+  const double t = double(in.tp), d = double(std::max<int64_t>(in.dp, 1));
+  const double sbh = double(m.seq_len) * e.micro_batch_size * m.hidden;
+  const double el = e.precision == Precision::FP32 ? 4 : 2;
+  std::vector<StageMemory> out(layers.size());
+  for (size_t i = 0; i < layers.size(); ++i) {
+    StageMemory& s = out[i];
+    const bool first = i == 0, last = i + 1 == layers.size();
+    s.stage = int64_t(i);
+    s.layers = layers[i];
+    s.params = stage_params(m, in.tp, in.pp, layers[i], first, last);
+    const double p = s.params.total();
+    s.weights_bytes = p * sb.weights / (e.zero >= 3 ? d : 1.0);
+    s.gradients_bytes = p * sb.gradients / (e.zero >= 2 ? d : 1.0);
+    s.optimizer_bytes = p * sb.optimizer / (e.zero >= 1 ? d : 1.0);
+    s.in_flight = chunks_in_flight(e.schedule, int64_t(i), in.pp, v, micro);
+    s.per_layer_activation_bytes = act.bytes;
+    s.activations_bytes = s.in_flight * (double(layers[i]) / double(v)) * act.bytes;
+    // Recomputing one layer in backward rebuilds its full activations for a moment.
+    if (e.recompute == Recompute::Full) s.activations_bytes += act.full_layer_bytes;
+    if (first) {
+      // Embedding dropout mask (GPT) of each micro-batch in flight.
+      s.embedding_activation_bytes = m.family == ModelFamily::GPT
+                                         ? s.in_flight * sbh / (e.sequence_parallel ? t : 1.0)
+                                         : 0;
+      s.activations_bytes += s.embedding_activation_bytes;
+    }
+    if (last) {
+      // fp32 logits of one micro-batch (4 s b V / t) plus the final norm's input.
+      s.logits_bytes = 4 * double(m.seq_len) * e.micro_batch_size * double(padded_vocab(m.vocab, in.tp)) / t +
+                       el * sbh / (e.sequence_parallel ? t : 1.0);
+      s.activations_bytes += s.logits_bytes;
+    }
+    s.overhead_bytes = in.overhead_bytes;
+  }
+  return out;
+}
+
+}  // namespace trident::plan

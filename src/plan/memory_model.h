@@ -1,0 +1,71 @@
+// Memory model: bytes on one GPU of each pipeline stage, term by term, with the inputs that
+// give each term (shared/docs/formulas.md: ZeRO paper for model states, Korthikanti et al. 2022
+// Table 2 for activations, Megatron's schedules for the micro-batches in flight).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/execution_spec.h"
+#include "core/model_spec.h"
+
+namespace trident::plan {
+
+// Bytes per parameter of each model state for a training recipe, before ZeRO sharding.
+struct StateBytes {
+  double weights = 2;    // 16-bit weights (4 for fp32)
+  double gradients = 4;  // fp32 main grads (grad_bits / 8)
+  double optimizer = 12; // fp32 master copy + Adam momentum + variance (8 for fp32: no master copy)
+};
+StateBytes state_bytes(Precision precision, int grad_bits);
+
+// Parameters held by one GPU of stage i (its layers / t, the embedding on the first stage, the
+// tied output copy on the last when pp > 1, the final norm on the last).
+struct StageParams {
+  double layer_params = 0;      // sum over its layers of per-layer params held by this GPU
+  double embedding_params = 0;  // token (padded vocab / t) + positions, first stage
+  double output_params = 0;     // output layer (untied, or tied copy when pp > 1) + final norm, last stage
+  double total() const { return layer_params + embedding_params + output_params; }
+};
+StageParams stage_params(const ModelSpec& model, int64_t tp, int64_t pp, int64_t layers_on_stage, bool first,
+                         bool last);
+
+// Activation bytes one layer keeps for one micro-batch, per GPU (Korthikanti Table 2).
+struct LayerActivations {
+  double bytes = 0;                 // what stays in memory between forward and backward
+  double attention_scores_bytes = 0;  // the 5 a s^2 b / t part, if kept
+  double full_layer_bytes = 0;      // a whole layer's activations (needed while recomputing one)
+};
+LayerActivations layer_activations(const ModelSpec& model, const ExecutionSpec& exec, int64_t tp);
+
+// Micro-batches (in layer-chunk units: each counts chunk_layers layers) in flight on stage i.
+// GPipe m; 1F1B and ZB-H1 min(m, p - i); interleaved min(m v, 2(p - i - 1) + (v - 1) p + 1)
+// chunks (Megatron's warm-up count plus one).
+double chunks_in_flight(ScheduleKind schedule, int64_t stage, int64_t pp, int64_t virtual_stages,
+                        int64_t micro_batches);
+
+struct StageMemory {
+  int64_t stage = 0;
+  int64_t layers = 0;
+  StageParams params;
+  double weights_bytes = 0;
+  double gradients_bytes = 0;
+  double optimizer_bytes = 0;
+  double activations_bytes = 0;   // layers + embedding output / logits and loss
+  double in_flight = 0;           // micro-batch chunks whose activations are held
+  double per_layer_activation_bytes = 0;
+  double logits_bytes = 0;        // last stage: fp32 logits (4 s b V / t) + loss
+  double embedding_activation_bytes = 0;  // first stage: embedding output of micro-batches in flight
+  double overhead_bytes = 0;
+  double total_bytes() const {
+    return weights_bytes + gradients_bytes + optimizer_bytes + activations_bytes + overhead_bytes;
+  }
+};
+
+struct MemoryInputs {
+  int64_t tp = 1, pp = 1, dp = 1;
+  double overhead_bytes = 0;
+};
+std::vector<StageMemory> stage_memory(const ModelSpec& model, const ExecutionSpec& exec, const MemoryInputs& in);
+
+}  // namespace trident::plan
