@@ -1,0 +1,54 @@
+// Token files: what `trident data prepare` writes and training memory-maps.
+//
+// Layout (little-endian): a 64-byte header, then token_count tokens of token_bytes each.
+//   0  char[8]  magic "TRDTOKEN"
+//   8  u32      version (1)
+//  12  u32      vocab (every token id is < vocab)
+//  16  u64      token_count
+//  24  u32      token_bytes (2 or 4)
+//  28  u32      tokenizer kind (0 = bytes, 1 = BPE; its merges are in FILE.tokenizer)
+//  32  u8[32]   reserved (zero)
+// The reader checks the magic, the version, the token width, and that the file size is exactly
+// 64 + token_count * token_bytes; every mismatch is an InputError naming the file and the fix.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace trident::data {
+
+constexpr uint32_t kTokenFileVersion = 1;
+constexpr int64_t kTokenHeaderBytes = 64;
+
+// Writes the file atomically (to FILE.tmp, then renamed): a failure never leaves half a file.
+void write_token_file(const std::string& path, const std::vector<int32_t>& tokens, int64_t vocab,
+                      uint32_t tokenizer_kind);
+
+// A read-only memory map of a token file.
+class TokenFile {
+ public:
+  explicit TokenFile(const std::string& path);  // throws InputError on any header problem
+  ~TokenFile();
+  TokenFile(const TokenFile&) = delete;
+  TokenFile& operator=(const TokenFile&) = delete;
+
+  const std::string& path() const { return path_; }
+  int64_t size() const { return count_; }
+  int64_t vocab() const { return vocab_; }
+  uint32_t tokenizer_kind() const { return kind_; }
+  int32_t at(int64_t i) const { return width_ == 2 ? reinterpret_cast<const uint16_t*>(data_)[i]
+                                                   : static_cast<int32_t>(reinterpret_cast<const uint32_t*>(data_)[i]); }
+  // Copies tokens [begin, begin+n) as int32.
+  void read(int64_t begin, int64_t n, int32_t* out) const;
+
+ private:
+  std::string path_;
+  void* map_ = nullptr;
+  size_t map_bytes_ = 0;
+  const unsigned char* data_ = nullptr;
+  int64_t count_ = 0, vocab_ = 0;
+  uint32_t width_ = 2, kind_ = 0;
+};
+
+}  // namespace trident::data

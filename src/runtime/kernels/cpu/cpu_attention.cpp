@@ -1,0 +1,127 @@
+// Causal self-attention on the CPU, computing only the causal part of each score matrix.
+//
+// For each (batch, head) the T query rows are cut into blocks of kBlock rows. Block r covers
+// rows [r0, r1) and needs keys [0, r1) only, so its scores are a (r1-r0) x r1 product (sgemm);
+// the half above the diagonal blocks is never computed nor stored. The block's softmax
+// probabilities are kept, packed block after block, for the backward (no recomputation).
+// (batch, head) pairs are spread over OpenMP threads; each calls sgemm single-threaded.
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "runtime/kernels/cpu/cpu_kernels.h"
+#include "runtime/kernels/cpu/fast_math.h"
+
+namespace trident::kernels {
+
+namespace {
+constexpr int64_t kBlock = 64;
+
+// Floats of the packed causal probabilities of one (batch, head).
+int64_t packed_size(int64_t T) {
+  int64_t total = 0;
+  for (int64_t r0 = 0; r0 < T; r0 += kBlock) {
+    const int64_t r1 = std::min(T, r0 + kBlock);
+    total += (r1 - r0) * r1;
+  }
+  return total;
+}
+}  // namespace
+
+size_t CpuKernels::attention_probs_size(int64_t B, int64_t T, int64_t nh) const {
+  return size_t(B * nh * packed_size(T));
+}
+
+size_t CpuKernels::attention_scratch_size(int64_t B, int64_t T, int64_t nh) const {
+  return size_t(threads_) * size_t(kBlock * T);
+}
+
+void CpuKernels::attention_forward(float* out, float* probs, const float* qkv, int64_t B, int64_t T, int64_t nh,
+                                   int64_t hd) {
+  const int64_t C = nh * hd, ld = 3 * C;
+  const int64_t per_head = packed_size(T);
+  const float scale = 1.0f / std::sqrt(float(hd));
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < nh; ++h) {
+      const float* q = qkv + b * T * ld + h * hd;
+      const float* k = q + C;
+      const float* v = q + 2 * C;
+      float* o = out + b * T * C + h * hd;
+      float* p = probs + (b * nh + h) * per_head;
+      for (int64_t r0 = 0; r0 < T; r0 += kBlock) {
+        const int64_t r1 = std::min(T, r0 + kBlock), rows = r1 - r0;
+        gemm_serial(Trans::N, Trans::T, rows, r1, hd, scale, q + r0 * ld, ld, k, ld, 0.0f, p, r1);
+        for (int64_t i = 0; i < rows; ++i) {
+          float* row = p + i * r1;
+          const int64_t valid = r0 + i + 1;  // keys 0..r0+i
+          float m = -INFINITY;
+          for (int64_t j = 0; j < valid; ++j) m = std::max(m, row[j]);
+          float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+          for (int64_t j = 0; j < valid; ++j) {
+            const float e = fast_exp(row[j] - m);
+            row[j] = e;
+            s += e;
+          }
+          const float inv = 1.0f / s;
+#pragma omp simd
+          for (int64_t j = 0; j < valid; ++j) row[j] *= inv;
+          for (int64_t j = valid; j < r1; ++j) row[j] = 0.0f;
+        }
+        gemm_serial(Trans::N, Trans::N, rows, hd, r1, 1.0f, p, r1, v, ld, 0.0f, o + r0 * C, C);
+        p += rows * r1;
+      }
+    }
+}
+
+void CpuKernels::attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv,
+                                    const float* probs, const float* out, int64_t B, int64_t T, int64_t nh,
+                                    int64_t hd) {
+  const int64_t C = nh * hd, ld = 3 * C;
+  const int64_t per_head = packed_size(T);
+  const float scale = 1.0f / std::sqrt(float(hd));
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < nh; ++h) {
+      float* ds = scratch + size_t(omp_get_thread_num()) * size_t(kBlock * T);
+      const float* q = qkv + b * T * ld + h * hd;
+      const float* k = q + C;
+      const float* v = q + 2 * C;
+      float* dq = dqkv + b * T * ld + h * hd;
+      float* dk = dq + C;
+      float* dv = dq + 2 * C;
+      const float* o = out + b * T * C + h * hd;
+      const float* d_o = dout + b * T * C + h * hd;
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t c = 0; c < hd; ++c) dk[t * ld + c] = dv[t * ld + c] = 0.0f;
+      const float* p = probs + (b * nh + h) * per_head;
+      for (int64_t r0 = 0; r0 < T; r0 += kBlock) {
+        const int64_t r1 = std::min(T, r0 + kBlock), rows = r1 - r0;
+        // dV[0:r1] += P^T dO ; dP = dO V^T
+        gemm_serial(Trans::T, Trans::N, r1, hd, rows, 1.0f, p, r1, d_o + r0 * C, C, 1.0f, dv, ld);
+        gemm_serial(Trans::N, Trans::T, rows, r1, hd, 1.0f, d_o + r0 * C, C, v, ld, 0.0f, ds, r1);
+        // dS = P * (dP - rowsum(dO * O)) * scale
+        for (int64_t i = 0; i < rows; ++i) {
+          const float* oi = o + (r0 + i) * C;
+          const float* doi = d_o + (r0 + i) * C;
+          float dsum = 0.0f;
+#pragma omp simd reduction(+ : dsum)
+          for (int64_t c = 0; c < hd; ++c) dsum += oi[c] * doi[c];
+          const float* pr = p + i * r1;
+          float* dr = ds + i * r1;
+          const int64_t valid = r0 + i + 1;
+#pragma omp simd
+          for (int64_t j = 0; j < valid; ++j) dr[j] = pr[j] * (dr[j] - dsum) * scale;
+          for (int64_t j = valid; j < r1; ++j) dr[j] = 0.0f;
+        }
+        // dQ[r0:r1] = dS K[0:r1] ; dK[0:r1] += dS^T Q[r0:r1]
+        gemm_serial(Trans::N, Trans::N, rows, hd, r1, 1.0f, ds, r1, k, ld, 0.0f, dq + r0 * ld, ld);
+        gemm_serial(Trans::T, Trans::N, r1, hd, rows, 1.0f, ds, r1, q + r0 * ld, ld, 1.0f, dk, ld);
+        p += rows * r1;
+      }
+    }
+}
+
+}  // namespace trident::kernels

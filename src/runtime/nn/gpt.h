@@ -1,0 +1,139 @@
+// GPT-2 forward and backward, written out layer by layer (no autograd tape).
+//
+// A GptStage runs one Shard (see param_layout.h): some layers, plus the embedding when it holds
+// the input and the final LayerNorm + tied LM head + cross-entropy when it holds the output.
+// Whole model = Shard::whole(spec). Pipeline stage = a Shard with [first_layer, last_layer) and
+// has_input / has_output set; its boundary tensors are Activations::input() (receive before
+// forward when !has_input), output() (send after forward when !has_output), output_grad()
+// (receive before backward when !has_output) and input_grad() (send after backward when
+// !has_input); all are [B*T, C].
+//
+// Tensor parallelism (Megatron): pass the TP group's Communicator. The stage then holds its
+// slice (Shard::tp_size/tp_rank) and places the collectives itself:
+//   - QKV and fc are column-parallel: identity forward, all-reduce of the input gradient backward;
+//   - attention projection and fc projection are row-parallel: all-reduce of the output forward
+//     (bias added by tp rank 0 only, so the sum carries it once);
+//   - wte is vocabulary-parallel: lookup of the slice's ids then all-reduce; the head's logits
+//     stay sharded and the cross-entropy all-reduces the row max, the sum of exps and the
+//     target logit (never the logits).
+// Without a communicator (nullptr) tp_size must be 1.
+//
+// Several micro-batches can be in flight (pipeline schedules): each owns an Activations object;
+// the gradient scratch is shared by the stage (one backward runs at a time).
+// Gradients ACCUMULATE into grads() over micro-batches: zero_grads() at the start of a step.
+// Losses: forward computes per-token losses; backward takes dloss, the weight of each token's
+// loss in the objective (1 / tokens in the global batch for a mean over the global batch).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "runtime/comm/communicator.h"
+#include "runtime/kernels/ops.h"
+#include "runtime/nn/param_layout.h"
+
+namespace trident::nn {
+
+// Per-layer activation views kept for the backward (offsets into the Activations buffer).
+struct LayerActs {
+  float *ln1, *ln1_mean, *ln1_rstd;  // [N,C], [N], [N]
+  float* qkv;                        // [N, 3*C/tp]
+  float* probs;                      // packed causal softmax, attention_probs_size()
+  float* atty;                       // [N, C/tp]
+  float* res_mid;                    // [N,C] residual after attention
+  float *ln2, *ln2_mean, *ln2_rstd;  // [N,C], [N], [N]
+  float* fch;                        // [N, F/tp] before GELU
+  float* fch_gelu;                   // [N, F/tp]
+  float* res_out;                    // [N,C] residual after the MLP = next layer's input
+};
+
+class GptStage;
+
+// One micro-batch's activations for a stage (allocated once, reused every step).
+class Activations {
+ public:
+  Activations(const GptStage& stage);
+  ~Activations();
+  Activations(const Activations&) = delete;
+  Activations& operator=(const Activations&) = delete;
+
+  float* input() { return res_in_; }        // [N,C]: embedding output, or the received input
+  float* output() { return layers_.empty() ? res_in_ : layers_.back().res_out; }
+  const LayerActs& layer(int64_t i) const { return layers_[i]; }
+  float* logits() { return logits_; }       // [N, V/tp] (overwritten by its gradient in backward)
+  float* losses() { return losses_; }       // [N] per-token losses (has_output)
+  int64_t floats() const { return total_; }
+
+ private:
+  friend class GptStage;
+  kernels::Kernels& k_;
+  float* base_ = nullptr;
+  int64_t total_ = 0;
+  float* res_in_ = nullptr;
+  std::vector<LayerActs> layers_;
+  float *lnf_ = nullptr, *lnf_mean_ = nullptr, *lnf_rstd_ = nullptr, *logits_ = nullptr, *losses_ = nullptr;
+  float *row_max_ = nullptr, *sumexp_ = nullptr, *target_logit_ = nullptr;
+};
+
+class GptStage {
+ public:
+  // B sequences of T tokens per micro-batch (T <= model.seq_len).
+  GptStage(kernels::Kernels& k, const Shard& shard, int64_t B, int64_t T, comm::Communicator* tp = nullptr);
+  ~GptStage();
+  GptStage(const GptStage&) = delete;
+  GptStage& operator=(const GptStage&) = delete;
+
+  const Shard& shard() const { return layout_.shard(); }
+  const ParamLayout& layout() const { return layout_; }
+  kernels::Kernels& kernels() const { return k_; }
+  int64_t B() const { return B_; }
+  int64_t T() const { return T_; }
+  int64_t N() const { return B_ * T_; }
+
+  float* params() { return params_; }  // flat, layout().total() floats
+  float* grads() { return grads_; }
+  void zero_grads();
+
+  // GPT-2 initialisation: N(0, 0.02) for matrices and embeddings, N(0, 0.02/sqrt(2L)) for the
+  // two residual projections, zeros for biases, ones/zeros for LayerNorms. Deterministic for a
+  // seed and independent of the layout: element (r, c) of a logical tensor gets the same value
+  // whatever slice holds it.
+  void init_params(uint64_t seed);
+
+  // tokens/targets: device pointers, [B*T] (tokens used when has_input, targets when has_output).
+  void forward(Activations& a, const int32_t* tokens, const int32_t* targets);
+  // Sum of the per-token losses of the last forward (host; has_output only).
+  double loss_sum(Activations& a);
+  // dloss = weight of each token's loss; on a stage without output, a.output_grad must be set
+  // (output_grad() buffer filled) before calling.
+  void backward(Activations& a, const int32_t* tokens, const int32_t* targets, float dloss);
+
+  float* output_grad() { return dres_; }       // [N,C]: receive dL/d(output) here when !has_output
+  const float* input_grad() const { return dres_; }  // [N,C]: dL/d(input) after backward when !has_input
+
+  // Explicit per-layer functions (local layer index i of this stage).
+  void layer_forward(Activations& a, int64_t i, const float* res_in);
+  // dres: gradient of the layer's output on entry, of its input on return (in place).
+  void layer_backward(Activations& a, int64_t i, const float* res_in, float* dres);
+
+ private:
+  friend class Activations;
+  void all_reduce_tp(float* x, size_t n, comm::ReduceOp op = comm::ReduceOp::Sum);
+  bool tp_lead() const { return layout_.shard().tp_rank == 0; }
+
+  kernels::Kernels& k_;
+  ParamLayout layout_;
+  int64_t B_, T_;
+  comm::Communicator* tp_;
+  float* params_ = nullptr;
+  float* grads_ = nullptr;
+  // Backward scratch, shared by all layers and micro-batches.
+  float* dres_ = nullptr;     // [N,C] residual-stream gradient
+  float* dtmp_ = nullptr;     // [N,C] input gradient of a linear before the LayerNorm backward
+  float* dbig_ = nullptr;     // [N, max(3C, F)/tp]
+  float* datty_ = nullptr;    // [N, C/tp]
+  float* dattn_ = nullptr;    // attention backward scratch
+};
+
+}  // namespace trident::nn

@@ -1,0 +1,58 @@
+// ParamLayout: offsets of every tensor of a shard in the flat buffer (see param_layout.h).
+#include "runtime/nn/param_layout.h"
+
+namespace trident::nn {
+
+namespace {
+constexpr int64_t kAlign = 16;  // floats (64 bytes)
+}
+
+int64_t ParamLayout::add(const std::string& name, int64_t rows, int64_t cols, ParamKind kind, bool tp_sharded) {
+  const int64_t offset = (total_ + kAlign - 1) / kAlign * kAlign;
+  tensors_.push_back({name, offset, rows, cols, kind, tp_sharded});
+  total_ = offset + rows * cols;
+  return offset;
+}
+
+ParamLayout::ParamLayout(const Shard& shard) : shard_(shard) {
+  const Shard& s = shard_;
+  const int64_t C = s.C(), A = s.attn_local(), F = s.ffn_local(), V = s.vocab_local();
+  const bool tp = s.tp_size > 1;
+  if (s.has_input) {
+    wte = add("wte", V, C, ParamKind::Embedding, tp);
+    wpe = add("wpe", s.model.seq_len, C, ParamKind::Embedding, false);
+  }
+  for (int64_t l = s.first_layer; l < s.end_layer(); ++l) {
+    const std::string p = "layers." + std::to_string(l) + ".";
+    LayerParams lp;
+    lp.begin = (total_ + kAlign - 1) / kAlign * kAlign;
+    lp.ln1_w = add(p + "ln1_w", C, 1, ParamKind::Norm, false);
+    lp.ln1_b = add(p + "ln1_b", C, 1, ParamKind::Norm, false);
+    lp.qkv_w = add(p + "qkv_w", 3 * A, C, ParamKind::Matrix, tp);
+    lp.qkv_b = add(p + "qkv_b", 3 * A, 1, ParamKind::Bias, tp);
+    lp.attn_proj_w = add(p + "attn_proj_w", C, A, ParamKind::Matrix, tp);
+    lp.attn_proj_b = add(p + "attn_proj_b", C, 1, ParamKind::Bias, false);
+    lp.ln2_w = add(p + "ln2_w", C, 1, ParamKind::Norm, false);
+    lp.ln2_b = add(p + "ln2_b", C, 1, ParamKind::Norm, false);
+    lp.fc_w = add(p + "fc_w", F, C, ParamKind::Matrix, tp);
+    lp.fc_b = add(p + "fc_b", F, 1, ParamKind::Bias, tp);
+    lp.fc_proj_w = add(p + "fc_proj_w", C, F, ParamKind::Matrix, tp);
+    lp.fc_proj_b = add(p + "fc_proj_b", C, 1, ParamKind::Bias, false);
+    lp.end = total_;
+    layers_.push_back(lp);
+  }
+  if (s.has_output) {
+    lnf_w = add("lnf_w", C, 1, ParamKind::Norm, false);
+    lnf_b = add("lnf_b", C, 1, ParamKind::Norm, false);
+    head_wte = s.has_input ? wte : add("head_wte", V, C, ParamKind::Embedding, tp);
+  }
+  total_ = (total_ + kAlign - 1) / kAlign * kAlign;
+}
+
+const TensorView* ParamLayout::find(const std::string& name) const {
+  for (const auto& t : tensors_)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+}  // namespace trident::nn

@@ -1,0 +1,95 @@
+// Parameter layout of a GPT-2 model shard: one flat buffer, named views into it (llm.c style).
+//
+// A Shard describes what one device holds:
+//   - layers [first_layer, last_layer) of the model (a pipeline stage; all layers when pp = 1),
+//   - the embeddings (wte, wpe) when it holds the input (first stage),
+//   - the final LayerNorm and the LM head when it holds the output (last stage). The head is
+//     tied to wte: a stage holding both uses one wte; a last stage without the input holds its
+//     own copy of wte (the dist runtime keeps the two copies equal by summing their gradients),
+//   - a tensor-parallel slice: tp_size, tp_rank. Sharded shapes: heads/tp (QKV columns and the
+//     attention-projection rows), ffn/tp (fc columns, fc-projection rows), vocab/tp (wte rows).
+//     Replicated: LayerNorms, wpe, row-parallel biases (attn_proj_b, fc_proj_b).
+//
+// Flat order (so a per-layer bucket is contiguous, and a stage's buffer is just its layers):
+//   [wte][wpe] | per layer: ln1_w ln1_b qkv_w qkv_b attn_proj_w attn_proj_b ln2_w ln2_b fc_w fc_b
+//   fc_proj_w fc_proj_b | [lnf_w lnf_b][wte copy for the head when the shard has no input]
+// Each tensor's offset is rounded up to 16 floats (64 bytes) for aligned vector loads.
+// Gradients and the AdamW moments use the same layout (same offsets) in their own buffers.
+//
+// Weight shapes follow nn.Linear: [out, in]. QKV weight rows are ordered [q heads | k heads |
+// v heads] of THIS shard (a tp slice takes heads [tp_rank*nh/tp, (tp_rank+1)*nh/tp) of each).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/model_spec.h"
+
+namespace trident::nn {
+
+struct Shard {
+  ModelSpec model;       // the whole model (GPT family)
+  int64_t first_layer = 0;
+  int64_t last_layer = -1;  // exclusive; -1 = model.layers
+  bool has_input = true;    // wte + wpe, embedding forward
+  bool has_output = true;   // final LayerNorm + LM head + loss
+  int64_t tp_size = 1;
+  int64_t tp_rank = 0;
+
+  static Shard whole(const ModelSpec& m) { Shard s; s.model = m; s.last_layer = m.layers; return s; }
+  int64_t end_layer() const { return last_layer < 0 ? model.layers : last_layer; }
+  int64_t num_layers() const { return end_layer() - first_layer; }
+  int64_t C() const { return model.hidden; }
+  int64_t heads_local() const { return model.heads / tp_size; }
+  int64_t head_dim() const { return model.hidden / model.heads; }
+  int64_t attn_local() const { return heads_local() * head_dim(); }  // C / tp
+  int64_t ffn_local() const { return model.ffn_hidden / tp_size; }
+  int64_t vocab_local() const { return model.vocab / tp_size; }
+  int64_t vocab_offset() const { return tp_rank * vocab_local(); }
+};
+
+// Kind of a parameter tensor: decides weight decay (matrices and embeddings decay; biases and
+// LayerNorm parameters do not) and how the dist runtime treats it under TP.
+enum class ParamKind { Embedding, Matrix, Bias, Norm };
+
+struct TensorView {
+  std::string name;     // "layers.3.qkv_w", "wte", "head_wte", "lnf_w"
+  int64_t offset = 0;   // in floats, into the flat buffer
+  int64_t rows = 0, cols = 0;  // cols = 1 for vectors
+  ParamKind kind = ParamKind::Matrix;
+  bool tp_sharded = false;  // differs between tp ranks (false: replicated across the TP group)
+  int64_t size() const { return rows * cols; }
+  bool decays() const { return kind == ParamKind::Embedding || kind == ParamKind::Matrix; }
+};
+
+// Offsets of one transformer layer's tensors.
+struct LayerParams {
+  int64_t ln1_w, ln1_b, qkv_w, qkv_b, attn_proj_w, attn_proj_b, ln2_w, ln2_b, fc_w, fc_b, fc_proj_w, fc_proj_b;
+  int64_t begin = 0, end = 0;  // [begin, end) of this layer in the flat buffer
+};
+
+class ParamLayout {
+ public:
+  explicit ParamLayout(const Shard& shard);
+
+  const Shard& shard() const { return shard_; }
+  int64_t total() const { return total_; }  // floats in the flat buffer
+  const std::vector<TensorView>& tensors() const { return tensors_; }
+  const TensorView* find(const std::string& name) const;
+
+  // Offsets (-1 when the shard does not hold the tensor).
+  int64_t wte = -1, wpe = -1, lnf_w = -1, lnf_b = -1;
+  int64_t head_wte = -1;  // = wte when the shard holds the input, else its own copy
+  const LayerParams& layer(int64_t local_index) const { return layers_[local_index]; }
+  int64_t num_layers() const { return static_cast<int64_t>(layers_.size()); }
+
+ private:
+  int64_t add(const std::string& name, int64_t rows, int64_t cols, ParamKind kind, bool tp_sharded);
+  Shard shard_;
+  int64_t total_ = 0;
+  std::vector<TensorView> tensors_;
+  std::vector<LayerParams> layers_;
+};
+
+}  // namespace trident::nn
