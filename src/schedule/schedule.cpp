@@ -146,9 +146,10 @@ PipelineSchedule build_schedule(ScheduleKind kind, int64_t p, int64_t m, int64_t
     }
     const bool split = kind == ScheduleKind::ZeroBubbleH1;
     const ActionKind bkind = split ? ActionKind::BackwardInput : ActionKind::Backward;
-    // ZB-H1: weight-gradient passes lag their input-gradient pass by `lag` backwards, so that
-    // the cool-down's waits for gradients are filled with weight-gradient work.
-    const int64_t lag = split ? warmup : 0;
+    // ZB-H1: stage s runs its weight-gradient passes `s` backwards late. The input gradients
+    // then run down the pipeline without waiting for weight work, and the last stages fill the
+    // end of the step (where 1F1B idles) with their postponed weight gradients.
+    const int64_t lag = split ? std::min(s, m) : 0;
     int64_t next_w = 0;
     auto backward_at = [&](int64_t k) {
       const int64_t mb = vmb_micro_batch(k, p, v), c = vmb_chunk(k, p, v, false);

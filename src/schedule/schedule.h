@@ -98,8 +98,11 @@ void check_schedule_shape(ScheduleKind kind, int64_t stages, int64_t micro_batch
 //                (p-s-1)*2 + (v-1)*p, forward chunk of virtual micro-batch k is (k mod pv) div p,
 //                backward chunk v-1 minus that; needs v >= 2 and m a multiple of p.
 //   ZB-H1        1F1B's order with the backward split into BackwardInput and BackwardWeight;
-//                stage s postpones its first p-s-1 weight-gradient passes into the cool-down,
-//                where 1F1B would sit idle waiting for gradients (Qi et al., ICLR'24).
+//                stage s runs each weight-gradient pass s backwards after its input-gradient
+//                pass (the rest at the end), so input gradients travel down the pipeline
+//                unhindered and the postponed weight work fills the drain where 1F1B idles.
+//                With F = B = W the step's bubble is (p-1)F, a third of 1F1B's
+//                (Qi et al., ICLR'24, "ZB-H1").
 PipelineSchedule build_schedule(ScheduleKind kind, int64_t stages, int64_t micro_batches, int64_t virtual_stages);
 
 // Every rule the executor relies on; returns one line per violation (empty = valid):
