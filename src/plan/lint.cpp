@@ -1,0 +1,262 @@
+#include "plan/lint.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "core/units.h"
+
+namespace trident::plan {
+
+std::string to_string(Severity s) {
+  switch (s) {
+    case Severity::Error: return "error";
+    case Severity::Warning: return "warning";
+    case Severity::Info: return "info";
+  }
+  return "?";
+}
+
+bool LintResult::has_errors() const {
+  for (const auto& f : findings)
+    if (f.severity == Severity::Error) return true;
+  return false;
+}
+
+bool is_shape_code(const std::string& code) {
+  return code == "world-size" || code == "tp-divides-heads" || code == "tp-divides-ffn" ||
+         code == "pp-exceeds-layers" || code == "batch-divisibility";
+}
+
+namespace {
+
+std::string g(double bytes) { return fmt::format("{:.1f} GiB", gib(bytes)); }
+std::string ms(double s) { return fmt::format("{:.1f} ms", s * 1e3); }
+
+void add(std::vector<Finding>& out, Severity s, std::string code, std::string message, std::string fix) {
+  out.push_back({s, std::move(code), std::move(message), std::move(fix)});
+}
+
+Dim third_dim(Dim a, Dim b) {
+  for (Dim d : {Dim::TP, Dim::DP, Dim::PP})
+    if (d != a && d != b) return d;
+  return Dim::PP;
+}
+
+std::string memory_breakdown(const StageMemory& m, int64_t v) {
+  return fmt::format("weights {} + gradients {} + optimizer states {} + activations {} ({:g} micro-batch "
+                     "chunks in flight x {:.3g} layers x {:.0f} MiB{}) + overhead {}",
+                     g(m.weights_bytes), g(m.gradients_bytes), g(m.optimizer_bytes), g(m.activations_bytes),
+                     m.in_flight, double(m.layers) / double(v),
+                     m.per_layer_activation_bytes / kMiB,
+                     m.logits_bytes > 0 ? fmt::format(", logits {}", g(m.logits_bytes)) : "", g(m.overhead_bytes));
+}
+
+// Variants of the run that a user could switch to, each re-estimated; those that fit go in the fix.
+std::string memory_fixes(const RunSpec& run, double overhead, const CostConstants& c) {
+  struct Variant {
+    std::string flags;
+    RunSpec r;
+  };
+  std::vector<Variant> variants;
+  auto with = [&](std::string flags, auto change) {
+    RunSpec r = run;
+    change(r);
+    variants.push_back({std::move(flags), r});
+  };
+  const ExecutionSpec& x = run.exec;
+  if (x.zero < 1 && run.layout.dp > 1) with("--zero 1", [](RunSpec& r) { r.exec.zero = 1; });
+  if (x.recompute == Recompute::None && run.layout.tp > 1 && !x.sequence_parallel)
+    with("--recompute selective --sequence-parallel", [](RunSpec& r) {
+      r.exec.recompute = Recompute::Selective;
+      r.exec.sequence_parallel = true;
+    });
+  if (x.recompute == Recompute::None) with("--recompute selective", [](RunSpec& r) { r.exec.recompute = Recompute::Selective; });
+  if (x.recompute != Recompute::Full) with("--recompute full", [](RunSpec& r) { r.exec.recompute = Recompute::Full; });
+  if (x.schedule == ScheduleKind::GPipe) with("--schedule 1f1b", [](RunSpec& r) { r.exec.schedule = ScheduleKind::OneFOneB; });
+  if (x.micro_batch_size > 1) with("--micro-batch-size 1", [](RunSpec& r) { r.exec.micro_batch_size = 1; });
+  if (x.zero < 1 && run.layout.dp > 1 && x.recompute != Recompute::Full)
+    with("--zero 1 --recompute full", [](RunSpec& r) {
+      r.exec.zero = 1;
+      r.exec.recompute = Recompute::Full;
+    });
+  std::vector<std::string> fits;
+  for (const auto& v : variants) {
+    const Estimate e = estimate(v.r, overhead, c);
+    if (e.fits) fits.push_back(fmt::format("{} ({})", v.flags, g(e.peak_memory().total_bytes())));
+  }
+  if (fits.empty()) return "shard the model further: raise --pp or --tp (inside a node), or use GPUs with more memory";
+  return "any of: " + fmt::format("{}", fmt::join(fits, "; ")) + "; or raise --pp";
+}
+
+}  // namespace
+
+LintResult lint_run(const RunSpec& run, const std::vector<Problem>& shape_problems, double overhead,
+                    const CostConstants& c) {
+  LintResult out;
+  auto& f = out.findings;
+  const ModelSpec& m = run.model;
+  const Layout& l = run.layout;
+  const ExecutionSpec& x = run.exec;
+  for (const Problem& p : shape_problems) add(f, Severity::Error, p.code, p.what, p.fix);
+
+  if (l.tp > 0 && m.vocab > 0) {
+    const int64_t padded = padded_vocab(m.vocab, l.tp);
+    if (padded != m.vocab)
+      add(f, Severity::Info, "vocab-padded",
+          fmt::format("vocabulary {} is padded to {} (a multiple of 128 x tp {} = {}): {} extra rows, {} per GPU "
+                      "of the embedding shard",
+                      m.vocab, padded, l.tp, 128 * l.tp, padded - m.vocab, padded / l.tp),
+          "nothing to do (Megatron pads the same way); a vocabulary that is a multiple of 128 x tp avoids it");
+  }
+
+  if (shape_problems.empty()) {
+    const Estimate e = estimate(run, overhead, c);
+    const int64_t v = x.schedule == ScheduleKind::Interleaved ? x.virtual_stages : 1;
+    const int64_t mb = e.micro_batches;
+
+    // Uneven split.
+    if (m.layers % (l.pp * v) != 0) {
+      auto chunks = chunk_layers(m.layers, l.pp, v);
+      add(f, Severity::Info, "uneven-stages",
+          fmt::format("{} layers over pp {} x v {} = {} chunks do not divide evenly: chunks hold {} to {} layers",
+                      m.layers, l.pp, v, l.pp * v, *std::min_element(chunks.begin(), chunks.end()),
+                      *std::max_element(chunks.begin(), chunks.end())),
+          "fine if intended; the slowest stage paces the pipeline");
+    }
+
+    // TP off the NVLink domain.
+    const GroupLink& tpl = e.links.tp.link;
+    if (l.tp > 1 && (tpl.crosses_nodes() || tpl.kind != LinkKind::NVLink)) {
+      const StageTime& st = e.stages[e.pipeline.slowest_stage];
+      const double fwd = (st.compute_forward_s + st.compute_backward_s);
+      add(f, tpl.crosses_nodes() ? Severity::Error : Severity::Warning, "tp-crosses-nodes",
+          fmt::format("TP groups of {} GPUs run on {} at {:.1f} GB/s per GPU{}: {} of {} TP groups span nodes; "
+                      "TP all-reduces take {} per micro-batch against {} of compute ({:.0f}% of the step)",
+                      l.tp, to_string(tpl.kind), gbps(tpl.bandwidth_Bps),
+                      tpl.crosses_nodes() ? fmt::format(" across {} nodes", tpl.nodes.size()) : "",
+                      e.links.tp.groups_crossing_nodes, e.links.tp.groups, ms(st.tp_comm_s), ms(fwd),
+                      100 * e.time.tp_comm / e.time.step),
+          tpl.crosses_nodes()
+              ? fmt::format("keep TP inside a node: --tp {} or less with tp first in --order (e.g. --order tp-dp-pp), "
+                            "and add --pp for the rest",
+                            run.cluster.gpus_per_node)
+              : "use NVLink-connected GPUs for TP, or lower --tp and add --pp");
+    }
+
+    // Memory.
+    const StageMemory& pm = e.peak_memory();
+    if (!e.fits) {
+      const double states_without_opt = pm.weights_bytes + pm.gradients_bytes + pm.activations_bytes + pm.overhead_bytes;
+      const bool optimizer_breaks = states_without_opt <= e.capacity_bytes;
+      add(f, Severity::Error, "out-of-memory",
+          fmt::format("stage {} needs {} per GPU but the {} has {}: {}{}", pm.stage, g(pm.total_bytes()),
+                      run.cluster.gpu.name, g(e.capacity_bytes), memory_breakdown(pm, v),
+                      optimizer_breaks
+                          ? fmt::format("; without the optimizer states ({} of fp32 master weights, momentum and "
+                                        "variance) it would fit: they are what breaks it",
+                                        g(pm.optimizer_bytes))
+                          : ""),
+          memory_fixes(run, overhead, c));
+    }
+    // Micro-batches.
+    if (l.pp > 1 && mb < 2 * l.pp) {
+      add(f, Severity::Warning, "too-few-microbatches",
+          fmt::format("m = {} micro-batches per pipeline (global batch {} / (micro-batch {} x dp {})) is below "
+                      "2 x pp = {}: the pipeline bubble is {:.1f}% of the step",
+                      mb, x.global_batch_size, x.micro_batch_size, l.dp, 2 * l.pp,
+                      100 * e.time.bubble / e.time.step),
+          fmt::format("raise --global-batch-size to {} or more, lower --micro-batch-size or --dp, or use "
+                      "--schedule interleaved",
+                      2 * l.pp * x.micro_batch_size * l.dp));
+    }
+    if (pm.activations_bytes > 0.5 * pm.total_bytes() && pm.in_flight > double(l.pp * v) &&
+        pm.total_bytes() > 0.9 * e.capacity_bytes) {
+      add(f, Severity::Warning, "activations-in-flight",
+          fmt::format("stage {} holds the activations of {:g} micro-batch chunks at once ({} of {} total): with "
+                      "{} every micro-batch stays in flight until the backward pass",
+                      pm.stage, pm.in_flight, g(pm.activations_bytes), g(pm.total_bytes()), to_string(x.schedule)),
+          "use --schedule 1f1b (at most pp micro-batches in flight) or --recompute selective");
+    }
+
+    // Groups against the hardware: a dimension with little traffic on NVLink while a heavier one crosses nodes.
+    if (!e.stages.empty()) {
+      const StageTime& st = e.stages[e.pipeline.slowest_stage];
+      struct DimTraffic {
+        Dim dim;
+        int64_t size;
+        double bytes;  // per GPU per step
+        const DimLink* link;
+      };
+      const TpComm tc = tp_comm_per_layer(m, x, l.tp, e.links.tp.link.bandwidth_Bps > 0 ? e.links.tp.link : GroupLink{}, c);
+      const double tp_bytes = double(mb) * double(st.layers) *
+                              double(tc.forward_collectives + tc.backward_collectives) * 2.0 * (l.tp - 1) / l.tp *
+                              tc.message_bytes;
+      const double pp_bytes = l.pp > 1 ? double(mb) * 2.0 * v * pp_comm_per_message(m, x, l.tp, e.links.pp.link, c).message_bytes : 0;
+      const double dp_bytes = l.dp > 1 ? 2.0 * (l.dp - 1) / l.dp * e.dp.gradient_bytes : 0;
+      std::vector<DimTraffic> dims = {{Dim::TP, l.tp, tp_bytes, &e.links.tp},
+                                      {Dim::PP, l.pp, pp_bytes, &e.links.pp},
+                                      {Dim::DP, l.dp, dp_bytes, &e.links.dp}};
+      for (const auto& inner : dims) {
+        if (inner.size <= 1 || inner.link->link.crosses_nodes()) continue;
+        for (const auto& outer : dims) {
+          if (outer.size <= 1 || !outer.link->link.crosses_nodes()) continue;
+          if (outer.bytes <= 2 * inner.bytes) continue;
+          add(f, Severity::Warning, "group-topology-mismatch",
+              fmt::format("{} groups ({} GPUs, {:.2f} GB per GPU per step) sit inside a node on {} while {} groups "
+                          "({} GPUs, {:.2f} GB per GPU per step, {:.0f}x more) cross nodes on {} at {:.1f} GB/s",
+                          to_string(inner.dim), inner.size, inner.bytes / kGB, to_string(inner.link->link.kind),
+                          to_string(outer.dim), outer.size, outer.bytes / kGB, outer.bytes / std::max(inner.bytes, 1.0),
+                          to_string(outer.link->link.kind), gbps(outer.link->link.bandwidth_Bps)),
+              fmt::format("put {} before {} in --order (fastest first), e.g. --order {}-{}-{}", to_string(outer.dim),
+                          to_string(inner.dim), to_string(outer.dim), to_string(inner.dim), to_string(third_dim(outer.dim, inner.dim))));
+        }
+      }
+    }
+
+    // Thin stages.
+    if (l.pp > 1) {
+      const auto layers = stage_layers(m.layers, l.pp, v);
+      const int64_t thinnest = *std::min_element(layers.begin(), layers.end());
+      const StageTime& st = e.stages[std::min_element(layers.begin(), layers.end()) - layers.begin()];
+      const double compute = st.compute_forward_s + st.compute_backward_s;
+      const double sends = st.pp_comm_s;
+      if (thinnest < 4 || compute < 10 * sends) {
+        add(f, Severity::Warning, "stage-too-thin",
+            fmt::format("stage {} holds {} layer{} ({} chunk{} of {:.3g}): {} of compute per micro-batch against {} of "
+                        "pipeline sends ({:.1f}x){}",
+                        st.stage, thinnest, thinnest == 1 ? "" : "s", v, v == 1 ? "" : "s", double(thinnest) / v,
+                        ms(compute), ms(sends), sends > 0 ? compute / sends : 0.0,
+                        thinnest < 4 ? "; the source chapter asks for at least 4 layers per stage" : ""),
+            fmt::format("use fewer stages (--pp {} or less gives 4+ layers each) or fewer virtual stages, and more "
+                        "--dp or --tp instead",
+                        std::max<int64_t>(1, m.layers / 4)));
+      }
+    }
+    out.estimate = e;
+  }
+  std::stable_sort(f.begin(), f.end(), [](const Finding& a, const Finding& b) { return a.severity < b.severity; });
+  return out;
+}
+
+LintResult lint_options(const OptionValues& values, double overhead) {
+  Problems all;
+  RunSpec r;
+  r.model = resolve_model(values, all);
+  r.cluster = resolve_cluster(values, all);
+  r.layout = resolve_layout(values, r.cluster, all);
+  r.exec = resolve_execution(values, all);
+  if (!values.has("global-batch-size"))
+    all.add("no global batch size given", "give --global-batch-size (sequences per step; GPT-3 175B used 1536)");
+  check_run(r, true, all);
+  Problems input;
+  std::vector<Problem> shape;
+  for (const Problem& p : all.list()) {
+    if (is_shape_code(p.code)) shape.push_back(p);
+    else input.add(p.what, p.fix, p.code);
+  }
+  input.throw_if_any();
+  return lint_run(r, shape, overhead);
+}
+
+}  // namespace trident::plan

@@ -1,0 +1,171 @@
+#include "plan/search.h"
+
+#include <algorithm>
+#include <chrono>
+#include <tuple>
+
+namespace trident::plan {
+
+namespace {
+
+std::vector<int64_t> all_divisors(int64_t n) {
+  std::vector<int64_t> small, large;
+  for (int64_t i = 1; i * i <= n; ++i)
+    if (n % i == 0) {
+      small.push_back(i);
+      if (i != n / i) large.push_back(n / i);
+    }
+  small.insert(small.end(), large.rbegin(), large.rend());
+  return small;
+}
+
+// Two orders are the same candidate when every group lands on the same links.
+auto signature(const Links& l) {
+  auto one = [](const DimLink& d) {
+    return std::make_tuple(int(d.link.kind), d.link.bandwidth_Bps, d.link.nodes.size(), d.members_per_node);
+  };
+  return std::make_tuple(one(l.tp), one(l.pp), one(l.dp), int(l.embedding.kind));
+}
+
+struct Schedule {
+  ScheduleKind kind;
+  int64_t v;
+};
+
+}  // namespace
+
+SearchResult search(const ModelSpec& model, const ClusterSpec& cluster, int64_t global_batch,
+                    const SearchSpace& space, int top, double overhead, const CostConstants& c) {
+  const auto t0 = std::chrono::steady_clock::now();
+  SearchResult res;
+  const int64_t world = cluster.world_size();
+  auto reject = [&](const std::string& reason, int64_t n = 1) { res.rejected[reason] += n; };
+  const std::vector<std::string> all_orders = {"tp-dp-pp", "tp-pp-dp", "dp-tp-pp", "pp-tp-dp", "dp-pp-tp", "pp-dp-tp"};
+  const std::vector<std::string> orders = space.order ? std::vector<std::string>{*space.order} : all_orders;
+
+  RunSpec run;
+  run.model = model;
+  run.cluster = cluster;
+  run.exec.global_batch_size = global_batch;
+  run.exec.precision = space.precision;
+  run.exec.grad_bits = space.grad_bits;
+
+  auto better = [](const Estimate& a, const Estimate& b) {
+    if (a.tokens_per_s != b.tokens_per_s) return a.tokens_per_s > b.tokens_per_s;
+    return a.peak_memory().total_bytes() < b.peak_memory().total_bytes();
+  };
+
+  for (int64_t tp : all_divisors(world)) {
+    if (space.tp && tp != *space.tp) continue;
+    if (model.heads % tp != 0 || model.ffn_hidden % tp != 0 ||
+        (model.kv_heads % tp != 0 && tp % model.kv_heads != 0)) {
+      reject("tp does not divide heads or ffn");
+      continue;
+    }
+    for (int64_t pp : all_divisors(world / tp)) {
+      if (space.pp && pp != *space.pp) continue;
+      const int64_t dp = world / (tp * pp);
+      if (space.dp && dp != *space.dp) continue;
+      if (pp > model.layers) {
+        reject("pp exceeds layers");
+        continue;
+      }
+      if (global_batch % dp != 0) {
+        reject("global batch not divisible by dp");
+        continue;
+      }
+      run.layout = Layout{tp, 1, dp, pp, "tp-dp-pp"};
+      // Links per distinct order.
+      std::vector<std::pair<std::string, Links>> layouts;
+      for (const auto& order : orders) {
+        Layout l{tp, 1, dp, pp, order};
+        Mesh mesh(l, cluster.gpus_per_node);
+        Links links = mesh_links(mesh, cluster);
+        bool dup = false;
+        for (const auto& [o, other] : layouts) dup = dup || signature(other) == signature(links);
+        if (dup && space.dedupe_orders) {
+          ++res.duplicate_orders;
+          continue;
+        }
+        layouts.emplace_back(order, std::move(links));
+      }
+      const int64_t n_orders = int64_t(layouts.size());
+
+      for (int64_t b : all_divisors(global_batch / dp)) {
+        if (space.micro_batch ? b != *space.micro_batch : b > space.max_micro_batch) continue;
+        const int64_t m = global_batch / (dp * b);
+        std::vector<Schedule> schedules;
+        auto want = [&](ScheduleKind k) { return !space.schedule || *space.schedule == k; };
+        if (want(ScheduleKind::OneFOneB)) schedules.push_back({ScheduleKind::OneFOneB, 1});
+        if (pp > 1) {
+          if (want(ScheduleKind::GPipe)) {
+            if (space.schedule || !space.prune_dominated) schedules.push_back({ScheduleKind::GPipe, 1});
+            else reject("dominated: gpipe (1f1b's time with more activation memory)", n_orders);
+          }
+          if (want(ScheduleKind::ZeroBubbleH1)) schedules.push_back({ScheduleKind::ZeroBubbleH1, 1});
+          if (want(ScheduleKind::Interleaved)) {
+            for (int64_t v = 2; pp * v <= model.layers && v <= 16; ++v) {
+              if (space.virtual_stages && v != *space.virtual_stages) continue;
+              if (model.layers % (pp * v) != 0) continue;  // interleaving needs equal chunks
+              if (m % pp != 0) {
+                reject("interleaved needs micro-batches divisible by pp", n_orders);
+                continue;
+              }
+              schedules.push_back({ScheduleKind::Interleaved, v});
+            }
+          }
+        }
+        for (const Schedule& sch : schedules) {
+          for (int zero = 0; zero <= 3; ++zero) {
+            if (space.zero ? zero != *space.zero : false) continue;
+            if (zero > 0 && dp == 1 && !space.zero) continue;  // nothing to shard over
+            if (zero >= 2 && pp > 1) {
+              reject("ZeRO-2/3 with pipeline parallel (unsupported by Megatron and DeepSpeed)", n_orders * 3);
+              continue;
+            }
+            for (Recompute rc : {Recompute::None, Recompute::Selective, Recompute::Full}) {
+              if (space.recompute && rc != *space.recompute) continue;
+              for (bool sp : {false, true}) {
+                if (space.sequence_parallel ? sp != *space.sequence_parallel : (sp && tp == 1)) continue;
+                if (!space.sequence_parallel && !sp && tp > 1 && space.prune_dominated) {
+                  reject("dominated: sequence parallel off (same traffic, more memory and time)", n_orders);
+                  continue;
+                }
+                res.enumerated += n_orders;
+                run.exec.micro_batch_size = b;
+                run.exec.schedule = sch.kind;
+                run.exec.virtual_stages = sch.v;
+                run.exec.zero = zero;
+                run.exec.recompute = rc;
+                run.exec.sequence_parallel = sp;
+                // Memory does not depend on the order: check it once.
+                const auto mem = stage_memory(model, run.exec, {tp, pp, dp, overhead});
+                double peak = 0;
+                for (const auto& s : mem) peak = std::max(peak, s.total_bytes());
+                if (peak > cluster.gpu.memory_bytes) {
+                  reject("out of memory", n_orders);
+                  continue;
+                }
+                res.feasible += n_orders;
+                for (const auto& [order, links] : layouts) {
+                  run.layout.order = order;
+                  ++res.estimated;
+                  Estimate e = estimate_with_links(run, links, overhead, c);
+                  if (int(res.best.size()) < top || better(e, res.best.back())) {
+                    auto at = std::upper_bound(res.best.begin(), res.best.end(), e, better);
+                    res.best.insert(at, std::move(e));
+                    if (int(res.best.size()) > top) res.best.pop_back();
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return res;
+}
+
+}  // namespace trident::plan

@@ -1,0 +1,49 @@
+// Search: enumerate every valid layout of a model on a cluster (tp, pp, dp, micro-batch size,
+// schedule and v, ZeRO stage, recomputation, sequence parallel, order), reject the infeasible
+// with a counted reason, rank the rest by predicted throughput and keep the best K.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/cluster_spec.h"
+#include "core/execution_spec.h"
+#include "core/model_spec.h"
+#include "plan/estimate.h"
+
+namespace trident::plan {
+
+// Dimensions the user fixed; everything left empty is searched.
+struct SearchSpace {
+  std::optional<int64_t> tp, pp, dp, micro_batch, virtual_stages;
+  std::optional<ScheduleKind> schedule;
+  std::optional<int> zero;
+  std::optional<Recompute> recompute;
+  std::optional<bool> sequence_parallel;
+  std::optional<std::string> order;
+  Precision precision = Precision::BF16;
+  int grad_bits = 32;
+  int64_t max_micro_batch = 16;
+  // Speed-ups that do not change the result (the benchmark turns them off to show what they save):
+  bool prune_dominated = true;  // skip gpipe (1f1b is as fast with less memory) and sequence parallel off
+  bool dedupe_orders = true;    // evaluate one order per distinct mapping of groups onto links
+};
+
+struct SearchResult {
+  std::vector<Estimate> best;                 // best first, at most `top`
+  int64_t enumerated = 0;                     // combinations considered
+  int64_t estimated = 0;                      // combinations fully estimated
+  int64_t feasible = 0;                       // fit in memory
+  std::map<std::string, int64_t> rejected;    // reason -> how many combinations
+  int64_t duplicate_orders = 0;               // orders that map every group to the same links as another
+  double seconds = 0;                         // wall time of the search
+};
+
+SearchResult search(const ModelSpec& model, const ClusterSpec& cluster, int64_t global_batch,
+                    const SearchSpace& space, int top, double overhead_bytes,
+                    const CostConstants& c = default_constants());
+
+}  // namespace trident::plan
