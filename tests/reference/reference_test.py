@@ -1,0 +1,170 @@
+"""Trident's GPT against an independent PyTorch GPT-2 (Debian's python3-torch).
+
+Runs reference_dump (Trident), loads its weights and batch into a PyTorch model written here
+from the GPT-2 definition, and checks: logits, loss, every parameter's gradient, then the
+losses of 10 AdamW steps (warm-up + cosine, global-norm clipping, no decay on biases/norms).
+Exit 0 when everything is within fp32 tolerance; otherwise prints each mismatch and exits 1.
+"""
+import json
+import math
+import subprocess
+import sys
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+torch.set_num_threads(1)
+torch.manual_seed(0)
+
+
+class Block(nn.Module):
+    def __init__(self, C, nh, Fh):
+        super().__init__()
+        self.nh = nh
+        self.ln1 = nn.LayerNorm(C)
+        self.qkv = nn.Linear(C, 3 * C)
+        self.proj = nn.Linear(C, C)
+        self.ln2 = nn.LayerNorm(C)
+        self.fc = nn.Linear(C, Fh)
+        self.fc_proj = nn.Linear(Fh, C)
+
+    def forward(self, x):
+        B, T, C = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(C, dim=2)
+        q = q.view(B, T, self.nh, C // self.nh).transpose(1, 2)
+        k = k.view(B, T, self.nh, C // self.nh).transpose(1, 2)
+        v = v.view(B, T, self.nh, C // self.nh).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(C // self.nh)
+        mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
+        att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+        y = (att @ v).transpose(1, 2).reshape(B, T, C)
+        x = x + self.proj(y)
+        return x + self.fc_proj(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
+
+
+class GPT(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        C, V, T = cfg["hidden"], cfg["vocab"], cfg["seq_len"]
+        self.wte = nn.Embedding(V, C)
+        self.wpe = nn.Embedding(T, C)
+        self.blocks = nn.ModuleList(Block(C, cfg["heads"], cfg["ffn_hidden"]) for _ in range(cfg["layers"]))
+        self.lnf = nn.LayerNorm(C)
+
+    def forward(self, idx, targets):
+        B, T = idx.shape
+        x = self.wte(idx) + self.wpe(torch.arange(T))
+        for b in self.blocks:
+            x = b(x)
+        logits = self.lnf(x) @ self.wte.weight.T  # tied head
+        return logits, F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+
+    def trident_names(self):
+        """Trident tensor name -> PyTorch parameter."""
+        out = {"wte": self.wte.weight, "wpe": self.wpe.weight, "lnf_w": self.lnf.weight, "lnf_b": self.lnf.bias}
+        for i, b in enumerate(self.blocks):
+            p = f"layers.{i}."
+            out.update({p + "ln1_w": b.ln1.weight, p + "ln1_b": b.ln1.bias, p + "qkv_w": b.qkv.weight,
+                        p + "qkv_b": b.qkv.bias, p + "attn_proj_w": b.proj.weight, p + "attn_proj_b": b.proj.bias,
+                        p + "ln2_w": b.ln2.weight, p + "ln2_b": b.ln2.bias, p + "fc_w": b.fc.weight,
+                        p + "fc_b": b.fc.bias, p + "fc_proj_w": b.fc_proj.weight, p + "fc_proj_b": b.fc_proj.bias})
+        return out
+
+
+def lr_at(c, step):
+    if c["warmup_steps"] > 0 and step < c["warmup_steps"]:
+        return c["lr"] * (step + 1) / c["warmup_steps"]
+    if step >= c["decay_steps"]:
+        return c["min_lr"]
+    progress = (step - c["warmup_steps"]) / (c["decay_steps"] - c["warmup_steps"])
+    return c["min_lr"] + 0.5 * (1 + math.cos(math.pi * progress)) * (c["lr"] - c["min_lr"])
+
+
+def main():
+    exe, prefix = sys.argv[1], sys.argv[2]
+    subprocess.run([exe, prefix], check=True)
+    meta = json.load(open(prefix + ".json"))
+    raw = open(prefix + ".bin", "rb").read()
+
+    def arr(name):
+        a = meta["arrays"][name]
+        dt = np.float32 if a["dtype"] == "f32" else np.int32
+        return np.frombuffer(raw, dtype=dt, count=a["count"], offset=a["offset"])
+
+    cfg = meta["config"]
+    B, T, V = cfg["micro_batch"], cfg["seq_len"], cfg["vocab"]
+    model = GPT(cfg)
+    named = model.trident_names()
+    params, grads = arr("params"), arr("grads")
+    with torch.no_grad():
+        for t in meta["tensors"]:
+            n = t["rows"] * t["cols"]
+            named[t["name"]].copy_(torch.from_numpy(params[t["offset"]:t["offset"] + n].copy()).view_as(named[t["name"]]))
+    assert len(meta["tensors"]) == len(list(model.parameters())), "every PyTorch parameter must have a Trident tensor"
+
+    failures = []
+
+    def check(what, got, want, rtol, atol):
+        got, want = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
+        err = np.abs(got - want)
+        bad = err > atol + rtol * np.abs(want)
+        status = "FAIL" if bad.any() else "ok"
+        print(f"{status:4} {what:28} max abs err {err.max():.3e}  max |ref| {np.abs(want).max():.3e}")
+        if bad.any():
+            failures.append(what)
+
+    idx = torch.from_numpy(arr("tokens").astype(np.int64)).view(B, T)
+    tgt = torch.from_numpy(arr("targets").astype(np.int64)).view(B, T)
+    logits, loss = model(idx, tgt)
+    loss.backward()
+    check("logits", arr("logits"), logits.detach().numpy().reshape(-1), 1e-4, 1e-4)
+    check("loss", arr("loss"), [loss.item()], 1e-5, 1e-5)
+    for t in meta["tensors"]:
+        n = t["rows"] * t["cols"]
+        g = named[t["name"]].grad.numpy().reshape(-1)
+        check("grad " + t["name"], grads[t["offset"]:t["offset"] + n], g, 1e-3, 2e-5 * max(1.0, np.abs(g).max()))
+
+    # Ten AdamW steps from the same initial weights.
+    model = GPT(cfg)
+    named = model.trident_names()
+    with torch.no_grad():
+        for t in meta["tensors"]:
+            n = t["rows"] * t["cols"]
+            named[t["name"]].copy_(torch.from_numpy(params[t["offset"]:t["offset"] + n].copy()).view_as(named[t["name"]]))
+    decay = [named[t["name"]] for t in meta["tensors"] if t["decay"]]
+    no_decay = [named[t["name"]] for t in meta["tensors"] if not t["decay"]]
+    optim = torch.optim.AdamW([{"params": decay, "weight_decay": cfg["weight_decay"]},
+                               {"params": no_decay, "weight_decay": 0.0}],
+                              lr=cfg["lr"], betas=(cfg["beta1"], cfg["beta2"]), eps=cfg["eps"])
+    tt, tg = arr("train_tokens").astype(np.int64), arr("train_targets").astype(np.int64)
+    accum, per = cfg["grad_accum"], B * T
+    losses = []
+    for step in range(cfg["steps"]):
+        optim.zero_grad()
+        total = 0.0
+        for micro in range(accum):
+            s = (step * accum + micro) * per
+            i = torch.from_numpy(tt[s:s + per]).view(B, T)
+            g = torch.from_numpy(tg[s:s + per]).view(B, T)
+            _, l = model(i, g)
+            (l / accum).backward()
+            total += l.item() / accum
+        losses.append(total)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg["grad_clip"])
+        for group in optim.param_groups:
+            group["lr"] = lr_at(cfg, step)
+        optim.step()
+    print("trident losses:", " ".join(f"{x:.5f}" for x in arr("losses")))
+    print("pytorch losses:", " ".join(f"{x:.5f}" for x in losses))
+    check("10 AdamW losses", arr("losses"), losses, 1e-4, 1e-4)
+    if failures:
+        print("MISMATCH:", ", ".join(failures))
+        return 1
+    print("Trident matches PyTorch: logits, loss, all gradients, 10 AdamW losses")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
