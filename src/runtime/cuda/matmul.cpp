@@ -1,0 +1,97 @@
+#include "runtime/cuda/matmul.h"
+
+#include "runtime/cuda/cuda_check.h"
+
+namespace trident::cuda {
+
+namespace {
+cudaDataType_t cuda_type(ElemType t) { return t == ElemType::F32 ? CUDA_R_32F : CUDA_R_16BF; }
+}  // namespace
+
+Matmul::Matmul(cudaStream_t stream, size_t workspace_bytes) : stream_(stream), workspace_bytes_(workspace_bytes) {
+  cublasCheck(cublasLtCreate(&handle_));
+  cudaCheck(cudaMalloc(&workspace_, workspace_bytes_));
+}
+
+Matmul::~Matmul() {
+  for (auto& [key, p] : plans_) {
+    cublasLtMatrixLayoutDestroy(p.a);
+    cublasLtMatrixLayoutDestroy(p.b);
+    cublasLtMatrixLayoutDestroy(p.d);
+    cublasLtMatmulDescDestroy(p.desc);
+  }
+  cudaFree(workspace_);
+  cublasLtDestroy(handle_);
+}
+
+Matmul::Plan& Matmul::plan(const Key& key, bool trans_a, bool trans_b, int m, int n, int k, int lda, int ldb, int ldd,
+                           ElemType ab, ElemType d, bool has_bias) {
+  auto found = plans_.find(key);
+  if (found != plans_.end()) return found->second;
+  Plan p;
+  cublasCheck(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
+  cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
+  if (has_bias) {
+    cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    cudaDataType_t bias_type = cuda_type(ab);
+    cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+    cublasCheck(
+        cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
+  }
+  cublasCheck(cublasLtMatrixLayoutCreate(&p.a, cuda_type(ab), trans_a ? k : m, trans_a ? m : k, lda));
+  cublasCheck(cublasLtMatrixLayoutCreate(&p.b, cuda_type(ab), trans_b ? n : k, trans_b ? k : n, ldb));
+  cublasCheck(cublasLtMatrixLayoutCreate(&p.d, cuda_type(d), m, n, ldd));
+
+  cublasLtMatmulPreference_t pref;
+  cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
+  cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_,
+                                                   sizeof(workspace_bytes_)));
+  cublasLtMatmulHeuristicResult_t result{};
+  int found_count = 0;
+  cublasStatus_t status =
+      cublasLtMatmulAlgoGetHeuristic(handle_, p.desc, p.a, p.b, p.d, p.d, pref, 1, &result, &found_count);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (status != CUBLAS_STATUS_SUCCESS || found_count == 0) {
+    cublasLtMatrixLayoutDestroy(p.a);
+    cublasLtMatrixLayoutDestroy(p.b);
+    cublasLtMatrixLayoutDestroy(p.d);
+    cublasLtMatmulDescDestroy(p.desc);
+    throw CudaError("cuBLASLt found no algorithm for D(" + std::to_string(m) + "x" + std::to_string(n) + ") = op(A)" +
+                    (trans_a ? "^T" : "") + " . op(B)" + (trans_b ? "^T" : "") + " with k=" + std::to_string(k) +
+                    ", lda=" + std::to_string(lda) + ", ldb=" + std::to_string(ldb) + ", ldd=" + std::to_string(ldd) +
+                    (ab == ElemType::BF16 ? ", bf16 inputs" : ", fp32 inputs") + " (status " +
+                    std::to_string(int(status)) + ")");
+  }
+  p.algo = result.algo;
+  return plans_.emplace(key, p).first->second;
+}
+
+void Matmul::gemm(bool trans_a, bool trans_b, int m, int n, int k, const void* A, int lda, const void* B, int ldb,
+                  void* D, int ldd, float alpha, float beta, ElemType ab, ElemType d, const void* bias) {
+  Key key{trans_a, trans_b, m, n, k, lda, ldb, ldd, int(ab), int(d), bias != nullptr};
+  Plan& p = plan(key, trans_a, trans_b, m, n, k, lda, ldb, ldd, ab, d, bias != nullptr);
+  if (bias)
+    cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+  cublasCheck(cublasLtMatmul(handle_, p.desc, &alpha, A, p.a, B, p.b, &beta, D, p.d, D, p.d, &p.algo, workspace_,
+                             workspace_bytes_, stream_));
+}
+
+void Matmul::linear_forward(void* out, const void* inp, const void* weight, const void* bias, int N, int C, int OC,
+                            ElemType t) {
+  // Column-major: out^T(OC, N) = W^T... i.e. D = op(W)^T with W seen as (C, OC) column-major.
+  gemm(true, false, OC, N, C, weight, C, inp, C, out, OC, 1.0f, 0.0f, t, t, bias);
+}
+
+void Matmul::linear_backward_input(void* dinp, const void* dout, const void* weight, int N, int C, int OC,
+                                   ElemType t) {
+  gemm(false, false, C, N, OC, weight, C, dout, OC, dinp, C, 1.0f, 0.0f, t, t);
+}
+
+void Matmul::linear_backward_weight(float* dweight, const void* dout, const void* inp, int N, int C, int OC,
+                                    ElemType t) {
+  gemm(false, true, C, OC, N, inp, C, dout, OC, dweight, C, 1.0f, 1.0f, t, ElemType::F32);
+}
+
+}  // namespace trident::cuda
