@@ -4,22 +4,22 @@ namespace trident::dist {
 
 namespace {
 
-std::unique_ptr<comm::MpiCommunicator> split(const Mesh& mesh, Dim kind, int world_rank,
+std::unique_ptr<comm::MpiCommunicator> split(MPI_Comm base, const Mesh& mesh, Dim kind, int world_rank,
                                              const std::shared_ptr<comm::CommContext>& context) {
   Group g = mesh.group_of(kind, world_rank);
   Coords c = mesh.coords_of(world_rank);
   MPI_Comm out;
-  MPI_Comm_split(MPI_COMM_WORLD, static_cast<int>(g.index), static_cast<int>(c[kind]), &out);
+  MPI_Comm_split(base, static_cast<int>(g.index), static_cast<int>(c[kind]), &out);
   std::vector<int> ranks(g.ranks.begin(), g.ranks.end());
   return std::make_unique<comm::MpiCommunicator>(out, to_string(kind), ranks, context);
 }
 
 }  // namespace
 
-ProcessGroups make_process_groups(const Mesh& mesh, std::shared_ptr<comm::CommContext> context) {
+ProcessGroups make_process_groups(const Mesh& mesh, std::shared_ptr<comm::CommContext> context, MPI_Comm base) {
   int world_size = 1, world_rank = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
-  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  MPI_Comm_size(base, &world_size);
+  MPI_Comm_rank(base, &world_rank);
   if (world_size != mesh.world_size()) {
     Problems p;
     p.add("mpirun started " + std::to_string(world_size) + " ranks but the layout " + mesh.layout().describe() +
@@ -34,10 +34,18 @@ ProcessGroups make_process_groups(const Mesh& mesh, std::shared_ptr<comm::CommCo
   g.context = context;
   g.world_rank = world_rank;
   g.coords = mesh.coords_of(world_rank);
-  g.world = comm::MpiCommunicator::world(context);
-  g.tp = split(mesh, Dim::TP, world_rank, context);
-  g.dp = split(mesh, Dim::DP, world_rank, context);
-  g.pp = split(mesh, Dim::PP, world_rank, context);
+  if (base == MPI_COMM_WORLD) {
+    g.world = comm::MpiCommunicator::world(context);
+  } else {
+    MPI_Comm dup;
+    MPI_Comm_dup(base, &dup);
+    std::vector<int> ranks(world_size);
+    for (int i = 0; i < world_size; ++i) ranks[i] = i;
+    g.world = std::make_unique<comm::MpiCommunicator>(dup, "world", ranks, context);
+  }
+  g.tp = split(base, mesh, Dim::TP, world_rank, context);
+  g.dp = split(base, mesh, Dim::DP, world_rank, context);
+  g.pp = split(base, mesh, Dim::PP, world_rank, context);
 
   // Embedding group: the first and last stage of each pipeline. Every rank takes part in the
   // split (MPI requires it); middle stages pass MPI_UNDEFINED.
@@ -45,7 +53,7 @@ ProcessGroups make_process_groups(const Mesh& mesh, std::shared_ptr<comm::CommCo
   const bool member = pp > 1 && (g.coords.pp() == 0 || g.coords.pp() == pp - 1);
   const int64_t index = mesh.group_index_of(Dim::PP, world_rank);
   MPI_Comm emb;
-  MPI_Comm_split(MPI_COMM_WORLD, member ? static_cast<int>(index) : MPI_UNDEFINED,
+  MPI_Comm_split(base, member ? static_cast<int>(index) : MPI_UNDEFINED,
                  static_cast<int>(g.coords.pp()), &emb);
   if (member) {
     Group pg = mesh.group_of(Dim::PP, world_rank);

@@ -29,8 +29,10 @@ struct ProcessGroups {
   bool last_stage() const { return pp && coords.pp() == pp->size() - 1; }
 };
 
-// Collective over MPI_COMM_WORLD. Throws InputError (before any work) when the world size is
-// not the layout's tp * dp * pp, naming both and the fix.
-ProcessGroups make_process_groups(const Mesh& mesh, std::shared_ptr<comm::CommContext> context);
+// Collective over `base` (MPI_COMM_WORLD in a run; tests pass a sub-communicator). Throws
+// InputError (before any work) when base's size is not the layout's tp * dp * pp, naming both
+// and the fix. Mesh ranks are base's ranks.
+ProcessGroups make_process_groups(const Mesh& mesh, std::shared_ptr<comm::CommContext> context,
+                                  MPI_Comm base = MPI_COMM_WORLD);
 
 }  // namespace trident::dist

@@ -1,0 +1,27 @@
+// Where a step's sequences come from. Sequence i of the global batch of step s is a pure
+// function of (seed, s, i), so a data-parallel replica fetches its share [r*B/d, (r+1)*B/d)
+// directly and every layout with the same global batch trains on the same tokens.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace trident::dist {
+
+class BatchSource {
+ public:
+  virtual ~BatchSource() = default;
+  // tokens/targets: [count * T] host memory, sequences [first, first + count) of step's batch.
+  virtual void fill(int64_t step, int64_t first, int64_t count, int32_t* tokens, int32_t* targets) const = 0;
+  virtual std::string describe() const = 0;
+};
+
+// A token file written by `trident data prepare` (the engine's BatchSampler over its training split).
+std::unique_ptr<BatchSource> token_file_source(const std::string& path, int64_t seq_len, uint64_t seed);
+
+// Deterministic synthetic text with structure to learn: each sequence counts up from a random
+// start with a random stride (mod vocab), so the loss falls within a few steps.
+std::unique_ptr<BatchSource> synthetic_source(int64_t vocab, int64_t seq_len, uint64_t seed);
+
+}  // namespace trident::dist

@@ -1,0 +1,334 @@
+#include "runtime/dist/dist_trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <map>
+
+#include "runtime/dist/grad_sync.h"
+#include "runtime/dist/stage_split.h"
+#include "runtime/dist/timed_communicator.h"
+#include "runtime/nn/gpt.h"
+#include "schedule/schedule.h"
+
+namespace trident::dist {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+double since(clock_type::time_point t0) { return std::chrono::duration<double>(clock_type::now() - t0).count(); }
+
+// One model chunk this rank holds: its stage, activation slots, gradient sync and optimizer state.
+struct Chunk {
+  std::unique_ptr<nn::GptStage> stage;
+  std::vector<std::unique_ptr<nn::Activations>> slots;  // reused; as many as the schedule keeps in flight
+  std::vector<int> free_slots;
+  std::vector<int> slot_of;                             // micro-batch -> slot (-1: none)
+  std::vector<std::vector<float>> grad_send;            // micro-batch -> copy of the input gradient being sent
+  std::unique_ptr<GradSync> sync;
+  std::vector<float> m, v;                              // AdamW moments of the owned range
+  std::vector<engine::Segment> segments;
+  size_t last_backward = 0;                             // index in the program of the step's last backward
+};
+
+}  // namespace
+
+struct DistTrainer::Impl {
+  RunSpec run;
+  ProcessGroups& groups;
+  const BatchSource& data;
+  TrainerOptions opt;
+  std::unique_ptr<kernels::Kernels> k;
+  std::unique_ptr<TimedCommunicator> tp;
+  StageSplit split;
+  PipelineSchedule schedule;
+  int64_t stage = 0, pp = 1, v = 1, m = 1, b = 1, T = 1, B = 1, dp = 1, dp_rank = 0;
+  std::vector<Chunk> chunks;
+  std::vector<std::vector<int32_t>> tokens, targets;  // per micro-batch, b*T
+  std::vector<comm::RequestPtr> pending_sends;
+
+  int64_t N() const { return b * T; }
+  int64_t C() const { return run.model.hidden; }
+};
+
+DistTrainer::DistTrainer(const RunSpec& run, ProcessGroups& groups, const BatchSource& data,
+                         const TrainerOptions& options)
+    : impl_(std::make_unique<Impl>(Impl{run, groups, data, options})) {
+  Impl& I = *impl_;
+  I.pp = run.layout.pp;
+  I.v = run.exec.schedule == ScheduleKind::Interleaved ? run.exec.virtual_stages : 1;
+  I.dp = run.layout.dp;
+  I.dp_rank = groups.coords.dp();
+  I.stage = groups.coords.pp();
+  I.b = run.exec.micro_batch_size;
+  I.B = run.exec.global_batch_size;
+  I.T = run.model.seq_len;
+  I.m = run.exec.micro_batches(I.dp);
+
+  Problems problems;
+  I.split = make_stage_split(run.model, I.pp, I.v, options.stage_layers, problems);
+  problems.throw_if_any();
+  I.schedule = build_schedule(run.exec.schedule, I.pp, I.m, I.v);
+  const auto& program = I.schedule.programs.at(I.stage);
+
+  I.k = kernels::make_cpu_kernels(options.kernel_threads);
+  I.tp = std::make_unique<TimedCommunicator>(*groups.tp);
+  comm::Communicator* tp_comm = run.layout.tp > 1 ? I.tp.get() : nullptr;
+
+  I.tokens.assign(I.m, std::vector<int32_t>(I.N()));
+  I.targets.assign(I.m, std::vector<int32_t>(I.N()));
+  I.chunks.resize(I.v);
+  for (int64_t c = 0; c < I.v; ++c) {
+    Chunk& ch = I.chunks[c];
+    nn::Shard shard = shard_for(run.model, I.split, I.stage, c, run.layout.tp, groups.coords.tp());
+    ch.stage = std::make_unique<nn::GptStage>(*I.k, shard, I.b, I.T, tp_comm);
+    ch.stage->init_params(options.seed);
+    ch.slot_of.assign(I.m, -1);
+    ch.grad_send.resize(I.m);
+    ch.sync = std::make_unique<GradSync>(*groups.dp, ch.stage->layout(), run.exec.zero, options.bucket_floats);
+    const int64_t owned = ch.sync->owned_end() - ch.sync->owned_begin();
+    ch.m.assign(owned, 0.0f);
+    ch.v.assign(owned, 0.0f);
+    ch.segments = engine::optimizer_segments(ch.stage->layout(), ch.sync->owned_begin(), ch.sync->owned_end());
+    // Activation slots: the most micro-batches this chunk holds at once in the program.
+    int64_t live = 0, peak = 0;
+    std::vector<bool> held(I.m, false);
+    for (size_t i = 0; i < program.size(); ++i) {
+      const Action& a = program[i];
+      if (a.chunk != c) continue;
+      if ((a.kind == ActionKind::RecvActivation || a.kind == ActionKind::Forward) && !held[a.micro_batch]) {
+        held[a.micro_batch] = true;
+        peak = std::max(peak, ++live);
+      }
+      if (a.kind == ActionKind::Backward || a.kind == ActionKind::BackwardInput) {
+        held[a.micro_batch] = false;
+        --live;
+        ch.last_backward = i;
+      }
+    }
+    for (int64_t s = 0; s < peak; ++s) {
+      ch.slots.push_back(std::make_unique<nn::Activations>(*ch.stage));
+      ch.free_slots.push_back(int(peak - 1 - s));
+    }
+  }
+
+  // Wire time of one pipeline message (N x C fp32), measured by ping-pong between stage pairs,
+  // so waits on a receive can be split into transfer and bubble.
+  if (I.pp > 1) {
+    std::vector<float> msg(I.N() * I.C(), 1.0f);
+    auto& p = *groups.pp;
+    const int peer = (I.stage % 2 == 0) ? int(I.stage + 1) : int(I.stage - 1);
+    double best = 1e30;
+    if (peer < p.size()) {
+      for (int rep = 0; rep < 5; ++rep) {
+        auto t0 = clock_type::now();
+        if (I.stage % 2 == 0) {
+          p.send(msg.data(), msg.size(), comm::DType::F32, peer, 1 << 30);
+          p.recv(msg.data(), msg.size(), comm::DType::F32, peer, 1 << 30);
+        } else {
+          p.recv(msg.data(), msg.size(), comm::DType::F32, peer, 1 << 30);
+          p.send(msg.data(), msg.size(), comm::DType::F32, peer, 1 << 30);
+        }
+        best = std::min(best, since(t0) / 2);
+      }
+    }
+    float f = peer < p.size() ? float(best) : 0.0f;
+    p.all_reduce(&f, 1, comm::DType::F32, comm::ReduceOp::Max);
+    pp_message_s_ = f;
+  }
+}
+
+DistTrainer::~DistTrainer() = default;
+
+int64_t DistTrainer::chunks() const { return int64_t(impl_->chunks.size()); }
+const nn::ParamLayout& DistTrainer::chunk_layout(int64_t c) const { return impl_->chunks[c].stage->layout(); }
+const float* DistTrainer::chunk_params(int64_t c) const { return impl_->chunks[c].stage->params(); }
+
+double DistTrainer::allocated_bytes() const {
+  double floats = 0;
+  for (const auto& ch : impl_->chunks) {
+    floats += 2.0 * ch.stage->layout().total();  // parameters + gradients
+    floats += double(ch.m.size() + ch.v.size());
+    for (const auto& s : ch.slots) floats += double(s->floats());
+    for (const auto& g : ch.grad_send) floats += double(g.size());
+  }
+  for (const auto& t : impl_->tokens) floats += 2.0 * double(t.size());  // tokens + targets (int32)
+  return floats * 4;
+}
+
+double DistTrainer::step(int64_t step) {
+  Impl& I = *impl_;
+  ProcessGroups& g = I.groups;
+  PhaseTimes t;
+  const auto t_step = clock_type::now();
+  g.context->step = step;
+  I.tp->reset();
+  const auto& program = I.schedule.programs[I.stage];
+  const float dloss = float(1.0 / double(I.B * I.T));
+  const size_t act_floats = size_t(I.N() * I.C());
+
+  for (auto& ch : I.chunks) {
+    ch.stage->zero_grads();
+    ch.sync->start_step();
+  }
+  // This replica's share of the global batch: sequences [dp_rank*B/dp + j*b, +b) for micro-batch j.
+  for (int64_t j = 0; j < I.m; ++j)
+    I.data.fill(step, I.dp_rank * (I.B / I.dp) + j * I.b, I.b, I.tokens[j].data(), I.targets[j].data());
+
+  auto acquire = [&](Chunk& ch, int mb) -> nn::Activations& {
+    if (ch.slot_of[mb] < 0) {
+      ch.slot_of[mb] = ch.free_slots.back();
+      ch.free_slots.pop_back();
+    }
+    return *ch.slots[ch.slot_of[mb]];
+  };
+  auto wait_recv = [&](comm::RequestPtr r) {
+    auto t0 = clock_type::now();
+    r->wait();
+    const double w = since(t0);
+    const double wire = std::min(w, pp_message_s_);
+    t.pp += wire;
+    t.bubble += w - wire;
+  };
+  auto timed_compute = [&](auto&& f) {
+    const double tp0 = I.tp->seconds();
+    auto t0 = clock_type::now();
+    f();
+    const double dt = since(t0), dtp = I.tp->seconds() - tp0;
+    t.compute += dt - dtp;
+    t.tp += dtp;
+  };
+
+  double loss_sum = 0;
+  for (size_t i = 0; i < program.size(); ++i) {
+    const Action& a = program[i];
+    Chunk& ch = I.chunks[a.chunk];
+    nn::GptStage& st = *ch.stage;
+    const int mb = a.micro_batch;
+    const int tag = message_tag(a, I.stage, I.pp, I.v);
+    switch (a.kind) {
+      case ActionKind::RecvActivation:
+        wait_recv(g.pp->irecv(acquire(ch, mb).input(), act_floats, comm::DType::F32, a.peer, tag));
+        break;
+      case ActionKind::Forward: {
+        nn::Activations& acts = acquire(ch, mb);
+        timed_compute([&] {
+          st.forward(acts, I.tokens[mb].data(), I.targets[mb].data());
+          if (st.shard().has_output) loss_sum += st.loss_sum(acts);
+        });
+        break;
+      }
+      case ActionKind::SendActivation: {
+        auto t0 = clock_type::now();
+        I.pending_sends.push_back(
+            g.pp->isend(acquire(ch, mb).output(), act_floats, comm::DType::F32, a.peer, tag));
+        t.pp += since(t0);
+        break;
+      }
+      case ActionKind::RecvGradient:
+        wait_recv(g.pp->irecv(st.output_grad(), act_floats, comm::DType::F32, a.peer, tag));
+        break;
+      case ActionKind::Backward:
+      case ActionKind::BackwardInput: {
+        nn::Activations& acts = acquire(ch, mb);
+        timed_compute([&] { st.backward(acts, I.tokens[mb].data(), I.targets[mb].data(), dloss); });
+        ch.free_slots.push_back(ch.slot_of[mb]);
+        ch.slot_of[mb] = -1;
+        // The chunk's gradients are final after its last backward of the step: start the DP
+        // reduction now, overlapping the rest of the program (other chunks, sends, the cool-down).
+        if (i == ch.last_backward) ch.sync->mark_ready(st.grads(), 0, st.layout().total());
+        break;
+      }
+      case ActionKind::BackwardWeight:
+        break;  // GptStage's backward computes both halves in BackwardInput
+      case ActionKind::SendGradient: {
+        auto t0 = clock_type::now();
+        auto& buf = ch.grad_send[mb];
+        buf.resize(act_floats);
+        std::memcpy(buf.data(), st.input_grad(), act_floats * sizeof(float));
+        I.pending_sends.push_back(g.pp->isend(buf.data(), act_floats, comm::DType::F32, a.peer, tag));
+        t.pp += since(t0);
+        break;
+      }
+    }
+  }
+  {
+    auto t0 = clock_type::now();
+    for (auto& r : I.pending_sends) r->wait();
+    I.pending_sends.clear();
+    t.pp += since(t0);
+  }
+
+  // Gradient reductions left after the program: DP (plain: wait for the buckets; ZeRO-1:
+  // reduce-scatter) and the tied embedding between the first and last stage. With ZeRO-1 the
+  // embedding sum comes first, while every rank still holds its whole gradient buffer.
+  auto t_dp = clock_type::now();
+  auto embedding_sync = [&] {
+    Chunk& first = I.chunks.front();
+    Chunk& last = I.chunks.back();
+    if (g.embedding) {
+      Chunk& mine = I.stage == 0 ? first : last;
+      const auto& L = mine.stage->layout();
+      const int64_t off = I.stage == 0 ? L.wte : L.head_wte;
+      const nn::TensorView* view = L.find("wte");
+      const int64_t n = view ? view->size() : L.shard().vocab_local() * I.C();
+      g.embedding->all_reduce(mine.stage->grads() + off, n, comm::DType::F32, comm::ReduceOp::Sum);
+    } else if (I.v > 1) {  // pp == 1, interleaved: both copies on this rank
+      const auto& L0 = first.stage->layout();
+      const auto& L1 = last.stage->layout();
+      const int64_t n = L0.shard().vocab_local() * I.C();
+      float* a = first.stage->grads() + L0.wte;
+      float* b = last.stage->grads() + L1.head_wte;
+      for (int64_t e = 0; e < n; ++e) a[e] = b[e] = a[e] + b[e];
+    }
+  };
+  const bool sharded = I.chunks.front().sync->sharded();
+  if (sharded) embedding_sync();
+  for (auto& ch : I.chunks) ch.sync->finish(ch.stage->grads());
+  if (!sharded) embedding_sync();
+  t.dp_exposed += since(t_dp);
+
+  // Global gradient norm: every logical parameter counted once — TP-replicated tensors on tp
+  // rank 0 only, DP replicas once (dp rank 0, or each ZeRO-1 owner its slice), and the last
+  // stage's copy of the tied embedding not at all.
+  auto t_opt = clock_type::now();
+  double sq = 0;
+  for (auto& ch : I.chunks) {
+    const auto& L = ch.stage->layout();
+    const int64_t lo_own = ch.sync->owned_begin(), hi_own = ch.sync->owned_end();
+    if (!sharded && I.dp_rank != 0) continue;
+    for (const auto& view : L.tensors()) {
+      if (!view.tp_sharded && g.coords.tp() != 0) continue;
+      if (view.offset == L.head_wte && L.head_wte != L.wte) continue;
+      const int64_t lo = std::max(view.offset, lo_own), hi = std::min(view.offset + view.size(), hi_own);
+      if (hi > lo) sq += I.k->sum_squares(ch.stage->grads() + lo, size_t(hi - lo));
+    }
+  }
+  MPI_Allreduce(MPI_IN_PLACE, &sq, 1, MPI_DOUBLE, MPI_SUM, g.world->handle());
+  grad_norm_ = std::sqrt(sq);
+  const double lr = engine::learning_rate(I.opt.adamw, step);
+  const double scale = engine::clip_scale(I.opt.adamw, grad_norm_);
+  for (auto& ch : I.chunks) {
+    const int64_t own = ch.sync->owned_begin();
+    engine::adamw_update(*I.k, ch.segments, ch.stage->params(), ch.stage->grads(), ch.m.data() - own,
+                         ch.v.data() - own, I.opt.adamw, lr, scale, step + 1);
+  }
+  t.optimizer = since(t_opt);
+  t.compute += t.optimizer;
+  if (sharded) {
+    auto t0 = clock_type::now();
+    for (auto& ch : I.chunks) ch.sync->all_gather_params(ch.stage->params());
+    t.dp_exposed += since(t0);
+  }
+
+  // Mean loss over the global batch: the last stage's tp rank 0 of each replica contributes.
+  const bool reporter = I.chunks.back().stage->shard().has_output && g.coords.tp() == 0;
+  double loss = reporter ? loss_sum : 0.0;
+  MPI_Allreduce(MPI_IN_PLACE, &loss, 1, MPI_DOUBLE, MPI_SUM, g.world->handle());
+  t.total = since(t_step);
+  times_ = t;
+  return loss / double(I.B * I.T);
+}
+
+}  // namespace trident::dist

@@ -1,0 +1,72 @@
+// DistTrainer: one rank's part of a dp x tp x pp training run.
+//
+// It owns the rank's model chunks (GptStage, one per virtual stage it holds), runs the
+// pipeline schedule's action list for its stage (schedule/), places the pipeline sends and
+// receives, the data-parallel gradient reduction (bucketed, overlapped, or ZeRO-1), the tied
+// embedding's gradient sum between first and last stage, global-norm clipping, and AdamW.
+// TP collectives are inside GptStage (the TP communicator is handed to it).
+//
+// Every step it records where this rank's time went (PhaseTimes) for the rehearsal report.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/run_spec.h"
+#include "runtime/dist/batch_source.h"
+#include "runtime/dist/process_groups.h"
+#include "runtime/engine/optimizer.h"
+#include "runtime/kernels/ops.h"
+
+namespace trident::dist {
+
+struct TrainerOptions {
+  engine::AdamWConfig adamw;
+  uint64_t seed = 1337;
+  int64_t bucket_floats = 1 << 20;         // DP bucket size (4 MiB of fp32)
+  std::vector<int64_t> stage_layers;       // explicit uneven split (per virtual stage); empty = even
+  int kernel_threads = 1;
+};
+
+// Seconds of one step on one rank, by what the rank was doing.
+struct PhaseTimes {
+  double compute = 0;      // forward + backward kernels (TP collectives excluded) + optimizer
+  double tp = 0;           // inside TP collectives
+  double pp = 0;           // pipeline sends/receives: the wire time of each message
+  double bubble = 0;       // waiting on a pipeline receive beyond the wire time (peer still computing)
+  double dp_exposed = 0;   // DP reduction / ZeRO gathers / tied-embedding sum left after backward
+  double optimizer = 0;    // clipping norm + AdamW (part of compute in shares, listed apart)
+  double total = 0;        // wall time of the step
+  double other() const { return total - compute - tp - pp - bubble - dp_exposed; }
+};
+
+class DistTrainer {
+ public:
+  DistTrainer(const RunSpec& run, ProcessGroups& groups, const BatchSource& data, const TrainerOptions& options);
+  ~DistTrainer();
+
+  // One optimizer step (0-based); returns the mean loss over the global batch (same on every rank).
+  double step(int64_t step);
+  const PhaseTimes& last_times() const { return times_; }
+  double last_grad_norm() const { return grad_norm_; }
+
+  // Bytes this rank allocated for parameters, gradients, optimizer state, activations and buffers.
+  double allocated_bytes() const;
+  // Seconds one pipeline message of this run's size takes on the wire (measured at start-up).
+  double pp_message_s() const { return pp_message_s_; }
+
+  // The chunks this rank holds (for tests comparing parameters).
+  int64_t chunks() const;
+  const nn::ParamLayout& chunk_layout(int64_t chunk) const;
+  const float* chunk_params(int64_t chunk) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  PhaseTimes times_;
+  double grad_norm_ = 0;
+  double pp_message_s_ = 0;
+};
+
+}  // namespace trident::dist

@@ -1,0 +1,78 @@
+#include "runtime/dist/grad_sync.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace trident::dist {
+
+GradSync::GradSync(comm::Communicator& dp, const nn::ParamLayout& layout, int zero, int64_t bucket_floats)
+    : dp_(dp), zero_(zero), total_(layout.total()), ready_from_(layout.total()) {
+  // Cut points: layer boundaries, plus the start and end of the buffer. Walk from the end and
+  // close a bucket as soon as it holds bucket_floats.
+  std::vector<int64_t> cuts{0, total_};
+  for (int64_t i = 0; i < layout.num_layers(); ++i) {
+    cuts.push_back(layout.layer(i).begin);
+    cuts.push_back(layout.layer(i).end);
+  }
+  std::sort(cuts.begin(), cuts.end());
+  cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+  int64_t end = total_;
+  for (int64_t i = int64_t(cuts.size()) - 2; i >= 0; --i) {
+    if (end - cuts[i] >= bucket_floats || i == 0) {
+      if (end > cuts[i]) buckets_.push_back({cuts[i], end, nullptr, false});
+      end = cuts[i];
+    }
+  }
+  std::reverse(buckets_.begin(), buckets_.end());
+
+  const int64_t n = dp.size();
+  padded_ = (total_ + n - 1) / n * n;
+  const int64_t per = padded_ / n;
+  owned_begin_ = std::min(total_, dp.rank() * per);
+  owned_end_ = std::min(total_, (dp.rank() + 1) * per);
+  if (!sharded()) owned_begin_ = 0, owned_end_ = total_;
+  if (sharded()) {
+    scratch_.assign(padded_, 0.0f);
+    slice_.assign(per, 0.0f);
+  }
+}
+
+void GradSync::start_step() {
+  for (auto& b : buckets_) b.request.reset(), b.launched = false;
+  ready_from_ = total_;
+}
+
+void GradSync::mark_ready(float* grads, int64_t begin, int64_t end) {
+  if (dp_.size() == 1 || sharded()) return;
+  ready_from_ = std::min(ready_from_, begin);
+  for (auto it = buckets_.rbegin(); it != buckets_.rend(); ++it) {
+    if (it->begin < ready_from_) break;
+    if (!it->launched) {
+      it->request = dp_.all_reduce_async(grads + it->begin, it->end - it->begin, comm::DType::F32, comm::ReduceOp::Sum);
+      it->launched = true;
+    }
+  }
+}
+
+void GradSync::finish(float* grads) {
+  if (dp_.size() == 1) return;
+  if (sharded()) {
+    std::memcpy(scratch_.data(), grads, total_ * sizeof(float));
+    std::fill(scratch_.begin() + total_, scratch_.end(), 0.0f);
+    dp_.reduce_scatter(scratch_.data(), slice_.data(), slice_.size(), comm::DType::F32, comm::ReduceOp::Sum);
+    std::memcpy(grads + owned_begin_, slice_.data(), (owned_end_ - owned_begin_) * sizeof(float));
+    return;
+  }
+  mark_ready(grads, 0, total_);
+  for (auto& b : buckets_) b.request->wait();
+}
+
+void GradSync::all_gather_params(float* params) {
+  if (!sharded()) return;
+  std::fill(slice_.begin(), slice_.end(), 0.0f);
+  std::memcpy(slice_.data(), params + owned_begin_, (owned_end_ - owned_begin_) * sizeof(float));
+  dp_.all_gather(slice_.data(), scratch_.data(), slice_.size(), comm::DType::F32);
+  std::memcpy(params, scratch_.data(), total_ * sizeof(float));
+}
+
+}  // namespace trident::dist

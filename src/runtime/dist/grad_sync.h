@@ -1,0 +1,56 @@
+// Data-parallel gradient synchronisation of one flat gradient buffer (one model chunk).
+//
+// Plain DP: the buffer is cut into buckets at layer boundaries (>= bucket_floats each, counted
+// from the end, since backward finishes the head first and the embedding last). As backward
+// reports finished ranges (mark_ready), every bucket lying wholly above the lowest finished
+// offset starts its all-reduce at once, overlapping the rest of backward; finish() waits for
+// what is still in flight (the "exposed" DP time) — replicas are summed, not averaged, because
+// each token's loss is already weighted by 1 / (tokens in the global batch).
+//
+// ZeRO-1: the buffer (padded to a multiple of dp) is reduce-scattered after backward; rank r
+// owns elements [owned_begin, owned_end), updates only those (optimizer state of that size),
+// and all_gather_params() brings every rank the updated parameters.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "runtime/comm/communicator.h"
+#include "runtime/nn/param_layout.h"
+
+namespace trident::dist {
+
+class GradSync {
+ public:
+  GradSync(comm::Communicator& dp, const nn::ParamLayout& layout, int zero, int64_t bucket_floats);
+
+  int64_t owned_begin() const { return owned_begin_; }
+  int64_t owned_end() const { return owned_end_; }
+  bool sharded() const { return zero_ >= 1 && dp_.size() > 1; }
+  size_t bucket_count() const { return buckets_.size(); }
+
+  void start_step();  // forget last step's launches
+  // Gradients of [begin, end) are final for this step (called from inside backward).
+  void mark_ready(float* grads, int64_t begin, int64_t end);
+  // Launches what is left and waits for every reduction. Afterwards (plain DP) the whole buffer
+  // holds the sum over replicas, or (ZeRO-1) the owned slice does.
+  void finish(float* grads);
+  // ZeRO-1: every rank receives the others' updated slices.
+  void all_gather_params(float* params);
+
+ private:
+  struct Bucket {
+    int64_t begin, end;
+    comm::RequestPtr request;
+    bool launched = false;
+  };
+  comm::Communicator& dp_;
+  int zero_;
+  int64_t total_;
+  std::vector<Bucket> buckets_;  // ascending offsets
+  int64_t ready_from_;           // lowest offset whose gradients are final
+  int64_t owned_begin_ = 0, owned_end_ = 0, padded_ = 0;
+  std::vector<float> scratch_, slice_;
+};
+
+}  // namespace trident::dist

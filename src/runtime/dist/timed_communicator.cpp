@@ -1,0 +1,63 @@
+#include "runtime/dist/timed_communicator.h"
+
+#include <chrono>
+
+namespace trident::dist {
+
+using comm::DType;
+using comm::ReduceOp;
+using comm::RequestPtr;
+
+template <class F>
+auto TimedCommunicator::timed(size_t bytes, F&& f) {
+  const auto t0 = std::chrono::steady_clock::now();
+  struct Add {
+    TimedCommunicator* self;
+    std::chrono::steady_clock::time_point t0;
+    size_t bytes;
+    ~Add() {
+      self->seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      self->calls_ += 1;
+      self->bytes_ += double(bytes);
+    }
+  } add{this, t0, bytes};
+  return f();
+}
+
+void TimedCommunicator::all_reduce(void* b, size_t n, DType t, ReduceOp op) {
+  timed(n * comm::dtype_size(t), [&] { inner_.all_reduce(b, n, t, op); });
+}
+void TimedCommunicator::reduce_scatter(const void* s, void* r, size_t n, DType t, ReduceOp op) {
+  timed(n * comm::dtype_size(t) * size(), [&] { inner_.reduce_scatter(s, r, n, t, op); });
+}
+void TimedCommunicator::all_gather(const void* s, void* r, size_t n, DType t) {
+  timed(n * comm::dtype_size(t) * size(), [&] { inner_.all_gather(s, r, n, t); });
+}
+void TimedCommunicator::broadcast(void* b, size_t n, DType t, int root) {
+  timed(n * comm::dtype_size(t), [&] { inner_.broadcast(b, n, t, root); });
+}
+void TimedCommunicator::barrier() { timed(0, [&] { inner_.barrier(); }); }
+void TimedCommunicator::send(const void* b, size_t n, DType t, int peer, int tag) {
+  timed(n * comm::dtype_size(t), [&] { inner_.send(b, n, t, peer, tag); });
+}
+void TimedCommunicator::recv(void* b, size_t n, DType t, int peer, int tag) {
+  timed(n * comm::dtype_size(t), [&] { inner_.recv(b, n, t, peer, tag); });
+}
+// Async calls time only their start; GptStage's TP collectives are blocking.
+RequestPtr TimedCommunicator::all_reduce_async(void* b, size_t n, DType t, ReduceOp op) {
+  return timed(n * comm::dtype_size(t), [&] { return inner_.all_reduce_async(b, n, t, op); });
+}
+RequestPtr TimedCommunicator::reduce_scatter_async(const void* s, void* r, size_t n, DType t, ReduceOp op) {
+  return timed(n * comm::dtype_size(t) * size(), [&] { return inner_.reduce_scatter_async(s, r, n, t, op); });
+}
+RequestPtr TimedCommunicator::all_gather_async(const void* s, void* r, size_t n, DType t) {
+  return timed(n * comm::dtype_size(t) * size(), [&] { return inner_.all_gather_async(s, r, n, t); });
+}
+RequestPtr TimedCommunicator::isend(const void* b, size_t n, DType t, int peer, int tag) {
+  return timed(n * comm::dtype_size(t), [&] { return inner_.isend(b, n, t, peer, tag); });
+}
+RequestPtr TimedCommunicator::irecv(void* b, size_t n, DType t, int peer, int tag) {
+  return timed(n * comm::dtype_size(t), [&] { return inner_.irecv(b, n, t, peer, tag); });
+}
+
+}  // namespace trident::dist

@@ -1,0 +1,43 @@
+// TimedCommunicator: forwards every call to another Communicator and adds the wall time spent
+// in it to a counter. The trainer wraps the TP group with it, so the rehearsal report can say
+// how much of the forward/backward time GptStage spent in its TP collectives.
+#pragma once
+
+#include "runtime/comm/communicator.h"
+
+namespace trident::dist {
+
+class TimedCommunicator final : public comm::Communicator {
+ public:
+  explicit TimedCommunicator(comm::Communicator& inner) : inner_(inner) {}
+  double seconds() const { return seconds_; }
+  int64_t calls() const { return calls_; }
+  double bytes() const { return bytes_; }
+  void reset() { seconds_ = 0, calls_ = 0, bytes_ = 0; }
+
+  int rank() const override { return inner_.rank(); }
+  int size() const override { return inner_.size(); }
+  std::string name() const override { return inner_.name(); }
+  void all_reduce(void* b, size_t n, comm::DType t, comm::ReduceOp op) override;
+  void reduce_scatter(const void* s, void* r, size_t n, comm::DType t, comm::ReduceOp op) override;
+  void all_gather(const void* s, void* r, size_t n, comm::DType t) override;
+  void broadcast(void* b, size_t n, comm::DType t, int root) override;
+  void barrier() override;
+  void send(const void* b, size_t n, comm::DType t, int peer, int tag) override;
+  void recv(void* b, size_t n, comm::DType t, int peer, int tag) override;
+  comm::RequestPtr all_reduce_async(void* b, size_t n, comm::DType t, comm::ReduceOp op) override;
+  comm::RequestPtr reduce_scatter_async(const void* s, void* r, size_t n, comm::DType t, comm::ReduceOp op) override;
+  comm::RequestPtr all_gather_async(const void* s, void* r, size_t n, comm::DType t) override;
+  comm::RequestPtr isend(const void* b, size_t n, comm::DType t, int peer, int tag) override;
+  comm::RequestPtr irecv(void* b, size_t n, comm::DType t, int peer, int tag) override;
+
+ private:
+  template <class F>
+  auto timed(size_t bytes, F&& f);
+  comm::Communicator& inner_;
+  double seconds_ = 0;
+  int64_t calls_ = 0;
+  double bytes_ = 0;
+};
+
+}  // namespace trident::dist
