@@ -1,0 +1,96 @@
+// CudaKernels: the engine's device-agnostic kernel interface (runtime/kernels/ops.h) on one GPU,
+// in fp32, so the engine's GPT layers -- and with them every TP/PP/DP layout -- run on GPU ranks
+// unchanged. Matrix products are cuBLASLt in plain fp32 (no TF32), so results match the CPU
+// path to rounding. (The bf16 mixed-precision fast path for one GPU is GptCuda.)
+//
+// Pointers are GPU memory from alloc(). Token ids may be GPU memory or host memory: host ids
+// are copied to a GPU staging buffer first (found with cudaPointerGetAttributes), because the
+// interface has no int upload. attention "probs" holds the flash kernel's log-sum-exp per row
+// (B*nh*T floats), not probabilities.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <memory>
+
+#include "runtime/kernels/ops.h"
+
+namespace trident::cuda {
+
+class Matmul;
+
+class CudaKernels final : public kernels::Kernels {
+ public:
+  explicit CudaKernels(int device);  // device: a GPU already checked by select_gpu()
+  ~CudaKernels() override;
+  cudaStream_t stream() const { return stream_; }
+
+  std::string device_name() const override;
+  float* alloc(size_t count) override;
+  void free(float* p, size_t count) override;
+  void zero(float* p, size_t count) override;
+  void copy(float* dst, const float* src, size_t count) override;
+  void to_host(float* host, const float* src, size_t count) override;
+  void from_host(float* dst, const float* host, size_t count) override;
+  void synchronize() override;
+
+  void gemm(kernels::Trans ta, kernels::Trans tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+            int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) override;
+  void linear_forward(float* out, const float* inp, const float* weight, const float* bias, int64_t N, int64_t IC,
+                      int64_t OC) override;
+  void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                       const float* weight, int64_t N, int64_t IC, int64_t OC) override;
+
+  void add(float* out, const float* a, const float* b, size_t n) override;
+  void add_inplace(float* out, const float* a, size_t n) override;
+  void scale(float* x, float s, size_t n) override;
+  void gelu_forward(float* out, const float* inp, size_t n) override;
+  void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) override;
+
+  void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
+                         const float* bias, int64_t N, int64_t C) override;
+  void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                          const float* weight, const float* mean, const float* rstd, int64_t N, int64_t C) override;
+
+  size_t attention_probs_size(int64_t B, int64_t T, int64_t nh) const override;
+  void attention_forward(float* out, float* probs, const float* qkv, int64_t B, int64_t T, int64_t nh,
+                         int64_t hd) override;
+  size_t attention_scratch_size(int64_t B, int64_t T, int64_t nh) const override;
+  void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* probs,
+                          const float* out, int64_t B, int64_t T, int64_t nh, int64_t hd) override;
+
+  void embedding_forward(float* out, const int32_t* tokens, const float* wte, int64_t N, int64_t C, int64_t v_offset,
+                         int64_t V_local) override;
+  void add_positions(float* out, const float* wpe, int64_t B, int64_t T, int64_t C) override;
+  void embedding_backward(float* dwte, const float* dout, const int32_t* tokens, int64_t N, int64_t C,
+                          int64_t v_offset, int64_t V_local) override;
+  void positions_backward(float* dwpe, const float* dout, int64_t B, int64_t T, int64_t C) override;
+
+  void xent_row_max(float* row_max, const float* logits, int64_t N, int64_t V_local) override;
+  void xent_sumexp_target(float* sumexp, float* target_logit, const float* logits, const float* row_max,
+                          const int32_t* targets, int64_t N, int64_t V_local, int64_t v_offset) override;
+  void xent_losses(float* losses, const float* sumexp, const float* row_max, const float* target_logit,
+                   int64_t N) override;
+  void xent_backward_inplace(float* logits, const float* row_max, const float* sumexp, const int32_t* targets,
+                             float dloss, int64_t N, int64_t V_local, int64_t v_offset) override;
+
+  double sum_squares(const float* x, size_t n) override;
+  void adamw(float* param, const float* grad, float* m, float* v, size_t n, float lr, float beta1, float beta2,
+             float eps, float weight_decay, float grad_scale, int64_t t) override;
+
+ private:
+  const int32_t* device_ids(const int32_t* ids, size_t n, int slot);  // stages host ids to the GPU
+
+  int device_;
+  cudaStream_t stream_ = nullptr;
+  std::unique_ptr<Matmul> mm_;
+  int32_t* staged_[2] = {nullptr, nullptr};  // slot 0: tokens, slot 1: targets
+  size_t staged_count_[2] = {0, 0};
+  double* scalar_ = nullptr;
+};
+
+// The engine's entry point for --device cuda: selects the GPU of this rank (node-local rank),
+// with a clear error when there is none, and returns its kernels.
+std::unique_ptr<kernels::Kernels> make_cuda_kernels();
+
+}  // namespace trident::cuda

@@ -1,0 +1,176 @@
+#include <cmath>
+
+#include "runtime/cuda/kernel_util.cuh"
+#include "runtime/cuda/kernels_engine.h"
+
+namespace trident::cuda::engine_ops {
+
+namespace {
+
+constexpr unsigned kThreads = 256;
+
+#define GRID_STRIDE(i, n) \
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < (n); i += size_t(gridDim.x) * blockDim.x)
+
+__global__ void add_kernel(float* out, const float* a, const float* b, size_t n) { GRID_STRIDE(i, n) out[i] = a[i] + b[i]; }
+__global__ void add_inplace_kernel(float* out, const float* a, size_t n) { GRID_STRIDE(i, n) out[i] += a[i]; }
+__global__ void scale_kernel(float* x, float f, size_t n) { GRID_STRIDE(i, n) x[i] *= f; }
+
+__global__ void embedding_forward_kernel(float* out, const int32_t* tokens, const float* wte, int64_t C,
+                                         int64_t v_offset, int64_t V_local, size_t n) {
+  GRID_STRIDE(i, n) {
+    const int64_t row = int64_t(i / C), c = int64_t(i % C), id = int64_t(tokens[row]) - v_offset;
+    out[i] = (id >= 0 && id < V_local) ? wte[id * C + c] : 0.0f;
+  }
+}
+
+__global__ void add_positions_kernel(float* out, const float* wpe, int64_t T, int64_t C, size_t n) {
+  GRID_STRIDE(i, n) out[i] += wpe[(int64_t(i / C) % T) * C + int64_t(i % C)];
+}
+
+__global__ void embedding_backward_kernel(float* dwte, const float* dout, const int32_t* tokens, int64_t N,
+                                          int64_t C, int64_t v_offset, int64_t V_local) {
+  const int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (c >= C) return;
+  for (int64_t i = 0; i < N; ++i) {
+    const int64_t id = int64_t(tokens[i]) - v_offset;
+    if (id >= 0 && id < V_local) dwte[id * C + c] += dout[i * C + c];
+  }
+}
+
+__global__ void positions_backward_kernel(float* dwpe, const float* dout, int64_t B, int64_t T, int64_t C) {
+  GRID_STRIDE(i, size_t(T * C)) {
+    float sum = 0.0f;
+    for (int64_t b = 0; b < B; ++b) sum += dout[b * T * C + int64_t(i)];
+    dwpe[i] += sum;
+  }
+}
+
+__global__ void row_max_kernel(float* row_max, const float* logits, int64_t V) {
+  const float* row = logits + blockIdx.x * V;
+  float m = -INFINITY;
+  for (int64_t j = threadIdx.x; j < V; j += blockDim.x) m = fmaxf(m, row[j]);
+  m = block_max(m);
+  if (threadIdx.x == 0) row_max[blockIdx.x] = m;
+}
+
+__global__ void sumexp_target_kernel(float* sumexp, float* target_logit, const float* logits, const float* row_max,
+                                     const int32_t* targets, int64_t V, int64_t v_offset) {
+  const float* row = logits + blockIdx.x * V;
+  const float m = row_max[blockIdx.x];
+  float s = 0.0f;
+  for (int64_t j = threadIdx.x; j < V; j += blockDim.x) s += expf(row[j] - m);
+  s = block_sum(s);
+  if (threadIdx.x == 0) {
+    sumexp[blockIdx.x] = s;
+    const int64_t id = int64_t(targets[blockIdx.x]) - v_offset;
+    target_logit[blockIdx.x] = (id >= 0 && id < V) ? row[id] : 0.0f;
+  }
+}
+
+__global__ void losses_kernel(float* losses, const float* sumexp, const float* row_max, const float* target_logit,
+                              int64_t N) {
+  GRID_STRIDE(i, size_t(N)) losses[i] = logf(sumexp[i]) + row_max[i] - target_logit[i];
+}
+
+__global__ void xent_backward_kernel(float* logits, const float* row_max, const float* sumexp, const int32_t* targets,
+                                     float dloss, int64_t V, int64_t v_offset) {
+  float* row = logits + blockIdx.x * V;
+  const float m = row_max[blockIdx.x], inv = 1.0f / sumexp[blockIdx.x];
+  const int64_t id = int64_t(targets[blockIdx.x]) - v_offset;
+  for (int64_t j = threadIdx.x; j < V; j += blockDim.x)
+    row[j] = dloss * (expf(row[j] - m) * inv - (j == id ? 1.0f : 0.0f));
+}
+
+__global__ void sum_squares_kernel(double* result, const float* x, size_t n) {
+  float sum = 0.0f;
+  GRID_STRIDE(i, n) sum += x[i] * x[i];
+  sum = block_sum(sum);
+  if (threadIdx.x == 0) atomicAdd(result, double(sum));
+}
+
+__global__ void adamw_kernel(float* param, const float* grad, float* m, float* v, size_t n, float lr, float beta1,
+                             float beta2, float eps, float weight_decay, float grad_scale, float bias1, float bias2) {
+  GRID_STRIDE(i, n) {
+    const float g = grad[i] * grad_scale;
+    const float mi = beta1 * m[i] + (1.0f - beta1) * g;
+    const float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
+    m[i] = mi;
+    v[i] = vi;
+    param[i] -= lr * ((mi / bias1) / (sqrtf(vi / bias2) + eps) + weight_decay * param[i]);
+  }
+}
+
+}  // namespace
+
+void add(float* out, const float* a, const float* b, size_t n, cudaStream_t s) {
+  add_kernel<<<blocks_for(n, kThreads), kThreads, 0, s>>>(out, a, b, n);
+  cudaCheckLaunch();
+}
+void add_inplace(float* out, const float* a, size_t n, cudaStream_t s) {
+  add_inplace_kernel<<<blocks_for(n, kThreads), kThreads, 0, s>>>(out, a, n);
+  cudaCheckLaunch();
+}
+void scale(float* x, float factor, size_t n, cudaStream_t s) {
+  scale_kernel<<<blocks_for(n, kThreads), kThreads, 0, s>>>(x, factor, n);
+  cudaCheckLaunch();
+}
+void embedding_forward(float* out, const int32_t* tokens, const float* wte, int64_t N, int64_t C, int64_t v_offset,
+                       int64_t V_local, cudaStream_t s) {
+  size_t n = size_t(N * C);
+  embedding_forward_kernel<<<blocks_for(n, kThreads), kThreads, 0, s>>>(out, tokens, wte, C, v_offset, V_local, n);
+  cudaCheckLaunch();
+}
+void add_positions(float* out, const float* wpe, int64_t B, int64_t T, int64_t C, cudaStream_t s) {
+  size_t n = size_t(B * T * C);
+  add_positions_kernel<<<blocks_for(n, kThreads), kThreads, 0, s>>>(out, wpe, T, C, n);
+  cudaCheckLaunch();
+}
+void embedding_backward(float* dwte, const float* dout, const int32_t* tokens, int64_t N, int64_t C,
+                        int64_t v_offset, int64_t V_local, cudaStream_t s) {
+  embedding_backward_kernel<<<unsigned((C + 127) / 128), 128, 0, s>>>(dwte, dout, tokens, N, C, v_offset, V_local);
+  cudaCheckLaunch();
+}
+void positions_backward(float* dwpe, const float* dout, int64_t B, int64_t T, int64_t C, cudaStream_t s) {
+  positions_backward_kernel<<<blocks_for(size_t(T * C), kThreads), kThreads, 0, s>>>(dwpe, dout, B, T, C);
+  cudaCheckLaunch();
+}
+void xent_row_max(float* row_max, const float* logits, int64_t N, int64_t V, cudaStream_t s) {
+  if (N == 0) return;
+  row_max_kernel<<<unsigned(N), 512, 0, s>>>(row_max, logits, V);
+  cudaCheckLaunch();
+}
+void xent_sumexp_target(float* sumexp, float* target_logit, const float* logits, const float* row_max,
+                        const int32_t* targets, int64_t N, int64_t V, int64_t v_offset, cudaStream_t s) {
+  if (N == 0) return;
+  sumexp_target_kernel<<<unsigned(N), 512, 0, s>>>(sumexp, target_logit, logits, row_max, targets, V, v_offset);
+  cudaCheckLaunch();
+}
+void xent_losses(float* losses, const float* sumexp, const float* row_max, const float* target_logit, int64_t N,
+                 cudaStream_t s) {
+  losses_kernel<<<blocks_for(size_t(N), kThreads), kThreads, 0, s>>>(losses, sumexp, row_max, target_logit, N);
+  cudaCheckLaunch();
+}
+void xent_backward_inplace(float* logits, const float* row_max, const float* sumexp, const int32_t* targets,
+                           float dloss, int64_t N, int64_t V, int64_t v_offset, cudaStream_t s) {
+  if (N == 0) return;
+  xent_backward_kernel<<<unsigned(N), 512, 0, s>>>(logits, row_max, sumexp, targets, dloss, V, v_offset);
+  cudaCheckLaunch();
+}
+void sum_squares(double* result, const float* x, size_t n, cudaStream_t s) {
+  cudaCheck(cudaMemsetAsync(result, 0, sizeof(double), s));
+  unsigned blocks = blocks_for(n, kThreads);
+  if (blocks > 1024) blocks = 1024;
+  if (n > 0) sum_squares_kernel<<<blocks, kThreads, 0, s>>>(result, x, n);
+  cudaCheckLaunch();
+}
+void adamw(float* param, const float* grad, float* m, float* v, size_t n, float lr, float beta1, float beta2,
+           float eps, float weight_decay, float grad_scale, int64_t t, cudaStream_t s) {
+  const float bias1 = float(1.0 - std::pow(double(beta1), double(t)));
+  const float bias2 = float(1.0 - std::pow(double(beta2), double(t)));
+  adamw_kernel<<<blocks_for(n, kThreads), kThreads, 0, s>>>(param, grad, m, v, n, lr, beta1, beta2, eps, weight_decay,
+                                                            grad_scale, bias1, bias2);
+  cudaCheckLaunch();
+}
+
+}  // namespace trident::cuda::engine_ops
