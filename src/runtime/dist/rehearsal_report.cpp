@@ -1,0 +1,191 @@
+#include "runtime/dist/rehearsal_report.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "core/options.h"
+#include "plan/estimate.h"
+
+namespace trident::dist {
+
+namespace {
+
+struct Means {
+  double total = 0, compute = 0, tp = 0, pp = 0, bubble = 0, dp = 0, optimizer = 0, other = 0;
+};
+
+Means rank_means(const RehearsalData& d, size_t rank) {
+  Means m;
+  int64_t n = 0;
+  for (size_t s = size_t(d.warmup); s < d.times.size(); ++s, ++n) {
+    const PhaseTimes& t = d.times[s][rank];
+    m.total += t.total, m.compute += t.compute, m.tp += t.tp, m.pp += t.pp, m.bubble += t.bubble;
+    m.dp += t.dp_exposed, m.optimizer += t.optimizer, m.other += t.other();
+  }
+  if (n > 0)
+    for (double* x : {&m.total, &m.compute, &m.tp, &m.pp, &m.bubble, &m.dp, &m.optimizer, &m.other}) *x /= double(n);
+  return m;
+}
+
+Means overall(const RehearsalData& d) {
+  Means o;
+  for (size_t r = 0; r < d.ranks.size(); ++r) {
+    Means m = rank_means(d, r);
+    o.total += m.total, o.compute += m.compute, o.tp += m.tp, o.pp += m.pp, o.bubble += m.bubble;
+    o.dp += m.dp, o.optimizer += m.optimizer, o.other += m.other;
+  }
+  const double n = double(std::max<size_t>(1, d.ranks.size()));
+  for (double* x : {&o.total, &o.compute, &o.tp, &o.pp, &o.bubble, &o.dp, &o.optimizer, &o.other}) *x /= n;
+  return o;
+}
+
+std::string fmt(const char* f, double x) {
+  char b[64];
+  std::snprintf(b, sizeof b, f, x);
+  return b;
+}
+
+double pct(double x, double total) { return total > 0 ? 100.0 * x / total : 0.0; }
+
+}  // namespace
+
+std::string rehearsal_text(const RehearsalData& d) {
+  std::string out;
+  const auto& L = d.run.layout;
+  const int64_t measured = int64_t(d.times.size()) - d.warmup;
+  out += "\nRehearsal report: " + L.describe() + ", schedule " + to_string(d.run.exec.schedule) +
+         ", " + std::to_string(d.run.exec.micro_batches(L.dp)) + " micro-batches of " +
+         std::to_string(d.run.exec.micro_batch_size) + " per replica, ZeRO " + std::to_string(d.run.exec.zero) +
+         "\nmeans over steps " + std::to_string(d.warmup) + ".." + std::to_string(d.times.size() - 1) + " (" +
+         std::to_string(measured) + " steps; earlier ones are warm-up), milliseconds per step\n";
+  char line[512];
+  std::snprintf(line, sizeof line, "%5s %9s %9s %9s %9s %9s %9s %9s %9s %11s %11s\n", "rank", "tp,dp,pp", "step",
+                "compute", "tp-coll", "pp-xfer", "bubble", "dp-expos", "other", "alloc MiB", "rss MiB");
+  out += line;
+  for (size_t r = 0; r < d.ranks.size(); ++r) {
+    Means m = rank_means(d, r);
+    const auto& c = d.ranks[r].coords;
+    std::string coords = std::to_string(c.tp()) + "," + std::to_string(c.dp()) + "," + std::to_string(c.pp());
+    std::snprintf(line, sizeof line, "%5zu %9s %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %11.1f %11.1f\n", r,
+                  coords.c_str(), m.total * 1e3, m.compute * 1e3, m.tp * 1e3, m.pp * 1e3, m.bubble * 1e3,
+                  m.dp * 1e3, m.other * 1e3, d.ranks[r].allocated_bytes / (1 << 20),
+                  d.ranks[r].peak_rss_bytes / (1 << 20));
+    out += line;
+  }
+  Means o = overall(d);
+  out += "\nshare of step time      measured";
+  if (d.prediction) out += "   predicted";
+  out += "\n";
+  auto row = [&](const char* name, double meas, double pred_s) {
+    std::snprintf(line, sizeof line, "  %-20s %8.1f%%", name, pct(meas, o.total));
+    out += line;
+    if (d.prediction) out += fmt("  %8.1f%%", pct(pred_s, d.prediction->step_s));
+    out += "\n";
+  };
+  const Prediction p = d.prediction.value_or(Prediction{});
+  row("compute (+optimizer)", o.compute, p.compute_s + p.optimizer_s);
+  row("TP collectives", o.tp, p.tp_s);
+  row("PP transfers", o.pp, p.pp_s);
+  row("bubble idle", o.bubble, p.bubble_s);
+  row("DP exposed", o.dp, p.dp_s);
+  row("other (host work)", o.other, 0);
+  out += "  step time            " + fmt("%8.2f ms", o.total * 1e3);
+  if (d.prediction) out += fmt("  %8.2f ms", p.step_s * 1e3) + fmt("  (measured / predicted = %.2f)", o.total / p.step_s);
+  out += "\n";
+  out += "  pipeline message wire time (measured ping-pong): " + fmt("%.3f ms", d.pp_message_s * 1e3) +
+         "; a receive wait beyond it counts as bubble\n";
+  if (d.prediction) {
+    out += "prediction: planner on " + p.cluster + " (from " + p.cluster_source + ")\n";
+    if (!p.note.empty()) out += "  note: " + p.note + "\n";
+  } else {
+    out += "prediction: none (" + d.prediction_missing + ")\n";
+  }
+  return out;
+}
+
+nlohmann::json rehearsal_json(const RehearsalData& d) {
+  using nlohmann::json;
+  json j;
+  j["layout"] = {{"tp", d.run.layout.tp}, {"dp", d.run.layout.dp}, {"pp", d.run.layout.pp},
+                 {"order", d.run.layout.order}};
+  j["schedule"] = to_string(d.run.exec.schedule);
+  j["zero"] = d.run.exec.zero;
+  j["micro_batches"] = d.run.exec.micro_batches(d.run.layout.dp);
+  j["warmup_steps"] = d.warmup;
+  j["losses"] = d.losses;
+  j["pp_message_wire_s"] = d.pp_message_s;
+  json steps = json::array();
+  for (size_t s = 0; s < d.times.size(); ++s) {
+    json ranks = json::array();
+    for (size_t r = 0; r < d.times[s].size(); ++r) {
+      const PhaseTimes& t = d.times[s][r];
+      ranks.push_back({{"rank", r}, {"total_s", t.total}, {"compute_s", t.compute}, {"tp_s", t.tp},
+                       {"pp_s", t.pp}, {"bubble_s", t.bubble}, {"dp_exposed_s", t.dp_exposed},
+                       {"optimizer_s", t.optimizer}, {"other_s", t.other()}});
+    }
+    steps.push_back({{"step", s}, {"loss", d.losses.at(s)}, {"ranks", ranks}});
+  }
+  j["steps"] = steps;
+  json ranks = json::array();
+  for (const auto& r : d.ranks)
+    ranks.push_back({{"rank", r.rank}, {"tp", r.coords.tp()}, {"dp", r.coords.dp()}, {"pp", r.coords.pp()},
+                     {"allocated_bytes", r.allocated_bytes}, {"peak_rss_bytes", r.peak_rss_bytes}});
+  j["ranks"] = ranks;
+  Means o = overall(d);
+  j["measured"] = {{"step_s", o.total},
+                   {"shares", {{"compute", o.compute / o.total}, {"tp", o.tp / o.total}, {"pp", o.pp / o.total},
+                               {"bubble", o.bubble / o.total}, {"dp_exposed", o.dp / o.total},
+                               {"other", o.other / o.total}}}};
+  if (d.prediction) {
+    const Prediction& p = *d.prediction;
+    j["predicted"] = {{"cluster", p.cluster}, {"cluster_source", p.cluster_source}, {"note", p.note},
+                      {"step_s", p.step_s}, {"peak_memory_bytes", p.peak_memory_bytes},
+                      {"shares", {{"compute", (p.compute_s + p.optimizer_s) / p.step_s}, {"tp", p.tp_s / p.step_s},
+                                  {"pp", p.pp_s / p.step_s}, {"bubble", p.bubble_s / p.step_s},
+                                  {"dp_exposed", p.dp_s / p.step_s}}}};
+  } else {
+    j["predicted"] = nullptr;
+    j["prediction_missing"] = d.prediction_missing;
+  }
+  return j;
+}
+
+Prediction predict(const RunSpec& run, const std::string& cluster_toml, int64_t hardware_cores) {
+  Problems problems;
+  OptionValues values(cluster_options());
+  values.load_toml_file(cluster_toml, problems);
+  problems.throw_if_any();
+  RunSpec r = run;
+  r.cluster = resolve_cluster(values, problems);
+  problems.throw_if_any();
+  Prediction p;
+  p.cluster_source = cluster_toml;
+  const int64_t world = run.layout.world_size();
+  r.exec.precision = Precision::FP32;
+  r.exec.grad_bits = 32;
+  if (world > r.cluster.gpus_per_node * r.cluster.nodes || r.cluster.nodes == 1) {
+    const double share = std::min(1.0, double(hardware_cores) / double(world));
+    if (share < 1.0) {
+      r.cluster.gpu.fp32_flops *= share;
+      r.cluster.gpu.bf16_flops *= share;
+      p.note = std::to_string(world) + " ranks share " + std::to_string(hardware_cores) +
+               " cores: each rank's compute rate taken as the measured one x " + fmt("%.3f", share) + "; ";
+    }
+    r.cluster.gpus_per_node = std::max<int64_t>(world, 1);
+    r.cluster.nodes = 1;
+    p.note += "all ranks on one node; fp32 throughout";
+  }
+  p.cluster = r.cluster.describe();
+  plan::Estimate e = plan::estimate(r, 0.0);
+  p.step_s = e.time.step;
+  p.compute_s = e.time.compute;
+  p.tp_s = e.time.tp_comm;
+  p.pp_s = e.time.pp_comm;
+  p.bubble_s = e.time.bubble;
+  p.dp_s = e.time.dp_comm;
+  p.optimizer_s = e.time.optimizer;
+  p.peak_memory_bytes = e.peak_memory().total_bytes();
+  return p;
+}
+
+}  // namespace trident::dist

@@ -1,0 +1,56 @@
+// The rehearsal report: where each rank's step time went (compute, TP collectives, pipeline
+// transfers, bubble, exposed DP reduction), the share of each, peak memory per rank, and the
+// planner's prediction for the same layout on the cluster description `trident bench` wrote.
+//
+// Shares are of the mean step wall time, averaged over ranks and over the measured steps (the
+// first `warmup` steps are left out: they pay for page faults and first-touch). Every number is
+// a sum of measured intervals the JSON lists per step and rank, so it can be checked by hand.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/run_spec.h"
+#include "runtime/dist/dist_trainer.h"
+
+namespace trident::dist {
+
+struct RankInfo {
+  int rank = 0;
+  Coords coords;
+  double allocated_bytes = 0;  // parameters, gradients, optimizer state, activations, buffers
+  double peak_rss_bytes = 0;   // resident-set high-water of the process
+};
+
+struct Prediction {
+  std::string cluster_source;  // the TOML file the cluster came from
+  std::string cluster;         // its one-line description
+  std::string note;            // what was adapted (ranks sharing cores, fp32)
+  double step_s = 0, compute_s = 0, tp_s = 0, pp_s = 0, bubble_s = 0, dp_s = 0, optimizer_s = 0;
+  double peak_memory_bytes = 0;
+};
+
+struct RehearsalData {
+  RunSpec run;
+  int64_t warmup = 0;
+  std::vector<double> losses;
+  std::vector<std::vector<PhaseTimes>> times;  // [step][rank]
+  std::vector<RankInfo> ranks;
+  double pp_message_s = 0;
+  std::optional<Prediction> prediction;
+  std::string prediction_missing;  // why there is no prediction
+};
+
+std::string rehearsal_text(const RehearsalData& d);
+nlohmann::json rehearsal_json(const RehearsalData& d);
+
+// Planner's estimate of `run` on the cluster described by the TOML file (a [cluster] table as
+// `trident bench` writes). The ranks of this machine share its cores: when the world is larger
+// than the cluster's GPUs per node, the cluster becomes one node holding them all, and each
+// rank's compute rate is the measured one times cores / ranks (stated in the note).
+Prediction predict(const RunSpec& run, const std::string& cluster_toml, int64_t hardware_cores);
+
+}  // namespace trident::dist
