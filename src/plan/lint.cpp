@@ -1,10 +1,12 @@
 #include "plan/lint.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 
 #include "core/units.h"
+#include "plan/search.h"
 
 namespace trident::plan {
 
@@ -94,6 +96,7 @@ std::string memory_fixes(const RunSpec& run, double overhead, const CostConstant
 LintResult lint_run(const RunSpec& run, const std::vector<Problem>& shape_problems, double overhead,
                     const CostConstants& c) {
   LintResult out;
+  out.run = run;
   auto& f = out.findings;
   const ModelSpec& m = run.model;
   const Layout& l = run.layout;
@@ -239,13 +242,66 @@ LintResult lint_run(const RunSpec& run, const std::vector<Problem>& shape_proble
   return out;
 }
 
-LintResult lint_options(const OptionValues& values, double overhead) {
-  Problems all;
+namespace {
+RunSpec resolve_all(const OptionValues& values, Problems& all) {
   RunSpec r;
   r.model = resolve_model(values, all);
   r.cluster = resolve_cluster(values, all);
   r.layout = resolve_layout(values, r.cluster, all);
   r.exec = resolve_execution(values, all);
+  return r;
+}
+}  // namespace
+
+std::vector<Finding> assume_execution(const OptionValues& values, RunSpec& run, double overhead) {
+  // The layout is the user's; execution settings they left out are taken from the best-fitting
+  // recipe for that layout, and said so.
+  const std::vector<std::string> keys = {"micro-batch-size", "schedule", "virtual-stages", "zero", "recompute",
+                                         "sequence-parallel"};
+  std::vector<std::string> missing;
+  for (const auto& k : keys)
+    if (!values.has(k)) missing.push_back(k);
+  if (missing.empty()) return {};
+  SearchSpace space;
+  space.tp = run.layout.tp;
+  space.pp = run.layout.pp;
+  space.dp = run.layout.dp;
+  space.order = run.layout.order;
+  space.precision = run.exec.precision;
+  space.grad_bits = run.exec.grad_bits;
+  if (values.has("micro-batch-size")) space.micro_batch = run.exec.micro_batch_size;
+  if (values.has("schedule")) space.schedule = run.exec.schedule;
+  if (values.has("virtual-stages")) space.virtual_stages = run.exec.virtual_stages;
+  if (values.has("zero")) space.zero = run.exec.zero;
+  if (values.has("recompute")) space.recompute = run.exec.recompute;
+  if (values.has("sequence-parallel")) space.sequence_parallel = run.exec.sequence_parallel;
+  const SearchResult best = search(run.model, run.cluster, run.exec.global_batch_size, space, 1, overhead);
+  if (best.best.empty()) return {};
+  const ExecutionSpec& x = best.best.front().run.exec;
+  run.exec.micro_batch_size = x.micro_batch_size;
+  run.exec.schedule = x.schedule;
+  run.exec.virtual_stages = x.virtual_stages;
+  run.exec.zero = x.zero;
+  run.exec.recompute = x.recompute;
+  run.exec.sequence_parallel = x.sequence_parallel;
+  std::vector<std::string> flags;
+  for (const auto& k : missing) {
+    if (k == "micro-batch-size") flags.push_back(fmt::format("--micro-batch-size {}", x.micro_batch_size));
+    if (k == "schedule") flags.push_back("--schedule " + to_string(x.schedule));
+    if (k == "virtual-stages") flags.push_back(fmt::format("--virtual-stages {}", x.virtual_stages));
+    if (k == "zero") flags.push_back(fmt::format("--zero {}", x.zero));
+    if (k == "recompute") flags.push_back("--recompute " + to_string(x.recompute));
+    if (k == "sequence-parallel") flags.push_back(x.sequence_parallel ? "--sequence-parallel" : "--no-sequence-parallel");
+  }
+  return {{Severity::Info, "execution-assumed",
+           fmt::format("execution settings not given were taken from the fastest recipe that fits this layout: {}",
+                       fmt::join(flags, " ")),
+           "pass them explicitly to check another recipe"}};
+}
+
+LintResult lint_options(const OptionValues& values, double overhead) {
+  Problems all;
+  RunSpec r = resolve_all(values, all);
   if (!values.has("global-batch-size"))
     all.add("no global batch size given", "give --global-batch-size (sequences per step; GPT-3 175B used 1536)");
   check_run(r, true, all);
@@ -256,7 +312,11 @@ LintResult lint_options(const OptionValues& values, double overhead) {
     else input.add(p.what, p.fix, p.code);
   }
   input.throw_if_any();
-  return lint_run(r, shape, overhead);
+  std::vector<Finding> assumed;
+  if (shape.empty()) assumed = assume_execution(values, r, overhead);
+  LintResult result = lint_run(r, shape, overhead);
+  result.findings.insert(result.findings.end(), assumed.begin(), assumed.end());
+  return result;
 }
 
 }  // namespace trident::plan

@@ -27,6 +27,7 @@ struct Finding {
 };
 
 struct LintResult {
+  RunSpec run;                       // what was checked
   std::optional<Estimate> estimate;  // absent when shape errors make the run impossible to estimate
   std::vector<Finding> findings;     // errors first, then warnings, then info
   bool has_errors() const;
@@ -42,6 +43,11 @@ LintResult lint_run(const RunSpec& run, const std::vector<Problem>& shape_proble
 
 // Resolves the options like resolve_run, but turns shape problems into findings instead of
 // throwing; unusable input (unknown names, non-numbers, non-positive sizes) still throws InputError.
+// Execution settings (micro-batch, schedule, v, ZeRO, recompute, sequence parallel) that the
+// values leave out are taken from the fastest recipe that fits the given layout (an info finding
+// "execution-assumed" lists them); given ones are kept as they are.
 LintResult lint_options(const OptionValues& values, double overhead_bytes);
+// Fills the execution settings the values leave out (see above); returns the info finding.
+std::vector<Finding> assume_execution(const OptionValues& values, RunSpec& run, double overhead_bytes);
 
 }  // namespace trident::plan

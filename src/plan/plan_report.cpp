@@ -1,0 +1,238 @@
+#include "plan/plan_report.h"
+
+#include <fmt/format.h>
+
+#include "core/units.h"
+
+namespace trident::plan {
+
+using nlohmann::json;
+
+namespace {
+
+double round3(double x) { return std::round(x * 1000.0) / 1000.0; }
+double round6(double x) { return std::round(x * 1e6) / 1e6; }
+
+std::string exec_summary(const RunSpec& r, int64_t m) {
+  const ExecutionSpec& x = r.exec;
+  std::string sched = to_string(x.schedule);
+  if (x.schedule == ScheduleKind::Interleaved) sched += fmt::format(" (v {})", x.virtual_stages);
+  return fmt::format("micro-batch {} x {} per pipeline (global {}), {}, ZeRO {}, recompute {}{}, {}", x.micro_batch_size,
+                     m, x.global_batch_size, sched, x.zero, to_string(x.recompute),
+                     x.sequence_parallel ? ", sequence parallel" : "", to_string(x.precision));
+}
+
+std::string link_text(const GroupLink& l) {
+  return fmt::format("{} {:.1f} GB/s{}", to_string(l.kind), gbps(l.bandwidth_Bps),
+                     l.crosses_nodes() ? fmt::format(" across {} nodes", l.nodes.size()) : "");
+}
+
+json stage_memory_json(const StageMemory& s) {
+  return {{"stage", s.stage},
+          {"layers", s.layers},
+          {"params", s.params.total()},
+          {"weights_gib", round3(gib(s.weights_bytes))},
+          {"gradients_gib", round3(gib(s.gradients_bytes))},
+          {"optimizer_gib", round3(gib(s.optimizer_bytes))},
+          {"activations_gib", round3(gib(s.activations_bytes))},
+          {"in_flight", s.in_flight},
+          {"per_layer_activation_mib", round3(s.per_layer_activation_bytes / kMiB)},
+          {"overhead_gib", round3(gib(s.overhead_bytes))},
+          {"total_gib", round3(gib(s.total_bytes()))}};
+}
+
+}  // namespace
+
+json layout_json(const RunSpec& r, int64_t m) {
+  return {{"tp", r.layout.tp},
+          {"pp", r.layout.pp},
+          {"dp", r.layout.dp},
+          {"order", r.layout.order},
+          {"global_batch_size", r.exec.global_batch_size},
+          {"micro_batch_size", r.exec.micro_batch_size},
+          {"micro_batches", m},
+          {"schedule", to_string(r.exec.schedule)},
+          {"virtual_stages", r.exec.virtual_stages},
+          {"zero", r.exec.zero},
+          {"recompute", to_string(r.exec.recompute)},
+          {"sequence_parallel", r.exec.sequence_parallel},
+          {"precision", to_string(r.exec.precision)},
+          {"description", r.layout.describe()}};
+}
+
+json candidate_json(const RunSpec& run, const Estimate* e, const std::vector<Finding>& findings, bool per_stage) {
+  json j;
+  const int64_t m = run.layout.dp > 0 && run.exec.micro_batch_size > 0 ? run.exec.micro_batches(run.layout.dp) : 0;
+  j["layout"] = layout_json(run, m);
+  if (e) {
+    const StageMemory& pm = e->peak_memory();
+    j["fits"] = e->fits;
+    j["memory_gib"] = {{"weights", round3(gib(pm.weights_bytes))},
+                       {"gradients", round3(gib(pm.gradients_bytes))},
+                       {"optimizer", round3(gib(pm.optimizer_bytes))},
+                       {"activations", round3(gib(pm.activations_bytes))},
+                       {"overhead", round3(gib(pm.overhead_bytes))},
+                       {"total", round3(gib(pm.total_bytes()))},
+                       {"capacity", round3(gib(e->capacity_bytes))}};
+    j["memory_stage"] = pm.stage;
+    j["time_s"] = {{"step", round6(e->time.step)},       {"compute", round6(e->time.compute)},
+                   {"tp_comm", round6(e->time.tp_comm)}, {"pp_comm", round6(e->time.pp_comm)},
+                   {"dp_comm", round6(e->time.dp_comm)}, {"bubble", round6(e->time.bubble)},
+                   {"optimizer", round6(e->time.optimizer)}};
+    j["tokens_per_s"] = std::round(e->tokens_per_s);
+    j["tflops_per_gpu"] = round3(e->tflops_per_gpu);
+    j["mfu"] = round6(e->mfu);
+    if (per_stage) {
+      json stages = json::array();
+      for (size_t i = 0; i < e->memory.size(); ++i) {
+        json s = stage_memory_json(e->memory[i]);
+        const StageTime& t = e->stages[i];
+        s["forward_s"] = round6(t.compute_forward_s);
+        s["backward_s"] = round6(t.compute_backward_s);
+        s["tp_comm_s"] = round6(t.tp_comm_s);
+        s["pp_comm_s"] = round6(t.pp_comm_s);
+        stages.push_back(s);
+      }
+      j["stages"] = stages;
+    }
+  } else {
+    j["fits"] = nullptr;
+    j["memory_gib"] = nullptr;
+    j["time_s"] = nullptr;
+    j["tokens_per_s"] = nullptr;
+    j["tflops_per_gpu"] = nullptr;
+    j["mfu"] = nullptr;
+  }
+  json f = json::array();
+  for (const auto& x : findings)
+    f.push_back({{"severity", to_string(x.severity)}, {"code", x.code}, {"message", x.message}, {"fix", x.fix}});
+  j["findings"] = f;
+  return j;
+}
+
+json lint_json(const RunSpec& run, const LintResult& r, bool per_stage) {
+  return candidate_json(run, r.estimate ? &*r.estimate : nullptr, r.findings, per_stage);
+}
+
+json plan_json(const SearchResult& res, const std::vector<std::vector<Finding>>& findings,
+               const std::vector<std::string>& rationale, bool per_stage) {
+  json j;
+  j["candidates"] = json::array();
+  for (size_t i = 0; i < res.best.size(); ++i)
+    j["candidates"].push_back(candidate_json(res.best[i].run, &res.best[i], findings[i], per_stage));
+  j["rationale"] = rationale;
+  j["search"] = {{"enumerated", res.enumerated}, {"estimated", res.estimated}, {"feasible", res.feasible},
+                 {"duplicate_orders", res.duplicate_orders}, {"rejected", res.rejected},
+                 {"seconds", round6(res.seconds)}};
+  return j;
+}
+
+std::string estimate_text(const Estimate& e, bool per_stage) {
+  const RunSpec& r = e.run;
+  const StageMemory& pm = e.peak_memory();
+  const StateBytes sb = state_bytes(r.exec.precision, r.exec.grad_bits);
+  const double p = pm.params.total();
+  const double d = double(r.layout.dp);
+  std::string s;
+  s += fmt::format("Layout: {}; {}\n", r.layout.describe(), exec_summary(r, e.micro_batches));
+  s += fmt::format("Memory per GPU, stage {} of {} (most loaded, {} layers): {:.1f} GiB of {:.1f} GiB - {}\n", pm.stage,
+                   r.layout.pp, pm.layers, gib(pm.total_bytes()), gib(e.capacity_bytes),
+                   e.fits ? "fits" : "DOES NOT FIT");
+  s += fmt::format("  weights      {:7.2f} GiB  {:.3f} B params x {:g} B{}\n", gib(pm.weights_bytes), p / 1e9, sb.weights,
+                   r.exec.zero >= 3 ? fmt::format(" / dp {}", r.layout.dp) : "");
+  s += fmt::format("  gradients    {:7.2f} GiB  x {:g} B{}\n", gib(pm.gradients_bytes), sb.gradients,
+                   r.exec.zero >= 2 ? fmt::format(" / dp {}", r.layout.dp) : "");
+  s += fmt::format("  optimizer    {:7.2f} GiB  x {:g} B (fp32 master, momentum, variance){}\n", gib(pm.optimizer_bytes),
+                   sb.optimizer, r.exec.zero >= 1 ? fmt::format(" / dp {}", r.layout.dp) : "");
+  (void)d;
+  s += fmt::format("  activations  {:7.2f} GiB  {:g} chunks in flight x {:.3g} layers x {:.1f} MiB{}{}\n",
+                   gib(pm.activations_bytes), pm.in_flight,
+                   double(pm.layers) / double(r.exec.schedule == ScheduleKind::Interleaved ? r.exec.virtual_stages : 1),
+                   pm.per_layer_activation_bytes / kMiB,
+                   pm.logits_bytes > 0 ? fmt::format(" + logits {:.2f} GiB", gib(pm.logits_bytes)) : "",
+                   pm.embedding_activation_bytes > 0 ? fmt::format(" + embedding {:.2f} GiB", gib(pm.embedding_activation_bytes)) : "");
+  s += fmt::format("  overhead     {:7.2f} GiB  context, buffers, fragmentation (--overhead-gib)\n", gib(pm.overhead_bytes));
+  if (per_stage)
+    for (const auto& m : e.memory)
+      s += fmt::format("    stage {:3}: {:3} layers  {:6.2f} GiB (weights {:.2f} + grads {:.2f} + optimizer {:.2f} + "
+                       "activations {:.2f} + overhead {:.2f})\n",
+                       m.stage, m.layers, gib(m.total_bytes()), gib(m.weights_bytes), gib(m.gradients_bytes),
+                       gib(m.optimizer_bytes), gib(m.activations_bytes), gib(m.overhead_bytes));
+  const auto& t = e.time;
+  auto pct = [&](double x) { return 100 * x / t.step; };
+  s += fmt::format("Step {:.3f} s = compute {:.3f} ({:.1f}%) + TP {:.3f} ({:.1f}%) + PP {:.3f} ({:.1f}%) + bubble {:.3f} "
+                   "({:.1f}%) + DP {:.3f} ({:.1f}%) + optimizer {:.3f} ({:.1f}%)\n",
+                   t.step, t.compute, pct(t.compute), t.tp_comm, pct(t.tp_comm), t.pp_comm, pct(t.pp_comm), t.bubble,
+                   pct(t.bubble), t.dp_comm, pct(t.dp_comm), t.optimizer, pct(t.optimizer));
+  const StageTime& st = e.stages[e.pipeline.slowest_stage];
+  s += fmt::format("  slowest stage {} ({} layers), per micro-batch: forward {:.2f} ms, backward {:.2f} ms (recompute "
+                   "{:.2f}), TP {:.2f} ms on {}, PP sends {:.2f} ms on {}; x {} micro-batches\n",
+                   st.stage, st.layers, 1e3 * st.compute_forward_s, 1e3 * st.compute_backward_s, 1e3 * st.recompute_s,
+                   1e3 * st.tp_comm_s, link_text(e.links.tp.link), 1e3 * st.pp_comm_s, link_text(e.links.pp.link),
+                   e.micro_batches);
+  if (r.layout.dp > 1)
+    s += fmt::format("  DP: {:.2f} GiB of gradients over {} GPUs on {}{}: {:.3f} s, {:.3f} s hidden behind backward, "
+                     "{:.3f} s exposed{}\n",
+                     gib(e.dp.gradient_bytes), r.layout.dp, link_text(e.links.dp.link),
+                     e.dp.hierarchical ? fmt::format(" (hierarchical: {} per node x {} nodes)", e.dp.gpus_per_node_in_group, e.dp.nodes) : "",
+                     e.dp.total_s, e.dp.total_s - e.dp.exposed_s > 0 ? e.dp.total_s - e.dp.exposed_s : 0.0, e.dp.exposed_s,
+                     e.dp.embedding_sync_s > 0 ? fmt::format(" + tied-embedding sync {:.3f} s", e.dp.embedding_sync_s) : "");
+  s += fmt::format("  optimizer: {:.3f} B params x {:g} B of HBM traffic\n", e.optimizer.params / 1e9, e.optimizer.bytes_per_param);
+  s += fmt::format("Throughput: {:.0f} tokens/s, {:.1f} TFLOP/s per GPU executed (with recompute), MFU {:.1f}%\n",
+                   e.tokens_per_s, e.tflops_per_gpu, 100 * e.mfu);
+  return s;
+}
+
+std::string findings_text(const std::vector<Finding>& findings) {
+  if (findings.empty()) return "No findings.\n";
+  std::string s;
+  for (const auto& f : findings) {
+    s += fmt::format("{}[{}] {}\n", to_string(f.severity), f.code, f.message);
+    if (!f.fix.empty()) s += fmt::format("    fix: {}\n", f.fix);
+  }
+  return s;
+}
+
+std::string lint_text(const RunSpec& run, const LintResult& r, bool per_stage) {
+  std::string s = fmt::format("Model {}; {}\n", run.model.name, run.cluster.describe());
+  if (r.estimate) s += estimate_text(*r.estimate, per_stage);
+  else s += fmt::format("Layout: {} (not estimated: fix the errors below first)\n", run.layout.describe());
+  int errors = 0, warnings = 0;
+  for (const auto& f : r.findings) {
+    errors += f.severity == Severity::Error;
+    warnings += f.severity == Severity::Warning;
+  }
+  s += fmt::format("\nFindings: {} error{}, {} warning{}\n", errors, errors == 1 ? "" : "s", warnings,
+                   warnings == 1 ? "" : "s");
+  s += findings_text(r.findings);
+  return s;
+}
+
+std::string plan_text(const ModelSpec& model, const ClusterSpec& cluster, int64_t global_batch,
+                      const SearchResult& res, const std::vector<std::vector<Finding>>& findings,
+                      const std::vector<std::string>& rationale, bool per_stage) {
+  std::string s = fmt::format("Model {} ({:.1f} B params), global batch {} x {} tokens\n{}\n", model.name,
+                              count_parameters(model).total / 1e9, global_batch, model.seq_len, cluster.describe());
+  s += fmt::format("Searched {} combinations in {:.3f} s: {} fit in memory, {} estimated ({} orders merged with "
+                   "identical links)\n",
+                   res.enumerated, res.seconds, res.feasible, res.estimated, res.duplicate_orders);
+  for (const auto& [reason, n] : res.rejected) s += fmt::format("  rejected {:>8}  {}\n", n, reason);
+  if (res.best.empty()) {
+    s += "\nNo layout fits. Use more GPUs, GPUs with more memory, or a smaller global batch / model.\n";
+    return s;
+  }
+  for (size_t i = 0; i < res.best.size(); ++i) {
+    s += fmt::format("\n#{}  {:.0f} tokens/s, step {:.3f} s, MFU {:.1f}%\n", i + 1, res.best[i].tokens_per_s,
+                     res.best[i].time.step, 100 * res.best[i].mfu);
+    s += estimate_text(res.best[i], per_stage);
+    std::vector<Finding> shown;
+    for (const auto& f : findings[i])
+      if (f.severity != Severity::Info) shown.push_back(f);
+    if (!shown.empty()) s += findings_text(shown);
+  }
+  s += "\nWhy this layout (the source chapter's decision flow):\n";
+  for (const auto& line : rationale) s += "  - " + line + "\n";
+  return s;
+}
+
+}  // namespace trident::plan

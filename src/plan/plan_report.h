@@ -1,0 +1,33 @@
+// Text and JSON for estimates, lint findings and search results (`trident lint`, `trident plan`).
+//
+// JSON shape of one candidate (scripts depend on it):
+//   {"layout": {...}, "fits", "memory_gib": {"weights","gradients","optimizer","activations","overhead",
+//    "total","capacity"}, "time_s": {"step","compute","tp_comm","pp_comm","dp_comm","bubble","optimizer"},
+//    "tokens_per_s", "tflops_per_gpu", "mfu", "findings": [{"severity","code","message","fix"}]}
+// plus "memory_stage" (the most loaded stage) and, with --per-stage, "stages".
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "plan/lint.h"
+#include "plan/search.h"
+
+namespace trident::plan {
+
+nlohmann::json layout_json(const RunSpec& run, int64_t micro_batches);
+nlohmann::json candidate_json(const RunSpec& run, const Estimate* estimate, const std::vector<Finding>& findings,
+                              bool per_stage);
+nlohmann::json lint_json(const RunSpec& run, const LintResult& result, bool per_stage);
+nlohmann::json plan_json(const SearchResult& result, const std::vector<std::vector<Finding>>& findings,
+                         const std::vector<std::string>& rationale, bool per_stage);
+
+std::string estimate_text(const Estimate& e, bool per_stage);
+std::string findings_text(const std::vector<Finding>& findings);
+std::string lint_text(const RunSpec& run, const LintResult& result, bool per_stage);
+std::string plan_text(const ModelSpec& model, const ClusterSpec& cluster, int64_t global_batch,
+                      const SearchResult& result, const std::vector<std::vector<Finding>>& findings,
+                      const std::vector<std::string>& rationale, bool per_stage);
+
+}  // namespace trident::plan

@@ -1,0 +1,204 @@
+#include "plan/rationale.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/units.h"
+
+namespace trident::plan {
+
+namespace {
+
+std::string gb(double bytes) { return fmt::format("{:.1f} GiB", gib(bytes)); }
+
+std::string short_layout(const Estimate& e) {
+  const auto& r = e.run;
+  return fmt::format("tp {} pp {} dp {} ({}, b {}, {}{}, ZeRO {}, recompute {}{})", r.layout.tp, r.layout.pp,
+                     r.layout.dp, r.layout.order, r.exec.micro_batch_size, to_string(r.exec.schedule),
+                     r.exec.schedule == ScheduleKind::Interleaved ? fmt::format(" v {}", r.exec.virtual_stages) : "",
+                     r.exec.zero, to_string(r.exec.recompute), r.exec.sequence_parallel ? ", sp" : "");
+}
+
+// Best layout with some dimensions fixed (the search is fast enough to ask it again).
+std::optional<Estimate> best_with(const ModelSpec& m, const ClusterSpec& cl, int64_t B, SearchSpace space,
+                                  std::optional<int64_t> tp, std::optional<int64_t> pp, double overhead,
+                                  const CostConstants& c, bool pp_above_one = false) {
+  space.tp = tp;
+  space.pp = pp;
+  if (!pp_above_one) {
+    auto r = search(m, cl, B, space, 1, overhead, c);
+    if (r.best.empty()) return std::nullopt;
+    return r.best.front();
+  }
+  std::optional<Estimate> best;
+  const int64_t world = cl.world_size();
+  for (int64_t p = 2; p <= std::min<int64_t>(m.layers, world); ++p) {
+    if (world % p != 0 || (tp && (world / p) % *tp != 0)) continue;
+    space.pp = p;
+    auto r = search(m, cl, B, space, 1, overhead, c);
+    if (!r.best.empty() && (!best || r.best.front().tokens_per_s > best->tokens_per_s)) best = r.best.front();
+  }
+  return best;
+}
+
+// The time terms where a differs most from b, largest first: "bubble +1.20 s, compute -0.40 s".
+std::string differences(const Estimate& a, const Estimate& b) {
+  struct Term {
+    const char* name;
+    double delta;
+  };
+  std::vector<Term> terms = {{"compute", a.time.compute - b.time.compute}, {"TP", a.time.tp_comm - b.time.tp_comm},
+                             {"PP", a.time.pp_comm - b.time.pp_comm},      {"bubble", a.time.bubble - b.time.bubble},
+                             {"DP", a.time.dp_comm - b.time.dp_comm},
+                             {"optimizer", a.time.optimizer - b.time.optimizer}};
+  std::sort(terms.begin(), terms.end(), [](const Term& x, const Term& y) { return std::fabs(x.delta) > std::fabs(y.delta); });
+  std::string s;
+  for (size_t i = 0; i < 3 && i < terms.size(); ++i) {
+    if (std::fabs(terms[i].delta) < 1e-4 * a.time.step) break;
+    s += fmt::format("{}{} {:+.3f} s", s.empty() ? "" : ", ", terms[i].name, terms[i].delta);
+  }
+  return s.empty() ? "no term differs noticeably" : s;
+}
+
+int64_t largest_tp_in_node(const ModelSpec& m, const ClusterSpec& cl) {
+  int64_t best = 1;
+  for (int64_t t = 1; t <= cl.gpus_per_node; ++t)
+    if (cl.gpus_per_node % t == 0 && m.heads % t == 0 && m.ffn_hidden % t == 0 && cl.world_size() % t == 0) best = t;
+  return best;
+}
+
+}  // namespace
+
+std::string rule_of_thumb(const ModelSpec& m, const ClusterSpec& cl) {
+  const double billions = double(count_parameters(m).total) / 1e9;
+  if (billions > 30 || cl.gpu.memory_bytes < 40 * kGB) return "TP+PP+DP";
+  if (billions >= 10) return "PP+DP";
+  return "plain DP";
+}
+
+std::vector<std::string> rationale(const ModelSpec& m, const ClusterSpec& cl, int64_t B, const SearchSpace& space,
+                                   const Estimate& win, double overhead, const CostConstants& c) {
+  std::vector<std::string> out;
+  const double psi = double(count_parameters(m).total);
+  const StateBytes sb = state_bytes(space.precision, space.grad_bits);
+  const double per_param = sb.weights + sb.gradients + sb.optimizer;
+  const double cap = cl.gpu.memory_bytes;
+  const int64_t world = cl.world_size();
+
+  // 1. Plain DP.
+  auto dp_only = best_with(m, cl, B, space, 1, 1, overhead, c);
+  std::string step1 = fmt::format(
+      "1. Fits with plain DP? Every GPU would hold all {:.2f} B parameters: {:g} B each ({:g} weights + {:g} gradients + "
+      "{:g} optimizer) = {} of model states against {} per GPU",
+      psi / 1e9, per_param, sb.weights, sb.gradients, sb.optimizer, gb(psi * per_param), gb(cap));
+  if (dp_only)
+    step1 += fmt::format(". Yes: best plain-DP layout {} uses {} and reaches {:.0f} tokens/s", short_layout(*dp_only),
+                         gb(dp_only->peak_memory().total_bytes()), dp_only->tokens_per_s);
+  else if (B % world != 0)
+    step1 += fmt::format("; and plain DP over all {} GPUs cannot even split the global batch of {}: no", world, B);
+  else
+    step1 += fmt::format("; even ZeRO-3 over all {} GPUs ({} of states) plus the activations of one sequence does not "
+                         "fit: no",
+                         world, gb(psi * per_param / double(world)));
+  out.push_back(step1);
+
+  // 2. TP inside the NVLink domain.
+  const int64_t tmax = largest_tp_in_node(m, cl);
+  const double cross_bw = cl.inter_bandwidth_per_gpu_Bps();
+  std::string step2 = fmt::format(
+      "2. TP inside the {} domain? A node has {} GPUs on {} at {:.0f} GB/s per GPU, against {:.1f} GB/s per GPU between "
+      "nodes ({:.0f}x slower), so TP stops at {} (heads {} and ffn {} divide it)",
+      to_string(cl.intra.kind), cl.gpus_per_node, to_string(cl.intra.kind), gbps(cl.intra.bandwidth_Bps),
+      gbps(cross_bw), cl.intra.bandwidth_Bps / cross_bw, tmax, m.heads, m.ffn_hidden);
+  auto tp_only = tmax > 1 ? best_with(m, cl, B, space, tmax, 1, overhead, c) : std::nullopt;
+  if (tp_only)
+    step2 += fmt::format(". tp {} alone fits: {} per GPU, TP takes {:.1f}% of the step, {:.0f} tokens/s", tmax,
+                         gb(tp_only->peak_memory().total_bytes()), 100 * tp_only->time.tp_comm / tp_only->time.step,
+                         tp_only->tokens_per_s);
+  else if (tmax > 1)
+    step2 += fmt::format(". tp {} alone does not fit: model states are still {} per GPU", tmax,
+                         gb(psi / double(tmax) * per_param));
+  if (cl.intra.kind != LinkKind::NVLink) step2 += " (this cluster has no NVLink: TP runs on PCIe, be careful)";
+  out.push_back(step2);
+
+  // 3. Add PP.
+  const int64_t tp_for_pp = win.run.layout.tp;
+  std::optional<Estimate> first_fit;
+  for (int64_t p = 2; p <= std::min<int64_t>(m.layers, world / tp_for_pp); ++p) {
+    if ((world / tp_for_pp) % p != 0) continue;
+    first_fit = best_with(m, cl, B, space, tp_for_pp, p, overhead, c);
+    if (first_fit) break;
+  }
+  if (win.run.layout.pp > 1) {
+    std::string step3 = fmt::format("3. Add PP? Yes: with tp {}", tp_for_pp);
+    if (first_fit)
+      step3 += fmt::format(", the fewest stages that fit are pp {} ({} per GPU, {:.3g} layers per stage)",
+                           first_fit->run.layout.pp, gb(first_fit->peak_memory().total_bytes()),
+                           double(m.layers) / first_fit->run.layout.pp);
+    step3 += fmt::format(
+        "; the winner uses pp {} ({:.3g} layers per stage, {} micro-batches of {} per pipeline, {} schedule): "
+        "bubble {:.1f}% of the step, pipeline sends {:.1f}%, {} per GPU",
+        win.run.layout.pp, double(m.layers) / win.run.layout.pp, win.micro_batches, win.run.exec.micro_batch_size,
+        to_string(win.run.exec.schedule), 100 * win.time.bubble / win.time.step, 100 * win.time.pp_comm / win.time.step,
+        gb(win.peak_memory().total_bytes()));
+    if (first_fit && first_fit->run.layout.pp < win.run.layout.pp)
+      step3 += fmt::format(". More stages than needed win because {} (winner vs pp {}; negative = winner faster)",
+                           differences(win, *first_fit), first_fit->run.layout.pp);
+    out.push_back(step3);
+  } else {
+    out.push_back(fmt::format("3. Add PP? No: pp 1 already fits at tp {} ({} per GPU) and avoids the bubble", tp_for_pp,
+                              gb(win.peak_memory().total_bytes())));
+  }
+
+  // 4. 3D past 32 GPUs.
+  if (world > 32)
+    out.push_back(fmt::format(
+        "4. 3D past 32 GPUs? {} GPUs: DP {} on top of tp {} x pp {}; gradient reduction of {} per GPU on {} {:.1f} GB/s "
+        "costs {:.3f} s, {:.3f} s of it exposed ({:.1f}% of the step)",
+        world, win.run.layout.dp, win.run.layout.tp, win.run.layout.pp, gb(win.dp.gradient_bytes),
+        to_string(win.links.dp.link.kind), gbps(win.links.dp.link.bandwidth_Bps), win.dp.total_s, win.time.dp_comm,
+        100 * win.time.dp_comm / win.time.step));
+  else
+    out.push_back(fmt::format("4. 3D past 32 GPUs? Only {} GPUs: DP {} is what remains after tp x pp", world,
+                              win.run.layout.dp));
+
+  out.push_back(fmt::format("Winner: {}: {:.0f} tokens/s, step {:.3f} s, {} per GPU, MFU {:.1f}%", short_layout(win),
+                            win.tokens_per_s, win.time.step, gb(win.peak_memory().total_bytes()), 100 * win.mfu));
+
+  // Rules of thumb.
+  const std::string rule = rule_of_thumb(m, cl);
+  const double billions = psi / 1e9;
+  std::string why = fmt::format("{:.1f} B params{}", billions,
+                                cl.gpu.memory_bytes < 40 * kGB ? fmt::format(", {} GPUs", gb(cl.gpu.memory_bytes)) : "");
+  std::optional<Estimate> rule_best;
+  bool agrees = false;
+  if (rule == "plain DP") {
+    rule_best = dp_only;
+    agrees = win.run.layout.tp == 1 && win.run.layout.pp == 1;
+  } else if (rule == "PP+DP") {
+    rule_best = best_with(m, cl, B, space, 1, std::nullopt, overhead, c, /*pp_above_one=*/true);
+    agrees = win.run.layout.tp == 1 && win.run.layout.pp > 1;
+  } else {
+    agrees = win.run.layout.tp > 1;
+    rule_best = win;
+  }
+  if (agrees) {
+    out.push_back(fmt::format("Rule of thumb ({} -> {}) agrees with the search", why, rule));
+  } else if (!rule_best) {
+    out.push_back(fmt::format("Rule of thumb ({} -> {}) would choose a layout that does not fit here: {}", why, rule,
+                              rule == "plain DP"
+                                  ? fmt::format("plain DP needs {} of model states per GPU", gb(psi * per_param))
+                                  : "no PP+DP layout without TP fits in memory"));
+  } else {
+    out.push_back(fmt::format(
+        "Rule of thumb ({} -> {}) would choose differently: its best layout {} reaches {:.0f} tokens/s, {:.1f}% of the "
+        "winner; it differs by {}",
+        why, rule, short_layout(*rule_best), rule_best->tokens_per_s, 100 * rule_best->tokens_per_s / win.tokens_per_s,
+        differences(*rule_best, win)));
+  }
+  return out;
+}
+
+}  // namespace trident::plan

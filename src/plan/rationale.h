@@ -1,0 +1,21 @@
+// Rationale: explain a search winner in the source chapter's decision flow (fits with plain DP?
+// TP inside NVLink? add PP? 3D past 32 GPUs?) with the numbers that decided each step, and say
+// where the chapter's rules of thumb (8-GPU node: < 10B plain DP, 10-30B PP+DP, > 30B or < 40 GB
+// add TP) would choose differently, and why.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "plan/search.h"
+
+namespace trident::plan {
+
+std::vector<std::string> rationale(const ModelSpec& model, const ClusterSpec& cluster, int64_t global_batch,
+                                   const SearchSpace& space, const Estimate& winner, double overhead_bytes,
+                                   const CostConstants& c = default_constants());
+
+// What the rules of thumb pick for this model and GPU: "plain DP", "PP+DP" or "TP+PP+DP".
+std::string rule_of_thumb(const ModelSpec& model, const ClusterSpec& cluster);
+
+}  // namespace trident::plan
