@@ -8,6 +8,7 @@
 // magnitude, tolerance) and exits 1 if any check fails.
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -270,7 +271,7 @@ void bf16_checks(Kernels& cpu) {
   {  // LayerNorm forward
     auto x = rounded_bf16(randn(size_t(N) * C, 2.0f)), w = rounded_bf16(randn(C)), b = rounded_bf16(randn(C));
     Bf16Buffer gx(x), gw(w), gb(b), gout(size_t(N) * C);
-    F32Buffer gm(std::vector<float>(N)), gr(std::vector<float>(N));
+    F32Buffer gm{std::vector<float>(N)}, gr{std::vector<float>(N)};
     cuda::layernorm_forward<cuda::bf16>(gout.p, gm.p, gr.p, gx.p, gw.p, gb.p, N, C, s);
     float *cx = to_cpu(x), *cw = to_cpu(w), *cb = to_cpu(b), *co = cpu.alloc(size_t(N) * C), *cm = cpu.alloc(N),
           *cr = cpu.alloc(N);
@@ -303,7 +304,7 @@ void bf16_checks(Kernels& cpu) {
     auto logits = rounded_bf16(randn(size_t(N) * Vp, 3.0f));
     auto targets = random_ids(N, V);
     Bf16Buffer gl(logits);
-    F32Buffer gloss(std::vector<float>(N));
+    F32Buffer gloss{std::vector<float>(N)};
     int* gt = nullptr;
     cudaCheck(cudaMalloc(&gt, N * sizeof(int)));
     cudaCheck(cudaMemcpy(gt, targets.data(), N * sizeof(int), cudaMemcpyHostToDevice));
