@@ -1,0 +1,209 @@
+// trident simulate: play one training step of a layout on the full cluster with the planner's
+// cost model, using the very schedule the runtime executes; print the step time beside the
+// planner's, the bubble, the exposed communication per group, and draw the timeline.
+// Exit code: 0 done, 2 unusable input (with every problem and its fix).
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "cli/cli_options.h"
+#include "cli/command.h"
+#include "core/run_spec.h"
+#include "report/chrome_trace.h"
+#include "report/pipeline_svg.h"
+#include "report/topology_report.h"
+#include "schedule/schedule.h"
+#include "sim/plan_costs.h"
+#include "sim/sim_timeline.h"
+#include "sim/simulator.h"
+
+namespace trident::cli {
+namespace {
+
+struct SimulateArgs {
+  std::unique_ptr<CliOptions> options;
+  bool json = false;
+  std::string trace_path;
+  std::string svg_path;
+};
+
+std::string ms(double s) { return fmt::format("{:.2f} ms", s * 1e3); }
+
+// "ranks 0-7" or "ranks 0,8,16,.. (64)" for the first replica's stage s.
+std::string stage_ranks(const Mesh& mesh, int64_t s) {
+  Coords c;
+  c[Dim::PP] = s;
+  std::vector<int64_t> ranks;
+  for (int64_t t = 0; t < mesh.size(Dim::TP); ++t) {
+    c[Dim::TP] = t;
+    ranks.push_back(mesh.rank_of(c));
+  }
+  if (ranks.size() == 1) return fmt::format("rank {}", ranks[0]);
+  if (ranks.back() - ranks.front() == int64_t(ranks.size()) - 1) return fmt::format("ranks {}-{}", ranks.front(), ranks.back());
+  return fmt::format("ranks {},{},..", ranks[0], ranks[1]);
+}
+
+nlohmann::json to_json(const RunSpec& run, const sim::PlannedCosts& pc, const sim::SimResult& r, double closed_form) {
+  using nlohmann::json;
+  json stages = json::array();
+  for (const auto& st : r.stages)
+    stages.push_back({{"stage", st.stage},
+                      {"busy_s", st.busy_s},
+                      {"idle_s", st.idle_s},
+                      {"compute_s", st.compute_s},
+                      {"bubble_s", st.bubble_s},
+                      {"end_s", st.end_s},
+                      {"exposed_comm_s", {{"tp", st.exposed_tp_s}, {"pp", st.exposed_pp_s}, {"dp", st.exposed_dp_s}}}});
+  json inputs = json::array();
+  for (size_t s = 0; s < pc.costs.stages.size(); ++s) {
+    const auto& sc = pc.costs.stages[s];
+    json chunks = json::array();
+    for (const auto& c : sc.chunks)
+      chunks.push_back({{"forward_s", c.forward_s},
+                        {"backward_s", c.backward_s},
+                        {"backward_input_s", c.backward_input_s()},
+                        {"backward_weight_s", c.backward_weight_s()},
+                        {"tp_forward_s", c.tp_forward_s},
+                        {"tp_backward_s", c.tp_backward_s}});
+    inputs.push_back({{"stage", s},
+                      {"layers", pc.estimate.stages[s].layers},
+                      {"chunks", chunks},
+                      {"p2p_to_next_s", sc.p2p_s},
+                      {"dp_reduce_s", sc.dp_reduce_s},
+                      {"dp_buckets", sc.dp_buckets},
+                      {"embedding_sync_s", sc.embedding_sync_s},
+                      {"optimizer_s", sc.optimizer_s},
+                      {"dp_after_optimizer_s", sc.dp_after_optimizer_s}});
+  }
+  return {{"step_s", r.step_s},
+          {"bubble_share", r.bubble_share},
+          {"closed_form_bubble_share", closed_form},
+          {"pipeline_s", r.pipeline_s},
+          {"critical_stage", r.critical_stage},
+          {"stages", stages},
+          {"exposed_comm_s", {{"tp", r.exposed_tp_s()}, {"pp", r.exposed_pp_s()}, {"dp", r.exposed_dp_s()}}},
+          {"planner_step_s", pc.estimate.time.step},
+          {"schedule", to_string(run.exec.schedule)},
+          {"micro_batches", pc.micro_batches},
+          {"virtual_stages", pc.virtual_stages},
+          {"layout", run.layout.describe()},
+          {"world", run.layout.world_size()},
+          {"inputs", inputs}};
+}
+
+std::string to_text(const RunSpec& run, const Mesh& mesh, const sim::PlannedCosts& pc, const sim::SimResult& r,
+                    double closed_form) {
+  std::string s;
+  const auto& x = run.exec;
+  s += fmt::format("Simulated step of {}\n", describe_model(run.model));
+  s += fmt::format("  on {} GPUs, {}, schedule {}{}, m = {} micro-batches of {} per pipeline\n", run.layout.world_size(),
+                   run.layout.describe(), to_string(x.schedule),
+                   pc.virtual_stages > 1 ? fmt::format(" (v = {})", pc.virtual_stages) : "", pc.micro_batches,
+                   x.micro_batch_size);
+  s += "  (one pipeline simulated: every DP replica and TP rank of a stage runs the same program)\n\n";
+  const double planner = pc.estimate.time.step;
+  s += fmt::format("  step time     simulator {:.3f} s   planner {:.3f} s   ({:+.1f}%)\n", r.step_s, planner,
+                   planner > 0 ? (r.step_s / planner - 1) * 100 : 0.0);
+  s += fmt::format("  pipeline      {:.3f} s until the last backward; bubble share {:.1f}% (closed form {:.1f}%{})\n",
+                   r.pipeline_s, r.bubble_share * 100, closed_form * 100,
+                   run.exec.schedule == ScheduleKind::ZeroBubbleH1 ? ", which assumes F = B = W" : "");
+  s += fmt::format("  exposed comm  on stage {} (ends last): tp {:.3f} s, pp {:.3f} s, dp {:.3f} s\n\n", r.critical_stage,
+                   r.exposed_tp_s(), r.exposed_pp_s(), r.exposed_dp_s());
+  s += "  stage  ranks (replica 0)   layers   busy s   idle s  bubble s    tp s    pp s    dp s    end s\n";
+  for (const auto& st : r.stages)
+    s += fmt::format("  {:>5}  {:<18} {:>6} {:>8.3f} {:>8.3f} {:>9.3f} {:>7.3f} {:>7.3f} {:>7.3f} {:>8.3f}\n", st.stage,
+                     stage_ranks(mesh, st.stage), pc.estimate.stages[st.stage].layers, st.busy_s, st.idle_s,
+                     st.bubble_s, st.exposed_tp_s, st.exposed_pp_s, st.exposed_dp_s, st.end_s);
+  s += "\n  inputs per micro-batch (planner's cost model; F and B include their TP collectives):\n";
+  for (size_t i = 0; i < pc.costs.stages.size(); ++i) {
+    const auto& sc = pc.costs.stages[i];
+    std::string chunks;
+    for (size_t c = 0; c < sc.chunks.size(); ++c) {
+      const auto& cc = sc.chunks[c];
+      chunks += fmt::format("{}F {} B {} (W {}, TP {})", c ? "; " : "", ms(cc.forward_s), ms(cc.backward_s),
+                            ms(cc.backward_weight_s()), ms(cc.tp_forward_s + cc.tp_backward_s));
+    }
+    s += fmt::format("    stage {}: {} | DP reduce {} in {} buckets, optimizer {}{}{}\n", i, chunks, ms(sc.dp_reduce_s),
+                     sc.dp_buckets, ms(sc.optimizer_s),
+                     sc.embedding_sync_s > 0 ? ", embedding sync " + ms(sc.embedding_sync_s) : "",
+                     sc.dp_after_optimizer_s > 0 ? ", weight all-gather " + ms(sc.dp_after_optimizer_s) : "");
+  }
+  for (const auto& b : pc.boundaries)
+    s += fmt::format("    stage {} -> {}: {:.1f} MB per message over {} ({:.0f} GB/s): {}\n", b.from_stage, b.to_stage,
+                     b.message_bytes / 1e6, to_string(b.link.kind), b.link.bandwidth_Bps / 1e9, ms(b.message_s));
+  s += fmt::format("\n  planner: pipeline {:.3f} s + exposed DP {:.3f} s + optimizer {:.3f} s; it assumes every stage is "
+                   "as slow as the slowest and a closed-form bubble, the simulator plays the schedule action by action.\n",
+                   pc.estimate.pipeline.total_s, pc.estimate.time.dp_comm, pc.estimate.time.optimizer);
+  return s;
+}
+
+Runner setup_simulate(CLI::App& cmd) {
+  auto args = std::make_shared<SimulateArgs>();
+  args->options = std::make_unique<CliOptions>(
+      cmd, concat({model_options(), cluster_options(), layout_options(), execution_options()}));
+  cmd.add_flag("--json", args->json, "print JSON instead of the table");
+  cmd.add_option("--trace", args->trace_path, "write a Chrome trace (open in ui.perfetto.dev) to FILE.json");
+  cmd.add_option("--svg", args->svg_path, "draw the pipeline timeline to FILE.svg");
+  return [args] {
+    Problems problems;
+    OptionValues values = args->options->collect(problems);
+    if (!values.has("global-batch-size"))
+      problems.add("no global batch size given",
+                   "give --global-batch-size (sequences per step; GPT-3 175B used 1536)", "batch-missing");
+    problems.throw_if_any();
+    const RunSpec run = resolve_run(values, /*check_batch=*/true);
+    const int64_t m = run.exec.micro_batches(run.layout.dp);
+    const int64_t v = run.exec.schedule == ScheduleKind::Interleaved ? run.exec.virtual_stages : 1;
+    Problems shape;
+    check_schedule_shape(run.exec.schedule, run.layout.pp, m, v, shape);
+    if (!shape.empty() && run.exec.schedule == ScheduleKind::Interleaved && run.layout.pp > 1 && m % run.layout.pp != 0) {
+      // Say it in the user's terms too: the global batch that gives a valid m.
+      const int64_t per_mb = run.exec.micro_batch_size * run.layout.dp;
+      const int64_t lo = (m / run.layout.pp) * run.layout.pp, hi = lo + run.layout.pp;
+      shape.add(fmt::format("m = global batch {} / (micro-batch {} x dp {}) = {}", run.exec.global_batch_size,
+                            run.exec.micro_batch_size, run.layout.dp, m),
+                lo > 0 ? fmt::format("use --global-batch-size {} (m = {}) or {} (m = {})", lo * per_mb, lo, hi * per_mb, hi)
+                       : fmt::format("use --global-batch-size {} (m = {})", hi * per_mb, hi),
+                "schedule-interleaved-m");
+    }
+    shape.throw_if_any();
+
+    const Mesh mesh(run.layout, run.cluster.gpus_per_node);
+    const sim::PlannedCosts pc = sim::costs_from_plan(run);
+    const PipelineSchedule schedule = build_schedule(run.exec.schedule, run.layout.pp, m, v);
+    const sim::SimResult r = sim::simulate(schedule, pc.costs);
+    const double closed = run.exec.schedule == ScheduleKind::ZeroBubbleH1
+                              ? double(run.layout.pp - 1) / (3.0 * double(m) + double(run.layout.pp - 1))
+                              : sim::closed_form_bubble_share(run.exec.schedule, run.layout.pp, m, v);
+
+    if (!args->trace_path.empty() || !args->svg_path.empty()) {
+      std::vector<std::string> rows;
+      for (int64_t s = 0; s < run.layout.pp; ++s) rows.push_back(fmt::format("stage {}  {}", s, stage_ranks(mesh, s)));
+      const std::string title = fmt::format("{} on {} GPUs: {}, {}{}, m = {}", run.model.name.empty() ? "model" : run.model.name,
+                                            run.layout.world_size(), run.layout.describe(), to_string(run.exec.schedule),
+                                            v > 1 ? fmt::format(" v={}", v) : "", m);
+      const std::string subtitle = fmt::format(
+          "simulated step {:.3f} s (planner {:.3f} s), bubble {:.1f}% (closed form {:.1f}%), exposed comm on stage {}: "
+          "tp {:.3f} s, pp {:.3f} s, dp {:.3f} s",
+          r.step_s, pc.estimate.time.step, r.bubble_share * 100, closed * 100, r.critical_stage, r.exposed_tp_s(),
+          r.exposed_pp_s(), r.exposed_dp_s());
+      const Timeline tl = sim::to_timeline(r, title, subtitle, rows);
+      std::string error;
+      if (!args->trace_path.empty() && !write_chrome_trace(tl, args->trace_path, error))
+        throw InputError({{error, "give a writable path to --trace", "output-path"}});
+      if (!args->svg_path.empty() && !write_pipeline_svg(tl, args->svg_path, error))
+        throw InputError({{error, "give a writable path to --svg", "output-path"}});
+    }
+    if (args->json) std::printf("%s\n", to_json(run, pc, r, closed).dump(2).c_str());
+    else std::printf("%s", to_text(run, mesh, pc, r, closed).c_str());
+    return 0;
+  };
+}
+
+TRIDENT_COMMAND("simulate", "play one training step of a layout on the full cluster; print and draw its timeline",
+                setup_simulate);
+
+}  // namespace
+}  // namespace trident::cli

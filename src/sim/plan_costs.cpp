@@ -1,0 +1,130 @@
+#include "sim/plan_costs.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "plan/memory_model.h"
+#include "schedule/schedule.h"
+
+namespace trident::sim {
+namespace {
+
+// Slowest link between stage `from` and stage `to` over every (dp, tp) pair. A pair is either
+// inside one node (the intra link) or across two (the network), so one of each class decides;
+// the scan stops at the first pair that crosses nodes. At most O(world / pp) steps.
+GroupLink boundary_link(const Mesh& mesh, const ClusterSpec& cluster, int64_t from, int64_t to) {
+  GroupLink worst;
+  bool have_intra = false, have = false;
+  for (int64_t d = 0; d < mesh.size(Dim::DP); ++d)
+    for (int64_t t = 0; t < mesh.size(Dim::TP); ++t) {
+      Coords a;
+      a[Dim::DP] = d;
+      a[Dim::TP] = t;
+      a[Dim::PP] = from;
+      Coords b = a;
+      b[Dim::PP] = to;
+      const int64_t ra = mesh.rank_of(a), rb = mesh.rank_of(b);
+      const bool cross = mesh.node_of(ra) != mesh.node_of(rb);
+      if (!cross && have_intra) continue;
+      const GroupLink l = mesh.link_of({ra, rb}, cluster);
+      if (!have || l.bandwidth_Bps < worst.bandwidth_Bps) worst = l;
+      have = true;
+      if (cross) return worst;
+      have_intra = true;
+    }
+  return worst;
+}
+
+}  // namespace
+
+PlannedCosts costs_from_plan(const RunSpec& run, const plan::CostConstants& c) {
+  PlannedCosts out;
+  const Mesh mesh(run.layout, run.cluster.gpus_per_node);
+  const plan::Links links = plan::mesh_links(mesh, run.cluster);
+  out.estimate = plan::estimate_with_links(run, links, /*overhead_bytes=*/0, c);
+  const plan::Estimate& est = out.estimate;
+  const ModelSpec& model = run.model;
+  const ExecutionSpec& x = run.exec;
+  const Layout& l = run.layout;
+  const int64_t p = l.pp;
+  const int64_t v = x.schedule == ScheduleKind::Interleaved ? x.virtual_stages : 1;
+  out.micro_batches = est.micro_batches;
+  out.virtual_stages = v;
+
+  const plan::LayerCompute lc = plan::layer_compute(model, x, l.tp, run.cluster.gpu, c);
+  const plan::TpComm tc = plan::tp_comm_per_layer(model, x, l.tp, links.tp.link, c);
+  const std::vector<int64_t> chunk_layers = plan::chunk_layers(model.layers, p, v);
+  const plan::StateBytes sb = plan::state_bytes(x.precision, x.grad_bits);
+
+  // Pipeline boundaries: i -> i+1, and p-1 -> 0 when interleaving wraps round.
+  std::vector<double> p2p(p, 0.0);
+  for (int64_t i = 0; i < p && p > 1; ++i) {
+    if (i == p - 1 && v == 1) break;
+    BoundaryLink b;
+    b.from_stage = i;
+    b.to_stage = (i + 1) % p;
+    b.link = boundary_link(mesh, run.cluster, b.from_stage, b.to_stage);
+    const plan::PpComm pc = plan::pp_comm_per_message(model, x, l.tp, b.link, c);
+    b.message_bytes = pc.message_bytes;
+    b.message_s = pc.message_s;
+    p2p[i] = pc.message_s;
+    out.boundaries.push_back(b);
+  }
+
+  out.costs.blocking_sends = true;
+  out.costs.stages.resize(p);
+  for (int64_t s = 0; s < p; ++s) {
+    const plan::StageTime& st = est.stages[s];
+    StageCost& sc = out.costs.stages[s];
+    sc.p2p_s = p2p[s];
+    const double L = double(std::max<int64_t>(st.layers, 1));
+    // Per layer, as the planner's stage_times builds them; the rest of the stage's time is the
+    // embedding (first stage) or the logits and loss (last stage).
+    const double fwd_layer = lc.forward_s();
+    const double recompute_layer = st.recompute_s / L;
+    const double bwd_layer = lc.backward_s() + recompute_layer;
+    const double wgrad_layer = lc.gemm_s;  // weight-gradient GEMMs: as many FLOPs as the forward GEMMs
+    const double extra_fwd = st.compute_forward_s - double(st.layers) * fwd_layer;
+    const double extra_bwd = st.compute_backward_s - double(st.layers) * bwd_layer;
+    const double extra_tp = st.tp_comm_s - double(st.layers) * (tc.forward_s + tc.backward_s);
+    sc.chunks.resize(v);
+    for (int64_t ch = 0; ch < v; ++ch) {
+      const double n = double(chunk_layers[virtual_stage(s, ch, p)]);
+      ChunkCost& cc = sc.chunks[ch];
+      cc.tp_forward_s = n * tc.forward_s;
+      cc.tp_backward_s = n * tc.backward_s;
+      cc.forward_s = n * fwd_layer + cc.tp_forward_s;
+      cc.backward_s = n * bwd_layer + cc.tp_backward_s;
+      double wgrad = n * wgrad_layer;
+      const bool holds_extra = (st.first && ch == 0) || (st.last && ch == v - 1);
+      if (holds_extra) {
+        const double share = (st.first && st.last) ? 0.5 : 1.0;  // pp 1: one chunk holds both ends
+        cc.forward_s += extra_fwd * share + extra_tp * share;
+        cc.tp_forward_s += extra_tp * share;
+        cc.backward_s += extra_bwd * share;
+        if (st.last) wgrad += extra_bwd / 3;  // logits GEMM: one of its two backward GEMMs is weight grad
+      }
+      const double compute_bwd = cc.backward_s - cc.tp_backward_s;
+      cc.weight_share = compute_bwd > 0 ? std::clamp(wgrad / compute_bwd, 0.0, 1.0) : 0.5;
+    }
+    // Data parallel: this stage's own gradient buffer, in buckets, hidden behind its last backwards.
+    const double params = est.memory[s].params.total();
+    const double grad_bytes = params * sb.gradients;
+    const plan::DpComm dp = plan::dp_comm(grad_bytes, l.dp, x.zero, links.dp.link, links.dp.members_per_node,
+                                          run.cluster, 0, c);
+    if (x.zero >= 1 && l.dp > 1) {
+      sc.dp_reduce_s = dp.total_s / 2;                                   // reduce-scatter
+      sc.dp_after_optimizer_s = dp.total_s / 2 * (sb.weights / sb.gradients);  // all-gather of new weights
+    } else {
+      sc.dp_reduce_s = dp.total_s;
+    }
+    sc.dp_buckets = std::max<int64_t>(1, int64_t(std::ceil(grad_bytes / c.dp_bucket_bytes)));
+    if (p > 1 && (s == 0 || s == p - 1)) sc.embedding_sync_s = est.dp.embedding_sync_s;
+    sc.optimizer_s =
+        plan::optimizer_time(params / (x.zero >= 1 ? double(l.dp) : 1.0), x.precision, x.grad_bits, run.cluster.gpu, c)
+            .time_s;
+  }
+  return out;
+}
+
+}  // namespace trident::sim

@@ -1,0 +1,39 @@
+// Fills the simulator's costs from the planner's cost model (src/plan), so simulator and planner
+// time every action the same way and differ only where the simulation sees more (uneven stages,
+// the real order of actions, messages queueing on a link, buckets against the last backwards).
+//
+// Symmetry: every DP replica and every TP rank of a stage runs the same program; the TP
+// collectives use the TP group's link, the DP reduction the DP group's, each pipeline boundary
+// the slowest link any replica uses across it. So one pipeline is simulated for the whole mesh.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/mesh.h"
+#include "core/run_spec.h"
+#include "plan/cost_model.h"
+#include "plan/estimate.h"
+#include "sim/sim_costs.h"
+
+namespace trident::sim {
+
+struct BoundaryLink {
+  int64_t from_stage = 0, to_stage = 0;  // to = from + 1, or 0 for the interleaved wrap
+  GroupLink link;                        // slowest over all replicas and TP ranks
+  double message_bytes = 0;
+  double message_s = 0;
+};
+
+struct PlannedCosts {
+  SimCosts costs;
+  plan::Estimate estimate;             // the planner's own numbers for the same run
+  std::vector<BoundaryLink> boundaries;
+  int64_t micro_batches = 0;
+  int64_t virtual_stages = 1;
+};
+
+// `run` must pass check_run (resolve_run does that).
+PlannedCosts costs_from_plan(const RunSpec& run, const plan::CostConstants& constants = plan::default_constants());
+
+}  // namespace trident::sim
