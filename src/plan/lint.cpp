@@ -182,37 +182,35 @@ LintResult lint_run(const RunSpec& run, const std::vector<Problem>& shape_proble
           "use --schedule 1f1b (at most pp micro-batches in flight) or --recompute selective");
     }
 
-    // Groups against the hardware: a dimension with little traffic on NVLink while a heavier one crosses nodes.
-    if (!e.stages.empty()) {
-      const StageTime& st = e.stages[e.pipeline.slowest_stage];
-      struct DimTraffic {
+    // Groups against the hardware: a dimension holds the NVLink domain while another one crosses
+    // nodes and pays more for it there. Swapping them (link speed ratio r) helps when the crossing
+    // one's exposed time exceeds r times the inner one's: outer + inner > outer / r + inner * r.
+    {
+      struct DimCost {
         Dim dim;
         int64_t size;
-        double bytes;  // per GPU per step
+        double exposed_s;  // its time on the step's critical path
         const DimLink* link;
       };
-      const TpComm tc = tp_comm_per_layer(m, x, l.tp, e.links.tp.link.bandwidth_Bps > 0 ? e.links.tp.link : GroupLink{}, c);
-      const double tp_bytes = double(mb) * double(st.layers) *
-                              double(tc.forward_collectives + tc.backward_collectives) * 2.0 * (l.tp - 1) / l.tp *
-                              tc.message_bytes;
-      const double pp_bytes = l.pp > 1 ? double(mb) * 2.0 * v * pp_comm_per_message(m, x, l.tp, e.links.pp.link, c).message_bytes : 0;
-      const double dp_bytes = l.dp > 1 ? 2.0 * (l.dp - 1) / l.dp * e.dp.gradient_bytes : 0;
-      std::vector<DimTraffic> dims = {{Dim::TP, l.tp, tp_bytes, &e.links.tp},
-                                      {Dim::PP, l.pp, pp_bytes, &e.links.pp},
-                                      {Dim::DP, l.dp, dp_bytes, &e.links.dp}};
+      const std::vector<DimCost> dims = {{Dim::TP, l.tp, e.time.tp_comm, &e.links.tp},
+                                         {Dim::PP, l.pp, e.time.pp_comm, &e.links.pp},
+                                         {Dim::DP, l.dp, e.time.dp_comm, &e.links.dp}};
       for (const auto& inner : dims) {
         if (inner.size <= 1 || inner.link->link.crosses_nodes()) continue;
         for (const auto& outer : dims) {
           if (outer.size <= 1 || !outer.link->link.crosses_nodes()) continue;
-          if (outer.bytes <= 2 * inner.bytes) continue;
+          const double r = inner.link->link.bandwidth_Bps / outer.link->link.bandwidth_Bps;
+          if (outer.exposed_s <= r * inner.exposed_s) continue;
           add(f, Severity::Warning, "group-topology-mismatch",
-              fmt::format("{} groups ({} GPUs, {:.2f} GB per GPU per step) sit inside a node on {} while {} groups "
-                          "({} GPUs, {:.2f} GB per GPU per step, {:.0f}x more) cross nodes on {} at {:.1f} GB/s",
-                          to_string(inner.dim), inner.size, inner.bytes / kGB, to_string(inner.link->link.kind),
-                          to_string(outer.dim), outer.size, outer.bytes / kGB, outer.bytes / std::max(inner.bytes, 1.0),
-                          to_string(outer.link->link.kind), gbps(outer.link->link.bandwidth_Bps)),
+              fmt::format("{} groups ({} GPUs) hold the {} domain ({:.0f} GB/s) and cost {} per step, while {} groups "
+                          "({} GPUs) cross nodes on {} at {:.1f} GB/s and cost {} per step: more than {:.0f}x (the "
+                          "link speed ratio) the inner groups' cost, so swapping them pays",
+                          to_string(inner.dim), inner.size, to_string(inner.link->link.kind),
+                          gbps(inner.link->link.bandwidth_Bps), ms(inner.exposed_s), to_string(outer.dim), outer.size,
+                          to_string(outer.link->link.kind), gbps(outer.link->link.bandwidth_Bps), ms(outer.exposed_s), r),
               fmt::format("put {} before {} in --order (fastest first), e.g. --order {}-{}-{}", to_string(outer.dim),
-                          to_string(inner.dim), to_string(outer.dim), to_string(inner.dim), to_string(third_dim(outer.dim, inner.dim))));
+                          to_string(inner.dim), to_string(outer.dim), to_string(inner.dim),
+                          to_string(third_dim(outer.dim, inner.dim))));
         }
       }
     }
@@ -259,8 +257,12 @@ std::vector<Finding> assume_execution(const OptionValues& values, RunSpec& run, 
   const std::vector<std::string> keys = {"micro-batch-size", "schedule", "virtual-stages", "zero", "recompute",
                                          "sequence-parallel"};
   std::vector<std::string> missing;
-  for (const auto& k : keys)
-    if (!values.has(k)) missing.push_back(k);
+  for (const auto& k : keys) {
+    if (values.has(k)) continue;
+    // v only matters for the interleaved schedule.
+    if (k == "virtual-stages" && values.has("schedule") && run.exec.schedule != ScheduleKind::Interleaved) continue;
+    missing.push_back(k);
+  }
   if (missing.empty()) return {};
   SearchSpace space;
   space.tp = run.layout.tp;

@@ -1,0 +1,166 @@
+// Each lint code fires on a case built for it and stays silent on a clean one.
+#include <gtest/gtest.h>
+
+#include "core/units.h"
+#include "plan/lint.h"
+#include "plan/plan_options.h"
+
+using namespace trident;
+using namespace trident::plan;
+
+namespace {
+
+using KV = std::vector<std::pair<std::string, std::string>>;
+
+OptionValues opts(const KV& kv) {
+  OptionValues v(concat({model_options(), cluster_options(), layout_options(), execution_options(), plan_options()}));
+  for (const auto& [k, x] : kv) v.set(k, x, "--" + k);
+  return v;
+}
+
+LintResult lint(const KV& kv) { return lint_options(opts(kv), kDefaultOverheadGiB * kGiB); }
+
+const Finding* find(const LintResult& r, const std::string& code) {
+  for (const auto& f : r.findings)
+    if (f.code == code) return &f;
+  return nullptr;
+}
+
+// The source chapter's GPT-3 layout on 512 DGX A100 nodes, GPT-3's global batch.
+KV gpt3_layout() {
+  return {{"model", "gpt3-175b"}, {"cluster", "dgx-a100-80g"}, {"nodes", "512"}, {"tp", "8"}, {"pp", "8"},
+          {"dp", "64"},           {"order", "tp-pp-dp"},       {"global-batch-size", "1536"}};
+}
+
+KV with(KV kv, const KV& more) {
+  for (const auto& [k, v] : more) {
+    bool replaced = false;
+    for (auto& [k2, v2] : kv)
+      if (k2 == k) v2 = v, replaced = true;
+    if (!replaced) kv.push_back({k, v});
+  }
+  return kv;
+}
+
+const KV kExplicitClean = {{"micro-batch-size", "1"}, {"schedule", "1f1b"},  {"zero", "1"},
+                           {"recompute", "selective"}, {"sequence-parallel", "true"}};
+
+}  // namespace
+
+TEST(Lint, gpt3_layout_of_the_source_chapter_has_no_errors) {
+  auto r = lint(gpt3_layout());
+  EXPECT_FALSE(r.has_errors());
+  ASSERT_TRUE(r.estimate.has_value());
+  EXPECT_TRUE(r.estimate->fits);
+  EXPECT_NE(find(r, "execution-assumed"), nullptr);  // it says which recipe it assumed
+}
+
+TEST(Lint, clean_gpt3_recipe_has_no_errors_or_warnings) {
+  auto r = lint(with(gpt3_layout(), kExplicitClean));
+  for (const auto& f : r.findings) EXPECT_EQ(f.severity, Severity::Info) << f.code << ": " << f.message;
+  for (const char* code : {"tp-crosses-nodes", "out-of-memory", "too-few-microbatches", "activations-in-flight",
+                           "group-topology-mismatch", "stage-too-thin", "world-size", "tp-divides-heads",
+                           "tp-divides-ffn", "pp-exceeds-layers", "batch-divisibility", "execution-assumed"})
+    EXPECT_EQ(find(r, code), nullptr) << code;
+}
+
+TEST(Lint, tp_crosses_nodes_fires_when_tp_is_wider_than_a_node) {
+  auto r = lint(with(gpt3_layout(), with(kExplicitClean, {{"tp", "16"}, {"pp", "4"}})));
+  const Finding* f = find(r, "tp-crosses-nodes");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->severity, Severity::Error);
+  EXPECT_NE(f->message.find("InfiniBand"), std::string::npos) << f->message;
+}
+
+TEST(Lint, out_of_memory_shows_the_breakdown_and_blames_the_optimizer_states) {
+  auto r = lint(with(gpt3_layout(), {{"micro-batch-size", "1"}, {"schedule", "1f1b"}, {"zero", "0"},
+                                     {"recompute", "none"}, {"sequence-parallel", "false"}}));
+  const Finding* f = find(r, "out-of-memory");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->severity, Severity::Error);
+  for (const char* part : {"weights", "gradients", "optimizer states", "activations", "overhead", "what breaks it"})
+    EXPECT_NE(f->message.find(part), std::string::npos) << part << " missing in: " << f->message;
+  EXPECT_NE(f->fix.find("--zero 1"), std::string::npos) << f->fix;
+}
+
+TEST(Lint, too_few_microbatches_fires_below_twice_the_stages_with_the_bubble_share) {
+  auto r = lint(with(gpt3_layout(), with(kExplicitClean, {{"global-batch-size", "512"}})));  // m = 8 < 16
+  const Finding* f = find(r, "too-few-microbatches");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->severity, Severity::Warning);
+  EXPECT_NE(f->message.find("bubble"), std::string::npos);
+}
+
+TEST(Lint, activations_in_flight_fires_when_gpipe_holds_every_micro_batch) {
+  auto r = lint(with(gpt3_layout(), with(kExplicitClean, {{"schedule", "gpipe"}, {"recompute", "none"}})));
+  ASSERT_NE(find(r, "activations-in-flight"), nullptr);
+  EXPECT_NE(find(r, "out-of-memory"), nullptr);
+}
+
+TEST(Lint, group_topology_mismatch_fires_when_dp_sits_in_a_node_and_tp_crosses) {
+  auto r = lint({{"model", "gpt3-13b"}, {"nodes", "2"}, {"tp", "2"}, {"pp", "1"}, {"dp", "8"},
+                 {"order", "dp-tp-pp"}, {"global-batch-size", "64"}, {"zero", "1"}, {"recompute", "full"},
+                 {"micro-batch-size", "1"}, {"schedule", "1f1b"}, {"sequence-parallel", "true"}});
+  const Finding* f = find(r, "group-topology-mismatch");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->message.find("dp groups"), std::string::npos) << f->message;
+  EXPECT_NE(f->fix.find("--order tp-dp"), std::string::npos) << f->fix;
+  EXPECT_NE(find(r, "tp-crosses-nodes"), nullptr);
+}
+
+TEST(Lint, group_topology_mismatch_fires_when_pp_takes_nvlink_from_dp) {
+  auto r = lint({{"model", "gpt3-1.3b"}, {"nodes", "8"}, {"tp", "1"}, {"pp", "8"}, {"dp", "8"},
+                 {"order", "pp-dp-tp"}, {"global-batch-size", "64"}, {"zero", "0"}, {"recompute", "none"},
+                 {"micro-batch-size", "1"}, {"schedule", "1f1b"}});
+  const Finding* f = find(r, "group-topology-mismatch");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->message.find("pp groups"), std::string::npos) << f->message;
+}
+
+TEST(Lint, stage_too_thin_fires_below_four_layers_per_stage) {
+  auto r = lint(with(gpt3_layout(), with(kExplicitClean, {{"pp", "32"}, {"dp", "16"}})));  // 3 layers per stage
+  const Finding* f = find(r, "stage-too-thin");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->message.find("3 layers"), std::string::npos) << f->message;
+}
+
+TEST(Lint, shape_errors_become_findings_not_aborts) {
+  auto heads = lint({{"model", "gpt3-175b"}, {"nodes", "5"}, {"tp", "5"}, {"pp", "1"}, {"dp", "8"},
+                     {"global-batch-size", "64"}});
+  EXPECT_NE(find(heads, "tp-divides-heads"), nullptr);
+  EXPECT_NE(find(heads, "tp-divides-ffn"), nullptr);
+  EXPECT_FALSE(heads.estimate.has_value());
+  auto world = lint(with(gpt3_layout(), {{"nodes", "256"}}));
+  EXPECT_NE(find(world, "world-size"), nullptr);
+  auto layers = lint({{"model", "gpt3-125m"}, {"nodes", "2"}, {"tp", "1"}, {"pp", "16"}, {"dp", "1"},
+                      {"global-batch-size", "64"}});
+  EXPECT_NE(find(layers, "pp-exceeds-layers"), nullptr);
+  auto batch = lint(with(gpt3_layout(), {{"global-batch-size", "1000"}}));
+  EXPECT_NE(find(batch, "batch-divisibility"), nullptr);
+  auto micro = lint(with(gpt3_layout(), {{"global-batch-size", "4"}, {"micro-batch-size", "8"}}));
+  EXPECT_NE(find(micro, "batch-divisibility"), nullptr);
+  EXPECT_TRUE(micro.has_errors());
+}
+
+TEST(Lint, vocab_padding_is_info_and_silent_when_aligned) {
+  auto padded = lint(with(gpt3_layout(), kExplicitClean));
+  const Finding* f = find(padded, "vocab-padded");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->severity, Severity::Info);
+  EXPECT_NE(f->message.find("51200"), std::string::npos);
+  auto aligned = lint(with(with(gpt3_layout(), kExplicitClean), {{"vocab", "51200"}}));
+  EXPECT_EQ(find(aligned, "vocab-padded"), nullptr);
+}
+
+TEST(Lint, unusable_input_throws_with_every_problem) {
+  EXPECT_THROW(lint(with(gpt3_layout(), {{"model", "gpt5"}})), InputError);
+  EXPECT_THROW(lint(with(gpt3_layout(), {{"micro-batch-size", "0"}})), InputError);
+  EXPECT_THROW(lint(with(gpt3_layout(), {{"schedule", "zigzag"}})), InputError);
+  EXPECT_THROW(lint(with(gpt3_layout(), {{"tp", "eight"}})), InputError);
+  try {
+    lint(with(gpt3_layout(), {{"micro-batch-size", "-1"}, {"recompute", "most"}}));
+    FAIL() << "no InputError";
+  } catch (const InputError& e) {
+    EXPECT_GE(e.problems().size(), 2u);  // both reported together
+  }
+}

@@ -1,0 +1,99 @@
+// Memory-model terms against hand computations (ZeRO paper, Korthikanti Table 2, schedules).
+#include <gtest/gtest.h>
+
+#include "core/units.h"
+#include "plan/cost_model.h"
+#include "plan/memory_model.h"
+
+using namespace trident;
+using namespace trident::plan;
+
+namespace {
+ModelSpec gpt3() { return model_preset("gpt3-175b"); }
+}  // namespace
+
+TEST(MemoryModel, mixed_precision_adam_is_18_bytes_per_param_with_fp32_grads) {
+  auto b = state_bytes(Precision::BF16, 32);
+  EXPECT_EQ(b.weights + b.gradients + b.optimizer, 18);
+  b = state_bytes(Precision::BF16, 16);
+  EXPECT_EQ(b.weights + b.gradients + b.optimizer, 16);  // the ZeRO paper's 16
+  b = state_bytes(Precision::FP32, 32);
+  EXPECT_EQ(b.weights + b.gradients + b.optimizer, 16);  // 4 + 4 + 8
+}
+
+TEST(MemoryModel, zero_stages_shard_optimizer_then_gradients_then_weights) {
+  const ModelSpec m = gpt3();
+  ExecutionSpec e;
+  e.global_batch_size = 64;
+  const double d = 16;
+  auto bytes_per_param = [&](int zero) {
+    e.zero = zero;
+    auto s = stage_memory(m, e, {8, 8, 16, 0})[3];  // a middle stage: layers only
+    return (s.weights_bytes + s.gradients_bytes + s.optimizer_bytes) / s.params.total();
+  };
+  EXPECT_NEAR(bytes_per_param(0), 18, 1e-9);
+  EXPECT_NEAR(bytes_per_param(1), 6 + 12 / d, 1e-9);
+  EXPECT_NEAR(bytes_per_param(2), 2 + 16 / d, 1e-9);
+  EXPECT_NEAR(bytes_per_param(3), 18 / d, 1e-9);
+}
+
+TEST(MemoryModel, stage_params_add_up_to_the_model_with_the_padded_vocab) {
+  const ModelSpec m = gpt3();
+  const auto pc = count_parameters(m);
+  auto one = stage_params(m, 1, 1, m.layers, true, true);
+  EXPECT_NEAR(one.total(), double(pc.total) + double(padded_vocab(m.vocab, 1) - m.vocab) * m.hidden, 1);
+  // pp > 1: the last stage keeps its own copy of the tied output embedding (V/t x h).
+  auto last = stage_params(m, 8, 8, 12, false, true);
+  EXPECT_NEAR(last.output_params, 51200.0 * 12288 / 8 + 2 * 12288, 1);
+}
+
+TEST(MemoryModel, activations_follow_korthikanti_table_2) {
+  const ModelSpec m = gpt3();
+  ExecutionSpec e;
+  e.micro_batch_size = 1;
+  const double s = 2048, b = 1, h = 12288, a = 96, t = 8, sbh = s * b * h;
+  auto bytes = [&](Recompute r, bool sp) {
+    e.recompute = r;
+    e.sequence_parallel = sp;
+    return layer_activations(m, e, 8).bytes;
+  };
+  EXPECT_NEAR(bytes(Recompute::None, false), sbh * (10 + 24 / t + 5 * a * s / (h * t)), 1);
+  EXPECT_NEAR(bytes(Recompute::None, true), sbh * (34 + 5 * a * s / h) / t, 1);
+  EXPECT_NEAR(bytes(Recompute::Selective, false), sbh * (10 + 24 / t), 1);
+  EXPECT_NEAR(bytes(Recompute::Selective, true), 34 * sbh / t, 1);
+  EXPECT_NEAR(bytes(Recompute::Full, false), 2 * sbh, 1);
+  EXPECT_NEAR(bytes(Recompute::Full, true), 2 * sbh / t, 1);
+}
+
+TEST(MemoryModel, micro_batches_in_flight_per_schedule) {
+  EXPECT_EQ(chunks_in_flight(ScheduleKind::GPipe, 0, 8, 1, 64), 64);
+  EXPECT_EQ(chunks_in_flight(ScheduleKind::OneFOneB, 0, 8, 1, 64), 8);
+  EXPECT_EQ(chunks_in_flight(ScheduleKind::OneFOneB, 7, 8, 1, 64), 1);
+  EXPECT_EQ(chunks_in_flight(ScheduleKind::OneFOneB, 0, 8, 1, 3), 3);
+  // Interleaved, first stage: p v (1 + (p-1)/(p v)) = p v + p - 1 chunks (Korthikanti's factor).
+  EXPECT_EQ(chunks_in_flight(ScheduleKind::Interleaved, 0, 8, 3, 64), 8 * 3 + 8 - 1);
+}
+
+TEST(MemoryModel, first_stage_of_1f1b_holds_one_whole_model_of_activations) {
+  const ModelSpec m = gpt3();
+  ExecutionSpec e;
+  e.global_batch_size = 64;
+  e.recompute = Recompute::Selective;
+  e.sequence_parallel = true;
+  auto st = stage_memory(m, e, {8, 8, 1, 0});
+  const double per_layer = layer_activations(m, e, 8).bytes;
+  // 8 micro-batches x 12 layers = 96 layers = the model, plus the embedding dropout mask.
+  EXPECT_NEAR(st[0].activations_bytes - st[0].embedding_activation_bytes, 96 * per_layer, 1);
+  // The last stage holds one micro-batch and the fp32 logits 4 s b V / t.
+  EXPECT_NEAR(st[7].logits_bytes - 2 * 2048.0 * 12288 / 8, 4 * 2048.0 * 51200 / 8, 1);
+  EXPECT_NEAR(st[7].activations_bytes - st[7].logits_bytes, 12 * per_layer, 1);
+}
+
+TEST(MemoryModel, overhead_is_explicit) {
+  ExecutionSpec e;
+  e.global_batch_size = 8;
+  auto st = stage_memory(gpt3(), e, {8, 8, 1, 3 * kGiB});
+  EXPECT_DOUBLE_EQ(st[0].overhead_bytes, 3 * kGiB);
+  EXPECT_NEAR(st[0].total_bytes(), st[0].weights_bytes + st[0].gradients_bytes + st[0].optimizer_bytes +
+                                       st[0].activations_bytes + 3 * kGiB, 1);
+}

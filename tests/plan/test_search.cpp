@@ -1,0 +1,82 @@
+// Search and rationale on the source chapter's case and on a small model.
+#include <gtest/gtest.h>
+
+#include "core/units.h"
+#include "plan/plan_options.h"
+#include "plan/rationale.h"
+#include "plan/search.h"
+
+using namespace trident;
+using namespace trident::plan;
+
+namespace {
+ClusterSpec dgx(int64_t nodes) {
+  ClusterSpec c = cluster_preset("dgx-a100-80g");
+  c.nodes = nodes;
+  return c;
+}
+const double kOverhead = kDefaultOverheadGiB * kGiB;
+}  // namespace
+
+TEST(Search, gpt3_175b_recommendation_fits_memory_and_keeps_tp_inside_a_node) {
+  auto r = search(model_preset("gpt3-175b"), dgx(512), 1536, {}, 5, kOverhead);
+  ASSERT_FALSE(r.best.empty());
+  for (const auto& e : r.best) {
+    EXPECT_TRUE(e.fits);
+    EXPECT_LE(e.peak_memory().total_bytes(), 80 * kGiB);
+    EXPECT_LE(e.run.layout.tp, 8);
+    EXPECT_FALSE(e.links.tp.link.crosses_nodes());
+    EXPECT_EQ(e.run.layout.world_size(), 4096);
+  }
+  for (size_t i = 1; i < r.best.size(); ++i) EXPECT_GE(r.best[i - 1].tokens_per_s, r.best[i].tokens_per_s);
+  EXPECT_GT(r.rejected["out of memory"], 0);
+  EXPECT_GT(r.feasible, 0);
+}
+
+TEST(Search, step_breakdown_adds_up_to_the_step) {
+  auto r = search(model_preset("gpt3-175b"), dgx(512), 1536, {}, 1, kOverhead);
+  ASSERT_FALSE(r.best.empty());
+  const auto& t = r.best.front().time;
+  EXPECT_NEAR(t.compute + t.tp_comm + t.pp_comm + t.bubble + t.dp_comm + t.optimizer, t.step, 1e-9 * t.step);
+}
+
+TEST(Search, fixed_dimensions_are_respected) {
+  SearchSpace s;
+  s.tp = 4;
+  s.recompute = Recompute::Full;
+  auto r = search(model_preset("gpt3-175b"), dgx(512), 1536, s, 3, kOverhead);
+  ASSERT_FALSE(r.best.empty());
+  for (const auto& e : r.best) {
+    EXPECT_EQ(e.run.layout.tp, 4);
+    EXPECT_EQ(e.run.exec.recompute, Recompute::Full);
+  }
+}
+
+TEST(Search, small_model_on_one_node_gets_plain_data_parallel) {
+  auto r = search(model_preset("gpt2-small"), dgx(1), 64, {}, 1, kOverhead);
+  ASSERT_FALSE(r.best.empty());
+  EXPECT_EQ(r.best.front().run.layout.tp, 1);
+  EXPECT_EQ(r.best.front().run.layout.pp, 1);
+  auto why = rationale(model_preset("gpt2-small"), dgx(1), 64, {}, r.best.front(), kOverhead);
+  ASSERT_GE(why.size(), 5u);
+  EXPECT_NE(why[0].find("Yes"), std::string::npos) << why[0];
+  EXPECT_NE(why.back().find("agrees"), std::string::npos) << why.back();
+}
+
+TEST(Search, rationale_for_gpt3_walks_the_decision_flow_with_numbers) {
+  auto r = search(model_preset("gpt3-175b"), dgx(512), 1536, {}, 1, kOverhead);
+  ASSERT_FALSE(r.best.empty());
+  auto why = rationale(model_preset("gpt3-175b"), dgx(512), 1536, {}, r.best.front(), kOverhead);
+  ASSERT_GE(why.size(), 6u);
+  EXPECT_NE(why[0].find("2927.0 GiB"), std::string::npos) << why[0];  // 174.6 B x 18 B
+  EXPECT_NE(why[0].find(": no"), std::string::npos) << why[0];
+  EXPECT_NE(why[1].find("TP stops at 8"), std::string::npos) << why[1];
+  EXPECT_NE(why[3].find("3D"), std::string::npos);
+  EXPECT_NE(why.back().find("Rule of thumb"), std::string::npos);
+}
+
+TEST(Search, nothing_fits_gives_no_candidates_and_counts_the_reason) {
+  auto r = search(model_preset("gpt3-175b"), dgx(1), 8, {}, 3, kOverhead);
+  EXPECT_TRUE(r.best.empty());
+  EXPECT_GT(r.rejected["out of memory"], 0);
+}
