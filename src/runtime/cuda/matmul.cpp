@@ -1,11 +1,22 @@
 #include "runtime/cuda/matmul.h"
 
+#include <cstdint>
+
 #include "runtime/cuda/cuda_check.h"
 
 namespace trident::cuda {
 
 namespace {
 cudaDataType_t cuda_type(ElemType t) { return t == ElemType::F32 ? CUDA_R_32F : CUDA_R_16BF; }
+
+// Largest power of two (up to 256) dividing the address: views into flat buffers may be less
+// aligned than cudaMalloc's 256 bytes, and cuBLASLt must be told so.
+int alignment(const void* p) {
+  auto address = reinterpret_cast<uintptr_t>(p);
+  int a = 256;
+  while (a > 1 && address % a != 0) a /= 2;
+  return a;
+}
 }  // namespace
 
 Matmul::Matmul(cudaStream_t stream, size_t workspace_bytes) : stream_(stream), workspace_bytes_(workspace_bytes) {
@@ -25,7 +36,7 @@ Matmul::~Matmul() {
 }
 
 Matmul::Plan& Matmul::plan(const Key& key, bool trans_a, bool trans_b, int m, int n, int k, int lda, int ldb, int ldd,
-                           ElemType ab, ElemType d, bool has_bias) {
+                           ElemType ab, ElemType d, bool has_bias, int align_a, int align_b, int align_d) {
   auto found = plans_.find(key);
   if (found != plans_.end()) return found->second;
   Plan p;
@@ -48,6 +59,11 @@ Matmul::Plan& Matmul::plan(const Key& key, bool trans_a, bool trans_b, int m, in
   cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
   cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_,
                                                    sizeof(workspace_bytes_)));
+  const uint32_t aa = uint32_t(align_a), ab_ = uint32_t(align_b), ad = uint32_t(align_d);
+  cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &aa, sizeof(aa)));
+  cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &ab_, sizeof(ab_)));
+  cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &ad, sizeof(ad)));
+  cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &ad, sizeof(ad)));
   cublasLtMatmulHeuristicResult_t result{};
   int found_count = 0;
   cublasStatus_t status =
@@ -70,8 +86,9 @@ Matmul::Plan& Matmul::plan(const Key& key, bool trans_a, bool trans_b, int m, in
 
 void Matmul::gemm(bool trans_a, bool trans_b, int m, int n, int k, const void* A, int lda, const void* B, int ldb,
                   void* D, int ldd, float alpha, float beta, ElemType ab, ElemType d, const void* bias) {
-  Key key{trans_a, trans_b, m, n, k, lda, ldb, ldd, int(ab), int(d), bias != nullptr};
-  Plan& p = plan(key, trans_a, trans_b, m, n, k, lda, ldb, ldd, ab, d, bias != nullptr);
+  const int align_a = alignment(A), align_b = alignment(B), align_d = alignment(D);
+  Key key{trans_a, trans_b, m, n, k, lda, ldb, ldd, int(ab), int(d), bias != nullptr, align_a, align_b, align_d};
+  Plan& p = plan(key, trans_a, trans_b, m, n, k, lda, ldb, ldd, ab, d, bias != nullptr, align_a, align_b, align_d);
   if (bias)
     cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
   cublasCheck(cublasLtMatmul(handle_, p.desc, &alpha, A, p.a, B, p.b, &beta, D, p.d, D, p.d, &p.algo, workspace_,

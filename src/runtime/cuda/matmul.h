@@ -41,14 +41,15 @@ class Matmul {
   void linear_backward_weight(float* dweight, const void* dout, const void* inp, int N, int C, int OC, ElemType t);
 
  private:
-  using Key = std::tuple<bool, bool, int, int, int, int, int, int, int, int, bool>;
+  // Shape, types, bias, and the alignment of A, B and D (cuBLASLt picks kernels that rely on it).
+  using Key = std::tuple<bool, bool, int, int, int, int, int, int, int, int, bool, int, int, int>;
   struct Plan {
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
     cublasLtMatmulAlgo_t algo{};
   };
   Plan& plan(const Key& key, bool trans_a, bool trans_b, int m, int n, int k, int lda, int ldb, int ldd, ElemType ab,
-             ElemType d, bool has_bias);
+             ElemType d, bool has_bias, int align_a, int align_b, int align_d);
 
   cudaStream_t stream_;
   cublasLtHandle_t handle_ = nullptr;
