@@ -8,6 +8,7 @@
 
 #include "runtime/dist/batch_source.h"
 #include "runtime/dist/dist_trainer.h"
+#include "runtime/engine/trainer.h"
 
 using namespace trident;
 using namespace trident::dist;
@@ -145,6 +146,24 @@ void expect_same_as_single_process(const Case& c) {
     MPI_Comm_free(&base);
   }
   MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// The reference above is the distributed runtime on one rank; it must itself be the engine's
+// single-process Trainer, step for step, so every layout is compared with `trident train`.
+TEST(Equivalence, one_rank_runtime_matches_the_engine_trainer) {
+  RunSpec run = run_for(Case{"single", Layout{}});
+  auto k = kernels::make_cpu_kernels(1);
+  const int64_t b = run.exec.micro_batch_size, accum = run.exec.global_batch_size / b;
+  engine::Trainer trainer(*k, run.model, b, accum, options().adamw);
+  trainer.init(options().seed);
+  auto data = synthetic_source(run.model.vocab, run.model.seq_len, 7);
+  const Result& ref = reference();
+  for (int64_t s = 0; s < kSteps; ++s) {
+    auto r = trainer.train_step([&](int64_t step, int64_t micro, int32_t* tok, int32_t* tgt) {
+      data->fill(step, micro * b, b, tok, tgt);
+    });
+    EXPECT_NEAR(r.loss, ref.losses[s], 1e-5 * std::abs(ref.losses[s])) << "step " << s;
+  }
 }
 
 Layout L(int64_t tp, int64_t dp, int64_t pp, std::string order = "tp-dp-pp") {

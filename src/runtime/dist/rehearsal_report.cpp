@@ -158,6 +158,8 @@ Prediction predict(const RunSpec& run, const std::string& cluster_toml, int64_t 
   RunSpec r = run;
   r.cluster = resolve_cluster(values, problems);
   problems.throw_if_any();
+  r.cluster.name = "this machine";
+  r.cluster.gpu.name = "CPU core";
   Prediction p;
   p.cluster_source = cluster_toml;
   const int64_t world = run.layout.world_size();
