@@ -18,7 +18,8 @@
 
 namespace trident::dist {
 
-std::vector<OptionDef> dist_train_options() {
+namespace {
+std::vector<OptionDef> run_options() {
   return {
       {"trace-comm", "distributed", "log every send, receive and collective with step and rank", true},
       {"report", "distributed", "write the rehearsal report as JSON to this file"},
@@ -29,6 +30,31 @@ std::vector<OptionDef> dist_train_options() {
   };
 }
 
+int64_t launcher_world_size() {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"})
+    if (const char* x = std::getenv(v)) return std::max(1LL, std::atoll(x));
+  return 1;
+}
+}  // namespace
+
+std::vector<OptionDef> dist_train_options() {
+  std::vector<OptionDef> out = layout_options();
+  for (const auto& d : execution_options())
+    if (d.name == "schedule" || d.name == "virtual-stages" || d.name == "zero" || d.name == "sequence-parallel")
+      out.push_back(d);
+  for (auto& d : run_options()) out.push_back(d);
+  return out;
+}
+
+bool wants_distributed(const OptionValues& values) {
+  if (launched_by_mpi()) return true;
+  for (const char* name : {"tp", "pp", "dp"}) {
+    auto v = values.get_string(name);
+    if (v && *v != "1") return true;
+  }
+  return false;
+}
+
 bool launched_by_mpi() {
   for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "SLURM_NTASKS"})
     if (std::getenv(v)) return true;
@@ -36,6 +62,21 @@ bool launched_by_mpi() {
 }
 
 void read_dist_train_options(const OptionValues& values, DistTrainSettings& s, Problems& problems) {
+  Layout& L = s.run.layout;
+  if (auto v = values.get_int("tp", problems)) L.tp = *v;
+  if (auto v = values.get_int("pp", problems)) L.pp = *v;
+  if (auto v = values.get_string("order")) L.order = *v;
+  if (auto v = values.get_int("dp", problems)) L.dp = *v;
+  else if (L.tp > 0 && L.pp > 0 && launcher_world_size() % (L.tp * L.pp) == 0)
+    L.dp = std::max<int64_t>(1, launcher_world_size() / (L.tp * L.pp));
+  validate_layout(L, problems);
+  ExecutionSpec& x = s.run.exec;
+  if (auto v = values.get_string("schedule"))
+    if (!parse_schedule(*v, x.schedule))
+      problems.add("--schedule '" + *v + "' is unknown", "use one of " + join_choices(schedule_names()));
+  if (auto v = values.get_int("virtual-stages", problems)) x.virtual_stages = *v;
+  if (auto v = values.get_int("zero", problems)) x.zero = int(*v);
+  if (auto v = values.get_bool("sequence-parallel", problems)) x.sequence_parallel = *v;
   if (auto v = values.get_bool("trace-comm", problems)) s.trace_comm = *v;
   if (auto v = values.get_string("report")) s.report_path = *v;
   if (auto v = values.get_double("comm-timeout", problems)) {

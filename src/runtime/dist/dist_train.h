@@ -18,8 +18,13 @@
 
 namespace trident::dist {
 
-// --trace-comm --report FILE --comm-timeout S --stage-layers 2,3,3 --prediction-cluster FILE --bucket-mib N
+// Everything a distributed run adds to `trident train`'s options: the layout (--tp --pp --dp
+// --order), the parallel execution (--schedule --virtual-stages --zero --sequence-parallel) and
+// --trace-comm --report FILE --comm-timeout S --stage-layers 2,3,3 --prediction-cluster FILE --bucket-mib N.
 std::vector<OptionDef> dist_train_options();
+
+// True when the options ask for more than one rank or the process was started by mpirun/srun.
+bool wants_distributed(const OptionValues& values);
 
 // True when started by mpirun/mpiexec/srun (OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_RANK or SLURM_NTASKS set).
 bool launched_by_mpi();
@@ -43,6 +48,8 @@ struct DistTrainSettings {
   std::function<void(int64_t step, int rank)> before_step;
 };
 
+// Reads the options of dist_train_options() into s.run.layout, s.run.exec and s. dp defaults to
+// the launcher's world size / (tp * pp).
 void read_dist_train_options(const OptionValues& values, DistTrainSettings& s, Problems& problems);
 
 // Every size the distributed run depends on, with its fix: tp divides heads, ffn and vocab;
