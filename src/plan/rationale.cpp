@@ -94,8 +94,12 @@ std::vector<std::string> rationale(const ModelSpec& m, const ClusterSpec& cl, in
       "{:g} optimizer) = {} of model states against {} per GPU",
       psi / 1e9, per_param, sb.weights, sb.gradients, sb.optimizer, gb(psi * per_param), gb(cap));
   if (dp_only)
-    step1 += fmt::format(". Yes: best plain-DP layout {} uses {} and reaches {:.0f} tokens/s", short_layout(*dp_only),
-                         gb(dp_only->peak_memory().total_bytes()), dp_only->tokens_per_s);
+    step1 += fmt::format(". Yes{}: best plain-DP layout {} uses {} and reaches {:.0f} tokens/s",
+                         dp_only->run.exec.zero > 0
+                             ? fmt::format(", once ZeRO-{} shards the states over the {} replicas", dp_only->run.exec.zero,
+                                           dp_only->run.layout.dp)
+                             : "",
+                         short_layout(*dp_only), gb(dp_only->peak_memory().total_bytes()), dp_only->tokens_per_s);
   else if (B % world != 0)
     step1 += fmt::format("; and plain DP over all {} GPUs cannot even split the global batch of {}: no", world, B);
   else

@@ -55,6 +55,9 @@ SearchResult search(const ModelSpec& model, const ClusterSpec& cluster, int64_t 
     return a.peak_memory().total_bytes() < b.peak_memory().total_bytes();
   };
 
+  for (const auto& [name, fixed] : {std::pair{"tp", space.tp}, {"pp", space.pp}, {"dp", space.dp}})
+    if (fixed && (*fixed <= 0 || world % *fixed != 0))
+      reject(std::string(name) + " " + std::to_string(*fixed) + " does not divide the " + std::to_string(world) + " GPUs");
   for (int64_t tp : all_divisors(world)) {
     if (space.tp && tp != *space.tp) continue;
     if (model.heads % tp != 0 || model.ffn_hidden % tp != 0 ||
