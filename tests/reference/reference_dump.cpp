@@ -9,23 +9,34 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/data/sampler.h"
 #include "runtime/engine/trainer.h"
 #include "runtime/nn/init.h"
 
 using namespace trident;
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: reference_dump OUT_PREFIX\n");
+  if (argc != 2 && argc != 3) {
+    std::fprintf(stderr, "usage: reference_dump OUT_PREFIX [TOKEN_FILE]\n"
+                         "  with a token file: the default `trident train` model on real text, 8 steps\n");
     return 2;
   }
   const std::string prefix = argv[1];
   ModelSpec m;
   m.layers = 2, m.hidden = 64, m.heads = 4, m.kv_heads = 4, m.ffn_hidden = 256, m.seq_len = 80, m.vocab = 96;
-  const int64_t B = 3, accum = 2, steps = 10;
+  int64_t B = 3, accum = 2, steps = 10;
   engine::AdamWConfig opt;
   opt.lr = 3e-3, opt.min_lr = 3e-4, opt.warmup_steps = 3, opt.decay_steps = steps, opt.weight_decay = 0.1,
   opt.grad_clip = 1.0;
+  std::unique_ptr<data::TokenFile> file;
+  std::unique_ptr<data::BatchSampler> sampler;
+  if (argc == 3) {
+    file = std::make_unique<data::TokenFile>(argv[2]);
+    m.layers = 4, m.hidden = 256, m.heads = 4, m.kv_heads = 4, m.ffn_hidden = 1024, m.seq_len = 256, m.vocab = 256;
+    B = 8, accum = 1, steps = 8;
+    opt.lr = 1e-3, opt.min_lr = 1e-4, opt.warmup_steps = 0, opt.decay_steps = steps;
+    sampler = std::make_unique<data::BatchSampler>(*file, data::train_split(*file, m.seq_len), m.seq_len, 1, 0);
+  }
   auto k = kernels::make_cpu_kernels(2);
   engine::Trainer trainer(*k, m, B, accum, opt);
   trainer.init(1234);
@@ -33,6 +44,7 @@ int main(int argc, char** argv) {
   const int64_t N = g.N(), P = g.layout().total();
 
   auto batch = [&](int64_t step, int64_t micro, int32_t* tok, int32_t* tgt) {
+    if (sampler) return sampler->fill(step == 999 ? 0 : step, micro * B, B, tok, tgt);
     for (int64_t i = 0; i < N; ++i) {
       tok[i] = int32_t(nn::mix64(uint64_t(step * 1000 + micro) * 100003 + uint64_t(i)) % uint64_t(m.vocab));
       tgt[i] = int32_t(nn::mix64(uint64_t(step * 1000 + micro) * 100003 + uint64_t(i) + 7777777) % uint64_t(m.vocab));

@@ -84,7 +84,7 @@ def lr_at(c, step):
 
 def main():
     exe, prefix = sys.argv[1], sys.argv[2]
-    subprocess.run([exe, prefix], check=True)
+    subprocess.run([exe, prefix] + sys.argv[3:], check=True)
     meta = json.load(open(prefix + ".json"))
     raw = open(prefix + ".bin", "rb").read()
 

@@ -34,6 +34,7 @@ class Trainer {
   const AdamWConfig& config() const { return opt_; }
   int64_t step() const { return step_; }  // optimizer steps done
   void set_step(int64_t s) { step_ = s; }
+  int64_t activation_floats() const { return acts_.floats(); }
   float* m() { return m_; }
   float* v() { return v_; }
 

@@ -1,0 +1,180 @@
+// Byte-level and BPE tokenizers (see tokenizer.h).
+#include "runtime/data/tokenizer.h"
+
+#include <algorithm>
+#include <cctype>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <unordered_map>
+
+#include "core/problems.h"
+
+namespace trident::data {
+
+namespace {
+int byte_class(unsigned char c) {
+  if (c == ' ' || c == '\n' || c == '\t' || c == '\r') return 0;
+  if (std::isalnum(c) || c >= 128) return 1;
+  return 2;
+}
+uint64_t pair_key(int32_t a, int32_t b) { return (uint64_t(uint32_t(a)) << 32) | uint32_t(b); }
+}  // namespace
+
+std::vector<std::string> split_words(const std::string& text) {
+  std::vector<std::string> words;
+  size_t i = 0, n = text.size();
+  while (i < n) {
+    size_t start = i;
+    if (text[i] == ' ' && i + 1 < n && byte_class(text[i + 1]) != 0) ++i;  // leading space joins the word
+    const int cls = byte_class(text[i]);
+    ++i;
+    while (i < n && byte_class(text[i]) == cls && !(cls == 0 && text[i] == ' ' && i + 1 < n && byte_class(text[i + 1]) != 0))
+      ++i;
+    words.push_back(text.substr(start, i - start));
+  }
+  return words;
+}
+
+Tokenizer Tokenizer::bytes() {
+  Tokenizer t;
+  t.build_pieces();
+  return t;
+}
+
+Tokenizer Tokenizer::from_merges(std::vector<std::pair<int32_t, int32_t>> merges) {
+  Tokenizer t;
+  t.merges_ = std::move(merges);
+  t.build_pieces();
+  return t;
+}
+
+void Tokenizer::build_pieces() {
+  pieces_.clear();
+  for (int i = 0; i < 256; ++i) pieces_.push_back(std::string(1, char(i)));
+  for (auto [a, b] : merges_) pieces_.push_back(pieces_[size_t(a)] + pieces_[size_t(b)]);
+}
+
+Tokenizer Tokenizer::train_bpe(const std::string& text, int64_t vocab) {
+  // Unique words with their counts; each word a sequence of symbols.
+  std::unordered_map<std::string, int64_t> counts;
+  for (auto& w : split_words(text)) ++counts[w];
+  std::vector<std::vector<int32_t>> words;
+  std::vector<int64_t> freq;
+  for (auto& [w, c] : counts) {
+    std::vector<int32_t> s(w.begin(), w.end());
+    for (auto& x : s) x = int32_t(uint8_t(x));
+    words.push_back(std::move(s));
+    freq.push_back(c);
+  }
+  std::unordered_map<uint64_t, int64_t> pairs;
+  for (size_t w = 0; w < words.size(); ++w)
+    for (size_t i = 0; i + 1 < words[w].size(); ++i) pairs[pair_key(words[w][i], words[w][i + 1])] += freq[w];
+  std::vector<std::pair<int32_t, int32_t>> merges;
+  while (int64_t(256 + merges.size()) < vocab) {
+    uint64_t best = 0;
+    int64_t best_count = 0;
+    for (auto& [k, c] : pairs)
+      if (c > best_count || (c == best_count && c > 0 && k < best)) best = k, best_count = c;  // ties: smallest pair
+    if (best_count < 2) break;
+    const int32_t a = int32_t(best >> 32), b = int32_t(best & 0xffffffffu), id = int32_t(256 + merges.size());
+    merges.push_back({a, b});
+    for (size_t w = 0; w < words.size(); ++w) {
+      auto& s = words[w];
+      bool has = false;
+      for (size_t i = 0; i + 1 < s.size(); ++i)
+        if (s[i] == a && s[i + 1] == b) { has = true; break; }
+      if (!has) continue;
+      for (size_t i = 0; i + 1 < s.size(); ++i) pairs[pair_key(s[i], s[i + 1])] -= freq[w];
+      std::vector<int32_t> out;
+      for (size_t i = 0; i < s.size(); ++i) {
+        if (i + 1 < s.size() && s[i] == a && s[i + 1] == b) out.push_back(id), ++i;
+        else out.push_back(s[i]);
+      }
+      s = std::move(out);
+      for (size_t i = 0; i + 1 < s.size(); ++i) pairs[pair_key(s[i], s[i + 1])] += freq[w];
+    }
+    pairs.erase(best);
+  }
+  return from_merges(std::move(merges));
+}
+
+std::vector<int32_t> Tokenizer::encode(const std::string& text) const {
+  std::vector<int32_t> out;
+  if (merges_.empty()) {
+    for (unsigned char c : text) out.push_back(c);
+    return out;
+  }
+  std::unordered_map<uint64_t, int32_t> rank;
+  for (size_t i = 0; i < merges_.size(); ++i) rank[pair_key(merges_[i].first, merges_[i].second)] = int32_t(i);
+  std::unordered_map<std::string, std::vector<int32_t>> cache;
+  for (auto& w : split_words(text)) {
+    auto it = cache.find(w);
+    if (it == cache.end()) {
+      std::vector<int32_t> s;
+      for (unsigned char c : w) s.push_back(c);
+      while (s.size() > 1) {  // apply the lowest-ranked merge present, as in training
+        int32_t best = -1;
+        for (size_t i = 0; i + 1 < s.size(); ++i) {
+          auto r = rank.find(pair_key(s[i], s[i + 1]));
+          if (r != rank.end() && (best < 0 || r->second < best)) best = r->second;
+        }
+        if (best < 0) break;
+        const auto [a, b] = merges_[size_t(best)];
+        std::vector<int32_t> next;
+        for (size_t i = 0; i < s.size(); ++i) {
+          if (i + 1 < s.size() && s[i] == a && s[i + 1] == b) next.push_back(256 + best), ++i;
+          else next.push_back(s[i]);
+        }
+        s = std::move(next);
+      }
+      it = cache.emplace(w, std::move(s)).first;
+    }
+    out.insert(out.end(), it->second.begin(), it->second.end());
+  }
+  return out;
+}
+
+std::string Tokenizer::decode(const std::vector<int32_t>& tokens) const {
+  std::string s;
+  for (int32_t t : tokens)
+    if (t >= 0 && t < int32_t(pieces_.size())) s += pieces_[size_t(t)];
+  return s;
+}
+
+void Tokenizer::save(const std::string& path) const {
+  std::ofstream f(path);
+  f << "trident-tokenizer 1 " << (kind() == TokenizerKind::Bpe ? "bpe" : "bytes") << "\n";
+  for (auto [a, b] : merges_) f << a << ' ' << b << '\n';
+  if (!f) {
+    Problems p;
+    p.add("cannot write tokenizer '" + path + "'", "check the folder is writable", "io");
+    p.throw_if_any();
+  }
+}
+
+Tokenizer Tokenizer::load(const std::string& path) {
+  std::ifstream f(path);
+  std::string magic, kind;
+  int version = 0;
+  Problems p;
+  if (!(f >> magic >> version >> kind) || magic != "trident-tokenizer" || version != 1) {
+    p.add("'" + path + "' is not a Trident tokenizer file (version 1)", "prepare the data again with `trident data prepare`",
+          "tokenizer-file");
+    p.throw_if_any();
+  }
+  std::vector<std::pair<int32_t, int32_t>> merges;
+  int32_t a, b;
+  while (f >> a >> b) {
+    const int32_t next = int32_t(256 + merges.size());
+    if (a < 0 || b < 0 || a >= next || b >= next) {
+      p.add("tokenizer '" + path + "' has a bad merge (" + std::to_string(a) + ", " + std::to_string(b) + ")",
+            "prepare the data again", "tokenizer-file");
+      p.throw_if_any();
+    }
+    merges.push_back({a, b});
+  }
+  return from_merges(std::move(merges));
+}
+
+}  // namespace trident::data

@@ -1,0 +1,44 @@
+// Performance figures (see perf.h).
+#include "runtime/engine/perf.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+
+namespace trident::engine {
+
+double model_flops_per_step(const ModelSpec& m, int64_t sequences) {
+  const double B = double(sequences), s = double(m.seq_len), L = double(m.layers), h = double(m.hidden),
+               V = double(m.vocab);
+  return 72.0 * B * s * L * h * h * (1.0 + s / (6.0 * h) + V / (12.0 * L * h));
+}
+
+double measure_matmul_flops(kernels::Kernels& k) {
+  const int64_t n = 1536;
+  float* a = k.alloc(size_t(n * n));
+  float* b = k.alloc(size_t(n * n));
+  float* c = k.alloc(size_t(n * n));
+  for (int64_t i = 0; i < n * n; ++i) a[i] = b[i] = 1e-3f * float(i % 97);
+  double best = 0.0, spent = 0.0;
+  for (int rep = 0; rep < 8 && spent < 0.3; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    k.gemm(kernels::Trans::N, kernels::Trans::T, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+    k.synchronize();
+    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    spent += dt;
+    best = std::max(best, 2.0 * double(n) * double(n) * double(n) / dt);
+  }
+  k.free(a, size_t(n * n));
+  k.free(b, size_t(n * n));
+  k.free(c, size_t(n * n));
+  return best;
+}
+
+double peak_rss_bytes() {
+  struct rusage u {};
+  getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_maxrss) * 1024.0;
+}
+
+}  // namespace trident::engine

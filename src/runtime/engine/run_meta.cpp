@@ -1,0 +1,46 @@
+// JSON forms of a model and a tokenizer (see run_meta.h).
+#include "runtime/engine/run_meta.h"
+
+#include "core/problems.h"
+
+namespace trident::engine {
+
+nlohmann::json model_to_json(const ModelSpec& m) {
+  return {{"name", m.name}, {"layers", m.layers}, {"hidden", m.hidden}, {"heads", m.heads},
+          {"ffn_hidden", m.ffn_hidden}, {"seq_len", m.seq_len}, {"vocab", m.vocab}};
+}
+
+ModelSpec model_from_json(const nlohmann::json& j) {
+  ModelSpec m;
+  try {
+    m.name = j.at("name").get<std::string>();
+    m.layers = j.at("layers").get<int64_t>();
+    m.hidden = j.at("hidden").get<int64_t>();
+    m.heads = j.at("heads").get<int64_t>();
+    m.kv_heads = m.heads;
+    m.ffn_hidden = j.at("ffn_hidden").get<int64_t>();
+    m.seq_len = j.at("seq_len").get<int64_t>();
+    m.vocab = j.at("vocab").get<int64_t>();
+  } catch (const std::exception& e) {
+    Problems p;
+    p.add(std::string("checkpoint model description is incomplete: ") + e.what(), "use a checkpoint written by trident train",
+          "checkpoint-meta");
+    p.throw_if_any();
+  }
+  return m;
+}
+
+nlohmann::json tokenizer_to_json(const data::Tokenizer& t) {
+  nlohmann::json merges = nlohmann::json::array();
+  for (auto [a, b] : t.merges()) merges.push_back({a, b});
+  return {{"kind", t.kind() == data::TokenizerKind::Bpe ? "bpe" : "bytes"}, {"merges", merges}};
+}
+
+data::Tokenizer tokenizer_from_json(const nlohmann::json& j) {
+  std::vector<std::pair<int32_t, int32_t>> merges;
+  if (j.contains("merges"))
+    for (const auto& m : j["merges"]) merges.push_back({m[0].get<int32_t>(), m[1].get<int32_t>()});
+  return data::Tokenizer::from_merges(std::move(merges));
+}
+
+}  // namespace trident::engine
