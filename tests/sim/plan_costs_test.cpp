@@ -1,0 +1,123 @@
+#include <gtest/gtest.h>
+
+#include "core/cluster_spec.h"
+#include "core/model_spec.h"
+#include "sim/plan_costs.h"
+#include "sim/simulator.h"
+
+namespace trident::sim {
+namespace {
+
+RunSpec gpt3_4096(ScheduleKind kind = ScheduleKind::OneFOneB, int64_t v = 1, int64_t batch = 1536) {
+  RunSpec run;
+  run.model = model_preset("gpt3-175b");
+  run.cluster = cluster_preset("dgx-a100-80g");
+  run.cluster.nodes = 512;
+  run.layout.tp = 8;
+  run.layout.pp = 8;
+  run.layout.dp = 64;
+  run.layout.order = "tp-pp-dp";
+  run.exec.global_batch_size = batch;
+  run.exec.micro_batch_size = 1;
+  run.exec.schedule = kind;
+  run.exec.virtual_stages = v;
+  run.exec.recompute = Recompute::Selective;
+  run.exec.sequence_parallel = true;
+  return run;
+}
+
+SimResult play(const PlannedCosts& pc, const RunSpec& run) {
+  auto sc = build_schedule(run.exec.schedule, run.layout.pp, pc.micro_batches, pc.virtual_stages);
+  return simulate(sc, pc.costs);
+}
+
+TEST(PlanCosts, chunk_costs_add_up_to_the_planners_stage_times) {
+  for (int64_t v : {1, 2, 3}) {
+    const RunSpec run = gpt3_4096(v > 1 ? ScheduleKind::Interleaved : ScheduleKind::OneFOneB, v);
+    const PlannedCosts pc = costs_from_plan(run);
+    ASSERT_EQ(pc.costs.stages.size(), 8u);
+    for (size_t s = 0; s < 8; ++s) {
+      const auto& st = pc.estimate.stages[s];
+      double f = 0, b = 0, tp = 0;
+      for (const auto& c : pc.costs.stages[s].chunks) {
+        f += c.forward_s;
+        b += c.backward_s;
+        tp += c.tp_forward_s + c.tp_backward_s;
+        EXPECT_GT(c.weight_share, 0.2);
+        EXPECT_LT(c.weight_share, 0.6);
+      }
+      EXPECT_NEAR(f + b, st.compute_forward_s + st.compute_backward_s + st.tp_comm_s, 1e-9) << "v=" << v << " s=" << s;
+      EXPECT_NEAR(tp, st.tp_comm_s, 1e-9);
+    }
+  }
+}
+
+TEST(PlanCosts, pipeline_boundaries_use_the_link_the_mesh_gives) {
+  // tp-pp-dp with 8 GPUs per node: each stage is a whole node, so every boundary crosses nodes.
+  const PlannedCosts inter = costs_from_plan(gpt3_4096());
+  ASSERT_EQ(inter.boundaries.size(), 7u);
+  for (const auto& b : inter.boundaries) EXPECT_TRUE(b.link.crosses_nodes());
+  // tp 2 x pp 4 on one 8-GPU node: every boundary stays on NVLink and is faster.
+  RunSpec small = gpt3_4096();
+  small.model = model_preset("gpt2-small");
+  small.cluster.nodes = 1;
+  small.layout = {2, 1, 1, 4, "tp-pp-dp"};
+  small.exec.global_batch_size = 16;
+  const PlannedCosts intra = costs_from_plan(small);
+  ASSERT_EQ(intra.boundaries.size(), 3u);
+  for (const auto& b : intra.boundaries) {
+    EXPECT_FALSE(b.link.crosses_nodes());
+    EXPECT_GT(b.link.bandwidth_Bps, inter.boundaries[0].link.bandwidth_Bps);
+  }
+}
+
+TEST(PlanCosts, simulator_agrees_with_planner_for_even_stages_and_one_f_one_b) {
+  const RunSpec run = gpt3_4096();
+  const PlannedCosts pc = costs_from_plan(run);
+  const SimResult r = play(pc, run);
+  EXPECT_NEAR(r.step_s, pc.estimate.time.step, 0.03 * pc.estimate.time.step);
+}
+
+TEST(PlanCosts, uneven_stages_make_the_simulator_see_more_than_the_planner) {
+  // 96 layers on 7 stages: 13-14 layers each; the planner paces by the slowest stage but the
+  // simulated step must still be at least the slowest stage's own work.
+  RunSpec run = gpt3_4096();
+  run.layout.pp = 7;
+  run.layout.dp = 1;
+  run.cluster.nodes = 7;
+  run.exec.global_batch_size = 21;
+  const PlannedCosts pc = costs_from_plan(run);
+  const SimResult r = play(pc, run);
+  double slowest = 0;
+  for (const auto& st : r.stages) slowest = std::max(slowest, st.compute_s);
+  EXPECT_GT(r.step_s, slowest);
+  EXPECT_GT(r.bubble_share, 0.0);
+  // Not the same number: the two models differ where stages differ.
+  EXPECT_NE(r.step_s, pc.estimate.time.step);
+}
+
+TEST(PlanCosts, distributed_optimizer_gathers_after_the_step) {
+  RunSpec run = gpt3_4096();
+  run.exec.zero = 1;
+  const PlannedCosts pc = costs_from_plan(run);
+  for (const auto& st : pc.costs.stages) {
+    EXPECT_GT(st.dp_after_optimizer_s, 0.0);
+    EXPECT_GT(st.dp_reduce_s, 0.0);
+  }
+  const RunSpec plain = gpt3_4096();
+  const PlannedCosts pc0 = costs_from_plan(plain);
+  EXPECT_EQ(pc0.costs.stages[0].dp_after_optimizer_s, 0.0);
+  EXPECT_LT(pc.costs.stages[0].optimizer_s, pc0.costs.stages[0].optimizer_s / 32);  // sharded over dp 64
+}
+
+TEST(PlanCosts, zb_h1_beats_one_f_one_b_on_gpt3_with_planner_costs) {
+  const RunSpec one = gpt3_4096(ScheduleKind::OneFOneB);
+  const RunSpec zb = gpt3_4096(ScheduleKind::ZeroBubbleH1);
+  const SimResult r1 = play(costs_from_plan(one), one);
+  const SimResult rz = play(costs_from_plan(zb), zb);
+  EXPECT_LT(rz.bubble_share, r1.bubble_share);
+  EXPECT_LT(rz.pipeline_s, r1.pipeline_s);
+}
+
+}  // namespace
+}  // namespace trident::sim
