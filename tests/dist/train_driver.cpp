@@ -36,6 +36,13 @@ int main(int argc, char** argv) {
     else if (a == "--zero") r.exec.zero = std::stoi(next());
     else if (a == "--steps") s.steps = std::stoll(next());
     else if (a == "--heads") r.model.heads = r.model.kv_heads = std::stoll(next());
+    else if (a == "--layers") r.model.layers = std::stoll(next());
+    else if (a == "--hidden") r.model.hidden = std::stoll(next()), r.model.ffn_hidden = 4 * r.model.hidden;
+    else if (a == "--seq-len") r.model.seq_len = std::stoll(next());
+    else if (a == "--vocab") r.model.vocab = std::stoll(next());
+    else if (a == "--global-batch-size") r.exec.global_batch_size = std::stoll(next());
+    else if (a == "--micro-batch-size") r.exec.micro_batch_size = std::stoll(next());
+    else if (a == "--virtual-stages") r.exec.virtual_stages = std::stoll(next());
     else if (a == "--timeout") s.comm_timeout_s = std::stod(next());
     else if (a == "--report") s.report_path = next();
     else if (a == "--prediction-cluster") s.prediction_cluster = next();

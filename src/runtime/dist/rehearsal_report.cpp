@@ -92,6 +92,11 @@ std::string rehearsal_text(const RehearsalData& d) {
   out += "  step time            " + fmt("%8.2f ms", o.total * 1e3);
   if (d.prediction) out += fmt("  %8.2f ms", p.step_s * 1e3) + fmt("  (measured / predicted = %.2f)", o.total / p.step_s);
   out += "\n";
+  double alloc = 0, rss = 0;
+  for (const auto& r : d.ranks) alloc = std::max(alloc, r.allocated_bytes), rss = std::max(rss, r.peak_rss_bytes);
+  out += "  peak memory per rank  " + fmt("%8.1f MiB allocated, ", alloc / (1 << 20)) + fmt("%.1f MiB resident", rss / (1 << 20));
+  if (d.prediction) out += fmt("; predicted %.1f MiB (planner's memory model, fp32)", p.peak_memory_bytes / (1 << 20));
+  out += "\n";
   out += "  pipeline message wire time (measured ping-pong): " + fmt("%.3f ms", d.pp_message_s * 1e3) +
          "; a receive wait beyond it counts as bubble\n";
   if (d.prediction) {
