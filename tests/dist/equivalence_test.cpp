@@ -195,6 +195,12 @@ TEST(Equivalence, dp2_pp2_gpipe_matches_single_process) {
 TEST(Equivalence, dp2_pp2_zero1_matches_single_process) {
   expect_same_as_single_process({"dp2xpp2 zero1", L(1, 2, 2), ScheduleKind::OneFOneB, 1});
 }
+TEST(Equivalence, dp2_tp2_pp2_interleaved_zero1_matches_single_process) {
+  expect_same_as_single_process({"dp2xtp2xpp2 interleaved v2 zero1", L(2, 2, 2, "dp-pp-tp"), ScheduleKind::Interleaved, 1, 2});
+}
+TEST(Equivalence, dp2_pp2_zero_bubble_h1_uneven_matches_single_process) {
+  expect_same_as_single_process({"dp2xpp2 zb-h1 3+1 layers", L(1, 2, 2), ScheduleKind::ZeroBubbleH1, 0, 1, {3, 1}});
+}
 TEST(Equivalence, dp2_tp2_pp2_matches_single_process) { expect_same_as_single_process({"dp2xtp2xpp2", L(2, 2, 2)}); }
 TEST(Equivalence, dp2_tp2_pp2_order_pp_dp_tp_zero1_matches_single_process) {
   expect_same_as_single_process({"dp2xtp2xpp2 pp-dp-tp zero1", L(2, 2, 2, "pp-dp-tp"), ScheduleKind::OneFOneB, 1});

@@ -72,6 +72,21 @@ std::string rehearsal_text(const RehearsalData& d) {
                   d.ranks[r].peak_rss_bytes / (1 << 20));
     out += line;
   }
+  out += "\nper step, mean over ranks (step = slowest rank), milliseconds\n";
+  std::snprintf(line, sizeof line, "%5s %10s %9s %9s %9s %9s %9s %9s\n", "step", "loss", "step", "compute", "tp-coll",
+                "pp-xfer", "bubble", "dp-expos");
+  out += line;
+  for (size_t s = 0; s < d.times.size(); ++s) {
+    double mx = 0, c = 0, tp = 0, pp = 0, bu = 0, dp = 0;
+    for (const auto& t : d.times[s]) {
+      mx = std::max(mx, t.total), c += t.compute, tp += t.tp, pp += t.pp, bu += t.bubble, dp += t.dp_exposed;
+    }
+    const double n = double(std::max<size_t>(1, d.times[s].size()));
+    std::snprintf(line, sizeof line, "%5zu %10.5f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f%s\n", s, d.losses.at(s), mx * 1e3,
+                  c / n * 1e3, tp / n * 1e3, pp / n * 1e3, bu / n * 1e3, dp / n * 1e3,
+                  int64_t(s) < d.warmup ? "  (warm-up)" : "");
+    out += line;
+  }
   Means o = overall(d);
   out += "\nshare of step time      measured";
   if (d.prediction) out += "   predicted";
