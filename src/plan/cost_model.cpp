@@ -220,6 +220,24 @@ DpComm dp_comm(double gradient_bytes, int64_t dp, int zero, const GroupLink& lin
   return d;
 }
 
+DpPhases dp_phases(double gradient_bytes, double weight_bytes, int64_t dp, int zero, int64_t m, const GroupLink& link,
+                   int64_t members_per_node, const ClusterSpec& cluster, const CostConstants& c) {
+  DpPhases d;
+  if (dp <= 1) return d;
+  auto allreduce = [&](double bytes) {
+    return dp_comm(bytes, dp, 0, link, members_per_node, cluster, 0, c).total_s;
+  };
+  d.allreduce_s = allreduce(gradient_bytes);
+  // Ring and hierarchical reduce-scatter / all-gather move half an all-reduce each.
+  d.reduce_scatter_s = d.allreduce_s / 2;
+  d.gather_weights_s = allreduce(weight_bytes) / 2;
+  if (zero == 1) d.reduce_scatters_per_step = 1;
+  if (zero >= 2) d.reduce_scatters_per_step = m;
+  if (zero == 1 || zero == 2) d.weight_gathers_per_step = 1;
+  if (zero >= 3) d.weight_gathers_per_step = 2 * m;
+  return d;
+}
+
 OptimizerTime optimizer_time(double params, Precision precision, int grad_bits, const GpuSpec& gpu,
                              const CostConstants& c) {
   OptimizerTime o;

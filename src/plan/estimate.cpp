@@ -89,13 +89,25 @@ Estimate estimate_with_links(const RunSpec& run, const Links& links, double over
   e.dp = dp_comm(params * sb.gradients, l.dp, x.zero, links.dp.link, links.dp.members_per_node, run.cluster,
                  window, c);
   if (x.zero >= 1 && l.dp > 1) {
-    // Distributed optimizer / ZeRO: reduce-scatter the gradients (half an all-reduce, hidden as
-    // above), then all-gather the updated 16-bit weights after the step (not hidden).
-    const double rs = e.dp.total_s / 2;
-    const double gather = e.dp.total_s / 2 * (sb.weights / sb.gradients);
-    const double last_bucket = rs * std::min(1.0, c.dp_bucket_bytes / std::max(e.dp.gradient_bytes, 1.0));
-    e.dp.total_s = rs + gather;
-    e.dp.exposed_s = std::max(rs - window, last_bucket) + gather;
+    // Sharded states: reduce-scatters hidden behind the backward they follow (all but the last
+    // bucket), weight all-gathers after the step (ZeRO 1/2) or before every pass (ZeRO 3, hidden
+    // behind the pass's compute except the first bucket).
+    const DpPhases ph = dp_phases(params * sb.gradients, params * sb.weights, l.dp, x.zero, e.micro_batches,
+                                  links.dp.link, links.dp.members_per_node, run.cluster, c);
+    auto hidden = [&](double t, double bytes, double behind) {
+      return std::max(t - behind, t * std::min(1.0, c.dp_bucket_bytes / std::max(bytes, 1.0)));
+    };
+    const double rs_exposed = hidden(ph.reduce_scatter_s, params * sb.gradients, window);
+    double gather_exposed = 0;
+    if (x.zero >= 3)
+      gather_exposed = double(e.micro_batches) *
+                       (hidden(ph.gather_weights_s, params * sb.weights, bst.compute_forward_s) +
+                        hidden(ph.gather_weights_s, params * sb.weights, bst.compute_backward_s));
+    else
+      gather_exposed = ph.gather_weights_s;
+    e.dp.total_s = double(ph.reduce_scatters_per_step) * ph.reduce_scatter_s +
+                   double(ph.weight_gathers_per_step) * ph.gather_weights_s;
+    e.dp.exposed_s = double(ph.reduce_scatters_per_step) * rs_exposed + gather_exposed;
   }
   if (l.pp > 1 && m.tied_embeddings())
     e.dp.embedding_sync_s =
