@@ -31,6 +31,9 @@ struct CostConstants {
   double kernel_overhead_s = 0;        // fixed cost per GEMM launch
   double optimizer_bytes_per_param = 0;  // 0: derived from the precision recipe (see optimizer_time)
   double dp_bucket_bytes = 40e6 * 4;   // gradient bucket (Megatron: 40M fp32 elements)
+  // Communication hidden behind compute still slows it (SM and HBM contention): this share of the
+  // hidden time is added to the step (formulas.md: 2-15%).
+  double overlap_slowdown = 0.10;
 };
 
 const CostConstants& default_constants();
@@ -152,6 +155,7 @@ struct DpComm {
   double total_s = 0;              // the whole reduction
   double overlap_window_s = 0;     // backward time it can hide behind
   double exposed_s = 0;            // what remains on the critical path
+  double hidden_s = 0;             // total_s minus the exposed part (estimate() fills it, with the overlap slowdown)
   double embedding_sync_s = 0;     // tied embedding all-reduce between first and last stage
 };
 DpComm dp_comm(double gradient_bytes, int64_t dp, int zero, const GroupLink& dp_link, int64_t members_per_node,

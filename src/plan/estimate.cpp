@@ -109,6 +109,9 @@ Estimate estimate_with_links(const RunSpec& run, const Links& links, double over
                    double(ph.weight_gathers_per_step) * ph.gather_weights_s;
     e.dp.exposed_s = double(ph.reduce_scatters_per_step) * rs_exposed + gather_exposed;
   }
+  // Hidden traffic is not free: it slows the compute it overlaps.
+  e.dp.hidden_s = std::max(0.0, e.dp.total_s - e.dp.exposed_s);
+  e.dp.exposed_s += c.overlap_slowdown * e.dp.hidden_s;
   if (l.pp > 1 && m.tied_embeddings())
     e.dp.embedding_sync_s =
         ring_allreduce_time_s(double(e.vocab_padded) * m.hidden / l.tp * sb.gradients, 2, links.embedding, c);

@@ -172,14 +172,14 @@ std::string estimate_text(const Estimate& e, bool per_stage) {
                    e.micro_batches);
   if (r.layout.dp > 1)
     s += fmt::format("  DP: {:.2f} GiB of gradients over {} GPUs on {}{}{}: {:.3f} s, {:.3f} s hidden behind compute, "
-                     "{:.3f} s exposed{}\n",
+                     "{:.3f} s exposed (incl. {:.0f}% of the hidden time as overlap slowdown){}\n",
                      gib(e.dp.gradient_bytes), r.layout.dp, link_text(e.links.dp.link),
                      r.exec.zero == 0 ? std::string(" (one all-reduce)")
                      : r.exec.zero == 1 ? std::string(" (ZeRO 1: one reduce-scatter + one weight all-gather)")
                      : r.exec.zero == 2 ? fmt::format(" (ZeRO 2: a reduce-scatter per micro-batch, {} + one weight all-gather)", e.micro_batches)
                                         : fmt::format(" (ZeRO 3: a reduce-scatter per micro-batch and a weight all-gather per pass, {} + {})", e.micro_batches, 2 * e.micro_batches),
                      e.dp.hierarchical ? fmt::format(" (hierarchical: {} per node x {} nodes)", e.dp.gpus_per_node_in_group, e.dp.nodes) : "",
-                     e.dp.total_s, e.dp.total_s - e.dp.exposed_s > 0 ? e.dp.total_s - e.dp.exposed_s : 0.0, e.dp.exposed_s,
+                     e.dp.total_s, e.dp.hidden_s, e.dp.exposed_s, 100 * default_constants().overlap_slowdown,
                      e.dp.embedding_sync_s > 0 ? fmt::format(" + tied-embedding sync {:.3f} s", e.dp.embedding_sync_s) : "");
   s += fmt::format("  optimizer: {:.3f} B params x {:g} B of HBM traffic\n", e.optimizer.params / 1e9, e.optimizer.bytes_per_param);
   s += fmt::format("Throughput: {:.0f} tokens/s, {:.1f} TFLOP/s per GPU executed (with recompute), MFU {:.1f}%\n",
