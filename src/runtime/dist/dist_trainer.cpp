@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <map>
 
 #include "runtime/dist/grad_sync.h"
@@ -17,6 +18,19 @@ namespace trident::dist {
 namespace {
 
 using clock_type = std::chrono::steady_clock;
+
+// Installs `hook` as the stage's gradient-ready callback when GptStage offers one
+// (set_grad_ready_hook(std::function<void(int64_t begin, int64_t end)>)); returns whether it did.
+// Checked at compile time, so the DP buckets start layer by layer as soon as the engine has it.
+template <class Stage>
+bool install_grad_hook(Stage& stage, std::function<void(int64_t, int64_t)> hook) {
+  if constexpr (requires { stage.set_grad_ready_hook(hook); }) {
+    stage.set_grad_ready_hook(std::move(hook));
+    return true;
+  } else {
+    return false;
+  }
+}
 double since(clock_type::time_point t0) { return std::chrono::duration<double>(clock_type::now() - t0).count(); }
 
 // One model chunk this rank holds: its stage, activation slots, gradient sync and optimizer state.
@@ -232,12 +246,15 @@ double DistTrainer::step(int64_t step) {
       case ActionKind::Backward:
       case ActionKind::BackwardInput: {
         nn::Activations& acts = acquire(ch, mb);
+        const bool last = i == ch.last_backward;
+        if (last) install_grad_hook(st, [&](int64_t b, int64_t e) { ch.sync->mark_ready(st.grads(), b, e); });
         timed_compute([&] { st.backward(acts, I.tokens[mb].data(), I.targets[mb].data(), dloss); });
+        if (last) install_grad_hook(st, nullptr);
         ch.free_slots.push_back(ch.slot_of[mb]);
         ch.slot_of[mb] = -1;
         // The chunk's gradients are final after its last backward of the step: start the DP
         // reduction now, overlapping the rest of the program (other chunks, sends, the cool-down).
-        if (i == ch.last_backward) ch.sync->mark_ready(st.grads(), 0, st.layout().total());
+        if (last) ch.sync->mark_ready(st.grads(), 0, st.layout().total());
         break;
       }
       case ActionKind::BackwardWeight:

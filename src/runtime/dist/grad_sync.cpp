@@ -47,7 +47,9 @@ void GradSync::mark_ready(float* grads, int64_t begin, int64_t end) {
   ready_from_ = std::min(ready_from_, begin);
   for (auto it = buckets_.rbegin(); it != buckets_.rend(); ++it) {
     if (it->begin < ready_from_) break;
-    if (!it->launched) {
+    if (it->launched) {
+      it->request->test();  // MPI progresses non-blocking collectives only inside MPI calls
+    } else {
       it->request = dp_.all_reduce_async(grads + it->begin, it->end - it->begin, comm::DType::F32, comm::ReduceOp::Sum);
       it->launched = true;
     }
