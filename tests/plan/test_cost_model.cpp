@@ -170,3 +170,36 @@ TEST(CostModel, dp_reduction_hides_behind_backward_except_the_last_bucket) {
   EXPECT_FALSE(d.hierarchical);
   EXPECT_TRUE(dp_comm(4e9, 16, 0, ib, 4, cl, 0, c).hierarchical);
 }
+
+TEST(CostModel, zero_stages_schedule_their_data_parallel_traffic) {
+  ClusterSpec cl = cluster_preset("dgx-a100-80g");
+  cl.nodes = 4;
+  const GroupLink ib = link(LinkKind::InfiniBand, 25e9, 5e-6, 4);
+  const auto& c = default_constants();
+  auto z1 = dp_phases(4e9, 2e9, 4, 1, 16, ib, 1, cl, c);
+  EXPECT_EQ(z1.reduce_scatters_per_step, 1);
+  EXPECT_EQ(z1.weight_gathers_per_step, 1);
+  EXPECT_NEAR(z1.reduce_scatter_s, ring_allreduce_time_s(4e9, 4, ib, c) / 2, 1e-12);
+  EXPECT_NEAR(z1.gather_weights_s, ring_allreduce_time_s(2e9, 4, ib, c) / 2, 1e-12);
+  EXPECT_EQ(dp_phases(4e9, 2e9, 4, 2, 16, ib, 1, cl, c).reduce_scatters_per_step, 16);
+  EXPECT_EQ(dp_phases(4e9, 2e9, 4, 3, 16, ib, 1, cl, c).weight_gathers_per_step, 32);
+  EXPECT_EQ(dp_phases(4e9, 2e9, 1, 3, 16, ib, 1, cl, c).allreduce_s, 0);
+}
+
+TEST(CostModel, stage_times_add_embedding_logits_and_two_sends_per_chunk) {
+  const ModelSpec m = gpt(8, 4096, 32, 2048, 51200);
+  ExecutionSpec e;
+  e.schedule = ScheduleKind::Interleaved;
+  e.virtual_stages = 2;
+  GpuSpec gpu{"a100", 80 * kGiB, 312e12, 19.5e12, 2039e9};
+  StageInputs in{8, 2, link(LinkKind::NVLink, 300e9, 3e-6), link(LinkKind::InfiniBand, 25e9, 5e-6, 2)};
+  const auto& c = default_constants();
+  auto st = stage_times(m, e, in, gpu, c);
+  ASSERT_EQ(st.size(), 2u);
+  const auto pc = pp_comm_per_message(m, e, 8, in.pp_link, c);
+  EXPECT_NEAR(st[0].pp_comm_s, 2 * 2 * pc.message_s, 1e-15);  // 2 sends x v 2 chunks
+  const auto tc = tp_comm_per_layer(m, e, 8, in.tp_link, c);
+  EXPECT_NEAR(st[0].tp_comm_s, 4 * (tc.forward_s + tc.backward_s) + tc.collective_s, 1e-12);  // + embedding all-reduce
+  // Last stage: the logits GEMM adds 3 x 2 T h V / t FLOPs.
+  EXPECT_NEAR(st[1].model_flops - st[0].model_flops, 3 * 2.0 * 2048 * 4096 * 51200 / 8, 1e3);
+}

@@ -1,0 +1,54 @@
+// Guards the cost model's calibration: the 8 published Megatron-LM iteration times of
+// Korthikanti et al. 2022 (Table 5, the rows of shared/data/calibration/korthikanti2022-table5.csv)
+// must stay better than Calculon's 3.65% mean and 8.87% max error with the default constants.
+// bench/plan/plan_calibration prints the full table.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "plan/estimate.h"
+
+using namespace trident;
+
+namespace {
+struct Row {
+  const char* name;
+  int64_t layers, hidden, heads, gpus, tp, pp, batch, v;
+  Recompute recompute;
+  bool sp;
+  double published_s;
+};
+const Row kRows[] = {
+    {"22B-full", 48, 6144, 64, 8, 8, 1, 4, 1, Recompute::Full, false, 1.42},
+    {"22B-sel-sp", 48, 6144, 64, 8, 8, 1, 4, 1, Recompute::Selective, true, 1.10},
+    {"175B-full", 96, 12288, 96, 64, 8, 8, 64, 3, Recompute::Full, false, 18.13},
+    {"175B-sel-sp", 96, 12288, 96, 64, 8, 8, 64, 3, Recompute::Selective, true, 13.75},
+    {"530B-full", 105, 20480, 128, 280, 8, 35, 280, 3, Recompute::Full, false, 49.05},
+    {"530B-sel-sp", 105, 20480, 128, 280, 8, 35, 280, 3, Recompute::Selective, true, 37.83},
+    {"1T-full", 128, 25600, 160, 512, 8, 64, 512, 1, Recompute::Full, false, 94.42},
+    {"1T-sel-sp", 128, 25600, 160, 512, 8, 64, 512, 1, Recompute::Selective, true, 71.49},
+};
+}  // namespace
+
+TEST(Calibration, published_megatron_runs_are_predicted_better_than_calculon) {
+  double sum = 0, worst = 0;
+  for (const Row& r : kRows) {
+    RunSpec run;
+    run.model = {r.name, ModelFamily::GPT, r.layers, r.hidden, r.heads, r.heads, 4 * r.hidden, 2048, 51200};
+    run.cluster = cluster_preset("dgx-a100-80g");
+    run.cluster.nodes = r.gpus / 8;
+    run.layout = Layout{r.tp, 1, 1, r.pp, "tp-dp-pp"};
+    run.exec.global_batch_size = r.batch;
+    run.exec.micro_batch_size = r.batch == 4 ? 4 : 1;
+    run.exec.schedule = r.v > 1 ? ScheduleKind::Interleaved : ScheduleKind::OneFOneB;
+    run.exec.virtual_stages = r.v;
+    run.exec.recompute = r.recompute;
+    run.exec.sequence_parallel = r.sp;
+    const double err = std::fabs(plan::estimate(run, 0).time.step - r.published_s) / r.published_s;
+    EXPECT_LT(err, 0.0887) << r.name;
+    sum += err;
+    worst = std::max(worst, err);
+  }
+  EXPECT_LT(sum / 8, 0.0365);
+  EXPECT_LT(worst, 0.0887);
+}
