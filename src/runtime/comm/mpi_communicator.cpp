@@ -226,6 +226,14 @@ void MpiCommunicator::all_reduce(void* buffer, size_t count, DType type, ReduceO
   all_reduce_async(buffer, count, type, op)->wait();
 }
 
+void MpiCommunicator::all_reduce_f64(double* buffer, size_t count, ReduceOp op) {
+  std::string d = describe("all_reduce " + std::to_string(count) + " f64 " + reduce_op_name(op));
+  if (context_->trace) context_->log(d);
+  MPI_Request req;
+  check(MPI_Iallreduce(MPI_IN_PLACE, buffer, static_cast<int>(count), MPI_DOUBLE, mpi_op(op), comm_, &req), d);
+  make_request(req, d)->wait();
+}
+
 void MpiCommunicator::reduce_scatter(const void* send, void* recv, size_t recv_count, DType type, ReduceOp op) {
   reduce_scatter_async(send, recv, recv_count, type, op)->wait();
 }

@@ -57,6 +57,10 @@ class MpiCommunicator final : public Communicator {
   RequestPtr isend(const void* buffer, size_t count, DType type, int peer, int tag) override;
   RequestPtr irecv(void* buffer, size_t count, DType type, int peer, int tag) override;
 
+  // In-place all-reduce of doubles (loss sums, squared norms), with the same timeout and trace.
+  // MPI only: the Communicator interface carries no f64.
+  void all_reduce_f64(double* buffer, size_t count, ReduceOp op);
+
  private:
   // Describes an operation for traces and errors: "tp[1/2] all_reduce 4096 f32 sum".
   std::string describe(const std::string& what) const;

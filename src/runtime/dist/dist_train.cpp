@@ -192,7 +192,10 @@ int train(const DistTrainSettings& s) {
   o.seed = s.seed;
   o.stage_layers = s.stage_layers;
   o.bucket_floats = std::max<int64_t>(1, int64_t(s.bucket_mib * (1 << 20) / 4));
-  o.kernel_threads = 1;
+  // The ranks on this node share its cores (OpenMPI tells how many ranks run here).
+  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  const int64_t local_ranks = local ? std::max(1LL, std::atoll(local)) : 1;
+  o.kernel_threads = int(std::max<int64_t>(1, int64_t(std::thread::hardware_concurrency()) / local_ranks));
   DistTrainer trainer(s.run, groups, *data, o);
 
   RehearsalData report;
@@ -207,14 +210,15 @@ int train(const DistTrainSettings& s) {
     if (s.before_step) s.before_step(step, rank);
     const double loss = trainer.step(step);
     const PhaseTimes& t = trainer.last_times();
-    double mine[fields] = {t.compute, t.tp, t.pp, t.bubble, t.dp_exposed, t.optimizer, t.total};
-    std::vector<double> all(rank == 0 ? size_t(fields) * world : 0);
-    MPI_Gather(mine, fields, MPI_DOUBLE, all.data(), fields, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    float mine[fields] = {float(t.compute), float(t.tp), float(t.pp), float(t.bubble), float(t.dp_exposed),
+                          float(t.optimizer), float(t.total)};
+    std::vector<float> all(size_t(fields) * world);
+    groups.world->all_gather(mine, all.data(), fields, comm::DType::F32);
     report.losses.push_back(loss);
     if (rank == 0) {
       std::vector<PhaseTimes> row(world);
       for (int r = 0; r < world; ++r) {
-        const double* x = &all[size_t(r) * fields];
+        const float* x = &all[size_t(r) * fields];
         row[r] = PhaseTimes{x[0], x[1], x[2], x[3], x[4], x[5], x[6]};
       }
       report.times.push_back(row);
@@ -225,9 +229,9 @@ int train(const DistTrainSettings& s) {
       std::fflush(stdout);
     }
   }
-  double mem[2] = {trainer.allocated_bytes(), engine::peak_rss_bytes()};
-  std::vector<double> mems(rank == 0 ? size_t(2) * world : 0);
-  MPI_Gather(mem, 2, MPI_DOUBLE, mems.data(), 2, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  float mem[2] = {float(trainer.allocated_bytes()), float(engine::peak_rss_bytes())};
+  std::vector<float> mems(size_t(2) * world);
+  groups.world->all_gather(mem, mems.data(), 2, comm::DType::F32);
   if (rank == 0) {
     for (int r = 0; r < world; ++r)
       report.ranks.push_back({r, mesh.coords_of(r), mems[size_t(r) * 2], mems[size_t(r) * 2 + 1]});

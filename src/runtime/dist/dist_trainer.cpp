@@ -322,7 +322,7 @@ double DistTrainer::step(int64_t step) {
       if (hi > lo) sq += I.k->sum_squares(ch.stage->grads() + lo, size_t(hi - lo));
     }
   }
-  MPI_Allreduce(MPI_IN_PLACE, &sq, 1, MPI_DOUBLE, MPI_SUM, g.world->handle());
+  g.world->all_reduce_f64(&sq, 1, comm::ReduceOp::Sum);
   grad_norm_ = std::sqrt(sq);
   const double lr = engine::learning_rate(I.opt.adamw, step);
   const double scale = engine::clip_scale(I.opt.adamw, grad_norm_);
@@ -342,7 +342,7 @@ double DistTrainer::step(int64_t step) {
   // Mean loss over the global batch: the last stage's tp rank 0 of each replica contributes.
   const bool reporter = I.chunks.back().stage->shard().has_output && g.coords.tp() == 0;
   double loss = reporter ? loss_sum : 0.0;
-  MPI_Allreduce(MPI_IN_PLACE, &loss, 1, MPI_DOUBLE, MPI_SUM, g.world->handle());
+  g.world->all_reduce_f64(&loss, 1, comm::ReduceOp::Sum);
   t.total = since(t_step);
   times_ = t;
   return loss / double(I.B * I.T);
