@@ -3,7 +3,8 @@
 # PyTorch with CUDA:
 #   1. builds the CUDA backend and its checks (cmake, only the needed targets, this GPU's arch)
 #   2. CPU-side CUDA unit tests (cuda_tests)
-#   3. every CUDA kernel against the CPU path (gpu_kernel_check: fp32 exact-ish, bf16 tolerances)
+#   3. every CUDA kernel against the CPU path (gpu_kernel_check: fp32 exact-ish, bf16 tolerances),
+#      and the engine's own Trainer on CudaKernels vs CpuKernels (gpu_engine_check)
 #   4. the NCCL communicator on real GPU buffers (gpu_nccl_check, one rank per GPU)
 #   5. the whole GPT-2 model (fp32 and bf16) against PyTorch: logits, loss, every gradient and
 #      10 AdamW training losses (gpu_gpt_check + tests/cuda/gpu_torch_check.py)
@@ -57,7 +58,7 @@ else
 fi
 
 section "build (sm_$ARCH, $JOBS jobs)"
-TARGETS="cuda_tests gpu_kernel_check gpu_nccl_check gpu_gpt_check gpu_gpt_bench"
+TARGETS="cuda_tests gpu_kernel_check gpu_engine_check gpu_nccl_check gpu_gpt_check gpu_gpt_bench"
 if ! cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DTRIDENT_CUDA=ON -DTRIDENT_CUDA_ARCHS="$ARCH" \
      >"$OUT_DIR/cmake.log" 2>&1; then
   tail -30 "$OUT_DIR/cmake.log"; note "FAIL  cmake configure (see above)"; exit 1
@@ -73,6 +74,7 @@ run_step "cuda_tests" 60 "$BIN/cuda_tests" --gtest_brief=1
 
 section "kernels vs the CPU path"
 run_step "gpu_kernel_check (every kernel vs CPU)" 180 "$BIN/gpu_kernel_check"
+run_step "gpu_engine_check (engine Trainer on CudaKernels vs CpuKernels)" 180 "$BIN/gpu_engine_check"
 
 section "NCCL communicator"
 NGPU=$(nvidia-smi -L 2>/dev/null | wc -l)
@@ -97,7 +99,7 @@ for cfg in "gpt2-small 16 1024" "gpt2-medium 8 1024"; do
   set -- $cfg
   model=$1 B=$2 T=$3
   echo "--- $model B=$B T=$T: Trident"
-  timeout 300 "$BIN/gpu_gpt_bench" "$model" "$B" "$T" "$STEPS" | tee "$OUT_DIR/trident-$model.log"
+  timeout 240 "$BIN/gpu_gpt_bench" "$model" "$B" "$T" "$STEPS" | tee "$OUT_DIR/trident-$model.log"
   grep '^RESULT' "$OUT_DIR/trident-$model.log" >>"$OUT_DIR/results.txt" || { note "FAIL  gpu_gpt_bench $model"; FAILED=1; }
   peak=$(grep -o 'matmul_tflops=[0-9.]*' "$OUT_DIR/trident-$model.log" | cut -d= -f2)
   if [ -n "$PY" ]; then
