@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Engine benchmark: tokens/s of `trident train` and of the same model trained by PyTorch on this
+# machine (same batch, threads, AdamW + clipping), both measured in this run, for three configs
+# and two conditions applied to both peers alike:
+#   as-is : the machine's environment (OPENBLAS_CORETYPE etc. as set);
+#   tuned : OpenBLAS variables unset in this command; PyTorch with jemalloc (LD_PRELOAD).
+# Also: the FP32 peak of the machine (FMA loop) and, for GPT-2 124M tuned, Trident's share of it;
+# peak resident memory next to the planner's prediction (fp32 recipe).
+# usage: bench/engine/engine_bench.sh [BUILD_DIR] [--quick]
+set -uo pipefail
+BUILD=${1:-build}
+QUICK=${2:-}
+HERE=$(cd "$(dirname "$0")" && pwd)
+TRIDENT=$BUILD/src/cli/trident
+THREADS=$(nproc)
+PY=/usr/bin/python3
+JEMALLOC=$(ls /usr/lib/x86_64-linux-gnu/libjemalloc.so.2 2>/dev/null || true)
+[ -x "$TRIDENT" ] || { echo "build trident first (make build)"; exit 2; }
+FMA=$BUILD/bench/engine/engine_fma_peak
+if [ ! -x "$FMA" ]; then
+  FMA=$(mktemp -d)/engine_fma_peak
+  g++ -O2 -march=native -fopenmp "$HERE/engine_fma_peak.cpp" -o "$FMA" || exit 1
+fi
+DATA=$(mktemp -d)
+export TRIDENT_DATA_DIR=$DATA   # the bundled corpus, prepared once for this run
+
+peak=$(OMP_NUM_THREADS=$THREADS "$FMA" | sed 's/.*"gflops": \([0-9.]*\).*/\1/')
+echo "machine: $(nproc) cores, FP32 peak (FMA loop, $THREADS threads) = $peak GFLOP/s"
+echo "environment: $(env | grep -E '^OPENBLAS' | tr '\n' ' ')"
+echo
+
+# name layers hidden heads seq vocab batch steps
+configs=(
+  "a 4 256 4 256 256 8 12"
+  "b 6 384 6 256 8192 8 8"
+  "c 12 768 12 512 50304 4 4"
+)
+[ "$QUICK" = "--quick" ] && configs=("a 4 256 4 256 256 8 4")
+
+printf "%-4s %-6s %12s %12s %7s %8s %22s %12s\n" cfg cond trident_tok/s torch_tok/s ratio MFU/peak "trident peak/planned" torch_peak
+for c in "${configs[@]}"; do
+  read -r name L H A S V B N <<<"$c"
+  for cond in as-is tuned; do
+    if [ "$cond" = tuned ]; then
+      ENVCMD=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE -u OPENBLAS_NUM_THREADS)
+      TORCH_PRE=${JEMALLOC:+LD_PRELOAD=$JEMALLOC}
+    else
+      ENVCMD=(env)
+      TORCH_PRE=
+    fi
+    out=$("${ENVCMD[@]}" "$TRIDENT" train --layers "$L" --hidden "$H" --heads "$A" --seq-len "$S" --vocab "$V" \
+          --micro-batch-size "$B" --steps "$N" --eval-every 0 --eval-batches 1 --threads "$THREADS" --log-every 1000 2>&1)
+    tps=$(echo "$out" | sed -n 's/^done:.*; \([0-9.]*\) tokens\/s.*/\1/p')
+    rss=$(echo "$out" | sed -n 's/^peak memory: \([0-9.]*\) MiB resident.* vs \([0-9.]*\) MiB planner.*/\1/p')
+    planned=$(echo "$out" | sed -n 's/^peak memory: .* vs \([0-9.]*\) MiB planner.*/\1/p')
+    flops=$(echo "$out" | sed -n 's/.*step FLOPs.* = \([0-9.]*\) GFLOP.*/\1/p')
+    ref=$("${ENVCMD[@]}" $TORCH_PRE "$PY" "$HERE/engine_torch.py" "$L" "$H" "$A" "$S" "$V" "$B" "$N" "$THREADS" | tail -1)
+    ttps=$(echo "$ref" | sed 's/.*"tokens_per_s": \([0-9.e+]*\).*/\1/')
+    trss=$(echo "$ref" | sed 's/.*"peak_rss_mib": \([0-9.e+]*\).*/\1/')
+    if [ -z "$tps" ] || [ -z "$ttps" ]; then echo "$name $cond: a run failed"; echo "$out" | tail -5; echo "$ref"; continue; fi
+    ratio=$(awk -v a="$tps" -v b="$ttps" 'BEGIN{printf "%.2f", a/b}')
+    mfu=$(awk -v t="$tps" -v f="$flops" -v b="$B" -v s="$S" -v p="$peak" 'BEGIN{printf "%.1f%%", 100*f*t/(b*s)/p}')
+    printf "%-4s %-6s %12.0f %12.0f %6sx %8s %10s/%-9s MiB %9.0f MiB\n" "$name" "$cond" "$tps" "$ttps" "$ratio" "$mfu" "$rss" "$planned" "$trss"
+  done
+done
+echo
+echo "ratio = Trident tokens/s / PyTorch tokens/s (mean step time after the first step, same batch and threads)."
+echo "MFU/peak = model FLOPs (72 B s L h^2 (1 + s/6h + V/12Lh)) per second / FMA-loop peak."
+echo "trident peak = getrusage max RSS; planned = plan::stage_memory for the same model and batch (fp32 recipe)."

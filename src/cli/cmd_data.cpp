@@ -1,0 +1,53 @@
+// trident data prepare TEXT OUT: tokenize a text file (or a folder of them) into a token file.
+#include <cstdio>
+#include <memory>
+
+#include "cli/command.h"
+#include "core/problems.h"
+#include "runtime/data/corpus.h"
+#include "runtime/data/token_file.h"
+#include "runtime/data/tokenizer.h"
+
+namespace trident::cli {
+namespace {
+
+struct DataArgs {
+  std::string text, out, tokenizer = "bytes";
+  int64_t vocab = 512;
+};
+
+int run_prepare(const DataArgs& a) {
+  Problems p;
+  if (a.tokenizer != "bytes" && a.tokenizer != "bpe")
+    p.add("--tokenizer '" + a.tokenizer + "' is unknown", "use --tokenizer bytes or --tokenizer bpe", "tokenizer-kind");
+  if (a.tokenizer == "bpe" && (a.vocab <= 256 || a.vocab > 65536))
+    p.add("--vocab " + std::to_string(a.vocab) + " is outside 257..65536 for a BPE", "use e.g. --vocab 1024", "tokenizer-vocab");
+  p.throw_if_any();
+  const std::string text = data::read_text_source(a.text);
+  data::Tokenizer tok = a.tokenizer == "bpe" ? data::Tokenizer::train_bpe(text, a.vocab) : data::Tokenizer::bytes();
+  const auto tokens = tok.encode(text);
+  if (tok.kind() == data::TokenizerKind::Bpe) tok.save(a.out + ".tokenizer");
+  data::write_token_file(a.out, tokens, tok.vocab(), uint32_t(tok.kind()));
+  std::printf("%s: %zu tokens (vocabulary %lld, %s) from %zu bytes of %s (%.2f bytes per token)\n", a.out.c_str(),
+              tokens.size(), (long long)tok.vocab(), a.tokenizer.c_str(), text.size(), a.text.c_str(),
+              double(text.size()) / double(tokens.size()));
+  if (tok.kind() == data::TokenizerKind::Bpe) std::printf("tokenizer merges: %s.tokenizer\n", a.out.c_str());
+  return 0;
+}
+
+Runner setup_data(CLI::App& cmd) {
+  auto args = std::make_shared<DataArgs>();
+  cmd.require_subcommand(1);
+  CLI::App* prep = cmd.add_subcommand("prepare", "tokenize TEXT (a file or a folder of text files) into the token file OUT");
+  prep->add_option("TEXT", args->text, std::string("text file or folder (the bundled corpus: ") + data::kBundledCorpusDir + ")")
+      ->required();
+  prep->add_option("OUT", args->out, "token file to write")->required();
+  prep->add_option("--tokenizer", args->tokenizer, "bytes (vocabulary 256) or bpe (trained on TEXT)");
+  prep->add_option("--vocab", args->vocab, "BPE vocabulary size (default 512)");
+  return [args, prep] { return prep->parsed() ? run_prepare(*args) : 2; };
+}
+
+TRIDENT_COMMAND("data", "prepare token files for training (`trident data prepare TEXT OUT`)", setup_data);
+
+}  // namespace
+}  // namespace trident::cli

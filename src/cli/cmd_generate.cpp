@@ -1,0 +1,91 @@
+// trident generate: sample text from a checkpoint written by `trident train`.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <vector>
+
+#include "cli/command.h"
+#include "core/problems.h"
+#include "runtime/checkpoint/checkpoint.h"
+#include "runtime/engine/run_meta.h"
+#include "runtime/kernels/ops.h"
+#include "runtime/nn/gpt.h"
+#include "runtime/nn/init.h"
+
+namespace trident::cli {
+namespace {
+
+struct GenerateArgs {
+  std::string checkpoint, prompt = "\n";
+  int64_t tokens = 200, top_k = 40, threads = 0;
+  double temperature = 0.8;
+  uint64_t seed = 1;
+};
+
+int run_generate(const GenerateArgs& a) {
+  Problems p;
+  if (a.tokens <= 0) p.add("--tokens must be positive", "use e.g. --tokens 200", "generate-tokens");
+  if (!(a.temperature > 0)) p.add("--temperature must be positive", "use e.g. --temperature 0.8", "generate-temperature");
+  p.throw_if_any();
+  checkpoint::Checkpoint c = checkpoint::load(a.checkpoint);
+  const ModelSpec m = engine::model_from_json(c.meta["model"]);
+  const data::Tokenizer tok = engine::tokenizer_from_json(c.meta.value("tokenizer", nlohmann::json::object()));
+  auto k = kernels::make_cpu_kernels(int(a.threads));
+  // Forward over one sequence of the full context; the causal mask makes positions past the
+  // end irrelevant, so the context is left-aligned and padded.
+  nn::GptStage g(*k, nn::Shard::whole(m), 1, m.seq_len);
+  if (int64_t(c.params.size()) != g.layout().total()) {
+    p.add("checkpoint '" + a.checkpoint + "' does not match its model description", "use an intact checkpoint", "checkpoint-size");
+    p.throw_if_any();
+  }
+  k->from_host(g.params(), c.params.data(), c.params.size());
+  nn::Activations acts(g);
+  std::vector<int32_t> context = tok.encode(a.prompt);
+  for (auto& t : context) t = std::min<int32_t>(t, int32_t(m.vocab - 1));
+  std::vector<int32_t> window(size_t(m.seq_len), 0), targets(size_t(m.seq_len), 0);
+  std::vector<float> logits(static_cast<size_t>(m.vocab));
+  std::printf("%s", a.prompt.c_str());
+  for (int64_t i = 0; i < a.tokens; ++i) {
+    const int64_t n = std::min<int64_t>(int64_t(context.size()), m.seq_len);
+    std::copy(context.end() - n, context.end(), window.begin());
+    g.forward(acts, window.data(), targets.data());
+    k->to_host(logits.data(), acts.logits() + (n - 1) * m.vocab, size_t(m.vocab));
+    // Top-k sampling at the given temperature.
+    std::vector<int32_t> ids(static_cast<size_t>(m.vocab));
+    for (int32_t v = 0; v < int32_t(m.vocab); ++v) ids[size_t(v)] = v;
+    const int64_t kk = a.top_k > 0 ? std::min(a.top_k, m.vocab) : m.vocab;
+    std::partial_sort(ids.begin(), ids.begin() + kk, ids.end(),
+                      [&](int32_t x, int32_t y) { return logits[size_t(x)] > logits[size_t(y)]; });
+    std::vector<double> prob(static_cast<size_t>(kk));
+    double sum = 0;
+    for (int64_t j = 0; j < kk; ++j)
+      sum += prob[size_t(j)] = std::exp((logits[size_t(ids[size_t(j)])] - logits[size_t(ids[0])]) / a.temperature);
+    double r = double(nn::mix64(a.seed * 0x9E3779B97F4A7C15ull + uint64_t(i)) >> 11) / 9007199254740992.0 * sum;
+    int32_t next = ids[size_t(kk - 1)];
+    for (int64_t j = 0; j < kk; ++j)
+      if ((r -= prob[size_t(j)]) <= 0) { next = ids[size_t(j)]; break; }
+    context.push_back(next);
+    std::printf("%s", tok.decode({next}).c_str());
+    std::fflush(stdout);
+  }
+  std::printf("\n");
+  return 0;
+}
+
+Runner setup_generate(CLI::App& cmd) {
+  auto args = std::make_shared<GenerateArgs>();
+  cmd.add_option("--checkpoint", args->checkpoint, "checkpoint written by `trident train --checkpoint FILE`")->required();
+  cmd.add_option("--prompt", args->prompt, "text to continue (default: a new line)");
+  cmd.add_option("--tokens", args->tokens, "tokens to generate (default 200)");
+  cmd.add_option("--temperature", args->temperature, "sampling temperature (default 0.8)");
+  cmd.add_option("--top-k", args->top_k, "sample among the k most likely tokens, 0 = all (default 40)");
+  cmd.add_option("--seed", args->seed, "sampling seed (default 1)");
+  cmd.add_option("--threads", args->threads, "CPU threads (default: all cores)");
+  return [args] { return run_generate(*args); };
+}
+
+TRIDENT_COMMAND("generate", "sample text from a checkpoint of `trident train`", setup_generate);
+
+}  // namespace
+}  // namespace trident::cli
