@@ -1,0 +1,75 @@
+// Bad input to a distributed run is reported before any work, every problem at once, each
+// naming its values and a fix.
+#include <gtest/gtest.h>
+
+#include "runtime/dist/dist_train.h"
+
+using namespace trident;
+
+namespace {
+
+dist::DistTrainSettings tiny() {
+  dist::DistTrainSettings s;
+  auto& m = s.run.model;
+  m.layers = 4, m.hidden = 32, m.heads = 4, m.kv_heads = 4, m.ffn_hidden = 128, m.seq_len = 16, m.vocab = 64;
+  s.run.exec.global_batch_size = 8;
+  s.run.exec.micro_batch_size = 2;
+  return s;
+}
+
+std::string all_problems(const dist::DistTrainSettings& s) {
+  Problems p;
+  dist::check_dist_run(s, p);
+  std::string out;
+  for (const auto& x : p.list()) out += x.what + " | " + x.fix + " [" + x.code + "]\n";
+  return out;
+}
+
+TEST(CheckDistRun, a_valid_3d_run_has_no_problems) {
+  auto s = tiny();
+  s.run.layout = Layout{.tp = 2, .dp = 2, .pp = 2};
+  EXPECT_EQ(all_problems(s), "");
+}
+
+TEST(CheckDistRun, every_size_that_does_not_divide_is_reported_together) {
+  auto s = tiny();
+  s.run.model.vocab = 63;
+  s.run.model.heads = s.run.model.kv_heads = 3;
+  s.run.model.hidden = 30;
+  s.run.model.ffn_hidden = 75;
+  s.run.layout = Layout{.tp = 2, .dp = 3, .pp = 8};
+  const std::string text = all_problems(s);
+  for (const char* code : {"[tp-divides-vocab]", "[tp-divides-heads]", "[tp-divides-ffn]", "[pp-above-layers]",
+                           "[batch-divisible]"})
+    EXPECT_NE(text.find(code), std::string::npos) << code << " missing in:\n" << text;
+  EXPECT_NE(text.find("vocabulary (63) is not divisible by tp (2)"), std::string::npos) << text;
+}
+
+TEST(CheckDistRun, unsupported_features_are_refused_not_ignored) {
+  auto s = tiny();
+  s.run.exec.zero = 3;
+  s.run.exec.sequence_parallel = true;
+  const std::string text = all_problems(s);
+  EXPECT_NE(text.find("[zero-stage]"), std::string::npos) << text;
+  EXPECT_NE(text.find("[sequence-parallel]"), std::string::npos) << text;
+}
+
+TEST(CheckDistRun, an_uneven_split_must_cover_the_layers) {
+  auto s = tiny();
+  s.run.layout = Layout{.pp = 2};
+  s.stage_layers = {1, 2};
+  EXPECT_NE(all_problems(s).find("[stage-split]"), std::string::npos);
+  s.stage_layers = {1, 3};
+  EXPECT_EQ(all_problems(s), "");
+}
+
+TEST(CheckDistRun, interleaving_needs_micro_batches_in_multiples_of_the_stages) {
+  auto s = tiny();
+  s.run.layout = Layout{.pp = 2};
+  s.run.exec.schedule = ScheduleKind::Interleaved;
+  s.run.exec.virtual_stages = 2;
+  s.run.exec.global_batch_size = 6;  // 3 micro-batches for 2 stages
+  EXPECT_NE(all_problems(s), "");
+}
+
+}  // namespace
