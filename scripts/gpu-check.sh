@@ -86,11 +86,16 @@ else
 fi
 
 section "whole model vs PyTorch"
-mkdir -p "$OUT_DIR/fp32" "$OUT_DIR/bf16"
-run_step "gpu_gpt_check fp32" 120 "$BIN/gpu_gpt_check" "$OUT_DIR/fp32" fp32
-run_step "gpu_gpt_check bf16" 120 "$BIN/gpu_gpt_check" "$OUT_DIR/bf16" bf16
-if [ -n "$PY" ]; then
-  run_step "model vs PyTorch (logits, loss, gradients, 10 losses)" 300 "$PY" tests/cuda/gpu_torch_check.py "$OUT_DIR/fp32" "$OUT_DIR/bf16"
+DIRS=""
+for att in flash matmul; do
+  for prec in fp32 bf16; do
+    mkdir -p "$OUT_DIR/$prec-$att"
+    run_step "gpu_gpt_check $prec $att attention" 120 "$BIN/gpu_gpt_check" "$OUT_DIR/$prec-$att" $prec $att \
+      && DIRS="$DIRS $OUT_DIR/$prec-$att"
+  done
+done
+if [ -n "$PY" ] && [ -n "$DIRS" ]; then
+  run_step "model vs PyTorch (logits, loss, gradients, 10 losses)" 300 "$PY" tests/cuda/gpu_torch_check.py $DIRS
 fi
 
 section "throughput: Trident bf16 vs PyTorch (same GPU, same batch)"
@@ -98,10 +103,14 @@ section "throughput: Trident bf16 vs PyTorch (same GPU, same batch)"
 for cfg in "gpt2-small 16 1024" "gpt2-medium 8 1024"; do
   set -- $cfg
   model=$1 B=$2 T=$3
-  echo "--- $model B=$B T=$T: Trident"
-  timeout 240 "$BIN/gpu_gpt_bench" "$model" "$B" "$T" "$STEPS" | tee "$OUT_DIR/trident-$model.log"
-  grep '^RESULT' "$OUT_DIR/trident-$model.log" >>"$OUT_DIR/results.txt" || { note "FAIL  gpu_gpt_bench $model"; FAILED=1; }
-  peak=$(grep -o 'matmul_tflops=[0-9.]*' "$OUT_DIR/trident-$model.log" | cut -d= -f2)
+  peak=""
+  for att in matmul flash; do
+    echo "--- $model B=$B T=$T: Trident ($att attention)"
+    timeout 240 "$BIN/gpu_gpt_bench" "$model" "$B" "$T" "$STEPS" $att | tee "$OUT_DIR/trident-$att-$model.log"
+    grep '^RESULT' "$OUT_DIR/trident-$att-$model.log" >>"$OUT_DIR/results.txt" \
+      || { note "FAIL  gpu_gpt_bench $model $att"; FAILED=1; }
+    [ -z "$peak" ] && peak=$(grep -o 'matmul_tflops=[0-9.]*' "$OUT_DIR/trident-$att-$model.log" | cut -d= -f2)
+  done
   if [ -n "$PY" ]; then
     modes="eager compile"; [ $QUICK -eq 1 ] && modes="eager"
     for mode in $modes; do

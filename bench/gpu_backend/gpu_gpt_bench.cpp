@@ -7,7 +7,8 @@
 // N = parameters that take part in matrix products (all but positions; the tied output
 // embedding counts once), L layers, C hidden, T sequence. The attention term counts the full
 // T x T score matrices (no causal halving), as the convention does.
-// Usage: gpu_gpt_bench PRESET BATCH SEQ STEPS   e.g. gpu_gpt_bench gpt2-small 16 1024 20
+// Usage: gpu_gpt_bench PRESET BATCH SEQ STEPS [flash|matmul]   e.g. gpu_gpt_bench gpt2-small 16 1024 20 matmul
+// (attention implementation, see gpt_cuda.h; default flash)
 // Prints one "RESULT key=value ..." line for the check script.
 #include <cuda_runtime.h>
 
@@ -69,10 +70,12 @@ double measure_bf16_matmul(int n) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 5) {
-    std::fprintf(stderr, "usage: gpu_gpt_bench PRESET BATCH SEQ STEPS\n");
+  if (argc < 5 || argc > 6) {
+    std::fprintf(stderr, "usage: gpu_gpt_bench PRESET BATCH SEQ STEPS [flash|matmul]\n");
     return 2;
   }
+  const AttentionKind attention = argc == 6 && std::string(argv[5]) == "matmul" ? AttentionKind::Matmul
+                                                                                : AttentionKind::Flash;
   try {
     const ModelSpec spec = model_preset(argv[1]);
     const int B = std::stoi(argv[2]), T = std::stoi(argv[3]), steps = std::stoi(argv[4]);
@@ -80,10 +83,10 @@ int main(int argc, char** argv) {
     const double peak = measure_bf16_matmul(8192);
 
     GptShape shape{int(spec.layers), int(spec.hidden), int(spec.heads), int(spec.seq_len), int(spec.vocab)};
-    GptCuda model(shape, B, T, Precision::BF16);
+    GptCuda model(shape, B, T, Precision::BF16, 0.0, attention);
     model.init_gpt2(1);
-    std::printf("%s on %s: B=%d T=%d, %zu parameters (with %d padded vocab rows); GPU memory:\n%s", argv[1],
-                info.name.c_str(), B, T, model.num_params(), shape.padded_vocab() - shape.vocab,
+    std::printf("%s (%s attention) on %s: B=%d T=%d, %zu parameters (with %d padded vocab rows); GPU memory:\n%s", argv[1],
+                attention_name(attention), info.name.c_str(), B, T, model.num_params(), shape.padded_vocab() - shape.vocab,
                 model.memory_table().c_str());
 
     std::mt19937 rng(3);
@@ -117,9 +120,9 @@ int main(int argc, char** argv) {
                 flops_per_token);
     std::printf("achieved %.1f TFLOP/s; measured bf16 matmul rate %.1f TFLOP/s; MFU %.1f%%\n", achieved / 1e12,
                 peak / 1e12, 100.0 * achieved / peak);
-    std::printf("RESULT impl=trident model=%s B=%d T=%d tokens_per_s=%.0f tflops=%.2f matmul_tflops=%.2f mfu=%.4f "
+    std::printf("RESULT impl=trident-%s model=%s B=%d T=%d tokens_per_s=%.0f tflops=%.2f matmul_tflops=%.2f mfu=%.4f "
                 "flops_per_token=%.6g\n",
-                argv[1], B, T, tokens_per_s, achieved / 1e12, peak / 1e12, achieved / peak, flops_per_token);
+                attention_name(attention), argv[1], B, T, tokens_per_s, achieved / 1e12, peak / 1e12, achieved / peak, flops_per_token);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "gpu_gpt_bench: %s\n", e.what());
     return 1;

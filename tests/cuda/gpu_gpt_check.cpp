@@ -6,7 +6,7 @@
 //   logits.bin   batch x seq x vocab fp32 logits of the first forward
 //   grads.bin    flat fp32 gradients of the mean loss at the initial weights
 //   losses.txt   line 1: loss at the initial weights; then the loss of each of 10 AdamW steps
-// Usage: gpu_gpt_check OUT_DIR fp32|bf16
+// Usage: gpu_gpt_check OUT_DIR fp32|bf16 [flash|matmul]   (attention implementation, default flash)
 #include <cstdio>
 #include <fstream>
 #include <random>
@@ -28,10 +28,13 @@ void write_binary(const std::string& path, const std::vector<T>& v) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3 || (std::string(argv[2]) != "fp32" && std::string(argv[2]) != "bf16")) {
-    std::fprintf(stderr, "usage: gpu_gpt_check OUT_DIR fp32|bf16\n");
+  if (argc < 3 || argc > 4 || (std::string(argv[2]) != "fp32" && std::string(argv[2]) != "bf16") ||
+      (argc == 4 && std::string(argv[3]) != "flash" && std::string(argv[3]) != "matmul")) {
+    std::fprintf(stderr, "usage: gpu_gpt_check OUT_DIR fp32|bf16 [flash|matmul]\n");
     return 2;
   }
+  const AttentionKind attention = argc == 4 && std::string(argv[3]) == "matmul" ? AttentionKind::Matmul
+                                                                                : AttentionKind::Flash;
   const std::string dir = argv[1];
   const Precision precision = std::string(argv[2]) == "bf16" ? Precision::BF16 : Precision::FP32;
   try {
@@ -41,7 +44,7 @@ int main(int argc, char** argv) {
     const GptShape shape{4, 256, 4, 128, 50257};
     const int B = 2, T = 128, steps = 10;
     const AdamW adamw{1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f};
-    GptCuda model(shape, B, T, precision);
+    GptCuda model(shape, B, T, precision, 0.0, attention);
     model.init_gpt2(42);
 
     std::mt19937 rng(7);
@@ -73,7 +76,8 @@ int main(int argc, char** argv) {
     meta << "{\"layers\": " << shape.layers << ", \"hidden\": " << shape.hidden << ", \"heads\": " << shape.heads
          << ", \"max_seq\": " << shape.max_seq << ", \"vocab\": " << shape.vocab
          << ", \"padded_vocab\": " << shape.padded_vocab() << ", \"batch\": " << B << ", \"seq\": " << T
-         << ", \"precision\": \"" << precision_name(precision) << "\", \"steps\": " << steps << ", \"lr\": " << adamw.lr
+         << ", \"precision\": \"" << precision_name(precision) << "\", \"attention\": \"" << attention_name(attention)
+         << "\", \"steps\": " << steps << ", \"lr\": " << adamw.lr
          << ", \"beta1\": " << adamw.beta1 << ", \"beta2\": " << adamw.beta2 << ", \"eps\": " << adamw.eps
          << ", \"weight_decay\": " << adamw.weight_decay << ", \"grad_clip\": " << adamw.grad_clip << ", \"tensors\": [";
     const auto& t = model.tensors();
@@ -81,8 +85,8 @@ int main(int argc, char** argv) {
       meta << (i ? ", " : "") << "{\"name\": \"" << t[i].name << "\", \"offset\": " << t[i].offset
            << ", \"count\": " << t[i].count << ", \"decay\": " << (t[i].decay ? "true" : "false") << "}";
     meta << "]}\n";
-    std::printf("gpu_gpt_check %s: initial loss %.6f, loss after %d steps %.6f, wrote %s\n", precision_name(precision),
-                losses[0], steps, losses.back(), dir.c_str());
+    std::printf("gpu_gpt_check %s %s attention: initial loss %.6f, loss after %d steps %.6f, wrote %s\n", precision_name(precision),
+                attention_name(attention), losses[0], steps, losses.back(), dir.c_str());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "gpu_gpt_check: %s\n", e.what());
     return 1;

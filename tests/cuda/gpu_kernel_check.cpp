@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/cuda/attention_matmul.h"
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/cuda_kernels.h"
 #include "runtime/cuda/device.h"
@@ -298,6 +299,34 @@ void bf16_checks(Kernels& cpu) {
     report("bf16 attention_forward", from_cpu(co, size_t(N) * C), gout.values(), kBF16);
     cpu.attention_backward(cdq, cs, cd, cq, cp, co, B, T, nh, hd);
     report("bf16 attention_backward dqkv", from_cpu(cdq, size_t(N) * 3 * C), gdqkv.values(), 3 * kBF16);
+    // The tensor-core alternative (attention_matmul.h) on the same inputs.
+    cuda::Matmul mm(s);
+    Bf16Buffer heads(cuda::AttentionMatmulScratch<cuda::bf16>::heads_elems(B, T, C)),
+        probs(cuda::AttentionMatmulScratch<cuda::bf16>::score_elems(B, T, nh)), mout(size_t(N) * C),
+        mdqkv(size_t(N) * 3 * C);
+    F32Buffer scores{std::vector<float>(cuda::AttentionMatmulScratch<cuda::bf16>::score_elems(B, T, nh))};
+    cuda::AttentionMatmulScratch<cuda::bf16> scratch{heads.p, scores.p};
+    cuda::attention_matmul_forward<cuda::bf16>(mm, mout.p, probs.p, gq.p, scratch, B, T, nh, hd, s);
+    report("bf16 attention_matmul_forward", from_cpu(co, size_t(N) * C), mout.values(), kBF16);
+    cuda::attention_matmul_backward<cuda::bf16>(mm, mdqkv.p, probs.p, gdout.p, gq.p, scratch, B, T, nh, hd, s);
+    report("bf16 attention_matmul_backward dqkv", from_cpu(cdq, size_t(N) * 3 * C), mdqkv.values(), 3 * kBF16);
+  }
+  {  // fp32 tensor-core attention path vs the CPU, tight tolerance (fp32 products, no TF32)
+    auto qkv = randn(size_t(N) * 3 * C), dout = randn(size_t(N) * C);
+    F32Buffer gq{qkv}, gdout{dout}, mout{std::vector<float>(size_t(N) * C)}, mdqkv{std::vector<float>(size_t(N) * 3 * C)},
+        heads{std::vector<float>(cuda::AttentionMatmulScratch<float>::heads_elems(B, T, C))},
+        probs{std::vector<float>(cuda::AttentionMatmulScratch<float>::score_elems(B, T, nh))},
+        scores{std::vector<float>(cuda::AttentionMatmulScratch<float>::score_elems(B, T, nh))};
+    cuda::Matmul mm(s);
+    cuda::AttentionMatmulScratch<float> scratch{heads.p, scores.p};
+    cuda::attention_matmul_forward<float>(mm, mout.p, probs.p, gq.p, scratch, B, T, nh, hd, s);
+    float *cq = to_cpu(qkv), *co = cpu.alloc(size_t(N) * C), *cp = cpu.alloc(cpu.attention_probs_size(B, T, nh)),
+          *cs = cpu.alloc(cpu.attention_scratch_size(B, T, nh)), *cd = to_cpu(dout), *cdq = cpu.alloc(size_t(N) * 3 * C);
+    cpu.attention_forward(co, cp, cq, B, T, nh, hd);
+    report("fp32 attention_matmul_forward", from_cpu(co, size_t(N) * C), mout.values(), kF32 * 5);
+    cuda::attention_matmul_backward<float>(mm, mdqkv.p, probs.p, gdout.p, gq.p, scratch, B, T, nh, hd, s);
+    cpu.attention_backward(cdq, cs, cd, cq, cp, co, B, T, nh, hd);
+    report("fp32 attention_matmul_backward dqkv", from_cpu(cdq, size_t(N) * 3 * C), mdqkv.values(), kF32 * 5);
   }
   {  // Fused softmax + cross-entropy on padded rows (Vp = 1024 > V = 1000)
     const int Vp = 1024;

@@ -63,6 +63,7 @@ def views(flat, meta):
 def check_dir(d, device):
     meta = json.load(open(f"{d}/meta.json"))
     prec = meta["precision"]
+    label = f'{prec}/{meta.get("attention", "flash")}' 
     tol_logits, tol_loss, tol_grad, tol_steps = TOLERANCES[prec]
     B, T, V = meta["batch"], meta["seq"], meta["vocab"]
     dt = torch.float64
@@ -78,15 +79,15 @@ def check_dir(d, device):
     def verdict(name, value, tol):
         ok = value <= tol and math.isfinite(value)
         if not ok:
-            failures.append(name)
-        print(f"{'ok' if ok else 'FAIL':4s} {prec} {name:40s} {value:.3e} (tol {tol:.0e})")
+            failures.append(f"{label} {name}" if label != f"{prec}/flash" else name)
+        print(f"{'ok' if ok else 'FAIL':4s} {label:12s} {name:40s} {value:.3e} (tol {tol:.0e})")
 
     # Logits, loss and gradients at the initial weights.
     leaves = {k: v.clone().requires_grad_(True) for k, v in views(flat0, meta).items()}
     logits = forward(leaves, meta, idx)
     verdict("logits max rel error", rel_err(logits.detach(), got_logits), tol_logits)
     loss = F.cross_entropy(logits.view(-1, V), tgt.reshape(-1))
-    print(f"     {prec} loss: PyTorch {loss.item():.6f}  Trident {got_losses[0]:.6f}")
+    print(f"     {label} loss: PyTorch {loss.item():.6f}  Trident {got_losses[0]:.6f}")
     verdict("loss abs error", abs(loss.item() - got_losses[0]), tol_loss)
     loss.backward()
     gv = views(got_grads, meta)
@@ -113,8 +114,8 @@ def check_dir(d, device):
         torch.nn.utils.clip_grad_norm_(params, meta["grad_clip"])
         opt.step()
         ref_losses.append(l.item())
-    print(f"     {prec} 10-step losses PyTorch: " + " ".join(f"{x:.4f}" for x in ref_losses))
-    print(f"     {prec} 10-step losses Trident: " + " ".join(f"{x:.4f}" for x in got_losses[1:]))
+    print(f"     {label} 10-step losses PyTorch: " + " ".join(f"{x:.4f}" for x in ref_losses))
+    print(f"     {label} 10-step losses Trident: " + " ".join(f"{x:.4f}" for x in got_losses[1:]))
     verdict("10-step losses max abs error", max(abs(a - b) for a, b in zip(ref_losses, got_losses[1:])), tol_steps)
     return failures
 

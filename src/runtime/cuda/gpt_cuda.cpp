@@ -7,6 +7,7 @@
 #include <random>
 
 #include "core/problems.h"
+#include "runtime/cuda/attention_matmul.h"
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/device_arena.h"
 #include "runtime/cuda/kernels.h"
@@ -15,6 +16,7 @@
 namespace trident::cuda {
 
 const char* precision_name(Precision p) { return p == Precision::BF16 ? "bf16" : "fp32"; }
+const char* attention_name(AttentionKind a) { return a == AttentionKind::Matmul ? "matmul" : "flash"; }
 
 std::vector<ParamTensor> gpt_param_tensors(const GptShape& s) {
   const size_t C = s.hidden, L = s.layers;
@@ -58,6 +60,7 @@ struct GptCuda::Impl {
   GptShape shape;
   int B, Tn;
   Precision precision;
+  AttentionKind attention = AttentionKind::Flash;
   size_t elem;  // bytes per element of the compute type
   cudaStream_t stream = nullptr;
   DeviceArena arena;
@@ -71,6 +74,12 @@ struct GptCuda::Impl {
   size_t r_res, r_ln1, r_qkv, r_atty, r_resmid, r_ln2, r_fch, r_fchg, r_lnf, r_logits, r_proj;
   size_t r_dres, r_dbuf, r_dbuf4, r_dqkv;
   size_t r_ln1_stats, r_ln2_stats, r_lnf_stats, r_lse, r_delta, r_losses, r_norm, r_tokens, r_targets;
+  size_t r_probs = 0, r_att_heads = 0, r_att_scores = 0;  // AttentionKind::Matmul only
+  size_t probs_per_layer() const { return size_t(B) * shape.heads * Tn * Tn; }
+  template <typename T>
+  AttentionMatmulScratch<T> att_scratch() const {
+    return {t<T>(r_att_heads), f(r_att_scores)};
+  }
 
   // Typed views.
   float* f(size_t r) const { return static_cast<float*>(arena.pointer(r)); }
@@ -139,7 +148,11 @@ void GptCuda::Impl::forward(bool) {
     float* s2 = f(r_ln2_stats) + l * 2 * stats;
     layernorm_forward<T>(ln1, s1, s1 + stats, res, param<T>(LN1W, l), param<T>(LN1B, l), N, C, stream);
     mm->linear_forward(qkv, ln1, param<T>(QKVW, l), param<T>(QKVB, l), N, C, 3 * C, e);
-    attention_forward<T>(atty, f(r_lse) + l * lse_n, qkv, B, Tn, NH, HS, stream);
+    if (attention == AttentionKind::Matmul)
+      attention_matmul_forward<T>(*mm, atty, t<T>(r_probs, l * probs_per_layer()), qkv, att_scratch<T>(), B, Tn, NH,
+                                  HS, stream);
+    else
+      attention_forward<T>(atty, f(r_lse) + l * lse_n, qkv, B, Tn, NH, HS, stream);
     mm->linear_forward(proj, atty, param<T>(ATTPROJW, l), param<T>(ATTPROJB, l), N, C, C, e);
     residual_forward<T>(resmid, res, proj, NC, stream);
     layernorm_forward<T>(ln2, s2, s2 + stats, resmid, param<T>(LN2W, l), param<T>(LN2B, l), N, C, stream);
@@ -198,7 +211,11 @@ void GptCuda::Impl::backward(float grad_scale) {
     mm->linear_backward_weight(grad(ATTPROJW, l), dres, atty, N, C, C, e);
     bias_backward<T>(grad(ATTPROJB, l), dres, N, C, stream);
     mm->linear_backward_input(dbuf, dres, param<T>(ATTPROJW, l), N, C, C, e);
-    attention_backward<T>(dqkv, f(r_delta), dbuf, qkv, atty, f(r_lse) + l * lse_n, B, Tn, NH, HS, stream);
+    if (attention == AttentionKind::Matmul)
+      attention_matmul_backward<T>(*mm, dqkv, t<T>(r_probs, l * probs_per_layer()), dbuf, qkv, att_scratch<T>(), B,
+                                   Tn, NH, HS, stream);
+    else
+      attention_backward<T>(dqkv, f(r_delta), dbuf, qkv, atty, f(r_lse) + l * lse_n, B, Tn, NH, HS, stream);
     mm->linear_backward_weight(grad(QKVW, l), dqkv, ln1, N, C, 3 * C, e);
     bias_backward<T>(grad(QKVB, l), dqkv, N, 3 * C, stream);
     mm->linear_backward_input(dbuf, dqkv, param<T>(QKVW, l), N, C, 3 * C, e);
@@ -216,7 +233,8 @@ void GptCuda::Impl::sync_params_from_master() {
   step_count = 0;
 }
 
-GptCuda::GptCuda(const GptShape& shape, int batch, int seq, Precision precision, double predicted_bytes)
+GptCuda::GptCuda(const GptShape& shape, int batch, int seq, Precision precision, double predicted_bytes,
+                 AttentionKind attention)
     : impl_(std::make_unique<Impl>()) {
   Problems problems;
   if (shape.layers <= 0 || shape.hidden <= 0 || shape.heads <= 0 || shape.vocab <= 0 || shape.max_seq <= 0)
@@ -240,6 +258,7 @@ GptCuda::GptCuda(const GptShape& shape, int batch, int seq, Precision precision,
   m.B = batch;
   m.Tn = seq;
   m.precision = precision;
+  m.attention = attention;
   m.elem = precision == Precision::BF16 ? 2 : 4;
   m.tensors = gpt_param_tensors(shape);
   m.P = m.tensors.back().offset + m.tensors.back().count;
@@ -276,6 +295,11 @@ GptCuda::GptCuda(const GptShape& shape, int batch, int seq, Precision precision,
   m.r_norm = a.add("gradient norm", f4);
   m.r_tokens = a.add("tokens", m.BT() * sizeof(int));
   m.r_targets = a.add("targets", m.BT() * sizeof(int));
+  if (attention == AttentionKind::Matmul) {
+    m.r_probs = a.add("attention probabilities", L * m.probs_per_layer() * e);
+    m.r_att_heads = a.add("attention head scratch", AttentionMatmulScratch<float>::heads_elems(batch, seq, shape.hidden) * e);
+    m.r_att_scores = a.add("attention scores (fp32)", m.probs_per_layer() * f4);
+  }
   a.allocate(predicted_bytes);
   m.mm = std::make_unique<Matmul>(m.stream);
   cudaCheck(cudaMemsetAsync(a.pointer(m.r_grad), 0, m.P * f4, m.stream));

@@ -26,6 +26,11 @@ struct GptShape {
 enum class Precision { FP32, BF16 };
 const char* precision_name(Precision p);
 
+// Flash: the fused kernel of kernels.h (O(T) memory, CUDA cores). Matmul: attention_matmul.h
+// (tensor cores, keeps the T x T probabilities of every layer).
+enum class AttentionKind { Flash, Matmul };
+const char* attention_name(AttentionKind a);
+
 struct AdamW {
   float lr = 3e-4f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.1f;
   float grad_clip = 1.0f;  // global gradient norm; <= 0 turns clipping off
@@ -48,7 +53,8 @@ class GptCuda {
  public:
   // batch x seq tokens per forward; seq <= shape.max_seq. predicted_bytes (planner's memory
   // prediction for this GPU, 0 if unknown) is quoted when the GPU runs out of memory.
-  GptCuda(const GptShape& shape, int batch, int seq, Precision precision, double predicted_bytes = 0.0);
+  GptCuda(const GptShape& shape, int batch, int seq, Precision precision, double predicted_bytes = 0.0,
+          AttentionKind attention = AttentionKind::Flash);
   ~GptCuda();
   GptCuda(const GptCuda&) = delete;
   GptCuda& operator=(const GptCuda&) = delete;

@@ -1,6 +1,7 @@
 #include "runtime/cuda/matmul.h"
 
 #include <cstdint>
+#include <utility>
 
 #include "runtime/cuda/cuda_check.h"
 
@@ -36,7 +37,8 @@ Matmul::~Matmul() {
 }
 
 Matmul::Plan& Matmul::plan(const Key& key, bool trans_a, bool trans_b, int m, int n, int k, int lda, int ldb, int ldd,
-                           ElemType ab, ElemType d, bool has_bias, int align_a, int align_b, int align_d) {
+                           ElemType ab, ElemType d, bool has_bias, int align_a, int align_b, int align_d, int batch,
+                           int64_t stride_a, int64_t stride_b, int64_t stride_d) {
   auto found = plans_.find(key);
   if (found != plans_.end()) return found->second;
   Plan p;
@@ -54,6 +56,14 @@ Matmul::Plan& Matmul::plan(const Key& key, bool trans_a, bool trans_b, int m, in
   cublasCheck(cublasLtMatrixLayoutCreate(&p.a, cuda_type(ab), trans_a ? k : m, trans_a ? m : k, lda));
   cublasCheck(cublasLtMatrixLayoutCreate(&p.b, cuda_type(ab), trans_b ? n : k, trans_b ? k : n, ldb));
   cublasCheck(cublasLtMatrixLayoutCreate(&p.d, cuda_type(d), m, n, ldd));
+  if (batch > 1) {
+    const std::pair<cublasLtMatrixLayout_t, int64_t> layouts[] = {{p.a, stride_a}, {p.b, stride_b}, {p.d, stride_d}};
+    for (const auto& [layout, stride] : layouts) {
+      cublasCheck(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof(batch)));
+      cublasCheck(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+                                                   sizeof(stride)));
+    }
+  }
 
   cublasLtMatmulPreference_t pref;
   cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
@@ -87,12 +97,33 @@ Matmul::Plan& Matmul::plan(const Key& key, bool trans_a, bool trans_b, int m, in
 void Matmul::gemm(bool trans_a, bool trans_b, int m, int n, int k, const void* A, int lda, const void* B, int ldb,
                   void* D, int ldd, float alpha, float beta, ElemType ab, ElemType d, const void* bias) {
   const int align_a = alignment(A), align_b = alignment(B), align_d = alignment(D);
-  Key key{trans_a, trans_b, m, n, k, lda, ldb, ldd, int(ab), int(d), bias != nullptr, align_a, align_b, align_d};
-  Plan& p = plan(key, trans_a, trans_b, m, n, k, lda, ldb, ldd, ab, d, bias != nullptr, align_a, align_b, align_d);
+  Key key{trans_a, trans_b, m, n, k, lda, ldb, ldd, int(ab), int(d), bias != nullptr, align_a, align_b, align_d, 1, 0, 0, 0};
+  Plan& p = plan(key, trans_a, trans_b, m, n, k, lda, ldb, ldd, ab, d, bias != nullptr, align_a, align_b, align_d, 1, 0,
+                 0, 0);
   if (bias)
     cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
   cublasCheck(cublasLtMatmul(handle_, p.desc, &alpha, A, p.a, B, p.b, &beta, D, p.d, D, p.d, &p.algo, workspace_,
                              workspace_bytes_, stream_));
+}
+
+void Matmul::gemm_batched(bool trans_a, bool trans_b, int m, int n, int k, const void* A, int lda, int64_t stride_a,
+                          const void* B, int ldb, int64_t stride_b, void* D, int ldd, int64_t stride_d, int batch,
+                          float alpha, float beta, ElemType ab, ElemType d) {
+  const int align_a = alignment(A), align_b = alignment(B), align_d = alignment(D);
+  Key key{trans_a, trans_b, m,       n,       k,       lda,   ldb,      ldd,      int(ab),
+          int(d),  false,   align_a, align_b, align_d, batch, stride_a, stride_b, stride_d};
+  Plan& p = plan(key, trans_a, trans_b, m, n, k, lda, ldb, ldd, ab, d, false, align_a, align_b, align_d, batch, stride_a,
+                 stride_b, stride_d);
+  cublasCheck(cublasLtMatmul(handle_, p.desc, &alpha, A, p.a, B, p.b, &beta, D, p.d, D, p.d, &p.algo, workspace_,
+                             workspace_bytes_, stream_));
+}
+
+void Matmul::gemm_rm_batched(bool trans_a, bool trans_b, int M, int N, int K, const void* A, int lda, int64_t stride_a,
+                             const void* B, int ldb, int64_t stride_b, void* C, int ldc, int64_t stride_c, int batch,
+                             float alpha, float beta, ElemType ab, ElemType c) {
+  // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands.
+  gemm_batched(trans_b, trans_a, N, M, K, B, ldb, stride_b, A, lda, stride_a, C, ldc, stride_c, batch, alpha, beta, ab,
+               c);
 }
 
 void Matmul::linear_forward(void* out, const void* inp, const void* weight, const void* bias, int N, int C, int OC,

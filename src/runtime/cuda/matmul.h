@@ -13,6 +13,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <string>
 #include <tuple>
@@ -33,6 +34,14 @@ class Matmul {
   // (and of the bias), d the type of D.
   void gemm(bool trans_a, bool trans_b, int m, int n, int k, const void* A, int lda, const void* B, int ldb, void* D,
             int ldd, float alpha, float beta, ElemType ab, ElemType d, const void* bias = nullptr);
+  // `batch` independent products, operand i at A + i*stride_a (strides in elements), no bias.
+  void gemm_batched(bool trans_a, bool trans_b, int m, int n, int k, const void* A, int lda, int64_t stride_a,
+                    const void* B, int ldb, int64_t stride_b, void* D, int ldd, int64_t stride_d, int batch, float alpha,
+                    float beta, ElemType ab, ElemType d);
+  // Row-major form (what the kernels use): C(M, N) = alpha * op(A) . op(B) + beta * C, batched.
+  void gemm_rm_batched(bool trans_a, bool trans_b, int M, int N, int K, const void* A, int lda, int64_t stride_a,
+                       const void* B, int ldb, int64_t stride_b, void* C, int ldc, int64_t stride_c, int batch,
+                       float alpha, float beta, ElemType ab, ElemType c);
 
   // The linear-layer helpers above, in the activation type t.
   void linear_forward(void* out, const void* inp, const void* weight, const void* bias, int N, int C, int OC,
@@ -42,14 +51,16 @@ class Matmul {
 
  private:
   // Shape, types, bias, and the alignment of A, B and D (cuBLASLt picks kernels that rely on it).
-  using Key = std::tuple<bool, bool, int, int, int, int, int, int, int, int, bool, int, int, int>;
+  using Key = std::tuple<bool, bool, int, int, int, int, int, int, int, int, bool, int, int, int, int, int64_t,
+                         int64_t, int64_t>;
   struct Plan {
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
     cublasLtMatmulAlgo_t algo{};
   };
   Plan& plan(const Key& key, bool trans_a, bool trans_b, int m, int n, int k, int lda, int ldb, int ldd, ElemType ab,
-             ElemType d, bool has_bias, int align_a, int align_b, int align_d);
+             ElemType d, bool has_bias, int align_a, int align_b, int align_d, int batch, int64_t stride_a,
+             int64_t stride_b, int64_t stride_d);
 
   cudaStream_t stream_;
   cublasLtHandle_t handle_ = nullptr;
