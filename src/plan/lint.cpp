@@ -134,7 +134,7 @@ LintResult lint_run(const RunSpec& run, const std::vector<Problem>& shape_proble
       const StageTime& st = e.stages[e.pipeline.slowest_stage];
       const double fwd = (st.compute_forward_s + st.compute_backward_s);
       add(f, tpl.crosses_nodes() ? Severity::Error : Severity::Warning, "tp-crosses-nodes",
-          fmt::format("TP groups of {} GPUs run on {} at {:.1f} GB/s per GPU{}: {} of {} TP groups span nodes; "
+          fmt::format("TP groups of {} GPUs run on {} at {:.3g} GB/s per GPU{}: {} of {} TP groups span nodes; "
                       "TP all-reduces take {} per micro-batch against {} of compute ({:.0f}% of the step)",
                       l.tp, to_string(tpl.kind), gbps(tpl.bandwidth_Bps),
                       tpl.crosses_nodes() ? fmt::format(" across {} nodes", tpl.nodes.size()) : "",
@@ -202,8 +202,8 @@ LintResult lint_run(const RunSpec& run, const std::vector<Problem>& shape_proble
           const double r = inner.link->link.bandwidth_Bps / outer.link->link.bandwidth_Bps;
           if (outer.exposed_s <= r * inner.exposed_s) continue;
           add(f, Severity::Warning, "group-topology-mismatch",
-              fmt::format("{} groups ({} GPUs) hold the {} domain ({:.0f} GB/s) and cost {} per step, while {} groups "
-                          "({} GPUs) cross nodes on {} at {:.1f} GB/s and cost {} per step: more than {:.0f}x (the "
+              fmt::format("{} groups ({} GPUs) hold the {} domain ({:.3g} GB/s) and cost {} per step, while {} groups "
+                          "({} GPUs) cross nodes on {} at {:.3g} GB/s and cost {} per step: more than {:.0f}x (the "
                           "link speed ratio) the inner groups' cost, so swapping them pays",
                           to_string(inner.dim), inner.size, to_string(inner.link->link.kind),
                           gbps(inner.link->link.bandwidth_Bps), ms(inner.exposed_s), to_string(outer.dim), outer.size,

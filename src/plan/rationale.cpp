@@ -112,7 +112,7 @@ std::vector<std::string> rationale(const ModelSpec& m, const ClusterSpec& cl, in
   const int64_t tmax = largest_tp_in_node(m, cl);
   const double cross_bw = cl.inter_bandwidth_per_gpu_Bps();
   std::string step2 = fmt::format(
-      "2. TP inside the {} domain? A node has {} GPUs on {} at {:.0f} GB/s per GPU, against {:.1f} GB/s per GPU between "
+      "2. TP inside the {} domain? A node has {} GPUs on {} at {:.3g} GB/s per GPU, against {:.3g} GB/s per GPU between "
       "nodes ({:.0f}x slower), so TP stops at {} (heads {} and ffn {} divide it)",
       to_string(cl.intra.kind), cl.gpus_per_node, to_string(cl.intra.kind), gbps(cl.intra.bandwidth_Bps),
       gbps(cross_bw), cl.intra.bandwidth_Bps / cross_bw, tmax, m.heads, m.ffn_hidden);
@@ -159,7 +159,7 @@ std::vector<std::string> rationale(const ModelSpec& m, const ClusterSpec& cl, in
   // 4. 3D past 32 GPUs.
   if (world > 32)
     out.push_back(fmt::format(
-        "4. 3D past 32 GPUs? {} GPUs: DP {} on top of tp {} x pp {}; gradient reduction of {} per GPU on {} {:.1f} GB/s "
+        "4. 3D past 32 GPUs? {} GPUs: DP {} on top of tp {} x pp {}; gradient reduction of {} per GPU on {} {:.3g} GB/s "
         "costs {:.3f} s, {:.3f} s of it exposed ({:.1f}% of the step)",
         world, win.run.layout.dp, win.run.layout.tp, win.run.layout.pp, gb(win.dp.gradient_bytes),
         to_string(win.links.dp.link.kind), gbps(win.links.dp.link.bandwidth_Bps), win.dp.total_s, win.time.dp_comm,
