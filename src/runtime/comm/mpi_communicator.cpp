@@ -99,7 +99,9 @@ class MpiRequest final : public Request {
     using clock = std::chrono::steady_clock;
     const auto start = clock::now();
     const auto deadline = start + std::chrono::duration<double>(context_.timeout_s);
-    int spins = 0;
+    // Yield (cheap, lets a rank sharing the core run) for the first milliseconds, then sleep
+    // between polls so a long wait does not burn a core another rank needs.
+    const auto busy_until = start + std::chrono::milliseconds(5);
     while (!test()) {
       if (clock::now() > deadline) {
         std::ostringstream msg;
@@ -109,7 +111,7 @@ class MpiRequest final : public Request {
                "every rank's last operation)";
         throw CommTimeout(msg.str());
       }
-      if (++spins < 64) std::this_thread::yield();
+      if (clock::now() < busy_until) std::this_thread::yield();
       else std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
   }
