@@ -173,6 +173,13 @@ LintResult lint_run(const RunSpec& run, const std::vector<Problem>& shape_proble
                       "--schedule interleaved",
                       2 * l.pp * x.micro_batch_size * l.dp));
     }
+    if (x.schedule == ScheduleKind::Interleaved && l.pp > 1 && mb % l.pp != 0)
+      add(f, Severity::Warning, "interleaved-microbatches",
+          fmt::format("the interleaved schedule runs micro-batches in groups of pp = {}, but m = {} is not a multiple "
+                      "of it (Megatron refuses this)",
+                      l.pp, mb),
+          fmt::format("use a global batch that gives m = {} or {} micro-batches per pipeline", mb / l.pp * l.pp,
+                      (mb / l.pp + 1) * l.pp));
     if (pm.activations_bytes > 0.5 * pm.total_bytes() && pm.in_flight > double(l.pp * v) &&
         pm.total_bytes() > 0.9 * e.capacity_bytes) {
       add(f, Severity::Warning, "activations-in-flight",

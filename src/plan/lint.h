@@ -4,7 +4,7 @@
 // Codes: world-size, tp-divides-heads, tp-divides-ffn, pp-exceeds-layers, batch-divisibility
 // (shape errors from core's check_run), vocab-padded, uneven-stages, tp-crosses-nodes,
 // out-of-memory, too-few-microbatches, activations-in-flight, group-topology-mismatch,
-// stage-too-thin.
+// stage-too-thin, interleaved-microbatches, execution-assumed.
 #pragma once
 
 #include <optional>

@@ -58,7 +58,7 @@ TEST(Lint, gpt3_layout_of_the_source_chapter_has_no_errors) {
 TEST(Lint, clean_gpt3_recipe_has_no_errors_or_warnings) {
   auto r = lint(with(gpt3_layout(), kExplicitClean));
   for (const auto& f : r.findings) EXPECT_EQ(f.severity, Severity::Info) << f.code << ": " << f.message;
-  for (const char* code : {"tp-crosses-nodes", "out-of-memory", "too-few-microbatches", "activations-in-flight",
+  for (const char* code : {"interleaved-microbatches", "tp-crosses-nodes", "out-of-memory", "too-few-microbatches", "activations-in-flight",
                            "group-topology-mismatch", "stage-too-thin", "world-size", "tp-divides-heads",
                            "tp-divides-ffn", "pp-exceeds-layers", "batch-divisibility", "execution-assumed"})
     EXPECT_EQ(find(r, code), nullptr) << code;
@@ -163,4 +163,15 @@ TEST(Lint, unusable_input_throws_with_every_problem) {
   } catch (const InputError& e) {
     EXPECT_GE(e.problems().size(), 2u);  // both reported together
   }
+}
+
+TEST(Lint, interleaved_schedule_needs_micro_batches_in_multiples_of_pp) {
+  // dp 64: global batch 1600 gives m = 25, not a multiple of pp 8.
+  auto r = lint(with(gpt3_layout(), with(kExplicitClean, {{"global-batch-size", "1600"}, {"schedule", "interleaved"},
+                                                          {"virtual-stages", "2"}})));
+  const Finding* f = find(r, "interleaved-microbatches");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->message.find("m = 25"), std::string::npos) << f->message;
+  auto ok = lint(with(gpt3_layout(), with(kExplicitClean, {{"schedule", "interleaved"}, {"virtual-stages", "2"}})));
+  EXPECT_EQ(find(ok, "interleaved-microbatches"), nullptr);  // m = 24
 }
