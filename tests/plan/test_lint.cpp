@@ -104,7 +104,8 @@ TEST(Lint, group_topology_mismatch_fires_when_dp_sits_in_a_node_and_tp_crosses) 
   const Finding* f = find(r, "group-topology-mismatch");
   ASSERT_NE(f, nullptr);
   EXPECT_NE(f->message.find("dp groups"), std::string::npos) << f->message;
-  EXPECT_NE(f->fix.find("--order tp-dp"), std::string::npos) << f->fix;
+  EXPECT_NE(f->fix.find("--order tp-dp-pp"), std::string::npos) << f->fix;
+  EXPECT_NE(f->message.find("faster"), std::string::npos) << f->message;
   EXPECT_NE(find(r, "tp-crosses-nodes"), nullptr);
 }
 
