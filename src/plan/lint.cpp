@@ -191,10 +191,16 @@ LintResult lint_run(const RunSpec& run, const std::vector<Problem>& shape_proble
     if (pm.activations_bytes > 0.5 * pm.total_bytes() && pm.in_flight > double(l.pp * v) &&
         pm.total_bytes() > 0.9 * e.capacity_bytes) {
       add(f, Severity::Warning, "activations-in-flight",
-          fmt::format("stage {} holds the activations of {:g} micro-batch chunks at once ({} of {} total): with "
-                      "{} every micro-batch stays in flight until the backward pass",
-                      pm.stage, pm.in_flight, g(pm.activations_bytes), g(pm.total_bytes()), to_string(x.schedule)),
-          "use --schedule 1f1b (at most pp micro-batches in flight) or --recompute selective");
+          fmt::format("stage {} holds the activations of {:g} micro-batch chunks at once ({} of its {}): {}",
+                      pm.stage, pm.in_flight, g(pm.activations_bytes), g(pm.total_bytes()),
+                      x.schedule == ScheduleKind::GPipe
+                          ? fmt::format("GPipe keeps all m = {} micro-batches in flight until their backward pass", mb)
+                          : fmt::format("interleaving keeps p v + p - 1 = {} chunks in flight on the first stage, "
+                                        "(p - 1) more than 1F1B",
+                                        l.pp * v + l.pp - 1)),
+          x.schedule == ScheduleKind::GPipe
+              ? "use --schedule 1f1b (at most pp micro-batches in flight) or --recompute selective"
+              : "use fewer --virtual-stages or --schedule 1f1b, or --recompute selective");
     }
 
     // Groups against the hardware: a dimension holds the NVLink domain while another one crosses
