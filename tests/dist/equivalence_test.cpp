@@ -8,6 +8,8 @@
 
 #include "runtime/dist/batch_source.h"
 #include "runtime/dist/dist_trainer.h"
+#include "runtime/data/sampler.h"
+#include "runtime/data/token_file.h"
 #include "runtime/engine/trainer.h"
 
 using namespace trident;
@@ -164,6 +166,54 @@ TEST(Equivalence, one_rank_runtime_matches_the_engine_trainer) {
     });
     EXPECT_NEAR(r.loss, ref.losses[s], 1e-5 * std::abs(ref.losses[s])) << "step " << s;
   }
+}
+
+// On a token file, a dp2 x pp2 x tp2 run reads exactly what `trident train` reads (the engine's
+// BatchSampler, micro-batch m = sequences [m*b, (m+1)*b)): same losses as the engine's Trainer.
+TEST(Equivalence, token_file_3d_run_matches_the_engine_trainer_on_the_same_file) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const std::string path = "dist_equivalence_tokens.bin";
+  if (rank == 0) {
+    std::vector<int32_t> tokens(20000);
+    uint64_t x = 12345;
+    for (auto& t : tokens) x = x * 6364136223846793005ull + 1442695040888963407ull, t = int32_t((x >> 33) % 64);
+    data::write_token_file(path, tokens, 64, 0);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  Case c{"dp2xtp2xpp2 token file", Layout{.tp = 2, .dp = 2, .pp = 2}};
+  RunSpec run = run_for(c);
+  const int64_t b = run.exec.micro_batch_size, accum = run.exec.global_batch_size / b, steps = 8;
+  const uint64_t seed = 5;
+
+  // The engine, one process, as cmd_train feeds it.
+  std::vector<double> expected;
+  {
+    auto k = kernels::make_cpu_kernels(1);
+    engine::Trainer trainer(*k, run.model, b, accum, options().adamw);
+    trainer.init(options().seed);
+    data::TokenFile file(path);
+    data::BatchSampler sampler(file, data::train_split(file, run.model.seq_len), run.model.seq_len, seed, 0);
+    for (int64_t s = 0; s < steps; ++s)
+      expected.push_back(trainer.train_step([&](int64_t step, int64_t m, int32_t* tok, int32_t* tgt) {
+        sampler.fill(step, m * b, b, tok, tgt);
+      }).loss);
+  }
+  MPI_Comm base;
+  MPI_Comm_split(MPI_COMM_WORLD, rank < 8 ? 0 : MPI_UNDEFINED, rank, &base);
+  if (rank < 8) {
+    auto ctx = std::make_shared<comm::CommContext>();
+    ctx->timeout_s = 120;
+    ProcessGroups groups = make_process_groups(Mesh(run.layout, 8), ctx, base);
+    auto data = token_file_source(path, run.model.seq_len, seed);
+    DistTrainer trainer(run, groups, *data, options());
+    for (int64_t s = 0; s < steps; ++s) {
+      const double loss = trainer.step(s);
+      EXPECT_NEAR(loss, expected[s], 1e-5 * std::abs(expected[s])) << "step " << s << " rank " << rank;
+    }
+    MPI_Comm_free(&base);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
 }
 
 Layout L(int64_t tp, int64_t dp, int64_t pp, std::string order = "tp-dp-pp") {
