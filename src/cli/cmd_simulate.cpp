@@ -27,6 +27,7 @@ struct SimulateArgs {
   bool json = false;
   std::string trace_path;
   std::string svg_path;
+  bool show_schedule = false;
 };
 
 std::string ms(double s) { return fmt::format("{:.2f} ms", s * 1e3); }
@@ -146,6 +147,7 @@ Runner setup_simulate(CLI::App& cmd) {
   cmd.add_flag("--json", args->json, "print JSON instead of the table");
   cmd.add_option("--trace", args->trace_path, "write a Chrome trace (open in ui.perfetto.dev) to FILE.json");
   cmd.add_option("--svg", args->svg_path, "draw the pipeline timeline to FILE.svg");
+  cmd.add_flag("--show-schedule", args->show_schedule, "also print each stage's list of compute actions");
   return [args] {
     Problems problems;
     OptionValues values = args->options->collect(problems);
@@ -198,6 +200,7 @@ Runner setup_simulate(CLI::App& cmd) {
     }
     if (args->json) std::printf("%s\n", to_json(run, pc, r, closed).dump(2).c_str());
     else std::printf("%s", to_text(run, mesh, pc, r, closed).c_str());
+    if (args->show_schedule && !args->json) std::printf("\nschedule (compute actions per stage):\n%s", format_schedule(schedule).c_str());
     return 0;
   };
 }

@@ -115,3 +115,15 @@ PipelineSchedule build_schedule(ScheduleKind kind, int64_t stages, int64_t micro
 std::vector<std::string> validate_schedule(const PipelineSchedule& schedule);
 
 }  // namespace trident
+
+namespace trident {
+
+// The lists as text, one line per stage ("stage 0: F0 F1 F2 B0 F3 B1 ..."); with compute_only the
+// sends and receives are left out. Chunk ids are shown as "F3.1" when v > 1.
+std::string format_schedule(const PipelineSchedule& schedule, bool compute_only = true);
+
+// Most micro-batch chunks whose forward has run and whose backward (input gradient for ZB) has
+// not, at any point of the stage's list: what its activation memory must hold.
+int64_t peak_in_flight(const PipelineSchedule& schedule, int64_t stage);
+
+}  // namespace trident

@@ -175,3 +175,35 @@ TEST(Validate, detects_swapped_receive_order_on_a_channel) {
 
 }  // namespace
 }  // namespace trident
+
+namespace trident {
+namespace {
+
+TEST(Schedule, in_flight_micro_batches_match_the_memory_model) {
+  // formulas.md: GPipe holds m on every stage; 1F1B and ZB-H1 min(m, p - s).
+  for (int64_t p : {1, 2, 4, 8})
+    for (int64_t m : {1, 3, 8, 16})
+      for (int64_t s = 0; s < p; ++s) {
+        EXPECT_EQ(peak_in_flight(build_schedule(ScheduleKind::GPipe, p, m, 1), s), m);
+        EXPECT_EQ(peak_in_flight(build_schedule(ScheduleKind::OneFOneB, p, m, 1), s), std::min(m, p - s));
+        EXPECT_EQ(peak_in_flight(build_schedule(ScheduleKind::ZeroBubbleH1, p, m, 1), s), std::min(m, p - s));
+      }
+  // Interleaved (Megatron): stage 0 holds (p-1)*2 + (v-1)*p + 1 chunks = p*v*(1 + (p-1)/(p*v)) + ... at most m*v.
+  for (int64_t p : {2, 4, 8})
+    for (int64_t v : {2, 4}) {
+      const int64_t m = 2 * p;
+      EXPECT_EQ(peak_in_flight(build_schedule(ScheduleKind::Interleaved, p, m, v), 0),
+                std::min(m * v, (p - 1) * 2 + (v - 1) * p + 1));
+    }
+}
+
+TEST(Schedule, format_lists_compute_in_order) {
+  auto sc = build_schedule(ScheduleKind::OneFOneB, 2, 3, 1);
+  EXPECT_EQ(format_schedule(sc), "stage 0: F0 F1 B0 F2 B1 B2\nstage 1: F0 B0 F1 B1 F2 B2\n");
+  auto il = build_schedule(ScheduleKind::Interleaved, 2, 2, 2);
+  EXPECT_NE(format_schedule(il).find("F1.1"), std::string::npos);
+  EXPECT_NE(format_schedule(sc, false).find("send-act0.0->1.0"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace trident
