@@ -7,29 +7,32 @@ namespace trident::plan {
 DimLink dim_link(const Mesh& mesh, Dim dim, const ClusterSpec& cluster) {
   DimLink out;
   out.groups = mesh.group_count(dim);
-  bool have = false;
-  const int64_t gpn = mesh.gpus_per_node();
-  std::vector<int64_t> per_node;
-  for (int64_t g = 0; g < out.groups; ++g) {
-    const Group group = mesh.group(dim, g);
-    // Members per node: ranks are in coordinate order, not always sorted by node, so count.
-    per_node.clear();
-    for (int64_t r : group.ranks) per_node.push_back(r / gpn);
-    std::sort(per_node.begin(), per_node.end());
-    int64_t most = 0, run = 0;
-    for (size_t i = 0; i < per_node.size(); ++i) {
-      run = (i > 0 && per_node[i] == per_node[i - 1]) ? run + 1 : 1;
+  const int64_t gpn = mesh.gpus_per_node(), n = mesh.size(dim), stride = mesh.stride(dim);
+  // Walk the groups without building them: rank r starts a group when its coordinate in dim,
+  // (r / stride) % n, is 0, and its members are r + j * stride. They ascend, so equal nodes are
+  // consecutive and members per node are runs.
+  int64_t first_crossing = -1;
+  for (int64_t r = 0; r < mesh.world_size(); ++r) {
+    if ((r / stride) % n != 0) continue;
+    int64_t most = 0, run = 0, prev = -1;
+    for (int64_t j = 0; j < n; ++j) {
+      const int64_t node = (r + j * stride) / gpn;
+      run = node == prev ? run + 1 : 1;
+      prev = node;
       most = std::max(most, run);
     }
-    const bool crosses = per_node.front() != per_node.back();
-    if (crosses) ++out.groups_crossing_nodes;
-    // The slowest group paces the step: keep the one on the slowest link, then the widest.
-    if (!have || (crosses && !out.link.crosses_nodes())) {
-      out.link = mesh.link_of(group.ranks, cluster);
-      have = true;
+    const bool crosses = r / gpn != (r + (n - 1) * stride) / gpn;
+    if (crosses) {
+      ++out.groups_crossing_nodes;
+      if (first_crossing < 0) first_crossing = r;
     }
     out.members_per_node = std::max(out.members_per_node, most);
   }
+  // The slowest group paces the step: the first one that crosses nodes, else any (group 0).
+  const int64_t base = first_crossing >= 0 ? first_crossing : 0;
+  std::vector<int64_t> ranks(n);
+  for (int64_t j = 0; j < n; ++j) ranks[j] = base + j * stride;
+  out.link = mesh.link_of(ranks, cluster);
   return out;
 }
 
