@@ -46,6 +46,7 @@ std::vector<OptionDef> train_options() {
       {"eval-batches", "training", "micro-batches per validation (default 4)"},
       {"checkpoint", "training", "write a checkpoint to this file at the end"},
       {"checkpoint-every", "training", "also write it every N steps"},
+      {"stop-at", "training", "stop after this step (the schedule still runs to --steps; resume later)"},
       {"resume", "training", "continue from this checkpoint (same settings give bit-identical losses)"},
       {"threads", "training", "CPU threads (default: all cores)"},
       {"log-every", "training", "progress line every N steps (default steps/20)"},
@@ -128,6 +129,7 @@ int run_train(TrainArgs& args) {
   const int64_t eval_batches = get_int("eval-batches", 4);
   const int64_t ckpt_every = get_int("checkpoint-every", 0);
   const int64_t threads = get_int("threads", omp_get_num_procs());
+  const int64_t stop_at = std::min(steps, get_int("stop-at", steps));
   const int64_t log_every = get_int("log-every", std::max<int64_t>(1, steps / 20));
   if (steps <= 0) p.add(fmt::format("--steps {} must be positive", steps), "use --steps 1 or more", "train-steps");
   if (micro <= 0) p.add(fmt::format("--micro-batch-size {} must be positive", micro), "use 1 or more", "train-batch");
@@ -259,16 +261,16 @@ int run_train(TrainArgs& args) {
   int64_t timed_steps = 0;
   double last_val = NAN;
   const int64_t first = trainer.step();
-  while (trainer.step() < steps) {
+  while (trainer.step() < stop_at) {
     const engine::StepResult r = trainer.train_step(train_batch);
     const int64_t s = trainer.step();  // steps done
-    if (s > first + 1 || steps - first == 1) timed_s += r.seconds, ++timed_steps;  // the first step warms caches
+    if (s > first + 1 || stop_at - first == 1) timed_s += r.seconds, ++timed_steps;  // the first step warms caches
     const double tps = double(tokens_per_step) / r.seconds;
     const double mfu = step_flops / r.seconds / matmul_flops;
     const double per_step = timed_steps > 0 ? timed_s / double(timed_steps) : r.seconds;
     std::optional<double> val;
-    if ((eval_every > 0 && s % eval_every == 0) || s == steps) val = last_val = trainer.evaluate(val_batch, eval_batches);
-    if (s % log_every == 0 || s == first + 1 || s == steps || val) {
+    if ((eval_every > 0 && s % eval_every == 0) || s == stop_at) val = last_val = trainer.evaluate(val_batch, eval_batches);
+    if (s % log_every == 0 || s == first + 1 || s == stop_at || val) {
       std::printf("step %5lld/%lld | loss %.4f | lr %.2e | %8.0f tok/s | MFU %5.1f%% | ETA %s%s\n", (long long)s,
                   (long long)steps, r.loss, r.lr, tps, 100.0 * mfu, duration(per_step * double(steps - s)).c_str(),
                   val ? fmt::format(" | val loss {:.4f}", *val).c_str() : "");
@@ -281,14 +283,14 @@ int run_train(TrainArgs& args) {
       std::fprintf(metrics, "%s\n", j.dump().c_str());
       std::fflush(metrics);
     }
-    if (ckpt_every > 0 && s % ckpt_every == 0 && s < steps)
+    if (ckpt_every > 0 && s % ckpt_every == 0 && s < stop_at)
       if (auto c = values.get_string("checkpoint")) save_checkpoint(*c);
   }
   if (metrics) std::fclose(metrics);
   const double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
   const double mean_s = timed_steps > 0 ? timed_s / double(timed_steps) : total_s;
   std::printf("done: %lld steps in %s; %.0f tokens/s, MFU %.1f%% (mean of steps after the first); validation loss %.4f\n",
-              (long long)(steps - first), duration(total_s).c_str(), double(tokens_per_step) / mean_s,
+              (long long)(stop_at - first), duration(total_s).c_str(), double(tokens_per_step) / mean_s,
               100.0 * step_flops / mean_s / matmul_flops, last_val);
   std::printf("peak memory: %s resident (getrusage) vs %s engine buffers vs %s planner prediction\n",
               mib(engine::peak_rss_bytes()).c_str(), mib(4 * param_bytes + act_bytes).c_str(),

@@ -1,0 +1,189 @@
+// Token files, the batch sampler, tokenizers and checkpoints: round trips, determinism, and
+// clear refusals of damaged files.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "core/problems.h"
+#include "runtime/checkpoint/checkpoint.h"
+#include "runtime/data/sampler.h"
+#include "runtime/data/token_file.h"
+#include "runtime/data/tokenizer.h"
+
+using namespace trident;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string temp_path(const std::string& name) {
+  return (fs::temp_directory_path() / ("trident_rt_" + std::to_string(::getpid()) + "_" + name)).string();
+}
+
+std::vector<char> read_all(const std::string& p) {
+  std::ifstream f(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), {}};
+}
+void write_all(const std::string& p, const std::vector<char>& b) {
+  std::ofstream f(p, std::ios::binary);
+  f.write(b.data(), std::streamsize(b.size()));
+}
+
+std::string problem_text(const InputError& e) {
+  std::string s;
+  for (auto& p : e.problems()) s += p.what + " | " + p.fix + " [" + p.code + "]\n";
+  return s;
+}
+
+TEST(TokenFile, round_trip_keeps_every_token_and_the_vocabulary) {
+  const auto path = temp_path("rt.tok");
+  std::vector<int32_t> tokens;
+  for (int i = 0; i < 1000; ++i) tokens.push_back((i * 37) % 300);
+  data::write_token_file(path, tokens, 300, 0);
+  data::TokenFile f(path);
+  EXPECT_EQ(f.size(), 1000);
+  EXPECT_EQ(f.vocab(), 300);
+  for (int i = 0; i < 1000; ++i) ASSERT_EQ(f.at(i), tokens[size_t(i)]);
+  fs::remove(path);
+}
+
+TEST(TokenFile, wide_vocabulary_uses_four_byte_tokens) {
+  const auto path = temp_path("wide.tok");
+  data::write_token_file(path, {70000, 1, 69999}, 70001, 0);
+  data::TokenFile f(path);
+  EXPECT_EQ(f.at(0), 70000);
+  EXPECT_EQ(fs::file_size(path), 64u + 3 * 4);
+  fs::remove(path);
+}
+
+void expect_refused(const std::string& path, const std::string& code) {
+  try {
+    data::TokenFile f(path);
+    FAIL() << "accepted a bad token file (" << code << ")";
+  } catch (const InputError& e) {
+    EXPECT_NE(problem_text(e).find(code), std::string::npos) << problem_text(e);
+    EXPECT_NE(problem_text(e).find(path), std::string::npos) << "the error names the file";
+  }
+}
+
+TEST(TokenFile, wrong_magic_version_or_size_is_refused_with_its_reason) {
+  const auto path = temp_path("bad.tok");
+  data::write_token_file(path, std::vector<int32_t>(100, 7), 256, 0);
+  const auto good = read_all(path);
+  auto bad = good;
+  bad[0] = 'X';
+  write_all(path, bad);
+  expect_refused(path, "token-file-magic");
+  bad = good;
+  bad[8] = 9;  // version 9
+  write_all(path, bad);
+  expect_refused(path, "token-file-version");
+  bad = good;
+  bad.resize(bad.size() - 10);  // truncated
+  write_all(path, bad);
+  expect_refused(path, "token-file-size");
+  write_all(path, std::vector<char>(10, 0));  // shorter than the header
+  expect_refused(path, "token-file-size");
+  fs::remove(path);
+  expect_refused(path, "token-file-open");
+}
+
+TEST(BatchSampler, same_seed_same_batches_and_replica_slices_match_the_global_batch) {
+  const auto path = temp_path("s.tok");
+  std::vector<int32_t> tokens;
+  for (int i = 0; i < 5000; ++i) tokens.push_back(i % 251);
+  data::write_token_file(path, tokens, 256, 0);
+  data::TokenFile f(path);
+  const int64_t T = 16, B = 8;
+  data::BatchSampler a(f, data::train_split(f, T), T, 42), b(f, data::train_split(f, T), T, 42),
+      c(f, data::train_split(f, T), T, 43);
+  std::vector<int32_t> ta(B * T), ga(B * T), tb(B * T), gb(B * T), tc(B * T), gc(B * T);
+  a.fill(5, 0, B, ta.data(), ga.data());
+  b.fill(5, 0, B, tb.data(), gb.data());
+  c.fill(5, 0, B, tc.data(), gc.data());
+  EXPECT_EQ(ta, tb);
+  EXPECT_NE(ta, tc);
+  for (int64_t i = 0; i < B * T; ++i)
+    if (i % T != T - 1) ASSERT_EQ(ga[size_t(i)], ta[size_t(i + 1)]) << "targets are the inputs shifted by one";
+  // Replica r of 4 takes sequences [2r, 2r+2): exactly its slice of the global batch.
+  for (int r = 0; r < 4; ++r) {
+    std::vector<int32_t> t(2 * T), g(2 * T);
+    a.fill(5, 2 * r, 2, t.data(), g.data());
+    EXPECT_TRUE(std::equal(t.begin(), t.end(), ta.begin() + 2 * r * T));
+  }
+  // Training and validation never overlap.
+  const auto tr = data::train_split(f, T), va = data::val_split(f, T);
+  EXPECT_LE(tr.end, va.begin);
+  for (int s = 0; s < 50; ++s) EXPECT_LE(a.sequence_start(s, 0) + T + 1, tr.end);
+  fs::remove(path);
+}
+
+TEST(Tokenizer, bpe_round_trips_text_and_compresses_it) {
+  std::string text;
+  for (int i = 0; i < 200; ++i) text += "the quick brown fox jumps over the lazy dog. ";
+  auto bpe = data::Tokenizer::train_bpe(text, 300);
+  EXPECT_GT(bpe.vocab(), 270);  // merges stop early when no pair repeats
+  EXPECT_LE(bpe.vocab(), 300);
+  const auto ids = bpe.encode(text);
+  EXPECT_EQ(bpe.decode(ids), text);
+  EXPECT_LT(ids.size() * 3, text.size());
+  const auto path = temp_path("tok.txt");
+  bpe.save(path);
+  EXPECT_EQ(data::Tokenizer::load(path).encode(text), ids);
+  fs::remove(path);
+  EXPECT_EQ(data::Tokenizer::bytes().decode(data::Tokenizer::bytes().encode("héllo\n")), "héllo\n");
+}
+
+checkpoint::Checkpoint sample_checkpoint() {
+  checkpoint::Checkpoint c;
+  c.meta = {{"param_count", 1000}, {"step", 7}};
+  for (int i = 0; i < 1000; ++i) {
+    c.params.push_back(float(i) * 0.5f);
+    c.m.push_back(float(i) * 0.25f);
+    c.v.push_back(float(i) * 0.125f);
+  }
+  return c;
+}
+
+TEST(Checkpoint, round_trip_is_exact) {
+  const auto path = temp_path("c.ckpt");
+  const auto c = sample_checkpoint();
+  checkpoint::save(path, c);
+  const auto d = checkpoint::load(path);
+  EXPECT_EQ(d.params, c.params);
+  EXPECT_EQ(d.m, c.m);
+  EXPECT_EQ(d.v, c.v);
+  EXPECT_EQ(d.meta["step"], 7);
+  fs::remove(path);
+}
+
+TEST(Checkpoint, truncated_or_corrupt_files_are_refused) {
+  const auto path = temp_path("bad.ckpt");
+  checkpoint::save(path, sample_checkpoint());
+  const auto good = read_all(path);
+  auto expect_code = [&](const std::vector<char>& bytes, const std::string& code) {
+    write_all(path, bytes);
+    try {
+      checkpoint::load(path);
+      FAIL() << "accepted a bad checkpoint (" << code << ")";
+    } catch (const InputError& e) {
+      EXPECT_NE(problem_text(e).find(code), std::string::npos) << problem_text(e);
+    }
+  };
+  auto bad = good;
+  bad.resize(bad.size() / 2);
+  expect_code(bad, "checkpoint-size");
+  bad = good;
+  bad[bad.size() / 2] ^= 0x40;  // one flipped bit in the weights
+  expect_code(bad, "checkpoint-hash");
+  bad = good;
+  bad[1] = 'x';
+  expect_code(bad, "checkpoint-magic");
+  bad = good;
+  bad[8] = 2;
+  expect_code(bad, "checkpoint-version");
+  fs::remove(path);
+}
+
+}  // namespace
