@@ -134,9 +134,11 @@ std::string to_text(const RunSpec& run, const Mesh& mesh, const sim::PlannedCost
   for (const auto& b : pc.boundaries)
     s += fmt::format("    stage {} -> {}: {:.1f} MB per message over {} ({:.0f} GB/s): {}\n", b.from_stage, b.to_stage,
                      b.message_bytes / 1e6, to_string(b.link.kind), b.link.bandwidth_Bps / 1e9, ms(b.message_s));
-  s += fmt::format("\n  planner: pipeline {:.3f} s + exposed DP {:.3f} s + optimizer {:.3f} s; it assumes every stage is "
-                   "as slow as the slowest and a closed-form bubble, the simulator plays the schedule action by action.\n",
-                   pc.estimate.pipeline.total_s, pc.estimate.time.dp_comm, pc.estimate.time.optimizer);
+  s += fmt::format("\n  planner: pipeline {:.4g} s (bubble {:.4g} s) + exposed DP {:.4g} s + optimizer {:.4g} s = {:.4g} s.\n"
+                   "  It paces every stage by the slowest and uses the closed-form bubble; the simulator plays the\n"
+                   "  schedule action by action, with each stage's own costs and DP buckets against its last backwards.\n",
+                   pc.estimate.pipeline.total_s, pc.estimate.pipeline.bubble_s, pc.estimate.time.dp_comm,
+                   pc.estimate.time.optimizer, pc.estimate.time.step);
   return s;
 }
 

@@ -98,7 +98,7 @@ PlannedCosts costs_from_plan(const RunSpec& run, const plan::CostConstants& c) {
       double wgrad = n * wgrad_layer;
       const bool holds_extra = (st.first && ch == 0) || (st.last && ch == v - 1);
       if (holds_extra) {
-        const double share = (st.first && st.last) ? 0.5 : 1.0;  // pp 1: one chunk holds both ends
+        const double share = (st.first && st.last && v > 1) ? 0.5 : 1.0;  // both ends on one stage, two chunks
         cc.forward_s += extra_fwd * share + extra_tp * share;
         cc.tp_forward_s += extra_tp * share;
         cc.backward_s += extra_bwd * share;

@@ -52,6 +52,20 @@ TEST(PlanCosts, chunk_costs_add_up_to_the_planners_stage_times) {
   }
 }
 
+TEST(PlanCosts, one_stage_keeps_both_embedding_and_logits_in_its_chunk) {
+  RunSpec run = gpt3_4096();
+  run.model = model_preset("gpt2-small");
+  run.cluster.nodes = 1;
+  run.layout = {1, 1, 8, 1, "tp-dp-pp"};
+  run.exec.global_batch_size = 16;
+  const PlannedCosts pc = costs_from_plan(run);
+  const auto& st = pc.estimate.stages[0];
+  const auto& c = pc.costs.stages[0].chunks[0];
+  EXPECT_NEAR(c.forward_s + c.backward_s, st.total_s(), 1e-12);
+  const SimResult r = play(pc, run);
+  EXPECT_NEAR(r.pipeline_s, pc.estimate.pipeline.total_s, 1e-9);  // no bubble, nothing to disagree on
+}
+
 TEST(PlanCosts, pipeline_boundaries_use_the_link_the_mesh_gives) {
   // tp-pp-dp with 8 GPUs per node: each stage is a whole node, so every boundary crosses nodes.
   const PlannedCosts inter = costs_from_plan(gpt3_4096());
