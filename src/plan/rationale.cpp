@@ -129,15 +129,18 @@ std::vector<std::string> rationale(const ModelSpec& m, const ClusterSpec& cl, in
 
   // 3. Add PP.
   const int64_t tp_for_pp = win.run.layout.tp;
-  std::optional<Estimate> first_fit;
-  for (int64_t p = 2; p <= std::min<int64_t>(m.layers, world / tp_for_pp); ++p) {
+  std::optional<Estimate> first_fit;  // fewest stages that fit at the winner's tp (pp 1 included)
+  for (int64_t p = 1; p <= std::min<int64_t>(m.layers, world / tp_for_pp); ++p) {
     if ((world / tp_for_pp) % p != 0) continue;
     first_fit = best_with(m, cl, B, space, tp_for_pp, p, overhead, c);
     if (first_fit) break;
   }
   if (win.run.layout.pp > 1) {
     std::string step3 = fmt::format("3. Add PP? Yes: with tp {}", tp_for_pp);
-    if (first_fit)
+    if (first_fit && first_fit->run.layout.pp == 1)
+      step3 += fmt::format(", pp 1 would fit ({}: {} per GPU, {:.0f} tokens/s), but PP is faster",
+                           short_layout(*first_fit), gb(first_fit->peak_memory().total_bytes()), first_fit->tokens_per_s);
+    else if (first_fit)
       step3 += fmt::format(", the fewest stages that fit are pp {} ({} per GPU, {:.3g} layers per stage)",
                            first_fit->run.layout.pp, gb(first_fit->peak_memory().total_bytes()),
                            double(m.layers) / first_fit->run.layout.pp);
