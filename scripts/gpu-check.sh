@@ -15,13 +15,15 @@
 #
 # Usage (from the repository root):  bash scripts/gpu-check.sh [--quick]
 #   --quick      skip torch.compile (saves its compile time)
-#   env: OUT (where outputs go; default $OUT or /tmp/trident-gpu-check), BUILD (default build-gpu),
+#   env: OUT (logs and results.txt; default /tmp/trident-gpu-check), MODEL_DIR (model-check binaries,
+#        default /tmp/trident-gpu-model), BUILD (default build-gpu),
 #        STEPS (timed benchmark steps, default 10), PYTHON (a python with torch+CUDA)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 QUICK=0
 [ "${1:-}" = "--quick" ] && QUICK=1
 OUT_DIR=${OUT:-/tmp/trident-gpu-check}
+MODEL_DIR=${MODEL_DIR:-/tmp/trident-gpu-model}  # large binaries (logits, gradients): kept out of OUT
 BUILD=${BUILD:-build-gpu}
 STEPS=${STEPS:-10}
 JOBS=$(nproc)
@@ -89,9 +91,9 @@ section "whole model vs PyTorch"
 DIRS=""
 for att in flash matmul; do
   for prec in fp32 bf16; do
-    mkdir -p "$OUT_DIR/$prec-$att"
-    run_step "gpu_gpt_check $prec $att attention" 120 "$BIN/gpu_gpt_check" "$OUT_DIR/$prec-$att" $prec $att \
-      && DIRS="$DIRS $OUT_DIR/$prec-$att"
+    mkdir -p "$MODEL_DIR/$prec-$att"
+    run_step "gpu_gpt_check $prec $att attention" 120 "$BIN/gpu_gpt_check" "$MODEL_DIR/$prec-$att" $prec $att \
+      && DIRS="$DIRS $MODEL_DIR/$prec-$att"
   done
 done
 if [ -n "$PY" ] && [ -n "$DIRS" ]; then
