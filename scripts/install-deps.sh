@@ -9,6 +9,7 @@ packages=(
   libopenblas-dev libopenmpi-dev openmpi-bin
   fortunes
   python3-torch python3-numpy
+  libjemalloc2
 )
 missing=()
 for p in "${packages[@]}"; do
