@@ -1,8 +1,17 @@
 #!/usr/bin/env bash
-# `make demo`: Trident's main job on the built-in example, the source chapter's GPT-3 175B case.
+# `make demo`: Trident's main job on the built-in example, the source chapter's GPT-3 175B case:
+# plan the layout for 512 DGX A100 nodes, print the topology table of the chosen layout.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 build=${1:-build}
 trident="$build/src/cli/trident"
-cd "$(dirname "$0")/.."
-echo "== trident topo: the strategy <-> topology table of GPT-3 175B on 512 DGX A100 nodes"
-"$trident" topo --config examples/gpt3-175b-4096-a100.toml
+run=(--model gpt3-175b --cluster dgx-a100-80g --nodes 512 --global-batch-size 1536)
+
+echo "== 1. trident plan: the best layouts for GPT-3 175B on 512 DGX A100 nodes (4096 GPUs)"
+"$trident" plan "${run[@]}" --top 3
+
+echo
+echo "== 2. trident topo: the strategy <-> topology table of the winner"
+read -r tp pp dp order < <("$trident" plan "${run[@]}" --top 1 --json |
+  /usr/bin/python3 -c 'import json,sys; l=json.load(sys.stdin)["candidates"][0]["layout"]; print(l["tp"], l["pp"], l["dp"], l["order"])')
+"$trident" topo "${run[@]}" --tp "$tp" --pp "$pp" --dp "$dp" --order "$order"
