@@ -24,6 +24,7 @@
 #include "runtime/engine/perf.h"
 #include "runtime/engine/run_meta.h"
 #include "runtime/engine/trainer.h"
+#include "runtime/dist/dist_train.h"
 #include "runtime/kernels/ops.h"
 
 namespace trident::cli {
@@ -156,6 +157,27 @@ int run_train(TrainArgs& args) {
             fmt::format("use --steps {} or more", done + 1), "resume-steps");
   }
   p.throw_if_any();
+
+  // More than one rank (--tp/--pp/--dp, or started by mpirun/srun): the distributed runtime
+  // (runtime/dist) trains the same model on the same batches; rank 0 prints the rehearsal report.
+  if (dist::wants_distributed(values)) {
+    if (resume) {
+      p.add("--resume is not supported by the distributed runtime yet", "train from scratch under mpirun", "dist-resume");
+      p.throw_if_any();
+    }
+    dist::DistTrainSettings s;
+    s.run.model = model;
+    s.run.exec.micro_batch_size = micro;
+    s.run.exec.global_batch_size = global;
+    s.run.exec.precision = Precision::FP32;
+    s.adamw = opt;
+    s.steps = steps;
+    s.seed = seed;
+    s.data_path = data_path;
+    dist::read_dist_train_options(values, s, p);
+    p.throw_if_any();
+    return dist::run_distributed_training(s);
+  }
 
   // Tokenizer (for the checkpoint, so `trident generate` can decode).
   data::Tokenizer tokenizer = data::Tokenizer::bytes();
@@ -304,7 +326,7 @@ int run_train(TrainArgs& args) {
 
 Runner setup_train(CLI::App& cmd) {
   auto args = std::make_shared<TrainArgs>();
-  args->options = std::make_unique<CliOptions>(cmd, concat({model_options(), train_options()}));
+  args->options = std::make_unique<CliOptions>(cmd, concat({model_options(), train_options(), dist::dist_train_options()}));
   return [args] { return run_train(*args); };
 }
 
