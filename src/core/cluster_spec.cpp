@@ -101,7 +101,7 @@ GpuSpec gpu_preset(const std::string& name) {
 
 std::string ClusterSpec::describe() const {
   return fmt::format(
-      "{} node{} x {} ({} GPUs of {}: {:.0f} GiB, {:.0f} TFLOP/s bf16); inside a node {} {:.0f} GB/s "
+      "{} node{} x {} ({} GPUs of {}: {:.3g} GiB, {:.3g} TFLOP/s bf16); inside a node {} {:.3g} GB/s "
       "per GPU; between nodes {} {:.1f} GB/s per node = {:.3g} GB/s per GPU",
       nodes, nodes == 1 ? "" : "s", name, world_size(), gpu.name, gib(gpu.memory_bytes),
       gpu.bf16_flops / kTera, to_string(intra.kind), gbps(intra.bandwidth_Bps), to_string(inter.kind),
