@@ -3,7 +3,7 @@
 # machine (same batch, threads, AdamW + clipping), both measured in this run, for three configs
 # and two conditions applied to both peers alike:
 #   as-is : the machine's environment (OPENBLAS_CORETYPE etc. as set);
-#   tuned : OpenBLAS variables unset in this command; PyTorch with jemalloc (LD_PRELOAD).
+#   tuned : OpenBLAS variables unset in this command; PyTorch with jemalloc (LD_PRELOAD, tuned MALLOC_CONF).
 # Also: the FP32 peak of the machine (FMA loop) and, for GPT-2 124M tuned, Trident's share of it;
 # peak resident memory next to the planner's prediction (fp32 recipe).
 # usage: bench/engine/engine_bench.sh [BUILD_DIR] [--quick]
@@ -46,7 +46,9 @@ for c in "${configs[@]}"; do
   for cond in as-is tuned; do
     if [ "$cond" = tuned ]; then
       ENVCMD=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE -u OPENBLAS_NUM_THREADS)
-      TORCH_PRE=${JEMALLOC:+LD_PRELOAD=$JEMALLOC}
+      # jemalloc as PyTorch's CPU tuning guide configures it (memory kept, not returned to the OS;
+      # plain LD_PRELOAD with default decay made PyTorch 2-3x slower here).
+      TORCH_PRE=${JEMALLOC:+LD_PRELOAD=$JEMALLOC MALLOC_CONF=oversize_threshold:1,background_thread:true,metadata_thp:auto,dirty_decay_ms:-1,muzzy_decay_ms:-1}
     else
       ENVCMD=(env)
       TORCH_PRE=
@@ -57,7 +59,7 @@ for c in "${configs[@]}"; do
     rss=$(echo "$out" | sed -n 's/^peak memory: \([0-9.]*\) MiB resident.* vs \([0-9.]*\) MiB planner.*/\1/p')
     planned=$(echo "$out" | sed -n 's/^peak memory: .* vs \([0-9.]*\) MiB planner.*/\1/p')
     flops=$(echo "$out" | sed -n 's/.*step FLOPs.* = \([0-9.]*\) GFLOP.*/\1/p')
-    ref=$("${ENVCMD[@]}" $TORCH_PRE "$PY" "$HERE/engine_torch.py" "$L" "$H" "$A" "$S" "$V" "$B" "$N" "$THREADS" | tail -1)
+    ref=$("${ENVCMD[@]}" ${TORCH_PRE:-} "$PY" "$HERE/engine_torch.py" "$L" "$H" "$A" "$S" "$V" "$B" "$N" "$THREADS" | tail -1)
     ttps=$(echo "$ref" | sed 's/.*"tokens_per_s": \([0-9.e+]*\).*/\1/')
     trss=$(echo "$ref" | sed 's/.*"peak_rss_mib": \([0-9.e+]*\).*/\1/')
     if [ -z "$tps" ] || [ -z "$ttps" ]; then echo "$name $cond: a run failed"; echo "$out" | tail -5; echo "$ref"; continue; fi

@@ -43,6 +43,11 @@ class GPT(nn.Module):
         self.wte, self.wpe = nn.Embedding(V, C), nn.Embedding(T, C)
         self.blocks = nn.ModuleList(Block(C, nh, T) for _ in range(L))
         self.lnf = nn.LayerNorm(C)
+        for mod in self.modules():  # GPT-2 initialisation, as Trident's
+            if isinstance(mod, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(mod.weight, std=0.02)
+                if getattr(mod, "bias", None) is not None:
+                    nn.init.zeros_(mod.bias)
 
     def forward(self, idx, targets):
         x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
