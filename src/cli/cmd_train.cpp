@@ -26,6 +26,9 @@
 #include "runtime/engine/trainer.h"
 #include "runtime/dist/dist_train.h"
 #include "runtime/kernels/ops.h"
+#ifdef TRIDENT_HAVE_CUDA
+#include "runtime/cuda/cuda_kernels.h"
+#endif
 
 namespace trident::cli {
 namespace {
@@ -50,8 +53,25 @@ std::vector<OptionDef> train_options() {
       {"stop-at", "training", "stop after this step (the schedule still runs to --steps; resume later)"},
       {"resume", "training", "continue from this checkpoint (same settings give bit-identical losses)"},
       {"threads", "training", "CPU threads (default: all cores)"},
+      {"device", "training", "cpu (default) or cuda (one GPU, chosen by the node-local rank)"},
       {"log-every", "training", "progress line every N steps (default steps/20)"},
   };
+}
+
+// The kernel set of the device asked for. CUDA throws InputError naming CUDA's own reason
+// when no GPU is usable; a build without the CUDA backend says how to get one.
+std::unique_ptr<kernels::Kernels> make_kernels(const std::string& device, int threads) {
+  if (device == "cpu") return kernels::make_cpu_kernels(threads);
+#ifdef TRIDENT_HAVE_CUDA
+  return cuda::make_cuda_kernels();
+#else
+  Problems p;
+  p.add("--device cuda was asked, but this trident was built without the CUDA backend",
+        "rebuild where the CUDA toolkit is at /usr/local/cuda (cmake -DTRIDENT_CUDA=ON), or use --device cpu",
+        "no-cuda-build");
+  p.throw_if_any();
+  return nullptr;
+#endif
 }
 
 struct TrainArgs {
@@ -141,6 +161,9 @@ int run_train(TrainArgs& args) {
           "batch-divides");
   if (!(opt.lr > 0)) p.add(fmt::format("--lr {} must be positive", opt.lr), "use e.g. --lr 1e-3", "train-lr");
   if (threads <= 0) p.add(fmt::format("--threads {} must be positive", threads), "use --threads 1 or more", "train-threads");
+  const std::string device = values.get_string("device").value_or("cpu");
+  if (device != "cpu" && device != "cuda")
+    p.add("--device '" + device + "' is unknown", "use --device cpu or --device cuda", "train-device");
   if (eval_batches <= 0) p.add("--eval-batches must be positive", "use --eval-batches 1 or more", "train-eval");
   if (p.empty() && file.size() < 2 * (model.seq_len + 1))
     p.add(fmt::format("token file '{}' has {} tokens, too few for sequences of {}", data_path, file.size(), model.seq_len),
@@ -161,10 +184,11 @@ int run_train(TrainArgs& args) {
   // More than one rank (--tp/--pp/--dp, or started by mpirun/srun): the distributed runtime
   // (runtime/dist) trains the same model on the same batches; rank 0 prints the rehearsal report.
   if (dist::wants_distributed(values)) {
-    if (resume) {
-      p.add("--resume is not supported by the distributed runtime yet", "train from scratch under mpirun", "dist-resume");
-      p.throw_if_any();
-    }
+    if (resume) p.add("--resume is not supported by the distributed runtime yet", "train from scratch under mpirun", "dist-resume");
+    if (device != "cpu")
+      p.add("--device " + device + " is not supported by the distributed runtime yet (its ranks run on CPU cores)",
+            "use --device cpu with several ranks, or one process with --device cuda", "dist-device");
+    p.throw_if_any();
     dist::DistTrainSettings s;
     s.run.model = model;
     s.run.exec.micro_batch_size = micro;
@@ -186,7 +210,7 @@ int run_train(TrainArgs& args) {
     if (std::filesystem::exists(data_path + ".tokenizer", ec)) tokenizer = data::Tokenizer::load(data_path + ".tokenizer");
   }
 
-  auto kernels = kernels::make_cpu_kernels(int(threads));
+  auto kernels = make_kernels(device, int(threads));
   const int64_t accum = global / micro;
   engine::Trainer trainer(*kernels, model, micro, accum, opt);
   nn::GptStage& g = trainer.model();
