@@ -48,10 +48,19 @@ TEST(CheckDistRun, every_size_that_does_not_divide_is_reported_together) {
 TEST(CheckDistRun, unsupported_features_are_refused_not_ignored) {
   auto s = tiny();
   s.run.exec.zero = 3;
-  s.run.exec.sequence_parallel = true;
   const std::string text = all_problems(s);
   EXPECT_NE(text.find("[zero-stage]"), std::string::npos) << text;
-  EXPECT_NE(text.find("[sequence-parallel]"), std::string::npos) << text;
+}
+
+TEST(CheckDistRun, sequence_parallel_is_accepted_when_tp_divides_the_sequence) {
+  auto s = tiny();
+  s.run.layout = Layout{.tp = 2, .dp = 1, .pp = 1};
+  s.run.exec.sequence_parallel = true;
+  EXPECT_EQ(all_problems(s), "");
+  s.run.model.seq_len = 15;
+  const std::string text = all_problems(s);
+  EXPECT_NE(text.find("[sp-divides-seq]"), std::string::npos) << text;
+  EXPECT_NE(text.find("seq_len (15) is not divisible by tp (2)"), std::string::npos) << text;
 }
 
 TEST(CheckDistRun, an_uneven_split_must_cover_the_layers) {

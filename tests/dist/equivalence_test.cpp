@@ -51,6 +51,8 @@ struct Case {
   int zero = 0;
   int64_t virtual_stages = 1;
   std::vector<int64_t> stage_layers = {};
+  bool sequence_parallel = false;
+  int64_t micro_batch = 2;
 };
 
 RunSpec run_for(const Case& c) {
@@ -58,7 +60,8 @@ RunSpec run_for(const Case& c) {
   run.model = tiny_model();
   run.layout = c.layout;
   run.exec.global_batch_size = 8;
-  run.exec.micro_batch_size = 2;
+  run.exec.micro_batch_size = c.micro_batch;
+  run.exec.sequence_parallel = c.sequence_parallel;
   run.exec.schedule = c.schedule;
   run.exec.virtual_stages = c.virtual_stages;
   run.exec.zero = c.zero;
@@ -254,6 +257,24 @@ TEST(Equivalence, dp2_pp2_zero_bubble_h1_uneven_matches_single_process) {
 TEST(Equivalence, dp2_tp2_pp2_matches_single_process) { expect_same_as_single_process({"dp2xtp2xpp2", L(2, 2, 2)}); }
 TEST(Equivalence, dp2_tp2_pp2_order_pp_dp_tp_zero1_matches_single_process) {
   expect_same_as_single_process({"dp2xtp2xpp2 pp-dp-tp zero1", L(2, 2, 2, "pp-dp-tp"), ScheduleKind::OneFOneB, 1});
+}
+
+// Sequence parallel: LayerNorms and residuals on T/tp positions per rank, reduce-scatter /
+// all-gather around the TP regions, LayerNorm gradients summed over TP.
+TEST(Equivalence, tp2_sequence_parallel_matches_single_process) {
+  expect_same_as_single_process({"tp2 sp", L(2, 1, 1), ScheduleKind::OneFOneB, 0, 1, {}, true});
+}
+TEST(Equivalence, tp4_sequence_parallel_micro_batch_1_matches_single_process) {
+  expect_same_as_single_process({"tp4 sp b1", L(4, 1, 1), ScheduleKind::OneFOneB, 0, 1, {}, true, 1});
+}
+TEST(Equivalence, dp2_tp2_sequence_parallel_matches_single_process) {
+  expect_same_as_single_process({"dp2xtp2 sp", L(2, 2, 1), ScheduleKind::OneFOneB, 0, 1, {}, true});
+}
+TEST(Equivalence, dp2_tp2_pp2_sequence_parallel_zero1_matches_single_process) {
+  expect_same_as_single_process({"dp2xtp2xpp2 sp zero1", L(2, 2, 2), ScheduleKind::OneFOneB, 1, 1, {}, true});
+}
+TEST(Equivalence, tp2_pp2_interleaved_sequence_parallel_matches_single_process) {
+  expect_same_as_single_process({"tp2xpp2 interleaved v2 sp", L(2, 1, 2, "pp-tp-dp"), ScheduleKind::Interleaved, 0, 2, {}, true});
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // GradSync on 2 ranks: buckets tile the flat buffer at layer boundaries, plain DP sums every
 // element over the replicas, ZeRO-1 slices are disjoint and cover the buffer, and the
-// all-gather after the sharded update gives every rank every slice.
+// all-gather after the sharded update gives every rank every slice; GptStage's grad-ready hook
+// starts the buckets during backward.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -9,6 +10,8 @@
 
 #include "runtime/comm/mpi_communicator.h"
 #include "runtime/dist/grad_sync.h"
+#include "runtime/kernels/ops.h"
+#include "runtime/nn/gpt.h"
 
 using namespace trident;
 
@@ -62,6 +65,58 @@ TEST(GradSync, zero1_slices_are_disjoint_cover_the_buffer_and_gather_back) {
   for (int64_t i = sync.owned_begin(); i < sync.owned_end(); ++i) params[i] = float(i);
   sync.all_gather_params(params.data());
   for (int64_t i = 0; i < L.total(); ++i) ASSERT_EQ(params[i], float(i));
+}
+
+// DP overlap layer by layer: GptStage's grad-ready hook feeds GradSync during backward, so
+// buckets start before backward returns (the top layer's bucket first), and the reduced
+// gradients are still exactly the sum over the replicas.
+TEST(GradSync, grad_ready_hook_starts_buckets_during_backward_and_sums_exactly) {
+  auto comm = world();
+  ModelSpec m;
+  m.layers = 3, m.hidden = 32, m.heads = 4, m.kv_heads = 4, m.ffn_hidden = 128, m.seq_len = 16, m.vocab = 64;
+  auto k = kernels::make_cpu_kernels(1);
+  const int64_t B = 2, T = 16;
+  nn::GptStage stage(*k, nn::Shard::whole(m), B, T);
+  stage.init_params(3);
+  nn::Activations acts(stage);
+  std::vector<int32_t> tok(B * T), tgt(B * T);
+  for (int64_t i = 0; i < B * T; ++i) tok[i] = int32_t((i * 7 + comm->rank() * 13) % 64), tgt[i] = int32_t((i * 5 + 1) % 64);
+  dist::GradSync sync(*comm, stage.layout(), 0, /*bucket_floats=*/5000);
+  ASSERT_GT(sync.bucket_count(), 2u);
+
+  std::vector<int64_t> begins;
+  std::vector<size_t> launched;
+  stage.set_grad_ready_hook([&](int64_t b, int64_t e) {
+    EXPECT_EQ(e, stage.layout().total());
+    sync.mark_ready(stage.grads(), b, e);
+    begins.push_back(b);
+    launched.push_back(sync.launched_buckets());
+  });
+  stage.zero_grads();
+  sync.start_step();
+  stage.forward(acts, tok.data(), tgt.data());
+  stage.backward(acts, tok.data(), tgt.data(), 1.0f / float(B * T));
+  // head, 3 layers, embedding: five reports, each from a lower offset.
+  ASSERT_EQ(begins.size(), 5u);
+  for (size_t i = 1; i < begins.size(); ++i) EXPECT_LT(begins[i], begins[i - 1]);
+  EXPECT_GE(launched[1], 1u) << "no bucket started after the top layer's backward";
+  EXPECT_LT(launched[1], sync.bucket_count()) << "everything started at once: no layer-by-layer overlap";
+  EXPECT_EQ(launched.back(), sync.bucket_count());
+
+  sync.finish(stage.grads());
+  // Expected: a twin stage's backward on the same tokens (no hook), summed over the ranks at once.
+  std::vector<float> local(stage.layout().total());
+  {
+    nn::GptStage twin(*k, nn::Shard::whole(m), B, T);
+    twin.init_params(3);
+    nn::Activations a2(twin);
+    twin.zero_grads();
+    twin.forward(a2, tok.data(), tgt.data());
+    twin.backward(a2, tok.data(), tgt.data(), 1.0f / float(B * T));
+    std::copy(twin.grads(), twin.grads() + twin.layout().total(), local.begin());
+  }
+  comm->all_reduce(local.data(), local.size(), comm::DType::F32, comm::ReduceOp::Sum);
+  for (int64_t i = 0; i < stage.layout().total(); ++i) ASSERT_EQ(stage.grads()[i], local[i]) << "element " << i;
 }
 
 }  // namespace

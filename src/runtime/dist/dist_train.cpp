@@ -135,10 +135,11 @@ void check_dist_run(const DistTrainSettings& s, Problems& problems) {
   if (r.exec.zero > 1)
     problems.add("ZeRO stage " + std::to_string(r.exec.zero) + " is not implemented by the CPU runtime",
                  "use --zero 0 or 1", "zero-stage");
-  if (r.exec.sequence_parallel)
-    problems.add("sequence parallel is not implemented by the CPU runtime yet (GptStage places plain TP all-reduces)",
-                 "drop --sequence-parallel (it changes where TP communication happens, not the result)",
-                 "sequence-parallel");
+  if (r.exec.sequence_parallel && L.tp > 1 && m.seq_len % L.tp != 0)
+    problems.add("sequence parallel splits each sequence across the TP group, but seq_len (" + n(m.seq_len) +
+                     ") is not divisible by tp (" + n(L.tp) + ")",
+                 "use a --seq-len that is a multiple of " + n(L.tp) + ", or drop --sequence-parallel",
+                 "sp-divides-seq");
   if (s.steps < 1) problems.add("steps (" + n(s.steps) + ") must be at least 1", "give --steps 20");
   Problems split;
   // Stage split: reuse the trainer's check.

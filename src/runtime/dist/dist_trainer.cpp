@@ -96,7 +96,7 @@ DistTrainer::DistTrainer(const RunSpec& run, ProcessGroups& groups, const BatchS
   for (int64_t c = 0; c < I.v; ++c) {
     Chunk& ch = I.chunks[c];
     nn::Shard shard = shard_for(run.model, I.split, I.stage, c, run.layout.tp, groups.coords.tp());
-    ch.stage = std::make_unique<nn::GptStage>(*I.k, shard, I.b, I.T, tp_comm);
+    ch.stage = std::make_unique<nn::GptStage>(*I.k, shard, I.b, I.T, tp_comm, run.exec.sequence_parallel);
     ch.stage->init_params(options.seed);
     ch.slot_of.assign(I.m, -1);
     ch.grad_send.resize(I.m);
@@ -127,10 +127,10 @@ DistTrainer::DistTrainer(const RunSpec& run, ProcessGroups& groups, const BatchS
     }
   }
 
-  // Wire time of one pipeline message (N x C fp32), measured by ping-pong between stage pairs,
-  // so waits on a receive can be split into transfer and bubble.
+  // Wire time of one pipeline message (N x C fp32, N/tp x C under sequence parallelism),
+  // measured by ping-pong between stage pairs, so waits on a receive can be split into transfer and bubble.
   if (I.pp > 1) {
-    std::vector<float> msg(I.N() * I.C(), 1.0f);
+    std::vector<float> msg(I.chunks.front().stage->boundary_floats(), 1.0f);
     auto& p = *groups.pp;
     const int peer = (I.stage % 2 == 0) ? int(I.stage + 1) : int(I.stage - 1);
     double best = 1e30;
@@ -180,7 +180,8 @@ double DistTrainer::step(int64_t step) {
   I.tp->reset();
   const auto& program = I.schedule.programs[I.stage];
   const float dloss = float(1.0 / double(I.B * I.T));
-  const size_t act_floats = size_t(I.N() * I.C());
+  // Pipeline messages: the stage boundary (this rank's sequence shard under sequence parallelism).
+  const size_t act_floats = size_t(I.chunks.front().stage->boundary_floats());
 
   for (auto& ch : I.chunks) {
     ch.stage->zero_grads();

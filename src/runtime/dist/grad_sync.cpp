@@ -37,6 +37,12 @@ GradSync::GradSync(comm::Communicator& dp, const nn::ParamLayout& layout, int ze
   }
 }
 
+size_t GradSync::launched_buckets() const {
+  size_t n = 0;
+  for (const auto& b : buckets_) n += b.launched ? 1 : 0;
+  return n;
+}
+
 void GradSync::start_step() {
   for (auto& b : buckets_) b.request.reset(), b.launched = false;
   ready_from_ = total_;

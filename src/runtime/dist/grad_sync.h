@@ -28,6 +28,8 @@ class GradSync {
   int64_t owned_end() const { return owned_end_; }
   bool sharded() const { return zero_ >= 1 && dp_.size() > 1; }
   size_t bucket_count() const { return buckets_.size(); }
+  // Buckets whose reduction has started this step (tests: overlap with backward).
+  size_t launched_buckets() const;
 
   void start_step();  // forget last step's launches
   // Gradients of [begin, end) are final for this step (called from inside backward).

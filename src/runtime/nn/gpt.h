@@ -18,6 +18,22 @@
 //     target logit (never the logits).
 // Without a communicator (nullptr) tp_size must be 1.
 //
+// Sequence parallel (Megatron, Korthikanti et al. 2022; sequence_parallel = true, tp > 1): the
+// residual stream, LayerNorms and residual adds hold only this rank's positions of each
+// sequence: [B, T/tp, C], rank r holding positions [r*T/tp, (r+1)*T/tp). The all-reduce after
+// the row-parallel layers becomes a reduce-scatter along the sequence, the LayerNorm output is
+// all-gathered before the column-parallel layers; backward does the conjugates. The embedding
+// output is reduce-scattered (positions added once, by tp rank 0, before it), the final
+// LayerNorm runs on the shard and the head's input is all-gathered. LayerNorm weight/bias
+// gradients are partial per rank: each backward sums them over the TP group (one small
+// all-reduce per layer) before accumulating, so grads() are final and equal on every TP rank,
+// as without sequence parallelism. Boundary tensors (input/output/gradients) are then
+// [tokens_local(), C]. Requires T % tp == 0.
+//
+// Gradient-ready hook (for data-parallel overlap): set_grad_ready_hook(f) makes backward call
+// f(begin, end) as soon as the gradients of flat range [begin, end) are final for this
+// micro-batch (after the head, after each layer, after the embedding), so DP buckets can start.
+//
 // Several micro-batches can be in flight (pipeline schedules): each owns an Activations object;
 // the gradient scratch is shared by the stage (one backward runs at a time).
 // Gradients ACCUMULATE into grads() over micro-batches: zero_grads() at the start of a step.
@@ -26,6 +42,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <initializer_list>
 #include <memory>
 #include <vector>
 
@@ -79,7 +97,8 @@ class Activations {
 class GptStage {
  public:
   // B sequences of T tokens per micro-batch (T <= model.seq_len).
-  GptStage(kernels::Kernels& k, const Shard& shard, int64_t B, int64_t T, comm::Communicator* tp = nullptr);
+  GptStage(kernels::Kernels& k, const Shard& shard, int64_t B, int64_t T, comm::Communicator* tp = nullptr,
+           bool sequence_parallel = false);
   ~GptStage();
   GptStage(const GptStage&) = delete;
   GptStage& operator=(const GptStage&) = delete;
@@ -90,6 +109,14 @@ class GptStage {
   int64_t B() const { return B_; }
   int64_t T() const { return T_; }
   int64_t N() const { return B_ * T_; }
+  bool sequence_parallel() const { return sp_; }
+  // Tokens of the residual stream this rank holds: N, or N/tp under sequence parallelism.
+  int64_t tokens_local() const { return sp_ ? N() / layout_.shard().tp_size : N(); }
+  // Floats of a pipeline boundary tensor (input, output and their gradients).
+  int64_t boundary_floats() const { return tokens_local() * layout_.shard().C(); }
+
+  // f(begin, end): gradients of [begin, end) are final for the running backward (nullptr: off).
+  void set_grad_ready_hook(std::function<void(int64_t begin, int64_t end)> hook) { grad_hook_ = std::move(hook); }
 
   float* params() { return params_; }  // flat, layout().total() floats
   float* grads() { return grads_; }
@@ -109,8 +136,8 @@ class GptStage {
   // (output_grad() buffer filled) before calling.
   void backward(Activations& a, const int32_t* tokens, const int32_t* targets, float dloss);
 
-  float* output_grad() { return dres_; }       // [N,C]: receive dL/d(output) here when !has_output
-  const float* input_grad() const { return dres_; }  // [N,C]: dL/d(input) after backward when !has_input
+  float* output_grad() { return dres_; }       // [tokens_local,C]: receive dL/d(output) here when !has_output
+  const float* input_grad() const { return dres_; }  // [tokens_local,C]: dL/d(input) after backward when !has_input
 
   // Explicit per-layer functions (local layer index i of this stage).
   void layer_forward(Activations& a, int64_t i, const float* res_in);
@@ -121,11 +148,29 @@ class GptStage {
   friend class Activations;
   void all_reduce_tp(float* x, size_t n, comm::ReduceOp op = comm::ReduceOp::Sum);
   bool tp_lead() const { return layout_.shard().tp_rank == 0; }
+  // Sequence parallel: full [B,T,C] partial sums -> this rank's [B,T/tp,C] (summed over TP),
+  // and this rank's [B,T/tp,C] -> full [B,T,C] (out must not alias the input).
+  void sp_reduce_scatter(float* out, const float* full);
+  void sp_all_gather(float* full, const float* shard);
+  // Row-parallel output -> residual rows this rank holds: all-reduce in place, or reduce-scatter
+  // of `partial` into out under sequence parallelism.
+  void reduce_rows(float* out, const float* partial);
+  // LayerNorm of the local rows, result as the full [N,C] the column-parallel layer reads.
+  void norm_full(float* out, float* mean, float* rstd, const float* inp, const float* w, const float* b);
+  // Gradient of the local rows -> full [N,C] gradient (gathered under sequence parallelism).
+  const float* full_grad(const float* dres);
+  // Column-parallel input gradient (partial over TP, [N,C]) -> summed gradient of the local rows.
+  const float* local_grad(float* partial);
+  // Where LayerNorm weight/bias gradients go: grads() directly, or the TP-summed scratch slot i.
+  float* norm_grad(int64_t offset, int slot) { return sp_ ? lngrad_ + slot * layout_.shard().C() : grads_ + offset; }
+  void sum_norm_grads(std::initializer_list<int64_t> offsets);
 
   kernels::Kernels& k_;
   ParamLayout layout_;
   int64_t B_, T_;
   comm::Communicator* tp_;
+  bool sp_ = false;
+  std::function<void(int64_t, int64_t)> grad_hook_;
   float* params_ = nullptr;
   float* grads_ = nullptr;
   // Backward scratch, shared by all layers and micro-batches.
@@ -134,6 +179,11 @@ class GptStage {
   float* dbig_ = nullptr;     // [N, max(3C, F)/tp]
   float* datty_ = nullptr;    // [N, C/tp]
   float* dattn_ = nullptr;    // attention backward scratch
+  // Sequence-parallel scratch (allocated only when sp_).
+  float* full_ = nullptr;     // [N,C] gathered gradient / row-parallel partial output
+  float* pack_ = nullptr;     // [N,C] rows reordered rank-major for the collectives (B > 1)
+  float* lnout_ = nullptr;    // [N/tp,C] LayerNorm output / summed input gradient of the local rows
+  float* lngrad_ = nullptr;   // [4C] LayerNorm weight/bias gradients of one layer, summed over TP
 };
 
 }  // namespace trident::nn
