@@ -37,7 +37,9 @@ void write_token_file(const std::string& path, const std::vector<int32_t>& token
   std::memcpy(header + 16, &count, 8);
   std::memcpy(header + 24, &width, 4);
   std::memcpy(header + 28, &tokenizer_kind, 4);
-  const std::string tmp = path + ".tmp";
+  // A temp name per process, then an atomic rename: ranks of one job preparing the same file at
+  // once each write a whole file, and readers only ever see a complete one.
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f) fail("cannot write '" + tmp + "': " + std::strerror(errno), "check the folder exists and is writable", "io");
   bool ok = std::fwrite(header, 1, sizeof header, f) == sizeof header;
