@@ -31,6 +31,9 @@ bool install_grad_hook(Stage& stage, std::function<void(int64_t, int64_t)> hook)
     return false;
   }
 }
+// GptStage has the hook now: DP buckets start layer by layer (fail loudly if it ever goes away).
+static_assert(requires(nn::GptStage& s) { s.set_grad_ready_hook(nullptr); },
+              "GptStage::set_grad_ready_hook is needed for layer-by-layer DP overlap");
 double since(clock_type::time_point t0) { return std::chrono::duration<double>(clock_type::now() - t0).count(); }
 
 // One model chunk this rank holds: its stage, activation slots, gradient sync and optimizer state.
