@@ -56,7 +56,7 @@ std::string rehearsal_text(const RehearsalData& d) {
   out += "\nRehearsal report: " + L.describe() + ", schedule " + to_string(d.run.exec.schedule) +
          ", " + std::to_string(d.run.exec.micro_batches(L.dp)) + " micro-batches of " +
          std::to_string(d.run.exec.micro_batch_size) + " per replica, ZeRO " + std::to_string(d.run.exec.zero) +
-         "\nmeans over steps " + std::to_string(d.warmup) + ".." + std::to_string(d.times.size() - 1) + " (" +
+         (d.run.exec.sequence_parallel && L.tp > 1 ? ", sequence parallel" : "") + "\nmeans over steps " + std::to_string(d.warmup) + ".." + std::to_string(d.times.size() - 1) + " (" +
          std::to_string(measured) + " steps; earlier ones are warm-up), milliseconds per step\n";
   char line[512];
   std::snprintf(line, sizeof line, "%5s %9s %9s %9s %9s %9s %9s %9s %9s %11s %11s\n", "rank", "tp,dp,pp", "step",
