@@ -15,7 +15,31 @@ namespace trident::comm {
 enum class DType { F32, BF16, F16, I32, I64, U8 };
 enum class ReduceOp { Sum, Max, Min };
 
-size_t dtype_size(DType t);
+// Element size and short name ("f32") of a type; inline so every backend shares them without
+// linking another backend's library.
+inline size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::F32: return 4;
+    case DType::BF16: return 2;
+    case DType::F16: return 2;
+    case DType::I32: return 4;
+    case DType::I64: return 8;
+    case DType::U8: return 1;
+  }
+  return 1;
+}
+
+inline const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::F32: return "f32";
+    case DType::BF16: return "bf16";
+    case DType::F16: return "f16";
+    case DType::I32: return "i32";
+    case DType::I64: return "i64";
+    case DType::U8: return "u8";
+  }
+  return "?";
+}
 
 // A handle on an operation in flight. wait() blocks until it is complete (or throws on a
 // communication timeout naming the operation and the peer); test() polls.

@@ -6,18 +6,6 @@
 
 namespace trident::comm {
 
-size_t dtype_size(DType t) {
-  switch (t) {
-    case DType::F32: return 4;
-    case DType::BF16: return 2;
-    case DType::F16: return 2;
-    case DType::I32: return 4;
-    case DType::I64: return 8;
-    case DType::U8: return 1;
-  }
-  return 1;
-}
-
 MPI_Datatype mpi_type(DType t) {
   switch (t) {
     case DType::F32: return MPI_FLOAT;
@@ -28,18 +16,6 @@ MPI_Datatype mpi_type(DType t) {
     case DType::U8: return MPI_UINT8_T;
   }
   return MPI_BYTE;
-}
-
-const char* dtype_name(DType t) {
-  switch (t) {
-    case DType::F32: return "f32";
-    case DType::BF16: return "bf16";
-    case DType::F16: return "f16";
-    case DType::I32: return "i32";
-    case DType::I64: return "i64";
-    case DType::U8: return "u8";
-  }
-  return "?";
 }
 
 const char* reduce_op_name(ReduceOp op) {

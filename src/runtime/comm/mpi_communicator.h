@@ -18,7 +18,6 @@
 namespace trident::comm {
 
 MPI_Datatype mpi_type(DType t);
-const char* dtype_name(DType t);
 const char* reduce_op_name(ReduceOp op);
 
 class MpiCommunicator final : public Communicator {

@@ -33,18 +33,6 @@ ncclRedOp_t nccl_op(ReduceOp op) {
 
 namespace {
 
-const char* type_name(DType t) {
-  switch (t) {
-    case DType::F32: return "f32";
-    case DType::BF16: return "bf16";
-    case DType::F16: return "f16";
-    case DType::I32: return "i32";
-    case DType::I64: return "i64";
-    case DType::U8: return "u8";
-  }
-  return "?";
-}
-
 // Completion of one NCCL operation: an event on the comm stream.
 class NcclRequest final : public Request {
  public:
@@ -114,7 +102,7 @@ NcclCommunicator::~NcclCommunicator() {
 
 std::string NcclCommunicator::describe(const char* what, size_t count, DType type) const {
   return name_ + "[" + std::to_string(rank_) + "/" + std::to_string(size_) + "] " + what + " " +
-         std::to_string(count) + " " + type_name(type);
+         std::to_string(count) + " " + dtype_name(type);
 }
 
 void NcclCommunicator::begin() {
