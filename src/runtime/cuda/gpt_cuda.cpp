@@ -118,6 +118,22 @@ struct GptCuda::Impl {
     cudaCheck(cudaMemcpyAsync(i32(region), tokens.data(), tokens.size() * sizeof(int), cudaMemcpyHostToDevice, stream));
   }
 
+  // One layer's saved activations and LayerNorm statistics: views into the arena that forward
+  // writes and backward reads.
+  template <typename T>
+  struct LayerActivations {
+    T *res, *ln1, *qkv, *atty, *resmid, *ln2, *fch, *fchg;
+    float *ln1_stats, *ln2_stats;  // mean then rstd, BT() floats each
+  };
+  template <typename T>
+  LayerActivations<T> layer_activations(int l) const {
+    const size_t NC = BT() * size_t(shape.hidden), stats = BT();
+    return {t<T>(r_res, l * NC),       t<T>(r_ln1, l * NC),        t<T>(r_qkv, l * 3 * NC),
+            t<T>(r_atty, l * NC),      t<T>(r_resmid, l * NC),     t<T>(r_ln2, l * NC),
+            t<T>(r_fch, l * 4 * NC),   t<T>(r_fchg, l * 4 * NC),   f(r_ln1_stats) + l * 2 * stats,
+            f(r_ln2_stats) + l * 2 * stats};
+  }
+
   template <typename T>
   void forward(bool with_loss_buffers);
   template <typename T>
@@ -135,17 +151,8 @@ void GptCuda::Impl::forward(bool) {
   const ElemType e = et();
   embedding_forward<T>(t<T>(r_res), i32(r_tokens), param<T>(WTE), param<T>(WPE), B, Tn, C, stream);
   for (int l = 0; l < shape.layers; ++l) {
-    T* res = t<T>(r_res, l * NC);
-    T* ln1 = t<T>(r_ln1, l * NC);
-    T* qkv = t<T>(r_qkv, l * 3 * NC);
-    T* atty = t<T>(r_atty, l * NC);
-    T* resmid = t<T>(r_resmid, l * NC);
-    T* ln2 = t<T>(r_ln2, l * NC);
-    T* fch = t<T>(r_fch, l * 4 * NC);
-    T* fchg = t<T>(r_fchg, l * 4 * NC);
+    auto [res, ln1, qkv, atty, resmid, ln2, fch, fchg, s1, s2] = layer_activations<T>(l);
     T* proj = t<T>(r_proj);
-    float* s1 = f(r_ln1_stats) + l * 2 * stats;
-    float* s2 = f(r_ln2_stats) + l * 2 * stats;
     layernorm_forward<T>(ln1, s1, s1 + stats, res, param<T>(LN1W, l), param<T>(LN1B, l), N, C, stream);
     mm->linear_forward(qkv, ln1, param<T>(QKVW, l), param<T>(QKVB, l), N, C, 3 * C, e);
     if (attention == AttentionKind::Matmul)
@@ -187,16 +194,7 @@ void GptCuda::Impl::backward(float grad_scale) {
   layernorm_backward<T>(dres, grad(LNFW), grad(LNFB), dbuf, t<T>(r_res, shape.layers * NC), param<T>(LNFW), sf,
                         sf + stats, N, C, stream);
   for (int l = shape.layers - 1; l >= 0; --l) {
-    T* res = t<T>(r_res, l * NC);
-    T* ln1 = t<T>(r_ln1, l * NC);
-    T* qkv = t<T>(r_qkv, l * 3 * NC);
-    T* atty = t<T>(r_atty, l * NC);
-    T* resmid = t<T>(r_resmid, l * NC);
-    T* ln2 = t<T>(r_ln2, l * NC);
-    T* fch = t<T>(r_fch, l * 4 * NC);
-    T* fchg = t<T>(r_fchg, l * 4 * NC);
-    float* s1 = f(r_ln1_stats) + l * 2 * stats;
-    float* s2 = f(r_ln2_stats) + l * 2 * stats;
+    auto [res, ln1, qkv, atty, resmid, ln2, fch, fchg, s1, s2] = layer_activations<T>(l);
     // MLP: dres is the gradient of this layer's output, which feeds both the skip and the MLP.
     mm->linear_backward_weight(grad(FCPROJW, l), dres, fchg, N, 4 * C, C, e);
     bias_backward<T>(grad(FCPROJB, l), dres, N, C, stream);
