@@ -24,7 +24,7 @@
 #include "runtime/engine/perf.h"
 #include "runtime/engine/run_meta.h"
 #include "runtime/engine/trainer.h"
-#include "runtime/dist/dist_train.h"
+#include "runtime/parallel/dist_train.h"
 #include "runtime/kernels/ops.h"
 #ifdef TRIDENT_HAVE_CUDA
 #include "runtime/cuda/cuda_kernels.h"
@@ -182,14 +182,14 @@ int run_train(TrainArgs& args) {
   p.throw_if_any();
 
   // More than one rank (--tp/--pp/--dp, or started by mpirun/srun): the distributed runtime
-  // (runtime/dist) trains the same model on the same batches; rank 0 prints the rehearsal report.
-  if (dist::wants_distributed(values)) {
+  // (runtime/parallel) trains the same model on the same batches; rank 0 prints the rehearsal report.
+  if (parallel::wants_distributed(values)) {
     if (resume) p.add("--resume is not supported by the distributed runtime yet", "train from scratch under mpirun", "dist-resume");
     if (device != "cpu")
       p.add("--device " + device + " is not supported by the distributed runtime yet (its ranks run on CPU cores)",
             "use --device cpu with several ranks, or one process with --device cuda", "dist-device");
     p.throw_if_any();
-    dist::DistTrainSettings s;
+    parallel::DistTrainSettings s;
     s.run.model = model;
     s.run.exec.micro_batch_size = micro;
     s.run.exec.global_batch_size = global;
@@ -198,9 +198,9 @@ int run_train(TrainArgs& args) {
     s.steps = steps;
     s.seed = seed;
     s.data_path = data_path;
-    dist::read_dist_train_options(values, s, p);
+    parallel::read_dist_train_options(values, s, p);
     p.throw_if_any();
-    return dist::run_distributed_training(s);
+    return parallel::run_distributed_training(s);
   }
 
   // Tokenizer (for the checkpoint, so `trident generate` can decode).
@@ -350,7 +350,7 @@ int run_train(TrainArgs& args) {
 
 Runner setup_train(CLI::App& cmd) {
   auto args = std::make_shared<TrainArgs>();
-  args->options = std::make_unique<CliOptions>(cmd, concat({model_options(), train_options(), dist::dist_train_options()}));
+  args->options = std::make_unique<CliOptions>(cmd, concat({model_options(), train_options(), parallel::dist_train_options()}));
   return [args] { return run_train(*args); };
 }
 

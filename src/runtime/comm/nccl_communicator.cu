@@ -1,4 +1,4 @@
-// Host code only (the .cu suffix keeps this file out of the CPU-only trident_dist glob, which
+// Host code only (the .cu suffix keeps this file out of the CPU-only trident_parallel glob, which
 // collects runtime/comm/*.cpp; trident_cuda compiles it).
 #include "runtime/comm/nccl_communicator.h"
 

@@ -2,14 +2,14 @@
 // naming its values and a fix.
 #include <gtest/gtest.h>
 
-#include "runtime/dist/dist_train.h"
+#include "runtime/parallel/dist_train.h"
 
 using namespace trident;
 
 namespace {
 
-dist::DistTrainSettings tiny() {
-  dist::DistTrainSettings s;
+parallel::DistTrainSettings tiny() {
+  parallel::DistTrainSettings s;
   auto& m = s.run.model;
   m.layers = 4, m.hidden = 32, m.heads = 4, m.kv_heads = 4, m.ffn_hidden = 128, m.seq_len = 16, m.vocab = 64;
   s.run.exec.global_batch_size = 8;
@@ -17,9 +17,9 @@ dist::DistTrainSettings tiny() {
   return s;
 }
 
-std::string all_problems(const dist::DistTrainSettings& s) {
+std::string all_problems(const parallel::DistTrainSettings& s) {
   Problems p;
-  dist::check_dist_run(s, p);
+  parallel::check_dist_run(s, p);
   std::string out;
   for (const auto& x : p.list()) out += x.what + " | " + x.fix + " [" + x.code + "]\n";
   return out;

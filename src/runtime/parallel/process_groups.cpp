@@ -1,6 +1,6 @@
-#include "runtime/dist/process_groups.h"
+#include "runtime/parallel/process_groups.h"
 
-namespace trident::dist {
+namespace trident::parallel {
 
 namespace {
 
@@ -63,4 +63,4 @@ ProcessGroups make_process_groups(const Mesh& mesh, std::shared_ptr<comm::CommCo
   return g;
 }
 
-}  // namespace trident::dist
+}  // namespace trident::parallel

@@ -1,8 +1,8 @@
-#include "runtime/dist/timed_communicator.h"
+#include "runtime/parallel/timed_communicator.h"
 
 #include <chrono>
 
-namespace trident::dist {
+namespace trident::parallel {
 
 using comm::DType;
 using comm::ReduceOp;
@@ -60,4 +60,4 @@ RequestPtr TimedCommunicator::irecv(void* b, size_t n, DType t, int peer, int ta
   return timed(n * comm::dtype_size(t), [&] { return inner_.irecv(b, n, t, peer, tag); });
 }
 
-}  // namespace trident::dist
+}  // namespace trident::parallel

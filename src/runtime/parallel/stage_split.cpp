@@ -1,10 +1,10 @@
-#include "runtime/dist/stage_split.h"
+#include "runtime/parallel/stage_split.h"
 
 #include <numeric>
 
 #include "plan/cost_model.h"
 
-namespace trident::dist {
+namespace trident::parallel {
 
 int64_t StageSplit::first_layer_of(int64_t k) const {
   return std::accumulate(layers_of.begin(), layers_of.begin() + k, int64_t{0});
@@ -57,4 +57,4 @@ nn::Shard shard_for(const ModelSpec& model, const StageSplit& split, int64_t sta
   return s;
 }
 
-}  // namespace trident::dist
+}  // namespace trident::parallel

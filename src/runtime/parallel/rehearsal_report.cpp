@@ -1,4 +1,4 @@
-#include "runtime/dist/rehearsal_report.h"
+#include "runtime/parallel/rehearsal_report.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -6,7 +6,7 @@
 #include "core/options.h"
 #include "plan/estimate.h"
 
-namespace trident::dist {
+namespace trident::parallel {
 
 namespace {
 
@@ -210,4 +210,4 @@ Prediction predict(const RunSpec& run, const std::string& cluster_toml, int64_t 
   return p;
 }
 
-}  // namespace trident::dist
+}  // namespace trident::parallel

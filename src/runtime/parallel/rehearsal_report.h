@@ -14,9 +14,9 @@
 #include <nlohmann/json.hpp>
 
 #include "core/run_spec.h"
-#include "runtime/dist/dist_trainer.h"
+#include "runtime/parallel/dist_trainer.h"
 
-namespace trident::dist {
+namespace trident::parallel {
 
 struct RankInfo {
   int rank = 0;
@@ -53,4 +53,4 @@ nlohmann::json rehearsal_json(const RehearsalData& d);
 // rank's compute rate is the measured one times cores / ranks (stated in the note).
 Prediction predict(const RunSpec& run, const std::string& cluster_toml, int64_t hardware_cores);
 
-}  // namespace trident::dist
+}  // namespace trident::parallel

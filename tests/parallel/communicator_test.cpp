@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "runtime/comm/mpi_communicator.h"
-#include "runtime/dist/process_groups.h"
+#include "runtime/parallel/process_groups.h"
 
 using namespace trident;
 using namespace trident::comm;
@@ -123,7 +123,7 @@ TEST(ProcessGroups, groups_are_the_mesh_groups_for_every_order) {
     for (auto [tp, dp, pp] : {std::tuple{2, 2, 1}, {2, 1, 2}, {1, 2, 2}, {4, 1, 1}, {1, 1, 4}}) {
       Layout layout{.tp = tp, .dp = dp, .pp = pp, .order = order};
       Mesh mesh(layout, 8);
-      auto g = dist::make_process_groups(mesh, context());
+      auto g = parallel::make_process_groups(mesh, context());
       for (auto [kind, comm] : {std::pair{Dim::TP, g.tp.get()}, {Dim::DP, g.dp.get()}, {Dim::PP, g.pp.get()}}) {
         Group expect = mesh.group_of(kind, g.world_rank);
         ASSERT_EQ(comm->size(), int(expect.ranks.size()));
@@ -142,7 +142,7 @@ TEST(ProcessGroups, groups_are_the_mesh_groups_for_every_order) {
 TEST(ProcessGroups, a_world_size_that_does_not_match_the_layout_is_an_error_before_any_work) {
   Mesh mesh(Layout{.tp = 2, .dp = 2, .pp = 2}, 8);
   try {
-    dist::make_process_groups(mesh, context());
+    parallel::make_process_groups(mesh, context());
     ADD_FAILURE() << "no error for 4 ranks running an 8-rank layout";
   } catch (const InputError& e) {
     std::string msg = e.problems().at(0).what + " / " + e.problems().at(0).fix;

@@ -14,12 +14,12 @@
 #include <vector>
 
 #include "core/run_spec.h"
-#include "runtime/dist/batch_source.h"
-#include "runtime/dist/process_groups.h"
+#include "runtime/parallel/batch_source.h"
+#include "runtime/parallel/process_groups.h"
 #include "runtime/engine/optimizer.h"
 #include "runtime/kernels/ops.h"
 
-namespace trident::dist {
+namespace trident::parallel {
 
 struct TrainerOptions {
   engine::AdamWConfig adamw;
@@ -69,4 +69,4 @@ class DistTrainer {
   double pp_message_s_ = 0;
 };
 
-}  // namespace trident::dist
+}  // namespace trident::parallel

@@ -1,9 +1,9 @@
-#include "runtime/dist/grad_sync.h"
+#include "runtime/parallel/grad_sync.h"
 
 #include <algorithm>
 #include <cstring>
 
-namespace trident::dist {
+namespace trident::parallel {
 
 GradSync::GradSync(comm::Communicator& dp, const nn::ParamLayout& layout, int zero, int64_t bucket_floats)
     : dp_(dp), zero_(zero), total_(layout.total()), ready_from_(layout.total()) {
@@ -83,4 +83,4 @@ void GradSync::all_gather_params(float* params) {
   std::memcpy(params, scratch_.data(), total_ * sizeof(float));
 }
 
-}  // namespace trident::dist
+}  // namespace trident::parallel

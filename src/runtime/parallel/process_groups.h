@@ -11,7 +11,7 @@
 #include "core/mesh.h"
 #include "runtime/comm/mpi_communicator.h"
 
-namespace trident::dist {
+namespace trident::parallel {
 
 struct ProcessGroups {
   std::shared_ptr<comm::CommContext> context;
@@ -35,4 +35,4 @@ struct ProcessGroups {
 ProcessGroups make_process_groups(const Mesh& mesh, std::shared_ptr<comm::CommContext> context,
                                   MPI_Comm base = MPI_COMM_WORLD);
 
-}  // namespace trident::dist
+}  // namespace trident::parallel

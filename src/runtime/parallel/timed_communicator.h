@@ -5,7 +5,7 @@
 
 #include "runtime/comm/communicator.h"
 
-namespace trident::dist {
+namespace trident::parallel {
 
 class TimedCommunicator final : public comm::Communicator {
  public:
@@ -40,4 +40,4 @@ class TimedCommunicator final : public comm::Communicator {
   double bytes_ = 0;
 };
 
-}  // namespace trident::dist
+}  // namespace trident::parallel

@@ -6,14 +6,14 @@
 
 #include <cmath>
 
-#include "runtime/dist/batch_source.h"
-#include "runtime/dist/dist_trainer.h"
+#include "runtime/parallel/batch_source.h"
+#include "runtime/parallel/dist_trainer.h"
 #include "runtime/data/sampler.h"
 #include "runtime/data/token_file.h"
 #include "runtime/engine/trainer.h"
 
 using namespace trident;
-using namespace trident::dist;
+using namespace trident::parallel;
 
 namespace {
 

@@ -8,13 +8,13 @@
 #include <string>
 #include <thread>
 
-#include "runtime/dist/dist_train.h"
+#include "runtime/parallel/dist_train.h"
 #include "schedule/schedule.h"
 
 using namespace trident;
 
 int main(int argc, char** argv) {
-  dist::DistTrainSettings s;
+  parallel::DistTrainSettings s;
   RunSpec& r = s.run;
   r.model.family = ModelFamily::GPT;
   r.model.layers = 4, r.model.hidden = 32, r.model.heads = 4, r.model.kv_heads = 4;
@@ -58,5 +58,5 @@ int main(int argc, char** argv) {
     if (rank == kill_rank && step == kill_step) std::raise(SIGKILL);
     if (rank == stall_rank && step == stall_step) std::this_thread::sleep_for(std::chrono::hours(1));
   };
-  return dist::run_distributed_training(s);
+  return parallel::run_distributed_training(s);
 }

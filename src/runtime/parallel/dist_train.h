@@ -16,7 +16,7 @@
 #include "core/run_spec.h"
 #include "runtime/engine/optimizer.h"
 
-namespace trident::dist {
+namespace trident::parallel {
 
 // Everything a distributed run adds to `trident train`'s options: the layout (--tp --pp --dp
 // --order), the parallel execution (--schedule --virtual-stages --zero --sequence-parallel) and
@@ -61,4 +61,4 @@ void check_dist_run(const DistTrainSettings& s, Problems& problems);
 // "rank R failed: ..." and aborts the job, so no rank is left hanging.
 int run_distributed_training(const DistTrainSettings& s);
 
-}  // namespace trident::dist
+}  // namespace trident::parallel

@@ -10,7 +10,7 @@
 #include "core/problems.h"
 #include "runtime/nn/param_layout.h"
 
-namespace trident::dist {
+namespace trident::parallel {
 
 struct StageSplit {
   int64_t pp = 1, virtual_stages = 1;
@@ -28,4 +28,4 @@ StageSplit make_stage_split(const ModelSpec& model, int64_t pp, int64_t virtual_
 nn::Shard shard_for(const ModelSpec& model, const StageSplit& split, int64_t stage, int64_t chunk, int64_t tp,
                     int64_t tp_rank);
 
-}  // namespace trident::dist
+}  // namespace trident::parallel

@@ -1,4 +1,4 @@
-#include "runtime/dist/dist_train.h"
+#include "runtime/parallel/dist_train.h"
 
 #include <mpi.h>
 #include <unistd.h>
@@ -9,14 +9,14 @@
 #include <sstream>
 #include <thread>
 
-#include "runtime/dist/batch_source.h"
-#include "runtime/dist/dist_trainer.h"
-#include "runtime/dist/process_groups.h"
-#include "runtime/dist/rehearsal_report.h"
+#include "runtime/parallel/batch_source.h"
+#include "runtime/parallel/dist_trainer.h"
+#include "runtime/parallel/process_groups.h"
+#include "runtime/parallel/rehearsal_report.h"
 #include "runtime/engine/perf.h"
 #include "schedule/schedule.h"
 
-namespace trident::dist {
+namespace trident::parallel {
 
 namespace {
 std::vector<OptionDef> run_options() {
@@ -283,4 +283,4 @@ int run_distributed_training(const DistTrainSettings& s) {
   return code;
 }
 
-}  // namespace trident::dist
+}  // namespace trident::parallel

@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-namespace trident::dist {
+namespace trident::parallel {
 
 class BatchSource {
  public:
@@ -24,4 +24,4 @@ std::unique_ptr<BatchSource> token_file_source(const std::string& path, int64_t 
 // start with a random stride (mod vocab), so the loss falls within a few steps.
 std::unique_ptr<BatchSource> synthetic_source(int64_t vocab, int64_t seq_len, uint64_t seed);
 
-}  // namespace trident::dist
+}  // namespace trident::parallel

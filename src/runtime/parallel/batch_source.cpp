@@ -1,9 +1,9 @@
-#include "runtime/dist/batch_source.h"
+#include "runtime/parallel/batch_source.h"
 
 #include "runtime/data/sampler.h"
 #include "runtime/data/token_file.h"
 
-namespace trident::dist {
+namespace trident::parallel {
 
 namespace {
 
@@ -59,4 +59,4 @@ std::unique_ptr<BatchSource> synthetic_source(int64_t vocab, int64_t seq_len, ui
   return std::make_unique<SyntheticSource>(vocab, seq_len, seed);
 }
 
-}  // namespace trident::dist
+}  // namespace trident::parallel

@@ -1,4 +1,4 @@
-#include "runtime/dist/dist_trainer.h"
+#include "runtime/parallel/dist_trainer.h"
 
 #include <algorithm>
 #include <chrono>
@@ -7,13 +7,13 @@
 #include <functional>
 #include <map>
 
-#include "runtime/dist/grad_sync.h"
-#include "runtime/dist/stage_split.h"
-#include "runtime/dist/timed_communicator.h"
+#include "runtime/parallel/grad_sync.h"
+#include "runtime/parallel/stage_split.h"
+#include "runtime/parallel/timed_communicator.h"
 #include "runtime/nn/gpt.h"
 #include "schedule/schedule.h"
 
-namespace trident::dist {
+namespace trident::parallel {
 
 namespace {
 
@@ -352,4 +352,4 @@ double DistTrainer::step(int64_t step) {
   return loss / double(I.B * I.T);
 }
 
-}  // namespace trident::dist
+}  // namespace trident::parallel

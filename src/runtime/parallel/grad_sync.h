@@ -18,7 +18,7 @@
 #include "runtime/comm/communicator.h"
 #include "runtime/nn/param_layout.h"
 
-namespace trident::dist {
+namespace trident::parallel {
 
 class GradSync {
  public:
@@ -55,4 +55,4 @@ class GradSync {
   std::vector<float> scratch_, slice_;
 };
 
-}  // namespace trident::dist
+}  // namespace trident::parallel
