@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU proof of issue 7, in one call, on a machine with an NVIDIA GPU (H100/H200/A100) and
+# The GPU proof of the CUDA backend, in one call, on a machine with an NVIDIA GPU (H100/H200/A100) and
 # PyTorch with CUDA:
 #   1. builds the CUDA backend and its checks (cmake, only the needed targets, this GPU's arch)
 #   2. CPU-side CUDA unit tests (cuda_tests)

@@ -1,7 +1,9 @@
-// Binds an OptionDef table to CLI11 flags, plus --config FILE.toml.
+// Binds an OptionDef table to CLI11 flags, plus --config FILE.toml. --help shows each value's
+// type and default from the table.
 //
 // After parsing, collect() returns the values: flags first, then the TOML file's keys for
-// whatever the flags left unset. Every problem (unknown key, malformed file) is added to the
+// whatever the flags left unset. Keys that only other commands use are skipped and named on
+// stderr, so one config file serves every command. Every problem (unknown key, malformed file) is added to the
 // Problems given, so the command can report them with its own.
 #pragma once
 
@@ -19,9 +21,14 @@ class CliOptions {
  public:
   CliOptions(CLI::App& app, std::vector<OptionDef> defs);
   OptionValues collect(Problems& problems) const;
+  const std::vector<OptionDef>& defs() const { return defs_; }
+
 
  private:
+  std::vector<OptionDef> others() const;  // options of the other commands
+
   std::vector<OptionDef> defs_;
+  CLI::App* app_ = nullptr;
   // std::map keeps the addresses CLI11 writes into stable.
   std::map<std::string, std::string> text_;
   std::map<std::string, int64_t> flag_count_;

@@ -8,6 +8,7 @@
 #include "plan/lint.h"
 #include "plan/plan_options.h"
 #include "plan/plan_report.h"
+#include "report/time_to_train.h"
 
 namespace trident::cli {
 namespace {
@@ -19,16 +20,28 @@ struct LintArgs {
 Runner setup_lint(CLI::App& cmd) {
   auto args = std::make_shared<LintArgs>();
   args->options = std::make_unique<CliOptions>(
-      cmd, concat({model_options(), cluster_options(), layout_options(), execution_options(), plan::plan_options()}));
+      cmd, concat({model_options(), cluster_options(), layout_options(), execution_options(), plan::plan_options(),
+                   time_to_train_options()}));
   return [args] {
     Problems problems;
     OptionValues values = args->options->collect(problems);
     const plan::OutputOptions out = plan::resolve_output(values, problems);
+    const TrainBudget budget = resolve_train_budget(values, problems);
     problems.throw_if_any();
     plan::LintResult result = plan::lint_options(values, out.overhead_bytes);
     const RunSpec& run = result.run;
-    if (out.json) std::printf("%s\n", plan::lint_json(run, result, out.per_stage).dump(2).c_str());
-    else std::printf("%s", plan::lint_text(run, result, out.per_stage).c_str());
+    std::optional<TimeToTrain> ttt;
+    if (budget.train_tokens && result.estimate && result.estimate->time.step > 0)
+      ttt = time_to_train(budget, run.exec.global_batch_size, run.model.seq_len, result.estimate->time.step,
+                          run.layout.world_size(), "planner");
+    if (out.json) {
+      nlohmann::json j = plan::lint_json(run, result, out.per_stage);
+      if (ttt) j["time_to_train"] = time_to_train_json(*ttt);
+      std::printf("%s\n", j.dump(2).c_str());
+    } else {
+      std::printf("%s", plan::lint_text(run, result, out.per_stage).c_str());
+      if (ttt) std::printf("\n%s", time_to_train_text(*ttt).c_str());
+    }
     return result.has_errors() ? 1 : 0;
   };
 }

@@ -14,13 +14,21 @@
 #include "plan/plan_report.h"
 #include "plan/rationale.h"
 #include "plan/search.h"
+#include "report/launch_config.h"
+#include "report/output_file.h"
+#include "report/time_to_train.h"
 
 namespace trident::cli {
 namespace {
 
 struct PlanArgs {
   std::unique_ptr<CliOptions> options;
+  std::string emit;
 };
+
+// --emit FILE.toml writes the winner as a config every command reads; megatron / torchtitan
+// print that framework's equivalent instead of the plan.
+bool emit_is_file(const std::string& e) { return e != "megatron" && e != "torchtitan"; }
 
 // Dimensions given on the command line (or in the TOML file) fix the search; the rest is searched.
 plan::SearchSpace fixed_dimensions(const OptionValues& v, const ExecutionSpec& exec, Problems& p) {
@@ -56,7 +64,12 @@ plan::SearchSpace fixed_dimensions(const OptionValues& v, const ExecutionSpec& e
 Runner setup_plan(CLI::App& cmd) {
   auto args = std::make_shared<PlanArgs>();
   args->options = std::make_unique<CliOptions>(
-      cmd, concat({model_options(), cluster_options(), layout_options(), execution_options(), plan::plan_options()}));
+      cmd, concat({model_options(), cluster_options(), layout_options(), execution_options(), plan::plan_options(),
+                   time_to_train_options()}));
+  cmd.add_option("--emit", args->emit,
+                 "write the best layout as FILE.toml (runs unchanged in lint, topo, simulate, train), or print it "
+                 "as megatron arguments or a torchtitan config")
+      ->type_name("FILE.toml|megatron|torchtitan");
   return [args] {
     Problems p;
     OptionValues values = args->options->collect(p);
@@ -65,6 +78,14 @@ Runner setup_plan(CLI::App& cmd) {
     const ClusterSpec cluster = resolve_cluster(values, p);
     const ExecutionSpec exec = resolve_execution(values, p);
     const plan::SearchSpace space = fixed_dimensions(values, exec, p);
+    const TrainBudget budget = resolve_train_budget(values, p);
+    if (!args->emit.empty() && emit_is_file(args->emit) && args->emit.size() < 5)
+      p.add("--emit '" + args->emit + "' is neither a .toml file nor megatron or torchtitan",
+            "use --emit plan.toml, --emit megatron or --emit torchtitan", "emit");
+    else if (!args->emit.empty() && emit_is_file(args->emit) &&
+             args->emit.compare(args->emit.size() - 5, 5, ".toml") != 0)
+      p.add("--emit '" + args->emit + "' is neither a .toml file nor megatron or torchtitan",
+            "use --emit plan.toml, --emit megatron or --emit torchtitan", "emit");
     if (!values.has("global-batch-size"))
       p.add("no global batch size given", "give --global-batch-size (sequences per step; GPT-3 175B used 1536)");
     if (exec.global_batch_size > 0 && space.micro_batch && *space.micro_batch > exec.global_batch_size)
@@ -80,9 +101,40 @@ Runner setup_plan(CLI::App& cmd) {
     std::vector<std::string> why;
     if (!result.best.empty())
       why = plan::rationale(model, cluster, exec.global_batch_size, space, result.best.front(), out.overhead_bytes);
-    if (out.json) std::printf("%s\n", plan::plan_json(result, findings, why, out.per_stage).dump(2).c_str());
-    else
+    std::optional<TimeToTrain> ttt;
+    if (budget.train_tokens && !result.best.empty()) {
+      const auto& b = result.best.front();
+      ttt = time_to_train(budget, exec.global_batch_size, model.seq_len, b.time.step, b.run.layout.world_size(),
+                          "planner, best layout");
+    }
+    if (!args->emit.empty() && !result.best.empty()) {
+      const RunSpec& best = result.best.front().run;
+      if (args->emit == "megatron") {
+        std::printf("%s", megatron_args(best).c_str());
+        return 0;
+      }
+      if (args->emit == "torchtitan") {
+        std::printf("%s", torchtitan_toml(best).c_str());
+        return 0;
+      }
+      const auto& t = result.best.front();
+      const std::vector<std::string> header = {
+          fmt::format("Written by trident plan: the best of {} feasible layouts for {}.", result.feasible, best.model.name),
+          fmt::format("Predicted: step {:.3f} s, {:.0f} tokens/s, MFU {:.1f}%.", t.time.step, t.tokens_per_s, 100 * t.mfu),
+          "Runs unchanged in: trident lint | topo | simulate --config THIS_FILE (same predictions),",
+          "and in trident train with the model and layout scaled down by flags (flags win over the file)."};
+      write_output_file(args->emit, config_toml(args->options->defs(), values, best, {"json", "top", "per-stage"}, header),
+                        "--emit");
+    }
+    if (out.json) {
+      nlohmann::json j = plan::plan_json(result, findings, why, out.per_stage);
+      if (ttt) j["time_to_train"] = time_to_train_json(*ttt);
+      std::printf("%s\n", j.dump(2).c_str());
+    } else {
       std::printf("%s", plan::plan_text(model, cluster, exec.global_batch_size, result, findings, why, out.per_stage).c_str());
+      if (ttt) std::printf("\n%s", time_to_train_text(*ttt).c_str());
+      if (!args->emit.empty() && !result.best.empty()) std::printf("\nwrote the best layout to %s\n", args->emit.c_str());
+    }
     return result.best.empty() ? 1 : 0;
   };
 }

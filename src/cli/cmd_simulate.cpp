@@ -13,6 +13,7 @@
 #include "core/run_spec.h"
 #include "report/chrome_trace.h"
 #include "report/pipeline_svg.h"
+#include "report/time_to_train.h"
 #include "report/topology_report.h"
 #include "schedule/schedule.h"
 #include "sim/plan_costs.h"
@@ -145,10 +146,11 @@ std::string to_text(const RunSpec& run, const Mesh& mesh, const sim::PlannedCost
 Runner setup_simulate(CLI::App& cmd) {
   auto args = std::make_shared<SimulateArgs>();
   args->options = std::make_unique<CliOptions>(
-      cmd, concat({model_options(), cluster_options(), layout_options(), execution_options()}));
+      cmd, concat({model_options(), cluster_options(), layout_options(), execution_options(), time_to_train_options()}));
   cmd.add_flag("--json", args->json, "print JSON instead of the table");
-  cmd.add_option("--trace", args->trace_path, "write a Chrome trace (open in ui.perfetto.dev) to FILE.json");
-  cmd.add_option("--svg", args->svg_path, "draw the pipeline timeline to FILE.svg");
+  cmd.add_option("--trace", args->trace_path, "write a Chrome trace (open in ui.perfetto.dev) to FILE.json")
+      ->type_name("FILE");
+  cmd.add_option("--svg", args->svg_path, "draw the pipeline timeline to FILE.svg")->type_name("FILE");
   cmd.add_flag("--show-schedule", args->show_schedule, "also print each stage's list of compute actions");
   return [args] {
     Problems problems;
@@ -156,6 +158,7 @@ Runner setup_simulate(CLI::App& cmd) {
     if (!values.has("global-batch-size"))
       problems.add("no global batch size given",
                    "give --global-batch-size (sequences per step; GPT-3 175B used 1536)", "batch-missing");
+    const TrainBudget budget = resolve_train_budget(values, problems);
     problems.throw_if_any();
     const RunSpec run = resolve_run(values, /*check_batch=*/true);
     const int64_t m = run.exec.micro_batches(run.layout.dp);
@@ -200,8 +203,18 @@ Runner setup_simulate(CLI::App& cmd) {
       if (!args->svg_path.empty() && !write_pipeline_svg(tl, args->svg_path, error))
         throw InputError({{error, "give a writable path to --svg", "output-path"}});
     }
-    if (args->json) std::printf("%s\n", to_json(run, pc, r, closed).dump(2).c_str());
-    else std::printf("%s", to_text(run, mesh, pc, r, closed).c_str());
+    std::optional<TimeToTrain> ttt;
+    if (budget.train_tokens)
+      ttt = time_to_train(budget, run.exec.global_batch_size, run.model.seq_len, r.step_s, run.layout.world_size(),
+                          "simulator");
+    if (args->json) {
+      nlohmann::json j = to_json(run, pc, r, closed);
+      if (ttt) j["time_to_train"] = time_to_train_json(*ttt);
+      std::printf("%s\n", j.dump(2).c_str());
+    } else {
+      std::printf("%s", to_text(run, mesh, pc, r, closed).c_str());
+      if (ttt) std::printf("\n%s", time_to_train_text(*ttt).c_str());
+    }
     if (args->show_schedule && !args->json) std::printf("\nschedule (compute actions per stage):\n%s", format_schedule(schedule).c_str());
     return 0;
   };

@@ -11,57 +11,57 @@ namespace trident {
 
 std::vector<OptionDef> model_options() {
   return {
-      {"model", "model", "model preset (gpt3-175b, gpt2-small, llama3-8b, ...)"},
-      {"family", "model", "gpt or llama (for a model described by its sizes)"},
-      {"layers", "model", "transformer layers"},
-      {"hidden", "model", "hidden size h"},
-      {"heads", "model", "attention heads"},
-      {"kv-heads", "model", "key/value heads (grouped-query attention); default = heads"},
-      {"ffn-hidden", "model", "MLP width; default 4h"},
-      {"seq-len", "model", "sequence length in tokens"},
-      {"vocab", "model", "vocabulary size"},
+      {"model", "model", "model preset (gpt3-175b, gpt2-small, llama3-8b, ...)", false, "NAME", "none"},
+      {"family", "model", "gpt or llama (for a model described by its sizes)", false, "gpt|llama", "gpt"},
+      {"layers", "model", "transformer layers", false, "INT", "preset"},
+      {"hidden", "model", "hidden size h", false, "INT", "preset"},
+      {"heads", "model", "attention heads", false, "INT", "preset"},
+      {"kv-heads", "model", "key/value heads (grouped-query attention); default = heads", false, "INT", "heads"},
+      {"ffn-hidden", "model", "MLP width; default 4h", false, "INT", "4*hidden"},
+      {"seq-len", "model", "sequence length in tokens", false, "INT", "preset or 2048"},
+      {"vocab", "model", "vocabulary size", false, "INT", "preset or 50257"},
   };
 }
 
 std::vector<OptionDef> cluster_options() {
   return {
-      {"cluster", "cluster", "cluster preset (dgx-a100-80g, dgx-h100, gigabit-ethernet, ...)"},
-      {"nodes", "cluster", "number of nodes"},
-      {"gpus-per-node", "cluster", "GPUs in each node"},
-      {"gpu", "cluster", "GPU type from the catalog (a100-80g, h100-80g, ...)"},
-      {"gpu-memory-gib", "cluster", "GPU memory, GiB"},
-      {"gpu-bf16-tflops", "cluster", "dense 16-bit peak, TFLOP/s"},
-      {"gpu-fp32-tflops", "cluster", "fp32 peak, TFLOP/s"},
-      {"gpu-hbm-gbytes-per-s", "cluster", "memory bandwidth, GB/s"},
-      {"intra-link", "cluster", "link inside a node: nvlink or pcie"},
-      {"intra-gbytes-per-s", "cluster", "per-GPU bandwidth inside a node, GB/s per direction"},
-      {"intra-latency-us", "cluster", "latency inside a node, microseconds"},
-      {"inter-link", "cluster", "link between nodes: infiniband or ethernet"},
-      {"inter-node-gbytes-per-s", "cluster", "a node's total network bandwidth, GB/s per direction"},
-      {"inter-latency-us", "cluster", "latency between nodes, microseconds"},
+      {"cluster", "cluster", "cluster preset (dgx-a100-80g, dgx-h100, gigabit-ethernet, ...)", false, "NAME", "dgx-a100-80g"},
+      {"nodes", "cluster", "number of nodes", false, "INT", "preset or layout"},
+      {"gpus-per-node", "cluster", "GPUs in each node", false, "INT", "preset"},
+      {"gpu", "cluster", "GPU type from the catalog (a100-80g, h100-80g, ...)", false, "NAME", "preset"},
+      {"gpu-memory-gib", "cluster", "GPU memory, GiB", false, "NUM", "preset"},
+      {"gpu-bf16-tflops", "cluster", "dense 16-bit peak, TFLOP/s", false, "NUM", "preset"},
+      {"gpu-fp32-tflops", "cluster", "fp32 peak, TFLOP/s", false, "NUM", "preset"},
+      {"gpu-hbm-gbytes-per-s", "cluster", "memory bandwidth, GB/s", false, "NUM", "preset"},
+      {"intra-link", "cluster", "link inside a node: nvlink or pcie", false, "nvlink|pcie", "preset"},
+      {"intra-gbytes-per-s", "cluster", "per-GPU bandwidth inside a node, GB/s per direction", false, "NUM", "preset"},
+      {"intra-latency-us", "cluster", "latency inside a node, microseconds", false, "NUM", "preset"},
+      {"inter-link", "cluster", "link between nodes: infiniband or ethernet", false, "infiniband|ethernet", "preset"},
+      {"inter-node-gbytes-per-s", "cluster", "a node's total network bandwidth, GB/s per direction", false, "NUM", "preset"},
+      {"inter-latency-us", "cluster", "latency between nodes, microseconds", false, "NUM", "preset"},
   };
 }
 
 std::vector<OptionDef> layout_options() {
   return {
-      {"tp", "layout", "tensor-parallel size"},
-      {"pp", "layout", "pipeline-parallel size (stages)"},
-      {"dp", "layout", "data-parallel size (replicas); default world / (tp*pp)"},
-      {"order", "layout", "rank order, fastest-varying first (default tp-dp-pp)"},
+      {"tp", "layout", "tensor-parallel size", false, "INT", "1"},
+      {"pp", "layout", "pipeline-parallel size (stages)", false, "INT", "1"},
+      {"dp", "layout", "data-parallel size (replicas); default world / (tp*pp)", false, "INT", "world/(tp*pp)"},
+      {"order", "layout", "rank order, fastest-varying first (default tp-dp-pp)", false, "DIMS", "tp-dp-pp"},
   };
 }
 
 std::vector<OptionDef> execution_options() {
   return {
-      {"global-batch-size", "training", "sequences per optimizer step"},
-      {"micro-batch-size", "training", "sequences per micro-batch"},
-      {"schedule", "training", "pipeline schedule: gpipe, 1f1b, interleaved or zb-h1"},
-      {"virtual-stages", "training", "model chunks per GPU for the interleaved schedule"},
-      {"zero", "training", "ZeRO stage 0-3 (1 = distributed optimizer)"},
-      {"recompute", "training", "activation recomputation: none, selective or full"},
-      {"sequence-parallel", "training", "sequence parallel around LayerNorm and dropout", true},
-      {"precision", "training", "bf16, fp16 (both with fp32 master weights) or fp32"},
-      {"grad-bits", "training", "gradient element size: 32 (fp32 main grads) or 16"},
+      {"global-batch-size", "training", "sequences per optimizer step", false, "INT", "none"},
+      {"micro-batch-size", "training", "sequences per micro-batch", false, "INT", "1"},
+      {"schedule", "training", "pipeline schedule: gpipe, 1f1b, interleaved or zb-h1", false, "gpipe|1f1b|interleaved|zb-h1", "1f1b"},
+      {"virtual-stages", "training", "model chunks per GPU for the interleaved schedule", false, "INT", "1 (2 if interleaved)"},
+      {"zero", "training", "ZeRO stage 0-3 (1 = distributed optimizer)", false, "0|1|2|3", "0"},
+      {"recompute", "training", "activation recomputation: none, selective or full", false, "none|selective|full", "none"},
+      {"sequence-parallel", "training", "sequence parallel around LayerNorm and dropout", true, "", "off"},
+      {"precision", "training", "bf16, fp16 (both with fp32 master weights) or fp32", false, "bf16|fp16|fp32", "bf16"},
+      {"grad-bits", "training", "gradient element size: 32 (fp32 main grads) or 16", false, "32|16", "32"},
   };
 }
 
@@ -132,13 +132,23 @@ void OptionValues::load_toml_text(const std::string& text, const std::string& or
     return;
   }
   std::vector<std::string> sections;
-  for (const auto& d : defs_)
-    if (std::find(sections.begin(), sections.end(), d.section) == sections.end()) sections.push_back(d.section);
+  for (const auto* defs : {&defs_, &elsewhere_})
+    for (const auto& d : *defs)
+      if (std::find(sections.begin(), sections.end(), d.section) == sections.end()) sections.push_back(d.section);
+  auto elsewhere = [&](const std::string& key) -> const OptionDef* {
+    for (const auto& d : elsewhere_)
+      if (d.name == key) return &d;
+    return nullptr;
+  };
 
   auto take = [&](const std::string& raw_key, const toml::node& node, const std::string& table) {
     const std::string key = canonical(raw_key);
     const std::string where = origin + (table.empty() ? "" : " [" + table + "]");
     const OptionDef* def = find_def(key);
+    if (!def && (def = elsewhere(key)) != nullptr && (table.empty() || def->section == table)) {
+      ignored_.push_back((table.empty() ? "" : table + ".") + raw_key);
+      return;
+    }
     if (!def) {
       problems.add("unknown key '" + raw_key + "' in " + where,
                    "remove it or use a known key; run with --help to list them");

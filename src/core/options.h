@@ -22,6 +22,8 @@ struct OptionDef {
   std::string section;  // TOML table it belongs to: "model", "cluster", "layout", "training", ...
   std::string help;
   bool is_flag = false;  // a switch (--json); in TOML a boolean
+  std::string type;           // what --help shows as the value: INT, NUM, NAME, FILE or a|b|c
+  std::string default_value;  // what --help shows as the default ("1", "world/(tp*pp)", "preset")
 };
 
 // The groups of options most commands share.
@@ -43,6 +45,11 @@ class OptionValues {
   bool has(const std::string& name) const { return values_.count(name) > 0; }
   std::string source(const std::string& name) const;
 
+  // Options other commands know: a config file may hold them (one file serves plan, lint, topo,
+  // simulate and train); this command skips them and lists them in ignored().
+  void set_known_elsewhere(std::vector<OptionDef> defs) { elsewhere_ = std::move(defs); }
+  const std::vector<std::string>& ignored() const { return ignored_; }
+
   // Reads a TOML file; every key must name a known option. Keys already set are kept (flags win).
   void load_toml_file(const std::string& path, Problems& problems);
   void load_toml_text(const std::string& text, const std::string& origin, Problems& problems);
@@ -59,6 +66,8 @@ class OptionValues {
     std::string source;
   };
   std::vector<OptionDef> defs_;
+  std::vector<OptionDef> elsewhere_;
+  std::vector<std::string> ignored_;
   std::map<std::string, Value> values_;
 };
 

@@ -2,7 +2,7 @@
 // the lint rules and the simulator (src/sim/) compute time the same way.
 //
 // Units: seconds, bytes, FLOP, bytes per second (core/units.h). Every function is pure.
-// Formulas and sources: shared/docs/formulas.md. The constants below are ONE set for every
+// Formulas and sources: docs/formulas.md. The constants below are ONE set for every
 // model and cluster; bench/plan/plan_calibration.cpp holds them against published runs.
 #pragma once
 

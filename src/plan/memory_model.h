@@ -1,5 +1,5 @@
 // Memory model: bytes on one GPU of each pipeline stage, term by term, with the inputs that
-// give each term (shared/docs/formulas.md: ZeRO paper for model states, Korthikanti et al. 2022
+// give each term (docs/formulas.md: ZeRO paper for model states, Korthikanti et al. 2022
 // Table 2 for activations, Megatron's schedules for the micro-batches in flight).
 #pragma once
 

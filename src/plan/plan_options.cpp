@@ -8,11 +8,11 @@ namespace trident::plan {
 
 std::vector<OptionDef> plan_options() {
   return {
-      {"top", "output", "how many candidate layouts to print (plan), default 5"},
-      {"json", "output", "print JSON instead of text", true},
-      {"per-stage", "output", "show memory for every pipeline stage, not only the most loaded", true},
+      {"top", "output", "how many candidate layouts to print (plan), default 5", false, "INT", "5"},
+      {"json", "output", "print JSON instead of text", true, "", "off"},
+      {"per-stage", "output", "show memory for every pipeline stage, not only the most loaded", true, "", "off"},
       {"overhead-gib", "output",
-       fmt::format("memory per GPU for context, buffers and fragmentation, GiB (default {})", kDefaultOverheadGiB)},
+       fmt::format("memory per GPU for context, buffers and fragmentation, GiB (default {})", kDefaultOverheadGiB), false, "NUM", fmt::format("{}", kDefaultOverheadGiB)},
   };
 }
 

@@ -21,12 +21,12 @@ namespace trident::parallel {
 namespace {
 std::vector<OptionDef> run_options() {
   return {
-      {"trace-comm", "distributed", "log every send, receive and collective with step and rank", true},
-      {"report", "distributed", "write the rehearsal report as JSON to this file"},
-      {"comm-timeout", "distributed", "seconds a rank waits on one communication before failing (default 300)"},
-      {"stage-layers", "distributed", "explicit pipeline split, layers per stage: 2,3,3"},
-      {"prediction-cluster", "distributed", "cluster TOML from `trident bench` for the planner's prediction"},
-      {"bucket-mib", "distributed", "data-parallel gradient bucket, MiB (default 4)"},
+      {"trace-comm", "distributed", "log every send, receive and collective with step and rank", true, "", "off"},
+      {"report", "distributed", "write the rehearsal report as JSON to this file", false, "FILE", "none"},
+      {"comm-timeout", "distributed", "seconds a rank waits on one communication before failing (default 300)", false, "NUM", "300"},
+      {"stage-layers", "distributed", "explicit pipeline split, layers per stage: 2,3,3", false, "LIST", "even split"},
+      {"prediction-cluster", "distributed", "cluster TOML from `trident bench` for the planner's prediction", false, "FILE", "none"},
+      {"bucket-mib", "distributed", "data-parallel gradient bucket, MiB (default 4)", false, "NUM", "4"},
   };
 }
 

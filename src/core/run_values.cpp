@@ -1,0 +1,29 @@
+#include "core/run_values.h"
+
+namespace trident {
+
+std::map<std::string, std::string> run_option_texts(const RunSpec& run) {
+  const Layout& l = run.layout;
+  const ExecutionSpec& e = run.exec;
+  std::map<std::string, std::string> v = {
+      {"nodes", std::to_string(run.cluster.nodes)},
+      {"gpus-per-node", std::to_string(run.cluster.gpus_per_node)},
+      {"tp", std::to_string(l.tp)},
+      {"pp", std::to_string(l.pp)},
+      {"dp", std::to_string(l.dp)},
+      {"cp", std::to_string(l.cp)},
+      {"order", l.order},
+      {"micro-batch-size", std::to_string(e.micro_batch_size)},
+      {"schedule", to_string(e.schedule)},
+      {"virtual-stages", std::to_string(e.virtual_stages)},
+      {"zero", std::to_string(e.zero)},
+      {"recompute", to_string(e.recompute)},
+      {"sequence-parallel", e.sequence_parallel ? "true" : "false"},
+      {"precision", to_string(e.precision)},
+      {"grad-bits", std::to_string(e.grad_bits)},
+  };
+  if (e.global_batch_size > 0) v["global-batch-size"] = std::to_string(e.global_batch_size);
+  return v;
+}
+
+}  // namespace trident
