@@ -1,32 +1,41 @@
 #!/usr/bin/env bash
-# The GPU proof of the CUDA backend, in one call, on a machine with an NVIDIA GPU (H100/H200/A100) and
-# PyTorch with CUDA:
-#   1. builds the CUDA backend and its checks (cmake, only the needed targets, this GPU's arch)
+# The GPU proof of the one model on the CUDA backend, in one call (under 9 minutes on one H200),
+# on a machine with an NVIDIA GPU (H100/H200/A100) and PyTorch:
+#   1. builds the CUDA backend and what the checks run (cmake, only the needed targets, this GPU's arch)
 #   2. CPU-side CUDA unit tests (cuda_tests)
-#   3. every CUDA kernel against the CPU path (gpu_kernel_check: fp32 exact-ish, bf16 tolerances),
-#      and the engine's own Trainer on CudaKernels vs CpuKernels (gpu_engine_check)
-#   4. the NCCL communicator on real GPU buffers (gpu_nccl_check, one rank per GPU)
-#   5. the whole GPT-2 model (fp32 and bf16) against PyTorch: logits, loss, every gradient and
-#      10 AdamW training losses (gpu_gpt_check + tests/cuda/gpu_torch_check.py)
-#   6. training throughput and MFU of GPT-2 124M (gpt2-small) and 350M (gpt2-medium), Trident
-#      bf16 vs PyTorch eager and torch.compile on the same GPU, MFU against the bf16 matmul rate
-#      measured in the same run (bench/gpu_backend/)
-# Prints every figure and a summary; exit code 0 only if every check passed.
+#   3. every op of the kernel interface, CudaKernels (fp32 and bf16 tensors) vs CpuKernels
+#      (gpu_kernel_check), and the engine's Trainer on the GPU (fp32, bf16) vs the CPU (gpu_engine_check)
+#   4. the stage model (GptStage) on the GPU in fp32 and in bf16 mixed precision against PyTorch:
+#      logits, loss, every gradient and 10 AdamW losses (tests/reference, llm.c-style per-tensor
+#      tolerances for bf16)
+#   5. the NCCL communicator on real GPU buffers (gpu_nccl_check, one rank per GPU)
+#   6. several ranks on the one GPU through the MPI communicator (host-staged): TP/PP/DP layouts
+#      of `trident train --device cuda` against one process
+#   7. training throughput and MFU of GPT-2 124M and 350M, Trident bf16 vs PyTorch eager and
+#      torch.compile on the same GPU, MFU against the bf16 matmul rate measured in the same run
+# Prints every figure and a summary (also written to $OUT/summary.txt); exit 0 only if every
+# check passed.
 #
-# Usage (from the repository root):  bash scripts/gpu-check.sh [--quick]
+# Usage (from the repository root):  bash scripts/gpu-check.sh [--quick] [--help]
 #   --quick      skip torch.compile (saves its compile time)
-#   env: OUT (logs and results.txt; default /tmp/trident-gpu-check), MODEL_DIR (model-check binaries,
-#        default /tmp/trident-gpu-model), BUILD (default build-gpu),
-#        STEPS (timed benchmark steps, default 10), PYTHON (a python with torch+CUDA)
+#   env: OUT (logs, results.txt, summary.txt; default /tmp/trident-gpu-check), BUILD (default
+#        build-gpu), STEPS (timed benchmark steps, default 10), PYTHON (a python with torch+CUDA)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 QUICK=0
-[ "${1:-}" = "--quick" ] && QUICK=1
+for arg in "$@"; do
+  case "$arg" in
+    --quick) QUICK=1 ;;
+    --help|-h) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "gpu-check.sh: unknown argument '$arg' (use --quick or --help)" >&2; exit 2 ;;
+  esac
+done
 OUT_DIR=${OUT:-/tmp/trident-gpu-check}
-MODEL_DIR=${MODEL_DIR:-/tmp/trident-gpu-model}  # large binaries (logits, gradients): kept out of OUT
 BUILD=${BUILD:-build-gpu}
 STEPS=${STEPS:-10}
 JOBS=$(nproc)
+MODEL_DIR=$(mktemp -d)  # model-check dumps (weights, logits, gradients): kept out of OUT
+trap 'rm -rf "$MODEL_DIR"' EXIT
 mkdir -p "$OUT_DIR"
 declare -a SUMMARY=()
 FAILED=0
@@ -40,11 +49,21 @@ run_step() {  # name timeout_s command...: records PASS/FAIL
   if [ $rc -eq 0 ]; then note "PASS  $name"; else note "FAIL  $name (exit $rc$([ $rc -eq 124 ] && echo ', timed out'))"; FAILED=1; fi
   return $rc
 }
+finish() {
+  section "summary"
+  { for line in "${SUMMARY[@]}"; do echo "$line"; done; echo; cat "$OUT_DIR/table.txt" 2>/dev/null
+    echo; [ $FAILED -eq 0 ] && echo "GPU CHECK PASSED" || echo "GPU CHECK FAILED"; } | tee "$OUT_DIR/summary.txt"
+  exit $FAILED
+}
 
 section "machine"
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
+  note "FAIL  no NVIDIA GPU visible (nvidia-smi -L): run this script on a GPU machine"; FAILED=1; finish
+fi
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv 2>&1 | head -5
 ARCH=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d '. ')
 ARCH=${ARCH:-90}
+NGPU=$(nvidia-smi -L 2>/dev/null | wc -l)
 PY=${PYTHON:-}
 if [ -z "$PY" ]; then
   for p in python3 /usr/bin/python3 python; do
@@ -53,51 +72,90 @@ if [ -z "$PY" ]; then
     fi
   done
 fi
+# The model check needs only CPU PyTorch (the reference runs in fp32 on the CPU).
+PY_REF=$PY
+[ -z "$PY_REF" ] && /usr/bin/python3 -c "import torch" 2>/dev/null && PY_REF=/usr/bin/python3
 if [ -n "$PY" ]; then
   "$PY" -c "import torch; print('PyTorch', torch.__version__, 'CUDA', torch.version.cuda, torch.cuda.get_device_name(0))"
 else
-  note "FAIL  no python with torch and CUDA found (set PYTHON=...): PyTorch comparisons skipped"; FAILED=1
+  note "FAIL  no python with torch and CUDA found (set PYTHON=...): PyTorch throughput comparison skipped"; FAILED=1
 fi
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 section "build (sm_$ARCH, $JOBS jobs)"
-TARGETS="cuda_tests gpu_kernel_check gpu_engine_check gpu_nccl_check gpu_gpt_check gpu_gpt_bench"
+TARGETS="cuda_tests gpu_kernel_check gpu_engine_check gpu_nccl_check reference_dump gpu_gpt_bench trident"
 if ! cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DTRIDENT_CUDA=ON -DTRIDENT_CUDA_ARCHS="$ARCH" \
      >"$OUT_DIR/cmake.log" 2>&1; then
-  tail -30 "$OUT_DIR/cmake.log"; note "FAIL  cmake configure (see above)"; exit 1
+  tail -30 "$OUT_DIR/cmake.log"; note "FAIL  cmake configure (see above)"; FAILED=1; finish
 fi
 if ! cmake --build "$BUILD" -j "$JOBS" --target $TARGETS >"$OUT_DIR/build.log" 2>&1; then
-  grep -E "error|Error" -A3 "$OUT_DIR/build.log" | head -40; note "FAIL  build (see above)"; exit 1
+  grep -E "error|Error" -A3 "$OUT_DIR/build.log" | head -40; note "FAIL  build (see above)"; FAILED=1; finish
 fi
 note "PASS  build of $TARGETS"
 BIN=$BUILD/tests/cuda
+TRIDENT=$BUILD/src/cli/trident
 
 section "CPU-side CUDA unit tests"
 run_step "cuda_tests" 60 "$BIN/cuda_tests" --gtest_brief=1
 
-section "kernels vs the CPU path"
-run_step "gpu_kernel_check (every kernel vs CPU)" 180 "$BIN/gpu_kernel_check"
-run_step "gpu_engine_check (engine Trainer on CudaKernels vs CpuKernels)" 180 "$BIN/gpu_engine_check"
+section "kernels and the engine, GPU vs CPU"
+run_step "gpu_kernel_check (every op, f32 and bf16 tensors, vs CpuKernels)" 180 "$BIN/gpu_kernel_check"
+run_step "gpu_engine_check (Trainer on CudaKernels f32/bf16 vs CpuKernels)" 180 "$BIN/gpu_engine_check"
 
-section "NCCL communicator"
-NGPU=$(nvidia-smi -L 2>/dev/null | wc -l)
-NGPU=$(( NGPU > 0 ? NGPU : 1 ))
-if command -v mpirun >/dev/null 2>&1; then
-  run_step "gpu_nccl_check ($NGPU rank(s), one per GPU)" 120 mpirun --allow-run-as-root --oversubscribe -np "$NGPU" "$BIN/gpu_nccl_check"
+section "the stage model vs PyTorch (logits, loss, every gradient, 10 AdamW losses)"
+if [ -n "$PY_REF" ]; then
+  for prec in fp32 bf16; do
+    run_step "GptStage on cuda in $prec vs PyTorch" 180 "$PY_REF" tests/reference/reference_test.py \
+      "$BUILD/tests/reference/reference_dump" "$MODEL_DIR/$prec" --device cuda --precision $prec
+  done
 else
-  run_step "gpu_nccl_check (1 rank, no mpirun)" 120 "$BIN/gpu_nccl_check"
+  note "FAIL  no python with torch: model check skipped"; FAILED=1
 fi
 
-section "whole model vs PyTorch"
-DIRS=""
-for att in flash matmul; do
-  for prec in fp32 bf16; do
-    mkdir -p "$MODEL_DIR/$prec-$att"
-    run_step "gpu_gpt_check $prec $att attention" 120 "$BIN/gpu_gpt_check" "$MODEL_DIR/$prec-$att" $prec $att \
-      && DIRS="$DIRS $MODEL_DIR/$prec-$att"
+section "NCCL communicator ($NGPU GPU(s), one rank per GPU)"
+run_step "gpu_nccl_check ($NGPU rank(s))" 120 mpirun --oversubscribe -np "$NGPU" "$BIN/gpu_nccl_check"
+
+section "several ranks on the one GPU (MPI communicator, host-staged) vs one process"
+# Same seed, same data: every layout's losses must match the single-process run.
+TRAIN="--layers 2 --hidden 128 --heads 2 --seq-len 64 --global-batch-size 8 --micro-batch-size 2 --steps 6 --device cuda"
+losses() { grep -oE 'loss [0-9.]+' "$1" | awk '{print $2}' | tr '\n' ' '; }
+if timeout 120 "$TRIDENT" train $TRAIN >"$OUT_DIR/ranks-1.log" 2>&1; then
+  ref=$(losses "$OUT_DIR/ranks-1.log")
+  echo "one process: $ref"
+  for layout in "--dp 2" "--tp 2" "--pp 2" "--dp 2 --tp 2"; do
+    np=$(echo "$layout" | awk '{p=1; for (i=2;i<=NF;i+=2) p*=$i; print p}')
+    log="$OUT_DIR/ranks-$(echo "$layout" | tr -d ' -').log"
+    timeout 180 mpirun --oversubscribe -np "$np" "$TRIDENT" train $TRAIN $layout --comm-staging host >"$log" 2>&1
+    rc=$?
+    got=$(losses "$log")
+    echo "$layout ($np ranks): $got"
+    if [ $rc -eq 0 ] && "${PY_REF:-/usr/bin/python3}" -c "
+import sys; a=[float(x) for x in sys.argv[1].split()]; b=[float(x) for x in sys.argv[2].split()]
+sys.exit(0 if a and len(a)==len(b) and all(abs(x-y)<=1e-4*max(1,abs(x)) for x,y in zip(a,b)) else 1)" "$ref" "$got"; then
+      note "PASS  $np ranks on one GPU ($layout) match one process"
+    else
+      tail -5 "$log"; note "FAIL  $np ranks on one GPU ($layout) vs one process (exit $rc)"; FAILED=1
+    fi
   done
-done
-if [ -n "$PY" ] && [ -n "$DIRS" ]; then
-  run_step "model vs PyTorch (logits, loss, gradients, 10 losses)" 300 "$PY" tests/cuda/gpu_torch_check.py $DIRS
+else
+  tail -5 "$OUT_DIR/ranks-1.log"; note "FAIL  trident train --device cuda (one process)"; FAILED=1
+fi
+if [ "$NGPU" -ge 2 ]; then
+  np=$(( NGPU >= 4 ? 4 : 2 )); layout=$([ $np -eq 4 ] && echo "--dp 2 --tp 2" || echo "--tp 2")
+  log="$OUT_DIR/nccl-$np.log"
+  timeout 180 mpirun --oversubscribe -np "$np" "$TRIDENT" train $TRAIN $layout >"$log" 2>&1
+  rc=$?
+  got=$(losses "$log")
+  echo "NCCL $layout ($np GPUs): $got"
+  if [ $rc -eq 0 ] && [ -n "${ref:-}" ] && "${PY_REF:-/usr/bin/python3}" -c "
+import sys; a=[float(x) for x in sys.argv[1].split()]; b=[float(x) for x in sys.argv[2].split()]
+sys.exit(0 if a and len(a)==len(b) and all(abs(x-y)<=1e-4*max(1,abs(x)) for x,y in zip(a,b)) else 1)" "$ref" "$got"; then
+    note "PASS  NCCL $layout on $np GPUs matches one process"
+  else
+    tail -5 "$log"; note "FAIL  NCCL $layout on $np GPUs (exit $rc)"; FAILED=1
+  fi
+else
+  note "SKIP  NCCL layouts: this machine has $NGPU GPU (needs 2 or more)"
 fi
 
 section "throughput: Trident bf16 vs PyTorch (same GPU, same batch)"
@@ -105,14 +163,11 @@ section "throughput: Trident bf16 vs PyTorch (same GPU, same batch)"
 for cfg in "gpt2-small 16 1024" "gpt2-medium 8 1024"; do
   set -- $cfg
   model=$1 B=$2 T=$3
-  peak=""
-  for att in matmul flash; do
-    echo "--- $model B=$B T=$T: Trident ($att attention)"
-    timeout 240 "$BIN/gpu_gpt_bench" "$model" "$B" "$T" "$STEPS" $att | tee "$OUT_DIR/trident-$att-$model.log"
-    grep '^RESULT' "$OUT_DIR/trident-$att-$model.log" >>"$OUT_DIR/results.txt" \
-      || { note "FAIL  gpu_gpt_bench $model $att"; FAILED=1; }
-    [ -z "$peak" ] && peak=$(grep -o 'matmul_tflops=[0-9.]*' "$OUT_DIR/trident-$att-$model.log" | cut -d= -f2)
-  done
+  echo "--- $model B=$B T=$T: Trident (bf16)"
+  timeout 240 "$BIN/gpu_gpt_bench" "$model" "$B" "$T" "$STEPS" bf16 | tee "$OUT_DIR/trident-$model.log"
+  grep '^RESULT' "$OUT_DIR/trident-$model.log" >>"$OUT_DIR/results.txt" \
+    || { note "FAIL  gpu_gpt_bench $model"; FAILED=1; }
+  peak=$(grep -o 'matmul_tflops=[0-9.]*' "$OUT_DIR/trident-$model.log" | cut -d= -f2)
   if [ -n "$PY" ]; then
     modes="eager compile"; [ $QUICK -eq 1 ] && modes="eager"
     for mode in $modes; do
@@ -125,22 +180,22 @@ for cfg in "gpt2-small 16 1024" "gpt2-medium 8 1024"; do
   fi
 done
 
-section "summary"
-for line in "${SUMMARY[@]}"; do echo "$line"; done
-echo
-printf "%-12s %-14s %12s %10s %8s %14s\n" model impl tokens/s TFLOP/s MFU "vs torch.compile"
-for model in gpt2-small gpt2-medium; do
-  ref=$(grep "impl=torch-compile model=$model " "$OUT_DIR/results.txt" | grep -o 'tokens_per_s=[0-9]*' | cut -d= -f2)
-  grep "model=$model " "$OUT_DIR/results.txt" | while read -r line; do
-    impl=$(echo "$line" | grep -o 'impl=[^ ]*' | cut -d= -f2)
-    tps=$(echo "$line" | grep -o 'tokens_per_s=[0-9]*' | cut -d= -f2)
-    tfl=$(echo "$line" | grep -o 'tflops=[0-9.]*' | head -1 | cut -d= -f2)
-    mfu=$(echo "$line" | grep -o ' mfu=[0-9.]*' | cut -d= -f2)
-    ratio=$([ -n "$ref" ] && awk -v a="$tps" -v b="$ref" 'BEGIN{printf "%.2fx", a/b}' || echo "-")
-    printf "%-12s %-14s %12s %10s %7.1f%% %14s\n" "$model" "$impl" "$tps" "$tfl" "$(awk -v m="$mfu" 'BEGIN{print 100*m}')" "$ratio"
+{
+  printf "%-12s %-14s %12s %10s %8s %10s %14s\n" model impl tokens/s TFLOP/s MFU "vs eager" "vs compile"
+  for model in gpt2-small gpt2-medium; do
+    eager=$(grep "impl=torch-eager model=$model " "$OUT_DIR/results.txt" | grep -o 'tokens_per_s=[0-9]*' | cut -d= -f2)
+    comp=$(grep "impl=torch-compile model=$model " "$OUT_DIR/results.txt" | grep -o 'tokens_per_s=[0-9]*' | cut -d= -f2)
+    grep "model=$model " "$OUT_DIR/results.txt" | while read -r line; do
+      impl=$(echo "$line" | grep -o 'impl=[^ ]*' | cut -d= -f2)
+      tps=$(echo "$line" | grep -o 'tokens_per_s=[0-9]*' | cut -d= -f2)
+      tfl=$(echo "$line" | grep -o 'tflops=[0-9.]*' | head -1 | cut -d= -f2)
+      mfu=$(echo "$line" | grep -o ' mfu=[0-9.]*' | cut -d= -f2)
+      r1=$([ -n "$eager" ] && awk -v a="$tps" -v b="$eager" 'BEGIN{printf "%.2fx", a/b}' || echo "-")
+      r2=$([ -n "$comp" ] && awk -v a="$tps" -v b="$comp" 'BEGIN{printf "%.2fx", a/b}' || echo "-")
+      printf "%-12s %-14s %12s %10s %7.1f%% %10s %14s\n" "$model" "$impl" "$tps" "$tfl" \
+        "$(awk -v m="$mfu" 'BEGIN{print 100*m}')" "$r1" "$r2"
+    done
   done
-done
-echo "(MFU: model FLOPs 6N+12LCT per token vs the bf16 matmul rate each implementation measured in this run)"
-echo
-[ $FAILED -eq 0 ] && echo "GPU CHECK PASSED" || echo "GPU CHECK FAILED"
-exit $FAILED
+  echo "(MFU: model FLOPs 6N+12LCT per token vs the bf16 matmul rate each implementation measured in this run)"
+} >"$OUT_DIR/table.txt"
+finish

@@ -1,17 +1,19 @@
-// GPU benchmark (needs a GPU; run by scripts/gpu-check.sh): training throughput of GptCuda in
-// bf16 for a GPT-2 preset, and its model FLOP utilisation against the bf16 matrix-product rate
-// measured in the same run (cuBLASLt, 8192^3, bf16 in/out, fp32 accumulate).
+// GPU benchmark (needs a GPU; run by scripts/gpu-check.sh): training throughput of the one model
+// (GptStage through engine::Trainer on CudaKernels) in bf16 mixed precision or fp32 for a GPT-2
+// preset, and its model FLOP utilisation against the bf16 matrix-product rate measured in the
+// same run (cuBLASLt, 8192^3, bf16 in/out, fp32 accumulate). The vocabulary is padded to a
+// multiple of 128 (50257 -> 50304), as the PyTorch peer and the planner do.
 //
 // FLOPs per token (PaLM / llm.c convention, printed with its inputs):
 //   6 * N  +  12 * L * C * T
 // N = parameters that take part in matrix products (all but positions; the tied output
 // embedding counts once), L layers, C hidden, T sequence. The attention term counts the full
 // T x T score matrices (no causal halving), as the convention does.
-// Usage: gpu_gpt_bench PRESET BATCH SEQ STEPS [flash|matmul]   e.g. gpu_gpt_bench gpt2-small 16 1024 20 matmul
-// (attention implementation, see gpt_cuda.h; default flash)
+// Usage: gpu_gpt_bench PRESET BATCH SEQ STEPS [bf16|fp32]   e.g. gpu_gpt_bench gpt2-small 16 1024 20 bf16
 // Prints one "RESULT key=value ..." line for the check script.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <random>
@@ -20,9 +22,10 @@
 
 #include "core/model_spec.h"
 #include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/cuda_kernels.h"
 #include "runtime/cuda/device.h"
-#include "runtime/cuda/gpt_cuda.h"
 #include "runtime/cuda/matmul.h"
+#include "runtime/engine/trainer.h"
 
 using namespace trident;
 using namespace trident::cuda;
@@ -70,48 +73,54 @@ double measure_bf16_matmul(int n) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 5 || argc > 6) {
-    std::fprintf(stderr, "usage: gpu_gpt_bench PRESET BATCH SEQ STEPS [flash|matmul]\n");
+  if (argc < 5 || argc > 6 || (argc == 6 && std::string(argv[5]) != "bf16" && std::string(argv[5]) != "fp32")) {
+    std::fprintf(stderr, "usage: gpu_gpt_bench PRESET BATCH SEQ STEPS [bf16|fp32]\n");
     return 2;
   }
-  const AttentionKind attention = argc == 6 && std::string(argv[5]) == "matmul" ? AttentionKind::Matmul
-                                                                                : AttentionKind::Flash;
+  const bool bf16 = argc < 6 || std::string(argv[5]) == "bf16";
+  const kernels::DType dtype = bf16 ? kernels::DType::BF16 : kernels::DType::F32;
   try {
-    const ModelSpec spec = model_preset(argv[1]);
+    ModelSpec real = model_preset(argv[1]);
     const int B = std::stoi(argv[2]), T = std::stoi(argv[3]), steps = std::stoi(argv[4]);
+    real.seq_len = T;
+    ModelSpec spec = real;
+    spec.vocab = (spec.vocab + 127) / 128 * 128;
     DeviceInfo info = select_gpu(local_rank_from_env());
     const double peak = measure_bf16_matmul(8192);
 
-    GptShape shape{int(spec.layers), int(spec.hidden), int(spec.heads), int(spec.seq_len), int(spec.vocab)};
-    GptCuda model(shape, B, T, Precision::BF16, 0.0, attention);
-    model.init_gpt2(1);
-    std::printf("%s (%s attention) on %s: B=%d T=%d, %zu parameters (with %d padded vocab rows); GPU memory:\n%s", argv[1],
-                attention_name(attention), info.name.c_str(), B, T, model.num_params(), shape.padded_vocab() - shape.vocab,
-                model.memory_table().c_str());
+    CudaKernels k(info.index);
+    engine::AdamWConfig opt;
+    opt.lr = 3e-4, opt.min_lr = 3e-4;
+    engine::Trainer trainer(k, spec, B, 1, opt, dtype);
+    trainer.init(1);
+    nn::GptStage& g = trainer.model();
+    const int64_t P = g.layout().total();
+    std::printf("%s (%s) on %s: B=%d T=%d, %lld parameters (vocab padded to %lld)\n%s%s", argv[1], bf16 ? "bf16" : "fp32",
+                info.name.c_str(), B, T, (long long)P, (long long)spec.vocab, g.memory_table().c_str(),
+                std::string("  + activations of one micro-batch: " +
+                            std::to_string(double(trainer.activation_floats()) * 4 / (1 << 20)) + " MiB\n")
+                    .c_str());
 
     std::mt19937 rng(3);
-    std::uniform_int_distribution<int> id(0, shape.vocab - 1);
-    std::vector<int> tokens(size_t(B) * T), targets(size_t(B) * T);
+    std::uniform_int_distribution<int> id(0, int(spec.vocab) - 1);
+    std::vector<int32_t> tokens(size_t(B) * T), targets(size_t(B) * T);
     for (auto& t : tokens) t = id(rng);
     for (auto& t : targets) t = id(rng);
-    const AdamW adamw{};
-    auto one_step = [&] {
-      model.zero_grad();
-      float loss = model.forward_backward(tokens, targets);
-      model.step(adamw);
-      return loss;
+    auto batch = [&](int64_t, int64_t, int32_t* tok, int32_t* tgt) {
+      std::copy(tokens.begin(), tokens.end(), tok);
+      std::copy(targets.begin(), targets.end(), tgt);
     };
-    for (int i = 0; i < 3; ++i) one_step();  // warm-up: cuBLASLt plans, caches
-    cudaCheck(cudaDeviceSynchronize());
+    for (int i = 0; i < 3; ++i) trainer.train_step(batch);  // warm-up: cuBLASLt plans, caches
+    k.synchronize();
     auto t0 = std::chrono::steady_clock::now();
-    float loss = 0;
-    for (int i = 0; i < steps; ++i) loss = one_step();
-    cudaCheck(cudaDeviceSynchronize());
+    double loss = 0;
+    for (int i = 0; i < steps; ++i) loss = trainer.train_step(batch).loss;
+    k.synchronize();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
     const double L = double(spec.layers), C = double(spec.hidden);
-    const double n_matmul = double(model.num_params()) - double(shape.padded_vocab() - shape.vocab) * C -
-                            double(spec.seq_len) * C;  // without padding and positions
+    // Parameters in matrix products: the real vocabulary (not the padding), no positions.
+    const double n_matmul = double(count_parameters(real).total) - double(real.seq_len) * C;
     const double flops_per_token = 6.0 * n_matmul + 12.0 * L * C * T;
     const double tokens_per_s = double(B) * T * steps / seconds;
     const double achieved = tokens_per_s * flops_per_token;
@@ -122,7 +131,8 @@ int main(int argc, char** argv) {
                 peak / 1e12, 100.0 * achieved / peak);
     std::printf("RESULT impl=trident-%s model=%s B=%d T=%d tokens_per_s=%.0f tflops=%.2f matmul_tflops=%.2f mfu=%.4f "
                 "flops_per_token=%.6g\n",
-                attention_name(attention), argv[1], B, T, tokens_per_s, achieved / 1e12, peak / 1e12, achieved / peak, flops_per_token);
+                bf16 ? "bf16" : "fp32", argv[1], B, T, tokens_per_s, achieved / 1e12, peak / 1e12, achieved / peak,
+                flops_per_token);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "gpu_gpt_bench: %s\n", e.what());
     return 1;

@@ -40,6 +40,7 @@ int run_generate(const GenerateArgs& a) {
     p.throw_if_any();
   }
   k->from_host(g.params(), c.params.data(), c.params.size());
+  g.params_updated();
   nn::Activations acts(g);
   std::vector<int32_t> context = tok.encode(a.prompt);
   for (auto& t : context) t = std::min<int32_t>(t, int32_t(m.vocab - 1));
@@ -50,7 +51,7 @@ int run_generate(const GenerateArgs& a) {
     const int64_t n = std::min<int64_t>(int64_t(context.size()), m.seq_len);
     std::copy(context.end() - n, context.end(), window.begin());
     g.forward(acts, window.data(), targets.data());
-    k->to_host(logits.data(), acts.logits() + (n - 1) * m.vocab, size_t(m.vocab));
+    k->to_host(logits.data(), kernels::f32_data(acts.logits(), "generate") + (n - 1) * m.vocab, size_t(m.vocab));
     // Top-k sampling at the given temperature.
     std::vector<int32_t> ids(static_cast<size_t>(m.vocab));
     for (int32_t v = 0; v < int32_t(m.vocab); ++v) ids[size_t(v)] = v;

@@ -222,6 +222,7 @@ int run_train(TrainArgs& args) {
       p.throw_if_any();
     }
     kernels->from_host(g.params(), c.params.data(), c.params.size());
+    g.params_updated();
     kernels->from_host(trainer.m(), c.m.data(), c.m.size());
     kernels->from_host(trainer.v(), c.v.data(), c.v.size());
     trainer.set_step(c.meta.value("step", int64_t(0)));

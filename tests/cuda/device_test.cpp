@@ -7,7 +7,6 @@
 #include "core/problems.h"
 #include "runtime/cuda/cuda_kernels.h"
 #include "runtime/cuda/device.h"
-#include "runtime/cuda/device_arena.h"
 
 using namespace trident;
 using namespace trident::cuda;
@@ -48,17 +47,4 @@ TEST(SelectGpu, without_a_gpu_names_cudas_reason_and_the_fix) {
 TEST(MakeCudaKernels, without_a_gpu_is_an_input_error_not_a_crash) {
   if (gpu_count() > 0) GTEST_SKIP() << "a GPU is present";
   EXPECT_THROW(make_cuda_kernels(), InputError);
-}
-
-TEST(OutOfMemory, message_quotes_need_free_total_planner_and_largest_parts) {
-  std::vector<ArenaRegion> regions{{"gradients (fp32)", 0, size_t(1) << 30}, {"logits", 0, size_t(3) << 29},
-                                   {"tokens", 0, 4096}};
-  const size_t GiB = size_t(1) << 30;
-  std::string msg = out_of_memory_message(5 * GiB / 2, GiB, 80 * GiB, 1.5 * double(GiB), regions);
-  EXPECT_NE(msg.find("needs 2.50 GiB"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("1.00 GiB free of 80.00 GiB"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("planner predicted 1.50 GiB"), std::string::npos) << msg;
-  EXPECT_LT(msg.find("logits 1.50 GiB"), msg.find("gradients (fp32) 1.00 GiB")) << msg;  // largest first
-  std::string no_plan = out_of_memory_message(GiB, 0, GiB, 0.0, regions);
-  EXPECT_NE(no_plan.find("no planner prediction"), std::string::npos) << no_plan;
 }

@@ -2,6 +2,8 @@
 // a small GPT's initial weights, a batch, Trident's logits, loss and every gradient for that
 // batch, then the losses of 10 AdamW steps (warm-up, cosine, clipping) on fixed batches.
 // Output: OUT.json (config + names, shapes and offsets) and OUT.bin (float32 / int32 arrays).
+// --device cuda runs the same model on the GPU (CudaKernels), --precision bf16 in bf16 mixed
+// precision there (the arrays are still written as fp32: master weights, gradients, logits).
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -9,36 +11,69 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/problems.h"
 #include "runtime/data/sampler.h"
 #include "runtime/engine/trainer.h"
 #include "runtime/nn/init.h"
+#ifdef TRIDENT_HAVE_CUDA
+#include "runtime/cuda/cuda_kernels.h"
+#endif
 
 using namespace trident;
 
 int main(int argc, char** argv) {
-  if (argc != 2 && argc != 3) {
-    std::fprintf(stderr, "usage: reference_dump OUT_PREFIX [TOKEN_FILE]\n"
+  std::vector<std::string> args;
+  std::string device = "cpu", precision = "fp32";
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if ((a == "--device" || a == "--precision") && i + 1 < argc) (a == "--device" ? device : precision) = argv[++i];
+    else args.push_back(a);
+  }
+  if (args.empty() || args.size() > 2 || (device != "cpu" && device != "cuda") ||
+      (precision != "fp32" && precision != "bf16")) {
+    std::fprintf(stderr, "usage: reference_dump OUT_PREFIX [TOKEN_FILE] [--device cpu|cuda] [--precision fp32|bf16]\n"
                          "  with a token file: the default `trident train` model on real text, 8 steps\n");
     return 2;
   }
-  const std::string prefix = argv[1];
+  const std::string prefix = args[0];
   ModelSpec m;
-  m.layers = 2, m.hidden = 64, m.heads = 4, m.kv_heads = 4, m.ffn_hidden = 256, m.seq_len = 80, m.vocab = 96;
+  // Head size 32: the CUDA attention kernel's smallest, so one config serves every device.
+  m.layers = 2, m.hidden = 64, m.heads = 2, m.kv_heads = 2, m.ffn_hidden = 256, m.seq_len = 80, m.vocab = 96;
   int64_t B = 3, accum = 2, steps = 10;
   engine::AdamWConfig opt;
   opt.lr = 3e-3, opt.min_lr = 3e-4, opt.warmup_steps = 3, opt.decay_steps = steps, opt.weight_decay = 0.1,
   opt.grad_clip = 1.0;
   std::unique_ptr<data::TokenFile> file;
   std::unique_ptr<data::BatchSampler> sampler;
-  if (argc == 3) {
-    file = std::make_unique<data::TokenFile>(argv[2]);
+  if (args.size() == 2) {
+    file = std::make_unique<data::TokenFile>(args[1]);
     m.layers = 4, m.hidden = 256, m.heads = 4, m.kv_heads = 4, m.ffn_hidden = 1024, m.seq_len = 256, m.vocab = 256;
     B = 8, accum = 1, steps = 8;
     opt.lr = 1e-3, opt.min_lr = 1e-4, opt.warmup_steps = 0, opt.decay_steps = steps;
     sampler = std::make_unique<data::BatchSampler>(*file, data::train_split(*file, m.seq_len), m.seq_len, 1, 0);
   }
-  auto k = kernels::make_cpu_kernels(2);
-  engine::Trainer trainer(*k, m, B, accum, opt);
+  std::unique_ptr<kernels::Kernels> k;
+  try {
+    if (device == "cuda") {
+#ifdef TRIDENT_HAVE_CUDA
+      k = cuda::make_cuda_kernels();
+#else
+      std::fprintf(stderr, "reference_dump: this build has no CUDA backend\n");
+      return 2;
+#endif
+    } else {
+      k = kernels::make_cpu_kernels(2);
+    }
+  } catch (const InputError& e) {
+    std::fprintf(stderr, "reference_dump: %s\n", e.what());
+    return 2;
+  }
+  const kernels::DType dtype = precision == "bf16" ? kernels::DType::BF16 : kernels::DType::F32;
+  if (!k->supports(dtype)) {
+    std::fprintf(stderr, "reference_dump: %s cannot compute in %s\n", k->device_name().c_str(), precision.c_str());
+    return 2;
+  }
+  engine::Trainer trainer(*k, m, B, accum, opt, dtype);
   trainer.init(1234);
   nn::GptStage& g = trainer.model();
   const int64_t N = g.N(), P = g.layout().total();
@@ -57,6 +92,8 @@ int main(int argc, char** argv) {
                  {"steps", steps}, {"lr", opt.lr}, {"min_lr", opt.min_lr}, {"warmup_steps", opt.warmup_steps},
                  {"decay_steps", opt.decay_steps}, {"weight_decay", opt.weight_decay}, {"grad_clip", opt.grad_clip},
                  {"beta1", opt.beta1}, {"beta2", opt.beta2}, {"eps", opt.eps}};
+  j["device"] = device;
+  j["precision"] = precision;
   std::ofstream bin(prefix + ".bin", std::ios::binary);
   int64_t pos = 0;
   auto put = [&](const std::string& name, const void* data, int64_t count, const char* dtype) {
@@ -64,11 +101,20 @@ int main(int argc, char** argv) {
     bin.write(static_cast<const char*>(data), count * 4);
     pos += count * 4;
   };
+  // Device tensors (any dtype) are converted to fp32 on the device, then copied to the host.
+  auto put_device = [&](const std::string& name, const kernels::Tensor& t) {
+    float* f32 = k->alloc(t.count);
+    k->convert(kernels::Tensor(f32, t.count), t);
+    std::vector<float> host(t.count);
+    k->to_host(host.data(), f32, t.count);
+    k->free(f32, t.count);
+    put(name, host.data(), int64_t(t.count), "f32");
+  };
   for (const auto& t : g.layout().tensors()) {
     j["tensors"].push_back({{"name", t.name}, {"offset", t.offset}, {"rows", t.rows}, {"cols", t.cols},
                             {"decay", t.decays()}});
   }
-  put("params", g.params(), P, "f32");
+  put_device("params", kernels::Tensor(g.params(), size_t(P)));
 
   // One batch: logits, loss and gradients (mean over the B*T tokens).
   std::vector<int32_t> tok(N), tgt(N);
@@ -78,11 +124,11 @@ int main(int argc, char** argv) {
   g.forward(acts, tok.data(), tgt.data());
   put("tokens", tok.data(), N, "i32");
   put("targets", tgt.data(), N, "i32");
-  put("logits", acts.logits(), N * m.vocab, "f32");
+  put_device("logits", acts.logits().slice(0, size_t(N * m.vocab)));
   const float loss = float(g.loss_sum(acts) / double(N));
   put("loss", &loss, 1, "f32");
   g.backward(acts, tok.data(), tgt.data(), 1.0f / float(N));
-  put("grads", g.grads(), P, "f32");
+  put_device("grads", kernels::Tensor(g.grads(), size_t(P)));
 
   // Ten optimizer steps; batches are regenerated by the same formula in Python.
   std::vector<float> losses;

@@ -43,6 +43,9 @@ void expect_directional(const char* what, const std::function<double()>& f, std:
   EXPECT_NEAR(analytic, numeric, rtol * std::max(1.0, std::abs(numeric))) << what;
 }
 
+// A Tensor view of a host vector (the CPU kernels' memory).
+kernels::Tensor t(std::vector<float>& v) { return {v.data(), v.size()}; }
+
 double weighted_sum(const std::vector<float>& out, const std::vector<float>& r) { return dot(r, out.data()); }
 
 struct GradcheckTest : ::testing::Test {
@@ -54,12 +57,12 @@ TEST_F(GradcheckTest, layernorm_backward_matches_finite_differences) {
   auto x = randn(N * C, 1), w = randn(C, 2), b = randn(C, 3), r = randn(N * C, 4);
   std::vector<float> out(N * C), mean(N), rstd(N);
   auto f = [&] {
-    k->layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
+    k->layernorm_forward(t(out), mean.data(), rstd.data(), t(x), t(w), t(b), N, C);
     return weighted_sum(out, r);
   };
   f();
   std::vector<float> dx(N * C, 0.0f), dw(C, 0.0f), db(C, 0.0f);
-  k->layernorm_backward(dx.data(), dw.data(), db.data(), r.data(), x.data(), w.data(), mean.data(), rstd.data(), N, C);
+  k->layernorm_backward(t(dx), dw.data(), db.data(), t(r), t(x), t(w), mean.data(), rstd.data(), N, C);
   expect_directional("dx", f, x, dx, 1e-2f, 2e-2, 10);
   expect_directional("dw", f, w, dw, 1e-2f, 2e-2, 11);
   expect_directional("db", f, b, db, 1e-2f, 2e-2, 12);
@@ -70,10 +73,10 @@ TEST_F(GradcheckTest, gelu_backward_matches_finite_differences) {
   auto x = randn(n, 5, 2.0f), r = randn(n, 6);
   std::vector<float> out(n), dx(n);
   auto f = [&] {
-    k->gelu_forward(out.data(), x.data(), n);
+    k->gelu_forward(t(out), t(x));
     return weighted_sum(out, r);
   };
-  k->gelu_backward(dx.data(), x.data(), r.data(), n);
+  k->gelu_backward(t(dx), t(x), t(r));
   expect_directional("dx", f, x, dx, 1e-2f, 1e-2, 13);
 }
 
@@ -82,11 +85,11 @@ TEST_F(GradcheckTest, linear_backward_matches_finite_differences) {
   auto x = randn(N * IC, 7), w = randn(OC * IC, 8), b = randn(OC, 9), r = randn(N * OC, 10);
   std::vector<float> out(N * OC);
   auto f = [&] {
-    k->linear_forward(out.data(), x.data(), w.data(), b.data(), N, IC, OC);
+    k->linear_forward(t(out), t(x), t(w), t(b), N, IC, OC);
     return weighted_sum(out, r);
   };
   std::vector<float> dx(N * IC), dw(OC * IC, 0.0f), db(OC, 0.0f);
-  k->linear_backward(dx.data(), dw.data(), db.data(), r.data(), x.data(), w.data(), N, IC, OC);
+  k->linear_backward(t(dx), dw.data(), db.data(), t(r), t(x), t(w), N, IC, OC);
   expect_directional("dx", f, x, dx, 1e-2f, 1e-3, 14);
   expect_directional("dw", f, w, dw, 1e-2f, 1e-3, 15);
   expect_directional("db", f, b, db, 1e-2f, 1e-3, 16);
@@ -98,12 +101,12 @@ TEST_F(GradcheckTest, causal_attention_backward_matches_finite_differences) {
   auto qkv = randn(B * T * 3 * C, 17), r = randn(B * T * C, 18);
   std::vector<float> out(B * T * C), probs(k->attention_probs_size(B, T, nh));
   auto f = [&] {
-    k->attention_forward(out.data(), probs.data(), qkv.data(), B, T, nh, hd);
+    k->attention_forward(t(out), probs.data(), t(qkv), B, T, nh, hd);
     return weighted_sum(out, r);
   };
   f();
   std::vector<float> dqkv(B * T * 3 * C), scratch(k->attention_scratch_size(B, T, nh));
-  k->attention_backward(dqkv.data(), scratch.data(), r.data(), qkv.data(), probs.data(), out.data(), B, T, nh, hd);
+  k->attention_backward(t(dqkv), scratch.data(), t(r), t(qkv), probs.data(), t(out), B, T, nh, hd);
   expect_directional("dqkv", f, qkv, dqkv, 1e-2f, 2e-2, 19);
 }
 
@@ -111,9 +114,9 @@ TEST_F(GradcheckTest, causal_attention_ignores_future_tokens) {
   const int64_t B = 1, T = 100, nh = 2, hd = 8, C = nh * hd;
   auto qkv = randn(B * T * 3 * C, 20);
   std::vector<float> out1(B * T * C), out2(B * T * C), probs(k->attention_probs_size(B, T, nh));
-  k->attention_forward(out1.data(), probs.data(), qkv.data(), B, T, nh, hd);
+  k->attention_forward(t(out1), probs.data(), t(qkv), B, T, nh, hd);
   for (int64_t i = 80 * 3 * C; i < T * 3 * C; ++i) qkv[size_t(i)] += 5.0f;  // change tokens 80..99
-  k->attention_forward(out2.data(), probs.data(), qkv.data(), B, T, nh, hd);
+  k->attention_forward(t(out2), probs.data(), t(qkv), B, T, nh, hd);
   for (int64_t i = 0; i < 80 * C; ++i) ASSERT_EQ(out1[size_t(i)], out2[size_t(i)]) << "token " << i / C;
   EXPECT_NE(out1[size_t(90 * C)], out2[size_t(90 * C)]);
 }
@@ -125,8 +128,8 @@ TEST_F(GradcheckTest, cross_entropy_backward_matches_finite_differences) {
   for (int64_t i = 0; i < N; ++i) targets[size_t(i)] = int32_t((i * 7) % V);
   std::vector<float> mx(N), se(N), tl(N), losses(N);
   auto f = [&] {
-    k->xent_row_max(mx.data(), logits.data(), N, V);
-    k->xent_sumexp_target(se.data(), tl.data(), logits.data(), mx.data(), targets.data(), N, V, 0);
+    k->xent_row_max(mx.data(), t(logits), N, V);
+    k->xent_sumexp_target(se.data(), tl.data(), t(logits), mx.data(), targets.data(), N, V, 0);
     k->xent_losses(losses.data(), se.data(), mx.data(), tl.data(), N);
     double s = 0;
     for (float l : losses) s += l;
@@ -134,7 +137,7 @@ TEST_F(GradcheckTest, cross_entropy_backward_matches_finite_differences) {
   };
   f();
   auto grad = logits;
-  k->xent_backward_inplace(grad.data(), mx.data(), se.data(), targets.data(), 1.0f / float(N), N, V, 0);
+  k->xent_backward_inplace(t(grad), mx.data(), se.data(), targets.data(), 1.0f / float(N), N, V, 0);
   expect_directional("dlogits", f, logits, grad, 1e-2f, 1e-2, 22);
 }
 

@@ -13,7 +13,7 @@ class CudaError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// "CUDA error 2 (out of memory) in cudaMalloc(&p, n) at gpt_cuda.cu:120".
+// "CUDA error 2 (out of memory) in cudaMalloc(&p, n) at cuda_kernels.cpp:42".
 std::string describe_failure(const char* library, int code, const char* cause, const char* call,
                              const char* file, int line);
 

@@ -1,5 +1,8 @@
 #include "runtime/cuda/cuda_kernels.h"
 
+#include <string>
+#include <type_traits>
+
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/device.h"
 #include "runtime/cuda/kernels.h"
@@ -87,82 +90,206 @@ void CudaKernels::gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, floa
             ElemType::F32, ElemType::F32);
 }
 
-void CudaKernels::linear_forward(float* out, const float* inp, const float* weight, const float* bias, int64_t N,
-                                 int64_t IC, int64_t OC) {
-  mm_->linear_forward(out, inp, weight, bias, int(N), int(IC), int(OC), ElemType::F32);
+namespace {
+
+// Calls f(T{}) with T = float or bf16 for the tensor's dtype; the other types are refused.
+template <typename F>
+void dispatch(const kernels::Tensor& t, const char* op, F&& f) {
+  if (t.dtype == kernels::DType::F32) return f(float{});
+  if (t.dtype == kernels::DType::BF16) return f(bf16{});
+  throw CudaError(std::string(op) + ": the CUDA kernels compute in f32 or bf16, not " + comm::dtype_name(t.dtype));
 }
 
-void CudaKernels::linear_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                                  const float* weight, int64_t N, int64_t IC, int64_t OC) {
-  if (dinp) mm_->linear_backward_input(dinp, dout, weight, int(N), int(IC), int(OC), ElemType::F32);
-  mm_->linear_backward_weight(dweight, dout, inp, int(N), int(IC), int(OC), ElemType::F32);
-  if (dbias) bias_backward<float>(dbias, dout, int(N), int(OC), stream_);
+// The typed pointer of an operand that must share the op's type (nullptr when empty).
+template <typename T>
+T* ptr(const kernels::Tensor& t, kernels::DType type, const char* op) {
+  if (t.empty()) return nullptr;
+  if (t.dtype != type)
+    throw CudaError(std::string(op) + ": operands of mixed types (" + comm::dtype_name(t.dtype) + " and " +
+                    comm::dtype_name(type) + ")");
+  return static_cast<T*>(t.data);
 }
 
-void CudaKernels::add(float* out, const float* a, const float* b, size_t n) { ops::add(out, a, b, n, stream_); }
-void CudaKernels::add_inplace(float* out, const float* a, size_t n) { ops::add_inplace(out, a, n, stream_); }
+template <typename T>
+ElemType elem() {
+  return std::is_same_v<T, float> ? ElemType::F32 : ElemType::BF16;
+}
+
+}  // namespace
+
+void CudaKernels::convert(const Tensor& dst, const Tensor& src) {
+  const size_t n = dst.count;
+  if (n == 0) return;
+  if (src.count < n) throw CudaError("convert: source has " + std::to_string(src.count) + " elements, needs " + std::to_string(n));
+  if (dst.dtype == src.dtype) {
+    cudaCheck(cudaMemcpyAsync(dst.data, src.data, dst.bytes(), cudaMemcpyDeviceToDevice, stream_));
+  } else if (src.dtype == kernels::DType::F32 && dst.dtype == kernels::DType::BF16) {
+    cast_from_float<bf16>(static_cast<bf16*>(dst.data), static_cast<const float*>(src.data), n, stream_);
+  } else if (src.dtype == kernels::DType::BF16 && dst.dtype == kernels::DType::F32) {
+    cast_to_float<bf16>(static_cast<float*>(dst.data), static_cast<const bf16*>(src.data), n, stream_);
+  } else {
+    throw CudaError(std::string("convert: ") + comm::dtype_name(src.dtype) + " -> " + comm::dtype_name(dst.dtype) +
+                    " is not supported");
+  }
+}
+
+void CudaKernels::linear_forward(const Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
+                                 int64_t N, int64_t IC, int64_t OC) {
+  const char* op = "linear_forward";
+  dispatch(out, op, [&](auto tag) {
+    using T = decltype(tag);
+    mm_->linear_forward(out.data, ptr<T>(inp, out.dtype, op), ptr<T>(weight, out.dtype, op),
+                        ptr<T>(bias, out.dtype, op), int(N), int(IC), int(OC), elem<T>());
+  });
+}
+
+void CudaKernels::linear_backward(const Tensor& dinp, float* dweight, float* dbias, const Tensor& dout,
+                                  const Tensor& inp, const Tensor& weight, int64_t N, int64_t IC, int64_t OC) {
+  const char* op = "linear_backward";
+  dispatch(dout, op, [&](auto tag) {
+    using T = decltype(tag);
+    const T* d = ptr<T>(dout, dout.dtype, op);
+    if (!dinp.empty())
+      mm_->linear_backward_input(ptr<T>(dinp, dout.dtype, op), d, ptr<T>(weight, dout.dtype, op), int(N), int(IC),
+                                 int(OC), elem<T>());
+    if (dweight)
+      mm_->linear_backward_weight(dweight, d, ptr<T>(inp, dout.dtype, op), int(N), int(IC), int(OC), elem<T>());
+    if (dbias) bias_backward<T>(dbias, d, int(N), int(OC), stream_);
+  });
+}
+
+void CudaKernels::add(const Tensor& out, const Tensor& a, const Tensor& b) {
+  dispatch(out, "add", [&](auto tag) {
+    using T = decltype(tag);
+    residual_forward<T>(ptr<T>(out, out.dtype, "add"), ptr<T>(a, out.dtype, "add"), ptr<T>(b, out.dtype, "add"),
+                        out.count, stream_);
+  });
+}
+void CudaKernels::add_inplace(const Tensor& out, const Tensor& a) {
+  dispatch(out, "add_inplace", [&](auto tag) {
+    using T = decltype(tag);
+    T* o = ptr<T>(out, out.dtype, "add_inplace");
+    residual_forward<T>(o, o, ptr<T>(a, out.dtype, "add_inplace"), out.count, stream_);
+  });
+}
 void CudaKernels::scale(float* x, float s, size_t n) { ops::scale(x, s, n, stream_); }
-void CudaKernels::gelu_forward(float* out, const float* inp, size_t n) {
-  cuda::gelu_forward<float>(out, inp, n, stream_);
+void CudaKernels::gelu_forward(const Tensor& out, const Tensor& inp) {
+  dispatch(out, "gelu_forward", [&](auto tag) {
+    using T = decltype(tag);
+    cuda::gelu_forward<T>(ptr<T>(out, out.dtype, "gelu_forward"), ptr<T>(inp, out.dtype, "gelu_forward"), out.count,
+                          stream_);
+  });
 }
-void CudaKernels::gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) {
-  cuda::gelu_backward<float>(dinp, inp, dout, n, stream_);
+void CudaKernels::gelu_backward(const Tensor& dinp, const Tensor& inp, const Tensor& dout) {
+  const char* op = "gelu_backward";
+  dispatch(dinp, op, [&](auto tag) {
+    using T = decltype(tag);
+    cuda::gelu_backward<T>(ptr<T>(dinp, dinp.dtype, op), ptr<T>(inp, dinp.dtype, op), ptr<T>(dout, dinp.dtype, op),
+                           dinp.count, stream_);
+  });
 }
 
-void CudaKernels::layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
-                                    const float* bias, int64_t N, int64_t C) {
-  cuda::layernorm_forward<float>(out, mean, rstd, inp, weight, bias, int(N), int(C), stream_);
+void CudaKernels::layernorm_forward(const Tensor& out, float* mean, float* rstd, const Tensor& inp,
+                                    const Tensor& weight, const Tensor& bias, int64_t N, int64_t C) {
+  const char* op = "layernorm_forward";
+  dispatch(out, op, [&](auto tag) {
+    using T = decltype(tag);
+    cuda::layernorm_forward<T>(ptr<T>(out, out.dtype, op), mean, rstd, ptr<T>(inp, out.dtype, op),
+                               ptr<T>(weight, out.dtype, op), ptr<T>(bias, out.dtype, op), int(N), int(C), stream_);
+  });
 }
-void CudaKernels::layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                                     const float* weight, const float* mean, const float* rstd, int64_t N,
-                                     int64_t C) {
-  cuda::layernorm_backward<float>(dinp, dweight, dbias, dout, inp, weight, mean, rstd, int(N), int(C), stream_);
+void CudaKernels::layernorm_backward(const Tensor& dinp, float* dweight, float* dbias, const Tensor& dout,
+                                     const Tensor& inp, const Tensor& weight, const float* mean, const float* rstd,
+                                     int64_t N, int64_t C) {
+  const char* op = "layernorm_backward";
+  dispatch(dinp, op, [&](auto tag) {
+    using T = decltype(tag);
+    cuda::layernorm_backward<T>(ptr<T>(dinp, dinp.dtype, op), dweight, dbias, ptr<T>(dout, dinp.dtype, op),
+                                ptr<T>(inp, dinp.dtype, op), ptr<T>(weight, dinp.dtype, op), mean, rstd, int(N),
+                                int(C), stream_);
+  });
 }
 
 size_t CudaKernels::attention_probs_size(int64_t B, int64_t T, int64_t nh) const { return size_t(B * T * nh); }
 size_t CudaKernels::attention_scratch_size(int64_t B, int64_t T, int64_t nh) const { return size_t(B * T * nh); }
-void CudaKernels::attention_forward(float* out, float* probs, const float* qkv, int64_t B, int64_t T, int64_t nh,
-                                    int64_t hd) {
-  cuda::attention_forward<float>(out, probs, qkv, int(B), int(T), int(nh), int(hd), stream_);
+void CudaKernels::attention_forward(const Tensor& out, float* probs, const Tensor& qkv, int64_t B, int64_t T,
+                                    int64_t nh, int64_t hd) {
+  const char* op = "attention_forward";
+  dispatch(out, op, [&](auto tag) {
+    using U = decltype(tag);
+    cuda::attention_forward<U>(ptr<U>(out, out.dtype, op), probs, ptr<U>(qkv, out.dtype, op), int(B), int(T), int(nh),
+                               int(hd), stream_);
+  });
 }
-void CudaKernels::attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv,
-                                     const float* probs, const float* out, int64_t B, int64_t T, int64_t nh,
+void CudaKernels::attention_backward(const Tensor& dqkv, float* scratch, const Tensor& dout, const Tensor& qkv,
+                                     const float* probs, const Tensor& out, int64_t B, int64_t T, int64_t nh,
                                      int64_t hd) {
-  cuda::attention_backward<float>(dqkv, scratch, dout, qkv, out, probs, int(B), int(T), int(nh), int(hd), stream_);
+  const char* op = "attention_backward";
+  dispatch(dqkv, op, [&](auto tag) {
+    using U = decltype(tag);
+    const kernels::DType t = dqkv.dtype;
+    cuda::attention_backward<U>(ptr<U>(dqkv, t, op), scratch, ptr<U>(dout, t, op), ptr<U>(qkv, t, op),
+                                ptr<U>(out, t, op), probs, int(B), int(T), int(nh), int(hd), stream_);
+  });
 }
 
-void CudaKernels::embedding_forward(float* out, const int32_t* tokens, const float* wte, int64_t N, int64_t C,
+void CudaKernels::embedding_forward(const Tensor& out, const int32_t* tokens, const Tensor& wte, int64_t N, int64_t C,
                                     int64_t v_offset, int64_t V_local) {
-  ops::embedding_forward(out, device_ids(tokens, size_t(N), 0), wte, N, C, v_offset, V_local, stream_);
+  const char* op = "embedding_forward";
+  dispatch(out, op, [&](auto tag) {
+    using T = decltype(tag);
+    ops::embedding_forward<T>(ptr<T>(out, out.dtype, op), device_ids(tokens, size_t(N), 0), ptr<T>(wte, out.dtype, op),
+                              N, C, v_offset, V_local, stream_);
+  });
 }
-void CudaKernels::add_positions(float* out, const float* wpe, int64_t B, int64_t T, int64_t C) {
-  ops::add_positions(out, wpe, B, T, C, stream_);
+void CudaKernels::add_positions(const Tensor& out, const Tensor& wpe, int64_t B, int64_t T, int64_t C) {
+  dispatch(out, "add_positions", [&](auto tag) {
+    using U = decltype(tag);
+    ops::add_positions<U>(ptr<U>(out, out.dtype, "add_positions"), ptr<U>(wpe, out.dtype, "add_positions"), B, T, C,
+                          stream_);
+  });
 }
-void CudaKernels::embedding_backward(float* dwte, const float* dout, const int32_t* tokens, int64_t N, int64_t C,
+void CudaKernels::embedding_backward(float* dwte, const Tensor& dout, const int32_t* tokens, int64_t N, int64_t C,
                                      int64_t v_offset, int64_t V_local) {
-  ops::embedding_backward(dwte, dout, device_ids(tokens, size_t(N), 0), N, C, v_offset, V_local, stream_);
+  dispatch(dout, "embedding_backward", [&](auto tag) {
+    using T = decltype(tag);
+    ops::embedding_backward<T>(dwte, ptr<T>(dout, dout.dtype, "embedding_backward"), device_ids(tokens, size_t(N), 0),
+                               N, C, v_offset, V_local, stream_);
+  });
 }
-void CudaKernels::positions_backward(float* dwpe, const float* dout, int64_t B, int64_t T, int64_t C) {
-  ops::positions_backward(dwpe, dout, B, T, C, stream_);
+void CudaKernels::positions_backward(float* dwpe, const Tensor& dout, int64_t B, int64_t T, int64_t C) {
+  dispatch(dout, "positions_backward", [&](auto tag) {
+    using U = decltype(tag);
+    ops::positions_backward<U>(dwpe, ptr<U>(dout, dout.dtype, "positions_backward"), B, T, C, stream_);
+  });
 }
 
-void CudaKernels::xent_row_max(float* row_max, const float* logits, int64_t N, int64_t V_local) {
-  ops::xent_row_max(row_max, logits, N, V_local, stream_);
+void CudaKernels::xent_row_max(float* row_max, const Tensor& logits, int64_t N, int64_t V_local) {
+  dispatch(logits, "xent_row_max", [&](auto tag) {
+    using T = decltype(tag);
+    ops::xent_row_max<T>(row_max, ptr<T>(logits, logits.dtype, "xent_row_max"), N, V_local, stream_);
+  });
 }
-void CudaKernels::xent_sumexp_target(float* sumexp, float* target_logit, const float* logits, const float* row_max,
+void CudaKernels::xent_sumexp_target(float* sumexp, float* target_logit, const Tensor& logits, const float* row_max,
                                      const int32_t* targets, int64_t N, int64_t V_local, int64_t v_offset) {
-  ops::xent_sumexp_target(sumexp, target_logit, logits, row_max, device_ids(targets, size_t(N), 1), N, V_local,
-                          v_offset, stream_);
+  dispatch(logits, "xent_sumexp_target", [&](auto tag) {
+    using T = decltype(tag);
+    ops::xent_sumexp_target<T>(sumexp, target_logit, ptr<T>(logits, logits.dtype, "xent_sumexp_target"), row_max,
+                               device_ids(targets, size_t(N), 1), N, V_local, v_offset, stream_);
+  });
 }
 void CudaKernels::xent_losses(float* losses, const float* sumexp, const float* row_max, const float* target_logit,
                               int64_t N) {
   ops::xent_losses(losses, sumexp, row_max, target_logit, N, stream_);
 }
-void CudaKernels::xent_backward_inplace(float* logits, const float* row_max, const float* sumexp,
+void CudaKernels::xent_backward_inplace(const Tensor& logits, const float* row_max, const float* sumexp,
                                         const int32_t* targets, float dloss, int64_t N, int64_t V_local,
                                         int64_t v_offset) {
-  ops::xent_backward_inplace(logits, row_max, sumexp, device_ids(targets, size_t(N), 1), dloss, N, V_local, v_offset,
-                             stream_);
+  dispatch(logits, "xent_backward_inplace", [&](auto tag) {
+    using T = decltype(tag);
+    ops::xent_backward_inplace<T>(ptr<T>(logits, logits.dtype, "xent_backward_inplace"), row_max, sumexp,
+                                  device_ids(targets, size_t(N), 1), dloss, N, V_local, v_offset, stream_);
+  });
 }
 
 double CudaKernels::sum_squares(const float* x, size_t n) {

@@ -1,4 +1,6 @@
-// GPU kernels of the GPT engine, one launcher per operation, raw pointers and explicit sizes.
+// GPU kernels of the GPT engine that exist for both activation types, one launcher per
+// operation, raw pointers and explicit sizes (kernels_engine.h has the vocabulary-sharded and
+// optimizer ones; CudaKernels picks the instance from each Tensor's dtype).
 //
 // T is the activation/weight type: float (fp32 mode, for exactness tests) or __nv_bfloat16
 // (mixed precision). Every reduction accumulates in fp32; gradients of parameters, master
@@ -15,14 +17,6 @@
 namespace trident::cuda {
 
 using bf16 = __nv_bfloat16;
-
-// out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:]
-template <typename T>
-void embedding_forward(T* out, const int* tokens, const T* wte, const T* wpe, int B, int Tn, int C, cudaStream_t s);
-// dwte[tokens[b,t],:] += dout[b,t,:]; dwpe[t,:] += sum over b of dout[b,t,:]
-template <typename T>
-void embedding_backward(float* dwte, float* dwpe, const T* dout, const int* tokens, int B, int Tn, int C,
-                        cudaStream_t s);
 
 // out = (inp - mean) * rstd * weight + bias per row; saves mean and rstd (fp32) for backward.
 template <typename T>
@@ -58,24 +52,6 @@ void attention_forward(T* out, float* lse, const T* qkv, int B, int Tn, int NH, 
 template <typename T>
 void attention_backward(T* dqkv, float* delta, const T* dout, const T* qkv, const T* out, const float* lse, int B,
                         int Tn, int NH, int HS, cudaStream_t s);
-
-// Fused softmax + cross-entropy over rows of Vp logits of which the first V are real:
-// losses[i] = logsumexp(row) - row[target]; then the row is overwritten with its gradient
-// (softmax - onehot(target)) * dloss, and padded columns with 0.
-template <typename T>
-void softmax_cross_entropy(float* losses, T* logits, const int* targets, int N, int V, int Vp, float dloss,
-                           cudaStream_t s);
-
-// norm_sq[0] += sum of x[i]^2 (norm_sq must be zeroed by the caller first).
-void sum_of_squares(float* norm_sq, const float* x, size_t n, cudaStream_t s);
-
-// AdamW exactly as torch.optim.AdamW, on fp32 master weights, after clipping the gradient to
-// a global norm of max_norm (scale = min(1, max_norm / (sqrt(norm_sq) + 1e-6)); max_norm <= 0
-// turns clipping off). Writes the updated master weight and its copy in T.
-template <typename T>
-void adamw_update(float* master, T* param, const float* grad, float* m, float* v, size_t n, float lr, float beta1,
-                  float beta2, float eps, float weight_decay, int step, const float* norm_sq, float max_norm,
-                  cudaStream_t s);
 
 // out[i] = T(in[i]) and back.
 template <typename T>

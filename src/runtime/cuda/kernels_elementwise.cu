@@ -1,4 +1,4 @@
-// Embedding, residual, GELU, bias gradient and casts: one thread per element, grid-stride.
+// Residual, GELU, bias gradient and casts: one thread per element, grid-stride.
 #include <cmath>
 
 #include "runtime/cuda/kernel_util.cuh"
@@ -8,27 +8,7 @@ namespace trident::cuda {
 
 namespace {
 
-template <typename T>
-__global__ void embedding_forward_kernel(T* out, const int* tokens, const T* wte, const T* wpe, int Tn, int C,
-                                         size_t n) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
-    size_t row = i / C;
-    int c = int(i % C), t = int(row % Tn);
-    out[i] = from_f<T>(to_f(wte[size_t(tokens[row]) * C + c]) + to_f(wpe[size_t(t) * C + c]));
-  }
-}
 
-template <typename T>
-__global__ void embedding_backward_kernel(float* dwte, float* dwpe, const T* dout, const int* tokens, int Tn, int C,
-                                          size_t n) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
-    size_t row = i / C;
-    int c = int(i % C), t = int(row % Tn);
-    float d = to_f(dout[i]);
-    atomicAdd(&dwte[size_t(tokens[row]) * C + c], d);
-    atomicAdd(&dwpe[size_t(t) * C + c], d);
-  }
-}
 
 template <typename T>
 __global__ void residual_kernel(T* out, const T* a, const T* b, size_t n) {
@@ -90,20 +70,7 @@ constexpr unsigned kThreads = 256;
 
 }  // namespace
 
-template <typename T>
-void embedding_forward(T* out, const int* tokens, const T* wte, const T* wpe, int B, int Tn, int C, cudaStream_t s) {
-  size_t n = size_t(B) * Tn * C;
-  embedding_forward_kernel<<<blocks_for(n, kThreads), kThreads, 0, s>>>(out, tokens, wte, wpe, Tn, C, n);
-  cudaCheckLaunch();
-}
 
-template <typename T>
-void embedding_backward(float* dwte, float* dwpe, const T* dout, const int* tokens, int B, int Tn, int C,
-                        cudaStream_t s) {
-  size_t n = size_t(B) * Tn * C;
-  embedding_backward_kernel<<<blocks_for(n, kThreads), kThreads, 0, s>>>(dwte, dwpe, dout, tokens, Tn, C, n);
-  cudaCheckLaunch();
-}
 
 template <typename T>
 void residual_forward(T* out, const T* a, const T* b, size_t n, cudaStream_t s) {
@@ -144,8 +111,6 @@ void cast_to_float(float* out, const T* in, size_t n, cudaStream_t s) {
 }
 
 #define INSTANTIATE(T)                                                                                          \
-  template void embedding_forward<T>(T*, const int*, const T*, const T*, int, int, int, cudaStream_t);          \
-  template void embedding_backward<T>(float*, float*, const T*, const int*, int, int, int, cudaStream_t);       \
   template void residual_forward<T>(T*, const T*, const T*, size_t, cudaStream_t);                              \
   template void gelu_forward<T>(T*, const T*, size_t, cudaStream_t);                                            \
   template void gelu_backward<T>(T*, const T*, const T*, size_t, cudaStream_t);                                 \

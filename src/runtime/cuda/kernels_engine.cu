@@ -12,59 +12,63 @@ constexpr unsigned kThreads = 256;
 #define GRID_STRIDE(i, n) \
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < (n); i += size_t(gridDim.x) * blockDim.x)
 
-__global__ void add_kernel(float* out, const float* a, const float* b, size_t n) { GRID_STRIDE(i, n) out[i] = a[i] + b[i]; }
-__global__ void add_inplace_kernel(float* out, const float* a, size_t n) { GRID_STRIDE(i, n) out[i] += a[i]; }
 __global__ void scale_kernel(float* x, float f, size_t n) { GRID_STRIDE(i, n) x[i] *= f; }
 
-__global__ void embedding_forward_kernel(float* out, const int32_t* tokens, const float* wte, int64_t C,
-                                         int64_t v_offset, int64_t V_local, size_t n) {
+template <typename T>
+__global__ void embedding_forward_kernel(T* out, const int32_t* tokens, const T* wte, int64_t C, int64_t v_offset,
+                                         int64_t V_local, size_t n) {
   GRID_STRIDE(i, n) {
     const int64_t row = int64_t(i / C), c = int64_t(i % C), id = int64_t(tokens[row]) - v_offset;
-    out[i] = (id >= 0 && id < V_local) ? wte[id * C + c] : 0.0f;
+    out[i] = (id >= 0 && id < V_local) ? wte[id * C + c] : from_f<T>(0.0f);
   }
 }
 
-__global__ void add_positions_kernel(float* out, const float* wpe, int64_t T, int64_t C, size_t n) {
-  GRID_STRIDE(i, n) out[i] += wpe[(int64_t(i / C) % T) * C + int64_t(i % C)];
+template <typename T>
+__global__ void add_positions_kernel(T* out, const T* wpe, int64_t Tn, int64_t C, size_t n) {
+  GRID_STRIDE(i, n) out[i] = from_f<T>(to_f(out[i]) + to_f(wpe[(int64_t(i / C) % Tn) * C + int64_t(i % C)]));
 }
 
-__global__ void embedding_backward_kernel(float* dwte, const float* dout, const int32_t* tokens, int64_t N,
-                                          int64_t C, int64_t v_offset, int64_t V_local) {
+template <typename T>
+__global__ void embedding_backward_kernel(float* dwte, const T* dout, const int32_t* tokens, int64_t N, int64_t C,
+                                          int64_t v_offset, int64_t V_local) {
   const int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (c >= C) return;
   for (int64_t i = 0; i < N; ++i) {
     const int64_t id = int64_t(tokens[i]) - v_offset;
-    if (id >= 0 && id < V_local) dwte[id * C + c] += dout[i * C + c];
+    if (id >= 0 && id < V_local) dwte[id * C + c] += to_f(dout[i * C + c]);
   }
 }
 
-__global__ void positions_backward_kernel(float* dwpe, const float* dout, int64_t B, int64_t T, int64_t C) {
-  GRID_STRIDE(i, size_t(T * C)) {
+template <typename T>
+__global__ void positions_backward_kernel(float* dwpe, const T* dout, int64_t B, int64_t Tn, int64_t C) {
+  GRID_STRIDE(i, size_t(Tn * C)) {
     float sum = 0.0f;
-    for (int64_t b = 0; b < B; ++b) sum += dout[b * T * C + int64_t(i)];
+    for (int64_t b = 0; b < B; ++b) sum += to_f(dout[b * Tn * C + int64_t(i)]);
     dwpe[i] += sum;
   }
 }
 
-__global__ void row_max_kernel(float* row_max, const float* logits, int64_t V) {
-  const float* row = logits + blockIdx.x * V;
+template <typename T>
+__global__ void row_max_kernel(float* row_max, const T* logits, int64_t V) {
+  const T* row = logits + blockIdx.x * V;
   float m = -INFINITY;
-  for (int64_t j = threadIdx.x; j < V; j += blockDim.x) m = fmaxf(m, row[j]);
+  for (int64_t j = threadIdx.x; j < V; j += blockDim.x) m = fmaxf(m, to_f(row[j]));
   m = block_max(m);
   if (threadIdx.x == 0) row_max[blockIdx.x] = m;
 }
 
-__global__ void sumexp_target_kernel(float* sumexp, float* target_logit, const float* logits, const float* row_max,
+template <typename T>
+__global__ void sumexp_target_kernel(float* sumexp, float* target_logit, const T* logits, const float* row_max,
                                      const int32_t* targets, int64_t V, int64_t v_offset) {
-  const float* row = logits + blockIdx.x * V;
+  const T* row = logits + blockIdx.x * V;
   const float m = row_max[blockIdx.x];
   float s = 0.0f;
-  for (int64_t j = threadIdx.x; j < V; j += blockDim.x) s += expf(row[j] - m);
+  for (int64_t j = threadIdx.x; j < V; j += blockDim.x) s += expf(to_f(row[j]) - m);
   s = block_sum(s);
   if (threadIdx.x == 0) {
     sumexp[blockIdx.x] = s;
     const int64_t id = int64_t(targets[blockIdx.x]) - v_offset;
-    target_logit[blockIdx.x] = (id >= 0 && id < V) ? row[id] : 0.0f;
+    target_logit[blockIdx.x] = (id >= 0 && id < V) ? to_f(row[id]) : 0.0f;
   }
 }
 
@@ -73,13 +77,14 @@ __global__ void losses_kernel(float* losses, const float* sumexp, const float* r
   GRID_STRIDE(i, size_t(N)) losses[i] = logf(sumexp[i]) + row_max[i] - target_logit[i];
 }
 
-__global__ void xent_backward_kernel(float* logits, const float* row_max, const float* sumexp, const int32_t* targets,
+template <typename T>
+__global__ void xent_backward_kernel(T* logits, const float* row_max, const float* sumexp, const int32_t* targets,
                                      float dloss, int64_t V, int64_t v_offset) {
-  float* row = logits + blockIdx.x * V;
+  T* row = logits + blockIdx.x * V;
   const float m = row_max[blockIdx.x], inv = 1.0f / sumexp[blockIdx.x];
   const int64_t id = int64_t(targets[blockIdx.x]) - v_offset;
   for (int64_t j = threadIdx.x; j < V; j += blockDim.x)
-    row[j] = dloss * (expf(row[j] - m) * inv - (j == id ? 1.0f : 0.0f));
+    row[j] = from_f<T>(dloss * (expf(to_f(row[j]) - m) * inv - (j == id ? 1.0f : 0.0f)));
 }
 
 __global__ void sum_squares_kernel(double* result, const float* x, size_t n) {
@@ -103,44 +108,42 @@ __global__ void adamw_kernel(float* param, const float* grad, float* m, float* v
 
 }  // namespace
 
-void add(float* out, const float* a, const float* b, size_t n, cudaStream_t s) {
-  add_kernel<<<blocks_for(n, kThreads), kThreads, 0, s>>>(out, a, b, n);
-  cudaCheckLaunch();
-}
-void add_inplace(float* out, const float* a, size_t n, cudaStream_t s) {
-  add_inplace_kernel<<<blocks_for(n, kThreads), kThreads, 0, s>>>(out, a, n);
-  cudaCheckLaunch();
-}
 void scale(float* x, float factor, size_t n, cudaStream_t s) {
   scale_kernel<<<blocks_for(n, kThreads), kThreads, 0, s>>>(x, factor, n);
   cudaCheckLaunch();
 }
-void embedding_forward(float* out, const int32_t* tokens, const float* wte, int64_t N, int64_t C, int64_t v_offset,
+template <typename T>
+void embedding_forward(T* out, const int32_t* tokens, const T* wte, int64_t N, int64_t C, int64_t v_offset,
                        int64_t V_local, cudaStream_t s) {
   size_t n = size_t(N * C);
   embedding_forward_kernel<<<blocks_for(n, kThreads), kThreads, 0, s>>>(out, tokens, wte, C, v_offset, V_local, n);
   cudaCheckLaunch();
 }
-void add_positions(float* out, const float* wpe, int64_t B, int64_t T, int64_t C, cudaStream_t s) {
-  size_t n = size_t(B * T * C);
-  add_positions_kernel<<<blocks_for(n, kThreads), kThreads, 0, s>>>(out, wpe, T, C, n);
+template <typename T>
+void add_positions(T* out, const T* wpe, int64_t B, int64_t Tn, int64_t C, cudaStream_t s) {
+  size_t n = size_t(B * Tn * C);
+  add_positions_kernel<<<blocks_for(n, kThreads), kThreads, 0, s>>>(out, wpe, Tn, C, n);
   cudaCheckLaunch();
 }
-void embedding_backward(float* dwte, const float* dout, const int32_t* tokens, int64_t N, int64_t C,
-                        int64_t v_offset, int64_t V_local, cudaStream_t s) {
+template <typename T>
+void embedding_backward(float* dwte, const T* dout, const int32_t* tokens, int64_t N, int64_t C, int64_t v_offset,
+                        int64_t V_local, cudaStream_t s) {
   embedding_backward_kernel<<<unsigned((C + 127) / 128), 128, 0, s>>>(dwte, dout, tokens, N, C, v_offset, V_local);
   cudaCheckLaunch();
 }
-void positions_backward(float* dwpe, const float* dout, int64_t B, int64_t T, int64_t C, cudaStream_t s) {
-  positions_backward_kernel<<<blocks_for(size_t(T * C), kThreads), kThreads, 0, s>>>(dwpe, dout, B, T, C);
+template <typename T>
+void positions_backward(float* dwpe, const T* dout, int64_t B, int64_t Tn, int64_t C, cudaStream_t s) {
+  positions_backward_kernel<<<blocks_for(size_t(Tn * C), kThreads), kThreads, 0, s>>>(dwpe, dout, B, Tn, C);
   cudaCheckLaunch();
 }
-void xent_row_max(float* row_max, const float* logits, int64_t N, int64_t V, cudaStream_t s) {
+template <typename T>
+void xent_row_max(float* row_max, const T* logits, int64_t N, int64_t V, cudaStream_t s) {
   if (N == 0) return;
   row_max_kernel<<<unsigned(N), 512, 0, s>>>(row_max, logits, V);
   cudaCheckLaunch();
 }
-void xent_sumexp_target(float* sumexp, float* target_logit, const float* logits, const float* row_max,
+template <typename T>
+void xent_sumexp_target(float* sumexp, float* target_logit, const T* logits, const float* row_max,
                         const int32_t* targets, int64_t N, int64_t V, int64_t v_offset, cudaStream_t s) {
   if (N == 0) return;
   sumexp_target_kernel<<<unsigned(N), 512, 0, s>>>(sumexp, target_logit, logits, row_max, targets, V, v_offset);
@@ -151,8 +154,9 @@ void xent_losses(float* losses, const float* sumexp, const float* row_max, const
   losses_kernel<<<blocks_for(size_t(N), kThreads), kThreads, 0, s>>>(losses, sumexp, row_max, target_logit, N);
   cudaCheckLaunch();
 }
-void xent_backward_inplace(float* logits, const float* row_max, const float* sumexp, const int32_t* targets,
-                           float dloss, int64_t N, int64_t V, int64_t v_offset, cudaStream_t s) {
+template <typename T>
+void xent_backward_inplace(T* logits, const float* row_max, const float* sumexp, const int32_t* targets, float dloss,
+                           int64_t N, int64_t V, int64_t v_offset, cudaStream_t s) {
   if (N == 0) return;
   xent_backward_kernel<<<unsigned(N), 512, 0, s>>>(logits, row_max, sumexp, targets, dloss, V, v_offset);
   cudaCheckLaunch();
@@ -172,5 +176,19 @@ void adamw(float* param, const float* grad, float* m, float* v, size_t n, float 
                                                             grad_scale, bias1, bias2);
   cudaCheckLaunch();
 }
+
+#define INSTANTIATE(T)                                                                                         \
+  template void embedding_forward<T>(T*, const int32_t*, const T*, int64_t, int64_t, int64_t, int64_t, cudaStream_t); \
+  template void add_positions<T>(T*, const T*, int64_t, int64_t, int64_t, cudaStream_t);                              \
+  template void embedding_backward<T>(float*, const T*, const int32_t*, int64_t, int64_t, int64_t, int64_t,          \
+                                      cudaStream_t);                                                                 \
+  template void positions_backward<T>(float*, const T*, int64_t, int64_t, int64_t, cudaStream_t);                     \
+  template void xent_row_max<T>(float*, const T*, int64_t, int64_t, cudaStream_t);                                   \
+  template void xent_sumexp_target<T>(float*, float*, const T*, const float*, const int32_t*, int64_t, int64_t,      \
+                                      int64_t, cudaStream_t);                                                        \
+  template void xent_backward_inplace<T>(T*, const float*, const float*, const int32_t*, float, int64_t, int64_t,    \
+                                         int64_t, cudaStream_t);
+TRIDENT_FOR_EACH_T(INSTANTIATE)
+#undef INSTANTIATE
 
 }  // namespace trident::cuda::engine_ops

@@ -7,9 +7,9 @@
 namespace trident::engine {
 
 Trainer::Trainer(kernels::Kernels& k, const ModelSpec& model, int64_t micro_batch, int64_t grad_accum,
-                 AdamWConfig opt)
+                 AdamWConfig opt, kernels::DType compute)
     : k_(k),
-      stage_(k, nn::Shard::whole(model), micro_batch, model.seq_len),
+      stage_(k, nn::Shard::whole(model), micro_batch, model.seq_len, nullptr, false, compute),
       acts_(stage_),
       grad_accum_(grad_accum),
       opt_(opt) {
@@ -45,6 +45,7 @@ StepResult Trainer::train_step(const BatchFn& batch) {
   const double scale = clip_scale(opt_, r.grad_norm);
   ++step_;
   adamw_update(k_, segments_, stage_.params(), stage_.grads(), m_, v_, opt_, r.lr, scale, step_);
+  stage_.params_updated();
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }
@@ -59,7 +60,7 @@ double Trainer::evaluate(const BatchFn& batch, int64_t batches) {
   return sum / (double(stage_.N()) * double(batches));
 }
 
-const float* Trainer::forward_logits(const int32_t* tokens, const int32_t* targets) {
+kernels::Tensor Trainer::forward_logits(const int32_t* tokens, const int32_t* targets) {
   stage_.forward(acts_, tokens, targets);
   return acts_.logits();
 }

@@ -27,7 +27,9 @@ using BatchFn = std::function<void(int64_t step, int64_t micro, int32_t* tokens,
 
 class Trainer {
  public:
-  Trainer(kernels::Kernels& k, const ModelSpec& model, int64_t micro_batch, int64_t grad_accum, AdamWConfig opt);
+  // compute: the model's compute dtype (F32, or BF16 mixed precision where k supports it).
+  Trainer(kernels::Kernels& k, const ModelSpec& model, int64_t micro_batch, int64_t grad_accum, AdamWConfig opt,
+          kernels::DType compute = kernels::DType::F32);
   ~Trainer();
 
   nn::GptStage& model() { return stage_; }
@@ -42,8 +44,8 @@ class Trainer {
   StepResult train_step(const BatchFn& batch);
   // Mean loss over `batches` micro-batches, no gradient.
   double evaluate(const BatchFn& batch, int64_t batches);
-  // Forward only on the given tokens (B*T); returns the logits buffer [B*T, V].
-  const float* forward_logits(const int32_t* tokens, const int32_t* targets);
+  // Forward only on the given tokens (B*T); returns the logits buffer [B*T, V] (compute dtype).
+  kernels::Tensor forward_logits(const int32_t* tokens, const int32_t* targets);
 
  private:
   kernels::Kernels& k_;

@@ -1,9 +1,16 @@
-// Kernels: the device-agnostic operations the engine is made of (fp32, row-major).
+// Kernels: the device-agnostic operations the engine is made of (row-major).
 //
-// One implementation per device: CpuKernels (OpenBLAS sgemm + OpenMP, kernels/cpu/) and a CUDA
-// one (cuBLAS + own kernels, runtime/cuda/). Every pointer is a pointer into the device's own
-// memory (host memory for the CPU); sizes are element counts. The engine calls only this
-// interface, so a layer written once runs on either device.
+// One implementation per device: CpuKernels (OpenBLAS sgemm + OpenMP, kernels/cpu/) and
+// CudaKernels (cuBLASLt + own kernels, runtime/cuda/). The engine calls only this interface, so
+// a layer written once runs on either device.
+//
+// Tensors carry their element type: activations and the compute copy of the weights are a
+// Tensor {pointer, dtype, element count}, so one GptStage runs in fp32 everywhere and in bf16
+// where the backend supports() it (CUDA). Master weights, weight/bias gradients, optimizer
+// moments, LayerNorm statistics and loss scalars are always fp32 (float*), as Megatron and
+// llm.c keep them. A backend checks the dtype once per call (never per element) and refuses a
+// type it cannot compute with an error naming the op and the type. Pointers are the device's
+// own memory (host memory for the CPU); sizes are element counts.
 //
 // Conventions (the same as PyTorch's nn.Linear and llm.c):
 //  - a token-major activation is [N, C] with N = B*T tokens, C features, row stride = C unless
@@ -17,6 +24,7 @@
 //  - vocabulary-sharded ops take [v_offset, v_offset + V_local) as this device's slice of the
 //    vocabulary, so tensor-parallel embedding and cross-entropy are the same ops plus an
 //    all-reduce that the caller places (Megatron style; see nn/gpt.h).
+//  - an optional Tensor argument (bias, dinp) is skipped when empty().
 #pragma once
 
 #include <cstddef>
@@ -24,14 +32,45 @@
 #include <memory>
 #include <string>
 
+#include "runtime/comm/communicator.h"
+
 namespace trident::kernels {
 
 enum class Trans { N, T };
+
+// Element types of kernel tensors: the communicator's (F32 and BF16 are the ones kernels use).
+using DType = comm::DType;
+
+// A typed view of device memory.
+struct Tensor {
+  void* data = nullptr;
+  DType dtype = DType::F32;
+  size_t count = 0;  // elements
+
+  Tensor() = default;
+  Tensor(void* d, DType t, size_t n) : data(d), dtype(t), count(n) {}
+  Tensor(float* d, size_t n) : data(d), count(n) {}
+  Tensor(const float* d, size_t n) : data(const_cast<float*>(d)), count(n) {}
+  bool empty() const { return data == nullptr; }
+  size_t bytes() const { return count * comm::dtype_size(dtype); }
+  // Elements [offset, offset + n) of this tensor, same type.
+  Tensor slice(size_t offset, size_t n) const {
+    return {data ? static_cast<char*>(data) + offset * comm::dtype_size(dtype) : nullptr, dtype, n};
+  }
+};
+
+// The fp32 data of t (nullptr when empty); throws std::invalid_argument naming `op` and the type
+// when t holds another type or fewer than `need` elements. What an fp32-only backend calls once
+// per op.
+float* f32_data(const Tensor& t, const char* op, size_t need = 0);
 
 class Kernels {
  public:
   virtual ~Kernels() = default;
   virtual std::string device_name() const = 0;
+  // Whether this backend computes in `t` (CPU: F32 only; CUDA: F32 and BF16). GptStage and the
+  // run check ask before building a model in that type.
+  virtual bool supports(DType t) const = 0;
 
   // ---- memory (device memory; the CPU returns 2 MiB-aligned, huge-page-advised, pre-faulted host memory)
   virtual float* alloc(size_t count) = 0;
@@ -41,77 +80,82 @@ class Kernels {
   virtual void to_host(float* host, const float* src, size_t count) = 0;     // device -> host
   virtual void from_host(float* dst, const float* host, size_t count) = 0;   // host -> device
   virtual void synchronize() = 0;
+  // dst = src converted to dst's type (a plain copy when the types agree); count = dst.count.
+  virtual void convert(const Tensor& dst, const Tensor& src) = 0;
 
-  // ---- matrix products
+  // ---- matrix products (gemm is the fp32 product, e.g. for peak-rate measurements)
   // C[M,N] = alpha * op(A)[M,K] . op(B)[K,N] + beta * C, row-major, leading dimensions in elements.
   virtual void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
                     const float* B, int64_t ldb, float beta, float* C, int64_t ldc) = 0;
   // linear: out[N,OC] = inp[N,IC] . W[OC,IC]^T (+ bias[OC] when bias != nullptr).
-  virtual void linear_forward(float* out, const float* inp, const float* weight, const float* bias, int64_t N,
-                              int64_t IC, int64_t OC) = 0;
-  // dinp[N,IC] = dout . W (overwritten; skipped when dinp == nullptr);
-  // dweight[OC,IC] += dout^T . inp; dbias[OC] += column sums of dout (skipped when nullptr).
-  virtual void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                               const float* weight, int64_t N, int64_t IC, int64_t OC) = 0;
+  // out, inp, weight and bias share one type.
+  virtual void linear_forward(const Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
+                              int64_t N, int64_t IC, int64_t OC) = 0;
+  // dinp[N,IC] = dout . W (overwritten; skipped when empty); fp32 dweight[OC,IC] += dout^T . inp;
+  // fp32 dbias[OC] += column sums of dout (skipped when nullptr).
+  virtual void linear_backward(const Tensor& dinp, float* dweight, float* dbias, const Tensor& dout,
+                               const Tensor& inp, const Tensor& weight, int64_t N, int64_t IC, int64_t OC) = 0;
 
   // ---- elementwise (fused where it saves a pass)
-  virtual void add(float* out, const float* a, const float* b, size_t n) = 0;          // out = a + b
-  virtual void add_inplace(float* out, const float* a, size_t n) = 0;                  // out += a
-  virtual void scale(float* x, float s, size_t n) = 0;                                 // x *= s
+  // n = out.count elements; operands of one type.
+  virtual void add(const Tensor& out, const Tensor& a, const Tensor& b) = 0;  // out = a + b
+  virtual void add_inplace(const Tensor& out, const Tensor& a) = 0;           // out += a
+  virtual void scale(float* x, float s, size_t n) = 0;                        // x *= s (fp32)
   // GELU, tanh approximation (GPT-2; PyTorch approximate="tanh").
-  virtual void gelu_forward(float* out, const float* inp, size_t n) = 0;
-  virtual void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) = 0;  // dinp = gelu'(inp)*dout
+  virtual void gelu_forward(const Tensor& out, const Tensor& inp) = 0;
+  virtual void gelu_backward(const Tensor& dinp, const Tensor& inp, const Tensor& dout) = 0;  // dinp = gelu'(inp)*dout
 
   // ---- LayerNorm over the last dimension C (eps 1e-5)
-  // out, mean[N], rstd[N] written; mean/rstd are kept for the backward.
-  virtual void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
-                                 const float* bias, int64_t N, int64_t C) = 0;
-  // dinp += (accumulates: it is the residual stream's gradient); dweight += ; dbias += .
-  virtual void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                                  const float* weight, const float* mean, const float* rstd, int64_t N,
-                                  int64_t C) = 0;
+  // out, mean[N], rstd[N] (fp32) written; mean/rstd are kept for the backward.
+  virtual void layernorm_forward(const Tensor& out, float* mean, float* rstd, const Tensor& inp,
+                                 const Tensor& weight, const Tensor& bias, int64_t N, int64_t C) = 0;
+  // dinp += (accumulates: it is the residual stream's gradient); fp32 dweight += ; dbias += .
+  virtual void layernorm_backward(const Tensor& dinp, float* dweight, float* dbias, const Tensor& dout,
+                                  const Tensor& inp, const Tensor& weight, const float* mean, const float* rstd,
+                                  int64_t N, int64_t C) = 0;
 
   // ---- causal self-attention, scale 1/sqrt(hd). Only the causal (lower) part of each score
   // matrix is computed and stored: probs holds, per (b, head), the rows of softmax(QK^T) up to
   // the diagonal, packed in blocks; attention_probs_size() says how many floats it needs.
   virtual size_t attention_probs_size(int64_t B, int64_t T, int64_t nh) const = 0;
   // out[B,T,nh*hd] from qkv[B,T,3,nh,hd].
-  virtual void attention_forward(float* out, float* probs, const float* qkv, int64_t B, int64_t T, int64_t nh,
-                                 int64_t hd) = 0;
+  virtual void attention_forward(const Tensor& out, float* probs, const Tensor& qkv, int64_t B, int64_t T,
+                                 int64_t nh, int64_t hd) = 0;
   // dqkv overwritten; scratch: attention_scratch_size() floats.
   virtual size_t attention_scratch_size(int64_t B, int64_t T, int64_t nh) const = 0;
-  virtual void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv,
-                                  const float* probs, const float* out, int64_t B, int64_t T, int64_t nh,
+  virtual void attention_backward(const Tensor& dqkv, float* scratch, const Tensor& dout, const Tensor& qkv,
+                                  const float* probs, const Tensor& out, int64_t B, int64_t T, int64_t nh,
                                   int64_t hd) = 0;
 
   // ---- embeddings
   // out[N,C] = wte[tok - v_offset] for tokens in [v_offset, v_offset+V_local), 0 for the others.
-  virtual void embedding_forward(float* out, const int32_t* tokens, const float* wte, int64_t N, int64_t C,
-                                 int64_t v_offset, int64_t V_local) = 0;
+  virtual void embedding_forward(const Tensor& out, const int32_t* tokens, const Tensor& wte, int64_t N,
+                                 int64_t C, int64_t v_offset, int64_t V_local) = 0;
   // out[b,t,:] += wpe[t,:]
-  virtual void add_positions(float* out, const float* wpe, int64_t B, int64_t T, int64_t C) = 0;
-  // dwte[tok - v_offset] += dout (tokens in the slice only); deterministic order.
-  virtual void embedding_backward(float* dwte, const float* dout, const int32_t* tokens, int64_t N, int64_t C,
+  virtual void add_positions(const Tensor& out, const Tensor& wpe, int64_t B, int64_t T, int64_t C) = 0;
+  // fp32 dwte[tok - v_offset] += dout (tokens in the slice only); deterministic order.
+  virtual void embedding_backward(float* dwte, const Tensor& dout, const int32_t* tokens, int64_t N, int64_t C,
                                   int64_t v_offset, int64_t V_local) = 0;
-  // dwpe[t,:] += sum over b of dout[b,t,:]
-  virtual void positions_backward(float* dwpe, const float* dout, int64_t B, int64_t T, int64_t C) = 0;
+  // fp32 dwpe[t,:] += sum over b of dout[b,t,:]
+  virtual void positions_backward(float* dwpe, const Tensor& dout, int64_t B, int64_t T, int64_t C) = 0;
 
   // ---- softmax cross-entropy in three steps, so a vocabulary-parallel version only adds
   // all-reduces between them (max after step 1; sum of exps and target logit after step 2).
-  // logits [N, V_local] (row stride V_local); targets are global token ids.
-  virtual void xent_row_max(float* row_max, const float* logits, int64_t N, int64_t V_local) = 0;
+  // logits [N, V_local] (row stride V_local, the compute type); targets are global token ids;
+  // the per-row statistics are fp32.
+  virtual void xent_row_max(float* row_max, const Tensor& logits, int64_t N, int64_t V_local) = 0;
   // sumexp[N] = sum exp(logit - row_max); target_logit[N] = logit of the target when this slice holds it, else 0.
-  virtual void xent_sumexp_target(float* sumexp, float* target_logit, const float* logits, const float* row_max,
+  virtual void xent_sumexp_target(float* sumexp, float* target_logit, const Tensor& logits, const float* row_max,
                                   const int32_t* targets, int64_t N, int64_t V_local, int64_t v_offset) = 0;
   // losses[N] = log(sumexp) + row_max - target_logit
   virtual void xent_losses(float* losses, const float* sumexp, const float* row_max, const float* target_logit,
                            int64_t N) = 0;
   // In place: logits <- dloss * (softmax - onehot(target)), softmax = exp(logit - max)/sumexp.
-  virtual void xent_backward_inplace(float* logits, const float* row_max, const float* sumexp,
+  virtual void xent_backward_inplace(const Tensor& logits, const float* row_max, const float* sumexp,
                                      const int32_t* targets, float dloss, int64_t N, int64_t V_local,
                                      int64_t v_offset) = 0;
 
-  // ---- optimizer
+  // ---- optimizer (fp32 master weights, gradients and moments)
   // Sum of squares (double accumulation), returned to the host.
   virtual double sum_squares(const float* x, size_t n) = 0;
   // AdamW on n elements: g = grad*grad_scale; m,v moments; bias-corrected with step t (1-based);

@@ -5,74 +5,97 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "core/problems.h"
 #include "runtime/nn/init.h"
 
 namespace trident::nn {
 
+using kernels::DType;
 using kernels::Kernels;
 
-namespace {
-constexpr int64_t kAlign = 16;
-int64_t aligned(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
-}  // namespace
-
 // ---------------------------------------------------------------- activations
-Activations::Activations(const GptStage& stage) : k_(stage.kernels()) {
+Activations::Activations(const GptStage& stage) : plan_(stage.kernels()) {
   const Shard& s = stage.shard();
-  const int64_t N = stage.N(), C = s.C(), A = s.attn_local(), F = s.ffn_local(), V = s.vocab_local();
-  const int64_t Nl = stage.tokens_local();  // residual-stream rows (N/tp under sequence parallelism)
-  const int64_t probs = int64_t(k_.attention_probs_size(stage.B(), stage.T(), s.heads_local()));
-  // First pass computes offsets (base_ == nullptr), second assigns pointers.
-  auto plan = [&](float* base) {
-    int64_t off = 0;
-    auto take = [&](int64_t n) {
-      float* p = base ? base + off : nullptr;
-      off += aligned(n);
-      return p;
-    };
-    res_in_ = take(Nl * C);
-    layers_.clear();
-    for (int64_t l = 0; l < s.num_layers(); ++l) {
-      LayerActs a;
-      a.ln1 = take(N * C);
-      a.ln1_mean = take(Nl);
-      a.ln1_rstd = take(Nl);
-      a.qkv = take(N * 3 * A);
-      a.probs = take(probs);
-      a.atty = take(N * A);
-      a.res_mid = take(Nl * C);
-      a.ln2 = take(N * C);
-      a.ln2_mean = take(Nl);
-      a.ln2_rstd = take(Nl);
-      a.fch = take(N * F);
-      a.fch_gelu = take(N * F);
-      a.res_out = take(Nl * C);
-      layers_.push_back(a);
-    }
-    if (s.has_output) {
-      lnf_ = take(N * C);
-      lnf_mean_ = take(Nl);
-      lnf_rstd_ = take(Nl);
-      logits_ = take(N * V);
-      losses_ = take(N);
-      row_max_ = take(N);
-      sumexp_ = take(N);
-      target_logit_ = take(N);
-    }
-    return off;
+  const DType dt = stage.compute_dtype();
+  const bool fp32 = dt == DType::F32;
+  const size_t N = size_t(stage.N()), C = size_t(s.C()), A = size_t(s.attn_local()), F = size_t(s.ffn_local()),
+               V = size_t(s.vocab_local());
+  const size_t Nl = size_t(stage.tokens_local());  // residual-stream rows (N/tp under sequence parallelism)
+  const size_t probs = stage.kernels().attention_probs_size(stage.B(), stage.T(), s.heads_local());
+  BufferPlan& p = plan_;
+  struct Regions {
+    size_t ln1, ln1_mean, ln1_rstd, qkv, probs, atty, res_mid, ln2, ln2_mean, ln2_rstd, fch, fch_gelu, res_out;
   };
-  total_ = plan(nullptr);
-  base_ = k_.alloc(size_t(total_));
-  plan(base_);
+  const size_t res_in = p.add("residual stream", dt, Nl * C);
+  const size_t in32 = !fp32 && !s.has_input ? p.add_f32("pipeline input (f32)", Nl * C) : 0;
+  const size_t out32 = !fp32 && !s.has_output ? p.add_f32("pipeline output (f32)", Nl * C) : 0;
+  std::vector<Regions> layers;
+  for (int64_t l = 0; l < s.num_layers(); ++l) {
+    Regions r;
+    r.ln1 = p.add("layernorm outputs", dt, N * C);
+    r.ln1_mean = p.add_f32("layernorm statistics", Nl);
+    r.ln1_rstd = p.add_f32("layernorm statistics", Nl);
+    r.qkv = p.add("qkv", dt, N * 3 * A);
+    r.probs = p.add_f32("attention probabilities / lse", probs);
+    r.atty = p.add("attention outputs", dt, N * A);
+    r.res_mid = p.add("residual stream", dt, Nl * C);
+    r.ln2 = p.add("layernorm outputs", dt, N * C);
+    r.ln2_mean = p.add_f32("layernorm statistics", Nl);
+    r.ln2_rstd = p.add_f32("layernorm statistics", Nl);
+    r.fch = p.add("MLP pre-GELU", dt, N * F);
+    r.fch_gelu = p.add("MLP post-GELU", dt, N * F);
+    r.res_out = p.add("residual stream", dt, Nl * C);
+    layers.push_back(r);
+  }
+  size_t lnf = 0, lnf_mean = 0, lnf_rstd = 0, logits = 0, losses = 0, row_max = 0, sumexp = 0, target = 0;
+  if (s.has_output) {
+    lnf = p.add("layernorm outputs", dt, N * C);
+    lnf_mean = p.add_f32("layernorm statistics", Nl);
+    lnf_rstd = p.add_f32("layernorm statistics", Nl);
+    logits = p.add("logits", dt, N * V);
+    losses = p.add_f32("loss statistics", N);
+    row_max = p.add_f32("loss statistics", N);
+    sumexp = p.add_f32("loss statistics", N);
+    target = p.add_f32("loss statistics", N);
+  }
+  p.allocate();
+  res_in_ = p.tensor(res_in);
+  for (const Regions& r : layers)
+    layers_.push_back({p.tensor(r.ln1), p.f32(r.ln1_mean), p.f32(r.ln1_rstd), p.tensor(r.qkv), p.f32(r.probs),
+                       p.tensor(r.atty), p.tensor(r.res_mid), p.tensor(r.ln2), p.f32(r.ln2_mean), p.f32(r.ln2_rstd),
+                       p.tensor(r.fch), p.tensor(r.fch_gelu), p.tensor(r.res_out)});
+  const Tensor last = layers_.empty() ? res_in_ : layers_.back().res_out;
+  in32_ = fp32 ? static_cast<float*>(res_in_.data) : (s.has_input ? nullptr : p.f32(in32));
+  out32_ = fp32 ? static_cast<float*>(last.data) : (s.has_output ? nullptr : p.f32(out32));
+  if (s.has_output) {
+    lnf_ = p.tensor(lnf);
+    lnf_mean_ = p.f32(lnf_mean);
+    lnf_rstd_ = p.f32(lnf_rstd);
+    logits_ = p.tensor(logits);
+    losses_ = p.f32(losses);
+    row_max_ = p.f32(row_max);
+    sumexp_ = p.f32(sumexp);
+    target_logit_ = p.f32(target);
+  }
 }
-
-Activations::~Activations() { k_.free(base_, size_t(total_)); }
 
 // ---------------------------------------------------------------- stage
 GptStage::GptStage(Kernels& k, const Shard& shard, int64_t B, int64_t T, comm::Communicator* tp,
-                   bool sequence_parallel)
-    : k_(k), layout_(shard), B_(B), T_(T), tp_(tp), sp_(sequence_parallel && shard.tp_size > 1) {
+                   bool sequence_parallel, DType compute)
+    : k_(k),
+      layout_(shard),
+      B_(B),
+      T_(T),
+      tp_(tp),
+      sp_(sequence_parallel && shard.tp_size > 1),
+      dt_(compute),
+      plan_(k) {
   const Shard& s = layout_.shard();
+  if (!k.supports(compute) || (compute != DType::F32 && compute != DType::BF16))
+    throw InputError({{std::string("the model cannot compute in ") + comm::dtype_name(compute) + " on " +
+                           k.device_name(),
+                       "train in fp32 on the CPU; bf16 mixed precision needs a CUDA GPU (--device cuda)",
+                       "precision-unsupported"}});
   if (s.tp_size > 1 && (!tp || tp->size() != s.tp_size))
     throw std::invalid_argument("GptStage: tp_size " + std::to_string(s.tp_size) +
                                 " needs a tensor-parallel communicator of that size");
@@ -80,94 +103,105 @@ GptStage::GptStage(Kernels& k, const Shard& shard, int64_t B, int64_t T, comm::C
   if (sp_ && T % s.tp_size != 0)
     throw std::invalid_argument("GptStage: sequence parallel needs T (" + std::to_string(T) +
                                 ") divisible by tp_size (" + std::to_string(s.tp_size) + ")");
-  params_ = k_.alloc(size_t(layout_.total()));
-  grads_ = k_.alloc(size_t(layout_.total()));
-  const int64_t N = B * T, C = s.C(), A = s.attn_local(), F = s.ffn_local();
-  dres_ = k_.alloc(size_t(N * C));
-  dtmp_ = k_.alloc(size_t(N * C));
-  dbig_ = k_.alloc(size_t(N * std::max(3 * A, F)));
-  datty_ = k_.alloc(size_t(N * A));
-  dattn_ = k_.alloc(std::max<size_t>(1, k_.attention_scratch_size(B, T, s.heads_local())));
+  const bool fp32 = compute == DType::F32;
+  const size_t P = size_t(layout_.total());
+  const size_t N = size_t(B * T), C = size_t(s.C()), A = size_t(s.attn_local()), F = size_t(s.ffn_local());
+  const size_t Nl = size_t(tokens_local());
+  BufferPlan& p = plan_;
+  const size_t r_params = p.add_f32("master weights (f32)", P);
+  const size_t r_grads = p.add_f32("gradients (f32)", P);
+  const size_t r_w = fp32 ? 0 : p.add("weights (bf16 copy)", compute, P);
+  const size_t r_dres = p.add("residual gradient", compute, Nl * C);
+  const size_t r_dres32 = fp32 ? 0 : p.add_f32("pipeline gradient (f32)", Nl * C);
+  const size_t r_dtmp = p.add("gradient scratch", compute, N * C);
+  const size_t r_dbig = p.add("gradient scratch", compute, N * std::max(3 * A, F));
+  const size_t r_datty = p.add("gradient scratch", compute, N * A);
+  const size_t r_dattn = p.add_f32("attention backward scratch",
+                                   std::max<size_t>(1, k_.attention_scratch_size(B, T, s.heads_local())));
+  size_t r_full = 0, r_pack = 0, r_lnout = 0, r_lngrad = 0;
   if (sp_) {
-    full_ = k_.alloc(size_t(N * C));
-    pack_ = k_.alloc(size_t(N * C));
-    lnout_ = k_.alloc(size_t(tokens_local() * C));
-    lngrad_ = k_.alloc(size_t(4 * C));
-    k_.zero(lngrad_, size_t(4 * C));
+    r_full = p.add("sequence-parallel scratch", compute, N * C);
+    r_pack = p.add("sequence-parallel scratch", compute, N * C);
+    r_lnout = p.add("sequence-parallel scratch", compute, Nl * C);
+    r_lngrad = p.add_f32("sequence-parallel norm gradients", 4 * C);
   }
-}
-
-GptStage::~GptStage() {
-  const Shard& s = layout_.shard();
-  const int64_t N = B_ * T_, C = s.C(), A = s.attn_local(), F = s.ffn_local();
-  k_.free(params_, size_t(layout_.total()));
-  k_.free(grads_, size_t(layout_.total()));
-  k_.free(dres_, size_t(N * C));
-  k_.free(dtmp_, size_t(N * C));
-  k_.free(dbig_, size_t(N * std::max(3 * A, F)));
-  k_.free(datty_, size_t(N * A));
-  k_.free(dattn_, std::max<size_t>(1, k_.attention_scratch_size(B_, T_, s.heads_local())));
+  p.allocate();
+  params_ = p.f32(r_params);
+  grads_ = p.f32(r_grads);
+  w_ = fp32 ? Tensor(params_, P) : p.tensor(r_w);
+  dres_ = p.tensor(r_dres);
+  dres32_ = fp32 ? static_cast<float*>(dres_.data) : p.f32(r_dres32);
+  dtmp_ = p.tensor(r_dtmp);
+  dbig_ = p.tensor(r_dbig);
+  datty_ = p.tensor(r_datty);
+  dattn_ = p.f32(r_dattn);
   if (sp_) {
-    k_.free(full_, size_t(N * C));
-    k_.free(pack_, size_t(N * C));
-    k_.free(lnout_, size_t(tokens_local() * C));
-    k_.free(lngrad_, size_t(4 * C));
+    full_ = p.tensor(r_full);
+    pack_ = p.tensor(r_pack);
+    lnout_ = p.tensor(r_lnout);
+    lngrad_ = p.f32(r_lngrad);
   }
 }
 
 void GptStage::zero_grads() { k_.zero(grads_, size_t(layout_.total())); }
 
-void GptStage::all_reduce_tp(float* x, size_t n, comm::ReduceOp op) {
-  if (tp_ && tp_->size() > 1) tp_->all_reduce(x, n, comm::DType::F32, op);
+void GptStage::params_updated() {
+  if (dt_ != DType::F32) k_.convert(w_, Tensor(params_, size_t(layout_.total())));
+}
+
+void GptStage::all_reduce_tp(const Tensor& x, comm::ReduceOp op) {
+  if (tp_ && tp_->size() > 1) tp_->all_reduce(x.data, x.count, x.dtype, op);
 }
 
 // ---------------------------------------------------------------- sequence parallel
 // Local row b*Ts + t of rank r is token (b, r*Ts + t); the collectives want rank r's rows as
 // one contiguous block, so with B > 1 the full tensor is reordered rank-major through pack_.
-void GptStage::sp_reduce_scatter(float* out, const float* full) {
-  const int64_t tp = shard().tp_size, Ts = T_ / tp, C = shard().C();
-  const float* send = full;
+void GptStage::sp_reduce_scatter(const Tensor& out, const Tensor& full) {
+  const size_t tp = size_t(shard().tp_size), Ts = size_t(T_) / tp, C = size_t(shard().C()), B = size_t(B_),
+               T = size_t(T_);
+  Tensor send = full;
   if (B_ > 1) {
-    for (int64_t r = 0; r < tp; ++r)
-      for (int64_t b = 0; b < B_; ++b)
-        k_.copy(pack_ + (r * B_ + b) * Ts * C, full + (b * T_ + r * Ts) * C, size_t(Ts * C));
+    for (size_t r = 0; r < tp; ++r)
+      for (size_t b = 0; b < B; ++b)
+        k_.convert(pack_.slice((r * B + b) * Ts * C, Ts * C), full.slice((b * T + r * Ts) * C, Ts * C));
     send = pack_;
   }
-  tp_->reduce_scatter(send, out, size_t(B_ * Ts * C), comm::DType::F32, comm::ReduceOp::Sum);
+  tp_->reduce_scatter(send.data, out.data, B * Ts * C, full.dtype, comm::ReduceOp::Sum);
 }
 
-void GptStage::sp_all_gather(float* full, const float* shard_rows) {
-  const int64_t tp = shard().tp_size, Ts = T_ / tp, C = shard().C();
+void GptStage::sp_all_gather(const Tensor& full, const Tensor& shard_rows) {
+  const size_t tp = size_t(shard().tp_size), Ts = size_t(T_) / tp, C = size_t(shard().C()), B = size_t(B_),
+               T = size_t(T_);
   if (B_ == 1) {
-    tp_->all_gather(shard_rows, full, size_t(Ts * C), comm::DType::F32);
+    tp_->all_gather(shard_rows.data, full.data, Ts * C, full.dtype);
     return;
   }
-  tp_->all_gather(shard_rows, pack_, size_t(B_ * Ts * C), comm::DType::F32);
-  for (int64_t r = 0; r < tp; ++r)
-    for (int64_t b = 0; b < B_; ++b)
-      k_.copy(full + (b * T_ + r * Ts) * C, pack_ + (r * B_ + b) * Ts * C, size_t(Ts * C));
+  tp_->all_gather(shard_rows.data, pack_.data, B * Ts * C, full.dtype);
+  for (size_t r = 0; r < tp; ++r)
+    for (size_t b = 0; b < B; ++b)
+      k_.convert(full.slice((b * T + r * Ts) * C, Ts * C), pack_.slice((r * B + b) * Ts * C, Ts * C));
 }
 
-void GptStage::reduce_rows(float* out, const float* partial) {
+void GptStage::reduce_rows(const Tensor& out, const Tensor& partial) {
   if (sp_) sp_reduce_scatter(out, partial);
-  else all_reduce_tp(out, size_t(N() * shard().C()));  // partial == out
+  else all_reduce_tp(out.slice(0, size_t(N() * shard().C())));  // partial == out
 }
 
-void GptStage::norm_full(float* out, float* mean, float* rstd, const float* inp, const float* w, const float* b) {
+void GptStage::norm_full(const Tensor& out, float* mean, float* rstd, const Tensor& inp, int64_t w, int64_t b) {
   const int64_t C = shard().C();
-  k_.layernorm_forward(sp_ ? lnout_ : out, mean, rstd, inp, w, b, tokens_local(), C);
+  k_.layernorm_forward(sp_ ? lnout_ : out, mean, rstd, inp, W(w, C), W(b, C), tokens_local(), C);
   if (sp_) sp_all_gather(out, lnout_);
 }
 
-const float* GptStage::full_grad(const float* dres) {
+Tensor GptStage::full_grad(const Tensor& dres) {
   if (!sp_) return dres;
   sp_all_gather(full_, dres);
   return full_;
 }
 
-const float* GptStage::local_grad(float* partial) {
+Tensor GptStage::local_grad(const Tensor& partial) {
   if (!sp_) {
-    all_reduce_tp(partial, size_t(N() * shard().C()));
+    all_reduce_tp(partial.slice(0, size_t(N() * shard().C())));
     return partial;
   }
   sp_reduce_scatter(lnout_, partial);
@@ -179,7 +213,7 @@ void GptStage::sum_norm_grads(std::initializer_list<int64_t> offsets) {
   const int64_t C = shard().C();
   tp_->all_reduce(lngrad_, size_t(offsets.size() * C), comm::DType::F32, comm::ReduceOp::Sum);
   int slot = 0;
-  for (int64_t off : offsets) k_.add_inplace(grads_ + off, lngrad_ + (slot++) * C, size_t(C));
+  for (int64_t off : offsets) k_.add_inplace(Tensor(grads_ + off, size_t(C)), Tensor(lngrad_ + (slot++) * C, size_t(C)));
   k_.zero(lngrad_, size_t(4 * C));
 }
 
@@ -187,30 +221,34 @@ void GptStage::init_params(uint64_t seed) {
   std::vector<float> host(size_t(layout_.total()), 0.0f);
   init_gpt2(layout_, seed, host.data());
   k_.from_host(params_, host.data(), host.size());
+  params_updated();
 }
 
 void GptStage::forward(Activations& a, const int32_t* tokens, const int32_t* targets) {
   const Shard& s = shard();
   const int64_t N = this->N(), C = s.C(), V = s.vocab_local();
-  const float* P = params_;
+  const Tensor wte = W(layout_.wte, s.vocab_local() * C), wpe = W(layout_.wpe, s.model.seq_len * C);
   if (s.has_input && sp_) {
     // Partial lookups of the vocabulary slices, positions once (tp rank 0), reduce-scatter.
-    k_.embedding_forward(full_, tokens, P + layout_.wte, N, C, s.vocab_offset(), V);
-    if (tp_lead()) k_.add_positions(full_, P + layout_.wpe, B_, T_, C);
+    k_.embedding_forward(full_, tokens, wte, N, C, s.vocab_offset(), V);
+    if (tp_lead()) k_.add_positions(full_, wpe, B_, T_, C);
     sp_reduce_scatter(a.res_in_, full_);
   } else if (s.has_input) {
-    k_.embedding_forward(a.res_in_, tokens, P + layout_.wte, N, C, s.vocab_offset(), V);
-    all_reduce_tp(a.res_in_, size_t(N * C));
-    k_.add_positions(a.res_in_, P + layout_.wpe, B_, T_, C);
+    k_.embedding_forward(a.res_in_, tokens, wte, N, C, s.vocab_offset(), V);
+    all_reduce_tp(a.res_in_);
+    k_.add_positions(a.res_in_, wpe, B_, T_, C);
+  } else if (dt_ != DType::F32) {
+    k_.convert(a.res_in_, Tensor(a.in32_, a.res_in_.count));  // the received fp32 input
   }
-  const float* res = a.res_in_;
+  Tensor res = a.res_in_;
   for (int64_t i = 0; i < layout_.num_layers(); ++i) {
     layer_forward(a, i, res);
     res = a.layers_[i].res_out;
   }
+  if (!s.has_output && dt_ != DType::F32) k_.convert(Tensor(a.out32_, res.count), res);
   if (s.has_output) {
-    norm_full(a.lnf_, a.lnf_mean_, a.lnf_rstd_, res, P + layout_.lnf_w, P + layout_.lnf_b);
-    k_.linear_forward(a.logits_, a.lnf_, P + layout_.head_wte, nullptr, N, C, V);
+    norm_full(a.lnf_, a.lnf_mean_, a.lnf_rstd_, res, layout_.lnf_w, layout_.lnf_b);
+    k_.linear_forward(a.logits_, a.lnf_, W(layout_.head_wte, V * C), Tensor(), N, C, V);
     k_.xent_row_max(a.row_max_, a.logits_, N, V);
     all_reduce_tp(a.row_max_, size_t(N), comm::ReduceOp::Max);
     k_.xent_sumexp_target(a.sumexp_, a.target_logit_, a.logits_, a.row_max_, targets, N, V, s.vocab_offset());
@@ -231,80 +269,84 @@ double GptStage::loss_sum(Activations& a) {
 void GptStage::backward(Activations& a, const int32_t* tokens, const int32_t* targets, float dloss) {
   const Shard& s = shard();
   const int64_t N = this->N(), C = s.C(), V = s.vocab_local(), Nl = tokens_local();
-  const float* P = params_;
   float* G = grads_;
   const int64_t L = layout_.num_layers();
+  const Tensor dres = dres_.slice(0, size_t(Nl * C));
   if (s.has_output) {
-    const float* res = L > 0 ? a.layers_[L - 1].res_out : a.res_in_;
+    const Tensor res = L > 0 ? a.layers_[L - 1].res_out : a.res_in_;
     k_.xent_backward_inplace(a.logits_, a.row_max_, a.sumexp_, targets, dloss, N, V, s.vocab_offset());
-    k_.linear_backward(dtmp_, G + layout_.head_wte, nullptr, a.logits_, a.lnf_, P + layout_.head_wte, N, C, V);
-    const float* dln = local_grad(dtmp_);
-    k_.zero(dres_, size_t(Nl * C));
-    k_.layernorm_backward(dres_, norm_grad(layout_.lnf_w, 0), norm_grad(layout_.lnf_b, 1), dln, res,
-                          P + layout_.lnf_w, a.lnf_mean_, a.lnf_rstd_, Nl, C);
+    k_.linear_backward(dtmp_, G + layout_.head_wte, nullptr, a.logits_, a.lnf_, W(layout_.head_wte, V * C), N, C,
+                       V);
+    const Tensor dln = local_grad(dtmp_);
+    k_.zero(static_cast<float*>(dres.data), (dres.bytes() + 3) / sizeof(float));  // regions are padded to 256 bytes
+    k_.layernorm_backward(dres, norm_grad(layout_.lnf_w, 0), norm_grad(layout_.lnf_b, 1), dln, res,
+                          W(layout_.lnf_w, C), a.lnf_mean_, a.lnf_rstd_, Nl, C);
     sum_norm_grads({layout_.lnf_w, layout_.lnf_b});
     if (grad_hook_) grad_hook_(layout_.lnf_w, layout_.total());
+  } else if (dt_ != DType::F32) {
+    k_.convert(dres, Tensor(dres32_, dres.count));  // the received fp32 output gradient
   }
   for (int64_t i = L - 1; i >= 0; --i) {
-    layer_backward(a, i, i == 0 ? a.res_in_ : a.layers_[i - 1].res_out, dres_);
+    layer_backward(a, i, i == 0 ? a.res_in_ : a.layers_[i - 1].res_out, dres);
     if (grad_hook_) grad_hook_(layout_.layer(i).begin, layout_.total());
   }
   if (s.has_input) {
-    const float* demb = full_grad(dres_);
+    const Tensor demb = full_grad(dres);
     k_.embedding_backward(G + layout_.wte, demb, tokens, N, C, s.vocab_offset(), V);
     k_.positions_backward(G + layout_.wpe, demb, B_, T_, C);
     if (grad_hook_) grad_hook_(0, layout_.total());
+  } else if (dt_ != DType::F32) {
+    k_.convert(Tensor(dres32_, dres.count), dres);  // the fp32 input gradient to send
   }
 }
 
-void GptStage::layer_forward(Activations& a, int64_t i, const float* res_in) {
+void GptStage::layer_forward(Activations& a, int64_t i, const Tensor& res_in) {
   const Shard& s = shard();
   const int64_t N = this->N(), C = s.C(), A = s.attn_local(), F = s.ffn_local();
   const LayerActs& x = a.layers_[i];
   const LayerParams& p = layout_.layer(i);
-  const float* P = params_;
-  const int64_t Nl = tokens_local();
   // Under sequence parallelism the row-parallel partial sums go to full_ and are reduce-scattered.
-  float* mid = sp_ ? full_ : x.res_mid;
-  float* out = sp_ ? full_ : x.res_out;
-  norm_full(x.ln1, x.ln1_mean, x.ln1_rstd, res_in, P + p.ln1_w, P + p.ln1_b);
-  k_.linear_forward(x.qkv, x.ln1, P + p.qkv_w, P + p.qkv_b, N, C, 3 * A);
+  const Tensor mid = sp_ ? full_ : x.res_mid;
+  const Tensor out = sp_ ? full_ : x.res_out;
+  norm_full(x.ln1, x.ln1_mean, x.ln1_rstd, res_in, p.ln1_w, p.ln1_b);
+  k_.linear_forward(x.qkv, x.ln1, W(p.qkv_w, 3 * A * C), W(p.qkv_b, 3 * A), N, C, 3 * A);
   k_.attention_forward(x.atty, x.probs, x.qkv, B_, T_, s.heads_local(), s.head_dim());
   // Row-parallel projection: partial sums, bias once (tp rank 0), all-reduce, then residual.
-  k_.linear_forward(mid, x.atty, P + p.attn_proj_w, tp_lead() ? P + p.attn_proj_b : nullptr, N, A, C);
+  k_.linear_forward(mid, x.atty, W(p.attn_proj_w, C * A), tp_lead() ? W(p.attn_proj_b, C) : Tensor(), N, A, C);
   reduce_rows(x.res_mid, mid);
-  k_.add_inplace(x.res_mid, res_in, size_t(Nl * C));
-  norm_full(x.ln2, x.ln2_mean, x.ln2_rstd, x.res_mid, P + p.ln2_w, P + p.ln2_b);
-  k_.linear_forward(x.fch, x.ln2, P + p.fc_w, P + p.fc_b, N, C, F);
-  k_.gelu_forward(x.fch_gelu, x.fch, size_t(N * F));
-  k_.linear_forward(out, x.fch_gelu, P + p.fc_proj_w, tp_lead() ? P + p.fc_proj_b : nullptr, N, F, C);
+  k_.add_inplace(x.res_mid, res_in);
+  norm_full(x.ln2, x.ln2_mean, x.ln2_rstd, x.res_mid, p.ln2_w, p.ln2_b);
+  k_.linear_forward(x.fch, x.ln2, W(p.fc_w, F * C), W(p.fc_b, F), N, C, F);
+  k_.gelu_forward(x.fch_gelu, x.fch);
+  k_.linear_forward(out, x.fch_gelu, W(p.fc_proj_w, C * F), tp_lead() ? W(p.fc_proj_b, C) : Tensor(), N, F, C);
   reduce_rows(x.res_out, out);
-  k_.add_inplace(x.res_out, x.res_mid, size_t(Nl * C));
+  k_.add_inplace(x.res_out, x.res_mid);
 }
 
-void GptStage::layer_backward(Activations& a, int64_t i, const float* res_in, float* dres) {
+void GptStage::layer_backward(Activations& a, int64_t i, const Tensor& res_in, const Tensor& dres) {
   const Shard& s = shard();
   const int64_t N = this->N(), C = s.C(), A = s.attn_local(), F = s.ffn_local();
   const LayerActs& x = a.layers_[i];
   const LayerParams& p = layout_.layer(i);
-  const float* P = params_;
   float* G = grads_;
+  const Tensor dbig_f = dbig_.slice(0, size_t(N * F)), dbig_qkv = dbig_.slice(0, size_t(N * 3 * A));
   // MLP: fc_proj (row-parallel: no collective backward), GELU, fc (column-parallel: all-reduce dinp).
   // Sequence parallel: dres holds the local rows; the linears read it gathered (full_grad), the
   // column-parallel input gradients are reduce-scattered (local_grad) instead of all-reduced.
   const int64_t Nl = tokens_local();
-  k_.linear_backward(dbig_, G + p.fc_proj_w, G + p.fc_proj_b, full_grad(dres), x.fch_gelu, P + p.fc_proj_w, N, F, C);
-  k_.gelu_backward(dbig_, x.fch, dbig_, size_t(N * F));
-  k_.linear_backward(dtmp_, G + p.fc_w, G + p.fc_b, dbig_, x.ln2, P + p.fc_w, N, C, F);
+  k_.linear_backward(dbig_f, G + p.fc_proj_w, G + p.fc_proj_b, full_grad(dres), x.fch_gelu, W(p.fc_proj_w, C * F),
+                     N, F, C);
+  k_.gelu_backward(dbig_f, x.fch, dbig_f);
+  k_.linear_backward(dtmp_, G + p.fc_w, G + p.fc_b, dbig_f, x.ln2, W(p.fc_w, F * C), N, C, F);
   k_.layernorm_backward(dres, norm_grad(p.ln2_w, 0), norm_grad(p.ln2_b, 1), local_grad(dtmp_), x.res_mid,
-                        P + p.ln2_w, x.ln2_mean, x.ln2_rstd, Nl, C);
+                        W(p.ln2_w, C), x.ln2_mean, x.ln2_rstd, Nl, C);
   // Attention: projection (row-parallel), attention, QKV (column-parallel: all-reduce dinp).
-  k_.linear_backward(datty_, G + p.attn_proj_w, G + p.attn_proj_b, full_grad(dres), x.atty, P + p.attn_proj_w, N, A,
-                     C);
-  k_.attention_backward(dbig_, dattn_, datty_, x.qkv, x.probs, x.atty, B_, T_, s.heads_local(), s.head_dim());
-  k_.linear_backward(dtmp_, G + p.qkv_w, G + p.qkv_b, dbig_, x.ln1, P + p.qkv_w, N, C, 3 * A);
-  k_.layernorm_backward(dres, norm_grad(p.ln1_w, 2), norm_grad(p.ln1_b, 3), local_grad(dtmp_), res_in, P + p.ln1_w,
-                        x.ln1_mean, x.ln1_rstd, Nl, C);
+  k_.linear_backward(datty_, G + p.attn_proj_w, G + p.attn_proj_b, full_grad(dres), x.atty, W(p.attn_proj_w, C * A),
+                     N, A, C);
+  k_.attention_backward(dbig_qkv, dattn_, datty_, x.qkv, x.probs, x.atty, B_, T_, s.heads_local(), s.head_dim());
+  k_.linear_backward(dtmp_, G + p.qkv_w, G + p.qkv_b, dbig_qkv, x.ln1, W(p.qkv_w, 3 * A * C), N, C, 3 * A);
+  k_.layernorm_backward(dres, norm_grad(p.ln1_w, 2), norm_grad(p.ln1_b, 3), local_grad(dtmp_), res_in,
+                        W(p.ln1_w, C), x.ln1_mean, x.ln1_rstd, Nl, C);
   sum_norm_grads({p.ln2_w, p.ln2_b, p.ln1_w, p.ln1_b});  // slots 0..3 in this order
 }
 

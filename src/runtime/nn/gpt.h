@@ -34,6 +34,18 @@
 // f(begin, end) as soon as the gradients of flat range [begin, end) are final for this
 // micro-batch (after the head, after each layer, after the embedding), so DP buckets can start.
 //
+// Precision (compute dtype, a constructor argument): F32 computes everything in fp32 (CPU and
+// CUDA). BF16 (CUDA; Kernels::supports says where) is Megatron's mixed precision: weights are
+// used through a bf16 copy, activations and the residual stream are bf16, while params() and
+// grads() -- what the optimizer, the gradient sync and checkpoints see -- stay the fp32 master
+// weights and fp32 gradients, and the AdamW moments are fp32. After every optimizer step the
+// trainer calls params_updated(), which refreshes the bf16 copy (a no-op in fp32). Pipeline
+// boundary tensors stay fp32 in both precisions (converted at the stage's edges), so the
+// trainer's sends and receives do not depend on the precision.
+//
+// Memory: the stage's scratch and each Activations are one allocation each (BufferPlan), and
+// memory_table() lists their regions by name.
+//
 // Several micro-batches can be in flight (pipeline schedules): each owns an Activations object;
 // the gradient scratch is shared by the stage (one backward runs at a time).
 // Gradients ACCUMULATE into grads() over micro-batches: zero_grads() at the start of a step.
@@ -45,25 +57,32 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "runtime/comm/communicator.h"
 #include "runtime/kernels/ops.h"
+#include "runtime/nn/buffer_plan.h"
 #include "runtime/nn/param_layout.h"
 
 namespace trident::nn {
 
-// Per-layer activation views kept for the backward (offsets into the Activations buffer).
+using kernels::Tensor;
+
+// Per-layer activation views kept for the backward (regions of the Activations buffer). Tensors
+// are in the stage's compute dtype; statistics and attention probabilities are fp32.
 struct LayerActs {
-  float *ln1, *ln1_mean, *ln1_rstd;  // [N,C], [N], [N]
-  float* qkv;                        // [N, 3*C/tp]
-  float* probs;                      // packed causal softmax, attention_probs_size()
-  float* atty;                       // [N, C/tp]
-  float* res_mid;                    // [N,C] residual after attention
-  float *ln2, *ln2_mean, *ln2_rstd;  // [N,C], [N], [N]
-  float* fch;                        // [N, F/tp] before GELU
-  float* fch_gelu;                   // [N, F/tp]
-  float* res_out;                    // [N,C] residual after the MLP = next layer's input
+  Tensor ln1;                 // [N,C]
+  float *ln1_mean, *ln1_rstd;  // [Nl], [Nl]
+  Tensor qkv;                 // [N, 3*C/tp]
+  float* probs;               // attention_probs_size() floats (packed causal softmax on the CPU)
+  Tensor atty;                // [N, C/tp]
+  Tensor res_mid;             // [Nl,C] residual after attention
+  Tensor ln2;                 // [N,C]
+  float *ln2_mean, *ln2_rstd;
+  Tensor fch;                 // [N, F/tp] before GELU
+  Tensor fch_gelu;            // [N, F/tp]
+  Tensor res_out;             // [Nl,C] residual after the MLP = next layer's input
 };
 
 class GptStage;
@@ -72,40 +91,44 @@ class GptStage;
 class Activations {
  public:
   Activations(const GptStage& stage);
-  ~Activations();
   Activations(const Activations&) = delete;
   Activations& operator=(const Activations&) = delete;
 
-  float* input() { return res_in_; }        // [N,C]: embedding output, or the received input
-  float* output() { return layers_.empty() ? res_in_ : layers_.back().res_out; }
+  // fp32 pipeline boundaries, [tokens_local, C]: the received input (stages without the
+  // embedding) and the output to send (stages without the head).
+  float* input() { return in32_; }
+  float* output() { return out32_; }
   const LayerActs& layer(int64_t i) const { return layers_[i]; }
-  float* logits() { return logits_; }       // [N, V/tp] (overwritten by its gradient in backward)
+  Tensor logits() { return logits_; }       // [N, V/tp], compute dtype (overwritten by its gradient in backward)
   float* losses() { return losses_; }       // [N] per-token losses (has_output)
-  int64_t floats() const { return total_; }
+  int64_t floats() const { return int64_t(plan_.bytes() / sizeof(float)); }
+  std::string memory_table() const { return plan_.table("activations of one micro-batch"); }
 
  private:
   friend class GptStage;
-  kernels::Kernels& k_;
-  float* base_ = nullptr;
-  int64_t total_ = 0;
-  float* res_in_ = nullptr;
+  BufferPlan plan_;
+  Tensor res_in_;                 // [Nl,C] compute dtype: embedding output or converted input
+  float* in32_ = nullptr;         // == res_in_ in fp32
+  float* out32_ = nullptr;        // == the last residual in fp32
   std::vector<LayerActs> layers_;
-  float *lnf_ = nullptr, *lnf_mean_ = nullptr, *lnf_rstd_ = nullptr, *logits_ = nullptr, *losses_ = nullptr;
+  Tensor lnf_, logits_;
+  float *lnf_mean_ = nullptr, *lnf_rstd_ = nullptr, *losses_ = nullptr;
   float *row_max_ = nullptr, *sumexp_ = nullptr, *target_logit_ = nullptr;
 };
 
 class GptStage {
  public:
   // B sequences of T tokens per micro-batch (T <= model.seq_len).
+  // compute: F32, or BF16 where k.supports() it (otherwise an InputError naming the device).
   GptStage(kernels::Kernels& k, const Shard& shard, int64_t B, int64_t T, comm::Communicator* tp = nullptr,
-           bool sequence_parallel = false);
-  ~GptStage();
+           bool sequence_parallel = false, kernels::DType compute = kernels::DType::F32);
   GptStage(const GptStage&) = delete;
   GptStage& operator=(const GptStage&) = delete;
 
   const Shard& shard() const { return layout_.shard(); }
   const ParamLayout& layout() const { return layout_; }
   kernels::Kernels& kernels() const { return k_; }
+  kernels::DType compute_dtype() const { return dt_; }
   int64_t B() const { return B_; }
   int64_t T() const { return T_; }
   int64_t N() const { return B_ * T_; }
@@ -118,9 +141,13 @@ class GptStage {
   // f(begin, end): gradients of [begin, end) are final for the running backward (nullptr: off).
   void set_grad_ready_hook(std::function<void(int64_t begin, int64_t end)> hook) { grad_hook_ = std::move(hook); }
 
-  float* params() { return params_; }  // flat, layout().total() floats
-  float* grads() { return grads_; }
+  float* params() { return params_; }  // fp32 master weights, flat, layout().total() floats
+  float* grads() { return grads_; }    // fp32 gradients, same layout
   void zero_grads();
+  // params() changed (optimizer step, checkpoint load): refresh the compute copy (bf16 only).
+  void params_updated();
+  // The stage's allocations (weights, gradients, backward scratch) by region.
+  std::string memory_table() const { return plan_.table("model stage (" + std::string(comm::dtype_name(dt_)) + ")"); }
 
   // GPT-2 initialisation: N(0, 0.02) for matrices and embeddings, N(0, 0.02/sqrt(2L)) for the
   // two residual projections, zeros for biases, ones/zeros for LayerNorms. Deterministic for a
@@ -136,31 +163,33 @@ class GptStage {
   // (output_grad() buffer filled) before calling.
   void backward(Activations& a, const int32_t* tokens, const int32_t* targets, float dloss);
 
-  float* output_grad() { return dres_; }       // [tokens_local,C]: receive dL/d(output) here when !has_output
-  const float* input_grad() const { return dres_; }  // [tokens_local,C]: dL/d(input) after backward when !has_input
+  float* output_grad() { return dres32_; }       // fp32 [tokens_local,C]: receive dL/d(output) here when !has_output
+  const float* input_grad() const { return dres32_; }  // fp32 [tokens_local,C]: dL/d(input) after backward when !has_input
 
   // Explicit per-layer functions (local layer index i of this stage).
-  void layer_forward(Activations& a, int64_t i, const float* res_in);
+  void layer_forward(Activations& a, int64_t i, const Tensor& res_in);
   // dres: gradient of the layer's output on entry, of its input on return (in place).
-  void layer_backward(Activations& a, int64_t i, const float* res_in, float* dres);
+  void layer_backward(Activations& a, int64_t i, const Tensor& res_in, const Tensor& dres);
 
  private:
   friend class Activations;
-  void all_reduce_tp(float* x, size_t n, comm::ReduceOp op = comm::ReduceOp::Sum);
+  void all_reduce_tp(const Tensor& x, comm::ReduceOp op = comm::ReduceOp::Sum);
+  void all_reduce_tp(float* x, size_t n, comm::ReduceOp op = comm::ReduceOp::Sum) { all_reduce_tp(Tensor(x, n), op); }
+  Tensor W(int64_t offset, int64_t n) const { return w_.slice(size_t(offset), size_t(n)); }  // compute weights
   bool tp_lead() const { return layout_.shard().tp_rank == 0; }
   // Sequence parallel: full [B,T,C] partial sums -> this rank's [B,T/tp,C] (summed over TP),
   // and this rank's [B,T/tp,C] -> full [B,T,C] (out must not alias the input).
-  void sp_reduce_scatter(float* out, const float* full);
-  void sp_all_gather(float* full, const float* shard);
+  void sp_reduce_scatter(const Tensor& out, const Tensor& full);
+  void sp_all_gather(const Tensor& full, const Tensor& shard);
   // Row-parallel output -> residual rows this rank holds: all-reduce in place, or reduce-scatter
   // of `partial` into out under sequence parallelism.
-  void reduce_rows(float* out, const float* partial);
+  void reduce_rows(const Tensor& out, const Tensor& partial);
   // LayerNorm of the local rows, result as the full [N,C] the column-parallel layer reads.
-  void norm_full(float* out, float* mean, float* rstd, const float* inp, const float* w, const float* b);
+  void norm_full(const Tensor& out, float* mean, float* rstd, const Tensor& inp, int64_t w, int64_t b);
   // Gradient of the local rows -> full [N,C] gradient (gathered under sequence parallelism).
-  const float* full_grad(const float* dres);
+  Tensor full_grad(const Tensor& dres);
   // Column-parallel input gradient (partial over TP, [N,C]) -> summed gradient of the local rows.
-  const float* local_grad(float* partial);
+  Tensor local_grad(const Tensor& partial);
   // Where LayerNorm weight/bias gradients go: grads() directly, or the TP-summed scratch slot i.
   float* norm_grad(int64_t offset, int slot) { return sp_ ? lngrad_ + slot * layout_.shard().C() : grads_ + offset; }
   void sum_norm_grads(std::initializer_list<int64_t> offsets);
@@ -170,19 +199,23 @@ class GptStage {
   int64_t B_, T_;
   comm::Communicator* tp_;
   bool sp_ = false;
+  kernels::DType dt_;
   std::function<void(int64_t, int64_t)> grad_hook_;
+  BufferPlan plan_;
   float* params_ = nullptr;
   float* grads_ = nullptr;
-  // Backward scratch, shared by all layers and micro-batches.
-  float* dres_ = nullptr;     // [N,C] residual-stream gradient
-  float* dtmp_ = nullptr;     // [N,C] input gradient of a linear before the LayerNorm backward
-  float* dbig_ = nullptr;     // [N, max(3C, F)/tp]
-  float* datty_ = nullptr;    // [N, C/tp]
+  Tensor w_;                  // the weights in the compute dtype (params_ itself in fp32)
+  // Backward scratch (compute dtype), shared by all layers and micro-batches.
+  Tensor dres_;               // [Nl,C] residual-stream gradient
+  float* dres32_ = nullptr;   // fp32 boundary gradient (== dres_ in fp32)
+  Tensor dtmp_;               // [N,C] input gradient of a linear before the LayerNorm backward
+  Tensor dbig_;               // [N, max(3C, F)/tp]
+  Tensor datty_;              // [N, C/tp]
   float* dattn_ = nullptr;    // attention backward scratch
   // Sequence-parallel scratch (allocated only when sp_).
-  float* full_ = nullptr;     // [N,C] gathered gradient / row-parallel partial output
-  float* pack_ = nullptr;     // [N,C] rows reordered rank-major for the collectives (B > 1)
-  float* lnout_ = nullptr;    // [N/tp,C] LayerNorm output / summed input gradient of the local rows
+  Tensor full_;               // [N,C] gathered gradient / row-parallel partial output
+  Tensor pack_;               // [N,C] rows reordered rank-major for the collectives (B > 1)
+  Tensor lnout_;              // [N/tp,C] LayerNorm output / summed input gradient of the local rows
   float* lngrad_ = nullptr;   // [4C] LayerNorm weight/bias gradients of one layer, summed over TP
 };
 

@@ -342,6 +342,7 @@ double DistTrainer::step(int64_t step) {
     for (auto& ch : I.chunks) ch.sync->all_gather_params(ch.stage->params());
     t.dp_exposed += since(t0);
   }
+  for (auto& ch : I.chunks) ch.stage->params_updated();  // the bf16 compute copy (no-op in fp32)
 
   // Mean loss over the global batch: the last stage's tp rank 0 of each replica contributes.
   const bool reporter = I.chunks.back().stage->shard().has_output && g.coords.tp() == 0;

@@ -37,8 +37,10 @@ size_t CpuKernels::attention_scratch_size(int64_t B, int64_t T, int64_t nh) cons
   return size_t(threads_) * size_t(kBlock * T);
 }
 
-void CpuKernels::attention_forward(float* out, float* probs, const float* qkv, int64_t B, int64_t T, int64_t nh,
-                                   int64_t hd) {
+void CpuKernels::attention_forward(const Tensor& out_t, float* probs, const Tensor& qkv_t, int64_t B, int64_t T,
+                                   int64_t nh, int64_t hd) {
+  float* out = f32_data(out_t, "attention_forward", size_t(B * T * nh * hd));
+  const float* qkv = f32_data(qkv_t, "attention_forward", size_t(B * T * 3 * nh * hd));
   const int64_t C = nh * hd, ld = 3 * C;
   const int64_t per_head = packed_size(T);
   const float scale = 1.0f / std::sqrt(float(hd));
@@ -76,9 +78,13 @@ void CpuKernels::attention_forward(float* out, float* probs, const float* qkv, i
     }
 }
 
-void CpuKernels::attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv,
-                                    const float* probs, const float* out, int64_t B, int64_t T, int64_t nh,
+void CpuKernels::attention_backward(const Tensor& dqkv_t, float* scratch, const Tensor& dout_t, const Tensor& qkv_t,
+                                    const float* probs, const Tensor& out_t, int64_t B, int64_t T, int64_t nh,
                                     int64_t hd) {
+  float* dqkv = f32_data(dqkv_t, "attention_backward", size_t(B * T * 3 * nh * hd));
+  const float* dout = f32_data(dout_t, "attention_backward", size_t(B * T * nh * hd));
+  const float* qkv = f32_data(qkv_t, "attention_backward", size_t(B * T * 3 * nh * hd));
+  const float* out = f32_data(out_t, "attention_backward", size_t(B * T * nh * hd));
   const int64_t C = nh * hd, ld = 3 * C;
   const int64_t per_head = packed_size(T);
   const float scale = 1.0f / std::sqrt(float(hd));

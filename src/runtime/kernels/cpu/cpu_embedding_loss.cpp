@@ -9,8 +9,10 @@
 
 namespace trident::kernels {
 
-void CpuKernels::embedding_forward(float* out, const int32_t* tokens, const float* wte, int64_t N, int64_t C,
-                                   int64_t v_offset, int64_t V_local) {
+void CpuKernels::embedding_forward(const Tensor& out_t, const int32_t* tokens, const Tensor& wte_t, int64_t N,
+                                   int64_t C, int64_t v_offset, int64_t V_local) {
+  float* out = f32_data(out_t, "embedding_forward", size_t(N * C));
+  const float* wte = f32_data(wte_t, "embedding_forward", size_t(V_local * C));
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < N; ++i) {
     const int64_t id = int64_t(tokens[i]) - v_offset;
@@ -24,7 +26,9 @@ void CpuKernels::embedding_forward(float* out, const int32_t* tokens, const floa
   }
 }
 
-void CpuKernels::add_positions(float* out, const float* wpe, int64_t B, int64_t T, int64_t C) {
+void CpuKernels::add_positions(const Tensor& out_t, const Tensor& wpe_t, int64_t B, int64_t T, int64_t C) {
+  float* out = f32_data(out_t, "add_positions", size_t(B * T * C));
+  const float* wpe = f32_data(wpe_t, "add_positions", size_t(T * C));
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t b = 0; b < B; ++b)
     for (int64_t t = 0; t < T; ++t) {
@@ -35,8 +39,9 @@ void CpuKernels::add_positions(float* out, const float* wpe, int64_t B, int64_t 
     }
 }
 
-void CpuKernels::embedding_backward(float* dwte, const float* dout, const int32_t* tokens, int64_t N, int64_t C,
+void CpuKernels::embedding_backward(float* dwte, const Tensor& dout_t, const int32_t* tokens, int64_t N, int64_t C,
                                     int64_t v_offset, int64_t V_local) {
+  const float* dout = f32_data(dout_t, "embedding_backward", size_t(N * C));
   // Each thread owns a range of columns: no conflicts, tokens visited in order (deterministic).
 #pragma omp parallel
   {
@@ -54,7 +59,8 @@ void CpuKernels::embedding_backward(float* dwte, const float* dout, const int32_
   }
 }
 
-void CpuKernels::positions_backward(float* dwpe, const float* dout, int64_t B, int64_t T, int64_t C) {
+void CpuKernels::positions_backward(float* dwpe, const Tensor& dout_t, int64_t B, int64_t T, int64_t C) {
+  const float* dout = f32_data(dout_t, "positions_backward", size_t(B * T * C));
 #pragma omp parallel for schedule(static)
   for (int64_t t = 0; t < T; ++t) {
     float* w = dwpe + t * C;
@@ -66,7 +72,8 @@ void CpuKernels::positions_backward(float* dwpe, const float* dout, int64_t B, i
   }
 }
 
-void CpuKernels::xent_row_max(float* row_max, const float* logits, int64_t N, int64_t V) {
+void CpuKernels::xent_row_max(float* row_max, const Tensor& logits_t, int64_t N, int64_t V) {
+  const float* logits = f32_data(logits_t, "xent_row_max", size_t(N * V));
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < N; ++i) {
     const float* l = logits + i * V;
@@ -77,8 +84,9 @@ void CpuKernels::xent_row_max(float* row_max, const float* logits, int64_t N, in
   }
 }
 
-void CpuKernels::xent_sumexp_target(float* sumexp, float* target_logit, const float* logits, const float* row_max,
+void CpuKernels::xent_sumexp_target(float* sumexp, float* target_logit, const Tensor& logits_t, const float* row_max,
                                     const int32_t* targets, int64_t N, int64_t V, int64_t v_offset) {
+  const float* logits = f32_data(logits_t, "xent_sumexp_target", size_t(N * V));
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < N; ++i) {
     const float* l = logits + i * V;
@@ -97,8 +105,9 @@ void CpuKernels::xent_losses(float* losses, const float* sumexp, const float* ro
   for (int64_t i = 0; i < N; ++i) losses[i] = std::log(sumexp[i]) + row_max[i] - target_logit[i];
 }
 
-void CpuKernels::xent_backward_inplace(float* logits, const float* row_max, const float* sumexp,
+void CpuKernels::xent_backward_inplace(const Tensor& logits_t, const float* row_max, const float* sumexp,
                                        const int32_t* targets, float dloss, int64_t N, int64_t V, int64_t v_offset) {
+  float* logits = f32_data(logits_t, "xent_backward_inplace", size_t(N * V));
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < N; ++i) {
     float* l = logits + i * V;

@@ -50,8 +50,12 @@ void CpuKernels::gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float
   }
 }
 
-void CpuKernels::linear_forward(float* out, const float* inp, const float* weight, const float* bias, int64_t N,
-                                int64_t IC, int64_t OC) {
+void CpuKernels::linear_forward(const Tensor& out_t, const Tensor& inp_t, const Tensor& weight_t,
+                                const Tensor& bias_t, int64_t N, int64_t IC, int64_t OC) {
+  float* out = f32_data(out_t, "linear_forward", size_t(N * OC));
+  const float* inp = f32_data(inp_t, "linear_forward", size_t(N * IC));
+  const float* weight = f32_data(weight_t, "linear_forward", size_t(OC * IC));
+  const float* bias = f32_data(bias_t, "linear_forward", bias_t.empty() ? 0 : size_t(OC));
   if (bias) {
     // Start from the bias in each row, then accumulate the product into it (beta = 1).
 #pragma omp parallel for schedule(static)
@@ -63,8 +67,12 @@ void CpuKernels::linear_forward(float* out, const float* inp, const float* weigh
   gemm(Trans::N, Trans::T, N, OC, IC, 1.0f, inp, IC, weight, IC, bias ? 1.0f : 0.0f, out, OC);
 }
 
-void CpuKernels::linear_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                                 const float* weight, int64_t N, int64_t IC, int64_t OC) {
+void CpuKernels::linear_backward(const Tensor& dinp_t, float* dweight, float* dbias, const Tensor& dout_t,
+                                 const Tensor& inp_t, const Tensor& weight_t, int64_t N, int64_t IC, int64_t OC) {
+  float* dinp = f32_data(dinp_t, "linear_backward", dinp_t.empty() ? 0 : size_t(N * IC));
+  const float* dout = f32_data(dout_t, "linear_backward", size_t(N * OC));
+  const float* inp = f32_data(inp_t, "linear_backward", size_t(N * IC));
+  const float* weight = f32_data(weight_t, "linear_backward", size_t(OC * IC));
   if (dinp) gemm(Trans::N, Trans::N, N, IC, OC, 1.0f, dout, OC, weight, IC, 0.0f, dinp, IC);
   if (dweight) gemm(Trans::T, Trans::N, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dweight, IC);
   if (dbias) {

@@ -13,6 +13,7 @@ class CpuKernels final : public Kernels {
   explicit CpuKernels(int threads);
   std::string device_name() const override;
   int threads() const { return threads_; }
+  bool supports(DType t) const override { return t == DType::F32; }
 
   float* alloc(size_t count) override;
   void free(float* p, size_t count) override;
@@ -21,45 +22,47 @@ class CpuKernels final : public Kernels {
   void to_host(float* host, const float* src, size_t count) override;
   void from_host(float* dst, const float* host, size_t count) override;
   void synchronize() override {}
+  void convert(const Tensor& dst, const Tensor& src) override;
 
   void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
             const float* B, int64_t ldb, float beta, float* C, int64_t ldc) override;
-  void linear_forward(float* out, const float* inp, const float* weight, const float* bias, int64_t N, int64_t IC,
-                      int64_t OC) override;
-  void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                       const float* weight, int64_t N, int64_t IC, int64_t OC) override;
+  void linear_forward(const Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias, int64_t N,
+                      int64_t IC, int64_t OC) override;
+  void linear_backward(const Tensor& dinp, float* dweight, float* dbias, const Tensor& dout, const Tensor& inp,
+                       const Tensor& weight, int64_t N, int64_t IC, int64_t OC) override;
 
-  void add(float* out, const float* a, const float* b, size_t n) override;
-  void add_inplace(float* out, const float* a, size_t n) override;
+  void add(const Tensor& out, const Tensor& a, const Tensor& b) override;
+  void add_inplace(const Tensor& out, const Tensor& a) override;
   void scale(float* x, float s, size_t n) override;
-  void gelu_forward(float* out, const float* inp, size_t n) override;
-  void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) override;
+  void gelu_forward(const Tensor& out, const Tensor& inp) override;
+  void gelu_backward(const Tensor& dinp, const Tensor& inp, const Tensor& dout) override;
 
-  void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
-                         const float* bias, int64_t N, int64_t C) override;
-  void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                          const float* weight, const float* mean, const float* rstd, int64_t N, int64_t C) override;
+  void layernorm_forward(const Tensor& out, float* mean, float* rstd, const Tensor& inp, const Tensor& weight,
+                         const Tensor& bias, int64_t N, int64_t C) override;
+  void layernorm_backward(const Tensor& dinp, float* dweight, float* dbias, const Tensor& dout, const Tensor& inp,
+                          const Tensor& weight, const float* mean, const float* rstd, int64_t N, int64_t C) override;
 
   size_t attention_probs_size(int64_t B, int64_t T, int64_t nh) const override;
-  void attention_forward(float* out, float* probs, const float* qkv, int64_t B, int64_t T, int64_t nh,
+  void attention_forward(const Tensor& out, float* probs, const Tensor& qkv, int64_t B, int64_t T, int64_t nh,
                          int64_t hd) override;
   size_t attention_scratch_size(int64_t B, int64_t T, int64_t nh) const override;
-  void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* probs,
-                          const float* out, int64_t B, int64_t T, int64_t nh, int64_t hd) override;
+  void attention_backward(const Tensor& dqkv, float* scratch, const Tensor& dout, const Tensor& qkv,
+                          const float* probs, const Tensor& out, int64_t B, int64_t T, int64_t nh,
+                          int64_t hd) override;
 
-  void embedding_forward(float* out, const int32_t* tokens, const float* wte, int64_t N, int64_t C,
+  void embedding_forward(const Tensor& out, const int32_t* tokens, const Tensor& wte, int64_t N, int64_t C,
                          int64_t v_offset, int64_t V_local) override;
-  void add_positions(float* out, const float* wpe, int64_t B, int64_t T, int64_t C) override;
-  void embedding_backward(float* dwte, const float* dout, const int32_t* tokens, int64_t N, int64_t C,
+  void add_positions(const Tensor& out, const Tensor& wpe, int64_t B, int64_t T, int64_t C) override;
+  void embedding_backward(float* dwte, const Tensor& dout, const int32_t* tokens, int64_t N, int64_t C,
                           int64_t v_offset, int64_t V_local) override;
-  void positions_backward(float* dwpe, const float* dout, int64_t B, int64_t T, int64_t C) override;
+  void positions_backward(float* dwpe, const Tensor& dout, int64_t B, int64_t T, int64_t C) override;
 
-  void xent_row_max(float* row_max, const float* logits, int64_t N, int64_t V_local) override;
-  void xent_sumexp_target(float* sumexp, float* target_logit, const float* logits, const float* row_max,
+  void xent_row_max(float* row_max, const Tensor& logits, int64_t N, int64_t V_local) override;
+  void xent_sumexp_target(float* sumexp, float* target_logit, const Tensor& logits, const float* row_max,
                           const int32_t* targets, int64_t N, int64_t V_local, int64_t v_offset) override;
   void xent_losses(float* losses, const float* sumexp, const float* row_max, const float* target_logit,
                    int64_t N) override;
-  void xent_backward_inplace(float* logits, const float* row_max, const float* sumexp, const int32_t* targets,
+  void xent_backward_inplace(const Tensor& logits, const float* row_max, const float* sumexp, const int32_t* targets,
                              float dloss, int64_t N, int64_t V_local, int64_t v_offset) override;
 
   double sum_squares(const float* x, size_t n) override;

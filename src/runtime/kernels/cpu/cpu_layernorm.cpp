@@ -10,8 +10,12 @@
 
 namespace trident::kernels {
 
-void CpuKernels::layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
-                                   const float* bias, int64_t N, int64_t C) {
+void CpuKernels::layernorm_forward(const Tensor& out_t, float* mean, float* rstd, const Tensor& inp_t,
+                                   const Tensor& weight_t, const Tensor& bias_t, int64_t N, int64_t C) {
+  float* out = f32_data(out_t, "layernorm_forward", size_t(N * C));
+  const float* inp = f32_data(inp_t, "layernorm_forward", size_t(N * C));
+  const float* weight = f32_data(weight_t, "layernorm_forward", size_t(C));
+  const float* bias = f32_data(bias_t, "layernorm_forward", size_t(C));
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < N; ++i) {
     const float* x = inp + i * C;
@@ -31,8 +35,13 @@ void CpuKernels::layernorm_forward(float* out, float* mean, float* rstd, const f
   }
 }
 
-void CpuKernels::layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                                    const float* weight, const float* mean, const float* rstd, int64_t N, int64_t C) {
+void CpuKernels::layernorm_backward(const Tensor& dinp_t, float* dweight, float* dbias, const Tensor& dout_t,
+                                    const Tensor& inp_t, const Tensor& weight_t, const float* mean, const float* rstd,
+                                    int64_t N, int64_t C) {
+  float* dinp = f32_data(dinp_t, "layernorm_backward", size_t(N * C));
+  const float* dout = f32_data(dout_t, "layernorm_backward", size_t(N * C));
+  const float* inp = f32_data(inp_t, "layernorm_backward", size_t(N * C));
+  const float* weight = f32_data(weight_t, "layernorm_backward", size_t(C));
   const int nt = threads_;
   std::vector<float> partial(size_t(nt) * 2 * C, 0.0f);
 #pragma omp parallel num_threads(nt)

@@ -60,6 +60,9 @@ void CpuKernels::zero(float* p, size_t n) {
   for (int64_t i = 0; i < int64_t(n); ++i) p[i] = 0.0f;
 }
 void CpuKernels::copy(float* dst, const float* src, size_t n) { std::memcpy(dst, src, n * sizeof(float)); }
+void CpuKernels::convert(const Tensor& dst, const Tensor& src) {
+  std::memcpy(f32_data(dst, "convert"), f32_data(src, "convert", dst.count), dst.count * sizeof(float));
+}
 void CpuKernels::to_host(float* host, const float* src, size_t n) { std::memcpy(host, src, n * sizeof(float)); }
 void CpuKernels::from_host(float* dst, const float* host, size_t n) { std::memcpy(dst, host, n * sizeof(float)); }
 
