@@ -125,7 +125,7 @@ if timeout 120 "$TRIDENT" train $TRAIN >"$OUT_DIR/ranks-1.log" 2>&1; then
   for layout in "--dp 2" "--tp 2" "--pp 2" "--dp 2 --tp 2"; do
     np=$(echo "$layout" | awk '{p=1; for (i=2;i<=NF;i+=2) p*=$i; print p}')
     log="$OUT_DIR/ranks-$(echo "$layout" | tr -d ' -').log"
-    timeout 180 mpirun --oversubscribe -np "$np" "$TRIDENT" train $TRAIN $layout --comm-staging host >"$log" 2>&1
+    timeout 180 mpirun --oversubscribe -np "$np" "$TRIDENT" train $TRAIN $layout --gpu-comm mpi-host >"$log" 2>&1
     rc=$?
     got=$(losses "$log")
     echo "$layout ($np ranks): $got"

@@ -7,6 +7,7 @@
 #include "core/problems.h"
 #include "runtime/cuda/cuda_kernels.h"
 #include "runtime/cuda/device.h"
+#include "runtime/cuda/gpu_groups.h"
 
 using namespace trident;
 using namespace trident::cuda;
@@ -47,4 +48,29 @@ TEST(SelectGpu, without_a_gpu_names_cudas_reason_and_the_fix) {
 TEST(MakeCudaKernels, without_a_gpu_is_an_input_error_not_a_crash) {
   if (gpu_count() > 0) GTEST_SKIP() << "a GPU is present";
   EXPECT_THROW(make_cuda_kernels(), InputError);
+}
+
+TEST(GpuComm, names_parse_and_an_unknown_one_is_refused_with_the_choices) {
+  EXPECT_EQ(parse_gpu_comm("nccl"), GpuComm::Nccl);
+  EXPECT_EQ(parse_gpu_comm("mpi-host"), GpuComm::MpiHost);
+  EXPECT_STREQ(gpu_comm_name(GpuComm::MpiHost), "mpi-host");
+  try {
+    parse_gpu_comm("gloo");
+    FAIL() << "accepted --gpu-comm gloo";
+  } catch (const InputError& e) {
+    EXPECT_NE(e.problems()[0].what.find("'gloo'"), std::string::npos);
+    EXPECT_NE(e.problems()[0].fix.find("mpi-host"), std::string::npos);
+  }
+}
+
+TEST(SelectGpuForRank, without_a_gpu_is_the_no_gpu_error_even_when_sharing) {
+  if (gpu_count() > 0) GTEST_SKIP() << "a GPU is present";
+  for (bool share : {false, true}) {
+    try {
+      select_gpu_for_rank(1, 4, share);
+      FAIL() << "selected a GPU on a machine without one";
+    } catch (const InputError& e) {
+      EXPECT_EQ(e.problems()[0].code, "no-gpu");
+    }
+  }
 }

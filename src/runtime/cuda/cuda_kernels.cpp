@@ -305,8 +305,8 @@ void CudaKernels::adamw(float* param, const float* grad, float* m, float* v, siz
   ops::adamw(param, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, grad_scale, t, stream_);
 }
 
-std::unique_ptr<kernels::Kernels> make_cuda_kernels() {
-  DeviceInfo info = select_gpu(local_rank_from_env());
+std::unique_ptr<kernels::Kernels> make_cuda_kernels(bool share_gpus) {
+  DeviceInfo info = select_gpu_for_rank(local_rank_from_env(), local_size_from_env(), share_gpus);
   return std::make_unique<CudaKernels>(info.index);
 }
 

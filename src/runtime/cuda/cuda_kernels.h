@@ -98,7 +98,8 @@ class CudaKernels final : public kernels::Kernels {
 };
 
 // The engine's entry point for --device cuda: selects the GPU of this rank (node-local rank),
-// with a clear error when there is none, and returns its kernels.
-std::unique_ptr<kernels::Kernels> make_cuda_kernels();
+// with a clear error when there is none or (share_gpus = false) when the node runs more ranks
+// than it has GPUs, and returns its kernels. share_gpus: several ranks per GPU (host-staged MPI).
+std::unique_ptr<kernels::Kernels> make_cuda_kernels(bool share_gpus = false);
 
 }  // namespace trident::cuda

@@ -2,6 +2,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "core/problems.h"
@@ -14,6 +15,13 @@ int local_rank_from_env() {
     if (const char* value = std::getenv(name); value && *value) return std::atoi(value);
   }
   return 0;
+}
+
+int local_size_from_env() {
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "LOCAL_WORLD_SIZE"}) {
+    if (const char* value = std::getenv(name); value && *value) return std::max(1, std::atoi(value));
+  }
+  return 1;
 }
 
 int gpu_count(std::string* why) {
@@ -63,6 +71,21 @@ DeviceInfo select_gpu(int local_rank) {
     problems.throw_if_any();
   }
   return info;
+}
+
+DeviceInfo select_gpu_for_rank(int local_rank, int local_size, bool share) {
+  std::string why;
+  const int count = gpu_count(&why);
+  if (count > 0 && !share && local_size > count) {
+    Problems problems;
+    problems.add("this node runs " + std::to_string(local_size) + " ranks but only " + std::to_string(count) +
+                     " GPU(s) are visible, and NCCL needs one GPU per rank",
+                 "start at most " + std::to_string(count) + " ranks per node (mpirun -np " + std::to_string(count) +
+                     " per node), or pass --gpu-comm mpi-host to share GPUs through host-staged MPI (for tests; slow)",
+                 "ranks-exceed-gpus");
+    problems.throw_if_any();
+  }
+  return select_gpu(count > 0 && share ? local_rank % count : local_rank);
 }
 
 }  // namespace trident::cuda

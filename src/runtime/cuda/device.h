@@ -20,6 +20,9 @@ struct DeviceInfo {
 // The node-local rank from OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, SLURM_LOCALID or
 // LOCAL_RANK (first one set), else 0.
 int local_rank_from_env();
+// Ranks on this node from OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS or LOCAL_WORLD_SIZE
+// (first one set), else 1.
+int local_size_from_env();
 
 // Number of usable GPUs; 0 with *why set to CUDA's reason when there are none.
 int gpu_count(std::string* why = nullptr);
@@ -28,5 +31,10 @@ int gpu_count(std::string* why = nullptr);
 // GPU is usable, when the local rank has no GPU of its own, or when the GPU is older than
 // sm_80 (bf16 tensor cores).
 DeviceInfo select_gpu(int local_rank);
+
+// The GPU of this rank in a run of local_size ranks per node. One rank per GPU (NCCL): more
+// ranks than GPUs is an InputError naming both counts and the fix. share = true (several ranks
+// on one GPU, host-staged MPI) takes GPU local_rank % count instead.
+DeviceInfo select_gpu_for_rank(int local_rank, int local_size, bool share);
 
 }  // namespace trident::cuda
