@@ -10,6 +10,7 @@ packages=(
   fortunes
   python3-torch python3-numpy
   libjemalloc2
+  chromium imagemagick fonts-dejavu-core
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -5,16 +5,19 @@
 
 #include "cli/cli_options.h"
 #include "cli/command.h"
+#include "cli/html_report.h"
 #include "plan/lint.h"
 #include "plan/plan_options.h"
 #include "plan/plan_report.h"
 #include "report/time_to_train.h"
+#include "report/topology_report.h"
 
 namespace trident::cli {
 namespace {
 
 struct LintArgs {
   std::unique_ptr<CliOptions> options;
+  std::string html;
 };
 
 Runner setup_lint(CLI::App& cmd) {
@@ -22,6 +25,9 @@ Runner setup_lint(CLI::App& cmd) {
   args->options = std::make_unique<CliOptions>(
       cmd, concat({model_options(), cluster_options(), layout_options(), execution_options(), plan::plan_options(),
                    time_to_train_options()}));
+  cmd.add_option("--html", args->html, "write the findings, memory, step time, topology and timeline as one "
+                                       "self-contained HTML page")
+      ->type_name("FILE");
   return [args] {
     Problems problems;
     OptionValues values = args->options->collect(problems);
@@ -34,6 +40,18 @@ Runner setup_lint(CLI::App& cmd) {
     if (budget.train_tokens && result.estimate && result.estimate->time.step > 0)
       ttt = time_to_train(budget, run.exec.global_batch_size, run.model.seq_len, result.estimate->time.step,
                           run.layout.world_size(), "planner");
+    if (!args->html.empty()) {
+      HtmlPage page;
+      const std::string title = "trident lint: " + describe_model(run.model);
+      if (result.estimate) page = run_page(run, *result.estimate, title);
+      else {
+        page.title = title;
+        page.notes.push_back("the layout's shape errors leave nothing to estimate: see the findings");
+      }
+      page.findings = findings_table(result.findings);
+      if (ttt) page.summary.push_back(time_to_train_text(*ttt));
+      write_html(args->html, page);
+    }
     if (out.json) {
       nlohmann::json j = plan::lint_json(run, result, out.per_stage);
       if (ttt) j["time_to_train"] = time_to_train_json(*ttt);

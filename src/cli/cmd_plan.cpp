@@ -8,6 +8,7 @@
 
 #include "cli/cli_options.h"
 #include "cli/command.h"
+#include "cli/html_report.h"
 #include "core/run_spec.h"
 #include "plan/lint.h"
 #include "plan/plan_options.h"
@@ -16,6 +17,7 @@
 #include "plan/search.h"
 #include "report/launch_config.h"
 #include "report/output_file.h"
+#include "report/topology_report.h"
 #include "report/time_to_train.h"
 
 namespace trident::cli {
@@ -24,6 +26,7 @@ namespace {
 struct PlanArgs {
   std::unique_ptr<CliOptions> options;
   std::string emit;
+  std::string html;
 };
 
 // --emit FILE.toml writes the winner as a config every command reads; megatron / torchtitan
@@ -70,6 +73,9 @@ Runner setup_plan(CLI::App& cmd) {
                  "write the best layout as FILE.toml (runs unchanged in lint, topo, simulate, train), or print it "
                  "as megatron arguments or a torchtitan config")
       ->type_name("FILE.toml|megatron|torchtitan");
+  cmd.add_option("--html", args->html, "write the report (candidates, memory, step time, topology, timeline) as one "
+                                       "self-contained HTML page")
+      ->type_name("FILE");
   return [args] {
     Problems p;
     OptionValues values = args->options->collect(p);
@@ -106,6 +112,19 @@ Runner setup_plan(CLI::App& cmd) {
       const auto& b = result.best.front();
       ttt = time_to_train(budget, exec.global_batch_size, model.seq_len, b.time.step, b.run.layout.world_size(),
                           "planner, best layout");
+    }
+    if (!args->html.empty()) {
+      HtmlPage page;
+      if (!result.best.empty()) {
+        page = run_page(result.best.front().run, result.best.front(), "trident plan: " + describe_model(model));
+        page.findings = findings_table(findings.front());
+        if (ttt) page.summary.push_back(time_to_train_text(*ttt));
+      } else {
+        page.title = "trident plan: " + describe_model(model);
+        page.notes.push_back("no layout fits: see the text output for the rejected counts");
+      }
+      page.candidates = candidates_table(result);
+      write_html(args->html, page);
     }
     if (!args->emit.empty() && !result.best.empty()) {
       const RunSpec& best = result.best.front().run;

@@ -10,6 +10,8 @@
 
 #include "cli/cli_options.h"
 #include "cli/command.h"
+#include "cli/html_report.h"
+#include "cli/simulated_step.h"
 #include "core/run_spec.h"
 #include "report/chrome_trace.h"
 #include "report/pipeline_svg.h"
@@ -28,24 +30,11 @@ struct SimulateArgs {
   bool json = false;
   std::string trace_path;
   std::string svg_path;
+  std::string html_path;
   bool show_schedule = false;
 };
 
 std::string ms(double s) { return fmt::format("{:.2f} ms", s * 1e3); }
-
-// "ranks 0-7" or "ranks 0,8,16,.. (64)" for the first replica's stage s.
-std::string stage_ranks(const Mesh& mesh, int64_t s) {
-  Coords c;
-  c[Dim::PP] = s;
-  std::vector<int64_t> ranks;
-  for (int64_t t = 0; t < mesh.size(Dim::TP); ++t) {
-    c[Dim::TP] = t;
-    ranks.push_back(mesh.rank_of(c));
-  }
-  if (ranks.size() == 1) return fmt::format("rank {}", ranks[0]);
-  if (ranks.back() - ranks.front() == int64_t(ranks.size()) - 1) return fmt::format("ranks {}-{}", ranks.front(), ranks.back());
-  return fmt::format("ranks {},{},..", ranks[0], ranks[1]);
-}
 
 nlohmann::json to_json(const RunSpec& run, const sim::PlannedCosts& pc, const sim::SimResult& r, double closed_form) {
   using nlohmann::json;
@@ -151,6 +140,8 @@ Runner setup_simulate(CLI::App& cmd) {
   cmd.add_option("--trace", args->trace_path, "write a Chrome trace (open in ui.perfetto.dev) to FILE.json")
       ->type_name("FILE");
   cmd.add_option("--svg", args->svg_path, "draw the pipeline timeline to FILE.svg")->type_name("FILE");
+  cmd.add_option("--html", args->html_path, "write the report as one self-contained HTML page to FILE.html")
+      ->type_name("FILE");
   cmd.add_flag("--show-schedule", args->show_schedule, "also print each stage's list of compute actions");
   return [args] {
     Problems problems;
@@ -178,30 +169,23 @@ Runner setup_simulate(CLI::App& cmd) {
     shape.throw_if_any();
 
     const Mesh mesh(run.layout, run.cluster.gpus_per_node);
-    const sim::PlannedCosts pc = sim::costs_from_plan(run);
-    const PipelineSchedule schedule = build_schedule(run.exec.schedule, run.layout.pp, m, v);
-    const sim::SimResult r = sim::simulate(schedule, pc.costs);
-    const double closed = run.exec.schedule == ScheduleKind::ZeroBubbleH1
-                              ? double(run.layout.pp - 1) / (3.0 * double(m) + double(run.layout.pp - 1))
-                              : sim::closed_form_bubble_share(run.exec.schedule, run.layout.pp, m, v);
+    const SimulatedStep step = simulate_step(run);
+    const sim::PlannedCosts& pc = step.costs;
+    const PipelineSchedule& schedule = step.schedule;
+    const sim::SimResult& r = step.result;
+    const double closed = step.closed_form_bubble;
 
-    if (!args->trace_path.empty() || !args->svg_path.empty()) {
-      std::vector<std::string> rows;
-      for (int64_t s = 0; s < run.layout.pp; ++s) rows.push_back(fmt::format("stage {}  {}", s, stage_ranks(mesh, s)));
-      const std::string title = fmt::format("{} on {} GPUs: {}, {}{}, m = {}", run.model.name.empty() ? "model" : run.model.name,
-                                            run.layout.world_size(), run.layout.describe(), to_string(run.exec.schedule),
-                                            v > 1 ? fmt::format(" v={}", v) : "", m);
-      const std::string subtitle = fmt::format(
-          "simulated step {:.3f} s (planner {:.3f} s), bubble {:.1f}% (closed form {:.1f}%), exposed comm on stage {}: "
-          "tp {:.3f} s, pp {:.3f} s, dp {:.3f} s",
-          r.step_s, pc.estimate.time.step, r.bubble_share * 100, closed * 100, r.critical_stage, r.exposed_tp_s(),
-          r.exposed_pp_s(), r.exposed_dp_s());
-      const Timeline tl = sim::to_timeline(r, title, subtitle, rows);
+    if (!args->trace_path.empty() || !args->svg_path.empty() || !args->html_path.empty()) {
+      const Timeline tl = step_timeline(run, mesh, step);
       std::string error;
       if (!args->trace_path.empty() && !write_chrome_trace(tl, args->trace_path, error))
         throw InputError({{error, "give a writable path to --trace", "output-path"}});
       if (!args->svg_path.empty() && !write_pipeline_svg(tl, args->svg_path, error))
         throw InputError({{error, "give a writable path to --svg", "output-path"}});
+      if (!args->html_path.empty()) {
+        HtmlPage page = run_page(run, pc.estimate, "trident simulate: " + describe_model(run.model), &step);
+        write_html(args->html_path, page);
+      }
     }
     std::optional<TimeToTrain> ttt;
     if (budget.train_tokens)

@@ -183,6 +183,10 @@ int run_train(TrainArgs& args) {
 
   // More than one rank (--tp/--pp/--dp, or started by mpirun/srun): the distributed runtime
   // (runtime/parallel) trains the same model on the same batches; rank 0 prints the rehearsal report.
+  if (!parallel::wants_distributed(values) && values.has("html"))
+    p.add("--html writes the rehearsal report, which only a multi-rank run has",
+          "run under mpirun or srun (or give --tp/--pp/--dp), or drop --html", "train-html");
+  p.throw_if_any();
   if (parallel::wants_distributed(values)) {
     if (resume) p.add("--resume is not supported by the distributed runtime yet", "train from scratch under mpirun", "dist-resume");
     if (device != "cpu")

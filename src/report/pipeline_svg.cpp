@@ -5,21 +5,12 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <vector>
+
+#include "report/xml_escape.h"
 
 namespace trident {
 namespace {
-
-std::string escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '&') out += "&amp;";
-    else if (c == '<') out += "&lt;";
-    else if (c == '>') out += "&gt;";
-    else if (c == '"') out += "&quot;";
-    else out += c;
-  }
-  return out;
-}
 
 // Fill colour of a block: hue by kind, lighter for later chunks, alternating by micro-batch so
 // neighbours stay apart. Text colour chosen for contrast.
@@ -40,7 +31,12 @@ Paint paint(const TimelineBlock& b) {
   else if (b.kind == "emb") return {"#8c564b", "#fff"};
   else if (b.kind == "opt") return {"#444444", "#fff"};
   else return {"#999999", "#000"};
-  if (b.chunk > 0) light += 14.0 * std::min(b.chunk, 3);
+  // Chunks of an interleaved schedule: the hue turns and the shade steps, so v = 2..8 chunks stay
+  // apart instead of merging into one barcode.
+  if (b.chunk > 0) {
+    hue += (b.kind == "F" ? 22 : -22) * (b.chunk % 4);
+    light += 12.0 * ((b.chunk / 4) % 3);
+  }
   if (b.micro_batch >= 0 && b.micro_batch % 2 == 1) light += 7;
   light = std::min(light, 85.0);
   return {fmt::format("hsl({},{}%,{:.0f}%)", hue, sat, light), light > 60 ? "#000" : "#fff"};
@@ -63,15 +59,31 @@ double nice_tick_step(double span, int ticks) {
   return 10 * mag;
 }
 
+double compute_window_end(const Timeline& tl, int64_t row, int n) {
+  std::vector<double> ends;
+  for (const auto& b : tl.blocks)
+    if (b.row == row && b.lane == 0 && (b.kind == "F" || b.kind == "B" || b.kind == "W")) ends.push_back(b.end_s);
+  if (n <= 0 || int(ends.size()) < n) return 0;
+  std::nth_element(ends.begin(), ends.begin() + (n - 1), ends.end());
+  return ends[size_t(n - 1)];
+}
+
 std::string pipeline_svg(const Timeline& tl, const SvgOptions& opt) {
-  const double end = std::max(tl.end_s(), 1e-12);
-  const int left = 170, right = 24, top = 92, axis = 46;
+  const double step_end = std::max(tl.end_s(), 1e-12);
+  const double from = std::clamp(opt.from_s, 0.0, step_end);
+  const double to = opt.to_s > from ? std::min(opt.to_s, step_end) : step_end;
+  const double end = std::max(to - from, 1e-12);  // the span drawn
+  // Row names are measured (about 0.62 em per character at 12 px), so "stage 7  ranks 12288-12295"
+  // is never clipped.
+  size_t longest = 0;
+  for (const auto& r : tl.rows) longest = std::max(longest, r.size());
+  const int left = std::max(120, int(7.6 * double(longest)) + 20), right = 24, top = 92, axis = 46;
   const int rows = int(tl.rows.size());
   const int rh = opt.row_height_px, lane_h = 6, band_h = rh - lane_h - 8;
-  const int width = opt.width_px, height = top + rows * rh + axis;
+  const int width = std::max(opt.width_px, left + 400), height = top + rows * rh + axis;
   const double plot_w = width - left - right;
   const double scale = plot_w / end;
-  auto X = [&](double t) { return left + t * scale; };
+  auto X = [&](double t) { return left + (t - from) * scale; };
 
   std::string s;
   s += fmt::format(
@@ -82,8 +94,8 @@ std::string pipeline_svg(const Timeline& tl, const SvgOptions& opt) {
        "patternTransform=\"rotate(45)\"><rect width=\"6\" height=\"6\" fill=\"#f4f4f4\"/>"
        "<line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"6\" stroke=\"#c8c8c8\" stroke-width=\"2\"/></pattern></defs>\n";
   s += fmt::format("<rect width=\"{}\" height=\"{}\" fill=\"#ffffff\"/>\n", width, height);
-  s += fmt::format("<text x=\"{}\" y=\"24\" font-size=\"17\" font-weight=\"bold\">{}</text>\n", 12, escape(tl.title));
-  s += fmt::format("<text x=\"{}\" y=\"46\" font-size=\"12\" fill=\"#333\">{}</text>\n", 12, escape(tl.subtitle));
+  s += fmt::format("<text x=\"{}\" y=\"24\" font-size=\"17\" font-weight=\"bold\">{}</text>\n", 12, xml_escape(tl.title));
+  s += fmt::format("<text x=\"{}\" y=\"46\" font-size=\"12\" fill=\"#333\">{}</text>\n", 12, xml_escape(tl.subtitle));
 
   // Legend.
   struct Key {
@@ -108,41 +120,47 @@ std::string pipeline_svg(const Timeline& tl, const SvgOptions& opt) {
   for (int r = 0; r < rows; ++r) {
     const int y = top + r * rh;
     s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"12\" text-anchor=\"end\">{}</text>\n", left - 8,
-                     y + band_h / 2 + 4, escape(tl.rows[r]));
+                     y + band_h / 2 + 4, xml_escape(tl.rows[r]));
     s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" fill=\"url(#idle)\"/>\n", left, y, plot_w, band_h);
     s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" fill=\"#fafafa\" stroke=\"#e0e0e0\" stroke-width=\"0.5\"/>\n",
                      left, y + band_h + 2, plot_w, lane_h);
   }
+  s += fmt::format("<clipPath id=\"plot\"><rect x=\"{}\" y=\"0\" width=\"{:.1f}\" height=\"{}\"/></clipPath>\n", left,
+                   plot_w, height);
+  s += "<g clip-path=\"url(#plot)\">\n";
   for (const auto& b : tl.blocks) {
     if (b.row < 0 || b.row >= rows) continue;
+    if (b.end_s < from || b.start_s > to) continue;  // outside the zoom window
     const Paint pt = paint(b);
-    const double x0 = X(b.start_s), w = std::max((b.end_s - b.start_s) * scale, 0.6);
+    const double x0 = X(std::max(b.start_s, from)), w = std::max((std::min(b.end_s, to) - std::max(b.start_s, from)) * scale, 0.6);
     const int y = top + int(b.row) * rh + (b.lane == 0 ? 0 : band_h + 2);
     const int h = b.lane == 0 ? band_h : lane_h;
-    const std::string tip = fmt::format("{} {} ({:.3f} ms)", b.kind, b.label, (b.end_s - b.start_s) * 1e3);
+    const std::string tip = fmt::format("{} {}{} ({:.3f} ms)", b.kind, b.label,
+                                        b.chunk >= 0 ? fmt::format(" chunk {}", b.chunk) : "", (b.end_s - b.start_s) * 1e3);
     s += fmt::format("<rect x=\"{:.2f}\" y=\"{}\" width=\"{:.2f}\" height=\"{}\" fill=\"{}\"{}><title>{}</title></rect>\n",
-                     x0, y, w, h, pt.fill, w > 3 ? " stroke=\"#ffffff\" stroke-width=\"0.6\"" : "", escape(tip));
+                     x0, y, w, h, pt.fill, w > 3 ? " stroke=\"#ffffff\" stroke-width=\"0.6\"" : "", xml_escape(tip));
     // Label at 11 px when it fits, else 8 px (about 0.6 em per digit), else none.
     for (int size : {11, 8}) {
       if (b.lane != 0 || b.label.empty() || w < 0.6 * size * double(b.label.size()) + 1.5) continue;
       s += fmt::format("<text x=\"{:.2f}\" y=\"{}\" font-size=\"{}\" text-anchor=\"middle\" fill=\"{}\">{}</text>\n",
-                       x0 + w / 2, y + band_h / 2 + size / 3, size, pt.text, escape(b.label));
+                       x0 + w / 2, y + band_h / 2 + size / 3, size, pt.text, xml_escape(b.label));
       break;
     }
   }
 
+  s += "</g>\n";
   // End of the step.
-  s += fmt::format("<line x1=\"{:.1f}\" y1=\"{}\" x2=\"{:.1f}\" y2=\"{}\" stroke=\"#000\" stroke-dasharray=\"4,3\"/>\n",
-                   X(end), top - 6, X(end), top + rows * rh);
+  if (to >= step_end) s += fmt::format("<line x1=\"{:.1f}\" y1=\"{}\" x2=\"{:.1f}\" y2=\"{}\" stroke=\"#000\" stroke-dasharray=\"4,3\"/>\n",
+                   X(to), top - 6, X(to), top + rows * rh);
 
   // Time axis.
   const int ay = top + rows * rh + 4;
   const double step = nice_tick_step(end, 10);
-  const bool seconds = end >= 2.0;
+  const bool seconds = to >= 2.0;
   const double unit = seconds ? 1.0 : 1e-3;
   const char* suffix = seconds ? "s" : "ms";
   s += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{:.1f}\" y2=\"{}\" stroke=\"#333\"/>\n", left, ay, left + plot_w, ay);
-  for (int i = 0; double(i) * step <= end * (1 + 1e-9); ++i) {
+  for (int i = int(std::ceil(from / step - 1e-9)); double(i) * step <= to * (1 + 1e-9); ++i) {
     const double t = double(i) * step;
     const double x = X(t);
     s += fmt::format("<line x1=\"{:.1f}\" y1=\"{}\" x2=\"{:.1f}\" y2=\"{}\" stroke=\"#333\"/>", x, ay, x, ay + 5);

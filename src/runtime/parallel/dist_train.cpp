@@ -13,6 +13,8 @@
 #include "runtime/parallel/dist_trainer.h"
 #include "runtime/parallel/process_groups.h"
 #include "runtime/parallel/rehearsal_report.h"
+#include "report/html_page.h"
+#include "report/output_file.h"
 #include "runtime/engine/perf.h"
 #include "schedule/schedule.h"
 
@@ -23,6 +25,7 @@ std::vector<OptionDef> run_options() {
   return {
       {"trace-comm", "distributed", "log every send, receive and collective with step and rank", true, "", "off"},
       {"report", "distributed", "write the rehearsal report as JSON to this file", false, "FILE", "none"},
+      {"html", "distributed", "write the rehearsal report as one self-contained HTML page (rank 0)", false, "FILE", "none"},
       {"comm-timeout", "distributed", "seconds a rank waits on one communication before failing (default 300)", false, "NUM", "300"},
       {"stage-layers", "distributed", "explicit pipeline split, layers per stage: 2,3,3", false, "LIST", "even split"},
       {"prediction-cluster", "distributed", "cluster TOML from `trident bench` for the planner's prediction", false, "FILE", "none"},
@@ -79,6 +82,7 @@ void read_dist_train_options(const OptionValues& values, DistTrainSettings& s, P
   if (auto v = values.get_bool("sequence-parallel", problems)) x.sequence_parallel = *v;
   if (auto v = values.get_bool("trace-comm", problems)) s.trace_comm = *v;
   if (auto v = values.get_string("report")) s.report_path = *v;
+  if (auto v = values.get_string("html")) s.html_path = *v;
   if (auto v = values.get_double("comm-timeout", problems)) {
     if (*v <= 0) problems.add("--comm-timeout " + std::to_string(*v) + " is not positive", "give seconds, e.g. 300");
     else s.comm_timeout_s = *v;
@@ -249,6 +253,10 @@ int train(const DistTrainSettings& s) {
       out << rehearsal_json(report).dump(2) << "\n";
       if (!out) std::fprintf(stderr, "trident train: could not write the report to %s\n", s.report_path.c_str());
       else std::printf("rehearsal report written to %s\n", s.report_path.c_str());
+    }
+    if (!s.html_path.empty()) {
+      write_output_file(s.html_path, html_page(rehearsal_page(rehearsal_json(report).dump())), "--html");
+      std::printf("rehearsal report page written to %s\n", s.html_path.c_str());
     }
     std::fflush(stdout);
   }

@@ -36,6 +36,7 @@ struct DistTrainSettings {
   uint64_t seed = 1337;
   std::string data_path;        // token file; empty = deterministic synthetic sequences
   std::string report_path;      // JSON rehearsal report; the table is always printed by rank 0
+  std::string html_path;        // the same report as one HTML page (report/html_page.h)
   bool trace_comm = false;
   double comm_timeout_s = 300;
   std::vector<int64_t> stage_layers;  // explicit uneven pipeline split; empty = even

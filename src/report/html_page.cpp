@@ -1,0 +1,228 @@
+#include "report/html_page.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "report/pipeline_svg.h"
+#include "report/xml_escape.h"
+
+namespace trident {
+namespace {
+
+const char* kStyle = R"(
+body{font-family:"DejaVu Sans",Arial,sans-serif;margin:24px 32px;color:#222;background:#fff;max-width:1400px}
+h1{font-size:22px;margin:0 0 8px} h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}
+#summary p{margin:2px 0;font-size:14px}
+table{border-collapse:collapse;font-size:13px;margin:6px 0}
+th,td{border:1px solid #d0d0d0;padding:3px 8px;text-align:right} th{background:#f0f3f7}
+td:first-child,th:first-child{text-align:left}
+tr.best td{background:#eef7ee;font-weight:bold}
+caption{caption-side:top;text-align:left;font-size:13px;color:#555;padding:2px 0}
+svg{max-width:100%;height:auto}
+.note{font-size:13px;color:#8a5a00}
+.legend span{display:inline-block;margin-right:14px;font-size:12px}
+.legend i{display:inline-block;width:12px;height:12px;margin-right:4px;vertical-align:-1px}
+)";
+
+// One colour per part name, the same in every bar and every section.
+std::string colour(const std::string& name) {
+  static const std::map<std::string, std::string> known = {
+      {"weights", "#4e79a7"},   {"gradients", "#59a14f"}, {"optimizer", "#f28e2b"}, {"activations", "#e15759"},
+      {"overhead", "#9c9c9c"},  {"compute", "#4e79a7"},   {"tp", "#f28e2b"},        {"pp", "#e15759"},
+      {"bubble", "#bab0ac"},    {"dp", "#76b7b2"},        {"dp_exposed", "#76b7b2"}, {"other", "#9c755f"}};
+  auto it = known.find(name);
+  if (it != known.end()) return it->second;
+  static const char* spare[] = {"#edc948", "#b07aa1", "#ff9da7", "#9c755f"};
+  return spare[std::hash<std::string>{}(name) % 4];
+}
+
+std::string table_html(const HtmlTable& t, const std::string& id, int highlight_row = -1) {
+  std::string s = fmt::format("<table id=\"{}\">", id);
+  if (!t.caption.empty()) s += "<caption>" + xml_escape(t.caption) + "</caption>";
+  s += "<tr>";
+  for (const auto& h : t.header) s += "<th>" + xml_escape(h) + "</th>";
+  s += "</tr>\n";
+  for (size_t r = 0; r < t.rows.size(); ++r) {
+    s += int(r) == highlight_row ? "<tr class=\"best\">" : "<tr>";
+    for (const auto& c : t.rows[r]) s += "<td>" + xml_escape(c) + "</td>";
+    s += "</tr>\n";
+  }
+  return s + "</table>\n";
+}
+
+std::string bars_svg(const HtmlBars& b, const std::string& id) {
+  const int label_w = 190, plot_w = 820, bar_h = 22, gap = 8, top = 8, axis = 30;
+  double max_total = b.limit;
+  for (const auto& bar : b.bars) {
+    double t = 0;
+    for (const auto& p : bar.parts) t += std::max(0.0, p.second);
+    max_total = std::max(max_total, t);
+  }
+  if (max_total <= 0) max_total = 1;
+  const double scale = plot_w / (max_total * 1.08);
+  const int height = top + int(b.bars.size()) * (bar_h + gap) + axis;
+  const int width = label_w + plot_w + 120;
+  std::string s = fmt::format("<svg id=\"{}\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" "
+                              "viewBox=\"0 0 {} {}\" font-family=\"DejaVu Sans, Arial, sans-serif\">\n",
+                              id, width, height, width, height);
+  for (size_t i = 0; i < b.bars.size(); ++i) {
+    const auto& bar = b.bars[i];
+    const int y = top + int(i) * (bar_h + gap);
+    s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"12\" text-anchor=\"end\">{}</text>\n", label_w - 8,
+                     y + bar_h / 2 + 4, xml_escape(bar.label));
+    double x = label_w, total = 0;
+    for (const auto& [name, value] : bar.parts) {
+      if (value <= 0) continue;
+      const double w = value * scale;
+      s += fmt::format("<rect class=\"part\" x=\"{:.1f}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" fill=\"{}\">"
+                       "<title>{}: {:.4g} {}</title></rect>\n",
+                       x, y, w, bar_h, colour(name), xml_escape(name), value, xml_escape(b.unit));
+      if (w > 46)
+        s += fmt::format("<text x=\"{:.1f}\" y=\"{}\" font-size=\"11\" fill=\"#fff\" text-anchor=\"middle\">{:.3g}</text>\n",
+                         x + w / 2, y + bar_h / 2 + 4, value);
+      x += w;
+      total += value;
+    }
+    s += fmt::format("<text x=\"{:.1f}\" y=\"{}\" font-size=\"12\">{:.4g} {}</text>\n", x + 6, y + bar_h / 2 + 4, total,
+                     xml_escape(b.unit));
+  }
+  const int ay = top + int(b.bars.size()) * (bar_h + gap);
+  if (b.limit > 0) {
+    const double lx = label_w + b.limit * scale;
+    s += fmt::format("<line class=\"limit\" x1=\"{:.1f}\" y1=\"{}\" x2=\"{:.1f}\" y2=\"{}\" stroke=\"#c00\" stroke-width=\"2\" "
+                     "stroke-dasharray=\"5,3\"/>\n",
+                     lx, top - 4, lx, ay);
+    s += fmt::format("<text x=\"{:.1f}\" y=\"{}\" font-size=\"12\" fill=\"#c00\" text-anchor=\"middle\">{}</text>\n", lx,
+                     ay + 16, xml_escape(b.limit_label));
+  }
+  s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"11\" fill=\"#555\">0</text>\n", label_w, ay + 16);
+  s += "</svg>\n";
+  // Legend of the part names, in the order they first appear.
+  std::vector<std::string> names;
+  for (const auto& bar : b.bars)
+    for (const auto& p : bar.parts)
+      if (std::find(names.begin(), names.end(), p.first) == names.end()) names.push_back(p.first);
+  s += "<div class=\"legend\">";
+  for (const auto& n : names)
+    s += fmt::format("<span><i style=\"background:{}\"></i>{}</span>", colour(n), xml_escape(n));
+  return s + "</div>\n";
+}
+
+std::string pct(double x) { return fmt::format("{:.1f}%", 100 * x); }
+
+}  // namespace
+
+std::string html_page(const HtmlPage& p) {
+  std::string s = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n";
+  s += "<title>" + xml_escape(p.title) + "</title>\n<style>" + std::string(kStyle) + "</style></head>\n<body>\n";
+  s += "<h1 id=\"title\">" + xml_escape(p.title) + "</h1>\n<div id=\"summary\">";
+  for (const auto& line : p.summary) s += "<p>" + xml_escape(line) + "</p>";
+  s += "</div>\n";
+  if (p.candidates) {
+    s += "<h2>Candidate layouts</h2>\n" + table_html(*p.candidates, "candidates", 0);
+  }
+  if (p.findings) s += "<h2>Findings</h2>\n" + table_html(*p.findings, "findings");
+  if (p.memory) {
+    s += "<h2>Memory per GPU, by pipeline stage</h2>\n<div id=\"memory\">";
+    if (!p.memory->caption.empty()) s += "<p>" + xml_escape(p.memory->caption) + "</p>";
+    s += bars_svg(*p.memory, "memory-bars") + "</div>\n";
+  }
+  if (p.time_breakdown) {
+    s += "<h2>Step time breakdown</h2>\n<div id=\"time-breakdown\">";
+    if (!p.time_breakdown->caption.empty()) s += "<p>" + xml_escape(p.time_breakdown->caption) + "</p>";
+    s += bars_svg(*p.time_breakdown, "time-bars");
+    if (p.time_table) s += table_html(*p.time_table, "time-table");
+    s += "</div>\n";
+  }
+  if (p.topology) s += "<h2>Strategy &harr; topology</h2>\n" + table_html(*p.topology, "topology");
+  if (p.timeline) {
+    SvgOptions o;
+    o.width_px = 1300;
+    s += "<h2>Pipeline timeline</h2>\n<div id=\"timeline\">\n" + pipeline_svg(*p.timeline, o);
+    if (p.timeline_zoom_to_s > 0) {
+      SvgOptions z = o;
+      z.to_s = p.timeline_zoom_to_s;
+      s += "<p>" + xml_escape(p.timeline_zoom_caption) + "</p>\n";
+      s += "<div id=\"timeline-zoom\">" + pipeline_svg(*p.timeline, z) + "</div>\n";
+    }
+    s += "</div>\n";
+  }
+  if (!p.rehearsal.empty()) {
+    s += "<h2>Rehearsal: measured beside predicted</h2>\n<div id=\"rehearsal\">";
+    HtmlBars bars;
+    bars.unit = "%";
+    HtmlBar measured{"measured", {}}, predicted{"predicted", {}};
+    bool any_prediction = false;
+    HtmlTable t;
+    t.header = {"share of the step", "measured", "predicted"};
+    for (const auto& sh : p.rehearsal) {
+      measured.parts.push_back({sh.name, 100 * sh.measured});
+      if (sh.predicted) {
+        predicted.parts.push_back({sh.name, 100 * *sh.predicted});
+        any_prediction = true;
+      }
+      t.rows.push_back({sh.name, pct(sh.measured), sh.predicted ? pct(*sh.predicted) : "-"});
+    }
+    bars.bars.push_back(measured);
+    if (any_prediction) bars.bars.push_back(predicted);
+    s += bars_svg(bars, "rehearsal-bars") + table_html(t, "rehearsal-shares");
+    if (p.rehearsal_table) s += table_html(*p.rehearsal_table, "rehearsal-ranks");
+    s += "</div>\n";
+  }
+  if (!p.notes.empty()) {
+    s += "<div id=\"notes\">";
+    for (const auto& n : p.notes) s += "<p class=\"note\">" + xml_escape(n) + "</p>";
+    s += "</div>\n";
+  }
+  s += "<p style=\"font-size:11px;color:#888\">Written by trident. Every figure is in the command's text and JSON "
+       "output with its inputs.</p>\n</body></html>\n";
+  return s;
+}
+
+HtmlPage rehearsal_page(const std::string& text) {
+  using nlohmann::json;
+  const json j = json::parse(text);
+  HtmlPage p;
+  const auto& l = j.at("layout");
+  p.title = fmt::format("Rehearsal: tp {} x pp {} x dp {} ({}), schedule {}", l.value("tp", 1), l.value("pp", 1),
+                        l.value("dp", 1), l.value("order", std::string("?")), j.value("schedule", std::string("?")));
+  const auto& measured = j.at("measured");
+  p.summary.push_back(fmt::format("measured step {:.4g} s (mean over ranks and the steps after {} warm-up steps)",
+                                  measured.value("step_s", 0.0), j.value("warmup_steps", 0)));
+  const bool predicted = j.contains("predicted") && !j["predicted"].is_null();
+  if (predicted)
+    p.summary.push_back(fmt::format("predicted step {:.4g} s on {} ({})", j["predicted"].value("step_s", 0.0),
+                                    j["predicted"].value("cluster", std::string()),
+                                    j["predicted"].value("cluster_source", std::string())));
+  else p.notes.push_back("no prediction: " + j.value("prediction_missing", std::string("not asked for")));
+  if (j.contains("losses") && !j["losses"].empty())
+    p.summary.push_back(fmt::format("loss {:.4f} -> {:.4f} over {} steps", j["losses"].front().get<double>(),
+                                    j["losses"].back().get<double>(), j["losses"].size()));
+  // The step's parts in the order of the planner's breakdown, then any the report adds.
+  std::vector<std::string> names = {"compute", "tp", "pp", "bubble", "dp_exposed", "other"};
+  for (const auto& [name, value] : measured.at("shares").items())
+    if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+  for (const auto& name : names) {
+    if (!measured["shares"].contains(name)) continue;
+    HtmlShare sh{name, measured["shares"][name].get<double>(), std::nullopt};
+    if (predicted && j["predicted"]["shares"].contains(name)) sh.predicted = j["predicted"]["shares"][name].get<double>();
+    p.rehearsal.push_back(sh);
+  }
+  if (j.contains("ranks")) {
+    HtmlTable t;
+    t.caption = "memory per rank";
+    t.header = {"rank", "tp", "dp", "pp", "allocated MiB", "peak resident MiB"};
+    for (const auto& r : j["ranks"])
+      t.rows.push_back({std::to_string(r.value("rank", 0)), std::to_string(r.value("tp", 0)),
+                        std::to_string(r.value("dp", 0)), std::to_string(r.value("pp", 0)),
+                        fmt::format("{:.1f}", r.value("allocated_bytes", 0.0) / 1048576.0),
+                        fmt::format("{:.1f}", r.value("peak_rss_bytes", 0.0) / 1048576.0)});
+    p.rehearsal_table = t;
+  }
+  return p;
+}
+
+}  // namespace trident

@@ -1,0 +1,69 @@
+// The HTML report (`--html FILE` on plan, lint, simulate and rehearsal runs): ONE self-contained
+// page, no network (inline CSS and SVG), with the sections a launch review looks at. Each section
+// is optional and has a fixed element id, which the headless-browser test checks:
+//   #summary, #candidates (table), #findings (lint), #memory (per-stage stacked bars against capacity),
+//   #time-breakdown (the step as a stacked bar and a table), #topology (strategy <-> topology),
+//   #timeline (pipeline SVG, whole step and a zoom on the first micro-batches),
+//   #rehearsal (measured beside predicted shares).
+// The page carries numbers only; the commands fill it (src/cli/html_report.cpp).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "report/timeline.h"
+
+namespace trident {
+
+struct HtmlTable {
+  std::vector<std::string> header;
+  std::vector<std::vector<std::string>> rows;
+  std::string caption;
+};
+
+// One stacked bar: labelled parts (name, value) against an optional limit (memory capacity).
+struct HtmlBar {
+  std::string label;
+  std::vector<std::pair<std::string, double>> parts;
+};
+
+struct HtmlBars {
+  std::string caption;
+  std::string unit;          // "GiB", "s"
+  double limit = 0;          // drawn as a red line when > 0 ("capacity 80 GiB")
+  std::string limit_label;
+  std::vector<HtmlBar> bars;
+};
+
+struct HtmlShare {
+  std::string name;
+  double measured = 0;
+  std::optional<double> predicted;
+};
+
+struct HtmlPage {
+  std::string title;
+  std::vector<std::string> summary;  // one line each
+  std::optional<HtmlTable> candidates;
+  std::optional<HtmlTable> findings;  // lint findings: severity, code, message, fix
+  std::optional<HtmlBars> memory;
+  std::optional<HtmlBars> time_breakdown;
+  std::optional<HtmlTable> time_table;
+  std::optional<HtmlTable> topology;
+  std::optional<Timeline> timeline;
+  double timeline_zoom_to_s = 0;          // > 0: the timeline again, drawn over [0, this] only
+  std::string timeline_zoom_caption;
+  std::vector<HtmlShare> rehearsal;       // empty: no rehearsal section
+  std::optional<HtmlTable> rehearsal_table;
+  std::vector<std::string> notes;         // what could not be drawn, and why
+};
+
+std::string html_page(const HtmlPage& page);
+
+// The rehearsal report's JSON (runtime/parallel/rehearsal_report.h) as a page: measured beside
+// predicted time shares, per-rank times and memory, losses.
+HtmlPage rehearsal_page(const std::string& rehearsal_json_text);
+
+}  // namespace trident
