@@ -129,6 +129,9 @@ int run_train(TrainArgs& args) {
   ModelSpec model = resolve_model(values, p);
   if (p.empty()) validate_model(model, p);
   if (model.family != ModelFamily::GPT) p.add("the CPU engine trains the GPT family only", "use a GPT model", "train-family");
+  if (model.is_moe())
+    p.add("mixture-of-experts models (" + model.name + ") are not trained by the runtime yet (plan, lint, topo and "
+          "simulate model them)", "train a dense model: --experts 0 or a gpt2-*/gpt3-* preset", "train-moe");
   if (p.empty() && model.vocab < file.vocab())
     p.add(fmt::format("vocab ({}) is smaller than the token file's vocabulary ({}, {})", model.vocab, file.vocab(), data_path),
           fmt::format("use --vocab {} or more", file.vocab()), "train-vocab");

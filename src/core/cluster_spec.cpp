@@ -28,16 +28,24 @@ const std::map<std::string, GpuSpec>& gpus() {
       {"a100-pcie-40g", {"A100-PCIe-40GB", 40 * kGiB, 312 * kTera, 19.5 * kTera, 1555 * kGB}},
       {"h100-80g", {"H100-SXM-80GB", 80 * kGiB, 989 * kTera, 67 * kTera, 3350 * kGB}},
       {"h200-141g", {"H200-SXM-141GB", 143771 * kMiB, 989 * kTera, 67 * kTera, 4800 * kGB}},
+      // DGX B200 datasheet: 1,440 GB HBM3e and 64 TB/s for 8 GPUs; HGX B200 per GPU 2.25 PFLOP/s
+      // dense FP16/BF16, 75 TFLOP/s FP32.
+      {"b200-180g", {"B200-SXM-180GB", 180 * kGB, 2250 * kTera, 75 * kTera, 8000 * kGB}},
+      // GB200 NVL72 datasheet per rack / 72 GPUs: 180 PFLOP/s dense FP16/BF16 -> 2.5 PFLOP/s,
+      // 5,760 TFLOP/s FP32 -> 80, 13.4 TB HBM3e -> 186 GB, 576 TB/s -> 8 TB/s.
+      {"gb200-186g", {"B200-GB200-186GB", 186 * kGB, 2500 * kTera, 80 * kTera, 8000 * kGB}},
   };
   return table;
 }
 
-ClusterSpec node(std::string name, const std::string& gpu, LinkSpec intra, LinkSpec inter) {
+ClusterSpec node(std::string name, const std::string& gpu, LinkSpec intra, LinkSpec inter,
+                 int64_t gpus_per_host = 8, int64_t hosts_per_domain = 1) {
   ClusterSpec c;
   c.name = std::move(name);
   c.gpu = gpus().at(gpu);
-  c.gpus_per_node = 8;
+  c.gpus_per_node = gpus_per_host;
   c.nodes = 1;
+  c.hosts_per_nvlink_domain = hosts_per_domain;
   c.intra = intra;
   c.inter = inter;
   return c;
@@ -49,6 +57,7 @@ const std::map<std::string, ClusterSpec>& clusters() {
     auto put = [&](ClusterSpec c) { t.emplace(c.name, std::move(c)); };
     const LinkSpec nvlink3{LinkKind::NVLink, 300 * kGB, 3 * kMicro};   // 600 GB/s total, 300 each way
     const LinkSpec nvlink4{LinkKind::NVLink, 450 * kGB, 3 * kMicro};   // 900 GB/s total
+    const LinkSpec nvlink5{LinkKind::NVLink, 900 * kGB, 3 * kMicro};   // 1.8 TB/s total
     const LinkSpec pcie4{LinkKind::PCIe, 32 * kGB, 5 * kMicro};        // Gen4 x16
     const LinkSpec hdr8{LinkKind::InfiniBand, 8 * 25 * kGB, 5 * kMicro};   // 8 x 200 Gb/s HDR
     const LinkSpec ndr8{LinkKind::InfiniBand, 8 * 50 * kGB, 5 * kMicro};   // 8 x 400 Gb/s NDR
@@ -58,6 +67,10 @@ const std::map<std::string, ClusterSpec>& clusters() {
     put(node("dgx-a100-40g", "a100-40g", nvlink3, hdr8));
     put(node("dgx-h100", "h100-80g", nvlink4, ndr8));
     put(node("hgx-h200", "h200-141g", nvlink4, ndr8));
+    put(node("dgx-b200", "b200-180g", nvlink5, ndr8));  // 8 x ConnectX-7 400 Gb/s
+    // GB200 NVL72: 18 compute trays (hosts) of 4 GPUs in one NVLink domain; each tray has 4
+    // ConnectX-7 400 Gb/s NICs (200 GB/s) to the next rack. One preset node is one tray.
+    put(node("gb200-nvl72", "gb200-186g", nvlink5, {LinkKind::InfiniBand, 4 * 50 * kGB, 5 * kMicro}, 4, 18));
     put(node("pcie-a100-40g", "a100-pcie-40g", pcie4, hdr2));
     put(node("gigabit-ethernet", "a100-pcie-40g", pcie4, gige));
     return t;
@@ -100,12 +113,18 @@ GpuSpec gpu_preset(const std::string& name) {
 }
 
 std::string ClusterSpec::describe() const {
+  const std::string inside =
+      hosts_per_nvlink_domain > 1
+          ? fmt::format("inside an NVLink domain of {} hosts x {} GPUs = {} GPUs", hosts_per_nvlink_domain,
+                        gpus_per_node, gpus_per_nvlink_domain())
+          : "inside a node";
+  const std::string between = hosts_per_nvlink_domain > 1 ? "between domains" : "between nodes";
   return fmt::format(
-      "{} node{} x {} ({} GPUs of {}: {:.3g} GiB, {:.3g} TFLOP/s bf16); inside a node {} {:.3g} GB/s "
-      "per GPU; between nodes {} {:.1f} GB/s per node = {:.3g} GB/s per GPU",
+      "{} node{} x {} ({} GPUs of {}: {:.3g} GiB, {:.3g} TFLOP/s bf16); {} {} {:.3g} GB/s "
+      "per GPU; {} {} {:.1f} GB/s per node = {:.3g} GB/s per GPU",
       nodes, nodes == 1 ? "" : "s", name, world_size(), gpu.name, gib(gpu.memory_bytes),
-      gpu.bf16_flops / kTera, to_string(intra.kind), gbps(intra.bandwidth_Bps), to_string(inter.kind),
-      gbps(inter.bandwidth_Bps), gbps(inter_bandwidth_per_gpu_Bps()));
+      gpu.bf16_flops / kTera, inside, to_string(intra.kind), gbps(intra.bandwidth_Bps), between,
+      to_string(inter.kind), gbps(inter.bandwidth_Bps), gbps(inter_bandwidth_per_gpu_Bps()));
 }
 
 void validate_cluster(const ClusterSpec& c, Problems& p) {
@@ -114,6 +133,9 @@ void validate_cluster(const ClusterSpec& c, Problems& p) {
   if (c.gpus_per_node <= 0)
     p.add("--gpus-per-node is " + std::to_string(c.gpus_per_node) + ", must be positive",
           "give --gpus-per-node 1 or more (8 for a DGX)");
+  if (c.hosts_per_nvlink_domain <= 0)
+    p.add("--hosts-per-nvlink-domain is " + std::to_string(c.hosts_per_nvlink_domain) + ", must be positive",
+          "give --hosts-per-nvlink-domain 1 (a DGX) or the hosts sharing one NVLink fabric (18 for GB200 NVL72)");
   if (c.gpu.memory_bytes <= 0) p.add("GPU memory is not positive", "set gpu_memory_gib in [cluster]");
   if (c.gpu.bf16_flops <= 0) p.add("GPU bf16 peak is not positive", "set gpu_bf16_tflops in [cluster]");
   if (c.intra.bandwidth_Bps <= 0)

@@ -1,9 +1,12 @@
 // ClusterSpec: the GPUs and the links between them.
 //
-// Bandwidths are per direction in bytes per second. Inside a node each GPU has its own link
-// (NVLink/NVSwitch or PCIe) at intra.bandwidth_Bps. Between nodes the node's NICs are shared by
-// its GPUs: inter.bandwidth_Bps is the node's total, and in a 3D layout every GPU talks at
-// once, so a GPU's share is that total over gpus_per_node (inter_bandwidth_per_gpu_Bps).
+// A node is one host (gpus_per_node GPUs). An NVLink domain is hosts_per_nvlink_domain hosts
+// whose GPUs share one NVLink/NVSwitch fabric: 1 for a DGX (the domain is the host), 18 for a
+// GB200 NVL72 rack (18 hosts of 4 GPUs). Bandwidths are per direction in bytes per second.
+// Inside a domain each GPU has its own link (NVLink/NVSwitch or PCIe) at intra.bandwidth_Bps.
+// Between domains the host's NICs are shared by its GPUs: inter.bandwidth_Bps is the host's
+// total, and in a 3D layout every GPU talks at once, so a GPU's share is that total over
+// gpus_per_node (inter_bandwidth_per_gpu_Bps).
 #pragma once
 
 #include <string>
@@ -34,12 +37,14 @@ struct LinkSpec {
 struct ClusterSpec {
   std::string name = "custom";
   GpuSpec gpu;
-  int64_t gpus_per_node = 8;
-  int64_t nodes = 1;
-  LinkSpec intra;  // between GPUs of one node
-  LinkSpec inter;  // between nodes
+  int64_t gpus_per_node = 8;            // GPUs per host
+  int64_t nodes = 1;                    // hosts
+  int64_t hosts_per_nvlink_domain = 1;  // hosts sharing one NVLink fabric
+  LinkSpec intra;  // between GPUs of one NVLink domain
+  LinkSpec inter;  // between domains (the hosts' NICs)
 
   int64_t world_size() const { return gpus_per_node * nodes; }
+  int64_t gpus_per_nvlink_domain() const { return gpus_per_node * hosts_per_nvlink_domain; }
   double inter_bandwidth_per_gpu_Bps() const { return inter.bandwidth_Bps / double(gpus_per_node); }
   std::string describe() const;  // one line: "512 x dgx-a100-80g = 4096 A100-80GB, NVLink 300 GB/s ..."
 };
@@ -49,7 +54,7 @@ ClusterSpec cluster_preset(const std::string& name);
 std::vector<std::string> cluster_preset_names();
 bool is_cluster_preset(const std::string& name);
 
-// GPU catalog by name ("a100-80g", "a100-40g", "h100-80g", "h200-141g").
+// GPU catalog by name ("a100-80g", "a100-40g", "h100-80g", "h200-141g", "b200-180g", "gb200-186g").
 GpuSpec gpu_preset(const std::string& name);
 std::vector<std::string> gpu_preset_names();
 bool is_gpu_preset(const std::string& name);

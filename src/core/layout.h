@@ -2,10 +2,16 @@
 // laid onto consecutive ranks.
 //
 // The order string lists the dimensions with the fastest-varying first, as Megatron does:
-// "tp-dp-pp" (the default) puts a TP group on consecutive ranks (inside one node), then DP,
-// then PP outermost. "tp-pp-dp" is the source chapter's GPT-3 example: stage 0 of replica 0 on
-// GPUs 0-7, stage 1 on GPUs 8-15, ... Context parallel (cp) is reserved: size 1 until the
-// runtime supports it; when cp > 1 the order must name it.
+// "tp-dp-pp" (the default without cp or ep) puts a TP group on consecutive ranks (inside one
+// node), then DP, then PP outermost. "tp-pp-dp" is the source chapter's GPT-3 example: stage 0
+// of replica 0 on GPUs 0-7, stage 1 on GPUs 8-15, ... With context parallel (cp) or expert
+// parallel (ep) the default is Megatron-Core's "tp-cp-ep-dp-pp".
+//
+// tp, cp, dp and pp multiply to the world size. ep does not: as in Megatron-Core it splits the
+// data ranks (the cp x dp ranks of one tp rank and one stage) for the expert layers, so
+// ep divides cp x dp and the expert gradients are reduced over the remaining
+// cp x dp / ep ranks (the expert-data-parallel group, edp). In the order string ep stands next
+// to dp: "ep-dp" takes each ep group from consecutive data ranks, "dp-ep" strides it.
 #pragma once
 
 #include <array>
@@ -17,10 +23,14 @@
 
 namespace trident {
 
-enum class Dim { TP = 0, CP = 1, DP = 2, PP = 3 };
-constexpr int kNumDims = 4;
+// The four dense dimensions (TP..PP) index Coords; EP, EDP and DCP are groups carved from the
+// data ranks: EP the expert-parallel group, EDP the expert-data-parallel group (expert
+// gradients), DCP the dense gradient group (dp x cp, Megatron's data-parallel group with
+// context parallel).
+enum class Dim { TP = 0, CP = 1, DP = 2, PP = 3, EP = 4, EDP = 5, DCP = 6 };
+constexpr int kNumDims = 4;  // dense dimensions, the ones a rank has a coordinate in
 
-std::string to_string(Dim dim);  // "tp", "cp", "dp", "pp"
+std::string to_string(Dim dim);  // "tp", "cp", "dp", "pp", "ep", "edp", "dp-cp"
 
 struct Layout {
   int64_t tp = 1;
@@ -28,13 +38,19 @@ struct Layout {
   int64_t dp = 1;
   int64_t pp = 1;
   std::string order = "tp-dp-pp";
+  int64_t ep = 1;
 
   int64_t size(Dim dim) const;
   int64_t world_size() const { return tp * cp * dp * pp; }
-  // Dimensions from fastest to slowest varying, all four (cp placed first when the string omits it).
+  // Dense dimensions from fastest to slowest varying, all four (cp placed first when the string omits it).
   std::array<Dim, kNumDims> dims_fastest_first() const;
+  // True when each ep group takes consecutive data ranks ("ep-dp", or ep not named).
+  bool ep_inner() const;
   std::string describe() const;  // "tp 8 x pp 8 x dp 64 (order tp-pp-dp)"
 };
+
+// The default order for a layout: "tp-dp-pp", or "tp-cp-ep-dp-pp" when cp or ep is above 1.
+std::string default_order(int64_t cp, int64_t ep);
 
 // Checks sizes and the order string; adds every problem found.
 void validate_layout(const Layout& layout, Problems& problems);

@@ -4,6 +4,10 @@
 
 namespace trident {
 
+namespace {
+bool is_dense(Dim d) { return static_cast<int>(d) < kNumDims; }
+}  // namespace
+
 Mesh::Mesh(const Layout& layout, int64_t gpus_per_node) : layout_(layout), gpus_per_node_(gpus_per_node) {
   Problems p;
   validate_layout(layout, p);
@@ -14,9 +18,14 @@ Mesh::Mesh(const Layout& layout, int64_t gpus_per_node) : layout_(layout), gpus_
   world_ = layout.world_size();
   fastest_first_ = layout.dims_fastest_first();
   int64_t stride = 1;
+  bool first_data = true;
   for (Dim d : fastest_first_) {
     stride_[static_cast<int>(d)] = stride;
     stride *= layout.size(d);
+    if (d == Dim::CP || d == Dim::DP) {
+      (first_data ? data_fast_ : data_slow_) = d;
+      first_data = false;
+    }
   }
 }
 
@@ -35,35 +44,106 @@ Coords Mesh::coords_of(int64_t rank) const {
   return out;
 }
 
+int64_t Mesh::data_index(int64_t rank) const {
+  const Coords c = coords_of(rank);
+  return c[data_fast_] + size(data_fast_) * c[data_slow_];
+}
+
+int64_t Mesh::data_j(Dim kind, int64_t i, int64_t q) const {
+  const int64_t ep = layout_.ep, edp = size(Dim::EDP);
+  const bool inner = layout_.ep_inner();
+  switch (kind) {
+    case Dim::EP: return inner ? q * ep + i : i * edp + q;
+    case Dim::EDP: return inner ? i * ep + q : q * edp + i;
+    default: return i;  // DCP: every data rank, no complement
+  }
+}
+
+void Mesh::split_j(Dim kind, int64_t j, int64_t& i, int64_t& q) const {
+  const int64_t ep = layout_.ep, edp = size(Dim::EDP);
+  const bool inner = layout_.ep_inner();
+  switch (kind) {
+    case Dim::EP:
+      i = inner ? j % ep : j / edp;
+      q = inner ? j / ep : j % edp;
+      return;
+    case Dim::EDP:
+      i = inner ? j / ep : j % edp;
+      q = inner ? j % ep : j / edp;
+      return;
+    default:
+      i = j;
+      q = 0;
+  }
+}
+
+int64_t Mesh::rank_with_data(Coords c, int64_t j) const {
+  c[data_fast_] = j % size(data_fast_);
+  c[data_slow_] = j / size(data_fast_);
+  return rank_of(c);
+}
+
+int64_t Mesh::coord_in(Dim kind, int64_t rank) const {
+  if (is_dense(kind)) return coords_of(rank)[kind];
+  int64_t i, q;
+  split_j(kind, data_index(rank), i, q);
+  return i;
+}
+
 int64_t Mesh::group_index_of(Dim kind, int64_t rank) const {
-  // Mixed-radix number of the other coordinates, fastest first: the groups are numbered in the
-  // order of their lowest ranks.
+  // Mixed-radix number of the other coordinates, fastest first: the dense groups are numbered in
+  // the order of their lowest ranks. For EP/EDP/DCP the complement q stands where the data
+  // ranks stand in the order (the same order of lowest ranks when cp and dp are adjacent).
   Coords c = coords_of(rank);
   int64_t index = 0, radix = 1;
+  if (is_dense(kind)) {
+    for (Dim d : fastest_first_) {
+      if (d == kind) continue;
+      index += c[d] * radix;
+      radix *= size(d);
+    }
+    return index;
+  }
+  int64_t i, q;
+  split_j(kind, data_index(rank), i, q);
   for (Dim d : fastest_first_) {
-    if (d == kind) continue;
-    index += c[d] * radix;
-    radix *= size(d);
+    if (d == data_slow_) continue;
+    const bool data = d == data_fast_;
+    index += (data ? q : c[d]) * radix;
+    radix *= data ? complement_size(kind) : size(d);
   }
   return index;
 }
 
 Group Mesh::group(Dim kind, int64_t index) const {
-  Coords c;
-  for (Dim d : fastest_first_) {
-    if (d == kind) continue;
-    c[d] = index % size(d);
-    index /= size(d);
-  }
   Group g;
   g.kind = kind;
   g.ranks.reserve(size(kind));
-  for (int64_t i = 0; i < size(kind); ++i) {
-    c[kind] = i;
-    g.ranks.push_back(rank_of(c));
+  Coords c;
+  if (is_dense(kind)) {
+    for (Dim d : fastest_first_) {
+      if (d == kind) continue;
+      c[d] = index % size(d);
+      index /= size(d);
+    }
+    for (int64_t i = 0; i < size(kind); ++i) {
+      c[kind] = i;
+      g.ranks.push_back(rank_of(c));
+    }
+    c[kind] = 0;
+    g.index = group_index_of(kind, rank_of(c));
+    return g;
   }
-  c[kind] = 0;
-  g.index = group_index_of(kind, rank_of(c));
+  const int64_t wanted = index;
+  int64_t q = 0;
+  for (Dim d : fastest_first_) {
+    if (d == data_slow_) continue;
+    const int64_t n = d == data_fast_ ? complement_size(kind) : size(d);
+    (d == data_fast_ ? q : c[d]) = index % n;
+    index /= n;
+  }
+  for (int64_t i = 0; i < size(kind); ++i) g.ranks.push_back(rank_with_data(c, data_j(kind, i, q)));
+  g.index = wanted;
   return g;
 }
 
@@ -76,15 +156,20 @@ std::vector<Group> Mesh::groups(Dim kind) const {
 
 GroupLink Mesh::link_of(const std::vector<int64_t>& ranks, const ClusterSpec& cluster) const {
   GroupLink link;
+  const int64_t hosts_per_domain = std::max<int64_t>(cluster.hosts_per_nvlink_domain, 1);
   for (int64_t r : ranks) link.nodes.push_back(node_of(r));
   std::sort(link.nodes.begin(), link.nodes.end());
   link.nodes.erase(std::unique(link.nodes.begin(), link.nodes.end()), link.nodes.end());
-  if (link.nodes.size() <= 1) {
+  for (int64_t n : link.nodes) link.domains.push_back(n / hosts_per_domain);
+  link.domains.erase(std::unique(link.domains.begin(), link.domains.end()), link.domains.end());
+  if (link.domains.size() <= 1) {
+    // One NVLink domain: every GPU reaches every other on its own NVLink ports, even across
+    // hosts (GB200 NVL72: 18 hosts share the NVSwitch trays of one rack).
     link.kind = cluster.intra.kind;
     link.bandwidth_Bps = cluster.intra.bandwidth_Bps;
     link.latency_s = cluster.intra.latency_s;
   } else {
-    // Past the node boundary every byte crosses a NIC shared by the node's GPUs.
+    // Past the domain boundary every byte crosses a NIC shared by the host's GPUs.
     link.kind = cluster.inter.kind;
     link.bandwidth_Bps = std::min(cluster.intra.bandwidth_Bps, cluster.inter_bandwidth_per_gpu_Bps());
     link.latency_s = std::max(cluster.intra.latency_s, cluster.inter.latency_s);

@@ -2,8 +2,14 @@
 //
 // rank = sum over dims of coord[d] * stride[d], strides built from the order string with the
 // fastest dimension first. Every TP/CP/DP/PP group is the set of ranks that differ only in that
-// dimension's coordinate. The node of a rank is rank / gpus_per_node, and a group's link is the
-// slowest link any two of its members use. Planner, simulator and runtime all take their groups
+// dimension's coordinate. The expert groups split the data ranks of one (tp, pp) pair: their
+// data index j = the cp and dp coordinates as one mixed-radix number (the faster of the two
+// first). With ep inner ("ep-dp") the EP group is j = q*ep + i (i = 0..ep-1), the EDP group
+// j = i*ep + q; with ep outer ("dp-ep") the roles swap (Megatron-Core's expert rank generator
+// for tp-cp-ep-dp-pp). DCP is all data ranks of the pair. The node (host) of a rank is
+// rank / gpus_per_node, its NVLink domain host / hosts_per_nvlink_domain, and a group's link is
+// the slowest link any two of its members use: the NVLink domain's own link while the group
+// stays inside one domain, the network once it leaves it. Planner, simulator and runtime all take their groups
 // from here, so a prediction and a measurement talk about the same GPUs.
 #pragma once
 
@@ -36,8 +42,12 @@ struct GroupLink {
   LinkKind kind = LinkKind::NVLink;
   double bandwidth_Bps = 0;       // bottleneck per-GPU bandwidth, per direction
   double latency_s = 0;
-  std::vector<int64_t> nodes;     // distinct nodes the group touches, ascending
+  std::vector<int64_t> nodes;     // distinct nodes (hosts) the group touches, ascending
+  std::vector<int64_t> domains;   // distinct NVLink domains it touches (= nodes unless a domain spans hosts)
   bool crosses_nodes() const { return nodes.size() > 1; }
+  // A link built by hand with nodes only has one domain per node.
+  int64_t domain_count() const { return int64_t(domains.empty() ? nodes.size() : domains.size()); }
+  bool crosses_domains() const { return domain_count() > 1; }
 };
 
 class Mesh {
@@ -57,6 +67,10 @@ class Mesh {
   int64_t local_rank(int64_t rank) const { return rank % gpus_per_node_; }
 
   int64_t group_count(Dim d) const { return world_ / size(d); }
+  // A rank's coordinate inside its group of kind d (ranks[coord] == rank).
+  int64_t coord_in(Dim d, int64_t rank) const;
+  // The data index j of a rank (0 .. cp*dp-1), see above.
+  int64_t data_index(int64_t rank) const;
   int64_t group_index_of(Dim d, int64_t rank) const;
   Group group(Dim d, int64_t index) const;
   Group group_of(Dim d, int64_t rank) const { return group(d, group_index_of(d, rank)); }
@@ -70,6 +84,13 @@ class Mesh {
   int64_t world_;
   std::array<int64_t, kNumDims> stride_{};
   std::array<Dim, kNumDims> fastest_first_{};
+  Dim data_fast_ = Dim::CP, data_slow_ = Dim::DP;  // the faster and slower of cp and dp
+
+  // EP/EDP/DCP: a member's coordinate i and the complement q (which group) <-> data index j.
+  int64_t data_j(Dim kind, int64_t i, int64_t q) const;
+  void split_j(Dim kind, int64_t j, int64_t& i, int64_t& q) const;
+  int64_t complement_size(Dim kind) const { return (layout_.cp * layout_.dp) / size(kind); }
+  int64_t rank_with_data(Coords c, int64_t j) const;
 };
 
 }  // namespace trident

@@ -21,8 +21,22 @@ ParamCount count_parameters(const ModelSpec& m) {
   c.position_embedding = m.learned_positions() ? m.seq_len * h : 0;
   c.final_norm = m.has_biases() ? 2 * h : h;
   c.output_layer = m.tied_embeddings() ? 0 : m.vocab * h;
-  c.total = m.layers * c.per_layer + c.token_embedding + c.position_embedding + c.final_norm +
-            c.output_layer;
+  const int64_t ends = c.token_embedding + c.position_embedding + c.final_norm + c.output_layer;
+  if (!m.is_moe()) {
+    c.total = m.layers * c.per_layer + ends;
+    c.active = c.total;
+    return c;
+  }
+  // A MoE layer: the router (h -> experts, no bias), the routed and the shared experts.
+  c.dense_layer = c.per_layer;
+  c.router_per_layer = h * m.experts;
+  c.expert_params = m.mlp_matrices() * h * m.expert_ffn_hidden + bias * (m.expert_ffn_hidden + h);
+  c.routed_experts_per_layer = m.experts * c.expert_params;
+  c.shared_experts_per_layer = m.shared_experts * c.expert_params;
+  c.per_layer = c.attention_per_layer + c.router_per_layer + c.routed_experts_per_layer +
+                c.shared_experts_per_layer + c.norms_per_layer;
+  c.total = m.moe_dense_layers * c.dense_layer + m.moe_layers() * c.per_layer + ends;
+  c.active = c.total - m.moe_layers() * (m.experts - m.experts_per_token) * c.expert_params;
   return c;
 }
 
@@ -58,6 +72,16 @@ ModelSpec llama(std::string name, int64_t layers, int64_t hidden, int64_t heads,
   return m;
 }
 
+ModelSpec moe(ModelSpec m, int64_t experts, int64_t top_k, int64_t expert_ffn, int64_t shared = 0,
+              int64_t dense_layers = 0) {
+  m.experts = experts;
+  m.experts_per_token = top_k;
+  m.expert_ffn_hidden = expert_ffn;
+  m.shared_experts = shared;
+  m.moe_dense_layers = dense_layers;
+  return m;
+}
+
 const std::map<std::string, ModelSpec>& presets() {
   static const std::map<std::string, ModelSpec> table = [] {
     std::map<std::string, ModelSpec> t;
@@ -85,6 +109,16 @@ const std::map<std::string, ModelSpec>& presets() {
     put(llama("llama3-8b", 32, 4096, 32, 8, 14336, 8192, 128256));
     put(llama("llama3-70b", 80, 8192, 64, 8, 28672, 8192, 128256));
     put(llama("llama3-405b", 126, 16384, 128, 8, 53248, 8192, 128256));
+    // Mixtral (Jiang et al. 2024, and the released configs): Llama layers whose SwiGLU MLP is
+    // 8 experts of width 14336 / 16384, top-2, 8 KV heads, 32k context.
+    put(moe(llama("mixtral-8x7b", 32, 4096, 32, 8, 14336, 32768, 32000), 8, 2, 14336));
+    put(moe(llama("mixtral-8x22b", 56, 6144, 48, 8, 16384, 65536, 32768), 8, 2, 16384));
+    // DeepSeek-V3-style fine-grained MoE (DeepSeek-AI 2024): 61 layers, h 7168, the first 3
+    // dense (SwiGLU 18432), then 256 routed experts of width 2048 (top-8) and 1 shared expert,
+    // vocab 129280, 4k pre-training sequences. Approximated: multi-head latent attention is
+    // counted as standard 128-head attention (h x 4h, about 9% more than MLA's low-rank
+    // projections), and the multi-token-prediction module is left out.
+    put(moe(llama("deepseek-v3-style", 61, 7168, 128, 128, 18432, 4096, 129280), 256, 8, 2048, 1, 3));
     return t;
   }();
   return table;
@@ -129,6 +163,25 @@ void validate_model(const ModelSpec& m, Problems& p) {
               std::to_string(m.heads) + ")",
           "choose --heads that divides --hidden, e.g. " + std::to_string(m.hidden / 64 > 0 ? m.hidden / 64 : 1) +
               " heads of width 64 if 64 divides hidden");
+  if (m.is_moe()) {
+    if (m.experts_per_token <= 0 || m.experts_per_token > m.experts)
+      p.add("experts per token (top-k) is " + std::to_string(m.experts_per_token) + " with " +
+                std::to_string(m.experts) + " experts",
+            "give --experts-per-token between 1 and --experts (Mixtral uses 2 of 8)");
+    if (m.expert_ffn_hidden <= 0)
+      p.add("expert MLP width is " + std::to_string(m.expert_ffn_hidden) + ", must be positive",
+            "give --expert-ffn-hidden (Mixtral 8x7B: 14336)");
+    if (m.shared_experts < 0) p.add("--shared-experts is negative", "give --shared-experts 0 or more");
+    if (m.moe_dense_layers < 0 || m.moe_dense_layers >= m.layers)
+      p.add("--moe-dense-layers " + std::to_string(m.moe_dense_layers) + " leaves no MoE layer of " +
+                std::to_string(m.layers),
+            "give --moe-dense-layers between 0 and layers - 1");
+    if (!(m.capacity_factor >= 1.0))
+      p.add("capacity factor " + std::to_string(m.capacity_factor) + " is below 1",
+            "give --capacity-factor 1 (perfect balance) or more (1.25 is common)");
+  } else if (m.experts < 0) {
+    p.add("--experts is " + std::to_string(m.experts) + ", must be 0 (dense) or more", "give --experts 0 or N");
+  }
   if (m.heads > 0 && m.kv_heads > 0 && m.heads % m.kv_heads != 0)
     p.add("heads (" + std::to_string(m.heads) + ") is not divisible by kv-heads (" +
               std::to_string(m.kv_heads) + ")",

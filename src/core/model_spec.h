@@ -3,6 +3,12 @@
 // Two families cover the presets: GPT (learned positions, LayerNorm with biases, GELU MLP,
 // biases everywhere, tied input/output embedding) and Llama (RoPE, RMSNorm, SwiGLU MLP,
 // grouped-query attention, no biases, untied output embedding).
+//
+// A mixture-of-experts model (experts > 0) replaces the MLP of each layer after the first
+// moe_dense_layers with a router and `experts` expert MLPs of width expert_ffn_hidden, of which
+// each token uses experts_per_token (top-k), plus shared_experts that every token uses. The
+// capacity factor bounds the tokens an expert takes at capacity_factor x the mean
+// (tokens x top-k / experts); the cost model charges the busiest rank that bound.
 #pragma once
 
 #include <cstdint>
@@ -27,7 +33,16 @@ struct ModelSpec {
   int64_t ffn_hidden = 0;  // 4*hidden for GPT; the SwiGLU width for Llama
   int64_t seq_len = 0;
   int64_t vocab = 0;
+  // Mixture of experts (all 0 for a dense model).
+  int64_t experts = 0;             // routed experts per MoE layer
+  int64_t experts_per_token = 0;   // top-k
+  int64_t expert_ffn_hidden = 0;   // width of one expert's MLP
+  int64_t shared_experts = 0;      // experts every token passes through (DeepSeek), same width
+  int64_t moe_dense_layers = 0;    // leading layers that keep a dense MLP of ffn_hidden
+  double capacity_factor = 1.0;    // busiest expert's tokens over the mean, at most
 
+  bool is_moe() const { return experts > 0; }
+  int64_t moe_layers() const { return is_moe() ? layers - moe_dense_layers : 0; }
   int64_t head_dim() const { return hidden / heads; }
   int64_t kv_dim() const { return kv_heads * head_dim(); }  // width of K (and of V)
   bool tied_embeddings() const { return family == ModelFamily::GPT; }
@@ -40,14 +55,21 @@ struct ModelSpec {
 // Parameter counts, term by term, so a user can check them by hand.
 struct ParamCount {
   int64_t attention_per_layer = 0;  // QKV and output projection, with biases when the family has them
-  int64_t mlp_per_layer = 0;        // MLP matrices and biases
+  int64_t mlp_per_layer = 0;        // dense MLP matrices and biases (the dense layers of a MoE model)
   int64_t norms_per_layer = 0;      // two LayerNorms (weight+bias) or two RMSNorms (weight)
-  int64_t per_layer = 0;            // sum of the three above
+  int64_t per_layer = 0;            // one layer: attention + MLP (MoE layer: router + experts) + norms
+  // Mixture of experts, per MoE layer (0 for a dense model).
+  int64_t router_per_layer = 0;        // h x experts
+  int64_t expert_params = 0;           // one expert's MLP
+  int64_t routed_experts_per_layer = 0;  // experts x expert_params
+  int64_t shared_experts_per_layer = 0;  // shared_experts x expert_params
+  int64_t dense_layer = 0;             // a dense layer of a MoE model (its first moe_dense_layers)
   int64_t token_embedding = 0;      // V*h
   int64_t position_embedding = 0;   // s*h for learned positions, 0 for RoPE
   int64_t final_norm = 0;           // 2h (LayerNorm) or h (RMSNorm)
   int64_t output_layer = 0;         // V*h when untied, 0 when tied to the token embedding
   int64_t total = 0;
+  int64_t active = 0;               // used by one token: total less the routed experts it skips
 };
 
 ParamCount count_parameters(const ModelSpec& model);

@@ -20,6 +20,12 @@ std::vector<OptionDef> model_options() {
       {"ffn-hidden", "model", "MLP width; default 4h", false, "INT", "4*hidden"},
       {"seq-len", "model", "sequence length in tokens", false, "INT", "preset or 2048"},
       {"vocab", "model", "vocabulary size", false, "INT", "preset or 50257"},
+      {"experts", "model", "routed experts per MoE layer (0 = dense model)", false, "INT", "0 or preset"},
+      {"experts-per-token", "model", "experts each token is routed to (top-k)", false, "INT", "2 or preset"},
+      {"expert-ffn-hidden", "model", "MLP width of one expert", false, "INT", "ffn-hidden or preset"},
+      {"shared-experts", "model", "experts every token uses besides its top-k (DeepSeek style)", false, "INT", "0 or preset"},
+      {"moe-dense-layers", "model", "leading layers that keep a dense MLP", false, "INT", "0 or preset"},
+      {"capacity-factor", "model", "most tokens an expert takes, over the mean (1 = balanced)", false, "NUM", "1"},
   };
 }
 
@@ -27,7 +33,8 @@ std::vector<OptionDef> cluster_options() {
   return {
       {"cluster", "cluster", "cluster preset (dgx-a100-80g, dgx-h100, gigabit-ethernet, ...)", false, "NAME", "dgx-a100-80g"},
       {"nodes", "cluster", "number of nodes", false, "INT", "preset or layout"},
-      {"gpus-per-node", "cluster", "GPUs in each node", false, "INT", "preset"},
+      {"gpus-per-node", "cluster", "GPUs in each node (host)", false, "INT", "preset"},
+      {"hosts-per-nvlink-domain", "cluster", "hosts sharing one NVLink fabric (1 for a DGX, 18 for GB200 NVL72)", false, "INT", "preset"},
       {"gpu", "cluster", "GPU type from the catalog (a100-80g, h100-80g, ...)", false, "NAME", "preset"},
       {"gpu-memory-gib", "cluster", "GPU memory, GiB", false, "NUM", "preset"},
       {"gpu-bf16-tflops", "cluster", "dense 16-bit peak, TFLOP/s", false, "NUM", "preset"},
@@ -46,8 +53,10 @@ std::vector<OptionDef> layout_options() {
   return {
       {"tp", "layout", "tensor-parallel size", false, "INT", "1"},
       {"pp", "layout", "pipeline-parallel size (stages)", false, "INT", "1"},
-      {"dp", "layout", "data-parallel size (replicas); default world / (tp*pp)", false, "INT", "world/(tp*pp)"},
-      {"order", "layout", "rank order, fastest-varying first (default tp-dp-pp)", false, "DIMS", "tp-dp-pp"},
+      {"cp", "layout", "context-parallel size (sequence split over ranks, ring attention)", false, "INT", "1"},
+      {"dp", "layout", "data-parallel size (replicas); default world / (tp*cp*pp)", false, "INT", "world/(tp*cp*pp)"},
+      {"ep", "layout", "expert-parallel size (experts sharded over the dp x cp ranks)", false, "INT", "1"},
+      {"order", "layout", "rank order, fastest-varying first (tp-cp-ep-dp-pp with cp or ep)", false, "DIMS", "tp-dp-pp"},
   };
 }
 

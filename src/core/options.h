@@ -27,9 +27,9 @@ struct OptionDef {
 };
 
 // The groups of options most commands share.
-std::vector<OptionDef> model_options();      // --model --layers --hidden --heads --kv-heads --ffn-hidden --seq-len --vocab --family
-std::vector<OptionDef> cluster_options();    // --cluster --nodes --gpus-per-node and custom hardware keys
-std::vector<OptionDef> layout_options();     // --tp --pp --dp --order
+std::vector<OptionDef> model_options();      // --model --layers --hidden --heads --kv-heads --ffn-hidden --seq-len --vocab --family, MoE sizes
+std::vector<OptionDef> cluster_options();    // --cluster --nodes --gpus-per-node --hosts-per-nvlink-domain, custom hardware
+std::vector<OptionDef> layout_options();     // --tp --cp --pp --dp --ep --order
 std::vector<OptionDef> execution_options();  // --global-batch-size --micro-batch-size --schedule ... --precision
 std::vector<OptionDef> concat(std::vector<std::vector<OptionDef>> groups);
 

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "core/units.h"
 
 namespace trident {
@@ -56,6 +58,16 @@ ModelSpec resolve_model(const OptionValues& v, Problems& p) {
   else if (!preset || (heads_given && m.family == ModelFamily::GPT)) m.kv_heads = m.heads;
   if (auto x = v.get_int("ffn-hidden", p)) m.ffn_hidden = *x;
   else if (!preset || (hidden_given && m.family == ModelFamily::GPT)) m.ffn_hidden = 4 * m.hidden;
+  const bool moe_given = v.has("experts") || v.has("experts-per-token") || v.has("expert-ffn-hidden") ||
+                         v.has("shared-experts") || v.has("moe-dense-layers") || v.has("capacity-factor");
+  if (auto x = v.get_int("experts", p)) m.experts = *x;
+  if (auto x = v.get_int("experts-per-token", p)) m.experts_per_token = *x;
+  else if (m.experts > 0 && m.experts_per_token == 0) m.experts_per_token = std::min<int64_t>(2, m.experts);
+  if (auto x = v.get_int("expert-ffn-hidden", p)) m.expert_ffn_hidden = *x;
+  else if (m.experts > 0 && m.expert_ffn_hidden == 0) m.expert_ffn_hidden = m.ffn_hidden;
+  if (auto x = v.get_int("shared-experts", p)) m.shared_experts = *x;
+  if (auto x = v.get_int("moe-dense-layers", p)) m.moe_dense_layers = *x;
+  if (auto x = v.get_double("capacity-factor", p)) m.capacity_factor = *x;
   if (!preset) {
     m.name = "custom";
     size_t before = p.size();
@@ -63,7 +75,8 @@ ModelSpec resolve_model(const OptionValues& v, Problems& p) {
     if (!v.has("hidden")) p.add("custom model has no --hidden", "give --hidden, or use --model NAME");
     if (!v.has("heads")) p.add("custom model has no --heads", "give --heads, or use --model NAME");
     if (p.size() > before) return m;  // the missing sizes say it all
-  } else if (described || v.has("seq-len") || v.has("vocab") || v.has("ffn-hidden") || v.has("kv-heads")) {
+  } else if (described || v.has("seq-len") || v.has("vocab") || v.has("ffn-hidden") || v.has("kv-heads") ||
+             moe_given) {
     m.name += " (modified)";
   }
   validate_model(m, p);
@@ -92,6 +105,7 @@ ClusterSpec resolve_cluster(const OptionValues& v, Problems& p) {
   }
   if (auto x = v.get_int("nodes", p)) c.nodes = *x;
   if (auto x = v.get_int("gpus-per-node", p)) c.gpus_per_node = *x;
+  if (auto x = v.get_int("hosts-per-nvlink-domain", p)) c.hosts_per_nvlink_domain = *x;
   if (auto x = v.get_double("gpu-memory-gib", p)) c.gpu.memory_bytes = *x * kGiB;
   if (auto x = v.get_double("gpu-bf16-tflops", p)) c.gpu.bf16_flops = *x * kTera;
   if (auto x = v.get_double("gpu-fp32-tflops", p)) c.gpu.fp32_flops = *x * kTera;
@@ -117,11 +131,14 @@ ClusterSpec resolve_cluster(const OptionValues& v, Problems& p) {
 Layout resolve_layout(const OptionValues& v, ClusterSpec& c, Problems& p) {
   Layout l;
   if (auto x = v.get_int("tp", p)) l.tp = *x;
+  if (auto x = v.get_int("cp", p)) l.cp = *x;
   if (auto x = v.get_int("pp", p)) l.pp = *x;
+  if (auto x = v.get_int("ep", p)) l.ep = *x;
   if (auto o = v.get_string("order")) l.order = *o;
+  else l.order = default_order(l.cp, l.ep);
   const bool dp_given = v.has("dp");
   if (auto x = v.get_int("dp", p)) l.dp = *x;
-  if (l.tp <= 0 || l.pp <= 0 || l.dp <= 0 || c.gpus_per_node <= 0 || c.nodes <= 0) {
+  if (l.tp <= 0 || l.cp <= 0 || l.pp <= 0 || l.dp <= 0 || c.gpus_per_node <= 0 || c.nodes <= 0) {
     validate_layout(l, p);
     return l;
   }
@@ -133,12 +150,14 @@ Layout resolve_layout(const OptionValues& v, ClusterSpec& c, Problems& p) {
     }
   }
   const int64_t world = c.world_size();
+  const int64_t model_split = l.tp * l.cp * l.pp;
   if (!dp_given) {
-    if (world % (l.tp * l.pp) == 0) l.dp = world / (l.tp * l.pp);
+    if (world % model_split == 0) l.dp = world / model_split;
     else
-      p.add(fmt::format("tp {} x pp {} = {} does not divide the {} GPUs of the cluster", l.tp, l.pp,
-                        l.tp * l.pp, world),
-            fmt::format("choose tp x pp among the divisors of {} ({})", world, list_of(divisors(world))),
+      p.add(fmt::format("tp {} x {}pp {} = {} does not divide the {} GPUs of the cluster", l.tp,
+                        l.cp > 1 ? fmt::format("cp {} x ", l.cp) : "", l.pp, model_split, world),
+            fmt::format("choose tp x {}pp among the divisors of {} ({})", l.cp > 1 ? "cp x " : "", world,
+                        list_of(divisors(world))),
             "world-size");
   }
   validate_layout(l, p);
@@ -191,16 +210,33 @@ ExecutionSpec resolve_execution(const OptionValues& v, Problems& p) {
 void check_run(const RunSpec& r, bool check_batch, Problems& p) {
   const Layout& l = r.layout;
   const ModelSpec& m = r.model;
-  if (l.tp <= 0 || l.pp <= 0 || l.dp <= 0) return;  // already reported
+  if (l.tp <= 0 || l.cp <= 0 || l.pp <= 0 || l.dp <= 0 || l.ep <= 0) return;  // already reported
   const int64_t world = r.cluster.world_size();
+  const int64_t split = l.tp * l.cp * l.pp;
+  const std::string cp_text = l.cp > 1 ? fmt::format(" x cp {}", l.cp) : "";
   if (l.world_size() != world)
-    p.add(fmt::format("layout tp {} x pp {} x dp {} = {} GPUs, but the cluster has {} ({} nodes x {})", l.tp,
-                      l.pp, l.dp, l.world_size(), world, r.cluster.nodes, r.cluster.gpus_per_node),
-          world % (l.tp * l.pp) == 0
-              ? fmt::format("use --dp {} or --nodes {}", world / (l.tp * l.pp),
+    p.add(fmt::format("layout tp {} x pp {} x dp {}{} = {} GPUs, but the cluster has {} ({} nodes x {})", l.tp,
+                      l.pp, l.dp, cp_text, l.world_size(), world, r.cluster.nodes, r.cluster.gpus_per_node),
+          world % split == 0
+              ? fmt::format("use --dp {} or --nodes {}", world / split,
                             (l.world_size() + r.cluster.gpus_per_node - 1) / r.cluster.gpus_per_node)
-              : fmt::format("make tp x pp x dp equal {}, or change --nodes", world),
+              : fmt::format("make tp x pp x dp{} equal {}, or change --nodes", l.cp > 1 ? " x cp" : "", world),
           "world-size");
+  // Causal load balancing gives each cp rank two chunks of the sequence (one early, one late).
+  if (l.cp > 1 && m.seq_len > 0 && m.seq_len % (2 * l.cp) != 0)
+    p.add(fmt::format("sequence length {} is not divisible by 2 x cp = {} (each cp rank holds two chunks of the "
+                      "sequence, one from each end, to balance causal attention)",
+                      m.seq_len, 2 * l.cp),
+          fmt::format("use --seq-len {} or --cp among the divisors of {} / 2", (m.seq_len / (2 * l.cp) + 1) * 2 * l.cp,
+                      m.seq_len),
+          "cp-divides-sequence");
+  if (l.ep > 1 && !m.is_moe())
+    p.add(fmt::format("ep is {} but {} has no experts", l.ep, m.name),
+          "use --ep 1, or a mixture-of-experts model (--model mixtral-8x7b, or --experts N)", "ep-needs-experts");
+  if (l.ep > 1 && m.is_moe() && m.experts % l.ep != 0)
+    p.add(fmt::format("ep {} does not divide the {} experts", l.ep, m.experts),
+          fmt::format("use --ep {} (each ep rank holds experts / ep whole experts)", list_of(divisors(m.experts))),
+          "ep-divides-experts");
   if (m.heads > 0 && m.heads % l.tp != 0)
     p.add(fmt::format("heads ({}) not divisible by tensor-parallel size ({})", m.heads, l.tp),
           fmt::format("use --tp {}", list_of(divisors(m.heads))), "tp-divides-heads");
@@ -211,6 +247,9 @@ void check_run(const RunSpec& r, bool check_batch, Problems& p) {
   if (m.ffn_hidden > 0 && m.ffn_hidden % l.tp != 0)
     p.add(fmt::format("ffn hidden ({}) not divisible by tensor-parallel size ({})", m.ffn_hidden, l.tp),
           fmt::format("use --tp {}", list_of(divisors(m.ffn_hidden))), "tp-divides-ffn");
+  if (m.is_moe() && m.expert_ffn_hidden > 0 && m.expert_ffn_hidden % l.tp != 0)
+    p.add(fmt::format("expert ffn hidden ({}) not divisible by tensor-parallel size ({})", m.expert_ffn_hidden, l.tp),
+          fmt::format("use --tp {}", list_of(divisors(m.expert_ffn_hidden))), "tp-divides-ffn");
   const int64_t chunks = l.pp * r.exec.virtual_stages;
   if (m.layers > 0 && chunks > m.layers)
     p.add(fmt::format("pp {} x virtual stages {} = {} stages but the model has only {} layers", l.pp,

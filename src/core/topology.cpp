@@ -26,26 +26,32 @@ std::string format_ranks(const std::vector<int64_t>& r) {
 TopologyTable build_topology(const Mesh& mesh, const ClusterSpec& cluster, bool list_all, int examples) {
   TopologyTable table;
   table.world = mesh.world_size();
-  for (Dim kind : {Dim::TP, Dim::PP, Dim::DP, Dim::CP}) {
-    if (kind == Dim::CP && mesh.size(Dim::CP) == 1) continue;
+  // cp and its dense gradient group (dp x cp) only exist with cp > 1; the expert groups with ep > 1.
+  const bool cp = mesh.size(Dim::CP) > 1, ep = mesh.size(Dim::EP) > 1;
+  for (Dim kind : {Dim::TP, Dim::PP, Dim::DP, Dim::CP, Dim::DCP, Dim::EP, Dim::EDP}) {
+    if ((kind == Dim::CP || kind == Dim::DCP) && !cp) continue;
+    if ((kind == Dim::EP || kind == Dim::EDP) && !ep) continue;
     std::map<LinkKind, TopologyRow> by_link;
     for (int64_t i = 0; i < mesh.group_count(kind); ++i) {
       TopologyGroup g{mesh.group(kind, i), {}};
       g.link = mesh.link_of(g.group.ranks, cluster);
       auto [it, fresh] = by_link.try_emplace(g.link.kind);
       TopologyRow& row = it->second;
-      const int64_t nodes = int64_t(g.link.nodes.size());
+      const int64_t nodes = int64_t(g.link.nodes.size()), domains = int64_t(g.link.domains.size());
       if (fresh) {
         row.kind = kind;
         row.group_size = mesh.size(kind);
         row.link = g.link.kind;
         row.bandwidth_Bps = g.link.bandwidth_Bps;
         row.min_nodes = row.max_nodes = nodes;
+        row.min_domains = row.max_domains = domains;
       }
       row.groups++;
       row.bandwidth_Bps = std::min(row.bandwidth_Bps, g.link.bandwidth_Bps);
       row.min_nodes = std::min(row.min_nodes, nodes);
       row.max_nodes = std::max(row.max_nodes, nodes);
+      row.min_domains = std::min(row.min_domains, domains);
+      row.max_domains = std::max(row.max_domains, domains);
       if (list_all || int(row.examples.size()) < examples) row.examples.push_back(std::move(g));
     }
     for (auto& [link, row] : by_link) table.rows.push_back(std::move(row));

@@ -23,12 +23,13 @@ struct TopologyRow {
   int64_t groups = 0;                  // how many groups of this kind run on this link
   double bandwidth_Bps = 0;            // the slowest of them
   int64_t min_nodes = 0, max_nodes = 0;  // nodes spanned per group
+  int64_t min_domains = 0, max_domains = 0;  // NVLink domains spanned per group
   std::vector<TopologyGroup> examples;   // the first few (or all with list_all)
 };
 
 struct TopologyTable {
   int64_t world = 0;
-  std::vector<TopologyRow> rows;  // tp, pp, dp order; one row per (kind, link class)
+  std::vector<TopologyRow> rows;  // tp, pp, dp, cp, dp-cp, ep, edp; one row per (kind, link class)
 };
 
 // Walks every group (O(world) per kind). With list_all each row keeps all its groups,

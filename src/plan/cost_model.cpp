@@ -203,7 +203,7 @@ DpComm dp_comm(double gradient_bytes, int64_t dp, int zero, const GroupLink& lin
   d.dp = dp;
   d.overlap_window_s = overlap_window_s;
   if (dp <= 1 || gradient_bytes <= 0) return d;
-  d.nodes = int64_t(link.nodes.size());
+  d.nodes = link.domain_count();  // NVLink domains: the network starts at their edge
   d.gpus_per_node_in_group = std::max<int64_t>(members_per_node, 1);
   d.hierarchical = d.nodes > 1 && d.gpus_per_node_in_group > 1;
   d.volume_factor = zero >= 3 ? 1.5 : 1.0;

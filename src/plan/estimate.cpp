@@ -7,10 +7,11 @@ namespace trident::plan {
 DimLink dim_link(const Mesh& mesh, Dim dim, const ClusterSpec& cluster) {
   DimLink out;
   out.groups = mesh.group_count(dim);
-  const int64_t gpn = mesh.gpus_per_node(), n = mesh.size(dim), stride = mesh.stride(dim);
+  // Hosts sharing one NVLink domain count as one "node" here: the link changes at the domain.
+  const int64_t gpn = cluster.gpus_per_nvlink_domain(), n = mesh.size(dim), stride = mesh.stride(dim);
   // Walk the groups without building them: rank r starts a group when its coordinate in dim,
-  // (r / stride) % n, is 0, and its members are r + j * stride. They ascend, so equal nodes are
-  // consecutive and members per node are runs.
+  // (r / stride) % n, is 0, and its members are r + j * stride. They ascend, so equal domains are
+  // consecutive and members per domain are runs.
   int64_t first_crossing = -1;
   for (int64_t r = 0; r < mesh.world_size(); ++r) {
     if ((r / stride) % n != 0) continue;
@@ -23,7 +24,7 @@ DimLink dim_link(const Mesh& mesh, Dim dim, const ClusterSpec& cluster) {
     }
     const bool crosses = r / gpn != (r + (n - 1) * stride) / gpn;
     if (crosses) {
-      ++out.groups_crossing_nodes;
+      ++out.groups_crossing_domains;
       if (first_crossing < 0) first_crossing = r;
     }
     out.members_per_node = std::max(out.members_per_node, most);

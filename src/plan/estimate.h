@@ -14,8 +14,8 @@ namespace trident::plan {
 // The slowest group of one kind: its link and the most members it has on one node.
 struct DimLink {
   GroupLink link;
-  int64_t members_per_node = 1;  // largest number of the group's GPUs sharing a node
-  int64_t groups_crossing_nodes = 0;
+  int64_t members_per_node = 1;  // largest number of the group's GPUs sharing a node (NVLink domain)
+  int64_t groups_crossing_domains = 0;  // groups that leave their NVLink domain (a node, unless it spans hosts)
   int64_t groups = 0;
 };
 DimLink dim_link(const Mesh& mesh, Dim dim, const ClusterSpec& cluster);

@@ -136,22 +136,25 @@ LintResult lint_run(const RunSpec& run, const std::vector<Problem>& shape_proble
           "fine if intended; the slowest stage paces the pipeline");
     }
 
-    // TP off the NVLink domain.
+    // TP off the NVLink domain (one node, or a rack of hosts sharing one NVLink fabric).
     const GroupLink& tpl = e.links.tp.link;
-    if (l.tp > 1 && (tpl.crosses_nodes() || tpl.kind != LinkKind::NVLink)) {
+    const bool rack = run.cluster.hosts_per_nvlink_domain > 1;
+    const std::string domain = rack ? "NVLink domain" : "node";
+    if (l.tp > 1 && (tpl.crosses_domains() || tpl.kind != LinkKind::NVLink)) {
       const StageTime& st = e.stages[e.pipeline.slowest_stage];
       const double fwd = (st.compute_forward_s + st.compute_backward_s);
-      add(f, tpl.crosses_nodes() ? Severity::Error : Severity::Warning, "tp-crosses-nodes",
-          fmt::format("TP groups of {} GPUs run on {} at {:.3g} GB/s per GPU{}: {} of {} TP groups span nodes; "
-                      "TP all-reduces take {} per micro-batch against {} of compute ({:.0f}% of the step)",
+      add(f, tpl.crosses_domains() ? Severity::Error : Severity::Warning, "tp-crosses-nodes",
+          fmt::format("TP groups of {} GPUs run on {} at {:.3g} GB/s per GPU{}: {} of {} TP groups leave their {} "
+                      "({} GPUs); TP all-reduces take {} per micro-batch against {} of compute ({:.0f}% of the step)",
                       l.tp, to_string(tpl.kind), gbps(tpl.bandwidth_Bps),
-                      tpl.crosses_nodes() ? fmt::format(" across {} nodes", tpl.nodes.size()) : "",
-                      e.links.tp.groups_crossing_nodes, e.links.tp.groups, ms(st.tp_comm_s), ms(fwd),
+                      tpl.crosses_domains() ? fmt::format(" across {} {}s", tpl.domain_count(), domain) : "",
+                      e.links.tp.groups_crossing_domains, e.links.tp.groups, domain,
+                      run.cluster.gpus_per_nvlink_domain(), ms(st.tp_comm_s), ms(fwd),
                       100 * e.time.tp_comm / e.time.step),
-          tpl.crosses_nodes()
-              ? fmt::format("keep TP inside a node: --tp {} or less with tp first in --order (e.g. --order tp-dp-pp), "
+          tpl.crosses_domains()
+              ? fmt::format("keep TP inside the {}: --tp {} or less with tp first in --order (e.g. --order tp-dp-pp), "
                             "and add --pp for the rest",
-                            run.cluster.gpus_per_node)
+                            domain, run.cluster.gpus_per_nvlink_domain())
               : "use NVLink-connected GPUs for TP, or lower --tp and add --pp");
     }
 
@@ -217,9 +220,9 @@ LintResult lint_run(const RunSpec& run, const std::vector<Problem>& shape_proble
                                          {Dim::PP, l.pp, e.time.pp_comm, &e.links.pp},
                                          {Dim::DP, l.dp, e.time.dp_comm, &e.links.dp}};
       for (const auto& inner : dims) {
-        if (inner.size <= 1 || inner.link->link.crosses_nodes()) continue;
+        if (inner.size <= 1 || inner.link->link.crosses_domains()) continue;
         for (const auto& outer : dims) {
-          if (outer.size <= 1 || !outer.link->link.crosses_nodes()) continue;
+          if (outer.size <= 1 || !outer.link->link.crosses_domains()) continue;
           RunSpec swapped = run;
           swapped.layout.order = swap_in_order(l.order, to_string(inner.dim), to_string(outer.dim));
           const Estimate alt = estimate(swapped, overhead, c);

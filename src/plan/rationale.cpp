@@ -64,8 +64,8 @@ std::string differences(const Estimate& a, const Estimate& b) {
 
 int64_t largest_tp_in_node(const ModelSpec& m, const ClusterSpec& cl) {
   int64_t best = 1;
-  for (int64_t t = 1; t <= cl.gpus_per_node; ++t)
-    if (cl.gpus_per_node % t == 0 && m.heads % t == 0 && m.ffn_hidden % t == 0 && cl.world_size() % t == 0) best = t;
+  for (int64_t t = 1; t <= cl.gpus_per_nvlink_domain(); ++t)
+    if (cl.gpus_per_nvlink_domain() % t == 0 && m.heads % t == 0 && m.ffn_hidden % t == 0 && cl.world_size() % t == 0) best = t;
   return best;
 }
 

@@ -7,15 +7,28 @@
 namespace trident {
 
 std::string describe_model(const ModelSpec& m) {
-  return fmt::format("{} ({}): {} layers, hidden {}, {} heads ({} kv), ffn {}, seq {}, vocab {} = {:.2f} B parameters",
-                     m.name, to_string(m.family), m.layers, m.hidden, m.heads, m.kv_heads, m.ffn_hidden,
-                     m.seq_len, m.vocab, double(count_parameters(m).total) / 1e9);
+  const ParamCount pc = count_parameters(m);
+  std::string moe;
+  if (m.is_moe())
+    moe = fmt::format(", {} experts of ffn {} (top-{}{}{}), capacity factor {:g}", m.experts, m.expert_ffn_hidden,
+                      m.experts_per_token, m.shared_experts > 0 ? fmt::format(", {} shared", m.shared_experts) : "",
+                      m.moe_dense_layers > 0 ? fmt::format(", first {} layers dense", m.moe_dense_layers) : "",
+                      m.capacity_factor);
+  return fmt::format("{} ({}): {} layers, hidden {}, {} heads ({} kv), ffn {}{}, seq {}, vocab {} = {:.2f} B parameters{}",
+                     m.name, to_string(m.family), m.layers, m.hidden, m.heads, m.kv_heads, m.ffn_hidden, moe,
+                     m.seq_len, m.vocab, double(pc.total) / 1e9,
+                     m.is_moe() ? fmt::format(" ({:.2f} B active per token)", double(pc.active) / 1e9) : "");
 }
 
-static std::string example_text(const TopologyGroup& g) {
-  return fmt::format("#{}: GPUs {} on node{} {}", g.group.index, format_ranks(g.group.ranks),
-                     g.link.nodes.size() == 1 ? "" : "s", format_ranks(g.link.nodes));
+static std::string example_text(const TopologyGroup& g, bool show_domains) {
+  return fmt::format("#{}: GPUs {} on node{} {}{}", g.group.index, format_ranks(g.group.ranks),
+                     g.link.nodes.size() == 1 ? "" : "s", format_ranks(g.link.nodes),
+                     show_domains ? fmt::format(" (NVLink domain{} {})", g.link.domains.size() == 1 ? "" : "s",
+                                                format_ranks(g.link.domains))
+                                  : "");
 }
+
+static std::string span(int64_t lo, int64_t hi) { return lo == hi ? std::to_string(lo) : fmt::format("{}-{}", lo, hi); }
 
 std::string topology_text(const RunSpec& run, const Mesh& mesh, const TopologyTable& table) {
   const Layout& l = run.layout;
@@ -33,22 +46,26 @@ std::string topology_text(const RunSpec& run, const Mesh& mesh, const TopologyTa
     }
     out += (formula.empty() ? "0" : formula) + "\n\n";
   }
-  out += fmt::format("{:<5} {:>7} {:>5}  {:<11} {:>12}  {:<14}  {}\n", "kind", "groups", "size", "link",
-                     "GB/s per GPU", "nodes spanned", "example groups");
+  // NVLink domains get their own column when one spans hosts (GB200 NVL72); otherwise a domain is a node.
+  const bool domains = run.cluster.hosts_per_nvlink_domain > 1;
+  out += fmt::format("{:<5} {:>7} {:>5}  {:<11} {:>12}  {:<14}  {}{}\n", "kind", "groups", "size", "link",
+                     "GB/s per GPU", "nodes spanned", domains ? fmt::format("{:<12}  ", "NVL domains") : "",
+                     "example groups");
+  const int pad = domains ? 76 : 62;
   for (const TopologyRow& row : table.rows) {
     if (row.group_size == 1) continue;  // a dimension of size 1 has no communication
-    std::string nodes = row.min_nodes == row.max_nodes ? std::to_string(row.min_nodes)
-                                                       : fmt::format("{}-{}", row.min_nodes, row.max_nodes);
+    const std::string nodes = span(row.min_nodes, row.max_nodes);
+    const std::string doms = domains ? fmt::format("{:<12}  ", span(row.min_domains, row.max_domains)) : "";
     for (size_t i = 0; i < row.examples.size(); ++i) {
       if (i == 0)
-        out += fmt::format("{:<5} {:>7} {:>5}  {:<11} {:>12.4g}  {:<14}  {}\n", to_string(row.kind), row.groups,
-                           row.group_size, to_string(row.link), gbps(row.bandwidth_Bps), nodes,
-                           example_text(row.examples[i]));
+        out += fmt::format("{:<5} {:>7} {:>5}  {:<11} {:>12.4g}  {:<14}  {}{}\n", to_string(row.kind), row.groups,
+                           row.group_size, to_string(row.link), gbps(row.bandwidth_Bps), nodes, doms,
+                           example_text(row.examples[i], domains));
       else
-        out += fmt::format("{:<62}  {}\n", "", example_text(row.examples[i]));
+        out += fmt::format("{:<{}}  {}\n", "", pad, example_text(row.examples[i], domains));
     }
     if (int64_t(row.examples.size()) < row.groups)
-      out += fmt::format("{:<62}  ... {} more (--all lists every group)\n", "", row.groups - row.examples.size());
+      out += fmt::format("{:<{}}  ... {} more (--all lists every group)\n", "", pad, row.groups - row.examples.size());
   }
   // The data path of replica 0 through the pipeline, as the source chapter draws it.
   out += "\nData path of replica 0 (forward; backward runs it in reverse):\n";
@@ -69,11 +86,34 @@ std::string topology_text(const RunSpec& run, const Mesh& mesh, const TopologyTa
       out += fmt::format("     | activations to stage {} over {}\n", s + 1, to_string(hop.kind));
     }
   }
-  if (l.dp > 1) {
-    Group dp = mesh.group_of(Dim::DP, 0);
+  if (l.cp > 1) {
+    Group cp = mesh.group_of(Dim::CP, 0);
+    GroupLink link = mesh.link_of(cp.ranks, run.cluster);
+    out += fmt::format("  in every layer the sequence is split over {} cp ranks (CP group of GPU 0: {}), which pass "
+                       "their key/value blocks round a ring over {}\n",
+                       l.cp, format_ranks(cp.ranks), to_string(link.kind));
+  }
+  if (l.ep > 1) {
+    Group ep = mesh.group_of(Dim::EP, 0);
+    GroupLink link = mesh.link_of(ep.ranks, run.cluster);
+    out += fmt::format("  in every MoE layer tokens go to their experts and back by all-to-all over {} ep ranks (EP "
+                       "group of GPU 0: {}) over {}\n",
+                       l.ep, format_ranks(ep.ranks), to_string(link.kind));
+  }
+  if (l.dp * l.cp > 1) {
+    const Dim grad = l.cp > 1 ? Dim::DCP : Dim::DP;
+    Group dp = mesh.group_of(grad, 0);
     GroupLink link = mesh.link_of(dp.ranks, run.cluster);
-    out += fmt::format("  then gradients are averaged over {} replicas (DP group of GPU 0: {}) over {}\n", l.dp,
+    out += fmt::format("  then gradients are averaged over {} replicas{} ({} group of GPU 0: {}) over {}\n", l.dp,
+                       l.cp > 1 ? fmt::format(" x {} cp ranks", l.cp) : "", l.cp > 1 ? "DP x CP" : "DP",
                        format_ranks(dp.ranks), to_string(link.kind));
+    if (l.ep > 1) {
+      Group edp = mesh.group_of(Dim::EDP, 0);
+      GroupLink elink = mesh.link_of(edp.ranks, run.cluster);
+      out += fmt::format("  and expert gradients over the {} ranks holding the same experts (EDP group of GPU 0: {}) "
+                         "over {}\n",
+                         edp.ranks.size(), format_ranks(edp.ranks), to_string(elink.kind));
+    }
   }
   return out;
 }
@@ -86,6 +126,7 @@ nlohmann::json topology_json(const RunSpec& run, const TopologyTable& table) {
                         {"index", g.group.index},
                         {"ranks", g.group.ranks},
                         {"nodes", g.link.nodes},
+                        {"nvlink_domains", g.link.domains},
                         {"link", to_string(g.link.kind)},
                         {"bandwidth_gbps", gbps(g.link.bandwidth_Bps)}});
   nlohmann::json summary = nlohmann::json::array();
@@ -96,10 +137,13 @@ nlohmann::json topology_json(const RunSpec& run, const TopologyTable& table) {
                        {"link", to_string(row.link)},
                        {"bandwidth_gbps", gbps(row.bandwidth_Bps)},
                        {"min_nodes", row.min_nodes},
-                       {"max_nodes", row.max_nodes}});
+                       {"max_nodes", row.max_nodes},
+                       {"min_nvlink_domains", row.min_domains},
+                       {"max_nvlink_domains", row.max_domains}});
   const Layout& l = run.layout;
   return {{"world", table.world},
-          {"layout", {{"tp", l.tp}, {"pp", l.pp}, {"dp", l.dp}, {"cp", l.cp}, {"order", l.order}}},
+          {"layout", {{"tp", l.tp}, {"pp", l.pp}, {"dp", l.dp}, {"cp", l.cp}, {"ep", l.ep}, {"order", l.order}}},
+          {"hosts_per_nvlink_domain", run.cluster.hosts_per_nvlink_domain},
           {"summary", summary},
           {"groups", groups}};
 }

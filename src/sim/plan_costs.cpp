@@ -24,7 +24,8 @@ GroupLink boundary_link(const Mesh& mesh, const ClusterSpec& cluster, int64_t fr
       Coords b = a;
       b[Dim::PP] = to;
       const int64_t ra = mesh.rank_of(a), rb = mesh.rank_of(b);
-      const bool cross = mesh.node_of(ra) != mesh.node_of(rb);
+      const int64_t hosts = std::max<int64_t>(cluster.hosts_per_nvlink_domain, 1);
+      const bool cross = mesh.node_of(ra) / hosts != mesh.node_of(rb) / hosts;  // leaves the NVLink domain
       if (!cross && have_intra) continue;
       const GroupLink l = mesh.link_of({ra, rb}, cluster);
       if (!have || l.bandwidth_Bps < worst.bandwidth_Bps) worst = l;

@@ -28,6 +28,19 @@ check gpt3-dp-ib 0 "^dp +64 +64  InfiniBand" "$trident" topo "${gpt3[@]}"
 check gpt3-json 0 '"world": 4096' "$trident" topo "${gpt3[@]}" --json
 check config-file 0 "4096 GPUs" "$trident" topo --config "$root/examples/gpt3-175b-4096-a100.toml"
 check flag-beats-file 0 "tp 8 x pp 16 x dp 32" "$trident" topo --config "$root/examples/gpt3-175b-4096-a100.toml" --pp 16 --dp 32
+# Context and expert parallel groups, and NVLink domains that span hosts.
+l405=(--model llama3-405b --seq-len 131072 --cluster dgx-h100 --nodes 2048 --tp 8 --cp 16 --pp 16)
+check cp-order 0 "order tp-cp-ep-dp-pp\) = 16384 GPUs; rank = tp \+ 8\*cp \+ 128\*dp \+ 1024\*pp" "$trident" topo "${l405[@]}"
+check cp-row 0 "^cp +1024 +16  InfiniBand" "$trident" topo "${l405[@]}"
+check cp-json 0 '"kind": "dp-cp"' "$trident" topo "${l405[@]}" --json
+mix=(--model mixtral-8x22b --seq-len 4096 --cluster dgx-h100 --nodes 8 --tp 2 --pp 2 --ep 8)
+check ep-row 0 "^ep +8 +8  InfiniBand" "$trident" topo "${mix[@]}"
+check edp-row 0 "^edp +32 +2  InfiniBand" "$trident" topo "${mix[@]}"
+check ep-json 0 '"ep": 8' "$trident" topo "${mix[@]}" --json
+check ep-divides-experts 2 "ep 3 does not divide the 8 experts" "$trident" topo --model mixtral-8x7b --cluster dgx-h100 --nodes 3 --ep 3
+check cp-divides-seq 2 "sequence length 8196 is not divisible by 2 x cp = 8" "$trident" topo --model llama3-8b --seq-len 8196 --nodes 2 --cp 4
+check nvl72-tp16 0 "^tp +16 +16  NVLink +900  4 +1 " "$trident" topo --model llama3-405b --cluster gb200-nvl72 --nodes 72 --tp 16 --pp 9
+check dgx-tp16 0 "^tp +2 +16  InfiniBand" "$trident" topo --model llama3-405b --cluster dgx-h100 --nodes 4 --tp 16 --pp 2
 check unknown-model 2 "unknown model preset 'gpt-9'.*" "$trident" topo --model gpt-9
 check unknown-cluster 2 "use one of dgx-a100-40g" "$trident" topo --model gpt3-175b --cluster tpu
 check world-mismatch 2 "= 2048 GPUs, but the cluster has 4096" "$trident" topo --model gpt3-175b --nodes 512 --tp 8 --pp 8 --dp 32

@@ -32,3 +32,20 @@ TEST(ClusterSpec, pcie_and_ethernet_presets_have_no_nvlink) {
 }
 
 TEST(ClusterSpec, unknown_preset_is_an_input_error) { EXPECT_THROW(cluster_preset("dgx-z"), InputError); }
+
+TEST(ClusterSpec, nvl72_rack_is_one_nvlink_domain_of_18_hosts) {
+  ClusterSpec c = cluster_preset("gb200-nvl72");
+  EXPECT_EQ(c.gpus_per_node, 4);
+  EXPECT_EQ(c.hosts_per_nvlink_domain, 18);
+  EXPECT_EQ(c.gpus_per_nvlink_domain(), 72);
+  EXPECT_DOUBLE_EQ(c.intra.bandwidth_Bps, 900e9);
+  EXPECT_DOUBLE_EQ(c.inter_bandwidth_per_gpu_Bps(), 50e9);  // one 400 Gb/s NIC per GPU
+  EXPECT_DOUBLE_EQ(c.gpu.bf16_flops, 2.5e15);
+  ClusterSpec b = cluster_preset("dgx-b200");
+  EXPECT_EQ(b.hosts_per_nvlink_domain, 1);
+  EXPECT_DOUBLE_EQ(b.gpu.memory_bytes, 180e9);
+  EXPECT_DOUBLE_EQ(b.gpu.bf16_flops, 2.25e15);
+  // The presets from before keep one host per domain.
+  for (const auto& name : {"dgx-a100-80g", "dgx-h100", "hgx-h200", "pcie-a100-40g"})
+    EXPECT_EQ(cluster_preset(name).hosts_per_nvlink_domain, 1) << name;
+}

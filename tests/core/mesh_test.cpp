@@ -127,3 +127,155 @@ TEST(Mesh, bad_layout_is_an_input_error_with_every_problem) {
     EXPECT_GE(e.problems().size(), 2u);  // tp not positive, pp missing from order
   }
 }
+
+namespace {
+std::vector<Layout> layouts_with_cp_and_ep() {
+  std::vector<Layout> out;
+  const char* orders[] = {"tp-cp-ep-dp-pp", "tp-cp-dp-ep-pp", "cp-tp-ep-dp-pp", "tp-pp-ep-dp-cp", "pp-ep-dp-cp-tp",
+                          "tp-ep-dp-cp-pp"};
+  for (int64_t tp : {1, 2})
+    for (int64_t cp : {1, 2, 4})
+      for (int64_t dp : {1, 2, 3, 4})
+        for (int64_t pp : {1, 2})
+          for (int64_t ep : {1, 2, 4})
+            for (const char* o : orders) {
+              if ((cp * dp) % ep != 0) continue;
+              Layout l;
+              l.tp = tp;
+              l.cp = cp;
+              l.dp = dp;
+              l.pp = pp;
+              l.ep = ep;
+              l.order = o;
+              out.push_back(l);
+            }
+  return out;
+}
+}  // namespace
+
+TEST(Mesh, rank_math_with_cp_matches_brute_force) {
+  for (const Layout& l : layouts_with_cp_and_ep()) {
+    Mesh mesh(l, 4);
+    std::vector<Coords> expected = brute_force_coords(l);
+    ASSERT_EQ(int64_t(expected.size()), mesh.world_size());
+    for (int64_t r = 0; r < mesh.world_size(); ++r) {
+      EXPECT_EQ(mesh.coords_of(r), expected[r]) << l.describe() << " rank " << r;
+      EXPECT_EQ(mesh.rank_of(expected[r]), r) << l.describe();
+    }
+    // CP groups vary only the cp coordinate.
+    for (const Group& g : mesh.groups(Dim::CP))
+      for (size_t i = 0; i < g.ranks.size(); ++i) {
+        Coords c = expected[g.ranks[0]];
+        c[Dim::CP] = int64_t(i);
+        EXPECT_EQ(mesh.rank_of(c), g.ranks[i]) << l.describe();
+      }
+  }
+}
+
+// Megatron-Core's expert rank generator for order tp-cp-ep-dp-pp: the data ranks of one (tp, pp)
+// pair are contiguous after tp (cp fastest), ep groups take ep consecutive ones of them.
+TEST(Mesh, expert_groups_match_megatron_for_its_default_order) {
+  for (int64_t tp : {1, 2, 4})
+    for (int64_t cp : {1, 2})
+      for (int64_t dp : {2, 4, 8})
+        for (int64_t ep : {1, 2, 4})
+          for (int64_t pp : {1, 3}) {
+            if ((cp * dp) % ep != 0) continue;
+            Layout l{tp, cp, dp, pp, "tp-cp-ep-dp-pp", ep};
+            Mesh mesh(l, 8);
+            const int64_t edp = cp * dp / ep;
+            std::set<std::vector<int64_t>> ep_groups, edp_groups;
+            for (int64_t s = 0; s < pp; ++s)
+              for (int64_t t = 0; t < tp; ++t) {
+                for (int64_t q = 0; q < edp; ++q) {
+                  std::vector<int64_t> g;
+                  for (int64_t i = 0; i < ep; ++i) g.push_back(t + tp * i + tp * ep * q + tp * cp * dp * s);
+                  ep_groups.insert(g);
+                }
+                for (int64_t q = 0; q < ep; ++q) {
+                  std::vector<int64_t> g;
+                  for (int64_t i = 0; i < edp; ++i) g.push_back(t + tp * q + tp * ep * i + tp * cp * dp * s);
+                  edp_groups.insert(g);
+                }
+              }
+            std::set<std::vector<int64_t>> got_ep, got_edp;
+            for (const Group& g : mesh.groups(Dim::EP)) got_ep.insert(g.ranks);
+            for (const Group& g : mesh.groups(Dim::EDP)) got_edp.insert(g.ranks);
+            EXPECT_EQ(got_ep, ep_groups) << l.describe();
+            EXPECT_EQ(got_edp, edp_groups) << l.describe();
+          }
+}
+
+// For every order: EP, EDP and DCP groups partition the world, stay inside the data ranks of
+// one (tp, pp) pair, and one EP group meets one EDP group in exactly one rank.
+TEST(Mesh, expert_groups_partition_the_data_ranks_for_every_order) {
+  for (const Layout& l : layouts_with_cp_and_ep()) {
+    Mesh mesh(l, 4);
+    for (Dim kind : {Dim::EP, Dim::EDP, Dim::DCP}) {
+      std::set<int64_t> seen;
+      for (const Group& g : mesh.groups(kind)) {
+        ASSERT_EQ(int64_t(g.ranks.size()), mesh.size(kind)) << l.describe();
+        const Coords c0 = mesh.coords_of(g.ranks[0]);
+        for (size_t i = 0; i < g.ranks.size(); ++i) {
+          const Coords c = mesh.coords_of(g.ranks[i]);
+          EXPECT_EQ(c.tp(), c0.tp());
+          EXPECT_EQ(c.pp(), c0.pp());
+          EXPECT_TRUE(seen.insert(g.ranks[i]).second) << to_string(kind) << " " << l.describe();
+          EXPECT_EQ(mesh.group_index_of(kind, g.ranks[i]), g.index) << to_string(kind) << " " << l.describe();
+          EXPECT_EQ(mesh.coord_in(kind, g.ranks[i]), int64_t(i));
+        }
+      }
+      EXPECT_EQ(int64_t(seen.size()), mesh.world_size());
+    }
+    for (int64_t r = 0; r < mesh.world_size(); ++r) {
+      const Group e = mesh.group_of(Dim::EP, r), d = mesh.group_of(Dim::EDP, r);
+      int64_t common = 0;
+      for (int64_t a : e.ranks)
+        for (int64_t b : d.ranks) common += a == b;
+      EXPECT_EQ(common, 1) << l.describe() << " rank " << r;
+      // The dense gradient group is every rank with the same tp and pp coordinates.
+      const Group dcp = mesh.group_of(Dim::DCP, r);
+      EXPECT_EQ(int64_t(dcp.ranks.size()), l.cp * l.dp);
+    }
+  }
+}
+
+TEST(Mesh, ep_must_divide_the_data_ranks_and_stand_next_to_dp) {
+  Problems p;
+  validate_layout(Layout{1, 2, 3, 1, "tp-cp-ep-dp-pp", 4}, p);  // 4 does not divide 6
+  EXPECT_EQ(p.size(), 1u);
+  Problems q;
+  validate_layout(Layout{1, 2, 2, 1, "ep-tp-cp-dp-pp", 2}, q);  // ep not next to dp
+  EXPECT_EQ(q.size(), 1u);
+  Problems r;
+  validate_layout(Layout{1, 2, 2, 1, "tp-dp-pp", 1}, r);  // cp 2 not in the order
+  EXPECT_EQ(r.size(), 1u);
+  EXPECT_EQ(default_order(1, 1), "tp-dp-pp");
+  EXPECT_EQ(default_order(16, 1), "tp-cp-ep-dp-pp");
+}
+
+// tp 16 inside a GB200 NVL72 rack stays on NVLink; across two DGX H100 hosts it does not.
+TEST(Mesh, tp_inside_an_nvl72_rack_stays_on_nvlink) {
+  Layout l;
+  l.tp = 16;
+  l.dp = 9;
+  ClusterSpec rack = cluster_preset("gb200-nvl72");
+  rack.nodes = 36;  // two racks
+  Mesh mesh(l, rack.gpus_per_node);
+  GroupLink link = mesh.link_of(mesh.group_of(Dim::TP, 0).ranks, rack);
+  EXPECT_EQ(link.nodes.size(), 4u);  // four trays of 4 GPUs
+  EXPECT_EQ(link.domains.size(), 1u);
+  EXPECT_EQ(link.kind, LinkKind::NVLink);
+  EXPECT_DOUBLE_EQ(link.bandwidth_Bps, 900e9);
+  // The DP group runs over both racks: ranks 0, 16, ..., 128 span domains 0 and 1.
+  GroupLink dp = mesh.link_of(mesh.group_of(Dim::DP, 0).ranks, rack);
+  EXPECT_EQ(dp.domains, (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(dp.kind, LinkKind::InfiniBand);
+  EXPECT_DOUBLE_EQ(dp.bandwidth_Bps, 50e9);
+  ClusterSpec dgx = cluster_preset("dgx-h100");
+  dgx.nodes = 18;
+  Mesh hosts(l, dgx.gpus_per_node);
+  GroupLink across = hosts.link_of(hosts.group_of(Dim::TP, 0).ranks, dgx);
+  EXPECT_TRUE(across.crosses_domains());
+  EXPECT_EQ(across.kind, LinkKind::InfiniBand);
+}

@@ -71,3 +71,48 @@ TEST(ModelSpec, validation_collects_every_bad_size) {
   validate_model(m, p);
   EXPECT_EQ(p.size(), 3u);
 }
+
+// Mixtral: the Hugging Face checkpoint of 8x7B holds 46,702,792,704 parameters; the paper gives
+// 46.7B total / 12.9B active (8x7B) and 141B / 39B (8x22B, Mistral's release notes).
+TEST(ModelSpec, mixtral_totals_and_active_parameters_match_the_published_figures) {
+  const ParamCount small = count_parameters(model_preset("mixtral-8x7b"));
+  EXPECT_EQ(small.total, 46702792704);
+  EXPECT_NEAR(double(small.active) / 1e9, 12.9, 0.05);
+  const ParamCount large = count_parameters(model_preset("mixtral-8x22b"));
+  EXPECT_NEAR(double(large.total) / 1e9, 141, 0.5);
+  EXPECT_NEAR(double(large.active) / 1e9, 39, 0.5);
+}
+
+// Hand-computed terms of one Mixtral 8x7B layer: attention 4096 x (4096 + 2 x 1024) + 4096^2,
+// one SwiGLU expert 3 x 4096 x 14336, the router 4096 x 8, two RMSNorms.
+TEST(ModelSpec, moe_layer_terms_are_router_experts_and_attention) {
+  const ParamCount c = count_parameters(model_preset("mixtral-8x7b"));
+  EXPECT_EQ(c.attention_per_layer, 41943040);
+  EXPECT_EQ(c.expert_params, 176160768);
+  EXPECT_EQ(c.routed_experts_per_layer, 8 * 176160768LL);
+  EXPECT_EQ(c.router_per_layer, 32768);
+  EXPECT_EQ(c.per_layer, 41943040 + 8 * 176160768LL + 32768 + 8192);
+  // Active: the total less the 6 experts a token skips in each of the 32 layers.
+  EXPECT_EQ(c.active, c.total - 32 * 6 * 176160768LL);
+}
+
+// DeepSeek-V3: 671B total, 37B active (technical report). The preset counts MLA as standard
+// attention and leaves out the multi-token-prediction module, so it is within 1% and 5%.
+TEST(ModelSpec, deepseek_style_preset_is_close_to_the_published_figures) {
+  const ModelSpec m = model_preset("deepseek-v3-style");
+  const ParamCount c = count_parameters(m);
+  EXPECT_EQ(m.moe_layers(), 58);
+  EXPECT_EQ(c.shared_experts_per_layer, c.expert_params);
+  EXPECT_NEAR(double(c.total) / 671e9, 1.0, 0.01);
+  EXPECT_NEAR(double(c.active) / 37e9, 1.0, 0.05);
+}
+
+TEST(ModelSpec, moe_validation_names_each_bad_size) {
+  ModelSpec m = model_preset("mixtral-8x7b");
+  m.experts_per_token = 9;
+  m.capacity_factor = 0.5;
+  m.moe_dense_layers = 32;
+  Problems p;
+  validate_model(m, p);
+  EXPECT_EQ(p.size(), 3u);
+}

@@ -102,3 +102,44 @@ TEST(RunSpec, virtual_stages_need_the_interleaved_schedule) {
   ASSERT_EQ(ps.size(), 1u);
   EXPECT_NE(ps[0].fix.find("interleaved"), std::string::npos);
 }
+
+TEST(RunSpec, cp_takes_megatron_default_order_and_shares_the_world) {
+  RunSpec r = resolve_run(with({{"model", "llama3-405b"}, {"seq-len", "131072"}, {"cluster", "dgx-h100"},
+                                {"nodes", "2048"}, {"tp", "8"}, {"cp", "16"}, {"pp", "16"}}),
+                          false);
+  EXPECT_EQ(r.layout.order, "tp-cp-ep-dp-pp");
+  EXPECT_EQ(r.layout.dp, 8);  // 16384 / (8 x 16 x 16)
+  // Without cp or ep the default stays tp-dp-pp.
+  EXPECT_EQ(resolve_run(with({{"model", "gpt3-175b"}, {"nodes", "8"}, {"tp", "8"}}), false).layout.order, "tp-dp-pp");
+}
+
+TEST(RunSpec, cp_needs_the_sequence_divisible_by_twice_cp) {
+  auto ps = problems_of(with({{"model", "llama3-8b"}, {"seq-len", "8196"}, {"nodes", "2"}, {"cp", "4"}}), false);
+  EXPECT_TRUE(has_code(ps, "cp-divides-sequence"));
+  EXPECT_TRUE(problems_of(with({{"model", "llama3-8b"}, {"nodes", "2"}, {"cp", "4"}}), false).empty());
+}
+
+TEST(RunSpec, ep_must_divide_the_experts_and_needs_a_moe_model) {
+  auto ps = problems_of(with({{"model", "mixtral-8x7b"}, {"cluster", "dgx-h100"}, {"nodes", "3"}, {"ep", "3"}}), false);
+  EXPECT_TRUE(has_code(ps, "ep-divides-experts"));
+  EXPECT_TRUE(has_code(problems_of(with({{"model", "llama3-8b"}, {"nodes", "1"}, {"ep", "2"}}), false),
+                       "ep-needs-experts"));
+  RunSpec r = resolve_run(with({{"model", "mixtral-8x7b"}, {"cluster", "dgx-h100"}, {"nodes", "2"}, {"ep", "8"},
+                                {"capacity-factor", "1.25"}}),
+                          false);
+  EXPECT_EQ(r.layout.ep, 8);
+  EXPECT_DOUBLE_EQ(r.model.capacity_factor, 1.25);
+  EXPECT_EQ(r.model.name, "mixtral-8x7b (modified)");
+}
+
+TEST(RunSpec, custom_moe_model_takes_its_sizes_from_flags) {
+  RunSpec r = resolve_run(with({{"layers", "4"}, {"hidden", "256"}, {"heads", "4"}, {"family", "llama"},
+                                {"ffn-hidden", "512"}, {"experts", "16"}, {"experts-per-token", "4"},
+                                {"expert-ffn-hidden", "128"}, {"shared-experts", "1"}}),
+                          false);
+  EXPECT_EQ(r.model.experts, 16);
+  EXPECT_EQ(r.model.expert_ffn_hidden, 128);
+  const ParamCount c = count_parameters(r.model);
+  EXPECT_EQ(c.expert_params, 3 * 256 * 128);
+  EXPECT_EQ(c.active, c.total - 4 * 12 * c.expert_params);
+}

@@ -52,6 +52,17 @@ TEST(CheckDistRun, unsupported_features_are_refused_not_ignored) {
   EXPECT_NE(text.find("[zero-stage]"), std::string::npos) << text;
 }
 
+TEST(CheckDistRun, context_expert_parallel_and_moe_are_refused_with_a_reason) {
+  auto s = tiny();
+  s.run.layout = Layout{.tp = 1, .cp = 2, .dp = 2, .pp = 1, .order = "tp-cp-ep-dp-pp", .ep = 2};
+  s.run.model.experts = 4;
+  s.run.model.experts_per_token = 2;
+  s.run.model.expert_ffn_hidden = 64;
+  const std::string text = all_problems(s);
+  for (const char* code : {"[dist-cp]", "[dist-ep]", "[dist-moe]"})
+    EXPECT_NE(text.find(code), std::string::npos) << code << " missing in:\n" << text;
+}
+
 TEST(CheckDistRun, sequence_parallel_is_accepted_when_tp_divides_the_sequence) {
   auto s = tiny();
   s.run.layout = Layout{.tp = 2, .dp = 1, .pp = 1};

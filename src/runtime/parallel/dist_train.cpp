@@ -51,7 +51,7 @@ std::vector<OptionDef> dist_train_options() {
 
 bool wants_distributed(const OptionValues& values) {
   if (launched_by_mpi()) return true;
-  for (const char* name : {"tp", "pp", "dp"}) {
+  for (const char* name : {"tp", "pp", "dp", "cp", "ep"}) {
     auto v = values.get_string(name);
     if (v && *v != "1") return true;
   }
@@ -68,7 +68,10 @@ void read_dist_train_options(const OptionValues& values, DistTrainSettings& s, P
   Layout& L = s.run.layout;
   if (auto v = values.get_int("tp", problems)) L.tp = *v;
   if (auto v = values.get_int("pp", problems)) L.pp = *v;
+  if (auto v = values.get_int("cp", problems)) L.cp = *v;
+  if (auto v = values.get_int("ep", problems)) L.ep = *v;
   if (auto v = values.get_string("order")) L.order = *v;
+  else L.order = default_order(L.cp, L.ep);
   if (auto v = values.get_int("dp", problems)) L.dp = *v;
   else if (L.tp > 0 && L.pp > 0 && launcher_world_size() % (L.tp * L.pp) == 0)
     L.dp = std::max<int64_t>(1, launcher_world_size() / (L.tp * L.pp));
@@ -114,6 +117,16 @@ void check_dist_run(const DistTrainSettings& s, Problems& problems) {
   if (m.family != ModelFamily::GPT)
     problems.add("the CPU distributed runtime trains GPT-family models, not " + to_string(m.family),
                  "use --family gpt or a gpt2-*/gpt3-* preset", "dist-family");
+  // The planner models context and expert parallelism; the runtime does not train them yet.
+  if (L.cp > 1)
+    problems.add("context parallel (cp " + n(L.cp) + ") is not trained by the runtime yet (plan, lint, topo and "
+                 "simulate model it)", "use --cp 1 for train", "dist-cp");
+  if (L.ep > 1)
+    problems.add("expert parallel (ep " + n(L.ep) + ") is not trained by the runtime yet (plan, lint, topo and "
+                 "simulate model it)", "use --ep 1 for train", "dist-ep");
+  if (m.is_moe())
+    problems.add("mixture-of-experts models (" + m.name + ", " + n(m.experts) + " experts) are not trained by the "
+                 "runtime yet", "train a dense model (--experts 0 or a gpt2-*/gpt3-* preset)", "dist-moe");
   if (m.vocab % L.tp != 0)
     problems.add("vocabulary (" + n(m.vocab) + ") is not divisible by tp (" + n(L.tp) + ")",
                  "use a vocabulary that is a multiple of " + n(L.tp) + " (pad it) or --tp dividing " + n(m.vocab),
