@@ -9,7 +9,8 @@
 // N = parameters that take part in matrix products (all but positions; the tied output
 // embedding counts once), L layers, C hidden, T sequence. The attention term counts the full
 // T x T score matrices (no causal halving), as the convention does.
-// Usage: gpu_gpt_bench PRESET BATCH SEQ STEPS [bf16|fp32]   e.g. gpu_gpt_bench gpt2-small 16 1024 20 bf16
+// Usage: gpu_gpt_bench PRESET BATCH SEQ STEPS [bf16|fp32] [flash|matmul]
+//   e.g. gpu_gpt_bench gpt2-small 16 1024 20 bf16 matmul   (attention: see cuda_kernels.h; default flash)
 // Prints one "RESULT key=value ..." line for the check script.
 #include <cuda_runtime.h>
 
@@ -73,11 +74,13 @@ double measure_bf16_matmul(int n) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 5 || argc > 6 || (argc == 6 && std::string(argv[5]) != "bf16" && std::string(argv[5]) != "fp32")) {
-    std::fprintf(stderr, "usage: gpu_gpt_bench PRESET BATCH SEQ STEPS [bf16|fp32]\n");
+  const std::string prec = argc > 5 ? argv[5] : "bf16", att = argc > 6 ? argv[6] : "flash";
+  if (argc < 5 || argc > 7 || (prec != "bf16" && prec != "fp32") || (att != "flash" && att != "matmul")) {
+    std::fprintf(stderr, "usage: gpu_gpt_bench PRESET BATCH SEQ STEPS [bf16|fp32] [flash|matmul]\n");
     return 2;
   }
-  const bool bf16 = argc < 6 || std::string(argv[5]) == "bf16";
+  const bool bf16 = prec == "bf16";
+  const Attention attention = att == "matmul" ? Attention::Matmul : Attention::Flash;
   const kernels::DType dtype = bf16 ? kernels::DType::BF16 : kernels::DType::F32;
   try {
     ModelSpec real = model_preset(argv[1]);
@@ -88,14 +91,14 @@ int main(int argc, char** argv) {
     DeviceInfo info = select_gpu(local_rank_from_env());
     const double peak = measure_bf16_matmul(8192);
 
-    CudaKernels k(info.index);
+    CudaKernels k(info.index, attention);
     engine::AdamWConfig opt;
     opt.lr = 3e-4, opt.min_lr = 3e-4;
     engine::Trainer trainer(k, spec, B, 1, opt, dtype);
     trainer.init(1);
     nn::GptStage& g = trainer.model();
     const int64_t P = g.layout().total();
-    std::printf("%s (%s) on %s: B=%d T=%d, %lld parameters (vocab padded to %lld)\n%s%s", argv[1], bf16 ? "bf16" : "fp32",
+    std::printf("%s (%s, %s attention) on %s: B=%d T=%d, %lld parameters (vocab padded to %lld)\n%s%s", argv[1], prec.c_str(), att.c_str(),
                 info.name.c_str(), B, T, (long long)P, (long long)spec.vocab, g.memory_table().c_str(),
                 std::string("  + activations of one micro-batch: " +
                             std::to_string(double(trainer.activation_floats()) * 4 / (1 << 20)) + " MiB\n")
@@ -129,9 +132,9 @@ int main(int argc, char** argv) {
                 flops_per_token);
     std::printf("achieved %.1f TFLOP/s; measured bf16 matmul rate %.1f TFLOP/s; MFU %.1f%%\n", achieved / 1e12,
                 peak / 1e12, 100.0 * achieved / peak);
-    std::printf("RESULT impl=trident-%s model=%s B=%d T=%d tokens_per_s=%.0f tflops=%.2f matmul_tflops=%.2f mfu=%.4f "
+    std::printf("RESULT impl=trident-%s-%s model=%s B=%d T=%d tokens_per_s=%.0f tflops=%.2f matmul_tflops=%.2f mfu=%.4f "
                 "flops_per_token=%.6g\n",
-                bf16 ? "bf16" : "fp32", argv[1], B, T, tokens_per_s, achieved / 1e12, peak / 1e12, achieved / peak,
+                prec.c_str(), att.c_str(), argv[1], B, T, tokens_per_s, achieved / 1e12, peak / 1e12, achieved / peak,
                 flops_per_token);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "gpu_gpt_bench: %s\n", e.what());

@@ -123,6 +123,8 @@ void gemm_checks(Kernels& cpu, Kernels& gpu) {
 }
 
 // Every typed op with activations of type t on the GPU.
+void attention_checks(Kernels& cpu, Kernels& gpu, DType t, const std::string& p);
+
 void typed_checks(Kernels& cpu, Kernels& gpu, DType t) {
   const std::string p = std::string(comm::dtype_name(t)) + " ";
   const double tol = t == DType::F32 ? kF32 : kBF16;
@@ -171,21 +173,7 @@ void typed_checks(Kernels& cpu, Kernels& gpu, DType t) {
     check(p + "layernorm_backward dweight (f32 +=)", dw, tol_acc);
     check(p + "layernorm_backward dbias (f32 +=)", db, tol_acc);
   }
-  for (int64_t Tt : {int64_t(96), int64_t(37)}) {  // a sequence that is not a multiple of the tiles
-    const int64_t n = B * Tt;
-    Both qkv(cpu, gpu, t, randn(n * 3 * C)), out(cpu, gpu, t, n * C), dout(cpu, gpu, t, randn(n * C)),
-        dqkv(cpu, gpu, t, n * 3 * C);
-    const size_t pc_n = cpu.attention_probs_size(B, Tt, nh), sc_n = cpu.attention_scratch_size(B, Tt, nh);
-    const size_t pg_n = gpu.attention_probs_size(B, Tt, nh), sg_n = gpu.attention_scratch_size(B, Tt, nh);
-    float *pc = cpu.alloc(pc_n), *sc = cpu.alloc(sc_n), *pg = gpu.alloc(pg_n), *sg = gpu.alloc(sg_n);
-    cpu.attention_forward(out.C(), pc, qkv.C(), B, Tt, nh, hd);
-    gpu.attention_forward(out.G(), pg, qkv.G(), B, Tt, nh, hd);
-    check(p + "attention_forward (flash) T=" + std::to_string(Tt), out, t == f ? kF32 * 5 : kBF16);
-    cpu.attention_backward(dqkv.C(), sc, dout.C(), qkv.C(), pc, out.C(), B, Tt, nh, hd);
-    gpu.attention_backward(dqkv.G(), sg, dout.G(), qkv.G(), pg, out.G(), B, Tt, nh, hd);
-    check(p + "attention_backward dqkv T=" + std::to_string(Tt), dqkv, t == f ? kF32 * 5 : 3 * kBF16);
-    cpu.free(pc, pc_n), cpu.free(sc, sc_n), gpu.free(pg, pg_n), gpu.free(sg, sg_n);
-  }
+  attention_checks(cpu, gpu, t, p + "flash ");
   {
     auto ids = random_ids(N, int(V));
     const int64_t v_offset = 300, V_local = 400;  // a tensor-parallel shard of the vocabulary
@@ -221,6 +209,26 @@ void typed_checks(Kernels& cpu, Kernels& gpu, DType t) {
   }
 }
 
+void attention_checks(Kernels& cpu, Kernels& gpu, DType t, const std::string& p) {
+  const DType f = DType::F32;
+  const int64_t B = 2, nh = 4, hd = 64, C = nh * hd;
+  for (int64_t Tt : {int64_t(96), int64_t(37)}) {  // a sequence that is not a multiple of the tiles
+    const int64_t n = B * Tt;
+    Both qkv(cpu, gpu, t, randn(n * 3 * C)), out(cpu, gpu, t, n * C), dout(cpu, gpu, t, randn(n * C)),
+        dqkv(cpu, gpu, t, n * 3 * C);
+    const size_t pc_n = cpu.attention_probs_size(B, Tt, nh), sc_n = cpu.attention_scratch_size(B, Tt, nh);
+    const size_t pg_n = gpu.attention_probs_size(B, Tt, nh), sg_n = gpu.attention_scratch_size(B, Tt, nh);
+    float *pc = cpu.alloc(pc_n), *sc = cpu.alloc(sc_n), *pg = gpu.alloc(pg_n), *sg = gpu.alloc(sg_n);
+    cpu.attention_forward(out.C(), pc, qkv.C(), B, Tt, nh, hd);
+    gpu.attention_forward(out.G(), pg, qkv.G(), B, Tt, nh, hd);
+    check(p + "attention_forward T=" + std::to_string(Tt), out, t == f ? kF32 * 5 : kBF16);
+    cpu.attention_backward(dqkv.C(), sc, dout.C(), qkv.C(), pc, out.C(), B, Tt, nh, hd);
+    gpu.attention_backward(dqkv.G(), sg, dout.G(), qkv.G(), pg, out.G(), B, Tt, nh, hd);
+    check(p + "attention_backward dqkv T=" + std::to_string(Tt), dqkv, t == f ? kF32 * 5 : 3 * kBF16);
+    cpu.free(pc, pc_n), cpu.free(sc, sc_n), gpu.free(pg, pg_n), gpu.free(sg, sg_n);
+  }
+}
+
 void optimizer_checks(Kernels& cpu, Kernels& gpu) {
   const size_t n = 1 << 20;
   const DType f = DType::F32;
@@ -249,9 +257,11 @@ int main() {
     std::printf("-- CudaKernels vs CpuKernels: fp32 products and optimizer\n");
     gemm_checks(*cpu, gpu);
     optimizer_checks(*cpu, gpu);
+    cuda::CudaKernels matmul(info.index, cuda::Attention::Matmul);
     for (DType t : {DType::F32, DType::BF16}) {
       std::printf("-- CudaKernels (%s tensors) vs CpuKernels (f32)\n", comm::dtype_name(t));
       typed_checks(*cpu, gpu, t);
+      attention_checks(*cpu, matmul, t, std::string(comm::dtype_name(t)) + " matmul ");
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "gpu_kernel_check: %s\n", e.what());

@@ -3,6 +3,7 @@
 #include <string>
 #include <type_traits>
 
+#include "runtime/cuda/attention_matmul.h"
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/device.h"
 #include "runtime/cuda/kernels.h"
@@ -14,7 +15,9 @@ namespace trident::cuda {
 using kernels::Trans;
 namespace ops = engine_ops;
 
-CudaKernels::CudaKernels(int device) : device_(device) {
+const char* attention_name(Attention a) { return a == Attention::Matmul ? "matmul" : "flash"; }
+
+CudaKernels::CudaKernels(int device, Attention attention) : device_(device), attention_(attention) {
   cudaCheck(cudaSetDevice(device_));
   cudaCheck(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   mm_ = std::make_unique<Matmul>(stream_);
@@ -25,6 +28,7 @@ CudaKernels::~CudaKernels() {
   cudaStreamSynchronize(stream_);
   mm_.reset();
   for (int32_t* p : staged_) cudaFree(p);
+  cudaFree(att_ws_);
   cudaFree(scalar_);
   cudaStreamDestroy(stream_);
 }
@@ -210,13 +214,52 @@ void CudaKernels::layernorm_backward(const Tensor& dinp, float* dweight, float* 
   });
 }
 
-size_t CudaKernels::attention_probs_size(int64_t B, int64_t T, int64_t nh) const { return size_t(B * T * nh); }
-size_t CudaKernels::attention_scratch_size(int64_t B, int64_t T, int64_t nh) const { return size_t(B * T * nh); }
+// Flash: probs is each row's log-sum-exp (B*nh*T), scratch the backward's delta (B*nh*T).
+// Matmul: probs holds P (B*nh*T*T, in the activation type); its other scratch is internal.
+size_t CudaKernels::attention_probs_size(int64_t B, int64_t T, int64_t nh) const {
+  return attention_ == Attention::Matmul ? size_t(B * nh * T * T) : size_t(B * T * nh);
+}
+size_t CudaKernels::attention_scratch_size(int64_t B, int64_t T, int64_t nh) const {
+  return attention_ == Attention::Matmul ? 1 : size_t(B * T * nh);
+}
+
+void* CudaKernels::attention_workspace(size_t bytes) {
+  if (bytes > att_ws_bytes_) {
+    cudaCheck(cudaStreamSynchronize(stream_));
+    cudaCheck(cudaFree(att_ws_));
+    att_ws_ = nullptr;
+    cudaCheck(cudaMalloc(&att_ws_, bytes));
+    att_ws_bytes_ = bytes;
+  }
+  return att_ws_;
+}
+
+namespace {
+template <typename U>
+AttentionMatmulScratch<U> matmul_scratch(void* ws, int64_t B, int64_t T, int64_t nh, int64_t hd) {
+  U* heads = static_cast<U*>(ws);
+  const size_t head_bytes = AttentionMatmulScratch<U>::heads_elems(int(B), int(T), int(nh * hd)) * sizeof(U);
+  return {heads, reinterpret_cast<float*>(static_cast<char*>(ws) + (head_bytes + 255) / 256 * 256)};
+}
+template <typename U>
+size_t matmul_scratch_bytes(int64_t B, int64_t T, int64_t nh, int64_t hd) {
+  const size_t head_bytes = AttentionMatmulScratch<U>::heads_elems(int(B), int(T), int(nh * hd)) * sizeof(U);
+  return (head_bytes + 255) / 256 * 256 + AttentionMatmulScratch<U>::score_elems(int(B), int(T), int(nh)) * sizeof(float);
+}
+}  // namespace
+
 void CudaKernels::attention_forward(const Tensor& out, float* probs, const Tensor& qkv, int64_t B, int64_t T,
                                     int64_t nh, int64_t hd) {
   const char* op = "attention_forward";
   dispatch(out, op, [&](auto tag) {
     using U = decltype(tag);
+    if (attention_ == Attention::Matmul) {
+      void* ws = attention_workspace(matmul_scratch_bytes<U>(B, T, nh, hd));
+      attention_matmul_forward<U>(*mm_, ptr<U>(out, out.dtype, op), reinterpret_cast<U*>(probs),
+                                  ptr<U>(qkv, out.dtype, op), matmul_scratch<U>(ws, B, T, nh, hd), int(B), int(T),
+                                  int(nh), int(hd), stream_);
+      return;
+    }
     cuda::attention_forward<U>(ptr<U>(out, out.dtype, op), probs, ptr<U>(qkv, out.dtype, op), int(B), int(T), int(nh),
                                int(hd), stream_);
   });
@@ -228,6 +271,14 @@ void CudaKernels::attention_backward(const Tensor& dqkv, float* scratch, const T
   dispatch(dqkv, op, [&](auto tag) {
     using U = decltype(tag);
     const kernels::DType t = dqkv.dtype;
+    if (attention_ == Attention::Matmul) {
+      // P (in probs) becomes dS in place: one backward per forward, as the stage runs them.
+      void* ws = attention_workspace(matmul_scratch_bytes<U>(B, T, nh, hd));
+      attention_matmul_backward<U>(*mm_, ptr<U>(dqkv, t, op), reinterpret_cast<U*>(const_cast<float*>(probs)),
+                                   ptr<U>(dout, t, op), ptr<U>(qkv, t, op), matmul_scratch<U>(ws, B, T, nh, hd),
+                                   int(B), int(T), int(nh), int(hd), stream_);
+      return;
+    }
     cuda::attention_backward<U>(ptr<U>(dqkv, t, op), scratch, ptr<U>(dout, t, op), ptr<U>(qkv, t, op),
                                 ptr<U>(out, t, op), probs, int(B), int(T), int(nh), int(hd), stream_);
   });
@@ -305,9 +356,9 @@ void CudaKernels::adamw(float* param, const float* grad, float* m, float* v, siz
   ops::adamw(param, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, grad_scale, t, stream_);
 }
 
-std::unique_ptr<kernels::Kernels> make_cuda_kernels(bool share_gpus) {
+std::unique_ptr<kernels::Kernels> make_cuda_kernels(bool share_gpus, Attention attention) {
   DeviceInfo info = select_gpu_for_rank(local_rank_from_env(), local_size_from_env(), share_gpus);
-  return std::make_unique<CudaKernels>(info.index);
+  return std::make_unique<CudaKernels>(info.index, attention);
 }
 
 }  // namespace trident::cuda

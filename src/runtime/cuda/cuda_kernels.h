@@ -8,7 +8,7 @@
 // Pointers are GPU memory from alloc(). Token ids may be GPU memory or host memory: host ids
 // are copied to a GPU staging buffer first (found with cudaPointerGetAttributes), because the
 // interface has no int upload. attention "probs" holds the flash kernel's log-sum-exp per row
-// (B*nh*T floats), not probabilities.
+// (B*nh*T floats), or the matmul attention's probabilities (B*nh*T*T, activation type).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -21,10 +21,18 @@ namespace trident::cuda {
 
 class Matmul;
 
+// Attention implementation: Flash keeps O(T) statistics and runs on CUDA cores (kernels.h);
+// Matmul runs QK^T and PV on tensor cores and keeps each layer's T x T probabilities
+// (attention_matmul.h): faster, O(T^2) memory.
+enum class Attention { Flash, Matmul };
+const char* attention_name(Attention a);
+
 class CudaKernels final : public kernels::Kernels {
  public:
   using Tensor = kernels::Tensor;
-  explicit CudaKernels(int device);  // device: a GPU already checked by select_gpu()
+  // device: a GPU already checked by select_gpu().
+  explicit CudaKernels(int device, Attention attention = Attention::Flash);
+  Attention attention() const { return attention_; }
   ~CudaKernels() override;
   cudaStream_t stream() const { return stream_; }
 
@@ -89,7 +97,13 @@ class CudaKernels final : public kernels::Kernels {
  private:
   const int32_t* device_ids(const int32_t* ids, size_t n, int slot);  // stages host ids to the GPU
 
+  // Grow-only scratch of the matmul attention: head-major q/k/v/o and their gradients, fp32 scores.
+  void* attention_workspace(size_t bytes);
+
   int device_;
+  Attention attention_;
+  void* att_ws_ = nullptr;
+  size_t att_ws_bytes_ = 0;
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<Matmul> mm_;
   int32_t* staged_[2] = {nullptr, nullptr};  // slot 0: tokens, slot 1: targets
@@ -100,6 +114,6 @@ class CudaKernels final : public kernels::Kernels {
 // The engine's entry point for --device cuda: selects the GPU of this rank (node-local rank),
 // with a clear error when there is none or (share_gpus = false) when the node runs more ranks
 // than it has GPUs, and returns its kernels. share_gpus: several ranks per GPU (host-staged MPI).
-std::unique_ptr<kernels::Kernels> make_cuda_kernels(bool share_gpus = false);
+std::unique_ptr<kernels::Kernels> make_cuda_kernels(bool share_gpus = false, Attention attention = Attention::Flash);
 
 }  // namespace trident::cuda

@@ -121,7 +121,8 @@ class Kernels {
   // out[B,T,nh*hd] from qkv[B,T,3,nh,hd].
   virtual void attention_forward(const Tensor& out, float* probs, const Tensor& qkv, int64_t B, int64_t T,
                                  int64_t nh, int64_t hd) = 0;
-  // dqkv overwritten; scratch: attention_scratch_size() floats.
+  // dqkv overwritten; scratch: attention_scratch_size() floats; probs may be overwritten (it is
+  // not read again after the backward).
   virtual size_t attention_scratch_size(int64_t B, int64_t T, int64_t nh) const = 0;
   virtual void attention_backward(const Tensor& dqkv, float* scratch, const Tensor& dout, const Tensor& qkv,
                                   const float* probs, const Tensor& out, int64_t B, int64_t T, int64_t nh,
