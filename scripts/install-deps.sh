@@ -11,6 +11,7 @@ packages=(
   python3-torch python3-numpy
   libjemalloc2
   chromium imagemagick fonts-dejavu-core
+  pybind11-dev python3-dev python3-pytest
 )
 missing=()
 for p in "${packages[@]}"; do

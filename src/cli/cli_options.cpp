@@ -1,5 +1,6 @@
 #include "cli/cli_options.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace trident::cli {
@@ -29,7 +30,8 @@ CliOptions::CliOptions(CLI::App& app, std::vector<OptionDef> defs) : defs_(std::
                             ->type_name(d.type.empty() ? "TEXT" : d.type)
                             ->default_str(d.default_value.empty() ? "none" : d.default_value);
     }
-    every_command_option().push_back(d);
+    auto& all = every_command_option();  // once per name: the Python module sets commands up per call
+    if (std::none_of(all.begin(), all.end(), [&](const OptionDef& o) { return o.name == d.name; })) all.push_back(d);
   }
 }
 

@@ -1,0 +1,78 @@
+"""The trident Python module: the same inputs as the flags, the JSON results as dicts."""
+import json
+import os
+import subprocess
+
+import pytest
+import trident
+
+ROOT = os.environ.get("TRIDENT_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+EXAMPLES = os.path.join(ROOT, "examples")
+GPT3 = os.path.join(EXAMPLES, "gpt3-175b-4096-a100.toml")
+
+
+def test_plan_keywords_return_the_ranked_candidates():
+    r = trident.plan(model="gpt3-175b", cluster="dgx-a100-80g", nodes=64, global_batch_size=512, top=2)
+    assert len(r["candidates"]) == 2
+    first, second = r["candidates"]
+    assert first["tokens_per_s"] >= second["tokens_per_s"]
+    lay = first["layout"]
+    assert lay["tp"] * lay["pp"] * lay["dp"] == 512
+    assert r["rationale"], "the decision-flow explanation comes along"
+
+
+def test_dict_of_option_names_equals_keywords():
+    a = trident.plan({"model": "gpt3-6.7b", "nodes": 2, "global-batch-size": 64}, top=1)
+    b = trident.plan(model="gpt3-6.7b", nodes=2, global_batch_size=64, top=1)
+    assert a["candidates"][0]["time_s"] == b["candidates"][0]["time_s"]
+
+
+def test_lint_reads_a_config_and_flags_win():
+    clean = trident.lint(config=GPT3)
+    assert clean["fits"] is True
+    assert not [f for f in clean["findings"] if f["severity"] == "error"]
+    moved = trident.lint(config=GPT3, pp=16, dp=32)
+    assert (moved["layout"]["pp"], moved["layout"]["dp"]) == (16, 32)
+
+
+def test_lint_error_findings_are_a_result_not_an_exception():
+    r = trident.lint(config=os.path.join(EXAMPLES, "lint-pitfalls.toml"))
+    assert any(f["severity"] == "error" for f in r["findings"])
+
+
+def test_switches_take_booleans():
+    on = trident.lint(config=GPT3, sequence_parallel=True)
+    off = trident.lint(config=GPT3, sequence_parallel=False)
+    assert on["memory_gib"]["activations"] < off["memory_gib"]["activations"]
+
+
+def test_topo_and_simulate_match_the_command_line(tmp_path):
+    t = trident.topo(config=GPT3)
+    assert t["world"] == 4096
+    s = trident.simulate(config=GPT3)
+    cli = os.environ.get("TRIDENT_CLI")
+    if cli:
+        out = subprocess.run([cli, "simulate", "--config", GPT3, "--json"], capture_output=True, text=True, check=True)
+        assert json.loads(out.stdout)["step_s"] == s["step_s"]
+    assert 0 < s["bubble_share"] < 1
+
+
+def test_bad_input_raises_value_error_with_every_problem():
+    with pytest.raises(ValueError) as e:
+        trident.lint(model="gpt3-175b", nodes=1, global_batch_size=10, schedule="zigzag", zero=9)
+    text = str(e.value)
+    # Every problem at once, each with its fix.
+    assert "zigzag" in text and "--zero 9" in text
+    assert text.count("fix:") >= 2
+
+
+def test_unknown_option_is_refused():
+    with pytest.raises(ValueError):
+        trident.plan(model="gpt3-175b", nodes=8, global_batch_size=64, no_such_option=3)
+
+
+def test_time_to_train_and_html(tmp_path):
+    page = tmp_path / "plan.html"
+    r = trident.plan(model="gpt3-1.3b", nodes=1, global_batch_size=64, top=1, train_tokens=1e9, html=str(page))
+    assert r["time_to_train"]["steps"] == -(-1e9 // (64 * 2048))
+    assert 'id="candidates"' in page.read_text()

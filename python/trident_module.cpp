@@ -1,0 +1,122 @@
+// trident for Python: plan, lint, topo and simulate with the same inputs as the command line.
+//
+//   import trident
+//   best = trident.plan(model="gpt3-175b", nodes=512, global_batch_size=1536, top=3)
+//   trident.lint(config="examples/gpt3-175b-4096-a100.toml", pp=16, dp=32)
+//   trident.simulate({"model": "gpt3-175b", "tp": 8, "pp": 8, "global-batch-size": 1536})
+//
+// Each keyword (or key of a dict) is an option name with '_' or '-'; True passes a switch, False
+// its --no- form. The call runs the CLI's own command (src/cli/run_cli.h) with --json and returns
+// the JSON as a dict; unusable input raises ValueError with every problem and its fix.
+#include <pybind11/pybind11.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "cli/run_cli.h"
+
+namespace py = pybind11;
+
+namespace {
+
+// Captures what the command writes to a file descriptor (stdout or stderr) while it runs.
+class Capture {
+ public:
+  explicit Capture(int fd) : fd_(fd) {
+    std::fflush(nullptr);
+    file_ = std::tmpfile();
+    saved_ = dup(fd_);
+    if (file_ && saved_ >= 0) dup2(fileno(file_), fd_);
+  }
+  std::string finish() {
+    std::fflush(nullptr);
+    if (saved_ >= 0) {
+      dup2(saved_, fd_);
+      close(saved_);
+      saved_ = -1;
+    }
+    std::string text;
+    if (!file_) return text;
+    std::rewind(file_);
+    char buf[65536];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, file_)) > 0) text.append(buf, n);
+    std::fclose(file_);
+    file_ = nullptr;
+    return text;
+  }
+  ~Capture() { finish(); }
+
+ private:
+  int fd_;
+  int saved_ = -1;
+  std::FILE* file_ = nullptr;
+};
+
+std::string option_name(std::string key) {
+  for (char& c : key)
+    if (c == '_') c = '-';
+  return key;
+}
+
+std::vector<std::string> arguments(const std::string& command, const py::dict& options) {
+  std::vector<std::string> args = {"trident", command};
+  for (const auto& [k, v] : options) {
+    const std::string name = option_name(py::str(k));
+    if (py::isinstance<py::bool_>(v)) {
+      args.push_back((v.cast<bool>() ? "--" : "--no-") + name);
+      continue;
+    }
+    if (v.is_none()) continue;
+    args.push_back("--" + name);
+    args.push_back(py::str(v));
+  }
+  args.push_back("--json");
+  return args;
+}
+
+py::object run(const std::string& command, py::object options, const py::kwargs& kwargs) {
+  py::dict all;
+  if (!options.is_none()) {
+    if (!py::isinstance<py::dict>(options))
+      throw py::type_error("trident." + command + "() takes a dict of options and/or keyword arguments");
+    for (const auto& [k, v] : options.cast<py::dict>()) all[k] = v;
+  }
+  for (const auto& [k, v] : kwargs) all[k] = v;
+  std::vector<std::string> args = arguments(command, all);
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  int code;
+  std::string out, err;
+  {
+    Capture stdout_capture(1), stderr_capture(2);
+    code = trident::cli::run_cli(int(argv.size()), argv.data());
+    out = stdout_capture.finish();
+    err = stderr_capture.finish();
+  }
+  // 0: done; 1: lint found errors / plan found no layout (the JSON says so); 2: unusable input.
+  if (code == 2 || out.empty()) throw py::value_error(err.empty() ? "trident " + command + " failed" : err);
+  py::object result = py::module_::import("json").attr("loads")(out);
+  if (!err.empty() && py::isinstance<py::dict>(result)) result["stderr"] = err;  // notes, e.g. keys not used
+  return result;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(trident, m) {
+  m.doc() = "Trident: plan, lint, topo and simulate data / tensor / pipeline parallel transformer layouts";
+  const char* shared =
+      "Options as keyword arguments (tp=8, global_batch_size=1536, sequence_parallel=True) and/or a dict of option "
+      "names ({'global-batch-size': 1536}), exactly the command's flags; config='FILE.toml' reads a config file. "
+      "Returns the command's JSON output as a dict; raises ValueError listing every problem of unusable input.";
+  static std::vector<std::string> docs;  // pybind11 keeps the pointers
+  for (const char* name : {"plan", "lint", "topo", "simulate"}) {
+    const std::string cmd = name;
+    docs.push_back("trident " + cmd + ". " + shared);
+    m.def(
+        name, [cmd](py::object options, const py::kwargs& kwargs) { return run(cmd, options, kwargs); },
+        py::arg("options") = py::none(), docs.back().c_str());
+  }
+}

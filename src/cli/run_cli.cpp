@@ -1,0 +1,51 @@
+#include "cli/run_cli.h"
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+
+#include "cli/command.h"
+#include "core/problems.h"
+
+namespace trident::cli {
+
+static void print_problems(const InputError& e) {
+  const auto& list = e.problems();
+  std::fprintf(stderr, "trident: %zu problem%s with the input:\n", list.size(), list.size() == 1 ? "" : "s");
+  for (const Problem& p : list) {
+    std::fprintf(stderr, "  - %s\n", p.what.c_str());
+    if (!p.fix.empty()) std::fprintf(stderr, "    fix: %s\n", p.fix.c_str());
+  }
+}
+
+int run_cli(int argc, char** argv) {
+  CLI::App app{"Trident: plan, check, simulate and train data / tensor / pipeline parallel transformer layouts"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "trident 0.1.0");
+  std::vector<std::pair<CLI::App*, Runner>> runners;
+  try {
+    for (const Command& c : command_registry()) {
+      CLI::App* sub = app.add_subcommand(c.name, c.help);
+      runners.emplace_back(sub, c.setup(*sub));
+    }
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  } catch (const trident::InputError& e) {
+    print_problems(e);
+    return 2;
+  }
+  try {
+    for (auto& [sub, run] : runners)
+      if (sub->parsed()) return run();
+  } catch (const trident::InputError& e) {
+    print_problems(e);
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "trident: error: %s\n", e.what());
+    return 1;
+  }
+  return 2;
+}
+
+}  // namespace trident::cli
