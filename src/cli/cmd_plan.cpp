@@ -44,6 +44,12 @@ plan::SearchSpace fixed_dimensions(const OptionValues& v, const ExecutionSpec& e
     }
     return x;
   };
+  // The search covers tp, pp and dp; a cp or ep above 1 would be dropped from the winner, so say so.
+  for (const char* dim : {"cp", "ep"})
+    if (auto x = v.get_int(dim, p); x && *x != 1)
+      p.add(fmt::format("--{} {}: plan does not search context or expert parallel layouts yet", dim, *x),
+            fmt::format("check the layout with trident lint or simulate --{} {}, or leave --{} out of plan", dim, *x, dim),
+            "plan-dimension");
   s.tp = positive("tp");
   s.pp = positive("pp");
   s.dp = positive("dp");

@@ -12,6 +12,7 @@ std::map<std::string, std::string> run_option_texts(const RunSpec& run) {
       {"pp", std::to_string(l.pp)},
       {"dp", std::to_string(l.dp)},
       {"cp", std::to_string(l.cp)},
+      {"ep", std::to_string(l.ep)},
       {"order", l.order},
       {"micro-batch-size", std::to_string(e.micro_batch_size)},
       {"schedule", to_string(e.schedule)},

@@ -106,6 +106,18 @@ std::string megatron_args(const RunSpec& run) {
   a.push_back(fmt::format("--tensor-model-parallel-size {}", l.tp));
   a.push_back(fmt::format("--pipeline-model-parallel-size {}", l.pp));
   if (l.cp > 1) a.push_back(fmt::format("--context-parallel-size {}", l.cp));
+  if (m.is_moe()) {
+    a.push_back(fmt::format("--num-experts {}", m.experts));
+    a.push_back(fmt::format("--moe-router-topk {}", m.experts_per_token));
+    a.push_back(fmt::format("--moe-ffn-hidden-size {}", m.expert_ffn_hidden));
+    if (m.shared_experts > 0)
+      a.push_back(fmt::format("--moe-shared-expert-intermediate-size {}", m.shared_experts * m.expert_ffn_hidden));
+    if (m.capacity_factor > 1.0) a.push_back(fmt::format("--moe-expert-capacity-factor {}", m.capacity_factor));
+    if (m.moe_dense_layers > 0)
+      notes.push_back(fmt::format("{} leading dense layers: give Megatron --moe-layer-freq as a list with {} zeros first",
+                                  m.moe_dense_layers, m.moe_dense_layers));
+  }
+  if (l.ep > 1) a.push_back(fmt::format("--expert-model-parallel-size {}", l.ep));
   if (e.schedule == ScheduleKind::Interleaved && e.virtual_stages > 1) {
     const int64_t chunks = l.pp * e.virtual_stages;
     if (m.layers % chunks == 0)
@@ -171,6 +183,7 @@ std::string torchtitan_toml(const RunSpec& run) {
   }
   parallelism.insert("tensor_parallel_degree", l.tp);
   if (l.cp > 1) parallelism.insert("context_parallel_degree", l.cp);
+  if (l.ep > 1) parallelism.insert("expert_parallel_degree", l.ep);
   parallelism.insert("pipeline_parallel_degree", l.pp);
   const char* schedule = "1F1B";
   switch (e.schedule) {
