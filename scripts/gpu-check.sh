@@ -4,7 +4,7 @@
 #   1. builds the CUDA backend and what the checks run (cmake, only the needed targets, this GPU's arch)
 #   2. CPU-side CUDA unit tests (cuda_tests)
 #   3. every op of the kernel interface, CudaKernels (fp32 and bf16 tensors) vs CpuKernels
-#      (gpu_kernel_check), and the engine's Trainer on the GPU (fp32, bf16) vs the CPU (gpu_engine_check)
+#      (gpu_kernel_check), and the one trainer on the GPU (fp32, bf16) vs the CPU (gpu_engine_check)
 #   4. the stage model (GptStage) on the GPU in fp32 and in bf16 mixed precision against PyTorch:
 #      logits, loss, every gradient and 10 AdamW losses (tests/reference, llm.c-style per-tensor
 #      tolerances for bf16)
@@ -100,7 +100,7 @@ run_step "cuda_tests" 60 "$BIN/cuda_tests" --gtest_brief=1
 
 section "kernels and the engine, GPU vs CPU"
 run_step "gpu_kernel_check (every op, f32 and bf16 tensors, vs CpuKernels)" 180 "$BIN/gpu_kernel_check"
-run_step "gpu_engine_check (Trainer on CudaKernels f32/bf16 vs CpuKernels)" 180 "$BIN/gpu_engine_check"
+run_step "gpu_engine_check (the trainer on CudaKernels f32/bf16 vs CpuKernels)" 180 "$BIN/gpu_engine_check"
 
 section "the stage model vs PyTorch (logits, loss, every gradient, 10 AdamW losses)"
 if [ -n "$PY_REF" ]; then

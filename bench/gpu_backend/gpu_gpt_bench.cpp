@@ -1,5 +1,5 @@
 // GPU benchmark (needs a GPU; run by scripts/gpu-check.sh): training throughput of the one model
-// (GptStage through engine::Trainer on CudaKernels) in bf16 mixed precision or fp32 for a GPT-2
+// (GptStage through the one trainer, one process, on CudaKernels) in bf16 mixed precision or fp32 for a GPT-2
 // preset, and its model FLOP utilisation against the bf16 matrix-product rate measured in the
 // same run (cuBLASLt, 8192^3, bf16 in/out, fp32 accumulate). The vocabulary is padded to a
 // multiple of 128 (50257 -> 50304), as the PyTorch peer and the planner do.
@@ -26,12 +26,24 @@
 #include "runtime/cuda/cuda_kernels.h"
 #include "runtime/cuda/device.h"
 #include "runtime/cuda/matmul.h"
-#include "runtime/engine/trainer.h"
+#include "runtime/nn/gpt.h"
+#include "runtime/parallel/batch_source.h"
+#include "runtime/parallel/dist_trainer.h"
 
 using namespace trident;
 using namespace trident::cuda;
 
 namespace {
+
+// The same fixed batch every step (throughput only).
+struct FixedBatch final : parallel::BatchSource {
+  std::vector<int32_t> tokens, targets;
+  void fill(int64_t, int64_t, int64_t, int32_t* tok, int32_t* tgt) const override {
+    std::copy(tokens.begin(), tokens.end(), tok);
+    std::copy(targets.begin(), targets.end(), tgt);
+  }
+  std::string describe() const override { return "a fixed random batch"; }
+};
 
 // bf16 GEMM rate in FLOP/s: n^3 product, bf16 in/out, fp32 accumulation, median of runs.
 double measure_bf16_matmul(int n) {
@@ -94,30 +106,35 @@ int main(int argc, char** argv) {
     CudaKernels k(info.index, attention);
     engine::AdamWConfig opt;
     opt.lr = 3e-4, opt.min_lr = 3e-4;
-    engine::Trainer trainer(k, spec, B, 1, opt, dtype);
-    trainer.init(1);
-    nn::GptStage& g = trainer.model();
+    FixedBatch batch;
+    std::mt19937 rng(3);
+    std::uniform_int_distribution<int> id(0, int(spec.vocab) - 1);
+    batch.tokens.resize(size_t(B) * T), batch.targets.resize(size_t(B) * T);
+    for (auto& t : batch.tokens) t = id(rng);
+    for (auto& t : batch.targets) t = id(rng);
+    RunSpec run;
+    run.model = spec;
+    run.exec.micro_batch_size = B, run.exec.global_batch_size = B, run.exec.precision = Precision::FP32;
+    parallel::ProcessGroups groups = parallel::make_single_process_groups(std::make_shared<comm::CommContext>());
+    parallel::TrainerOptions o;
+    o.adamw = opt;
+    o.seed = 1;
+    o.kernels = &k;
+    o.compute = dtype;
+    parallel::DistTrainer trainer(run, groups, batch, o);
+    nn::GptStage& g = trainer.chunk_stage(0);
     const int64_t P = g.layout().total();
     std::printf("%s (%s, %s attention) on %s: B=%d T=%d, %lld parameters (vocab padded to %lld)\n%s%s", argv[1], prec.c_str(), att.c_str(),
                 info.name.c_str(), B, T, (long long)P, (long long)spec.vocab, g.memory_table().c_str(),
-                std::string("  + activations of one micro-batch: " +
-                            std::to_string(double(trainer.activation_floats()) * 4 / (1 << 20)) + " MiB\n")
+                std::string("  trainer buffers in all (weights, grads, AdamW, activation slots): " +
+                            std::to_string(trainer.allocated_bytes() / (1 << 20)) + " MiB\n")
                     .c_str());
 
-    std::mt19937 rng(3);
-    std::uniform_int_distribution<int> id(0, int(spec.vocab) - 1);
-    std::vector<int32_t> tokens(size_t(B) * T), targets(size_t(B) * T);
-    for (auto& t : tokens) t = id(rng);
-    for (auto& t : targets) t = id(rng);
-    auto batch = [&](int64_t, int64_t, int32_t* tok, int32_t* tgt) {
-      std::copy(tokens.begin(), tokens.end(), tok);
-      std::copy(targets.begin(), targets.end(), tgt);
-    };
-    for (int i = 0; i < 3; ++i) trainer.train_step(batch);  // warm-up: cuBLASLt plans, caches
+    for (int i = 0; i < 3; ++i) trainer.step(i);  // warm-up: cuBLASLt plans, caches
     k.synchronize();
     auto t0 = std::chrono::steady_clock::now();
     double loss = 0;
-    for (int i = 0; i < steps; ++i) loss = trainer.train_step(batch).loss;
+    for (int i = 0; i < steps; ++i) loss = trainer.step(3 + i);
     k.synchronize();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 

@@ -8,6 +8,7 @@
 #include "cli/command.h"
 #include "core/problems.h"
 #include "runtime/checkpoint/checkpoint.h"
+#include "runtime/checkpoint/logical_tensors.h"
 #include "runtime/engine/run_meta.h"
 #include "runtime/kernels/ops.h"
 #include "runtime/nn/gpt.h"
@@ -28,18 +29,16 @@ int run_generate(const GenerateArgs& a) {
   if (a.tokens <= 0) p.add("--tokens must be positive", "use e.g. --tokens 200", "generate-tokens");
   if (!(a.temperature > 0)) p.add("--temperature must be positive", "use e.g. --temperature 0.8", "generate-temperature");
   p.throw_if_any();
-  checkpoint::Checkpoint c = checkpoint::load(a.checkpoint);
-  const ModelSpec m = engine::model_from_json(c.meta["model"]);
-  const data::Tokenizer tok = engine::tokenizer_from_json(c.meta.value("tokenizer", nlohmann::json::object()));
+  const checkpoint::CheckpointReader c(a.checkpoint);
+  const ModelSpec m = engine::model_from_json(c.meta()["model"]);
+  const data::Tokenizer tok = engine::tokenizer_from_json(c.meta().value("tokenizer", nlohmann::json::object()));
   auto k = kernels::make_cpu_kernels(int(a.threads));
   // Forward over one sequence of the full context; the causal mask makes positions past the
   // end irrelevant, so the context is left-aligned and padded.
+  // Whatever layout wrote the checkpoint, one process reads the whole logical tensors.
   nn::GptStage g(*k, nn::Shard::whole(m), 1, m.seq_len);
-  if (int64_t(c.params.size()) != g.layout().total()) {
-    p.add("checkpoint '" + a.checkpoint + "' does not match its model description", "use an intact checkpoint", "checkpoint-size");
-    p.throw_if_any();
-  }
-  k->from_host(g.params(), c.params.data(), c.params.size());
+  const std::vector<float> params = checkpoint::read_shard(c, g.layout(), "");
+  k->from_host(g.params(), params.data(), params.size());
   g.params_updated();
   nn::Activations acts(g);
   std::vector<int32_t> context = tok.encode(a.prompt);
@@ -76,7 +75,7 @@ int run_generate(const GenerateArgs& a) {
 
 Runner setup_generate(CLI::App& cmd) {
   auto args = std::make_shared<GenerateArgs>();
-  cmd.add_option("--checkpoint", args->checkpoint, "checkpoint written by `trident train --checkpoint FILE`")->required();
+  cmd.add_option("--checkpoint", args->checkpoint, "checkpoint directory written by `trident train --checkpoint DIR`")->required();
   cmd.add_option("--prompt", args->prompt, "text to continue (default: a new line)");
   cmd.add_option("--tokens", args->tokens, "tokens to generate (default 200)");
   cmd.add_option("--temperature", args->temperature, "sampling temperature (default 0.8)");

@@ -8,8 +8,8 @@ using namespace trident;
 
 namespace {
 
-parallel::DistTrainSettings tiny() {
-  parallel::DistTrainSettings s;
+parallel::TrainSettings tiny() {
+  parallel::TrainSettings s;
   auto& m = s.run.model;
   m.layers = 4, m.hidden = 32, m.heads = 4, m.kv_heads = 4, m.ffn_hidden = 128, m.seq_len = 16, m.vocab = 64;
   s.run.exec.global_batch_size = 8;
@@ -17,7 +17,7 @@ parallel::DistTrainSettings tiny() {
   return s;
 }
 
-std::string all_problems(const parallel::DistTrainSettings& s) {
+std::string all_problems(const parallel::TrainSettings& s) {
   Problems p;
   parallel::check_dist_run(s, p);
   std::string out;

@@ -1,5 +1,6 @@
 // The proof users need: every parallel layout trains a small GPT to the same losses (within
-// 1e-5 relative, fp32) and the same final parameters as one process running the whole model.
+// 1e-5 relative, fp32) and the same final parameters as one process running the whole model
+// (the same trainer on a world of one, as `trident train` runs without mpirun).
 // Runs on 8 MPI ranks; a layout of w ranks uses ranks 0..w-1, the others wait.
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -10,7 +11,6 @@
 #include "runtime/parallel/dist_trainer.h"
 #include "runtime/data/sampler.h"
 #include "runtime/data/token_file.h"
-#include "runtime/engine/trainer.h"
 
 using namespace trident;
 using namespace trident::parallel;
@@ -75,14 +75,14 @@ struct Result {
   ProcessGroups groups;
 };
 
-// Trains `c` on ranks 0..w-1 of MPI_COMM_WORLD (the others get an empty result).
+// Trains `c` on the ranks of `base` (MPI_COMM_NULL: one process, a world of one without MPI).
 Result train(const Case& c, MPI_Comm base) {
   Result r;
   RunSpec run = run_for(c);
   Mesh mesh(run.layout, 8);
   auto ctx = std::make_shared<comm::CommContext>();
   ctx->timeout_s = 120;
-  r.groups = make_process_groups(mesh, ctx, base);
+  r.groups = base == MPI_COMM_NULL ? make_single_process_groups(ctx) : make_process_groups(mesh, ctx, base);
   auto data = synthetic_source(run.model.vocab, run.model.seq_len, 7);
   TrainerOptions o = options();
   o.stage_layers = c.stage_layers;
@@ -91,9 +91,10 @@ Result train(const Case& c, MPI_Comm base) {
   return r;
 }
 
-// The single-process reference, computed once per rank on MPI_COMM_SELF.
+// The single-process reference, computed once per rank as `trident train` runs one process:
+// the same trainer on a world of one, no MPI.
 const Result& reference() {
-  static Result ref = train(Case{"single", Layout{}}, MPI_COMM_SELF);
+  static Result ref = train(Case{"single", Layout{}}, MPI_COMM_NULL);
   return ref;
 }
 
@@ -153,27 +154,16 @@ void expect_same_as_single_process(const Case& c) {
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
-// The reference above is the distributed runtime on one rank; it must itself be the engine's
-// single-process Trainer, step for step, so every layout is compared with `trident train`.
-TEST(Equivalence, one_rank_runtime_matches_the_engine_trainer) {
-  RunSpec run = run_for(Case{"single", Layout{}});
-  auto k = kernels::make_cpu_kernels(1);
-  const int64_t b = run.exec.micro_batch_size, accum = run.exec.global_batch_size / b;
-  engine::Trainer trainer(*k, run.model, b, accum, options().adamw);
-  trainer.init(options().seed);
-  auto data = synthetic_source(run.model.vocab, run.model.seq_len, 7);
+// One process without MPI and one MPI rank are the same run, bit for bit.
+TEST(Equivalence, one_mpi_rank_matches_the_world_of_one_bit_for_bit) {
+  const Result got = train(Case{"single on MPI_COMM_SELF", Layout{}}, MPI_COMM_SELF);
   const Result& ref = reference();
-  for (int64_t s = 0; s < kSteps; ++s) {
-    auto r = trainer.train_step([&](int64_t step, int64_t micro, int32_t* tok, int32_t* tgt) {
-      data->fill(step, micro * b, b, tok, tgt);
-    });
-    EXPECT_NEAR(r.loss, ref.losses[s], 1e-5 * std::abs(ref.losses[s])) << "step " << s;
-  }
+  for (int64_t s = 0; s < kSteps; ++s) EXPECT_EQ(got.losses[s], ref.losses[s]) << "step " << s;
 }
 
-// On a token file, a dp2 x pp2 x tp2 run reads exactly what `trident train` reads (the engine's
-// BatchSampler, micro-batch m = sequences [m*b, (m+1)*b)): same losses as the engine's Trainer.
-TEST(Equivalence, token_file_3d_run_matches_the_engine_trainer_on_the_same_file) {
+// On a token file, a dp2 x pp2 x tp2 run reads exactly what one process reads (the
+// BatchSampler, micro-batch m = sequences [m*b, (m+1)*b)): same losses.
+TEST(Equivalence, token_file_3d_run_matches_one_process_on_the_same_file) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   const std::string path = "dist_equivalence_tokens.bin";
@@ -186,21 +176,18 @@ TEST(Equivalence, token_file_3d_run_matches_the_engine_trainer_on_the_same_file)
   MPI_Barrier(MPI_COMM_WORLD);
   Case c{"dp2xtp2xpp2 token file", Layout{.tp = 2, .dp = 2, .pp = 2}};
   RunSpec run = run_for(c);
-  const int64_t b = run.exec.micro_batch_size, accum = run.exec.global_batch_size / b, steps = 8;
+  const int64_t steps = 8;
   const uint64_t seed = 5;
 
-  // The engine, one process, as cmd_train feeds it.
+  // One process, as `trident train` runs it.
   std::vector<double> expected;
   {
-    auto k = kernels::make_cpu_kernels(1);
-    engine::Trainer trainer(*k, run.model, b, accum, options().adamw);
-    trainer.init(options().seed);
-    data::TokenFile file(path);
-    data::BatchSampler sampler(file, data::train_split(file, run.model.seq_len), run.model.seq_len, seed, 0);
-    for (int64_t s = 0; s < steps; ++s)
-      expected.push_back(trainer.train_step([&](int64_t step, int64_t m, int32_t* tok, int32_t* tgt) {
-        sampler.fill(step, m * b, b, tok, tgt);
-      }).loss);
+    RunSpec one = run;
+    one.layout = Layout{};
+    ProcessGroups groups = make_single_process_groups(std::make_shared<comm::CommContext>());
+    auto data = token_file_source(path, run.model.seq_len, seed);
+    DistTrainer trainer(one, groups, *data, options());
+    for (int64_t s = 0; s < steps; ++s) expected.push_back(trainer.step(s));
   }
   MPI_Comm base;
   MPI_Comm_split(MPI_COMM_WORLD, rank < 8 ? 0 : MPI_UNDEFINED, rank, &base);

@@ -1,4 +1,4 @@
-// A small launcher of run_distributed_training for the multi-rank tests: the same entry point
+// A small launcher of run_training for the multi-rank tests: the same entry point
 // `trident train` calls, with a tiny GPT and fault injection (--kill R:S ends rank R abruptly at
 // step S, --stall R:S makes it stop talking) to prove the others stop with an error naming it.
 #include <csignal>
@@ -14,7 +14,7 @@
 using namespace trident;
 
 int main(int argc, char** argv) {
-  parallel::DistTrainSettings s;
+  parallel::TrainSettings s;
   RunSpec& r = s.run;
   r.model.family = ModelFamily::GPT;
   r.model.layers = 4, r.model.hidden = 32, r.model.heads = 4, r.model.kv_heads = 4;
@@ -58,5 +58,5 @@ int main(int argc, char** argv) {
     if (rank == kill_rank && step == kill_step) std::raise(SIGKILL);
     if (rank == stall_rank && step == stall_step) std::this_thread::sleep_for(std::chrono::hours(1));
   };
-  return parallel::run_distributed_training(s);
+  return parallel::run_training(s);
 }

@@ -95,7 +95,11 @@ check("rehearsal: measured and predicted shares in the DOM",
 check("rehearsal: self-contained", not self_contained(open(reh).read()))
 colours = screenshot_colours(reh, os.path.join(tmp, "rehearsal.png"))
 check(f"rehearsal: screenshot is not blank ({colours} colours)", colours > 16, colours)
-run([trident, "train", "--layers", "1", "--hidden", "32", "--heads", "2", "--html", reh], want=2)
+# One process runs the same trainer: its one-rank rehearsal page is written too.
+one = os.path.join(tmp, "one.html")
+run([trident, "train", "--layers", "1", "--hidden", "32", "--heads", "2", "--seq-len", "16", "--steps", "2",
+     "--threads", "1", "--html", one])
+check("one process: the page is written", 'id="rehearsal"' in open(one).read())
 
 # SVG: five-digit ranks keep whole labels (the label column grows with them).
 svg = os.path.join(tmp, "big.svg")

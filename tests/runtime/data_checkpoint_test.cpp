@@ -135,55 +135,78 @@ TEST(Tokenizer, bpe_round_trips_text_and_compresses_it) {
   EXPECT_EQ(data::Tokenizer::bytes().decode(data::Tokenizer::bytes().encode("héllo\n")), "héllo\n");
 }
 
-checkpoint::Checkpoint sample_checkpoint() {
-  checkpoint::Checkpoint c;
-  c.meta = {{"param_count", 1000}, {"step", 7}};
-  for (int i = 0; i < 1000; ++i) {
-    c.params.push_back(float(i) * 0.5f);
-    c.m.push_back(float(i) * 0.25f);
-    c.v.push_back(float(i) * 0.125f);
-  }
-  return c;
+// A two-rank checkpoint: tensor "w" (4 x 3) split by rows between two shard files, "b" (3) whole.
+std::string sample_checkpoint(const std::string& name) {
+  const auto dir = temp_path(name);
+  checkpoint::begin_save(dir);
+  std::vector<float> w(12), b{7, 8, 9};
+  for (int i = 0; i < 12; ++i) w[size_t(i)] = float(i) * 0.5f;
+  checkpoint::ShardWriter r0(dir, 0), r1(dir, 1);
+  r0.add("w", 4, 3, 0, 0, 2, 3, w.data());
+  r1.add("w", 4, 3, 2, 0, 2, 3, w.data() + 6);
+  r1.add("b", 3, 1, 0, 0, 3, 1, b.data());
+  r0.finish();
+  r1.finish();
+  checkpoint::finish_save(dir, {{"step", 7}});
+  return dir;
 }
 
-TEST(Checkpoint, round_trip_is_exact) {
-  const auto path = temp_path("c.ckpt");
-  const auto c = sample_checkpoint();
-  checkpoint::save(path, c);
-  const auto d = checkpoint::load(path);
-  EXPECT_EQ(d.params, c.params);
-  EXPECT_EQ(d.m, c.m);
-  EXPECT_EQ(d.v, c.v);
-  EXPECT_EQ(d.meta["step"], 7);
-  fs::remove(path);
+TEST(Checkpoint, round_trip_gives_whole_logical_tensors_by_name) {
+  const auto dir = sample_checkpoint("c.ckpt");
+  const checkpoint::CheckpointReader r(dir);
+  EXPECT_EQ(r.meta()["step"], 7);
+  EXPECT_EQ(r.names(), (std::vector<std::string>{"b", "w"}));
+  const auto w = r.tensor("w");
+  EXPECT_EQ(w.shape, (std::vector<int64_t>{4, 3}));
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(w.data[size_t(i)], float(i) * 0.5f);
+  EXPECT_EQ(r.tensor("b").shape, (std::vector<int64_t>{3}));
+  EXPECT_EQ(r.tensor("b").data, (std::vector<float>{7, 8, 9}));
+  EXPECT_FALSE(fs::exists(checkpoint::temporary_dir(dir)));
+  fs::remove_all(dir);
+}
+
+TEST(Checkpoint, a_new_save_replaces_the_old_one_whole_and_a_crashed_save_leaves_it_loadable) {
+  const auto dir = sample_checkpoint("swap.ckpt");
+  checkpoint::begin_save(dir);  // a save that dies before its manifest: the old one stays
+  checkpoint::ShardWriter half(dir, 0);
+  std::vector<float> junk(6, 1.0f);
+  half.add("w", 4, 3, 0, 0, 2, 3, junk.data());
+  half.finish();
+  EXPECT_EQ(checkpoint::CheckpointReader(dir).tensor("w").data[1], 0.5f);
+  fs::remove_all(dir);
 }
 
 TEST(Checkpoint, truncated_or_corrupt_files_are_refused) {
-  const auto path = temp_path("bad.ckpt");
-  checkpoint::save(path, sample_checkpoint());
-  const auto good = read_all(path);
-  auto expect_code = [&](const std::vector<char>& bytes, const std::string& code) {
-    write_all(path, bytes);
+  const auto dir = sample_checkpoint("bad.ckpt");
+  const auto shard = dir + "/shard-00001.bin", manifest = dir + "/manifest.json";
+  const auto good_shard = read_all(shard), good_manifest = read_all(manifest);
+  auto expect_code = [&](const std::string& code) {
     try {
-      checkpoint::load(path);
+      checkpoint::CheckpointReader r(dir);
+      r.tensor("w");
       FAIL() << "accepted a bad checkpoint (" << code << ")";
     } catch (const InputError& e) {
       EXPECT_NE(problem_text(e).find(code), std::string::npos) << problem_text(e);
     }
   };
-  auto bad = good;
+  auto bad = good_shard;
   bad.resize(bad.size() / 2);
-  expect_code(bad, "checkpoint-size");
-  bad = good;
+  write_all(shard, bad);
+  expect_code("checkpoint-size");
+  bad = good_shard;
   bad[bad.size() / 2] ^= 0x40;  // one flipped bit in the weights
-  expect_code(bad, "checkpoint-hash");
-  bad = good;
-  bad[1] = 'x';
-  expect_code(bad, "checkpoint-magic");
-  bad = good;
-  bad[8] = 2;
-  expect_code(bad, "checkpoint-version");
-  fs::remove(path);
+  write_all(shard, bad);
+  expect_code("checkpoint-hash");
+  write_all(shard, good_shard);
+  std::string text(good_manifest.begin(), good_manifest.end());
+  write_all(manifest, std::vector<char>(text.begin(), text.begin() + long(text.size() / 2)));
+  expect_code("checkpoint-manifest");
+  std::string v = text;
+  v.replace(v.find("\"version\": 2"), 12, "\"version\": 9");
+  write_all(manifest, std::vector<char>(v.begin(), v.end()));
+  expect_code("checkpoint-version");
+  fs::remove_all(dir);
+  expect_code("checkpoint-open");
 }
 
 }  // namespace

@@ -28,7 +28,8 @@ echo "loss falls: $first -> $last"
 
 # Stop at 20, resume to 40: steps 21..40 must have exactly the losses of the straight run.
 "$TRIDENT" train "${MODEL[@]}" --steps 40 --stop-at 20 --checkpoint "$DIR/c.ckpt" >/dev/null || fail "train to 20"
-"$TRIDENT" train "${MODEL[@]}" --steps 40 --resume "$DIR/c.ckpt" --metrics "$DIR/b.jsonl" >/dev/null || fail "resume"
+"$TRIDENT" train "${MODEL[@]}" --steps 40 --resume "$DIR/c.ckpt" --metrics "$DIR/b.jsonl" >"$DIR/b.out" || fail "resume"
+grep -qE "^step +21/40 \| loss" "$DIR/b.out" || { cat "$DIR/b.out"; fail "the resumed run does not count on from step 21"; }
 diff <(sed -n '21,40p' "$DIR/a.jsonl" | sed 's/.*"loss":\([0-9.e-]*\).*/\1/') \
      <(sed 's/.*"loss":\([0-9.e-]*\).*/\1/' "$DIR/b.jsonl") >/dev/null || fail "resumed losses differ"
 [ "$(wc -l <"$DIR/b.jsonl")" -eq 20 ] || fail "resume ran the wrong number of steps"
@@ -45,18 +46,22 @@ expect2() {
   [ $rc -eq 2 ] || { cat "$DIR/err.out"; fail "$what: exit code $rc, expected 2"; }
   grep -q "fix:" "$DIR/err.out" || fail "$what: no fix in the message"
 }
-cp "$DIR/c.ckpt" "$DIR/keep.ckpt"
+cp -r "$DIR/c.ckpt" "$DIR/keep.ckpt"
 echo "unknown_key = 3" >"$DIR/bad.toml"
 expect2 "unknown config key" "$TRIDENT" train "${MODEL[@]}" --steps 2 --config "$DIR/bad.toml" --checkpoint "$DIR/c.ckpt"
 expect2 "batch not dividing" "$TRIDENT" train "${BASE[@]}" --steps 2 --global-batch-size 10 --checkpoint "$DIR/c.ckpt"
 printf 'NOTATOKENFILE-------------------------------------------------------------------' >"$DIR/bad.tok"
 expect2 "bad token file" "$TRIDENT" train --data "$DIR/bad.tok" --steps 2 --checkpoint "$DIR/c.ckpt"
-head -c 1000 "$DIR/keep.ckpt" >"$DIR/trunc.ckpt"
+cp -r "$DIR/keep.ckpt" "$DIR/trunc.ckpt"
+truncate -s 1000 "$DIR/trunc.ckpt/shard-00000.bin"
 expect2 "truncated checkpoint" "$TRIDENT" train "${MODEL[@]}" --steps 40 --resume "$DIR/trunc.ckpt" --checkpoint "$DIR/c.ckpt"
-cp "$DIR/keep.ckpt" "$DIR/corrupt.ckpt"
-printf '\x55\x55\x55\x55' | dd of="$DIR/corrupt.ckpt" bs=1 seek=5000 conv=notrunc 2>/dev/null
+cp -r "$DIR/keep.ckpt" "$DIR/corrupt.ckpt"
+printf '\x55\x55\x55\x55' | dd of="$DIR/corrupt.ckpt/shard-00000.bin" bs=1 seek=5000 conv=notrunc 2>/dev/null
 expect2 "corrupt checkpoint" "$TRIDENT" train "${MODEL[@]}" --steps 40 --resume "$DIR/corrupt.ckpt" --checkpoint "$DIR/c.ckpt"
 expect2 "corrupt checkpoint (generate)" "$TRIDENT" generate --checkpoint "$DIR/corrupt.ckpt"
-cmp -s "$DIR/c.ckpt" "$DIR/keep.ckpt" || fail "a refused run overwrote the checkpoint"
+diff -r "$DIR/c.ckpt" "$DIR/keep.ckpt" >/dev/null || fail "a refused run overwrote the checkpoint"
+printf 'my notes' >"$DIR/notes.txt"
+expect2 "checkpoint path is not a checkpoint" "$TRIDENT" train "${MODEL[@]}" --steps 2 --checkpoint "$DIR/notes.txt"
+[ "$(cat "$DIR/notes.txt")" = "my notes" ] || fail "a run overwrote a file that is not a checkpoint"
 echo "bad input refused with exit 2, checkpoint untouched"
 echo PASS

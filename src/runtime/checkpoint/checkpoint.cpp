@@ -1,25 +1,32 @@
-// Checkpoint writer and checked reader (see checkpoint.h).
+// Checkpoint directories: shard writers, manifest, atomic swap and the reader (see checkpoint.h).
 #include "runtime/checkpoint/checkpoint.h"
+
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+
+#include <fmt/format.h>
 
 #include "core/problems.h"
 
 namespace trident::checkpoint {
 
-namespace {
-constexpr char kMagic[8] = {'T', 'R', 'D', 'C', 'K', 'P', 'T', '\0'};
+namespace fs = std::filesystem;
 
-struct Fnv {
-  uint64_t h = 1469598103934665603ull;
-  void add(const void* p, size_t n) {
-    const auto* b = static_cast<const unsigned char*>(p);
-    for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
-  }
-};
+namespace {
+
+const char* kManifest = "manifest.json";
+
+uint64_t fnv1a(const void* p, size_t n, uint64_t h = 1469598103934665603ull) {
+  const auto* b = static_cast<const unsigned char*>(p);
+  for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
+  return h;
+}
 
 [[noreturn]] void fail(const std::string& what, const std::string& fix, const std::string& code) {
   Problems p;
@@ -27,76 +34,208 @@ struct Fnv {
   p.throw_if_any();
   throw std::logic_error("unreachable");
 }
+
+const std::string kRedo = "use an intact checkpoint directory written by `trident train --checkpoint DIR`";
+
+// Writes `bytes` to `path` and fsyncs it; false on any error.
+bool write_file(const std::string& path, const void* bytes, size_t n) {
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (!f) return false;
+  bool ok = n == 0 || std::fwrite(bytes, 1, n, f) == n;
+  ok = std::fflush(f) == 0 && ok;
+  ok = ::fsync(fileno(f)) == 0 && ok;
+  return std::fclose(f) == 0 && ok;
+}
+
+std::string shard_name(int rank, const char* ext) { return fmt::format("shard-{:05d}.{}", rank, ext); }
+
 }  // namespace
 
-void save(const std::string& path, const Checkpoint& c) {
-  const std::string meta = c.meta.dump();
-  const uint32_t version = kVersion, meta_bytes = uint32_t(meta.size());
-  const std::string tmp = path + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) fail("cannot write checkpoint '" + tmp + "': " + std::strerror(errno), "check the folder exists and is writable", "io");
-  Fnv h;
-  bool ok = true;
-  auto put = [&](const void* p, size_t n) {
-    h.add(p, n);
-    ok = ok && std::fwrite(p, 1, n, f) == n;
-  };
-  put(kMagic, 8);
-  put(&version, 4);
-  put(&meta_bytes, 4);
-  put(meta.data(), meta.size());
-  put(c.params.data(), c.params.size() * 4);
-  put(c.m.data(), c.m.size() * 4);
-  put(c.v.data(), c.v.size() * 4);
-  ok = ok && std::fwrite(&h.h, 8, 1, f) == 1;
-  ok = (std::fclose(f) == 0) && ok;
-  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    fail("failed writing checkpoint '" + path + "' (the previous file, if any, is untouched)", "check free disk space", "io");
+std::string temporary_dir(const std::string& dir) {
+  std::string d = dir;
+  while (d.size() > 1 && d.back() == '/') d.pop_back();
+  return d + ".saving";
+}
+
+void begin_save(const std::string& dir) {
+  const std::string tmp = temporary_dir(dir);
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+  if (!fs::create_directories(tmp, ec) || ec)
+    fail("cannot create the checkpoint's temporary directory '" + tmp + "'" + (ec ? ": " + ec.message() : ""),
+         "check that the folder of --checkpoint exists and is writable", "checkpoint-write");
+}
+
+ShardWriter::ShardWriter(const std::string& dir, int rank)
+    : dir_(temporary_dir(dir)), file_(shard_name(rank, "bin")) {}
+
+void ShardWriter::add(const std::string& name, int64_t logical_rows, int64_t logical_cols, int64_t row, int64_t col,
+                      int64_t rows, int64_t cols, const float* data) {
+  index_.push_back({{"name", name},
+                    {"shape", logical_cols == 1 ? nlohmann::json{logical_rows} : nlohmann::json{logical_rows, logical_cols}},
+                    {"offset", int64_t(bytes_.size() * sizeof(float))},
+                    {"start", {row, col}},
+                    {"extent", {rows, cols}}});
+  bytes_.insert(bytes_.end(), data, data + rows * cols);
+}
+
+void ShardWriter::finish() {
+  const size_t n = bytes_.size() * sizeof(float);
+  const nlohmann::json j = {{"file", file_}, {"bytes", int64_t(n)},
+                            {"fnv1a64", fmt::format("{:016x}", fnv1a(bytes_.data(), n))}, {"slices", index_}};
+  const std::string index = j.dump();
+  const std::string base = dir_ + "/" + file_.substr(0, file_.size() - 4);
+  if (!write_file(dir_ + "/" + file_, bytes_.data(), n) || !write_file(base + ".json", index.data(), index.size()))
+    fail("failed writing checkpoint shard '" + dir_ + "/" + file_ + "': " + std::strerror(errno) +
+             " (the previous checkpoint, if any, is untouched)",
+         "check free disk space and that the folder is writable", "checkpoint-write");
+}
+
+void finish_save(const std::string& dir, const nlohmann::json& meta) {
+  const std::string tmp = temporary_dir(dir);
+  nlohmann::json manifest = {{"format", "trident-checkpoint"}, {"version", kVersion}, {"meta", meta},
+                             {"files", nlohmann::json::object()}, {"tensors", nlohmann::json::object()}};
+  std::map<std::string, int64_t> covered;
+  std::vector<fs::path> indexes;
+  for (const auto& e : fs::directory_iterator(tmp))
+    if (e.path().extension() == ".json") indexes.push_back(e.path());
+  std::sort(indexes.begin(), indexes.end());
+  for (const auto& path : indexes) {
+    std::ifstream in(path);
+    const nlohmann::json j = nlohmann::json::parse(in);
+    manifest["files"][j["file"].get<std::string>()] = {{"bytes", j["bytes"]}, {"fnv1a64", j["fnv1a64"]}};
+    for (const auto& s : j["slices"]) {
+      const std::string name = s["name"];
+      auto& t = manifest["tensors"][name];
+      if (t.is_null()) t = {{"shape", s["shape"]}, {"dtype", "f32"}, {"slices", nlohmann::json::array()}};
+      t["slices"].push_back({{"file", j["file"]}, {"offset", s["offset"]}, {"start", s["start"]}, {"extent", s["extent"]}});
+      covered[name] += s["extent"][0].get<int64_t>() * s["extent"][1].get<int64_t>();
+    }
+    fs::remove(path);
+  }
+  for (const auto& [name, t] : manifest["tensors"].items()) {
+    int64_t want = 1;
+    for (const auto& d : t["shape"]) want *= d.get<int64_t>();
+    if (covered[name] != want)
+      throw std::logic_error(fmt::format("checkpoint writer: tensor {} has {} of its {} elements", name, covered[name], want));
+  }
+  const std::string text = manifest.dump(1);
+  if (!write_file(tmp + "/" + kManifest, text.data(), text.size()))
+    fail("failed writing '" + tmp + "/" + kManifest + "': " + std::strerror(errno) + " (the previous checkpoint is untouched)",
+         "check free disk space", "checkpoint-write");
+  // The swap: the new directory takes the old one's name in one step; the old one, now at the
+  // temporary name, is removed afterwards.
+  std::error_code ec;
+  if (fs::exists(dir, ec)) {
+    if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, dir.c_str(), RENAME_EXCHANGE) != 0)
+      fail("could not swap the new checkpoint into '" + dir + "': " + std::strerror(errno) +
+               "; it is complete in '" + tmp + "' and the previous one is untouched",
+           "move '" + tmp + "' to '" + dir + "' by hand", "checkpoint-write");
+    fs::remove_all(tmp, ec);
+  } else if (std::rename(tmp.c_str(), dir.c_str()) != 0) {
+    fail("could not rename '" + tmp + "' to '" + dir + "': " + std::strerror(errno), "check the folder is writable",
+         "checkpoint-write");
   }
 }
 
-Checkpoint load(const std::string& path) {
-  std::ifstream f(path, std::ios::binary | std::ios::ate);
-  if (!f) fail("cannot open checkpoint '" + path + "'", "check the path (written by `trident train --checkpoint FILE`)", "checkpoint-open");
-  const int64_t size = f.tellg();
-  f.seekg(0);
-  std::vector<char> bytes(static_cast<size_t>(size));
-  f.read(bytes.data(), size);
-  const std::string redo = "use an intact checkpoint, or train again with --checkpoint";
-  if (size < 16 || std::memcmp(bytes.data(), kMagic, 8) != 0)
-    fail("'" + path + "' is not a Trident checkpoint (bad magic number)", redo, "checkpoint-magic");
-  uint32_t version = 0, meta_bytes = 0;
-  std::memcpy(&version, bytes.data() + 8, 4);
-  std::memcpy(&meta_bytes, bytes.data() + 12, 4);
-  if (version != kVersion)
-    fail("checkpoint '" + path + "' has version " + std::to_string(version) + ", this Trident reads version " +
-             std::to_string(kVersion), redo, "checkpoint-version");
-  if (int64_t(16) + meta_bytes + 8 > size)
-    fail("checkpoint '" + path + "' is truncated (" + std::to_string(size) + " bytes)", redo, "checkpoint-size");
-  Checkpoint c;
+bool is_checkpoint(const std::string& path) {
+  std::error_code ec;
+  return fs::is_directory(path, ec) && fs::is_regular_file(fs::path(path) / kManifest, ec);
+}
+
+CheckpointReader::CheckpointReader(const std::string& dir) : dir_(dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    fail("checkpoint '" + dir + "' is not a directory" + (fs::exists(dir, ec) ? "" : " (it does not exist)"),
+         "give the directory written by `trident train --checkpoint DIR`", "checkpoint-open");
+  const std::string path = dir + "/" + kManifest;
+  std::ifstream in(path);
+  if (!in) fail("checkpoint '" + dir + "' has no " + kManifest, kRedo, "checkpoint-open");
   try {
-    c.meta = nlohmann::json::parse(std::string(bytes.data() + 16, meta_bytes));
+    manifest_ = nlohmann::json::parse(in);
   } catch (const std::exception&) {
-    fail("checkpoint '" + path + "' has an unreadable header", redo, "checkpoint-meta");
+    fail("'" + path + "' is not valid JSON", kRedo, "checkpoint-manifest");
   }
-  const int64_t n = c.meta.value("param_count", int64_t(-1));
-  const int64_t expect = 16 + int64_t(meta_bytes) + 3 * 4 * n + 8;
-  if (n < 0 || size != expect)
-    fail("checkpoint '" + path + "' is " + std::to_string(size) + " bytes, expected " + std::to_string(expect) +
-             " for " + std::to_string(n) + " parameters: truncated or corrupt", redo, "checkpoint-size");
-  Fnv h;
-  h.add(bytes.data(), size_t(size - 8));
-  uint64_t stored = 0;
-  std::memcpy(&stored, bytes.data() + size - 8, 8);
-  if (stored != h.h) fail("checkpoint '" + path + "' is corrupt (checksum mismatch)", redo, "checkpoint-hash");
-  const char* p = bytes.data() + 16 + meta_bytes;
-  for (auto* vec : {&c.params, &c.m, &c.v}) {
-    vec->resize(size_t(n));
-    std::memcpy(vec->data(), p, size_t(n) * 4);
-    p += n * 4;
+  if (!manifest_.is_object() || manifest_.value("format", "") != "trident-checkpoint")
+    fail("'" + path + "' is not a Trident checkpoint manifest", kRedo, "checkpoint-manifest");
+  if (manifest_.value("version", 0) != kVersion)
+    fail(fmt::format("checkpoint '{}' has version {}, this Trident reads version {}", dir, manifest_.value("version", 0),
+                     kVersion),
+         kRedo, "checkpoint-version");
+  for (const char* key : {"meta", "files", "tensors"})
+    if (!manifest_.contains(key) || !manifest_[key].is_object())
+      fail("'" + path + "' lacks its '" + key + "' table", kRedo, "checkpoint-manifest");
+  for (const auto& [file, f] : manifest_["files"].items()) {
+    const auto size = fs::file_size(dir + "/" + file, ec);
+    if (ec) fail("checkpoint shard '" + dir + "/" + file + "' is missing", kRedo, "checkpoint-size");
+    if (int64_t(size) != f.value("bytes", int64_t(-1)))
+      fail(fmt::format("checkpoint shard '{}/{}' has {} bytes, the manifest says {} (truncated?)", dir, file, size,
+                       f.value("bytes", int64_t(-1))),
+           kRedo, "checkpoint-size");
   }
-  return c;
+}
+
+std::vector<std::string> CheckpointReader::names() const {
+  std::vector<std::string> out;
+  for (const auto& [name, t] : manifest_["tensors"].items()) out.push_back(name);
+  return out;
+}
+
+void CheckpointReader::verify_file(const std::string& file) const {
+  if (verified_.count(file)) return;
+  std::ifstream in(dir_ + "/" + file, std::ios::binary);
+  std::vector<char> buf(1 << 20);
+  uint64_t h = 1469598103934665603ull;
+  while (in) {
+    in.read(buf.data(), std::streamsize(buf.size()));
+    h = fnv1a(buf.data(), size_t(in.gcount()), h);
+  }
+  if (fmt::format("{:016x}", h) != manifest_["files"][file].value("fnv1a64", ""))
+    fail("checkpoint shard '" + dir_ + "/" + file + "' is corrupt (checksum mismatch)", kRedo, "checkpoint-hash");
+  verified_.insert(file);
+}
+
+CheckpointReader::Tensor CheckpointReader::tensor(const std::string& name) const {
+  if (!has(name)) fail("checkpoint '" + dir_ + "' has no tensor '" + name + "'", kRedo, "checkpoint-tensor");
+  const auto& t = manifest_["tensors"][name];
+  Tensor out;
+  out.name = name;
+  out.dtype = t.value("dtype", "f32");
+  try {
+    out.shape = t["shape"].get<std::vector<int64_t>>();
+    const int64_t rows = out.rows(), cols = out.cols();
+    if (out.dtype != "f32" || out.shape.empty() || out.shape.size() > 2 || rows <= 0 || cols <= 0)
+      fail("tensor '" + name + "' of checkpoint '" + dir_ + "' has an unsupported shape or dtype", kRedo,
+           "checkpoint-manifest");
+    out.data.assign(size_t(rows * cols), 0.0f);
+    int64_t covered = 0;
+    for (const auto& s : t["slices"]) {
+      const std::string file = s["file"];
+      if (!manifest_["files"].contains(file))
+        fail("tensor '" + name + "' points to an unknown file '" + file + "'", kRedo, "checkpoint-manifest");
+      verify_file(file);
+      const int64_t r0 = s["start"][0], c0 = s["start"][1], nr = s["extent"][0], nc = s["extent"][1];
+      const int64_t offset = s["offset"];
+      if (r0 < 0 || c0 < 0 || nr <= 0 || nc <= 0 || r0 + nr > rows || c0 + nc > cols || offset < 0 ||
+          offset + nr * nc * 4 > manifest_["files"][file]["bytes"].get<int64_t>())
+        fail("a slice of tensor '" + name + "' lies outside the tensor or its file", kRedo, "checkpoint-manifest");
+      std::vector<float> block(size_t(nr * nc));
+      std::ifstream in(dir_ + "/" + file, std::ios::binary);
+      in.seekg(offset);
+      in.read(reinterpret_cast<char*>(block.data()), std::streamsize(block.size() * 4));
+      if (!in) fail("could not read a slice of '" + name + "' from '" + dir_ + "/" + file + "'", kRedo, "checkpoint-size");
+      for (int64_t r = 0; r < nr; ++r)
+        std::copy(block.begin() + r * nc, block.begin() + (r + 1) * nc, out.data.begin() + (r0 + r) * cols + c0);
+      covered += nr * nc;
+    }
+    if (covered != rows * cols)
+      fail(fmt::format("tensor '{}' of checkpoint '{}': its slices hold {} of its {} elements", name, dir_, covered,
+                       rows * cols),
+           kRedo, "checkpoint-manifest");
+  } catch (const nlohmann::json::exception&) {
+    fail("tensor '" + name + "' of checkpoint '" + dir_ + "' has a malformed entry", kRedo, "checkpoint-manifest");
+  }
+  return out;
 }
 
 }  // namespace trident::checkpoint

@@ -1,15 +1,25 @@
-// Checkpoints: a versioned file holding a run's weights, AdamW moments and everything needed
-// to continue it bit for bit (step, seed, schedule, data, tokenizer).
+// Checkpoints: a directory that any layout can read, whatever layout wrote it.
 //
-// Layout (little-endian):
-//   char[8] "TRDCKPT\0" | u32 version (1) | u32 meta_bytes | meta (JSON text) |
-//   f32 params[n] | f32 m[n] | f32 v[n] | u64 FNV-1a hash of every byte before it
-// n = meta["param_count"]. The reader checks magic, version, exact size and the hash, so a
-// truncated or corrupted file is refused with a clear error; the writer writes FILE.tmp and
-// renames it, so a failed save never damages an existing checkpoint.
+//   DIR/manifest.json     {"format": "trident-checkpoint", "version": 2,
+//                          "meta": {model, step, seed, run settings, data, tokenizer, ...},
+//                          "files": {"shard-00003.bin": {"bytes": N, "fnv1a64": "hex"}, ...},
+//                          "tensors": {"layers.0.qkv_w": {"shape": [3C, C], "dtype": "f32",
+//                                      "slices": [{"file", "offset" (bytes), "start": [row, col],
+//                                                  "extent": [rows, cols]}, ...]}, ...}}
+//   DIR/shard-RRRRR.bin   the slices rank R wrote, f32 little-endian, each slice row-major.
+//
+// Every tensor is stored by its logical name with its unsharded, unpadded shape (parameters by
+// their model names; AdamW moments as "optimizer.m.NAME" and "optimizer.v.NAME"), so a run with
+// other dp / tp / pp / ZeRO / schedule / virtual stages, or one process, reads the same file.
+// Writing (Megatron's sharded tensors and torchtitan's DCP are the models): every writing rank
+// fills its own shard file in a temporary directory (DIR.saving), rank 0 merges the shard
+// indexes into the manifest and swaps the directory into place atomically (renameat2
+// RENAME_EXCHANGE), so a crash mid-save leaves the previous checkpoint whole and loadable.
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -17,15 +27,66 @@
 
 namespace trident::checkpoint {
 
-constexpr uint32_t kVersion = 1;
+constexpr int kVersion = 2;
 
-struct Checkpoint {
-  nlohmann::json meta;  // model, step, seed, optimizer, data, tokenizer ...
-  std::vector<float> params, m, v;
+// Where rank writers put their files before the swap.
+std::string temporary_dir(const std::string& dir);
+
+// Creates an empty temporary directory for a save to `dir` (removing a stale one a crashed
+// save left). Throws InputError when it cannot.
+void begin_save(const std::string& dir);
+
+// One rank's shard file in temporary_dir(dir).
+class ShardWriter {
+ public:
+  ShardWriter(const std::string& dir, int rank);
+  // `data`: host memory, rows x cols of the logical tensor `name` (shape logical_rows x
+  // logical_cols; logical_cols 1 for a vector) starting at [row, col].
+  void add(const std::string& name, int64_t logical_rows, int64_t logical_cols, int64_t row, int64_t col,
+           int64_t rows, int64_t cols, const float* data);
+  // Writes the shard file (fsync'ed) and its index; throws InputError on any I/O error.
+  void finish();
+
+ private:
+  std::string dir_, file_;
+  std::vector<float> bytes_;
+  nlohmann::json index_ = nlohmann::json::array();
 };
 
-void save(const std::string& path, const Checkpoint& c);
-// Throws InputError (magic, version, size, hash, meta) naming the file.
-Checkpoint load(const std::string& path);
+// Rank 0, after every ShardWriter finished: merges the indexes into manifest.json (checking
+// that every tensor is covered exactly), then swaps the temporary directory into `dir`.
+void finish_save(const std::string& dir, const nlohmann::json& meta);
+
+// True when `path` holds a Trident checkpoint directory (a manifest) — a save may replace it.
+bool is_checkpoint(const std::string& path);
+
+// THE reader: whole logical tensors by name, from any checkpoint whatever layout wrote it
+// (`trident generate`, resume, export). Opening reads and checks the manifest; tensor()
+// assembles every slice of one tensor, checking each file's checksum the first time it is
+// read and that the slices cover the tensor. Every failure is an InputError naming the file.
+class CheckpointReader {
+ public:
+  struct Tensor {
+    std::string name;
+    std::vector<int64_t> shape;  // [rows] for vectors, [rows, cols] for matrices
+    std::string dtype;           // "f32"
+    std::vector<float> data;     // row-major, shape's product elements
+    int64_t rows() const { return shape.empty() ? 0 : shape[0]; }
+    int64_t cols() const { return shape.size() > 1 ? shape[1] : 1; }
+  };
+
+  explicit CheckpointReader(const std::string& dir);
+  const std::string& dir() const { return dir_; }
+  const nlohmann::json& meta() const { return manifest_["meta"]; }
+  std::vector<std::string> names() const;  // every tensor, parameters and optimizer moments
+  bool has(const std::string& name) const { return manifest_["tensors"].contains(name); }
+  Tensor tensor(const std::string& name) const;
+
+ private:
+  void verify_file(const std::string& file) const;
+  std::string dir_;
+  nlohmann::json manifest_;
+  mutable std::set<std::string> verified_;
+};
 
 }  // namespace trident::checkpoint

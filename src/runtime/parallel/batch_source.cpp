@@ -37,15 +37,22 @@ class SyntheticSource final : public BatchSource {
 
 class TokenFileSource final : public BatchSource {
  public:
-  TokenFileSource(const std::string& path, int64_t T, uint64_t seed)
-      : file_(path), sampler_(file_, data::train_split(file_, T), T, seed) {}
+  TokenFileSource(const std::string& path, int64_t T, uint64_t seed, bool validation = false)
+      : file_(path),
+        validation_(validation),
+        sampler_(file_, validation ? data::val_split(file_, T) : data::train_split(file_, T), T, seed,
+                 validation ? 1 : 0) {}
   void fill(int64_t step, int64_t first, int64_t count, int32_t* tokens, int32_t* targets) const override {
     sampler_.fill(step, first, count, tokens, targets);
   }
-  std::string describe() const override { return "token file " + file_.path(); }
+  std::string describe() const override {
+    return "token file " + file_.path() + " (" + std::to_string(file_.size()) + " tokens, " +
+           (validation_ ? "validation" : "training") + " split)";
+  }
 
  private:
   data::TokenFile file_;
+  bool validation_;
   data::BatchSampler sampler_;
 };
 
@@ -53,6 +60,10 @@ class TokenFileSource final : public BatchSource {
 
 std::unique_ptr<BatchSource> token_file_source(const std::string& path, int64_t seq_len, uint64_t seed) {
   return std::make_unique<TokenFileSource>(path, seq_len, seed);
+}
+
+std::unique_ptr<BatchSource> token_file_validation_source(const std::string& path, int64_t seq_len, uint64_t seed) {
+  return std::make_unique<TokenFileSource>(path, seq_len, seed, true);
 }
 
 std::unique_ptr<BatchSource> synthetic_source(int64_t vocab, int64_t seq_len, uint64_t seed) {

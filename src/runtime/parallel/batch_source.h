@@ -20,6 +20,9 @@ class BatchSource {
 // A token file written by `trident data prepare` (the engine's BatchSampler over its training split).
 std::unique_ptr<BatchSource> token_file_source(const std::string& path, int64_t seq_len, uint64_t seed);
 
+// The same file's validation split (the sampler's second stream), for the validation loss.
+std::unique_ptr<BatchSource> token_file_validation_source(const std::string& path, int64_t seq_len, uint64_t seed);
+
 // Deterministic synthetic text with structure to learn: each sequence counts up from a random
 // start with a random stride (mod vocab), so the loss falls within a few steps.
 std::unique_ptr<BatchSource> synthetic_source(int64_t vocab, int64_t seq_len, uint64_t seed);

@@ -1,21 +1,10 @@
 #include "runtime/parallel/dist_train.h"
 
-#include <mpi.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <sstream>
-#include <thread>
 
-#include "runtime/parallel/batch_source.h"
-#include "runtime/parallel/dist_trainer.h"
-#include "runtime/parallel/process_groups.h"
-#include "runtime/parallel/rehearsal_report.h"
-#include "report/html_page.h"
-#include "report/output_file.h"
-#include "runtime/engine/perf.h"
 #include "schedule/schedule.h"
 
 namespace trident::parallel {
@@ -49,22 +38,13 @@ std::vector<OptionDef> dist_train_options() {
   return out;
 }
 
-bool wants_distributed(const OptionValues& values) {
-  if (launched_by_mpi()) return true;
-  for (const char* name : {"tp", "pp", "dp", "cp", "ep"}) {
-    auto v = values.get_string(name);
-    if (v && *v != "1") return true;
-  }
-  return false;
-}
-
 bool launched_by_mpi() {
   for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "SLURM_NTASKS"})
     if (std::getenv(v)) return true;
   return false;
 }
 
-void read_dist_train_options(const OptionValues& values, DistTrainSettings& s, Problems& problems) {
+void read_dist_train_options(const OptionValues& values, TrainSettings& s, Problems& problems) {
   Layout& L = s.run.layout;
   if (auto v = values.get_int("tp", problems)) L.tp = *v;
   if (auto v = values.get_int("pp", problems)) L.pp = *v;
@@ -109,7 +89,7 @@ void read_dist_train_options(const OptionValues& values, DistTrainSettings& s, P
   }
 }
 
-void check_dist_run(const DistTrainSettings& s, Problems& problems) {
+void check_dist_run(const TrainSettings& s, Problems& problems) {
   const RunSpec& r = s.run;
   const auto& m = r.model;
   const auto& L = r.layout;
@@ -168,140 +148,6 @@ void check_dist_run(const DistTrainSettings& s, Problems& problems) {
                        " layers; the run has " + n(L.pp * v) + " stages and " + n(m.layers) + " layers",
                    "give " + n(L.pp * v) + " counts adding up to " + n(m.layers), "stage-split");
   }
-}
-
-namespace {
-
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-
-void print_problems(const InputError& e) {
-  std::fprintf(stderr, "trident train: %zu problem%s\n", e.problems().size(), e.problems().size() == 1 ? "" : "s");
-  for (const auto& p : e.problems()) std::fprintf(stderr, "  - %s\n    fix: %s\n", p.what.c_str(), p.fix.c_str());
-}
-
-int train(const DistTrainSettings& s) {
-  const int rank = world_rank();
-  int world = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
-  {
-    Problems problems;
-    check_dist_run(s, problems);
-    if (world != s.run.layout.world_size())
-      problems.add("mpirun started " + std::to_string(world) + " ranks but the layout " + s.run.layout.describe() +
-                       " needs " + std::to_string(s.run.layout.world_size()),
-                   "run mpirun -np " + std::to_string(s.run.layout.world_size()) +
-                       ", or change --dp/--tp/--pp so their product is " + std::to_string(world),
-                   "world-size-matches-layout");
-    problems.throw_if_any();  // every rank sees the same problems: all stop before any work
-  }
-  Mesh mesh(s.run.layout, std::max<int64_t>(s.run.cluster.gpus_per_node, 1));
-  auto ctx = std::make_shared<comm::CommContext>();
-  ctx->timeout_s = s.comm_timeout_s;
-  ctx->trace = s.trace_comm;
-  ProcessGroups groups = make_process_groups(mesh, ctx);
-  auto data = s.data_path.empty() ? synthetic_source(s.run.model.vocab, s.run.model.seq_len, s.seed)
-                                  : token_file_source(s.data_path, s.run.model.seq_len, s.seed);
-  TrainerOptions o;
-  o.adamw = s.adamw;
-  o.seed = s.seed;
-  o.stage_layers = s.stage_layers;
-  o.bucket_floats = std::max<int64_t>(1, int64_t(s.bucket_mib * (1 << 20) / 4));
-  // The ranks on this node share its cores (OpenMPI tells how many ranks run here).
-  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-  const int64_t local_ranks = local ? std::max(1LL, std::atoll(local)) : 1;
-  o.kernel_threads = int(std::max<int64_t>(1, int64_t(std::thread::hardware_concurrency()) / local_ranks));
-  DistTrainer trainer(s.run, groups, *data, o);
-
-  RehearsalData report;
-  report.run = s.run;
-  report.warmup = s.warmup_steps >= 0 ? std::min(s.warmup_steps, s.steps - 1) : std::min<int64_t>(2, s.steps / 4);
-  report.pp_message_s = trainer.pp_message_s();
-  if (rank == 0 && !s.quiet)
-    std::printf("trident train: %s on %d MPI ranks, %s, data: %s\n", s.run.layout.describe().c_str(), world,
-                to_string(s.run.exec.schedule).c_str(), data->describe().c_str());
-  const int fields = 7;
-  for (int64_t step = 0; step < s.steps; ++step) {
-    if (s.before_step) s.before_step(step, rank);
-    const double loss = trainer.step(step);
-    const PhaseTimes& t = trainer.last_times();
-    float mine[fields] = {float(t.compute), float(t.tp), float(t.pp), float(t.bubble), float(t.dp_exposed),
-                          float(t.optimizer), float(t.total)};
-    std::vector<float> all(size_t(fields) * world);
-    groups.world->all_gather(mine, all.data(), fields, comm::DType::F32);
-    report.losses.push_back(loss);
-    if (rank == 0) {
-      std::vector<PhaseTimes> row(world);
-      for (int r = 0; r < world; ++r) {
-        const float* x = &all[size_t(r) * fields];
-        row[r] = PhaseTimes{x[0], x[1], x[2], x[3], x[4], x[5], x[6]};
-      }
-      report.times.push_back(row);
-      if (!s.quiet)
-        std::printf("step %4lld/%lld  loss %.6f  grad norm %.4f  lr %.3g  %.1f ms\n", (long long)step,
-                    (long long)s.steps, loss, trainer.last_grad_norm(), engine::learning_rate(s.adamw, step),
-                    t.total * 1e3);
-      std::fflush(stdout);
-    }
-  }
-  float mem[2] = {float(trainer.allocated_bytes()), float(engine::peak_rss_bytes())};
-  std::vector<float> mems(size_t(2) * world);
-  groups.world->all_gather(mem, mems.data(), 2, comm::DType::F32);
-  if (rank == 0) {
-    for (int r = 0; r < world; ++r)
-      report.ranks.push_back({r, mesh.coords_of(r), mems[size_t(r) * 2], mems[size_t(r) * 2 + 1]});
-    try {
-      std::ifstream probe(s.prediction_cluster);
-      if (!probe) report.prediction_missing = "no cluster file '" + s.prediction_cluster + "': run `trident bench` first";
-      else report.prediction = predict(s.run, s.prediction_cluster, std::max(1u, std::thread::hardware_concurrency()));
-    } catch (const std::exception& e) {
-      report.prediction_missing = std::string("planner failed: ") + e.what();
-    }
-    std::printf("%s", rehearsal_text(report).c_str());
-    if (!s.report_path.empty()) {
-      std::ofstream out(s.report_path);
-      out << rehearsal_json(report).dump(2) << "\n";
-      if (!out) std::fprintf(stderr, "trident train: could not write the report to %s\n", s.report_path.c_str());
-      else std::printf("rehearsal report written to %s\n", s.report_path.c_str());
-    }
-    if (!s.html_path.empty()) {
-      write_output_file(s.html_path, html_page(rehearsal_page(rehearsal_json(report).dump())), "--html");
-      std::printf("rehearsal report page written to %s\n", s.html_path.c_str());
-    }
-    std::fflush(stdout);
-  }
-  return 0;
-}
-
-}  // namespace
-
-int run_distributed_training(const DistTrainSettings& s) {
-  int initialized = 0;
-  MPI_Initialized(&initialized);
-  if (!initialized) {
-    int provided = 0;
-    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
-  }
-  int code = 0;
-  try {
-    code = train(s);
-  } catch (const InputError& e) {
-    if (world_rank() == 0) print_problems(e);
-    code = 2;
-  } catch (const std::exception& e) {
-    char host[256] = "?";
-    gethostname(host, sizeof host);
-    std::fprintf(stderr, "trident train: rank %d (host %s, pid %d) failed: %s\n", world_rank(), host, int(getpid()),
-                 e.what());
-    std::fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, 1);  // the other ranks stop instead of waiting on this one
-    return 1;
-  }
-  MPI_Finalize();
-  return code;
 }
 
 }  // namespace trident::parallel

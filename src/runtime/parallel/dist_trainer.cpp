@@ -36,15 +36,34 @@ static_assert(requires(nn::GptStage& s) { s.set_grad_ready_hook(nullptr); },
               "GptStage::set_grad_ready_hook is needed for layer-by-layer DP overlap");
 double since(clock_type::time_point t0) { return std::chrono::duration<double>(clock_type::now() - t0).count(); }
 
+// A zeroed buffer in the kernels' device memory, freed with it.
+struct DeviceBuffer {
+  kernels::Kernels* k = nullptr;
+  float* p = nullptr;
+  size_t n = 0;
+  DeviceBuffer() = default;
+  DeviceBuffer(kernels::Kernels& kernels, size_t count) : k(&kernels), n(count) {
+    if (n > 0) p = k->alloc(n), k->zero(p, n);
+  }
+  DeviceBuffer(DeviceBuffer&& o) noexcept : k(o.k), p(o.p), n(o.n) { o.p = nullptr, o.n = 0; }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    std::swap(k, o.k), std::swap(p, o.p), std::swap(n, o.n);
+    return *this;
+  }
+  ~DeviceBuffer() {
+    if (p) k->free(p, n);
+  }
+};
+
 // One model chunk this rank holds: its stage, activation slots, gradient sync and optimizer state.
 struct Chunk {
   std::unique_ptr<nn::GptStage> stage;
   std::vector<std::unique_ptr<nn::Activations>> slots;  // reused; as many as the schedule keeps in flight
   std::vector<int> free_slots;
   std::vector<int> slot_of;                             // micro-batch -> slot (-1: none)
-  std::vector<std::vector<float>> grad_send;            // micro-batch -> copy of the input gradient being sent
+  std::vector<DeviceBuffer> grad_send;                  // micro-batch -> copy of the input gradient being sent
   std::unique_ptr<GradSync> sync;
-  std::vector<float> m, v;                              // AdamW moments of the owned range
+  DeviceBuffer m, v;                                    // AdamW moments of the owned range
   std::vector<engine::Segment> segments;
   size_t last_backward = 0;                             // index in the program of the step's last backward
 };
@@ -56,7 +75,8 @@ struct DistTrainer::Impl {
   ProcessGroups& groups;
   const BatchSource& data;
   TrainerOptions opt;
-  std::unique_ptr<kernels::Kernels> k;
+  std::unique_ptr<kernels::Kernels> own_k;  // the CPU kernels when the caller hands none
+  kernels::Kernels* k = nullptr;
   std::unique_ptr<TimedCommunicator> tp;
   StageSplit split;
   PipelineSchedule schedule;
@@ -89,7 +109,12 @@ DistTrainer::DistTrainer(const RunSpec& run, ProcessGroups& groups, const BatchS
   I.schedule = build_schedule(run.exec.schedule, I.pp, I.m, I.v);
   const auto& program = I.schedule.programs.at(I.stage);
 
-  I.k = kernels::make_cpu_kernels(options.kernel_threads);
+  if (options.kernels) {
+    I.k = options.kernels;
+  } else {
+    I.own_k = kernels::make_cpu_kernels(options.kernel_threads);
+    I.k = I.own_k.get();
+  }
   I.tp = std::make_unique<TimedCommunicator>(*groups.tp);
   comm::Communicator* tp_comm = run.layout.tp > 1 ? I.tp.get() : nullptr;
 
@@ -99,14 +124,14 @@ DistTrainer::DistTrainer(const RunSpec& run, ProcessGroups& groups, const BatchS
   for (int64_t c = 0; c < I.v; ++c) {
     Chunk& ch = I.chunks[c];
     nn::Shard shard = shard_for(run.model, I.split, I.stage, c, run.layout.tp, groups.coords.tp());
-    ch.stage = std::make_unique<nn::GptStage>(*I.k, shard, I.b, I.T, tp_comm, run.exec.sequence_parallel);
+    ch.stage = std::make_unique<nn::GptStage>(*I.k, shard, I.b, I.T, tp_comm, run.exec.sequence_parallel, options.compute);
     ch.stage->init_params(options.seed);
     ch.slot_of.assign(I.m, -1);
     ch.grad_send.resize(I.m);
     ch.sync = std::make_unique<GradSync>(*groups.dp, ch.stage->layout(), run.exec.zero, options.bucket_floats);
     const int64_t owned = ch.sync->owned_end() - ch.sync->owned_begin();
-    ch.m.assign(owned, 0.0f);
-    ch.v.assign(owned, 0.0f);
+    ch.m = DeviceBuffer(*I.k, size_t(owned));
+    ch.v = DeviceBuffer(*I.k, size_t(owned));
     ch.segments = engine::optimizer_segments(ch.stage->layout(), ch.sync->owned_begin(), ch.sync->owned_end());
     // Activation slots: the most micro-batches this chunk holds at once in the program.
     int64_t live = 0, peak = 0;
@@ -161,14 +186,51 @@ DistTrainer::~DistTrainer() = default;
 int64_t DistTrainer::chunks() const { return int64_t(impl_->chunks.size()); }
 const nn::ParamLayout& DistTrainer::chunk_layout(int64_t c) const { return impl_->chunks[c].stage->layout(); }
 const float* DistTrainer::chunk_params(int64_t c) const { return impl_->chunks[c].stage->params(); }
+nn::GptStage& DistTrainer::chunk_stage(int64_t c) { return *impl_->chunks[c].stage; }
+ChunkOptimizerState DistTrainer::chunk_optimizer_state(int64_t c) {
+  Chunk& ch = impl_->chunks[c];
+  return {ch.m.p, ch.v.p, ch.sync->owned_begin(), ch.sync->owned_end()};
+}
+kernels::Kernels& DistTrainer::kernels() { return *impl_->k; }
+void DistTrainer::params_changed(int64_t c) { impl_->chunks[c].stage->params_updated(); }
+const StageSplit& DistTrainer::split() const { return impl_->split; }
+
+double DistTrainer::evaluate(const BatchSource& data, int64_t batches) {
+  Impl& I = *impl_;
+  ProcessGroups& g = I.groups;
+  const size_t act_floats = size_t(I.chunks.front().stage->boundary_floats());
+  const int64_t virtual_stages = I.pp * I.v;
+  std::vector<int32_t> tokens(size_t(I.N())), targets(size_t(I.N()));
+  double loss_sum = 0;
+  // Micro-batch j of the validation set goes to replica j % dp; within a replica the
+  // activations walk the virtual stages in order (stage k = chunk * pp + pipeline stage), each
+  // rank acting on the ones it holds, so every receive has its send already on its way.
+  for (int64_t j = I.dp_rank; j < batches; j += I.dp) {
+    data.fill(0, j * I.b, I.b, tokens.data(), targets.data());
+    for (int64_t vs = 0; vs < virtual_stages; ++vs) {
+      if (vs % I.pp != I.stage) continue;
+      Chunk& ch = I.chunks[size_t(vs / I.pp)];
+      nn::Activations& acts = *ch.slots.front();
+      const int tag = int((1 << 29) + vs);
+      if (vs > 0 && I.pp > 1) g.pp->irecv(acts.input(), act_floats, comm::DType::F32, int((vs - 1) % I.pp), tag)->wait();
+      if (vs > 0 && I.pp == 1) I.k->copy(acts.input(), I.chunks[size_t(vs - 1)].slots.front()->output(), act_floats);
+      ch.stage->forward(acts, tokens.data(), targets.data());
+      if (ch.stage->shard().has_output && g.coords.tp() == 0) loss_sum += ch.stage->loss_sum(acts);
+      if (vs + 1 < virtual_stages && I.pp > 1)
+        g.pp->isend(acts.output(), act_floats, comm::DType::F32, int((vs + 1) % I.pp), int((1 << 29) + vs + 1))->wait();
+    }
+  }
+  all_reduce_f64(*g.world, &loss_sum, 1, comm::ReduceOp::Sum);
+  return loss_sum / (double(batches) * double(I.N()));
+}
 
 double DistTrainer::allocated_bytes() const {
   double floats = 0;
   for (const auto& ch : impl_->chunks) {
     floats += 2.0 * ch.stage->layout().total();  // parameters + gradients
-    floats += double(ch.m.size() + ch.v.size());
+    floats += double(ch.m.n + ch.v.n);
     for (const auto& s : ch.slots) floats += double(s->floats());
-    for (const auto& g : ch.grad_send) floats += double(g.size());
+    for (const auto& g : ch.grad_send) floats += double(g.n);
   }
   for (const auto& t : impl_->tokens) floats += 2.0 * double(t.size());  // tokens + targets (int32)
   return floats * 4;
@@ -266,9 +328,9 @@ double DistTrainer::step(int64_t step) {
       case ActionKind::SendGradient: {
         auto t0 = clock_type::now();
         auto& buf = ch.grad_send[mb];
-        buf.resize(act_floats);
-        std::memcpy(buf.data(), st.input_grad(), act_floats * sizeof(float));
-        I.pending_sends.push_back(g.pp->isend(buf.data(), act_floats, comm::DType::F32, a.peer, tag));
+        if (buf.n != act_floats) buf = DeviceBuffer(*I.k, act_floats);
+        I.k->copy(buf.p, st.input_grad(), act_floats);
+        I.pending_sends.push_back(g.pp->isend(buf.p, act_floats, comm::DType::F32, a.peer, tag));
         t.pp += since(t0);
         break;
       }
@@ -301,7 +363,8 @@ double DistTrainer::step(int64_t step) {
       const int64_t n = L0.shard().vocab_local() * I.C();
       float* a = first.stage->grads() + L0.wte;
       float* b = last.stage->grads() + L1.head_wte;
-      for (int64_t e = 0; e < n; ++e) a[e] = b[e] = a[e] + b[e];
+      I.k->add_inplace(kernels::Tensor(a, size_t(n)), kernels::Tensor(b, size_t(n)));
+      I.k->copy(b, a, size_t(n));
     }
   };
   const bool sharded = I.chunks.front().sync->sharded();
@@ -326,14 +389,14 @@ double DistTrainer::step(int64_t step) {
       if (hi > lo) sq += I.k->sum_squares(ch.stage->grads() + lo, size_t(hi - lo));
     }
   }
-  g.world->all_reduce_f64(&sq, 1, comm::ReduceOp::Sum);
+  all_reduce_f64(*g.world, &sq, 1, comm::ReduceOp::Sum);
   grad_norm_ = std::sqrt(sq);
   const double lr = engine::learning_rate(I.opt.adamw, step);
   const double scale = engine::clip_scale(I.opt.adamw, grad_norm_);
   for (auto& ch : I.chunks) {
     const int64_t own = ch.sync->owned_begin();
-    engine::adamw_update(*I.k, ch.segments, ch.stage->params(), ch.stage->grads(), ch.m.data() - own,
-                         ch.v.data() - own, I.opt.adamw, lr, scale, step + 1);
+    engine::adamw_update(*I.k, ch.segments, ch.stage->params(), ch.stage->grads(), ch.m.p - own, ch.v.p - own,
+                         I.opt.adamw, lr, scale, step + 1);
   }
   t.optimizer = since(t_opt);
   t.compute += t.optimizer;
@@ -347,7 +410,7 @@ double DistTrainer::step(int64_t step) {
   // Mean loss over the global batch: the last stage's tp rank 0 of each replica contributes.
   const bool reporter = I.chunks.back().stage->shard().has_output && g.coords.tp() == 0;
   double loss = reporter ? loss_sum : 0.0;
-  g.world->all_reduce_f64(&loss, 1, comm::ReduceOp::Sum);
+  all_reduce_f64(*g.world, &loss, 1, comm::ReduceOp::Sum);
   t.total = since(t_step);
   times_ = t;
   return loss / double(I.B * I.T);

@@ -16,8 +16,13 @@
 #include "core/run_spec.h"
 #include "runtime/parallel/batch_source.h"
 #include "runtime/parallel/process_groups.h"
+#include "runtime/parallel/stage_split.h"
 #include "runtime/engine/optimizer.h"
 #include "runtime/kernels/ops.h"
+
+namespace trident::nn {
+class GptStage;
+}
 
 namespace trident::parallel {
 
@@ -26,7 +31,17 @@ struct TrainerOptions {
   uint64_t seed = 1337;
   int64_t bucket_floats = 1 << 20;         // DP bucket size (4 MiB of fp32)
   std::vector<int64_t> stage_layers;       // explicit uneven split (per virtual stage); empty = even
-  int kernel_threads = 1;
+  int kernel_threads = 1;                  // threads of the CPU kernels the trainer makes itself
+  kernels::Kernels* kernels = nullptr;     // the device's kernels (not owned); null = CPU kernels
+  kernels::DType compute = kernels::DType::F32;  // the model's compute dtype (BF16: mixed precision)
+};
+
+// AdamW moments of one chunk: elements [owned_begin, owned_end) of its flat layout (all of it
+// without ZeRO-1), in the kernels' device memory.
+struct ChunkOptimizerState {
+  float* m = nullptr;
+  float* v = nullptr;
+  int64_t owned_begin = 0, owned_end = 0;
 };
 
 // Seconds of one step on one rank, by what the rank was doing.
@@ -48,6 +63,9 @@ class DistTrainer {
 
   // One optimizer step (0-based); returns the mean loss over the global batch (same on every rank).
   double step(int64_t step);
+  // Mean loss over `batches` micro-batches of `data` (step 0's sequences), forward only; the
+  // same value on every rank. Micro-batches are spread over the DP replicas.
+  double evaluate(const BatchSource& data, int64_t batches);
   const PhaseTimes& last_times() const { return times_; }
   double last_grad_norm() const { return grad_norm_; }
 
@@ -60,6 +78,14 @@ class DistTrainer {
   int64_t chunks() const;
   const nn::ParamLayout& chunk_layout(int64_t chunk) const;
   const float* chunk_params(int64_t chunk) const;
+  // Checkpoints read and write the chunks' parameters and optimizer state through these.
+  nn::GptStage& chunk_stage(int64_t chunk);
+  ChunkOptimizerState chunk_optimizer_state(int64_t chunk);
+  kernels::Kernels& kernels();
+  // After writing a chunk's params() from outside (a checkpoint): the stage refreshes what it
+  // derives from the fp32 master weights.
+  void params_changed(int64_t chunk);
+  const StageSplit& split() const;
 
  private:
   struct Impl;

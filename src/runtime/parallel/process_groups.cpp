@@ -1,5 +1,10 @@
 #include "runtime/parallel/process_groups.h"
 
+#include <algorithm>
+#include <vector>
+
+#include "runtime/comm/self_communicator.h"
+
 namespace trident::parallel {
 
 namespace {
@@ -61,6 +66,33 @@ ProcessGroups make_process_groups(const Mesh& mesh, std::shared_ptr<comm::CommCo
     g.embedding = std::make_unique<comm::MpiCommunicator>(emb, "embedding", ranks, context);
   }
   return g;
+}
+
+ProcessGroups make_single_process_groups(std::shared_ptr<comm::CommContext> context) {
+  ProcessGroups g;
+  context->world_rank = 0;
+  g.context = context;
+  g.world = std::make_unique<comm::SelfCommunicator>("world");
+  g.tp = std::make_unique<comm::SelfCommunicator>("tp");
+  g.dp = std::make_unique<comm::SelfCommunicator>("dp");
+  g.pp = std::make_unique<comm::SelfCommunicator>("pp");
+  return g;
+}
+
+void all_reduce_f64(comm::Communicator& group, double* values, size_t count, comm::ReduceOp op) {
+  if (group.size() == 1 || count == 0) return;
+  if (auto* mpi = dynamic_cast<comm::MpiCommunicator*>(&group)) return mpi->all_reduce_f64(values, count, op);
+  const size_t n = size_t(group.size());
+  std::vector<double> all(n * count);
+  group.all_gather(values, all.data(), count * sizeof(double), comm::DType::U8);
+  for (size_t i = 0; i < count; ++i) {
+    double acc = all[i];
+    for (size_t r = 1; r < n; ++r) {
+      const double x = all[r * count + i];
+      acc = op == comm::ReduceOp::Sum ? acc + x : op == comm::ReduceOp::Max ? std::max(acc, x) : std::min(acc, x);
+    }
+    values[i] = acc;
+  }
 }
 
 }  // namespace trident::parallel

@@ -3,12 +3,14 @@
 // The groups are exactly Mesh::group_of(kind, rank) — the same sets `trident topo` prints —
 // made into MPI communicators with MPI_Comm_split (colour = group index, key = the rank's
 // coordinate in that dimension, so group rank i is coordinate i). Owned by the trainer and
-// passed down explicitly: there is no process-group global.
+// passed down explicitly: there is no process-group global. A one-process run is a world of
+// one: make_single_process_groups builds every group without MPI (no mpirun needed).
 #pragma once
 
 #include <memory>
 
 #include "core/mesh.h"
+#include "runtime/comm/communicator.h"
 #include "runtime/comm/mpi_communicator.h"
 
 namespace trident::parallel {
@@ -17,13 +19,13 @@ struct ProcessGroups {
   std::shared_ptr<comm::CommContext> context;
   Coords coords;      // this rank's (tp, dp, pp) coordinates
   int world_rank = 0;
-  std::unique_ptr<comm::MpiCommunicator> world;
-  std::unique_ptr<comm::MpiCommunicator> tp;
-  std::unique_ptr<comm::MpiCommunicator> dp;
-  std::unique_ptr<comm::MpiCommunicator> pp;
+  std::unique_ptr<comm::Communicator> world;
+  std::unique_ptr<comm::Communicator> tp;
+  std::unique_ptr<comm::Communicator> dp;
+  std::unique_ptr<comm::Communicator> pp;
   // First and last pipeline stage of the same (tp, dp) position, for the tied embedding's
   // gradient; null on middle stages and when pp == 1.
-  std::unique_ptr<comm::MpiCommunicator> embedding;
+  std::unique_ptr<comm::Communicator> embedding;
 
   bool first_stage() const { return coords.pp() == 0; }
   bool last_stage() const { return pp && coords.pp() == pp->size() - 1; }
@@ -34,5 +36,13 @@ struct ProcessGroups {
 // and the fix. Mesh ranks are base's ranks.
 ProcessGroups make_process_groups(const Mesh& mesh, std::shared_ptr<comm::CommContext> context,
                                   MPI_Comm base = MPI_COMM_WORLD);
+
+// A world of one (tp = dp = pp = 1), every group a SelfCommunicator: MPI is never touched.
+ProcessGroups make_single_process_groups(std::shared_ptr<comm::CommContext> context);
+
+// In-place all-reduce of doubles (loss sums, squared norms) over any group: MPI's own f64
+// reduction on MPI groups, nothing on a group of one, otherwise an all-gather of the bytes
+// summed in rank order (the same result on every rank).
+void all_reduce_f64(comm::Communicator& group, double* values, size_t count, comm::ReduceOp op);
 
 }  // namespace trident::parallel

@@ -1,0 +1,131 @@
+#include "runtime/parallel/checkpointing.h"
+
+#include <cmath>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "runtime/checkpoint/logical_tensors.h"
+#include "runtime/nn/gpt.h"
+
+namespace trident::parallel {
+
+namespace {
+
+const char* kMoment[2] = {"optimizer.m.", "optimizer.v."};
+
+// Host copy of a chunk's whole AdamW moment over its flat layout (gathered over DP under ZeRO-1).
+std::vector<float> whole_moment(DistTrainer& t, ProcessGroups& g, int64_t chunk, int which) {
+  const ChunkOptimizerState st = t.chunk_optimizer_state(chunk);
+  const int64_t total = t.chunk_layout(chunk).total();
+  const int64_t owned = st.owned_end - st.owned_begin;
+  const float* src = which == 0 ? st.m : st.v;
+  if (owned == total) {
+    std::vector<float> out(static_cast<size_t>(total));
+    t.kernels().to_host(out.data(), src, out.size());
+    return out;
+  }
+  const int64_t n = g.dp->size(), per = (total + n - 1) / n;  // GradSync's ZeRO-1 slices
+  std::vector<float> mine(size_t(per), 0.0f), all(size_t(per * n));
+  if (owned > 0) t.kernels().to_host(mine.data(), src, size_t(owned));
+  g.dp->all_gather(mine.data(), all.data(), size_t(per), comm::DType::F32);
+  all.resize(size_t(total));
+  return all;
+}
+
+bool all_ok(ProcessGroups& g, bool ok) {
+  double x = ok ? 1.0 : 0.0;
+  all_reduce_f64(*g.world, &x, 1, comm::ReduceOp::Min);
+  return x > 0.5;
+}
+
+}  // namespace
+
+void save_checkpoint(DistTrainer& t, ProcessGroups& g, const std::string& dir, const nlohmann::json& meta, double loss) {
+  const int64_t step = meta.value("step", int64_t(0));
+  if (!std::isfinite(loss))
+    throw SaveRefused(fmt::format("checkpoint not written at step {}: the loss is {} (the previous checkpoint in '{}', "
+                                  "if any, is untouched); lower --lr or raise --warmup",
+                                  step, loss, dir));
+  bool finite = true;
+  for (int64_t c = 0; c < t.chunks(); ++c)
+    finite = finite && std::isfinite(t.kernels().sum_squares(t.chunk_params(c), size_t(t.chunk_layout(c).total())));
+  if (!all_ok(g, finite))
+    throw SaveRefused(fmt::format("checkpoint not written at step {}: some weights are not finite (the previous "
+                                  "checkpoint in '{}', if any, is untouched); lower --lr or raise --warmup",
+                                  step, dir));
+
+  // Phase 1: rank 0 makes the temporary directory. Phase 2: the writers fill it. Phase 3:
+  // rank 0 writes the manifest and swaps. A failure anywhere stops every rank alike.
+  std::string error;
+  auto phase = [&](bool mine, auto&& f) {
+    bool ok = true;
+    if (mine) {
+      try {
+        f();
+      } catch (const InputError& e) {
+        ok = false;
+        error = e.problems().empty() ? e.what() : e.problems().front().what;
+      } catch (const std::exception& e) {
+        ok = false;
+        error = fmt::format("writing checkpoint '{}' failed: {}", dir, e.what());
+      }
+    }
+    if (!all_ok(g, ok)) {
+      Problems p;
+      p.add(error.empty() ? fmt::format("another rank failed writing checkpoint '{}'", dir) : error,
+            "check free disk space and that the folder is writable", "checkpoint-write");
+      p.throw_if_any();
+    }
+  };
+  const bool rank0 = g.world->rank() == 0;
+  phase(rank0, [&] { checkpoint::begin_save(dir); });
+
+  // Moments are gathered by every DP rank (a collective); replica 0 writes.
+  std::vector<std::vector<float>> moments[2];
+  for (int which = 0; which < 2; ++which)
+    for (int64_t c = 0; c < t.chunks(); ++c) moments[which].push_back(whole_moment(t, g, c, which));
+  phase(g.coords.dp() == 0, [&] {
+    checkpoint::ShardWriter w(dir, g.world->rank());
+    for (int64_t c = 0; c < t.chunks(); ++c) {
+      const nn::ParamLayout& L = t.chunk_layout(c);
+      std::vector<float> params(size_t(L.total()));
+      t.kernels().to_host(params.data(), t.chunk_params(c), params.size());
+      for (const auto& view : L.tensors()) {
+        const checkpoint::LogicalSlice s = checkpoint::logical_slice(L.shard(), view);
+        if (!s.primary) continue;
+        for (const auto& b : s.blocks) {
+          std::vector<float> block(size_t(b.rows * b.cols));
+          for (int which = -1; which < 2; ++which) {
+            const float* src = which < 0 ? params.data() : moments[which][size_t(c)].data();
+            for (int64_t r = 0; r < b.rows; ++r)
+              for (int64_t col = 0; col < b.cols; ++col)
+                block[size_t(r * b.cols + col)] = src[view.offset + (b.local_row + r) * view.cols + b.local_col + col];
+            w.add(which < 0 ? s.name : kMoment[which] + s.name, s.rows, s.cols, b.row, b.col, b.rows, b.cols,
+                  block.data());
+          }
+        }
+      }
+    }
+    w.finish();
+  });
+  phase(rank0, [&] { checkpoint::finish_save(dir, meta); });
+}
+
+void load_checkpoint(DistTrainer& t, const checkpoint::CheckpointReader& reader) {
+  for (int64_t c = 0; c < t.chunks(); ++c) {
+    const nn::ParamLayout& L = t.chunk_layout(c);
+    const std::vector<float> params = checkpoint::read_shard(reader, L, "");
+    nn::GptStage& stage = t.chunk_stage(c);
+    t.kernels().from_host(stage.params(), params.data(), params.size());
+    t.params_changed(c);
+    const ChunkOptimizerState st = t.chunk_optimizer_state(c);
+    const size_t owned = size_t(st.owned_end - st.owned_begin);
+    for (int which = 0; which < 2; ++which) {
+      const std::vector<float> moment = checkpoint::read_shard(reader, L, kMoment[which]);
+      if (owned > 0) t.kernels().from_host(which == 0 ? st.m : st.v, moment.data() + st.owned_begin, owned);
+    }
+  }
+}
+
+}  // namespace trident::parallel

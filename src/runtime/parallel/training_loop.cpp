@@ -1,0 +1,391 @@
+// The training loop (see training_loop.h).
+#include "runtime/parallel/training_loop.h"
+
+#include <mpi.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <optional>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "plan/memory_model.h"
+#include "report/html_page.h"
+#include "report/output_file.h"
+#include "runtime/checkpoint/checkpoint.h"
+#include "runtime/engine/perf.h"
+#include "runtime/engine/run_meta.h"
+#include "runtime/parallel/batch_source.h"
+#include "runtime/parallel/checkpointing.h"
+#include "runtime/parallel/dist_train.h"
+#include "runtime/parallel/dist_trainer.h"
+#include "runtime/parallel/metrics_writer.h"
+#include "runtime/parallel/process_groups.h"
+#include "runtime/parallel/rehearsal_report.h"
+
+namespace trident::parallel {
+
+namespace {
+
+std::string human_count(double n) {
+  if (n >= 1e9) return fmt::format("{:.2f} B", n / 1e9);
+  if (n >= 1e6) return fmt::format("{:.2f} M", n / 1e6);
+  if (n >= 1e3) return fmt::format("{:.1f} K", n / 1e3);
+  return fmt::format("{:.0f}", n);
+}
+std::string mib(double bytes) { return fmt::format("{:.1f} MiB", bytes / (1024.0 * 1024.0)); }
+std::string duration(double s) {
+  if (s < 60) return fmt::format("{:.0f}s", s);
+  if (s < 3600) return fmt::format("{}m{:02d}s", int(s / 60), int(s) % 60);
+  return fmt::format("{}h{:02d}m", int(s / 3600), int(s / 60) % 60);
+}
+
+void print_problems(const InputError& e) {
+  std::fprintf(stderr, "trident train: %zu problem%s\n", e.problems().size(), e.problems().size() == 1 ? "" : "s");
+  for (const auto& p : e.problems()) std::fprintf(stderr, "  - %s\n    fix: %s\n", p.what.c_str(), p.fix.c_str());
+}
+
+// CPU kernel threads of one rank: --threads, else the node's cores shared by its ranks.
+int kernel_threads(const TrainSettings& s) {
+  if (s.threads > 0) return s.threads;
+  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  const int64_t local_ranks = local ? std::max(1LL, std::atoll(local)) : 1;
+  return int(std::max<int64_t>(1, int64_t(std::thread::hardware_concurrency()) / local_ranks));
+}
+
+// Validation micro-batches: the token file's validation split, or synthetic sequences of
+// another seed.
+std::unique_ptr<BatchSource> validation_source(const TrainSettings& s) {
+  const auto& m = s.run.model;
+  return s.data_path.empty() ? synthetic_source(m.vocab, m.seq_len, s.seed + 1)
+                             : token_file_validation_source(s.data_path, m.seq_len, s.seed);
+}
+
+nlohmann::json checkpoint_meta(const TrainSettings& s, int64_t step) {
+  const auto& x = s.run.exec;
+  return {{"model", engine::model_to_json(s.run.model)},
+          {"step", step},
+          {"seed", s.seed},
+          {"steps", s.steps},
+          {"data", s.data_path},
+          {"sampler", {{"kind", s.data_path.empty() ? "synthetic" : "token-file"}, {"seed", s.seed}, {"next_step", step}}},
+          {"micro_batch", x.micro_batch_size},
+          {"global_batch", x.global_batch_size},
+          {"optimizer", {{"lr", s.adamw.lr}, {"min_lr", s.adamw.min_lr}, {"warmup", s.adamw.warmup_steps},
+                         {"decay_steps", s.adamw.decay_steps}, {"beta1", s.adamw.beta1}, {"beta2", s.adamw.beta2},
+                         {"eps", s.adamw.eps}, {"weight_decay", s.adamw.weight_decay}, {"grad_clip", s.adamw.grad_clip}}},
+          {"written_by_layout", {{"tp", s.run.layout.tp}, {"pp", s.run.layout.pp}, {"dp", s.run.layout.dp},
+                                 {"zero", x.zero}, {"schedule", to_string(x.schedule)},
+                                 {"virtual_stages", x.virtual_stages}}},
+          {"tokenizer", s.tokenizer}};
+}
+
+// The planner's memory per rank for this run (fp32 recipe, no overhead): the largest stage.
+double planned_bytes(const TrainSettings& s) {
+  ExecutionSpec exec = s.run.exec;
+  exec.precision = Precision::FP32;
+  exec.grad_bits = 32;
+  const Layout& L = s.run.layout;
+  double most = 0;
+  for (const auto& st : plan::stage_memory(s.run.model, exec, plan::MemoryInputs{L.tp, L.pp, L.dp, 0}))
+    most = std::max(most, st.total_bytes());
+  return most;
+}
+
+void print_startup(const TrainSettings& s, int world, const DistTrainer& trainer, const BatchSource& data,
+                   const std::string& device, double matmul_flops, double step_flops, int64_t first_step) {
+  const ModelSpec& model = s.run.model;
+  const Layout& L = s.run.layout;
+  const auto& x = s.run.exec;
+  const ParamCount pc = count_parameters(model);
+  const int64_t accum = x.global_batch_size / (x.micro_batch_size * L.dp);
+  std::printf("trident train: GPT %s, %s on %d %s\n", model.name.c_str(), L.describe().c_str(), world,
+              world == 1 ? "process (no MPI)" : "MPI ranks");
+  std::printf("  model       %lld layers, hidden %lld, %lld heads (head dim %lld), ffn %lld, seq %lld, vocab %lld\n",
+              (long long)model.layers, (long long)model.hidden, (long long)model.heads, (long long)model.head_dim(),
+              (long long)model.ffn_hidden, (long long)model.seq_len, (long long)model.vocab);
+  std::printf("  parameters  %s = %lld layers x %s + wte %s + wpe %s + final norm %s (tied head)\n",
+              human_count(double(pc.total)).c_str(), (long long)model.layers, human_count(double(pc.per_layer)).c_str(),
+              human_count(double(pc.token_embedding)).c_str(), human_count(double(pc.position_embedding)).c_str(),
+              human_count(double(pc.final_norm)).c_str());
+  std::printf("  data        %s\n", data.describe().c_str());
+  std::printf("  batch       global %lld = micro %lld x %lld accumulation x dp %lld; %lld tokens per step\n",
+              (long long)x.global_batch_size, (long long)x.micro_batch_size, (long long)accum, (long long)L.dp,
+              (long long)(x.global_batch_size * model.seq_len));
+  if (world > 1 || L.pp > 1)
+    std::printf("  execution   schedule %s, virtual stages %lld, ZeRO %d%s\n", to_string(x.schedule).c_str(),
+                (long long)x.virtual_stages, x.zero, x.sequence_parallel ? ", sequence parallel" : "");
+  std::printf("  optimizer   AdamW lr %.2e -> %.2e (warm-up %lld, cosine to step %lld), betas %.2f/%.3f, wd %.2f "
+              "(matrices, embeddings), clip %.2f\n",
+              s.adamw.lr, s.adamw.min_lr, (long long)s.adamw.warmup_steps, (long long)s.steps, s.adamw.beta1,
+              s.adamw.beta2, s.adamw.weight_decay, s.adamw.grad_clip);
+  std::printf("  device      %s x %d; measured sgemm %.1f GFLOP/s in all (1536^3, every rank at once)\n",
+              device.c_str(), world, matmul_flops / 1e9);
+  std::printf("  step FLOPs  72 B s L h^2 (1 + s/6h + V/12Lh) = %.2f GFLOP (B %lld)\n", step_flops / 1e9,
+              (long long)x.global_batch_size);
+  const double bytes = trainer.allocated_bytes(), planned_max = planned_bytes(s);
+  std::printf("  memory      rank 0: %s (weights, grads, AdamW m,v, activation slots, buffers); planner %s per rank "
+              "(plan::stage_memory, fp32 recipe, no overhead)\n",
+              mib(bytes).c_str(), mib(planned_max).c_str());
+  if (!s.resume_path.empty()) std::printf("  resume      from %s at step %lld\n", s.resume_path.c_str(), (long long)first_step);
+  std::fflush(stdout);
+}
+
+int train(const TrainSettings& s, bool mpi) {
+  int rank = 0, world = 1;
+  if (mpi) {
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+  }
+  const int64_t stop_at = s.stop_at < 0 ? s.steps : std::min(s.stop_at, s.steps);
+  const int64_t eval_every = s.eval_every >= 0 ? s.eval_every : std::max<int64_t>(1, s.steps / 5);
+  const int64_t log_every = s.log_every > 0 ? s.log_every : std::max<int64_t>(1, s.steps / 20);
+  {
+    Problems problems;
+    check_dist_run(s, problems);
+    const int64_t need = s.run.layout.world_size();
+    if (world != need) {
+      if (mpi)
+        problems.add("mpirun started " + std::to_string(world) + " ranks but the layout " + s.run.layout.describe() +
+                         " needs " + std::to_string(need),
+                     "run mpirun -np " + std::to_string(need) + ", or change --dp/--tp/--pp so their product is " +
+                         std::to_string(world),
+                     "world-size-matches-layout");
+      else
+        problems.add("the layout " + s.run.layout.describe() + " needs " + std::to_string(need) +
+                         " ranks, but this is one process (not started by mpirun)",
+                     "run mpirun -np " + std::to_string(need) + " trident train ..., or drop --dp/--tp/--pp",
+                     "world-size-matches-layout");
+    }
+    if (world > 1 && s.device != "cpu")
+      problems.add("--device " + s.device + " with several ranks is not supported by this build's runtime yet",
+                   "use --device cpu with several ranks, or one process with --device " + s.device, "dist-device");
+    if (!s.checkpoint_path.empty() && std::ifstream(s.checkpoint_path).good() &&
+        !checkpoint::is_checkpoint(s.checkpoint_path))
+      problems.add("--checkpoint '" + s.checkpoint_path + "' exists and is not a Trident checkpoint directory",
+                   "give a new path, or a checkpoint directory to replace", "checkpoint-path");
+    problems.throw_if_any();  // every rank sees the same problems: all stop before any work
+  }
+  std::optional<checkpoint::CheckpointReader> resume;
+  if (!s.resume_path.empty()) resume.emplace(s.resume_path);  // bad checkpoint: InputError on every rank
+
+  auto ctx = std::make_shared<comm::CommContext>();
+  ctx->timeout_s = s.comm_timeout_s;
+  ctx->trace = s.trace_comm;
+  Mesh mesh(s.run.layout, std::max<int64_t>(s.run.cluster.gpus_per_node, 1));
+  ProcessGroups groups = mpi ? make_process_groups(mesh, ctx) : make_single_process_groups(ctx);
+  auto data = s.data_path.empty() ? synthetic_source(s.run.model.vocab, s.run.model.seq_len, s.seed)
+                                  : token_file_source(s.data_path, s.run.model.seq_len, s.seed);
+  auto val = validation_source(s);
+  std::unique_ptr<kernels::Kernels> kernels =
+      s.make_device_kernels ? s.make_device_kernels() : kernels::make_cpu_kernels(kernel_threads(s));
+  TrainerOptions o;
+  o.adamw = s.adamw;
+  o.seed = s.seed;
+  o.stage_layers = s.stage_layers;
+  o.bucket_floats = std::max<int64_t>(1, int64_t(s.bucket_mib * (1 << 20) / 4));
+  o.kernels = kernels.get();
+  DistTrainer trainer(s.run, groups, *data, o);
+  int64_t first = 0;
+  if (resume) {
+    // A checkpoint that does not fit is found by some ranks only: all agree before going on.
+    std::optional<InputError> error;
+    try {
+      load_checkpoint(trainer, *resume);
+    } catch (const InputError& e) {
+      error = e;
+    }
+    double ok = error ? 0 : 1;
+    all_reduce_f64(*groups.world, &ok, 1, comm::ReduceOp::Min);
+    if (error) throw *error;
+    if (ok < 0.5) {
+      Problems p;
+      p.add("checkpoint '" + s.resume_path + "' does not fit this model on another rank", "see rank 0's message",
+            "resume-model");
+      p.throw_if_any();
+    }
+    first = resume->meta().value("step", int64_t(0));
+  }
+
+  // Metrics file: opened by rank 0 before any step; every rank learns whether it could.
+  MetricsWriter metrics;
+  {
+    double ok = 1;
+    if (rank == 0 && !s.metrics_path.empty() && !metrics.open(s.metrics_path)) ok = 0;
+    all_reduce_f64(*groups.world, &ok, 1, comm::ReduceOp::Min);
+    if (ok < 0.5) {
+      Problems p;
+      p.add("cannot write the metrics file '" + s.metrics_path + "'", "check the folder exists and is writable",
+            "metrics-open");
+      p.throw_if_any();
+    }
+  }
+
+  // MFU divides by the matrix-product rate of all ranks measured at once (they share cores).
+  double matmul_flops = engine::measure_matmul_flops(*kernels);
+  all_reduce_f64(*groups.world, &matmul_flops, 1, comm::ReduceOp::Sum);
+  const double step_flops = engine::model_flops_per_step(s.run.model, s.run.exec.global_batch_size);
+  const int64_t tokens_per_step = s.run.exec.global_batch_size * s.run.model.seq_len;
+  if (rank == 0) print_startup(s, world, trainer, *data, kernels->device_name(), matmul_flops, step_flops, first);
+
+  RehearsalData report;
+  report.run = s.run;
+  const int64_t run_steps = stop_at - first;
+  report.warmup = s.warmup_steps >= 0 ? std::min(s.warmup_steps, std::max<int64_t>(0, run_steps - 1))
+                                      : std::min<int64_t>(2, run_steps / 4);
+  report.pp_message_s = trainer.pp_message_s();
+
+  auto save = [&](double loss, int64_t done) {
+    save_checkpoint(trainer, groups, s.checkpoint_path, checkpoint_meta(s, done), loss);
+  };
+  const auto t_start = std::chrono::steady_clock::now();
+  double timed_s = 0.0, last_val = NAN, last_loss = NAN;
+  int64_t timed_steps = 0;
+  const int fields = 7;
+  for (int64_t step = first; step < stop_at; ++step) {
+    if (s.before_step) s.before_step(step, rank);
+    const double loss = last_loss = trainer.step(step);
+    const int64_t done = step + 1;  // steps counted from 1
+    const PhaseTimes& t = trainer.last_times();
+    float mine[fields] = {float(t.compute), float(t.tp), float(t.pp), float(t.bubble), float(t.dp_exposed),
+                          float(t.optimizer), float(t.total)};
+    std::vector<float> all(size_t(fields) * world);
+    groups.world->all_gather(mine, all.data(), fields, comm::DType::F32);
+    std::vector<PhaseTimes> row(world);
+    double seconds = 0;
+    for (int r = 0; r < world; ++r) {
+      const float* x = &all[size_t(r) * fields];
+      row[r] = PhaseTimes{x[0], x[1], x[2], x[3], x[4], x[5], x[6]};
+      seconds = std::max(seconds, double(x[6]));
+    }
+    seconds = world == 1 ? t.total : seconds;
+    report.losses.push_back(loss);
+    report.times.push_back(row);
+    if (done > first + 1 || stop_at - first == 1) timed_s += seconds, ++timed_steps;  // the first step warms caches
+    std::optional<double> v;
+    if ((eval_every > 0 && done % eval_every == 0) || done == stop_at)
+      v = last_val = trainer.evaluate(*val, s.eval_batches);
+    if (rank == 0) {
+      const double tps = double(tokens_per_step) / seconds, mfu = step_flops / seconds / matmul_flops;
+      const double per_step = timed_steps > 0 ? timed_s / double(timed_steps) : seconds;
+      const double lr = engine::learning_rate(s.adamw, step);
+      if (done % log_every == 0 || done == first + 1 || done == stop_at || v) {
+        std::printf("step %5lld/%lld | loss %.4f | lr %.2e | %8.0f tok/s | MFU %5.1f%% | ETA %s%s\n", (long long)done,
+                    (long long)s.steps, loss, lr, tps, 100.0 * mfu, duration(per_step * double(s.steps - done)).c_str(),
+                    v ? fmt::format(" | val loss {:.4f}", *v).c_str() : "");
+        std::fflush(stdout);
+      }
+      if (metrics.is_open()) {
+        nlohmann::json j = {{"step", done}, {"loss", loss}, {"lr", lr}, {"tokens_per_s", tps}, {"mfu", mfu},
+                            {"grad_norm", trainer.last_grad_norm()}, {"step_s", seconds}};
+        if (v) j["val_loss"] = *v;
+        if (world > 1) {  // where the step went, mean share over ranks
+          PhaseTimes mean;
+          for (const auto& p : row) {
+            mean.compute += p.compute / world, mean.tp += p.tp / world, mean.pp += p.pp / world;
+            mean.bubble += p.bubble / world, mean.dp_exposed += p.dp_exposed / world;
+            mean.optimizer += p.optimizer / world, mean.total += p.total / world;
+          }
+          const double T = mean.total > 0 ? mean.total : 1;
+          j["time_shares"] = {{"compute", mean.compute / T}, {"tp", mean.tp / T}, {"pp", mean.pp / T},
+                              {"bubble", mean.bubble / T}, {"dp_exposed", mean.dp_exposed / T},
+                              {"optimizer", mean.optimizer / T}, {"other", mean.other() / T}};
+        }
+        metrics.write(j);
+      }
+    }
+    if (s.checkpoint_every > 0 && done % s.checkpoint_every == 0 && done < stop_at && !s.checkpoint_path.empty())
+      save(loss, done);
+  }
+  metrics.close();
+
+  float mem[2] = {float(trainer.allocated_bytes()), float(engine::peak_rss_bytes())};
+  std::vector<float> mems(size_t(2) * world);
+  groups.world->all_gather(mem, mems.data(), 2, comm::DType::F32);
+  if (rank == 0) {
+    const double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+    const double mean_s = timed_steps > 0 ? timed_s / double(timed_steps) : total_s;
+    std::printf("done: %lld steps in %s; %.0f tokens/s, MFU %.1f%% (mean of steps after the first); validation loss %.4f\n",
+                (long long)run_steps, duration(total_s).c_str(), double(tokens_per_step) / mean_s,
+                100.0 * step_flops / mean_s / matmul_flops, last_val);
+    std::printf("peak memory: %s resident (getrusage, rank 0) vs %s trainer buffers vs %s planner prediction\n",
+                mib(mems[1]).c_str(), mib(mems[0]).c_str(), mib(planned_bytes(s)).c_str());
+    if (world > 1 || !s.report_path.empty() || !s.html_path.empty()) {
+      for (int r = 0; r < world; ++r)
+        report.ranks.push_back({r, mesh.coords_of(r), mems[size_t(r) * 2], mems[size_t(r) * 2 + 1]});
+      try {
+        std::ifstream probe(s.prediction_cluster);
+        if (!probe) report.prediction_missing = "no cluster file '" + s.prediction_cluster + "': run `trident bench` first";
+        else report.prediction = predict(s.run, s.prediction_cluster, std::max(1u, std::thread::hardware_concurrency()));
+      } catch (const std::exception& e) {
+        report.prediction_missing = std::string("planner failed: ") + e.what();
+      }
+      if (world > 1) std::printf("%s", rehearsal_text(report).c_str());
+      if (!s.report_path.empty()) {
+        std::ofstream out(s.report_path);
+        out << rehearsal_json(report).dump(2) << "\n";
+        if (!out) std::fprintf(stderr, "trident train: could not write the report to %s\n", s.report_path.c_str());
+        else std::printf("rehearsal report written to %s\n", s.report_path.c_str());
+      }
+      if (!s.html_path.empty()) {
+        write_output_file(s.html_path, html_page(rehearsal_page(rehearsal_json(report).dump())), "--html");
+        std::printf("rehearsal report page written to %s\n", s.html_path.c_str());
+      }
+    }
+    std::fflush(stdout);
+  }
+  if (!s.checkpoint_path.empty() && run_steps > 0) {
+    save(last_loss, stop_at);
+    if (rank == 0) std::printf("checkpoint: %s (step %lld)\n", s.checkpoint_path.c_str(), (long long)stop_at);
+  }
+  return 0;
+}
+
+int world_rank(bool mpi) {
+  int r = 0;
+  if (mpi) MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+}  // namespace
+
+int run_training(const TrainSettings& s) {
+  const bool mpi = launched_by_mpi();
+  if (mpi) {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized) {
+      int provided = 0;
+      MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+    }
+  }
+  int code = 0;
+  try {
+    code = train(s, mpi);
+  } catch (const InputError& e) {
+    if (world_rank(mpi) == 0) print_problems(e);
+    code = 2;
+  } catch (const SaveRefused& e) {
+    if (world_rank(mpi) == 0) std::fprintf(stderr, "trident train: %s\n", e.what());
+    code = 1;
+  } catch (const std::exception& e) {
+    if (!mpi) throw;
+    char host[256] = "?";
+    gethostname(host, sizeof host);
+    std::fprintf(stderr, "trident train: rank %d (host %s, pid %d) failed: %s\n", world_rank(mpi), host, int(getpid()),
+                 e.what());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);  // the other ranks stop instead of waiting on this one
+    return 1;
+  }
+  if (mpi) MPI_Finalize();
+  return code;
+}
+
+}  // namespace trident::parallel

@@ -1,0 +1,64 @@
+// The one training loop of `trident train`, for one process and for any dp x tp x pp layout
+// under mpirun (one process is a world of one: no MPI, no launcher).
+//
+// cmd_train parses the options into TrainSettings and calls run_training, which checks the
+// run against the world before any work, then on every rank: builds the process groups and the
+// trainer (DistTrainer), resumes from a checkpoint, trains to --stop-at, validates every
+// --eval-every steps, checkpoints every --checkpoint-every steps and at the end. Rank 0 prints
+// the start-up table, the progress line (loss, tokens/s, MFU, ETA, steps counted from 1),
+// writes the JSON-lines metrics and, with several ranks, the rehearsal report.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/run_spec.h"
+#include "runtime/engine/optimizer.h"
+#include "runtime/kernels/ops.h"
+
+namespace trident::parallel {
+
+struct TrainSettings {
+  RunSpec run;                  // model, layout, execution
+  engine::AdamWConfig adamw;
+  int64_t steps = 20;           // the schedule's length
+  int64_t stop_at = -1;         // stop after this step; -1 = steps
+  uint64_t seed = 1337;
+  std::string data_path;        // token file; empty = deterministic synthetic sequences
+  nlohmann::json tokenizer;     // stored in checkpoints so `trident generate` can decode
+  int64_t eval_every = -1;      // validation every N steps; 0 = only at the end; -1 = steps/5
+  int64_t eval_batches = 4;     // micro-batches per validation
+  int64_t log_every = -1;       // progress line every N steps; -1 = steps/20
+  std::string metrics_path;     // JSON lines, one per step (rank 0)
+  std::string checkpoint_path;  // checkpoint directory, written at the end
+  int64_t checkpoint_every = 0; // and every N steps
+  std::string resume_path;      // continue from this checkpoint
+  int threads = 0;              // CPU kernel threads per rank; 0 = the node's cores / its ranks
+  std::string device = "cpu";
+  // Kernels of a non-CPU device (cmd_train's, so the runtime does not link CUDA); null = CPU.
+  std::function<std::unique_ptr<kernels::Kernels>()> make_device_kernels;
+  std::string report_path;      // JSON rehearsal report
+  std::string html_path;        // the same report as one HTML page (report/html_page.h)
+  bool trace_comm = false;
+  double comm_timeout_s = 300;
+  std::vector<int64_t> stage_layers;  // explicit uneven pipeline split; empty = even
+  std::string prediction_cluster = "trident-cluster.toml";  // what `trident bench` writes
+  double bucket_mib = 4;        // DP gradient bucket
+  int64_t warmup_steps = -1;    // steps left out of the report's means; -1 = min(2, steps/4)
+  // Fault injection for the multi-rank tests (a rank dying or stalling mid-run): called on every
+  // rank before each step with (step, world rank). Empty in real runs.
+  std::function<void(int64_t step, int rank)> before_step;
+};
+
+// Initialises MPI when started by mpirun/srun, trains, prints, finalises. Returns the exit
+// code: 0; 2 for bad input (printed by rank 0 before any work); 1 when a save was refused
+// (non-finite loss or weights). A rank that fails later prints "rank R failed: ..." and aborts
+// the job, so no rank is left hanging.
+int run_training(const TrainSettings& s);
+
+}  // namespace trident::parallel
