@@ -12,6 +12,7 @@ packages=(
   libjemalloc2
   chromium imagemagick fonts-dejavu-core
   pybind11-dev python3-dev python3-pytest
+  slurm-wlm munge
 )
 missing=()
 for p in "${packages[@]}"; do
