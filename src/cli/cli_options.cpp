@@ -65,4 +65,9 @@ OptionValues CliOptions::collect(Problems& problems) const {
   return values;
 }
 
+std::vector<NamedPath> CliOptions::input_paths() const {
+  if (config_option_->count() == 0) return {};
+  return {{config_path_, "--config"}};
+}
+
 }  // namespace trident::cli

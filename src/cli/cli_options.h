@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/options.h"
+#include "core/output_path.h"
 
 namespace trident::cli {
 
@@ -23,6 +24,8 @@ class CliOptions {
   OptionValues collect(Problems& problems) const;
   const std::vector<OptionDef>& defs() const { return defs_; }
 
+  // The files these options read (the --config file when given), for check_outputs().
+  std::vector<NamedPath> input_paths() const;
 
  private:
   std::vector<OptionDef> others() const;  // options of the other commands

@@ -13,11 +13,11 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <thread>
 #include <vector>
 
 #include "cli/command.h"
+#include "core/output_path.h"
 #include "core/problems.h"
 #include "plan/cost_model.h"
 #include "runtime/engine/perf.h"
@@ -130,11 +130,11 @@ int run_bench(const BenchArgs& a) {
                   ram / double(1 << 30), gemm_eff, constants.hbm_efficiency, link_eff, cores, ram / double(1 << 30) / cores,
                   peak_flops / 1e12, peak_flops / 1e12, peak_hbm / 1e9, bandwidth / link_eff / 1e9, latency * 1e6, bandwidth / link_eff / 1e9,
                   latency * 1e6);
-    std::ofstream out(a.out);
-    out << text;
     std::printf("%s", text);
-    if (!out) {
-      std::fprintf(stderr, "trident bench: cannot write %s\n", a.out.c_str());
+    try {
+      write_text_atomically(a.out, text);
+    } catch (const InputError& e) {
+      std::fprintf(stderr, "trident bench: %s\n", e.problems().front().what.c_str());
       MPI_Finalize();
       return 1;
     }
@@ -150,11 +150,10 @@ Runner setup_bench(CLI::App& cmd) {
   cmd.add_option("--out", args->out, "cluster TOML to write (default trident-cluster.toml)");
   cmd.add_option("--mpi-mib", args->mpi_mib, "message size for the MPI bandwidth, MiB (default 8)");
   return [args] {
-    if (!(args->mpi_mib > 0)) {
-      Problems p;
-      p.add("--mpi-mib must be positive", "give e.g. --mpi-mib 8");
-      p.throw_if_any();
-    }
+    Problems p;
+    if (!(args->mpi_mib > 0)) p.add("--mpi-mib must be positive", "give e.g. --mpi-mib 8");
+    check_outputs({{args->out, "--out"}}, {}, p);
+    p.throw_if_any();
     return run_bench(*args);
   };
 }

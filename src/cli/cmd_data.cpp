@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "cli/command.h"
+#include "core/output_path.h"
 #include "core/problems.h"
 #include "runtime/data/corpus.h"
 #include "runtime/data/token_file.h"
@@ -22,6 +23,9 @@ int run_prepare(const DataArgs& a) {
     p.add("--tokenizer '" + a.tokenizer + "' is unknown", "use --tokenizer bytes or --tokenizer bpe", "tokenizer-kind");
   if (a.tokenizer == "bpe" && (a.vocab <= 256 || a.vocab > 65536))
     p.add("--vocab " + std::to_string(a.vocab) + " is outside 257..65536 for a BPE", "use e.g. --vocab 1024", "tokenizer-vocab");
+  std::vector<NamedPath> outputs = {{a.out, "OUT"}};
+  if (a.tokenizer == "bpe") outputs.push_back({a.out + ".tokenizer", "OUT's tokenizer"});
+  check_outputs(outputs, {{a.text, "TEXT"}}, p);
   p.throw_if_any();
   const std::string text = data::read_text_source(a.text);
   data::Tokenizer tok = a.tokenizer == "bpe" ? data::Tokenizer::train_bpe(text, a.vocab) : data::Tokenizer::bytes();

@@ -9,6 +9,7 @@
 
 #include "cli/cli_options.h"
 #include "cli/command.h"
+#include "core/output_path.h"
 #include "core/run_spec.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/data/corpus.h"
@@ -94,6 +95,20 @@ int run_train(TrainArgs& args) {
   std::string data_path;
   if (auto d = values.get_string("data")) data_path = *d;
   else data_path = data::bundled_token_file(true);
+  {
+    // Outputs before any work: none may replace an input, a special file or another output.
+    std::vector<NamedPath> inputs = args.options->input_paths();
+    inputs.push_back({data_path, "the token file"});
+    inputs.push_back({data_path + ".tokenizer", "the token file's tokenizer"});
+    if (auto r = values.get_string("resume")) inputs.push_back({*r, "--resume"});
+    if (auto c = values.get_string("prediction-cluster")) inputs.push_back({*c, "--prediction-cluster"});
+    std::vector<NamedPath> outputs;
+    for (const char* name : {"metrics", "report", "html"})
+      if (auto o = values.get_string(name)) outputs.push_back({*o, std::string("--") + name});
+    check_outputs(outputs, inputs, p);
+    if (auto c = values.get_string("checkpoint")) check_outputs({{*c, "--checkpoint"}}, inputs, p, OutputKind::Directory);
+    p.throw_if_any();
+  }
   data::TokenFile file(data_path);
 
   // Model: a small default when none is described.

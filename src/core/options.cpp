@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -119,9 +120,30 @@ std::optional<std::string> scalar_text(const toml::node& node) {
 }  // namespace
 
 void OptionValues::load_toml_file(const std::string& path, Problems& problems) {
+  // A regular file of sane size only: a folder reads as empty, /dev/zero never ends.
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(status)) {
+    problems.add("cannot read config file '" + path + "': it does not exist", "check the path given to --config",
+                 "config-file");
+    return;
+  }
+  if (!std::filesystem::is_regular_file(status)) {
+    problems.add("config file '" + path + "' is " +
+                     (std::filesystem::is_directory(status) ? "a directory" : "a device or other special file") +
+                     ", not a TOML file",
+                 "give --config the path of a .toml file", "config-file");
+    return;
+  }
+  constexpr uintmax_t kMaxConfigBytes = 16u << 20;
+  if (std::filesystem::file_size(path, ec) > kMaxConfigBytes) {
+    problems.add("config file '" + path + "' is larger than 16 MiB", "give --config a TOML file of settings",
+                 "config-file");
+    return;
+  }
   std::ifstream in(path);
   if (!in) {
-    problems.add("cannot read config file '" + path + "'", "check the path given to --config");
+    problems.add("cannot read config file '" + path + "'", "check the path given to --config", "config-file");
     return;
   }
   std::stringstream text;
@@ -150,9 +172,18 @@ void OptionValues::load_toml_text(const std::string& text, const std::string& or
     return nullptr;
   };
 
+  std::map<std::string, std::string> seen;  // canonical key -> where this file set it
   auto take = [&](const std::string& raw_key, const toml::node& node, const std::string& table) {
     const std::string key = canonical(raw_key);
     const std::string where = origin + (table.empty() ? "" : " [" + table + "]");
+    const std::string here = "'" + raw_key + "'" + (table.empty() ? " at the top level" : " in [" + table + "]");
+    if (auto it = seen.find(key); it != seen.end()) {
+      // global_batch_size and global-batch-size, or a key at the top level and in its table.
+      problems.add("key " + here + " of " + origin + " sets '" + key + "' a second time (also " + it->second + ")",
+                   "keep one of them", "config-duplicate");
+      return;
+    }
+    seen[key] = here;
     const OptionDef* def = find_def(key);
     if (!def && (def = elsewhere(key)) != nullptr && (table.empty() || def->section == table)) {
       ignored_.push_back((table.empty() ? "" : table + ".") + raw_key);

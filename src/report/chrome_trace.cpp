@@ -1,6 +1,6 @@
 #include "report/chrome_trace.h"
 
-#include <fstream>
+#include "core/output_path.h"
 
 namespace trident {
 
@@ -33,14 +33,11 @@ nlohmann::json chrome_trace_json(const Timeline& tl) {
 }
 
 bool write_chrome_trace(const Timeline& tl, const std::string& path, std::string& error) {
-  std::ofstream out(path);
-  if (!out) {
-    error = "cannot open " + path + " for writing";
-    return false;
-  }
-  out << chrome_trace_json(tl).dump() << "\n";
-  if (!out) {
-    error = "failed writing " + path;
+  // The one atomic writer: refuses special files, never leaves half a file.
+  try {
+    write_text_atomically(path, chrome_trace_json(tl).dump() + "\n");
+  } catch (const InputError& e) {
+    error = e.problems().empty() ? "failed writing " + path : e.problems().front().what;
     return false;
   }
   return true;

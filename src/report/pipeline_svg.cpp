@@ -4,9 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <vector>
 
+#include "core/output_path.h"
 #include "report/xml_escape.h"
 
 namespace trident {
@@ -176,14 +176,11 @@ std::string pipeline_svg(const Timeline& tl, const SvgOptions& opt) {
 }
 
 bool write_pipeline_svg(const Timeline& tl, const std::string& path, std::string& error, const SvgOptions& options) {
-  std::ofstream out(path);
-  if (!out) {
-    error = "cannot open " + path + " for writing";
-    return false;
-  }
-  out << pipeline_svg(tl, options);
-  if (!out) {
-    error = "failed writing " + path;
+  // The one atomic writer: refuses special files, never leaves half a file.
+  try {
+    write_text_atomically(path, pipeline_svg(tl, options));
+  } catch (const InputError& e) {
+    error = e.problems().empty() ? "failed writing " + path : e.problems().front().what;
     return false;
   }
   return true;

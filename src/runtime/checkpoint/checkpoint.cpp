@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "core/output_path.h"
 #include "core/problems.h"
 
 namespace trident::checkpoint {
@@ -58,6 +59,7 @@ std::string temporary_dir(const std::string& dir) {
 }
 
 void begin_save(const std::string& dir) {
+  require_output({dir, "--checkpoint"}, {}, OutputKind::Directory);  // not a file, link or device
   const std::string tmp = temporary_dir(dir);
   std::error_code ec;
   fs::remove_all(tmp, ec);

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "core/output_path.h"
 #include "core/problems.h"
 
 namespace trident::data {
@@ -37,23 +38,18 @@ void write_token_file(const std::string& path, const std::vector<int32_t>& token
   std::memcpy(header + 16, &count, 8);
   std::memcpy(header + 24, &width, 4);
   std::memcpy(header + 28, &tokenizer_kind, 4);
-  // A temp name per process, then an atomic rename: ranks of one job preparing the same file at
-  // once each write a whole file, and readers only ever see a complete one.
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) fail("cannot write '" + tmp + "': " + std::strerror(errno), "check the folder exists and is writable", "io");
-  bool ok = std::fwrite(header, 1, sizeof header, f) == sizeof header;
-  if (width == 2) {
-    std::vector<uint16_t> w(tokens.begin(), tokens.end());
-    ok = ok && std::fwrite(w.data(), 2, w.size(), f) == w.size();
-  } else {
-    ok = ok && std::fwrite(tokens.data(), 4, tokens.size(), f) == tokens.size();
-  }
-  ok = (std::fclose(f) == 0) && ok;
-  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    fail("failed writing '" + path + "'", "check free disk space", "io");
-  }
+  // The one atomic writer (a temp name per process and call, then rename): ranks of one job
+  // preparing the same file at once each write a whole file, and readers only ever see a complete one.
+  write_file_atomically(path, [&](std::FILE* f) {
+    bool ok = std::fwrite(header, 1, sizeof header, f) == sizeof header;
+    if (width == 2) {
+      std::vector<uint16_t> w(tokens.begin(), tokens.end());
+      ok = ok && std::fwrite(w.data(), 2, w.size(), f) == w.size();
+    } else {
+      ok = ok && std::fwrite(tokens.data(), 4, tokens.size(), f) == tokens.size();
+    }
+    return ok;
+  });
 }
 
 TokenFile::TokenFile(const std::string& path) : path_(path) {

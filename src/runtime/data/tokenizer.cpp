@@ -8,6 +8,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "core/output_path.h"
 #include "core/problems.h"
 
 namespace trident::data {
@@ -143,14 +144,10 @@ std::string Tokenizer::decode(const std::vector<int32_t>& tokens) const {
 }
 
 void Tokenizer::save(const std::string& path) const {
-  std::ofstream f(path);
+  std::ostringstream f;
   f << "trident-tokenizer 1 " << (kind() == TokenizerKind::Bpe ? "bpe" : "bytes") << "\n";
   for (auto [a, b] : merges_) f << a << ' ' << b << '\n';
-  if (!f) {
-    Problems p;
-    p.add("cannot write tokenizer '" + path + "'", "check the folder is writable", "io");
-    p.throw_if_any();
-  }
+  write_text_atomically(path, f.str());
 }
 
 Tokenizer Tokenizer::load(const std::string& path) {

@@ -2,24 +2,21 @@
 
 namespace trident::parallel {
 
-MetricsWriter::~MetricsWriter() { close(); }
+MetricsWriter::~MetricsWriter() = default;
 
 bool MetricsWriter::open(const std::string& path) {
   close();
   path_ = path;
-  file_ = std::fopen(path.c_str(), "w");
-  return file_ != nullptr;
+  try {
+    file_ = OutputStream(path);  // regular files only (core/output_path.h)
+  } catch (const InputError&) {
+    return false;
+  }
+  return true;
 }
 
-void MetricsWriter::write(const nlohmann::json& line) {
-  if (!file_) return;
-  std::fprintf(file_, "%s\n", line.dump().c_str());
-  std::fflush(file_);
-}
+void MetricsWriter::write(const nlohmann::json& line) { file_.write_line(line.dump()); }  // throws on a full disk
 
-void MetricsWriter::close() {
-  if (file_) std::fclose(file_);
-  file_ = nullptr;
-}
+void MetricsWriter::close() { file_.close(); }
 
 }  // namespace trident::parallel

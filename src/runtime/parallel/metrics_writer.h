@@ -1,11 +1,13 @@
 // The one writer of `--metrics FILE`: one JSON object per line, one line per optimizer step,
-// flushed as it is written so a crashed or stopped run keeps every finished step.
+// flushed as it is written so a crashed or stopped run keeps every finished step. It writes
+// through core/output_path.h's checked stream: a write error (a full disk) throws InputError.
 #pragma once
 
-#include <cstdio>
 #include <string>
 
 #include <nlohmann/json.hpp>
+
+#include "core/output_path.h"
 
 namespace trident::parallel {
 
@@ -18,13 +20,13 @@ class MetricsWriter {
 
   // Opens (truncates) `path`; false when it cannot be written.
   bool open(const std::string& path);
-  bool is_open() const { return file_ != nullptr; }
+  bool is_open() const { return file_.is_open(); }
   const std::string& path() const { return path_; }
   void write(const nlohmann::json& line);
   void close();
 
  private:
-  std::FILE* file_ = nullptr;
+  OutputStream file_;
   std::string path_;
 };
 

@@ -328,10 +328,8 @@ int train(const TrainSettings& s, bool mpi) {
       }
       if (world > 1) std::printf("%s", rehearsal_text(report).c_str());
       if (!s.report_path.empty()) {
-        std::ofstream out(s.report_path);
-        out << rehearsal_json(report).dump(2) << "\n";
-        if (!out) std::fprintf(stderr, "trident train: could not write the report to %s\n", s.report_path.c_str());
-        else std::printf("rehearsal report written to %s\n", s.report_path.c_str());
+        write_output_file(s.report_path, rehearsal_json(report).dump(2) + "\n", "--report");
+        std::printf("rehearsal report written to %s\n", s.report_path.c_str());
       }
       if (!s.html_path.empty()) {
         write_output_file(s.html_path, html_page(rehearsal_page(rehearsal_json(report).dump())), "--html");
