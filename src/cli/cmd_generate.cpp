@@ -7,6 +7,7 @@
 
 #include "cli/command.h"
 #include "core/problems.h"
+#include "report/output_file.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/logical_tensors.h"
 #include "runtime/engine/run_meta.h"
@@ -18,7 +19,7 @@ namespace trident::cli {
 namespace {
 
 struct GenerateArgs {
-  std::string checkpoint, prompt = "\n";
+  std::string checkpoint, prompt = "\n", logits_path;
   int64_t tokens = 200, top_k = 40, threads = 0;
   double temperature = 0.8;
   uint64_t seed = 1;
@@ -45,12 +46,14 @@ int run_generate(const GenerateArgs& a) {
   for (auto& t : context) t = std::min<int32_t>(t, int32_t(m.vocab - 1));
   std::vector<int32_t> window(size_t(m.seq_len), 0), targets(size_t(m.seq_len), 0);
   std::vector<float> logits(static_cast<size_t>(m.vocab));
+  std::string logits_dump;  // --logits: each step's next-token logits, f32, for checks against other models
   std::printf("%s", a.prompt.c_str());
   for (int64_t i = 0; i < a.tokens; ++i) {
     const int64_t n = std::min<int64_t>(int64_t(context.size()), m.seq_len);
     std::copy(context.end() - n, context.end(), window.begin());
     g.forward(acts, window.data(), targets.data());
     k->to_host(logits.data(), kernels::f32_data(acts.logits(), "generate") + (n - 1) * m.vocab, size_t(m.vocab));
+    if (!a.logits_path.empty()) logits_dump.append(reinterpret_cast<const char*>(logits.data()), logits.size() * sizeof(float));
     // Top-k sampling at the given temperature.
     std::vector<int32_t> ids(static_cast<size_t>(m.vocab));
     for (int32_t v = 0; v < int32_t(m.vocab); ++v) ids[size_t(v)] = v;
@@ -70,6 +73,7 @@ int run_generate(const GenerateArgs& a) {
     std::fflush(stdout);
   }
   std::printf("\n");
+  if (!a.logits_path.empty()) write_output_file(a.logits_path, logits_dump, "--logits");
   return 0;
 }
 
@@ -82,6 +86,8 @@ Runner setup_generate(CLI::App& cmd) {
   cmd.add_option("--top-k", args->top_k, "sample among the k most likely tokens, 0 = all (default 40)");
   cmd.add_option("--seed", args->seed, "sampling seed (default 1)");
   cmd.add_option("--threads", args->threads, "CPU threads (default: all cores)");
+  cmd.add_option("--logits", args->logits_path, "also write each step's next-token logits (f32, tokens x vocab) to FILE")
+      ->type_name("FILE");
   return [args] { return run_generate(*args); };
 }
 
