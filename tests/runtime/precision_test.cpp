@@ -18,6 +18,15 @@ TEST(Precision, cpu_backend_supports_fp32_only) {
   EXPECT_FALSE(k->supports(kernels::DType::BF16));
 }
 
+TEST(Precision, device_predicate_answers_before_any_backend_is_built) {
+  using kernels::DType;
+  EXPECT_TRUE(kernels::device_supports("cpu", DType::F32));
+  EXPECT_FALSE(kernels::device_supports("cpu", DType::BF16));
+  EXPECT_TRUE(kernels::device_supports("cuda", DType::BF16));
+  EXPECT_FALSE(kernels::device_supports("cuda", DType::F16));
+  EXPECT_FALSE(kernels::device_supports("tpu", DType::F32));
+}
+
 TEST(Precision, cpu_kernel_refuses_a_bf16_tensor_naming_op_and_type) {
   auto k = kernels::make_cpu_kernels(1);
   std::vector<uint16_t> half(8);

@@ -37,9 +37,7 @@ class CudaKernels final : public kernels::Kernels {
   cudaStream_t stream() const { return stream_; }
 
   std::string device_name() const override;
-  bool supports(kernels::DType t) const override {
-    return t == kernels::DType::F32 || t == kernels::DType::BF16;
-  }
+  bool supports(kernels::DType t) const override { return kernels::device_supports("cuda", t); }
   float* alloc(size_t count) override;
   void free(float* p, size_t count) override;
   void zero(float* p, size_t count) override;

@@ -165,6 +165,11 @@ class Kernels {
                      float beta2, float eps, float weight_decay, float grad_scale, int64_t t) = 0;
 };
 
+// What the kernels of `device` ("cpu", "cuda") compute in, without building them (for the run
+// check before any work): cpu -> F32; cuda -> F32 and BF16. An unknown device supports nothing.
+// Kernels::supports() of a built backend gives the same answer.
+bool device_supports(const std::string& device, DType t);
+
 // The CPU implementation (OpenBLAS + OpenMP). threads <= 0 means all cores.
 std::unique_ptr<Kernels> make_cpu_kernels(int threads = 0);
 

@@ -13,7 +13,7 @@ class CpuKernels final : public Kernels {
   explicit CpuKernels(int threads);
   std::string device_name() const override;
   int threads() const { return threads_; }
-  bool supports(DType t) const override { return t == DType::F32; }
+  bool supports(DType t) const override { return device_supports("cpu", t); }
 
   float* alloc(size_t count) override;
   void free(float* p, size_t count) override;
