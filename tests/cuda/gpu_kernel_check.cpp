@@ -174,6 +174,32 @@ void typed_checks(Kernels& cpu, Kernels& gpu, DType t) {
     check(p + "layernorm_backward dbias (f32 +=)", db, tol_acc);
   }
   attention_checks(cpu, gpu, t, p + "flash ");
+  {  // Llama's blocks
+    const int64_t F = 160;
+    Both inp(cpu, gpu, t, randn(N * C, 2.0f)), w(cpu, gpu, t, randn(C)), out(cpu, gpu, t, N * C),
+        rstd(cpu, gpu, f, N), dout(cpu, gpu, t, randn(N * C)), dinp(cpu, gpu, t, randn(N * C)),
+        dw(cpu, gpu, f, randn(C));
+    cpu.rmsnorm_forward(out.C(), rstd.c, inp.C(), w.C(), N, C);
+    gpu.rmsnorm_forward(out.G(), rstd.g32, inp.G(), w.G(), N, C);
+    check(p + "rmsnorm_forward out", out, tol);
+    check(p + "rmsnorm_forward rstd (f32)", rstd, t == f ? kF32 : 1e-4);
+    cpu.rmsnorm_backward(dinp.C(), dw.c, dout.C(), inp.C(), w.C(), rstd.c, N, C);
+    gpu.rmsnorm_backward(dinp.G(), dw.g32, dout.G(), inp.G(), w.G(), rstd.g32, N, C);
+    check(p + "rmsnorm_backward dinp (+=)", dinp, tol);
+    check(p + "rmsnorm_backward dweight (f32 +=)", dw, tol_acc);
+    Both gu(cpu, gpu, t, randn(N * 2 * F, 2.0f)), act(cpu, gpu, t, N * F), dact(cpu, gpu, t, randn(N * F)),
+        dgu(cpu, gpu, t, N * 2 * F);
+    cpu.swiglu_forward(act.C(), gu.C(), N, F), gpu.swiglu_forward(act.G(), gu.G(), N, F);
+    check(p + "swiglu_forward", act, tol);
+    cpu.swiglu_backward(dgu.C(), gu.C(), dact.C(), N, F), gpu.swiglu_backward(dgu.G(), gu.G(), dact.G(), N, F);
+    check(p + "swiglu_backward", dgu, tol);
+    const int64_t row = 3 * C;  // q heads then k/v, as a qkv row
+    Both qkv(cpu, gpu, t, randn(N * row));
+    cpu.rope(qkv.C(), B, T, nh, hd, row, 10000.0f, false), gpu.rope(qkv.G(), B, T, nh, hd, row, 10000.0f, false);
+    check(p + "rope (q heads of a qkv row)", qkv, t == f ? 1e-5 : kBF16);
+    cpu.rope(qkv.C(), B, T, nh, hd, row, 10000.0f, true), gpu.rope(qkv.G(), B, T, nh, hd, row, 10000.0f, true);
+    check(p + "rope inverse", qkv, t == f ? 1e-5 : kBF16);
+  }
   {
     auto ids = random_ids(N, int(V));
     const int64_t v_offset = 300, V_local = 400;  // a tensor-parallel shard of the vocabulary

@@ -8,6 +8,7 @@
 #include "runtime/cuda/device.h"
 #include "runtime/cuda/kernels.h"
 #include "runtime/cuda/kernels_engine.h"
+#include "runtime/cuda/kernels_llama.h"
 #include "runtime/cuda/matmul.h"
 
 namespace trident::cuda {
@@ -211,6 +212,51 @@ void CudaKernels::layernorm_backward(const Tensor& dinp, float* dweight, float* 
     cuda::layernorm_backward<T>(ptr<T>(dinp, dinp.dtype, op), dweight, dbias, ptr<T>(dout, dinp.dtype, op),
                                 ptr<T>(inp, dinp.dtype, op), ptr<T>(weight, dinp.dtype, op), mean, rstd, int(N),
                                 int(C), stream_);
+  });
+}
+
+void CudaKernels::rmsnorm_forward(const Tensor& out, float* rstd, const Tensor& inp, const Tensor& weight, int64_t N,
+                                  int64_t C) {
+  const char* op = "rmsnorm_forward";
+  dispatch(out, op, [&](auto tag) {
+    using T = decltype(tag);
+    cuda::rmsnorm_forward<T>(ptr<T>(out, out.dtype, op), rstd, ptr<T>(inp, out.dtype, op),
+                             ptr<T>(weight, out.dtype, op), int(N), int(C), stream_);
+  });
+}
+void CudaKernels::rmsnorm_backward(const Tensor& dinp, float* dweight, const Tensor& dout, const Tensor& inp,
+                                   const Tensor& weight, const float* rstd, int64_t N, int64_t C) {
+  const char* op = "rmsnorm_backward";
+  dispatch(dinp, op, [&](auto tag) {
+    using T = decltype(tag);
+    const kernels::DType t = dinp.dtype;
+    cuda::rmsnorm_backward<T>(ptr<T>(dinp, t, op), dweight, ptr<T>(dout, t, op), ptr<T>(inp, t, op),
+                              ptr<T>(weight, t, op), rstd, int(N), int(C), stream_);
+  });
+}
+void CudaKernels::swiglu_forward(const Tensor& out, const Tensor& gate_up, int64_t N, int64_t F) {
+  dispatch(out, "swiglu_forward", [&](auto tag) {
+    using T = decltype(tag);
+    cuda::swiglu_forward<T>(ptr<T>(out, out.dtype, "swiglu_forward"), ptr<T>(gate_up, out.dtype, "swiglu_forward"),
+                            size_t(N), int(F), stream_);
+  });
+}
+void CudaKernels::swiglu_backward(const Tensor& dgate_up, const Tensor& gate_up, const Tensor& dout, int64_t N,
+                                  int64_t F) {
+  const char* op = "swiglu_backward";
+  dispatch(dgate_up, op, [&](auto tag) {
+    using T = decltype(tag);
+    const kernels::DType t = dgate_up.dtype;
+    cuda::swiglu_backward<T>(ptr<T>(dgate_up, t, op), ptr<T>(gate_up, t, op), ptr<T>(dout, t, op), size_t(N), int(F),
+                             stream_);
+  });
+}
+void CudaKernels::rope(const Tensor& x, int64_t B, int64_t T, int64_t heads, int64_t hd, int64_t row, float theta,
+                       bool inverse) {
+  dispatch(x, "rope", [&](auto tag) {
+    using U = decltype(tag);
+    cuda::rope<U>(ptr<U>(x, x.dtype, "rope"), size_t(B * T), int(T), int(heads), int(hd), size_t(row), theta, inverse,
+                  stream_);
   });
 }
 

@@ -65,6 +65,16 @@ class CudaKernels final : public kernels::Kernels {
   void layernorm_backward(const Tensor& dinp, float* dweight, float* dbias, const Tensor& dout, const Tensor& inp,
                           const Tensor& weight, const float* mean, const float* rstd, int64_t N, int64_t C) override;
 
+  void rmsnorm_forward(const Tensor& out, float* rstd, const Tensor& inp, const Tensor& weight, int64_t N,
+                       int64_t C) override;
+  void rmsnorm_backward(const Tensor& dinp, float* dweight, const Tensor& dout, const Tensor& inp,
+                        const Tensor& weight, const float* rstd, int64_t N, int64_t C) override;
+  void swiglu_forward(const Tensor& out, const Tensor& gate_up, int64_t N, int64_t F) override;
+  void swiglu_backward(const Tensor& dgate_up, const Tensor& gate_up, const Tensor& dout, int64_t N,
+                       int64_t F) override;
+  void rope(const Tensor& x, int64_t B, int64_t T, int64_t heads, int64_t hd, int64_t row, float theta,
+            bool inverse) override;
+
   size_t attention_probs_size(int64_t B, int64_t T, int64_t nh) const override;
   void attention_forward(const Tensor& out, float* probs, const Tensor& qkv, int64_t B, int64_t T, int64_t nh,
                          int64_t hd) override;

@@ -114,6 +114,25 @@ class Kernels {
                                   const Tensor& inp, const Tensor& weight, const float* mean, const float* rstd,
                                   int64_t N, int64_t C) = 0;
 
+  // ---- Llama blocks: RMSNorm, SwiGLU, rotary position embeddings
+  // RMSNorm over the last dimension C (eps 1e-5): out = inp * rstd * weight; rstd[N] (fp32) kept.
+  virtual void rmsnorm_forward(const Tensor& out, float* rstd, const Tensor& inp, const Tensor& weight, int64_t N,
+                               int64_t C) = 0;
+  // dinp += (the residual stream's gradient); fp32 dweight += .
+  virtual void rmsnorm_backward(const Tensor& dinp, float* dweight, const Tensor& dout, const Tensor& inp,
+                                const Tensor& weight, const float* rstd, int64_t N, int64_t C) = 0;
+  // gate_up [N, 2F]: each row holds F gate values then F up values; out [N, F] = silu(gate) * up.
+  virtual void swiglu_forward(const Tensor& out, const Tensor& gate_up, int64_t N, int64_t F) = 0;
+  // dgate_up [N, 2F] overwritten from dout [N, F].
+  virtual void swiglu_backward(const Tensor& dgate_up, const Tensor& gate_up, const Tensor& dout, int64_t N,
+                               int64_t F) = 0;
+  // Rotary embeddings in place on `heads` heads of hd values at the start of each token's row of
+  // `row` elements (x points at the first head): pair (2i, 2i+1) of the token at position t is
+  // rotated by the angle t * theta^(-2i/hd) (Meta's Llama convention). inverse = true rotates
+  // back: the backward of the rotation.
+  virtual void rope(const Tensor& x, int64_t B, int64_t T, int64_t heads, int64_t hd, int64_t row, float theta,
+                    bool inverse) = 0;
+
   // ---- causal self-attention, scale 1/sqrt(hd). Only the causal (lower) part of each score
   // matrix is computed and stored: probs holds, per (b, head), the rows of softmax(QK^T) up to
   // the diagonal, packed in blocks; attention_probs_size() says how many floats it needs.

@@ -1,0 +1,146 @@
+// Llama's blocks on the GPU: RMSNorm (one warp per row, fp32 statistics, eps 1e-5), SwiGLU and
+// rotary embeddings (one thread per element / per pair, grid-stride). float and bf16 instances.
+#include <cmath>
+
+#include "runtime/cuda/kernel_util.cuh"
+#include "runtime/cuda/kernels_llama.h"
+
+namespace trident::cuda {
+
+namespace {
+
+constexpr float kEps = 1e-5f;
+constexpr int kWarps = 8;
+constexpr unsigned kThreads = 256;
+
+template <typename T>
+__global__ void rmsnorm_forward_kernel(T* out, float* rstd_out, const T* inp, const T* weight, int N, int C) {
+  const int lane = threadIdx.x % 32, row = blockIdx.x * kWarps + threadIdx.x / 32;
+  if (row >= N) return;
+  const T* x = inp + size_t(row) * C;
+  float ss = 0.0f;
+  for (int c = lane; c < C; c += 32) ss += to_f(x[c]) * to_f(x[c]);
+  const float r = rsqrtf(warp_sum(ss) / C + kEps);
+  T* y = out + size_t(row) * C;
+  for (int c = lane; c < C; c += 32) y[c] = from_f<T>(to_f(x[c]) * r * to_f(weight[c]));
+  if (lane == 0) rstd_out[row] = r;
+}
+
+// dweight summed per block in shared memory, then once per channel into global memory.
+template <typename T>
+__global__ void rmsnorm_backward_kernel(T* dinp, float* dweight, const T* dout, const T* inp, const T* weight,
+                                        const float* rstd, int N, int C) {
+  extern __shared__ float dw[];
+  for (int c = threadIdx.x; c < C; c += blockDim.x) dw[c] = 0.0f;
+  __syncthreads();
+  const int lane = threadIdx.x % 32;
+  for (int row = blockIdx.x * kWarps + threadIdx.x / 32; row < N; row += gridDim.x * kWarps) {
+    const T* x = inp + size_t(row) * C;
+    const T* dy = dout + size_t(row) * C;
+    T* dx = dinp + size_t(row) * C;
+    const float r = rstd[row];
+    float gx = 0.0f;
+    for (int c = lane; c < C; c += 32) gx += to_f(dy[c]) * to_f(weight[c]) * to_f(x[c]);
+    const float k = r * r * r * warp_sum(gx) / C;
+    for (int c = lane; c < C; c += 32) {
+      const float xv = to_f(x[c]), d = to_f(dy[c]);
+      dx[c] = from_f<T>(to_f(dx[c]) + r * d * to_f(weight[c]) - k * xv);
+      atomicAdd(&dw[c], d * xv * r);
+    }
+  }
+  __syncthreads();
+  for (int c = threadIdx.x; c < C; c += blockDim.x) atomicAdd(&dweight[c], dw[c]);
+}
+
+template <typename T>
+__global__ void swiglu_forward_kernel(T* out, const T* gu, size_t N, int F) {
+  const size_t n = N * size_t(F);
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    const size_t row = i / F, j = i % F;
+    const float g = to_f(gu[row * 2 * F + j]), u = to_f(gu[row * 2 * F + F + j]);
+    out[i] = from_f<T>(g / (1.0f + expf(-g)) * u);
+  }
+}
+
+template <typename T>
+__global__ void swiglu_backward_kernel(T* dgu, const T* gu, const T* dout, size_t N, int F) {
+  const size_t n = N * size_t(F);
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    const size_t row = i / F, j = i % F;
+    const float g = to_f(gu[row * 2 * F + j]), u = to_f(gu[row * 2 * F + F + j]), dy = to_f(dout[i]);
+    const float s = 1.0f / (1.0f + expf(-g));
+    dgu[row * 2 * F + F + j] = from_f<T>(dy * g * s);
+    dgu[row * 2 * F + j] = from_f<T>(dy * u * s * (1.0f + g * (1.0f - s)));
+  }
+}
+
+// One thread per (token, head, pair).
+template <typename T>
+__global__ void rope_kernel(T* x, size_t tokens, int Tn, int heads, int hd, size_t row, float theta, float sign) {
+  const int half = hd / 2;
+  const size_t n = tokens * size_t(heads) * half;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    const int pair = int(i % half), h = int((i / half) % heads);
+    const size_t token = i / (size_t(half) * heads);
+    const int t = int(token % Tn);
+    const float angle = float(t) * powf(theta, -2.0f * float(pair) / float(hd));
+    float s, c;
+    sincosf(angle, &s, &c);
+    s *= sign;
+    T* p = x + token * row + size_t(h) * hd + 2 * pair;
+    const float x0 = to_f(p[0]), x1 = to_f(p[1]);
+    p[0] = from_f<T>(x0 * c - x1 * s);
+    p[1] = from_f<T>(x0 * s + x1 * c);
+  }
+}
+
+}  // namespace
+
+template <typename T>
+void rmsnorm_forward(T* out, float* rstd, const T* inp, const T* weight, int N, int C, cudaStream_t s) {
+  rmsnorm_forward_kernel<<<unsigned((N + kWarps - 1) / kWarps), kWarps * 32, 0, s>>>(out, rstd, inp, weight, N, C);
+  cudaCheckLaunch();
+}
+
+template <typename T>
+void rmsnorm_backward(T* dinp, float* dweight, const T* dout, const T* inp, const T* weight, const float* rstd, int N,
+                      int C, cudaStream_t s) {
+  unsigned blocks = unsigned((N + kWarps - 1) / kWarps);
+  if (blocks > 512) blocks = 512;
+  const size_t shared = size_t(C) * sizeof(float);
+  if (shared > 48 * 1024)
+    cudaCheck(cudaFuncSetAttribute(rmsnorm_backward_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared)));
+  rmsnorm_backward_kernel<<<blocks, kWarps * 32, shared, s>>>(dinp, dweight, dout, inp, weight, rstd, N, C);
+  cudaCheckLaunch();
+}
+
+template <typename T>
+void swiglu_forward(T* out, const T* gate_up, size_t N, int F, cudaStream_t s) {
+  swiglu_forward_kernel<<<blocks_for(N * F, kThreads), kThreads, 0, s>>>(out, gate_up, N, F);
+  cudaCheckLaunch();
+}
+
+template <typename T>
+void swiglu_backward(T* dgate_up, const T* gate_up, const T* dout, size_t N, int F, cudaStream_t s) {
+  swiglu_backward_kernel<<<blocks_for(N * F, kThreads), kThreads, 0, s>>>(dgate_up, gate_up, dout, N, F);
+  cudaCheckLaunch();
+}
+
+template <typename T>
+void rope(T* x, size_t tokens, int Tn, int heads, int hd, size_t row, float theta, bool inverse, cudaStream_t s) {
+  const size_t n = tokens * size_t(heads) * size_t(hd / 2);
+  rope_kernel<<<blocks_for(n, kThreads), kThreads, 0, s>>>(x, tokens, Tn, heads, hd, row, theta, inverse ? -1.0f : 1.0f);
+  cudaCheckLaunch();
+}
+
+#define INSTANTIATE(T)                                                                                        \
+  template void rmsnorm_forward<T>(T*, float*, const T*, const T*, int, int, cudaStream_t);                   \
+  template void rmsnorm_backward<T>(T*, float*, const T*, const T*, const T*, const float*, int, int,         \
+                                    cudaStream_t);                                                            \
+  template void swiglu_forward<T>(T*, const T*, size_t, int, cudaStream_t);                                   \
+  template void swiglu_backward<T>(T*, const T*, const T*, size_t, int, cudaStream_t);                        \
+  template void rope<T>(T*, size_t, int, int, int, size_t, float, bool, cudaStream_t);
+TRIDENT_FOR_EACH_T(INSTANTIATE)
+#undef INSTANTIATE
+
+}  // namespace trident::cuda

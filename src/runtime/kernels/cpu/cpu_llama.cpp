@@ -1,0 +1,127 @@
+// Llama's blocks on the CPU: RMSNorm, SwiGLU and rotary position embeddings (OpenMP loops the
+// compiler vectorises; the RMSNorm weight gradient is reduced per thread, then in thread order,
+// so it is deterministic for a given thread count).
+#include <omp.h>
+
+#include <cmath>
+#include <vector>
+
+#include "runtime/kernels/cpu/cpu_kernels.h"
+
+namespace trident::kernels {
+
+namespace {
+constexpr float kRmsEps = 1e-5f;
+}
+
+void CpuKernels::rmsnorm_forward(const Tensor& out_t, float* rstd, const Tensor& inp_t, const Tensor& weight_t,
+                                 int64_t N, int64_t C) {
+  float* out = f32_data(out_t, "rmsnorm_forward", size_t(N * C));
+  const float* inp = f32_data(inp_t, "rmsnorm_forward", size_t(N * C));
+  const float* weight = f32_data(weight_t, "rmsnorm_forward", size_t(C));
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < N; ++i) {
+    const float* x = inp + i * C;
+    float ss = 0.0f;
+#pragma omp simd reduction(+ : ss)
+    for (int64_t c = 0; c < C; ++c) ss += x[c] * x[c];
+    const float r = 1.0f / std::sqrt(ss / float(C) + kRmsEps);
+    float* o = out + i * C;
+#pragma omp simd
+    for (int64_t c = 0; c < C; ++c) o[c] = x[c] * r * weight[c];
+    rstd[i] = r;
+  }
+}
+
+void CpuKernels::rmsnorm_backward(const Tensor& dinp_t, float* dweight, const Tensor& dout_t, const Tensor& inp_t,
+                                  const Tensor& weight_t, const float* rstd, int64_t N, int64_t C) {
+  float* dinp = f32_data(dinp_t, "rmsnorm_backward", size_t(N * C));
+  const float* dout = f32_data(dout_t, "rmsnorm_backward", size_t(N * C));
+  const float* inp = f32_data(inp_t, "rmsnorm_backward", size_t(N * C));
+  const float* weight = f32_data(weight_t, "rmsnorm_backward", size_t(C));
+  const int nt = threads_;
+  std::vector<float> partial(size_t(nt) * C, 0.0f);
+#pragma omp parallel num_threads(nt)
+  {
+    float* dw = partial.data() + size_t(omp_get_thread_num()) * C;
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < N; ++i) {
+      const float* x = inp + i * C;
+      const float* dy = dout + i * C;
+      float* dx = dinp + i * C;
+      const float r = rstd[i];
+      // y = x * r * w: dx = r * (g - x * r^2 * mean(g * x)), g = dy * w.
+      float gx = 0.0f;
+#pragma omp simd reduction(+ : gx)
+      for (int64_t c = 0; c < C; ++c) gx += dy[c] * weight[c] * x[c];
+      const float k = r * r * r * gx / float(C);
+#pragma omp simd
+      for (int64_t c = 0; c < C; ++c) {
+        dx[c] += r * dy[c] * weight[c] - k * x[c];
+        dw[c] += dy[c] * x[c] * r;
+      }
+    }
+  }
+  for (int t = 0; t < nt; ++t)
+    for (int64_t c = 0; c < C; ++c) dweight[c] += partial[size_t(t) * C + c];
+}
+
+void CpuKernels::swiglu_forward(const Tensor& out_t, const Tensor& gate_up_t, int64_t N, int64_t F) {
+  float* out = f32_data(out_t, "swiglu_forward", size_t(N * F));
+  const float* gu = f32_data(gate_up_t, "swiglu_forward", size_t(N * 2 * F));
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < N; ++i) {
+    const float* g = gu + i * 2 * F;
+    const float* u = g + F;
+    float* o = out + i * F;
+#pragma omp simd
+    for (int64_t j = 0; j < F; ++j) o[j] = g[j] / (1.0f + std::exp(-g[j])) * u[j];
+  }
+}
+
+void CpuKernels::swiglu_backward(const Tensor& dgate_up_t, const Tensor& gate_up_t, const Tensor& dout_t, int64_t N,
+                                 int64_t F) {
+  float* dgu = f32_data(dgate_up_t, "swiglu_backward", size_t(N * 2 * F));
+  const float* gu = f32_data(gate_up_t, "swiglu_backward", size_t(N * 2 * F));
+  const float* dout = f32_data(dout_t, "swiglu_backward", size_t(N * F));
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < N; ++i) {
+    const float* g = gu + i * 2 * F;
+    const float* u = g + F;
+    const float* dy = dout + i * F;
+    float* dg = dgu + i * 2 * F;
+    float* du = dg + F;
+#pragma omp simd
+    for (int64_t j = 0; j < F; ++j) {
+      const float s = 1.0f / (1.0f + std::exp(-g[j]));  // silu(g) = g s, silu'(g) = s (1 + g (1 - s))
+      du[j] = dy[j] * g[j] * s;
+      dg[j] = dy[j] * u[j] * s * (1.0f + g[j] * (1.0f - s));
+    }
+  }
+}
+
+void CpuKernels::rope(const Tensor& x_t, int64_t B, int64_t T, int64_t heads, int64_t hd, int64_t row, float theta,
+                      bool inverse) {
+  float* x = f32_data(x_t, "rope", size_t((B * T - 1) * row + heads * hd));
+  const int64_t half = hd / 2;
+  std::vector<float> inv_freq(static_cast<size_t>(half));
+  for (int64_t i = 0; i < half; ++i) inv_freq[size_t(i)] = float(std::pow(double(theta), -2.0 * double(i) / double(hd)));
+  const float sign = inverse ? -1.0f : 1.0f;
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T; ++t) {
+      float* r = x + (b * T + t) * row;
+      for (int64_t i = 0; i < half; ++i) {
+        const double angle = double(t) * double(inv_freq[size_t(i)]);
+        const float c = float(std::cos(angle)), s = sign * float(std::sin(angle));
+        for (int64_t h = 0; h < heads; ++h) {
+          float* p = r + h * hd + 2 * i;
+          const float x0 = p[0], x1 = p[1];
+          p[0] = x0 * c - x1 * s;
+          p[1] = x0 * s + x1 * c;
+        }
+      }
+    }
+}
+
+}  // namespace trident::kernels

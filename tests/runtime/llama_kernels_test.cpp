@@ -1,0 +1,100 @@
+// Llama's kernels on the CPU: RMSNorm and SwiGLU backward against finite differences, rotary
+// embeddings against the closed form and undone by their inverse (which is their backward).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "runtime/kernels/ops.h"
+
+using namespace trident;
+using kernels::Tensor;
+
+namespace {
+
+std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+Tensor t(std::vector<float>& v) { return {v.data(), v.size()}; }
+double dot(const std::vector<float>& a, const std::vector<float>& b) {
+  double s = 0;
+  for (size_t i = 0; i < a.size(); ++i) s += double(a[i]) * double(b[i]);
+  return s;
+}
+
+// d/d(eps) f(x + eps * dir) by central differences vs <grad, dir>.
+template <typename F>
+void expect_directional(const char* what, F f, std::vector<float>& x, const std::vector<float>& grad, uint32_t seed) {
+  auto dir = randn(x.size(), seed);
+  const auto saved = x;
+  const float eps = 1e-2f;
+  for (size_t i = 0; i < x.size(); ++i) x[i] = saved[i] + eps * dir[i];
+  const double fp = f();
+  for (size_t i = 0; i < x.size(); ++i) x[i] = saved[i] - eps * dir[i];
+  const double fm = f();
+  x = saved;
+  const double numeric = (fp - fm) / (2.0 * eps), analytic = dot(dir, grad);
+  EXPECT_NEAR(analytic, numeric, 2e-2 * std::max(1.0, std::abs(numeric))) << what;
+}
+
+struct LlamaKernels : ::testing::Test {
+  std::unique_ptr<kernels::Kernels> k = kernels::make_cpu_kernels(2);
+};
+
+}  // namespace
+
+TEST_F(LlamaKernels, rmsnorm_normalises_rows_and_its_backward_matches_finite_differences) {
+  const int64_t N = 7, C = 48;
+  auto x = randn(N * C, 1, 3.0f), w = randn(C, 2), r = randn(N * C, 3);
+  std::vector<float> out(N * C), rstd(N);
+  auto f = [&] {
+    k->rmsnorm_forward(t(out), rstd.data(), t(x), t(w), N, C);
+    return dot(out, r);
+  };
+  f();
+  double ss = 0;
+  for (int64_t c = 0; c < C; ++c) ss += double(x[size_t(c)]) * x[size_t(c)];
+  EXPECT_NEAR(rstd[0], 1.0 / std::sqrt(ss / C + 1e-5), 1e-5);
+  EXPECT_NEAR(out[5], x[5] * rstd[0] * w[5], 1e-5);
+  std::vector<float> dx(N * C, 0.0f), dw(C, 0.0f);
+  k->rmsnorm_backward(t(dx), dw.data(), t(r), t(x), t(w), rstd.data(), N, C);
+  expect_directional("dx", f, x, dx, 4);
+  expect_directional("dw", f, w, dw, 5);
+}
+
+TEST_F(LlamaKernels, swiglu_is_silu_gate_times_up_and_its_backward_matches_finite_differences) {
+  const int64_t N = 5, F = 33;
+  auto gu = randn(N * 2 * F, 6, 2.0f), r = randn(N * F, 7);
+  std::vector<float> out(N * F), dgu(N * 2 * F);
+  auto f = [&] {
+    k->swiglu_forward(t(out), t(gu), N, F);
+    return dot(out, r);
+  };
+  f();
+  const float g = gu[size_t(2 * F + 3)], u = gu[size_t(2 * F + F + 3)];
+  EXPECT_NEAR(out[size_t(F + 3)], g / (1 + std::exp(-g)) * u, 1e-5);
+  k->swiglu_backward(t(dgu), t(gu), t(r), N, F);
+  expect_directional("dgate_up", f, gu, dgu, 8);
+}
+
+TEST_F(LlamaKernels, rope_rotates_pairs_by_position_and_its_inverse_undoes_it) {
+  const int64_t B = 2, T = 9, heads = 3, hd = 8, row = 5 * hd;  // the heads start each row; 2 more after them
+  auto x = randn(B * T * row, 9);
+  const auto before = x;
+  const float theta = 10000.0f;
+  k->rope(t(x), B, T, heads, hd, row, theta, false);
+  // Token (b=1, t=4), head 2, pair 1: angle 4 * theta^(-2/8).
+  const int64_t base = (1 * T + 4) * row + 2 * hd + 2;
+  const double a = 4.0 * std::pow(double(theta), -2.0 / 8.0);
+  EXPECT_NEAR(x[size_t(base)], before[size_t(base)] * std::cos(a) - before[size_t(base + 1)] * std::sin(a), 1e-5);
+  EXPECT_NEAR(x[size_t(base + 1)], before[size_t(base)] * std::sin(a) + before[size_t(base + 1)] * std::cos(a), 1e-5);
+  EXPECT_EQ(x[size_t((1 * T + 4) * row + heads * hd)], before[size_t((1 * T + 4) * row + heads * hd)]);  // past the heads
+  EXPECT_EQ(x[0], before[0]);  // position 0: no rotation
+  k->rope(t(x), B, T, heads, hd, row, theta, true);
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(x[i], before[i], 1e-5) << i;
+}
