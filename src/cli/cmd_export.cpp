@@ -23,6 +23,7 @@
 
 #include "cli/command.h"
 #include "cli/safetensors.h"
+#include "core/output_path.h"
 #include "core/problems.h"
 #include "report/output_file.h"
 #include "runtime/checkpoint/checkpoint.h"
@@ -100,10 +101,8 @@ int run_export(const ExportArgs& a) {
   if (a.format != "safetensors")
     p.add("--format '" + a.format + "' is not supported", "use --format safetensors", "export-format");
   std::error_code ec;
-  if (fs::exists(a.out, ec) && !fs::is_directory(a.out, ec))
-    p.add("OUT '" + a.out + "' exists and is not a folder", "give export a new or existing folder", "output-path");
-  if (fs::exists(a.out, ec) && fs::exists(a.checkpoint, ec) && fs::equivalent(a.out, a.checkpoint, ec))
-    p.add("OUT '" + a.out + "' is the checkpoint itself", "export into another folder", "output-path");
+  // OUT is a folder export owns: never the checkpoint, a file, a link or a device.
+  check_outputs({{a.out, "OUT"}}, {{a.checkpoint, "--checkpoint"}}, p, OutputKind::Directory);
   if (fs::exists(a.out, ec) && checkpoint::is_checkpoint(a.out))
     p.add("OUT '" + a.out + "' holds a Trident checkpoint", "export into another folder", "output-path");
   p.throw_if_any();

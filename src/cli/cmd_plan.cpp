@@ -98,8 +98,8 @@ Runner setup_plan(CLI::App& cmd) {
              args->emit.compare(args->emit.size() - 5, 5, ".toml") != 0)
       p.add("--emit '" + args->emit + "' is neither a .toml file nor megatron or torchtitan",
             "use --emit plan.toml, --emit megatron or --emit torchtitan", "emit");
-    if (!args->emit.empty() && emit_is_file(args->emit))
-      check_outputs({{args->emit, "--emit"}}, args->options->input_paths(), p);
+    check_outputs({{emit_is_file(args->emit) ? args->emit : "", "--emit"}, {args->html, "--html"}},
+                  args->options->input_paths(), p);
     if (!values.has("global-batch-size"))
       p.add("no global batch size given", "give --global-batch-size (sequences per step; GPT-3 175B used 1536)");
     if (exec.global_batch_size > 0 && space.micro_batch && *space.micro_batch > exec.global_batch_size)

@@ -150,7 +150,8 @@ Runner setup_simulate(CLI::App& cmd) {
       problems.add("no global batch size given",
                    "give --global-batch-size (sequences per step; GPT-3 175B used 1536)", "batch-missing");
     const TrainBudget budget = resolve_train_budget(values, problems);
-    check_outputs({{args->trace_path, "--trace"}, {args->svg_path, "--svg"}}, args->options->input_paths(), problems);
+    check_outputs({{args->trace_path, "--trace"}, {args->svg_path, "--svg"}, {args->html_path, "--html"}},
+                  args->options->input_paths(), problems);
     problems.throw_if_any();
     const RunSpec run = resolve_run(values, /*check_batch=*/true);
     const int64_t m = run.exec.micro_batches(run.layout.dp);
