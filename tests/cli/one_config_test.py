@@ -54,11 +54,13 @@ check("plan of the file finds the same step", abs(replan["candidates"][0]["time_
 p = run("topo", "--config", emitted)
 check("keys a command does not use are named, not silent", "not used by this command" in p.stderr, p.stderr)
 
-# train: the same file, scaled down by flags (flags win over the file; one pipeline stage needs a
-# one-stage schedule: train honours the file's schedule and refuses interleaving on pp 1).
+# train: the same file, scaled down by flags (flags win over the file). train honours or refuses
+# every key it reads: one pipeline stage needs a one-stage schedule, and the CPU trains in fp32
+# with ZeRO 0 or 1, so the scaled-down run says so.
 p = run("train", "--config", emitted, "--layers", "1", "--hidden", "32", "--heads", "2", "--seq-len", "16",
         "--vocab", "256", "--tp", "1", "--pp", "1", "--dp", "1", "--global-batch-size", "2", "--micro-batch-size", "2",
-        "--schedule", "1f1b", "--virtual-stages", "1", "--steps", "1", "--eval-batches", "1", "--threads", "1")
+        "--schedule", "1f1b", "--virtual-stages", "1", "--precision", "fp32", "--zero", "0", "--recompute", "none",
+        "--no-sequence-parallel", "--steps", "1", "--eval-batches", "1", "--threads", "1")
 check("train runs the file scaled down", "done: 1 steps" in p.stdout, p.stdout[-500:])
 
 # time to train: the formula's inputs give its outputs.

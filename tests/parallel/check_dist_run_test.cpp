@@ -14,12 +14,13 @@ parallel::TrainSettings tiny() {
   m.layers = 4, m.hidden = 32, m.heads = 4, m.kv_heads = 4, m.ffn_hidden = 128, m.seq_len = 16, m.vocab = 64;
   s.run.exec.global_batch_size = 8;
   s.run.exec.micro_batch_size = 2;
+  s.run.exec.precision = Precision::FP32;
   return s;
 }
 
 std::string all_problems(const parallel::TrainSettings& s) {
   Problems p;
-  parallel::check_dist_run(s, p);
+  parallel::check_trainable(s, p);
   std::string out;
   for (const auto& x : p.list()) out += x.what + " | " + x.fix + " [" + x.code + "]\n";
   return out;
@@ -39,8 +40,8 @@ TEST(CheckDistRun, every_size_that_does_not_divide_is_reported_together) {
   s.run.model.ffn_hidden = 75;
   s.run.layout = Layout{.tp = 2, .dp = 3, .pp = 8};
   const std::string text = all_problems(s);
-  for (const char* code : {"[tp-divides-vocab]", "[tp-divides-heads]", "[tp-divides-ffn]", "[pp-above-layers]",
-                           "[batch-divisible]"})
+  for (const char* code : {"[tp-divides-vocab]", "[tp-divides-heads]", "[tp-divides-ffn]", "[pp-exceeds-layers]",
+                           "[batch-divisibility]"})
     EXPECT_NE(text.find(code), std::string::npos) << code << " missing in:\n" << text;
   EXPECT_NE(text.find("vocabulary (63) is not divisible by tp (2)"), std::string::npos) << text;
 }
@@ -52,6 +53,23 @@ TEST(CheckDistRun, unsupported_features_are_refused_not_ignored) {
   EXPECT_NE(text.find("[zero-stage]"), std::string::npos) << text;
 }
 
+TEST(CheckDistRun, what_the_runtime_cannot_execute_is_refused_with_its_fix) {
+  auto s = tiny();
+  s.run.layout = Layout{.pp = 2};
+  s.run.model.kv_heads = 2;
+  s.run.exec.recompute = Recompute::Selective;
+  s.run.exec.precision = Precision::BF16;
+  s.run.exec.schedule = ScheduleKind::ZeroBubbleH1;
+  s.run.exec.sequence_parallel = true;
+  const std::string text = all_problems(s);
+  for (const char* code : {"[train-gqa]", "[train-recompute]", "[train-precision]", "[train-zb-h1]", "[sp-needs-tp]"})
+    EXPECT_NE(text.find(code), std::string::npos) << code << " missing in:\n" << text;
+  s = tiny();
+  s.device = "cuda";
+  s.run.exec.precision = Precision::BF16;  // bf16 runs on the CUDA backend
+  EXPECT_EQ(all_problems(s), "");
+}
+
 TEST(CheckDistRun, context_expert_parallel_and_moe_are_refused_with_a_reason) {
   auto s = tiny();
   s.run.layout = Layout{.tp = 1, .cp = 2, .dp = 2, .pp = 1, .order = "tp-cp-ep-dp-pp", .ep = 2};
@@ -59,7 +77,7 @@ TEST(CheckDistRun, context_expert_parallel_and_moe_are_refused_with_a_reason) {
   s.run.model.experts_per_token = 2;
   s.run.model.expert_ffn_hidden = 64;
   const std::string text = all_problems(s);
-  for (const char* code : {"[dist-cp]", "[dist-ep]", "[dist-moe]"})
+  for (const char* code : {"[dist-cp]", "[dist-ep]", "[train-moe]"})
     EXPECT_NE(text.find(code), std::string::npos) << code << " missing in:\n" << text;
 }
 

@@ -32,8 +32,7 @@ int64_t launcher_world_size() {
 std::vector<OptionDef> dist_train_options() {
   std::vector<OptionDef> out = layout_options();
   for (const auto& d : execution_options())
-    if (d.name == "schedule" || d.name == "virtual-stages" || d.name == "zero" || d.name == "sequence-parallel")
-      out.push_back(d);
+    if (d.name != "global-batch-size" && d.name != "micro-batch-size") out.push_back(d);  // train has its own
   for (auto& d : run_options()) out.push_back(d);
   return out;
 }
@@ -56,13 +55,17 @@ void read_dist_train_options(const OptionValues& values, TrainSettings& s, Probl
   else if (L.tp > 0 && L.pp > 0 && launcher_world_size() % (L.tp * L.pp) == 0)
     L.dp = std::max<int64_t>(1, launcher_world_size() / (L.tp * L.pp));
   validate_layout(L, problems);
+  // Execution settings through core's one parser and its checks (virtual stages without
+  // interleaving, the ZeRO range, ...); batch sizes stay cmd_train's.
+  const ExecutionSpec e = resolve_execution(values, problems);
   ExecutionSpec& x = s.run.exec;
-  if (auto v = values.get_string("schedule"))
-    if (!parse_schedule(*v, x.schedule))
-      problems.add("--schedule '" + *v + "' is unknown", "use one of " + join_choices(schedule_names()));
-  if (auto v = values.get_int("virtual-stages", problems)) x.virtual_stages = *v;
-  if (auto v = values.get_int("zero", problems)) x.zero = int(*v);
-  if (auto v = values.get_bool("sequence-parallel", problems)) x.sequence_parallel = *v;
+  x.schedule = e.schedule;
+  x.virtual_stages = e.virtual_stages;
+  x.zero = e.zero;
+  x.recompute = e.recompute;
+  x.sequence_parallel = e.sequence_parallel;
+  x.precision = values.has("precision") ? e.precision : Precision::FP32;  // train's default: fp32
+  x.grad_bits = values.has("grad-bits") ? e.grad_bits : 32;
   if (auto v = values.get_bool("trace-comm", problems)) s.trace_comm = *v;
   if (auto v = values.get_string("report")) s.report_path = *v;
   if (auto v = values.get_string("html")) s.html_path = *v;
@@ -89,15 +92,27 @@ void read_dist_train_options(const OptionValues& values, TrainSettings& s, Probl
   }
 }
 
-void check_dist_run(const TrainSettings& s, Problems& problems) {
+void check_trainable(const TrainSettings& s, Problems& problems) {
   const RunSpec& r = s.run;
   const auto& m = r.model;
   const auto& L = r.layout;
-  auto n = [](int64_t x) { return std::to_string(x); };
+  const auto& x = r.exec;
+  auto n = [](int64_t v) { return std::to_string(v); };
+  // The planner's own checks of the run (heads, ffn, layers, batch against the layout), on a
+  // cluster of exactly the layout's ranks: the world is what mpirun started, checked at start-up.
+  RunSpec sized = r;
+  sized.cluster.nodes = 1;
+  sized.cluster.gpus_per_node = std::max<int64_t>(1, L.world_size());
+  check_run(sized, true, problems);
+
+  // What this runtime can execute (the capability check), each refusal with its fix.
   if (m.family != ModelFamily::GPT)
-    problems.add("the CPU distributed runtime trains GPT-family models, not " + to_string(m.family),
-                 "use --family gpt or a gpt2-*/gpt3-* preset", "dist-family");
-  // The planner models context and expert parallelism; the runtime does not train them yet.
+    problems.add("the runtime trains GPT-family models (learned positions, tied head), not " + to_string(m.family),
+                 "use --family gpt or a gpt2-*/gpt3-* preset (plan, lint and simulate model the others)", "train-family");
+  if (m.kv_heads > 0 && m.kv_heads != m.heads)
+    problems.add("grouped-query attention (kv-heads " + n(m.kv_heads) + " of " + n(m.heads) +
+                     " heads) is not in the runtime's model",
+                 "use --kv-heads " + n(m.heads) + " (or leave it out) for train", "train-gqa");
   if (L.cp > 1)
     problems.add("context parallel (cp " + n(L.cp) + ") is not trained by the runtime yet (plan, lint, topo and "
                  "simulate model it)", "use --cp 1 for train", "dist-cp");
@@ -106,43 +121,46 @@ void check_dist_run(const TrainSettings& s, Problems& problems) {
                  "simulate model it)", "use --ep 1 for train", "dist-ep");
   if (m.is_moe())
     problems.add("mixture-of-experts models (" + m.name + ", " + n(m.experts) + " experts) are not trained by the "
-                 "runtime yet", "train a dense model (--experts 0 or a gpt2-*/gpt3-* preset)", "dist-moe");
+                 "runtime yet", "train a dense model (--experts 0 or a gpt2-*/gpt3-* preset)", "train-moe");
   if (m.vocab % L.tp != 0)
     problems.add("vocabulary (" + n(m.vocab) + ") is not divisible by tp (" + n(L.tp) + ")",
                  "use a vocabulary that is a multiple of " + n(L.tp) + " (pad it) or --tp dividing " + n(m.vocab),
                  "tp-divides-vocab");
-  if (m.heads % L.tp != 0)
-    problems.add("heads (" + n(m.heads) + ") not divisible by tp (" + n(L.tp) + ")", "use a --tp that divides " + n(m.heads),
-                 "tp-divides-heads");
-  if (m.ffn_hidden % L.tp != 0)
-    problems.add("ffn hidden (" + n(m.ffn_hidden) + ") not divisible by tp (" + n(L.tp) + ")",
-                 "use a --tp that divides " + n(m.ffn_hidden), "tp-divides-ffn");
-  const int64_t v = r.exec.schedule == ScheduleKind::Interleaved ? r.exec.virtual_stages : 1;
-  if (L.pp * v > m.layers)
-    problems.add("pp (" + n(L.pp) + ") x virtual stages (" + n(v) + ") exceeds the " + n(m.layers) + " layers",
-                 "use --pp at most " + n(m.layers / v), "pp-above-layers");
-  const int64_t per = r.exec.micro_batch_size * L.dp;
-  if (r.exec.global_batch_size <= 0 || r.exec.global_batch_size % per != 0)
-    problems.add("global batch (" + n(r.exec.global_batch_size) + ") is not a multiple of micro-batch (" +
-                     n(r.exec.micro_batch_size) + ") x dp (" + n(L.dp) + ")",
-                 "use --global-batch-size " + n(std::max<int64_t>(1, r.exec.global_batch_size / per) * per),
-                 "batch-divisible");
-  else
-    check_schedule_shape(r.exec.schedule, L.pp, r.exec.micro_batches(L.dp), v, problems);
-  if (r.exec.zero > 1)
-    problems.add("ZeRO stage " + std::to_string(r.exec.zero) + " is not implemented by the CPU runtime",
+  if (x.zero > 1)
+    problems.add("ZeRO stage " + n(x.zero) + " is not implemented by the runtime (it shards the optimizer only)",
                  "use --zero 0 or 1", "zero-stage");
-  if (r.exec.sequence_parallel && L.tp > 1 && m.seq_len % L.tp != 0)
+  if (x.recompute != Recompute::None)
+    problems.add("activation recomputation (" + to_string(x.recompute) + ") is not implemented by the runtime: it keeps "
+                 "every activation", "use --recompute none for train", "train-recompute");
+  if (x.precision == Precision::FP16)
+    problems.add("fp16 training (loss scaling) is not implemented by the runtime", "use --precision fp32 (or bf16 on "
+                 "--device cuda)", "train-precision");
+  if (x.precision == Precision::BF16 && s.device != "cuda")
+    problems.add("bf16 mixed precision runs on the CUDA backend only; the CPU kernels compute in fp32",
+                 "use --precision fp32 on --device cpu, or --device cuda", "train-precision");
+  if (x.grad_bits != 32)
+    problems.add("--grad-bits " + n(x.grad_bits) + ": the runtime keeps fp32 gradients", "use --grad-bits 32 for train",
+                 "train-grad-bits");
+  if (x.schedule == ScheduleKind::ZeroBubbleH1)
+    problems.add("zb-h1 needs a backward split into input and weight gradients; the runtime's backward computes both "
+                 "at once, so it would run as 1F1B without the bubble saving",
+                 "use --schedule 1f1b, gpipe or interleaved", "train-zb-h1");
+  if (x.sequence_parallel && L.tp == 1)
+    problems.add("sequence parallel splits sequences across the tensor-parallel group, but tp is 1",
+                 "use --tp 2 or more with --sequence-parallel, or drop it", "sp-needs-tp");
+  if (x.sequence_parallel && L.tp > 1 && m.seq_len % L.tp != 0)
     problems.add("sequence parallel splits each sequence across the TP group, but seq_len (" + n(m.seq_len) +
                      ") is not divisible by tp (" + n(L.tp) + ")",
                  "use a --seq-len that is a multiple of " + n(L.tp) + ", or drop --sequence-parallel",
                  "sp-divides-seq");
-  if (s.steps < 1) problems.add("steps (" + n(s.steps) + ") must be at least 1", "give --steps 20");
-  Problems split;
-  // Stage split: reuse the trainer's check.
+  const int64_t v = x.schedule == ScheduleKind::Interleaved ? x.virtual_stages : 1;
+  const int64_t per = x.micro_batch_size * L.dp;
+  if (per > 0 && x.global_batch_size > 0 && x.global_batch_size % per == 0 && L.pp * v <= m.layers)
+    check_schedule_shape(x.schedule, L.pp, x.micro_batches(L.dp), v, problems);
+  if (s.steps < 1) problems.add("steps (" + n(s.steps) + ") must be at least 1", "give --steps 20", "train-steps");
   if (!s.stage_layers.empty()) {
     int64_t sum = 0;
-    for (int64_t x : s.stage_layers) sum += x;
+    for (int64_t k : s.stage_layers) sum += k;
     if (int64_t(s.stage_layers.size()) != L.pp * v || sum != m.layers)
       problems.add("--stage-layers gives " + n(int64_t(s.stage_layers.size())) + " stages summing to " + n(sum) +
                        " layers; the run has " + n(L.pp * v) + " stages and " + n(m.layers) + " layers",

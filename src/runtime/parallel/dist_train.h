@@ -16,6 +16,7 @@ namespace trident::parallel {
 
 // Everything a distributed run adds to `trident train`'s options: the layout (--tp --pp --dp
 // --order), the parallel execution (--schedule --virtual-stages --zero --sequence-parallel) and
+// --recompute --precision --grad-bits (checked, refused where the runtime lacks them)
 // --trace-comm --report FILE --comm-timeout S --stage-layers 2,3,3 --prediction-cluster FILE --bucket-mib N.
 std::vector<OptionDef> dist_train_options();
 
@@ -26,9 +27,11 @@ bool launched_by_mpi();
 // the launcher's world size / (tp * pp).
 void read_dist_train_options(const OptionValues& values, TrainSettings& s, Problems& problems);
 
-// Every size the distributed run depends on, with its fix: tp divides heads, ffn and vocab;
-// pp*v within the layers; batch divisible by micro-batch x dp; the schedule's shape.
-void check_dist_run(const TrainSettings& s, Problems& problems);
+// The one check of a training run, the same in one process and under mpirun: core's check_run
+// (heads, ffn, layers and batch against the layout) plus what this runtime can execute (GPT
+// family, no GQA / MoE / cp / ep, ZeRO 0-1, no recompute, fp32 — bf16 on CUDA —, no zb-h1,
+// sequence parallel with tp > 1, the schedule's shape, the stage split), each with its fix.
+void check_trainable(const TrainSettings& s, Problems& problems);
 
 
 }  // namespace trident::parallel

@@ -118,9 +118,19 @@ void print_startup(const TrainSettings& s, int world, const DistTrainer& trainer
   std::printf("  batch       global %lld = micro %lld x %lld accumulation x dp %lld; %lld tokens per step\n",
               (long long)x.global_batch_size, (long long)x.micro_batch_size, (long long)accum, (long long)L.dp,
               (long long)(x.global_batch_size * model.seq_len));
-  if (world > 1 || L.pp > 1)
-    std::printf("  execution   schedule %s, virtual stages %lld, ZeRO %d%s\n", to_string(x.schedule).c_str(),
-                (long long)x.virtual_stages, x.zero, x.sequence_parallel ? ", sequence parallel" : "");
+  std::string stages;
+  for (int64_t k : trainer.split().layers_of) stages += (stages.empty() ? "" : ",") + std::to_string(k);
+  std::printf("  execution   schedule %s, virtual stages %lld, layers per stage %s, ZeRO %d, %s%s\n",
+              to_string(x.schedule).c_str(), (long long)x.virtual_stages, stages.c_str(), x.zero,
+              to_string(x.precision).c_str(), x.sequence_parallel ? ", sequence parallel" : "");
+  if (world > 1)
+    std::printf("  comm        timeout %g s per operation, DP gradient bucket %g MiB%s\n", s.comm_timeout_s, s.bucket_mib,
+                s.trace_comm ? ", tracing every operation" : "");
+  std::printf("  seed        %llu (initial weights and batch sampler)\n", (unsigned long long)s.seed);
+  const int64_t eval_every = s.eval_every >= 0 ? s.eval_every : std::max<int64_t>(1, s.steps / 5);
+  std::printf("  validation  %s, %lld micro-batches of %lld sequences\n",
+              eval_every > 0 ? fmt::format("every {} steps and at the end", eval_every).c_str() : "at the end",
+              (long long)s.eval_batches, (long long)x.micro_batch_size);
   std::printf("  optimizer   AdamW lr %.2e -> %.2e (warm-up %lld, cosine to step %lld), betas %.2f/%.3f, wd %.2f "
               "(matrices, embeddings), clip %.2f\n",
               s.adamw.lr, s.adamw.min_lr, (long long)s.adamw.warmup_steps, (long long)s.steps, s.adamw.beta1,
@@ -148,7 +158,7 @@ int train(const TrainSettings& s, bool mpi) {
   const int64_t log_every = s.log_every > 0 ? s.log_every : std::max<int64_t>(1, s.steps / 20);
   {
     Problems problems;
-    check_dist_run(s, problems);
+    check_trainable(s, problems);
     const int64_t need = s.run.layout.world_size();
     if (world != need) {
       if (mpi)
@@ -191,6 +201,7 @@ int train(const TrainSettings& s, bool mpi) {
   o.stage_layers = s.stage_layers;
   o.bucket_floats = std::max<int64_t>(1, int64_t(s.bucket_mib * (1 << 20) / 4));
   o.kernels = kernels.get();
+  o.compute = s.run.exec.precision == Precision::BF16 ? kernels::DType::BF16 : kernels::DType::F32;
   DistTrainer trainer(s.run, groups, *data, o);
   int64_t first = 0;
   if (resume) {
@@ -243,6 +254,7 @@ int train(const TrainSettings& s, bool mpi) {
 
   auto save = [&](double loss, int64_t done) {
     save_checkpoint(trainer, groups, s.checkpoint_path, checkpoint_meta(s, done), loss);
+    if (rank == 0) std::printf("checkpoint: %s (step %lld)\n", s.checkpoint_path.c_str(), (long long)done), std::fflush(stdout);
   };
   const auto t_start = std::chrono::steady_clock::now();
   double timed_s = 0.0, last_val = NAN, last_loss = NAN;
@@ -340,7 +352,6 @@ int train(const TrainSettings& s, bool mpi) {
   }
   if (!s.checkpoint_path.empty() && run_steps > 0) {
     save(last_loss, stop_at);
-    if (rank == 0) std::printf("checkpoint: %s (step %lld)\n", s.checkpoint_path.c_str(), (long long)stop_at);
   }
   return 0;
 }

@@ -1,0 +1,174 @@
+"""Every option `trident train` accepts, under `mpirun -np 2`: honoured (each row names the
+effect it must have) or refused with a clear error (exit code 2, the reason and a fix) before
+any work. The option list is read from `trident train --help`, so an option added without a row
+here fails this test.
+
+usage: train_flags_test.py TRIDENT MPIRUN"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+trident, mpirun = sys.argv[1], sys.argv[2]
+tmp = tempfile.mkdtemp(prefix="trident_flags_")
+env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMP_NUM_THREADS="1")
+failures = []
+
+
+def path(name):
+    return os.path.join(tmp, name)
+
+
+tok = path("art.tok")
+subprocess.run([trident, "data", "prepare", "/usr/share/games/fortunes/art", tok], check=True, capture_output=True)
+with open(path("c.toml"), "w") as f:
+    f.write("[training]\nweight_decay = 0.07\n")
+M, C, R, H = path("m.jsonl"), path("ckpt"), path("r.json"), path("r.html")
+
+
+def metrics():
+    return [json.loads(line) for line in open(M)]
+
+
+# Each row: (option, value or None for a switch, run, check). A check is a regular expression the
+# run's output must contain, "!regex" one it must not contain, or a function of the output.
+# Runs "A", "B", "C" must succeed; the others must be refused (exit code 2 and "fix:").
+rows = [
+    ("--help", None, "help", r"Usage: .*train"),
+    # A: a two-stage pipeline on 2 ranks with almost every setting given.
+    ("--model", "gpt2-small", "A", r"GPT gpt2-small"),
+    ("--family", "gpt", "A", r"trident train: GPT "),
+    ("--layers", "2", "A", r"model +2 layers"),
+    ("--hidden", "32", "A", r"hidden 32,"),
+    ("--heads", "2", "A", r"2 heads \(head dim 16\)"),
+    ("--kv-heads", "2", "A", r"2 heads \(head dim 16\)"),
+    ("--ffn-hidden", "96", "A", r"ffn 96,"),
+    ("--seq-len", "16", "A", r"seq 16,"),
+    ("--vocab", "320", "A", r"vocab 320"),
+    ("--data", tok, "A", r"token file .*art\.tok"),
+    ("--global-batch-size", "4", "A", r"global 4 = micro 1 x 4 accumulation"),
+    ("--micro-batch-size", "1", "A", r"global 4 = micro 1 x"),
+    ("--steps", "6", "A", r"step +1/6 \|"),
+    ("--stop-at", "5", "A", lambda out: "done: 5 steps" in out and len(metrics()) == 5),
+    ("--lr", "2e-3", "A", r"AdamW lr 2\.00e-03 ->"),
+    ("--min-lr", "1e-4", "A", r"-> 1\.00e-04"),
+    ("--warmup", "2", "A", r"warm-up 2,"),
+    ("--weight-decay", "0.05", "A", r"wd 0\.05"),
+    ("--grad-clip", "0.5", "A", r"clip 0\.50"),
+    ("--seed", "3", "A", r"seed +3 "),
+    ("--metrics", M, "A", lambda out: metrics()[0]["step"] == 1 and "time_shares" in metrics()[0]),
+    ("--eval-every", "3", "A", lambda out: "val_loss" in metrics()[2] and "val_loss" not in metrics()[1]),
+    ("--eval-batches", "2", "A", r"validation +every 3 steps and at the end, 2 micro-batches"),
+    ("--checkpoint", C, "A", lambda out: json.load(open(os.path.join(C, "manifest.json")))["meta"]["step"] == 5),
+    ("--checkpoint-every", "2", "A", r"checkpoint: .*\(step 2\)(.|\n)*checkpoint: .*\(step 4\)"),
+    ("--threads", "1", "A", r"cpu \(1 OpenMP threads"),
+    ("--device", "cpu", "A", r"device +cpu"),
+    ("--log-every", "4", "A", lambda out: re.search(r"step +4/6 \|", out) and not re.search(r"step +2/6 \|", out)),
+    ("--schedule", "gpipe", "A", r"schedule gpipe,"),
+    ("--virtual-stages", "1", "A", r"virtual stages 1,"),
+    ("--precision", "fp32", "A", r"ZeRO 0, fp32"),
+    ("--no-sequence-parallel", None, "A", r"!sequence parallel"),
+    ("--tp", "1", "A", r"tp 1 x pp 2 x dp 1"),
+    ("--pp", "2", "A", r"tp 1 x pp 2 x dp 1"),
+    ("--dp", "1", "A", r"tp 1 x pp 2 x dp 1"),
+    ("--order", "tp-dp-pp", "A", r"order tp-dp-pp"),
+    ("--stage-layers", "1,1", "A", r"layers per stage 1,1,"),
+    ("--trace-comm", None, "A", r"\[comm\] step 0 rank [01] pp\[[01]/2\]"),
+    ("--report", R, "A", lambda out: len(json.load(open(R))["losses"]) == 5),
+    ("--html", H, "A", lambda out: 'id="rehearsal"' in open(H).read()),
+    ("--comm-timeout", "60", "A", r"timeout 60 s per operation"),
+    ("--bucket-mib", "1", "A", r"DP gradient bucket 1 MiB"),
+    ("--prediction-cluster", path("none.toml"), "A", r"no cluster file '.*none\.toml'"),
+    # B: resume A's pipeline checkpoint on another layout (dp 2, ZeRO-1): it continues at step 6.
+    ("--resume", C, "B", r"resume +from .*ckpt at step 5(.|\n)*step +6/6 \|"),
+    ("--zero", "1", "B", r"tp 1 x pp 1 x dp 2(.|\n)*ZeRO 1,"),
+    # C: tensor parallel with sequence parallel, a setting from a config file, no tracing.
+    ("--sequence-parallel", None, "C", r"ZeRO 0, fp32, sequence parallel"),
+    ("--config", path("c.toml"), "C", r"wd 0\.07"),
+    ("--no-trace-comm", None, "C", r"!\[comm\]"),
+    # Refused: settings of layers a dense model does not have.
+    ("--experts-per-token", "2", "moe-knobs", r"--experts-per-token .*applies to mixture-of-experts"),
+    ("--expert-ffn-hidden", "64", "moe-knobs", r"--expert-ffn-hidden .*applies to mixture-of-experts"),
+    ("--shared-experts", "1", "moe-knobs", r"--shared-experts .*applies to mixture-of-experts"),
+    ("--moe-dense-layers", "1", "moe-knobs", r"--moe-dense-layers .*applies to mixture-of-experts"),
+    ("--capacity-factor", "1.5", "moe-knobs", r"--capacity-factor .*applies to mixture-of-experts"),
+    # Refused: what the runtime cannot execute (the capability check), all reported together.
+    ("--experts", "2", "capability", r"mixture-of-experts models .* are not trained"),
+    ("--kv-heads", "1", "capability", r"grouped-query attention"),
+    ("--recompute", "selective", "capability", r"activation recomputation \(selective\)"),
+    ("--precision", "bf16", "capability", r"bf16 mixed precision runs on the CUDA backend only"),
+    ("--grad-bits", "16", "capability", r"--grad-bits 16: the runtime keeps fp32 gradients"),
+    ("--schedule", "zb-h1", "capability", r"zb-h1 needs a backward split"),
+    ("--cp", "2", "capability", r"context parallel \(cp 2\)"),
+    ("--ep", "2", "capability", r"expert parallel \(ep 2\)"),
+    ("--zero", "2", "capability", r"ZeRO stage 2 is not implemented"),
+    ("--family", "llama", "family", r"trains GPT-family models"),
+    ("--device", "cuda", "device", r"--device cuda"),
+    ("--virtual-stages", "2", "parse", r"--virtual-stages 2 needs the interleaved schedule"),
+    ("--zero", "-1", "parse", r"--zero -1 is not a ZeRO stage"),
+    ("--sequence-parallel", None, "sp", r"sequence parallel splits sequences across the tensor-parallel group, but tp is 1"),
+]
+
+# Arguments a refused run needs besides its rows (a small model that would otherwise train).
+small = ["--data", tok, "--layers", "2", "--hidden", "32", "--heads", "2", "--seq-len", "16",
+         "--global-batch-size", "4", "--micro-batch-size", "1", "--steps", "2", "--threads", "1", "--pp", "2"]
+extra = {
+    "B": ["--data", tok, "--steps", "6", "--micro-batch-size", "1", "--global-batch-size", "4", "--threads", "1",
+          "--eval-batches", "1", "--pp", "1", "--dp", "2"],
+    "C": small[:-2] + ["--tp", "2", "--eval-batches", "1"],
+}
+must_succeed = {"help", "A", "B", "C"}
+order = ["help", "A", "B", "C", "moe-knobs", "capability", "family", "device", "parse", "sp"]
+
+# Every option of `trident train --help` has a row.
+help_text = subprocess.run([trident, "train", "--help"], capture_output=True, text=True).stdout
+options = set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", help_text))
+missing = sorted(options - {r[0] for r in rows})
+if missing:
+    failures.append(f"options without a row in this table: {', '.join(missing)}")
+
+for run in order:
+    argv = []
+    for flag, value, r, _ in rows:
+        if r == run:
+            argv += [flag] + ([value] if value is not None else [])
+    argv += extra.get(run, small if run not in must_succeed else [])
+    cmd = [trident, "train"] + argv if run == "help" else [mpirun, "--allow-run-as-root", "--oversubscribe",
+                                                           "--bind-to", "none", "-np", "2", trident, "train"] + argv
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=240)
+    out = p.stdout + p.stderr
+    want_ok = run in must_succeed
+    if want_ok and p.returncode != 0:
+        failures.append(f"run {run} failed (exit {p.returncode}):\n{out[-3000:]}")
+        continue
+    if not want_ok and (p.returncode != 2 or "fix:" not in out):
+        failures.append(f"run {run} was not refused with exit 2 and a fix (exit {p.returncode}):\n{out[-3000:]}")
+        continue
+    for flag, value, r, check in rows:
+        if r != run:
+            continue
+        if callable(check):
+            try:
+                ok = bool(check(out))
+            except Exception as e:  # a missing or malformed file
+                ok = False
+                out += f"\n({type(e).__name__}: {e})"
+        elif check.startswith("!"):
+            ok = re.search(check[1:], out) is None
+        else:
+            ok = re.search(check, out) is not None
+        print(f"{'ok  ' if ok else 'FAIL'} {run:10} {flag} {value if value is not None else ''}")
+        if not ok:
+            failures.append(f"{flag} {value} (run {run}) has no effect / message: {check}\n{out[-2500:]}")
+
+honoured = sum(1 for r in rows if r[2] in must_succeed)
+print(f"{len(options)} options in `trident train --help`, {len(rows)} rows: {honoured} honoured, "
+      f"{len(rows) - honoured} refused")
+shutil.rmtree(tmp, ignore_errors=True)
+if failures:
+    print("\n".join("FAIL: " + f for f in failures))
+    sys.exit(1)
+print("PASS")
