@@ -106,7 +106,12 @@ int run_train(TrainArgs& args) {
     for (const char* name : {"metrics", "report", "html"})
       if (auto o = values.get_string(name)) outputs.push_back({*o, std::string("--") + name});
     check_outputs(outputs, inputs, p);
-    if (auto c = values.get_string("checkpoint")) check_outputs({{*c, "--checkpoint"}}, inputs, p, OutputKind::Directory);
+    // --checkpoint may be the --resume directory: the checkpoint is read whole before training,
+    // and every save swaps a complete new directory in (the previous one stays until then).
+    std::vector<NamedPath> ckpt_inputs;
+    for (const auto& in : inputs)
+      if (in.what != "--resume") ckpt_inputs.push_back(in);
+    if (auto c = values.get_string("checkpoint")) check_outputs({{*c, "--checkpoint"}}, ckpt_inputs, p, OutputKind::Directory);
     p.throw_if_any();
   }
   data::TokenFile file(data_path);

@@ -35,6 +35,12 @@ diff <(sed -n '21,40p' "$DIR/a.jsonl" | sed 's/.*"loss":\([0-9.e-]*\).*/\1/') \
 [ "$(wc -l <"$DIR/b.jsonl")" -eq 20 ] || fail "resume ran the wrong number of steps"
 echo "resume: steps 21-40 bit-identical"
 
+# Resuming into the same directory continues it (the new checkpoint is swapped in whole).
+cp -r "$DIR/c.ckpt" "$DIR/inplace.ckpt"
+"$TRIDENT" train "${MODEL[@]}" --steps 40 --stop-at 30 --resume "$DIR/inplace.ckpt" --checkpoint "$DIR/inplace.ckpt" >/dev/null \
+  || fail "resume into the same checkpoint directory"
+grep -q '"step": 30' "$DIR/inplace.ckpt/manifest.json" || fail "the in-place checkpoint is not at step 30"
+
 "$TRIDENT" generate --checkpoint "$DIR/c.ckpt" --tokens 20 --prompt "The quick" >"$DIR/g.out" || fail "generate"
 [ "$(wc -c <"$DIR/g.out")" -gt 20 ] || fail "generate printed too little"
 

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <thread>
@@ -176,7 +177,8 @@ int train(const TrainSettings& s, bool mpi) {
     if (world > 1 && s.device != "cpu")
       problems.add("--device " + s.device + " with several ranks is not supported by this build's runtime yet",
                    "use --device cpu with several ranks, or one process with --device " + s.device, "dist-device");
-    if (!s.checkpoint_path.empty() && std::ifstream(s.checkpoint_path).good() &&
+    std::error_code ec;  // a save replaces a checkpoint directory whole: never another folder or file
+    if (!s.checkpoint_path.empty() && std::filesystem::exists(s.checkpoint_path, ec) &&
         !checkpoint::is_checkpoint(s.checkpoint_path))
       problems.add("--checkpoint '" + s.checkpoint_path + "' exists and is not a Trident checkpoint directory",
                    "give a new path, or a checkpoint directory to replace", "checkpoint-path");
