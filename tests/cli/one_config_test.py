@@ -4,6 +4,7 @@ torchtitan print the winner's layout in those frameworks' names; --train-tokens 
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -117,6 +118,24 @@ check("torchtitan: schedule, recompute, batch",
       par["pipeline_parallel_schedule"] == "1F1B" and tt["activation_checkpoint"]["mode"] == "selective"
       and tt["training"]["global_batch_size"] == 1536 and tt["training"]["local_batch_size"] == 1536 // 64
       and tt["training"]["seq_len"] == 2048, tt)
+
+# --help: every option of the table shows its value type and default, switches say so.
+for command in ("plan", "lint", "simulate", "topo", "train"):
+    text = run(command, "--help").stdout
+    lines = []
+    for l in text.splitlines():  # an option and its wrapped description make one entry
+        if l.strip().startswith("--"):
+            lines.append(l.strip())
+        elif lines and l.startswith("      ") and l.strip():
+            lines[-1] += " " + l.strip()
+    untyped = [l for l in lines if not re.match(r"--[a-z0-9-]+(,!--no-[a-z0-9-]+)? \S+=\S", l) and "(switch, default" not in l
+               and not re.match(r"--(config|emit|html|json|all|trace|svg|show-schedule)\b", l)]
+    # An OptionDef without its type and default shows CLI11's fallback "TEXT=none".
+    untyped += [l for l in lines if " TEXT=none" in l]
+    check(f"{command} --help: types and defaults", not untyped, untyped)
+h = run("plan", "--help").stdout
+check("--help shows e.g. --tp INT=1 and the schedule choices",
+      re.search(r"--tp INT=1\b", h) and "--schedule gpipe|1f1b|interleaved|zb-h1=1f1b" in h, h[:400])
 
 print(f"{len(failures)} failure(s)")
 sys.exit(1 if failures else 0)
