@@ -117,7 +117,7 @@ run_step "gpu_nccl_check ($NGPU rank(s))" 120 mpirun --oversubscribe -np "$NGPU"
 
 section "several ranks on the one GPU (MPI communicator, host-staged) vs one process"
 # Same seed, same data: every layout's losses must match the single-process run.
-TRAIN="--layers 2 --hidden 128 --heads 2 --seq-len 64 --global-batch-size 8 --micro-batch-size 2 --steps 6 --device cuda"
+TRAIN="--layers 2 --hidden 128 --heads 2 --seq-len 64 --global-batch-size 8 --micro-batch-size 2 --steps 6 --log-every 1 --eval-every 0 --device cuda"
 losses() { grep -oE 'loss [0-9.]+' "$1" | awk '{print $2}' | tr '\n' ' '; }
 if timeout 120 "$TRIDENT" train $TRAIN >"$OUT_DIR/ranks-1.log" 2>&1; then
   ref=$(losses "$OUT_DIR/ranks-1.log")
@@ -156,6 +156,13 @@ sys.exit(0 if a and len(a)==len(b) and all(abs(x-y)<=1e-4*max(1,abs(x)) for x,y 
   fi
 else
   note "SKIP  NCCL layouts: this machine has $NGPU GPU (needs 2 or more)"
+fi
+
+log="$OUT_DIR/bf16-train.log"
+if timeout 120 "$TRIDENT" train $TRAIN --precision bf16 >"$log" 2>&1 && grep -q "^done:" "$log"; then
+  note "PASS  trident train --device cuda --precision bf16 (one process): $(grep -oE 'loss [0-9.]+' "$log" | tail -1)"
+else
+  tail -5 "$log"; note "FAIL  trident train --device cuda --precision bf16"; FAILED=1
 fi
 
 section "throughput: Trident bf16 vs PyTorch (same GPU, same batch)"

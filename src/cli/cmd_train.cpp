@@ -21,6 +21,7 @@
 #include "runtime/kernels/ops.h"
 #ifdef TRIDENT_HAVE_CUDA
 #include "runtime/cuda/cuda_kernels.h"
+#include "runtime/cuda/gpu_groups.h"
 #endif
 
 namespace trident::cli {
@@ -47,18 +48,20 @@ std::vector<OptionDef> train_options() {
       {"resume", "training", "continue from this checkpoint directory (same settings give bit-identical losses)", false, "DIR", "none"},
       {"threads", "training", "CPU threads per rank (default: the node's cores / its ranks)", false, "INT", "cores / ranks"},
       {"device", "training", "cpu (default) or cuda (one GPU, chosen by the node-local rank)", false, "cpu|cuda", "cpu"},
+      {"gpu-comm", "training", "how GPU ranks talk: nccl (one GPU per rank) or mpi-host (ranks share GPUs through host-staged MPI; for tests)", false, "nccl|mpi-host", "nccl"},
       {"log-every", "training", "progress line every N steps (default steps/20)", false, "INT", "steps/20"},
   };
 }
 
 // The kernel set of a non-CPU device. CUDA throws InputError naming CUDA's own reason when no
 // GPU is usable; a build without the CUDA backend says how to get one.
-std::function<std::unique_ptr<kernels::Kernels>()> device_kernels(const std::string& device, Problems& p) {
+std::function<std::unique_ptr<kernels::Kernels>()> device_kernels(const std::string& device, bool share, Problems& p) {
   if (device == "cpu") return nullptr;
 #ifdef TRIDENT_HAVE_CUDA
   (void)p;
-  return [] { return cuda::make_cuda_kernels(); };
+  return [share] { return cuda::make_cuda_kernels(share); };
 #else
+  (void)share;
   p.add("--device cuda was asked, but this trident was built without the CUDA backend",
         "rebuild where the CUDA toolkit is at /usr/local/cuda (cmake -DTRIDENT_CUDA=ON), or use --device cpu",
         "no-cuda-build");
@@ -206,7 +209,26 @@ int run_train(TrainArgs& args) {
   s.resume_path = values.get_string("resume").value_or("");
   s.threads = int(threads);
   s.device = device;
-  s.make_device_kernels = device_kernels(device, p);
+  // GPU ranks: NCCL, or MPI staged through host memory so several ranks can share one GPU.
+  const std::string gpu_comm = values.get_string("gpu-comm").value_or("nccl");
+  if (gpu_comm != "nccl" && gpu_comm != "mpi-host")
+    p.add("--gpu-comm '" + gpu_comm + "' is unknown", "use --gpu-comm nccl or --gpu-comm mpi-host", "gpu-comm");
+  else if (values.has("gpu-comm") && device == "cpu")
+    p.add("--gpu-comm is for GPU ranks, but --device is cpu (CPU ranks always talk through MPI)",
+          "drop --gpu-comm, or add --device cuda", "gpu-comm");
+  s.make_device_kernels = device_kernels(device, gpu_comm == "mpi-host", p);
+#ifdef TRIDENT_HAVE_CUDA
+  if (device == "cuda") {
+    const cuda::GpuComm how = gpu_comm == "mpi-host" ? cuda::GpuComm::MpiHost : cuda::GpuComm::Nccl;
+    s.device_groups = [how](kernels::Kernels& k) -> parallel::GroupWrap {
+      auto& gpu = dynamic_cast<cuda::CudaKernels&>(k);
+      return [&gpu, how](std::unique_ptr<comm::MpiCommunicator> mpi) {
+        MPI_Comm handle = mpi->handle();
+        return cuda::make_gpu_group(std::move(mpi), handle, gpu, how);
+      };
+    };
+  }
+#endif
   parallel::read_dist_train_options(values, s, p);
   if (!values.has("global-batch-size")) s.run.exec.global_batch_size = micro * std::max<int64_t>(1, s.run.layout.dp);
   if (p.empty()) parallel::check_trainable(s, p);  // the one run check; run_training repeats it on every rank

@@ -21,7 +21,8 @@ std::unique_ptr<comm::MpiCommunicator> split(MPI_Comm base, const Mesh& mesh, Di
 
 }  // namespace
 
-ProcessGroups make_process_groups(const Mesh& mesh, std::shared_ptr<comm::CommContext> context, MPI_Comm base) {
+ProcessGroups make_process_groups(const Mesh& mesh, std::shared_ptr<comm::CommContext> context, MPI_Comm base,
+                                  const GroupWrap& wrap) {
   int world_size = 1, world_rank = 0;
   MPI_Comm_size(base, &world_size);
   MPI_Comm_rank(base, &world_rank);
@@ -48,9 +49,14 @@ ProcessGroups make_process_groups(const Mesh& mesh, std::shared_ptr<comm::CommCo
     for (int i = 0; i < world_size; ++i) ranks[i] = i;
     g.world = std::make_unique<comm::MpiCommunicator>(dup, "world", ranks, context);
   }
-  g.tp = split(base, mesh, Dim::TP, world_rank, context);
-  g.dp = split(base, mesh, Dim::DP, world_rank, context);
-  g.pp = split(base, mesh, Dim::PP, world_rank, context);
+  // The device's communicator of a group (the MPI one itself without a wrap).
+  auto adopt = [&wrap](std::unique_ptr<comm::MpiCommunicator> mpi) -> std::unique_ptr<comm::Communicator> {
+    if (wrap) return wrap(std::move(mpi));
+    return mpi;
+  };
+  g.tp = adopt(split(base, mesh, Dim::TP, world_rank, context));
+  g.dp = adopt(split(base, mesh, Dim::DP, world_rank, context));
+  g.pp = adopt(split(base, mesh, Dim::PP, world_rank, context));
 
   // Embedding group: the first and last stage of each pipeline. Every rank takes part in the
   // split (MPI requires it); middle stages pass MPI_UNDEFINED.
@@ -63,7 +69,7 @@ ProcessGroups make_process_groups(const Mesh& mesh, std::shared_ptr<comm::CommCo
   if (member) {
     Group pg = mesh.group_of(Dim::PP, world_rank);
     std::vector<int> ranks{static_cast<int>(pg.ranks.front()), static_cast<int>(pg.ranks.back())};
-    g.embedding = std::make_unique<comm::MpiCommunicator>(emb, "embedding", ranks, context);
+    g.embedding = adopt(std::make_unique<comm::MpiCommunicator>(emb, "embedding", ranks, context));
   }
   return g;
 }

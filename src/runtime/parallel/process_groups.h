@@ -7,6 +7,7 @@
 // one: make_single_process_groups builds every group without MPI (no mpirun needed).
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "core/mesh.h"
@@ -31,11 +32,16 @@ struct ProcessGroups {
   bool last_stage() const { return pp && coords.pp() == pp->size() - 1; }
 };
 
+// What a device's ranks talk through: each group's MPI communicator in, the group's
+// communicator out (on CUDA: NCCL, or MPI staged through host memory; runtime/cuda/gpu_groups.h).
+using GroupWrap = std::function<std::unique_ptr<comm::Communicator>(std::unique_ptr<comm::MpiCommunicator>)>;
+
 // Collective over `base` (MPI_COMM_WORLD in a run; tests pass a sub-communicator). Throws
 // InputError (before any work) when base's size is not the layout's tp * dp * pp, naming both
-// and the fix. Mesh ranks are base's ranks.
+// and the fix. Mesh ranks are base's ranks. wrap (when set) turns the tp, dp, pp and embedding
+// groups into the device's communicators; world stays MPI (host scalars).
 ProcessGroups make_process_groups(const Mesh& mesh, std::shared_ptr<comm::CommContext> context,
-                                  MPI_Comm base = MPI_COMM_WORLD);
+                                  MPI_Comm base = MPI_COMM_WORLD, const GroupWrap& wrap = {});
 
 // A world of one (tp = dp = pp = 1), every group a SelfCommunicator: MPI is never touched.
 ProcessGroups make_single_process_groups(std::shared_ptr<comm::CommContext> context);

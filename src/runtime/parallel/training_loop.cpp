@@ -174,9 +174,6 @@ int train(const TrainSettings& s, bool mpi) {
                      "run mpirun -np " + std::to_string(need) + " trident train ..., or drop --dp/--tp/--pp",
                      "world-size-matches-layout");
     }
-    if (world > 1 && s.device != "cpu")
-      problems.add("--device " + s.device + " with several ranks is not supported by this build's runtime yet",
-                   "use --device cpu with several ranks, or one process with --device " + s.device, "dist-device");
     std::error_code ec;  // a save replaces a checkpoint directory whole: never another folder or file
     if (!s.checkpoint_path.empty() && std::filesystem::exists(s.checkpoint_path, ec) &&
         !checkpoint::is_checkpoint(s.checkpoint_path))
@@ -191,12 +188,14 @@ int train(const TrainSettings& s, bool mpi) {
   ctx->timeout_s = s.comm_timeout_s;
   ctx->trace = s.trace_comm;
   Mesh mesh(s.run.layout, std::max<int64_t>(s.run.cluster.gpus_per_node, 1));
-  ProcessGroups groups = mpi ? make_process_groups(mesh, ctx) : make_single_process_groups(ctx);
+  // The device first: its ranks' groups may talk through it (NCCL on the kernels' stream).
+  std::unique_ptr<kernels::Kernels> kernels =
+      s.make_device_kernels ? s.make_device_kernels() : kernels::make_cpu_kernels(kernel_threads(s));
+  const GroupWrap wrap = s.device_groups ? s.device_groups(*kernels) : GroupWrap{};
+  ProcessGroups groups = mpi ? make_process_groups(mesh, ctx, MPI_COMM_WORLD, wrap) : make_single_process_groups(ctx);
   auto data = s.data_path.empty() ? synthetic_source(s.run.model.vocab, s.run.model.seq_len, s.seed)
                                   : token_file_source(s.data_path, s.run.model.seq_len, s.seed);
   auto val = validation_source(s);
-  std::unique_ptr<kernels::Kernels> kernels =
-      s.make_device_kernels ? s.make_device_kernels() : kernels::make_cpu_kernels(kernel_threads(s));
   TrainerOptions o;
   o.adamw = s.adamw;
   o.seed = s.seed;

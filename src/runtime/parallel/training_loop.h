@@ -20,6 +20,7 @@
 #include "core/run_spec.h"
 #include "runtime/engine/optimizer.h"
 #include "runtime/kernels/ops.h"
+#include "runtime/parallel/process_groups.h"
 
 namespace trident::parallel {
 
@@ -42,6 +43,9 @@ struct TrainSettings {
   std::string device = "cpu";
   // Kernels of a non-CPU device (cmd_train's, so the runtime does not link CUDA); null = CPU.
   std::function<std::unique_ptr<kernels::Kernels>()> make_device_kernels;
+  // How that device's ranks talk, given its kernels (cmd_train's: NCCL or host-staged MPI on
+  // CUDA; see runtime/cuda/gpu_groups.h); null = the MPI groups as they are.
+  std::function<GroupWrap(kernels::Kernels&)> device_groups;
   std::string report_path;      // JSON rehearsal report
   std::string html_path;        // the same report as one HTML page (report/html_page.h)
   bool trace_comm = false;
