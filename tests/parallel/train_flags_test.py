@@ -107,6 +107,7 @@ rows = [
     ("--zero", "2", "capability", r"ZeRO stage 2 is not implemented"),
     ("--family", "llama", "family", r"trains GPT-family models"),
     ("--device", "cuda", "device", r"--device cuda"),
+    ("--gpu-comm", "mpi-host", "gpu-comm", r"--gpu-comm is for GPU ranks, but --device is cpu"),
     ("--virtual-stages", "2", "parse", r"--virtual-stages 2 needs the interleaved schedule"),
     ("--zero", "-1", "parse", r"--zero -1 is not a ZeRO stage"),
     ("--sequence-parallel", None, "sp", r"sequence parallel splits sequences across the tensor-parallel group, but tp is 1"),
@@ -121,7 +122,7 @@ extra = {
     "C": small[:-2] + ["--tp", "2", "--eval-batches", "1"],
 }
 must_succeed = {"help", "A", "B", "C"}
-order = ["help", "A", "B", "C", "moe-knobs", "capability", "family", "device", "parse", "sp"]
+order = ["help", "A", "B", "C", "moe-knobs", "capability", "family", "device", "gpu-comm", "parse", "sp"]
 
 # Every option of `trident train --help` has a row.
 help_text = subprocess.run([trident, "train", "--help"], capture_output=True, text=True).stdout
