@@ -5,6 +5,7 @@
 #include <mpi.h>
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 
 #include "runtime/parallel/batch_source.h"
@@ -66,6 +67,8 @@ struct Session {
   void load(const std::string& dir) { load_checkpoint(*trainer, checkpoint::CheckpointReader(dir)); }
 };
 
+int rank();
+
 const Case k3d{Layout{.tp = 2, .dp = 2, .pp = 2}, ScheduleKind::OneFOneB, 1};
 
 const std::vector<double>& uninterrupted() {
@@ -94,8 +97,12 @@ const std::string& saved_3d() {
 void expect_near(const std::vector<double>& got, const char* what) {
   const auto& want = uninterrupted();
   ASSERT_EQ(got.size(), size_t(kSteps - kSaveAt));
-  for (size_t i = 0; i < got.size(); ++i)
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
     EXPECT_NEAR(got[i], want[kSaveAt + i], 1e-5 * std::abs(want[kSaveAt + i])) << what << " step " << kSaveAt + i;
+    worst = std::max(worst, std::abs(got[i] - want[kSaveAt + i]) / std::abs(want[kSaveAt + i]));
+  }
+  if (rank() == 0) std::printf("[ resume  ] %-30s max relative loss error: %.2e\n", what, worst);
 }
 
 TEST(CheckpointResume, three_d_to_the_same_layout_is_bit_identical) {
@@ -108,20 +115,20 @@ TEST(CheckpointResume, three_d_to_the_same_layout_is_bit_identical) {
 TEST(CheckpointResume, three_d_to_tp4_pp2_interleaved_stays_within_1e5) {
   Session s({Layout{.tp = 4, .dp = 1, .pp = 2}, ScheduleKind::Interleaved, 0, 2});
   s.load(saved_3d());
-  expect_near(s.train(kSaveAt, kSteps), "tp4 pp2 interleaved");
+  expect_near(s.train(kSaveAt, kSteps), "3D -> tp4 pp2 interleaved");
 }
 
 TEST(CheckpointResume, three_d_to_dp4_pp2_gpipe_zero1_stays_within_1e5) {
   Session s({Layout{.tp = 1, .dp = 4, .pp = 2}, ScheduleKind::GPipe, 1});
   s.load(saved_3d());
-  expect_near(s.train(kSaveAt, kSteps), "dp4 pp2 gpipe zero1");
+  expect_near(s.train(kSaveAt, kSteps), "3D -> dp4 pp2 gpipe zero1");
 }
 
 TEST(CheckpointResume, three_d_to_one_process_stays_within_1e5) {
   saved_3d();
   Session s({Layout{}});
   s.load(saved_3d());
-  expect_near(s.train(kSaveAt, kSteps), "one process");
+  expect_near(s.train(kSaveAt, kSteps), "3D -> one process");
   MPI_Barrier(MPI_COMM_WORLD);
 }
 

@@ -6,6 +6,7 @@
 #include <mpi.h>
 
 #include <cmath>
+#include <cstdio>
 
 #include "runtime/parallel/batch_source.h"
 #include "runtime/parallel/dist_trainer.h"
@@ -128,9 +129,14 @@ void expect_same_as_single_process(const Case& c) {
   if (world_rank < w) {
     Result got = train(c, base);
     ASSERT_EQ(got.losses.size(), ref.losses.size());
-    for (size_t s = 0; s < got.losses.size(); ++s)
+    double worst_rel = 0;
+    for (size_t s = 0; s < got.losses.size(); ++s) {
       EXPECT_NEAR(got.losses[s], ref.losses[s], 1e-5 * std::abs(ref.losses[s]))
           << c.name << " step " << s << " rank " << world_rank;
+      worst_rel = std::max(worst_rel, std::abs(got.losses[s] - ref.losses[s]) / std::abs(ref.losses[s]));
+    }
+    if (world_rank == 0) std::printf("[ layout  ] %-36s max relative loss error over %lld steps: %.2e\n", c.name.c_str(),
+                                     (long long)kSteps, worst_rel);
     EXPECT_LT(got.losses.back(), got.losses.front() - 0.1) << c.name << ": training did not lower the loss";
     // Final parameters: every element this rank holds equals the whole model's.
     const nn::ParamLayout& whole = ref.trainer->chunk_layout(0);

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "runtime/kernels/ops.h"
 #include "schedule/schedule.h"
 
 namespace trident::parallel {
@@ -135,9 +136,9 @@ void check_trainable(const TrainSettings& s, Problems& problems) {
   if (x.precision == Precision::FP16)
     problems.add("fp16 training (loss scaling) is not implemented by the runtime", "use --precision fp32 (or bf16 on "
                  "--device cuda)", "train-precision");
-  if (x.precision == Precision::BF16 && s.device != "cuda")
-    problems.add("bf16 mixed precision runs on the CUDA backend only; the CPU kernels compute in fp32",
-                 "use --precision fp32 on --device cpu, or --device cuda", "train-precision");
+  if (x.precision == Precision::BF16 && !kernels::device_supports(s.device, kernels::DType::BF16))
+    problems.add("bf16 mixed precision runs on the CUDA backend only; the " + s.device + " kernels compute in fp32",
+                 "use --precision fp32 on --device " + s.device + ", or --device cuda", "train-precision");
   if (x.grad_bits != 32)
     problems.add("--grad-bits " + n(x.grad_bits) + ": the runtime keeps fp32 gradients", "use --grad-bits 32 for train",
                  "train-grad-bits");
