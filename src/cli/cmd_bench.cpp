@@ -151,7 +151,9 @@ Runner setup_bench(CLI::App& cmd) {
   cmd.add_option("--mpi-mib", args->mpi_mib, "message size for the MPI bandwidth, MiB (default 8)");
   return [args] {
     Problems p;
-    if (!(args->mpi_mib > 0)) p.add("--mpi-mib must be positive", "give e.g. --mpi-mib 8");
+    if (!(args->mpi_mib >= 0.001 && args->mpi_mib <= 1024))  // also refuses NaN
+      p.add("--mpi-mib " + std::to_string(args->mpi_mib) + " is outside 0.001 .. 1024", "give e.g. --mpi-mib 8",
+            "option-range");
     check_outputs({{args->out, "--out"}}, {}, p);
     p.throw_if_any();
     return run_bench(*args);

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "cli/command.h"
@@ -27,8 +28,15 @@ struct GenerateArgs {
 
 int run_generate(const GenerateArgs& a) {
   Problems p;
-  if (a.tokens <= 0) p.add("--tokens must be positive", "use e.g. --tokens 200", "generate-tokens");
-  if (!(a.temperature > 0)) p.add("--temperature must be positive", "use e.g. --temperature 0.8", "generate-temperature");
+  if (a.tokens <= 0 || a.tokens > 1000000)
+    p.add("--tokens " + std::to_string(a.tokens) + " is outside 1 .. 1000000", "use e.g. --tokens 200", "generate-tokens");
+  if (!(a.temperature > 0) || !std::isfinite(a.temperature))
+    p.add("--temperature must be a positive finite number", "use e.g. --temperature 0.8", "generate-temperature");
+  if (a.top_k < 0) p.add("--top-k must be 0 (all) or positive", "use e.g. --top-k 40", "generate-top-k");
+  const int64_t cores = std::max(1u, std::thread::hardware_concurrency());
+  if (a.threads < 0 || a.threads > cores)
+    p.add("--threads " + std::to_string(a.threads) + " is outside 0 .. " + std::to_string(cores) + " (this machine's cores)",
+          "use --threads " + std::to_string(cores) + " or fewer (0 = all)", "generate-threads");
   p.throw_if_any();
   const checkpoint::CheckpointReader c(a.checkpoint);
   const ModelSpec m = engine::model_from_json(c.meta()["model"]);

@@ -49,7 +49,7 @@ std::vector<OptionDef> train_options() {
       {"threads", "training", "CPU threads per rank (default: the node's cores / its ranks)", false, "INT", "cores / ranks"},
       {"device", "training", "cpu (default) or cuda (one GPU, chosen by the node-local rank)", false, "cpu|cuda", "cpu"},
       {"gpu-comm", "training", "how GPU ranks talk: nccl (one GPU per rank) or mpi-host (ranks share GPUs through host-staged MPI; for tests)", false, "nccl|mpi-host", "nccl"},
-      {"log-every", "training", "progress line every N steps (default steps/20)", false, "INT", "steps/20"},
+      {"log-every", "training", "progress line every N steps (default steps/20)", false, "INT", "steps/20", 1},
   };
 }
 

@@ -1,9 +1,12 @@
 #include "core/options.h"
 
+#include <fmt/format.h>
 #include <toml++/toml.h>
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
+#include <limits>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -33,8 +36,8 @@ std::vector<OptionDef> model_options() {
 std::vector<OptionDef> cluster_options() {
   return {
       {"cluster", "cluster", "cluster preset (dgx-a100-80g, dgx-h100, gigabit-ethernet, ...)", false, "NAME", "dgx-a100-80g"},
-      {"nodes", "cluster", "number of nodes", false, "INT", "preset or layout"},
-      {"gpus-per-node", "cluster", "GPUs in each node (host)", false, "INT", "preset"},
+      {"nodes", "cluster", "number of nodes", false, "INT", "preset or layout", 1},
+      {"gpus-per-node", "cluster", "GPUs in each node (host)", false, "INT", "preset", 1},
       {"hosts-per-nvlink-domain", "cluster", "hosts sharing one NVLink fabric (1 for a DGX, 18 for GB200 NVL72)", false, "INT", "preset"},
       {"gpu", "cluster", "GPU type from the catalog (a100-80g, h100-80g, ...)", false, "NAME", "preset"},
       {"gpu-memory-gib", "cluster", "GPU memory, GiB", false, "NUM", "preset"},
@@ -248,6 +251,14 @@ std::optional<int64_t> OptionValues::get_int(const std::string& name, Problems& 
                  "give --" + name + " an integer such as 8");
     return std::nullopt;
   }
+  const OptionDef* def = find_def(name);
+  const double lo = def ? def->min : 0, hi = std::min(def ? def->max : 1e18, double(std::numeric_limits<int32_t>::max()));
+  if (double(v) < lo || double(v) > hi) {
+    problems.add("--" + name + " " + t + from(it->second.source, name) + " is outside its range " +
+                     fmt::format("{:.0f} .. {:.0f}", lo, hi),
+                 fmt::format("give --{} a whole number from {:.0f} to {:.0f}", name, lo, hi), "option-range");
+    return std::nullopt;
+  }
   return v;
 }
 
@@ -258,7 +269,19 @@ std::optional<double> OptionValues::get_double(const std::string& name, Problems
   try {
     size_t used = 0;
     double v = std::stod(t, &used);
-    if (used == t.size()) return v;
+    if (used == t.size()) {
+      // NaN compares false with everything: without this check `--comm-timeout nan` would
+      // silently turn stall detection off.
+      const OptionDef* def = find_def(name);
+      const double lo = def ? def->min : 0, hi = def ? def->max : 1e18;
+      if (!std::isfinite(v) || v < lo || v > hi) {
+        problems.add("--" + name + " " + t + from(it->second.source, name) + " is outside its range " +
+                         fmt::format("{:g} .. {:g}", lo, hi),
+                     fmt::format("give --{} a finite number from {:g} to {:g}", name, lo, hi), "option-range");
+        return std::nullopt;
+      }
+      return v;
+    }
   } catch (const std::exception&) {
   }
   problems.add("--" + name + " '" + t + "'" + from(it->second.source, name) + " is not a number",

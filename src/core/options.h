@@ -24,6 +24,12 @@ struct OptionDef {
   bool is_flag = false;  // a switch (--json); in TOML a boolean
   std::string type;           // what --help shows as the value: INT, NUM, NAME, FILE or a|b|c
   std::string default_value;  // what --help shows as the default ("1", "world/(tp*pp)", "preset")
+  // The valid range of a number, checked in ONE place (get_int / get_double) for every option of
+  // every command; NaN and infinity are always refused. The defaults suit sizes, counts, rates
+  // and times: 0 .. 2^31-1 for an integer (so it fits an int) and 0 .. 1e18 for a real number.
+  // An option that must be positive (a divisor) or may be larger or negative says so here.
+  double min = 0;
+  double max = 1e18;
 };
 
 // The groups of options most commands share.

@@ -91,12 +91,19 @@ class Fixtures:
         subprocess.run([trident, "train", "--layers", "1", "--hidden", "16", "--heads", "1", "--seq-len", "16",
                         "--steps", "2", "--threads", "1", "--data", self.tok, "--checkpoint", self.ckpt],
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120, check=True)
-        with open(self.ckpt, "rb") as f:
+        # A checkpoint is a folder (manifest + shards): one with a truncated shard, one with a
+        # flipped byte, one with a garbage manifest.
+        for name in ["trunc.ckpt", "flip.ckpt", "badmanifest.ckpt"]:
+            shutil.copytree(self.ckpt, p(name))
+        shard = sorted(f for f in os.listdir(self.ckpt) if f.endswith(".bin"))[0]
+        with open(os.path.join(self.ckpt, shard), "rb") as f:
             ck = f.read()
-        with open(p("trunc.ckpt"), "wb") as f:
+        with open(os.path.join(p("trunc.ckpt"), shard), "wb") as f:
             f.write(ck[: len(ck) // 2])
-        with open(p("flip.ckpt"), "wb") as f:
+        with open(os.path.join(p("flip.ckpt"), shard), "wb") as f:
             f.write(ck[:-20] + bytes([ck[-20] ^ 1]) + ck[-19:])
+        with open(os.path.join(p("badmanifest.ckpt"), "manifest.json"), "w") as f:
+            f.write('{"format": "trident-checkpoint", "version": 1, "meta": {"model": 7}, "files": [], "tensors": 3}')
         os.symlink("good.tok", p("link-to-good.tok"))  # relative: the per-case copies keep them inside
         os.symlink("does-not-exist", p("dangling-link"))
         os.makedirs(p("a-directory"))
@@ -144,6 +151,7 @@ class Fixtures:
             "oob.tok": p("oob.tok"), "bigvocab.tok": p("bigvocab.tok"), "liar.tok": p("liar.tok"),
             "badwidth.tok": p("badwidth.tok"), "v99.tok": p("v99.tok"), "bpe.tok": p("bpe.tok"),
             "bpe_trunc.tok": p("bpe_trunc.tok"), "trunc.ckpt": p("trunc.ckpt"), "flip.ckpt": p("flip.ckpt"),
+            "badmanifest.ckpt": p("badmanifest.ckpt"),
             "bad.toml": p("bad.toml"), "conflict.toml": p("conflict.toml"), "nan.toml": p("nan.toml"),
             "huge.toml": p("huge.toml"), "self-dir": self.inputs,
         }
@@ -248,9 +256,16 @@ def may_change(args):
         at = 3
     elif len(args) >= 2 and args[-2] in OUTPUT_FLAGS and not (args[0] == "generate" and args[-2] == "--checkpoint"):
         at = len(args) - 1
-    if at is None or os.path.islink(args[at]) or not os.path.isfile(args[at]):
+    if at is None or os.path.islink(args[at]):
         return set()
     out = args[at]
+    if os.path.isdir(out) and args[at - 1] == "--checkpoint" and args[0] == "train":
+        # A checkpoint folder named as the output is replaced whole: that is what it is for.
+        if any(os.path.exists(o) and os.path.realpath(o) == os.path.realpath(out) for o in args[:at - 1]):
+            return set()
+        return {os.path.join(d, f) for d, _, files in os.walk(out) for f in files}
+    if not os.path.isfile(out):
+        return set()
     others = args[:at] + args[at + 1:]
     if any(os.path.isdir(o) and os.path.realpath(out).startswith(os.path.realpath(o) + "/") for o in others):
         return set()  # a file inside a folder the command reads
