@@ -70,7 +70,7 @@ std::vector<OptionDef> execution_options() {
       {"micro-batch-size", "training", "sequences per micro-batch", false, "INT", "1"},
       {"schedule", "training", "pipeline schedule: gpipe, 1f1b, interleaved or zb-h1", false, "gpipe|1f1b|interleaved|zb-h1", "1f1b"},
       {"virtual-stages", "training", "model chunks per GPU for the interleaved schedule", false, "INT", "1 (2 if interleaved)"},
-      {"zero", "training", "ZeRO stage 0-3 (1 = distributed optimizer)", false, "0|1|2|3", "0"},
+      {"zero", "training", "ZeRO stage 0-3 (1 = distributed optimizer)", false, "0|1|2|3", "0", -1e18},  // its own check names the stages
       {"recompute", "training", "activation recomputation: none, selective or full", false, "none|selective|full", "none"},
       {"sequence-parallel", "training", "sequence parallel around LayerNorm and dropout", true, "", "off"},
       {"precision", "training", "bf16, fp16 (both with fp32 master weights) or fp32", false, "bf16|fp16|fp32", "bf16"},
