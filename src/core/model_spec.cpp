@@ -58,7 +58,7 @@ ModelSpec gpt(std::string name, int64_t layers, int64_t hidden, int64_t heads, i
 }
 
 ModelSpec llama(std::string name, int64_t layers, int64_t hidden, int64_t heads, int64_t kv_heads,
-                int64_t ffn, int64_t seq, int64_t vocab) {
+                int64_t ffn, int64_t seq, int64_t vocab, double rope_theta = 10000.0) {
   ModelSpec m;
   m.name = std::move(name);
   m.family = ModelFamily::Llama;
@@ -69,6 +69,7 @@ ModelSpec llama(std::string name, int64_t layers, int64_t hidden, int64_t heads,
   m.ffn_hidden = ffn;
   m.seq_len = seq;
   m.vocab = vocab;
+  m.rope_theta = rope_theta;
   return m;
 }
 
@@ -105,10 +106,10 @@ const std::map<std::string, ModelSpec>& presets() {
     put(llama("llama2-7b", 32, 4096, 32, 32, 11008, 4096, 32000));
     put(llama("llama2-13b", 40, 5120, 40, 40, 13824, 4096, 32000));
     put(llama("llama2-70b", 80, 8192, 64, 8, 28672, 4096, 32000));
-    // Llama 3 (Dubey et al. 2024): seq 8192, vocab 128256, 8 KV heads.
-    put(llama("llama3-8b", 32, 4096, 32, 8, 14336, 8192, 128256));
-    put(llama("llama3-70b", 80, 8192, 64, 8, 28672, 8192, 128256));
-    put(llama("llama3-405b", 126, 16384, 128, 8, 53248, 8192, 128256));
+    // Llama 3 (Dubey et al. 2024): seq 8192, vocab 128256, 8 KV heads, RoPE base 500000.
+    put(llama("llama3-8b", 32, 4096, 32, 8, 14336, 8192, 128256, 500000.0));
+    put(llama("llama3-70b", 80, 8192, 64, 8, 28672, 8192, 128256, 500000.0));
+    put(llama("llama3-405b", 126, 16384, 128, 8, 53248, 8192, 128256, 500000.0));
     // Mixtral (Jiang et al. 2024, and the released configs): Llama layers whose SwiGLU MLP is
     // 8 experts of width 14336 / 16384, top-2, 8 KV heads, 32k context.
     put(moe(llama("mixtral-8x7b", 32, 4096, 32, 8, 14336, 32768, 32000), 8, 2, 14336));

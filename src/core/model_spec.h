@@ -33,6 +33,7 @@ struct ModelSpec {
   int64_t ffn_hidden = 0;  // 4*hidden for GPT; the SwiGLU width for Llama
   int64_t seq_len = 0;
   int64_t vocab = 0;
+  double rope_theta = 10000.0;  // Llama: base of the rotary embedding angles (Llama 3: 500000)
   // Mixture of experts (all 0 for a dense model).
   int64_t experts = 0;             // routed experts per MoE layer
   int64_t experts_per_token = 0;   // top-k

@@ -35,15 +35,17 @@ struct FnSource final : parallel::BatchSource {
 
 int main(int argc, char** argv) {
   std::vector<std::string> args;
-  std::string device = "cpu", precision = "fp32";
+  std::string device = "cpu", precision = "fp32", family = "gpt";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if ((a == "--device" || a == "--precision") && i + 1 < argc) (a == "--device" ? device : precision) = argv[++i];
+    else if (a == "--family" && i + 1 < argc) family = argv[++i];
     else args.push_back(a);
   }
   if (args.empty() || args.size() > 2 || (device != "cpu" && device != "cuda") ||
-      (precision != "fp32" && precision != "bf16")) {
-    std::fprintf(stderr, "usage: reference_dump OUT_PREFIX [TOKEN_FILE] [--device cpu|cuda] [--precision fp32|bf16]\n"
+      (precision != "fp32" && precision != "bf16") || (family != "gpt" && family != "llama")) {
+    std::fprintf(stderr, "usage: reference_dump OUT_PREFIX [TOKEN_FILE] [--device cpu|cuda] [--precision fp32|bf16]"
+                         " [--family gpt|llama]\n"
                          "  with a token file: the default `trident train` model on real text, 8 steps\n");
     return 2;
   }
@@ -51,6 +53,10 @@ int main(int argc, char** argv) {
   ModelSpec m;
   // Head size 32: the CUDA attention kernel's smallest, so one config serves every device.
   m.layers = 2, m.hidden = 64, m.heads = 2, m.kv_heads = 2, m.ffn_hidden = 256, m.seq_len = 80, m.vocab = 96;
+  if (family == "llama") {
+    // Grouped-query attention (4 query heads share 2 kv heads), SwiGLU width not a multiple of C.
+    m.family = ModelFamily::Llama, m.heads = 4, m.kv_heads = 2, m.ffn_hidden = 176, m.rope_theta = 500000.0;
+  }
   int64_t B = 3, accum = 2, steps = 10;
   engine::AdamWConfig opt;
   opt.lr = 3e-3, opt.min_lr = 3e-4, opt.warmup_steps = 3, opt.decay_steps = steps, opt.weight_decay = 0.1,
@@ -111,7 +117,8 @@ int main(int argc, char** argv) {
   const int64_t P = g.layout().total();
 
   nlohmann::json j;
-  j["config"] = {{"layers", m.layers}, {"hidden", m.hidden}, {"heads", m.heads}, {"ffn_hidden", m.ffn_hidden},
+  j["config"] = {{"family", to_string(m.family)}, {"kv_heads", m.kv_heads}, {"rope_theta", m.rope_theta},
+                 {"layers", m.layers}, {"hidden", m.hidden}, {"heads", m.heads}, {"ffn_hidden", m.ffn_hidden},
                  {"seq_len", m.seq_len}, {"vocab", m.vocab}, {"micro_batch", B}, {"grad_accum", accum},
                  {"steps", steps}, {"lr", opt.lr}, {"min_lr", opt.min_lr}, {"warmup_steps", opt.warmup_steps},
                  {"decay_steps", opt.decay_steps}, {"weight_decay", opt.weight_decay}, {"grad_clip", opt.grad_clip},

@@ -1,7 +1,8 @@
-"""Trident's GPT against an independent PyTorch GPT-2 (Debian's python3-torch).
+"""Trident's GPT and Llama against independent PyTorch models (Debian's python3-torch).
 
 Runs reference_dump (Trident), loads its weights and batch into a PyTorch model written here
-from the GPT-2 definition, and checks: logits, loss, every parameter's gradient, then the
+from the GPT-2 definition (or the Llama one: RMSNorm, rotary embeddings, grouped-query
+attention, SwiGLU, untied head; reference_dump --family llama), and checks: logits, loss, every parameter's gradient, then the
 losses of 10 AdamW steps (warm-up + cosine, global-norm clipping, no decay on biases/norms).
 Exit 0 when everything is within tolerance; otherwise prints each mismatch and exits 1.
 
@@ -78,6 +79,83 @@ class GPT(nn.Module):
         return out
 
 
+class RMSNorm(nn.Module):
+    def __init__(self, C):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(C))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * self.weight
+
+
+def rotate(x, cos, sin):
+    """Rotary embedding, Meta's convention: pairs (2i, 2i+1) of x [B, heads, T, hd]; cos/sin [T, hd/2]."""
+    x0, x1 = x[..., 0::2], x[..., 1::2]
+    return torch.stack([x0 * cos - x1 * sin, x0 * sin + x1 * cos], dim=-1).flatten(-2)
+
+
+class LlamaBlock(nn.Module):
+    def __init__(self, C, nh, nkv, Fh):
+        super().__init__()
+        self.nh, self.nkv, self.hd, self.Fh = nh, nkv, C // nh, Fh
+        self.ln1 = RMSNorm(C)
+        self.q = nn.Linear(C, C, bias=False)
+        self.kv = nn.Linear(C, 2 * nkv * self.hd, bias=False)  # keys of all kv heads, then values
+        self.proj = nn.Linear(C, C, bias=False)
+        self.ln2 = RMSNorm(C)
+        self.gate_up = nn.Linear(C, 2 * Fh, bias=False)  # gate rows, then up rows
+        self.down = nn.Linear(Fh, C, bias=False)
+
+    def forward(self, x, cos, sin):
+        B, T, C = x.shape
+        h = self.ln1(x)
+        q = self.q(h).view(B, T, self.nh, self.hd).transpose(1, 2)
+        k, v = self.kv(h).split(self.nkv * self.hd, dim=2)
+        k = k.reshape(B, T, self.nkv, self.hd).transpose(1, 2)
+        v = v.reshape(B, T, self.nkv, self.hd).transpose(1, 2)
+        q, k = rotate(q, cos, sin), rotate(k, cos, sin)
+        rep = self.nh // self.nkv  # each kv head serves `rep` consecutive query heads
+        k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(self.hd)
+        mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
+        att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+        x = x + self.proj((att @ v).transpose(1, 2).reshape(B, T, C))
+        g, u = self.gate_up(self.ln2(x)).split(self.Fh, dim=2)
+        return x + self.down(F.silu(g) * u)
+
+
+class Llama(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        C, V = cfg["hidden"], cfg["vocab"]
+        self.hd, self.theta = C // cfg["heads"], cfg["rope_theta"]
+        self.wte = nn.Embedding(V, C)
+        self.blocks = nn.ModuleList(LlamaBlock(C, cfg["heads"], cfg["kv_heads"], cfg["ffn_hidden"])
+                                    for _ in range(cfg["layers"]))
+        self.lnf = RMSNorm(C)
+        self.head = nn.Linear(C, V, bias=False)  # untied
+
+    def forward(self, idx, targets):
+        B, T = idx.shape
+        inv = (self.theta ** (-torch.arange(0, self.hd, 2, dtype=torch.float64) / self.hd)).float().double()
+        ang = torch.outer(torch.arange(T, dtype=torch.float64), inv)
+        cos, sin = ang.cos().float(), ang.sin().float()
+        x = self.wte(idx)
+        for b in self.blocks:
+            x = b(x, cos, sin)
+        logits = self.head(self.lnf(x))
+        return logits, F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+
+    def trident_names(self):
+        out = {"wte": self.wte.weight, "lnf_w": self.lnf.weight, "head_w": self.head.weight}
+        for i, b in enumerate(self.blocks):
+            p = f"layers.{i}."
+            out.update({p + "ln1_w": b.ln1.weight, p + "q_w": b.q.weight, p + "kv_w": b.kv.weight,
+                        p + "attn_proj_w": b.proj.weight, p + "ln2_w": b.ln2.weight,
+                        p + "gate_up_w": b.gate_up.weight, p + "fc_proj_w": b.down.weight})
+        return out
+
+
 def lr_at(c, step):
     if c["warmup_steps"] > 0 and step < c["warmup_steps"]:
         return c["lr"] * (step + 1) / c["warmup_steps"]
@@ -100,9 +178,10 @@ def main():
 
     cfg = meta["config"]
     bf16 = meta.get("precision", "fp32") == "bf16"
-    print(f"Trident on {meta.get('device', 'cpu')} in {meta.get('precision', 'fp32')} vs PyTorch fp32 on the CPU")
+    print(f"Trident {cfg.get('family', 'gpt')} on {meta.get('device', 'cpu')} in {meta.get('precision', 'fp32')} vs PyTorch fp32 on the CPU")
     B, T, V = cfg["micro_batch"], cfg["seq_len"], cfg["vocab"]
-    model = GPT(cfg)
+    Model = Llama if cfg.get("family", "gpt") == "llama" else GPT
+    model = Model(cfg)
     named = model.trident_names()
     params, grads = arr("params"), arr("grads")
     with torch.no_grad():
@@ -144,7 +223,7 @@ def main():
         check("grad " + t["name"], grads[t["offset"]:t["offset"] + n], g, 1e-3, 2e-5 * max(1.0, np.abs(g).max()), "grad")
 
     # Ten AdamW steps from the same initial weights.
-    model = GPT(cfg)
+    model = Model(cfg)
     named = model.trident_names()
     with torch.no_grad():
         for t in meta["tensors"]:
@@ -179,7 +258,7 @@ def main():
     if failures:
         print("MISMATCH:", ", ".join(failures))
         return 1
-    print("Trident matches PyTorch: logits, loss, all gradients, 10 AdamW losses")
+    print(f"Trident's {cfg.get('family', 'gpt')} matches PyTorch: logits, loss, all gradients, 10 AdamW losses")
     return 0
 
 

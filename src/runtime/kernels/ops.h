@@ -133,6 +133,18 @@ class Kernels {
   virtual void rope(const Tensor& x, int64_t B, int64_t T, int64_t heads, int64_t hd, int64_t row, float theta,
                     bool inverse) = 0;
 
+  // ---- grouped-query attention: the attention ops read qkv[B, T, 3, nh, hd]; a model with nkv < nh
+  // key/value heads (nh % nkv == 0) repeats each kv head for its nh/nkv consecutive query heads.
+  // A backend without these keeps the defaults, which refuse by name (supports_gqa() says so).
+  virtual bool supports_gqa() const { return false; }
+  // qkv = [q | repeated keys | repeated values] from q[N, nh*hd] and kv[N, 2*nkv*hd] (nkv key
+  // heads, then nkv value heads).
+  virtual void gqa_expand(const Tensor& qkv, const Tensor& q, const Tensor& kv, int64_t N, int64_t nh, int64_t nkv,
+                          int64_t hd);
+  // The conjugate: dq, dkv overwritten from dqkv, the repeated heads' gradients summed.
+  virtual void gqa_reduce(const Tensor& dq, const Tensor& dkv, const Tensor& dqkv, int64_t N, int64_t nh, int64_t nkv,
+                          int64_t hd);
+
   // ---- causal self-attention, scale 1/sqrt(hd). Only the causal (lower) part of each score
   // matrix is computed and stored: probs holds, per (b, head), the rows of softmax(QK^T) up to
   // the diagonal, packed in blocks; attention_probs_size() says how many floats it needs.

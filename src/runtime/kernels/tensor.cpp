@@ -24,4 +24,12 @@ bool device_supports(const std::string& device, DType t) {
   return false;
 }
 
+// The defaults of the grouped-query attention ops: a backend that lacks them refuses by name.
+void Kernels::gqa_expand(const Tensor&, const Tensor&, const Tensor&, int64_t, int64_t, int64_t, int64_t) {
+  throw std::invalid_argument("gqa_expand: no kernel on " + device_name() + " (Llama models train on the CPU)");
+}
+void Kernels::gqa_reduce(const Tensor&, const Tensor&, const Tensor&, int64_t, int64_t, int64_t, int64_t) {
+  throw std::invalid_argument("gqa_reduce: no kernel on " + device_name() + " (Llama models train on the CPU)");
+}
+
 }  // namespace trident::kernels

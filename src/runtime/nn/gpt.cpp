@@ -23,35 +23,45 @@ Activations::Activations(const GptStage& stage) : plan_(stage.kernels()) {
   const size_t Nl = size_t(stage.tokens_local());  // residual-stream rows (N/tp under sequence parallelism)
   const size_t probs = stage.kernels().attention_probs_size(stage.B(), stage.T(), s.heads_local());
   BufferPlan& p = plan_;
+  const bool llama = s.llama();
+  const size_t KV = size_t(s.kv_local()), F_in = llama ? 2 * F : F;
+  constexpr size_t none = size_t(-1);
   struct Regions {
-    size_t ln1, ln1_mean, ln1_rstd, qkv, probs, atty, res_mid, ln2, ln2_mean, ln2_rstd, fch, fch_gelu, res_out;
+    size_t ln1, ln1_mean = none, ln1_rstd, qkv, q = none, kv = none, probs, atty, res_mid, ln2, ln2_mean = none,
+                ln2_rstd, fch, fch_gelu, res_out;
   };
   const size_t res_in = p.add("residual stream", dt, Nl * C);
   const size_t in32 = !fp32 && !s.has_input ? p.add_f32("pipeline input (f32)", Nl * C) : 0;
   const size_t out32 = !fp32 && !s.has_output ? p.add_f32("pipeline output (f32)", Nl * C) : 0;
+  const char* norm = llama ? "rmsnorm outputs" : "layernorm outputs";
+  const char* stats = llama ? "rmsnorm statistics" : "layernorm statistics";
   std::vector<Regions> layers;
   for (int64_t l = 0; l < s.num_layers(); ++l) {
     Regions r;
-    r.ln1 = p.add("layernorm outputs", dt, N * C);
-    r.ln1_mean = p.add_f32("layernorm statistics", Nl);
-    r.ln1_rstd = p.add_f32("layernorm statistics", Nl);
+    r.ln1 = p.add(norm, dt, N * C);
+    if (!llama) r.ln1_mean = p.add_f32(stats, Nl);
+    r.ln1_rstd = p.add_f32(stats, Nl);
+    if (llama) {
+      r.q = p.add("q, kv before RoPE", dt, N * A);
+      r.kv = p.add("q, kv before RoPE", dt, N * KV);
+    }
     r.qkv = p.add("qkv", dt, N * 3 * A);
     r.probs = p.add_f32("attention probabilities / lse", probs);
     r.atty = p.add("attention outputs", dt, N * A);
     r.res_mid = p.add("residual stream", dt, Nl * C);
-    r.ln2 = p.add("layernorm outputs", dt, N * C);
-    r.ln2_mean = p.add_f32("layernorm statistics", Nl);
-    r.ln2_rstd = p.add_f32("layernorm statistics", Nl);
-    r.fch = p.add("MLP pre-GELU", dt, N * F);
-    r.fch_gelu = p.add("MLP post-GELU", dt, N * F);
+    r.ln2 = p.add(norm, dt, N * C);
+    if (!llama) r.ln2_mean = p.add_f32(stats, Nl);
+    r.ln2_rstd = p.add_f32(stats, Nl);
+    r.fch = p.add(llama ? "MLP gate and up" : "MLP pre-GELU", dt, N * F_in);
+    r.fch_gelu = p.add(llama ? "MLP post-SwiGLU" : "MLP post-GELU", dt, N * F);
     r.res_out = p.add("residual stream", dt, Nl * C);
     layers.push_back(r);
   }
-  size_t lnf = 0, lnf_mean = 0, lnf_rstd = 0, logits = 0, losses = 0, row_max = 0, sumexp = 0, target = 0;
+  size_t lnf = 0, lnf_mean = none, lnf_rstd = 0, logits = 0, losses = 0, row_max = 0, sumexp = 0, target = 0;
   if (s.has_output) {
-    lnf = p.add("layernorm outputs", dt, N * C);
-    lnf_mean = p.add_f32("layernorm statistics", Nl);
-    lnf_rstd = p.add_f32("layernorm statistics", Nl);
+    lnf = p.add(norm, dt, N * C);
+    if (!llama) lnf_mean = p.add_f32(stats, Nl);
+    lnf_rstd = p.add_f32(stats, Nl);
     logits = p.add("logits", dt, N * V);
     losses = p.add_f32("loss statistics", N);
     row_max = p.add_f32("loss statistics", N);
@@ -59,17 +69,20 @@ Activations::Activations(const GptStage& stage) : plan_(stage.kernels()) {
     target = p.add_f32("loss statistics", N);
   }
   p.allocate();
+  auto f32_or_null = [&](size_t r) { return r == none ? nullptr : p.f32(r); };
+  auto tensor_or_empty = [&](size_t r) { return r == none ? Tensor() : p.tensor(r); };
   res_in_ = p.tensor(res_in);
   for (const Regions& r : layers)
-    layers_.push_back({p.tensor(r.ln1), p.f32(r.ln1_mean), p.f32(r.ln1_rstd), p.tensor(r.qkv), p.f32(r.probs),
-                       p.tensor(r.atty), p.tensor(r.res_mid), p.tensor(r.ln2), p.f32(r.ln2_mean), p.f32(r.ln2_rstd),
+    layers_.push_back({p.tensor(r.ln1), f32_or_null(r.ln1_mean), p.f32(r.ln1_rstd), p.tensor(r.qkv),
+                       tensor_or_empty(r.q), tensor_or_empty(r.kv), p.f32(r.probs), p.tensor(r.atty),
+                       p.tensor(r.res_mid), p.tensor(r.ln2), f32_or_null(r.ln2_mean), p.f32(r.ln2_rstd),
                        p.tensor(r.fch), p.tensor(r.fch_gelu), p.tensor(r.res_out)});
   const Tensor last = layers_.empty() ? res_in_ : layers_.back().res_out;
   in32_ = fp32 ? static_cast<float*>(res_in_.data) : (s.has_input ? nullptr : p.f32(in32));
   out32_ = fp32 ? static_cast<float*>(last.data) : (s.has_output ? nullptr : p.f32(out32));
   if (s.has_output) {
     lnf_ = p.tensor(lnf);
-    lnf_mean_ = p.f32(lnf_mean);
+    lnf_mean_ = f32_or_null(lnf_mean);
     lnf_rstd_ = p.f32(lnf_rstd);
     logits_ = p.tensor(logits);
     losses_ = p.f32(losses);
@@ -100,6 +113,19 @@ GptStage::GptStage(Kernels& k, const Shard& shard, int64_t B, int64_t T, comm::C
     throw std::invalid_argument("GptStage: tp_size " + std::to_string(s.tp_size) +
                                 " needs a tensor-parallel communicator of that size");
   if (T > s.model.seq_len) throw std::invalid_argument("GptStage: T exceeds the model's seq_len");
+  if (s.llama()) {
+    if (!k.supports_gqa())
+      throw InputError({{"Llama models have no grouped-query attention kernels on " + k.device_name() + " yet",
+                         "train Llama-family models on the CPU (--device cpu)", "llama-device"}});
+    if (s.head_dim() % 2 != 0)
+      throw std::invalid_argument("GptStage: rotary embeddings need an even head size, got " +
+                                  std::to_string(s.head_dim()));
+    const int64_t kv = s.kv_heads();
+    if (s.model.heads % kv != 0 || (kv % s.tp_size != 0 && s.tp_size % kv != 0))
+      throw std::invalid_argument("GptStage: kv_heads " + std::to_string(kv) + " must divide heads (" +
+                                  std::to_string(s.model.heads) + ") and divide or be a multiple of tp (" +
+                                  std::to_string(s.tp_size) + ")");
+  }
   if (sp_ && T % s.tp_size != 0)
     throw std::invalid_argument("GptStage: sequence parallel needs T (" + std::to_string(T) +
                                 ") divisible by tp_size (" + std::to_string(s.tp_size) + ")");
@@ -114,7 +140,8 @@ GptStage::GptStage(Kernels& k, const Shard& shard, int64_t B, int64_t T, comm::C
   const size_t r_dres = p.add("residual gradient", compute, Nl * C);
   const size_t r_dres32 = fp32 ? 0 : p.add_f32("pipeline gradient (f32)", Nl * C);
   const size_t r_dtmp = p.add("gradient scratch", compute, N * C);
-  const size_t r_dbig = p.add("gradient scratch", compute, N * std::max(3 * A, F));
+  const bool llama = s.llama();
+  const size_t r_dbig = p.add("gradient scratch", compute, N * std::max(3 * A, llama ? 2 * F : F));
   const size_t r_datty = p.add("gradient scratch", compute, N * A);
   const size_t r_dattn = p.add_f32("attention backward scratch",
                                    std::max<size_t>(1, k_.attention_scratch_size(B, T, s.heads_local())));
@@ -125,7 +152,21 @@ GptStage::GptStage(Kernels& k, const Shard& shard, int64_t B, int64_t T, comm::C
     r_lnout = p.add("sequence-parallel scratch", compute, Nl * C);
     r_lngrad = p.add_f32("sequence-parallel norm gradients", 4 * C);
   }
+  size_t r_dmlp = 0, r_dkv = 0, r_dtmp2 = 0, r_kvgrad = 0;
+  const bool kv_replicated = llama && s.kv_replicas() > 1;
+  if (llama) {
+    r_dmlp = p.add("gradient scratch", compute, N * F);
+    r_dkv = p.add("gradient scratch", compute, N * size_t(s.kv_local()));
+    r_dtmp2 = p.add("gradient scratch", compute, N * C);
+    if (kv_replicated) r_kvgrad = p.add_f32("replicated kv gradients", size_t(s.kv_heads() * s.kv_local() * s.C()));
+  }
   p.allocate();
+  if (llama) {
+    dmlp_ = p.tensor(r_dmlp);
+    dkv_ = p.tensor(r_dkv);
+    dtmp2_ = p.tensor(r_dtmp2);
+    if (kv_replicated) kvgrad_ = p.f32(r_kvgrad);
+  }
   params_ = p.f32(r_params);
   grads_ = p.f32(r_grads);
   w_ = fp32 ? Tensor(params_, P) : p.tensor(r_w);
@@ -189,7 +230,8 @@ void GptStage::reduce_rows(const Tensor& out, const Tensor& partial) {
 
 void GptStage::norm_full(const Tensor& out, float* mean, float* rstd, const Tensor& inp, int64_t w, int64_t b) {
   const int64_t C = shard().C();
-  k_.layernorm_forward(sp_ ? lnout_ : out, mean, rstd, inp, W(w, C), W(b, C), tokens_local(), C);
+  if (shard().llama()) k_.rmsnorm_forward(sp_ ? lnout_ : out, rstd, inp, W(w, C), tokens_local(), C);
+  else k_.layernorm_forward(sp_ ? lnout_ : out, mean, rstd, inp, W(w, C), W(b, C), tokens_local(), C);
   if (sp_) sp_all_gather(out, lnout_);
 }
 
@@ -217,6 +259,14 @@ void GptStage::sum_norm_grads(std::initializer_list<int64_t> offsets) {
   k_.zero(lngrad_, size_t(4 * C));
 }
 
+void GptStage::norm_backward(const Tensor& dres, int64_t w, int64_t b, int slot, const Tensor& dout,
+                             const Tensor& inp, const float* mean, const float* rstd) {
+  const int64_t C = shard().C();
+  if (b < 0) k_.rmsnorm_backward(dres, norm_grad(w, slot), dout, inp, W(w, C), rstd, tokens_local(), C);
+  else k_.layernorm_backward(dres, norm_grad(w, slot), norm_grad(b, slot + 1), dout, inp, W(w, C), mean, rstd,
+                             tokens_local(), C);
+}
+
 void GptStage::init_params(uint64_t seed) {
   std::vector<float> host(size_t(layout_.total()), 0.0f);
   init_gpt2(layout_, seed, host.data());
@@ -227,16 +277,17 @@ void GptStage::init_params(uint64_t seed) {
 void GptStage::forward(Activations& a, const int32_t* tokens, const int32_t* targets) {
   const Shard& s = shard();
   const int64_t N = this->N(), C = s.C(), V = s.vocab_local();
-  const Tensor wte = W(layout_.wte, s.vocab_local() * C), wpe = W(layout_.wpe, s.model.seq_len * C);
+  const Tensor wte = W(layout_.wte, s.vocab_local() * C);
+  const Tensor wpe = layout_.wpe >= 0 ? W(layout_.wpe, s.model.seq_len * C) : Tensor();
   if (s.has_input && sp_) {
     // Partial lookups of the vocabulary slices, positions once (tp rank 0), reduce-scatter.
     k_.embedding_forward(full_, tokens, wte, N, C, s.vocab_offset(), V);
-    if (tp_lead()) k_.add_positions(full_, wpe, B_, T_, C);
+    if (tp_lead() && layout_.wpe >= 0) k_.add_positions(full_, wpe, B_, T_, C);
     sp_reduce_scatter(a.res_in_, full_);
   } else if (s.has_input) {
     k_.embedding_forward(a.res_in_, tokens, wte, N, C, s.vocab_offset(), V);
     all_reduce_tp(a.res_in_);
-    k_.add_positions(a.res_in_, wpe, B_, T_, C);
+    if (layout_.wpe >= 0) k_.add_positions(a.res_in_, wpe, B_, T_, C);
   } else if (dt_ != DType::F32) {
     k_.convert(a.res_in_, Tensor(a.in32_, a.res_in_.count));  // the received fp32 input
   }
@@ -248,7 +299,7 @@ void GptStage::forward(Activations& a, const int32_t* tokens, const int32_t* tar
   if (!s.has_output && dt_ != DType::F32) k_.convert(Tensor(a.out32_, res.count), res);
   if (s.has_output) {
     norm_full(a.lnf_, a.lnf_mean_, a.lnf_rstd_, res, layout_.lnf_w, layout_.lnf_b);
-    k_.linear_forward(a.logits_, a.lnf_, W(layout_.head_wte, V * C), Tensor(), N, C, V);
+    k_.linear_forward(a.logits_, a.lnf_, W(layout_.head(), V * C), Tensor(), N, C, V);
     k_.xent_row_max(a.row_max_, a.logits_, N, V);
     all_reduce_tp(a.row_max_, size_t(N), comm::ReduceOp::Max);
     k_.xent_sumexp_target(a.sumexp_, a.target_logit_, a.logits_, a.row_max_, targets, N, V, s.vocab_offset());
@@ -275,13 +326,12 @@ void GptStage::backward(Activations& a, const int32_t* tokens, const int32_t* ta
   if (s.has_output) {
     const Tensor res = L > 0 ? a.layers_[L - 1].res_out : a.res_in_;
     k_.xent_backward_inplace(a.logits_, a.row_max_, a.sumexp_, targets, dloss, N, V, s.vocab_offset());
-    k_.linear_backward(dtmp_, G + layout_.head_wte, nullptr, a.logits_, a.lnf_, W(layout_.head_wte, V * C), N, C,
-                       V);
+    k_.linear_backward(dtmp_, G + layout_.head(), nullptr, a.logits_, a.lnf_, W(layout_.head(), V * C), N, C, V);
     const Tensor dln = local_grad(dtmp_);
     k_.zero(static_cast<float*>(dres.data), (dres.bytes() + 3) / sizeof(float));  // regions are padded to 256 bytes
-    k_.layernorm_backward(dres, norm_grad(layout_.lnf_w, 0), norm_grad(layout_.lnf_b, 1), dln, res,
-                          W(layout_.lnf_w, C), a.lnf_mean_, a.lnf_rstd_, Nl, C);
-    sum_norm_grads({layout_.lnf_w, layout_.lnf_b});
+    norm_backward(dres, layout_.lnf_w, layout_.lnf_b, 0, dln, res, a.lnf_mean_, a.lnf_rstd_);
+    if (layout_.lnf_b >= 0) sum_norm_grads({layout_.lnf_w, layout_.lnf_b});
+    else sum_norm_grads({layout_.lnf_w});
     if (grad_hook_) grad_hook_(layout_.lnf_w, layout_.total());
   } else if (dt_ != DType::F32) {
     k_.convert(dres, Tensor(dres32_, dres.count));  // the received fp32 output gradient
@@ -293,7 +343,7 @@ void GptStage::backward(Activations& a, const int32_t* tokens, const int32_t* ta
   if (s.has_input) {
     const Tensor demb = full_grad(dres);
     k_.embedding_backward(G + layout_.wte, demb, tokens, N, C, s.vocab_offset(), V);
-    k_.positions_backward(G + layout_.wpe, demb, B_, T_, C);
+    if (layout_.wpe >= 0) k_.positions_backward(G + layout_.wpe, demb, B_, T_, C);
     if (grad_hook_) grad_hook_(0, layout_.total());
   } else if (dt_ != DType::F32) {
     k_.convert(Tensor(dres32_, dres.count), dres);  // the fp32 input gradient to send
@@ -301,6 +351,7 @@ void GptStage::backward(Activations& a, const int32_t* tokens, const int32_t* ta
 }
 
 void GptStage::layer_forward(Activations& a, int64_t i, const Tensor& res_in) {
+  if (shard().llama()) return llama_layer_forward(a, i, res_in);
   const Shard& s = shard();
   const int64_t N = this->N(), C = s.C(), A = s.attn_local(), F = s.ffn_local();
   const LayerActs& x = a.layers_[i];
@@ -324,6 +375,7 @@ void GptStage::layer_forward(Activations& a, int64_t i, const Tensor& res_in) {
 }
 
 void GptStage::layer_backward(Activations& a, int64_t i, const Tensor& res_in, const Tensor& dres) {
+  if (shard().llama()) return llama_layer_backward(a, i, res_in, dres);
   const Shard& s = shard();
   const int64_t N = this->N(), C = s.C(), A = s.attn_local(), F = s.ffn_local();
   const LayerActs& x = a.layers_[i];

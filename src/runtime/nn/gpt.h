@@ -1,7 +1,17 @@
-// GPT-2 forward and backward, written out layer by layer (no autograd tape).
+// GPT-2 and Llama forward and backward, written out layer by layer (no autograd tape).
 //
 // A GptStage runs one Shard (see param_layout.h): some layers, plus the embedding when it holds
-// the input and the final LayerNorm + tied LM head + cross-entropy when it holds the output.
+// the input and the final norm + LM head + cross-entropy when it holds the output.
+//
+// Families (ModelSpec::family): GPT has learned positions, LayerNorms with biases, a GELU MLP,
+// biases everywhere and the head tied to wte. Llama (Touvron et al. 2023) has RMSNorms, a SwiGLU
+// MLP (silu(x W_gate) * (x W_up), then W_down = fc_proj), rotary position embeddings on the
+// queries and keys (Meta's interleaved-pair convention, base ModelSpec::rope_theta), grouped-query attention
+// (kv_heads key/value heads, each serving heads/kv_heads query heads), no biases and an untied
+// head. Under TP the kv heads are split across ranks like the query heads; when tp exceeds
+// kv_heads each rank holds the one kv head its query heads use (Megatron's replication), and the
+// gradient of those replicated weights is summed over the ranks holding them, so every replica
+// stays equal. The attention kernels see the kv heads repeated per query head (gqa_expand).
 // Whole model = Shard::whole(spec). Pipeline stage = a Shard with [first_layer, last_layer) and
 // has_input / has_output set; its boundary tensors are Activations::input() (receive before
 // forward when !has_input), output() (send after forward when !has_output), output_grad()
@@ -73,15 +83,16 @@ using kernels::Tensor;
 // are in the stage's compute dtype; statistics and attention probabilities are fp32.
 struct LayerActs {
   Tensor ln1;                 // [N,C]
-  float *ln1_mean, *ln1_rstd;  // [Nl], [Nl]
-  Tensor qkv;                 // [N, 3*C/tp]
+  float *ln1_mean, *ln1_rstd;  // [Nl], [Nl] (Llama's RMSNorm: rstd only, mean nullptr)
+  Tensor qkv;                 // [N, 3*C/tp] (Llama: the rotated q, k and repeated kv heads)
+  Tensor q, kv;               // Llama: [N, C/tp] queries, [N, kv_local] keys then values, before RoPE
   float* probs;               // attention_probs_size() floats (packed causal softmax on the CPU)
   Tensor atty;                // [N, C/tp]
   Tensor res_mid;             // [Nl,C] residual after attention
   Tensor ln2;                 // [N,C]
   float *ln2_mean, *ln2_rstd;
-  Tensor fch;                 // [N, F/tp] before GELU
-  Tensor fch_gelu;            // [N, F/tp]
+  Tensor fch;                 // [N, F/tp] before GELU (Llama: [N, 2F/tp] gate then up)
+  Tensor fch_gelu;            // [N, F/tp] after GELU (Llama: after SwiGLU)
   Tensor res_out;             // [Nl,C] residual after the MLP = next layer's input
 };
 
@@ -149,8 +160,8 @@ class GptStage {
   // The stage's allocations (weights, gradients, backward scratch) by region.
   std::string memory_table() const { return plan_.table("model stage (" + std::string(comm::dtype_name(dt_)) + ")"); }
 
-  // GPT-2 initialisation: N(0, 0.02) for matrices and embeddings, N(0, 0.02/sqrt(2L)) for the
-  // two residual projections, zeros for biases, ones/zeros for LayerNorms. Deterministic for a
+  // GPT-2 initialisation (Llama too): N(0, 0.02) for matrices and embeddings, N(0, 0.02/sqrt(2L))
+  // for the two residual projections, zeros for biases, ones/zeros for norms. Deterministic for a
   // seed and independent of the layout: element (r, c) of a logical tensor gets the same value
   // whatever slice holds it.
   void init_params(uint64_t seed);
@@ -193,6 +204,13 @@ class GptStage {
   // Where LayerNorm weight/bias gradients go: grads() directly, or the TP-summed scratch slot i.
   float* norm_grad(int64_t offset, int slot) { return sp_ ? lngrad_ + slot * layout_.shard().C() : grads_ + offset; }
   void sum_norm_grads(std::initializer_list<int64_t> offsets);
+  // The family's norm (LayerNorm or RMSNorm) backward of local rows; bias offset -1 for RMSNorm.
+  void norm_backward(const Tensor& dres, int64_t w, int64_t b, int slot, const Tensor& dout, const Tensor& inp,
+                     const float* mean, const float* rstd);
+  void llama_layer_forward(Activations& a, int64_t i, const Tensor& res_in);
+  void llama_layer_backward(Activations& a, int64_t i, const Tensor& res_in, const Tensor& dres);
+  // Llama with kv heads replicated over TP ranks: sums this layer's kv_w gradient over them.
+  void sum_replicated_kv_grads(int64_t kv_w_offset);
 
   kernels::Kernels& k_;
   ParamLayout layout_;
@@ -217,6 +235,11 @@ class GptStage {
   Tensor pack_;               // [N,C] rows reordered rank-major for the collectives (B > 1)
   Tensor lnout_;              // [N/tp,C] LayerNorm output / summed input gradient of the local rows
   float* lngrad_ = nullptr;   // [4C] LayerNorm weight/bias gradients of one layer, summed over TP
+  // Llama scratch (allocated only for the Llama family).
+  Tensor dmlp_;               // [N, F/tp] gradient of the SwiGLU output
+  Tensor dkv_;                // [N, kv_local] gradient of the keys and values
+  Tensor dtmp2_;              // [N,C] input gradient of the query projection
+  float* kvgrad_ = nullptr;   // [kv_heads * kv_w size] replicated kv_w gradients, placed by kv head
 };
 
 }  // namespace trident::nn

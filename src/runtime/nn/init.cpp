@@ -33,7 +33,6 @@ bool ends_with(const std::string& s, const std::string& t) {
 
 void init_gpt2(const ParamLayout& layout, uint64_t seed, float* out) {
   const Shard& s = layout.shard();
-  const int64_t C = s.C(), A = s.attn_local(), F = s.ffn_local(), r = s.tp_rank;
   const float proj_std = 0.02f / std::sqrt(2.0f * float(s.model.layers));
   for (const TensorView& t : layout.tensors()) {
     float* p = out + t.offset;
@@ -43,25 +42,15 @@ void init_gpt2(const ParamLayout& layout, uint64_t seed, float* out) {
       for (int64_t i = 0; i < t.size(); ++i) p[i] = v;
       continue;
     }
-    // Logical name (the head's copy of wte draws wte's values) and global coordinates of a slice.
-    const std::string logical = t.name == "head_wte" ? "wte" : t.name;
-    const uint64_t key = mix64(seed) ^ hash_name(logical);
+    // Keyed by the logical name and the global coordinates, so any slice draws the same values.
+    const uint64_t key = mix64(seed) ^ hash_name(layout.global(t, 0, 0).name);
     const bool proj = ends_with(t.name, "attn_proj_w") || ends_with(t.name, "fc_proj_w");
     const float stdv = proj ? proj_std : 0.02f;
-    int64_t global_cols = t.cols;
-    if (ends_with(t.name, "attn_proj_w")) global_cols = C;
-    if (ends_with(t.name, "fc_proj_w")) global_cols = s.model.ffn_hidden;
 #pragma omp parallel for schedule(static)
     for (int64_t lr = 0; lr < t.rows; ++lr) {
-      int64_t gr = lr;
-      if (ends_with(t.name, "qkv_w")) gr = (lr / A) * C + r * A + lr % A;
-      else if (ends_with(t.name, "fc_w")) gr = r * F + lr;
-      else if (logical == "wte") gr = s.vocab_offset() + lr;
-      int64_t col0 = 0;
-      if (ends_with(t.name, "attn_proj_w")) col0 = r * A;
-      if (ends_with(t.name, "fc_proj_w")) col0 = r * F;
+      const ParamLayout::Global g0 = layout.global(t, lr, 0);
       for (int64_t c = 0; c < t.cols; ++c)
-        p[lr * t.cols + c] = stdv * counter_normal(key, uint64_t(gr * global_cols + col0 + c));
+        p[lr * t.cols + c] = stdv * counter_normal(key, uint64_t(g0.row * g0.cols + g0.col + c));
     }
   }
 }

@@ -1,10 +1,11 @@
-// GPT-2 initialisation of a flat parameter buffer, independent of how the model is sharded.
+// GPT-2 initialisation of a flat parameter buffer (GPT and Llama alike), independent of how the
+// model is sharded.
 //
 // Each element of a logical tensor (r, c) draws from a counter-based generator keyed by
 // (seed, tensor name, r, c), so a TP slice or a pipeline stage holds exactly the values the
 // whole model would: a 1-rank and an N-rank run start from the same weights.
-//   matrices, wte, wpe: N(0, 0.02); attn_proj_w, fc_proj_w: N(0, 0.02/sqrt(2L));
-//   biases 0; LayerNorm weights 1, biases 0.
+//   matrices, wte, wpe, Llama's head_w: N(0, 0.02); attn_proj_w, fc_proj_w: N(0, 0.02/sqrt(2L));
+//   biases 0; norm weights 1, LayerNorm biases 0.
 #pragma once
 
 #include <cstdint>

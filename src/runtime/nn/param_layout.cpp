@@ -9,7 +9,7 @@ constexpr int64_t kAlign = 16;  // floats (64 bytes)
 
 int64_t ParamLayout::add(const std::string& name, int64_t rows, int64_t cols, ParamKind kind, bool tp_sharded) {
   const int64_t offset = (total_ + kAlign - 1) / kAlign * kAlign;
-  tensors_.push_back({name, offset, rows, cols, kind, tp_sharded});
+  tensors_.push_back({name, offset, rows, cols, kind, tp_sharded, tp_sharded ? 1 : shard_.tp_size});
   total_ = offset + rows * cols;
   return offset;
 }
@@ -18,6 +18,30 @@ ParamLayout::ParamLayout(const Shard& shard) : shard_(shard) {
   const Shard& s = shard_;
   const int64_t C = s.C(), A = s.attn_local(), F = s.ffn_local(), V = s.vocab_local();
   const bool tp = s.tp_size > 1;
+  if (s.llama()) {
+    if (s.has_input) wte = add("wte", V, C, ParamKind::Embedding, tp);
+    for (int64_t l = s.first_layer; l < s.end_layer(); ++l) {
+      const std::string p = "layers." + std::to_string(l) + ".";
+      LayerParams lp;
+      lp.begin = (total_ + kAlign - 1) / kAlign * kAlign;
+      lp.ln1_w = add(p + "ln1_w", C, 1, ParamKind::Norm, false);
+      lp.q_w = add(p + "q_w", A, C, ParamKind::Matrix, tp);
+      lp.kv_w = add(p + "kv_w", s.kv_local(), C, ParamKind::Matrix, tp && s.kv_replicas() < s.tp_size);
+      tensors_.back().tp_copies = s.kv_replicas();
+      lp.attn_proj_w = add(p + "attn_proj_w", C, A, ParamKind::Matrix, tp);
+      lp.ln2_w = add(p + "ln2_w", C, 1, ParamKind::Norm, false);
+      lp.fc_w = add(p + "gate_up_w", 2 * F, C, ParamKind::Matrix, tp);
+      lp.fc_proj_w = add(p + "fc_proj_w", C, F, ParamKind::Matrix, tp);
+      lp.end = total_;
+      layers_.push_back(lp);
+    }
+    if (s.has_output) {
+      lnf_w = add("lnf_w", C, 1, ParamKind::Norm, false);
+      head_w = add("head_w", V, C, ParamKind::Embedding, tp);
+    }
+    total_ = (total_ + kAlign - 1) / kAlign * kAlign;
+    return;
+  }
   if (s.has_input) {
     wte = add("wte", V, C, ParamKind::Embedding, tp);
     wpe = add("wpe", s.model.seq_len, C, ParamKind::Embedding, false);
@@ -47,6 +71,30 @@ ParamLayout::ParamLayout(const Shard& shard) : shard_(shard) {
     head_wte = s.has_input ? wte : add("head_wte", V, C, ParamKind::Embedding, tp);
   }
   total_ = (total_ + kAlign - 1) / kAlign * kAlign;
+}
+
+namespace {
+bool ends_with(const std::string& s, const std::string& t) {
+  return s.size() >= t.size() && s.compare(s.size() - t.size(), t.size(), t) == 0;
+}
+}  // namespace
+
+ParamLayout::Global ParamLayout::global(const TensorView& view, int64_t r, int64_t c) const {
+  const Shard& s = shard_;
+  const int64_t C = s.C(), A = s.attn_local(), F = s.ffn_local(), hd = s.head_dim(), tr = s.tp_rank;
+  Global g{view.name == "head_wte" ? "wte" : view.name, r, c, view.cols};
+  const std::string& n = g.name;
+  if (n == "wte" || n == "head_w") g.row = s.vocab_offset() + r;
+  else if (ends_with(n, "qkv_w") || ends_with(n, "qkv_b")) g.row = (r / A) * C + tr * A + r % A;
+  else if (ends_with(n, "q_w")) g.row = tr * A + r;
+  else if (ends_with(n, "kv_w")) {
+    const int64_t K = s.kv_heads_local() * hd, first = s.kv_head_first() * hd;
+    g.row = r < K ? first + r : s.kv_heads() * hd + first + (r - K);
+  } else if (ends_with(n, "gate_up_w")) g.row = r < F ? tr * F + r : s.model.ffn_hidden + tr * F + (r - F);
+  else if (ends_with(n, "fc_w") || ends_with(n, "fc_b")) g.row = tr * F + r;
+  else if (ends_with(n, "attn_proj_w")) g.col = tr * A + c, g.cols = C;
+  else if (ends_with(n, "fc_proj_w")) g.col = tr * F + c, g.cols = s.model.ffn_hidden;
+  return g;
 }
 
 const TensorView* ParamLayout::find(const std::string& name) const {

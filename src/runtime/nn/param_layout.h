@@ -1,23 +1,30 @@
-// Parameter layout of a GPT-2 model shard: one flat buffer, named views into it (llm.c style).
+// Parameter layout of a model shard (GPT-2 or Llama family): one flat buffer, named views into
+// it (llm.c style).
 //
 // A Shard describes what one device holds:
 //   - layers [first_layer, last_layer) of the model (a pipeline stage; all layers when pp = 1),
-//   - the embeddings (wte, wpe) when it holds the input (first stage),
-//   - the final LayerNorm and the LM head when it holds the output (last stage). The head is
-//     tied to wte: a stage holding both uses one wte; a last stage without the input holds its
-//     own copy of wte (the dist runtime keeps the two copies equal by summing their gradients),
-//   - a tensor-parallel slice: tp_size, tp_rank. Sharded shapes: heads/tp (QKV columns and the
-//     attention-projection rows), ffn/tp (fc columns, fc-projection rows), vocab/tp (wte rows).
-//     Replicated: LayerNorms, wpe, row-parallel biases (attn_proj_b, fc_proj_b).
+//   - the embeddings (wte, and wpe for GPT) when it holds the input (first stage),
+//   - the final norm and the LM head when it holds the output (last stage). GPT ties the head
+//     to wte: a stage holding both uses one wte; a last stage without the input holds its own
+//     copy of wte (the parallel trainer keeps the two copies equal by summing their gradients).
+//     Llama's head is its own tensor (head_w, untied) on the last stage,
+//   - a tensor-parallel slice: tp_size, tp_rank. Sharded shapes: heads/tp (query columns and the
+//     attention-projection rows), kv_heads/tp (key/value heads; when tp exceeds kv_heads each
+//     rank holds one kv head, replicated over tp/kv_heads ranks as Megatron does), ffn/tp (MLP
+//     columns, MLP-projection rows), vocab/tp (wte and head rows). Replicated: norms, wpe,
+//     row-parallel biases (attn_proj_b, fc_proj_b).
 //
 // Flat order (so a per-layer bucket is contiguous, and a stage's buffer is just its layers):
-//   [wte][wpe] | per layer: ln1_w ln1_b qkv_w qkv_b attn_proj_w attn_proj_b ln2_w ln2_b fc_w fc_b
-//   fc_proj_w fc_proj_b | [lnf_w lnf_b][wte copy for the head when the shard has no input]
+//   GPT:   [wte][wpe] | per layer: ln1_w ln1_b qkv_w qkv_b attn_proj_w attn_proj_b ln2_w ln2_b fc_w
+//          fc_b fc_proj_w fc_proj_b | [lnf_w lnf_b][wte copy for the head when the shard has no input]
+//   Llama: [wte] | per layer: ln1_w q_w kv_w attn_proj_w ln2_w gate_up_w fc_proj_w | [lnf_w head_w]
 // Each tensor's offset is rounded up to 16 floats (64 bytes) for aligned vector loads.
 // Gradients and the AdamW moments use the same layout (same offsets) in their own buffers.
 //
-// Weight shapes follow nn.Linear: [out, in]. QKV weight rows are ordered [q heads | k heads |
-// v heads] of THIS shard (a tp slice takes heads [tp_rank*nh/tp, (tp_rank+1)*nh/tp) of each).
+// Weight shapes follow nn.Linear: [out, in]. GPT's QKV weight rows are ordered [q heads | k heads
+// | v heads] of THIS shard (a tp slice takes heads [tp_rank*nh/tp, (tp_rank+1)*nh/tp) of each).
+// Llama's q_w rows are this shard's query heads; kv_w rows its key heads then its value heads;
+// gate_up_w rows its slice of the gate projection then the same slice of the up projection.
 #pragma once
 
 #include <cstdint>
@@ -29,7 +36,7 @@
 namespace trident::nn {
 
 struct Shard {
-  ModelSpec model;       // the whole model (GPT family)
+  ModelSpec model;       // the whole model
   int64_t first_layer = 0;
   int64_t last_layer = -1;  // exclusive; -1 = model.layers
   bool has_input = true;    // wte + wpe, embedding forward
@@ -47,6 +54,14 @@ struct Shard {
   int64_t ffn_local() const { return model.ffn_hidden / tp_size; }
   int64_t vocab_local() const { return model.vocab / tp_size; }
   int64_t vocab_offset() const { return tp_rank * vocab_local(); }
+  bool llama() const { return model.family == ModelFamily::Llama; }
+  // Grouped-query attention: key/value heads this rank holds, the first one's index, and how
+  // many TP ranks hold the same kv heads (1 unless tp exceeds kv_heads). GPT: kv_heads = heads.
+  int64_t kv_heads() const { return model.kv_heads > 0 ? model.kv_heads : model.heads; }
+  int64_t kv_heads_local() const { return kv_heads() >= tp_size ? kv_heads() / tp_size : 1; }
+  int64_t kv_replicas() const { return kv_heads() >= tp_size ? 1 : tp_size / kv_heads(); }
+  int64_t kv_head_first() const { return tp_rank / kv_replicas() * kv_heads_local(); }
+  int64_t kv_local() const { return 2 * kv_heads_local() * head_dim(); }  // width of this rank's K and V
 };
 
 // Kind of a parameter tensor: decides weight decay (matrices and embeddings decay; biases and
@@ -59,13 +74,20 @@ struct TensorView {
   int64_t rows = 0, cols = 0;  // cols = 1 for vectors
   ParamKind kind = ParamKind::Matrix;
   bool tp_sharded = false;  // differs between tp ranks (false: replicated across the TP group)
+  int64_t tp_copies = 1;    // TP ranks holding these same values: 1 when sharded, tp when replicated,
+                            // tp/kv_heads for Llama's kv_w when tp exceeds the kv heads
+  // Whether tp rank r holds the copy that counts (once per logical value: norms, checkpoints).
+  bool tp_primary(int64_t tp_rank) const { return tp_rank % tp_copies == 0; }
   int64_t size() const { return rows * cols; }
   bool decays() const { return kind == ParamKind::Embedding || kind == ParamKind::Matrix; }
 };
 
 // Offsets of one transformer layer's tensors.
+// Llama: q_w and kv_w instead of qkv_w, fc_w is gate_up_w, no biases (-1), ln*_w are RMSNorms.
 struct LayerParams {
-  int64_t ln1_w, ln1_b, qkv_w, qkv_b, attn_proj_w, attn_proj_b, ln2_w, ln2_b, fc_w, fc_b, fc_proj_w, fc_proj_b;
+  int64_t ln1_w = -1, ln1_b = -1, qkv_w = -1, qkv_b = -1, attn_proj_w = -1, attn_proj_b = -1, ln2_w = -1, ln2_b = -1,
+          fc_w = -1, fc_b = -1, fc_proj_w = -1, fc_proj_b = -1;
+  int64_t q_w = -1, kv_w = -1;
   int64_t begin = 0, end = 0;  // [begin, end) of this layer in the flat buffer
 };
 
@@ -77,10 +99,19 @@ class ParamLayout {
   int64_t total() const { return total_; }  // floats in the flat buffer
   const std::vector<TensorView>& tensors() const { return tensors_; }
   const TensorView* find(const std::string& name) const;
+  // Where element (r, c) of a shard tensor sits in the whole model's tensor: its logical name
+  // (the GPT head's copy is "wte"), row and column there, and that tensor's column count.
+  struct Global {
+    std::string name;
+    int64_t row = 0, col = 0, cols = 0;
+  };
+  Global global(const TensorView& view, int64_t r, int64_t c) const;
 
   // Offsets (-1 when the shard does not hold the tensor).
   int64_t wte = -1, wpe = -1, lnf_w = -1, lnf_b = -1;
-  int64_t head_wte = -1;  // = wte when the shard holds the input, else its own copy
+  int64_t head_wte = -1;  // GPT: = wte when the shard holds the input, else its own copy
+  int64_t head_w = -1;    // Llama: the untied output embedding
+  int64_t head() const { return head_wte >= 0 ? head_wte : head_w; }  // the LM head's weight
   const LayerParams& layer(int64_t local_index) const { return layers_[local_index]; }
   int64_t num_layers() const { return static_cast<int64_t>(layers_.size()); }
 
