@@ -23,7 +23,7 @@ struct LintArgs {
 Runner setup_lint(CLI::App& cmd) {
   auto args = std::make_shared<LintArgs>();
   args->options = std::make_unique<CliOptions>(
-      cmd, concat({model_options(), cluster_options(), layout_options(), execution_options(), plan::plan_options(),
+      cmd, concat({model_options(), cluster_options(), layout_options(), execution_options(), cost_options(), plan::plan_options(),
                    time_to_train_options()}));
   cmd.add_option("--html", args->html, "write the findings, memory, step time, topology and timeline as one "
                                        "self-contained HTML page")

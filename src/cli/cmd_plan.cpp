@@ -67,13 +67,15 @@ plan::SearchSpace fixed_dimensions(const OptionValues& v, const ExecutionSpec& e
   }
   s.precision = exec.precision;
   s.grad_bits = exec.grad_bits;
+  s.attention = exec.attention;
+  s.overlap = exec.overlap;
   return s;
 }
 
 Runner setup_plan(CLI::App& cmd) {
   auto args = std::make_shared<PlanArgs>();
   args->options = std::make_unique<CliOptions>(
-      cmd, concat({model_options(), cluster_options(), layout_options(), execution_options(), plan::plan_options(),
+      cmd, concat({model_options(), cluster_options(), layout_options(), execution_options(), cost_options(), plan::plan_options(),
                    time_to_train_options()}));
   cmd.add_option("--emit", args->emit,
                  "write the best layout as FILE.toml (runs unchanged in lint, topo, simulate, train), or print it "
@@ -100,6 +102,7 @@ Runner setup_plan(CLI::App& cmd) {
             "use --emit plan.toml, --emit megatron or --emit torchtitan", "emit");
     check_outputs({{emit_is_file(args->emit) ? args->emit : "", "--emit"}, {args->html, "--html"}},
                   args->options->input_paths(), p);
+    const CostTable cost = resolve_cost(values, cluster.gpu, p);
     if (!values.has("global-batch-size"))
       p.add("no global batch size given", "give --global-batch-size (sequences per step; GPT-3 175B used 1536)");
     if (exec.global_batch_size > 0 && space.micro_batch && *space.micro_batch > exec.global_batch_size)
@@ -109,7 +112,7 @@ Runner setup_plan(CLI::App& cmd) {
     p.throw_if_any();
 
     const plan::SearchResult result =
-        plan::search(model, cluster, exec.global_batch_size, space, out.top, out.overhead_bytes);
+        plan::search(model, cluster, exec.global_batch_size, space, out.top, out.overhead_bytes, cost);
     std::vector<std::vector<plan::Finding>> findings;
     for (const auto& e : result.best) findings.push_back(plan::lint_run(e.run, {}, out.overhead_bytes).findings);
     std::vector<std::string> why;

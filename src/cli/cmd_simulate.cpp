@@ -18,6 +18,7 @@
 #include "report/time_to_train.h"
 #include "report/topology_report.h"
 #include "schedule/schedule.h"
+#include "plan/plan_report.h"
 #include "sim/plan_costs.h"
 #include "sim/sim_timeline.h"
 #include "sim/simulator.h"
@@ -77,6 +78,12 @@ nlohmann::json to_json(const RunSpec& run, const sim::PlannedCosts& pc, const si
           {"exposed_comm_s", {{"tp", r.exposed_tp_s()}, {"pp", r.exposed_pp_s()}, {"dp", r.exposed_dp_s()}}},
           {"planner_step_s", pc.estimate.time.step},
           {"schedule", to_string(run.exec.schedule)},
+          {"attention", to_string(run.exec.attention)},
+          {"overlap", to_string(run.exec.overlap)},
+          {"precision", to_string(run.exec.precision)},
+          {"grad_bits", run.exec.grad_bits},
+          {"stack", run.exec.stack},
+          {"cost_table", plan::cost_json(pc.estimate.cost)},
           {"micro_batches", pc.micro_batches},
           {"virtual_stages", pc.virtual_stages},
           {"layout", run.layout.describe()},
@@ -93,6 +100,9 @@ std::string to_text(const RunSpec& run, const Mesh& mesh, const sim::PlannedCost
                    run.layout.describe(), to_string(x.schedule),
                    pc.virtual_stages > 1 ? fmt::format(" (v = {})", pc.virtual_stages) : "", pc.micro_batches,
                    x.micro_batch_size);
+  s += fmt::format("  {} attention, overlap {}, {}, {}-bit grads, ZeRO {}{}{}\n", to_string(x.attention), to_string(x.overlap),
+                   to_string(x.precision), x.grad_bits, x.zero, x.sequence_parallel ? ", sequence parallel" : "",
+                   x.stack.empty() ? "" : ", stack " + x.stack);
   s += "  (one pipeline simulated: every DP replica and TP rank of a stage runs the same program)\n\n";
   const double planner = pc.estimate.time.step;
   s += fmt::format("  step time     simulator {:.3f} s   planner {:.3f} s   ({:+.1f}%)\n", r.step_s, planner,
@@ -129,13 +139,15 @@ std::string to_text(const RunSpec& run, const Mesh& mesh, const sim::PlannedCost
                    "  schedule action by action, with each stage's own costs and DP buckets against its last backwards.\n",
                    pc.estimate.pipeline.total_s, pc.estimate.pipeline.bubble_s, pc.estimate.time.dp_comm,
                    pc.estimate.time.optimizer, pc.estimate.time.step);
+  s += "  " + plan::cost_text(pc.estimate.cost);
   return s;
 }
 
 Runner setup_simulate(CLI::App& cmd) {
   auto args = std::make_shared<SimulateArgs>();
   args->options = std::make_unique<CliOptions>(
-      cmd, concat({model_options(), cluster_options(), layout_options(), execution_options(), time_to_train_options()}));
+      cmd, concat({model_options(), cluster_options(), layout_options(), execution_options(), cost_options(),
+                   time_to_train_options()}));
   cmd.add_flag("--json", args->json, "print JSON instead of the table");
   cmd.add_option("--trace", args->trace_path, "write a Chrome trace (open in ui.perfetto.dev) to FILE.json")
       ->type_name("FILE");

@@ -26,14 +26,14 @@ const std::map<std::string, GpuSpec>& gpus() {
       {"a100-80g", {"A100-SXM-80GB", 80 * kGiB, 312 * kTera, 19.5 * kTera, 2039 * kGB}},
       {"a100-40g", {"A100-SXM-40GB", 40 * kGiB, 312 * kTera, 19.5 * kTera, 1555 * kGB}},
       {"a100-pcie-40g", {"A100-PCIe-40GB", 40 * kGiB, 312 * kTera, 19.5 * kTera, 1555 * kGB}},
-      {"h100-80g", {"H100-SXM-80GB", 80 * kGiB, 989 * kTera, 67 * kTera, 3350 * kGB}},
-      {"h200-141g", {"H200-SXM-141GB", 143771 * kMiB, 989 * kTera, 67 * kTera, 4800 * kGB}},
+      {"h100-80g", {"H100-SXM-80GB", 80 * kGiB, 989 * kTera, 67 * kTera, 3350 * kGB, 1979 * kTera}},
+      {"h200-141g", {"H200-SXM-141GB", 143771 * kMiB, 989 * kTera, 67 * kTera, 4800 * kGB, 1979 * kTera}},
       // DGX B200 datasheet: 1,440 GB HBM3e and 64 TB/s for 8 GPUs; HGX B200 per GPU 2.25 PFLOP/s
-      // dense FP16/BF16, 75 TFLOP/s FP32.
-      {"b200-180g", {"B200-SXM-180GB", 180 * kGB, 2250 * kTera, 75 * kTera, 8000 * kGB}},
+      // dense FP16/BF16, 75 TFLOP/s FP32, 4.5 PFLOP/s dense FP8.
+      {"b200-180g", {"B200-SXM-180GB", 180 * kGB, 2250 * kTera, 75 * kTera, 8000 * kGB, 4500 * kTera}},
       // GB200 NVL72 datasheet per rack / 72 GPUs: 180 PFLOP/s dense FP16/BF16 -> 2.5 PFLOP/s,
-      // 5,760 TFLOP/s FP32 -> 80, 13.4 TB HBM3e -> 186 GB, 576 TB/s -> 8 TB/s.
-      {"gb200-186g", {"B200-GB200-186GB", 186 * kGB, 2500 * kTera, 80 * kTera, 8000 * kGB}},
+      // 5,760 TFLOP/s FP32 -> 80, 13.4 TB HBM3e -> 186 GB, 576 TB/s -> 8 TB/s, 360 PFLOP/s FP8 -> 5.
+      {"gb200-186g", {"B200-GB200-186GB", 186 * kGB, 2500 * kTera, 80 * kTera, 8000 * kGB, 5000 * kTera}},
   };
   return table;
 }

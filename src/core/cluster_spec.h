@@ -26,6 +26,7 @@ struct GpuSpec {
   double bf16_flops = 0;  // dense 16-bit tensor-core peak, FLOP/s
   double fp32_flops = 0;  // plain fp32 peak, FLOP/s
   double hbm_Bps = 0;     // memory bandwidth
+  double fp8_flops = 0;   // dense FP8 tensor-core peak, FLOP/s; 0 when the GPU has none
 };
 
 struct LinkSpec {

@@ -1,5 +1,7 @@
 #include "core/execution_spec.h"
 
+#include <utility>
+
 namespace trident {
 
 namespace {
@@ -15,7 +17,8 @@ constexpr Names<ScheduleKind> kSchedules[] = {{ScheduleKind::GPipe, "gpipe"},
 constexpr Names<Recompute> kRecomputes[] = {
     {Recompute::None, "none"}, {Recompute::Selective, "selective"}, {Recompute::Full, "full"}};
 constexpr Names<Precision> kPrecisions[] = {
-    {Precision::BF16, "bf16"}, {Precision::FP16, "fp16"}, {Precision::FP32, "fp32"}};
+    {Precision::BF16, "bf16"}, {Precision::FP16, "fp16"}, {Precision::FP32, "fp32"}, {Precision::FP8, "fp8"}};
+constexpr Names<Attention> kAttentions[] = {{Attention::Unfused, "unfused"}, {Attention::Flash, "flash"}};
 
 template <typename E, size_t N>
 std::string name_of(const Names<E> (&table)[N], E v) {
@@ -49,5 +52,82 @@ bool parse_precision(const std::string& t, Precision& out) { return parse(kPreci
 std::vector<std::string> schedule_names() { return names(kSchedules); }
 std::vector<std::string> recompute_names() { return names(kRecomputes); }
 std::vector<std::string> precision_names() { return names(kPrecisions); }
+std::string to_string(Attention a) { return name_of(kAttentions, a); }
+bool parse_attention(const std::string& t, Attention& out) { return parse(kAttentions, t, out); }
+std::vector<std::string> attention_names() { return names(kAttentions); }
+
+std::string to_string(const Overlap& o) {
+  std::string s;
+  for (auto [on, name] : {std::pair{o.tp, "tp"}, {o.dp, "dp"}, {o.pp, "pp"}})
+    if (on) s += (s.empty() ? "" : ",") + std::string(name);
+  return s.empty() ? "none" : s;
+}
+
+bool parse_overlap(const std::string& text, Overlap& out) {
+  if (text == "none") {
+    out = {false, false, false};
+    return true;
+  }
+  if (text == "all") {
+    out = {true, true, true};
+    return true;
+  }
+  Overlap o{false, false, false};
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find_first_of(",+", start);
+    const std::string part = text.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    if (part == "tp") o.tp = true;
+    else if (part == "dp") o.dp = true;
+    else if (part == "pp") o.pp = true;
+    else return false;
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  out = o;
+  return true;
+}
+
+const std::vector<StackPreset>& stack_presets() {
+  static const std::vector<StackPreset> stacks = {
+      {"trident", "what `trident train` runs (the defaults): unfused attention, DP overlap only, fp32 grads",
+       Attention::Unfused, {false, true, false}, 32, -1, false},
+      {"megatron-lm-2021",
+       "Megatron-LM as in Narayanan 2021 / Korthikanti 2022: unfused attention, bucketed DP overlap, fp32 main grads",
+       Attention::Unfused, {false, true, false}, 32, -1, false},
+      {"megatron-core-te",
+       "Megatron-Core / NeMo with Transformer Engine: flash attention, TP/DP/PP overlap, distributed optimizer "
+       "(ZeRO 1), sequence parallel, bf16 gradient reduction",
+       Attention::Flash, {true, true, true}, 16, 1, true},
+      {"deepspeed",
+       "DeepSpeed ZeRO: flash attention, overlapped gradient reduction (overlap_comm), 16-bit gradients, ZeRO 1",
+       Attention::Flash, {false, true, false}, 16, 1, false},
+      {"torchtitan",
+       "torchtitan: FSDP2 (ZeRO 3) with prefetched all-gathers, PyTorch SDPA flash attention, async TP, fp32 "
+       "gradient reduction",
+       Attention::Flash, {true, true, false}, 32, 3, false},
+  };
+  return stacks;
+}
+
+const StackPreset* find_stack(const std::string& name) {
+  for (const auto& s : stack_presets())
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
+std::vector<std::string> stack_names() {
+  std::vector<std::string> out;
+  for (const auto& s : stack_presets()) out.push_back(s.name);
+  return out;
+}
+
+void apply_stack(const StackPreset& s, ExecutionSpec& e) {
+  e.attention = s.attention;
+  e.overlap = s.overlap;
+  e.grad_bits = s.grad_bits;
+  if (s.zero >= 0) e.zero = s.zero;
+  e.sequence_parallel = s.sequence_parallel;
+}
 
 }  // namespace trident

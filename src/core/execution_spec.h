@@ -14,11 +14,31 @@ enum class ScheduleKind { GPipe, OneFOneB, Interleaved, ZeroBubbleH1 };
 enum class Recompute { None, Selective, Full };
 // Training recipe. bf16/fp16: 16-bit weights and activations with fp32 master weights and
 // Adam moments; gradients in fp32 (Megatron's main grads) unless grad_bits says 16.
-enum class Precision { BF16, FP16, FP32 };
+// fp8: Transformer Engine style, FP8 matrix products in the transformer layers, bf16 everywhere
+// else (attention, norms, logits), fp32 master weights and Adam moments.
+enum class Precision { BF16, FP16, FP32, FP8 };
+// unfused: attention as two batched GEMMs with the s x s scores stored (softmax, dropout) for
+// backward. flash: fused kernels that never store the scores (FlashAttention, cuDNN fused).
+enum class Attention { Unfused, Flash };
+
+// Communications the software stack hides behind compute. Hidden time still slows the compute
+// it overlaps (CostTable::overlap_slowdown); what the compute cannot cover stays exposed.
+struct Overlap {
+  bool tp = false;  // TP collectives pipelined with the GEMMs next to them (userbuffers, async TP)
+  bool dp = true;   // gradient reduction in buckets during backward, weight all-gather during forward
+  bool pp = false;  // pipeline sends and receives asynchronous, behind the next micro-batch's compute
+  bool operator==(const Overlap&) const = default;
+};
+std::string to_string(const Overlap& o);  // "tp,dp", "none", "tp,dp,pp"
+// "tp,dp,pp" (any subset, comma or '+' separated), "none" or "all".
+bool parse_overlap(const std::string& text, Overlap& out);
 
 std::string to_string(ScheduleKind s);  // "gpipe", "1f1b", "interleaved", "zb-h1"
 std::string to_string(Recompute r);     // "none", "selective", "full"
-std::string to_string(Precision p);     // "bf16", "fp16", "fp32"
+std::string to_string(Precision p);     // "bf16", "fp16", "fp32", "fp8"
+std::string to_string(Attention a);     // "unfused", "flash"
+bool parse_attention(const std::string& text, Attention& out);
+std::vector<std::string> attention_names();
 bool parse_schedule(const std::string& text, ScheduleKind& out);
 bool parse_recompute(const std::string& text, Recompute& out);
 bool parse_precision(const std::string& text, Precision& out);
@@ -26,6 +46,9 @@ std::vector<std::string> schedule_names();
 std::vector<std::string> recompute_names();
 std::vector<std::string> precision_names();
 
+// The defaults below are what `trident train` runs (the CPU runtime: unfused attention, bucketed
+// DP overlap through the grad-ready hook, blocking TP collectives and pipeline sends, fp32 main
+// grads). plan, lint, simulate and train all start from them: this is the one place they live.
 struct ExecutionSpec {
   int64_t global_batch_size = 0;  // sequences per optimizer step; 0 = choose a default
   int64_t micro_batch_size = 1;   // sequences per micro-batch per pipeline
@@ -36,9 +59,28 @@ struct ExecutionSpec {
   bool sequence_parallel = false;
   Precision precision = Precision::BF16;
   int grad_bits = 32;             // gradient element size in bits: 32 (Megatron main grads) or 16
+  Attention attention = Attention::Unfused;
+  Overlap overlap;
+  std::string stack;              // the --stack preset these came from, "" when none
 
   // Micro-batches per pipeline per step: B / (b * dp).
   int64_t micro_batches(int64_t dp) const { return global_batch_size / (micro_batch_size * dp); }
 };
+
+// Named software stacks: each sets several of the settings above together (explicit flags win).
+struct StackPreset {
+  std::string name;
+  std::string description;  // what it sets and why, for --help and the README
+  Attention attention;
+  Overlap overlap;
+  int grad_bits;
+  int zero;                 // -1: leave as is
+  bool sequence_parallel;   // applied only when tp > 1 matters; the flag still overrides
+};
+const std::vector<StackPreset>& stack_presets();
+const StackPreset* find_stack(const std::string& name);
+std::vector<std::string> stack_names();
+// Sets what the preset sets on `e`.
+void apply_stack(const StackPreset& stack, ExecutionSpec& e);
 
 }  // namespace trident

@@ -46,7 +46,8 @@ struct ModelSpec {
   int64_t moe_layers() const { return is_moe() ? layers - moe_dense_layers : 0; }
   int64_t head_dim() const { return hidden / heads; }
   int64_t kv_dim() const { return kv_heads * head_dim(); }  // width of K (and of V)
-  bool tied_embeddings() const { return family == ModelFamily::GPT; }
+  int tied = -1;  // output layer tied to the token embedding: -1 the family's default (GPT yes, Llama no), 0 no, 1 yes
+  bool tied_embeddings() const { return tied < 0 ? family == ModelFamily::GPT : tied == 1; }
   bool learned_positions() const { return family == ModelFamily::GPT; }
   bool has_biases() const { return family == ModelFamily::GPT; }
   // Number of matrices in the MLP: 2 for GELU (up, down), 3 for SwiGLU (gate, up, down).

@@ -43,6 +43,7 @@ std::vector<OptionDef> cluster_options() {
       {"gpu-memory-gib", "cluster", "GPU memory, GiB", false, "NUM", "preset"},
       {"gpu-bf16-tflops", "cluster", "dense 16-bit peak, TFLOP/s", false, "NUM", "preset"},
       {"gpu-fp32-tflops", "cluster", "fp32 peak, TFLOP/s", false, "NUM", "preset"},
+      {"gpu-fp8-tflops", "cluster", "dense FP8 peak, TFLOP/s (0: no FP8)", false, "NUM", "preset"},
       {"gpu-hbm-gbytes-per-s", "cluster", "memory bandwidth, GB/s", false, "NUM", "preset"},
       {"intra-link", "cluster", "link inside a node: nvlink or pcie", false, "nvlink|pcie", "preset"},
       {"intra-gbytes-per-s", "cluster", "per-GPU bandwidth inside a node, GB/s per direction", false, "NUM", "preset"},
@@ -73,8 +74,19 @@ std::vector<OptionDef> execution_options() {
       {"zero", "training", "ZeRO stage 0-3 (1 = distributed optimizer)", false, "0|1|2|3", "0", -1e18},  // its own check names the stages
       {"recompute", "training", "activation recomputation: none, selective or full", false, "none|selective|full", "none"},
       {"sequence-parallel", "training", "sequence parallel around LayerNorm and dropout", true, "", "off"},
-      {"precision", "training", "bf16, fp16 (both with fp32 master weights) or fp32", false, "bf16|fp16|fp32", "bf16"},
-      {"grad-bits", "training", "gradient element size: 32 (fp32 main grads) or 16", false, "32|16", "32"},
+      {"precision", "training",
+       "bf16, fp16 (both with fp32 master weights), fp32, or fp8 (FP8 matrix products, bf16 elsewhere)", false,
+       "bf16|fp16|fp32|fp8", "bf16"},
+      {"grad-bits", "training", "gradient element size, also of the DP reduction: 32 (fp32 main grads) or 16", false,
+       "32|16", "32"},
+      {"attention", "training", "attention kernels: unfused (scores stored) or flash (fused, never stores them)", false,
+       "unfused|flash", "unfused"},
+      {"overlap", "training", "communications hidden behind compute: any of tp,dp,pp, or none, or all", false,
+       "LIST", "dp"},
+      {"stack", "training",
+       "software stack preset: trident, megatron-lm-2021, megatron-core-te, deepspeed or torchtitan (flags win)", false,
+       "NAME", "none"},
+      {"tied-embeddings", "model", "tie the output layer to the token embedding", true, "", "GPT yes, Llama no"},
   };
 }
 

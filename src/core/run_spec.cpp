@@ -53,6 +53,7 @@ ModelSpec resolve_model(const OptionValues& v, Problems& p) {
   if (auto x = v.get_int("heads", p)) m.heads = *x;
   if (auto x = v.get_int("seq-len", p)) m.seq_len = *x;
   if (auto x = v.get_int("vocab", p)) m.vocab = *x;
+  if (auto x = v.get_bool("tied-embeddings", p)) m.tied = *x ? 1 : 0;
   // Dependent sizes follow the overridden ones unless given themselves.
   if (auto x = v.get_int("kv-heads", p)) m.kv_heads = *x;
   else if (!preset || (heads_given && m.family == ModelFamily::GPT)) m.kv_heads = m.heads;
@@ -109,6 +110,7 @@ ClusterSpec resolve_cluster(const OptionValues& v, Problems& p) {
   if (auto x = v.get_double("gpu-memory-gib", p)) c.gpu.memory_bytes = *x * kGiB;
   if (auto x = v.get_double("gpu-bf16-tflops", p)) c.gpu.bf16_flops = *x * kTera;
   if (auto x = v.get_double("gpu-fp32-tflops", p)) c.gpu.fp32_flops = *x * kTera;
+  if (auto x = v.get_double("gpu-fp8-tflops", p)) c.gpu.fp8_flops = *x * kTera;
   if (auto x = v.get_double("gpu-hbm-gbytes-per-s", p)) c.gpu.hbm_Bps = *x * kGB;
   if (auto k = v.get_string("intra-link")) {
     if (*k == "nvlink") c.intra.kind = LinkKind::NVLink;
@@ -166,6 +168,15 @@ Layout resolve_layout(const OptionValues& v, ClusterSpec& c, Problems& p) {
 
 ExecutionSpec resolve_execution(const OptionValues& v, Problems& p) {
   ExecutionSpec e;
+  // A stack preset first; every explicit flag below overrides what it set.
+  if (auto s = v.get_string("stack")) {
+    if (const StackPreset* stack = find_stack(*s)) {
+      apply_stack(*stack, e);
+      e.stack = stack->name;
+    } else {
+      p.add("--stack '" + *s + "' is unknown", "use " + join_choices(stack_names()));
+    }
+  }
   if (auto x = v.get_int("global-batch-size", p)) e.global_batch_size = *x;
   if (auto x = v.get_int("micro-batch-size", p)) e.micro_batch_size = *x;
   if (auto s = v.get_string("schedule")) {
@@ -188,6 +199,14 @@ ExecutionSpec resolve_execution(const OptionValues& v, Problems& p) {
       p.add("--precision '" + *s + "' is unknown", "use " + join_choices(precision_names()));
   }
   if (e.precision == Precision::FP32) e.grad_bits = 32;
+  if (auto s = v.get_string("attention")) {
+    if (!parse_attention(*s, e.attention))
+      p.add("--attention '" + *s + "' is unknown", "use " + join_choices(attention_names()));
+  }
+  if (auto s = v.get_string("overlap")) {
+    if (!parse_overlap(*s, e.overlap))
+      p.add("--overlap '" + *s + "' is not a list of tp, dp, pp", "use e.g. --overlap tp,dp,pp, --overlap none or --overlap all");
+  }
   if (auto x = v.get_int("grad-bits", p)) {
     if (*x != 16 && *x != 32) p.add(fmt::format("--grad-bits {} is not 16 or 32", *x), "use --grad-bits 32 or 16");
     else e.grad_bits = int(*x);
@@ -255,6 +274,10 @@ void check_run(const RunSpec& r, bool check_batch, Problems& p) {
     p.add(fmt::format("pp {} x virtual stages {} = {} stages but the model has only {} layers", l.pp,
                       r.exec.virtual_stages, chunks, m.layers),
           fmt::format("use --pp of at most {}", m.layers), "pp-exceeds-layers");
+  if (r.exec.precision == Precision::FP8 && !(r.cluster.gpu.fp8_flops > 0))
+    p.add(fmt::format("--precision fp8 needs FP8 tensor cores, but the {} has no FP8 peak", r.cluster.gpu.name),
+          "use --precision bf16, a GPU with FP8 (h100-80g, h200-141g), or set gpu-fp8-tflops in [cluster]",
+          "fp8-unsupported");
   if (!check_batch) return;
   const ExecutionSpec& e = r.exec;
   if (e.global_batch_size > 0 && e.micro_batch_size > 0) {
@@ -279,9 +302,12 @@ RunSpec resolve_run(const OptionValues& values, bool check_batch) {
   r.cluster = resolve_cluster(values, p);
   r.layout = resolve_layout(values, r.cluster, p);
   r.exec = resolve_execution(values, p);
+  r.cost = resolve_cost(values, r.cluster.gpu, p);
   check_run(r, check_batch, p);
   p.throw_if_any();
   return r;
 }
+
+CostTable cost_table(const RunSpec& run) { return run.cost ? *run.cost : builtin_cost(run.cluster.gpu); }
 
 }  // namespace trident

@@ -4,7 +4,10 @@
 // of them in one round.
 #pragma once
 
+#include <optional>
+
 #include "core/cluster_spec.h"
+#include "core/cost_table.h"
 #include "core/execution_spec.h"
 #include "core/layout.h"
 #include "core/model_spec.h"
@@ -17,7 +20,11 @@ struct RunSpec {
   ClusterSpec cluster;
   Layout layout;
   ExecutionSpec exec;
+  std::optional<CostTable> cost;  // resolved by resolve_run; unset: the built-in table of the GPU
 };
+
+// The cost table a run is estimated with: its own, or the built-in one for its GPU.
+CostTable cost_table(const RunSpec& run);
 
 // Each resolver reads its options group; missing sizes fall back to the preset, then defaults.
 ModelSpec resolve_model(const OptionValues& values, Problems& problems);

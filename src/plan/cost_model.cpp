@@ -8,7 +8,7 @@
 namespace trident::plan {
 
 const CostConstants& default_constants() {
-  static const CostConstants c{};
+  static const CostConstants c = builtin_cost(GpuSpec{});  // [default]: no GPU table matches
   return c;
 }
 
@@ -33,14 +33,38 @@ std::vector<int64_t> stage_layers(int64_t layers, int64_t pp, int64_t v) {
   return out;
 }
 
-double gemm_efficiency(double m, double k, double n, const CostConstants& c) {
+double gemm_efficiency(double m, double k, double n, double peak_efficiency, const CostConstants& c) {
   auto shape = [&](double d) { return d / (d + c.gemm_half_dim); };
-  return c.gemm_peak_efficiency * shape(m) * shape(k) * shape(n);
+  return peak_efficiency * shape(m) * shape(k) * shape(n);
+}
+double gemm_efficiency(double m, double k, double n, const CostConstants& c) {
+  return gemm_efficiency(m, k, n, c.gemm_peak_efficiency, c);
 }
 
-double gemm_time_s(double m, double k, double n, double batch, double peak_flops, const CostConstants& c) {
+double gemm_time_s(double m, double k, double n, double batch, double peak_flops, double peak_efficiency,
+                   const CostConstants& c) {
   if (m <= 0 || k <= 0 || n <= 0 || batch <= 0) return 0;
-  return 2 * m * k * n * batch / (peak_flops * gemm_efficiency(m, k, n, c)) + c.kernel_overhead_s;
+  return 2 * m * k * n * batch / (peak_flops * gemm_efficiency(m, k, n, peak_efficiency, c)) + c.kernel_overhead_s();
+}
+double gemm_time_s(double m, double k, double n, double batch, double peak_flops, const CostConstants& c) {
+  return gemm_time_s(m, k, n, batch, peak_flops, c.gemm_peak_efficiency, c);
+}
+
+Overlapped overlap_with(double comm_s, double window_s, double steps, const CostConstants& c) {
+  Overlapped o;
+  o.total_s = comm_s;
+  if (comm_s <= 0) return o;
+  const double unhidden = steps >= 1 ? comm_s / steps : 0.0;
+  o.exposed_s = std::min(comm_s, std::max(comm_s - std::max(window_s, 0.0), unhidden));
+  o.hidden_s = comm_s - o.exposed_s;
+  o.cost_s = o.exposed_s + c.overlap_slowdown * o.hidden_s;
+  return o;
+}
+
+Overlapped not_overlapped(double comm_s) {
+  Overlapped o;
+  o.total_s = o.exposed_s = o.cost_s = std::max(comm_s, 0.0);
+  return o;
 }
 
 double link_efficiency(LinkKind kind, const CostConstants& c) {
@@ -84,6 +108,8 @@ double hierarchical_allreduce_time_s(double bytes, int64_t g, int64_t k, const L
 
 namespace {
 double activation_element_bytes(const ExecutionSpec& e) { return e.precision == Precision::FP32 ? 4 : 2; }
+// The peak of everything but FP8's matrix products: bf16 (fp8 recipes keep attention, norms and
+// logits in bf16), or fp32.
 double peak_flops(const ExecutionSpec& e, const GpuSpec& gpu) {
   return e.precision == Precision::FP32 ? gpu.fp32_flops : gpu.bf16_flops;
 }
@@ -93,20 +119,31 @@ LayerCompute layer_compute(const ModelSpec& m, const ExecutionSpec& e, int64_t t
                            const CostConstants& c) {
   LayerCompute lc;
   lc.tp = tp;
+  lc.attention = e.attention;
+  lc.fp8 = e.precision == Precision::FP8 && gpu.fp8_flops > 0;
   lc.tokens = e.micro_batch_size * m.seq_len;
   const double T = double(lc.tokens), h = double(m.hidden), t = double(tp), f = double(m.ffn_hidden);
   const double kv = double(m.kv_dim()), s = double(m.seq_len), d = double(m.head_dim());
   const double peak = peak_flops(e, gpu);
+  const double gemm_peak = lc.fp8 ? gpu.fp8_flops : peak;
+  const double gemm_eff = lc.fp8 ? c.fp8_gemm_efficiency : c.gemm_peak_efficiency;
   // Weight GEMMs, forward, per GPU of the TP group: column-parallel QKV and MLP-in,
   // row-parallel projection and MLP-out.
   const double mlp_in = double(m.mlp_matrices() - 1) * f / t;  // GELU: f/t; SwiGLU gate+up fused: 2f/t
-  lc.gemm_s = gemm_time_s(T, h, (h + 2 * kv) / t, 1, peak, c) + gemm_time_s(T, h / t, h, 1, peak, c) +
-              gemm_time_s(T, h, mlp_in, 1, peak, c) + gemm_time_s(T, f / t, h, 1, peak, c);
+  auto gemm = [&](double k, double n) { return gemm_time_s(T, k, n, 1, gemm_peak, gemm_eff, c); };
+  lc.gemm_s = gemm(h, (h + 2 * kv) / t) + gemm(h / t, h) + gemm(h, mlp_in) + gemm(f / t, h);
   lc.gemm_flops = 2 * T * h * ((h + 2 * kv) / t + h / t + mlp_in + f / t);
   // Attention: per head of this GPU, QK^T (s x d x s) and scores x V (s x s x d).
   const double batch = double(e.micro_batch_size) * double(m.heads) / t;
-  lc.attention_s = gemm_time_s(s, d, s, batch, peak, c) + gemm_time_s(s, s, d, batch, peak, c);
   lc.attention_flops = 4 * batch * s * s * d;
+  if (e.attention == Attention::Flash) {
+    // One fused kernel over the causal half of the scores; backward recomputes them.
+    lc.attention_s = lc.attention_flops / 2 / (peak * c.attention_efficiency) + c.kernel_overhead_s();
+    lc.attention_backward_s = c.flash_backward_factor * lc.attention_s;
+  } else {
+    lc.attention_s = gemm_time_s(s, d, s, batch, peak, c) + gemm_time_s(s, s, d, batch, peak, c);
+    lc.attention_backward_s = 2 * lc.attention_s;
+  }
   // Stored activations without recomputation (what the forward kernels write).
   ExecutionSpec plain = e;
   plain.recompute = Recompute::None;
@@ -115,8 +152,14 @@ LayerCompute layer_compute(const ModelSpec& m, const ExecutionSpec& e, int64_t t
   lc.attention_core_bytes = act.attention_scores_bytes;
   const double hbm = gpu.hbm_Bps * c.hbm_efficiency;
   const double scale = c.elementwise_traffic_per_stored_byte * activation_element_bytes(e) / 2;
-  lc.elementwise_s = scale * act.bytes / hbm;
   lc.attention_elementwise_s = scale * act.attention_scores_bytes / hbm;
+  lc.elementwise_s = scale * act.bytes / hbm;
+  if (lc.fp8) {
+    // Each weight GEMM's input is quantised to FP8 first (the weights once per step: not counted).
+    const double inputs = T * (h + h / t + h + f / t);
+    lc.fp8_cast_s = c.fp8_cast_bytes_per_element * inputs / hbm;
+    lc.elementwise_s += lc.fp8_cast_s;
+  }
   return lc;
 }
 
@@ -159,16 +202,27 @@ std::vector<StageTime> stage_times(const ModelSpec& m, const ExecutionSpec& e, c
   if (e.recompute == Recompute::Full) {
     recompute_per_layer = lc.forward_s();
     recompute_flops_per_layer = lc.forward_flops();
-  } else if (e.recompute == Recompute::Selective) {
+  } else if (e.recompute == Recompute::Selective && e.attention == Attention::Unfused) {
+    // Flash attention already recomputes the scores inside its backward: nothing more to redo.
     recompute_per_layer = lc.attention_s + lc.attention_elementwise_s;
     recompute_flops_per_layer = lc.attention_flops;
   }
+  // TP collectives per layer: overlapped with the layer's weight GEMMs when the stack does it
+  // (forward: its GEMMs; backward: dgrad + wgrad), pipelined in tp pieces of which the first waits.
+  const double recompute_tp = double(tc.backward_collectives - 2) * tc.collective_s;  // full recompute's
+  const Overlapped tp_fwd = e.overlap.tp ? overlap_with(tc.forward_s, lc.gemm_s, double(in.tp), c)
+                                         : not_overlapped(tc.forward_s);
+  const Overlapped tp_bwd = e.overlap.tp
+                                ? overlap_with(tc.backward_s, 2 * lc.gemm_s + (recompute_tp > 0 ? lc.gemm_s : 0),
+                                               double(in.tp), c)
+                                : not_overlapped(tc.backward_s);
   // Output layer: logits GEMM (T x h x V/t), then the fp32 softmax cross-entropy over them.
   const double logits_gemm_s = gemm_time_s(T, h, V / t, 1, peak, c);
   const double logits_flops = 2 * T * h * V / t;
   const double loss_s = c.elementwise_traffic_per_stored_byte * 4 * T * V / t / (gpu.hbm_Bps * c.hbm_efficiency);
 
   const auto layers = stage_layers(m.layers, in.pp, v);
+  const auto chunks = chunk_layers(m.layers, in.pp, v);
   std::vector<StageTime> out(layers.size());
   for (size_t i = 0; i < layers.size(); ++i) {
     StageTime& st = out[i];
@@ -182,16 +236,35 @@ std::vector<StageTime> stage_times(const ModelSpec& m, const ExecutionSpec& e, c
     st.compute_backward_s = L * lc.backward_s() + st.recompute_s;
     st.model_flops = 3 * L * lc.forward_flops();
     st.executed_flops = st.model_flops + L * recompute_flops_per_layer;
-    st.tp_comm_s = L * (tc.forward_s + tc.backward_s);
-    if (st.first && in.tp > 1) st.tp_comm_s += tc.collective_s;  // vocab-parallel embedding all-reduce
+    st.tp_total_s = L * (tc.forward_s + tc.backward_s);
+    st.tp_comm_s = L * (tp_fwd.cost_s + tp_bwd.cost_s);
+    st.tp_hidden_s = L * (tp_fwd.hidden_s + tp_bwd.hidden_s);
+    auto blocking_tp = [&](double x) {  // around the embedding and the logits: nothing to hide behind
+      st.tp_total_s += x;
+      st.tp_comm_s += x;
+    };
+    if (st.first && in.tp > 1) blocking_tp(tc.collective_s);  // vocab-parallel embedding all-reduce
     if (st.last) {
       st.compute_forward_s += logits_gemm_s + loss_s;
       st.compute_backward_s += 2 * logits_gemm_s + loss_s;
       st.model_flops += 3 * logits_flops;
       st.executed_flops += 3 * logits_flops;
-      if (in.tp > 1 && e.sequence_parallel) st.tp_comm_s += tc.collective_s;  // gather before logits, scatter back
+      if (in.tp > 1 && e.sequence_parallel) blocking_tp(tc.collective_s);  // gather before logits, scatter back
     }
-    if (in.pp > 1) st.pp_comm_s = 2.0 * double(v) * pc.message_s;
+    if (in.pp > 1) {
+      st.pp_total_s = 2.0 * double(v) * pc.message_s;
+      if (e.overlap.pp) {
+        // Asynchronous sends run while the stage computes its next chunk: each hides behind
+        // one chunk's forward (activation) or backward (gradient).
+        const double chunk = double(chunks[i]);
+        const Overlapped f = overlap_with(pc.message_s, chunk * lc.forward_s(), 0, c);
+        const Overlapped b = overlap_with(pc.message_s, chunk * lc.backward_s(), 0, c);
+        st.pp_comm_s = double(v) * (f.cost_s + b.cost_s);
+        st.pp_hidden_s = double(v) * (f.hidden_s + b.hidden_s);
+      } else {
+        st.pp_comm_s = st.pp_total_s;
+      }
+    }
   }
   return out;
 }
@@ -206,7 +279,7 @@ DpComm dp_comm(double gradient_bytes, int64_t dp, int zero, const GroupLink& lin
   d.nodes = link.domain_count();  // NVLink domains: the network starts at their edge
   d.gpus_per_node_in_group = std::max<int64_t>(members_per_node, 1);
   d.hierarchical = d.nodes > 1 && d.gpus_per_node_in_group > 1;
-  d.volume_factor = zero >= 3 ? 1.5 : 1.0;
+  d.volume_factor = zero >= 3 ? c.zero3_volume_factor : 1.0;
   double allreduce_s;
   if (d.hierarchical)
     allreduce_s = hierarchical_allreduce_time_s(gradient_bytes, d.gpus_per_node_in_group, d.nodes, cluster.intra,
@@ -215,7 +288,7 @@ DpComm dp_comm(double gradient_bytes, int64_t dp, int zero, const GroupLink& lin
     allreduce_s = ring_allreduce_time_s(gradient_bytes, dp, link, c);
   d.total_s = allreduce_s * d.volume_factor;
   // Buckets are reduced while backward still runs; the last bucket always waits.
-  const double last_bucket_s = d.total_s * std::min(1.0, c.dp_bucket_bytes / gradient_bytes);
+  const double last_bucket_s = d.total_s * std::min(1.0, c.dp_bucket_bytes() / gradient_bytes);
   d.exposed_s = std::max(d.total_s - overlap_window_s, last_bucket_s);
   return d;
 }

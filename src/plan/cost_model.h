@@ -2,40 +2,26 @@
 // the lint rules and the simulator (src/sim/) compute time the same way.
 //
 // Units: seconds, bytes, FLOP, bytes per second (core/units.h). Every function is pure.
-// Formulas and sources: docs/formulas.md. The constants below are ONE set for every
-// model and cluster; bench/plan/plan_calibration.cpp holds them against published runs.
+// Formulas and sources: docs/formulas.md. The efficiency factors are one table per GPU type
+// (data/cost/builtin.toml), the same for every model and layout; bench/plan/plan_calibration.cpp
+// holds them against published runs.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "core/cluster_spec.h"
+#include "core/cost_table.h"
 #include "core/execution_spec.h"
 #include "core/mesh.h"
 #include "core/model_spec.h"
 
 namespace trident::plan {
 
-// Achieved-over-peak factors. Physical meaning for each; none is fitted per run.
-struct CostConstants {
-  double gemm_peak_efficiency = 0.80;  // share of dense peak a large bf16 GEMM reaches (cuBLAS on A100)
-  double gemm_half_dim = 32;           // a GEMM dimension this small halves the efficiency (tile waste)
-  double hbm_efficiency = 0.80;        // share of HBM bandwidth memory-bound kernels reach
-  // HBM bytes moved by the non-GEMM kernels (LayerNorm, GELU, softmax, dropout, bias, residual)
-  // per byte of activation a layer stores (Korthikanti's 34sbh + 5as^2b): each stored tensor is
-  // written once, read again, and its producer read its input.
-  double elementwise_traffic_per_stored_byte = 2.5;
-  double nvlink_efficiency = 0.70;     // achieved bus bandwidth / link bandwidth, NVLink collectives (65-93%)
-  double pcie_efficiency = 0.75;
-  double network_efficiency = 0.90;    // InfiniBand / Ethernet
-  double kernel_overhead_s = 0;        // fixed cost per GEMM launch
-  double optimizer_bytes_per_param = 0;  // 0: derived from the precision recipe (see optimizer_time)
-  double dp_bucket_bytes = 40e6 * 4;   // gradient bucket (Megatron: 40M fp32 elements)
-  // Communication hidden behind compute still slows it (SM and HBM contention): this share of the
-  // hidden time is added to the step (formulas.md: 2-15%).
-  double overlap_slowdown = 0.10;
-};
+// Achieved-over-peak factors, per GPU type, as data (core/cost_table.h, data/cost/builtin.toml).
+using CostConstants = CostTable;
 
+// The built-in [default] table (A100-calibrated); estimates of a run use cost_table(run) instead.
 const CostConstants& default_constants();
 
 // ---------------------------------------------------------------------------------------------
@@ -58,8 +44,24 @@ std::vector<int64_t> stage_layers(int64_t layers, int64_t pp, int64_t virtual_st
 // m x k times k x n. efficiency = peak_eff * prod_d d / (d + half_dim): large GEMMs approach
 // peak_eff, thin ones (a small d) lose tiles to padding and waves.
 double gemm_efficiency(double m, double k, double n, const CostConstants& c);
+// Same curve towards another large-GEMM share (FP8: fp8_gemm_efficiency of the FP8 peak).
+double gemm_efficiency(double m, double k, double n, double peak_efficiency, const CostConstants& c);
 // 2mkn FLOP (batched: times batch) over peak * efficiency, plus the launch overhead.
 double gemm_time_s(double m, double k, double n, double batch, double peak_flops, const CostConstants& c);
+double gemm_time_s(double m, double k, double n, double batch, double peak_flops, double peak_efficiency,
+                   const CostConstants& c);
+
+// Communication overlapped with `window` seconds of compute. A pipelined overlap splits the
+// transfer in `steps` pieces and the first cannot hide (steps 0: a transfer issued ahead, all of
+// it can hide); what the window cannot cover stays exposed; the hidden part slows the compute by
+// overlap_slowdown of itself.
+struct Overlapped {
+  double total_s = 0, exposed_s = 0, hidden_s = 0;
+  double cost_s = 0;  // on the critical path: exposed + overlap_slowdown x hidden
+};
+Overlapped overlap_with(double comm_s, double window_s, double steps, const CostConstants& c);
+// Not overlapped: everything exposed.
+Overlapped not_overlapped(double comm_s);
 
 // ---------------------------------------------------------------------------------------------
 // Collectives (alpha-beta, Thakur et al. 2005). bytes = the full buffer S each rank holds.
@@ -83,16 +85,21 @@ struct LayerCompute {
   int64_t tokens = 0;  // b * s
   int64_t tp = 1;
   // forward pass of one layer
+  Attention attention = Attention::Unfused;
+  bool fp8 = false;                // weight GEMMs in FP8 (at the FP8 peak, plus casts)
   double gemm_flops = 0;           // QKV, projection, MLP: 24 b s h^2 / t (GPT); Llama per its shapes
-  double attention_flops = 0;      // QK^T and AV: 4 b s^2 h / t
+  double attention_flops = 0;      // QK^T and AV as model FLOPs: 4 b s^2 h / t (flash executes half: causal)
   double gemm_s = 0;               // time of the four weight GEMMs
-  double attention_s = 0;          // time of the two batched attention GEMMs
+  double attention_s = 0;          // unfused: the two batched GEMMs; flash: the fused forward kernel
+  double attention_backward_s = 0; // unfused: 2 x attention_s; flash: flash_backward_factor x attention_s
   double stored_activation_bytes = 0;  // what the layer keeps for backward (Korthikanti Table 2)
-  double attention_core_bytes = 0;     // the 5 a s^2 b / t part of it (softmax, dropout)
-  double elementwise_s = 0;        // memory-bound kernels, forward
-  double attention_elementwise_s = 0;  // softmax + dropout part of elementwise_s
+  double attention_core_bytes = 0;     // the 5 a s^2 b / t part of it (softmax, dropout); 0 with flash
+  double elementwise_s = 0;        // memory-bound kernels, forward (FP8 casts included)
+  double attention_elementwise_s = 0;  // softmax + dropout part of elementwise_s (0 with flash)
+  double fp8_cast_s = 0;           // FP8 quantisation of the GEMM inputs, part of elementwise_s
   double forward_s() const { return gemm_s + attention_s + elementwise_s; }
-  double backward_s() const { return 2 * forward_s(); }  // dgrad + wgrad for GEMMs; 2x traffic
+  // dgrad + wgrad for the weight GEMMs, 2x the memory traffic, attention per its kernels.
+  double backward_s() const { return 2 * (gemm_s + elementwise_s) + attention_backward_s; }
   double forward_flops() const { return gemm_flops + attention_flops; }
 };
 
@@ -130,8 +137,10 @@ struct StageTime {
   double compute_forward_s = 0;   // layers + embedding (first) + logits and loss (last)
   double compute_backward_s = 0;  // including recomputation
   double recompute_s = 0;         // the part of compute_backward_s that recomputes the forward
-  double tp_comm_s = 0;           // forward + backward TP collectives
-  double pp_comm_s = 0;           // its sends: 2 per chunk (activation forward, gradient backward)
+  double tp_comm_s = 0;           // forward + backward TP collectives on the critical path (after overlap)
+  double pp_comm_s = 0;           // its sends on the critical path: 2 per chunk (activation, gradient)
+  double tp_total_s = 0, tp_hidden_s = 0;  // TP collectives before overlap, and the part hidden
+  double pp_total_s = 0, pp_hidden_s = 0;
   double executed_flops = 0;      // with recomputation
   double model_flops = 0;         // without
   double total_s() const { return compute_forward_s + compute_backward_s + tp_comm_s + pp_comm_s; }
@@ -157,6 +166,8 @@ struct DpComm {
   double exposed_s = 0;            // what remains on the critical path
   double hidden_s = 0;             // total_s minus the exposed part (estimate() fills it, with the overlap slowdown)
   double embedding_sync_s = 0;     // tied embedding all-reduce between first and last stage
+  double layer_gather_s = 0;       // ZeRO-3: one layer's weight all-gather
+  double layer_scatter_s = 0;      // ZeRO-3: one layer's gradient reduce-scatter
 };
 DpComm dp_comm(double gradient_bytes, int64_t dp, int zero, const GroupLink& dp_link, int64_t members_per_node,
                const ClusterSpec& cluster, double overlap_window_s, const CostConstants& c);

@@ -47,15 +47,22 @@ Links mesh_links(const Mesh& mesh, const ClusterSpec& cluster) {
   return l;
 }
 
+Estimate estimate(const RunSpec& run, double overhead_bytes) { return estimate(run, overhead_bytes, cost_table(run)); }
+
 Estimate estimate(const RunSpec& run, double overhead_bytes, const CostConstants& c) {
   Mesh mesh(run.layout, run.cluster.gpus_per_node);
   return estimate_with_links(run, mesh_links(mesh, run.cluster), overhead_bytes, c);
+}
+
+Estimate estimate_with_links(const RunSpec& run, const Links& links, double overhead_bytes) {
+  return estimate_with_links(run, links, overhead_bytes, cost_table(run));
 }
 
 Estimate estimate_with_links(const RunSpec& run, const Links& links, double overhead_bytes,
                              const CostConstants& c) {
   Estimate e;
   e.run = run;
+  e.cost = c;
   e.links = links;
   const ModelSpec& m = run.model;
   const ExecutionSpec& x = run.exec;
@@ -80,6 +87,8 @@ Estimate estimate_with_links(const RunSpec& run, const Links& links, double over
   e.time.compute = mb * (slow.compute_forward_s + slow.compute_backward_s);
   e.time.tp_comm = mb * slow.tp_comm_s;
   e.time.pp_comm = mb * slow.pp_comm_s;
+  e.time.tp_hidden = mb * slow.tp_hidden_s;
+  e.time.pp_hidden = mb * slow.pp_hidden_s;
   e.time.bubble = e.pipeline.bubble_s;
 
   // Data-parallel reduction of the stage with the most parameters, hidden behind its last backward.
@@ -89,29 +98,52 @@ Estimate estimate_with_links(const RunSpec& run, const Links& links, double over
   const double params = e.memory[biggest].params.total();
   const StateBytes sb = state_bytes(x.precision, x.grad_bits);
   const StageTime& bst = e.stages[biggest];
-  const double window = bst.compute_backward_s + bst.tp_comm_s / 2;
+  // The backward it hides behind (none when the stack does not overlap DP).
+  const double window = x.overlap.dp ? bst.compute_backward_s + bst.tp_comm_s / 2 : 0.0;
   e.dp = dp_comm(params * sb.gradients, l.dp, x.zero, links.dp.link, links.dp.members_per_node, run.cluster,
                  window, c);
-  if (x.zero >= 1 && l.dp > 1) {
+  if (!x.overlap.dp) e.dp.exposed_s = e.dp.total_s;
+  auto half_allreduce = [&](double bytes) {
+    return dp_comm(bytes, l.dp, 0, links.dp.link, links.dp.members_per_node, run.cluster, 0, c).total_s / 2;
+  };
+  if (x.zero >= 1 && x.zero <= 2 && l.dp > 1) {
     // Sharded states: reduce-scatters hidden behind the backward they follow (all but the last
-    // bucket), weight all-gathers after the step (ZeRO 1/2) or before every pass (ZeRO 3, hidden
-    // behind the pass's compute except the first bucket).
+    // bucket), the weight all-gather after the step, hidden behind the next step's first forward
+    // when the stack overlaps it (Megatron's overlap_param_gather).
     const DpPhases ph = dp_phases(params * sb.gradients, params * sb.weights, l.dp, x.zero, e.micro_batches,
                                   links.dp.link, links.dp.members_per_node, run.cluster, c);
     auto hidden = [&](double t, double bytes, double behind) {
-      return std::max(t - behind, t * std::min(1.0, c.dp_bucket_bytes / std::max(bytes, 1.0)));
+      return std::max(t - behind, t * std::min(1.0, c.dp_bucket_bytes() / std::max(bytes, 1.0)));
     };
     const double rs_exposed = hidden(ph.reduce_scatter_s, params * sb.gradients, window);
-    double gather_exposed = 0;
-    if (x.zero >= 3)
-      gather_exposed = double(e.micro_batches) *
-                       (hidden(ph.gather_weights_s, params * sb.weights, bst.compute_forward_s) +
-                        hidden(ph.gather_weights_s, params * sb.weights, bst.compute_backward_s));
-    else
-      gather_exposed = ph.gather_weights_s;
+    const double gather_exposed = x.overlap.dp ? hidden(ph.gather_weights_s, params * sb.weights, bst.compute_forward_s)
+                                               : ph.gather_weights_s;
     e.dp.total_s = double(ph.reduce_scatters_per_step) * ph.reduce_scatter_s +
                    double(ph.weight_gathers_per_step) * ph.gather_weights_s;
     e.dp.exposed_s = double(ph.reduce_scatters_per_step) * rs_exposed + gather_exposed;
+  } else if (x.zero >= 3 && l.dp > 1) {
+    // ZeRO-3 / FSDP, layer by layer, every micro-batch: all-gather the layer's weights before its
+    // forward and again before its backward, reduce-scatter its gradients after. The next layer's
+    // gather runs behind this layer's compute; the first gather and the last reduce-scatter of a
+    // pass wait. A layer too short to cover its traffic leaves the rest exposed: network-bound.
+    const double layer_params = bst.layers > 0 ? e.memory[biggest].params.layer_params / double(bst.layers) : 0.0;
+    const double gather_s = half_allreduce(layer_params * sb.weights);
+    const double scatter_s = half_allreduce(layer_params * sb.gradients);
+    const double L = double(bst.layers);
+    const double fwd_layer = bst.layers > 0 ? (bst.compute_forward_s + bst.tp_comm_s / 3) / L : 0.0;
+    const double bwd_layer = bst.layers > 0 ? (bst.compute_backward_s + 2 * bst.tp_comm_s / 3) / L : 0.0;
+    double fwd_exposed, bwd_exposed;
+    if (x.overlap.dp) {
+      fwd_exposed = gather_s + (L - 1) * overlap_with(gather_s, fwd_layer, 0, c).exposed_s;
+      bwd_exposed = scatter_s + (L - 1) * overlap_with(gather_s + scatter_s, bwd_layer, 0, c).exposed_s;
+    } else {
+      fwd_exposed = L * gather_s;
+      bwd_exposed = L * (gather_s + scatter_s);
+    }
+    e.dp.total_s = mb * L * (2 * gather_s + scatter_s);
+    e.dp.exposed_s = mb * (fwd_exposed + bwd_exposed);
+    e.dp.layer_gather_s = gather_s;
+    e.dp.layer_scatter_s = scatter_s;
   }
   // Hidden traffic is not free: it slows the compute it overlaps.
   e.dp.hidden_s = std::max(0.0, e.dp.total_s - e.dp.exposed_s);
@@ -134,7 +166,9 @@ Estimate estimate_with_links(const RunSpec& run, const Links& links, double over
   e.model_flops = model_flops_per_step(m, x.global_batch_size, m.vocab);
   e.tokens_per_s = double(x.global_batch_size) * double(m.seq_len) / e.time.step;
   e.tflops_per_gpu = e.executed_flops / (world * e.time.step) / 1e12;
-  const double peak = x.precision == Precision::FP32 ? run.cluster.gpu.fp32_flops : run.cluster.gpu.bf16_flops;
+  const double peak = x.precision == Precision::FP32  ? run.cluster.gpu.fp32_flops
+                      : x.precision == Precision::FP8 ? run.cluster.gpu.fp8_flops
+                                                       : run.cluster.gpu.bf16_flops;
   e.mfu = e.model_flops / (world * e.time.step * peak);
   return e;
 }

@@ -32,12 +32,15 @@ struct TimeBreakdown {
   double tp_comm = 0;    // m x its TP collectives
   double pp_comm = 0;    // m x its pipeline sends
   double bubble = 0;     // fill and drain of the pipeline
-  double dp_comm = 0;    // exposed gradient reduction + tied-embedding sync
+  double dp_comm = 0;    // exposed gradient reduction (ZeRO-3: and weight gathers) + tied-embedding sync
+  double tp_hidden = 0;  // m x the slowest stage's TP time hidden behind compute (its slowdown is in tp_comm)
+  double pp_hidden = 0;
   double optimizer = 0;
 };
 
 struct Estimate {
   RunSpec run;
+  CostConstants cost;              // the table it was estimated with
   int64_t micro_batches = 0;       // m per pipeline
   int64_t vocab_padded = 0;
   Links links;
@@ -59,9 +62,11 @@ struct Estimate {
 };
 
 // Needs a run whose sizes check_run accepts (positive, world size matching, batch divisible).
-Estimate estimate(const RunSpec& run, double overhead_bytes, const CostConstants& c = default_constants());
+// Without a cost table: the run's own (cost_table(run): resolved, or built-in for its GPU).
+Estimate estimate(const RunSpec& run, double overhead_bytes);
+Estimate estimate(const RunSpec& run, double overhead_bytes, const CostConstants& c);
 // Same, with links already computed (the search caches them per layout).
-Estimate estimate_with_links(const RunSpec& run, const Links& links, double overhead_bytes,
-                             const CostConstants& c = default_constants());
+Estimate estimate_with_links(const RunSpec& run, const Links& links, double overhead_bytes);
+Estimate estimate_with_links(const RunSpec& run, const Links& links, double overhead_bytes, const CostConstants& c);
 
 }  // namespace trident::plan

@@ -101,6 +101,10 @@ std::string memory_fixes(const RunSpec& run, double overhead, const CostConstant
 
 }  // namespace
 
+LintResult lint_run(const RunSpec& run, const std::vector<Problem>& shape_problems, double overhead) {
+  return lint_run(run, shape_problems, overhead, cost_table(run));
+}
+
 LintResult lint_run(const RunSpec& run, const std::vector<Problem>& shape_problems, double overhead,
                     const CostConstants& c) {
   LintResult out;

@@ -38,8 +38,9 @@ bool is_shape_code(const std::string& code);
 
 // Lints a resolved run. shape_problems: the check_run problems (and world-size) already found;
 // when there are any, the estimate is skipped and only they and the layout-free checks are reported.
+LintResult lint_run(const RunSpec& run, const std::vector<Problem>& shape_problems, double overhead_bytes);
 LintResult lint_run(const RunSpec& run, const std::vector<Problem>& shape_problems, double overhead_bytes,
-                    const CostConstants& c = default_constants());
+                    const CostConstants& c);
 
 // Resolves the options like resolve_run, but turns shape problems into findings instead of
 // throwing; unusable input (unknown names, non-numbers, non-positive sizes) still throws InputError.

@@ -8,6 +8,8 @@ namespace trident::plan {
 
 StateBytes state_bytes(Precision precision, int grad_bits) {
   if (precision == Precision::FP32) return {4, 4, 8};  // weights, gradients, Adam moments
+  // FP8 (Transformer Engine) keeps the bf16 weights and an FP8 copy cached across micro-batches.
+  if (precision == Precision::FP8) return {3, grad_bits / 8.0, 12};
   return {2, grad_bits / 8.0, 12};                     // 16-bit weights, main grads, fp32 master + moments
 }
 
@@ -43,17 +45,20 @@ LayerActivations layer_activations(const ModelSpec& m, const ExecutionSpec& e, i
   // Inside (split by t): Q, K, V, projection input, MLP internals (GELU in + out 4sbf; SwiGLU 8sbf).
   const double inside = 2 * sbh + 4 * sbkv + 2 * sbh + (gpt ? 4 : 8) * sbf;
   // Attention scores: softmax output, dropout mask and output (5as^2b; 2as^2b without dropout).
-  const double scores = (gpt ? 5 : 2) * as2b;
+  // Flash attention never stores them, only the softmax statistics (one fp32 per row and head).
+  const bool flash = e.attention == Attention::Flash;
+  const double scores = flash ? 0.0 : (gpt ? 5 : 2) * as2b;
+  const double softmax_stats = flash ? 4.0 * double(m.heads) * m.seq_len * e.micro_batch_size : 0.0;  // fp32 bytes
   LayerActivations a;
   const double outside_held = e.sequence_parallel ? outside / t : outside;
-  a.full_layer_bytes = scale * (outside_held + inside / t + scores / t);
+  a.full_layer_bytes = scale * (outside_held + (inside + softmax_stats) / t + scores / t);
   switch (e.recompute) {
     case Recompute::None:
       a.attention_scores_bytes = scale * scores / t;
       a.bytes = a.full_layer_bytes;
       break;
     case Recompute::Selective:
-      a.bytes = scale * (outside_held + inside / t);
+      a.bytes = scale * (outside_held + (inside + softmax_stats) / t);
       break;
     case Recompute::Full:
       a.bytes = scale * 2 * sbh / (e.sequence_parallel ? t : 1.0);
@@ -113,6 +118,13 @@ std::vector<StageMemory> stage_memory(const ModelSpec& m, const ExecutionSpec& e
       s.activations_bytes += s.logits_bytes;
     }
     s.overhead_bytes = in.overhead_bytes;
+    if (e.zero >= 3 && in.dp > 1) {
+      // ZeRO-3 / FSDP gathers each layer's 16-bit weights whole before using it, and the next
+      // one ahead (prefetch): two layers' unsharded weights are resident besides the shards.
+      const ParamCount pc = count_parameters(m);
+      const double layer = double(pc.attention_per_layer + pc.mlp_per_layer) / t + double(pc.norms_per_layer);
+      s.gathered_weights_bytes = 2 * layer * 2;
+    }
   }
   return out;
 }

@@ -57,8 +57,10 @@ struct StageMemory {
   double logits_bytes = 0;        // last stage: fp32 logits (4 s b V / t) + loss
   double embedding_activation_bytes = 0;  // first stage: embedding output of micro-batches in flight
   double overhead_bytes = 0;
+  double gathered_weights_bytes = 0;  // ZeRO-3: the layer in use and the prefetched one, unsharded
   double total_bytes() const {
-    return weights_bytes + gradients_bytes + optimizer_bytes + activations_bytes + overhead_bytes;
+    return weights_bytes + gradients_bytes + optimizer_bytes + activations_bytes + overhead_bytes +
+           gathered_weights_bytes;
   }
 };
 

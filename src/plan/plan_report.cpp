@@ -17,9 +17,12 @@ std::string exec_summary(const RunSpec& r, int64_t m) {
   const ExecutionSpec& x = r.exec;
   std::string sched = to_string(x.schedule);
   if (x.schedule == ScheduleKind::Interleaved) sched += fmt::format(" (v {})", x.virtual_stages);
-  return fmt::format("micro-batch {} x {} per pipeline (global {}), {}, ZeRO {}, recompute {}{}, {}", x.micro_batch_size,
-                     m, x.global_batch_size, sched, x.zero, to_string(x.recompute),
-                     x.sequence_parallel ? ", sequence parallel" : "", to_string(x.precision));
+  return fmt::format("micro-batch {} x {} per pipeline (global {}), {}, ZeRO {}, recompute {}{}, {}, {} attention, "
+                     "overlap {}, {}-bit grads{}{}",
+                     x.micro_batch_size, m, x.global_batch_size, sched, x.zero, to_string(x.recompute),
+                     x.sequence_parallel ? ", sequence parallel" : "", to_string(x.precision), to_string(x.attention),
+                     to_string(x.overlap), x.grad_bits, r.model.tied_embeddings() ? ", tied embeddings" : "",
+                     x.stack.empty() ? "" : ", stack " + x.stack);
 }
 
 std::string link_text(const GroupLink& l) {
@@ -43,6 +46,16 @@ json stage_memory_json(const StageMemory& s) {
 
 }  // namespace
 
+json cost_json(const CostTable& c) {
+  json j = {{"gpu", c.gpu}, {"source", c.source}};
+  for (const auto& f : cost_fields()) j[f.name] = c.*(f.member);
+  return j;
+}
+
+std::string cost_text(const CostTable& c) {
+  return fmt::format("Cost table ({}, {}): {}\n", c.gpu, c.source, describe(c));
+}
+
 json layout_json(const RunSpec& r, int64_t m) {
   return {{"tp", r.layout.tp},
           {"pp", r.layout.pp},
@@ -57,6 +70,11 @@ json layout_json(const RunSpec& r, int64_t m) {
           {"recompute", to_string(r.exec.recompute)},
           {"sequence_parallel", r.exec.sequence_parallel},
           {"precision", to_string(r.exec.precision)},
+          {"attention", to_string(r.exec.attention)},
+          {"overlap", to_string(r.exec.overlap)},
+          {"grad_bits", r.exec.grad_bits},
+          {"tied_embeddings", r.model.tied_embeddings()},
+          {"stack", r.exec.stack},
           {"description", r.layout.describe()}};
 }
 
@@ -75,6 +93,7 @@ json candidate_json(const RunSpec& run, const Estimate* e, const std::vector<Fin
                        {"total", round3(gib(pm.total_bytes()))},
                        {"capacity", round3(gib(e->capacity_bytes))}};
     j["memory_stage"] = pm.stage;
+    j["cost_table"] = cost_json(e->cost);
     j["time_s"] = {{"step", round6(e->time.step)},       {"compute", round6(e->time.compute)},
                    {"tp_comm", round6(e->time.tp_comm)}, {"pp_comm", round6(e->time.pp_comm)},
                    {"dp_comm", round6(e->time.dp_comm)}, {"bubble", round6(e->time.bubble)},
@@ -179,9 +198,19 @@ std::string estimate_text(const Estimate& e, bool per_stage) {
                      : r.exec.zero == 2 ? fmt::format(" (ZeRO 2: a reduce-scatter per micro-batch, {} + one weight all-gather)", e.micro_batches)
                                         : fmt::format(" (ZeRO 3: a reduce-scatter per micro-batch and a weight all-gather per pass, {} + {})", e.micro_batches, 2 * e.micro_batches),
                      e.dp.hierarchical ? fmt::format(" (hierarchical: {} per node x {} nodes)", e.dp.gpus_per_node_in_group, e.dp.nodes) : "",
-                     e.dp.total_s, e.dp.hidden_s, e.dp.exposed_s, 100 * default_constants().overlap_slowdown,
+                     e.dp.total_s, e.dp.hidden_s, e.dp.exposed_s, 100 * e.cost.overlap_slowdown,
                      e.dp.embedding_sync_s > 0 ? fmt::format(" + tied-embedding sync {:.3f} s", e.dp.embedding_sync_s) : "");
   s += fmt::format("  optimizer: {:.3f} B params x {:g} B of HBM traffic\n", e.optimizer.params / 1e9, e.optimizer.bytes_per_param);
+  if (e.time.tp_hidden + e.time.pp_hidden > 0)
+    s += fmt::format("  overlap ({}): TP {:.3f} s and PP {:.3f} s hidden behind compute; TP and PP above are what stays "
+                     "exposed plus {:.0f}% of the hidden time as slowdown\n",
+                     to_string(r.exec.overlap), e.time.tp_hidden, e.time.pp_hidden, 100 * e.cost.overlap_slowdown);
+  if (r.exec.zero >= 3 && r.layout.dp > 1)
+    s += fmt::format("  ZeRO-3 per layer and micro-batch: weight all-gather {:.2f} ms (twice), gradient reduce-scatter "
+                     "{:.2f} ms, against {:.2f} ms of layer compute\n",
+                     1e3 * e.dp.layer_gather_s, 1e3 * e.dp.layer_scatter_s,
+                     1e3 * (st.compute_forward_s + st.compute_backward_s) / std::max<double>(1, double(st.layers)));
+  s += cost_text(e.cost);
   s += fmt::format("Throughput: {:.0f} tokens/s, {:.1f} TFLOP/s per GPU executed (with recompute), MFU {:.1f}%\n",
                    e.tokens_per_s, e.tflops_per_gpu, 100 * e.mfu);
   return s;

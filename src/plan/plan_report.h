@@ -16,6 +16,10 @@
 
 namespace trident::plan {
 
+// The cost table an estimate used: every factor, its GPU and where the values came from.
+nlohmann::json cost_json(const CostTable& cost);
+std::string cost_text(const CostTable& cost);  // one line, "Cost table (h100-80g, built-in): ..."
+
 nlohmann::json layout_json(const RunSpec& run, int64_t micro_batches);
 nlohmann::json candidate_json(const RunSpec& run, const Estimate* estimate, const std::vector<Finding>& findings,
                               bool per_stage);

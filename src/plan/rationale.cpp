@@ -208,4 +208,9 @@ std::vector<std::string> rationale(const ModelSpec& m, const ClusterSpec& cl, in
   return out;
 }
 
+std::vector<std::string> rationale(const ModelSpec& m, const ClusterSpec& cl, int64_t B, const SearchSpace& space,
+                                   const Estimate& win, double overhead) {
+  return rationale(m, cl, B, space, win, overhead, win.cost);
+}
+
 }  // namespace trident::plan

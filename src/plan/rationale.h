@@ -13,7 +13,10 @@ namespace trident::plan {
 
 std::vector<std::string> rationale(const ModelSpec& model, const ClusterSpec& cluster, int64_t global_batch,
                                    const SearchSpace& space, const Estimate& winner, double overhead_bytes,
-                                   const CostConstants& c = default_constants());
+                                   const CostConstants& c);
+// With the winner's cost table.
+std::vector<std::string> rationale(const ModelSpec& model, const ClusterSpec& cluster, int64_t global_batch,
+                                   const SearchSpace& space, const Estimate& winner, double overhead_bytes);
 
 // What the rules of thumb pick for this model and GPU: "plain DP", "PP+DP" or "TP+PP+DP".
 std::string rule_of_thumb(const ModelSpec& model, const ClusterSpec& cluster);

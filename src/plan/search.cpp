@@ -35,6 +35,11 @@ struct Schedule {
 }  // namespace
 
 SearchResult search(const ModelSpec& model, const ClusterSpec& cluster, int64_t global_batch,
+                    const SearchSpace& space, int top, double overhead) {
+  return search(model, cluster, global_batch, space, top, overhead, builtin_cost(cluster.gpu));
+}
+
+SearchResult search(const ModelSpec& model, const ClusterSpec& cluster, int64_t global_batch,
                     const SearchSpace& space, int top, double overhead, const CostConstants& c) {
   const auto t0 = std::chrono::steady_clock::now();
   SearchResult res;
@@ -49,6 +54,9 @@ SearchResult search(const ModelSpec& model, const ClusterSpec& cluster, int64_t 
   run.exec.global_batch_size = global_batch;
   run.exec.precision = space.precision;
   run.exec.grad_bits = space.grad_bits;
+  run.exec.attention = space.attention;
+  run.exec.overlap = space.overlap;
+  run.cost = c;
 
   auto better = [](const Estimate& a, const Estimate& b) {
     if (a.tokens_per_s != b.tokens_per_s) return a.tokens_per_s > b.tokens_per_s;
@@ -122,8 +130,9 @@ SearchResult search(const ModelSpec& model, const ClusterSpec& cluster, int64_t 
           for (int zero = 0; zero <= 3; ++zero) {
             if (space.zero ? zero != *space.zero : false) continue;
             if (zero > 0 && dp == 1 && !space.zero) continue;  // nothing to shard over
-            if (zero >= 2 && pp > 1) {
-              reject("ZeRO-2/3 with pipeline parallel (unsupported by Megatron and DeepSpeed)", n_orders * 3);
+            if (zero == 2 && pp > 1) {
+              // ZeRO-3 / FSDP with pipeline parallel is a real recipe (torchtitan) and is searched.
+              reject("ZeRO-2 with pipeline parallel (unsupported by Megatron and DeepSpeed)", n_orders * 3);
               continue;
             }
             for (Recompute rc : {Recompute::None, Recompute::Selective, Recompute::Full}) {

@@ -26,6 +26,8 @@ struct SearchSpace {
   std::optional<std::string> order;
   Precision precision = Precision::BF16;
   int grad_bits = 32;
+  Attention attention = Attention::Unfused;  // the stack's settings, not searched
+  Overlap overlap;
   int64_t max_micro_batch = 16;
   // Speed-ups that do not change the result (the benchmark turns them off to show what they save):
   bool prune_dominated = true;  // skip gpipe (1f1b is as fast with less memory) and sequence parallel off
@@ -43,7 +45,8 @@ struct SearchResult {
 };
 
 SearchResult search(const ModelSpec& model, const ClusterSpec& cluster, int64_t global_batch,
-                    const SearchSpace& space, int top, double overhead_bytes,
-                    const CostConstants& c = default_constants());
+                    const SearchSpace& space, int top, double overhead_bytes);  // built-in table of the GPU
+SearchResult search(const ModelSpec& model, const ClusterSpec& cluster, int64_t global_batch,
+                    const SearchSpace& space, int top, double overhead_bytes, const CostConstants& c);
 
 }  // namespace trident::plan

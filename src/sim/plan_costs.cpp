@@ -38,6 +38,8 @@ GroupLink boundary_link(const Mesh& mesh, const ClusterSpec& cluster, int64_t fr
 
 }  // namespace
 
+PlannedCosts costs_from_plan(const RunSpec& run) { return costs_from_plan(run, cost_table(run)); }
+
 PlannedCosts costs_from_plan(const RunSpec& run, const plan::CostConstants& c) {
   PlannedCosts out;
   const Mesh mesh(run.layout, run.cluster.gpus_per_node);
@@ -119,7 +121,7 @@ PlannedCosts costs_from_plan(const RunSpec& run, const plan::CostConstants& c) {
     } else {
       sc.dp_reduce_s = dp.total_s;
     }
-    sc.dp_buckets = std::max<int64_t>(1, int64_t(std::ceil(grad_bytes / c.dp_bucket_bytes)));
+    sc.dp_buckets = std::max<int64_t>(1, int64_t(std::ceil(grad_bytes / c.dp_bucket_bytes())));
     if (p > 1 && (s == 0 || s == p - 1)) sc.embedding_sync_s = est.dp.embedding_sync_s;
     sc.optimizer_s =
         plan::optimizer_time(params / (x.zero >= 1 ? double(l.dp) : 1.0), x.precision, x.grad_bits, run.cluster.gpu, c)

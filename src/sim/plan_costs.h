@@ -34,6 +34,8 @@ struct PlannedCosts {
 };
 
 // `run` must pass check_run (resolve_run does that).
-PlannedCosts costs_from_plan(const RunSpec& run, const plan::CostConstants& constants = plan::default_constants());
+// Without a cost table: the run's own (cost_table(run)).
+PlannedCosts costs_from_plan(const RunSpec& run);
+PlannedCosts costs_from_plan(const RunSpec& run, const plan::CostConstants& constants);
 
 }  // namespace trident::sim

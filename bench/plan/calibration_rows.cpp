@@ -1,0 +1,131 @@
+#include "calibration_rows.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/problems.h"
+
+namespace trident::calibration {
+namespace {
+
+std::vector<std::string> split(const std::string& line) {
+  std::vector<std::string> out;
+  std::stringstream in(line);
+  std::string cell;
+  while (std::getline(in, cell, ',')) out.push_back(cell);
+  if (!line.empty() && line.back() == ',') out.push_back("");
+  return out;
+}
+
+// The cluster preset whose GPU is `gpu` (catalog key), with 8 GPUs per node.
+ClusterSpec cluster_for(const std::string& gpu) {
+  for (const auto& name : cluster_preset_names()) {
+    ClusterSpec c = cluster_preset(name);
+    if (c.gpu.name == gpu_preset(gpu).name && c.intra.kind == LinkKind::NVLink) return c;
+  }
+  ClusterSpec c = cluster_preset("dgx-a100-80g");
+  c.gpu = gpu_preset(gpu);
+  return c;
+}
+
+}  // namespace
+
+std::vector<Row> read_rows(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw InputError({{"cannot read calibration file " + path, "check the path", "calibration"}});
+  const std::string source = std::filesystem::path(path).stem().string();
+  std::vector<Row> rows;
+  std::vector<std::string> header;
+  std::string line;
+  int line_no = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty() || line[0] == '#') continue;
+    auto cells = split(line);
+    if (header.empty()) {
+      header = cells;
+      continue;
+    }
+    auto col = [&](const std::string& name) -> std::string {
+      for (size_t i = 0; i < header.size(); ++i)
+        if (header[i] == name) return i < cells.size() ? cells[i] : "";
+      return "";
+    };
+    auto num = [&](const std::string& name) -> int64_t {
+      try {
+        return std::stoll(col(name));
+      } catch (const std::exception&) {
+        throw InputError({{path + " line " + std::to_string(line_no) + ": column '" + name + "' is '" + col(name) +
+                               "', not a whole number",
+                           "fix the row", "calibration"}});
+      }
+    };
+    Row r;
+    r.source = source;
+    r.name = col("name");
+    RunSpec& run = r.run;
+    run.model.name = r.name;
+    run.model.family = col("family") == "llama" ? ModelFamily::Llama : ModelFamily::GPT;
+    run.model.layers = num("layers");
+    run.model.hidden = num("hidden");
+    run.model.heads = num("heads");
+    run.model.kv_heads = col("kv_heads").empty() ? run.model.heads : num("kv_heads");
+    run.model.ffn_hidden = col("ffn_hidden").empty() ? 4 * run.model.hidden : num("ffn_hidden");
+    run.model.seq_len = num("seq");
+    run.model.vocab = num("vocab");
+    run.cluster = cluster_for(col("gpu"));
+    run.cluster.gpus_per_node = num("gpus_per_node");
+    const int64_t gpus = num("gpus");
+    run.cluster.nodes = (gpus + run.cluster.gpus_per_node - 1) / run.cluster.gpus_per_node;
+    run.layout.tp = num("tp");
+    run.layout.pp = num("pp");
+    run.layout.dp = num("dp");
+    run.layout.order = col("order").empty() ? "tp-dp-pp" : col("order");
+    ExecutionSpec& x = run.exec;
+    if (!col("stack").empty()) {
+      const StackPreset* s = find_stack(col("stack"));
+      if (!s) throw InputError({{path + ": unknown stack '" + col("stack") + "'", "use " + join_choices(stack_names()), "calibration"}});
+      apply_stack(*s, x);
+    }
+    x.global_batch_size = num("global_batch");
+    x.micro_batch_size = num("micro_batch");
+    x.virtual_stages = num("virtual_stages");
+    x.schedule = x.virtual_stages > 1 ? ScheduleKind::Interleaved : ScheduleKind::OneFOneB;
+    parse_recompute(col("recompute"), x.recompute);
+    x.sequence_parallel = col("sequence_parallel") == "1";
+    if (!col("precision").empty()) parse_precision(col("precision"), x.precision);
+    if (!col("zero").empty()) x.zero = int(num("zero"));
+    if (!col("attention").empty()) parse_attention(col("attention"), x.attention);
+    if (!col("overlap").empty()) parse_overlap(col("overlap"), x.overlap);
+    if (!col("grad_bits").empty()) x.grad_bits = int(num("grad_bits"));
+    try {
+      r.published_s = std::stod(col("iteration_s"));
+    } catch (const std::exception&) {
+      throw InputError({{path + " line " + std::to_string(line_no) + ": no iteration_s", "fix the row", "calibration"}});
+    }
+    r.published_mfu = col("mfu_pct");
+    Problems p;
+    check_run(run, true, p);
+    p.throw_if_any();
+    rows.push_back(std::move(r));
+  }
+  return rows;
+}
+
+std::vector<Row> read_folder(const std::string& folder) {
+  std::vector<std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(folder))
+    if (entry.path().extension() == ".csv") files.push_back(entry.path().string());
+  std::sort(files.begin(), files.end());
+  std::vector<Row> rows;
+  for (const auto& f : files) {
+    auto more = read_rows(f);
+    rows.insert(rows.end(), more.begin(), more.end());
+  }
+  return rows;
+}
+
+}  // namespace trident::calibration

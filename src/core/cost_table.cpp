@@ -1,0 +1,197 @@
+#include "core/cost_table.h"
+
+#include <fmt/format.h>
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+
+namespace trident {
+
+extern const char* const kBuiltinCostToml;  // generated from data/cost/builtin.toml (src/core/CMakeLists.txt)
+
+const std::vector<CostField>& cost_fields() {
+  static const std::vector<CostField> fields = {
+      {"gemm_peak_efficiency", &CostTable::gemm_peak_efficiency, "share of the 16-bit peak a large GEMM reaches"},
+      {"gemm_half_dim", &CostTable::gemm_half_dim, "GEMM dimension that halves the efficiency"},
+      {"fp8_gemm_efficiency", &CostTable::fp8_gemm_efficiency, "share of the FP8 peak a large FP8 GEMM reaches"},
+      {"attention_efficiency", &CostTable::attention_efficiency, "fused attention: share of the 16-bit peak"},
+      {"flash_backward_factor", &CostTable::flash_backward_factor, "fused attention backward over forward"},
+      {"hbm_efficiency", &CostTable::hbm_efficiency, "share of HBM bandwidth memory-bound kernels reach"},
+      {"elementwise_traffic_per_stored_byte", &CostTable::elementwise_traffic_per_stored_byte,
+       "HBM bytes of non-GEMM kernels per stored activation byte"},
+      {"fp8_cast_bytes_per_element", &CostTable::fp8_cast_bytes_per_element, "HBM bytes to cast one GEMM input to FP8"},
+      {"nvlink_efficiency", &CostTable::nvlink_efficiency, "NVLink collectives: bus bandwidth over link bandwidth"},
+      {"pcie_efficiency", &CostTable::pcie_efficiency, "PCIe collectives: bus bandwidth over link bandwidth"},
+      {"network_efficiency", &CostTable::network_efficiency, "InfiniBand/Ethernet: bus bandwidth over link bandwidth"},
+      {"zero3_volume_factor", &CostTable::zero3_volume_factor, "ZeRO-3 traffic over a gradient all-reduce"},
+      {"kernel_launch_us", &CostTable::kernel_launch_us, "fixed cost per GEMM launch, microseconds"},
+      {"overlap_slowdown", &CostTable::overlap_slowdown, "slowdown of compute per second of hidden communication"},
+      {"dp_bucket_mb", &CostTable::dp_bucket_mb, "gradient bucket size, MB"},
+      {"optimizer_bytes_per_param", &CostTable::optimizer_bytes_per_param,
+       "optimizer HBM bytes per parameter (0: from the precision)"},
+  };
+  return fields;
+}
+
+const std::string& builtin_cost_text() {
+  static const std::string text = kBuiltinCostToml;
+  return text;
+}
+
+namespace {
+
+std::string canonical_key(std::string key) {
+  std::replace(key.begin(), key.end(), '-', '_');
+  return key;
+}
+
+const CostField* find_field(const std::string& key) {
+  const std::string k = canonical_key(key);
+  for (const auto& f : cost_fields())
+    if (k == f.name) return &f;
+  return nullptr;
+}
+
+// The catalog key of a GPU ("h100-80g"), or its name when it is not from the catalog.
+std::string gpu_key(const GpuSpec& gpu) {
+  for (const auto& k : gpu_preset_names())
+    if (gpu_preset(k).name == gpu.name) return k;
+  return gpu.name;
+}
+
+bool set_fields(const toml::table& t, const std::string& where, CostTable& table, Problems& problems) {
+  bool any = false;
+  for (const auto& [k, node] : t) {
+    const std::string key(k.str());
+    const CostField* f = find_field(key);
+    if (!f) {
+      problems.add("unknown cost key '" + key + "' in " + where,
+                   "use one of the keys of data/cost/builtin.toml (run with --help to list them)", "cost-key");
+      continue;
+    }
+    auto v = node.value<double>();
+    if (!v || !(*v >= 0)) {
+      problems.add("cost key '" + key + "' in " + where + " must be a number of 0 or more", "write " + key + " = 0.8",
+                   "cost-key");
+      continue;
+    }
+    table.*(f->member) = *v;
+    any = true;
+  }
+  return any;
+}
+
+}  // namespace
+
+void apply_cost_toml(const std::string& text, const std::string& origin, const GpuSpec& gpu, CostTable& table,
+                     Problems& problems) {
+  toml::table root;
+  try {
+    root = toml::parse(text, origin);
+  } catch (const toml::parse_error& e) {
+    problems.add("malformed TOML in " + origin + " at line " + std::to_string(e.source().begin.line) + ": " +
+                     std::string(e.description()),
+                 "fix the TOML syntax of the cost table", "cost-file");
+    return;
+  }
+  const std::string key = gpu_key(gpu);
+  // Flat keys and [cost] and [default] apply to every GPU; a table named by the GPU's key to it.
+  toml::table flat;
+  for (const auto& [k, node] : root)
+    if (!node.is_table()) flat.insert(k, node);
+  set_fields(flat, origin, table, problems);
+  for (const char* common : {"cost", "default"})
+    if (const toml::table* t = root[common].as_table()) set_fields(*t, origin + " [" + common + "]", table, problems);
+  for (const auto& [k, node] : root) {
+    const std::string name(k.str());
+    const toml::table* t = node.as_table();
+    if (!t || name == "cost" || name == "default") continue;
+    if (!is_gpu_preset(name) && name != key) {
+      problems.add("unknown table [" + name + "] in cost file " + origin,
+                   "name a GPU of the catalog (" + join_choices(gpu_preset_names()) + "), or use [default]",
+                   "cost-file");
+      continue;
+    }
+    if (name == key) {
+      set_fields(*t, origin + " [" + name + "]", table, problems);
+    } else {
+      CostTable scratch;  // still check the keys of other GPUs' tables
+      set_fields(*t, origin + " [" + name + "]", scratch, problems);
+    }
+  }
+}
+
+CostTable builtin_cost(const GpuSpec& gpu) {
+  // Parsed once per GPU: the search asks for it per candidate.
+  static std::mutex mutex;
+  static std::map<std::string, CostTable> cache;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = cache.find(gpu.name);
+  if (it != cache.end()) return it->second;
+  CostTable t;
+  Problems p;
+  apply_cost_toml(builtin_cost_text(), "data/cost/builtin.toml", gpu, t, p);
+  t.gpu = gpu_key(gpu);
+  t.source = "built-in";
+  cache.emplace(gpu.name, t);
+  return t;
+}
+
+std::vector<OptionDef> cost_options() {
+  std::vector<OptionDef> out = {{"cost", "cost", "cost table TOML (the form of data/cost/builtin.toml) over the built-in one",
+                                  false, "FILE", "built-in"}};
+  for (const auto& f : cost_fields()) {
+    std::string name = f.name;
+    std::replace(name.begin(), name.end(), '_', '-');
+    out.push_back({name, "cost", f.help, false, "NUM", "built-in table of the GPU"});
+  }
+  return out;
+}
+
+CostTable resolve_cost(const OptionValues& values, const GpuSpec& gpu, Problems& problems) {
+  CostTable t = builtin_cost(gpu);
+  std::vector<std::string> sources = {"built-in"};
+  if (auto path = values.get_string("cost")) {
+    std::ifstream in(*path);
+    if (!in) {
+      problems.add("cannot read cost table '" + *path + "'", "check the path given to --cost", "cost-file");
+    } else {
+      std::stringstream text;
+      text << in.rdbuf();
+      apply_cost_toml(text.str(), *path, gpu, t, problems);
+      sources.push_back(*path);
+    }
+  }
+  bool keys = false;
+  for (const auto& f : cost_fields()) {
+    std::string name = f.name;
+    std::replace(name.begin(), name.end(), '_', '-');
+    if (auto v = values.get_double(name, problems)) {
+      if (!(*v >= 0)) {
+        problems.add(fmt::format("--{} {} is negative", name, *v), "give a value of 0 or more", "cost-key");
+        continue;
+      }
+      t.*(f.member) = *v;
+      keys = true;
+    }
+  }
+  if (keys) sources.push_back("[cost] keys");
+  t.source = fmt::format("{}", [&] {
+    std::string s;
+    for (const auto& x : sources) s += (s.empty() ? "" : " + ") + x;
+    return s;
+  }());
+  return t;
+}
+
+std::string describe(const CostTable& t) {
+  std::string s;
+  for (const auto& f : cost_fields()) s += fmt::format("{}{} {:g}", s.empty() ? "" : ", ", f.name, t.*(f.member));
+  return s;
+}
+
+}  // namespace trident
