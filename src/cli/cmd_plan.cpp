@@ -69,6 +69,7 @@ plan::SearchSpace fixed_dimensions(const OptionValues& v, const ExecutionSpec& e
   s.grad_bits = exec.grad_bits;
   s.attention = exec.attention;
   s.overlap = exec.overlap;
+  s.stack = exec.stack;
   return s;
 }
 

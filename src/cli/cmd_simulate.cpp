@@ -13,11 +13,13 @@
 #include "cli/html_report.h"
 #include "cli/simulated_step.h"
 #include "core/run_spec.h"
+#include "core/units.h"
 #include "report/chrome_trace.h"
 #include "report/pipeline_svg.h"
 #include "report/time_to_train.h"
 #include "report/topology_report.h"
 #include "schedule/schedule.h"
+#include "plan/plan_options.h"
 #include "plan/plan_report.h"
 #include "sim/plan_costs.h"
 #include "sim/sim_timeline.h"
@@ -36,6 +38,28 @@ struct SimulateArgs {
 };
 
 std::string ms(double s) { return fmt::format("{:.2f} ms", s * 1e3); }
+
+// --overhead-gib, as plan and lint take it: the same memory in all three.
+std::vector<OptionDef> overhead_option() {
+  std::vector<OptionDef> out;
+  for (const auto& d : plan::plan_options())
+    if (d.name == "overhead-gib") out.push_back(d);
+  return out;
+}
+
+nlohmann::json memory_json(const plan::Estimate& e) {
+  const plan::StageMemory& pm = e.peak_memory();
+  return {{"stage", pm.stage},
+          {"total_gib", gib(pm.total_bytes())},
+          {"capacity_gib", gib(e.capacity_bytes)},
+          {"fits", e.fits},
+          {"weights_gib", gib(pm.weights_bytes)},
+          {"gradients_gib", gib(pm.gradients_bytes)},
+          {"optimizer_gib", gib(pm.optimizer_bytes)},
+          {"activations_gib", gib(pm.activations_bytes)},
+          {"gathered_weights_gib", gib(pm.gathered_weights_bytes)},
+          {"overhead_gib", gib(pm.overhead_bytes)}};
+}
 
 nlohmann::json to_json(const RunSpec& run, const sim::PlannedCosts& pc, const sim::SimResult& r, double closed_form) {
   using nlohmann::json;
@@ -77,6 +101,7 @@ nlohmann::json to_json(const RunSpec& run, const sim::PlannedCosts& pc, const si
           {"stages", stages},
           {"exposed_comm_s", {{"tp", r.exposed_tp_s()}, {"pp", r.exposed_pp_s()}, {"dp", r.exposed_dp_s()}}},
           {"planner_step_s", pc.estimate.time.step},
+          {"memory", memory_json(pc.estimate)},
           {"schedule", to_string(run.exec.schedule)},
           {"attention", to_string(run.exec.attention)},
           {"overlap", to_string(run.exec.overlap)},
@@ -105,6 +130,13 @@ std::string to_text(const RunSpec& run, const Mesh& mesh, const sim::PlannedCost
                    x.stack.empty() ? "" : ", stack " + x.stack);
   s += "  (one pipeline simulated: every DP replica and TP rank of a stage runs the same program)\n\n";
   const double planner = pc.estimate.time.step;
+  const plan::StageMemory& pm = pc.estimate.peak_memory();
+  s += fmt::format("  memory        stage {} (most loaded) {:.1f} GiB per GPU of {:.1f} GiB: {} (weights {:.1f} + gradients "
+                   "{:.1f} + optimizer {:.1f} + activations {:.1f} + overhead {:.1f} GiB)\n",
+                   pm.stage, gib(pm.total_bytes()), gib(pc.estimate.capacity_bytes),
+                   pc.estimate.fits ? "fits" : "DOES NOT FIT: the run would stop out of memory", gib(pm.weights_bytes),
+                   gib(pm.gradients_bytes), gib(pm.optimizer_bytes), gib(pm.activations_bytes + pm.gathered_weights_bytes),
+                   gib(pm.overhead_bytes));
   s += fmt::format("  step time     simulator {:.3f} s   planner {:.3f} s   ({:+.1f}%)\n", r.step_s, planner,
                    planner > 0 ? (r.step_s / planner - 1) * 100 : 0.0);
   s += fmt::format("  pipeline      {:.3f} s until the last backward; bubble share {:.1f}% (closed form {:.1f}%{})\n",
@@ -147,7 +179,7 @@ Runner setup_simulate(CLI::App& cmd) {
   auto args = std::make_shared<SimulateArgs>();
   args->options = std::make_unique<CliOptions>(
       cmd, concat({model_options(), cluster_options(), layout_options(), execution_options(), cost_options(),
-                   time_to_train_options()}));
+                   time_to_train_options(), overhead_option()}));
   cmd.add_flag("--json", args->json, "print JSON instead of the table");
   cmd.add_option("--trace", args->trace_path, "write a Chrome trace (open in ui.perfetto.dev) to FILE.json")
       ->type_name("FILE");
@@ -164,6 +196,7 @@ Runner setup_simulate(CLI::App& cmd) {
     const TrainBudget budget = resolve_train_budget(values, problems);
     check_outputs({{args->trace_path, "--trace"}, {args->svg_path, "--svg"}, {args->html_path, "--html"}},
                   args->options->input_paths(), problems);
+    const plan::OutputOptions out = plan::resolve_output(values, problems);  // --overhead-gib
     problems.throw_if_any();
     const RunSpec run = resolve_run(values, /*check_batch=*/true);
     const int64_t m = run.exec.micro_batches(run.layout.dp);
@@ -183,7 +216,7 @@ Runner setup_simulate(CLI::App& cmd) {
     shape.throw_if_any();
 
     const Mesh mesh(run.layout, run.cluster.gpus_per_node);
-    const SimulatedStep step = simulate_step(run);
+    const SimulatedStep step = simulate_step(run, out.overhead_bytes);
     const sim::PlannedCosts& pc = step.costs;
     const PipelineSchedule& schedule = step.schedule;
     const sim::SimResult& r = step.result;

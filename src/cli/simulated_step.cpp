@@ -6,11 +6,11 @@
 
 namespace trident::cli {
 
-SimulatedStep simulate_step(const RunSpec& run) {
+SimulatedStep simulate_step(const RunSpec& run, double overhead_bytes) {
   SimulatedStep s;
   s.micro_batches = run.exec.micro_batches(run.layout.dp);
   s.virtual_stages = run.exec.schedule == ScheduleKind::Interleaved ? run.exec.virtual_stages : 1;
-  s.costs = sim::costs_from_plan(run);
+  s.costs = sim::costs_from_plan(run, overhead_bytes);
   s.schedule = build_schedule(run.exec.schedule, run.layout.pp, s.micro_batches, s.virtual_stages);
   s.result = sim::simulate(s.schedule, s.costs.costs);
   const int64_t p = run.layout.pp, m = s.micro_batches;

@@ -22,7 +22,7 @@ struct SimulatedStep {
 };
 
 // `run` must pass check_run; throws InputError when the schedule cannot take its shape.
-SimulatedStep simulate_step(const RunSpec& run);
+SimulatedStep simulate_step(const RunSpec& run, double overhead_bytes = 0);
 
 // "ranks 0-7" or "ranks 0,8,.." for the first replica's stage s.
 std::string stage_ranks(const Mesh& mesh, int64_t stage);

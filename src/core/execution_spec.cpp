@@ -18,7 +18,7 @@ constexpr Names<Recompute> kRecomputes[] = {
     {Recompute::None, "none"}, {Recompute::Selective, "selective"}, {Recompute::Full, "full"}};
 constexpr Names<Precision> kPrecisions[] = {
     {Precision::BF16, "bf16"}, {Precision::FP16, "fp16"}, {Precision::FP32, "fp32"}, {Precision::FP8, "fp8"}};
-constexpr Names<Attention> kAttentions[] = {{Attention::Unfused, "unfused"}, {Attention::Flash, "flash"}};
+constexpr Names<AttentionKind> kAttentions[] = {{AttentionKind::Unfused, "unfused"}, {AttentionKind::Flash, "flash"}};
 
 template <typename E, size_t N>
 std::string name_of(const Names<E> (&table)[N], E v) {
@@ -52,8 +52,8 @@ bool parse_precision(const std::string& t, Precision& out) { return parse(kPreci
 std::vector<std::string> schedule_names() { return names(kSchedules); }
 std::vector<std::string> recompute_names() { return names(kRecomputes); }
 std::vector<std::string> precision_names() { return names(kPrecisions); }
-std::string to_string(Attention a) { return name_of(kAttentions, a); }
-bool parse_attention(const std::string& t, Attention& out) { return parse(kAttentions, t, out); }
+std::string to_string(AttentionKind a) { return name_of(kAttentions, a); }
+bool parse_attention(const std::string& t, AttentionKind& out) { return parse(kAttentions, t, out); }
 std::vector<std::string> attention_names() { return names(kAttentions); }
 
 std::string to_string(const Overlap& o) {
@@ -91,21 +91,21 @@ bool parse_overlap(const std::string& text, Overlap& out) {
 const std::vector<StackPreset>& stack_presets() {
   static const std::vector<StackPreset> stacks = {
       {"trident", "what `trident train` runs (the defaults): unfused attention, DP overlap only, fp32 grads",
-       Attention::Unfused, {false, true, false}, 32, -1, false},
+       AttentionKind::Unfused, {false, true, false}, 32, -1, false},
       {"megatron-lm-2021",
        "Megatron-LM as in Narayanan 2021 / Korthikanti 2022: unfused attention, bucketed DP overlap, fp32 main grads",
-       Attention::Unfused, {false, true, false}, 32, -1, false},
+       AttentionKind::Unfused, {false, true, false}, 32, -1, false},
       {"megatron-core-te",
        "Megatron-Core / NeMo with Transformer Engine: flash attention, TP/DP/PP overlap, distributed optimizer "
        "(ZeRO 1), sequence parallel, bf16 gradient reduction",
-       Attention::Flash, {true, true, true}, 16, 1, true},
+       AttentionKind::Flash, {true, true, true}, 16, 1, true},
       {"deepspeed",
        "DeepSpeed ZeRO: flash attention, overlapped gradient reduction (overlap_comm), 16-bit gradients, ZeRO 1",
-       Attention::Flash, {false, true, false}, 16, 1, false},
+       AttentionKind::Flash, {false, true, false}, 16, 1, false},
       {"torchtitan",
        "torchtitan: FSDP2 (ZeRO 3) with prefetched all-gathers, PyTorch SDPA flash attention, async TP, fp32 "
        "gradient reduction",
-       Attention::Flash, {true, true, false}, 32, 3, false},
+       AttentionKind::Flash, {true, true, false}, 32, 3, false},
   };
   return stacks;
 }

@@ -19,7 +19,7 @@ enum class Recompute { None, Selective, Full };
 enum class Precision { BF16, FP16, FP32, FP8 };
 // unfused: attention as two batched GEMMs with the s x s scores stored (softmax, dropout) for
 // backward. flash: fused kernels that never store the scores (FlashAttention, cuDNN fused).
-enum class Attention { Unfused, Flash };
+enum class AttentionKind { Unfused, Flash };
 
 // Communications the software stack hides behind compute. Hidden time still slows the compute
 // it overlaps (CostTable::overlap_slowdown); what the compute cannot cover stays exposed.
@@ -36,8 +36,8 @@ bool parse_overlap(const std::string& text, Overlap& out);
 std::string to_string(ScheduleKind s);  // "gpipe", "1f1b", "interleaved", "zb-h1"
 std::string to_string(Recompute r);     // "none", "selective", "full"
 std::string to_string(Precision p);     // "bf16", "fp16", "fp32", "fp8"
-std::string to_string(Attention a);     // "unfused", "flash"
-bool parse_attention(const std::string& text, Attention& out);
+std::string to_string(AttentionKind a);     // "unfused", "flash"
+bool parse_attention(const std::string& text, AttentionKind& out);
 std::vector<std::string> attention_names();
 bool parse_schedule(const std::string& text, ScheduleKind& out);
 bool parse_recompute(const std::string& text, Recompute& out);
@@ -59,7 +59,7 @@ struct ExecutionSpec {
   bool sequence_parallel = false;
   Precision precision = Precision::BF16;
   int grad_bits = 32;             // gradient element size in bits: 32 (Megatron main grads) or 16
-  Attention attention = Attention::Unfused;
+  AttentionKind attention = AttentionKind::Unfused;
   Overlap overlap;
   std::string stack;              // the --stack preset these came from, "" when none
 
@@ -71,7 +71,7 @@ struct ExecutionSpec {
 struct StackPreset {
   std::string name;
   std::string description;  // what it sets and why, for --help and the README
-  Attention attention;
+  AttentionKind attention;
   Overlap overlap;
   int grad_bits;
   int zero;                 // -1: leave as is

@@ -136,7 +136,7 @@ LayerCompute layer_compute(const ModelSpec& m, const ExecutionSpec& e, int64_t t
   // Attention: per head of this GPU, QK^T (s x d x s) and scores x V (s x s x d).
   const double batch = double(e.micro_batch_size) * double(m.heads) / t;
   lc.attention_flops = 4 * batch * s * s * d;
-  if (e.attention == Attention::Flash) {
+  if (e.attention == AttentionKind::Flash) {
     // One fused kernel over the causal half of the scores; backward recomputes them.
     lc.attention_s = lc.attention_flops / 2 / (peak * c.attention_efficiency) + c.kernel_overhead_s();
     lc.attention_backward_s = c.flash_backward_factor * lc.attention_s;
@@ -202,7 +202,7 @@ std::vector<StageTime> stage_times(const ModelSpec& m, const ExecutionSpec& e, c
   if (e.recompute == Recompute::Full) {
     recompute_per_layer = lc.forward_s();
     recompute_flops_per_layer = lc.forward_flops();
-  } else if (e.recompute == Recompute::Selective && e.attention == Attention::Unfused) {
+  } else if (e.recompute == Recompute::Selective && e.attention == AttentionKind::Unfused) {
     // Flash attention already recomputes the scores inside its backward: nothing more to redo.
     recompute_per_layer = lc.attention_s + lc.attention_elementwise_s;
     recompute_flops_per_layer = lc.attention_flops;

@@ -85,7 +85,7 @@ struct LayerCompute {
   int64_t tokens = 0;  // b * s
   int64_t tp = 1;
   // forward pass of one layer
-  Attention attention = Attention::Unfused;
+  AttentionKind attention = AttentionKind::Unfused;
   bool fp8 = false;                // weight GEMMs in FP8 (at the FP8 peak, plus casts)
   double gemm_flops = 0;           // QKV, projection, MLP: 24 b s h^2 / t (GPT); Llama per its shapes
   double attention_flops = 0;      // QK^T and AV as model FLOPs: 4 b s^2 h / t (flash executes half: causal)

@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "core/units.h"
 #include "plan/search.h"
@@ -62,41 +63,75 @@ std::string memory_breakdown(const StageMemory& m, int64_t v) {
                      m.logits_bytes > 0 ? fmt::format(", logits {}", g(m.logits_bytes)) : "", g(m.overhead_bytes));
 }
 
-// Variants of the run that a user could switch to, each re-estimated; those that fit go in the fix.
-std::string memory_fixes(const RunSpec& run, double overhead, const CostConstants& c) {
-  struct Variant {
-    std::string flags;
-    RunSpec r;
-  };
-  std::vector<Variant> variants;
-  auto with = [&](std::string flags, auto change) {
-    RunSpec r = run;
-    change(r);
-    variants.push_back({std::move(flags), r});
-  };
-  const ExecutionSpec& x = run.exec;
-  if (x.zero < 1 && run.layout.dp > 1) with("--zero 1", [](RunSpec& r) { r.exec.zero = 1; });
-  if (x.recompute == Recompute::None && run.layout.tp > 1 && !x.sequence_parallel)
-    with("--recompute selective --sequence-parallel", [](RunSpec& r) {
-      r.exec.recompute = Recompute::Selective;
-      r.exec.sequence_parallel = true;
-    });
-  if (x.recompute == Recompute::None) with("--recompute selective", [](RunSpec& r) { r.exec.recompute = Recompute::Selective; });
-  if (x.recompute != Recompute::Full) with("--recompute full", [](RunSpec& r) { r.exec.recompute = Recompute::Full; });
-  if (x.schedule == ScheduleKind::GPipe) with("--schedule 1f1b", [](RunSpec& r) { r.exec.schedule = ScheduleKind::OneFOneB; });
-  if (x.micro_batch_size > 1) with("--micro-batch-size 1", [](RunSpec& r) { r.exec.micro_batch_size = 1; });
-  if (x.zero < 1 && run.layout.dp > 1 && x.recompute != Recompute::Full)
-    with("--zero 1 --recompute full", [](RunSpec& r) {
-      r.exec.zero = 1;
-      r.exec.recompute = Recompute::Full;
-    });
-  std::vector<std::string> fits;
-  for (const auto& v : variants) {
-    const Estimate e = estimate(v.r, overhead, c);
-    if (e.fits) fits.push_back(fmt::format("{} ({})", v.flags, g(e.peak_memory().total_bytes())));
+// The execution settings the recipe search varies, as the flags that set them.
+std::vector<std::string> recipe_flags(const ExecutionSpec& x) {
+  std::vector<std::string> f = {fmt::format("--micro-batch-size {}", x.micro_batch_size),
+                                "--schedule " + to_string(x.schedule), fmt::format("--zero {}", x.zero),
+                                "--recompute " + to_string(x.recompute),
+                                x.sequence_parallel ? "--sequence-parallel" : "--no-sequence-parallel"};
+  if (x.schedule == ScheduleKind::Interleaved) f.push_back(fmt::format("--virtual-stages {}", x.virtual_stages));
+  return f;
+}
+
+// The flags of `to` that differ from `from`.
+std::vector<std::string> changed_flags(const ExecutionSpec& from, const ExecutionSpec& to) {
+  const auto a = recipe_flags(from), b = recipe_flags(to);
+  std::vector<std::string> out;
+  for (const auto& flag : b)
+    if (std::find(a.begin(), a.end(), flag) == a.end()) out.push_back(flag);
+  return out;
+}
+
+struct RecipeChange {
+  std::vector<std::string> flags;
+  Estimate estimate;
+};
+
+// The recipe search over this layout (tp, pp, dp, order and the stack's settings fixed): the
+// fastest fitting recipe, and the fitting one that changes the fewest settings of `run` (then
+// the fastest) among those whose step is at most `slack` times the fastest. Empty when nothing
+// fits, or when the layout has dimensions the search does not vary (cp, ep).
+struct RecipeSearch {
+  std::optional<Estimate> fastest;
+  std::optional<RecipeChange> cheapest;
+};
+RecipeSearch recipe_search(const RunSpec& run, double overhead, const CostConstants& c, double slack) {
+  RecipeSearch out;
+  if (run.layout.cp > 1 || run.layout.ep > 1) return out;
+  SearchSpace space;
+  space.tp = run.layout.tp;
+  space.pp = run.layout.pp;
+  space.dp = run.layout.dp;
+  space.order = run.layout.order;
+  space.precision = run.exec.precision;
+  space.grad_bits = run.exec.grad_bits;
+  space.attention = run.exec.attention;
+  space.overlap = run.exec.overlap;
+  space.stack = run.exec.stack;
+  space.prune_dominated = false;  // sequence parallel off is a valid (if slower) answer here
+  const SearchResult res = search(run.model, run.cluster, run.exec.global_batch_size, space, 100000, overhead, c);
+  if (res.best.empty()) return out;
+  out.fastest = res.best.front();
+  const double limit = slack * res.best.front().time.step;
+  for (const Estimate& e : res.best) {
+    if (e.time.step > limit) break;  // best first
+    auto flags = changed_flags(run.exec, e.run.exec);
+    if (!out.cheapest || flags.size() < out.cheapest->flags.size()) out.cheapest = RecipeChange{std::move(flags), e};
   }
-  if (fits.empty()) return "shard the model further: raise --pp or --tp (inside a node), or use GPUs with more memory";
-  return "any of: " + fmt::format("{}", fmt::join(fits, "; ")) + "; or raise --pp";
+  return out;
+}
+
+std::string change_text(const RecipeChange& ch) {
+  return fmt::format("{} ({} setting{} changed: {} per GPU, step {:.3f} s)", fmt::join(ch.flags, " "), ch.flags.size(),
+                     ch.flags.size() == 1 ? "" : "s", g(ch.estimate.peak_memory().total_bytes()), ch.estimate.time.step);
+}
+
+std::string memory_fix(const RunSpec& run, double overhead, const CostConstants& c) {
+  // Any fitting recipe will do: the one that changes least (then the fastest of those).
+  const auto ch = recipe_search(run, overhead, c, 1e30).cheapest;
+  if (!ch) return "no recipe fits this layout: shard the model further (raise --pp, or --tp inside a node), or use "
+                  "GPUs with more memory";
+  return "the cheapest change that fits (from the recipe search for this layout): " + change_text(*ch);
 }
 
 }  // namespace
@@ -175,7 +210,18 @@ LintResult lint_run(const RunSpec& run, const std::vector<Problem>& shape_proble
                                         "variance) it would fit: they are what breaks it",
                                         g(pm.optimizer_bytes))
                           : ""),
-          memory_fixes(run, overhead, c));
+          memory_fix(run, overhead, c));
+    }
+    // Slow: the recipe search finds a clearly faster recipe for the same layout and stack.
+    if (e.fits) {
+      const RecipeSearch rs = recipe_search(run, overhead, c, 1.03);
+      if (rs.fastest && rs.cheapest && !rs.cheapest->flags.empty() && rs.fastest->time.step < 0.9 * e.time.step)
+        add(f, Severity::Warning, "slower-than-recipe",
+            fmt::format("this recipe takes {:.3f} s per step; the recipe search finds {:.3f} s for the same layout and "
+                        "stack ({:.0f}% faster): {}",
+                        e.time.step, rs.fastest->time.step, 100 * (1 - rs.fastest->time.step / e.time.step),
+                        fmt::join(recipe_flags(rs.fastest->run.exec), " ")),
+            "the cheapest change within 3% of it: " + change_text(*rs.cheapest));
     }
     // Micro-batches.
     if (l.pp > 1 && mb < 2 * l.pp) {
@@ -231,6 +277,9 @@ LintResult lint_run(const RunSpec& run, const std::vector<Problem>& shape_proble
           swapped.layout.order = swap_in_order(l.order, to_string(inner.dim), to_string(outer.dim));
           const Estimate alt = estimate(swapped, overhead, c);
           if (alt.time.step > 0.97 * e.time.step) continue;
+          // Never recommend an order that puts TP across nodes (the chapter's first rule), even if
+          // the model finds it faster: its collectives are on every layer's critical path.
+          if (l.tp > 1 && alt.links.tp.link.crosses_nodes() && !e.links.tp.link.crosses_nodes()) continue;
           add(f, Severity::Warning, "group-topology-mismatch",
               fmt::format("{} groups ({} GPUs) hold the {} domain ({:.3g} GB/s, {} of {} per step) while {} groups ({} "
                           "GPUs) cross nodes on {} at {:.3g} GB/s ({} per step); swapped (order {}) the step would take "
@@ -278,58 +327,39 @@ RunSpec resolve_all(const OptionValues& values, Problems& all) {
   r.cluster = resolve_cluster(values, all);
   r.layout = resolve_layout(values, r.cluster, all);
   r.exec = resolve_execution(values, all);
+  r.cost = resolve_cost(values, r.cluster.gpu, all);
   return r;
 }
 }  // namespace
 
-std::vector<Finding> assume_execution(const OptionValues& values, RunSpec& run, double overhead) {
-  // The layout is the user's; execution settings they left out are taken from the best-fitting
-  // recipe for that layout, and said so.
-  const std::vector<std::string> keys = {"micro-batch-size", "schedule", "virtual-stages", "zero", "recompute",
-                                         "sequence-parallel"};
-  std::vector<std::string> missing;
-  for (const auto& k : keys) {
-    if (values.has(k)) continue;
-    // v only matters for the interleaved schedule.
-    if (k == "virtual-stages" && values.has("schedule") && run.exec.schedule != ScheduleKind::Interleaved) continue;
-    missing.push_back(k);
-  }
-  if (missing.empty()) return {};
-  SearchSpace space;
-  space.tp = run.layout.tp;
-  space.pp = run.layout.pp;
-  space.dp = run.layout.dp;
-  space.order = run.layout.order;
-  space.precision = run.exec.precision;
-  space.grad_bits = run.exec.grad_bits;
-  if (values.has("micro-batch-size")) space.micro_batch = run.exec.micro_batch_size;
-  if (values.has("schedule")) space.schedule = run.exec.schedule;
-  if (values.has("virtual-stages")) space.virtual_stages = run.exec.virtual_stages;
-  if (values.has("zero")) space.zero = run.exec.zero;
-  if (values.has("recompute")) space.recompute = run.exec.recompute;
-  if (values.has("sequence-parallel")) space.sequence_parallel = run.exec.sequence_parallel;
-  const SearchResult best = search(run.model, run.cluster, run.exec.global_batch_size, space, 1, overhead);
-  if (best.best.empty()) return {};
-  const ExecutionSpec& x = best.best.front().run.exec;
-  run.exec.micro_batch_size = x.micro_batch_size;
-  run.exec.schedule = x.schedule;
-  run.exec.virtual_stages = x.virtual_stages;
-  run.exec.zero = x.zero;
-  run.exec.recompute = x.recompute;
-  run.exec.sequence_parallel = x.sequence_parallel;
+std::vector<Finding> defaults_used(const OptionValues& values, const RunSpec& run) {
+  // Nothing is filled in from a search: what the values leave out is what `trident train` and
+  // `simulate` run (ExecutionSpec's defaults, or the --stack preset's), and the finding says so.
+  const ExecutionSpec& x = run.exec;
+  const std::vector<std::pair<std::string, std::string>> settings = {
+      {"micro-batch-size", fmt::format("--micro-batch-size {}", x.micro_batch_size)},
+      {"schedule", "--schedule " + to_string(x.schedule)},
+      {"virtual-stages", fmt::format("--virtual-stages {}", x.virtual_stages)},
+      {"zero", fmt::format("--zero {}", x.zero)},
+      {"recompute", "--recompute " + to_string(x.recompute)},
+      {"sequence-parallel", x.sequence_parallel ? "--sequence-parallel" : "--no-sequence-parallel"},
+      {"precision", "--precision " + to_string(x.precision)},
+      {"grad-bits", fmt::format("--grad-bits {}", x.grad_bits)},
+      {"attention", "--attention " + to_string(x.attention)},
+      {"overlap", "--overlap " + to_string(x.overlap)},
+  };
   std::vector<std::string> flags;
-  for (const auto& k : missing) {
-    if (k == "micro-batch-size") flags.push_back(fmt::format("--micro-batch-size {}", x.micro_batch_size));
-    if (k == "schedule") flags.push_back("--schedule " + to_string(x.schedule));
-    if (k == "virtual-stages") flags.push_back(fmt::format("--virtual-stages {}", x.virtual_stages));
-    if (k == "zero") flags.push_back(fmt::format("--zero {}", x.zero));
-    if (k == "recompute") flags.push_back("--recompute " + to_string(x.recompute));
-    if (k == "sequence-parallel") flags.push_back(x.sequence_parallel ? "--sequence-parallel" : "--no-sequence-parallel");
+  for (const auto& [key, flag] : settings) {
+    if (values.has(key)) continue;
+    if (key == "virtual-stages" && x.schedule != ScheduleKind::Interleaved) continue;  // v only matters there
+    flags.push_back(flag);
   }
-  return {{Severity::Info, "execution-assumed",
-           fmt::format("execution settings not given were taken from the fastest recipe that fits this layout: {}",
-                       fmt::join(flags, " ")),
-           "pass them explicitly to check another recipe"}};
+  if (flags.empty()) return {};
+  const std::string whose = x.stack.empty() ? "the runtime's defaults (what trident train and simulate run)"
+                                            : "the --stack " + x.stack + " preset, else the runtime's defaults";
+  return {{Severity::Info, "execution-defaults",
+           fmt::format("settings not given take {}: {}", whose, fmt::join(flags, " ")),
+           "pass them explicitly to check another recipe; `trident plan` with this layout fixed searches them"}};
 }
 
 LintResult lint_options(const OptionValues& values, double overhead) {
@@ -345,8 +375,7 @@ LintResult lint_options(const OptionValues& values, double overhead) {
     else input.add(p.what, p.fix, p.code);
   }
   input.throw_if_any();
-  std::vector<Finding> assumed;
-  if (shape.empty()) assumed = assume_execution(values, r, overhead);
+  const std::vector<Finding> assumed = defaults_used(values, r);
   LintResult result = lint_run(r, shape, overhead);
   result.findings.insert(result.findings.end(), assumed.begin(), assumed.end());
   return result;

@@ -4,7 +4,7 @@
 // Codes: world-size, tp-divides-heads, tp-divides-ffn, pp-exceeds-layers, batch-divisibility
 // (shape errors from core's check_run), vocab-padded, uneven-stages, tp-crosses-nodes,
 // out-of-memory, too-few-microbatches, activations-in-flight, group-topology-mismatch,
-// stage-too-thin, interleaved-microbatches, execution-assumed.
+// stage-too-thin, interleaved-microbatches, slower-than-recipe, execution-defaults.
 #pragma once
 
 #include <optional>
@@ -44,11 +44,10 @@ LintResult lint_run(const RunSpec& run, const std::vector<Problem>& shape_proble
 
 // Resolves the options like resolve_run, but turns shape problems into findings instead of
 // throwing; unusable input (unknown names, non-numbers, non-positive sizes) still throws InputError.
-// Execution settings (micro-batch, schedule, v, ZeRO, recompute, sequence parallel) that the
-// values leave out are taken from the fastest recipe that fits the given layout (an info finding
-// "execution-assumed" lists them); given ones are kept as they are.
+// Settings the values leave out take the runtime's defaults (ExecutionSpec, or the --stack
+// preset), the same as train and simulate; an info finding "execution-defaults" lists them.
 LintResult lint_options(const OptionValues& values, double overhead_bytes);
-// Fills the execution settings the values leave out (see above); returns the info finding.
-std::vector<Finding> assume_execution(const OptionValues& values, RunSpec& run, double overhead_bytes);
+// That finding (empty when every setting was given).
+std::vector<Finding> defaults_used(const OptionValues& values, const RunSpec& run);
 
 }  // namespace trident::plan

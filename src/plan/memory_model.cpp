@@ -46,7 +46,7 @@ LayerActivations layer_activations(const ModelSpec& m, const ExecutionSpec& e, i
   const double inside = 2 * sbh + 4 * sbkv + 2 * sbh + (gpt ? 4 : 8) * sbf;
   // Attention scores: softmax output, dropout mask and output (5as^2b; 2as^2b without dropout).
   // Flash attention never stores them, only the softmax statistics (one fp32 per row and head).
-  const bool flash = e.attention == Attention::Flash;
+  const bool flash = e.attention == AttentionKind::Flash;
   const double scores = flash ? 0.0 : (gpt ? 5 : 2) * as2b;
   const double softmax_stats = flash ? 4.0 * double(m.heads) * m.seq_len * e.micro_batch_size : 0.0;  // fp32 bytes
   LayerActivations a;

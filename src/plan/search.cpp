@@ -56,6 +56,7 @@ SearchResult search(const ModelSpec& model, const ClusterSpec& cluster, int64_t 
   run.exec.grad_bits = space.grad_bits;
   run.exec.attention = space.attention;
   run.exec.overlap = space.overlap;
+  run.exec.stack = space.stack;
   run.cost = c;
 
   auto better = [](const Estimate& a, const Estimate& b) {

@@ -26,8 +26,9 @@ struct SearchSpace {
   std::optional<std::string> order;
   Precision precision = Precision::BF16;
   int grad_bits = 32;
-  Attention attention = Attention::Unfused;  // the stack's settings, not searched
+  AttentionKind attention = AttentionKind::Unfused;  // the stack's settings, not searched
   Overlap overlap;
+  std::string stack;  // the --stack preset they came from, for the reports
   int64_t max_micro_batch = 16;
   // Speed-ups that do not change the result (the benchmark turns them off to show what they save):
   bool prune_dominated = true;  // skip gpipe (1f1b is as fast with less memory) and sequence parallel off

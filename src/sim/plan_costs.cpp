@@ -38,13 +38,15 @@ GroupLink boundary_link(const Mesh& mesh, const ClusterSpec& cluster, int64_t fr
 
 }  // namespace
 
-PlannedCosts costs_from_plan(const RunSpec& run) { return costs_from_plan(run, cost_table(run)); }
+PlannedCosts costs_from_plan(const RunSpec& run, double overhead_bytes) {
+  return costs_from_plan(run, cost_table(run), overhead_bytes);
+}
 
-PlannedCosts costs_from_plan(const RunSpec& run, const plan::CostConstants& c) {
+PlannedCosts costs_from_plan(const RunSpec& run, const plan::CostConstants& c, double overhead_bytes) {
   PlannedCosts out;
   const Mesh mesh(run.layout, run.cluster.gpus_per_node);
   const plan::Links links = plan::mesh_links(mesh, run.cluster);
-  out.estimate = plan::estimate_with_links(run, links, /*overhead_bytes=*/0, c);
+  out.estimate = plan::estimate_with_links(run, links, overhead_bytes, c);
   const plan::Estimate& est = out.estimate;
   const ModelSpec& model = run.model;
   const ExecutionSpec& x = run.exec;

@@ -34,8 +34,9 @@ struct PlannedCosts {
 };
 
 // `run` must pass check_run (resolve_run does that).
-// Without a cost table: the run's own (cost_table(run)).
-PlannedCosts costs_from_plan(const RunSpec& run);
-PlannedCosts costs_from_plan(const RunSpec& run, const plan::CostConstants& constants);
+// Without a cost table: the run's own (cost_table(run)). overhead_bytes: the memory overhead per
+// GPU the estimate's memory adds (as plan and lint do), so simulate reports the same memory.
+PlannedCosts costs_from_plan(const RunSpec& run, double overhead_bytes = 0);
+PlannedCosts costs_from_plan(const RunSpec& run, const plan::CostConstants& constants, double overhead_bytes = 0);
 
 }  // namespace trident::sim

@@ -35,7 +35,7 @@ TEST(StackOptions, a_stack_sets_its_settings_and_explicit_flags_win) {
   Problems p;
   ExecutionSpec e = resolve_execution(values({{"stack", "megatron-core-te"}}), p);
   ASSERT_TRUE(p.empty());
-  EXPECT_EQ(e.attention, Attention::Flash);
+  EXPECT_EQ(e.attention, AttentionKind::Flash);
   EXPECT_EQ(e.overlap, (Overlap{true, true, true}));
   EXPECT_EQ(e.grad_bits, 16);
   EXPECT_EQ(e.zero, 1);
@@ -44,13 +44,13 @@ TEST(StackOptions, a_stack_sets_its_settings_and_explicit_flags_win) {
                                 {"grad-bits", "32"}, {"zero", "0"}}),
                         p);
   ASSERT_TRUE(p.empty());
-  EXPECT_EQ(e.attention, Attention::Unfused);
+  EXPECT_EQ(e.attention, AttentionKind::Unfused);
   EXPECT_EQ(e.overlap, (Overlap{false, true, false}));
   EXPECT_EQ(e.grad_bits, 32);
   EXPECT_EQ(e.zero, 0);
   // Without a stack: the runtime's defaults.
   e = resolve_execution(values({}), p);
-  EXPECT_EQ(e.attention, Attention::Unfused);
+  EXPECT_EQ(e.attention, AttentionKind::Unfused);
   EXPECT_EQ(e.overlap, Overlap{});
   resolve_execution(values({{"stack", "megatron-9"}, {"overlap", "ep"}, {"attention", "fast"}}), p);
   EXPECT_EQ(p.size(), 3u);

@@ -40,7 +40,7 @@ TEST(StackTerms, flash_attention_runs_the_causal_half_at_its_kernel_efficiency) 
   const ModelSpec m = gpt(2, 4096, 32, 4096, 32000);
   ExecutionSpec e;
   e.micro_batch_size = 2;
-  e.attention = Attention::Flash;
+  e.attention = AttentionKind::Flash;
   const GpuSpec gpu = gpu_preset("h100-80g");
   CostConstants c;
   c.attention_efficiency = 0.5;
@@ -52,7 +52,7 @@ TEST(StackTerms, flash_attention_runs_the_causal_half_at_its_kernel_efficiency) 
   EXPECT_NEAR(lc.attention_backward_s, 2.5 * lc.attention_s, 1e-12);
   EXPECT_EQ(lc.attention_elementwise_s, 0);  // no scores to softmax in HBM
   // Unfused: the scores' softmax/dropout traffic is there and the backward is twice the forward.
-  e.attention = Attention::Unfused;
+  e.attention = AttentionKind::Unfused;
   const auto un = layer_compute(m, e, 2, gpu, c);
   EXPECT_GT(un.attention_elementwise_s, 0);
   EXPECT_NEAR(un.attention_backward_s, 2 * un.attention_s, 1e-15);
@@ -62,14 +62,14 @@ TEST(StackTerms, flash_attention_runs_the_causal_half_at_its_kernel_efficiency) 
 TEST(StackTerms, flash_attention_stores_34sbh_over_t_with_sequence_parallel) {
   const ModelSpec m = model_preset("gpt3-175b");
   ExecutionSpec e;
-  e.attention = Attention::Flash;
+  e.attention = AttentionKind::Flash;
   e.sequence_parallel = true;
   const double s = 2048, b = 1, h = 12288, a = 96, t = 4;
   // Korthikanti's 34 s b h / t, plus the fp32 softmax statistics (4 a s b / t bytes).
   EXPECT_NEAR(layer_activations(m, e, 4).bytes, 34 * s * b * h / t + 4 * a * s * b / t, 1);
   EXPECT_EQ(layer_activations(m, e, 4).attention_scores_bytes, 0);
   // Unfused keeps the 5 a s / h term: s b h (34 + 5 a s / h) / t.
-  e.attention = Attention::Unfused;
+  e.attention = AttentionKind::Unfused;
   EXPECT_NEAR(layer_activations(m, e, 4).bytes, s * b * h * (34 + 5 * a * s / h) / t, 1);
 }
 
