@@ -91,21 +91,21 @@ bool parse_overlap(const std::string& text, Overlap& out) {
 const std::vector<StackPreset>& stack_presets() {
   static const std::vector<StackPreset> stacks = {
       {"trident", "what `trident train` runs (the defaults): unfused attention, DP overlap only, fp32 grads",
-       AttentionKind::Unfused, {false, true, false}, 32, -1, false},
+       AttentionKind::Unfused, {false, true, false}, 32, -1},
       {"megatron-lm-2021",
        "Megatron-LM as in Narayanan 2021 / Korthikanti 2022: unfused attention, bucketed DP overlap, fp32 main grads",
-       AttentionKind::Unfused, {false, true, false}, 32, -1, false},
+       AttentionKind::Unfused, {false, true, false}, 32, -1},
       {"megatron-core-te",
        "Megatron-Core / NeMo with Transformer Engine: flash attention, TP/DP/PP overlap, distributed optimizer "
-       "(ZeRO 1), sequence parallel, bf16 gradient reduction",
-       AttentionKind::Flash, {true, true, true}, 16, 1, true},
+       "(ZeRO 1), bf16 gradient reduction",
+       AttentionKind::Flash, {true, true, true}, 16, 1},
       {"deepspeed",
        "DeepSpeed ZeRO: flash attention, overlapped gradient reduction (overlap_comm), 16-bit gradients, ZeRO 1",
-       AttentionKind::Flash, {false, true, false}, 16, 1, false},
+       AttentionKind::Flash, {false, true, false}, 16, 1},
       {"torchtitan",
        "torchtitan: FSDP2 (ZeRO 3) with prefetched all-gathers, PyTorch SDPA flash attention, async TP, fp32 "
        "gradient reduction",
-       AttentionKind::Flash, {true, true, false}, 32, 3, false},
+       AttentionKind::Flash, {true, true, false}, 32, 3},
   };
   return stacks;
 }
@@ -127,7 +127,6 @@ void apply_stack(const StackPreset& s, ExecutionSpec& e) {
   e.overlap = s.overlap;
   e.grad_bits = s.grad_bits;
   if (s.zero >= 0) e.zero = s.zero;
-  e.sequence_parallel = s.sequence_parallel;
 }
 
 }  // namespace trident

@@ -75,7 +75,6 @@ struct StackPreset {
   Overlap overlap;
   int grad_bits;
   int zero;                 // -1: leave as is
-  bool sequence_parallel;   // applied only when tp > 1 matters; the flag still overrides
 };
 const std::vector<StackPreset>& stack_presets();
 const StackPreset* find_stack(const std::string& name);

@@ -111,6 +111,12 @@ rows = [
     ("--virtual-stages", "2", "parse", r"--virtual-stages 2 needs the interleaved schedule"),
     ("--zero", "-1", "parse", r"--zero -1 is not a ZeRO stage"),
     ("--sequence-parallel", None, "sp", r"sequence parallel splits sequences across the tensor-parallel group, but tp is 1"),
+    # The software stack: the runtime is the default one; others are refused, saying which setting.
+    ("--tied-embeddings", None, "A", r"GPT gpt2-small"),
+    ("--attention", "flash", "capability", r"flash attention is not in the CPU kernels"),
+    ("--overlap", "tp,dp", "capability", r"--overlap tp,dp: the runtime overlaps the DP gradient reduction only"),
+    ("--no-tied-embeddings", None, "capability", r"an untied output layer"),
+    ("--stack", "megatron-core-te", "stack", r"flash attention \(set by --stack megatron-core-te\)"),
 ]
 
 # Arguments a refused run needs besides its rows (a small model that would otherwise train).
@@ -122,7 +128,7 @@ extra = {
     "C": small[:-2] + ["--tp", "2", "--eval-batches", "1"],
 }
 must_succeed = {"help", "A", "B", "C"}
-order = ["help", "A", "B", "C", "moe-knobs", "capability", "family", "device", "gpu-comm", "parse", "sp"]
+order = ["help", "A", "B", "C", "moe-knobs", "capability", "family", "device", "gpu-comm", "parse", "sp", "stack"]
 
 # Every option of `trident train --help` has a row.
 help_text = subprocess.run([trident, "train", "--help"], capture_output=True, text=True).stdout

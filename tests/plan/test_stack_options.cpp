@@ -39,7 +39,7 @@ TEST(StackOptions, a_stack_sets_its_settings_and_explicit_flags_win) {
   EXPECT_EQ(e.overlap, (Overlap{true, true, true}));
   EXPECT_EQ(e.grad_bits, 16);
   EXPECT_EQ(e.zero, 1);
-  EXPECT_TRUE(e.sequence_parallel);
+  EXPECT_FALSE(e.sequence_parallel);  // a layout setting (needs tp > 1): given with --sequence-parallel
   e = resolve_execution(values({{"stack", "megatron-core-te"}, {"overlap", "dp"}, {"attention", "unfused"},
                                 {"grad-bits", "32"}, {"zero", "0"}}),
                         p);

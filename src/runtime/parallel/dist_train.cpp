@@ -142,6 +142,21 @@ void check_trainable(const TrainSettings& s, Problems& problems) {
   if (x.grad_bits != 32)
     problems.add("--grad-bits " + n(x.grad_bits) + ": the runtime keeps fp32 gradients", "use --grad-bits 32 for train",
                  "train-grad-bits");
+  // The software stack the planner models: the runtime is one of them (ExecutionSpec's defaults).
+  const std::string from_stack = x.stack.empty() ? "" : " (set by --stack " + x.stack + ")";
+  if (x.precision == Precision::FP8)
+    problems.add("fp8 training (FP8 matrix products with scaling) is not implemented by the runtime",
+                 "use --precision fp32 (or bf16 on --device cuda) for train", "train-precision");
+  if (x.attention == AttentionKind::Flash && s.device != "cuda")
+    problems.add("flash attention" + from_stack + " is not in the CPU kernels: they compute attention unfused",
+                 "use --attention unfused for train on --device cpu", "train-attention");
+  if (!(x.overlap == Overlap{}))
+    problems.add("--overlap " + to_string(x.overlap) + from_stack +
+                     ": the runtime overlaps the DP gradient reduction only; TP collectives and pipeline sends block",
+                 "use --overlap dp (the default) for train", "train-overlap");
+  if (m.family == ModelFamily::GPT && !m.tied_embeddings())
+    problems.add("an untied output layer: the runtime's GPT ties it to the token embedding",
+                 "drop --no-tied-embeddings for train", "train-tied-embeddings");
   if (x.schedule == ScheduleKind::ZeroBubbleH1)
     problems.add("zb-h1 needs a backward split into input and weight gradients; the runtime's backward computes both "
                  "at once, so it would run as 1F1B without the bubble saving",
