@@ -65,8 +65,13 @@ void read_dist_train_options(const OptionValues& values, TrainSettings& s, Probl
   x.zero = e.zero;
   x.recompute = e.recompute;
   x.sequence_parallel = e.sequence_parallel;
-  x.precision = values.has("precision") ? e.precision : Precision::FP32;  // train's default: fp32
-  x.grad_bits = values.has("grad-bits") ? e.grad_bits : 32;
+  x.attention = e.attention;
+  x.overlap = e.overlap;
+  x.stack = e.stack;
+  // train's default is fp32; an explicit --precision or a --stack preset sets it (and is checked).
+  const bool stack_given = values.has("stack");
+  x.precision = values.has("precision") || stack_given ? e.precision : Precision::FP32;
+  x.grad_bits = values.has("grad-bits") || stack_given ? e.grad_bits : 32;
   if (auto v = values.get_bool("trace-comm", problems)) s.trace_comm = *v;
   if (auto v = values.get_string("report")) s.report_path = *v;
   if (auto v = values.get_string("html")) s.html_path = *v;
