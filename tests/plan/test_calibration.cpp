@@ -1,5 +1,5 @@
 // Guards the cost model's calibration: the 8 published Megatron-LM iteration times of
-// Korthikanti et al. 2022 (Table 5, the rows of shared/data/calibration/korthikanti2022-table5.csv)
+// Korthikanti et al. 2022 (Table 5, the rows of data/calibration/korthikanti2022-table5.csv)
 // must stay better than Calculon's 3.65% mean and 8.87% max error with the default constants.
 // bench/plan/plan_calibration prints the full table.
 #include <gtest/gtest.h>
