@@ -12,10 +12,9 @@ echo "== 1. trident plan: the best layouts for GPT-3 175B on 512 DGX A100 nodes 
 "$trident" plan "${run[@]}" --top 3
 
 echo
-echo "== 2. trident topo: the strategy <-> topology table of the winner"
-read -r tp pp dp order < <("$trident" plan "${run[@]}" --top 1 --json |
-  /usr/bin/python3 -c 'import json,sys; l=json.load(sys.stdin)["candidates"][0]["layout"]; print(l["tp"], l["pp"], l["dp"], l["order"])')
-"$trident" topo "${run[@]}" --tp "$tp" --pp "$pp" --dp "$dp" --order "$order"
+echo "== 2. trident topo: the strategy <-> topology table of the winner, read from the plan's own config"
+"$trident" plan "${run[@]}" --top 1 --emit "$build/demo-plan.toml" >/dev/null
+"$trident" topo --config "$build/demo-plan.toml"
 
 echo
 echo "== 3. trident train: a small GPT learns the bundled corpus (Debian's fortunes) for about a minute"
