@@ -110,7 +110,7 @@ int run_export(const ExportArgs& a) {
   const ModelSpec m = engine::model_from_json(reader.meta()["model"]);
   if (m.family != ModelFamily::GPT)
     p.add("the checkpoint holds a " + to_string(m.family) + " model; export writes GPT-2 names only",
-          "export a GPT checkpoint (the runtime trains GPT-2 style models)", "export-family");
+          "export a GPT checkpoint (Llama models have no Hugging Face name mapping in export yet)", "export-family");
   p.throw_if_any();
   const std::vector<NamedTensor> tensors = gpt2_tensors(reader, m);
   fs::create_directories(a.out, ec);

@@ -80,11 +80,15 @@ int run_train(TrainArgs& args) {
 
   // Resume: the checkpoint supplies the model when no model option is given.
   std::optional<checkpoint::CheckpointReader> resume;
+  std::optional<double> resumed_rope_theta;  // no flag sets it: the checkpoint's model keeps its own
   if (auto r = values.get_string("resume")) {
     resume.emplace(*r);
     const bool model_given = values.has("model") || values.has("layers") || values.has("hidden") || values.has("heads");
     if (!model_given) {
       ModelSpec cm = engine::model_from_json(resume->meta()["model"]);
+      resumed_rope_theta = cm.rope_theta;
+      values.set("family", to_string(cm.family), *r);
+      values.set("kv-heads", std::to_string(cm.kv_heads), *r);
       values.set("layers", std::to_string(cm.layers), *r);
       values.set("hidden", std::to_string(cm.hidden), *r);
       values.set("heads", std::to_string(cm.heads), *r);
@@ -128,6 +132,7 @@ int run_train(TrainArgs& args) {
   }
   if (!values.has("vocab") && !values.has("model")) values.set("vocab", std::to_string(file.vocab()), data_path);
   ModelSpec model = resolve_model(values, p);
+  if (resumed_rope_theta) model.rope_theta = *resumed_rope_theta;
   if (p.empty()) validate_model(model, p);
   // Settings of mixture-of-experts layers on a dense model would change nothing: refused.
   if (p.empty() && !model.is_moe())
@@ -171,7 +176,9 @@ int run_train(TrainArgs& args) {
           "use more text or a smaller --seq-len", "data-too-small");
   if (resume && p.empty()) {
     const ModelSpec cm = engine::model_from_json(resume->meta()["model"]);
-    if (cm.layers != model.layers || cm.hidden != model.hidden || cm.heads != model.heads ||
+    if (cm.family != model.family || cm.kv_heads != model.kv_heads || cm.rope_theta != model.rope_theta ||
+        cm.layers != model.layers ||
+        cm.hidden != model.hidden || cm.heads != model.heads ||
         cm.ffn_hidden != model.ffn_hidden || cm.seq_len != model.seq_len || cm.vocab != model.vocab)
       p.add("the checkpoint's model differs from the one asked for", "drop the model options to use the checkpoint's",
             "resume-model");

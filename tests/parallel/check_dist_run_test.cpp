@@ -70,6 +70,23 @@ TEST(CheckDistRun, what_the_runtime_cannot_execute_is_refused_with_its_fix) {
   EXPECT_EQ(all_problems(s), "");
 }
 
+TEST(CheckDistRun, llama_with_grouped_query_attention_trains_on_every_layout_the_kv_heads_allow) {
+  auto s = tiny();
+  s.run.model.family = ModelFamily::Llama;
+  s.run.model.kv_heads = 2;
+  s.run.model.ffn_hidden = 96;
+  for (int64_t tp : {1, 2, 4}) {
+    s.run.layout = Layout{.tp = tp, .dp = 1, .pp = 2};
+    EXPECT_EQ(all_problems(s), "") << "tp " << tp;
+  }
+  s.run.model.tied = 1;  // the runtime's Llama head is its own tensor
+  s.run.model.hidden = 36;  // head size 9: RoPE needs pairs
+  s.device = "cuda";
+  const std::string text = all_problems(s);
+  for (const char* code : {"[train-tied-embeddings]", "[train-rope-head-dim]", "[llama-device]"})
+    EXPECT_NE(text.find(code), std::string::npos) << code << " missing in:\n" << text;
+}
+
 TEST(CheckDistRun, context_expert_parallel_and_moe_are_refused_with_a_reason) {
   auto s = tiny();
   s.run.layout = Layout{.tp = 1, .cp = 2, .dp = 2, .pp = 1, .order = "tp-cp-ep-dp-pp", .ep = 2};

@@ -1,6 +1,8 @@
 // Layout-independent checkpoints: a run saved under one layout continues under any other.
 // 3D -> same layout gives bit-identical losses; 3D -> another layout, 3D -> one process and
-// one process -> 3D stay within 1e-5 relative of the uninterrupted run. Runs on 8 MPI ranks.
+// one process -> 3D stay within 1e-5 relative of the uninterrupted run; a Llama saved with its
+// kv heads replicated over tp 4 continues on tp 2 (kv heads split) and in one process. Runs on
+// 8 MPI ranks.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -24,6 +26,7 @@ struct Case {
   ScheduleKind schedule = ScheduleKind::OneFOneB;
   int zero = 0;
   int64_t virtual_stages = 1;
+  bool llama = false;
 };
 
 RunSpec run_for(const Case& c) {
@@ -31,6 +34,7 @@ RunSpec run_for(const Case& c) {
   run.model.family = ModelFamily::GPT;
   run.model.layers = 4, run.model.hidden = 32, run.model.heads = 4, run.model.kv_heads = 4;
   run.model.ffn_hidden = 128, run.model.seq_len = 16, run.model.vocab = 64;
+  if (c.llama) run.model.family = ModelFamily::Llama, run.model.kv_heads = 2, run.model.ffn_hidden = 96;
   run.layout = c.layout;
   run.exec.global_batch_size = 8, run.exec.micro_batch_size = 2, run.exec.precision = Precision::FP32;
   run.exec.schedule = c.schedule, run.exec.zero = c.zero, run.exec.virtual_stages = c.virtual_stages;
@@ -94,8 +98,7 @@ const std::string& saved_3d() {
   return dir;
 }
 
-void expect_near(const std::vector<double>& got, const char* what) {
-  const auto& want = uninterrupted();
+void expect_near(const std::vector<double>& got, const char* what, const std::vector<double>& want = uninterrupted()) {
   ASSERT_EQ(got.size(), size_t(kSteps - kSaveAt));
   double worst = 0;
   for (size_t i = 0; i < got.size(); ++i) {
@@ -145,6 +148,28 @@ TEST(CheckpointResume, one_process_to_three_d_stays_within_1e5) {
   expect_near(s.train(kSaveAt, kSteps), "one process -> 3D");
   MPI_Barrier(MPI_COMM_WORLD);
   if (rank() == 0) std::filesystem::remove_all(dir), std::filesystem::remove_all(saved_3d());
+}
+
+TEST(CheckpointResume, llama_tp4_pp2_replicated_kv_to_3d_and_to_one_process_stays_within_1e5) {
+  const Case saved{Layout{.tp = 4, .dp = 1, .pp = 2}, ScheduleKind::OneFOneB, 0, 1, true};
+  const Case other{Layout{.tp = 2, .dp = 2, .pp = 2}, ScheduleKind::OneFOneB, 1, 1, true};
+  const std::vector<double> want = Session(other).train(0, kSteps);
+  const std::string dir = "resume_test_llama.ckpt";
+  {
+    Session s(saved);
+    s.train(0, kSaveAt);
+    s.save(dir, kSaveAt);
+  }
+  {
+    Session s(other);
+    s.load(dir);
+    expect_near(s.train(kSaveAt, kSteps), "llama tp4xpp2 -> dp2xtp2xpp2", want);
+  }
+  Session one({Layout{}, ScheduleKind::OneFOneB, 0, 1, true});
+  one.load(dir);
+  expect_near(one.train(kSaveAt, kSteps), "llama tp4xpp2 -> one process", want);
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank() == 0) std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
-// The proof users need: every parallel layout trains a small GPT to the same losses (within
-// 1e-5 relative, fp32) and the same final parameters as one process running the whole model
-// (the same trainer on a world of one, as `trident train` runs without mpirun).
+// The proof users need: every parallel layout trains a small GPT (and a small Llama: RMSNorm,
+// SwiGLU, RoPE, grouped-query attention, untied head) to the same losses (within 1e-5
+// relative, fp32) and the same final parameters as one process running the whole model (the
+// same trainer on a world of one, as `trident train` runs without mpirun).
 // Runs on 8 MPI ranks; a layout of w ranks uses ranks 0..w-1, the others wait.
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -20,7 +21,7 @@ namespace {
 
 constexpr int64_t kSteps = 20;
 
-ModelSpec tiny_model() {
+ModelSpec tiny_model(bool llama = false) {
   ModelSpec m;
   m.family = ModelFamily::GPT;
   m.layers = 4;
@@ -30,6 +31,13 @@ ModelSpec tiny_model() {
   m.ffn_hidden = 128;
   m.seq_len = 16;
   m.vocab = 64;
+  if (llama) {
+    // Grouped-query attention: 4 query heads share 2 kv heads (split over tp 2, replicated
+    // over tp 4); a SwiGLU width that is not a multiple of the hidden size.
+    m.family = ModelFamily::Llama;
+    m.kv_heads = 2;
+    m.ffn_hidden = 96;
+  }
   return m;
 }
 
@@ -54,11 +62,12 @@ struct Case {
   std::vector<int64_t> stage_layers = {};
   bool sequence_parallel = false;
   int64_t micro_batch = 2;
+  bool llama = false;
 };
 
 RunSpec run_for(const Case& c) {
   RunSpec run;
-  run.model = tiny_model();
+  run.model = tiny_model(c.llama);
   run.layout = c.layout;
   run.exec.global_batch_size = 8;
   run.exec.micro_batch_size = c.micro_batch;
@@ -92,37 +101,32 @@ Result train(const Case& c, MPI_Comm base) {
   return r;
 }
 
-// The single-process reference, computed once per rank as `trident train` runs one process:
-// the same trainer on a world of one, no MPI.
-const Result& reference() {
-  static Result ref = train(Case{"single", Layout{}}, MPI_COMM_NULL);
+// The single-process reference of each family, computed once per rank as `trident train` runs
+// one process: the same trainer on a world of one, no MPI.
+const Result& reference(bool llama = false) {
+  static Result gpt = train(Case{"single", Layout{}}, MPI_COMM_NULL);
+  if (!llama) return gpt;
+  static Result ref = [] {
+    Case c{"single llama", Layout{}};
+    c.llama = true;
+    return train(c, MPI_COMM_NULL);
+  }();
   return ref;
 }
 
-// Element (r, c) of a shard tensor in the whole model's tensor of the same logical name.
-float whole_value(const nn::ParamLayout& whole, const float* wp, const nn::TensorView& view, const nn::Shard& s,
-                  int64_t r, int64_t c) {
-  const std::string logical = view.name == "head_wte" ? "wte" : view.name;
-  const nn::TensorView* w = whole.find(logical);
-  if (!view.tp_sharded) return wp[w->offset + r * w->cols + c];
-  auto ends_with = [&](const char* suffix) {
-    const std::string x(suffix);
-    return logical.size() >= x.size() && logical.compare(logical.size() - x.size(), x.size(), x) == 0;
-  };
-  int64_t gr = r, gc = c;
-  const int64_t A = s.attn_local(), F = s.ffn_local();
-  if (logical == "wte") gr = s.vocab_offset() + r;
-  else if (ends_with("qkv_w") || ends_with("qkv_b")) gr = (r / A) * s.C() + s.tp_rank * A + r % A;
-  else if (ends_with("fc_w") || ends_with("fc_b")) gr = s.tp_rank * F + r;
-  else if (ends_with("attn_proj_w")) gc = s.tp_rank * A + c;
-  else if (ends_with("fc_proj_w")) gc = s.tp_rank * F + c;
-  return wp[w->offset + gr * w->cols + gc];
+// Element (r, c) of a shard tensor in the whole model's tensor of the same logical name (the
+// layout's own mapping, which checkpoints use too).
+float whole_value(const nn::ParamLayout& whole, const float* wp, const nn::ParamLayout& shard,
+                  const nn::TensorView& view, int64_t r, int64_t c) {
+  const nn::ParamLayout::Global g = shard.global(view, r, c);
+  const nn::TensorView* w = whole.find(g.name);
+  return wp[w->offset + g.row * w->cols + g.col];
 }
 
 void expect_same_as_single_process(const Case& c) {
   int world_rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
-  const Result& ref = reference();
+  const Result& ref = reference(c.llama);
   const int w = int(c.layout.world_size());
   MPI_Comm base;
   MPI_Comm_split(MPI_COMM_WORLD, world_rank < w ? 0 : MPI_UNDEFINED, world_rank, &base);
@@ -150,7 +154,7 @@ void expect_same_as_single_process(const Case& c) {
         for (int64_t r = 0; r < view.rows; ++r)
           for (int64_t col = 0; col < view.cols; ++col) {
             const double d = std::abs(double(p[view.offset + r * view.cols + col]) -
-                                      whole_value(whole, wp, view, L.shard(), r, col));
+                                      whole_value(whole, wp, L, view, r, col));
             if (d > worst) worst = d, worst_name = view.name;
           }
     }
@@ -268,6 +272,33 @@ TEST(Equivalence, dp2_tp2_pp2_sequence_parallel_zero1_matches_single_process) {
 }
 TEST(Equivalence, tp2_pp2_interleaved_sequence_parallel_matches_single_process) {
   expect_same_as_single_process({"tp2xpp2 interleaved v2 sp", L(2, 1, 2, "pp-tp-dp"), ScheduleKind::Interleaved, 0, 2, {}, true});
+}
+
+// Llama: kv heads split over tp 2 (one each), replicated over tp 4 (two ranks per kv head, their
+// kv_w gradients summed and counted once in the norm), the untied head on the last stage.
+Case llama(std::string name, Layout layout, ScheduleKind schedule = ScheduleKind::OneFOneB, int zero = 0,
+           bool sp = false) {
+  Case c{std::move(name), layout, schedule, zero};
+  c.sequence_parallel = sp;
+  c.llama = true;
+  return c;
+}
+TEST(Equivalence, llama_tp2_gqa_matches_single_process) { expect_same_as_single_process(llama("llama tp2 gqa", L(2, 1, 1))); }
+TEST(Equivalence, llama_tp4_replicated_kv_heads_matches_single_process) {
+  expect_same_as_single_process(llama("llama tp4 kv heads 2 (replicated)", L(4, 1, 1)));
+}
+TEST(Equivalence, llama_pp2_matches_single_process) { expect_same_as_single_process(llama("llama pp2", L(1, 1, 2))); }
+TEST(Equivalence, llama_dp2_tp2_zero1_matches_single_process) {
+  expect_same_as_single_process(llama("llama dp2xtp2 zero1", L(2, 2, 1), ScheduleKind::OneFOneB, 1));
+}
+TEST(Equivalence, llama_tp2_pp2_matches_single_process) { expect_same_as_single_process(llama("llama tp2xpp2", L(2, 1, 2))); }
+TEST(Equivalence, llama_tp4_pp2_sequence_parallel_matches_single_process) {
+  expect_same_as_single_process(llama("llama tp4xpp2 sp", L(4, 1, 2), ScheduleKind::OneFOneB, 0, true));
+}
+TEST(Equivalence, llama_pp2_interleaved_matches_single_process) {
+  Case c = llama("llama pp2 interleaved v2", L(1, 1, 2), ScheduleKind::Interleaved);
+  c.virtual_stages = 2;
+  expect_same_as_single_process(c);
 }
 
 }  // namespace

@@ -105,7 +105,11 @@ rows = [
     ("--cp", "2", "capability", r"context parallel \(cp 2\)"),
     ("--ep", "2", "capability", r"expert parallel \(ep 2\)"),
     ("--zero", "2", "capability", r"ZeRO stage 2 is not implemented"),
-    ("--family", "llama", "family", r"trains GPT-family models"),
+    # L: a Llama preset shrunk by flags (grouped-query attention, kv heads split over tp 2).
+    ("--model", "llama3-8b", "L", r"trident train: Llama llama3-8b"),
+    ("--family", "llama", "L", r"trident train: Llama "),
+    ("--kv-heads", "2", "L", r"4 heads \(head dim 64\), 2 kv heads"),
+    ("--tied-embeddings", None, "llama-tied", r"the runtime's Llama has an untied head"),
     ("--device", "cuda", "device", r"--device cuda"),
     ("--gpu-comm", "mpi-host", "gpu-comm", r"--gpu-comm is for GPU ranks, but --device is cpu"),
     ("--virtual-stages", "2", "parse", r"--virtual-stages 2 needs the interleaved schedule"),
@@ -126,9 +130,14 @@ extra = {
     "B": ["--data", tok, "--steps", "6", "--micro-batch-size", "1", "--global-batch-size", "4", "--threads", "1",
           "--eval-batches", "1", "--pp", "1", "--dp", "2"],
     "C": small[:-2] + ["--tp", "2", "--eval-batches", "1"],
+    "L": ["--data", tok, "--layers", "2", "--hidden", "256", "--heads", "4", "--ffn-hidden", "512", "--vocab", "512",
+          "--seq-len", "64", "--global-batch-size", "2", "--micro-batch-size", "1", "--steps", "2", "--threads", "1",
+          "--eval-batches", "1", "--tp", "2"],
+    "llama-tied": small + ["--family", "llama"],
 }
-must_succeed = {"help", "A", "B", "C"}
-order = ["help", "A", "B", "C", "moe-knobs", "capability", "family", "device", "gpu-comm", "parse", "sp", "stack"]
+must_succeed = {"help", "A", "B", "C", "L"}
+order = ["help", "A", "B", "C", "L", "moe-knobs", "capability", "llama-tied", "device", "gpu-comm", "parse", "sp",
+         "stack"]
 
 # Every option of `trident train --help` has a row.
 help_text = subprocess.run([trident, "train", "--help"], capture_output=True, text=True).stdout

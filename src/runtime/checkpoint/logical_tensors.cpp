@@ -9,42 +9,25 @@
 
 namespace trident::checkpoint {
 
-namespace {
-bool ends_with(const std::string& s, const char* suffix) {
-  const std::string x(suffix);
-  return s.size() >= x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0;
-}
-}  // namespace
-
 LogicalSlice logical_slice(const nn::Shard& s, const nn::TensorView& view) {
+  // The row-by-row mapping is the layout's (ParamLayout::global_index); consecutive local rows
+  // that land on consecutive logical rows at the same column form one block.
+  const nn::ParamLayout::Global g0 = nn::ParamLayout::global_index(s, view, 0, 0);
   LogicalSlice out;
-  out.name = view.name == "head_wte" ? "wte" : view.name;
-  out.rows = view.rows;
-  out.cols = view.cols;
-  out.primary = view.name != "head_wte" && (view.tp_sharded || s.tp_rank == 0);
-  if (!view.tp_sharded) {
-    out.blocks.push_back({0, 0, 0, 0, view.rows, view.cols});
-    return out;
-  }
-  const int64_t tp = s.tp_size, r = s.tp_rank, A = s.attn_local(), F = s.ffn_local();
-  if (out.name == "wte") {
-    out.rows = s.model.vocab;
-    out.blocks.push_back({0, 0, s.vocab_offset(), 0, view.rows, view.cols});
-  } else if (ends_with(out.name, "qkv_w") || ends_with(out.name, "qkv_b")) {
-    out.rows = 3 * A * tp;
-    for (int64_t part = 0; part < 3; ++part)  // q, k, v: this rank's heads of each
-      out.blocks.push_back({part * A, 0, part * A * tp + r * A, 0, A, view.cols});
-  } else if (ends_with(out.name, "fc_w") || ends_with(out.name, "fc_b")) {
-    out.rows = F * tp;
-    out.blocks.push_back({0, 0, r * F, 0, view.rows, view.cols});
-  } else if (ends_with(out.name, "attn_proj_w")) {
-    out.cols = A * tp;
-    out.blocks.push_back({0, 0, 0, r * A, view.rows, view.cols});
-  } else if (ends_with(out.name, "fc_proj_w")) {
-    out.cols = F * tp;
-    out.blocks.push_back({0, 0, 0, r * F, view.rows, view.cols});
-  } else {
-    out.blocks.push_back({0, 0, 0, 0, view.rows, view.cols});
+  out.name = g0.name;
+  out.rows = g0.rows;
+  out.cols = g0.cols;
+  out.primary = view.name != "head_wte" && view.tp_primary(s.tp_rank);
+  for (int64_t r = 0; r < view.rows; ++r) {
+    const nn::ParamLayout::Global g = r == 0 ? g0 : nn::ParamLayout::global_index(s, view, r, 0);
+    if (!out.blocks.empty()) {
+      Block& b = out.blocks.back();
+      if (g.row == b.row + b.rows && g.col == b.col) {
+        ++b.rows;
+        continue;
+      }
+    }
+    out.blocks.push_back({r, 0, g.row, g.col, 1, view.cols});
   }
   return out;
 }

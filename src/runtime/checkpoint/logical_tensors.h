@@ -2,10 +2,13 @@
 //
 // A checkpoint stores every tensor by its logical name ("wte", "layers.3.qkv_w") and its
 // unsharded shape, whatever layout trained it. A rank's local tensor is one or more blocks of
-// the logical one: a row range for wte (vocabulary slice), fc_w and fc_b; three row ranges for
-// qkv_w / qkv_b (this rank's heads of q, of k and of v); a column range for attn_proj_w and
-// fc_proj_w; the whole tensor for what tensor parallelism replicates. The last pipeline stage's
-// copy of the tied embedding ("head_wte") is a view of "wte".
+// the logical one (ParamLayout::global_index places each row): a row range for wte and head_w
+// (vocabulary slice), fc_w, fc_b and Llama's q_w; three row ranges for qkv_w / qkv_b (this rank's
+// heads of q, of k and of v); two for Llama's kv_w (its keys, its values) and gate_up_w (its
+// gate slice, its up slice); a column range for attn_proj_w and fc_proj_w; the whole tensor for
+// what tensor parallelism replicates. The last pipeline stage's copy of GPT's tied embedding
+// ("head_wte") is a view of "wte". A tensor several TP ranks hold (norms; Llama's kv_w when tp
+// exceeds the kv heads) is written by its primary rank only.
 #pragma once
 
 #include <cstdint>
@@ -28,7 +31,7 @@ struct LogicalSlice {
   int64_t rows = 0, cols = 0;       // logical (unsharded) shape
   std::vector<Block> blocks;        // what the local tensor holds of it
   bool primary = true;              // false for copies another rank (or tensor) also holds:
-                                    // TP-replicated tensors on tp rank > 0, the head's wte copy
+                                    // TP replicas off their primary rank, the head's wte copy
 };
 
 LogicalSlice logical_slice(const nn::Shard& shard, const nn::TensorView& view);

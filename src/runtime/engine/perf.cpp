@@ -8,12 +8,6 @@
 
 namespace trident::engine {
 
-double model_flops_per_step(const ModelSpec& m, int64_t sequences) {
-  const double B = double(sequences), s = double(m.seq_len), L = double(m.layers), h = double(m.hidden),
-               V = double(m.vocab);
-  return 72.0 * B * s * L * h * h * (1.0 + s / (6.0 * h) + V / (12.0 * L * h));
-}
-
 double measure_matmul_flops(kernels::Kernels& k) {
   const int64_t n = 1536;
   float* a = k.alloc(size_t(n * n));

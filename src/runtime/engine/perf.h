@@ -8,10 +8,6 @@
 
 namespace trident::engine {
 
-// Model FLOPs of one optimizer step on `sequences` sequences (Narayanan et al. SC'21, no
-// recompute): 72 B s L h^2 (1 + s/(6h) + V/(12 L h)).
-double model_flops_per_step(const ModelSpec& m, int64_t sequences);
-
 // Measured fp32 matrix-product rate of this device (FLOP/s): a 1536^3 sgemm through the
 // kernels' own gemm (all threads), best of a few runs over ~0.3 s. MFU divides by this.
 double measure_matmul_flops(kernels::Kernels& k);

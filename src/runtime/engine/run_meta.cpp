@@ -1,13 +1,17 @@
 // JSON forms of a model and a tokenizer (see run_meta.h).
 #include "runtime/engine/run_meta.h"
 
+#include <stdexcept>
+
 #include "core/problems.h"
 
 namespace trident::engine {
 
 nlohmann::json model_to_json(const ModelSpec& m) {
-  return {{"name", m.name}, {"layers", m.layers}, {"hidden", m.hidden}, {"heads", m.heads},
-          {"ffn_hidden", m.ffn_hidden}, {"seq_len", m.seq_len}, {"vocab", m.vocab}};
+  return {{"name", m.name},       {"family", to_string(m.family)}, {"layers", m.layers},
+          {"hidden", m.hidden},   {"heads", m.heads},              {"kv_heads", m.kv_heads > 0 ? m.kv_heads : m.heads},
+          {"ffn_hidden", m.ffn_hidden}, {"seq_len", m.seq_len},    {"vocab", m.vocab},
+          {"rope_theta", m.rope_theta}, {"tied_embeddings", m.tied_embeddings()}};
 }
 
 ModelSpec model_from_json(const nlohmann::json& j) {
@@ -17,10 +21,16 @@ ModelSpec model_from_json(const nlohmann::json& j) {
     m.layers = j.at("layers").get<int64_t>();
     m.hidden = j.at("hidden").get<int64_t>();
     m.heads = j.at("heads").get<int64_t>();
-    m.kv_heads = m.heads;
     m.ffn_hidden = j.at("ffn_hidden").get<int64_t>();
     m.seq_len = j.at("seq_len").get<int64_t>();
     m.vocab = j.at("vocab").get<int64_t>();
+    // Checkpoints written before the Llama family trained are GPT models with one kv head per head.
+    const std::string family = j.value("family", std::string("gpt"));
+    if (family != "gpt" && family != "llama") throw std::invalid_argument("unknown family '" + family + "'");
+    m.family = family == "llama" ? ModelFamily::Llama : ModelFamily::GPT;
+    m.kv_heads = j.value("kv_heads", m.heads);
+    m.rope_theta = j.value("rope_theta", m.rope_theta);
+    if (j.contains("tied_embeddings")) m.tied = j.at("tied_embeddings").get<bool>() ? 1 : 0;
   } catch (const std::exception& e) {
     Problems p;
     p.add(std::string("checkpoint model description is incomplete: ") + e.what(), "use a checkpoint written by trident train",

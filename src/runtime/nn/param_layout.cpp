@@ -79,19 +79,21 @@ bool ends_with(const std::string& s, const std::string& t) {
 }
 }  // namespace
 
-ParamLayout::Global ParamLayout::global(const TensorView& view, int64_t r, int64_t c) const {
-  const Shard& s = shard_;
+ParamLayout::Global ParamLayout::global_index(const Shard& s, const TensorView& view, int64_t r, int64_t c) {
   const int64_t C = s.C(), A = s.attn_local(), F = s.ffn_local(), hd = s.head_dim(), tr = s.tp_rank;
-  Global g{view.name == "head_wte" ? "wte" : view.name, r, c, view.cols};
+  Global g{view.name == "head_wte" ? "wte" : view.name, r, c, view.rows, view.cols};
   const std::string& n = g.name;
-  if (n == "wte" || n == "head_w") g.row = s.vocab_offset() + r;
-  else if (ends_with(n, "qkv_w") || ends_with(n, "qkv_b")) g.row = (r / A) * C + tr * A + r % A;
-  else if (ends_with(n, "q_w")) g.row = tr * A + r;
+  if (n == "wte" || n == "head_w") g.row = s.vocab_offset() + r, g.rows = s.model.vocab;
+  else if (ends_with(n, "qkv_w") || ends_with(n, "qkv_b")) g.row = (r / A) * C + tr * A + r % A, g.rows = 3 * C;
+  else if (ends_with(n, "q_w")) g.row = tr * A + r, g.rows = C;
   else if (ends_with(n, "kv_w")) {
     const int64_t K = s.kv_heads_local() * hd, first = s.kv_head_first() * hd;
     g.row = r < K ? first + r : s.kv_heads() * hd + first + (r - K);
-  } else if (ends_with(n, "gate_up_w")) g.row = r < F ? tr * F + r : s.model.ffn_hidden + tr * F + (r - F);
-  else if (ends_with(n, "fc_w") || ends_with(n, "fc_b")) g.row = tr * F + r;
+    g.rows = 2 * s.kv_heads() * hd;
+  } else if (ends_with(n, "gate_up_w")) {
+    g.row = r < F ? tr * F + r : s.model.ffn_hidden + tr * F + (r - F);
+    g.rows = 2 * s.model.ffn_hidden;
+  } else if (ends_with(n, "fc_w") || ends_with(n, "fc_b")) g.row = tr * F + r, g.rows = s.model.ffn_hidden;
   else if (ends_with(n, "attn_proj_w")) g.col = tr * A + c, g.cols = C;
   else if (ends_with(n, "fc_proj_w")) g.col = tr * F + c, g.cols = s.model.ffn_hidden;
   return g;

@@ -100,12 +100,13 @@ class ParamLayout {
   const std::vector<TensorView>& tensors() const { return tensors_; }
   const TensorView* find(const std::string& name) const;
   // Where element (r, c) of a shard tensor sits in the whole model's tensor: its logical name
-  // (the GPT head's copy is "wte"), row and column there, and that tensor's column count.
+  // (the GPT head's copy is "wte"), row and column there, and that tensor's shape.
   struct Global {
     std::string name;
-    int64_t row = 0, col = 0, cols = 0;
+    int64_t row = 0, col = 0, rows = 0, cols = 0;
   };
-  Global global(const TensorView& view, int64_t r, int64_t c) const;
+  Global global(const TensorView& view, int64_t r, int64_t c) const { return global_index(shard_, view, r, c); }
+  static Global global_index(const Shard& shard, const TensorView& view, int64_t r, int64_t c);
 
   // Offsets (-1 when the shard does not hold the tensor).
   int64_t wte = -1, wpe = -1, lnf_w = -1, lnf_b = -1;

@@ -112,13 +112,26 @@ void check_trainable(const TrainSettings& s, Problems& problems) {
   check_run(sized, true, problems);
 
   // What this runtime can execute (the capability check), each refusal with its fix.
-  if (m.family != ModelFamily::GPT)
-    problems.add("the runtime trains GPT-family models (learned positions, tied head), not " + to_string(m.family),
-                 "use --family gpt or a gpt2-*/gpt3-* preset (plan, lint and simulate model the others)", "train-family");
-  if (m.kv_heads > 0 && m.kv_heads != m.heads)
+  // Both families run in the stage model: GPT (learned positions, tied head) and Llama
+  // (RoPE, RMSNorm, SwiGLU, grouped-query attention, untied head).
+  if (m.family == ModelFamily::GPT && m.kv_heads > 0 && m.kv_heads != m.heads)
     problems.add("grouped-query attention (kv-heads " + n(m.kv_heads) + " of " + n(m.heads) +
-                     " heads) is not in the runtime's model",
-                 "use --kv-heads " + n(m.heads) + " (or leave it out) for train", "train-gqa");
+                     " heads) in a GPT-family model: the runtime's GPT layer has one kv head per query head",
+                 "use --kv-heads " + n(m.heads) + " (or leave it out) for a GPT model, or --family llama", "train-gqa");
+  if (m.family == ModelFamily::Llama) {
+    if (m.tied_embeddings())
+      problems.add("a Llama model with its output layer tied to the token embedding: the runtime's Llama has an "
+                   "untied head", "drop --tied-embeddings for a Llama model", "train-tied-embeddings");
+    if (m.heads > 0 && m.hidden % m.heads == 0 && m.head_dim() % 2 != 0)
+      problems.add("rotary embeddings rotate pairs of features, but the head size (" + n(m.head_dim()) + " = hidden " +
+                       n(m.hidden) + " / heads " + n(m.heads) + ") is odd",
+                   "use --hidden and --heads whose quotient is even", "train-rope-head-dim");
+    // The CUDA backend has no grouped-query attention or RoPE kernels wired into the stage yet.
+    if (s.device != "cpu")
+      problems.add("Llama-family models train on the CPU backend only; --device " + s.device +
+                       " has no grouped-query attention kernels in the stage model yet",
+                   "use --device cpu for a Llama model, or a GPT model on --device " + s.device, "llama-device");
+  }
   if (L.cp > 1)
     problems.add("context parallel (cp " + n(L.cp) + ") is not trained by the runtime yet (plan, lint, topo and "
                  "simulate model it)", "use --cp 1 for train", "dist-cp");

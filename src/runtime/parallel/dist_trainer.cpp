@@ -348,6 +348,7 @@ double DistTrainer::step(int64_t step) {
   // embedding sum comes first, while every rank still holds its whole gradient buffer.
   auto t_dp = clock_type::now();
   auto embedding_sync = [&] {
+    if (!I.run.model.tied_embeddings()) return;  // Llama: the head is its own tensor
     Chunk& first = I.chunks.front();
     Chunk& last = I.chunks.back();
     if (g.embedding) {
@@ -373,9 +374,10 @@ double DistTrainer::step(int64_t step) {
   if (!sharded) embedding_sync();
   t.dp_exposed += since(t_dp);
 
-  // Global gradient norm: every logical parameter counted once — TP-replicated tensors on tp
-  // rank 0 only, DP replicas once (dp rank 0, or each ZeRO-1 owner its slice), and the last
-  // stage's copy of the tied embedding not at all.
+  // Global gradient norm: every logical parameter counted once — tensors TP replicates on
+  // their primary tp rank only (rank 0 for norms; the first of each kv-head group for Llama's
+  // replicated kv_w), DP replicas once (dp rank 0, or each ZeRO-1 owner its slice), and the
+  // last stage's copy of the tied embedding not at all.
   auto t_opt = clock_type::now();
   double sq = 0;
   for (auto& ch : I.chunks) {
@@ -383,7 +385,7 @@ double DistTrainer::step(int64_t step) {
     const int64_t lo_own = ch.sync->owned_begin(), hi_own = ch.sync->owned_end();
     if (!sharded && I.dp_rank != 0) continue;
     for (const auto& view : L.tensors()) {
-      if (!view.tp_sharded && g.coords.tp() != 0) continue;
+      if (!view.tp_primary(g.coords.tp())) continue;
       if (view.offset == L.head_wte && L.head_wte != L.wte) continue;
       const int64_t lo = std::max(view.offset, lo_own), hi = std::min(view.offset + view.size(), hi_own);
       if (hi > lo) sq += I.k->sum_squares(ch.stage->grads() + lo, size_t(hi - lo));

@@ -16,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include "plan/cost_model.h"
 #include "plan/memory_model.h"
 #include "report/html_page.h"
 #include "report/output_file.h"
@@ -106,15 +107,23 @@ void print_startup(const TrainSettings& s, int world, const DistTrainer& trainer
   const auto& x = s.run.exec;
   const ParamCount pc = count_parameters(model);
   const int64_t accum = x.global_batch_size / (x.micro_batch_size * L.dp);
-  std::printf("trident train: GPT %s, %s on %d %s\n", model.name.c_str(), L.describe().c_str(), world,
-              world == 1 ? "process (no MPI)" : "MPI ranks");
-  std::printf("  model       %lld layers, hidden %lld, %lld heads (head dim %lld), ffn %lld, seq %lld, vocab %lld\n",
+  const bool llama = model.family == ModelFamily::Llama;
+  std::printf("trident train: %s %s, %s on %d %s\n", llama ? "Llama" : "GPT", model.name.c_str(), L.describe().c_str(),
+              world, world == 1 ? "process (no MPI)" : "MPI ranks");
+  const std::string kv = llama ? fmt::format(", {} kv heads", model.kv_heads) : "";
+  std::printf("  model       %lld layers, hidden %lld, %lld heads (head dim %lld)%s, ffn %lld, seq %lld, vocab %lld\n",
               (long long)model.layers, (long long)model.hidden, (long long)model.heads, (long long)model.head_dim(),
-              (long long)model.ffn_hidden, (long long)model.seq_len, (long long)model.vocab);
-  std::printf("  parameters  %s = %lld layers x %s + wte %s + wpe %s + final norm %s (tied head)\n",
-              human_count(double(pc.total)).c_str(), (long long)model.layers, human_count(double(pc.per_layer)).c_str(),
-              human_count(double(pc.token_embedding)).c_str(), human_count(double(pc.position_embedding)).c_str(),
-              human_count(double(pc.final_norm)).c_str());
+              kv.c_str(), (long long)model.ffn_hidden, (long long)model.seq_len, (long long)model.vocab);
+  if (llama)
+    std::printf("  parameters  %s = %lld layers x %s + wte %s + final norm %s + head %s (untied; RoPE theta %g)\n",
+                human_count(double(pc.total)).c_str(), (long long)model.layers, human_count(double(pc.per_layer)).c_str(),
+                human_count(double(pc.token_embedding)).c_str(), human_count(double(pc.final_norm)).c_str(),
+                human_count(double(pc.output_layer)).c_str(), model.rope_theta);
+  else
+    std::printf("  parameters  %s = %lld layers x %s + wte %s + wpe %s + final norm %s (tied head)\n",
+                human_count(double(pc.total)).c_str(), (long long)model.layers, human_count(double(pc.per_layer)).c_str(),
+                human_count(double(pc.token_embedding)).c_str(), human_count(double(pc.position_embedding)).c_str(),
+                human_count(double(pc.final_norm)).c_str());
   std::printf("  data        %s\n", data.describe().c_str());
   std::printf("  batch       global %lld = micro %lld x %lld accumulation x dp %lld; %lld tokens per step\n",
               (long long)x.global_batch_size, (long long)x.micro_batch_size, (long long)accum, (long long)L.dp,
@@ -138,8 +147,13 @@ void print_startup(const TrainSettings& s, int world, const DistTrainer& trainer
               s.adamw.beta2, s.adamw.weight_decay, s.adamw.grad_clip);
   std::printf("  device      %s x %d; measured sgemm %.1f GFLOP/s in all (1536^3, every rank at once)\n",
               device.c_str(), world, matmul_flops / 1e9);
-  std::printf("  step FLOPs  72 B s L h^2 (1 + s/6h + V/12Lh) = %.2f GFLOP (B %lld)\n", step_flops / 1e9,
-              (long long)x.global_batch_size);
+  if (llama)  // plan::model_flops_per_step: Q h x h, K and V h x kv, projection h x h, three h x f MLP matrices
+    std::printf("  step FLOPs  3 B (L (2 s (h (h + 2 kv) + h^2 + 3 h f) + 4 s^2 h) + 2 s h V) = %.2f GFLOP (B %lld, "
+                "kv %lld, f %lld)\n",
+                step_flops / 1e9, (long long)x.global_batch_size, (long long)model.kv_dim(), (long long)model.ffn_hidden);
+  else
+    std::printf("  step FLOPs  72 B s L h^2 (1 + s/6h + V/12Lh) = %.2f GFLOP (B %lld)\n", step_flops / 1e9,
+                (long long)x.global_batch_size);
   const double bytes = trainer.allocated_bytes(), planned_max = planned_bytes(s);
   std::printf("  memory      rank 0: %s (weights, grads, AdamW m,v, activation slots, buffers); planner %s per rank "
               "(plan::stage_memory, fp32 recipe, no overhead)\n",
@@ -242,7 +256,7 @@ int train(const TrainSettings& s, bool mpi) {
   // MFU divides by the matrix-product rate of all ranks measured at once (they share cores).
   double matmul_flops = engine::measure_matmul_flops(*kernels);
   all_reduce_f64(*groups.world, &matmul_flops, 1, comm::ReduceOp::Sum);
-  const double step_flops = engine::model_flops_per_step(s.run.model, s.run.exec.global_batch_size);
+  const double step_flops = plan::model_flops_per_step(s.run.model, s.run.exec.global_batch_size, s.run.model.vocab);
   const int64_t tokens_per_step = s.run.exec.global_batch_size * s.run.model.seq_len;
   if (rank == 0) print_startup(s, world, trainer, *data, kernels->device_name(), matmul_flops, step_flops, first);
 
