@@ -1,18 +1,24 @@
-// trident bench: measure this machine (matrix-product rate, memory bandwidth, MPI latency and
-// bandwidth) and write it as a cluster description, a [cluster] table the planner reads
-// (--config FILE, or the rehearsal report's --prediction-cluster FILE).
+// trident bench: measure this machine and write it as a cluster description ([cluster]: the
+// peaks) and a cost table ([cost]: the shares of those peaks the trainer's kernels and MPI reach).
+// The planner reads the file with --config FILE and --cost FILE (or the rehearsal report's
+// --prediction-cluster FILE).
 //
-// One MPI rank runs on one CPU core, so a "GPU" of the description is one core: its compute
-// rate is a one-thread sgemm, gpus-per-node is the number of cores. Run it as
-// `mpirun -np 2 trident bench` to measure MPI between two ranks; alone it measures a memcpy
-// (what MPI's shared-memory transport does) and says so.
+// One MPI rank runs on one CPU core, so a "GPU" of the description is one core, every rate is
+// of one thread, gpus-per-node is the number of cores. What is written is what was measured:
+//   peaks: FMA chains in registers (FLOP/s), a memcpy (memory), an MPI ping-pong (link);
+//   cost:  sgemm rates per size as the GEMM curve E (n / (n + H))^3 (fitted to the sizes, E and
+//          H written), a 1x1x1 sgemm as the kernel-call cost, the trainer's add / GELU / layer
+//          norm against the memcpy rate, an MPI all-reduce's bus bandwidth against the ping-pong.
+// Run it as `mpirun -np 2 trident bench` to measure MPI; alone it measures no link and the
+// collective efficiencies keep the built-in values (the file says so).
+#include <fmt/format.h>
 #include <mpi.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -20,7 +26,7 @@
 #include "core/output_path.h"
 #include "core/problems.h"
 #include "plan/cost_model.h"
-#include "runtime/engine/perf.h"
+#include "runtime/engine/machine_rates.h"
 #include "runtime/kernels/ops.h"
 
 namespace trident::cli {
@@ -34,25 +40,11 @@ struct BenchArgs {
   double mpi_mib = 8;
 };
 
-// Best-of-5 time of copying `bytes` between two buffers (read + write counted once each way
-// as STREAM's "copy": 2 x bytes moved).
-double copy_bandwidth_Bps(size_t bytes) {
-  std::vector<char> a(bytes, 1), b(bytes, 0);
-  double best = 1e30;
-  for (int rep = 0; rep < 5; ++rep) {
-    auto t0 = clock_type::now();
-    std::memcpy(b.data(), a.data(), bytes);
-    best = std::min(best, since(t0));
-    a[rep] = b[bytes - 1 - rep];  // keep the copies observable
-  }
-  return 2.0 * double(bytes) / best;
-}
-
-// Ping-pong between world ranks 0 and 1: half the best round trip of `bytes`.
-double ping_pong_s(size_t bytes, int rank) {
+// Ping-pong between world ranks 0 and 1: half the best round trip of `bytes` over `reps`.
+double ping_pong_s(size_t bytes, int rank, int reps) {
   std::vector<char> buf(std::max<size_t>(bytes, 1));
   double best = 1e30;
-  for (int rep = 0; rep < 20; ++rep) {
+  for (int rep = 0; rep < reps; ++rep) {
     MPI_Barrier(MPI_COMM_WORLD);
     auto t0 = clock_type::now();
     if (rank == 0) {
@@ -64,7 +56,170 @@ double ping_pong_s(size_t bytes, int rank) {
     }
     best = std::min(best, since(t0) / 2);
   }
+  MPI_Bcast(&best, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
   return best;
+}
+
+// A barrier the waiting ranks sleep through: a spinning MPI_Barrier would take the core rank 0
+// is measuring on (one rank per core, and CI's machines have two).
+void sleeping_barrier() {
+  MPI_Request request;
+  MPI_Ibarrier(MPI_COMM_WORLD, &request);
+  for (int done = 0; MPI_Test(&request, &done, MPI_STATUS_IGNORE), !done;)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+}
+
+// Best time of an all-reduce (sum) of `bytes` of floats over every rank; the slowest rank counts.
+double allreduce_s(size_t bytes) {
+  std::vector<float> send(std::max<size_t>(bytes / sizeof(float), 1), 1.0f), recv(send.size());
+  double best = 1e30;
+  for (int rep = 0; rep < 10; ++rep) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    auto t0 = clock_type::now();
+    MPI_Allreduce(send.data(), recv.data(), int(send.size()), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    double t = since(t0), slowest = 0;
+    MPI_Allreduce(&t, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    best = std::min(best, slowest);
+  }
+  return best;
+}
+
+// The GEMM curve E (n/(n+H))^3 closest to the measured efficiencies: least squares on their
+// logarithms (relative errors alike for small and large sizes), H on a fine log grid, E exact.
+struct GemmCurve {
+  double peak_efficiency = 0, half_dim = 0;
+};
+GemmCurve fit_gemm_curve(const std::vector<int64_t>& n, const std::vector<double>& efficiency) {
+  GemmCurve best;
+  double best_sse = 1e300;
+  for (double H = 0.25; H <= 4096; H *= 1.01) {
+    plan::CostConstants c;
+    c.gemm_half_dim = H;
+    double mean = 0;
+    for (size_t i = 0; i < n.size(); ++i)
+      mean += std::log(efficiency[i] / plan::gemm_efficiency(double(n[i]), double(n[i]), double(n[i]), 1.0, c));
+    mean /= double(n.size());
+    double sse = 0;
+    for (size_t i = 0; i < n.size(); ++i) {
+      const double r = std::log(efficiency[i]) -
+                       (mean + std::log(plan::gemm_efficiency(double(n[i]), double(n[i]), double(n[i]), 1.0, c)));
+      sse += r * r;
+    }
+    if (sse < best_sse) best_sse = sse, best = {std::exp(mean), H};
+  }
+  return best;
+}
+
+// What rank 0 measured on its core.
+struct CoreRates {
+  double peak_flops = 0, call_s = 0, copy_Bps = 0, hbm_efficiency = 0;
+  std::vector<engine::GemmRate> gemms;
+  std::vector<double> gemm_efficiency;  // per size, launch cost taken out, of the FMA peak
+  GemmCurve curve;
+  std::vector<engine::ElementwiseRate> elementwise;
+};
+
+CoreRates measure_core() {
+  CoreRates r;
+  auto k1 = kernels::make_cpu_kernels(1);
+  r.peak_flops = engine::fma_peak_flops();
+  r.call_s = engine::kernel_call_s(*k1);
+  // Calls of at most a few milliseconds: a best time survives a loaded machine's preemptions.
+  const std::vector<int64_t> sizes = {16, 32, 64, 128, 192, 256};
+  r.gemms = engine::gemm_rates(*k1, sizes, 0.1);
+  for (const auto& g : r.gemms)
+    r.gemm_efficiency.push_back(2.0 * double(g.n) * double(g.n) * double(g.n) /
+                                std::max(1e-12, g.seconds - r.call_s) / r.peak_flops);
+  r.curve = fit_gemm_curve(sizes, r.gemm_efficiency);
+  r.copy_Bps = engine::copy_bandwidth_Bps(size_t(256) << 20);
+  r.elementwise = engine::elementwise_rates(*k1, size_t(16) << 20);
+  double bytes = 0, secs = 0;
+  for (const auto& e : r.elementwise) bytes += e.bytes_moved, secs += e.seconds;
+  r.hbm_efficiency = bytes / secs / r.copy_Bps;
+  return r;
+}
+
+// The link between ranks 0 and 1 and the all-reduce over all ranks (every rank takes part).
+struct LinkRates {
+  bool measured = false;
+  double latency_s = 1e-6, bandwidth_Bps = 0, allreduce_s = 0, bus_Bps = 0, collective_efficiency = 0;
+};
+
+LinkRates measure_links(size_t bytes, int rank, int world) {
+  LinkRates l;
+  if (world < 2) {
+    l.bandwidth_Bps = engine::copy_bandwidth_Bps(bytes) / 2;  // one direction of one copy
+    return l;
+  }
+  l.measured = true;
+  l.latency_s = ping_pong_s(8, rank, 200);
+  // A loaded machine can delay even the best small round trip: never subtract more than half.
+  const double t = ping_pong_s(bytes, rank, 20);
+  l.bandwidth_Bps = double(bytes) / std::max(t - l.latency_s, t / 2);
+  l.allreduce_s = allreduce_s(bytes);
+  // Ring all-reduce: 2(n-1) latencies + 2(n-1)/n S at the bus bandwidth (the planner's model).
+  const double n = double(world);
+  const double wire = std::max(l.allreduce_s - 2 * (n - 1) * l.latency_s, l.allreduce_s / 2);
+  l.bus_Bps = 2 * (n - 1) / n * double(bytes) / wire;
+  l.collective_efficiency = l.bus_Bps / l.bandwidth_Bps;
+  return l;
+}
+
+std::string bench_toml(const CoreRates& r, const LinkRates& l, int world, int cores, double ram, double mib) {
+  plan::CostConstants curve;
+  curve.gemm_peak_efficiency = r.curve.peak_efficiency;
+  curve.gemm_half_dim = r.curve.half_dim;
+  std::string s =
+      "# This machine as a Trident cluster and cost table, measured by `trident bench`.\n"
+      "# One MPI rank = one CPU core = one \"GPU\" below; every rate is of one thread.\n";
+  s += fmt::format("# Peaks ([cluster]): FMA chains in registers {:.2f} GFLOP/s; a 256 MiB memcpy {:.2f} GB/s "
+                   "(read + write).\n",
+                   r.peak_flops / 1e9, r.copy_Bps / 1e9);
+  if (l.measured)
+    s += fmt::format("#   link: MPI ping-pong between ranks 0 and 1 ({} ranks): {:.2f} us for 8 bytes, {:.3f} GB/s for "
+                     "{:g} MiB.\n",
+                     world, l.latency_s * 1e6, l.bandwidth_Bps / 1e9, mib);
+  else
+    s += fmt::format("#   link: memcpy only (one rank), {:.3f} GB/s one way, 1 us latency assumed; run `mpirun -np 2 "
+                     "trident bench` to measure MPI itself.\n",
+                     l.bandwidth_Bps / 1e9);
+  s += "# Achieved over those peaks ([cost]):\n";
+  for (size_t i = 0; i < r.gemms.size(); ++i) {
+    const double n = double(r.gemms[i].n);
+    s += fmt::format("#   sgemm {:>4}^3: {:10.1f} us, {:7.2f} GFLOP/s = {:.3f} of the peak (the curve: {:.3f})\n",
+                     r.gemms[i].n, r.gemms[i].seconds * 1e6, r.gemms[i].flops_per_s / 1e9, r.gemm_efficiency[i],
+                     plan::gemm_efficiency(n, n, n, curve));
+  }
+  s += "#   gemm_peak_efficiency, gemm_half_dim: the planner's curve E (n / (n + H))^3 fitted to these sizes\n"
+       "#     (least squares on log efficiency; the call cost below taken out of each time)\n";
+  s += fmt::format("#   kernel_launch_us: one 1x1x1 sgemm call, {:.3f} us\n", r.call_s * 1e6);
+  std::string list;
+  for (const auto& e : r.elementwise)
+    list += fmt::format("{}{} {:.2f} GB/s", list.empty() ? "" : ", ", e.kernel, e.bytes_moved / e.seconds / 1e9);
+  s += fmt::format("#   hbm_efficiency: the trainer's memory-bound kernels over 16 Mi floats ({}): together {:.3f} of "
+                   "the memcpy rate\n",
+                   list, r.hbm_efficiency);
+  if (l.measured)
+    s += fmt::format("#   pcie_efficiency, network_efficiency: an all-reduce of {:g} MiB over the {} ranks, {:.1f} us: "
+                     "bus bandwidth {:.3f} GB/s = {:.3f} of the ping-pong's\n"
+                     "#     (the planner applies the same share to point-to-point sends)\n",
+                     mib, world, l.allreduce_s * 1e6, l.bus_Bps / 1e9, l.collective_efficiency);
+  else
+    s += "#   pcie_efficiency, network_efficiency: not measured (one rank): the built-in values apply\n";
+  s += fmt::format(
+      "[cluster]\nnodes = 1\ngpus-per-node = {}\ngpu-memory-gib = {:.3f}\ngpu-fp32-tflops = {:.6f}\n"
+      "gpu-bf16-tflops = {:.6f}\ngpu-hbm-gbytes-per-s = {:.3f}\nintra-link = \"pcie\"\nintra-gbytes-per-s = {:.4f}\n"
+      "intra-latency-us = {:.3f}\ninter-link = \"ethernet\"\ninter-node-gbytes-per-s = {:.4f}\n"
+      "inter-latency-us = {:.3f}\n",
+      cores, ram / double(1 << 30) / cores, r.peak_flops / 1e12, r.peak_flops / 1e12, r.copy_Bps / 1e9,
+      l.bandwidth_Bps / 1e9, l.latency_s * 1e6, l.bandwidth_Bps / 1e9 * cores, l.latency_s * 1e6);
+  s += fmt::format("\n[cost]\ngemm_peak_efficiency = {:.4f}\ngemm_half_dim = {:.2f}\nkernel_launch_us = {:.4f}\n"
+                   "hbm_efficiency = {:.4f}\n",
+                   r.curve.peak_efficiency, r.curve.half_dim, r.call_s * 1e6, r.hbm_efficiency);
+  if (l.measured)
+    s += fmt::format("pcie_efficiency = {:.4f}\nnetwork_efficiency = {:.4f}\n", l.collective_efficiency,
+                     l.collective_efficiency);
+  return s;
 }
 
 int run_bench(const BenchArgs& a) {
@@ -74,80 +229,32 @@ int run_bench(const BenchArgs& a) {
   int rank = 0, world = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world);
-
   const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
-  auto k1 = kernels::make_cpu_kernels(1);
-  const double flops_1 = rank == 0 ? engine::measure_matmul_flops(*k1) : 0.0;
-  const double hbm = rank == 0 ? copy_bandwidth_Bps(size_t(256) << 20) : 0.0;
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
   const double ram = double(pages) * double(page);
-
-  double latency = 0, bandwidth = 0;
-  std::string how;
-  const size_t big = size_t(a.mpi_mib * (1 << 20));
-  if (world >= 2) {
-    latency = ping_pong_s(8, rank);
-    const double t = ping_pong_s(big, rank);
-    bandwidth = double(big) / std::max(1e-12, t - latency);
-    how = "MPI ping-pong between ranks 0 and 1 (" + std::to_string(world) + " ranks)";
-  } else {
-    bandwidth = copy_bandwidth_Bps(big) / 2;  // one direction of one copy
-    latency = 1e-6;
-    how = "memcpy only (one rank): run `mpirun -np 2 trident bench` to measure MPI itself";
-  }
-  // The planner applies its own achieved-over-peak factors to the "peak" it is given (a large
-  // GEMM reaches gemm_efficiency of it, memory-bound kernels hbm_efficiency). Our figures are
-  // already achieved rates, so write the peaks that make the planner reproduce them.
-  const plan::CostConstants& constants = plan::default_constants();
-  const double gemm_eff = plan::gemm_efficiency(1536, 1536, 1536, constants);
-  const double peak_flops = flops_1 / gemm_eff;
-  const double peak_hbm = hbm / constants.hbm_efficiency;
-  const double link_eff = plan::link_efficiency(LinkKind::PCIe, constants);  // the link kind written below
+  const CoreRates core = rank == 0 ? measure_core() : CoreRates{};
+  sleeping_barrier();  // the others wait for rank 0's core measurements without taking a core
+  const LinkRates links = measure_links(size_t(a.mpi_mib * (1 << 20)), rank, world);
+  int status = 0;
   if (rank == 0) {
-    char text[2048];
-    std::snprintf(text, sizeof text,
-                  "# This machine as a Trident cluster, measured by `trident bench`.\n"
-                  "# One MPI rank = one CPU core = one \"GPU\" below. Inputs: a 1536^3 sgemm on one thread\n"
-                  "# (%.2f GFLOP/s), a 256 MiB memcpy (%.2f GB/s counting read + write), %s:\n"
-                  "# %.2f us for 8 bytes, %.3f GB/s for %.0f MiB. %d cores, %.1f GiB of memory.\n"
-                  "# The planner reaches %.3f of a peak on a 1536^3 GEMM and %.2f of memory bandwidth,\n"
-                  "# and %.2f of a PCIe link's bandwidth, so the peaks below are the measured rates divided\n"
-                  "# by those shares.\n"
-                  "[cluster]\n"
-                  "nodes = 1\n"
-                  "gpus-per-node = %d\n"
-                  "gpu-memory-gib = %.3f\n"
-                  "gpu-fp32-tflops = %.6f\n"
-                  "gpu-bf16-tflops = %.6f\n"
-                  "gpu-hbm-gbytes-per-s = %.3f\n"
-                  "intra-link = \"pcie\"\n"
-                  "intra-gbytes-per-s = %.4f\n"
-                  "intra-latency-us = %.3f\n"
-                  "inter-link = \"ethernet\"\n"
-                  "inter-node-gbytes-per-s = %.4f\n"
-                  "inter-latency-us = %.3f\n",
-                  flops_1 / 1e9, hbm / 1e9, how.c_str(), latency * 1e6, bandwidth / 1e9, a.mpi_mib, cores,
-                  ram / double(1 << 30), gemm_eff, constants.hbm_efficiency, link_eff, cores, ram / double(1 << 30) / cores,
-                  peak_flops / 1e12, peak_flops / 1e12, peak_hbm / 1e9, bandwidth / link_eff / 1e9, latency * 1e6, bandwidth / link_eff / 1e9,
-                  latency * 1e6);
-    std::printf("%s", text);
+    const std::string text = bench_toml(core, links, world, cores, ram, a.mpi_mib);
+    std::printf("%s", text.c_str());
     try {
       write_text_atomically(a.out, text);
+      std::printf("wrote %s (use it with --config %s --cost %s, or --prediction-cluster for the rehearsal report)\n",
+                  a.out.c_str(), a.out.c_str(), a.out.c_str());
     } catch (const InputError& e) {
       std::fprintf(stderr, "trident bench: %s\n", e.problems().front().what.c_str());
-      MPI_Finalize();
-      return 1;
+      status = 1;
     }
-    std::printf("wrote %s (use it with --config %s, or --prediction-cluster for the rehearsal report)\n",
-                a.out.c_str(), a.out.c_str());
   }
   MPI_Finalize();
-  return 0;
+  return status;
 }
 
 Runner setup_bench(CLI::App& cmd) {
   auto args = std::make_shared<BenchArgs>();
-  cmd.add_option("--out", args->out, "cluster TOML to write (default trident-cluster.toml)");
+  cmd.add_option("--out", args->out, "cluster and cost TOML to write (default trident-cluster.toml)");
   cmd.add_option("--mpi-mib", args->mpi_mib, "message size for the MPI bandwidth, MiB (default 8)");
   return [args] {
     Problems p;
@@ -160,7 +267,9 @@ Runner setup_bench(CLI::App& cmd) {
   };
 }
 
-TRIDENT_COMMAND("bench", "measure this machine (matmul rate, memory and MPI bandwidth) and write a cluster TOML",
+TRIDENT_COMMAND("bench",
+                "measure this machine (peaks, and the shares of them matmuls, memory-bound kernels and MPI reach) "
+                "and write a cluster and cost TOML",
                 setup_bench);
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <set>
 #include <sstream>
 
 namespace trident {
@@ -106,10 +107,14 @@ void apply_cost_toml(const std::string& text, const std::string& origin, const G
   set_fields(flat, origin, table, problems);
   for (const char* common : {"cost", "default"})
     if (const toml::table* t = root[common].as_table()) set_fields(*t, origin + " [" + common + "]", table, problems);
+  // A run config (as `trident bench` writes: [cluster] and [cost]) may be given as a cost file:
+  // its other tables are not cost tables.
+  static const std::set<std::string> config_tables = {"model", "cluster", "layout", "training", "distributed",
+                                                      "output"};
   for (const auto& [k, node] : root) {
     const std::string name(k.str());
     const toml::table* t = node.as_table();
-    if (!t || name == "cost" || name == "default") continue;
+    if (!t || name == "cost" || name == "default" || config_tables.count(name)) continue;
     if (!is_gpu_preset(name) && name != key) {
       problems.add("unknown table [" + name + "] in cost file " + origin,
                    "name a GPU of the catalog (" + join_choices(gpu_preset_names()) + "), or use [default]",

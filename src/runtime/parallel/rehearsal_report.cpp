@@ -116,6 +116,7 @@ std::string rehearsal_text(const RehearsalData& d) {
          "; a receive wait beyond it counts as bubble\n";
   if (d.prediction) {
     out += "prediction: planner on " + p.cluster + " (from " + p.cluster_source + ")\n";
+    out += "  cost table (" + p.cost_source + "): " + p.cost + "\n";
     if (!p.note.empty()) out += "  note: " + p.note + "\n";
   } else {
     out += "prediction: none (" + d.prediction_missing + ")\n";
@@ -158,7 +159,10 @@ nlohmann::json rehearsal_json(const RehearsalData& d) {
                                {"other", o.other / o.total}}}};
   if (d.prediction) {
     const Prediction& p = *d.prediction;
+    json cost = json::object();
+    for (const auto& [name, value] : p.cost_values) cost[name] = value;
     j["predicted"] = {{"cluster", p.cluster}, {"cluster_source", p.cluster_source}, {"note", p.note},
+                      {"cost_source", p.cost_source}, {"cost", cost},
                       {"step_s", p.step_s}, {"peak_memory_bytes", p.peak_memory_bytes},
                       {"shares", {{"compute", (p.compute_s + p.optimizer_s) / p.step_s}, {"tp", p.tp_s / p.step_s},
                                   {"pp", p.pp_s / p.step_s}, {"bubble", p.bubble_s / p.step_s},
@@ -172,12 +176,18 @@ nlohmann::json rehearsal_json(const RehearsalData& d) {
 
 Prediction predict(const RunSpec& run, const std::string& cluster_toml, int64_t hardware_cores) {
   Problems problems;
-  OptionValues values(cluster_options());
+  // The file `trident bench` writes: a [cluster] table (peaks) and a [cost] table (the measured
+  // shares of them), read by the same loaders plan and simulate use.
+  std::vector<OptionDef> defs = cluster_options();
+  for (const auto& d : cost_options()) defs.push_back(d);
+  OptionValues values(defs);
   values.load_toml_file(cluster_toml, problems);
   problems.throw_if_any();
   RunSpec r = run;
   r.cluster = resolve_cluster(values, problems);
+  r.cost = resolve_cost(values, r.cluster.gpu, problems);
   problems.throw_if_any();
+  r.cost->source = r.cost->source == "built-in" ? "built-in" : r.cost->source + " of " + cluster_toml;
   r.cluster.name = "this machine";
   r.cluster.gpu.name = "CPU core";
   Prediction p;
@@ -198,6 +208,9 @@ Prediction predict(const RunSpec& run, const std::string& cluster_toml, int64_t 
     p.note += "all ranks on one node; fp32 throughout";
   }
   p.cluster = r.cluster.describe();
+  p.cost_source = r.cost->source;
+  p.cost = describe(*r.cost);
+  for (const auto& f : cost_fields()) p.cost_values.emplace_back(f.name, (*r.cost).*(f.member));
   plan::Estimate e = plan::estimate(r, 0.0);
   p.step_s = e.time.step;
   p.compute_s = e.time.compute;

@@ -9,6 +9,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -29,6 +30,9 @@ struct Prediction {
   std::string cluster_source;  // the TOML file the cluster came from
   std::string cluster;         // its one-line description
   std::string note;            // what was adapted (ranks sharing cores, fp32)
+  std::string cost_source;     // where the cost table came from (built-in, the file's [cost] table)
+  std::string cost;            // the table, one line
+  std::vector<std::pair<std::string, double>> cost_values;  // the table, per field
   double step_s = 0, compute_s = 0, tp_s = 0, pp_s = 0, bubble_s = 0, dp_s = 0, optimizer_s = 0;
   double peak_memory_bytes = 0;
 };
@@ -47,8 +51,8 @@ struct RehearsalData {
 std::string rehearsal_text(const RehearsalData& d);
 nlohmann::json rehearsal_json(const RehearsalData& d);
 
-// Planner's estimate of `run` on the cluster described by the TOML file (a [cluster] table as
-// `trident bench` writes). The ranks of this machine share its cores: when the world is larger
+// Planner's estimate of `run` on the cluster described by the TOML file (a [cluster] table and
+// a [cost] table, as `trident bench` writes; without [cost] the built-in table applies). The ranks of this machine share its cores: when the world is larger
 // than the cluster's GPUs per node, the cluster becomes one node holding them all, and each
 // rank's compute rate is the measured one times cores / ranks (stated in the note).
 Prediction predict(const RunSpec& run, const std::string& cluster_toml, int64_t hardware_cores);

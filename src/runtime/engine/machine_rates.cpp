@@ -1,0 +1,153 @@
+#include "runtime/engine/machine_rates.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+namespace trident::engine {
+
+namespace {
+using clock_type = std::chrono::steady_clock;
+double since(clock_type::time_point t0) { return std::chrono::duration<double>(clock_type::now() - t0).count(); }
+
+// Best time of f() over at least `min_reps` calls and about `budget_s` seconds.
+template <class F>
+double best_time(F&& f, int min_reps, double budget_s) {
+  double best = 1e30, spent = 0;
+  for (int rep = 0; rep < min_reps || (spent < budget_s && rep < 100000); ++rep) {
+    const auto t0 = clock_type::now();
+    f();
+    const double dt = since(t0);
+    spent += dt;
+    best = std::min(best, dt);
+  }
+  return best;
+}
+}  // namespace
+
+double fma_peak_flops() {
+  // 12 independent chains of the widest vectors hide the FMA latency; -ffp-contract=fast and
+  // -march=native (this file's flags) make a*m+c one fused instruction. The empty asm keeps
+  // every chain in a register and alive, so nothing is folded or dropped.
+#if defined(__AVX512F__)
+  typedef float vf __attribute__((vector_size(64)));
+  constexpr int width = 16;
+#else
+  typedef float vf __attribute__((vector_size(32)));
+  constexpr int width = 8;
+#endif
+  constexpr int chains = 12;
+  // Many short runs (about a millisecond each): the best one survives a loaded machine.
+  const long iters = 100000;
+  double best = 0, spent = 0;
+  for (int rep = 0; rep < 20 || (spent < 0.3 && rep < 2000); ++rep) {
+    vf a[chains], m, add;
+    for (int i = 0; i < width; ++i) m[i] = 0.999999f, add[i] = 1e-7f;
+    for (int c = 0; c < chains; ++c)
+      for (int i = 0; i < width; ++i) a[c][i] = 1.0f + 0.01f * float(c + i);
+    const auto t0 = clock_type::now();
+    for (long it = 0; it < iters; ++it) {
+#pragma GCC unroll 12
+      for (int c = 0; c < chains; ++c) {
+        a[c] = a[c] * m + add;
+        asm volatile("" : "+v"(a[c]));
+      }
+    }
+    const double dt = since(t0);
+    spent += dt;
+    best = std::max(best, 2.0 * chains * width * double(iters) / dt);
+  }
+  return best;
+}
+
+std::vector<GemmRate> gemm_rates(kernels::Kernels& k, const std::vector<int64_t>& sizes, double budget_s) {
+  std::vector<GemmRate> out;
+  for (int64_t n : sizes) {
+    const size_t count = size_t(n * n);
+    float* a = k.alloc(count);
+    float* b = k.alloc(count);
+    float* c = k.alloc(count);
+    std::vector<float> host(count);
+    for (size_t i = 0; i < count; ++i) host[i] = 1e-3f * float(i % 97);
+    k.from_host(a, host.data(), count);
+    k.from_host(b, host.data(), count);
+    const double t = best_time(
+        [&] {
+          k.gemm(kernels::Trans::N, kernels::Trans::T, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+          k.synchronize();
+        },
+        3, budget_s);
+    out.push_back({n, t, 2.0 * double(n) * double(n) * double(n) / t});
+    k.free(a, count);
+    k.free(b, count);
+    k.free(c, count);
+  }
+  return out;
+}
+
+double kernel_call_s(kernels::Kernels& k) {
+  float* a = k.alloc(1);
+  float* b = k.alloc(1);
+  float* c = k.alloc(1);
+  const float one = 1.0f;
+  k.from_host(a, &one, 1);
+  k.from_host(b, &one, 1);
+  const double t = best_time(
+      [&] {
+        k.gemm(kernels::Trans::N, kernels::Trans::T, 1, 1, 1, 1.0f, a, 1, b, 1, 0.0f, c, 1);
+        k.synchronize();
+      },
+      1000, 0.02);
+  k.free(a, 1);
+  k.free(b, 1);
+  k.free(c, 1);
+  return t;
+}
+
+double copy_bandwidth_Bps(size_t bytes) {
+  std::vector<char> a(bytes, 1), b(bytes, 0);
+  int rep = 0;
+  const double t = best_time(
+      [&] {
+        std::memcpy(b.data(), a.data(), bytes);
+        a[size_t(rep++) % bytes] = b[bytes - 1];  // keep the copies observable
+      },
+      5, 0.0);
+  return 2.0 * double(bytes) / t;
+}
+
+std::vector<ElementwiseRate> elementwise_rates(kernels::Kernels& k, size_t n) {
+  using kernels::Tensor;
+  const int64_t C = 1024, N = int64_t(n) / C;
+  n = size_t(N * C);
+  float* x = k.alloc(n);
+  float* y = k.alloc(n);
+  float* z = k.alloc(n);
+  float* w = k.alloc(size_t(C));
+  float* bias = k.alloc(size_t(C));
+  float* mean = k.alloc(size_t(N));
+  float* rstd = k.alloc(size_t(N));
+  std::vector<float> host(n);
+  for (size_t i = 0; i < n; ++i) host[i] = 1e-3f * float(i % 89) - 0.04f;
+  k.from_host(x, host.data(), n);
+  k.from_host(y, host.data(), n);
+  k.from_host(w, host.data(), size_t(C));
+  k.from_host(bias, host.data(), size_t(C));
+  const double f = sizeof(float) * double(n);
+  std::vector<ElementwiseRate> out;
+  auto measure = [&](const char* name, double bytes, auto&& call) {
+    out.push_back({name, bytes, best_time([&] { call(), k.synchronize(); }, 5, 0.0)});
+  };
+  measure("add", 3 * f, [&] { k.add(Tensor(z, n), Tensor(x, n), Tensor(y, n)); });
+  measure("gelu", 2 * f, [&] { k.gelu_forward(Tensor(z, n), Tensor(x, n)); });
+  measure("layernorm", 2 * f, [&] {
+    k.layernorm_forward(Tensor(z, n), mean, rstd, Tensor(x, n), Tensor(w, size_t(C)), Tensor(bias, size_t(C)), N, C);
+  });
+  for (float* p : {x, y, z}) k.free(p, n);
+  for (float* p : {w, bias}) k.free(p, size_t(C));
+  k.free(mean, size_t(N));
+  k.free(rstd, size_t(N));
+  return out;
+}
+
+}  // namespace trident::engine

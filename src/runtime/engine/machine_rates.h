@@ -1,0 +1,40 @@
+// What one CPU core of this machine reaches, measured through the kernels the trainer runs:
+// the FMA peak (the physical limit), matrix-product rates per size, the rate of the memory-bound
+// kernels against a plain copy, and the fixed cost of one kernel call. `trident bench` turns
+// them into a cluster description (peaks) and a cost table (achieved over peak).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "runtime/kernels/ops.h"
+
+namespace trident::engine {
+
+// FP32 FLOP/s of independent FMA chains in registers on this thread: no memory traffic, the
+// widest vectors the build targets. The peak the efficiencies are shares of.
+double fma_peak_flops();
+
+struct GemmRate {
+  int64_t n = 0;        // n x n times n x n
+  double seconds = 0;   // best call time
+  double flops_per_s = 0;
+};
+// Best time of an n^3 sgemm through k.gemm for each n (each size measured for ~budget_s).
+std::vector<GemmRate> gemm_rates(kernels::Kernels& k, const std::vector<int64_t>& sizes, double budget_s);
+
+// Best time of one 1x1x1 sgemm call: the fixed cost every kernel call pays.
+double kernel_call_s(kernels::Kernels& k);
+
+// STREAM-style copy of `bytes` (memcpy), bytes read + written per second: the memory peak.
+double copy_bandwidth_Bps(size_t bytes);
+
+struct ElementwiseRate {
+  const char* kernel = "";
+  double bytes_moved = 0;  // read + written per call
+  double seconds = 0;      // best call time
+};
+// The trainer's memory-bound kernels (add, GELU, layer norm) over `floats` elements each.
+std::vector<ElementwiseRate> elementwise_rates(kernels::Kernels& k, size_t floats);
+
+}  // namespace trident::engine

@@ -1,0 +1,72 @@
+"""`trident bench` writes what it measured, and the planner reproduces a measured step with it.
+
+1. `trident bench` (one process, one thread) writes a [cluster] table (peaks: FMA chains in
+   registers, memcpy) and a [cost] table (the shares of those peaks the trainer's sgemm and
+   memory-bound kernels reach). A share of a measured physical peak is at most 1: a file with a
+   larger one would be a peak inflated to make the model fit.
+2. `trident train` runs a small GPT on one thread (one process = one "GPU" of the description);
+   its best step time after the first is the measured step.
+3. `trident simulate` with the cluster from the file (--config, [cost] removed) and the cost
+   table from --cost FILE predicts that step. Stated error: within 35% (the cost model's
+   memory-bound term is a GPU's, stored activation bytes at one bandwidth share; the CPU's
+   kernels, GELU above all, are not all memory-bound).
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+trident, source = sys.argv[1], sys.argv[2]
+TOLERANCE = 0.35
+env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+MODEL = ["--layers", "2", "--hidden", "128", "--heads", "4", "--seq-len", "64", "--vocab", "256",
+         "--global-batch-size", "4", "--micro-batch-size", "4"]
+
+
+def run(*args):
+    r = subprocess.run([trident, *args], capture_output=True, text=True, env=env, timeout=300)
+    if r.returncode != 0:
+        sys.exit(f"trident {' '.join(args)} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
+    return r.stdout
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    bench = os.path.join(tmp, "bench.toml")
+    run("bench", "--out", bench)
+    text = open(bench).read()
+    cost = dict(re.findall(r"^(\w+) = ([0-9.e+-]+)$", text.split("\n[cost]\n")[1], re.M))
+    for key in ("gemm_peak_efficiency", "gemm_half_dim", "kernel_launch_us", "hbm_efficiency"):
+        assert key in cost, f"[cost] lacks {key}:\n{text}"
+    gemm, hbm = float(cost["gemm_peak_efficiency"]), float(cost["hbm_efficiency"])
+    assert 0 < gemm <= 1, f"gemm_peak_efficiency {gemm} is not a share of the measured FMA peak"
+    assert 0 < hbm <= 1.5, f"hbm_efficiency {hbm} is not a share of the memcpy rate"
+    measured_gemm = [float(x) for x in re.findall(r"= ([0-9.]+) of the peak", text)]
+    assert len(measured_gemm) >= 4 and all(0 < e <= 1 for e in measured_gemm), text
+
+    cluster = os.path.join(tmp, "cluster.toml")
+    open(cluster, "w").write(text.split("\n[cost]\n")[0])
+
+    tokens = os.path.join(tmp, "art.tok")
+    run("data", "prepare", "/usr/share/games/fortunes/art", tokens)
+    metrics = os.path.join(tmp, "metrics.jsonl")
+    run("train", *MODEL, "--data", tokens, "--threads", "1", "--steps", "8", "--metrics", metrics,
+        "--log-every", "100")
+    steps = [json.loads(line)["step_s"] for line in open(metrics)]
+    measured = min(steps[1:])
+
+    out = run("simulate", "--config", cluster, "--cost", bench, *MODEL, "--tp", "1", "--pp", "1", "--dp", "1",
+              "--gpus-per-node", "1", "--precision", "fp32", "--json")
+    sim = json.loads(out)
+    predicted = sim["planner_step_s"]
+    source_line = sim["cost_table"]["source"]
+    assert "bench.toml" in source_line, f"simulate did not name the cost file it used: {source_line}"
+    builtin = json.loads(run("simulate", "--config", cluster, *MODEL, "--tp", "1", "--pp", "1", "--dp", "1",
+                             "--gpus-per-node", "1", "--precision", "fp32", "--json"))
+    builtin_s = builtin["planner_step_s"]
+    error = (predicted - measured) / measured
+    print(f"measured step {measured * 1e3:.2f} ms (best of {len(steps) - 1}); predicted with the measured cost "
+          f"table {predicted * 1e3:.2f} ms ({100 * error:+.1f}%), with the built-in one {builtin_s * 1e3:.2f} ms; "
+          f"gemm_peak_efficiency {gemm}, hbm_efficiency {hbm}")
+    assert abs(error) <= TOLERANCE, f"prediction {predicted} s vs measured {measured} s: {100 * error:+.1f}%"
