@@ -4,7 +4,8 @@
 // --prediction-cluster FILE).
 //
 // One MPI rank runs on one CPU core, so a "GPU" of the description is one core, every rate is
-// of one thread, gpus-per-node is the number of cores. What is written is what was measured:
+// of one thread (per second of its CPU time), gpus-per-node is the number of cores. What is
+// written is what was measured:
 //   peaks: FMA chains in registers (FLOP/s), a memcpy (memory), an MPI ping-pong (link);
 //   cost:  sgemm rates per size as the GEMM curve E (n / (n + H))^3 (fitted to the sizes, E and
 //          H written), a 1x1x1 sgemm as the kernel-call cost, the trainer's add / GELU / layer
@@ -110,6 +111,11 @@ GemmCurve fit_gemm_curve(const std::vector<int64_t>& n, const std::vector<double
   return best;
 }
 
+// Working sets of a rehearsal's tensors (a few MiB: what a small model's activations are), so
+// the memory figures are those its kernels see.
+constexpr size_t kCopyBytes = size_t(8) << 20;
+constexpr size_t kElementwiseFloats = size_t(1) << 20;
+
 // What rank 0 measured on its core.
 struct CoreRates {
   double peak_flops = 0, call_s = 0, copy_Bps = 0, hbm_efficiency = 0;
@@ -131,8 +137,8 @@ CoreRates measure_core() {
     r.gemm_efficiency.push_back(2.0 * double(g.n) * double(g.n) * double(g.n) /
                                 std::max(1e-12, g.seconds - r.call_s) / r.peak_flops);
   r.curve = fit_gemm_curve(sizes, r.gemm_efficiency);
-  r.copy_Bps = engine::copy_bandwidth_Bps(size_t(256) << 20);
-  r.elementwise = engine::elementwise_rates(*k1, size_t(16) << 20);
+  r.copy_Bps = engine::copy_bandwidth_Bps(kCopyBytes);
+  r.elementwise = engine::elementwise_rates(*k1, kElementwiseFloats);
   double bytes = 0, secs = 0;
   for (const auto& e : r.elementwise) bytes += e.bytes_moved, secs += e.seconds;
   r.hbm_efficiency = bytes / secs / r.copy_Bps;
@@ -171,10 +177,11 @@ std::string bench_toml(const CoreRates& r, const LinkRates& l, int world, int co
   curve.gemm_half_dim = r.curve.half_dim;
   std::string s =
       "# This machine as a Trident cluster and cost table, measured by `trident bench`.\n"
-      "# One MPI rank = one CPU core = one \"GPU\" below; every rate is of one thread.\n";
-  s += fmt::format("# Peaks ([cluster]): FMA chains in registers {:.2f} GFLOP/s; a 256 MiB memcpy {:.2f} GB/s "
+      "# One MPI rank = one CPU core = one \"GPU\" below; every core rate is of one thread, per second of its\n"
+      "# CPU time (best of several calls), so other processes on the machine do not lower it.\n";
+  s += fmt::format("# Peaks ([cluster]): FMA chains in registers {:.2f} GFLOP/s; a {} MiB memcpy {:.2f} GB/s "
                    "(read + write).\n",
-                   r.peak_flops / 1e9, r.copy_Bps / 1e9);
+                   r.peak_flops / 1e9, kCopyBytes >> 20, r.copy_Bps / 1e9);
   if (l.measured)
     s += fmt::format("#   link: MPI ping-pong between ranks 0 and 1 ({} ranks): {:.2f} us for 8 bytes, {:.3f} GB/s for "
                      "{:g} MiB.\n",
@@ -196,9 +203,9 @@ std::string bench_toml(const CoreRates& r, const LinkRates& l, int world, int co
   std::string list;
   for (const auto& e : r.elementwise)
     list += fmt::format("{}{} {:.2f} GB/s", list.empty() ? "" : ", ", e.kernel, e.bytes_moved / e.seconds / 1e9);
-  s += fmt::format("#   hbm_efficiency: the trainer's memory-bound kernels over 16 Mi floats ({}): together {:.3f} of "
+  s += fmt::format("#   hbm_efficiency: the trainer's memory-bound kernels over {} Mi floats ({}): together {:.3f} of "
                    "the memcpy rate\n",
-                   list, r.hbm_efficiency);
+                   kElementwiseFloats >> 20, list, r.hbm_efficiency);
   if (l.measured)
     s += fmt::format("#   pcie_efficiency, network_efficiency: an all-reduce of {:g} MiB over the {} ranks, {:.1f} us: "
                      "bus bandwidth {:.3f} GB/s = {:.3f} of the ping-pong's\n"

@@ -1,7 +1,9 @@
 // What one CPU core of this machine reaches, measured through the kernels the trainer runs:
 // the FMA peak (the physical limit), matrix-product rates per size, the rate of the memory-bound
 // kernels against a plain copy, and the fixed cost of one kernel call. `trident bench` turns
-// them into a cluster description (peaks) and a cost table (achieved over peak).
+// them into a cluster description (peaks) and a cost table (achieved over peak). Times are of
+// the calling thread's CPU clock, best of several calls: other processes on a loaded machine
+// do not slow the figures down.
 #pragma once
 
 #include <cstdint>
