@@ -57,12 +57,11 @@ TEST(CheckDistRun, what_the_runtime_cannot_execute_is_refused_with_its_fix) {
   auto s = tiny();
   s.run.layout = Layout{.pp = 2};
   s.run.model.kv_heads = 2;
-  s.run.exec.recompute = Recompute::Selective;
   s.run.exec.precision = Precision::BF16;
   s.run.exec.schedule = ScheduleKind::ZeroBubbleH1;
   s.run.exec.sequence_parallel = true;
   const std::string text = all_problems(s);
-  for (const char* code : {"[train-gqa]", "[train-recompute]", "[train-precision]", "[train-zb-h1]", "[sp-needs-tp]"})
+  for (const char* code : {"[train-gqa]", "[train-precision]", "[train-zb-h1]", "[sp-needs-tp]"})
     EXPECT_NE(text.find(code), std::string::npos) << code << " missing in:\n" << text;
   s = tiny();
   s.device = "cuda";

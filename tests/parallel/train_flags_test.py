@@ -88,6 +88,7 @@ rows = [
     # C: tensor parallel with sequence parallel, a setting from a config file, no tracing.
     ("--sequence-parallel", None, "C", r"ZeRO 0, fp32, sequence parallel"),
     ("--config", path("c.toml"), "C", r"wd 0\.07"),
+    ("--recompute", "full", "C", r"recompute full(.|\n)*activations recompute full; per stage(.|\n)*stage 0: 1 slots"),
     ("--no-trace-comm", None, "C", r"!\[comm\]"),
     # Refused: settings of layers a dense model does not have.
     ("--experts-per-token", "2", "moe-knobs", r"--experts-per-token .*applies to mixture-of-experts"),
@@ -98,7 +99,6 @@ rows = [
     # Refused: what the runtime cannot execute (the capability check), all reported together.
     ("--experts", "2", "capability", r"mixture-of-experts models .* are not trained"),
     ("--kv-heads", "1", "capability", r"grouped-query attention"),
-    ("--recompute", "selective", "capability", r"activation recomputation \(selective\)"),
     ("--precision", "bf16", "capability", r"bf16 mixed precision runs on the CUDA backend only"),
     ("--grad-bits", "16", "capability", r"--grad-bits 16: the runtime keeps fp32 gradients"),
     ("--schedule", "zb-h1", "capability", r"zb-h1 needs a backward split"),

@@ -14,52 +14,98 @@ using kernels::DType;
 using kernels::Kernels;
 
 // ---------------------------------------------------------------- activations
+namespace {
+constexpr size_t kNone = size_t(-1);
+
+// Which of a layer's activations a buffer holds: the attention probabilities, the layer's
+// output (the next layer's input), everything else the backward reads (norm outputs and
+// statistics, q/k/v, attention output, the residual after attention, the MLP's), and what only
+// the forward needs (Llama's q and kv before the heads are repeated and rotated).
+struct Keep {
+  bool probs = true, internals = true, res_out = true, forward_only = false;
+};
+struct LayerRegions {
+  size_t ln1 = kNone, ln1_mean = kNone, ln1_rstd = kNone, qkv = kNone, q = kNone, kv = kNone, probs = kNone,
+         atty = kNone, res_mid = kNone, ln2 = kNone, ln2_mean = kNone, ln2_rstd = kNone, fch = kNone,
+         fch_gelu = kNone, res_out = kNone;
+};
+
+LayerRegions add_layer(BufferPlan& p, const GptStage& stage, Keep keep) {
+  const Shard& s = stage.shard();
+  const DType dt = stage.compute_dtype();
+  const size_t N = size_t(stage.N()), C = size_t(s.C()), A = size_t(s.attn_local()), F = size_t(s.ffn_local());
+  const size_t Nl = size_t(stage.tokens_local());  // residual-stream rows (N/tp under sequence parallelism)
+  const bool llama = s.llama();
+  const size_t KV = size_t(s.kv_local()), F_in = llama ? 2 * F : F;
+  const char* norm = llama ? "rmsnorm outputs" : "layernorm outputs";
+  const char* stats = llama ? "rmsnorm statistics" : "layernorm statistics";
+  LayerRegions r;
+  // Norm outputs are kept for the local rows (under sequence parallelism the column-parallel
+  // layers read them gathered, forward and backward, as Megatron does).
+  if (keep.internals) {
+    r.ln1 = p.add(norm, dt, Nl * C);
+    if (!llama) r.ln1_mean = p.add_f32(stats, Nl);
+    r.ln1_rstd = p.add_f32(stats, Nl);
+  }
+  if (llama && keep.forward_only) {
+    r.q = p.add("q, kv before RoPE", dt, N * A);
+    r.kv = p.add("q, kv before RoPE", dt, N * KV);
+  }
+  if (keep.internals) r.qkv = p.add("qkv", dt, N * 3 * A);
+  if (keep.probs)
+    r.probs = p.add_f32("attention probabilities / lse", stage.kernels().attention_probs_size(stage.B(), stage.T(),
+                                                                                               s.heads_local()));
+  if (keep.internals) {
+    r.atty = p.add("attention outputs", dt, N * A);
+    r.res_mid = p.add("residual stream", dt, Nl * C);
+    r.ln2 = p.add(norm, dt, Nl * C);
+    if (!llama) r.ln2_mean = p.add_f32(stats, Nl);
+    r.ln2_rstd = p.add_f32(stats, Nl);
+    r.fch = p.add(llama ? "MLP gate and up" : "MLP pre-GELU", dt, N * F_in);
+    r.fch_gelu = p.add(llama ? "MLP post-SwiGLU" : "MLP post-GELU", dt, N * F);
+  }
+  if (keep.res_out) r.res_out = p.add("residual stream", dt, Nl * C);
+  return r;
+}
+
+// Views of a layer's regions in p; what p does not hold comes from `rest` (the recompute scratch).
+LayerActs layer_views(const BufferPlan& p, const LayerRegions& r, const LayerActs& rest) {
+  auto t = [&](size_t i, const Tensor& other) { return i == kNone ? other : p.tensor(i); };
+  auto f = [&](size_t i, float* other) { return i == kNone ? other : p.f32(i); };
+  return {t(r.ln1, rest.ln1),        f(r.ln1_mean, rest.ln1_mean), f(r.ln1_rstd, rest.ln1_rstd),
+          t(r.qkv, rest.qkv),        t(r.q, rest.q),               t(r.kv, rest.kv),
+          f(r.probs, rest.probs),    t(r.atty, rest.atty),         t(r.res_mid, rest.res_mid),
+          t(r.ln2, rest.ln2),        f(r.ln2_mean, rest.ln2_mean), f(r.ln2_rstd, rest.ln2_rstd),
+          t(r.fch, rest.fch),        t(r.fch_gelu, rest.fch_gelu), t(r.res_out, rest.res_out)};
+}
+
+// What a micro-batch keeps of each layer under a recomputation recipe.
+Keep kept_by_micro_batch(Recompute r) {
+  if (r == Recompute::Full) return {false, false, true};  // only the layer's output = next layer's input
+  if (r == Recompute::Selective) return {false, true, true};
+  return {};
+}
+}  // namespace
+
 Activations::Activations(const GptStage& stage) : plan_(stage.kernels()) {
   const Shard& s = stage.shard();
   const DType dt = stage.compute_dtype();
   const bool fp32 = dt == DType::F32;
-  const size_t N = size_t(stage.N()), C = size_t(s.C()), A = size_t(s.attn_local()), F = size_t(s.ffn_local()),
-               V = size_t(s.vocab_local());
+  const size_t N = size_t(stage.N()), C = size_t(s.C()), V = size_t(s.vocab_local());
   const size_t Nl = size_t(stage.tokens_local());  // residual-stream rows (N/tp under sequence parallelism)
-  const size_t probs = stage.kernels().attention_probs_size(stage.B(), stage.T(), s.heads_local());
   BufferPlan& p = plan_;
   const bool llama = s.llama();
-  const size_t KV = size_t(s.kv_local()), F_in = llama ? 2 * F : F;
-  constexpr size_t none = size_t(-1);
-  struct Regions {
-    size_t ln1, ln1_mean = none, ln1_rstd, qkv, q = none, kv = none, probs, atty, res_mid, ln2, ln2_mean = none,
-                ln2_rstd, fch, fch_gelu, res_out;
-  };
   const size_t res_in = p.add("residual stream", dt, Nl * C);
   const size_t in32 = !fp32 && !s.has_input ? p.add_f32("pipeline input (f32)", Nl * C) : 0;
   const size_t out32 = !fp32 && !s.has_output ? p.add_f32("pipeline output (f32)", Nl * C) : 0;
   const char* norm = llama ? "rmsnorm outputs" : "layernorm outputs";
   const char* stats = llama ? "rmsnorm statistics" : "layernorm statistics";
-  std::vector<Regions> layers;
-  for (int64_t l = 0; l < s.num_layers(); ++l) {
-    Regions r;
-    r.ln1 = p.add(norm, dt, N * C);
-    if (!llama) r.ln1_mean = p.add_f32(stats, Nl);
-    r.ln1_rstd = p.add_f32(stats, Nl);
-    if (llama) {
-      r.q = p.add("q, kv before RoPE", dt, N * A);
-      r.kv = p.add("q, kv before RoPE", dt, N * KV);
-    }
-    r.qkv = p.add("qkv", dt, N * 3 * A);
-    r.probs = p.add_f32("attention probabilities / lse", probs);
-    r.atty = p.add("attention outputs", dt, N * A);
-    r.res_mid = p.add("residual stream", dt, Nl * C);
-    r.ln2 = p.add(norm, dt, N * C);
-    if (!llama) r.ln2_mean = p.add_f32(stats, Nl);
-    r.ln2_rstd = p.add_f32(stats, Nl);
-    r.fch = p.add(llama ? "MLP gate and up" : "MLP pre-GELU", dt, N * F_in);
-    r.fch_gelu = p.add(llama ? "MLP post-SwiGLU" : "MLP post-GELU", dt, N * F);
-    r.res_out = p.add("residual stream", dt, Nl * C);
-    layers.push_back(r);
-  }
-  size_t lnf = 0, lnf_mean = none, lnf_rstd = 0, logits = 0, losses = 0, row_max = 0, sumexp = 0, target = 0;
+  const Keep keep = kept_by_micro_batch(stage.recompute());
+  std::vector<LayerRegions> layers;
+  for (int64_t l = 0; l < s.num_layers(); ++l) layers.push_back(add_layer(p, stage, keep));
+  size_t lnf = 0, lnf_mean = kNone, lnf_rstd = 0, logits = 0, losses = 0, row_max = 0, sumexp = 0, target = 0;
   if (s.has_output) {
-    lnf = p.add(norm, dt, N * C);
+    lnf = p.add(norm, dt, Nl * C);
     if (!llama) lnf_mean = p.add_f32(stats, Nl);
     lnf_rstd = p.add_f32(stats, Nl);
     logits = p.add("logits", dt, N * V);
@@ -69,20 +115,14 @@ Activations::Activations(const GptStage& stage) : plan_(stage.kernels()) {
     target = p.add_f32("loss statistics", N);
   }
   p.allocate();
-  auto f32_or_null = [&](size_t r) { return r == none ? nullptr : p.f32(r); };
-  auto tensor_or_empty = [&](size_t r) { return r == none ? Tensor() : p.tensor(r); };
   res_in_ = p.tensor(res_in);
-  for (const Regions& r : layers)
-    layers_.push_back({p.tensor(r.ln1), f32_or_null(r.ln1_mean), p.f32(r.ln1_rstd), p.tensor(r.qkv),
-                       tensor_or_empty(r.q), tensor_or_empty(r.kv), p.f32(r.probs), p.tensor(r.atty),
-                       p.tensor(r.res_mid), p.tensor(r.ln2), f32_or_null(r.ln2_mean), p.f32(r.ln2_rstd),
-                       p.tensor(r.fch), p.tensor(r.fch_gelu), p.tensor(r.res_out)});
+  for (const LayerRegions& r : layers) layers_.push_back(layer_views(p, r, stage.rc_acts_));
   const Tensor last = layers_.empty() ? res_in_ : layers_.back().res_out;
   in32_ = fp32 ? static_cast<float*>(res_in_.data) : (s.has_input ? nullptr : p.f32(in32));
   out32_ = fp32 ? static_cast<float*>(last.data) : (s.has_output ? nullptr : p.f32(out32));
   if (s.has_output) {
     lnf_ = p.tensor(lnf);
-    lnf_mean_ = f32_or_null(lnf_mean);
+    lnf_mean_ = lnf_mean == kNone ? nullptr : p.f32(lnf_mean);
     lnf_rstd_ = p.f32(lnf_rstd);
     logits_ = p.tensor(logits);
     losses_ = p.f32(losses);
@@ -94,7 +134,7 @@ Activations::Activations(const GptStage& stage) : plan_(stage.kernels()) {
 
 // ---------------------------------------------------------------- stage
 GptStage::GptStage(Kernels& k, const Shard& shard, int64_t B, int64_t T, comm::Communicator* tp,
-                   bool sequence_parallel, DType compute)
+                   bool sequence_parallel, DType compute, Recompute recompute)
     : k_(k),
       layout_(shard),
       B_(B),
@@ -102,7 +142,9 @@ GptStage::GptStage(Kernels& k, const Shard& shard, int64_t B, int64_t T, comm::C
       tp_(tp),
       sp_(sequence_parallel && shard.tp_size > 1),
       dt_(compute),
-      plan_(k) {
+      plan_(k),
+      rc_(recompute),
+      rc_plan_(k) {
   const Shard& s = layout_.shard();
   if (!k.supports(compute) || (compute != DType::F32 && compute != DType::BF16))
     throw InputError({{std::string("the model cannot compute in ") + comm::dtype_name(compute) + " on " +
@@ -182,6 +224,15 @@ GptStage::GptStage(Kernels& k, const Shard& shard, int64_t B, int64_t T, comm::C
     lnout_ = p.tensor(r_lnout);
     lngrad_ = p.f32(r_lngrad);
   }
+  // Layer scratch shared by the micro-batches: what they do not keep (full recomputation: a
+  // whole layer, its output included, so recomputing never writes a kept tensor; selective: the
+  // probabilities) and Llama's forward-only q and kv.
+  if (rc_ != Recompute::None || llama) {
+    const Keep keep = kept_by_micro_batch(rc_);
+    const LayerRegions r = add_layer(rc_plan_, *this, {!keep.probs, !keep.internals, rc_ == Recompute::Full, true});
+    rc_plan_.allocate();
+    rc_acts_ = layer_views(rc_plan_, r, LayerActs{});
+  }
 }
 
 void GptStage::zero_grads() { k_.zero(grads_, size_t(layout_.total())); }
@@ -228,11 +279,17 @@ void GptStage::reduce_rows(const Tensor& out, const Tensor& partial) {
   else all_reduce_tp(out.slice(0, size_t(N() * shard().C())));  // partial == out
 }
 
-void GptStage::norm_full(const Tensor& out, float* mean, float* rstd, const Tensor& inp, int64_t w, int64_t b) {
+Tensor GptStage::norm_full(const Tensor& out, float* mean, float* rstd, const Tensor& inp, int64_t w, int64_t b) {
   const int64_t C = shard().C();
-  if (shard().llama()) k_.rmsnorm_forward(sp_ ? lnout_ : out, rstd, inp, W(w, C), tokens_local(), C);
-  else k_.layernorm_forward(sp_ ? lnout_ : out, mean, rstd, inp, W(w, C), W(b, C), tokens_local(), C);
-  if (sp_) sp_all_gather(out, lnout_);
+  if (shard().llama()) k_.rmsnorm_forward(out, rstd, inp, W(w, C), tokens_local(), C);
+  else k_.layernorm_forward(out, mean, rstd, inp, W(w, C), W(b, C), tokens_local(), C);
+  return gathered(out);
+}
+
+Tensor GptStage::gathered(const Tensor& rows) {
+  if (!sp_) return rows;
+  sp_all_gather(full_, rows);
+  return full_;
 }
 
 Tensor GptStage::full_grad(const Tensor& dres) {
@@ -298,8 +355,8 @@ void GptStage::forward(Activations& a, const int32_t* tokens, const int32_t* tar
   }
   if (!s.has_output && dt_ != DType::F32) k_.convert(Tensor(a.out32_, res.count), res);
   if (s.has_output) {
-    norm_full(a.lnf_, a.lnf_mean_, a.lnf_rstd_, res, layout_.lnf_w, layout_.lnf_b);
-    k_.linear_forward(a.logits_, a.lnf_, W(layout_.head(), V * C), Tensor(), N, C, V);
+    const Tensor lnf = norm_full(a.lnf_, a.lnf_mean_, a.lnf_rstd_, res, layout_.lnf_w, layout_.lnf_b);
+    k_.linear_forward(a.logits_, lnf, W(layout_.head(), V * C), Tensor(), N, C, V);
     k_.xent_row_max(a.row_max_, a.logits_, N, V);
     all_reduce_tp(a.row_max_, size_t(N), comm::ReduceOp::Max);
     k_.xent_sumexp_target(a.sumexp_, a.target_logit_, a.logits_, a.row_max_, targets, N, V, s.vocab_offset());
@@ -326,7 +383,8 @@ void GptStage::backward(Activations& a, const int32_t* tokens, const int32_t* ta
   if (s.has_output) {
     const Tensor res = L > 0 ? a.layers_[L - 1].res_out : a.res_in_;
     k_.xent_backward_inplace(a.logits_, a.row_max_, a.sumexp_, targets, dloss, N, V, s.vocab_offset());
-    k_.linear_backward(dtmp_, G + layout_.head(), nullptr, a.logits_, a.lnf_, W(layout_.head(), V * C), N, C, V);
+    k_.linear_backward(dtmp_, G + layout_.head(), nullptr, a.logits_, gathered(a.lnf_), W(layout_.head(), V * C), N,
+                       C, V);
     const Tensor dln = local_grad(dtmp_);
     k_.zero(static_cast<float*>(dres.data), (dres.bytes() + 3) / sizeof(float));  // regions are padded to 256 bytes
     norm_backward(dres, layout_.lnf_w, layout_.lnf_b, 0, dln, res, a.lnf_mean_, a.lnf_rstd_);
@@ -337,7 +395,16 @@ void GptStage::backward(Activations& a, const int32_t* tokens, const int32_t* ta
     k_.convert(dres, Tensor(dres32_, dres.count));  // the received fp32 output gradient
   }
   for (int64_t i = L - 1; i >= 0; --i) {
-    layer_backward(a, i, i == 0 ? a.res_in_ : a.layers_[i - 1].res_out, dres);
+    const Tensor& res_in = i == 0 ? a.res_in_ : a.layers_[i - 1].res_out;
+    if (rc_ == Recompute::Full) {
+      // The layer again from its kept input, into the scratch (its TP collectives included).
+      if (shard().llama()) llama_layer_forward(rc_acts_, i, res_in);
+      else gpt_layer_forward(rc_acts_, i, res_in);
+      if (shard().llama()) llama_layer_backward(rc_acts_, i, res_in, dres);
+      else gpt_layer_backward(rc_acts_, i, res_in, dres);
+    } else {
+      layer_backward(a, i, res_in, dres);
+    }
     if (grad_hook_) grad_hook_(layout_.layer(i).begin, layout_.total());
   }
   if (s.has_input) {
@@ -351,34 +418,45 @@ void GptStage::backward(Activations& a, const int32_t* tokens, const int32_t* ta
 }
 
 void GptStage::layer_forward(Activations& a, int64_t i, const Tensor& res_in) {
-  if (shard().llama()) return llama_layer_forward(a, i, res_in);
+  if (shard().llama()) llama_layer_forward(a.layers_[i], i, res_in);
+  else gpt_layer_forward(a.layers_[i], i, res_in);
+}
+
+void GptStage::layer_backward(Activations& a, int64_t i, const Tensor& res_in, const Tensor& dres) {
+  const LayerActs& x = a.layers_[i];
+  // Selective recomputation: the attention probabilities again, from the kept q, k, v (the
+  // output is rewritten with the same values).
+  if (rc_ == Recompute::Selective)
+    k_.attention_forward(x.atty, x.probs, x.qkv, B_, T_, shard().heads_local(), shard().head_dim());
+  if (shard().llama()) llama_layer_backward(x, i, res_in, dres);
+  else gpt_layer_backward(x, i, res_in, dres);
+}
+
+void GptStage::gpt_layer_forward(const LayerActs& x, int64_t i, const Tensor& res_in) {
   const Shard& s = shard();
   const int64_t N = this->N(), C = s.C(), A = s.attn_local(), F = s.ffn_local();
-  const LayerActs& x = a.layers_[i];
   const LayerParams& p = layout_.layer(i);
   // Under sequence parallelism the row-parallel partial sums go to full_ and are reduce-scattered.
   const Tensor mid = sp_ ? full_ : x.res_mid;
   const Tensor out = sp_ ? full_ : x.res_out;
-  norm_full(x.ln1, x.ln1_mean, x.ln1_rstd, res_in, p.ln1_w, p.ln1_b);
-  k_.linear_forward(x.qkv, x.ln1, W(p.qkv_w, 3 * A * C), W(p.qkv_b, 3 * A), N, C, 3 * A);
+  const Tensor ln1 = norm_full(x.ln1, x.ln1_mean, x.ln1_rstd, res_in, p.ln1_w, p.ln1_b);
+  k_.linear_forward(x.qkv, ln1, W(p.qkv_w, 3 * A * C), W(p.qkv_b, 3 * A), N, C, 3 * A);
   k_.attention_forward(x.atty, x.probs, x.qkv, B_, T_, s.heads_local(), s.head_dim());
   // Row-parallel projection: partial sums, bias once (tp rank 0), all-reduce, then residual.
   k_.linear_forward(mid, x.atty, W(p.attn_proj_w, C * A), tp_lead() ? W(p.attn_proj_b, C) : Tensor(), N, A, C);
   reduce_rows(x.res_mid, mid);
   k_.add_inplace(x.res_mid, res_in);
-  norm_full(x.ln2, x.ln2_mean, x.ln2_rstd, x.res_mid, p.ln2_w, p.ln2_b);
-  k_.linear_forward(x.fch, x.ln2, W(p.fc_w, F * C), W(p.fc_b, F), N, C, F);
+  const Tensor ln2 = norm_full(x.ln2, x.ln2_mean, x.ln2_rstd, x.res_mid, p.ln2_w, p.ln2_b);
+  k_.linear_forward(x.fch, ln2, W(p.fc_w, F * C), W(p.fc_b, F), N, C, F);
   k_.gelu_forward(x.fch_gelu, x.fch);
   k_.linear_forward(out, x.fch_gelu, W(p.fc_proj_w, C * F), tp_lead() ? W(p.fc_proj_b, C) : Tensor(), N, F, C);
   reduce_rows(x.res_out, out);
   k_.add_inplace(x.res_out, x.res_mid);
 }
 
-void GptStage::layer_backward(Activations& a, int64_t i, const Tensor& res_in, const Tensor& dres) {
-  if (shard().llama()) return llama_layer_backward(a, i, res_in, dres);
+void GptStage::gpt_layer_backward(const LayerActs& x, int64_t i, const Tensor& res_in, const Tensor& dres) {
   const Shard& s = shard();
   const int64_t N = this->N(), C = s.C(), A = s.attn_local(), F = s.ffn_local();
-  const LayerActs& x = a.layers_[i];
   const LayerParams& p = layout_.layer(i);
   float* G = grads_;
   const Tensor dbig_f = dbig_.slice(0, size_t(N * F)), dbig_qkv = dbig_.slice(0, size_t(N * 3 * A));
@@ -389,14 +467,14 @@ void GptStage::layer_backward(Activations& a, int64_t i, const Tensor& res_in, c
   k_.linear_backward(dbig_f, G + p.fc_proj_w, G + p.fc_proj_b, full_grad(dres), x.fch_gelu, W(p.fc_proj_w, C * F),
                      N, F, C);
   k_.gelu_backward(dbig_f, x.fch, dbig_f);
-  k_.linear_backward(dtmp_, G + p.fc_w, G + p.fc_b, dbig_f, x.ln2, W(p.fc_w, F * C), N, C, F);
+  k_.linear_backward(dtmp_, G + p.fc_w, G + p.fc_b, dbig_f, gathered(x.ln2), W(p.fc_w, F * C), N, C, F);
   k_.layernorm_backward(dres, norm_grad(p.ln2_w, 0), norm_grad(p.ln2_b, 1), local_grad(dtmp_), x.res_mid,
                         W(p.ln2_w, C), x.ln2_mean, x.ln2_rstd, Nl, C);
   // Attention: projection (row-parallel), attention, QKV (column-parallel: all-reduce dinp).
   k_.linear_backward(datty_, G + p.attn_proj_w, G + p.attn_proj_b, full_grad(dres), x.atty, W(p.attn_proj_w, C * A),
                      N, A, C);
   k_.attention_backward(dbig_qkv, dattn_, datty_, x.qkv, x.probs, x.atty, B_, T_, s.heads_local(), s.head_dim());
-  k_.linear_backward(dtmp_, G + p.qkv_w, G + p.qkv_b, dbig_qkv, x.ln1, W(p.qkv_w, 3 * A * C), N, C, 3 * A);
+  k_.linear_backward(dtmp_, G + p.qkv_w, G + p.qkv_b, dbig_qkv, gathered(x.ln1), W(p.qkv_w, 3 * A * C), N, C, 3 * A);
   k_.layernorm_backward(dres, norm_grad(p.ln1_w, 2), norm_grad(p.ln1_b, 3), local_grad(dtmp_), res_in,
                         W(p.ln1_w, C), x.ln1_mean, x.ln1_rstd, Nl, C);
   sum_norm_grads({p.ln2_w, p.ln2_b, p.ln1_w, p.ln1_b});  // slots 0..3 in this order

@@ -56,6 +56,16 @@
 // Memory: the stage's scratch and each Activations are one allocation each (BufferPlan), and
 // memory_table() lists their regions by name.
 //
+// Activation recomputation (a constructor argument, the planner's recipes): None keeps every
+// layer activation of a micro-batch until its backward. Selective (Korthikanti et al. 2022)
+// drops the attention core's softmax probabilities: forward writes them to one scratch of the
+// stage and backward recomputes them from the kept q, k, v before the attention backward.
+// Full keeps only each layer's input (the residual stream between layers): forward runs every
+// layer through one scratch set of the stage's, and backward recomputes a layer's forward from
+// its input (TP collectives included) right before that layer's backward. The kernels are
+// deterministic, so the losses and gradients are bit-identical to None on the CPU.
+// layer_scratch_bytes() is that scratch; Activations::floats() what one micro-batch keeps.
+//
 // Several micro-batches can be in flight (pipeline schedules): each owns an Activations object;
 // the gradient scratch is shared by the stage (one backward runs at a time).
 // Gradients ACCUMULATE into grads() over micro-batches: zero_grads() at the start of a step.
@@ -70,6 +80,7 @@
 #include <string>
 #include <vector>
 
+#include "core/execution_spec.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/kernels/ops.h"
 #include "runtime/nn/buffer_plan.h"
@@ -82,14 +93,14 @@ using kernels::Tensor;
 // Per-layer activation views kept for the backward (regions of the Activations buffer). Tensors
 // are in the stage's compute dtype; statistics and attention probabilities are fp32.
 struct LayerActs {
-  Tensor ln1;                 // [N,C]
+  Tensor ln1;                 // [Nl,C] (the local rows; gathered again under sequence parallelism)
   float *ln1_mean, *ln1_rstd;  // [Nl], [Nl] (Llama's RMSNorm: rstd only, mean nullptr)
   Tensor qkv;                 // [N, 3*C/tp] (Llama: the rotated q, k and repeated kv heads)
-  Tensor q, kv;               // Llama: [N, C/tp] queries, [N, kv_local] keys then values, before RoPE
+  Tensor q, kv;               // Llama: [N, C/tp] queries, [N, kv_local] keys then values, before RoPE (forward only: stage scratch)
   float* probs;               // attention_probs_size() floats (packed causal softmax on the CPU)
   Tensor atty;                // [N, C/tp]
   Tensor res_mid;             // [Nl,C] residual after attention
-  Tensor ln2;                 // [N,C]
+  Tensor ln2;                 // [Nl,C]
   float *ln2_mean, *ln2_rstd;
   Tensor fch;                 // [N, F/tp] before GELU (Llama: [N, 2F/tp] gate then up)
   Tensor fch_gelu;            // [N, F/tp] after GELU (Llama: after SwiGLU)
@@ -132,7 +143,8 @@ class GptStage {
   // B sequences of T tokens per micro-batch (T <= model.seq_len).
   // compute: F32, or BF16 where k.supports() it (otherwise an InputError naming the device).
   GptStage(kernels::Kernels& k, const Shard& shard, int64_t B, int64_t T, comm::Communicator* tp = nullptr,
-           bool sequence_parallel = false, kernels::DType compute = kernels::DType::F32);
+           bool sequence_parallel = false, kernels::DType compute = kernels::DType::F32,
+           Recompute recompute = Recompute::None);
   GptStage(const GptStage&) = delete;
   GptStage& operator=(const GptStage&) = delete;
 
@@ -144,6 +156,10 @@ class GptStage {
   int64_t T() const { return T_; }
   int64_t N() const { return B_ * T_; }
   bool sequence_parallel() const { return sp_; }
+  Recompute recompute() const { return rc_; }
+  // Bytes of the layer scratch the micro-batches share: one layer's activations (full
+  // recomputation) or attention probabilities (selective), and Llama's forward-only q and kv.
+  size_t layer_scratch_bytes() const { return rc_plan_.bytes(); }
   // Tokens of the residual stream this rank holds: N, or N/tp under sequence parallelism.
   int64_t tokens_local() const { return sp_ ? N() / layout_.shard().tp_size : N(); }
   // Floats of a pipeline boundary tensor (input, output and their gradients).
@@ -195,8 +211,12 @@ class GptStage {
   // Row-parallel output -> residual rows this rank holds: all-reduce in place, or reduce-scatter
   // of `partial` into out under sequence parallelism.
   void reduce_rows(const Tensor& out, const Tensor& partial);
-  // LayerNorm of the local rows, result as the full [N,C] the column-parallel layer reads.
-  void norm_full(const Tensor& out, float* mean, float* rstd, const Tensor& inp, int64_t w, int64_t b);
+  // Norm of the local rows into out ([tokens_local, C], what the micro-batch keeps); returns the
+  // full [N,C] the column-parallel layer reads: out itself, or gathered into full_ under
+  // sequence parallelism.
+  Tensor norm_full(const Tensor& out, float* mean, float* rstd, const Tensor& inp, int64_t w, int64_t b);
+  // Local rows [tokens_local, C] as the full [N,C]: themselves, or gathered into full_ (SP).
+  Tensor gathered(const Tensor& rows);
   // Gradient of the local rows -> full [N,C] gradient (gathered under sequence parallelism).
   Tensor full_grad(const Tensor& dres);
   // Column-parallel input gradient (partial over TP, [N,C]) -> summed gradient of the local rows.
@@ -207,8 +227,11 @@ class GptStage {
   // The family's norm (LayerNorm or RMSNorm) backward of local rows; bias offset -1 for RMSNorm.
   void norm_backward(const Tensor& dres, int64_t w, int64_t b, int slot, const Tensor& dout, const Tensor& inp,
                      const float* mean, const float* rstd);
-  void llama_layer_forward(Activations& a, int64_t i, const Tensor& res_in);
-  void llama_layer_backward(Activations& a, int64_t i, const Tensor& res_in, const Tensor& dres);
+  // The layer functions on explicit activation views (a micro-batch's, or the recompute scratch).
+  void gpt_layer_forward(const LayerActs& x, int64_t i, const Tensor& res_in);
+  void gpt_layer_backward(const LayerActs& x, int64_t i, const Tensor& res_in, const Tensor& dres);
+  void llama_layer_forward(const LayerActs& x, int64_t i, const Tensor& res_in);
+  void llama_layer_backward(const LayerActs& x, int64_t i, const Tensor& res_in, const Tensor& dres);
   // Llama with kv heads replicated over TP ranks: sums this layer's kv_w gradient over them.
   void sum_replicated_kv_grads(int64_t kv_w_offset);
 
@@ -231,15 +254,21 @@ class GptStage {
   Tensor datty_;              // [N, C/tp]
   float* dattn_ = nullptr;    // attention backward scratch
   // Sequence-parallel scratch (allocated only when sp_).
-  Tensor full_;               // [N,C] gathered gradient / row-parallel partial output
+  Tensor full_;               // [N,C] gathered norm output or gradient / row-parallel partial output
   Tensor pack_;               // [N,C] rows reordered rank-major for the collectives (B > 1)
-  Tensor lnout_;              // [N/tp,C] LayerNorm output / summed input gradient of the local rows
+  Tensor lnout_;              // [N/tp,C] summed input gradient of the local rows
   float* lngrad_ = nullptr;   // [4C] LayerNorm weight/bias gradients of one layer, summed over TP
   // Llama scratch (allocated only for the Llama family).
   Tensor dmlp_;               // [N, F/tp] gradient of the SwiGLU output
   Tensor dkv_;                // [N, kv_local] gradient of the keys and values
   Tensor dtmp2_;              // [N,C] input gradient of the query projection
   float* kvgrad_ = nullptr;   // [kv_heads * kv_w size] replicated kv_w gradients, placed by kv head
+  // Layer scratch: the activation views micro-batches do not keep (selective recomputation: the
+  // probabilities; full: a whole layer's; Llama: q and kv before RoPE), in their own allocation
+  // so their bytes are known.
+  Recompute rc_ = Recompute::None;
+  BufferPlan rc_plan_;
+  LayerActs rc_acts_{};
 };
 
 }  // namespace trident::nn

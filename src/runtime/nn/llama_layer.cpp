@@ -6,16 +6,15 @@
 
 namespace trident::nn {
 
-void GptStage::llama_layer_forward(Activations& a, int64_t i, const Tensor& res_in) {
+void GptStage::llama_layer_forward(const LayerActs& x, int64_t i, const Tensor& res_in) {
   const Shard& s = shard();
   const int64_t N = this->N(), C = s.C(), A = s.attn_local(), F = s.ffn_local(), KV = s.kv_local();
-  const LayerActs& x = a.layers_[i];
   const LayerParams& p = layout_.layer(i);
   const Tensor mid = sp_ ? full_ : x.res_mid;
   const Tensor out = sp_ ? full_ : x.res_out;
-  norm_full(x.ln1, nullptr, x.ln1_rstd, res_in, p.ln1_w, -1);
-  k_.linear_forward(x.q, x.ln1, W(p.q_w, A * C), Tensor(), N, C, A);
-  k_.linear_forward(x.kv, x.ln1, W(p.kv_w, KV * C), Tensor(), N, C, KV);
+  const Tensor ln1 = norm_full(x.ln1, nullptr, x.ln1_rstd, res_in, p.ln1_w, -1);
+  k_.linear_forward(x.q, ln1, W(p.q_w, A * C), Tensor(), N, C, A);
+  k_.linear_forward(x.kv, ln1, W(p.kv_w, KV * C), Tensor(), N, C, KV);
   const int64_t nh = s.heads_local(), hd = s.head_dim();
   const float theta = float(s.model.rope_theta);
   k_.gqa_expand(x.qkv, x.q, x.kv, N, nh, s.kv_heads_local(), hd);
@@ -25,25 +24,24 @@ void GptStage::llama_layer_forward(Activations& a, int64_t i, const Tensor& res_
   k_.linear_forward(mid, x.atty, W(p.attn_proj_w, C * A), Tensor(), N, A, C);
   reduce_rows(x.res_mid, mid);
   k_.add_inplace(x.res_mid, res_in);
-  norm_full(x.ln2, nullptr, x.ln2_rstd, x.res_mid, p.ln2_w, -1);
-  k_.linear_forward(x.fch, x.ln2, W(p.fc_w, 2 * F * C), Tensor(), N, C, 2 * F);
+  const Tensor ln2 = norm_full(x.ln2, nullptr, x.ln2_rstd, x.res_mid, p.ln2_w, -1);
+  k_.linear_forward(x.fch, ln2, W(p.fc_w, 2 * F * C), Tensor(), N, C, 2 * F);
   k_.swiglu_forward(x.fch_gelu, x.fch, N, F);
   k_.linear_forward(out, x.fch_gelu, W(p.fc_proj_w, C * F), Tensor(), N, F, C);
   reduce_rows(x.res_out, out);
   k_.add_inplace(x.res_out, x.res_mid);
 }
 
-void GptStage::llama_layer_backward(Activations& a, int64_t i, const Tensor& res_in, const Tensor& dres) {
+void GptStage::llama_layer_backward(const LayerActs& x, int64_t i, const Tensor& res_in, const Tensor& dres) {
   const Shard& s = shard();
   const int64_t N = this->N(), C = s.C(), A = s.attn_local(), F = s.ffn_local(), KV = s.kv_local();
-  const LayerActs& x = a.layers_[i];
   const LayerParams& p = layout_.layer(i);
   float* G = grads_;
   const Tensor dgate_up = dbig_.slice(0, size_t(N * 2 * F)), dqkv = dbig_.slice(0, size_t(N * 3 * A));
   // MLP: down projection (row-parallel), SwiGLU, gate|up (column-parallel), RMSNorm.
   k_.linear_backward(dmlp_, G + p.fc_proj_w, nullptr, full_grad(dres), x.fch_gelu, W(p.fc_proj_w, C * F), N, F, C);
   k_.swiglu_backward(dgate_up, x.fch, dmlp_, N, F);
-  k_.linear_backward(dtmp_, G + p.fc_w, nullptr, dgate_up, x.ln2, W(p.fc_w, 2 * F * C), N, C, 2 * F);
+  k_.linear_backward(dtmp_, G + p.fc_w, nullptr, dgate_up, gathered(x.ln2), W(p.fc_w, 2 * F * C), N, C, 2 * F);
   norm_backward(dres, p.ln2_w, -1, 0, local_grad(dtmp_), x.res_mid, nullptr, x.ln2_rstd);
   // Attention: projection (row-parallel), attention, RoPE / GQA, q and kv (column-parallel).
   k_.linear_backward(datty_, G + p.attn_proj_w, nullptr, full_grad(dres), x.atty, W(p.attn_proj_w, C * A), N, A, C);
@@ -56,8 +54,9 @@ void GptStage::llama_layer_backward(Activations& a, int64_t i, const Tensor& res
   k_.gqa_reduce(dq, dkv_, dqkv, N, nh, s.kv_heads_local(), hd);
   // Replicated kv heads: this rank's share of the kv_w gradient goes to its kv head's slot.
   float* dkv_w = kvgrad_ ? kvgrad_ + s.kv_head_first() * KV * C : G + p.kv_w;
-  k_.linear_backward(dtmp_, dkv_w, nullptr, dkv_, x.ln1, W(p.kv_w, KV * C), N, C, KV);
-  k_.linear_backward(dtmp2_, G + p.q_w, nullptr, dq, x.ln1, W(p.q_w, A * C), N, C, A);
+  const Tensor ln1 = gathered(x.ln1);
+  k_.linear_backward(dtmp_, dkv_w, nullptr, dkv_, ln1, W(p.kv_w, KV * C), N, C, KV);
+  k_.linear_backward(dtmp2_, G + p.q_w, nullptr, dq, ln1, W(p.q_w, A * C), N, C, A);
   k_.add_inplace(dtmp_, dtmp2_);
   norm_backward(dres, p.ln1_w, -1, 1, local_grad(dtmp_), res_in, nullptr, x.ln1_rstd);
   sum_norm_grads({p.ln2_w, p.ln1_w});  // slots 0, 1 in this order

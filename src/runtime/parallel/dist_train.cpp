@@ -148,9 +148,6 @@ void check_trainable(const TrainSettings& s, Problems& problems) {
   if (x.zero > 1)
     problems.add("ZeRO stage " + n(x.zero) + " is not implemented by the runtime (it shards the optimizer only)",
                  "use --zero 0 or 1", "zero-stage");
-  if (x.recompute != Recompute::None)
-    problems.add("activation recomputation (" + to_string(x.recompute) + ") is not implemented by the runtime: it keeps "
-                 "every activation", "use --recompute none for train", "train-recompute");
   if (x.precision == Precision::FP16)
     problems.add("fp16 training (loss scaling) is not implemented by the runtime", "use --precision fp32 (or bf16 on "
                  "--device cuda)", "train-precision");

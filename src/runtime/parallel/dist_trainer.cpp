@@ -124,7 +124,8 @@ DistTrainer::DistTrainer(const RunSpec& run, ProcessGroups& groups, const BatchS
   for (int64_t c = 0; c < I.v; ++c) {
     Chunk& ch = I.chunks[c];
     nn::Shard shard = shard_for(run.model, I.split, I.stage, c, run.layout.tp, groups.coords.tp());
-    ch.stage = std::make_unique<nn::GptStage>(*I.k, shard, I.b, I.T, tp_comm, run.exec.sequence_parallel, options.compute);
+    ch.stage = std::make_unique<nn::GptStage>(*I.k, shard, I.b, I.T, tp_comm, run.exec.sequence_parallel, options.compute,
+                                              run.exec.recompute);
     ch.stage->init_params(options.seed);
     ch.slot_of.assign(I.m, -1);
     ch.grad_send.resize(I.m);
@@ -229,11 +230,20 @@ double DistTrainer::allocated_bytes() const {
   for (const auto& ch : impl_->chunks) {
     floats += 2.0 * ch.stage->layout().total();  // parameters + gradients
     floats += double(ch.m.n + ch.v.n);
-    for (const auto& s : ch.slots) floats += double(s->floats());
     for (const auto& g : ch.grad_send) floats += double(g.n);
   }
   for (const auto& t : impl_->tokens) floats += 2.0 * double(t.size());  // tokens + targets (int32)
-  return floats * 4;
+  return floats * 4 + activation_bytes();
+}
+
+ActivationMemory DistTrainer::activation_memory() const {
+  ActivationMemory a;
+  for (const auto& ch : impl_->chunks) {
+    a.slots += int64_t(ch.slots.size());
+    for (const auto& s : ch.slots) a.slot_bytes += 4.0 * double(s->floats());
+    a.scratch_bytes += double(ch.stage->layer_scratch_bytes());
+  }
+  return a;
 }
 
 double DistTrainer::step(int64_t step) {

@@ -56,6 +56,15 @@ struct PhaseTimes {
   double other() const { return total - compute - tp - pp - bubble - dp_exposed; }
 };
 
+// Activation memory of this rank: the micro-batch slots its schedule keeps in flight (each one
+// allocation, its bytes from the stage's buffer plan) and the layer scratch they share.
+struct ActivationMemory {
+  int64_t slots = 0;           // over all chunks
+  double slot_bytes = 0;       // all slots together
+  double scratch_bytes = 0;  // all chunks' layer scratch (GptStage::layer_scratch_bytes)
+  double total() const { return slot_bytes + scratch_bytes; }
+};
+
 class DistTrainer {
  public:
   DistTrainer(const RunSpec& run, ProcessGroups& groups, const BatchSource& data, const TrainerOptions& options);
@@ -71,6 +80,9 @@ class DistTrainer {
 
   // Bytes this rank allocated for parameters, gradients, optimizer state, activations and buffers.
   double allocated_bytes() const;
+  // Peak activation memory of this rank (what plan::stage_memory predicts as activations_bytes).
+  ActivationMemory activation_memory() const;
+  double activation_bytes() const { return activation_memory().total(); }
   // Seconds one pipeline message of this run's size takes on the wire (measured at start-up).
   double pp_message_s() const { return pp_message_s_; }
 

@@ -88,20 +88,50 @@ nlohmann::json checkpoint_meta(const TrainSettings& s, int64_t step) {
           {"tokenizer", s.tokenizer}};
 }
 
-// The planner's memory per rank for this run (fp32 recipe, no overhead): the largest stage.
-double planned_bytes(const TrainSettings& s) {
+// The planner's memory of each pipeline stage for this run (fp32 recipe, no overhead).
+std::vector<plan::StageMemory> planned_stages(const TrainSettings& s) {
   ExecutionSpec exec = s.run.exec;
   exec.precision = Precision::FP32;
   exec.grad_bits = 32;
   const Layout& L = s.run.layout;
+  return plan::stage_memory(s.run.model, exec, plan::MemoryInputs{L.tp, L.pp, L.dp, 0});
+}
+
+// The planner's memory per rank: the largest stage.
+double planned_bytes(const TrainSettings& s) {
   double most = 0;
-  for (const auto& st : plan::stage_memory(s.run.model, exec, plan::MemoryInputs{L.tp, L.pp, L.dp, 0}))
-    most = std::max(most, st.total_bytes());
+  for (const auto& st : planned_stages(s)) most = std::max(most, st.total_bytes());
   return most;
 }
 
+// Activation memory of every rank (ActivationMemory: slots, slot bytes, recompute scratch).
+struct RankActivations {
+  int64_t stage = 0;
+  ActivationMemory memory;
+};
+
+// Per pipeline stage: the largest activation memory of its ranks beside the planner's
+// activations of that stage, so the recomputation recipe's saving can be checked against it.
+void print_activations(const TrainSettings& s, const std::vector<RankActivations>& ranks) {
+  const auto planned = planned_stages(s);
+  std::printf("  activations recompute %s; per stage: measured (largest rank: micro-batch slots from the stage's "
+              "buffer plan + shared layer scratch) vs planner (plan::stage_memory activations, fp32)\n",
+              to_string(s.run.exec.recompute).c_str());
+  for (const auto& st : planned) {
+    const ActivationMemory* most = nullptr;
+    for (const auto& r : ranks)
+      if (r.stage == st.stage && (!most || r.memory.total() > most->total())) most = &r.memory;
+    if (!most) continue;
+    std::printf("              stage %lld: %lld slots %s + scratch %s = %s vs %s (measured / planner %.3f)\n",
+                (long long)st.stage, (long long)most->slots, mib(most->slot_bytes).c_str(),
+                mib(most->scratch_bytes).c_str(), mib(most->total()).c_str(), mib(st.activations_bytes).c_str(),
+                st.activations_bytes > 0 ? most->total() / st.activations_bytes : 0.0);
+  }
+}
+
 void print_startup(const TrainSettings& s, int world, const DistTrainer& trainer, const BatchSource& data,
-                   const std::string& device, double matmul_flops, double step_flops, int64_t first_step) {
+                   const std::string& device, double matmul_flops, double step_flops, int64_t first_step,
+                   const std::vector<RankActivations>& activations) {
   const ModelSpec& model = s.run.model;
   const Layout& L = s.run.layout;
   const auto& x = s.run.exec;
@@ -130,9 +160,10 @@ void print_startup(const TrainSettings& s, int world, const DistTrainer& trainer
               (long long)(x.global_batch_size * model.seq_len));
   std::string stages;
   for (int64_t k : trainer.split().layers_of) stages += (stages.empty() ? "" : ",") + std::to_string(k);
-  std::printf("  execution   schedule %s, virtual stages %lld, layers per stage %s, ZeRO %d, %s%s\n",
+  std::printf("  execution   schedule %s, virtual stages %lld, layers per stage %s, ZeRO %d, %s%s%s\n",
               to_string(x.schedule).c_str(), (long long)x.virtual_stages, stages.c_str(), x.zero,
-              to_string(x.precision).c_str(), x.sequence_parallel ? ", sequence parallel" : "");
+              to_string(x.precision).c_str(), x.sequence_parallel ? ", sequence parallel" : "",
+              x.recompute != Recompute::None ? (", recompute " + to_string(x.recompute)).c_str() : "");
   if (world > 1)
     std::printf("  comm        timeout %g s per operation, DP gradient bucket %g MiB%s\n", s.comm_timeout_s, s.bucket_mib,
                 s.trace_comm ? ", tracing every operation" : "");
@@ -158,6 +189,7 @@ void print_startup(const TrainSettings& s, int world, const DistTrainer& trainer
   std::printf("  memory      rank 0: %s (weights, grads, AdamW m,v, activation slots, buffers); planner %s per rank "
               "(plan::stage_memory, fp32 recipe, no overhead)\n",
               mib(bytes).c_str(), mib(planned_max).c_str());
+  print_activations(s, activations);
   if (!s.resume_path.empty()) std::printf("  resume      from %s at step %lld\n", s.resume_path.c_str(), (long long)first_step);
   std::fflush(stdout);
 }
@@ -258,7 +290,18 @@ int train(const TrainSettings& s, bool mpi) {
   all_reduce_f64(*groups.world, &matmul_flops, 1, comm::ReduceOp::Sum);
   const double step_flops = plan::model_flops_per_step(s.run.model, s.run.exec.global_batch_size, s.run.model.vocab);
   const int64_t tokens_per_step = s.run.exec.global_batch_size * s.run.model.seq_len;
-  if (rank == 0) print_startup(s, world, trainer, *data, kernels->device_name(), matmul_flops, step_flops, first);
+  std::vector<RankActivations> activations(static_cast<size_t>(world));
+  {
+    const ActivationMemory a = trainer.activation_memory();
+    const float mine[3] = {float(a.slots), float(a.slot_bytes), float(a.scratch_bytes)};
+    std::vector<float> all(size_t(3) * world);
+    groups.world->all_gather(mine, all.data(), 3, comm::DType::F32);
+    for (int r = 0; r < world; ++r)
+      activations[size_t(r)] = {mesh.coords_of(r).pp(),
+                                {int64_t(all[size_t(r) * 3]), double(all[size_t(r) * 3 + 1]), double(all[size_t(r) * 3 + 2])}};
+  }
+  if (rank == 0)
+    print_startup(s, world, trainer, *data, kernels->device_name(), matmul_flops, step_flops, first, activations);
 
   RehearsalData report;
   report.run = s.run;
