@@ -53,6 +53,8 @@ plan::SearchSpace fixed_dimensions(const OptionValues& v, const ExecutionSpec& e
   s.tp = positive("tp");
   s.pp = positive("pp");
   s.dp = positive("dp");
+  s.cp = positive("cp");
+  s.ep = positive("ep");
   if (v.has("micro-batch-size")) s.micro_batch = exec.micro_batch_size;
   if (v.has("schedule")) s.schedule = exec.schedule;
   if (v.has("virtual-stages")) s.virtual_stages = exec.virtual_stages;

@@ -83,6 +83,18 @@ int64_t Mesh::rank_with_data(Coords c, int64_t j) const {
   return rank_of(c);
 }
 
+int64_t Mesh::group_stride(Dim kind) const {
+  if (is_dense(kind)) return stride(kind);
+  const int64_t s = stride(data_fast_);
+  if (size(data_slow_) > 1 && stride(data_slow_) != s * size(data_fast_)) return 0;
+  const bool inner = layout_.ep_inner();
+  switch (kind) {
+    case Dim::EP: return inner ? s : s * size(Dim::EDP);
+    case Dim::EDP: return inner ? s * layout_.ep : s;
+    default: return s;  // DCP
+  }
+}
+
 int64_t Mesh::coord_in(Dim kind, int64_t rank) const {
   if (is_dense(kind)) return coords_of(rank)[kind];
   int64_t i, q;

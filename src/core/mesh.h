@@ -71,6 +71,9 @@ class Mesh {
   int64_t coord_in(Dim d, int64_t rank) const;
   // The data index j of a rank (0 .. cp*dp-1), see above.
   int64_t data_index(int64_t rank) const;
+  // Members of every group of kind d are r, r + s, ..., r + (size-1) s for this s, or 0 when they
+  // are not (an EP/EDP/DCP group when cp and dp are not adjacent in the order).
+  int64_t group_stride(Dim d) const;
   int64_t group_index_of(Dim d, int64_t rank) const;
   Group group(Dim d, int64_t index) const;
   Group group_of(Dim d, int64_t rank) const { return group(d, group_index_of(d, rank)); }

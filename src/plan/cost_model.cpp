@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "plan/context_parallel.h"
 #include "plan/memory_model.h"
+#include "plan/mixture_of_experts.h"
 
 namespace trident::plan {
 
@@ -115,10 +117,13 @@ double peak_flops(const ExecutionSpec& e, const GpuSpec& gpu) {
 }
 }  // namespace
 
-LayerCompute layer_compute(const ModelSpec& m, const ExecutionSpec& e, int64_t tp, const GpuSpec& gpu,
-                           const CostConstants& c) {
+LayerCompute layer_compute(const ModelSpec& full, const ExecutionSpec& e, int64_t tp, const GpuSpec& gpu,
+                           const CostConstants& c, int64_t cp, int64_t ep) {
+  // Everything below is one cp rank's share: a sequence of s / cp, attention one block of it.
+  const ModelSpec m = per_rank_sequence(full, cp);
   LayerCompute lc;
   lc.tp = tp;
+  lc.cp = std::max<int64_t>(cp, 1);
   lc.attention = e.attention;
   lc.fp8 = e.precision == Precision::FP8 && gpu.fp8_flops > 0;
   lc.tokens = e.micro_batch_size * m.seq_len;
@@ -160,6 +165,25 @@ LayerCompute layer_compute(const ModelSpec& m, const ExecutionSpec& e, int64_t t
     lc.fp8_cast_s = c.fp8_cast_bytes_per_element * inputs / hbm;
     lc.elementwise_s += lc.fp8_cast_s;
   }
+  if (m.is_moe()) {
+    // The dense MLP GEMMs give way to the router and the experts (dense layers averaged in).
+    const double dense_mlp_s = gemm(h, mlp_in) + gemm(f / t, h);
+    const MoeCompute mc = moe_compute(m, T, tp, ep, gemm_peak, gemm_eff, c);
+    lc.gemm_s += mc.mlp_s - dense_mlp_s;
+    lc.gemm_flops += mc.mlp_flops - 2 * T * h * (mlp_in + f / t);
+  }
+  if (lc.cp > 1) {
+    // Ring attention: the local queries against each of the cp KV blocks (with flash, the causal
+    // half of each: load balancing gives every rank the same share of the mask).
+    const double k = double(lc.cp);
+    lc.block_attention_s = lc.attention_s;
+    lc.block_attention_backward_s = lc.attention_backward_s;
+    lc.elementwise_s += (k - 1) * lc.attention_elementwise_s;
+    lc.attention_s *= k;
+    lc.attention_backward_s *= k;
+    lc.attention_flops *= k;
+    lc.attention_elementwise_s *= k;
+  }
   return lc;
 }
 
@@ -188,9 +212,13 @@ PpComm pp_comm_per_message(const ModelSpec& m, const ExecutionSpec& e, int64_t t
   return pc;
 }
 
-std::vector<StageTime> stage_times(const ModelSpec& m, const ExecutionSpec& e, const StageInputs& in,
+std::vector<StageTime> stage_times(const ModelSpec& full, const ExecutionSpec& e, const StageInputs& in,
                                    const GpuSpec& gpu, const CostConstants& c) {
-  const LayerCompute lc = layer_compute(m, e, in.tp, gpu, c);
+  const LayerCompute lc = layer_compute(full, e, in.tp, gpu, c, in.cp, in.ep);
+  const CpComm cpc = cp_comm_per_layer(full, e, in.tp, in.cp, in.cp_link, lc.block_attention_s,
+                                       lc.block_attention_backward_s, c);
+  const ModelSpec m = per_rank_sequence(full, in.cp);  // per-token terms below see s / cp
+  const EpComm epc = ep_comm_per_layer(m, e, in.tp, in.ep, in.ep_link, c);
   const TpComm tc = tp_comm_per_layer(m, e, in.tp, in.tp_link, c);
   const PpComm pc = pp_comm_per_message(m, e, in.tp, in.pp_link, c);
   const double peak = peak_flops(e, gpu);
@@ -239,6 +267,9 @@ std::vector<StageTime> stage_times(const ModelSpec& m, const ExecutionSpec& e, c
     st.tp_total_s = L * (tc.forward_s + tc.backward_s);
     st.tp_comm_s = L * (tp_fwd.cost_s + tp_bwd.cost_s);
     st.tp_hidden_s = L * (tp_fwd.hidden_s + tp_bwd.hidden_s);
+    st.cp_comm_s = L * (cpc.forward_exposed_s + cpc.backward_exposed_s);
+    st.cp_total_s = L * (cpc.forward_total_s + cpc.backward_total_s);
+    st.ep_comm_s = L * (epc.forward_s + epc.backward_s);
     auto blocking_tp = [&](double x) {  // around the embedding and the logits: nothing to hide behind
       st.tp_total_s += x;
       st.tp_comm_s += x;
@@ -347,7 +378,15 @@ PipelineTime pipeline_time(const std::vector<StageTime>& stages, int64_t m, Sche
 double model_flops_per_step(const ModelSpec& m, int64_t global_batch, int64_t vocab) {
   const double s = double(m.seq_len), h = double(m.hidden), B = double(global_batch);
   const double kv = double(m.kv_dim()), f = double(m.ffn_hidden);
-  const double matrix_params = h * (h + 2 * kv) + h * h + double(m.mlp_matrices()) * h * f;
+  double mlp = double(m.mlp_matrices()) * h * f;
+  if (m.is_moe()) {
+    const double share = moe_layer_share(m);
+    const double used = double(m.experts_per_token + m.shared_experts) * double(m.mlp_matrices()) * h *
+                            double(m.expert_ffn_hidden) +
+                        h * double(m.experts);
+    mlp = share * used + (1 - share) * mlp;
+  }
+  const double matrix_params = h * (h + 2 * kv) + h * h + mlp;
   const double per_layer_fwd = 2 * s * matrix_params + 4 * s * s * h;
   return 3 * B * (double(m.layers) * per_layer_fwd + 2 * s * h * double(vocab));
 }

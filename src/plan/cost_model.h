@@ -82,8 +82,11 @@ double hierarchical_allreduce_time_s(double bytes, int64_t g, int64_t k, const L
 
 struct LayerCompute {
   // inputs
-  int64_t tokens = 0;  // b * s
+  int64_t tokens = 0;  // b * s / cp
   int64_t tp = 1;
+  int64_t cp = 1;
+  double block_attention_s = 0;    // cp > 1: attention against one KV block of the ring (attention_s / cp)
+  double block_attention_backward_s = 0;  // and its backward (attention_backward_s / cp)
   // forward pass of one layer
   AttentionKind attention = AttentionKind::Unfused;
   bool fp8 = false;                // weight GEMMs in FP8 (at the FP8 peak, plus casts)
@@ -103,8 +106,10 @@ struct LayerCompute {
   double forward_flops() const { return gemm_flops + attention_flops; }
 };
 
+// With cp > 1 the rank holds s / cp tokens and runs attention as cp blocks (context_parallel.h);
+// a MoE model's MLP is its router and experts (mixture_of_experts.h), ep ranks sharing them.
 LayerCompute layer_compute(const ModelSpec& model, const ExecutionSpec& exec, int64_t tp, const GpuSpec& gpu,
-                           const CostConstants& c);
+                           const CostConstants& c, int64_t cp = 1, int64_t ep = 1);
 
 // TP collectives of one layer for one micro-batch. Megatron: 2 all-reduces forward and 2
 // backward of b*s*h 16-bit elements; with sequence parallel each is a reduce-scatter plus an
@@ -141,14 +146,21 @@ struct StageTime {
   double pp_comm_s = 0;           // its sends on the critical path: 2 per chunk (activation, gradient)
   double tp_total_s = 0, tp_hidden_s = 0;  // TP collectives before overlap, and the part hidden
   double pp_total_s = 0, pp_hidden_s = 0;
+  double cp_comm_s = 0;           // ring exchange of KV blocks not hidden behind attention
+  double cp_total_s = 0;          // the whole ring exchange (cp_total_s - cp_comm_s hides behind attention)
+  double ep_comm_s = 0;           // MoE dispatch and combine all-to-alls (nothing to hide behind)
   double executed_flops = 0;      // with recomputation
   double model_flops = 0;         // without
-  double total_s() const { return compute_forward_s + compute_backward_s + tp_comm_s + pp_comm_s; }
+  double total_s() const {
+    return compute_forward_s + compute_backward_s + tp_comm_s + pp_comm_s + cp_comm_s + ep_comm_s;
+  }
 };
 
 struct StageInputs {
   int64_t tp = 1, pp = 1;
   GroupLink tp_link, pp_link;
+  int64_t cp = 1, ep = 1;
+  GroupLink cp_link, ep_link;
 };
 std::vector<StageTime> stage_times(const ModelSpec& model, const ExecutionSpec& exec, const StageInputs& in,
                                    const GpuSpec& gpu, const CostConstants& c);
@@ -213,7 +225,8 @@ struct PipelineTime {
 PipelineTime pipeline_time(const std::vector<StageTime>& stages, int64_t micro_batches, ScheduleKind schedule,
                            int64_t virtual_stages);
 
-// FLOPs of one step for the whole model (formulas.md: 72 B s L h^2 (1 + s/6h + V/12Lh) for GPT).
+// FLOPs of one step for the whole model (72 B s L h^2 (1 + s/6h + V/12Lh) for GPT). A MoE model
+// counts the matrices a token uses: router, k routed and the shared experts (active parameters).
 double model_flops_per_step(const ModelSpec& model, int64_t global_batch, int64_t vocab_padded);
 
 }  // namespace trident::plan

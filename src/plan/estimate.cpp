@@ -4,31 +4,67 @@
 
 namespace trident::plan {
 
+namespace {
+// EP, EDP and DP x CP groups are not one stride apart in every order: build each group.
+DimLink derived_dim_link(const Mesh& mesh, Dim dim, const ClusterSpec& cluster) {
+  DimLink out;
+  out.groups = mesh.group_count(dim);
+  const int64_t gpd = cluster.gpus_per_nvlink_domain();
+  int64_t first_crossing = -1;
+  std::vector<int64_t> domains;
+  for (int64_t i = 0; i < out.groups; ++i) {
+    const Group g = mesh.group(dim, i);
+    domains.clear();
+    for (int64_t r : g.ranks) domains.push_back(r / gpd);
+    std::sort(domains.begin(), domains.end());
+    int64_t most = 0, run = 0;
+    for (size_t j = 0; j < domains.size(); ++j) {
+      run = j > 0 && domains[j] == domains[j - 1] ? run + 1 : 1;
+      most = std::max(most, run);
+    }
+    out.members_per_node = std::max(out.members_per_node, most);
+    if (domains.front() != domains.back()) {
+      ++out.groups_crossing_domains;
+      if (first_crossing < 0) first_crossing = i;
+    }
+  }
+  out.link = mesh.link_of(mesh.group(dim, first_crossing >= 0 ? first_crossing : 0).ranks, cluster);
+  return out;
+}
+}  // namespace
+
 DimLink dim_link(const Mesh& mesh, Dim dim, const ClusterSpec& cluster) {
+  const int64_t stride = mesh.group_stride(dim);
+  if (stride == 0) return derived_dim_link(mesh, dim, cluster);
   DimLink out;
   out.groups = mesh.group_count(dim);
   // Hosts sharing one NVLink domain count as one "node" here: the link changes at the domain.
-  const int64_t gpn = cluster.gpus_per_nvlink_domain(), n = mesh.size(dim), stride = mesh.stride(dim);
-  // Walk the groups without building them: rank r starts a group when its coordinate in dim,
-  // (r / stride) % n, is 0, and its members are r + j * stride. They ascend, so equal domains are
-  // consecutive and members per domain are runs.
+  const int64_t gpn = cluster.gpus_per_nvlink_domain(), n = mesh.size(dim);
+  // Walk the groups without building them: the groups start at r = hi * stride * n + lo
+  // (lo < stride), and their members are r + j * stride. They ascend, so equal domains are
+  // consecutive and members per domain are runs. A stride of a whole domain or more puts every
+  // member in its own domain.
   int64_t first_crossing = -1;
-  for (int64_t r = 0; r < mesh.world_size(); ++r) {
-    if ((r / stride) % n != 0) continue;
-    int64_t most = 0, run = 0, prev = -1;
-    for (int64_t j = 0; j < n; ++j) {
-      const int64_t node = (r + j * stride) / gpn;
-      run = node == prev ? run + 1 : 1;
-      prev = node;
-      most = std::max(most, run);
+  for (int64_t hi = 0; hi < mesh.world_size(); hi += stride * n)
+    for (int64_t r = hi; r < hi + stride; ++r) {
+      int64_t most = 1;
+      if (stride < gpn) {
+        int64_t run = 0, prev = -1;
+        most = 0;
+        for (int64_t j = 0; j < n; ++j) {
+          const int64_t node = (r + j * stride) / gpn;
+          run = node == prev ? run + 1 : 1;
+          prev = node;
+          most = std::max(most, run);
+        }
+      }
+      const bool crosses = r / gpn != (r + (n - 1) * stride) / gpn;
+      if (crosses) {
+        ++out.groups_crossing_domains;
+        if (first_crossing < 0 || r < first_crossing) first_crossing = r;
+      }
+      out.members_per_node = std::max(out.members_per_node, most);
     }
-    const bool crosses = r / gpn != (r + (n - 1) * stride) / gpn;
-    if (crosses) {
-      ++out.groups_crossing_domains;
-      if (first_crossing < 0) first_crossing = r;
-    }
-    out.members_per_node = std::max(out.members_per_node, most);
-  }
   // The slowest group paces the step: the first one that crosses nodes, else any (group 0).
   const int64_t base = first_crossing >= 0 ? first_crossing : 0;
   std::vector<int64_t> ranks(n);
@@ -42,6 +78,14 @@ Links mesh_links(const Mesh& mesh, const ClusterSpec& cluster) {
   l.tp = dim_link(mesh, Dim::TP, cluster);
   l.pp = dim_link(mesh, Dim::PP, cluster);
   l.dp = dim_link(mesh, Dim::DP, cluster);
+  l.cp = mesh.size(Dim::CP) > 1 ? dim_link(mesh, Dim::CP, cluster) : DimLink{};
+  l.dcp = mesh.size(Dim::CP) > 1 ? dim_link(mesh, Dim::DCP, cluster) : l.dp;
+  if (mesh.size(Dim::EP) > 1) {
+    l.ep = dim_link(mesh, Dim::EP, cluster);
+    l.edp = dim_link(mesh, Dim::EDP, cluster);
+  } else {
+    l.edp = l.dcp;  // every data rank holds every expert
+  }
   const Group pipe = mesh.group(Dim::PP, 0);
   l.embedding = mesh.link_of({pipe.ranks.front(), pipe.ranks.back()}, cluster);
   return l;
@@ -72,14 +116,14 @@ Estimate estimate_with_links(const RunSpec& run, const Links& links, double over
   e.vocab_padded = padded_vocab(m.vocab, l.tp);
 
   // Memory.
-  e.memory = stage_memory(m, x, {l.tp, l.pp, l.dp, overhead_bytes});
+  e.memory = stage_memory(m, x, {l.tp, l.pp, l.dp, overhead_bytes, l.cp, l.ep});
   for (size_t i = 0; i < e.memory.size(); ++i)
     if (e.memory[i].total_bytes() > e.memory[e.most_loaded_stage].total_bytes()) e.most_loaded_stage = int64_t(i);
   e.capacity_bytes = run.cluster.gpu.memory_bytes;
   e.fits = e.peak_memory().total_bytes() <= e.capacity_bytes;
 
   // Pipeline of micro-batches.
-  StageInputs in{l.tp, l.pp, links.tp.link, links.pp.link};
+  StageInputs in{l.tp, l.pp, links.tp.link, links.pp.link, l.cp, l.ep, links.cp.link, links.ep.link};
   e.stages = stage_times(m, x, in, run.cluster.gpu, c);
   e.pipeline = pipeline_time(e.stages, e.micro_batches, x.schedule, v);
   const StageTime& slow = e.stages[e.pipeline.slowest_stage];
@@ -90,28 +134,36 @@ Estimate estimate_with_links(const RunSpec& run, const Links& links, double over
   e.time.tp_hidden = mb * slow.tp_hidden_s;
   e.time.pp_hidden = mb * slow.pp_hidden_s;
   e.time.bubble = e.pipeline.bubble_s;
+  e.time.cp_comm = mb * slow.cp_comm_s;
+  e.time.ep_comm = mb * slow.ep_comm_s;
+  e.time.cp_hidden = mb * (slow.cp_total_s - slow.cp_comm_s);
 
   // Data-parallel reduction of the stage with the most parameters, hidden behind its last backward.
   size_t biggest = 0;
   for (size_t i = 0; i < e.memory.size(); ++i)
     if (e.memory[i].params.total() > e.memory[biggest].params.total()) biggest = i;
-  const double params = e.memory[biggest].params.total();
+  // Dense gradients are reduced over dp x cp (the dp group without cp), the routed experts'
+  // over the edp ranks that hold the same experts (below).
+  const double params = e.memory[biggest].params.dense();
+  const double expert_params = e.memory[biggest].params.expert_params;
+  const int64_t data = l.dp * l.cp;
+  const DimLink& grad_link = links.dcp;
   const StateBytes sb = state_bytes(x.precision, x.grad_bits);
   const StageTime& bst = e.stages[biggest];
   // The backward it hides behind (none when the stack does not overlap DP).
   const double window = x.overlap.dp ? bst.compute_backward_s + bst.tp_comm_s / 2 : 0.0;
-  e.dp = dp_comm(params * sb.gradients, l.dp, x.zero, links.dp.link, links.dp.members_per_node, run.cluster,
+  e.dp = dp_comm(params * sb.gradients, data, x.zero, grad_link.link, grad_link.members_per_node, run.cluster,
                  window, c);
   if (!x.overlap.dp) e.dp.exposed_s = e.dp.total_s;
   auto half_allreduce = [&](double bytes) {
-    return dp_comm(bytes, l.dp, 0, links.dp.link, links.dp.members_per_node, run.cluster, 0, c).total_s / 2;
+    return dp_comm(bytes, data, 0, grad_link.link, grad_link.members_per_node, run.cluster, 0, c).total_s / 2;
   };
-  if (x.zero >= 1 && x.zero <= 2 && l.dp > 1) {
+  if (x.zero >= 1 && x.zero <= 2 && data > 1) {
     // Sharded states: reduce-scatters hidden behind the backward they follow (all but the last
     // bucket), the weight all-gather after the step, hidden behind the next step's first forward
     // when the stack overlaps it (Megatron's overlap_param_gather).
-    const DpPhases ph = dp_phases(params * sb.gradients, params * sb.weights, l.dp, x.zero, e.micro_batches,
-                                  links.dp.link, links.dp.members_per_node, run.cluster, c);
+    const DpPhases ph = dp_phases(params * sb.gradients, params * sb.weights, data, x.zero, e.micro_batches,
+                                  grad_link.link, grad_link.members_per_node, run.cluster, c);
     auto hidden = [&](double t, double bytes, double behind) {
       return std::max(t - behind, t * std::min(1.0, c.dp_bucket_bytes() / std::max(bytes, 1.0)));
     };
@@ -121,7 +173,7 @@ Estimate estimate_with_links(const RunSpec& run, const Links& links, double over
     e.dp.total_s = double(ph.reduce_scatters_per_step) * ph.reduce_scatter_s +
                    double(ph.weight_gathers_per_step) * ph.gather_weights_s;
     e.dp.exposed_s = double(ph.reduce_scatters_per_step) * rs_exposed + gather_exposed;
-  } else if (x.zero >= 3 && l.dp > 1) {
+  } else if (x.zero >= 3 && data > 1) {
     // ZeRO-3 / FSDP, layer by layer, every micro-batch: all-gather the layer's weights before its
     // forward and again before its backward, reduce-scatter its gradients after. The next layer's
     // gather runs behind this layer's compute; the first gather and the last reduce-scatter of a
@@ -148,13 +200,23 @@ Estimate estimate_with_links(const RunSpec& run, const Links& links, double over
   // Hidden traffic is not free: it slows the compute it overlaps.
   e.dp.hidden_s = std::max(0.0, e.dp.total_s - e.dp.exposed_s);
   e.dp.exposed_s += c.overlap_slowdown * e.dp.hidden_s;
+  // Expert gradients: one more reduction over the edp group, after the dense one (exposed
+  // beyond the same backward window; with ZeRO a reduce-scatter and a gather of half the volume each).
+  const int64_t edp = data / std::max<int64_t>(l.ep, 1);
+  if (expert_params > 0 && edp > 1) {
+    e.expert_dp = dp_comm(expert_params * sb.gradients, edp, 0, links.edp.link, links.edp.members_per_node,
+                          run.cluster, std::max(0.0, window - e.dp.total_s), c);
+    e.expert_dp.hidden_s = std::max(0.0, e.expert_dp.total_s - e.expert_dp.exposed_s);
+    e.expert_dp.exposed_s += c.overlap_slowdown * e.expert_dp.hidden_s;
+  }
   if (l.pp > 1 && m.tied_embeddings())
     e.dp.embedding_sync_s =
         ring_allreduce_time_s(double(e.vocab_padded) * m.hidden / l.tp * sb.gradients, 2, links.embedding, c);
-  e.time.dp_comm = e.dp.exposed_s + e.dp.embedding_sync_s;
+  e.time.dp_comm = e.dp.exposed_s + e.dp.embedding_sync_s + e.expert_dp.exposed_s;
 
-  e.optimizer = optimizer_time(params / (x.zero >= 1 ? double(l.dp) : 1.0), x.precision, x.grad_bits,
-                               run.cluster.gpu, c);
+  const double updated = x.zero >= 1 ? params / double(data) + expert_params / double(std::max<int64_t>(edp, 1))
+                                     : params + expert_params;
+  e.optimizer = optimizer_time(updated, x.precision, x.grad_bits, run.cluster.gpu, c);
   e.time.optimizer = e.optimizer.time_s;
   e.time.step = e.pipeline.total_s + e.time.dp_comm + e.time.optimizer;
 
@@ -162,7 +224,7 @@ Estimate estimate_with_links(const RunSpec& run, const Links& links, double over
   const double world = double(l.world_size());
   double executed_per_pipeline_mb = 0;
   for (const auto& st : e.stages) executed_per_pipeline_mb += st.executed_flops;
-  e.executed_flops = executed_per_pipeline_mb * double(l.tp) * mb * double(l.dp);
+  e.executed_flops = executed_per_pipeline_mb * double(l.tp) * double(l.cp) * mb * double(l.dp);
   e.model_flops = model_flops_per_step(m, x.global_batch_size, m.vocab);
   e.tokens_per_s = double(x.global_batch_size) * double(m.seq_len) / e.time.step;
   e.tflops_per_gpu = e.executed_flops / (world * e.time.step) / 1e12;

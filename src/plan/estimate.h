@@ -22,6 +22,9 @@ DimLink dim_link(const Mesh& mesh, Dim dim, const ClusterSpec& cluster);
 
 struct Links {
   DimLink tp, pp, dp;
+  DimLink cp, ep;   // default (size 1) when the layout has no cp / ep
+  DimLink dcp;      // dense gradients: dp x cp (= dp without cp)
+  DimLink edp;      // expert gradients: dp x cp / ep (= dcp without ep)
   GroupLink embedding;  // first <-> last stage of pipeline 0 (tied embedding sync)
 };
 Links mesh_links(const Mesh& mesh, const ClusterSpec& cluster);
@@ -32,9 +35,13 @@ struct TimeBreakdown {
   double tp_comm = 0;    // m x its TP collectives
   double pp_comm = 0;    // m x its pipeline sends
   double bubble = 0;     // fill and drain of the pipeline
+  double cp_comm = 0;    // m x its ring exchanges not hidden behind attention
+  double ep_comm = 0;    // m x its MoE all-to-alls
   double dp_comm = 0;    // exposed gradient reduction (ZeRO-3: and weight gathers) + tied-embedding sync
+                         // + the expert gradients' reduction over edp
   double tp_hidden = 0;  // m x the slowest stage's TP time hidden behind compute (its slowdown is in tp_comm)
   double pp_hidden = 0;
+  double cp_hidden = 0;  // m x the ring exchange hidden behind attention
   double optimizer = 0;
 };
 
@@ -50,7 +57,8 @@ struct Estimate {
   bool fits = false;
   std::vector<StageTime> stages;
   PipelineTime pipeline;
-  DpComm dp;
+  DpComm dp;          // dense gradients over dp x cp
+  DpComm expert_dp;   // MoE: routed experts' gradients over the edp group (empty when dense)
   OptimizerTime optimizer;
   TimeBreakdown time;
   double tokens_per_s = 0;

@@ -28,7 +28,8 @@ bool LintResult::has_errors() const {
 
 bool is_shape_code(const std::string& code) {
   return code == "world-size" || code == "tp-divides-heads" || code == "tp-divides-ffn" ||
-         code == "pp-exceeds-layers" || code == "batch-divisibility";
+         code == "pp-exceeds-layers" || code == "batch-divisibility" || code == "cp-divides-sequence" ||
+         code == "ep-divides-experts" || code == "ep-needs-experts";
 }
 
 namespace {
@@ -87,21 +88,22 @@ struct RecipeChange {
   Estimate estimate;
 };
 
-// The recipe search over this layout (tp, pp, dp, order and the stack's settings fixed): the
-// fastest fitting recipe, and the fitting one that changes the fewest settings of `run` (then
+// The recipe search over this layout (tp, pp, dp, cp, ep, order and the stack's settings fixed):
+// the fastest fitting recipe, and the fitting one that changes the fewest settings of `run` (then
 // the fastest) among those whose step is at most `slack` times the fastest. Empty when nothing
-// fits, or when the layout has dimensions the search does not vary (cp, ep).
+// fits.
 struct RecipeSearch {
   std::optional<Estimate> fastest;
   std::optional<RecipeChange> cheapest;
 };
 RecipeSearch recipe_search(const RunSpec& run, double overhead, const CostConstants& c, double slack) {
   RecipeSearch out;
-  if (run.layout.cp > 1 || run.layout.ep > 1) return out;
   SearchSpace space;
   space.tp = run.layout.tp;
   space.pp = run.layout.pp;
   space.dp = run.layout.dp;
+  space.cp = run.layout.cp;
+  space.ep = run.layout.ep;
   space.order = run.layout.order;
   space.precision = run.exec.precision;
   space.grad_bits = run.exec.grad_bits;
@@ -197,6 +199,37 @@ LintResult lint_run(const RunSpec& run, const std::vector<Problem>& shape_proble
               : "use NVLink-connected GPUs for TP, or lower --tp and add --pp");
     }
 
+    // Context parallel: the ring passes KV blocks every layer; on the network they may no longer
+    // hide behind the attention of one block.
+    if (l.cp > 1 && e.links.cp.link.crosses_domains()) {
+      const StageTime& st = e.stages[e.pipeline.slowest_stage];
+      const bool tp_cp_fits = l.tp * l.cp <= run.cluster.gpus_per_nvlink_domain();
+      add(f, Severity::Warning, "cp-crosses-domain",
+          fmt::format("CP groups of {} GPUs pass their KV blocks round a ring on {} at {:.3g} GB/s per GPU ({} of {} groups "
+                      "leave their {}): {} per micro-batch not hidden behind attention, {:.1f}% of the step; tp {} x cp "
+                      "{} = {} GPUs {} the {} GPUs of an NVLink domain",
+                      l.cp, to_string(e.links.cp.link.kind), gbps(e.links.cp.link.bandwidth_Bps),
+                      e.links.cp.groups_crossing_domains, e.links.cp.groups, domain, ms(st.cp_comm_s),
+                      100 * e.time.cp_comm / e.time.step, l.tp, l.cp, l.tp * l.cp, tp_cp_fits ? "fit in" : "exceed",
+                      run.cluster.gpus_per_nvlink_domain()),
+          tp_cp_fits ? "put cp right after tp in --order (e.g. --order tp-cp-ep-dp-pp) so each CP group stays on NVLink"
+                     : fmt::format("fine when the exposed share is small (longer sequences hide more); otherwise lower "
+                                   "--tp or --cp so tp x cp <= {}",
+                                   run.cluster.gpus_per_nvlink_domain()));
+    }
+    // Expert parallel: two all-to-alls forward and two backward in every MoE layer, exposed.
+    if (l.ep > 1 && e.links.ep.link.crosses_domains()) {
+      const StageTime& st = e.stages[e.pipeline.slowest_stage];
+      add(f, Severity::Warning, "ep-alltoall-slow",
+          fmt::format("EP groups of {} GPUs run their token all-to-alls on {} at {:.3g} GB/s per GPU ({} of {} groups "
+                      "leave their {}): {} per micro-batch, {:.1f}% of the step (capacity factor {:g} included)",
+                      l.ep, to_string(e.links.ep.link.kind), gbps(e.links.ep.link.bandwidth_Bps),
+                      e.links.ep.groups_crossing_domains, e.links.ep.groups, domain, ms(st.ep_comm_s),
+                      100 * e.time.ep_comm / e.time.step, m.capacity_factor),
+          fmt::format("keep tp x ep inside the {} ({} GPUs): lower --ep (each GPU then holds more experts) or --tp", domain,
+                      run.cluster.gpus_per_nvlink_domain()));
+    }
+
     // Memory.
     const StageMemory& pm = e.peak_memory();
     if (!e.fits) {
@@ -275,6 +308,9 @@ LintResult lint_run(const RunSpec& run, const std::vector<Problem>& shape_proble
           if (outer.size <= 1 || !outer.link->link.crosses_domains()) continue;
           RunSpec swapped = run;
           swapped.layout.order = swap_in_order(l.order, to_string(inner.dim), to_string(outer.dim));
+          Problems invalid;  // e.g. the swap takes dp away from ep
+          validate_layout(swapped.layout, invalid);
+          if (!invalid.empty()) continue;
           const Estimate alt = estimate(swapped, overhead, c);
           if (alt.time.step > 0.97 * e.time.step) continue;
           // Never recommend an order that puts TP across nodes (the chapter's first rule), even if

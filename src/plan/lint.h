@@ -4,7 +4,9 @@
 // Codes: world-size, tp-divides-heads, tp-divides-ffn, pp-exceeds-layers, batch-divisibility
 // (shape errors from core's check_run), vocab-padded, uneven-stages, tp-crosses-nodes,
 // out-of-memory, too-few-microbatches, activations-in-flight, group-topology-mismatch,
-// stage-too-thin, interleaved-microbatches, slower-than-recipe, execution-defaults.
+// stage-too-thin, interleaved-microbatches, slower-than-recipe, execution-defaults; with context /
+// expert parallel cp-divides-sequence, ep-divides-experts, ep-needs-experts (shape),
+// cp-crosses-domain, ep-alltoall-slow.
 #pragma once
 
 #include <optional>

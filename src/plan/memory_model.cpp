@@ -2,7 +2,9 @@
 
 #include <algorithm>
 
+#include "plan/context_parallel.h"
 #include "plan/cost_model.h"
+#include "plan/mixture_of_experts.h"
 
 namespace trident::plan {
 
@@ -14,7 +16,7 @@ StateBytes state_bytes(Precision precision, int grad_bits) {
 }
 
 StageParams stage_params(const ModelSpec& m, int64_t tp, int64_t pp, int64_t layers_on_stage, bool first,
-                         bool last) {
+                         bool last, int64_t ep) {
   const ParamCount pc = count_parameters(m);
   const double t = double(tp);
   const double vocab = double(padded_vocab(m.vocab, tp));
@@ -22,6 +24,11 @@ StageParams stage_params(const ModelSpec& m, int64_t tp, int64_t pp, int64_t lay
   // Matrices and their biases are split over the TP group; the norms are replicated.
   sp.layer_params = double(layers_on_stage) * (double(pc.attention_per_layer + pc.mlp_per_layer) / t +
                                                double(pc.norms_per_layer));
+  if (m.is_moe()) {
+    const MoeParams mp = moe_params_per_layer(m, tp, ep);
+    sp.layer_params = double(layers_on_stage) * mp.dense;
+    sp.expert_params = double(layers_on_stage) * mp.experts;
+  }
   if (first) sp.embedding_params = vocab * m.hidden / t + double(pc.position_embedding);
   if (last) {
     sp.output_params = double(pc.final_norm);
@@ -43,7 +50,9 @@ LayerActivations layer_activations(const ModelSpec& m, const ExecutionSpec& e, i
   // inputs (4sbh), two dropout masks (2sbh, GPT only).
   const double outside = (gpt ? 10 : 8) * sbh;
   // Inside (split by t): Q, K, V, projection input, MLP internals (GELU in + out 4sbf; SwiGLU 8sbf).
-  const double inside = 2 * sbh + 4 * sbkv + 2 * sbh + (gpt ? 4 : 8) * sbf;
+  const double mlp = m.is_moe() ? moe_mlp_activation_elements(m, double(m.seq_len) * e.micro_batch_size)
+                                 : (gpt ? 4 : 8) * sbf;
+  const double inside = 2 * sbh + 4 * sbkv + 2 * sbh + mlp;
   // Attention scores: softmax output, dropout mask and output (5as^2b; 2as^2b without dropout).
   // Flash attention never stores them, only the softmax statistics (one fp32 per row and head).
   const bool flash = e.attention == AttentionKind::Flash;
@@ -79,13 +88,16 @@ double chunks_in_flight(ScheduleKind schedule, int64_t stage, int64_t pp, int64_
   return double(m);
 }
 
-std::vector<StageMemory> stage_memory(const ModelSpec& m, const ExecutionSpec& e, const MemoryInputs& in) {
+std::vector<StageMemory> stage_memory(const ModelSpec& full, const ExecutionSpec& e, const MemoryInputs& in) {
   const int64_t v = e.schedule == ScheduleKind::Interleaved ? e.virtual_stages : 1;
-  const auto layers = stage_layers(m.layers, in.pp, v);
+  const auto layers = stage_layers(full.layers, in.pp, v);
   const StateBytes sb = state_bytes(e.precision, e.grad_bits);
+  const int64_t cp = std::max<int64_t>(in.cp, 1), ep = std::max<int64_t>(in.ep, 1);
+  const ModelSpec m = per_rank_sequence(full, cp);  // activations: s / cp tokens per sequence
   const LayerActivations act = layer_activations(m, e, in.tp);
   const int64_t micro = std::max<int64_t>(e.micro_batches(std::max<int64_t>(in.dp, 1)), 1);
-  const double t = double(in.tp), d = double(std::max<int64_t>(in.dp, 1));
+  const double t = double(in.tp), d = double(std::max<int64_t>(in.dp, 1) * cp);
+  const double edp = d / double(ep);  // ranks sharing the same experts
   const double sbh = double(m.seq_len) * e.micro_batch_size * m.hidden;
   const double el = e.precision == Precision::FP32 ? 4 : 2;
   std::vector<StageMemory> out(layers.size());
@@ -94,16 +106,24 @@ std::vector<StageMemory> stage_memory(const ModelSpec& m, const ExecutionSpec& e
     const bool first = i == 0, last = i + 1 == layers.size();
     s.stage = int64_t(i);
     s.layers = layers[i];
-    s.params = stage_params(m, in.tp, in.pp, layers[i], first, last);
-    const double p = s.params.total();
+    s.params = stage_params(full, in.tp, in.pp, layers[i], first, last, ep);
+    const double p = s.params.dense(), x = s.params.expert_params;
     s.weights_bytes = p * sb.weights / (e.zero >= 3 ? d : 1.0);
     s.gradients_bytes = p * sb.gradients / (e.zero >= 2 ? d : 1.0);
     s.optimizer_bytes = p * sb.optimizer / (e.zero >= 1 ? d : 1.0);
+    const double xw = x * sb.weights / (e.zero >= 3 ? edp : 1.0), xg = x * sb.gradients / (e.zero >= 2 ? edp : 1.0),
+                 xo = x * sb.optimizer / (e.zero >= 1 ? edp : 1.0);
+    s.expert_state_bytes = xw + xg + xo;
+    s.weights_bytes += xw;
+    s.gradients_bytes += xg;
+    s.optimizer_bytes += xo;
     s.in_flight = chunks_in_flight(e.schedule, int64_t(i), in.pp, v, micro);
     s.per_layer_activation_bytes = act.bytes;
     s.activations_bytes = s.in_flight * (double(layers[i]) / double(v)) * act.bytes;
     // Recomputing one layer in backward rebuilds its full activations for a moment.
     if (e.recompute == Recompute::Full) s.activations_bytes += act.full_layer_bytes;
+    s.cp_ring_buffer_bytes = cp_ring_buffer_bytes(full, e, in.tp, cp);
+    s.activations_bytes += s.cp_ring_buffer_bytes;
     if (first) {
       // Embedding dropout mask (GPT) of each micro-batch in flight.
       s.embedding_activation_bytes = m.family == ModelFamily::GPT

@@ -22,15 +22,19 @@ StateBytes state_bytes(Precision precision, int grad_bits);
 // Parameters held by one GPU of stage i (its layers / t, the embedding on the first stage, the
 // tied output copy on the last when pp > 1, the final norm on the last).
 struct StageParams {
-  double layer_params = 0;      // sum over its layers of per-layer params held by this GPU
+  double layer_params = 0;      // sum over its layers of per-layer params held by this GPU (dense part)
+  double expert_params = 0;     // MoE: its layers' routed experts on this GPU (E / ep of them, split over tp)
   double embedding_params = 0;  // token (padded vocab / t) + positions, first stage
   double output_params = 0;     // output layer (untied, or tied copy when pp > 1) + final norm, last stage
-  double total() const { return layer_params + embedding_params + output_params; }
+  double total() const { return layer_params + expert_params + embedding_params + output_params; }
+  double dense() const { return total() - expert_params; }
 };
 StageParams stage_params(const ModelSpec& model, int64_t tp, int64_t pp, int64_t layers_on_stage, bool first,
-                         bool last);
+                         bool last, int64_t ep = 1);
 
-// Activation bytes one layer keeps for one micro-batch, per GPU (Korthikanti Table 2).
+// Activation bytes one layer keeps for one micro-batch, per GPU (Korthikanti Table 2). With
+// context parallel pass the per-rank model (per_rank_sequence): s / cp tokens, and the scores
+// of one (s/cp)^2 block, as ring attention holds one block at a time.
 struct LayerActivations {
   double bytes = 0;                 // what stays in memory between forward and backward
   double attention_scores_bytes = 0;  // the 5 a s^2 b / t part, if kept
@@ -56,6 +60,9 @@ struct StageMemory {
   double per_layer_activation_bytes = 0;
   double logits_bytes = 0;        // last stage: fp32 logits (4 s b V / t) + loss
   double embedding_activation_bytes = 0;  // first stage: embedding output of micro-batches in flight
+  double cp_ring_buffer_bytes = 0;  // cp > 1: KV blocks in flight round the ring (part of activations)
+  double expert_state_bytes = 0;    // MoE: weights + gradients + optimizer states of the routed experts
+                                    // (sharded over the edp ranks); the rest of the three is dense
   double overhead_bytes = 0;
   double gathered_weights_bytes = 0;  // ZeRO-3: the layer in use and the prefetched one, unsharded
   double total_bytes() const {
@@ -64,9 +71,12 @@ struct StageMemory {
   }
 };
 
+// ZeRO shards the dense states over dp x cp (Megatron's data-parallel group with context
+// parallel) and the expert states over the dp x cp / ep ranks holding the same experts.
 struct MemoryInputs {
   int64_t tp = 1, pp = 1, dp = 1;
   double overhead_bytes = 0;
+  int64_t cp = 1, ep = 1;
 };
 std::vector<StageMemory> stage_memory(const ModelSpec& model, const ExecutionSpec& exec, const MemoryInputs& in);
 

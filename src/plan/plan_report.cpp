@@ -60,6 +60,8 @@ json layout_json(const RunSpec& r, int64_t m) {
   return {{"tp", r.layout.tp},
           {"pp", r.layout.pp},
           {"dp", r.layout.dp},
+          {"cp", r.layout.cp},
+          {"ep", r.layout.ep},
           {"order", r.layout.order},
           {"global_batch_size", r.exec.global_batch_size},
           {"micro_batch_size", r.exec.micro_batch_size},
@@ -90,6 +92,8 @@ json candidate_json(const RunSpec& run, const Estimate* e, const std::vector<Fin
                        {"optimizer", round3(gib(pm.optimizer_bytes))},
                        {"activations", round3(gib(pm.activations_bytes))},
                        {"overhead", round3(gib(pm.overhead_bytes))},
+                       {"expert_states", round3(gib(pm.expert_state_bytes))},
+                       {"cp_ring_buffers", round3(gib(pm.cp_ring_buffer_bytes))},
                        {"total", round3(gib(pm.total_bytes()))},
                        {"capacity", round3(gib(e->capacity_bytes))}};
     j["memory_stage"] = pm.stage;
@@ -97,6 +101,7 @@ json candidate_json(const RunSpec& run, const Estimate* e, const std::vector<Fin
     j["time_s"] = {{"step", round6(e->time.step)},       {"compute", round6(e->time.compute)},
                    {"tp_comm", round6(e->time.tp_comm)}, {"pp_comm", round6(e->time.pp_comm)},
                    {"dp_comm", round6(e->time.dp_comm)}, {"bubble", round6(e->time.bubble)},
+                   {"cp_comm", round6(e->time.cp_comm)}, {"ep_comm", round6(e->time.ep_comm)},
                    {"optimizer", round6(e->time.optimizer)}};
     j["tokens_per_s"] = std::round(e->tokens_per_s);
     j["tflops_per_gpu"] = round3(e->tflops_per_gpu);
@@ -110,6 +115,8 @@ json candidate_json(const RunSpec& run, const Estimate* e, const std::vector<Fin
         s["backward_s"] = round6(t.compute_backward_s);
         s["tp_comm_s"] = round6(t.tp_comm_s);
         s["pp_comm_s"] = round6(t.pp_comm_s);
+        s["cp_comm_s"] = round6(t.cp_comm_s);
+        s["ep_comm_s"] = round6(t.ep_comm_s);
         stages.push_back(s);
       }
       j["stages"] = stages;
@@ -170,6 +177,15 @@ std::string estimate_text(const Estimate& e, bool per_stage) {
                    pm.per_layer_activation_bytes / kMiB,
                    pm.logits_bytes > 0 ? fmt::format(" + logits {:.2f} GiB", gib(pm.logits_bytes)) : "",
                    pm.embedding_activation_bytes > 0 ? fmt::format(" + embedding {:.2f} GiB", gib(pm.embedding_activation_bytes)) : "");
+  if (pm.cp_ring_buffer_bytes > 0)
+    s += fmt::format("               (activations include {:.2f} GiB of ring buffers: 4 KV blocks of {} tokens)\n",
+                     gib(pm.cp_ring_buffer_bytes), r.model.seq_len / r.layout.cp * r.exec.micro_batch_size);
+  if (pm.params.expert_params > 0)
+    s += fmt::format("  experts      {:7.2f} GiB  of the weights, gradients and optimizer above: {:.3f} B routed-expert "
+                     "params ({} of {} experts per GPU, ep {}){}\n",
+                     gib(pm.expert_state_bytes), pm.params.expert_params / 1e9, r.model.experts / r.layout.ep,
+                     r.model.experts, r.layout.ep,
+                     r.exec.zero >= 1 ? fmt::format(", states sharded over edp {}", r.layout.dp * r.layout.cp / r.layout.ep) : "");
   s += fmt::format("  overhead     {:7.2f} GiB  context, buffers, fragmentation (--overhead-gib)\n", gib(pm.overhead_bytes));
   if (per_stage)
     for (const auto& m : e.memory)
@@ -179,10 +195,22 @@ std::string estimate_text(const Estimate& e, bool per_stage) {
                        gib(m.optimizer_bytes), gib(m.activations_bytes), gib(m.overhead_bytes));
   const auto& t = e.time;
   auto pct = [&](double x) { return 100 * x / t.step; };
-  s += fmt::format("Step {:.3f} s = compute {:.3f} ({:.1f}%) + TP {:.3f} ({:.1f}%) + PP {:.3f} ({:.1f}%) + bubble {:.3f} "
+  const bool cp_ep = r.layout.cp > 1 || r.layout.ep > 1;
+  const std::string cp_ep_terms =
+      cp_ep ? fmt::format(" + CP ring {:.3f} ({:.1f}%) + EP all-to-all {:.3f} ({:.1f}%)", t.cp_comm, pct(t.cp_comm),
+                          t.ep_comm, pct(t.ep_comm))
+            : "";
+  s += fmt::format("Step {:.3f} s = compute {:.3f} ({:.1f}%) + TP {:.3f} ({:.1f}%) + PP {:.3f} ({:.1f}%){} + bubble {:.3f} "
                    "({:.1f}%) + DP {:.3f} ({:.1f}%) + optimizer {:.3f} ({:.1f}%)\n",
-                   t.step, t.compute, pct(t.compute), t.tp_comm, pct(t.tp_comm), t.pp_comm, pct(t.pp_comm), t.bubble,
-                   pct(t.bubble), t.dp_comm, pct(t.dp_comm), t.optimizer, pct(t.optimizer));
+                   t.step, t.compute, pct(t.compute), t.tp_comm, pct(t.tp_comm), t.pp_comm, pct(t.pp_comm), cp_ep_terms,
+                   t.bubble, pct(t.bubble), t.dp_comm, pct(t.dp_comm), t.optimizer, pct(t.optimizer));
+  if (cp_ep) {
+    const StageTime& sl = e.stages[e.pipeline.slowest_stage];
+    s += fmt::format("  CP: {} per micro-batch of ring exchange not hidden behind attention, on {}; EP: {} per micro-batch "
+                     "of dispatch and combine all-to-alls, on {}\n",
+                     fmt::format("{:.2f} ms", 1e3 * sl.cp_comm_s), r.layout.cp > 1 ? link_text(e.links.cp.link) : "-",
+                     fmt::format("{:.2f} ms", 1e3 * sl.ep_comm_s), r.layout.ep > 1 ? link_text(e.links.ep.link) : "-");
+  }
   const StageTime& st = e.stages[e.pipeline.slowest_stage];
   s += fmt::format("  slowest stage {} ({} layers), per micro-batch: forward {:.2f} ms, backward {:.2f} ms (recompute "
                    "{:.2f}), TP {:.2f} ms on {}, PP sends {:.2f} ms on {}; x {} micro-batches\n",
@@ -200,6 +228,11 @@ std::string estimate_text(const Estimate& e, bool per_stage) {
                      e.dp.hierarchical ? fmt::format(" (hierarchical: {} per node x {} nodes)", e.dp.gpus_per_node_in_group, e.dp.nodes) : "",
                      e.dp.total_s, e.dp.hidden_s, e.dp.exposed_s, 100 * e.cost.overlap_slowdown,
                      e.dp.embedding_sync_s > 0 ? fmt::format(" + tied-embedding sync {:.3f} s", e.dp.embedding_sync_s) : "");
+  if (e.expert_dp.total_s > 0)
+    s += fmt::format("  expert DP: {:.2f} GiB of routed-expert gradients over the {} GPUs holding the same experts on {}: "
+                     "{:.3f} s, {:.3f} s exposed\n",
+                     gib(e.expert_dp.gradient_bytes), e.expert_dp.dp, link_text(e.links.edp.link), e.expert_dp.total_s,
+                     e.expert_dp.exposed_s);
   s += fmt::format("  optimizer: {:.3f} B params x {:g} B of HBM traffic\n", e.optimizer.params / 1e9, e.optimizer.bytes_per_param);
   if (e.time.tp_hidden + e.time.pp_hidden > 0)
     s += fmt::format("  overlap ({}): TP {:.3f} s and PP {:.3f} s hidden behind compute; TP and PP above are what stays "

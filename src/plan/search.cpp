@@ -24,7 +24,8 @@ auto signature(const Links& l) {
   auto one = [](const DimLink& d) {
     return std::make_tuple(int(d.link.kind), d.link.bandwidth_Bps, d.link.nodes.size(), d.members_per_node);
   };
-  return std::make_tuple(one(l.tp), one(l.pp), one(l.dp), int(l.embedding.kind));
+  return std::make_tuple(one(l.tp), one(l.pp), one(l.dp), int(l.embedding.kind), one(l.cp), one(l.ep), one(l.dcp),
+                         one(l.edp));
 }
 
 struct Schedule {
@@ -46,7 +47,9 @@ SearchResult search(const ModelSpec& model, const ClusterSpec& cluster, int64_t 
   const int64_t world = cluster.world_size();
   auto reject = [&](const std::string& reason, int64_t n = 1) { res.rejected[reason] += n; };
   const std::vector<std::string> all_orders = {"tp-dp-pp", "tp-pp-dp", "dp-tp-pp", "pp-tp-dp", "dp-pp-tp", "pp-dp-tp"};
-  const std::vector<std::string> orders = space.order ? std::vector<std::string>{*space.order} : all_orders;
+  // With cp or ep: Megatron-Core's default and the variants that move cp or pp; ep stays next to dp.
+  const std::vector<std::string> cp_ep_orders = {"tp-cp-ep-dp-pp", "tp-cp-pp-ep-dp", "tp-pp-cp-ep-dp",
+                                                 "tp-ep-dp-cp-pp"};
 
   RunSpec run;
   run.model = model;
@@ -64,33 +67,56 @@ SearchResult search(const ModelSpec& model, const ClusterSpec& cluster, int64_t 
     return a.peak_memory().total_bytes() < b.peak_memory().total_bytes();
   };
 
-  for (const auto& [name, fixed] : {std::pair{"tp", space.tp}, {"pp", space.pp}, {"dp", space.dp}})
+  for (const auto& [name, fixed] :
+       {std::pair{"tp", space.tp}, {"pp", space.pp}, {"dp", space.dp}, {"cp", space.cp}, {"ep", space.ep}})
     if (fixed && (*fixed <= 0 || world % *fixed != 0))
       reject(std::string(name) + " " + std::to_string(*fixed) + " does not divide the " + std::to_string(world) + " GPUs");
   for (int64_t tp : all_divisors(world)) {
     if (space.tp && tp != *space.tp) continue;
     if (model.heads % tp != 0 || model.ffn_hidden % tp != 0 ||
-        (model.kv_heads % tp != 0 && tp % model.kv_heads != 0)) {
+        (model.kv_heads % tp != 0 && tp % model.kv_heads != 0) ||
+        (model.is_moe() && model.expert_ffn_hidden % tp != 0)) {
       reject("tp does not divide heads or ffn");
       continue;
     }
     for (int64_t pp : all_divisors(world / tp)) {
       if (space.pp && pp != *space.pp) continue;
-      const int64_t dp = world / (tp * pp);
-      if (space.dp && dp != *space.dp) continue;
       if (pp > model.layers) {
         reject("pp exceeds layers");
         continue;
       }
+    for (int64_t cp : all_divisors(world / (tp * pp))) {
+      if (space.cp ? cp != *space.cp : false) continue;
+      if (cp > 1 && !space.cp && model.seq_len < cp * space.min_tokens_per_cp_rank) {
+        reject("pruned: cp leaves fewer than min tokens per rank (blocks too small to hide the ring)");
+        continue;
+      }
+      if (cp > 1 && model.seq_len % (2 * cp) != 0) {
+        reject("sequence not divisible by 2 x cp");
+        continue;
+      }
+      const int64_t dp = world / (tp * pp * cp);
+      if (space.dp && dp != *space.dp) continue;
       if (global_batch % dp != 0) {
         reject("global batch not divisible by dp");
         continue;
       }
-      run.layout = Layout{tp, 1, dp, pp, "tp-dp-pp"};
+    for (int64_t ep : model.is_moe() ? all_divisors(model.experts) : std::vector<int64_t>{1}) {
+      if (space.ep && ep != *space.ep) continue;
+      if ((cp * dp) % ep != 0) {
+        reject("ep does not divide dp x cp");
+        continue;
+      }
+      run.layout = Layout{tp, cp, dp, pp, default_order(cp, ep), ep};
       // Links per distinct order.
       std::vector<std::pair<std::string, Links>> layouts;
+      const std::vector<std::string>& orders =
+          space.order ? std::vector<std::string>{*space.order} : (cp > 1 || ep > 1 ? cp_ep_orders : all_orders);
       for (const auto& order : orders) {
-        Layout l{tp, 1, dp, pp, order};
+        Layout l{tp, cp, dp, pp, order, ep};
+        Problems invalid;
+        validate_layout(l, invalid);
+        if (!invalid.empty()) continue;
         Mesh mesh(l, cluster.gpus_per_node);
         Links links = mesh_links(mesh, cluster);
         bool dup = false;
@@ -152,7 +178,7 @@ SearchResult search(const ModelSpec& model, const ClusterSpec& cluster, int64_t 
                 run.exec.recompute = rc;
                 run.exec.sequence_parallel = sp;
                 // Memory does not depend on the order: check it once.
-                const auto mem = stage_memory(model, run.exec, {tp, pp, dp, overhead});
+                const auto mem = stage_memory(model, run.exec, {tp, pp, dp, overhead, cp, ep});
                 double peak = 0;
                 for (const auto& s : mem) peak = std::max(peak, s.total_bytes());
                 if (peak > cluster.gpu.memory_bytes) {
@@ -175,6 +201,8 @@ SearchResult search(const ModelSpec& model, const ClusterSpec& cluster, int64_t 
           }
         }
       }
+    }  // ep
+    }  // cp
     }
   }
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

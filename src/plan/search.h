@@ -1,4 +1,4 @@
-// Search: enumerate every valid layout of a model on a cluster (tp, pp, dp, micro-batch size,
+// Search: enumerate every valid layout of a model on a cluster (tp, pp, cp, dp, ep, micro-batch size,
 // schedule and v, ZeRO stage, recomputation, sequence parallel, order), reject the infeasible
 // with a counted reason, rank the rest by predicted throughput and keep the best K.
 #pragma once
@@ -19,6 +19,7 @@ namespace trident::plan {
 // Dimensions the user fixed; everything left empty is searched.
 struct SearchSpace {
   std::optional<int64_t> tp, pp, dp, micro_batch, virtual_stages;
+  std::optional<int64_t> cp, ep;
   std::optional<ScheduleKind> schedule;
   std::optional<int> zero;
   std::optional<Recompute> recompute;
@@ -30,6 +31,9 @@ struct SearchSpace {
   Overlap overlap;
   std::string stack;  // the --stack preset they came from, for the reports
   int64_t max_micro_batch = 16;
+  // cp > 1 is searched only while each cp rank keeps this many tokens of a sequence: shorter
+  // blocks cannot hide the ring exchange, and shorter sequences fit without cp.
+  int64_t min_tokens_per_cp_rank = 4096;
   // Speed-ups that do not change the result (the benchmark turns them off to show what they save):
   bool prune_dominated = true;  // skip gpipe (1f1b is as fast with less memory) and sequence parallel off
   bool dedupe_orders = true;    // evaluate one order per distinct mapping of groups onto links

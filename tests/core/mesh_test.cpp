@@ -279,3 +279,16 @@ TEST(Mesh, tp_inside_an_nvl72_rack_stays_on_nvlink) {
   EXPECT_TRUE(across.crosses_domains());
   EXPECT_EQ(across.kind, LinkKind::InfiniBand);
 }
+
+TEST(Mesh, group_stride_describes_every_group_when_there_is_one) {
+  for (const Layout& l : layouts_with_cp_and_ep()) {
+    Mesh mesh(l, 4);
+    for (Dim kind : {Dim::TP, Dim::CP, Dim::DP, Dim::PP, Dim::EP, Dim::EDP, Dim::DCP}) {
+      const int64_t s = mesh.group_stride(kind);
+      if (s == 0) continue;
+      for (const Group& g : mesh.groups(kind))
+        for (size_t i = 0; i < g.ranks.size(); ++i)
+          EXPECT_EQ(g.ranks[i], g.ranks[0] + int64_t(i) * s) << to_string(kind) << " " << l.describe();
+    }
+  }
+}

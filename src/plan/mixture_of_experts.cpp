@@ -1,0 +1,90 @@
+#include "plan/mixture_of_experts.h"
+
+#include <algorithm>
+
+namespace trident::plan {
+
+double moe_layer_share(const ModelSpec& m) {
+  if (!m.is_moe() || m.layers <= 0) return 0;
+  return double(m.moe_layers()) / double(m.layers);
+}
+
+MoeCompute moe_compute(const ModelSpec& m, double T, int64_t tp, int64_t ep, double peak, double peak_efficiency,
+                       const CostConstants& c) {
+  MoeCompute mc;
+  const double h = double(m.hidden), t = double(std::max<int64_t>(tp, 1));
+  const double k = double(m.experts_per_token), E = double(m.experts), cf = m.capacity_factor;
+  const double fe = double(m.expert_ffn_hidden), f = double(m.ffn_hidden);
+  const double in_width = double(m.mlp_matrices() - 1);  // GELU: f; SwiGLU: gate and up fused, 2f
+  ep = std::max<int64_t>(ep, 1);
+  mc.local_experts = m.experts / ep;
+  // Each rank sends T k token copies over the ep group and takes as many back: T k ep / E per
+  // local expert when balanced, cf times that for the busiest.
+  const double balanced = T * k * double(ep) / E;
+  mc.tokens_per_expert = balanced * cf;
+  const double batch = double(mc.local_experts);
+  mc.router_s = gemm_time_s(T, h, E, 1, peak, peak_efficiency, c);
+  mc.router_flops = 2 * T * h * E;
+  mc.routed_s = gemm_time_s(mc.tokens_per_expert, h, in_width * fe / t, batch, peak, peak_efficiency, c) +
+                gemm_time_s(mc.tokens_per_expert, fe / t, h, batch, peak, peak_efficiency, c);
+  mc.routed_flops = 2 * T * k * h * (in_width + 1) * fe / t;
+  if (m.shared_experts > 0) {
+    const double fs = double(m.shared_experts) * fe;
+    mc.shared_s = gemm_time_s(T, h, in_width * fs / t, 1, peak, peak_efficiency, c) + gemm_time_s(T, fs / t, h, 1, peak, peak_efficiency, c);
+    mc.shared_flops = 2 * T * h * (in_width + 1) * fs / t;
+  }
+  mc.dense_s = gemm_time_s(T, h, in_width * f / t, 1, peak, peak_efficiency, c) + gemm_time_s(T, f / t, h, 1, peak, peak_efficiency, c);
+  mc.dense_flops = 2 * T * h * (in_width + 1) * f / t;
+  const double share = moe_layer_share(m);
+  mc.mlp_s = share * (mc.router_s + mc.routed_s + mc.shared_s) + (1 - share) * mc.dense_s;
+  mc.mlp_flops = share * (mc.router_flops + mc.routed_flops + mc.shared_flops) + (1 - share) * mc.dense_flops;
+  return mc;
+}
+
+double alltoall_time_s(double bytes, int64_t n, const GroupLink& link, const CostConstants& c) {
+  if (n <= 1 || bytes <= 0) return 0;
+  const double bw = link.bandwidth_Bps * link_efficiency(link.kind, c);
+  return double(n - 1) * link.latency_s + double(n - 1) / double(n) * bytes / bw;
+}
+
+EpComm ep_comm_per_layer(const ModelSpec& m, const ExecutionSpec& e, int64_t tp, int64_t ep, const GroupLink& link,
+                         const CostConstants& c) {
+  EpComm ec;
+  if (!m.is_moe() || ep <= 1) return ec;
+  const double element = e.precision == Precision::FP32 ? 4 : 2;
+  // Megatron runs MoE with sequence parallel under tp: each tp rank dispatches its T / t tokens.
+  const double tokens = double(e.micro_batch_size) * double(m.seq_len) / double(std::max<int64_t>(tp, 1));
+  ec.message_bytes = tokens * double(m.experts_per_token) * m.capacity_factor * double(m.hidden) * element;
+  ec.alltoall_s = alltoall_time_s(ec.message_bytes, ep, link, c);
+  ec.forward_alltoalls = 2;
+  ec.backward_alltoalls = 2 + (e.recompute == Recompute::Full ? 2 : 0);
+  const double share = moe_layer_share(m);
+  ec.forward_s = share * double(ec.forward_alltoalls) * ec.alltoall_s;
+  ec.backward_s = share * double(ec.backward_alltoalls) * ec.alltoall_s;
+  return ec;
+}
+
+double moe_mlp_activation_elements(const ModelSpec& m, double sb) {
+  const bool gpt = m.family == ModelFamily::GPT;
+  const double per_width = gpt ? 4 : 8;  // GELU in + out; SwiGLU gate, up, product, down input
+  const double copies = double(m.experts_per_token) * m.capacity_factor;
+  const double fe = double(m.expert_ffn_hidden), h = double(m.hidden);
+  const double moe = per_width * sb * fe * (copies + double(m.shared_experts)) + 2 * sb * h * copies;
+  const double dense = per_width * sb * double(m.ffn_hidden);
+  const double share = moe_layer_share(m);
+  return share * moe + (1 - share) * dense;
+}
+
+MoeParams moe_params_per_layer(const ModelSpec& m, int64_t tp, int64_t ep) {
+  const ParamCount pc = count_parameters(m);
+  const double t = double(std::max<int64_t>(tp, 1)), share = moe_layer_share(m);
+  MoeParams p;
+  // Matrices split over tp, the norms and the router replicated.
+  p.dense = double(pc.attention_per_layer) / t + double(pc.norms_per_layer) +
+            share * (double(pc.router_per_layer) + double(pc.shared_experts_per_layer) / t) +
+            (1 - share) * double(pc.mlp_per_layer) / t;
+  p.experts = share * double(pc.routed_experts_per_layer) / (double(std::max<int64_t>(ep, 1)) * t);
+  return p;
+}
+
+}  // namespace trident::plan

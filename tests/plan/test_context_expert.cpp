@@ -1,0 +1,233 @@
+// Context-parallel and mixture-of-experts terms on hand-computed cases, their lint codes, and
+// the search over cp and ep.
+#include <gtest/gtest.h>
+
+#include "core/units.h"
+#include "plan/context_parallel.h"
+#include "plan/lint.h"
+#include "plan/mixture_of_experts.h"
+#include "plan/plan_options.h"
+#include "plan/search.h"
+
+using namespace trident;
+using namespace trident::plan;
+
+namespace {
+
+GroupLink link(LinkKind kind, double bw, double latency, int nodes) {
+  GroupLink l;
+  l.kind = kind;
+  l.bandwidth_Bps = bw;
+  l.latency_s = latency;
+  for (int i = 0; i < nodes; ++i) l.nodes.push_back(i);
+  return l;
+}
+
+ExecutionSpec exec(int64_t micro = 1) {
+  ExecutionSpec e;
+  e.micro_batch_size = micro;
+  e.global_batch_size = 16;
+  return e;
+}
+
+using KV = std::vector<std::pair<std::string, std::string>>;
+LintResult lint(const KV& kv) {
+  OptionValues v(concat({model_options(), cluster_options(), layout_options(), execution_options(), plan_options()}));
+  for (const auto& [k, x] : kv) v.set(k, x, "--" + k);
+  return lint_options(v, kDefaultOverheadGiB * kGiB);
+}
+const Finding* find(const LintResult& r, const std::string& code) {
+  for (const auto& f : r.findings)
+    if (f.code == code) return &f;
+  return nullptr;
+}
+
+}  // namespace
+
+// Llama 3 405B at 131,072 tokens, cp 16, tp 8: 8192 tokens per rank, one KV head of 128 per
+// GPU (8 KV heads over tp 8): 8192 x 2 x 128 x 2 bytes.
+TEST(ContextParallel, kv_block_and_ring_buffers_by_hand) {
+  ModelSpec m = model_preset("llama3-405b");
+  m.seq_len = 131072;
+  EXPECT_DOUBLE_EQ(kv_block_bytes(m, exec(), 8, 16), 8192.0 * 2 * 128 * 2);
+  EXPECT_DOUBLE_EQ(cp_ring_buffer_bytes(m, exec(), 8, 16), 4 * 8192.0 * 2 * 128 * 2);
+  EXPECT_DOUBLE_EQ(cp_ring_buffer_bytes(m, exec(), 8, 1), 0);
+  // tp 16 > 8 KV heads: each GPU keeps one head, replicated.
+  EXPECT_DOUBLE_EQ(kv_block_bytes(m, exec(), 16, 16), 8192.0 * 2 * 128 * 2);
+}
+
+TEST(ContextParallel, ring_exchange_hides_behind_block_attention_and_shows_the_excess) {
+  ModelSpec m = model_preset("llama3-405b");
+  m.seq_len = 131072;
+  const CostConstants& c = default_constants();
+  const GroupLink ib = link(LinkKind::InfiniBand, 50e9, 5e-6, 16);
+  const double xfer = 5e-6 + 8192.0 * 2 * 128 * 2 / (50e9 * c.network_efficiency);
+  const CpComm slow = cp_comm_per_layer(m, exec(), 8, 16, ib, xfer / 4, c);
+  EXPECT_NEAR(slow.block_transfer_s, xfer, 1e-15);
+  EXPECT_EQ(slow.steps, 15);
+  EXPECT_NEAR(slow.forward_total_s, 15 * xfer, 1e-12);
+  EXPECT_NEAR(slow.forward_exposed_s, 15 * (xfer - xfer / 4), 1e-12);
+  EXPECT_NEAR(slow.backward_exposed_s, 2 * slow.forward_exposed_s, 1e-12);
+  // Attention longer than a transfer hides it completely.
+  EXPECT_DOUBLE_EQ(cp_comm_per_layer(m, exec(), 8, 16, ib, 2 * xfer, c).forward_exposed_s, 0);
+  // Full recomputation runs the forward ring again in backward.
+  ExecutionSpec full = exec();
+  full.recompute = Recompute::Full;
+  EXPECT_NEAR(cp_comm_per_layer(m, full, 8, 16, ib, xfer / 4, c).backward_exposed_s, 3 * slow.forward_exposed_s, 1e-12);
+}
+
+// cp divides every per-token term by cp; attention runs as cp blocks of (s/cp)^2, so its
+// FLOPs are the full s^2 ones over cp too.
+TEST(ContextParallel, compute_and_activations_are_divided_by_cp) {
+  ModelSpec m = model_preset("llama3-8b");
+  m.seq_len = 32768;
+  ExecutionSpec e = exec();
+  e.recompute = Recompute::Selective;  // linear terms only
+  const GpuSpec gpu = gpu_preset("h100-80g");
+  const CostConstants& c = default_constants();
+  const LayerCompute whole = layer_compute(m, e, 1, gpu, c);
+  const LayerCompute split = layer_compute(m, e, 1, gpu, c, 4);
+  EXPECT_EQ(split.tokens, 32768 / 4);
+  EXPECT_NEAR(split.gemm_flops, whole.gemm_flops / 4, 1e-6 * whole.gemm_flops);
+  EXPECT_NEAR(split.attention_flops, whole.attention_flops / 4, 1e-6 * whole.attention_flops);
+  EXPECT_NEAR(split.attention_s, 4 * split.block_attention_s, 1e-15);
+  const double full_bytes = layer_activations(m, e, 1).bytes;
+  EXPECT_NEAR(layer_activations(per_rank_sequence(m, 4), e, 1).bytes, full_bytes / 4, 1e-6 * full_bytes);
+  // Stage memory: activations / cp plus the ring buffers; ZeRO shards the states over dp x cp.
+  e.zero = 1;
+  const auto one = stage_memory(m, e, {1, 1, 8, 0, 1, 1});
+  const auto four = stage_memory(m, e, {1, 1, 2, 0, 4, 1});
+  EXPECT_NEAR(four[0].optimizer_bytes, one[0].optimizer_bytes, 1);  // 8 x 1 and 2 x 4 data ranks
+  EXPECT_DOUBLE_EQ(four[0].cp_ring_buffer_bytes, cp_ring_buffer_bytes(m, e, 1, 4));
+}
+
+TEST(MixtureOfExperts, alltoall_and_dispatch_volume_by_hand) {
+  const CostConstants& c = default_constants();
+  const GroupLink nv = link(LinkKind::NVLink, 450e9, 3e-6, 1);
+  EXPECT_NEAR(alltoall_time_s(8e6, 8, nv, c), 7 * 3e-6 + 7.0 / 8 * 8e6 / (450e9 * c.nvlink_efficiency), 1e-15);
+  EXPECT_DOUBLE_EQ(alltoall_time_s(8e6, 1, nv, c), 0);
+  // Mixtral 8x22B, one sequence of 4096 at tp 2: 2048 tokens x top-2 x cf 1.25 x h 6144 x 2 bytes.
+  ModelSpec m = model_preset("mixtral-8x22b");
+  m.seq_len = 4096;
+  m.capacity_factor = 1.25;
+  const EpComm ec = ep_comm_per_layer(m, exec(), 2, 8, nv, c);
+  EXPECT_DOUBLE_EQ(ec.message_bytes, 2048.0 * 2 * 1.25 * 6144 * 2);
+  EXPECT_EQ(ec.forward_alltoalls, 2);
+  EXPECT_NEAR(ec.forward_s, 2 * alltoall_time_s(ec.message_bytes, 8, nv, c), 1e-15);
+  EXPECT_DOUBLE_EQ(ep_comm_per_layer(m, exec(), 2, 1, nv, c).forward_s, 0);  // no ep: no all-to-all
+}
+
+// FLOPs count the active parameters: Mixtral 8x7B's matrices per token are attention, two of
+// the eight SwiGLU experts and the router.
+TEST(MixtureOfExperts, model_flops_count_active_parameters) {
+  const ModelSpec m = model_preset("mixtral-8x7b");
+  const double s = double(m.seq_len), h = 4096;
+  const double matrices = h * (h + 2 * 1024) + h * h + 2.0 * 3 * h * 14336 + h * 8;
+  const double expected = 3 * 2 * (32 * (2 * s * matrices + 4 * s * s * h) + 2 * s * h * 32000);
+  EXPECT_NEAR(model_flops_per_step(m, 2, 32000), expected, 1e-9 * expected);
+  // The layer's GEMM FLOPs on one GPU: k experts per token, whatever ep is.
+  const GpuSpec gpu = gpu_preset("h100-80g");
+  const LayerCompute one = layer_compute(m, exec(), 1, gpu, default_constants(), 1, 1);
+  const LayerCompute eight = layer_compute(m, exec(), 1, gpu, default_constants(), 1, 8);
+  EXPECT_NEAR(one.gemm_flops, eight.gemm_flops, 1e-9 * one.gemm_flops);
+  const double T = s;
+  EXPECT_NEAR(one.gemm_flops, 2 * T * (h * (h + 2 * 1024) + h * h + 2.0 * 3 * h * 14336 + h * 8), 1e-9 * one.gemm_flops);
+  // A capacity factor above 1 slows the busiest rank's expert GEMMs, not the FLOPs.
+  ModelSpec padded = m;
+  padded.capacity_factor = 1.5;
+  const LayerCompute slow = layer_compute(padded, exec(), 1, gpu, default_constants(), 1, 8);
+  EXPECT_GT(slow.gemm_s, eight.gemm_s);
+  EXPECT_NEAR(slow.gemm_flops, eight.gemm_flops, 1e-9 * one.gemm_flops);
+}
+
+// Mixtral 8x7B, tp 1, ep 8, all 32 layers on one stage: one expert of 176,160,768 per layer and
+// GPU; ZeRO 1 shards the experts' optimizer states over dp x cp / ep.
+TEST(MixtureOfExperts, dense_and_expert_memory_are_separate) {
+  const ModelSpec m = model_preset("mixtral-8x7b");
+  const StageParams p = stage_params(m, 1, 1, 32, true, true, 8);
+  EXPECT_DOUBLE_EQ(p.expert_params, 32.0 * 176160768);
+  const ParamCount pc = count_parameters(m);
+  EXPECT_DOUBLE_EQ(p.layer_params, 32.0 * (pc.attention_per_layer + pc.norms_per_layer + pc.router_per_layer));
+  ExecutionSpec e = exec();
+  e.zero = 1;
+  e.global_batch_size = 64;
+  const auto mem = stage_memory(m, e, {1, 1, 16, 0, 1, 8});
+  const StateBytes sb = state_bytes(e.precision, e.grad_bits);
+  const double edp = 16.0 / 8;
+  EXPECT_NEAR(mem[0].expert_state_bytes, p.expert_params * (sb.weights + sb.gradients + sb.optimizer / edp), 1);
+  EXPECT_NEAR(mem[0].optimizer_bytes, p.dense() * sb.optimizer / 16 + p.expert_params * sb.optimizer / edp, 1);
+}
+
+TEST(LintContextExpert, cp_on_the_network_and_ep_across_nodes_warn) {
+  const KV l405 = {{"model", "llama3-405b"}, {"seq-len", "131072"}, {"cluster", "dgx-h100"}, {"nodes", "2048"},
+                   {"tp", "8"},     {"cp", "16"},     {"pp", "16"},     {"global-batch-size", "256"},
+                   {"micro-batch-size", "1"}, {"recompute", "full"}, {"sequence-parallel", "true"},
+                   {"zero", "1"}, {"schedule", "1f1b"}};
+  const LintResult r = lint(l405);
+  const Finding* cp = find(r, "cp-crosses-domain");
+  ASSERT_NE(cp, nullptr);
+  EXPECT_NE(cp->message.find("tp 8 x cp 16 = 128 GPUs exceed the 8 GPUs"), std::string::npos) << cp->message;
+  const KV mix = {{"model", "mixtral-8x22b"}, {"seq-len", "4096"}, {"cluster", "dgx-h100"}, {"nodes", "8"},
+                  {"tp", "2"},     {"pp", "4"},     {"ep", "8"},     {"global-batch-size", "256"},
+                  {"micro-batch-size", "1"}, {"recompute", "full"}, {"sequence-parallel", "true"},
+                  {"zero", "1"}, {"schedule", "1f1b"}};
+  const LintResult wide = lint(mix);
+  ASSERT_NE(find(wide, "ep-alltoall-slow"), nullptr);
+  KV inside = mix;
+  for (auto& [k, v] : inside)
+    if (k == "ep") v = "4";
+  EXPECT_EQ(find(lint(inside), "ep-alltoall-slow"), nullptr);  // tp 2 x ep 4 = one node
+}
+
+TEST(LintContextExpert, shape_errors_for_cp_and_ep_are_error_findings) {
+  const LintResult r = lint({{"model", "mixtral-8x7b"}, {"cluster", "dgx-h100"}, {"nodes", "3"}, {"ep", "3"},
+                             {"seq-len", "4100"}, {"cp", "4"}, {"global-batch-size", "6"}});
+  const Finding* ep = find(r, "ep-divides-experts");
+  ASSERT_NE(ep, nullptr);
+  EXPECT_EQ(ep->severity, Severity::Error);
+  EXPECT_NE(find(r, "cp-divides-sequence"), nullptr);
+}
+
+// The NVLink rule follows the domain: tp 16 inside a GB200 NVL72 rack is fine, across two DGX
+// H100 hosts it is an error.
+TEST(LintContextExpert, tp_16_is_fine_inside_an_nvl72_rack_and_not_across_dgx_hosts) {
+  const KV base = {{"model", "llama3-405b"}, {"tp", "16"}, {"pp", "9"}, {"global-batch-size", "128"},
+                   {"micro-batch-size", "1"}, {"recompute", "full"}, {"sequence-parallel", "true"},
+                   {"zero", "1"}, {"schedule", "1f1b"}};
+  KV rack = base;
+  rack.insert(rack.end(), {{"cluster", "gb200-nvl72"}, {"nodes", "36"}, {"order", "tp-pp-dp"}});
+  const LintResult in_rack = lint(rack);
+  // pp 9 x tp 16 = 144 GPUs = 2 racks; with tp-pp-dp each tp group is 16 consecutive GPUs, and
+  // 72 = 4.5 x 16, so the 5th group straddles the two racks: only it is flagged.
+  const Finding* f = find(in_rack, "tp-crosses-nodes");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->message.find("1 of 9 TP groups leave their NVLink domain"), std::string::npos) << f->message;
+  KV dgx = base;
+  dgx.insert(dgx.end(), {{"cluster", "dgx-h100"}, {"nodes", "18"}, {"order", "tp-pp-dp"}});
+  const Finding* g = find(lint(dgx), "tp-crosses-nodes");
+  ASSERT_NE(g, nullptr);
+  EXPECT_NE(g->message.find("9 of 9 TP groups leave their node"), std::string::npos) << g->message;
+  KV tp8 = rack;
+  for (auto& [k, v] : tp8)
+    if (k == "tp") v = "8";
+  for (auto& [k, v] : tp8)
+    if (k == "nodes") v = "18";  // 8 x 9 = 72: one rack, tp 8 = 2 hosts on NVLink
+  EXPECT_EQ(find(lint(tp8), "tp-crosses-nodes"), nullptr);
+}
+
+TEST(SearchContextExpert, search_covers_cp_and_ep) {
+  ClusterSpec cl = cluster_preset("dgx-h100");
+  cl.nodes = 8;
+  SearchSpace space;
+  space.ep = 8;
+  const SearchResult moe = search(model_preset("mixtral-8x7b"), cl, 128, space, 3, kDefaultOverheadGiB * kGiB);
+  ASSERT_FALSE(moe.best.empty());
+  for (const auto& e : moe.best) EXPECT_EQ(e.run.layout.ep, 8);
+  ModelSpec longseq = model_preset("llama3-8b");
+  longseq.seq_len = 65536;
+  SearchSpace any;
+  const SearchResult r = search(longseq, cl, 16, any, 50, kDefaultOverheadGiB * kGiB);
+  bool has_cp = false;
+  for (const auto& e : r.best) has_cp = has_cp || e.run.layout.cp > 1;
+  EXPECT_TRUE(has_cp) << "no cp > 1 among the best 50 at 65,536 tokens";
+}
