@@ -71,7 +71,8 @@ nlohmann::json to_json(const RunSpec& run, const sim::PlannedCosts& pc, const si
                       {"compute_s", st.compute_s},
                       {"bubble_s", st.bubble_s},
                       {"end_s", st.end_s},
-                      {"exposed_comm_s", {{"tp", st.exposed_tp_s}, {"pp", st.exposed_pp_s}, {"dp", st.exposed_dp_s}}}});
+                      {"exposed_comm_s", {{"tp", st.exposed_tp_s}, {"pp", st.exposed_pp_s}, {"dp", st.exposed_dp_s},
+                                                          {"cp", st.exposed_cp_s}, {"ep", st.exposed_ep_s}}}});
   json inputs = json::array();
   for (size_t s = 0; s < pc.costs.stages.size(); ++s) {
     const auto& sc = pc.costs.stages[s];
@@ -82,7 +83,11 @@ nlohmann::json to_json(const RunSpec& run, const sim::PlannedCosts& pc, const si
                         {"backward_input_s", c.backward_input_s()},
                         {"backward_weight_s", c.backward_weight_s()},
                         {"tp_forward_s", c.tp_forward_s},
-                        {"tp_backward_s", c.tp_backward_s}});
+                        {"tp_backward_s", c.tp_backward_s},
+                        {"cp_forward_s", c.cp_forward_s},
+                        {"cp_backward_s", c.cp_backward_s},
+                        {"ep_forward_s", c.ep_forward_s},
+                        {"ep_backward_s", c.ep_backward_s}});
     inputs.push_back({{"stage", s},
                       {"layers", pc.estimate.stages[s].layers},
                       {"chunks", chunks},
@@ -99,7 +104,8 @@ nlohmann::json to_json(const RunSpec& run, const sim::PlannedCosts& pc, const si
           {"pipeline_s", r.pipeline_s},
           {"critical_stage", r.critical_stage},
           {"stages", stages},
-          {"exposed_comm_s", {{"tp", r.exposed_tp_s()}, {"pp", r.exposed_pp_s()}, {"dp", r.exposed_dp_s()}}},
+          {"exposed_comm_s", {{"tp", r.exposed_tp_s()}, {"pp", r.exposed_pp_s()}, {"dp", r.exposed_dp_s()},
+                              {"cp", r.exposed_cp_s()}, {"ep", r.exposed_ep_s()}}},
           {"planner_step_s", pc.estimate.time.step},
           {"memory", memory_json(pc.estimate)},
           {"schedule", to_string(run.exec.schedule)},
@@ -142,8 +148,11 @@ std::string to_text(const RunSpec& run, const Mesh& mesh, const sim::PlannedCost
   s += fmt::format("  pipeline      {:.3f} s until the last backward; bubble share {:.1f}% (closed form {:.1f}%{})\n",
                    r.pipeline_s, r.bubble_share * 100, closed_form * 100,
                    run.exec.schedule == ScheduleKind::ZeroBubbleH1 ? ", which assumes F = B = W" : "");
-  s += fmt::format("  exposed comm  on stage {} (ends last): tp {:.3f} s, pp {:.3f} s, dp {:.3f} s\n\n", r.critical_stage,
-                   r.exposed_tp_s(), r.exposed_pp_s(), r.exposed_dp_s());
+  s += fmt::format("  exposed comm  on stage {} (ends last): tp {:.3f} s, pp {:.3f} s, dp {:.3f} s{}\n\n", r.critical_stage,
+                   r.exposed_tp_s(), r.exposed_pp_s(), r.exposed_dp_s(),
+                   run.layout.cp > 1 || run.layout.ep > 1
+                       ? fmt::format(", cp ring {:.3f} s, ep all-to-all {:.3f} s", r.exposed_cp_s(), r.exposed_ep_s())
+                       : "");
   s += "  stage  ranks (replica 0)   layers   busy s   idle s  bubble s    tp s    pp s    dp s    end s\n";
   for (const auto& st : r.stages)
     s += fmt::format("  {:>5}  {:<18} {:>6} {:>8.3f} {:>8.3f} {:>9.3f} {:>7.3f} {:>7.3f} {:>7.3f} {:>8.3f}\n", st.stage,

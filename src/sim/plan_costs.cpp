@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "plan/context_parallel.h"
 #include "plan/memory_model.h"
+#include "plan/mixture_of_experts.h"
 #include "schedule/schedule.h"
 
 namespace trident::sim {
@@ -56,8 +58,13 @@ PlannedCosts costs_from_plan(const RunSpec& run, const plan::CostConstants& c, d
   out.micro_batches = est.micro_batches;
   out.virtual_stages = v;
 
-  const plan::LayerCompute lc = plan::layer_compute(model, x, l.tp, run.cluster.gpu, c);
-  const plan::TpComm tc = plan::tp_comm_per_layer(model, x, l.tp, links.tp.link, c);
+  const plan::LayerCompute lc = plan::layer_compute(model, x, l.tp, run.cluster.gpu, c, l.cp, l.ep);
+  const ModelSpec local = plan::per_rank_sequence(model, l.cp);  // what one cp rank's messages carry
+  const plan::TpComm tc = plan::tp_comm_per_layer(local, x, l.tp, links.tp.link, c);
+  // The cp ring and the ep all-to-alls run on their own groups' links, inside each layer.
+  const plan::CpComm cpc = plan::cp_comm_per_layer(model, x, l.tp, l.cp, links.cp.link, lc.block_attention_s,
+                                                       lc.block_attention_backward_s, c);
+  const plan::EpComm epc = plan::ep_comm_per_layer(local, x, l.tp, l.ep, links.ep.link, c);
   const std::vector<int64_t> chunk_layers = plan::chunk_layers(model.layers, p, v);
   const plan::StateBytes sb = plan::state_bytes(x.precision, x.grad_bits);
 
@@ -69,7 +76,7 @@ PlannedCosts costs_from_plan(const RunSpec& run, const plan::CostConstants& c, d
     b.from_stage = i;
     b.to_stage = (i + 1) % p;
     b.link = boundary_link(mesh, run.cluster, b.from_stage, b.to_stage);
-    const plan::PpComm pc = plan::pp_comm_per_message(model, x, l.tp, b.link, c);
+    const plan::PpComm pc = plan::pp_comm_per_message(local, x, l.tp, b.link, c);
     b.message_bytes = pc.message_bytes;
     b.message_s = pc.message_s;
     p2p[i] = pc.message_s;
@@ -92,14 +99,19 @@ PlannedCosts costs_from_plan(const RunSpec& run, const plan::CostConstants& c, d
     const double extra_fwd = st.compute_forward_s - double(st.layers) * fwd_layer;
     const double extra_bwd = st.compute_backward_s - double(st.layers) * bwd_layer;
     const double extra_tp = st.tp_comm_s - double(st.layers) * (tc.forward_s + tc.backward_s);
+    const double cp_fwd = cpc.forward_exposed_s, cp_bwd = cpc.backward_exposed_s;
     sc.chunks.resize(v);
     for (int64_t ch = 0; ch < v; ++ch) {
       const double n = double(chunk_layers[virtual_stage(s, ch, p)]);
       ChunkCost& cc = sc.chunks[ch];
       cc.tp_forward_s = n * tc.forward_s;
       cc.tp_backward_s = n * tc.backward_s;
-      cc.forward_s = n * fwd_layer + cc.tp_forward_s;
-      cc.backward_s = n * bwd_layer + cc.tp_backward_s;
+      cc.cp_forward_s = n * cp_fwd;
+      cc.cp_backward_s = n * cp_bwd;
+      cc.ep_forward_s = n * epc.forward_s;
+      cc.ep_backward_s = n * epc.backward_s;
+      cc.forward_s = n * fwd_layer + cc.tp_forward_s + cc.cp_forward_s + cc.ep_forward_s;
+      cc.backward_s = n * bwd_layer + cc.comm_backward_s();
       double wgrad = n * wgrad_layer;
       const bool holds_extra = (st.first && ch == 0) || (st.last && ch == v - 1);
       if (holds_extra) {
@@ -109,24 +121,35 @@ PlannedCosts costs_from_plan(const RunSpec& run, const plan::CostConstants& c, d
         cc.backward_s += extra_bwd * share;
         if (st.last) wgrad += extra_bwd / 3;  // logits GEMM: one of its two backward GEMMs is weight grad
       }
-      const double compute_bwd = cc.backward_s - cc.tp_backward_s;
+      const double compute_bwd = cc.backward_s - cc.comm_backward_s();
       cc.weight_share = compute_bwd > 0 ? std::clamp(wgrad / compute_bwd, 0.0, 1.0) : 0.5;
     }
     // Data parallel: this stage's own gradient buffer, in buckets, hidden behind its last backwards.
-    const double params = est.memory[s].params.total();
+    // Dense gradients over dp x cp; a MoE model's routed experts over their edp group after them.
+    const double params = est.memory[s].params.dense(), experts = est.memory[s].params.expert_params;
     const double grad_bytes = params * sb.gradients;
-    const plan::DpComm dp = plan::dp_comm(grad_bytes, l.dp, x.zero, links.dp.link, links.dp.members_per_node,
+    const int64_t data = l.dp * l.cp, edp = data / std::max<int64_t>(l.ep, 1);
+    const plan::DpComm dp = plan::dp_comm(grad_bytes, data, x.zero, links.dcp.link, links.dcp.members_per_node,
                                           run.cluster, 0, c);
-    if (x.zero >= 1 && l.dp > 1) {
+    const double expert_reduce_s =
+        experts > 0 && edp > 1 ? plan::dp_comm(experts * sb.gradients, edp, 0, links.edp.link,
+                                               links.edp.members_per_node, run.cluster, 0, c)
+                                     .total_s
+                               : 0;
+    if (x.zero >= 1 && data > 1) {
       sc.dp_reduce_s = dp.total_s / 2;                                   // reduce-scatter
       sc.dp_after_optimizer_s = dp.total_s / 2 * (sb.weights / sb.gradients);  // all-gather of new weights
     } else {
       sc.dp_reduce_s = dp.total_s;
     }
-    sc.dp_buckets = std::max<int64_t>(1, int64_t(std::ceil(grad_bytes / c.dp_bucket_bytes())));
+    sc.dp_reduce_s += expert_reduce_s;
+    sc.dp_buckets =
+        std::max<int64_t>(1, int64_t(std::ceil((grad_bytes + experts * sb.gradients) / c.dp_bucket_bytes())));
     if (p > 1 && (s == 0 || s == p - 1)) sc.embedding_sync_s = est.dp.embedding_sync_s;
     sc.optimizer_s =
-        plan::optimizer_time(params / (x.zero >= 1 ? double(l.dp) : 1.0), x.precision, x.grad_bits, run.cluster.gpu, c)
+        plan::optimizer_time(x.zero >= 1 ? params / double(data) + experts / double(std::max<int64_t>(edp, 1))
+                                         : params + experts,
+                             x.precision, x.grad_bits, run.cluster.gpu, c)
             .time_s;
   }
   return out;

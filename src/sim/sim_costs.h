@@ -15,8 +15,13 @@ struct ChunkCost {
   double weight_share = 0.5; // part of the backward compute that is weight gradient (ZB-H1 split)
   double tp_forward_s = 0;   // TP collectives inside forward_s (on the critical path)
   double tp_backward_s = 0;  // TP collectives inside backward_s; they belong to the input-gradient half
-  // Durations of the split halves: TP collectives go with the input gradient.
-  double backward_weight_s() const { return (backward_s - tp_backward_s) * weight_share; }
+  // Context parallel: the part of the KV ring exchange not hidden behind attention; expert
+  // parallel: the MoE dispatch and combine all-to-alls. Inside forward_s / backward_s like TP.
+  double cp_forward_s = 0, cp_backward_s = 0;
+  double ep_forward_s = 0, ep_backward_s = 0;
+  double comm_backward_s() const { return tp_backward_s + cp_backward_s + ep_backward_s; }
+  // Durations of the split halves: the collectives go with the input gradient.
+  double backward_weight_s() const { return (backward_s - comm_backward_s()) * weight_share; }
   double backward_input_s() const { return backward_s - backward_weight_s(); }
 };
 

@@ -128,8 +128,14 @@ SimResult simulate(const PipelineSchedule& sc, const SimCosts& costs, const SimO
           }
         } else {
           const ChunkCost& cc = cost.chunks[a.chunk];
-          double d = 0, tp = 0;
+          double d = 0, tp = 0, cpx = 0, epx = 0;
           SpanKind k = SpanKind::Forward;
+          const bool fwd = a.kind == ActionKind::Forward;
+          const bool bwd_input = a.kind == ActionKind::Backward || a.kind == ActionKind::BackwardInput;
+          if (fwd || bwd_input) {
+            cpx = fwd ? cc.cp_forward_s : cc.cp_backward_s;
+            epx = fwd ? cc.ep_forward_s : cc.ep_backward_s;
+          }
           switch (a.kind) {
             case ActionKind::Forward: d = cc.forward_s; tp = cc.tp_forward_s; k = SpanKind::Forward; break;
             case ActionKind::Backward: d = cc.backward_s; tp = cc.tp_backward_s; k = SpanKind::Backward; break;
@@ -141,6 +147,8 @@ SimResult simulate(const PipelineSchedule& sc, const SimCosts& costs, const SimO
           if (a.kind == ActionKind::Backward || a.kind == ActionKind::BackwardWeight) last_wgrad[s][a.chunk] = {t, t + d};
           st.compute_s += d;
           st.exposed_tp_s += tp;
+          st.exposed_cp_s += cpx;
+          st.exposed_ep_s += epx;
           t += d;
           st.pipeline_end_s = t;
         }

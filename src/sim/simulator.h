@@ -60,6 +60,8 @@ struct StageResult {
   double exposed_tp_s = 0;    // TP collectives (always on the critical path)
   double exposed_pp_s = 0;    // blocking sends + the part of receive waits that is transfer time
   double exposed_dp_s = 0;    // DP reduction, embedding sync and gathers past the last backward
+  double exposed_cp_s = 0;    // KV ring exchange not hidden behind attention (context parallel)
+  double exposed_ep_s = 0;    // MoE all-to-alls on the ep group
 };
 
 struct SimResult {
@@ -73,6 +75,8 @@ struct SimResult {
   double exposed_tp_s() const { return stages[critical_stage].exposed_tp_s; }
   double exposed_pp_s() const { return stages[critical_stage].exposed_pp_s; }
   double exposed_dp_s() const { return stages[critical_stage].exposed_dp_s; }
+  double exposed_cp_s() const { return stages[critical_stage].exposed_cp_s; }
+  double exposed_ep_s() const { return stages[critical_stage].exposed_ep_s; }
 };
 
 struct SimOptions {

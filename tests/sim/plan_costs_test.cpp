@@ -31,6 +31,32 @@ SimResult play(const PlannedCosts& pc, const RunSpec& run) {
   return simulate(sc, pc.costs);
 }
 
+// Mixtral 8x22B with ep 8 across two nodes: the all-to-alls are communication on the ep group,
+// inside each chunk, and the simulator reports m times the stage's share as exposed ep time.
+TEST(PlanCosts, ep_alltoalls_are_played_as_communication_on_their_group) {
+  RunSpec run;
+  run.model = model_preset("mixtral-8x22b");
+  run.model.seq_len = 4096;
+  run.cluster = cluster_preset("dgx-h100");
+  run.cluster.nodes = 8;
+  run.layout = Layout{2, 1, 8, 4, "tp-cp-ep-dp-pp", 8};
+  run.exec.global_batch_size = 64;
+  run.exec.micro_batch_size = 1;
+  run.exec.recompute = Recompute::Full;
+  run.exec.sequence_parallel = true;
+  run.exec.zero = 1;
+  const PlannedCosts pc = costs_from_plan(run);
+  const SimResult r = play(pc, run);
+  const auto& st = pc.estimate.stages[r.critical_stage];
+  const auto& cc = pc.costs.stages[r.critical_stage].chunks[0];
+  EXPECT_GT(st.ep_comm_s, 0);
+  EXPECT_NEAR(cc.ep_forward_s + cc.ep_backward_s, st.ep_comm_s, 1e-9);
+  EXPECT_NEAR(r.exposed_ep_s(), double(pc.micro_batches) * st.ep_comm_s, 1e-6);
+  EXPECT_DOUBLE_EQ(r.exposed_cp_s(), 0);
+  // Close to the planner's step, as for dense layouts.
+  EXPECT_NEAR(r.step_s / pc.estimate.time.step, 1.0, 0.1);
+}
+
 TEST(PlanCosts, chunk_costs_add_up_to_the_planners_stage_times) {
   for (int64_t v : {1, 2, 3}) {
     const RunSpec run = gpt3_4096(v > 1 ? ScheduleKind::Interleaved : ScheduleKind::OneFOneB, v);
