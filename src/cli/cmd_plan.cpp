@@ -44,12 +44,6 @@ plan::SearchSpace fixed_dimensions(const OptionValues& v, const ExecutionSpec& e
     }
     return x;
   };
-  // The search covers tp, pp and dp; a cp or ep above 1 would be dropped from the winner, so say so.
-  for (const char* dim : {"cp", "ep"})
-    if (auto x = v.get_int(dim, p); x && *x != 1)
-      p.add(fmt::format("--{} {}: plan does not search context or expert parallel layouts yet", dim, *x),
-            fmt::format("check the layout with trident lint or simulate --{} {}, or leave --{} out of plan", dim, *x, dim),
-            "plan-dimension");
   s.tp = positive("tp");
   s.pp = positive("pp");
   s.dp = positive("dp");
@@ -95,6 +89,7 @@ Runner setup_plan(CLI::App& cmd) {
     const ClusterSpec cluster = resolve_cluster(values, p);
     const ExecutionSpec exec = resolve_execution(values, p);
     const plan::SearchSpace space = fixed_dimensions(values, exec, p);
+    check_cp_ep(model, space.cp.value_or(1), space.ep.value_or(1), p);
     const TrainBudget budget = resolve_train_budget(values, p);
     if (!args->emit.empty() && emit_is_file(args->emit) && args->emit.size() < 5)
       p.add("--emit '" + args->emit + "' is neither a .toml file nor megatron or torchtitan",

@@ -226,6 +226,24 @@ ExecutionSpec resolve_execution(const OptionValues& v, Problems& p) {
   return e;
 }
 
+void check_cp_ep(const ModelSpec& m, int64_t cp, int64_t ep, Problems& p) {
+  // Causal load balancing gives each cp rank two chunks of the sequence (one early, one late).
+  if (cp > 1 && m.seq_len > 0 && m.seq_len % (2 * cp) != 0)
+    p.add(fmt::format("sequence length {} is not divisible by 2 x cp = {} (each cp rank holds two chunks of the "
+                      "sequence, one from each end, to balance causal attention)",
+                      m.seq_len, 2 * cp),
+          fmt::format("use --seq-len {} or --cp among the divisors of {} / 2", (m.seq_len / (2 * cp) + 1) * 2 * cp,
+                      m.seq_len),
+          "cp-divides-sequence");
+  if (ep > 1 && !m.is_moe())
+    p.add(fmt::format("ep is {} but {} has no experts", ep, m.name),
+          "use --ep 1, or a mixture-of-experts model (--model mixtral-8x7b, or --experts N)", "ep-needs-experts");
+  if (ep > 1 && m.is_moe() && m.experts % ep != 0)
+    p.add(fmt::format("ep {} does not divide the {} experts", ep, m.experts),
+          fmt::format("use --ep {} (each ep rank holds experts / ep whole experts)", list_of(divisors(m.experts))),
+          "ep-divides-experts");
+}
+
 void check_run(const RunSpec& r, bool check_batch, Problems& p) {
   const Layout& l = r.layout;
   const ModelSpec& m = r.model;
@@ -241,21 +259,7 @@ void check_run(const RunSpec& r, bool check_batch, Problems& p) {
                             (l.world_size() + r.cluster.gpus_per_node - 1) / r.cluster.gpus_per_node)
               : fmt::format("make tp x pp x dp{} equal {}, or change --nodes", l.cp > 1 ? " x cp" : "", world),
           "world-size");
-  // Causal load balancing gives each cp rank two chunks of the sequence (one early, one late).
-  if (l.cp > 1 && m.seq_len > 0 && m.seq_len % (2 * l.cp) != 0)
-    p.add(fmt::format("sequence length {} is not divisible by 2 x cp = {} (each cp rank holds two chunks of the "
-                      "sequence, one from each end, to balance causal attention)",
-                      m.seq_len, 2 * l.cp),
-          fmt::format("use --seq-len {} or --cp among the divisors of {} / 2", (m.seq_len / (2 * l.cp) + 1) * 2 * l.cp,
-                      m.seq_len),
-          "cp-divides-sequence");
-  if (l.ep > 1 && !m.is_moe())
-    p.add(fmt::format("ep is {} but {} has no experts", l.ep, m.name),
-          "use --ep 1, or a mixture-of-experts model (--model mixtral-8x7b, or --experts N)", "ep-needs-experts");
-  if (l.ep > 1 && m.is_moe() && m.experts % l.ep != 0)
-    p.add(fmt::format("ep {} does not divide the {} experts", l.ep, m.experts),
-          fmt::format("use --ep {} (each ep rank holds experts / ep whole experts)", list_of(divisors(m.experts))),
-          "ep-divides-experts");
+  check_cp_ep(m, l.cp, l.ep, p);
   if (m.heads > 0 && m.heads % l.tp != 0)
     p.add(fmt::format("heads ({}) not divisible by tensor-parallel size ({})", m.heads, l.tp),
           fmt::format("use --tp {}", list_of(divisors(m.heads))), "tp-divides-heads");

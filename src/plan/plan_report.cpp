@@ -158,19 +158,27 @@ std::string estimate_text(const Estimate& e, bool per_stage) {
   const StageMemory& pm = e.peak_memory();
   const StateBytes sb = state_bytes(r.exec.precision, r.exec.grad_bits);
   const double p = pm.params.total();
-  const double d = double(r.layout.dp);
   std::string s;
   s += fmt::format("Layout: {}; {}\n", r.layout.describe(), exec_summary(r, e.micro_batches));
   s += fmt::format("Memory per GPU, stage {} of {} (most loaded, {} layers): {:.1f} GiB of {:.1f} GiB - {}\n", pm.stage,
                    r.layout.pp, pm.layers, gib(pm.total_bytes()), gib(e.capacity_bytes),
                    e.fits ? "fits" : "DOES NOT FIT");
-  s += fmt::format("  weights      {:7.2f} GiB  {:.3f} B params x {:g} B{}\n", gib(pm.weights_bytes), p / 1e9, sb.weights,
-                   r.exec.zero >= 3 ? fmt::format(" / dp {}", r.layout.dp) : "");
-  s += fmt::format("  gradients    {:7.2f} GiB  x {:g} B{}\n", gib(pm.gradients_bytes), sb.gradients,
-                   r.exec.zero >= 2 ? fmt::format(" / dp {}", r.layout.dp) : "");
-  s += fmt::format("  optimizer    {:7.2f} GiB  x {:g} B (fp32 master, momentum, variance){}\n", gib(pm.optimizer_bytes),
-                   sb.optimizer, r.exec.zero >= 1 ? fmt::format(" / dp {}", r.layout.dp) : "");
-  (void)d;
+  // Dense states are sharded over dp x cp, a MoE model's routed experts over the edp ranks that
+  // hold the same experts: each line names the params, bytes per param and divisor it used.
+  const int64_t data = r.layout.dp * r.layout.cp, edp = data / std::max<int64_t>(r.layout.ep, 1);
+  const double x = pm.params.expert_params;
+  const std::string data_name = r.layout.cp > 1 ? fmt::format("dp x cp {}", data) : fmt::format("dp {}", data);
+  auto states = [&](double bytes_per_param, int zero_from) {
+    const bool sharded = r.exec.zero >= zero_from;
+    if (x <= 0) return fmt::format("x {:g} B{}", bytes_per_param, sharded ? " / " + data_name : "");
+    return fmt::format("{:.3f} B dense x {:g} B{} + {:.3f} B expert x {:g} B{}", pm.params.dense() / 1e9, bytes_per_param,
+                       sharded ? " / " + data_name : "", x / 1e9, bytes_per_param,
+                       sharded ? fmt::format(" / edp {}", edp) : "");
+  };
+  s += fmt::format("  weights      {:7.2f} GiB  {:.3f} B params: {}\n", gib(pm.weights_bytes), p / 1e9, states(sb.weights, 3));
+  s += fmt::format("  gradients    {:7.2f} GiB  {}\n", gib(pm.gradients_bytes), states(sb.gradients, 2));
+  s += fmt::format("  optimizer    {:7.2f} GiB  {} (fp32 master, momentum, variance)\n", gib(pm.optimizer_bytes),
+                   states(sb.optimizer, 1));
   s += fmt::format("  activations  {:7.2f} GiB  {:g} chunks in flight x {:.3g} layers x {:.1f} MiB{}{}\n",
                    gib(pm.activations_bytes), pm.in_flight,
                    double(pm.layers) / double(r.exec.schedule == ScheduleKind::Interleaved ? r.exec.virtual_stages : 1),
@@ -218,9 +226,9 @@ std::string estimate_text(const Estimate& e, bool per_stage) {
                    1e3 * st.tp_comm_s, link_text(e.links.tp.link), 1e3 * st.pp_comm_s, link_text(e.links.pp.link),
                    e.micro_batches);
   if (r.layout.dp > 1)
-    s += fmt::format("  DP: {:.2f} GiB of gradients over {} GPUs on {}{}{}: {:.3f} s, {:.3f} s hidden behind compute, "
+    s += fmt::format("  DP: {:.2f} GiB of {}gradients over {} GPUs ({}) on {}{}{}: {:.3f} s, {:.3f} s hidden behind compute, "
                      "{:.3f} s exposed (incl. {:.0f}% of the hidden time as overlap slowdown){}\n",
-                     gib(e.dp.gradient_bytes), r.layout.dp, link_text(e.links.dp.link),
+                     gib(e.dp.gradient_bytes), x > 0 ? "dense " : "", data, data_name, link_text(e.links.dcp.link),
                      r.exec.zero == 0 ? std::string(" (one all-reduce)")
                      : r.exec.zero == 1 ? std::string(" (ZeRO 1: one reduce-scatter + one weight all-gather)")
                      : r.exec.zero == 2 ? fmt::format(" (ZeRO 2: a reduce-scatter per micro-batch, {} + one weight all-gather)", e.micro_batches)

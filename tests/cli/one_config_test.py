@@ -76,7 +76,7 @@ check("lint: same time to train as plan", abs(lt["seconds"] - t["seconds"]) < 1e
 run("plan", "--config", plan_cfg, "--gpu-hour-cost", "2", want=2)
 run("plan", "--config", plan_cfg, "--train-tokens", "-5", want=2)
 run("plan", "--config", plan_cfg, "--emit", "plan.yaml", want=2)
-run("plan", "--config", plan_cfg, "--ep", "8", want=2)  # not searched yet: refused, not dropped
+run("plan", "--config", plan_cfg, "--ep", "8", want=2)  # a dense model has no experts: refused, not dropped
 run("lint", "--config", emitted, "--html", emitted, want=2)  # an output never replaces the input
 check("the config survives an --html aimed at it", tomllib.load(open(emitted, "rb")) == cfg)
 

@@ -62,18 +62,22 @@ TEST(ContextParallel, ring_exchange_hides_behind_block_attention_and_shows_the_e
   const CostConstants& c = default_constants();
   const GroupLink ib = link(LinkKind::InfiniBand, 50e9, 5e-6, 16);
   const double xfer = 5e-6 + 8192.0 * 2 * 128 * 2 / (50e9 * c.network_efficiency);
-  const CpComm slow = cp_comm_per_layer(m, exec(), 8, 16, ib, xfer / 4, c);
+  const CpComm slow = cp_comm_per_layer(m, exec(), 8, 16, ib, xfer / 4, xfer / 2, c);
   EXPECT_NEAR(slow.block_transfer_s, xfer, 1e-15);
   EXPECT_EQ(slow.steps, 15);
   EXPECT_NEAR(slow.forward_total_s, 15 * xfer, 1e-12);
   EXPECT_NEAR(slow.forward_exposed_s, 15 * (xfer - xfer / 4), 1e-12);
-  EXPECT_NEAR(slow.backward_exposed_s, 2 * slow.forward_exposed_s, 1e-12);
+  // Backward: KV and its gradient (2 transfers) behind the block's backward attention.
+  EXPECT_NEAR(slow.backward_exposed_s, 15 * (2 * xfer - xfer / 2), 1e-12);
+  EXPECT_NEAR(cp_comm_per_layer(m, exec(), 8, 16, ib, xfer / 4, xfer, c).backward_exposed_s, 15 * xfer, 1e-12);
   // Attention longer than a transfer hides it completely.
-  EXPECT_DOUBLE_EQ(cp_comm_per_layer(m, exec(), 8, 16, ib, 2 * xfer, c).forward_exposed_s, 0);
+  EXPECT_DOUBLE_EQ(cp_comm_per_layer(m, exec(), 8, 16, ib, 2 * xfer, 4 * xfer, c).forward_exposed_s, 0);
+  EXPECT_DOUBLE_EQ(cp_comm_per_layer(m, exec(), 8, 16, ib, 2 * xfer, 4 * xfer, c).backward_exposed_s, 0);
   // Full recomputation runs the forward ring again in backward.
   ExecutionSpec full = exec();
   full.recompute = Recompute::Full;
-  EXPECT_NEAR(cp_comm_per_layer(m, full, 8, 16, ib, xfer / 4, c).backward_exposed_s, 3 * slow.forward_exposed_s, 1e-12);
+  EXPECT_NEAR(cp_comm_per_layer(m, full, 8, 16, ib, xfer / 4, xfer / 2, c).backward_exposed_s,
+              slow.backward_exposed_s + slow.forward_exposed_s, 1e-12);
 }
 
 // cp divides every per-token term by cp; attention runs as cp blocks of (s/cp)^2, so its
@@ -91,6 +95,7 @@ TEST(ContextParallel, compute_and_activations_are_divided_by_cp) {
   EXPECT_NEAR(split.gemm_flops, whole.gemm_flops / 4, 1e-6 * whole.gemm_flops);
   EXPECT_NEAR(split.attention_flops, whole.attention_flops / 4, 1e-6 * whole.attention_flops);
   EXPECT_NEAR(split.attention_s, 4 * split.block_attention_s, 1e-15);
+  EXPECT_NEAR(split.attention_backward_s, 4 * split.block_attention_backward_s, 1e-15);
   const double full_bytes = layer_activations(m, e, 1).bytes;
   EXPECT_NEAR(layer_activations(per_rank_sequence(m, 4), e, 1).bytes, full_bytes / 4, 1e-6 * full_bytes);
   // Stage memory: activations / cp plus the ring buffers; ZeRO shards the states over dp x cp.
