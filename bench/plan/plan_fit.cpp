@@ -126,10 +126,11 @@ int main(int argc, char** argv) try {
   for (size_t i = 0; i < rows.size(); ++i) {
     fmt::print("  {:<24} {:<26} {:>8.3f}s  {:+6.2f}% -> {:+6.2f}%\n", rows[i].source, rows[i].name, rows[i].published_s,
                100 * before[i], 100 * after[i]);
-    by_before[rows[i].source].push_back(std::fabs(before[i]));
-    by_after[rows[i].source].push_back(std::fabs(after[i]));
+    const std::string group = rows[i].source + " " + to_string(rows[i].run.exec.precision);  // per source and precision
+    by_before[group].push_back(std::fabs(before[i]));
+    by_after[group].push_back(std::fabs(after[i]));
   }
-  fmt::print("\nper source: mean / max |error|, built-in -> fitted\n");
+  fmt::print("\nper source and precision: mean / max |error|, built-in -> fitted\n");
   for (const auto& [source, v] : by_after) {
     auto stats = [](const std::vector<double>& x) {
       double s = 0, m = 0;
@@ -138,7 +139,7 @@ int main(int argc, char** argv) try {
     };
     const auto [mb, xb] = stats(by_before[source]);
     const auto [ma, xa] = stats(v);
-    fmt::print("  {:<24} {:5.2f}% / {:5.2f}%  ->  {:5.2f}% / {:5.2f}%\n", source, mb, xb, ma, xa);
+    fmt::print("  {:<30} {:5.2f}% / {:5.2f}%  ->  {:5.2f}% / {:5.2f}%\n", source, mb, xb, ma, xa);
   }
   fmt::print("\nfitted table (paste the changed keys into data/cost/builtin.toml):\n");
   for (const auto& [gpu, t] : tables) {

@@ -109,6 +109,7 @@ int run_train(TrainArgs& args) {
     inputs.push_back({data_path + ".tokenizer", "the token file's tokenizer"});
     if (auto r = values.get_string("resume")) inputs.push_back({*r, "--resume"});
     if (auto c = values.get_string("prediction-cluster")) inputs.push_back({*c, "--prediction-cluster"});
+    if (auto c = values.get_string("cost")) inputs.push_back({*c, "--cost"});
     std::vector<NamedPath> outputs;
     for (const char* name : {"metrics", "report", "html"})
       if (auto o = values.get_string(name)) outputs.push_back({*o, std::string("--") + name});

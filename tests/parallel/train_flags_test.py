@@ -27,6 +27,13 @@ subprocess.run([trident, "data", "prepare", "/usr/share/games/fortunes/art", tok
 with open(path("c.toml"), "w") as f:
     f.write("[training]\nweight_decay = 0.07\n")
 M, C, R, H = path("m.jsonl"), path("ckpt"), path("r.json"), path("r.html")
+# A cluster file as `trident bench` writes it ([cluster] peaks, [cost] shares), and a cost file.
+with open(path("bench.toml"), "w") as f:
+    f.write("[cluster]\nnodes = 1\ngpus-per-node = 2\ngpu-memory-gib = 4\ngpu-fp32-tflops = 0.05\n"
+            "gpu-bf16-tflops = 0.05\ngpu-hbm-gbytes-per-s = 20\nintra-link = \"pcie\"\nintra-gbytes-per-s = 5\n"
+            "intra-latency-us = 1\n\n[cost]\ngemm_half_dim = 8\n")
+with open(path("cost.toml"), "w") as f:
+    f.write("[cost]\nhbm_efficiency = 0.3\ngemm_half_dim = 99\n")
 
 
 def metrics():
@@ -82,6 +89,10 @@ rows = [
     ("--comm-timeout", "60", "A", r"timeout 60 s per operation"),
     ("--bucket-mib", "1", "A", r"DP gradient bucket 1 MiB"),
     ("--prediction-cluster", path("none.toml"), "A", r"no cluster file '.*none\.toml'"),
+    # P: the prediction's cost table: --cost FILE, under the cluster file's [cost] keys (as plan reads them).
+    ("--cost", path("cost.toml"), "P",
+     r"cost table \(built-in \+ .*cost\.toml \+ \[cost\] keys of .*bench\.toml\): .*gemm_half_dim 8,.*hbm_efficiency 0\.3,"),
+    ("--cost", path("missing.toml"), "cost-missing", r"cannot read --cost '.*missing\.toml'"),
     # B: resume A's pipeline checkpoint on another layout (dp 2, ZeRO-1): it continues at step 6.
     ("--resume", C, "B", r"resume +from .*ckpt at step 5(.|\n)*step +6/6 \|"),
     ("--zero", "1", "B", r"tp 1 x pp 1 x dp 2(.|\n)*ZeRO 1,"),
@@ -134,10 +145,11 @@ extra = {
           "--seq-len", "64", "--global-batch-size", "2", "--micro-batch-size", "1", "--steps", "2", "--threads", "1",
           "--eval-batches", "1", "--tp", "2"],
     "llama-tied": small + ["--family", "llama"],
+    "P": small + ["--prediction-cluster", path("bench.toml")],
 }
-must_succeed = {"help", "A", "B", "C", "L"}
-order = ["help", "A", "B", "C", "L", "moe-knobs", "capability", "llama-tied", "device", "gpu-comm", "parse", "sp",
-         "stack"]
+must_succeed = {"help", "A", "B", "C", "L", "P"}
+order = ["help", "A", "B", "C", "L", "P", "cost-missing", "moe-knobs", "capability", "llama-tied", "device",
+         "gpu-comm", "parse", "sp", "stack"]
 
 # Every option of `trident train --help` has a row.
 help_text = subprocess.run([trident, "train", "--help"], capture_output=True, text=True).stdout

@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <sstream>
 
 #include "runtime/kernels/ops.h"
@@ -19,6 +20,10 @@ std::vector<OptionDef> run_options() {
       {"comm-timeout", "distributed", "seconds a rank waits on one communication before failing (default 300)", false, "NUM", "300"},
       {"stage-layers", "distributed", "explicit pipeline split, layers per stage: 2,3,3", false, "LIST", "even split"},
       {"prediction-cluster", "distributed", "cluster TOML from `trident bench` for the planner's prediction", false, "FILE", "none"},
+      // The prediction's cost table, read as plan and simulate read --cost (under the cluster
+      // file's own [cost] keys).
+      {"cost", "cost", "cost table TOML for the rehearsal report's prediction (as plan --cost)", false, "FILE",
+       "the --prediction-cluster file's [cost]"},
       {"bucket-mib", "distributed", "data-parallel gradient bucket, MiB (default 4)", false, "NUM", "4"},
   };
 }
@@ -92,6 +97,11 @@ void read_dist_train_options(const OptionValues& values, TrainSettings& s, Probl
     }
   }
   if (auto v = values.get_string("prediction-cluster")) s.prediction_cluster = *v;
+  if (auto v = values.get_string("cost")) {
+    if (!std::ifstream(*v))
+      problems.add("cannot read --cost '" + *v + "'", "give the cost table TOML the prediction should use", "cost-file");
+    s.prediction_cost = *v;
+  }
   if (auto v = values.get_double("bucket-mib", problems)) {
     if (*v <= 0) problems.add("--bucket-mib must be positive", "give e.g. 4");
     else s.bucket_mib = *v;

@@ -174,20 +174,22 @@ nlohmann::json rehearsal_json(const RehearsalData& d) {
   return j;
 }
 
-Prediction predict(const RunSpec& run, const std::string& cluster_toml, int64_t hardware_cores) {
+Prediction predict(const RunSpec& run, const std::string& cluster_toml, int64_t hardware_cores,
+                   const std::string& cost_toml) {
   Problems problems;
   // The file `trident bench` writes: a [cluster] table (peaks) and a [cost] table (the measured
   // shares of them), read by the same loaders plan and simulate use.
   std::vector<OptionDef> defs = cluster_options();
   for (const auto& d : cost_options()) defs.push_back(d);
   OptionValues values(defs);
+  if (!cost_toml.empty()) values.set("cost", cost_toml, "--cost");
   values.load_toml_file(cluster_toml, problems);
   problems.throw_if_any();
   RunSpec r = run;
   r.cluster = resolve_cluster(values, problems);
   r.cost = resolve_cost(values, r.cluster.gpu, problems);
   problems.throw_if_any();
-  r.cost->source = r.cost->source == "built-in" ? "built-in" : r.cost->source + " of " + cluster_toml;
+  if (r.cost->source.find("[cost] keys") != std::string::npos) r.cost->source += " of " + cluster_toml;
   r.cluster.name = "this machine";
   r.cluster.gpu.name = "CPU core";
   Prediction p;

@@ -54,7 +54,10 @@ nlohmann::json rehearsal_json(const RehearsalData& d);
 // Planner's estimate of `run` on the cluster described by the TOML file (a [cluster] table and
 // a [cost] table, as `trident bench` writes; without [cost] the built-in table applies). The ranks of this machine share its cores: when the world is larger
 // than the cluster's GPUs per node, the cluster becomes one node holding them all, and each
-// rank's compute rate is the measured one times cores / ranks (stated in the note).
-Prediction predict(const RunSpec& run, const std::string& cluster_toml, int64_t hardware_cores);
+// rank's compute rate is the measured one times cores / ranks (stated in the note). `cost_toml`
+// (train's --cost FILE, may be empty) is read as plan reads --cost with --config CLUSTER-FILE:
+// built-in, then that file, then the cluster file's [cost] keys.
+Prediction predict(const RunSpec& run, const std::string& cluster_toml, int64_t hardware_cores,
+                   const std::string& cost_toml = "");
 
 }  // namespace trident::parallel

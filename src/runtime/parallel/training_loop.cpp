@@ -392,7 +392,9 @@ int train(const TrainSettings& s, bool mpi) {
       try {
         std::ifstream probe(s.prediction_cluster);
         if (!probe) report.prediction_missing = "no cluster file '" + s.prediction_cluster + "': run `trident bench` first";
-        else report.prediction = predict(s.run, s.prediction_cluster, std::max(1u, std::thread::hardware_concurrency()));
+        else
+          report.prediction = predict(s.run, s.prediction_cluster, std::max(1u, std::thread::hardware_concurrency()),
+                                      s.prediction_cost);
       } catch (const std::exception& e) {
         report.prediction_missing = std::string("planner failed: ") + e.what();
       }

@@ -52,6 +52,7 @@ struct TrainSettings {
   double comm_timeout_s = 300;
   std::vector<int64_t> stage_layers;  // explicit uneven pipeline split; empty = even
   std::string prediction_cluster = "trident-cluster.toml";  // what `trident bench` writes
+  std::string prediction_cost;  // --cost FILE for the prediction (empty: the cluster file's [cost])
   double bucket_mib = 4;        // DP gradient bucket
   int64_t warmup_steps = -1;    // steps left out of the report's means; -1 = min(2, steps/4)
   // Fault injection for the multi-rank tests (a rank dying or stalling mid-run): called on every
