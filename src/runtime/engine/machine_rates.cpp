@@ -50,7 +50,7 @@ double fma_peak_flops() {
   // Many short runs (about a millisecond each): the best one survives a loaded machine.
   const long iters = 100000;
   double best = 0, spent = 0;
-  for (int rep = 0; rep < 20 || (spent < 0.3 && rep < 2000); ++rep) {
+  for (int rep = 0; rep < 20 || (spent < 0.4 && rep < 4000); ++rep) {
     vf a[chains], m, add;
     for (int i = 0; i < width; ++i) m[i] = 0.999999f, add[i] = 1e-7f;
     for (int c = 0; c < chains; ++c)
