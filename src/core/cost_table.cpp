@@ -4,6 +4,7 @@
 #include <toml++/toml.h>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -75,8 +76,9 @@ bool set_fields(const toml::table& t, const std::string& where, CostTable& table
       continue;
     }
     auto v = node.value<double>();
-    if (!v || !(*v >= 0)) {
-      problems.add("cost key '" + key + "' in " + where + " must be a number of 0 or more", "write " + key + " = 0.8",
+    if (!v || !std::isfinite(*v) || *v < 0) {
+      problems.add("cost key '" + key + "' in " + where + " must be a finite number of 0 or more",
+                   "write " + key + " = 0.8",
                    "cost-key");
       continue;
     }

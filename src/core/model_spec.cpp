@@ -2,41 +2,65 @@
 
 #include <map>
 
+#include "core/checked_size.h"
+
 namespace trident {
 
 std::string to_string(ModelFamily family) { return family == ModelFamily::GPT ? "gpt" : "llama"; }
 
 ParamCount count_parameters(const ModelSpec& m) {
-  ParamCount c;
-  const int64_t h = m.hidden, f = m.ffn_hidden, kv = m.kv_dim();
-  const int64_t bias = m.has_biases() ? 1 : 0;
+  // Every term in checked arithmetic: sizes that each fit an int still overflow 64 bits when
+  // multiplied (layers x hidden^2), and a wrapped count would print as a negative model.
+  using C = CheckedCount;
+  const C h = m.hidden, f = m.ffn_hidden, kv = C(m.kv_heads) * C(m.heads > 0 ? m.hidden / m.heads : 0);
+  const C bias = m.has_biases() ? 1 : 0, V = m.vocab, L = m.layers;
   // Q is h x h, K and V are h x kv each, the output projection is h x h.
-  c.attention_per_layer = h * (h + 2 * kv) + bias * (h + 2 * kv) + h * h + bias * h;
+  const C attention = h * (h + C(2) * kv) + bias * (h + C(2) * kv) + h * h + bias * h;
   // GELU MLP: h->f and f->h with biases. SwiGLU: gate and up h->f, down f->h, no biases.
-  c.mlp_per_layer = m.mlp_matrices() * h * f + bias * (f + h);
+  const C mlp = C(m.mlp_matrices()) * h * f + bias * (f + h);
   // Two norms per layer: LayerNorm has weight and bias, RMSNorm only a weight.
-  c.norms_per_layer = 2 * (m.has_biases() ? 2 * h : h);
-  c.per_layer = c.attention_per_layer + c.mlp_per_layer + c.norms_per_layer;
-  c.token_embedding = m.vocab * h;
-  c.position_embedding = m.learned_positions() ? m.seq_len * h : 0;
-  c.final_norm = m.has_biases() ? 2 * h : h;
-  c.output_layer = m.tied_embeddings() ? 0 : m.vocab * h;
-  const int64_t ends = c.token_embedding + c.position_embedding + c.final_norm + c.output_layer;
-  if (!m.is_moe()) {
-    c.total = m.layers * c.per_layer + ends;
-    c.active = c.total;
-    return c;
+  const C norms = C(2) * (m.has_biases() ? C(2) * h : h);
+  const C dense_layer = attention + mlp + norms;
+  const C token_embedding = V * h;
+  const C position_embedding = m.learned_positions() ? C(m.seq_len) * h : C(0);
+  const C final_norm = m.has_biases() ? C(2) * h : h;
+  const C output_layer = m.tied_embeddings() ? C(0) : V * h;
+  const C ends = token_embedding + position_embedding + final_norm + output_layer;
+  C per_layer = dense_layer, total = L * dense_layer + ends, active = total;
+  C router = 0, expert = 0, routed = 0, shared = 0;
+  if (m.is_moe()) {
+    // A MoE layer: the router (h -> experts, no bias), the routed and the shared experts.
+    const C E = m.experts, ef = m.expert_ffn_hidden;
+    router = h * E;
+    expert = C(m.mlp_matrices()) * h * ef + bias * (ef + h);
+    routed = E * expert;
+    shared = C(m.shared_experts) * expert;
+    per_layer = attention + router + routed + shared + norms;
+    total = C(m.moe_dense_layers) * dense_layer + C(m.moe_layers()) * per_layer + ends;
+    active = total - C(m.moe_layers()) * (E - C(m.experts_per_token)) * expert;
   }
-  // A MoE layer: the router (h -> experts, no bias), the routed and the shared experts.
-  c.dense_layer = c.per_layer;
-  c.router_per_layer = h * m.experts;
-  c.expert_params = m.mlp_matrices() * h * m.expert_ffn_hidden + bias * (m.expert_ffn_hidden + h);
-  c.routed_experts_per_layer = m.experts * c.expert_params;
-  c.shared_experts_per_layer = m.shared_experts * c.expert_params;
-  c.per_layer = c.attention_per_layer + c.router_per_layer + c.routed_experts_per_layer +
-                c.shared_experts_per_layer + c.norms_per_layer;
-  c.total = m.moe_dense_layers * c.dense_layer + m.moe_layers() * c.per_layer + ends;
-  c.active = c.total - m.moe_layers() * (m.experts - m.experts_per_token) * c.expert_params;
+  const std::string what = "the parameter count of " + m.name + " (" + std::to_string(m.layers) + " layers, hidden " +
+                           std::to_string(m.hidden) + ", ffn " + std::to_string(m.ffn_hidden) + ", vocab " +
+                           std::to_string(m.vocab) + (m.is_moe() ? ", " + std::to_string(m.experts) + " experts" : "") +
+                           ")";
+  ParamCount c;
+  c.total = total.value(what);  // throws InputError naming the sizes when anything overflowed
+  c.active = active.value(what);
+  c.attention_per_layer = attention.value(what);
+  c.mlp_per_layer = mlp.value(what);
+  c.norms_per_layer = norms.value(what);
+  c.per_layer = per_layer.value(what);
+  c.token_embedding = token_embedding.value(what);
+  c.position_embedding = position_embedding.value(what);
+  c.final_norm = final_norm.value(what);
+  c.output_layer = output_layer.value(what);
+  if (m.is_moe()) {
+    c.dense_layer = dense_layer.value(what);
+    c.router_per_layer = router.value(what);
+    c.expert_params = expert.value(what);
+    c.routed_experts_per_layer = routed.value(what);
+    c.shared_experts_per_layer = shared.value(what);
+  }
   return c;
 }
 
@@ -187,6 +211,12 @@ void validate_model(const ModelSpec& m, Problems& p) {
     p.add("heads (" + std::to_string(m.heads) + ") is not divisible by kv-heads (" +
               std::to_string(m.kv_heads) + ")",
           "grouped-query attention needs --kv-heads dividing --heads");
+  // Sizes that each fit may multiply beyond 64 bits: say so here rather than print a wrapped count.
+  try {
+    count_parameters(m);
+  } catch (const InputError& e) {
+    for (const Problem& x : e.problems()) p.add(x.what, x.fix, x.code);
+  }
 }
 
 }  // namespace trident

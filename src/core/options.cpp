@@ -13,22 +13,30 @@
 
 namespace trident {
 
+// Upper bounds of the model and batch sizes, far beyond any model trained (the deepest have
+// about 200 layers, the widest h = 25600, the longest contexts 10M tokens, the largest
+// vocabularies 256k, global batches a few thousand sequences): within them every per-layer
+// table and memory estimate stays a number a person can read and a plan of a million GPUs
+// finishes in about a minute; beyond them a plan or a simulation would never finish.
+constexpr double kMaxLayers = 1 << 12, kMaxWidth = 1 << 22, kMaxHeads = 1 << 16, kMaxSequence = 1 << 24,
+                 kMaxVocab = 1 << 24, kMaxBatch = 1 << 20;
+
 std::vector<OptionDef> model_options() {
   return {
       {"model", "model", "model preset (gpt3-175b, gpt2-small, llama3-8b, ...)", false, "NAME", "none"},
       {"family", "model", "gpt or llama (for a model described by its sizes)", false, "gpt|llama", "gpt"},
-      {"layers", "model", "transformer layers", false, "INT", "preset"},
-      {"hidden", "model", "hidden size h", false, "INT", "preset"},
-      {"heads", "model", "attention heads", false, "INT", "preset"},
-      {"kv-heads", "model", "key/value heads (grouped-query attention); default = heads", false, "INT", "heads"},
-      {"ffn-hidden", "model", "MLP width; default 4h", false, "INT", "4*hidden"},
-      {"seq-len", "model", "sequence length in tokens", false, "INT", "preset or 2048"},
-      {"vocab", "model", "vocabulary size", false, "INT", "preset or 50257"},
-      {"experts", "model", "routed experts per MoE layer (0 = dense model)", false, "INT", "0 or preset"},
-      {"experts-per-token", "model", "experts each token is routed to (top-k)", false, "INT", "2 or preset"},
-      {"expert-ffn-hidden", "model", "MLP width of one expert", false, "INT", "ffn-hidden or preset"},
-      {"shared-experts", "model", "experts every token uses besides its top-k (DeepSeek style)", false, "INT", "0 or preset"},
-      {"moe-dense-layers", "model", "leading layers that keep a dense MLP", false, "INT", "0 or preset"},
+      {"layers", "model", "transformer layers", false, "INT", "preset", 0, kMaxLayers},
+      {"hidden", "model", "hidden size h", false, "INT", "preset", 0, kMaxWidth},
+      {"heads", "model", "attention heads", false, "INT", "preset", 0, kMaxHeads},
+      {"kv-heads", "model", "key/value heads (grouped-query attention); default = heads", false, "INT", "heads", 0, kMaxHeads},
+      {"ffn-hidden", "model", "MLP width; default 4h", false, "INT", "4*hidden", 0, kMaxWidth},
+      {"seq-len", "model", "sequence length in tokens", false, "INT", "preset or 2048", 0, kMaxSequence},
+      {"vocab", "model", "vocabulary size", false, "INT", "preset or 50257", 0, kMaxVocab},
+      {"experts", "model", "routed experts per MoE layer (0 = dense model)", false, "INT", "0 or preset", 0, kMaxHeads},
+      {"experts-per-token", "model", "experts each token is routed to (top-k)", false, "INT", "2 or preset", 0, kMaxHeads},
+      {"expert-ffn-hidden", "model", "MLP width of one expert", false, "INT", "ffn-hidden or preset", 0, kMaxWidth},
+      {"shared-experts", "model", "experts every token uses besides its top-k (DeepSeek style)", false, "INT", "0 or preset", 0, kMaxHeads},
+      {"moe-dense-layers", "model", "leading layers that keep a dense MLP", false, "INT", "0 or preset", 0, kMaxLayers},
       {"capacity-factor", "model", "most tokens an expert takes, over the mean (1 = balanced)", false, "NUM", "1"},
   };
 }
@@ -67,10 +75,10 @@ std::vector<OptionDef> layout_options() {
 
 std::vector<OptionDef> execution_options() {
   return {
-      {"global-batch-size", "training", "sequences per optimizer step", false, "INT", "none"},
-      {"micro-batch-size", "training", "sequences per micro-batch", false, "INT", "1"},
+      {"global-batch-size", "training", "sequences per optimizer step", false, "INT", "none", 0, kMaxBatch},
+      {"micro-batch-size", "training", "sequences per micro-batch", false, "INT", "1", 0, kMaxBatch},
       {"schedule", "training", "pipeline schedule: gpipe, 1f1b, interleaved or zb-h1", false, "gpipe|1f1b|interleaved|zb-h1", "1f1b"},
-      {"virtual-stages", "training", "model chunks per GPU for the interleaved schedule", false, "INT", "1 (2 if interleaved)"},
+      {"virtual-stages", "training", "model chunks per GPU for the interleaved schedule", false, "INT", "1 (2 if interleaved)", 0, kMaxLayers},
       {"zero", "training", "ZeRO stage 0-3 (1 = distributed optimizer)", false, "0|1|2|3", "0", -1e18},  // its own check names the stages
       {"recompute", "training", "activation recomputation: none, selective or full", false, "none|selective|full", "none"},
       {"sequence-parallel", "training", "sequence parallel around LayerNorm and dropout", true, "", "off"},

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "core/checked_size.h"
 #include "core/units.h"
 
 namespace trident {
@@ -127,6 +128,14 @@ ClusterSpec resolve_cluster(const OptionValues& v, Problems& p) {
   if (auto x = v.get_double("inter-node-gbytes-per-s", p)) c.inter.bandwidth_Bps = *x * kGB;
   if (auto x = v.get_double("inter-latency-us", p)) c.inter.latency_s = *x * kMicro;
   validate_cluster(c, p);
+  if (c.nodes > 0 && c.gpus_per_node > 0 && c.hosts_per_nvlink_domain > 0) {
+    checked_product("GPUs of the cluster", {{"nodes", c.nodes}, {"gpus-per-node", c.gpus_per_node}}, kMaxGpus,
+                    "use fewer --nodes or --gpus-per-node", p);
+    if (c.hosts_per_nvlink_domain > 1)
+      checked_product("GPUs of an NVLink domain",
+                    {{"hosts-per-nvlink-domain", c.hosts_per_nvlink_domain}, {"gpus-per-node", c.gpus_per_node}},
+                    kMaxGpus, "use a smaller --hosts-per-nvlink-domain", p);
+  }
   return c;
 }
 
@@ -144,6 +153,15 @@ Layout resolve_layout(const OptionValues& v, ClusterSpec& c, Problems& p) {
     validate_layout(l, p);
     return l;
   }
+  // Sizes beyond any cluster are refused before the arithmetic below (the cluster's own size
+  // was reported by resolve_cluster).
+  Problems cluster_size;
+  const bool sized = checked_product("GPUs of the layout", {{"tp", l.tp}, {"cp", l.cp}, {"pp", l.pp}, {"dp", l.dp}}, kMaxGpus,
+                                     "use smaller --tp, --cp, --pp or --dp", p)
+                         .has_value();
+  if (!checked_product("", {{"nodes", c.nodes}, {"gpus-per-node", c.gpus_per_node}}, kMaxGpus, "", cluster_size) ||
+      !sized)
+    return l;
   if (dp_given && !v.has("nodes")) {
     // Size the cluster to the layout when that is a whole number of nodes.
     if (l.world_size() % c.gpus_per_node == 0) c.nodes = l.world_size() / c.gpus_per_node;
@@ -248,6 +266,23 @@ void check_run(const RunSpec& r, bool check_batch, Problems& p) {
   const Layout& l = r.layout;
   const ModelSpec& m = r.model;
   if (l.tp <= 0 || l.cp <= 0 || l.pp <= 0 || l.dp <= 0 || l.ep <= 0) return;  // already reported
+  {
+    Problems reported;  // by resolve_cluster / resolve_layout: only stop here
+    if (!checked_product("", {{"tp", l.tp}, {"cp", l.cp}, {"pp", l.pp}, {"dp", l.dp}}, kMaxGpus, "", reported) ||
+        !checked_product("", {{"nodes", r.cluster.nodes}, {"gpus-per-node", r.cluster.gpus_per_node}}, kMaxGpus, "",
+                         reported))
+      return;
+  }
+  // Tokens of a step, and the attention scores of one layer of a micro-batch (the largest
+  // activation): counts that must stay counts for the memory and time estimates.
+  if (r.exec.global_batch_size > 0 && m.seq_len > 0)
+    checked_product("tokens per step", {{"global-batch-size", r.exec.global_batch_size}, {"seq-len", m.seq_len}},
+                    kMaxCount, "use a smaller --global-batch-size or --seq-len", p);
+  if (r.exec.micro_batch_size > 0 && m.heads > 0 && m.seq_len > 0)
+    checked_product("attention scores of one layer",
+                    {{"micro-batch-size", r.exec.micro_batch_size}, {"heads", m.heads}, {"seq-len", m.seq_len},
+                     {"seq-len", m.seq_len}},
+                    kMaxCount, "use a smaller --micro-batch-size or --seq-len", p);
   const int64_t world = r.cluster.world_size();
   const int64_t split = l.tp * l.cp * l.pp;
   const std::string cp_text = l.cp > 1 ? fmt::format(" x cp {}", l.cp) : "";
@@ -273,7 +308,10 @@ void check_run(const RunSpec& r, bool check_batch, Problems& p) {
   if (m.is_moe() && m.expert_ffn_hidden > 0 && m.expert_ffn_hidden % l.tp != 0)
     p.add(fmt::format("expert ffn hidden ({}) not divisible by tensor-parallel size ({})", m.expert_ffn_hidden, l.tp),
           fmt::format("use --tp {}", list_of(divisors(m.expert_ffn_hidden))), "tp-divides-ffn");
-  const int64_t chunks = l.pp * r.exec.virtual_stages;
+  const int64_t chunks =
+      checked_product("model chunks", {{"pp", l.pp}, {"virtual-stages", r.exec.virtual_stages}}, kMaxCount,
+                      "use a smaller --virtual-stages", p)
+          .value_or(0);
   if (m.layers > 0 && chunks > m.layers)
     p.add(fmt::format("pp {} x virtual stages {} = {} stages but the model has only {} layers", l.pp,
                       r.exec.virtual_stages, chunks, m.layers),
@@ -289,12 +327,20 @@ void check_run(const RunSpec& r, bool check_batch, Problems& p) {
       p.add(fmt::format("micro-batch size ({}) is larger than the global batch ({})", e.micro_batch_size,
                         e.global_batch_size),
             "lower --micro-batch-size or raise --global-batch-size", "batch-divisibility");
-    else if (e.global_batch_size % (e.micro_batch_size * l.dp) != 0)
+    else if (e.global_batch_size % (e.micro_batch_size * l.dp) == 0)
+      checked_product("pipeline blocks of one step",
+                      {{"micro-batches", e.global_batch_size / (e.micro_batch_size * l.dp)}, {"pp", l.pp},
+                       {"virtual-stages", e.virtual_stages}},
+                      kMaxPipelineBlocks, "use a larger --micro-batch-size or a smaller --global-batch-size", p);
+    else
       p.add(fmt::format("global batch ({}) not divisible by micro-batch ({}) x dp ({}) = {}", e.global_batch_size,
                         e.micro_batch_size, l.dp, e.micro_batch_size * l.dp),
-            fmt::format("use --global-batch-size {} or {}",
-                        (e.global_batch_size / (e.micro_batch_size * l.dp)) * e.micro_batch_size * l.dp,
-                        (e.global_batch_size / (e.micro_batch_size * l.dp) + 1) * e.micro_batch_size * l.dp),
+            e.global_batch_size < e.micro_batch_size * l.dp
+                ? fmt::format("use --global-batch-size {} (or more), or a smaller --micro-batch-size or dp",
+                              e.micro_batch_size * l.dp)
+                : fmt::format("use --global-batch-size {} or {}",
+                              (e.global_batch_size / (e.micro_batch_size * l.dp)) * e.micro_batch_size * l.dp,
+                              (e.global_batch_size / (e.micro_batch_size * l.dp) + 1) * e.micro_batch_size * l.dp),
             "batch-divisibility");
   }
 }
