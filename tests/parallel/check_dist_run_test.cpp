@@ -59,6 +59,7 @@ TEST(CheckDistRun, what_the_runtime_cannot_execute_is_refused_with_its_fix) {
   s.run.model.kv_heads = 2;
   s.run.exec.precision = Precision::BF16;
   s.run.exec.schedule = ScheduleKind::ZeroBubbleH1;
+  s.run.exec.recompute = Recompute::Full;  // ZB-H1's weight pass needs the activations full recomputation drops
   s.run.exec.sequence_parallel = true;
   const std::string text = all_problems(s);
   for (const char* code : {"[train-gqa]", "[train-precision]", "[train-zb-h1]", "[sp-needs-tp]"})
@@ -84,6 +85,17 @@ TEST(CheckDistRun, llama_with_grouped_query_attention_trains_on_every_layout_the
   const std::string text = all_problems(s);
   for (const char* code : {"[train-tied-embeddings]", "[train-rope-head-dim]", "[llama-device]"})
     EXPECT_NE(text.find(code), std::string::npos) << code << " missing in:\n" << text;
+}
+
+TEST(CheckDistRun, zero_bubble_h1_and_recomputation_run) {
+  auto s = tiny();
+  s.run.layout = Layout{.pp = 2};
+  s.run.exec.schedule = ScheduleKind::ZeroBubbleH1;
+  s.run.exec.recompute = Recompute::Selective;
+  EXPECT_EQ(all_problems(s), "");
+  s.run.exec.schedule = ScheduleKind::OneFOneB;
+  s.run.exec.recompute = Recompute::Full;
+  EXPECT_EQ(all_problems(s), "");
 }
 
 TEST(CheckDistRun, context_expert_parallel_and_moe_are_refused_with_a_reason) {

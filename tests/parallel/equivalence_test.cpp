@@ -63,6 +63,7 @@ struct Case {
   bool sequence_parallel = false;
   int64_t micro_batch = 2;
   bool llama = false;
+  Recompute recompute = Recompute::None;
 };
 
 RunSpec run_for(const Case& c) {
@@ -75,6 +76,7 @@ RunSpec run_for(const Case& c) {
   run.exec.schedule = c.schedule;
   run.exec.virtual_stages = c.virtual_stages;
   run.exec.zero = c.zero;
+  run.exec.recompute = c.recompute;
   run.exec.precision = Precision::FP32;
   return run;
 }
@@ -299,6 +301,50 @@ TEST(Equivalence, llama_pp2_interleaved_matches_single_process) {
   Case c = llama("llama pp2 interleaved v2", L(1, 1, 2), ScheduleKind::Interleaved);
   c.virtual_stages = 2;
   expect_same_as_single_process(c);
+}
+
+// ZB-H1 with the backward split: input gradients in BackwardInput, the linears' weight
+// gradients in BackwardWeight (postponed as the schedule lists them).
+TEST(Equivalence, pp4_zero_bubble_h1_matches_single_process) {
+  expect_same_as_single_process({"pp4 zb-h1", L(1, 1, 4), ScheduleKind::ZeroBubbleH1});
+}
+TEST(Equivalence, tp2_pp2_zero_bubble_h1_selective_recompute_matches_single_process) {
+  Case c{"tp2xpp2 zb-h1 recompute selective", L(2, 1, 2), ScheduleKind::ZeroBubbleH1};
+  c.recompute = Recompute::Selective;
+  expect_same_as_single_process(c);
+}
+TEST(Equivalence, llama_tp4_pp2_zero_bubble_h1_sequence_parallel_matches_single_process) {
+  expect_same_as_single_process(llama("llama tp4xpp2 zb-h1 sp", L(4, 1, 2), ScheduleKind::ZeroBubbleH1, 0, true));
+}
+TEST(Equivalence, llama_dp2_tp2_pp2_zero_bubble_h1_zero1_matches_single_process) {
+  expect_same_as_single_process(llama("llama dp2xtp2xpp2 zb-h1 zero1", L(2, 2, 2), ScheduleKind::ZeroBubbleH1, 1));
+}
+
+// The split backward is the whole backward in two parts: ZB-H1 gives 1F1B's losses on the same
+// layout (the weight gradients are the same sums; only GPT's tied embedding adds its two
+// halves in another order).
+TEST(Equivalence, zero_bubble_h1_gives_the_losses_of_1f1b_on_the_same_layout) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  for (bool with_llama : {false, true}) {
+    Case zb{"pp4 zb-h1", L(1, 1, 4), ScheduleKind::ZeroBubbleH1}, one{"pp4 1f1b", L(1, 1, 4)};
+    zb.llama = one.llama = with_llama;
+    MPI_Comm base;
+    MPI_Comm_split(MPI_COMM_WORLD, rank < 4 ? 0 : MPI_UNDEFINED, rank, &base);
+    if (rank < 4) {
+      const Result a = train(one, base), b = train(zb, base);
+      double worst = 0;
+      for (size_t s = 0; s < a.losses.size(); ++s) {
+        EXPECT_NEAR(b.losses[s], a.losses[s], 1e-6 * std::abs(a.losses[s])) << (with_llama ? "llama" : "gpt") << " step " << s;
+        worst = std::max(worst, std::abs(b.losses[s] - a.losses[s]) / std::abs(a.losses[s]));
+      }
+      if (rank == 0)
+        std::printf("[ layout  ] %-36s max relative loss difference to 1f1b over %lld steps: %.2e\n",
+                    with_llama ? "llama pp4 zb-h1 vs 1f1b" : "pp4 zb-h1 vs 1f1b", (long long)kSteps, worst);
+      MPI_Comm_free(&base);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
 }
 
 }  // namespace

@@ -112,7 +112,8 @@ rows = [
     ("--kv-heads", "1", "capability", r"grouped-query attention"),
     ("--precision", "bf16", "capability", r"bf16 mixed precision runs on the CUDA backend only"),
     ("--grad-bits", "16", "capability", r"--grad-bits 16: the runtime keeps fp32 gradients"),
-    ("--schedule", "zb-h1", "capability", r"zb-h1 needs a backward split"),
+    ("--schedule", "zb-h1", "Z", r"schedule zb-h1,(.|\n)*of which W passes +[0-9.]+%"),
+    ("--recompute", "full", "zb-full", r"zb-h1 postpones each weight-gradient pass"),
     ("--cp", "2", "capability", r"context parallel \(cp 2\)"),
     ("--ep", "2", "capability", r"expert parallel \(ep 2\)"),
     ("--zero", "2", "capability", r"ZeRO stage 2 is not implemented"),
@@ -146,10 +147,12 @@ extra = {
           "--eval-batches", "1", "--tp", "2"],
     "llama-tied": small + ["--family", "llama"],
     "P": small + ["--prediction-cluster", path("bench.toml")],
+    "Z": small + ["--eval-batches", "1"],
+    "zb-full": small + ["--schedule", "zb-h1"],
 }
-must_succeed = {"help", "A", "B", "C", "L", "P"}
-order = ["help", "A", "B", "C", "L", "P", "cost-missing", "moe-knobs", "capability", "llama-tied", "device",
-         "gpu-comm", "parse", "sp", "stack"]
+must_succeed = {"help", "A", "B", "C", "L", "P", "Z"}
+order = ["help", "A", "B", "C", "L", "P", "Z", "cost-missing", "moe-knobs", "capability", "llama-tied", "zb-full",
+         "device", "gpu-comm", "parse", "sp", "stack"]
 
 # Every option of `trident train --help` has a row.
 help_text = subprocess.run([trident, "train", "--help"], capture_output=True, text=True).stdout

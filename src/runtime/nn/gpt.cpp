@@ -23,11 +23,12 @@ constexpr size_t kNone = size_t(-1);
 // the forward needs (Llama's q and kv before the heads are repeated and rotated).
 struct Keep {
   bool probs = true, internals = true, res_out = true, forward_only = false;
+  bool split_gradients = false;  // d_out, d_mid of a split backward
 };
 struct LayerRegions {
   size_t ln1 = kNone, ln1_mean = kNone, ln1_rstd = kNone, qkv = kNone, q = kNone, kv = kNone, probs = kNone,
          atty = kNone, res_mid = kNone, ln2 = kNone, ln2_mean = kNone, ln2_rstd = kNone, fch = kNone,
-         fch_gelu = kNone, res_out = kNone;
+         fch_gelu = kNone, res_out = kNone, d_out = kNone, d_mid = kNone;
 };
 
 LayerRegions add_layer(BufferPlan& p, const GptStage& stage, Keep keep) {
@@ -65,6 +66,10 @@ LayerRegions add_layer(BufferPlan& p, const GptStage& stage, Keep keep) {
     r.fch_gelu = p.add(llama ? "MLP post-SwiGLU" : "MLP post-GELU", dt, N * F);
   }
   if (keep.res_out) r.res_out = p.add("residual stream", dt, Nl * C);
+  if (keep.split_gradients) {
+    r.d_out = p.add("output gradients for the weight pass", dt, Nl * C);
+    r.d_mid = p.add("output gradients for the weight pass", dt, Nl * C);
+  }
   return r;
 }
 
@@ -76,7 +81,8 @@ LayerActs layer_views(const BufferPlan& p, const LayerRegions& r, const LayerAct
           t(r.qkv, rest.qkv),        t(r.q, rest.q),               t(r.kv, rest.kv),
           f(r.probs, rest.probs),    t(r.atty, rest.atty),         t(r.res_mid, rest.res_mid),
           t(r.ln2, rest.ln2),        f(r.ln2_mean, rest.ln2_mean), f(r.ln2_rstd, rest.ln2_rstd),
-          t(r.fch, rest.fch),        t(r.fch_gelu, rest.fch_gelu), t(r.res_out, rest.res_out)};
+          t(r.fch, rest.fch),        t(r.fch_gelu, rest.fch_gelu), t(r.res_out, rest.res_out),
+          t(r.d_out, rest.d_out),    t(r.d_mid, rest.d_mid)};
 }
 
 // What a micro-batch keeps of each layer under a recomputation recipe.
@@ -100,7 +106,8 @@ Activations::Activations(const GptStage& stage) : plan_(stage.kernels()) {
   const size_t out32 = !fp32 && !s.has_output ? p.add_f32("pipeline output (f32)", Nl * C) : 0;
   const char* norm = llama ? "rmsnorm outputs" : "layernorm outputs";
   const char* stats = llama ? "rmsnorm statistics" : "layernorm statistics";
-  const Keep keep = kept_by_micro_batch(stage.recompute());
+  Keep keep = kept_by_micro_batch(stage.recompute());
+  keep.split_gradients = stage.split_backward();
   std::vector<LayerRegions> layers;
   for (int64_t l = 0; l < s.num_layers(); ++l) layers.push_back(add_layer(p, stage, keep));
   size_t lnf = 0, lnf_mean = kNone, lnf_rstd = 0, logits = 0, losses = 0, row_max = 0, sumexp = 0, target = 0;
@@ -134,7 +141,7 @@ Activations::Activations(const GptStage& stage) : plan_(stage.kernels()) {
 
 // ---------------------------------------------------------------- stage
 GptStage::GptStage(Kernels& k, const Shard& shard, int64_t B, int64_t T, comm::Communicator* tp,
-                   bool sequence_parallel, DType compute, Recompute recompute)
+                   bool sequence_parallel, DType compute, Recompute recompute, bool split_backward)
     : k_(k),
       layout_(shard),
       B_(B),
@@ -144,6 +151,7 @@ GptStage::GptStage(Kernels& k, const Shard& shard, int64_t B, int64_t T, comm::C
       dt_(compute),
       plan_(k),
       rc_(recompute),
+      split_(split_backward),
       rc_plan_(k) {
   const Shard& s = layout_.shard();
   if (!k.supports(compute) || (compute != DType::F32 && compute != DType::BF16))
@@ -155,6 +163,9 @@ GptStage::GptStage(Kernels& k, const Shard& shard, int64_t B, int64_t T, comm::C
     throw std::invalid_argument("GptStage: tp_size " + std::to_string(s.tp_size) +
                                 " needs a tensor-parallel communicator of that size");
   if (T > s.model.seq_len) throw std::invalid_argument("GptStage: T exceeds the model's seq_len");
+  if (split_backward && recompute == Recompute::Full)
+    throw std::invalid_argument("GptStage: a split backward's weight pass reads the layer activations full "
+                                "recomputation drops");
   if (s.llama()) {
     if (!k.supports_gqa())
       throw InputError({{"Llama models have no grouped-query attention kernels on " + k.device_name() + " yet",
@@ -375,6 +386,36 @@ double GptStage::loss_sum(Activations& a) {
 }
 
 void GptStage::backward(Activations& a, const int32_t* tokens, const int32_t* targets, float dloss) {
+  weights_now_ = true;
+  backward_pass(a, tokens, targets, dloss);
+}
+
+void GptStage::backward_input(Activations& a, const int32_t* tokens, const int32_t* targets, float dloss) {
+  if (!split_) throw std::logic_error("GptStage::backward_input on a stage built without split_backward");
+  weights_now_ = false;
+  backward_pass(a, tokens, targets, dloss);
+  weights_now_ = true;
+}
+
+void GptStage::backward_weight(Activations& a) {
+  if (!split_) throw std::logic_error("GptStage::backward_weight on a stage built without split_backward");
+  const Shard& s = shard();
+  const int64_t N = this->N(), C = s.C(), V = s.vocab_local();
+  if (s.has_output) {
+    // a.logits_ holds the logits' gradient since backward_input.
+    k_.linear_backward(Tensor(), grads_ + layout_.head(), nullptr, a.logits_, gathered(a.lnf_), W(layout_.head(), V * C),
+                       N, C, V);
+    if (grad_hook_) grad_hook_(layout_.lnf_w, layout_.total());
+  }
+  for (int64_t i = layout_.num_layers() - 1; i >= 0; --i) {
+    if (s.llama()) llama_layer_weights(a.layers_[i], i);
+    else gpt_layer_weights(a.layers_[i], i);
+    if (grad_hook_) grad_hook_(layout_.layer(i).begin, layout_.total());
+  }
+  if (s.has_input && grad_hook_) grad_hook_(0, layout_.total());
+}
+
+void GptStage::backward_pass(Activations& a, const int32_t* tokens, const int32_t* targets, float dloss) {
   const Shard& s = shard();
   const int64_t N = this->N(), C = s.C(), V = s.vocab_local(), Nl = tokens_local();
   float* G = grads_;
@@ -383,14 +424,14 @@ void GptStage::backward(Activations& a, const int32_t* tokens, const int32_t* ta
   if (s.has_output) {
     const Tensor res = L > 0 ? a.layers_[L - 1].res_out : a.res_in_;
     k_.xent_backward_inplace(a.logits_, a.row_max_, a.sumexp_, targets, dloss, N, V, s.vocab_offset());
-    k_.linear_backward(dtmp_, G + layout_.head(), nullptr, a.logits_, gathered(a.lnf_), W(layout_.head(), V * C), N,
-                       C, V);
+    k_.linear_backward(dtmp_, wgrad(layout_.head()), nullptr, a.logits_, winput_rows(a.lnf_), W(layout_.head(), V * C),
+                       N, C, V);
     const Tensor dln = local_grad(dtmp_);
     k_.zero(static_cast<float*>(dres.data), (dres.bytes() + 3) / sizeof(float));  // regions are padded to 256 bytes
     norm_backward(dres, layout_.lnf_w, layout_.lnf_b, 0, dln, res, a.lnf_mean_, a.lnf_rstd_);
     if (layout_.lnf_b >= 0) sum_norm_grads({layout_.lnf_w, layout_.lnf_b});
     else sum_norm_grads({layout_.lnf_w});
-    if (grad_hook_) grad_hook_(layout_.lnf_w, layout_.total());
+    if (grad_hook_ && weights_now_) grad_hook_(layout_.lnf_w, layout_.total());
   } else if (dt_ != DType::F32) {
     k_.convert(dres, Tensor(dres32_, dres.count));  // the received fp32 output gradient
   }
@@ -405,13 +446,13 @@ void GptStage::backward(Activations& a, const int32_t* tokens, const int32_t* ta
     } else {
       layer_backward(a, i, res_in, dres);
     }
-    if (grad_hook_) grad_hook_(layout_.layer(i).begin, layout_.total());
+    if (grad_hook_ && weights_now_) grad_hook_(layout_.layer(i).begin, layout_.total());
   }
   if (s.has_input) {
     const Tensor demb = full_grad(dres);
     k_.embedding_backward(G + layout_.wte, demb, tokens, N, C, s.vocab_offset(), V);
     if (layout_.wpe >= 0) k_.positions_backward(G + layout_.wpe, demb, B_, T_, C);
-    if (grad_hook_) grad_hook_(0, layout_.total());
+    if (grad_hook_ && weights_now_) grad_hook_(0, layout_.total());
   } else if (dt_ != DType::F32) {
     k_.convert(Tensor(dres32_, dres.count), dres);  // the fp32 input gradient to send
   }
@@ -458,26 +499,47 @@ void GptStage::gpt_layer_backward(const LayerActs& x, int64_t i, const Tensor& r
   const Shard& s = shard();
   const int64_t N = this->N(), C = s.C(), A = s.attn_local(), F = s.ffn_local();
   const LayerParams& p = layout_.layer(i);
-  float* G = grads_;
   const Tensor dbig_f = dbig_.slice(0, size_t(N * F)), dbig_qkv = dbig_.slice(0, size_t(N * 3 * A));
   // MLP: fc_proj (row-parallel: no collective backward), GELU, fc (column-parallel: all-reduce dinp).
   // Sequence parallel: dres holds the local rows; the linears read it gathered (full_grad), the
   // column-parallel input gradients are reduce-scattered (local_grad) instead of all-reduced.
+  // A split backward leaves the weight gradients out (wgrad, winput give nothing) and keeps the
+  // output gradients they need instead (gpt_layer_weights).
   const int64_t Nl = tokens_local();
-  k_.linear_backward(dbig_f, G + p.fc_proj_w, G + p.fc_proj_b, full_grad(dres), x.fch_gelu, W(p.fc_proj_w, C * F),
-                     N, F, C);
+  keep(x.d_out, dres);
+  k_.linear_backward(dbig_f, wgrad(p.fc_proj_w), wgrad(p.fc_proj_b), full_grad(dres), winput(x.fch_gelu),
+                     W(p.fc_proj_w, C * F), N, F, C);
   k_.gelu_backward(dbig_f, x.fch, dbig_f);
-  k_.linear_backward(dtmp_, G + p.fc_w, G + p.fc_b, dbig_f, gathered(x.ln2), W(p.fc_w, F * C), N, C, F);
+  keep(x.fch, dbig_f);  // the pre-GELU activation is read: its region holds fc's output gradient
+  k_.linear_backward(dtmp_, wgrad(p.fc_w), wgrad(p.fc_b), dbig_f, winput_rows(x.ln2), W(p.fc_w, F * C), N, C, F);
   k_.layernorm_backward(dres, norm_grad(p.ln2_w, 0), norm_grad(p.ln2_b, 1), local_grad(dtmp_), x.res_mid,
                         W(p.ln2_w, C), x.ln2_mean, x.ln2_rstd, Nl, C);
   // Attention: projection (row-parallel), attention, QKV (column-parallel: all-reduce dinp).
-  k_.linear_backward(datty_, G + p.attn_proj_w, G + p.attn_proj_b, full_grad(dres), x.atty, W(p.attn_proj_w, C * A),
-                     N, A, C);
+  keep(x.d_mid, dres);
+  k_.linear_backward(datty_, wgrad(p.attn_proj_w), wgrad(p.attn_proj_b), full_grad(dres), winput(x.atty),
+                     W(p.attn_proj_w, C * A), N, A, C);
   k_.attention_backward(dbig_qkv, dattn_, datty_, x.qkv, x.probs, x.atty, B_, T_, s.heads_local(), s.head_dim());
-  k_.linear_backward(dtmp_, G + p.qkv_w, G + p.qkv_b, dbig_qkv, gathered(x.ln1), W(p.qkv_w, 3 * A * C), N, C, 3 * A);
+  keep(x.qkv, dbig_qkv);  // q, k, v are read: their region holds the QKV projection's output gradient
+  k_.linear_backward(dtmp_, wgrad(p.qkv_w), wgrad(p.qkv_b), dbig_qkv, winput_rows(x.ln1), W(p.qkv_w, 3 * A * C), N, C,
+                     3 * A);
   k_.layernorm_backward(dres, norm_grad(p.ln1_w, 2), norm_grad(p.ln1_b, 3), local_grad(dtmp_), res_in,
                         W(p.ln1_w, C), x.ln1_mean, x.ln1_rstd, Nl, C);
   sum_norm_grads({p.ln2_w, p.ln2_b, p.ln1_w, p.ln1_b});  // slots 0..3 in this order
+}
+
+void GptStage::gpt_layer_weights(const LayerActs& x, int64_t i) {
+  const Shard& s = shard();
+  const int64_t N = this->N(), C = s.C(), A = s.attn_local(), F = s.ffn_local();
+  const LayerParams& p = layout_.layer(i);
+  float* G = grads_;
+  const Tensor none;
+  k_.linear_backward(none, G + p.fc_proj_w, G + p.fc_proj_b, gathered(x.d_out), x.fch_gelu, W(p.fc_proj_w, C * F), N,
+                     F, C);
+  k_.linear_backward(none, G + p.fc_w, G + p.fc_b, x.fch.slice(0, size_t(N * F)), gathered(x.ln2), W(p.fc_w, F * C), N,
+                     C, F);
+  k_.linear_backward(none, G + p.attn_proj_w, G + p.attn_proj_b, gathered(x.d_mid), x.atty, W(p.attn_proj_w, C * A), N,
+                     A, C);
+  k_.linear_backward(none, G + p.qkv_w, G + p.qkv_b, x.qkv, gathered(x.ln1), W(p.qkv_w, 3 * A * C), N, C, 3 * A);
 }
 
 }  // namespace trident::nn

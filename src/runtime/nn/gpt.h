@@ -105,6 +105,11 @@ struct LayerActs {
   Tensor fch;                 // [N, F/tp] before GELU (Llama: [N, 2F/tp] gate then up)
   Tensor fch_gelu;            // [N, F/tp] after GELU (Llama: after SwiGLU)
   Tensor res_out;             // [Nl,C] residual after the MLP = next layer's input
+  // Split backward (ZB-H1): the layer's output gradient and the gradient after attention (local
+  // rows), kept from the input-gradient pass for the weight pass. That pass also finds the MLP
+  // input projection's output gradient in fch and the q/k/v projections' in qkv (both dead once
+  // the input gradients are through).
+  Tensor d_out, d_mid;
 };
 
 class GptStage;
@@ -142,9 +147,11 @@ class GptStage {
  public:
   // B sequences of T tokens per micro-batch (T <= model.seq_len).
   // compute: F32, or BF16 where k.supports() it (otherwise an InputError naming the device).
+  // split_backward: backward_input / backward_weight are available (micro-batches keep the
+  // linears' output gradients between them); not with full recomputation.
   GptStage(kernels::Kernels& k, const Shard& shard, int64_t B, int64_t T, comm::Communicator* tp = nullptr,
            bool sequence_parallel = false, kernels::DType compute = kernels::DType::F32,
-           Recompute recompute = Recompute::None);
+           Recompute recompute = Recompute::None, bool split_backward = false);
   GptStage(const GptStage&) = delete;
   GptStage& operator=(const GptStage&) = delete;
 
@@ -157,6 +164,7 @@ class GptStage {
   int64_t N() const { return B_ * T_; }
   bool sequence_parallel() const { return sp_; }
   Recompute recompute() const { return rc_; }
+  bool split_backward() const { return split_; }
   // Bytes of the layer scratch the micro-batches share: one layer's activations (full
   // recomputation) or attention probabilities (selective), and Llama's forward-only q and kv.
   size_t layer_scratch_bytes() const { return rc_plan_.bytes(); }
@@ -189,6 +197,13 @@ class GptStage {
   // dloss = weight of each token's loss; on a stage without output, a.output_grad must be set
   // (output_grad() buffer filled) before calling.
   void backward(Activations& a, const int32_t* tokens, const int32_t* targets, float dloss);
+  // The same backward in two halves (zero-bubble schedules; split_backward stages only).
+  // backward_input: everything but the weight and bias gradients of the linear layers (the LM
+  // head included) -- the input gradient to send, norm and embedding gradients; it keeps the
+  // linears' output gradients in `a`. backward_weight: those weight and bias gradients, from
+  // what `a` kept (run it before `a` is reused). Together they add to grads() what backward does.
+  void backward_input(Activations& a, const int32_t* tokens, const int32_t* targets, float dloss);
+  void backward_weight(Activations& a);
 
   float* output_grad() { return dres32_; }       // fp32 [tokens_local,C]: receive dL/d(output) here when !has_output
   const float* input_grad() const { return dres32_; }  // fp32 [tokens_local,C]: dL/d(input) after backward when !has_input
@@ -228,10 +243,23 @@ class GptStage {
   void norm_backward(const Tensor& dres, int64_t w, int64_t b, int slot, const Tensor& dout, const Tensor& inp,
                      const float* mean, const float* rstd);
   // The layer functions on explicit activation views (a micro-batch's, or the recompute scratch).
+  // The backward computes the linears' weight gradients when weights_now_, else keeps their
+  // output gradients in x for the *_layer_weights pass.
   void gpt_layer_forward(const LayerActs& x, int64_t i, const Tensor& res_in);
   void gpt_layer_backward(const LayerActs& x, int64_t i, const Tensor& res_in, const Tensor& dres);
+  void gpt_layer_weights(const LayerActs& x, int64_t i);
   void llama_layer_forward(const LayerActs& x, int64_t i, const Tensor& res_in);
   void llama_layer_backward(const LayerActs& x, int64_t i, const Tensor& res_in, const Tensor& dres);
+  void llama_layer_weights(const LayerActs& x, int64_t i);
+  void backward_pass(Activations& a, const int32_t* tokens, const int32_t* targets, float dloss);
+  float* wgrad(int64_t offset) const { return weights_now_ ? grads_ + offset : nullptr; }
+  // A linear's input, read only for its weight gradient: x, or a kept norm output's rows gathered.
+  Tensor winput(const Tensor& x) const { return weights_now_ ? x : Tensor(); }
+  Tensor winput_rows(const Tensor& rows) { return weights_now_ ? gathered(rows) : Tensor(); }
+  // Split backward: keep `from` (count elements of it) in `to` for the weight pass.
+  void keep(const Tensor& to, const Tensor& from) {
+    if (!weights_now_) k_.convert(to.slice(0, from.count), from);
+  }
   // Llama with kv heads replicated over TP ranks: sums this layer's kv_w gradient over them.
   void sum_replicated_kv_grads(int64_t kv_w_offset);
 
@@ -267,6 +295,8 @@ class GptStage {
   // probabilities; full: a whole layer's; Llama: q and kv before RoPE), in their own allocation
   // so their bytes are known.
   Recompute rc_ = Recompute::None;
+  bool split_ = false;
+  bool weights_now_ = true;  // the running backward computes the weight gradients (not split)
   BufferPlan rc_plan_;
   LayerActs rc_acts_{};
 };

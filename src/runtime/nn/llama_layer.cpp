@@ -36,15 +36,20 @@ void GptStage::llama_layer_backward(const LayerActs& x, int64_t i, const Tensor&
   const Shard& s = shard();
   const int64_t N = this->N(), C = s.C(), A = s.attn_local(), F = s.ffn_local(), KV = s.kv_local();
   const LayerParams& p = layout_.layer(i);
-  float* G = grads_;
   const Tensor dgate_up = dbig_.slice(0, size_t(N * 2 * F)), dqkv = dbig_.slice(0, size_t(N * 3 * A));
-  // MLP: down projection (row-parallel), SwiGLU, gate|up (column-parallel), RMSNorm.
-  k_.linear_backward(dmlp_, G + p.fc_proj_w, nullptr, full_grad(dres), x.fch_gelu, W(p.fc_proj_w, C * F), N, F, C);
+  // MLP: down projection (row-parallel), SwiGLU, gate|up (column-parallel), RMSNorm. A split
+  // backward keeps the output gradients the weight pass needs instead (llama_layer_weights).
+  keep(x.d_out, dres);
+  k_.linear_backward(dmlp_, wgrad(p.fc_proj_w), nullptr, full_grad(dres), winput(x.fch_gelu), W(p.fc_proj_w, C * F),
+                     N, F, C);
   k_.swiglu_backward(dgate_up, x.fch, dmlp_, N, F);
-  k_.linear_backward(dtmp_, G + p.fc_w, nullptr, dgate_up, gathered(x.ln2), W(p.fc_w, 2 * F * C), N, C, 2 * F);
+  keep(x.fch, dgate_up);  // gate and up are read: their region holds gate_up's output gradient
+  k_.linear_backward(dtmp_, wgrad(p.fc_w), nullptr, dgate_up, winput_rows(x.ln2), W(p.fc_w, 2 * F * C), N, C, 2 * F);
   norm_backward(dres, p.ln2_w, -1, 0, local_grad(dtmp_), x.res_mid, nullptr, x.ln2_rstd);
   // Attention: projection (row-parallel), attention, RoPE / GQA, q and kv (column-parallel).
-  k_.linear_backward(datty_, G + p.attn_proj_w, nullptr, full_grad(dres), x.atty, W(p.attn_proj_w, C * A), N, A, C);
+  keep(x.d_mid, dres);
+  k_.linear_backward(datty_, wgrad(p.attn_proj_w), nullptr, full_grad(dres), winput(x.atty), W(p.attn_proj_w, C * A),
+                     N, A, C);
   k_.attention_backward(dqkv, dattn_, datty_, x.qkv, x.probs, x.atty, B_, T_, s.heads_local(), s.head_dim());
   const int64_t nh = s.heads_local(), hd = s.head_dim();
   const float theta = float(s.model.rope_theta);
@@ -52,14 +57,32 @@ void GptStage::llama_layer_backward(const LayerActs& x, int64_t i, const Tensor&
   k_.rope(dqkv.slice(size_t(A), dqkv.count - size_t(A)), B_, T_, nh, hd, 3 * A, theta, true);
   const Tensor dq = datty_;  // the attention output gradient is consumed: reuse it for dq
   k_.gqa_reduce(dq, dkv_, dqkv, N, nh, s.kv_heads_local(), hd);
+  keep(x.qkv, dq);  // the rotated q, k, v are read: their region holds dq then dkv
+  keep(x.qkv.slice(size_t(N * A), size_t(N * KV)), dkv_);
   // Replicated kv heads: this rank's share of the kv_w gradient goes to its kv head's slot.
-  float* dkv_w = kvgrad_ ? kvgrad_ + s.kv_head_first() * KV * C : G + p.kv_w;
-  const Tensor ln1 = gathered(x.ln1);
+  float* dkv_w = !weights_now_ ? nullptr : kvgrad_ ? kvgrad_ + s.kv_head_first() * KV * C : grads_ + p.kv_w;
+  const Tensor ln1 = winput_rows(x.ln1);
   k_.linear_backward(dtmp_, dkv_w, nullptr, dkv_, ln1, W(p.kv_w, KV * C), N, C, KV);
-  k_.linear_backward(dtmp2_, G + p.q_w, nullptr, dq, ln1, W(p.q_w, A * C), N, C, A);
+  k_.linear_backward(dtmp2_, wgrad(p.q_w), nullptr, dq, ln1, W(p.q_w, A * C), N, C, A);
   k_.add_inplace(dtmp_, dtmp2_);
   norm_backward(dres, p.ln1_w, -1, 1, local_grad(dtmp_), res_in, nullptr, x.ln1_rstd);
   sum_norm_grads({p.ln2_w, p.ln1_w});  // slots 0, 1 in this order
+  if (kvgrad_ && weights_now_) sum_replicated_kv_grads(p.kv_w);
+}
+
+void GptStage::llama_layer_weights(const LayerActs& x, int64_t i) {
+  const Shard& s = shard();
+  const int64_t N = this->N(), C = s.C(), A = s.attn_local(), F = s.ffn_local(), KV = s.kv_local();
+  const LayerParams& p = layout_.layer(i);
+  float* G = grads_;
+  const Tensor none;
+  k_.linear_backward(none, G + p.fc_proj_w, nullptr, gathered(x.d_out), x.fch_gelu, W(p.fc_proj_w, C * F), N, F, C);
+  k_.linear_backward(none, G + p.fc_w, nullptr, x.fch, gathered(x.ln2), W(p.fc_w, 2 * F * C), N, C, 2 * F);
+  k_.linear_backward(none, G + p.attn_proj_w, nullptr, gathered(x.d_mid), x.atty, W(p.attn_proj_w, C * A), N, A, C);
+  const Tensor ln1 = gathered(x.ln1);
+  float* dkv_w = kvgrad_ ? kvgrad_ + s.kv_head_first() * KV * C : G + p.kv_w;
+  k_.linear_backward(none, dkv_w, nullptr, x.qkv.slice(size_t(N * A), size_t(N * KV)), ln1, W(p.kv_w, KV * C), N, C, KV);
+  k_.linear_backward(none, G + p.q_w, nullptr, x.qkv.slice(0, size_t(N * A)), ln1, W(p.q_w, A * C), N, C, A);
   if (kvgrad_) sum_replicated_kv_grads(p.kv_w);
 }
 

@@ -182,10 +182,11 @@ void check_trainable(const TrainSettings& s, Problems& problems) {
   if (m.family == ModelFamily::GPT && !m.tied_embeddings())
     problems.add("an untied output layer: the runtime's GPT ties it to the token embedding",
                  "drop --no-tied-embeddings for train", "train-tied-embeddings");
-  if (x.schedule == ScheduleKind::ZeroBubbleH1)
-    problems.add("zb-h1 needs a backward split into input and weight gradients; the runtime's backward computes both "
-                 "at once, so it would run as 1F1B without the bubble saving",
-                 "use --schedule 1f1b, gpipe or interleaved", "train-zb-h1");
+  if (x.schedule == ScheduleKind::ZeroBubbleH1 && x.recompute == Recompute::Full)
+    problems.add("zb-h1 postpones each weight-gradient pass past the input-gradient pass, which needs the layer "
+                 "activations that --recompute full drops",
+                 "use --recompute selective or none with zb-h1, or --schedule 1f1b with full recomputation",
+                 "train-zb-h1");
   if (x.sequence_parallel && L.tp == 1)
     problems.add("sequence parallel splits sequences across the tensor-parallel group, but tp is 1",
                  "use --tp 2 or more with --sequence-parallel, or drop it", "sp-needs-tp");

@@ -66,6 +66,7 @@ struct Chunk {
   DeviceBuffer m, v;                                    // AdamW moments of the owned range
   std::vector<engine::Segment> segments;
   size_t last_backward = 0;                             // index in the program of the step's last backward
+                                                        // (of its last weight-gradient pass when split)
 };
 
 }  // namespace
@@ -124,8 +125,10 @@ DistTrainer::DistTrainer(const RunSpec& run, ProcessGroups& groups, const BatchS
   for (int64_t c = 0; c < I.v; ++c) {
     Chunk& ch = I.chunks[c];
     nn::Shard shard = shard_for(run.model, I.split, I.stage, c, run.layout.tp, groups.coords.tp());
+    // ZB-H1 runs the backward in its two halves, as the schedule lists them.
+    const bool split = run.exec.schedule == ScheduleKind::ZeroBubbleH1;
     ch.stage = std::make_unique<nn::GptStage>(*I.k, shard, I.b, I.T, tp_comm, run.exec.sequence_parallel, options.compute,
-                                              run.exec.recompute);
+                                              run.exec.recompute, split);
     ch.stage->init_params(options.seed);
     ch.slot_of.assign(I.m, -1);
     ch.grad_send.resize(I.m);
@@ -134,7 +137,8 @@ DistTrainer::DistTrainer(const RunSpec& run, ProcessGroups& groups, const BatchS
     ch.m = DeviceBuffer(*I.k, size_t(owned));
     ch.v = DeviceBuffer(*I.k, size_t(owned));
     ch.segments = engine::optimizer_segments(ch.stage->layout(), ch.sync->owned_begin(), ch.sync->owned_end());
-    // Activation slots: the most micro-batches this chunk holds at once in the program.
+    // Activation slots: the most micro-batches this chunk holds at once in the program (until
+    // the backward, or until the weight-gradient pass when the backward is split).
     int64_t live = 0, peak = 0;
     std::vector<bool> held(I.m, false);
     for (size_t i = 0; i < program.size(); ++i) {
@@ -144,7 +148,7 @@ DistTrainer::DistTrainer(const RunSpec& run, ProcessGroups& groups, const BatchS
         held[a.micro_batch] = true;
         peak = std::max(peak, ++live);
       }
-      if (a.kind == ActionKind::Backward || a.kind == ActionKind::BackwardInput) {
+      if (a.kind == ActionKind::Backward || a.kind == ActionKind::BackwardWeight) {
         held[a.micro_batch] = false;
         --live;
         ch.last_backward = i;
@@ -319,12 +323,22 @@ double DistTrainer::step(int64_t step) {
       case ActionKind::RecvGradient:
         wait_recv(g.pp->irecv(st.output_grad(), act_floats, comm::DType::F32, a.peer, tag));
         break;
+      case ActionKind::BackwardInput:
+        // Input gradients only (sent upstream next); the slot keeps what the weight pass reads.
+        timed_compute([&] { st.backward_input(acquire(ch, mb), I.tokens[mb].data(), I.targets[mb].data(), dloss); });
+        break;
       case ActionKind::Backward:
-      case ActionKind::BackwardInput: {
+      case ActionKind::BackwardWeight: {
         nn::Activations& acts = acquire(ch, mb);
         const bool last = i == ch.last_backward;
         if (last) install_grad_hook(st, [&](int64_t b, int64_t e) { ch.sync->mark_ready(st.grads(), b, e); });
-        timed_compute([&] { st.backward(acts, I.tokens[mb].data(), I.targets[mb].data(), dloss); });
+        if (a.kind == ActionKind::Backward) {
+          timed_compute([&] { st.backward(acts, I.tokens[mb].data(), I.targets[mb].data(), dloss); });
+        } else {
+          const double before = t.compute;
+          timed_compute([&] { st.backward_weight(acts); });
+          t.weight += t.compute - before;
+        }
         if (last) install_grad_hook(st, nullptr);
         ch.free_slots.push_back(ch.slot_of[mb]);
         ch.slot_of[mb] = -1;
@@ -333,8 +347,6 @@ double DistTrainer::step(int64_t step) {
         if (last) ch.sync->mark_ready(st.grads(), 0, st.layout().total());
         break;
       }
-      case ActionKind::BackwardWeight:
-        break;  // GptStage's backward computes both halves in BackwardInput
       case ActionKind::SendGradient: {
         auto t0 = clock_type::now();
         auto& buf = ch.grad_send[mb];

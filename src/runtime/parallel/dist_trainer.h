@@ -52,6 +52,7 @@ struct PhaseTimes {
   double bubble = 0;       // waiting on a pipeline receive beyond the wire time (peer still computing)
   double dp_exposed = 0;   // DP reduction / ZeRO gathers / tied-embedding sum left after backward
   double optimizer = 0;    // clipping norm + AdamW (part of compute in shares, listed apart)
+  double weight = 0;       // ZB-H1's weight-gradient passes (W; part of compute, listed apart)
   double total = 0;        // wall time of the step
   double other() const { return total - compute - tp - pp - bubble - dp_exposed; }
 };

@@ -11,7 +11,7 @@ namespace trident::parallel {
 namespace {
 
 struct Means {
-  double total = 0, compute = 0, tp = 0, pp = 0, bubble = 0, dp = 0, optimizer = 0, other = 0;
+  double total = 0, compute = 0, tp = 0, pp = 0, bubble = 0, dp = 0, optimizer = 0, weight = 0, other = 0;
 };
 
 Means rank_means(const RehearsalData& d, size_t rank) {
@@ -20,10 +20,11 @@ Means rank_means(const RehearsalData& d, size_t rank) {
   for (size_t s = size_t(d.warmup); s < d.times.size(); ++s, ++n) {
     const PhaseTimes& t = d.times[s][rank];
     m.total += t.total, m.compute += t.compute, m.tp += t.tp, m.pp += t.pp, m.bubble += t.bubble;
-    m.dp += t.dp_exposed, m.optimizer += t.optimizer, m.other += t.other();
+    m.dp += t.dp_exposed, m.optimizer += t.optimizer, m.weight += t.weight, m.other += t.other();
   }
   if (n > 0)
-    for (double* x : {&m.total, &m.compute, &m.tp, &m.pp, &m.bubble, &m.dp, &m.optimizer, &m.other}) *x /= double(n);
+    for (double* x : {&m.total, &m.compute, &m.tp, &m.pp, &m.bubble, &m.dp, &m.optimizer, &m.weight, &m.other})
+      *x /= double(n);
   return m;
 }
 
@@ -32,10 +33,10 @@ Means overall(const RehearsalData& d) {
   for (size_t r = 0; r < d.ranks.size(); ++r) {
     Means m = rank_means(d, r);
     o.total += m.total, o.compute += m.compute, o.tp += m.tp, o.pp += m.pp, o.bubble += m.bubble;
-    o.dp += m.dp, o.optimizer += m.optimizer, o.other += m.other;
+    o.dp += m.dp, o.optimizer += m.optimizer, o.weight += m.weight, o.other += m.other;
   }
   const double n = double(std::max<size_t>(1, d.ranks.size()));
-  for (double* x : {&o.total, &o.compute, &o.tp, &o.pp, &o.bubble, &o.dp, &o.optimizer, &o.other}) *x /= n;
+  for (double* x : {&o.total, &o.compute, &o.tp, &o.pp, &o.bubble, &o.dp, &o.optimizer, &o.weight, &o.other}) *x /= n;
   return o;
 }
 
@@ -99,6 +100,9 @@ std::string rehearsal_text(const RehearsalData& d) {
   };
   const Prediction p = d.prediction.value_or(Prediction{});
   row("compute (+optimizer)", o.compute, p.compute_s + p.optimizer_s);
+  if (d.run.exec.schedule == ScheduleKind::ZeroBubbleH1)  // part of compute: ZB-H1's postponed weight gradients
+    out += "    of which W passes  " + fmt("%8.1f%%", pct(o.weight, o.total)) +
+           fmt("  (weight-gradient halves of the backward, %.2f ms per step)\n", o.weight * 1e3);
   row("TP collectives", o.tp, p.tp_s);
   row("PP transfers", o.pp, p.pp_s);
   row("bubble idle", o.bubble, p.bubble_s);
@@ -142,7 +146,7 @@ nlohmann::json rehearsal_json(const RehearsalData& d) {
       const PhaseTimes& t = d.times[s][r];
       ranks.push_back({{"rank", r}, {"total_s", t.total}, {"compute_s", t.compute}, {"tp_s", t.tp},
                        {"pp_s", t.pp}, {"bubble_s", t.bubble}, {"dp_exposed_s", t.dp_exposed},
-                       {"optimizer_s", t.optimizer}, {"other_s", t.other()}});
+                       {"optimizer_s", t.optimizer}, {"weight_grad_s", t.weight}, {"other_s", t.other()}});
     }
     steps.push_back({{"step", s}, {"loss", d.losses.at(s)}, {"ranks", ranks}});
   }
@@ -156,7 +160,7 @@ nlohmann::json rehearsal_json(const RehearsalData& d) {
   j["measured"] = {{"step_s", o.total},
                    {"shares", {{"compute", o.compute / o.total}, {"tp", o.tp / o.total}, {"pp", o.pp / o.total},
                                {"bubble", o.bubble / o.total}, {"dp_exposed", o.dp / o.total},
-                               {"other", o.other / o.total}}}};
+                               {"other", o.other / o.total}, {"weight_grad", o.weight / o.total}}}};
   if (d.prediction) {
     const Prediction& p = *d.prediction;
     json cost = json::object();
