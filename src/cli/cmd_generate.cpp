@@ -60,7 +60,9 @@ int run_generate(const GenerateArgs& a) {
     const int64_t n = std::min<int64_t>(int64_t(context.size()), m.seq_len);
     std::copy(context.end() - n, context.end(), window.begin());
     g.forward(acts, window.data(), targets.data());
-    k->to_host(logits.data(), kernels::f32_data(acts.logits(), "generate") + (n - 1) * m.vocab, size_t(m.vocab));
+    // Rows are the padded vocabulary wide; its first m.vocab columns are the tokens.
+    const int64_t row = g.shard().vocab_local();
+    k->to_host(logits.data(), kernels::f32_data(acts.logits(), "generate") + (n - 1) * row, size_t(m.vocab));
     if (!a.logits_path.empty()) logits_dump.append(reinterpret_cast<const char*>(logits.data()), logits.size() * sizeof(float));
     // Top-k sampling at the given temperature.
     std::vector<int32_t> ids(static_cast<size_t>(m.vocab));

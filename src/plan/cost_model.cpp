@@ -14,11 +14,6 @@ const CostConstants& default_constants() {
   return c;
 }
 
-int64_t padded_vocab(int64_t vocab, int64_t tp) {
-  const int64_t multiple = 128 * std::max<int64_t>(tp, 1);
-  return (vocab + multiple - 1) / multiple * multiple;
-}
-
 std::vector<int64_t> chunk_layers(int64_t layers, int64_t pp, int64_t v) {
   const int64_t chunks = std::max<int64_t>(pp * v, 1);
   std::vector<int64_t> out(chunks, layers / chunks);

@@ -15,6 +15,7 @@
 #include "core/execution_spec.h"
 #include "core/mesh.h"
 #include "core/model_spec.h"
+#include "core/vocab_padding.h"
 
 namespace trident::plan {
 
@@ -28,8 +29,8 @@ const CostConstants& default_constants();
 // Shapes shared by the memory and time models.
 
 // Megatron pads the vocabulary to a multiple of 128 * tp so every shard is aligned:
-// 50257 -> 50304 at tp 1, 51200 at tp 8.
-int64_t padded_vocab(int64_t vocab, int64_t tp);
+// 50257 -> 50304 at tp 1, 51200 at tp 8. The one helper the runtime allocates by.
+using trident::padded_vocab;
 
 // Layers of each pipeline chunk. chunk c = stage (c % pp) for virtual chunk (c / pp). Even when
 // layers % (pp*v) == 0; otherwise the remainder goes one each to chunks 1, 2, ... (the first and

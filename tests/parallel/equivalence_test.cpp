@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <map>
 
 #include "runtime/parallel/batch_source.h"
 #include "runtime/parallel/dist_trainer.h"
@@ -64,11 +65,13 @@ struct Case {
   int64_t micro_batch = 2;
   bool llama = false;
   Recompute recompute = Recompute::None;
+  int64_t vocab = 64;  // an odd one is padded (128 x tp) unevenly across the TP ranks
 };
 
 RunSpec run_for(const Case& c) {
   RunSpec run;
   run.model = tiny_model(c.llama);
+  run.model.vocab = c.vocab;
   run.layout = c.layout;
   run.exec.global_batch_size = 8;
   run.exec.micro_batch_size = c.micro_batch;
@@ -103,24 +106,26 @@ Result train(const Case& c, MPI_Comm base) {
   return r;
 }
 
-// The single-process reference of each family, computed once per rank as `trident train` runs
-// one process: the same trainer on a world of one, no MPI.
-const Result& reference(bool llama = false) {
-  static Result gpt = train(Case{"single", Layout{}}, MPI_COMM_NULL);
-  if (!llama) return gpt;
-  static Result ref = [] {
-    Case c{"single llama", Layout{}};
-    c.llama = true;
-    return train(c, MPI_COMM_NULL);
-  }();
-  return ref;
+// The single-process reference of each family and vocabulary, computed once per rank as
+// `trident train` runs one process: the same trainer on a world of one, no MPI.
+const Result& reference(bool llama = false, int64_t vocab = 64) {
+  static std::map<std::pair<bool, int64_t>, Result> refs;
+  auto it = refs.find({llama, vocab});
+  if (it == refs.end()) {
+    Case c{llama ? "single llama" : "single", Layout{}};
+    c.llama = llama, c.vocab = vocab;
+    it = refs.emplace(std::make_pair(llama, vocab), train(c, MPI_COMM_NULL)).first;
+  }
+  return it->second;
 }
 
 // Element (r, c) of a shard tensor in the whole model's tensor of the same logical name (the
-// layout's own mapping, which checkpoints use too).
+// layout's own mapping, which checkpoints use too); 0 for a row of vocabulary padding.
 float whole_value(const nn::ParamLayout& whole, const float* wp, const nn::ParamLayout& shard,
                   const nn::TensorView& view, int64_t r, int64_t c) {
   const nn::ParamLayout::Global g = shard.global(view, r, c);
+  const bool vocab_rows = g.name == "wte" || g.name == "head_w";
+  if (vocab_rows && g.row >= shard.shard().model.vocab) return 0.0f;  // padding stays zero
   const nn::TensorView* w = whole.find(g.name);
   return wp[w->offset + g.row * w->cols + g.col];
 }
@@ -128,7 +133,7 @@ float whole_value(const nn::ParamLayout& whole, const float* wp, const nn::Param
 void expect_same_as_single_process(const Case& c) {
   int world_rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
-  const Result& ref = reference(c.llama);
+  const Result& ref = reference(c.llama, c.vocab);
   const int w = int(c.layout.world_size());
   MPI_Comm base;
   MPI_Comm_split(MPI_COMM_WORLD, world_rank < w ? 0 : MPI_UNDEFINED, world_rank, &base);
@@ -260,6 +265,19 @@ TEST(Equivalence, dp2_tp2_pp2_order_pp_dp_tp_zero1_matches_single_process) {
 
 // Sequence parallel: LayerNorms and residuals on T/tp positions per rank, reduce-scatter /
 // all-gather around the TP regions, LayerNorm gradients summed over TP.
+// An odd vocabulary (201) at tp 2: padded to 256, rank 0 holds 128 token rows, rank 1 73 and 55
+// padding rows; the padding gets no probability and no gradient, so the losses are one process's.
+TEST(Equivalence, tp2_odd_vocab_padded_matches_single_process) {
+  Case c{"tp2 vocab 201 (padded 256)", L(2, 1, 1)};
+  c.vocab = 201;
+  expect_same_as_single_process(c);
+}
+TEST(Equivalence, dp2_tp2_pp2_odd_vocab_padded_matches_single_process) {
+  Case c{"dp2xtp2xpp2 vocab 201 (padded 256)", L(2, 2, 2)};
+  c.vocab = 201;
+  expect_same_as_single_process(c);
+}
+
 TEST(Equivalence, tp2_sequence_parallel_matches_single_process) {
   expect_same_as_single_process({"tp2 sp", L(2, 1, 1), ScheduleKind::OneFOneB, 0, 1, {}, true});
 }

@@ -142,7 +142,9 @@ int main(int argc, char** argv) {
     put(name, host.data(), int64_t(t.count), "f32");
   };
   for (const auto& t : g.layout().tensors()) {
-    j["tensors"].push_back({{"name", t.name}, {"offset", t.offset}, {"rows", t.rows}, {"cols", t.cols},
+    // The embedding and head rows past the vocabulary are padding (zero, no gradient): PyTorch has the logical rows.
+    const bool vocab_rows = t.name == "wte" || t.name == "head_w";
+    j["tensors"].push_back({{"name", t.name}, {"offset", t.offset}, {"rows", vocab_rows ? m.vocab : t.rows}, {"cols", t.cols},
                             {"decay", t.decays()}});
   }
   put_device("params", kernels::Tensor(g.params(), size_t(P)));
@@ -155,7 +157,16 @@ int main(int argc, char** argv) {
   g.forward(acts, tok.data(), tgt.data());
   put("tokens", tok.data(), N, "i32");
   put("targets", tgt.data(), N, "i32");
-  put_device("logits", acts.logits().slice(0, size_t(N * m.vocab)));
+  {  // the logical [N, vocab] logits: each row's first m.vocab columns (the rest is vocabulary padding)
+    const size_t row = size_t(g.shard().vocab_local());
+    float* f32 = k->alloc(size_t(N) * row);
+    k->convert(kernels::Tensor(f32, size_t(N) * row), acts.logits().slice(0, size_t(N) * row));
+    std::vector<float> all(size_t(N) * row), host;
+    k->to_host(all.data(), f32, all.size());
+    k->free(f32, all.size());
+    for (int64_t i = 0; i < N; ++i) host.insert(host.end(), all.begin() + i * row, all.begin() + i * row + m.vocab);
+    put("logits", host.data(), int64_t(host.size()), "f32");
+  }
   const float loss = float(g.loss_sum(acts) / double(N));
   put("loss", &loss, 1, "f32");
   g.backward(acts, tok.data(), tgt.data(), 1.0f / float(N));

@@ -128,8 +128,8 @@ TEST_F(GradcheckTest, cross_entropy_backward_matches_finite_differences) {
   for (int64_t i = 0; i < N; ++i) targets[size_t(i)] = int32_t((i * 7) % V);
   std::vector<float> mx(N), se(N), tl(N), losses(N);
   auto f = [&] {
-    k->xent_row_max(mx.data(), t(logits), N, V);
-    k->xent_sumexp_target(se.data(), tl.data(), t(logits), mx.data(), targets.data(), N, V, 0);
+    k->xent_row_max(mx.data(), t(logits), N, V, V);
+    k->xent_sumexp_target(se.data(), tl.data(), t(logits), mx.data(), targets.data(), N, V, V, 0);
     k->xent_losses(losses.data(), se.data(), mx.data(), tl.data(), N);
     double s = 0;
     for (float l : losses) s += l;
@@ -137,7 +137,7 @@ TEST_F(GradcheckTest, cross_entropy_backward_matches_finite_differences) {
   };
   f();
   auto grad = logits;
-  k->xent_backward_inplace(t(grad), mx.data(), se.data(), targets.data(), 1.0f / float(N), N, V, 0);
+  k->xent_backward_inplace(t(grad), mx.data(), se.data(), targets.data(), 1.0f / float(N), N, V, V, 0);
   expect_directional("dlogits", f, logits, grad, 1e-2f, 1e-2, 22);
 }
 
@@ -173,7 +173,8 @@ TEST_F(GradcheckTest, whole_gpt_gradient_matches_finite_differences) {
     std::vector<float> d(static_cast<size_t>(P));
     for (int64_t i = 0; i < P; ++i) d[size_t(i)] = dir[size_t(i)] * dir_mask[size_t(i)];
     const auto saved = params;
-    const float eps = 1e-2f;
+    // Central differences: 1e-2 left a 4% truncation error on some draws of these 0.3-std weights.
+    const float eps = 3e-3f;
     for (int64_t i = 0; i < P; ++i) params[size_t(i)] = saved[size_t(i)] + eps * d[size_t(i)];
     const double fp = f();
     for (int64_t i = 0; i < P; ++i) params[size_t(i)] = saved[size_t(i)] - eps * d[size_t(i)];

@@ -20,6 +20,7 @@ LogicalSlice logical_slice(const nn::Shard& s, const nn::TensorView& view) {
   out.primary = view.name != "head_wte" && view.tp_primary(s.tp_rank);
   for (int64_t r = 0; r < view.rows; ++r) {
     const nn::ParamLayout::Global g = r == 0 ? g0 : nn::ParamLayout::global_index(s, view, r, 0);
+    if (g.row >= g.rows) break;  // vocabulary padding (the last rows of wte / head_w): not stored, read back as zero
     if (!out.blocks.empty()) {
       Block& b = out.blocks.back();
       if (g.row == b.row + b.rows && g.col == b.col) {

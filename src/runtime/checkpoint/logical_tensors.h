@@ -3,7 +3,8 @@
 // A checkpoint stores every tensor by its logical name ("wte", "layers.3.qkv_w") and its
 // unsharded shape, whatever layout trained it. A rank's local tensor is one or more blocks of
 // the logical one (ParamLayout::global_index places each row): a row range for wte and head_w
-// (vocabulary slice), fc_w, fc_b and Llama's q_w; three row ranges for qkv_w / qkv_b (this rank's
+// (the token rows of its vocabulary slice; the padding rows are not stored and read back as
+// zero), fc_w, fc_b and Llama's q_w; three row ranges for qkv_w / qkv_b (this rank's
 // heads of q, of k and of v); two for Llama's kv_w (its keys, its values) and gate_up_w (its
 // gate slice, its up slice); a column range for attn_proj_w and fc_proj_w; the whole tensor for
 // what tensor parallelism replicates. The last pipeline stage's copy of GPT's tied embedding

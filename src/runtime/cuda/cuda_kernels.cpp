@@ -361,18 +361,19 @@ void CudaKernels::positions_backward(float* dwpe, const Tensor& dout, int64_t B,
   });
 }
 
-void CudaKernels::xent_row_max(float* row_max, const Tensor& logits, int64_t N, int64_t V_local) {
+void CudaKernels::xent_row_max(float* row_max, const Tensor& logits, int64_t N, int64_t V_local, int64_t V_valid) {
   dispatch(logits, "xent_row_max", [&](auto tag) {
     using T = decltype(tag);
-    ops::xent_row_max<T>(row_max, ptr<T>(logits, logits.dtype, "xent_row_max"), N, V_local, stream_);
+    ops::xent_row_max<T>(row_max, ptr<T>(logits, logits.dtype, "xent_row_max"), N, V_local, V_valid, stream_);
   });
 }
 void CudaKernels::xent_sumexp_target(float* sumexp, float* target_logit, const Tensor& logits, const float* row_max,
-                                     const int32_t* targets, int64_t N, int64_t V_local, int64_t v_offset) {
+                                     const int32_t* targets, int64_t N, int64_t V_local, int64_t V_valid,
+                                     int64_t v_offset) {
   dispatch(logits, "xent_sumexp_target", [&](auto tag) {
     using T = decltype(tag);
     ops::xent_sumexp_target<T>(sumexp, target_logit, ptr<T>(logits, logits.dtype, "xent_sumexp_target"), row_max,
-                               device_ids(targets, size_t(N), 1), N, V_local, v_offset, stream_);
+                               device_ids(targets, size_t(N), 1), N, V_local, V_valid, v_offset, stream_);
   });
 }
 void CudaKernels::xent_losses(float* losses, const float* sumexp, const float* row_max, const float* target_logit,
@@ -381,11 +382,11 @@ void CudaKernels::xent_losses(float* losses, const float* sumexp, const float* r
 }
 void CudaKernels::xent_backward_inplace(const Tensor& logits, const float* row_max, const float* sumexp,
                                         const int32_t* targets, float dloss, int64_t N, int64_t V_local,
-                                        int64_t v_offset) {
+                                        int64_t V_valid, int64_t v_offset) {
   dispatch(logits, "xent_backward_inplace", [&](auto tag) {
     using T = decltype(tag);
     ops::xent_backward_inplace<T>(ptr<T>(logits, logits.dtype, "xent_backward_inplace"), row_max, sumexp,
-                                  device_ids(targets, size_t(N), 1), dloss, N, V_local, v_offset, stream_);
+                                  device_ids(targets, size_t(N), 1), dloss, N, V_local, V_valid, v_offset, stream_);
   });
 }
 

@@ -49,26 +49,26 @@ __global__ void positions_backward_kernel(float* dwpe, const T* dout, int64_t B,
 }
 
 template <typename T>
-__global__ void row_max_kernel(float* row_max, const T* logits, int64_t V) {
+__global__ void row_max_kernel(float* row_max, const T* logits, int64_t V, int64_t V_valid) {
   const T* row = logits + blockIdx.x * V;
   float m = -INFINITY;
-  for (int64_t j = threadIdx.x; j < V; j += blockDim.x) m = fmaxf(m, to_f(row[j]));
+  for (int64_t j = threadIdx.x; j < V_valid; j += blockDim.x) m = fmaxf(m, to_f(row[j]));
   m = block_max(m);
   if (threadIdx.x == 0) row_max[blockIdx.x] = m;
 }
 
 template <typename T>
 __global__ void sumexp_target_kernel(float* sumexp, float* target_logit, const T* logits, const float* row_max,
-                                     const int32_t* targets, int64_t V, int64_t v_offset) {
+                                     const int32_t* targets, int64_t V, int64_t V_valid, int64_t v_offset) {
   const T* row = logits + blockIdx.x * V;
   const float m = row_max[blockIdx.x];
   float s = 0.0f;
-  for (int64_t j = threadIdx.x; j < V; j += blockDim.x) s += expf(to_f(row[j]) - m);
+  for (int64_t j = threadIdx.x; j < V_valid; j += blockDim.x) s += expf(to_f(row[j]) - m);
   s = block_sum(s);
   if (threadIdx.x == 0) {
     sumexp[blockIdx.x] = s;
     const int64_t id = int64_t(targets[blockIdx.x]) - v_offset;
-    target_logit[blockIdx.x] = (id >= 0 && id < V) ? to_f(row[id]) : 0.0f;
+    target_logit[blockIdx.x] = (id >= 0 && id < V_valid) ? to_f(row[id]) : 0.0f;
   }
 }
 
@@ -79,12 +79,12 @@ __global__ void losses_kernel(float* losses, const float* sumexp, const float* r
 
 template <typename T>
 __global__ void xent_backward_kernel(T* logits, const float* row_max, const float* sumexp, const int32_t* targets,
-                                     float dloss, int64_t V, int64_t v_offset) {
+                                     float dloss, int64_t V, int64_t V_valid, int64_t v_offset) {
   T* row = logits + blockIdx.x * V;
   const float m = row_max[blockIdx.x], inv = 1.0f / sumexp[blockIdx.x];
   const int64_t id = int64_t(targets[blockIdx.x]) - v_offset;
-  for (int64_t j = threadIdx.x; j < V; j += blockDim.x)
-    row[j] = from_f<T>(dloss * (expf(to_f(row[j]) - m) * inv - (j == id ? 1.0f : 0.0f)));
+  for (int64_t j = threadIdx.x; j < V; j += blockDim.x)  // padding columns j >= V_valid: no gradient
+    row[j] = j < V_valid ? from_f<T>(dloss * (expf(to_f(row[j]) - m) * inv - (j == id ? 1.0f : 0.0f))) : from_f<T>(0.0f);
 }
 
 __global__ void sum_squares_kernel(double* result, const float* x, size_t n) {
@@ -137,16 +137,17 @@ void positions_backward(float* dwpe, const T* dout, int64_t B, int64_t Tn, int64
   cudaCheckLaunch();
 }
 template <typename T>
-void xent_row_max(float* row_max, const T* logits, int64_t N, int64_t V, cudaStream_t s) {
+void xent_row_max(float* row_max, const T* logits, int64_t N, int64_t V, int64_t V_valid, cudaStream_t s) {
   if (N == 0) return;
-  row_max_kernel<<<unsigned(N), 512, 0, s>>>(row_max, logits, V);
+  row_max_kernel<<<unsigned(N), 512, 0, s>>>(row_max, logits, V, V_valid);
   cudaCheckLaunch();
 }
 template <typename T>
 void xent_sumexp_target(float* sumexp, float* target_logit, const T* logits, const float* row_max,
-                        const int32_t* targets, int64_t N, int64_t V, int64_t v_offset, cudaStream_t s) {
+                        const int32_t* targets, int64_t N, int64_t V, int64_t V_valid, int64_t v_offset, cudaStream_t s) {
   if (N == 0) return;
-  sumexp_target_kernel<<<unsigned(N), 512, 0, s>>>(sumexp, target_logit, logits, row_max, targets, V, v_offset);
+  sumexp_target_kernel<<<unsigned(N), 512, 0, s>>>(sumexp, target_logit, logits, row_max, targets, V, V_valid,
+                                                   v_offset);
   cudaCheckLaunch();
 }
 void xent_losses(float* losses, const float* sumexp, const float* row_max, const float* target_logit, int64_t N,
@@ -156,9 +157,9 @@ void xent_losses(float* losses, const float* sumexp, const float* row_max, const
 }
 template <typename T>
 void xent_backward_inplace(T* logits, const float* row_max, const float* sumexp, const int32_t* targets, float dloss,
-                           int64_t N, int64_t V, int64_t v_offset, cudaStream_t s) {
+                           int64_t N, int64_t V, int64_t V_valid, int64_t v_offset, cudaStream_t s) {
   if (N == 0) return;
-  xent_backward_kernel<<<unsigned(N), 512, 0, s>>>(logits, row_max, sumexp, targets, dloss, V, v_offset);
+  xent_backward_kernel<<<unsigned(N), 512, 0, s>>>(logits, row_max, sumexp, targets, dloss, V, V_valid, v_offset);
   cudaCheckLaunch();
 }
 void sum_squares(double* result, const float* x, size_t n, cudaStream_t s) {
@@ -183,11 +184,11 @@ void adamw(float* param, const float* grad, float* m, float* v, size_t n, float 
   template void embedding_backward<T>(float*, const T*, const int32_t*, int64_t, int64_t, int64_t, int64_t,          \
                                       cudaStream_t);                                                                 \
   template void positions_backward<T>(float*, const T*, int64_t, int64_t, int64_t, cudaStream_t);                     \
-  template void xent_row_max<T>(float*, const T*, int64_t, int64_t, cudaStream_t);                                   \
+  template void xent_row_max<T>(float*, const T*, int64_t, int64_t, int64_t, cudaStream_t);                          \
   template void xent_sumexp_target<T>(float*, float*, const T*, const float*, const int32_t*, int64_t, int64_t,      \
-                                      int64_t, cudaStream_t);                                                        \
+                                      int64_t, int64_t, cudaStream_t);                                                        \
   template void xent_backward_inplace<T>(T*, const float*, const float*, const int32_t*, float, int64_t, int64_t,    \
-                                         int64_t, cudaStream_t);
+                                         int64_t, int64_t, cudaStream_t);
 TRIDENT_FOR_EACH_T(INSTANTIATE)
 #undef INSTANTIATE
 

@@ -24,16 +24,17 @@ void embedding_backward(float* dwte, const T* dout, const int32_t* tokens, int64
                         int64_t V_local, cudaStream_t s);
 template <typename T>
 void positions_backward(float* dwpe, const T* dout, int64_t B, int64_t T_, int64_t C, cudaStream_t s);
+// Columns [V_valid, V) of each row are vocabulary padding: out of the max and the sum, zero gradient.
 template <typename T>
-void xent_row_max(float* row_max, const T* logits, int64_t N, int64_t V, cudaStream_t s);
+void xent_row_max(float* row_max, const T* logits, int64_t N, int64_t V, int64_t V_valid, cudaStream_t s);
 template <typename T>
 void xent_sumexp_target(float* sumexp, float* target_logit, const T* logits, const float* row_max,
-                        const int32_t* targets, int64_t N, int64_t V, int64_t v_offset, cudaStream_t s);
+                        const int32_t* targets, int64_t N, int64_t V, int64_t V_valid, int64_t v_offset, cudaStream_t s);
 void xent_losses(float* losses, const float* sumexp, const float* row_max, const float* target_logit, int64_t N,
                  cudaStream_t s);
 template <typename T>
 void xent_backward_inplace(T* logits, const float* row_max, const float* sumexp, const int32_t* targets, float dloss,
-                           int64_t N, int64_t V, int64_t v_offset, cudaStream_t s);
+                           int64_t N, int64_t V, int64_t V_valid, int64_t v_offset, cudaStream_t s);
 // result[0] = sum of x^2 accumulated in double (result zeroed here).
 void sum_squares(double* result, const float* x, size_t n, cudaStream_t s);
 void adamw(float* param, const float* grad, float* m, float* v, size_t n, float lr, float beta1, float beta2,

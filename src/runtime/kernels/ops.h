@@ -174,17 +174,21 @@ class Kernels {
   // ---- softmax cross-entropy in three steps, so a vocabulary-parallel version only adds
   // all-reduces between them (max after step 1; sum of exps and target logit after step 2).
   // logits [N, V_local] (row stride V_local, the compute type); targets are global token ids;
-  // the per-row statistics are fp32.
-  virtual void xent_row_max(float* row_max, const Tensor& logits, int64_t N, int64_t V_local) = 0;
+  // the per-row statistics are fp32. Only the first V_valid columns are tokens: the rest are
+  // vocabulary padding, left out of the max and the sum (no probability) and given a zero
+  // gradient. A slice with V_valid = 0 has row_max -inf and sumexp 0.
+  virtual void xent_row_max(float* row_max, const Tensor& logits, int64_t N, int64_t V_local, int64_t V_valid) = 0;
   // sumexp[N] = sum exp(logit - row_max); target_logit[N] = logit of the target when this slice holds it, else 0.
   virtual void xent_sumexp_target(float* sumexp, float* target_logit, const Tensor& logits, const float* row_max,
-                                  const int32_t* targets, int64_t N, int64_t V_local, int64_t v_offset) = 0;
+                                  const int32_t* targets, int64_t N, int64_t V_local, int64_t V_valid,
+                                  int64_t v_offset) = 0;
   // losses[N] = log(sumexp) + row_max - target_logit
   virtual void xent_losses(float* losses, const float* sumexp, const float* row_max, const float* target_logit,
                            int64_t N) = 0;
-  // In place: logits <- dloss * (softmax - onehot(target)), softmax = exp(logit - max)/sumexp.
+  // In place: logits <- dloss * (softmax - onehot(target)), softmax = exp(logit - max)/sumexp;
+  // the padding columns [V_valid, V_local) <- 0.
   virtual void xent_backward_inplace(const Tensor& logits, const float* row_max, const float* sumexp,
-                                     const int32_t* targets, float dloss, int64_t N, int64_t V_local,
+                                     const int32_t* targets, float dloss, int64_t N, int64_t V_local, int64_t V_valid,
                                      int64_t v_offset) = 0;
 
   // ---- optimizer (fp32 master weights, gradients and moments)

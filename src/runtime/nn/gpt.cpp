@@ -368,9 +368,10 @@ void GptStage::forward(Activations& a, const int32_t* tokens, const int32_t* tar
   if (s.has_output) {
     const Tensor lnf = norm_full(a.lnf_, a.lnf_mean_, a.lnf_rstd_, res, layout_.lnf_w, layout_.lnf_b);
     k_.linear_forward(a.logits_, lnf, W(layout_.head(), V * C), Tensor(), N, C, V);
-    k_.xent_row_max(a.row_max_, a.logits_, N, V);
+    k_.xent_row_max(a.row_max_, a.logits_, N, V, s.vocab_valid());
     all_reduce_tp(a.row_max_, size_t(N), comm::ReduceOp::Max);
-    k_.xent_sumexp_target(a.sumexp_, a.target_logit_, a.logits_, a.row_max_, targets, N, V, s.vocab_offset());
+    k_.xent_sumexp_target(a.sumexp_, a.target_logit_, a.logits_, a.row_max_, targets, N, V, s.vocab_valid(),
+                          s.vocab_offset());
     all_reduce_tp(a.sumexp_, size_t(N));
     all_reduce_tp(a.target_logit_, size_t(N));
     k_.xent_losses(a.losses_, a.sumexp_, a.row_max_, a.target_logit_, N);
@@ -423,7 +424,7 @@ void GptStage::backward_pass(Activations& a, const int32_t* tokens, const int32_
   const Tensor dres = dres_.slice(0, size_t(Nl * C));
   if (s.has_output) {
     const Tensor res = L > 0 ? a.layers_[L - 1].res_out : a.res_in_;
-    k_.xent_backward_inplace(a.logits_, a.row_max_, a.sumexp_, targets, dloss, N, V, s.vocab_offset());
+    k_.xent_backward_inplace(a.logits_, a.row_max_, a.sumexp_, targets, dloss, N, V, s.vocab_valid(), s.vocab_offset());
     k_.linear_backward(dtmp_, wgrad(layout_.head()), nullptr, a.logits_, winput_rows(a.lnf_), W(layout_.head(), V * C),
                        N, C, V);
     const Tensor dln = local_grad(dtmp_);

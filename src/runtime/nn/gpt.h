@@ -126,7 +126,7 @@ class Activations {
   float* input() { return in32_; }
   float* output() { return out32_; }
   const LayerActs& layer(int64_t i) const { return layers_[i]; }
-  Tensor logits() { return logits_; }       // [N, V/tp], compute dtype (overwritten by its gradient in backward)
+  Tensor logits() { return logits_; }       // [N, padded V/tp] (row stride Shard::vocab_local()), compute dtype (overwritten by its gradient in backward)
   float* losses() { return losses_; }       // [N] per-token losses (has_output)
   int64_t floats() const { return int64_t(plan_.bytes() / sizeof(float)); }
   std::string memory_table() const { return plan_.table("activations of one micro-batch"); }

@@ -43,12 +43,18 @@ void init_gpt2(const ParamLayout& layout, uint64_t seed, float* out) {
       continue;
     }
     // Keyed by the logical name and the global coordinates, so any slice draws the same values.
-    const uint64_t key = mix64(seed) ^ hash_name(layout.global(t, 0, 0).name);
+    const std::string logical = layout.global(t, 0, 0).name;
+    const uint64_t key = mix64(seed) ^ hash_name(logical);
     const bool proj = ends_with(t.name, "attn_proj_w") || ends_with(t.name, "fc_proj_w");
     const float stdv = proj ? proj_std : 0.02f;
+    const bool vocab_rows = logical == "wte" || logical == "head_w";
 #pragma omp parallel for schedule(static)
     for (int64_t lr = 0; lr < t.rows; ++lr) {
       const ParamLayout::Global g0 = layout.global(t, lr, 0);
+      if (vocab_rows && g0.row >= s.model.vocab) {  // vocabulary padding stays zero
+        for (int64_t c = 0; c < t.cols; ++c) p[lr * t.cols + c] = 0.0f;
+        continue;
+      }
       for (int64_t c = 0; c < t.cols; ++c)
         p[lr * t.cols + c] = stdv * counter_normal(key, uint64_t(g0.row * g0.cols + g0.col + c));
     }

@@ -11,7 +11,7 @@
 //   - a tensor-parallel slice: tp_size, tp_rank. Sharded shapes: heads/tp (query columns and the
 //     attention-projection rows), kv_heads/tp (key/value heads; when tp exceeds kv_heads each
 //     rank holds one kv head, replicated over tp/kv_heads ranks as Megatron does), ffn/tp (MLP
-//     columns, MLP-projection rows), vocab/tp (wte and head rows). Replicated: norms, wpe,
+//     columns, MLP-projection rows), padded vocab/tp (wte and head rows). Replicated: norms, wpe,
 //     row-parallel biases (attn_proj_b, fc_proj_b).
 //
 // Flat order (so a per-layer bucket is contiguous, and a stage's buffer is just its layers):
@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "core/model_spec.h"
+#include "core/vocab_padding.h"
 
 namespace trident::nn {
 
@@ -52,8 +53,16 @@ struct Shard {
   int64_t head_dim() const { return model.hidden / model.heads; }
   int64_t attn_local() const { return heads_local() * head_dim(); }  // C / tp
   int64_t ffn_local() const { return model.ffn_hidden / tp_size; }
-  int64_t vocab_local() const { return model.vocab / tp_size; }
+  // The vocabulary is padded to a multiple of 128 x tp (core/vocab_padding.h): wte and the head
+  // hold vocab_local() rows, of which the first vocab_valid() are tokens; the rest are zero rows
+  // whose logits get no probability and no gradient (the loss kernels mask them).
+  int64_t vocab_padded() const { return padded_vocab(model.vocab, tp_size); }
+  int64_t vocab_local() const { return vocab_padded() / tp_size; }
   int64_t vocab_offset() const { return tp_rank * vocab_local(); }
+  int64_t vocab_valid() const {
+    const int64_t left = model.vocab - vocab_offset();
+    return left <= 0 ? 0 : (left < vocab_local() ? left : vocab_local());
+  }
   bool llama() const { return model.family == ModelFamily::Llama; }
   // Grouped-query attention: key/value heads this rank holds, the first one's index, and how
   // many TP ranks hold the same kv heads (1 unless tp exceeds kv_heads). GPT: kv_heads = heads.

@@ -151,10 +151,6 @@ void check_trainable(const TrainSettings& s, Problems& problems) {
   if (m.is_moe())
     problems.add("mixture-of-experts models (" + m.name + ", " + n(m.experts) + " experts) are not trained by the "
                  "runtime yet", "train a dense model (--experts 0 or a gpt2-*/gpt3-* preset)", "train-moe");
-  if (m.vocab % L.tp != 0)
-    problems.add("vocabulary (" + n(m.vocab) + ") is not divisible by tp (" + n(L.tp) + ")",
-                 "use a vocabulary that is a multiple of " + n(L.tp) + " (pad it) or --tp dividing " + n(m.vocab),
-                 "tp-divides-vocab");
   if (x.zero > 1)
     problems.add("ZeRO stage " + n(x.zero) + " is not implemented by the runtime (it shards the optimizer only)",
                  "use --zero 0 or 1", "zero-stage");

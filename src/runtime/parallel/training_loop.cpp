@@ -16,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include "core/vocab_padding.h"
 #include "plan/cost_model.h"
 #include "plan/memory_model.h"
 #include "report/html_page.h"
@@ -144,6 +145,12 @@ void print_startup(const TrainSettings& s, int world, const DistTrainer& trainer
   std::printf("  model       %lld layers, hidden %lld, %lld heads (head dim %lld)%s, ffn %lld, seq %lld, vocab %lld\n",
               (long long)model.layers, (long long)model.hidden, (long long)model.heads, (long long)model.head_dim(),
               kv.c_str(), (long long)model.ffn_hidden, (long long)model.seq_len, (long long)model.vocab);
+  const int64_t padded = padded_vocab(model.vocab, L.tp);
+  if (padded != model.vocab)
+    std::printf("  vocab pad   %lld padded to %lld = the next multiple of %lld x tp %lld (Megatron's alignment, as the "
+                "planner counts it): %lld zero rows per run, %lld rows per tp rank, no probability or gradient\n",
+                (long long)model.vocab, (long long)padded, (long long)kVocabMultiple, (long long)L.tp,
+                (long long)(padded - model.vocab), (long long)(padded / L.tp));
   if (llama)
     std::printf("  parameters  %s = %lld layers x %s + wte %s + final norm %s + head %s (untied; RoPE theta %g)\n",
                 human_count(double(pc.total)).c_str(), (long long)model.layers, human_count(double(pc.per_layer)).c_str(),

@@ -72,20 +72,20 @@ void CpuKernels::positions_backward(float* dwpe, const Tensor& dout_t, int64_t B
   }
 }
 
-void CpuKernels::xent_row_max(float* row_max, const Tensor& logits_t, int64_t N, int64_t V) {
+void CpuKernels::xent_row_max(float* row_max, const Tensor& logits_t, int64_t N, int64_t V, int64_t V_valid) {
   const float* logits = f32_data(logits_t, "xent_row_max", size_t(N * V));
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < N; ++i) {
     const float* l = logits + i * V;
     float m = -INFINITY;
 #pragma omp simd reduction(max : m)
-    for (int64_t j = 0; j < V; ++j) m = std::max(m, l[j]);
+    for (int64_t j = 0; j < V_valid; ++j) m = std::max(m, l[j]);
     row_max[i] = m;
   }
 }
 
 void CpuKernels::xent_sumexp_target(float* sumexp, float* target_logit, const Tensor& logits_t, const float* row_max,
-                                    const int32_t* targets, int64_t N, int64_t V, int64_t v_offset) {
+                                    const int32_t* targets, int64_t N, int64_t V, int64_t V_valid, int64_t v_offset) {
   const float* logits = f32_data(logits_t, "xent_sumexp_target", size_t(N * V));
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < N; ++i) {
@@ -93,10 +93,10 @@ void CpuKernels::xent_sumexp_target(float* sumexp, float* target_logit, const Te
     const float m = row_max[i];
     float s = 0.0f;
 #pragma omp simd reduction(+ : s)
-    for (int64_t j = 0; j < V; ++j) s += fast_exp(l[j] - m);
+    for (int64_t j = 0; j < V_valid; ++j) s += fast_exp(l[j] - m);
     sumexp[i] = s;
     const int64_t id = int64_t(targets[i]) - v_offset;
-    target_logit[i] = (id >= 0 && id < V) ? l[id] : 0.0f;
+    target_logit[i] = (id >= 0 && id < V_valid) ? l[id] : 0.0f;
   }
 }
 
@@ -106,7 +106,8 @@ void CpuKernels::xent_losses(float* losses, const float* sumexp, const float* ro
 }
 
 void CpuKernels::xent_backward_inplace(const Tensor& logits_t, const float* row_max, const float* sumexp,
-                                       const int32_t* targets, float dloss, int64_t N, int64_t V, int64_t v_offset) {
+                                       const int32_t* targets, float dloss, int64_t N, int64_t V, int64_t V_valid,
+                                       int64_t v_offset) {
   float* logits = f32_data(logits_t, "xent_backward_inplace", size_t(N * V));
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < N; ++i) {
@@ -114,9 +115,10 @@ void CpuKernels::xent_backward_inplace(const Tensor& logits_t, const float* row_
     const float m = row_max[i];
     const float k = dloss / sumexp[i];
 #pragma omp simd
-    for (int64_t j = 0; j < V; ++j) l[j] = k * fast_exp(l[j] - m);
+    for (int64_t j = 0; j < V_valid; ++j) l[j] = k * fast_exp(l[j] - m);
+    for (int64_t j = V_valid; j < V; ++j) l[j] = 0.0f;  // vocabulary padding: no gradient
     const int64_t id = int64_t(targets[i]) - v_offset;
-    if (id >= 0 && id < V) l[id] -= dloss;
+    if (id >= 0 && id < V_valid) l[id] -= dloss;
   }
 }
 

@@ -73,13 +73,13 @@ class CpuKernels final : public Kernels {
                           int64_t v_offset, int64_t V_local) override;
   void positions_backward(float* dwpe, const Tensor& dout, int64_t B, int64_t T, int64_t C) override;
 
-  void xent_row_max(float* row_max, const Tensor& logits, int64_t N, int64_t V_local) override;
+  void xent_row_max(float* row_max, const Tensor& logits, int64_t N, int64_t V_local, int64_t V_valid) override;
   void xent_sumexp_target(float* sumexp, float* target_logit, const Tensor& logits, const float* row_max,
-                          const int32_t* targets, int64_t N, int64_t V_local, int64_t v_offset) override;
+                          const int32_t* targets, int64_t N, int64_t V_local, int64_t V_valid, int64_t v_offset) override;
   void xent_losses(float* losses, const float* sumexp, const float* row_max, const float* target_logit,
                    int64_t N) override;
   void xent_backward_inplace(const Tensor& logits, const float* row_max, const float* sumexp, const int32_t* targets,
-                             float dloss, int64_t N, int64_t V_local, int64_t v_offset) override;
+                             float dloss, int64_t N, int64_t V_local, int64_t V_valid, int64_t v_offset) override;
 
   double sum_squares(const float* x, size_t n) override;
   void adamw(float* param, const float* grad, float* m, float* v, size_t n, float lr, float beta1, float beta2,
