@@ -116,4 +116,12 @@ void TokenFile::read(int64_t begin, int64_t n, int32_t* out) const {
   for (int64_t i = 0; i < n; ++i) out[i] = at(begin + i);
 }
 
+uint64_t fnv1a64(const unsigned char* bytes, size_t n) {
+  uint64_t h = 14695981039346656037ull;
+  for (size_t i = 0; i < n; ++i) h = (h ^ bytes[i]) * 1099511628211ull;
+  return h;
+}
+
+uint64_t TokenFile::payload_checksum() const { return fnv1a64(data_, size_t(count_) * width_); }
+
 }  // namespace trident::data

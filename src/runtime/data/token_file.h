@@ -25,6 +25,9 @@ constexpr int64_t kTokenHeaderBytes = 64;
 void write_token_file(const std::string& path, const std::vector<int32_t>& tokens, int64_t vocab,
                       uint32_t tokenizer_kind);
 
+// FNV-1a, 64 bits (offset basis 14695981039346656037, prime 1099511628211), of `bytes`.
+uint64_t fnv1a64(const unsigned char* bytes, size_t n);
+
 // A read-only memory map of a token file.
 class TokenFile {
  public:
@@ -41,6 +44,8 @@ class TokenFile {
                                                    : static_cast<int32_t>(reinterpret_cast<const uint32_t*>(data_)[i]); }
   // Copies tokens [begin, begin+n) as int32.
   void read(int64_t begin, int64_t n, int32_t* out) const;
+  // FNV-1a 64 of the token bytes after the header: the file's identity, whatever its name.
+  uint64_t payload_checksum() const;
 
  private:
   std::string path_;

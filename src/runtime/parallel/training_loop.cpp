@@ -31,6 +31,7 @@
 #include "runtime/parallel/metrics_writer.h"
 #include "runtime/parallel/process_groups.h"
 #include "runtime/parallel/rehearsal_report.h"
+#include "runtime/parallel/run_agreement.h"
 
 namespace trident::parallel {
 
@@ -210,6 +211,8 @@ int train(const TrainSettings& s, bool mpi) {
   const int64_t stop_at = s.stop_at < 0 ? s.steps : std::min(s.stop_at, s.steps);
   const int64_t eval_every = s.eval_every >= 0 ? s.eval_every : std::max<int64_t>(1, s.steps / 5);
   const int64_t log_every = s.log_every > 0 ? s.log_every : std::max<int64_t>(1, s.steps / 20);
+  // First of all: every rank resolved the same run (else each would check and train its own).
+  if (mpi && world > 1) check_ranks_agree(run_fingerprint(s), MPI_COMM_WORLD);
   {
     Problems problems;
     check_trainable(s, problems);
