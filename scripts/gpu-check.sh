@@ -10,7 +10,8 @@
 #      tolerances for bf16)
 #   5. the NCCL communicator on real GPU buffers (gpu_nccl_check, one rank per GPU)
 #   6. several ranks on the one GPU through the MPI communicator (host-staged): TP/PP/DP layouts
-#      of `trident train --device cuda` against one process
+#      of `trident train --device cuda` against one process, ZeRO-1 (fp32 and bf16) and a bf16
+#      pp2 layout (bf16 pipeline messages)
 #   7. training throughput and MFU of GPT-2 124M and 350M, Trident bf16 vs PyTorch eager and
 #      torch.compile on the same GPU, MFU against the bf16 matmul rate measured in the same run
 # Prints every figure and a summary (also written to $OUT/summary.txt); exit 0 only if every
@@ -116,30 +117,38 @@ section "NCCL communicator ($NGPU GPU(s), one rank per GPU)"
 run_step "gpu_nccl_check ($NGPU rank(s))" 120 mpirun --oversubscribe -np "$NGPU" "$BIN/gpu_nccl_check"
 
 section "several ranks on the one GPU (MPI communicator, host-staged) vs one process"
-# Same seed, same data: every layout's losses must match the single-process run.
+# Same seed, same data: every layout's losses must match the single-process run of the same
+# precision (fp32 within 1e-4; bf16 within 1e-3: the same bf16 kernels, pipeline messages in bf16).
+# ZeRO-1 shards the optimizer through device buffers; bf16 pp2 sends bf16 activations.
 TRAIN="--layers 2 --hidden 128 --heads 2 --seq-len 64 --global-batch-size 8 --micro-batch-size 2 --steps 6 --log-every 1 --eval-every 0 --device cuda"
 losses() { grep -oE 'loss [0-9.]+' "$1" | awk '{print $2}' | tr '\n' ' '; }
-if timeout 120 "$TRIDENT" train $TRAIN >"$OUT_DIR/ranks-1.log" 2>&1; then
-  ref=$(losses "$OUT_DIR/ranks-1.log")
-  echo "one process: $ref"
-  for layout in "--dp 2" "--tp 2" "--pp 2" "--dp 2 --tp 2"; do
-    np=$(echo "$layout" | awk '{p=1; for (i=2;i<=NF;i+=2) p*=$i; print p}')
-    log="$OUT_DIR/ranks-$(echo "$layout" | tr -d ' -').log"
-    timeout 180 mpirun --oversubscribe -np "$np" "$TRIDENT" train $TRAIN $layout --gpu-comm mpi-host >"$log" 2>&1
+same() { "${PY_REF:-/usr/bin/python3}" -c "
+import sys; a=[float(x) for x in sys.argv[1].split()]; b=[float(x) for x in sys.argv[2].split()]; t=float(sys.argv[3])
+sys.exit(0 if a and len(a)==len(b) and all(abs(x-y)<=t*max(1,abs(x)) for x,y in zip(a,b)) else 1)" "$1" "$2" "$3"; }
+for prec in fp32 bf16; do
+  if ! timeout 120 "$TRIDENT" train $TRAIN --precision $prec >"$OUT_DIR/ranks-1-$prec.log" 2>&1; then
+    tail -5 "$OUT_DIR/ranks-1-$prec.log"; note "FAIL  trident train --device cuda --precision $prec (one process)"; FAILED=1
+    continue
+  fi
+  ref=$(losses "$OUT_DIR/ranks-1-$prec.log")
+  [ "$prec" = fp32 ] && { ref32=$ref; tol=1e-4; layouts=("--dp 2" "--dp 2 --zero 1" "--tp 2" "--pp 2" "--dp 2 --tp 2"); }
+  [ "$prec" = bf16 ] && { tol=1e-3; layouts=("--pp 2" "--dp 2 --zero 1"); }
+  echo "one process $prec: $ref"
+  for layout in "${layouts[@]}"; do
+    np=$(echo "$layout" | awk '{p=1; for (i=1;i<NF;i+=2) if ($i!="--zero") p*=$(i+1); print p}')
+    log="$OUT_DIR/ranks-$prec$(echo "$layout" | tr -d ' -').log"
+    timeout 180 mpirun --oversubscribe -np "$np" "$TRIDENT" train $TRAIN --precision $prec $layout --gpu-comm mpi-host >"$log" 2>&1
     rc=$?
     got=$(losses "$log")
-    echo "$layout ($np ranks): $got"
-    if [ $rc -eq 0 ] && "${PY_REF:-/usr/bin/python3}" -c "
-import sys; a=[float(x) for x in sys.argv[1].split()]; b=[float(x) for x in sys.argv[2].split()]
-sys.exit(0 if a and len(a)==len(b) and all(abs(x-y)<=1e-4*max(1,abs(x)) for x,y in zip(a,b)) else 1)" "$ref" "$got"; then
-      note "PASS  $np ranks on one GPU ($layout) match one process"
+    echo "$prec $layout ($np ranks): $got"
+    if [ $rc -eq 0 ] && same "$ref" "$got" $tol; then
+      note "PASS  $np ranks on one GPU ($prec $layout) match one process"
     else
-      tail -5 "$log"; note "FAIL  $np ranks on one GPU ($layout) vs one process (exit $rc)"; FAILED=1
+      tail -5 "$log"; note "FAIL  $np ranks on one GPU ($prec $layout) vs one process (exit $rc)"; FAILED=1
     fi
   done
-else
-  tail -5 "$OUT_DIR/ranks-1.log"; note "FAIL  trident train --device cuda (one process)"; FAILED=1
-fi
+done
+ref=${ref32:-}
 if [ "$NGPU" -ge 2 ]; then
   np=$(( NGPU >= 4 ? 4 : 2 )); layout=$([ $np -eq 4 ] && echo "--dp 2 --tp 2" || echo "--tp 2")
   log="$OUT_DIR/nccl-$np.log"

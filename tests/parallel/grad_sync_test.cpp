@@ -32,7 +32,8 @@ std::unique_ptr<comm::MpiCommunicator> world() {
 TEST(GradSync, buckets_tile_the_buffer_at_layer_boundaries_and_plain_dp_sums_every_element) {
   auto comm = world();
   nn::ParamLayout L = layout();
-  parallel::GradSync sync(*comm, L, /*zero=*/0, /*bucket_floats=*/5000);
+  auto k = kernels::make_cpu_kernels(1);
+  parallel::GradSync sync(*comm, L, /*zero=*/0, /*bucket_floats=*/5000, *k);
   EXPECT_GT(sync.bucket_count(), 2u);
   std::vector<float> g(L.total(), float(comm->rank() + 1));
   sync.start_step();
@@ -45,7 +46,8 @@ TEST(GradSync, buckets_tile_the_buffer_at_layer_boundaries_and_plain_dp_sums_eve
 TEST(GradSync, zero1_slices_are_disjoint_cover_the_buffer_and_gather_back) {
   auto comm = world();
   nn::ParamLayout L = layout();
-  parallel::GradSync sync(*comm, L, /*zero=*/1, 5000);
+  auto k = kernels::make_cpu_kernels(1);
+  parallel::GradSync sync(*comm, L, /*zero=*/1, 5000, *k);
   ASSERT_TRUE(sync.sharded());
   int64_t range[2] = {sync.owned_begin(), sync.owned_end()};
   std::vector<int64_t> all(2 * comm->size());
@@ -65,6 +67,9 @@ TEST(GradSync, zero1_slices_are_disjoint_cover_the_buffer_and_gather_back) {
   for (int64_t i = sync.owned_begin(); i < sync.owned_end(); ++i) params[i] = float(i);
   sync.all_gather_params(params.data());
   for (int64_t i = 0; i < L.total(); ++i) ASSERT_EQ(params[i], float(i));
+  // A moment held in slices comes back whole.
+  const std::vector<float> whole = sync.gather_to_host(params.data() + sync.owned_begin());
+  for (int64_t i = 0; i < L.total(); ++i) ASSERT_EQ(whole[size_t(i)], float(i));
 }
 
 // DP overlap layer by layer: GptStage's grad-ready hook feeds GradSync during backward, so
@@ -81,7 +86,7 @@ TEST(GradSync, grad_ready_hook_starts_buckets_during_backward_and_sums_exactly) 
   nn::Activations acts(stage);
   std::vector<int32_t> tok(B * T), tgt(B * T);
   for (int64_t i = 0; i < B * T; ++i) tok[i] = int32_t((i * 7 + comm->rank() * 13) % 64), tgt[i] = int32_t((i * 5 + 1) % 64);
-  parallel::GradSync sync(*comm, stage.layout(), 0, /*bucket_floats=*/5000);
+  parallel::GradSync sync(*comm, stage.layout(), 0, /*bucket_floats=*/5000, *k);
   ASSERT_GT(sync.bucket_count(), 2u);
 
   std::vector<int64_t> begins;

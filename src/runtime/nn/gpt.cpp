@@ -96,14 +96,11 @@ Keep kept_by_micro_batch(Recompute r) {
 Activations::Activations(const GptStage& stage) : plan_(stage.kernels()) {
   const Shard& s = stage.shard();
   const DType dt = stage.compute_dtype();
-  const bool fp32 = dt == DType::F32;
   const size_t N = size_t(stage.N()), C = size_t(s.C()), V = size_t(s.vocab_local());
   const size_t Nl = size_t(stage.tokens_local());  // residual-stream rows (N/tp under sequence parallelism)
   BufferPlan& p = plan_;
   const bool llama = s.llama();
   const size_t res_in = p.add("residual stream", dt, Nl * C);
-  const size_t in32 = !fp32 && !s.has_input ? p.add_f32("pipeline input (f32)", Nl * C) : 0;
-  const size_t out32 = !fp32 && !s.has_output ? p.add_f32("pipeline output (f32)", Nl * C) : 0;
   const char* norm = llama ? "rmsnorm outputs" : "layernorm outputs";
   const char* stats = llama ? "rmsnorm statistics" : "layernorm statistics";
   Keep keep = kept_by_micro_batch(stage.recompute());
@@ -124,9 +121,7 @@ Activations::Activations(const GptStage& stage) : plan_(stage.kernels()) {
   p.allocate();
   res_in_ = p.tensor(res_in);
   for (const LayerRegions& r : layers) layers_.push_back(layer_views(p, r, stage.rc_acts_));
-  const Tensor last = layers_.empty() ? res_in_ : layers_.back().res_out;
-  in32_ = fp32 ? static_cast<float*>(res_in_.data) : (s.has_input ? nullptr : p.f32(in32));
-  out32_ = fp32 ? static_cast<float*>(last.data) : (s.has_output ? nullptr : p.f32(out32));
+  out_ = layers_.empty() ? res_in_ : layers_.back().res_out;
   if (s.has_output) {
     lnf_ = p.tensor(lnf);
     lnf_mean_ = lnf_mean == kNone ? nullptr : p.f32(lnf_mean);
@@ -191,7 +186,6 @@ GptStage::GptStage(Kernels& k, const Shard& shard, int64_t B, int64_t T, comm::C
   const size_t r_grads = p.add_f32("gradients (f32)", P);
   const size_t r_w = fp32 ? 0 : p.add("weights (bf16 copy)", compute, P);
   const size_t r_dres = p.add("residual gradient", compute, Nl * C);
-  const size_t r_dres32 = fp32 ? 0 : p.add_f32("pipeline gradient (f32)", Nl * C);
   const size_t r_dtmp = p.add("gradient scratch", compute, N * C);
   const bool llama = s.llama();
   const size_t r_dbig = p.add("gradient scratch", compute, N * std::max(3 * A, llama ? 2 * F : F));
@@ -224,7 +218,6 @@ GptStage::GptStage(Kernels& k, const Shard& shard, int64_t B, int64_t T, comm::C
   grads_ = p.f32(r_grads);
   w_ = fp32 ? Tensor(params_, P) : p.tensor(r_w);
   dres_ = p.tensor(r_dres);
-  dres32_ = fp32 ? static_cast<float*>(dres_.data) : p.f32(r_dres32);
   dtmp_ = p.tensor(r_dtmp);
   dbig_ = p.tensor(r_dbig);
   datty_ = p.tensor(r_datty);
@@ -356,15 +349,12 @@ void GptStage::forward(Activations& a, const int32_t* tokens, const int32_t* tar
     k_.embedding_forward(a.res_in_, tokens, wte, N, C, s.vocab_offset(), V);
     all_reduce_tp(a.res_in_);
     if (layout_.wpe >= 0) k_.add_positions(a.res_in_, wpe, B_, T_, C);
-  } else if (dt_ != DType::F32) {
-    k_.convert(a.res_in_, Tensor(a.in32_, a.res_in_.count));  // the received fp32 input
-  }
+  }  // else: the previous stage's output was received into res_in_
   Tensor res = a.res_in_;
   for (int64_t i = 0; i < layout_.num_layers(); ++i) {
     layer_forward(a, i, res);
     res = a.layers_[i].res_out;
   }
-  if (!s.has_output && dt_ != DType::F32) k_.convert(Tensor(a.out32_, res.count), res);
   if (s.has_output) {
     const Tensor lnf = norm_full(a.lnf_, a.lnf_mean_, a.lnf_rstd_, res, layout_.lnf_w, layout_.lnf_b);
     k_.linear_forward(a.logits_, lnf, W(layout_.head(), V * C), Tensor(), N, C, V);
@@ -433,9 +423,7 @@ void GptStage::backward_pass(Activations& a, const int32_t* tokens, const int32_
     if (layout_.lnf_b >= 0) sum_norm_grads({layout_.lnf_w, layout_.lnf_b});
     else sum_norm_grads({layout_.lnf_w});
     if (grad_hook_ && weights_now_) grad_hook_(layout_.lnf_w, layout_.total());
-  } else if (dt_ != DType::F32) {
-    k_.convert(dres, Tensor(dres32_, dres.count));  // the received fp32 output gradient
-  }
+  }  // else: the next stage's gradient was received into dres
   for (int64_t i = L - 1; i >= 0; --i) {
     const Tensor& res_in = i == 0 ? a.res_in_ : a.layers_[i - 1].res_out;
     if (rc_ == Recompute::Full) {
@@ -454,9 +442,7 @@ void GptStage::backward_pass(Activations& a, const int32_t* tokens, const int32_
     k_.embedding_backward(G + layout_.wte, demb, tokens, N, C, s.vocab_offset(), V);
     if (layout_.wpe >= 0) k_.positions_backward(G + layout_.wpe, demb, B_, T_, C);
     if (grad_hook_ && weights_now_) grad_hook_(0, layout_.total());
-  } else if (dt_ != DType::F32) {
-    k_.convert(Tensor(dres32_, dres.count), dres);  // the fp32 input gradient to send
-  }
+  }  // else: dres is the input gradient to send
 }
 
 void GptStage::layer_forward(Activations& a, int64_t i, const Tensor& res_in) {

@@ -16,7 +16,8 @@
 // has_input / has_output set; its boundary tensors are Activations::input() (receive before
 // forward when !has_input), output() (send after forward when !has_output), output_grad()
 // (receive before backward when !has_output) and input_grad() (send after backward when
-// !has_input); all are [B*T, C].
+// !has_input); all are [tokens_local, C] in the compute type, so bf16 stages send bf16 (as
+// Megatron does), half the bytes of fp32.
 //
 // Tensor parallelism (Megatron): pass the TP group's Communicator. The stage then holds its
 // slice (Shard::tp_size/tp_rank) and places the collectives itself:
@@ -121,10 +122,10 @@ class Activations {
   Activations(const Activations&) = delete;
   Activations& operator=(const Activations&) = delete;
 
-  // fp32 pipeline boundaries, [tokens_local, C]: the received input (stages without the
-  // embedding) and the output to send (stages without the head).
-  float* input() { return in32_; }
-  float* output() { return out32_; }
+  // Pipeline boundaries, [tokens_local, C] in the compute type: the received input (stages
+  // without the embedding) and the output to send (stages without the head).
+  Tensor input() { return res_in_; }
+  Tensor output() { return out_; }
   const LayerActs& layer(int64_t i) const { return layers_[i]; }
   Tensor logits() { return logits_; }       // [N, padded V/tp] (row stride Shard::vocab_local()), compute dtype (overwritten by its gradient in backward)
   float* losses() { return losses_; }       // [N] per-token losses (has_output)
@@ -135,8 +136,7 @@ class Activations {
   friend class GptStage;
   BufferPlan plan_;
   Tensor res_in_;                 // [Nl,C] compute dtype: embedding output or converted input
-  float* in32_ = nullptr;         // == res_in_ in fp32
-  float* out32_ = nullptr;        // == the last residual in fp32
+  Tensor out_;                    // the last residual (res_in_ when the stage holds no layer)
   std::vector<LayerActs> layers_;
   Tensor lnf_, logits_;
   float *lnf_mean_ = nullptr, *lnf_rstd_ = nullptr, *losses_ = nullptr;
@@ -205,8 +205,10 @@ class GptStage {
   void backward_input(Activations& a, const int32_t* tokens, const int32_t* targets, float dloss);
   void backward_weight(Activations& a);
 
-  float* output_grad() { return dres32_; }       // fp32 [tokens_local,C]: receive dL/d(output) here when !has_output
-  const float* input_grad() const { return dres32_; }  // fp32 [tokens_local,C]: dL/d(input) after backward when !has_input
+  // Compute type, [tokens_local, C]: receive dL/d(output) here when !has_output; dL/d(input)
+  // after backward when !has_input.
+  Tensor output_grad() { return dres_.slice(0, size_t(boundary_floats())); }
+  Tensor input_grad() const { return dres_.slice(0, size_t(boundary_floats())); }
 
   // Explicit per-layer functions (local layer index i of this stage).
   void layer_forward(Activations& a, int64_t i, const Tensor& res_in);
@@ -276,7 +278,6 @@ class GptStage {
   Tensor w_;                  // the weights in the compute dtype (params_ itself in fp32)
   // Backward scratch (compute dtype), shared by all layers and micro-batches.
   Tensor dres_;               // [Nl,C] residual-stream gradient
-  float* dres32_ = nullptr;   // fp32 boundary gradient (== dres_ in fp32)
   Tensor dtmp_;               // [N,C] input gradient of a linear before the LayerNorm backward
   Tensor dbig_;               // [N, max(3C, F)/tp]
   Tensor datty_;              // [N, C/tp]

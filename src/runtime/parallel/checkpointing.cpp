@@ -14,25 +14,6 @@ namespace {
 
 const char* kMoment[2] = {"optimizer.m.", "optimizer.v."};
 
-// Host copy of a chunk's whole AdamW moment over its flat layout (gathered over DP under ZeRO-1).
-std::vector<float> whole_moment(DistTrainer& t, ProcessGroups& g, int64_t chunk, int which) {
-  const ChunkOptimizerState st = t.chunk_optimizer_state(chunk);
-  const int64_t total = t.chunk_layout(chunk).total();
-  const int64_t owned = st.owned_end - st.owned_begin;
-  const float* src = which == 0 ? st.m : st.v;
-  if (owned == total) {
-    std::vector<float> out(static_cast<size_t>(total));
-    t.kernels().to_host(out.data(), src, out.size());
-    return out;
-  }
-  const int64_t n = g.dp->size(), per = (total + n - 1) / n;  // GradSync's ZeRO-1 slices
-  std::vector<float> mine(size_t(per), 0.0f), all(size_t(per * n));
-  if (owned > 0) t.kernels().to_host(mine.data(), src, size_t(owned));
-  g.dp->all_gather(mine.data(), all.data(), size_t(per), comm::DType::F32);
-  all.resize(size_t(total));
-  return all;
-}
-
 bool all_ok(ProcessGroups& g, bool ok) {
   double x = ok ? 1.0 : 0.0;
   all_reduce_f64(*g.world, &x, 1, comm::ReduceOp::Min);
@@ -84,7 +65,7 @@ void save_checkpoint(DistTrainer& t, ProcessGroups& g, const std::string& dir, c
   // Moments are gathered by every DP rank (a collective); replica 0 writes.
   std::vector<std::vector<float>> moments[2];
   for (int which = 0; which < 2; ++which)
-    for (int64_t c = 0; c < t.chunks(); ++c) moments[which].push_back(whole_moment(t, g, c, which));
+    for (int64_t c = 0; c < t.chunks(); ++c) moments[which].push_back(t.whole_moment(c, which));
   phase(g.coords.dp() == 0, [&] {
     checkpoint::ShardWriter w(dir, g.world->rank());
     for (int64_t c = 0; c < t.chunks(); ++c) {

@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 
+#include "runtime/parallel/device_buffer.h"
 #include "runtime/parallel/grad_sync.h"
 #include "runtime/parallel/stage_split.h"
 #include "runtime/parallel/timed_communicator.h"
@@ -36,24 +37,14 @@ static_assert(requires(nn::GptStage& s) { s.set_grad_ready_hook(nullptr); },
               "GptStage::set_grad_ready_hook is needed for layer-by-layer DP overlap");
 double since(clock_type::time_point t0) { return std::chrono::duration<double>(clock_type::now() - t0).count(); }
 
-// A zeroed buffer in the kernels' device memory, freed with it.
-struct DeviceBuffer {
-  kernels::Kernels* k = nullptr;
-  float* p = nullptr;
-  size_t n = 0;
-  DeviceBuffer() = default;
-  DeviceBuffer(kernels::Kernels& kernels, size_t count) : k(&kernels), n(count) {
-    if (n > 0) p = k->alloc(n), k->zero(p, n);
-  }
-  DeviceBuffer(DeviceBuffer&& o) noexcept : k(o.k), p(o.p), n(o.n) { o.p = nullptr, o.n = 0; }
-  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
-    std::swap(k, o.k), std::swap(p, o.p), std::swap(n, o.n);
-    return *this;
-  }
-  ~DeviceBuffer() {
-    if (p) k->free(p, n);
-  }
-};
+// Pipeline messages are the stages' boundary tensors in their compute type (bf16 under
+// mixed precision, as Megatron sends them), straight from the activation buffers.
+comm::RequestPtr recv_message(comm::Communicator& pp, const kernels::Tensor& t, int peer, int tag) {
+  return pp.irecv(t.data, t.count, t.dtype, peer, tag);
+}
+comm::RequestPtr send_message(comm::Communicator& pp, const kernels::Tensor& t, int peer, int tag) {
+  return pp.isend(t.data, t.count, t.dtype, peer, tag);
+}
 
 // One model chunk this rank holds: its stage, activation slots, gradient sync and optimizer state.
 struct Chunk {
@@ -132,7 +123,7 @@ DistTrainer::DistTrainer(const RunSpec& run, ProcessGroups& groups, const BatchS
     ch.stage->init_params(options.seed);
     ch.slot_of.assign(I.m, -1);
     ch.grad_send.resize(I.m);
-    ch.sync = std::make_unique<GradSync>(*groups.dp, ch.stage->layout(), run.exec.zero, options.bucket_floats);
+    ch.sync = std::make_unique<GradSync>(*groups.dp, ch.stage->layout(), run.exec.zero, options.bucket_floats, *I.k);
     const int64_t owned = ch.sync->owned_end() - ch.sync->owned_begin();
     ch.m = DeviceBuffer(*I.k, size_t(owned));
     ch.v = DeviceBuffer(*I.k, size_t(owned));
@@ -160,10 +151,15 @@ DistTrainer::DistTrainer(const RunSpec& run, ProcessGroups& groups, const BatchS
     }
   }
 
-  // Wire time of one pipeline message (N x C fp32, N/tp x C under sequence parallelism),
-  // measured by ping-pong between stage pairs, so waits on a receive can be split into transfer and bubble.
+  // Wire time of one pipeline message (N x C in the compute type, N/tp x C under sequence
+  // parallelism), measured by ping-pong between stage pairs, so waits on a receive can be split
+  // into transfer and bubble. The message and the result live in device memory (the
+  // communicator may be NCCL).
   if (I.pp > 1) {
-    std::vector<float> msg(I.chunks.front().stage->boundary_floats(), 1.0f);
+    const nn::GptStage& first = *I.chunks.front().stage;
+    const size_t count = size_t(first.boundary_floats());
+    const DeviceBuffer buf(*I.k, (count * comm::dtype_size(first.compute_dtype()) + 3) / 4);
+    const kernels::Tensor msg(buf.p, first.compute_dtype(), count);
     auto& p = *groups.pp;
     const int peer = (I.stage % 2 == 0) ? int(I.stage + 1) : int(I.stage - 1);
     double best = 1e30;
@@ -171,18 +167,22 @@ DistTrainer::DistTrainer(const RunSpec& run, ProcessGroups& groups, const BatchS
       for (int rep = 0; rep < 5; ++rep) {
         auto t0 = clock_type::now();
         if (I.stage % 2 == 0) {
-          p.send(msg.data(), msg.size(), comm::DType::F32, peer, 1 << 30);
-          p.recv(msg.data(), msg.size(), comm::DType::F32, peer, 1 << 30);
+          send_message(p, msg, peer, 1 << 30)->wait();
+          recv_message(p, msg, peer, 1 << 30)->wait();
         } else {
-          p.recv(msg.data(), msg.size(), comm::DType::F32, peer, 1 << 30);
-          p.send(msg.data(), msg.size(), comm::DType::F32, peer, 1 << 30);
+          recv_message(p, msg, peer, 1 << 30)->wait();
+          send_message(p, msg, peer, 1 << 30)->wait();
         }
         best = std::min(best, since(t0) / 2);
       }
     }
-    float f = peer < p.size() ? float(best) : 0.0f;
-    p.all_reduce(&f, 1, comm::DType::F32, comm::ReduceOp::Max);
-    pp_message_s_ = f;
+    const float f = peer < p.size() ? float(best) : 0.0f;
+    DeviceBuffer slowest(*I.k, 1);
+    I.k->from_host(slowest.p, &f, 1);
+    p.all_reduce(slowest.p, 1, comm::DType::F32, comm::ReduceOp::Max);
+    float g = 0.0f;
+    I.k->to_host(&g, slowest.p, 1);
+    pp_message_s_ = g;
   }
 }
 
@@ -197,13 +197,16 @@ ChunkOptimizerState DistTrainer::chunk_optimizer_state(int64_t c) {
   return {ch.m.p, ch.v.p, ch.sync->owned_begin(), ch.sync->owned_end()};
 }
 kernels::Kernels& DistTrainer::kernels() { return *impl_->k; }
+std::vector<float> DistTrainer::whole_moment(int64_t c, int which) {
+  Chunk& ch = impl_->chunks[c];
+  return ch.sync->gather_to_host(which == 0 ? ch.m.p : ch.v.p);
+}
 void DistTrainer::params_changed(int64_t c) { impl_->chunks[c].stage->params_updated(); }
 const StageSplit& DistTrainer::split() const { return impl_->split; }
 
 double DistTrainer::evaluate(const BatchSource& data, int64_t batches) {
   Impl& I = *impl_;
   ProcessGroups& g = I.groups;
-  const size_t act_floats = size_t(I.chunks.front().stage->boundary_floats());
   const int64_t virtual_stages = I.pp * I.v;
   std::vector<int32_t> tokens(size_t(I.N())), targets(size_t(I.N()));
   double loss_sum = 0;
@@ -217,12 +220,12 @@ double DistTrainer::evaluate(const BatchSource& data, int64_t batches) {
       Chunk& ch = I.chunks[size_t(vs / I.pp)];
       nn::Activations& acts = *ch.slots.front();
       const int tag = int((1 << 29) + vs);
-      if (vs > 0 && I.pp > 1) g.pp->irecv(acts.input(), act_floats, comm::DType::F32, int((vs - 1) % I.pp), tag)->wait();
-      if (vs > 0 && I.pp == 1) I.k->copy(acts.input(), I.chunks[size_t(vs - 1)].slots.front()->output(), act_floats);
+      if (vs > 0 && I.pp > 1) recv_message(*g.pp, acts.input(), int((vs - 1) % I.pp), tag)->wait();
+      if (vs > 0 && I.pp == 1) I.k->convert(acts.input(), I.chunks[size_t(vs - 1)].slots.front()->output());
       ch.stage->forward(acts, tokens.data(), targets.data());
       if (ch.stage->shard().has_output && g.coords.tp() == 0) loss_sum += ch.stage->loss_sum(acts);
       if (vs + 1 < virtual_stages && I.pp > 1)
-        g.pp->isend(acts.output(), act_floats, comm::DType::F32, int((vs + 1) % I.pp), int((1 << 29) + vs + 1))->wait();
+        send_message(*g.pp, acts.output(), int((vs + 1) % I.pp), int((1 << 29) + vs + 1))->wait();
     }
   }
   all_reduce_f64(*g.world, &loss_sum, 1, comm::ReduceOp::Sum);
@@ -259,8 +262,6 @@ double DistTrainer::step(int64_t step) {
   I.tp->reset();
   const auto& program = I.schedule.programs[I.stage];
   const float dloss = float(1.0 / double(I.B * I.T));
-  // Pipeline messages: the stage boundary (this rank's sequence shard under sequence parallelism).
-  const size_t act_floats = size_t(I.chunks.front().stage->boundary_floats());
 
   for (auto& ch : I.chunks) {
     ch.stage->zero_grads();
@@ -303,7 +304,7 @@ double DistTrainer::step(int64_t step) {
     const int tag = message_tag(a, I.stage, I.pp, I.v);
     switch (a.kind) {
       case ActionKind::RecvActivation:
-        wait_recv(g.pp->irecv(acquire(ch, mb).input(), act_floats, comm::DType::F32, a.peer, tag));
+        wait_recv(recv_message(*g.pp, acquire(ch, mb).input(), a.peer, tag));
         break;
       case ActionKind::Forward: {
         nn::Activations& acts = acquire(ch, mb);
@@ -315,13 +316,12 @@ double DistTrainer::step(int64_t step) {
       }
       case ActionKind::SendActivation: {
         auto t0 = clock_type::now();
-        I.pending_sends.push_back(
-            g.pp->isend(acquire(ch, mb).output(), act_floats, comm::DType::F32, a.peer, tag));
+        I.pending_sends.push_back(send_message(*g.pp, acquire(ch, mb).output(), a.peer, tag));
         t.pp += since(t0);
         break;
       }
       case ActionKind::RecvGradient:
-        wait_recv(g.pp->irecv(st.output_grad(), act_floats, comm::DType::F32, a.peer, tag));
+        wait_recv(recv_message(*g.pp, st.output_grad(), a.peer, tag));
         break;
       case ActionKind::BackwardInput:
         // Input gradients only (sent upstream next); the slot keeps what the weight pass reads.
@@ -349,10 +349,14 @@ double DistTrainer::step(int64_t step) {
       }
       case ActionKind::SendGradient: {
         auto t0 = clock_type::now();
+        // A copy: the next backward overwrites the stage's gradient buffer while this is in flight.
+        const kernels::Tensor grad = st.input_grad();
         auto& buf = ch.grad_send[mb];
-        if (buf.n != act_floats) buf = DeviceBuffer(*I.k, act_floats);
-        I.k->copy(buf.p, st.input_grad(), act_floats);
-        I.pending_sends.push_back(g.pp->isend(buf.p, act_floats, comm::DType::F32, a.peer, tag));
+        const size_t floats = (grad.bytes() + 3) / 4;
+        if (buf.n != floats) buf = DeviceBuffer(*I.k, floats);
+        const kernels::Tensor copy(buf.p, grad.dtype, grad.count);
+        I.k->convert(copy, grad);
+        I.pending_sends.push_back(send_message(*g.pp, copy, a.peer, tag));
         t.pp += since(t0);
         break;
       }

@@ -94,6 +94,9 @@ class DistTrainer {
   // Checkpoints read and write the chunks' parameters and optimizer state through these.
   nn::GptStage& chunk_stage(int64_t chunk);
   ChunkOptimizerState chunk_optimizer_state(int64_t chunk);
+  // Host copy of a chunk's whole AdamW moment (which: 0 = m, 1 = v) over its flat layout,
+  // gathered over DP through device buffers under ZeRO-1: a collective, every DP rank calls it.
+  std::vector<float> whole_moment(int64_t chunk, int which);
   kernels::Kernels& kernels();
   // After writing a chunk's params() from outside (a checkpoint): the stage refreshes what it
   // derives from the fp32 master weights.

@@ -1,12 +1,12 @@
 #include "runtime/parallel/grad_sync.h"
 
 #include <algorithm>
-#include <cstring>
 
 namespace trident::parallel {
 
-GradSync::GradSync(comm::Communicator& dp, const nn::ParamLayout& layout, int zero, int64_t bucket_floats)
-    : dp_(dp), zero_(zero), total_(layout.total()), ready_from_(layout.total()) {
+GradSync::GradSync(comm::Communicator& dp, const nn::ParamLayout& layout, int zero, int64_t bucket_floats,
+                   kernels::Kernels& k)
+    : dp_(dp), k_(k), zero_(zero), total_(layout.total()), ready_from_(layout.total()) {
   // Cut points: layer boundaries, plus the start and end of the buffer. Walk from the end and
   // close a bucket as soon as it holds bucket_floats.
   std::vector<int64_t> cuts{0, total_};
@@ -32,8 +32,8 @@ GradSync::GradSync(comm::Communicator& dp, const nn::ParamLayout& layout, int ze
   owned_end_ = std::min(total_, (dp.rank() + 1) * per);
   if (!sharded()) owned_begin_ = 0, owned_end_ = total_;
   if (sharded()) {
-    scratch_.assign(padded_, 0.0f);
-    slice_.assign(per, 0.0f);
+    scratch_ = DeviceBuffer(k_, size_t(padded_));  // zeroed; the tail past total_ stays zero
+    slice_ = DeviceBuffer(k_, size_t(per));
   }
 }
 
@@ -65,10 +65,9 @@ void GradSync::mark_ready(float* grads, int64_t begin, int64_t end) {
 void GradSync::finish(float* grads) {
   if (dp_.size() == 1) return;
   if (sharded()) {
-    std::memcpy(scratch_.data(), grads, total_ * sizeof(float));
-    std::fill(scratch_.begin() + total_, scratch_.end(), 0.0f);
-    dp_.reduce_scatter(scratch_.data(), slice_.data(), slice_.size(), comm::DType::F32, comm::ReduceOp::Sum);
-    std::memcpy(grads + owned_begin_, slice_.data(), (owned_end_ - owned_begin_) * sizeof(float));
+    k_.copy(scratch_.p, grads, size_t(total_));
+    dp_.reduce_scatter(scratch_.p, slice_.p, slice_.n, comm::DType::F32, comm::ReduceOp::Sum);
+    k_.copy(grads + owned_begin_, slice_.p, size_t(owned_end_ - owned_begin_));
     return;
   }
   mark_ready(grads, 0, total_);
@@ -77,10 +76,21 @@ void GradSync::finish(float* grads) {
 
 void GradSync::all_gather_params(float* params) {
   if (!sharded()) return;
-  std::fill(slice_.begin(), slice_.end(), 0.0f);
-  std::memcpy(slice_.data(), params + owned_begin_, (owned_end_ - owned_begin_) * sizeof(float));
-  dp_.all_gather(slice_.data(), scratch_.data(), slice_.size(), comm::DType::F32);
-  std::memcpy(params, scratch_.data(), total_ * sizeof(float));
+  k_.copy(slice_.p, params + owned_begin_, size_t(owned_end_ - owned_begin_));  // the slice's tail stays zero
+  dp_.all_gather(slice_.p, scratch_.p, slice_.n, comm::DType::F32);
+  k_.copy(params, scratch_.p, size_t(total_));
+}
+
+std::vector<float> GradSync::gather_to_host(const float* owned) {
+  std::vector<float> out(static_cast<size_t>(total_));
+  if (!sharded()) {
+    k_.to_host(out.data(), owned, out.size());
+    return out;
+  }
+  k_.copy(slice_.p, owned, size_t(owned_end_ - owned_begin_));
+  dp_.all_gather(slice_.p, scratch_.p, slice_.n, comm::DType::F32);
+  k_.to_host(out.data(), scratch_.p, out.size());
+  return out;
 }
 
 }  // namespace trident::parallel

@@ -9,20 +9,25 @@
 //
 // ZeRO-1: the buffer (padded to a multiple of dp) is reduce-scattered after backward; rank r
 // owns elements [owned_begin, owned_end), updates only those (optimizer state of that size),
-// and all_gather_params() brings every rank the updated parameters.
+// and all_gather_params() brings every rank the updated parameters. The staging buffers come
+// from the kernels' allocator and are copied with its device copy, so on a GPU the
+// communicator (NCCL) is handed device memory only.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "runtime/comm/communicator.h"
+#include "runtime/kernels/ops.h"
 #include "runtime/nn/param_layout.h"
+#include "runtime/parallel/device_buffer.h"
 
 namespace trident::parallel {
 
 class GradSync {
  public:
-  GradSync(comm::Communicator& dp, const nn::ParamLayout& layout, int zero, int64_t bucket_floats);
+  GradSync(comm::Communicator& dp, const nn::ParamLayout& layout, int zero, int64_t bucket_floats,
+           kernels::Kernels& k);
 
   int64_t owned_begin() const { return owned_begin_; }
   int64_t owned_end() const { return owned_end_; }
@@ -39,6 +44,10 @@ class GradSync {
   void finish(float* grads);
   // ZeRO-1: every rank receives the others' updated slices.
   void all_gather_params(float* params);
+  // Host copy of a whole buffer of this layout of which this rank holds [owned_begin, owned_end)
+  // at `owned` (device memory; e.g. an AdamW moment): gathered over DP under ZeRO-1 (a
+  // collective: every DP rank calls it), copied as it is otherwise.
+  std::vector<float> gather_to_host(const float* owned);
 
  private:
   struct Bucket {
@@ -47,12 +56,13 @@ class GradSync {
     bool launched = false;
   };
   comm::Communicator& dp_;
+  kernels::Kernels& k_;
   int zero_;
   int64_t total_;
   std::vector<Bucket> buckets_;  // ascending offsets
   int64_t ready_from_;           // lowest offset whose gradients are final
   int64_t owned_begin_ = 0, owned_end_ = 0, padded_ = 0;
-  std::vector<float> scratch_, slice_;
+  DeviceBuffer scratch_, slice_;  // ZeRO-1 staging: the padded whole buffer, this rank's slice
 };
 
 }  // namespace trident::parallel

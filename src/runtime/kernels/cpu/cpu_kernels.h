@@ -8,7 +8,8 @@
 
 namespace trident::kernels {
 
-class CpuKernels final : public Kernels {
+// Not final: tests derive from it to watch which memory the trainer hands a communicator.
+class CpuKernels : public Kernels {
  public:
   explicit CpuKernels(int threads);
   std::string device_name() const override;
