@@ -158,14 +158,17 @@ std::string to_text(const RunSpec& run, const Mesh& mesh, const sim::PlannedCost
     s += fmt::format("  {:>5}  {:<18} {:>6} {:>8.3f} {:>8.3f} {:>9.3f} {:>7.3f} {:>7.3f} {:>7.3f} {:>8.3f}\n", st.stage,
                      stage_ranks(mesh, st.stage), pc.estimate.stages[st.stage].layers, st.busy_s, st.idle_s,
                      st.bubble_s, st.exposed_tp_s, st.exposed_pp_s, st.exposed_dp_s, st.end_s);
-  s += "\n  inputs per micro-batch (planner's cost model; F and B include their TP collectives):\n";
+  s += "\n  inputs per micro-batch (planner's cost model; F and B include their TP collectives, after overlap):\n";
   for (size_t i = 0; i < pc.costs.stages.size(); ++i) {
     const auto& sc = pc.costs.stages[i];
     std::string chunks;
     for (size_t c = 0; c < sc.chunks.size(); ++c) {
       const auto& cc = sc.chunks[c];
-      chunks += fmt::format("{}F {} B {} (W {}, TP {})", c ? "; " : "", ms(cc.forward_s), ms(cc.backward_s),
-                            ms(cc.backward_weight_s()), ms(cc.tp_forward_s + cc.tp_backward_s));
+      chunks += fmt::format("{}F {} B {} (W {}, TP {}{})", c ? "; " : "", ms(cc.forward_s), ms(cc.backward_s),
+                            ms(cc.backward_weight_s()), ms(cc.tp_forward_s + cc.tp_backward_s),
+                            cc.dp_forward_s + cc.dp_backward_s > 0
+                                ? ", ZeRO-3 DP " + ms(cc.dp_forward_s + cc.dp_backward_s)
+                                : std::string());
     }
     s += fmt::format("    stage {}: {} | DP reduce {} in {} buckets, optimizer {}{}{}\n", i, chunks, ms(sc.dp_reduce_s),
                      sc.dp_buckets, ms(sc.optimizer_s),
@@ -175,11 +178,19 @@ std::string to_text(const RunSpec& run, const Mesh& mesh, const sim::PlannedCost
   for (const auto& b : pc.boundaries)
     s += fmt::format("    stage {} -> {}: {:.1f} MB per message over {} ({:.0f} GB/s): {}\n", b.from_stage, b.to_stage,
                      b.message_bytes / 1e6, to_string(b.link.kind), b.link.bandwidth_Bps / 1e9, ms(b.message_s));
-  s += fmt::format("\n  planner: pipeline {:.4g} s (bubble {:.4g} s) + exposed DP {:.4g} s + optimizer {:.4g} s = {:.4g} s.\n"
-                   "  It paces every stage by the slowest and uses the closed-form bubble; the simulator plays the\n"
-                   "  schedule action by action, with each stage's own costs and DP buckets against its last backwards.\n",
-                   pc.estimate.pipeline.total_s, pc.estimate.pipeline.bubble_s, pc.estimate.time.dp_comm,
-                   pc.estimate.time.optimizer, pc.estimate.time.step);
+  // ZeRO-3's per-layer traffic is inside the stage times (the pipeline); the rest of DP after it.
+  const plan::Estimate& est = pc.estimate;
+  const double zero3_s = double(est.micro_batches) * est.stages[est.pipeline.slowest_stage].zero3_s;
+  const double dp_after = est.time.dp_comm - zero3_s > 1e-9 * est.time.step ? est.time.dp_comm - zero3_s : 0.0;
+  s += fmt::format("\n  planner: pipeline {:.4g} s (bubble {:.4g} s) + exposed DP {:.4g} s + optimizer {:.4g} s = {:.4g} s.\n",
+                   est.pipeline.total_s, est.pipeline.bubble_s, dp_after, est.time.optimizer,
+                   est.time.step);
+  if (zero3_s > 0)
+    s += fmt::format("  ZeRO-3: the layers' weight all-gathers and gradient reduce-scatters, {:.4g} s on the critical\n"
+                     "  path (m x the slowest stage's, hidden share with its slowdown), are inside the pipeline.\n",
+                     zero3_s);
+  s += "  It paces every stage by the slowest and uses the closed-form bubble; the simulator plays the\n"
+       "  schedule action by action, with each stage's own costs and DP buckets against its last backwards.\n";
   s += "  " + plan::cost_text(pc.estimate.cost);
   return s;
 }

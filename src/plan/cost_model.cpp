@@ -207,6 +207,45 @@ PpComm pp_comm_per_message(const ModelSpec& m, const ExecutionSpec& e, int64_t t
   return pc;
 }
 
+TpOverlap tp_overlap_per_layer(const LayerCompute& lc, const TpComm& tc, const ExecutionSpec& e, int64_t tp,
+                               const CostConstants& c) {
+  TpOverlap o;
+  if (!e.overlap.tp) {
+    o.forward = not_overlapped(tc.forward_s);
+    o.backward = not_overlapped(tc.backward_s);
+    return o;
+  }
+  const bool recomputes_tp = tc.backward_collectives > 2;  // full recomputation repeats the forward's
+  o.forward = overlap_with(tc.forward_s, lc.gemm_s, double(tp), c);
+  o.backward = overlap_with(tc.backward_s, 2 * lc.gemm_s + (recomputes_tp ? lc.gemm_s : 0), double(tp), c);
+  return o;
+}
+
+Zero3Chunk zero3_chunk(double gather_s, double scatter_s, double layers, double fwd_layer, double bwd_layer,
+                       bool overlap, const CostConstants& c) {
+  Zero3Chunk z;
+  if (layers <= 0) return z;
+  z.forward.total_s = layers * gather_s;
+  z.backward.total_s = layers * (gather_s + scatter_s);
+  if (overlap) {
+    // The first gather waits; each later one runs behind the layer before it. Backward starts on
+    // the weights the forward left gathered; each layer's gather (of the next one down) and
+    // reduce-scatter (of its own gradients) run behind its backward; the last reduce-scatter waits.
+    const Overlapped f = overlap_with(gather_s, fwd_layer, 0, c);
+    const Overlapped b = overlap_with(gather_s + scatter_s, bwd_layer, 0, c);
+    z.forward.exposed_s = gather_s + (layers - 1) * f.exposed_s;
+    z.backward.exposed_s = scatter_s + (layers - 1) * b.exposed_s;
+  } else {
+    z.forward.exposed_s = z.forward.total_s;
+    z.backward.exposed_s = z.backward.total_s;
+  }
+  for (Overlapped* o : {&z.forward, &z.backward}) {
+    o->hidden_s = std::max(0.0, o->total_s - o->exposed_s);
+    o->cost_s = o->exposed_s + c.overlap_slowdown * o->hidden_s;
+  }
+  return z;
+}
+
 std::vector<StageTime> stage_times(const ModelSpec& full, const ExecutionSpec& e, const StageInputs& in,
                                    const GpuSpec& gpu, const CostConstants& c) {
   const LayerCompute lc = layer_compute(full, e, in.tp, gpu, c, in.cp, in.ep);
@@ -230,15 +269,8 @@ std::vector<StageTime> stage_times(const ModelSpec& full, const ExecutionSpec& e
     recompute_per_layer = lc.attention_s + lc.attention_elementwise_s;
     recompute_flops_per_layer = lc.attention_flops;
   }
-  // TP collectives per layer: overlapped with the layer's weight GEMMs when the stack does it
-  // (forward: its GEMMs; backward: dgrad + wgrad), pipelined in tp pieces of which the first waits.
-  const double recompute_tp = double(tc.backward_collectives - 2) * tc.collective_s;  // full recompute's
-  const Overlapped tp_fwd = e.overlap.tp ? overlap_with(tc.forward_s, lc.gemm_s, double(in.tp), c)
-                                         : not_overlapped(tc.forward_s);
-  const Overlapped tp_bwd = e.overlap.tp
-                                ? overlap_with(tc.backward_s, 2 * lc.gemm_s + (recompute_tp > 0 ? lc.gemm_s : 0),
-                                               double(in.tp), c)
-                                : not_overlapped(tc.backward_s);
+  const TpOverlap tpo = tp_overlap_per_layer(lc, tc, e, in.tp, c);
+  const Overlapped &tp_fwd = tpo.forward, &tp_bwd = tpo.backward;
   // Output layer: logits GEMM (T x h x V/t), then the fp32 softmax cross-entropy over them.
   const double logits_gemm_s = gemm_time_s(T, h, V / t, 1, peak, c);
   const double logits_flops = 2 * T * h * V / t;

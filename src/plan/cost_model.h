@@ -126,6 +126,28 @@ struct TpComm {
 TpComm tp_comm_per_layer(const ModelSpec& model, const ExecutionSpec& exec, int64_t tp, const GroupLink& link,
                          const CostConstants& c);
 
+// The TP collectives of one layer after overlap (the stack's --overlap tp): forward behind its
+// weight GEMMs, backward behind dgrad + wgrad (and full recomputation's GEMMs), pipelined in tp
+// pieces of which the first waits; without overlap all exposed.
+struct TpOverlap {
+  Overlapped forward, backward;
+};
+TpOverlap tp_overlap_per_layer(const LayerCompute& lc, const TpComm& tc, const ExecutionSpec& exec, int64_t tp,
+                               const CostConstants& c);
+
+// ZeRO-3 / FSDP for one chunk of `layers` consecutive layers and one micro-batch: each layer's
+// weights all-gathered before its forward and again before its backward, its gradients
+// reduce-scattered after its backward. With --overlap dp the next layer's traffic runs behind
+// this layer's compute (a layer too short leaves the rest exposed: network-bound); the chunk's
+// first gather (forward) and last reduce-scatter (backward) have nothing to hide behind (the
+// backward starts on the weights the forward left gathered). Without overlap everything waits.
+// cost_s = exposed + overlap_slowdown x hidden.
+struct Zero3Chunk {
+  Overlapped forward, backward;
+};
+Zero3Chunk zero3_chunk(double gather_s, double scatter_s, double layers, double forward_layer_s,
+                       double backward_layer_s, bool overlap, const CostConstants& c);
+
 // Pipeline sends of one micro-batch at one stage boundary: b*s*h 16-bit activations forward and
 // as many gradient bytes backward (divided by t: scatter/gather, or sequence parallel).
 struct PpComm {
@@ -150,10 +172,13 @@ struct StageTime {
   double cp_comm_s = 0;           // ring exchange of KV blocks not hidden behind attention
   double cp_total_s = 0;          // the whole ring exchange (cp_total_s - cp_comm_s hides behind attention)
   double ep_comm_s = 0;           // MoE dispatch and combine all-to-alls (nothing to hide behind)
+  // ZeRO-3 / FSDP per-layer gathers and reduce-scatters of this micro-batch (estimate() fills them
+  // from zero3_stage): on the critical path (exposed + slowdown of the hidden part), and in all.
+  double zero3_s = 0, zero3_total_s = 0, zero3_hidden_s = 0;
   double executed_flops = 0;      // with recomputation
   double model_flops = 0;         // without
   double total_s() const {
-    return compute_forward_s + compute_backward_s + tp_comm_s + pp_comm_s + cp_comm_s + ep_comm_s;
+    return compute_forward_s + compute_backward_s + tp_comm_s + pp_comm_s + cp_comm_s + ep_comm_s + zero3_s;
   }
 };
 

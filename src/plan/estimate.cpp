@@ -91,6 +91,32 @@ Links mesh_links(const Mesh& mesh, const ClusterSpec& cluster) {
   return l;
 }
 
+std::vector<Zero3Chunk> zero3_stage(const Estimate& e, int64_t stage) {
+  const RunSpec& run = e.run;
+  const ExecutionSpec& x = run.exec;
+  const Layout& l = run.layout;
+  const int64_t data = l.dp * l.cp;
+  std::vector<Zero3Chunk> out;
+  const StageTime& st = e.stages.at(size_t(stage));
+  if (x.zero < 3 || data <= 1 || st.layers <= 0) return out;
+  const StateBytes sb = state_bytes(x.precision, x.grad_bits);
+  const double layer_params = e.memory.at(size_t(stage)).params.layer_params / double(st.layers);
+  auto half_allreduce = [&](double bytes) {
+    return dp_comm(bytes, data, 0, e.links.dcp.link, e.links.dcp.members_per_node, run.cluster, 0, e.cost).total_s / 2;
+  };
+  const double gather_s = half_allreduce(layer_params * sb.weights);
+  const double scatter_s = half_allreduce(layer_params * sb.gradients);
+  // Per-layer compute it hides behind: the stage's, with its TP share (a third forward).
+  const double L = double(st.layers);
+  const double fwd_layer = (st.compute_forward_s + st.tp_comm_s / 3) / L;
+  const double bwd_layer = (st.compute_backward_s + 2 * st.tp_comm_s / 3) / L;
+  const int64_t v = x.schedule == ScheduleKind::Interleaved ? x.virtual_stages : 1;
+  const auto chunks = chunk_layers(run.model.layers, l.pp, v);
+  for (size_t ch = size_t(stage); ch < chunks.size(); ch += size_t(l.pp))
+    out.push_back(zero3_chunk(gather_s, scatter_s, double(chunks[ch]), fwd_layer, bwd_layer, x.overlap.dp, e.cost));
+  return out;
+}
+
 Estimate estimate(const RunSpec& run, double overhead_bytes) { return estimate(run, overhead_bytes, cost_table(run)); }
 
 Estimate estimate(const RunSpec& run, double overhead_bytes, const CostConstants& c) {
@@ -125,6 +151,15 @@ Estimate estimate_with_links(const RunSpec& run, const Links& links, double over
   // Pipeline of micro-batches.
   StageInputs in{l.tp, l.pp, links.tp.link, links.pp.link, l.cp, l.ep, links.cp.link, links.ep.link};
   e.stages = stage_times(m, x, in, run.cluster.gpu, c);
+  // ZeRO-3 / FSDP traffic runs inside each layer's passes: part of every stage's time per
+  // micro-batch (so the pipeline's fill and drain carry it too), as the simulator plays it.
+  for (size_t s = 0; s < e.stages.size(); ++s)
+    for (const Zero3Chunk& z : zero3_stage(e, int64_t(s))) {
+      StageTime& st = e.stages[s];
+      st.zero3_s += z.forward.cost_s + z.backward.cost_s;
+      st.zero3_total_s += z.forward.total_s + z.backward.total_s;
+      st.zero3_hidden_s += z.forward.hidden_s + z.backward.hidden_s;
+    }
   e.pipeline = pipeline_time(e.stages, e.micro_batches, x.schedule, v);
   const StageTime& slow = e.stages[e.pipeline.slowest_stage];
   const double mb = double(e.micro_batches);
@@ -174,28 +209,13 @@ Estimate estimate_with_links(const RunSpec& run, const Links& links, double over
                    double(ph.weight_gathers_per_step) * ph.gather_weights_s;
     e.dp.exposed_s = double(ph.reduce_scatters_per_step) * rs_exposed + gather_exposed;
   } else if (x.zero >= 3 && data > 1) {
-    // ZeRO-3 / FSDP, layer by layer, every micro-batch: all-gather the layer's weights before its
-    // forward and again before its backward, reduce-scatter its gradients after. The next layer's
-    // gather runs behind this layer's compute; the first gather and the last reduce-scatter of a
-    // pass wait. A layer too short to cover its traffic leaves the rest exposed: network-bound.
+    // ZeRO-3 / FSDP, layer by layer, every micro-batch and chunk (zero3_stage, in the stage
+    // times): no reduction at the end of the step. Reported as DP time: m x the slowest stage's.
+    e.dp.total_s = mb * slow.zero3_total_s;
+    e.dp.exposed_s = mb * (slow.zero3_total_s - slow.zero3_hidden_s);
     const double layer_params = bst.layers > 0 ? e.memory[biggest].params.layer_params / double(bst.layers) : 0.0;
-    const double gather_s = half_allreduce(layer_params * sb.weights);
-    const double scatter_s = half_allreduce(layer_params * sb.gradients);
-    const double L = double(bst.layers);
-    const double fwd_layer = bst.layers > 0 ? (bst.compute_forward_s + bst.tp_comm_s / 3) / L : 0.0;
-    const double bwd_layer = bst.layers > 0 ? (bst.compute_backward_s + 2 * bst.tp_comm_s / 3) / L : 0.0;
-    double fwd_exposed, bwd_exposed;
-    if (x.overlap.dp) {
-      fwd_exposed = gather_s + (L - 1) * overlap_with(gather_s, fwd_layer, 0, c).exposed_s;
-      bwd_exposed = scatter_s + (L - 1) * overlap_with(gather_s + scatter_s, bwd_layer, 0, c).exposed_s;
-    } else {
-      fwd_exposed = L * gather_s;
-      bwd_exposed = L * (gather_s + scatter_s);
-    }
-    e.dp.total_s = mb * L * (2 * gather_s + scatter_s);
-    e.dp.exposed_s = mb * (fwd_exposed + bwd_exposed);
-    e.dp.layer_gather_s = gather_s;
-    e.dp.layer_scatter_s = scatter_s;
+    e.dp.layer_gather_s = half_allreduce(layer_params * sb.weights);
+    e.dp.layer_scatter_s = half_allreduce(layer_params * sb.gradients);
   }
   // Hidden traffic is not free: it slows the compute it overlaps.
   e.dp.hidden_s = std::max(0.0, e.dp.total_s - e.dp.exposed_s);
@@ -218,7 +238,8 @@ Estimate estimate_with_links(const RunSpec& run, const Links& links, double over
                                      : params + expert_params;
   e.optimizer = optimizer_time(updated, x.precision, x.grad_bits, run.cluster.gpu, c);
   e.time.optimizer = e.optimizer.time_s;
-  e.time.step = e.pipeline.total_s + e.time.dp_comm + e.time.optimizer;
+  // ZeRO-3's per-layer traffic is already in the pipeline's stage times: counted once.
+  e.time.step = e.pipeline.total_s + e.time.dp_comm - mb * slow.zero3_s + e.time.optimizer;
 
   // Throughput.
   const double world = double(l.world_size());

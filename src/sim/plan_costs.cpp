@@ -61,6 +61,8 @@ PlannedCosts costs_from_plan(const RunSpec& run, const plan::CostConstants& c, d
   const plan::LayerCompute lc = plan::layer_compute(model, x, l.tp, run.cluster.gpu, c, l.cp, l.ep);
   const ModelSpec local = plan::per_rank_sequence(model, l.cp);  // what one cp rank's messages carry
   const plan::TpComm tc = plan::tp_comm_per_layer(local, x, l.tp, links.tp.link, c);
+  // After overlap (--overlap tp): what the planner's stage times hold per layer.
+  const plan::TpOverlap tpo = plan::tp_overlap_per_layer(lc, tc, x, l.tp, c);
   // The cp ring and the ep all-to-alls run on their own groups' links, inside each layer.
   const plan::CpComm cpc = plan::cp_comm_per_layer(model, x, l.tp, l.cp, links.cp.link, lc.block_attention_s,
                                                        lc.block_attention_backward_s, c);
@@ -83,7 +85,9 @@ PlannedCosts costs_from_plan(const RunSpec& run, const plan::CostConstants& c, d
     out.boundaries.push_back(b);
   }
 
-  out.costs.blocking_sends = true;
+  // Megatron's p2p blocks the sender; with --overlap pp the sends run on their own stream (only
+  // the receiver waits) and slow the compute they overlap by overlap_slowdown of themselves.
+  out.costs.blocking_sends = !(x.overlap.pp && p > 1);
   out.costs.stages.resize(p);
   for (int64_t s = 0; s < p; ++s) {
     const plan::StageTime& st = est.stages[s];
@@ -98,20 +102,27 @@ PlannedCosts costs_from_plan(const RunSpec& run, const plan::CostConstants& c, d
     const double wgrad_layer = lc.gemm_s;  // weight-gradient GEMMs: as many FLOPs as the forward GEMMs
     const double extra_fwd = st.compute_forward_s - double(st.layers) * fwd_layer;
     const double extra_bwd = st.compute_backward_s - double(st.layers) * bwd_layer;
-    const double extra_tp = st.tp_comm_s - double(st.layers) * (tc.forward_s + tc.backward_s);
+    const double extra_tp = st.tp_comm_s - double(st.layers) * (tpo.forward.cost_s + tpo.backward.cost_s);
+    const std::vector<plan::Zero3Chunk> zero3 = plan::zero3_stage(est, s);
+    const double send_slowdown = out.costs.blocking_sends ? 0.0 : c.overlap_slowdown * p2p[s];
     const double cp_fwd = cpc.forward_exposed_s, cp_bwd = cpc.backward_exposed_s;
     sc.chunks.resize(v);
     for (int64_t ch = 0; ch < v; ++ch) {
       const double n = double(chunk_layers[virtual_stage(s, ch, p)]);
       ChunkCost& cc = sc.chunks[ch];
-      cc.tp_forward_s = n * tc.forward_s;
-      cc.tp_backward_s = n * tc.backward_s;
+      cc.tp_forward_s = n * tpo.forward.cost_s;
+      cc.tp_backward_s = n * tpo.backward.cost_s;
+      if (!zero3.empty()) {
+        cc.dp_forward_s = zero3[size_t(ch)].forward.cost_s;
+        cc.dp_backward_s = zero3[size_t(ch)].backward.cost_s;
+      }
       cc.cp_forward_s = n * cp_fwd;
       cc.cp_backward_s = n * cp_bwd;
       cc.ep_forward_s = n * epc.forward_s;
       cc.ep_backward_s = n * epc.backward_s;
-      cc.forward_s = n * fwd_layer + cc.tp_forward_s + cc.cp_forward_s + cc.ep_forward_s;
-      cc.backward_s = n * bwd_layer + cc.comm_backward_s();
+      cc.forward_s =
+          n * fwd_layer + cc.tp_forward_s + cc.cp_forward_s + cc.ep_forward_s + cc.dp_forward_s + send_slowdown;
+      cc.backward_s = n * bwd_layer + cc.comm_backward_s() + send_slowdown;
       double wgrad = n * wgrad_layer;
       const bool holds_extra = (st.first && ch == 0) || (st.last && ch == v - 1);
       if (holds_extra) {
@@ -136,7 +147,9 @@ PlannedCosts costs_from_plan(const RunSpec& run, const plan::CostConstants& c, d
                                                links.edp.members_per_node, run.cluster, 0, c)
                                      .total_s
                                : 0;
-    if (x.zero >= 1 && data > 1) {
+    if (x.zero >= 3 && data > 1) {
+      sc.dp_reduce_s = 0;  // ZeRO-3: the reduce-scatters and gathers are per layer, in the chunks
+    } else if (x.zero >= 1 && data > 1) {
       sc.dp_reduce_s = dp.total_s / 2;                                   // reduce-scatter
       sc.dp_after_optimizer_s = dp.total_s / 2 * (sb.weights / sb.gradients);  // all-gather of new weights
     } else {

@@ -19,7 +19,10 @@ struct ChunkCost {
   // parallel: the MoE dispatch and combine all-to-alls. Inside forward_s / backward_s like TP.
   double cp_forward_s = 0, cp_backward_s = 0;
   double ep_forward_s = 0, ep_backward_s = 0;
-  double comm_backward_s() const { return tp_backward_s + cp_backward_s + ep_backward_s; }
+  // ZeRO-3 / FSDP: the per-layer weight all-gathers (and, backward, gradient reduce-scatters)
+  // not hidden behind the chunk's layers, plus the slowdown of the hidden part. Inside too.
+  double dp_forward_s = 0, dp_backward_s = 0;
+  double comm_backward_s() const { return tp_backward_s + cp_backward_s + ep_backward_s + dp_backward_s; }
   // Durations of the split halves: the collectives go with the input gradient.
   double backward_weight_s() const { return (backward_s - comm_backward_s()) * weight_share; }
   double backward_input_s() const { return backward_s - backward_weight_s(); }

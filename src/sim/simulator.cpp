@@ -128,13 +128,14 @@ SimResult simulate(const PipelineSchedule& sc, const SimCosts& costs, const SimO
           }
         } else {
           const ChunkCost& cc = cost.chunks[a.chunk];
-          double d = 0, tp = 0, cpx = 0, epx = 0;
+          double d = 0, tp = 0, cpx = 0, epx = 0, dpx = 0;
           SpanKind k = SpanKind::Forward;
           const bool fwd = a.kind == ActionKind::Forward;
           const bool bwd_input = a.kind == ActionKind::Backward || a.kind == ActionKind::BackwardInput;
           if (fwd || bwd_input) {
             cpx = fwd ? cc.cp_forward_s : cc.cp_backward_s;
             epx = fwd ? cc.ep_forward_s : cc.ep_backward_s;
+            dpx = fwd ? cc.dp_forward_s : cc.dp_backward_s;
           }
           switch (a.kind) {
             case ActionKind::Forward: d = cc.forward_s; tp = cc.tp_forward_s; k = SpanKind::Forward; break;
@@ -149,6 +150,7 @@ SimResult simulate(const PipelineSchedule& sc, const SimCosts& costs, const SimO
           st.exposed_tp_s += tp;
           st.exposed_cp_s += cpx;
           st.exposed_ep_s += epx;
+          st.exposed_layer_dp_s += dpx;
           t += d;
           st.pipeline_end_s = t;
         }
@@ -207,7 +209,7 @@ SimResult simulate(const PipelineSchedule& sc, const SimCosts& costs, const SimO
     st.end_s = opt_end + cost.dp_after_optimizer_s;
     span(s, SpanKind::DpGather, nullptr, opt_end, st.end_s);
     st.optimizer_s = cost.optimizer_s;
-    st.exposed_dp_s = (synced[s] - st.pipeline_end_s) + cost.dp_after_optimizer_s;
+    st.exposed_dp_s = (synced[s] - st.pipeline_end_s) + cost.dp_after_optimizer_s + st.exposed_layer_dp_s;
     if (st.end_s > r.stages[r.critical_stage].end_s) r.critical_stage = s;
   }
   r.step_s = r.stages[r.critical_stage].end_s;

@@ -59,7 +59,8 @@ struct StageResult {
   double bubble_s = 0;        // idle inside the pipeline phase not explained by communication
   double exposed_tp_s = 0;    // TP collectives (always on the critical path)
   double exposed_pp_s = 0;    // blocking sends + the part of receive waits that is transfer time
-  double exposed_dp_s = 0;    // DP reduction, embedding sync and gathers past the last backward
+  double exposed_dp_s = 0;    // DP reduction, embedding sync and gathers past the last backward, + the next
+  double exposed_layer_dp_s = 0;  // ZeRO-3 per-layer gathers / reduce-scatters inside the passes
   double exposed_cp_s = 0;    // KV ring exchange not hidden behind attention (context parallel)
   double exposed_ep_s = 0;    // MoE all-to-alls on the ep group
 };
