@@ -191,11 +191,7 @@ int run_train(TrainArgs& args) {
   p.throw_if_any();
 
   // Tokenizer (for the checkpoint, so `trident generate` can decode).
-  data::Tokenizer tokenizer = data::Tokenizer::bytes();
-  if (file.tokenizer_kind() == uint32_t(data::TokenizerKind::Bpe)) {
-    std::error_code ec;
-    if (std::filesystem::exists(data_path + ".tokenizer", ec)) tokenizer = data::Tokenizer::load(data_path + ".tokenizer");
-  }
+  const data::Tokenizer tokenizer = data::tokenizer_of(file);  // a BPE file's own, which must be there
 
   parallel::TrainSettings s;
   s.run.model = model;

@@ -12,7 +12,7 @@ trap 'rm -rf "$dir"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 fail() { echo "FAIL: $*"; exit 1; }
 
-# Two copies of one corpus, and a third that differs in one byte (same length, same header).
+# Two copies of one corpus, and a third that differs in one byte (same length, same header but its checksum).
 text="the quick brown fox jumps over the lazy dog while the five boxing wizards jump quickly. "
 for i in $(seq 60); do printf '%s' "$text"; done > "$dir/a.txt"
 sed 's/lazy/hazy/' "$dir/a.txt" > "$dir/b.txt"
@@ -20,7 +20,7 @@ mkdir -p "$dir/rank0" "$dir/rank1" "$dir/other"
 "$trident" data prepare "$dir/a.txt" "$dir/rank0/data.tok" > /dev/null || fail "data prepare"
 cp "$dir/rank0/data.tok" "$dir/rank1/data.tok"
 "$trident" data prepare "$dir/b.txt" "$dir/other/data.tok" > /dev/null || fail "data prepare"
-cmp -s -n 64 "$dir/rank0/data.tok" "$dir/other/data.tok" || fail "the changed copy should keep the header"
+cmp -s -n 32 "$dir/rank0/data.tok" "$dir/other/data.tok" || fail "the changed copy should keep the header (but its checksum)"
 
 # Each rank runs this wrapper: RANK1_EXTRA is appended on rank 1 only, RANK1_DATA replaces its folder.
 cat > "$dir/launch.sh" <<'EOF'

@@ -14,6 +14,7 @@
 
 #include "core/output_path.h"
 #include "core/problems.h"
+#include "runtime/checkpoint/manifest_check.h"
 
 namespace trident::checkpoint {
 
@@ -153,28 +154,15 @@ CheckpointReader::CheckpointReader(const std::string& dir) : dir_(dir) {
   const std::string path = dir + "/" + kManifest;
   std::ifstream in(path);
   if (!in) fail("checkpoint '" + dir + "' has no " + kManifest, kRedo, "checkpoint-open");
-  try {
-    manifest_ = nlohmann::json::parse(in);
-  } catch (const std::exception&) {
-    fail("'" + path + "' is not valid JSON", kRedo, "checkpoint-manifest");
-  }
-  if (!manifest_.is_object() || manifest_.value("format", "") != "trident-checkpoint")
-    fail("'" + path + "' is not a Trident checkpoint manifest", kRedo, "checkpoint-manifest");
-  if (manifest_.value("version", 0) != kVersion)
-    fail(fmt::format("checkpoint '{}' has version {}, this Trident reads version {}", dir, manifest_.value("version", 0),
-                     kVersion),
-         kRedo, "checkpoint-version");
-  for (const char* key : {"meta", "files", "tensors"})
-    if (!manifest_.contains(key) || !manifest_[key].is_object())
-      fail("'" + path + "' lacks its '" + key + "' table", kRedo, "checkpoint-manifest");
-  for (const auto& [file, f] : manifest_["files"].items()) {
-    const auto size = fs::file_size(dir + "/" + file, ec);
-    if (ec) fail("checkpoint shard '" + dir + "/" + file + "' is missing", kRedo, "checkpoint-size");
-    if (int64_t(size) != f.value("bytes", int64_t(-1)))
-      fail(fmt::format("checkpoint shard '{}/{}' has {} bytes, the manifest says {} (truncated?)", dir, file, size,
-                       f.value("bytes", int64_t(-1))),
-           kRedo, "checkpoint-size");
-  }
+  // Everything the manifest says is checked here, once (manifest_check.h): tensor() and the
+  // callers of meta() then read only what holds together.
+  Problems problems;
+  manifest_ = parse_manifest(in, path, problems);
+  if (problems.empty()) check_manifest(manifest_, dir, kVersion, problems);
+  problems.throw_if_any();
+  // Readers take meta()["model"]: absent (a checkpoint of bare tensors), it reads as null, which
+  // the model reader refuses by name.
+  if (!manifest_["meta"].contains("model")) manifest_["meta"]["model"] = nullptr;
 }
 
 std::vector<std::string> CheckpointReader::names() const {
@@ -199,43 +187,27 @@ void CheckpointReader::verify_file(const std::string& file) const {
 
 CheckpointReader::Tensor CheckpointReader::tensor(const std::string& name) const {
   if (!has(name)) fail("checkpoint '" + dir_ + "' has no tensor '" + name + "'", kRedo, "checkpoint-tensor");
-  const auto& t = manifest_["tensors"][name];
+  // The manifest was checked whole on opening: shape, dtype and every slice are in range and
+  // cover the tensor exactly once.
+  const auto& t = manifest_.at("tensors").at(name);
   Tensor out;
   out.name = name;
-  out.dtype = t.value("dtype", "f32");
-  try {
-    out.shape = t["shape"].get<std::vector<int64_t>>();
-    const int64_t rows = out.rows(), cols = out.cols();
-    if (out.dtype != "f32" || out.shape.empty() || out.shape.size() > 2 || rows <= 0 || cols <= 0)
-      fail("tensor '" + name + "' of checkpoint '" + dir_ + "' has an unsupported shape or dtype", kRedo,
-           "checkpoint-manifest");
-    out.data.assign(size_t(rows * cols), 0.0f);
-    int64_t covered = 0;
-    for (const auto& s : t["slices"]) {
-      const std::string file = s["file"];
-      if (!manifest_["files"].contains(file))
-        fail("tensor '" + name + "' points to an unknown file '" + file + "'", kRedo, "checkpoint-manifest");
-      verify_file(file);
-      const int64_t r0 = s["start"][0], c0 = s["start"][1], nr = s["extent"][0], nc = s["extent"][1];
-      const int64_t offset = s["offset"];
-      if (r0 < 0 || c0 < 0 || nr <= 0 || nc <= 0 || r0 + nr > rows || c0 + nc > cols || offset < 0 ||
-          offset + nr * nc * 4 > manifest_["files"][file]["bytes"].get<int64_t>())
-        fail("a slice of tensor '" + name + "' lies outside the tensor or its file", kRedo, "checkpoint-manifest");
-      std::vector<float> block(size_t(nr * nc));
-      std::ifstream in(dir_ + "/" + file, std::ios::binary);
-      in.seekg(offset);
-      in.read(reinterpret_cast<char*>(block.data()), std::streamsize(block.size() * 4));
-      if (!in) fail("could not read a slice of '" + name + "' from '" + dir_ + "/" + file + "'", kRedo, "checkpoint-size");
-      for (int64_t r = 0; r < nr; ++r)
-        std::copy(block.begin() + r * nc, block.begin() + (r + 1) * nc, out.data.begin() + (r0 + r) * cols + c0);
-      covered += nr * nc;
-    }
-    if (covered != rows * cols)
-      fail(fmt::format("tensor '{}' of checkpoint '{}': its slices hold {} of its {} elements", name, dir_, covered,
-                       rows * cols),
-           kRedo, "checkpoint-manifest");
-  } catch (const nlohmann::json::exception&) {
-    fail("tensor '" + name + "' of checkpoint '" + dir_ + "' has a malformed entry", kRedo, "checkpoint-manifest");
+  out.dtype = "f32";
+  out.shape = t.at("shape").get<std::vector<int64_t>>();
+  const int64_t rows = out.rows(), cols = out.cols();
+  out.data.assign(size_t(rows * cols), 0.0f);
+  for (const auto& s : t.at("slices")) {
+    const std::string file = s.at("file");
+    verify_file(file);
+    const int64_t r0 = s.at("start").at(0), c0 = s.at("start").at(1), nr = s.at("extent").at(0),
+                  nc = s.at("extent").at(1), offset = s.at("offset");
+    std::vector<float> block(size_t(nr * nc));
+    std::ifstream in(dir_ + "/" + file, std::ios::binary);
+    in.seekg(offset);
+    in.read(reinterpret_cast<char*>(block.data()), std::streamsize(block.size() * 4));
+    if (!in) fail("could not read a slice of '" + name + "' from '" + dir_ + "/" + file + "'", kRedo, "checkpoint-size");
+    for (int64_t r = 0; r < nr; ++r)
+      std::copy(block.begin() + r * nc, block.begin() + (r + 1) * nc, out.data.begin() + (r0 + r) * cols + c0);
   }
   return out;
 }

@@ -8,8 +8,13 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <algorithm>
 #include <cstring>
+#include <limits>
 
+#include <fmt/format.h>
+
+#include "core/checked_size.h"
 #include "core/output_path.h"
 #include "core/problems.h"
 
@@ -38,17 +43,17 @@ void write_token_file(const std::string& path, const std::vector<int32_t>& token
   std::memcpy(header + 16, &count, 8);
   std::memcpy(header + 24, &width, 4);
   std::memcpy(header + 28, &tokenizer_kind, 4);
+  std::vector<uint16_t> narrow;
+  if (width == 2) narrow.assign(tokens.begin(), tokens.end());
+  const unsigned char* body = width == 2 ? reinterpret_cast<const unsigned char*>(narrow.data())
+                                         : reinterpret_cast<const unsigned char*>(tokens.data());
+  const uint64_t checksum = fnv1a64(body, tokens.size() * width);
+  std::memcpy(header + 32, &checksum, 8);
   // The one atomic writer (a temp name per process and call, then rename): ranks of one job
   // preparing the same file at once each write a whole file, and readers only ever see a complete one.
   write_file_atomically(path, [&](std::FILE* f) {
-    bool ok = std::fwrite(header, 1, sizeof header, f) == sizeof header;
-    if (width == 2) {
-      std::vector<uint16_t> w(tokens.begin(), tokens.end());
-      ok = ok && std::fwrite(w.data(), 2, w.size(), f) == w.size();
-    } else {
-      ok = ok && std::fwrite(tokens.data(), 4, tokens.size(), f) == tokens.size();
-    }
-    return ok;
+    return std::fwrite(header, 1, sizeof header, f) == sizeof header &&
+           std::fwrite(body, width, tokens.size(), f) == tokens.size();
   });
 }
 
@@ -66,27 +71,33 @@ TokenFile::TokenFile(const std::string& path) : path_(path) {
          fix_prepare, "token-file-size");
   }
   uint32_t version = 0, vocab = 0, width = 0, kind = 0;
-  uint64_t count = 0;
+  uint64_t count = 0, stored_checksum = 0;
   std::memcpy(&version, header + 8, 4);
   std::memcpy(&vocab, header + 12, 4);
   std::memcpy(&count, header + 16, 8);
   std::memcpy(&width, header + 24, 4);
   std::memcpy(&kind, header + 28, 4);
+  std::memcpy(&stored_checksum, header + 32, 8);
   Problems p;
   if (std::memcmp(header, kMagic, 8) != 0) {
     p.add("'" + path + "' is not a Trident token file (bad magic number)", fix_prepare, "token-file-magic");
   } else {
-    if (version != kTokenFileVersion)
-      p.add("token file '" + path + "' has version " + std::to_string(version) + ", this Trident reads version " +
+    if (version != 1 && version != kTokenFileVersion)
+      p.add("token file '" + path + "' has version " + std::to_string(version) + ", this Trident reads versions 1 and " +
                 std::to_string(kTokenFileVersion),
             "prepare the file again with this Trident: " + fix_prepare, "token-file-version");
+    // The header's count times the width, checked: a count near 2^62 times 4 wraps to a small size.
+    const CheckedCount expected =
+        CheckedCount(kTokenHeaderBytes) + (count < (uint64_t(1) << 62) ? CheckedCount(int64_t(count)) * int64_t(width)
+                                                                         : CheckedCount(kMaxCount) * 2);
     if (width != 2 && width != 4)
       p.add("token file '" + path + "' says tokens are " + std::to_string(width) + " bytes (must be 2 or 4)",
             fix_prepare, "token-file-width");
-    else if (bytes != size_t(kTokenHeaderBytes) + count * width)
+    else if (!expected.ok() || uint64_t(expected.value_or(0)) != bytes)
       p.add("token file '" + path + "' is " + std::to_string(bytes) + " bytes but its header promises " +
                 std::to_string(count) + " tokens of " + std::to_string(width) + " bytes (" +
-                std::to_string(kTokenHeaderBytes + count * width) + " bytes): truncated or corrupt",
+                (expected.ok() ? std::to_string(expected.value_or(0)) : "more than 2^62") +
+                " bytes with the header): truncated or corrupt",
             fix_prepare, "token-file-size");
     if (vocab == 0) p.add("token file '" + path + "' has vocabulary 0", fix_prepare, "token-file-vocab");
   }
@@ -106,6 +117,33 @@ TokenFile::TokenFile(const std::string& path) : path_(path) {
   vocab_ = vocab;
   width_ = width;
   kind_ = kind;
+  version_ = version;
+  // One pass over the tokens: their checksum and their largest id. A flipped byte or an id the
+  // embedding has no row for is an error here, not a wrong loss or a read out of bounds later.
+  checksum_ = fnv1a64(data_, size_t(count_) * width_);
+  uint32_t largest = 0;
+  int64_t first_outside = -1;
+  for (int64_t i = 0; i < count_; ++i) {
+    const uint32_t t = width_ == 2 ? reinterpret_cast<const uint16_t*>(data_)[i] : reinterpret_cast<const uint32_t*>(data_)[i];
+    largest = std::max(largest, t);
+    if (t >= vocab && first_outside < 0) first_outside = i;
+  }
+  largest_ = int32_t(std::min<uint32_t>(largest, std::numeric_limits<int32_t>::max()));
+  if (version_ >= 2 && checksum_ != stored_checksum)
+    p.add(fmt::format("token file '{}' is corrupt: its tokens hash to {:#018x} (FNV-1a 64) but its header says {:#018x}",
+                      path, checksum_, stored_checksum),
+          fix_prepare, "token-file-checksum");
+  else if (first_outside >= 0)
+    p.add(fmt::format("token file '{}' holds token id {} at position {}, outside its vocabulary of {}: corrupt", path,
+                      width_ == 2 ? reinterpret_cast<const uint16_t*>(data_)[first_outside]
+                                  : reinterpret_cast<const uint32_t*>(data_)[first_outside],
+                      first_outside, vocab),
+          fix_prepare, "token-file-range");
+  if (!p.empty()) {  // a constructor that throws runs no destructor: unmap here
+    munmap(map_, map_bytes_);
+    map_ = nullptr;
+  }
+  p.throw_if_any();
 }
 
 TokenFile::~TokenFile() {
@@ -122,6 +160,23 @@ uint64_t fnv1a64(const unsigned char* bytes, size_t n) {
   return h;
 }
 
-uint64_t TokenFile::payload_checksum() const { return fnv1a64(data_, size_t(count_) * width_); }
+
+Tokenizer tokenizer_of(const TokenFile& file) {
+  if (file.tokenizer_kind() != uint32_t(TokenizerKind::Bpe)) return Tokenizer::bytes();
+  const std::string path = file.path() + ".tokenizer";
+  const std::string fix = "keep the .tokenizer file that `trident data prepare` wrote beside the token file, or prepare "
+                          "it again";
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    fail("token file '" + file.path() + "' holds BPE tokens but its tokenizer '" + path + "' is missing", fix,
+         "tokenizer-missing");
+  Tokenizer t = Tokenizer::load(path);
+  if (file.largest_token() >= t.vocab())
+    fail(fmt::format("tokenizer '{}' knows {} tokens (256 bytes + {} merges) but '{}' holds token id {}: the tokenizer "
+                     "is truncated or belongs to other data",
+                     path, t.vocab(), t.merges().size(), file.path(), file.largest_token()),
+         fix, "tokenizer-truncated");
+  return t;
+}
 
 }  // namespace trident::data

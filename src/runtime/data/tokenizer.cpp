@@ -160,9 +160,26 @@ Tokenizer Tokenizer::load(const std::string& path) {
           "tokenizer-file");
     p.throw_if_any();
   }
+  if (kind != "bpe" && kind != "bytes") {
+    p.add("tokenizer '" + path + "' has kind '" + kind + "' (must be bpe or bytes)",
+          "prepare the data again with `trident data prepare`", "tokenizer-file");
+    p.throw_if_any();
+  }
   std::vector<std::pair<int32_t, int32_t>> merges;
-  int32_t a, b;
-  while (f >> a >> b) {
+  std::string line;
+  std::getline(f, line);  // the rest of the header line
+  while (std::getline(f, line)) {
+    if (line.empty()) continue;
+    // One merge per line, "a b": a line cut short or anything else is a damaged file.
+    std::istringstream in(line);
+    int32_t a = -1, b = -1;
+    std::string rest;
+    if (!(in >> a >> b) || (in >> rest)) {
+      p.add("tokenizer '" + path + "' has an unreadable line after its " + std::to_string(merges.size()) +
+                " merges: '" + line.substr(0, 40) + "'",
+            "prepare the data again with `trident data prepare`", "tokenizer-file");
+      p.throw_if_any();
+    }
     const int32_t next = int32_t(256 + merges.size());
     if (a < 0 || b < 0 || a >= next || b >= next) {
       p.add("tokenizer '" + path + "' has a bad merge (" + std::to_string(a) + ", " + std::to_string(b) + ")",
@@ -170,6 +187,11 @@ Tokenizer Tokenizer::load(const std::string& path) {
       p.throw_if_any();
     }
     merges.push_back({a, b});
+  }
+  if (kind == "bpe" && merges.empty()) {
+    p.add("tokenizer '" + path + "' says bpe but holds no merges (truncated?)",
+          "prepare the data again with `trident data prepare`", "tokenizer-file");
+    p.throw_if_any();
   }
   return from_merges(std::move(merges));
 }

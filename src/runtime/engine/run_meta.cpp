@@ -31,10 +31,12 @@ ModelSpec model_from_json(const nlohmann::json& j) {
     m.kv_heads = j.value("kv_heads", m.heads);
     m.rope_theta = j.value("rope_theta", m.rope_theta);
     if (j.contains("tied_embeddings")) m.tied = j.at("tied_embeddings").get<bool>() ? 1 : 0;
-  } catch (const std::exception& e) {
+  } catch (const std::exception&) {
+    // The JSON library's text names its own internals; say what a model description needs.
     Problems p;
-    p.add(std::string("checkpoint model description is incomplete: ") + e.what(), "use a checkpoint written by trident train",
-          "checkpoint-meta");
+    p.add("the checkpoint has no complete model description (meta.model needs name, layers, hidden, heads, "
+              "ffn_hidden, seq_len and vocab; family gpt or llama)",
+          "use a checkpoint written by trident train", "checkpoint-meta");
     p.throw_if_any();
   }
   return m;
@@ -48,8 +50,29 @@ nlohmann::json tokenizer_to_json(const data::Tokenizer& t) {
 
 data::Tokenizer tokenizer_from_json(const nlohmann::json& j) {
   std::vector<std::pair<int32_t, int32_t>> merges;
-  if (j.contains("merges"))
-    for (const auto& m : j["merges"]) merges.push_back({m[0].get<int32_t>(), m[1].get<int32_t>()});
+  if (j.is_object() && j.contains("merges")) {
+    const nlohmann::json& list = j.at("merges");
+    // Merge i joins two earlier tokens: a bytes id (< 256) or an earlier merge (< 256 + i).
+    for (size_t i = 0; list.is_array() && i < list.size(); ++i) {
+      const nlohmann::json& m = list[i];
+      const int64_t next = 256 + int64_t(i);
+      if (!m.is_array() || m.size() != 2 || !m[0].is_number_integer() || !m[1].is_number_integer() ||
+          m[0].get<int64_t>() < 0 || m[1].get<int64_t>() < 0 || m[0].get<int64_t>() >= next ||
+          m[1].get<int64_t>() >= next) {
+        Problems p;
+        p.add("the checkpoint's tokenizer has a bad merge " + std::to_string(i) + ": " + m.dump().substr(0, 60),
+              "use a checkpoint written by trident train", "checkpoint-meta");
+        p.throw_if_any();
+      }
+      merges.push_back({m[0].get<int32_t>(), m[1].get<int32_t>()});
+    }
+    if (!list.is_array()) {
+      Problems p;
+      p.add("the checkpoint's tokenizer merges are not a list", "use a checkpoint written by trident train",
+            "checkpoint-meta");
+      p.throw_if_any();
+    }
+  }
   return data::Tokenizer::from_merges(std::move(merges));
 }
 

@@ -47,7 +47,10 @@ class TokenFileSource final : public BatchSource {
   }
   std::string describe() const override {
     return "token file " + file_.path() + " (" + std::to_string(file_.size()) + " tokens, " +
-           (validation_ ? "validation" : "training") + " split)";
+           (validation_ ? "validation" : "training") + " split)" +
+           (file_.version() < 2 ? "; note: a version 1 file, its tokens carry no checksum (run `trident data prepare` "
+                                  "again to add one)"
+                                : "");
   }
 
  private:
