@@ -6,8 +6,10 @@
 
 #include "core/mesh.h"
 #include "core/run_spec.h"
+#include "plan/context_parallel.h"
 #include "plan/cost_model.h"
 #include "plan/memory_model.h"
+#include "plan/mixture_of_experts.h"
 
 namespace trident::plan {
 
@@ -57,6 +59,10 @@ struct Estimate {
   bool fits = false;
   std::vector<StageTime> stages;
   PipelineTime pipeline;
+  // One layer's cp ring and ep all-to-alls for one micro-batch (what the slowest stage's
+  // cp_comm_s and ep_comm_s add up over its layers), for the report's hand check.
+  CpComm cp_ring;
+  EpComm ep_alltoall;
   DpComm dp;          // dense gradients over dp x cp
   DpComm expert_dp;   // MoE: routed experts' gradients over the edp group (empty when dense)
   OptimizerTime optimizer;

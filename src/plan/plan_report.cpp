@@ -12,6 +12,7 @@ namespace {
 
 double round3(double x) { return std::round(x * 1000.0) / 1000.0; }
 double round6(double x) { return std::round(x * 1e6) / 1e6; }
+double round9(double x) { return std::round(x * 1e9) / 1e9; }  // per-layer terms of microseconds
 
 std::string exec_summary(const RunSpec& r, int64_t m) {
   const ExecutionSpec& x = r.exec;
@@ -103,6 +104,33 @@ json candidate_json(const RunSpec& run, const Estimate* e, const std::vector<Fin
                    {"dp_comm", round6(e->time.dp_comm)}, {"bubble", round6(e->time.bubble)},
                    {"cp_comm", round6(e->time.cp_comm)}, {"ep_comm", round6(e->time.ep_comm)},
                    {"optimizer", round6(e->time.optimizer)}};
+    if (run.layout.cp > 1) {
+      const CpComm& cr = e->cp_ring;  // one layer, one micro-batch
+      j["cp_ring"] = {{"steps", cr.steps},
+                      {"block_bytes", cr.block_bytes},
+                      {"block_transfer_s", round9(cr.block_transfer_s)},
+                      {"block_attention_s", round9(cr.block_attention_s)},
+                      {"block_attention_backward_s", round9(cr.block_attention_backward_s)},
+                      {"forward_s", round9(cr.forward_total_s)},
+                      {"forward_exposed_s", round9(cr.forward_exposed_s)},
+                      {"backward_s", round9(cr.backward_total_s)},
+                      {"backward_exposed_s", round9(cr.backward_exposed_s)},
+                      {"hidden_per_step_s", round6(e->time.cp_hidden)}};
+    }
+    if (run.layout.ep > 1) {
+      const EpComm& ea = e->ep_alltoall;  // one MoE layer, one micro-batch
+      j["ep_alltoall"] = {{"message_bytes", ea.message_bytes},
+                          {"alltoall_s", round9(ea.alltoall_s)},
+                          {"forward_alltoalls", ea.forward_alltoalls},
+                          {"backward_alltoalls", ea.backward_alltoalls},
+                          {"moe_layer_share", moe_layer_share(run.model)},
+                          {"capacity_factor", run.model.capacity_factor}};
+    }
+    if (e->expert_dp.total_s > 0)
+      j["expert_dp"] = {{"gradient_bytes", e->expert_dp.gradient_bytes},
+                        {"edp", e->expert_dp.dp},
+                        {"total_s", round6(e->expert_dp.total_s)},
+                        {"exposed_s", round6(e->expert_dp.exposed_s)}};
     j["tokens_per_s"] = std::round(e->tokens_per_s);
     j["tflops_per_gpu"] = round3(e->tflops_per_gpu);
     j["mfu"] = round6(e->mfu);
@@ -203,21 +231,42 @@ std::string estimate_text(const Estimate& e, bool per_stage) {
                        gib(m.optimizer_bytes), gib(m.activations_bytes), gib(m.overhead_bytes));
   const auto& t = e.time;
   auto pct = [&](double x) { return 100 * x / t.step; };
-  const bool cp_ep = r.layout.cp > 1 || r.layout.ep > 1;
-  const std::string cp_ep_terms =
-      cp_ep ? fmt::format(" + CP ring {:.3f} ({:.1f}%) + EP all-to-all {:.3f} ({:.1f}%)", t.cp_comm, pct(t.cp_comm),
-                          t.ep_comm, pct(t.ep_comm))
-            : "";
+  std::string cp_ep_terms;
+  if (r.layout.cp > 1) cp_ep_terms += fmt::format(" + CP ring {:.3f} ({:.1f}%)", t.cp_comm, pct(t.cp_comm));
+  if (r.layout.ep > 1) cp_ep_terms += fmt::format(" + EP all-to-all {:.3f} ({:.1f}%)", t.ep_comm, pct(t.ep_comm));
   s += fmt::format("Step {:.3f} s = compute {:.3f} ({:.1f}%) + TP {:.3f} ({:.1f}%) + PP {:.3f} ({:.1f}%){} + bubble {:.3f} "
                    "({:.1f}%) + DP {:.3f} ({:.1f}%) + optimizer {:.3f} ({:.1f}%)\n",
                    t.step, t.compute, pct(t.compute), t.tp_comm, pct(t.tp_comm), t.pp_comm, pct(t.pp_comm), cp_ep_terms,
                    t.bubble, pct(t.bubble), t.dp_comm, pct(t.dp_comm), t.optimizer, pct(t.optimizer));
-  if (cp_ep) {
-    const StageTime& sl = e.stages[e.pipeline.slowest_stage];
-    s += fmt::format("  CP: {} per micro-batch of ring exchange not hidden behind attention, on {}; EP: {} per micro-batch "
-                     "of dispatch and combine all-to-alls, on {}\n",
-                     fmt::format("{:.2f} ms", 1e3 * sl.cp_comm_s), r.layout.cp > 1 ? link_text(e.links.cp.link) : "-",
-                     fmt::format("{:.2f} ms", 1e3 * sl.ep_comm_s), r.layout.ep > 1 ? link_text(e.links.ep.link) : "-");
+  const StageTime& sl = e.stages[e.pipeline.slowest_stage];
+  const double layers = double(sl.layers);
+  if (r.layout.cp > 1) {
+    // Every input of the ring term, so it can be redone by hand: one KV block per step.
+    const CpComm& cr = e.cp_ring;
+    const int64_t kv_split = std::min<int64_t>(r.layout.tp, r.model.kv_heads);
+    s += fmt::format("  CP ring per layer and micro-batch: {} steps, each a KV block of {:.2f} MiB (b {} x s/cp {} x K,V 2 x "
+                     "kv dim {} / {} x {} B) on {} = {:.3f} ms, behind {:.3f} ms of one block's attention forward "
+                     "({:.3f} ms backward, which moves the block and its gradient): forward {:.3f} ms, {:.3f} exposed; "
+                     "backward {:.3f} ms, {:.3f} exposed; x {:g} layers x {} micro-batches = {:.3f} s exposed, {:.3f} s "
+                     "hidden\n",
+                     cr.steps, cr.block_bytes / kMiB, r.exec.micro_batch_size, r.model.seq_len / r.layout.cp,
+                     r.model.kv_dim(), kv_split, r.exec.precision == Precision::FP32 ? 4 : 2,
+                     link_text(e.links.cp.link), 1e3 * cr.block_transfer_s, 1e3 * cr.block_attention_s,
+                     1e3 * cr.block_attention_backward_s, 1e3 * cr.forward_total_s, 1e3 * cr.forward_exposed_s,
+                     1e3 * cr.backward_total_s, 1e3 * cr.backward_exposed_s, layers, e.micro_batches, t.cp_comm,
+                     t.cp_hidden);
+  }
+  if (r.layout.ep > 1) {
+    const EpComm& ea = e.ep_alltoall;
+    const int64_t tokens = r.exec.micro_batch_size * (r.model.seq_len / r.layout.cp) / r.layout.tp;
+    s += fmt::format("  EP all-to-all per MoE layer and micro-batch: each GPU sends {:.2f} MiB ({} tokens of b x s/cp / tp "
+                     "x top-{} x capacity factor {:g} x hidden {} x {} B) over ep {} on {} = {:.3f} ms per all-to-all; "
+                     "{} forward (dispatch, combine) + {} backward, x {:.3g} MoE share of {:g} layers x {} micro-batches "
+                     "= {:.3f} s\n",
+                     ea.message_bytes / kMiB, tokens, r.model.experts_per_token, r.model.capacity_factor,
+                     r.model.hidden, r.exec.precision == Precision::FP32 ? 4 : 2, r.layout.ep,
+                     link_text(e.links.ep.link), 1e3 * ea.alltoall_s, ea.forward_alltoalls, ea.backward_alltoalls,
+                     moe_layer_share(r.model), layers, e.micro_batches, t.ep_comm);
   }
   const StageTime& st = e.stages[e.pipeline.slowest_stage];
   s += fmt::format("  slowest stage {} ({} layers), per micro-batch: forward {:.2f} ms, backward {:.2f} ms (recompute "
@@ -285,8 +334,13 @@ std::string lint_text(const RunSpec& run, const LintResult& r, bool per_stage) {
 std::string plan_text(const ModelSpec& model, const ClusterSpec& cluster, int64_t global_batch,
                       const SearchResult& res, const std::vector<std::vector<Finding>>& findings,
                       const std::vector<std::string>& rationale, bool per_stage) {
-  std::string s = fmt::format("Model {} ({:.1f} B params), global batch {} x {} tokens\n{}\n", model.name,
-                              count_parameters(model).total / 1e9, global_batch, model.seq_len, cluster.describe());
+  const ParamCount pc = count_parameters(model);
+  std::string s = fmt::format("Model {} ({:.1f} B params{}), global batch {} x {} tokens\n{}\n", model.name,
+                              pc.total / 1e9,
+                              model.is_moe() ? fmt::format(", {:.1f} B active per token: FLOPs and MFU count these",
+                                                           pc.active / 1e9)
+                                             : "",
+                              global_batch, model.seq_len, cluster.describe());
   s += fmt::format("Searched {} combinations in {:.3f} s: {} fit in memory, {} estimated ({} orders merged with "
                    "identical links)\n",
                    res.enumerated, res.seconds, res.feasible, res.estimated, res.duplicate_orders);

@@ -116,7 +116,10 @@ SearchResult search(const ModelSpec& model, const ClusterSpec& cluster, int64_t 
         Layout l{tp, cp, dp, pp, order, ep};
         Problems invalid;
         validate_layout(l, invalid);
-        if (!invalid.empty()) continue;
+        if (!invalid.empty()) {
+          reject("order does not fit the layout (" + order + ")");
+          continue;
+        }
         Mesh mesh(l, cluster.gpus_per_node);
         Links links = mesh_links(mesh, cluster);
         bool dup = false;
@@ -144,7 +147,10 @@ SearchResult search(const ModelSpec& model, const ClusterSpec& cluster, int64_t 
           if (want(ScheduleKind::Interleaved)) {
             for (int64_t v = 2; pp * v <= model.layers && v <= 16; ++v) {
               if (space.virtual_stages && v != *space.virtual_stages) continue;
-              if (model.layers % (pp * v) != 0) continue;  // interleaving needs equal chunks
+              if (model.layers % (pp * v) != 0) {  // the search interleaves equal chunks only
+                if (space.virtual_stages || space.schedule) reject("interleaved needs layers divisible by pp x v", n_orders);
+                continue;
+              }
               if (m % pp != 0) {
                 reject("interleaved needs micro-batches divisible by pp", n_orders);
                 continue;

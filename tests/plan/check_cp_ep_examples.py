@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""The three context / expert parallel / NVLink-domain examples say what their README says.
+
+Each example's own command runs (lint --json, and the variants the README shows) and one named
+figure of each new term is redone here by hand from the example's inputs.
+
+usage: check_cp_ep_examples.py TRIDENT EXAMPLES_DIR
+"""
+import json
+import os
+import subprocess
+import sys
+
+trident, examples = sys.argv[1], sys.argv[2]
+failures = 0
+
+
+def lint(name, *extra):
+    out = subprocess.run([trident, "lint", "--config", os.path.join(examples, name), *extra, "--json"],
+                         capture_output=True, text=True)
+    assert out.returncode in (0, 1), (name, out.returncode, out.stderr)
+    return json.loads(out.stdout)
+
+
+def check(what, ok, detail=""):
+    global failures
+    print(("ok   " if ok else "FAIL ") + what + ("" if ok else f": {detail}"))
+    failures += 0 if ok else 1
+
+
+def codes(j, severity=None):
+    return {f["code"] for f in j["findings"] if severity is None or f["severity"] == severity}
+
+
+def near(a, b, rel=1e-6):
+    return abs(a - b) <= rel * max(abs(a), abs(b), 1e-30)
+
+
+# 1. Llama 3 405B, 131,072 tokens, cp 16 on 16,384 H100s.
+j = lint("llama3-405b-cp16-h100.toml")
+print(f"llama3-405b cp16: step {j['time_s']['step']:.3f} s, {j['memory_gib']['total']} GiB, MFU {100 * j['mfu']:.1f}%")
+check("cp16: fits", j["fits"], j["memory_gib"])
+ring = j["cp_ring"]
+# One KV block: b 1 x 131072 / 16 tokens x (K, V) x 1024 kv dim / 8 tp x 2 bytes.
+check("cp16: KV block = 8192 x 2 x 128 x 2 B", ring["block_bytes"] == 8192 * 2 * 128 * 2, ring)
+check("cp16: cp - 1 = 15 ring steps", ring["steps"] == 15, ring)
+# InfiniBand 50 GB/s per GPU at the network efficiency, 5 us latency (dgx-h100 preset).
+eff = j["cost_table"]["network_efficiency"]
+check("cp16: one block's transfer by hand", near(ring["block_transfer_s"], 5e-6 + 4194304 / (50e9 * eff), 1e-4), ring)
+check("cp16: the ring hides behind attention", ring["block_transfer_s"] < ring["block_attention_s"]
+      and j["time_s"]["cp_comm"] == 0, ring)
+check("cp16: cp across nodes is said, not warned", "cp-crosses-domain" in codes(j, "info")
+      and "cp-crosses-domain" not in codes(j, "warning"), codes(j))
+
+# 2. Mixtral 8x22B on 8 DGX H100 nodes, tp 4 x ep 2 inside a node.
+j = lint("mixtral-8x22b-8-dgx-h100.toml")
+print(f"mixtral-8x22b: step {j['time_s']['step']:.3f} s, {j['memory_gib']['total']} GiB "
+      f"({j['memory_gib']['expert_states']} GiB expert states), MFU {100 * j['mfu']:.1f}%")
+check("mixtral: fits", j["fits"], j["memory_gib"])
+a2a = j["ep_alltoall"]
+# Tokens per GPU: b 1 x 4096 / tp 4 = 1024, x top-2 x capacity factor 1.25 x hidden 6144 x 2 B.
+check("mixtral: dispatch message = 1024 x 2 x 1.25 x 6144 x 2 B", a2a["message_bytes"] == 1024 * 2 * 1.25 * 6144 * 2, a2a)
+nv = j["cost_table"]["nvlink_efficiency"]
+by_hand = (2 - 1) * 3e-6 + (2 - 1) / 2 * a2a["message_bytes"] / (450e9 * nv)  # NVLink 450 GB/s, 3 us
+check("mixtral: one all-to-all by hand", near(a2a["alltoall_s"], by_hand, 1e-4), (a2a, by_hand))
+# 4 all-to-alls per layer, 56 / pp 4 = 14 layers, 256 / dp 4 = 64 micro-batches.
+check("mixtral: EP time = 4 x a2a x 14 x 64", near(j["time_s"]["ep_comm"], 4 * a2a["alltoall_s"] * 14 * 64, 1e-4),
+      (j["time_s"]["ep_comm"], a2a))
+check("mixtral: no ep-alltoall-slow inside a node", "ep-alltoall-slow" not in codes(j), codes(j))
+wide = lint("mixtral-8x22b-8-dgx-h100.toml", "--tp", "2", "--dp", "8", "--ep", "8")
+check("mixtral: tp 2 x ep 8 across nodes warns ep-alltoall-slow", "ep-alltoall-slow" in codes(wide, "warning"),
+      codes(wide))
+
+# 3. 405B on GB200 NVL72 racks, tp 16 inside the NVLink domain.
+j = lint("llama3-405b-gb200-nvl72.toml")
+print(f"405b gb200-nvl72: step {j['time_s']['step']:.3f} s, {j['memory_gib']['total']} GiB, MFU {100 * j['mfu']:.1f}%")
+check("nvl72: fits", j["fits"], j["memory_gib"])
+check("nvl72: tp 16 inside the rack is fine", "tp-crosses-nodes" not in codes(j), codes(j))
+dgx = lint("llama3-405b-gb200-nvl72.toml", "--cluster", "dgx-h100", "--hosts-per-nvlink-domain", "1", "--nodes", "64")
+check("dgx-h100: tp 16 across two hosts is an error", "tp-crosses-nodes" in codes(dgx, "error"), codes(dgx))
+
+sys.exit(1 if failures else 0)
