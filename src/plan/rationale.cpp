@@ -15,8 +15,9 @@ std::string gb(double bytes) { return fmt::format("{:.1f} GiB", gib(bytes)); }
 
 std::string short_layout(const Estimate& e) {
   const auto& r = e.run;
-  return fmt::format("tp {} pp {} dp {} ({}, b {}, {}{}, ZeRO {}, recompute {}{})", r.layout.tp, r.layout.pp,
-                     r.layout.dp, r.layout.order, r.exec.micro_batch_size, to_string(r.exec.schedule),
+  return fmt::format("tp {} pp {} dp {}{}{} ({}, b {}, {}{}, ZeRO {}, recompute {}{})", r.layout.tp, r.layout.pp,
+                     r.layout.dp, r.layout.cp > 1 ? fmt::format(" cp {}", r.layout.cp) : "",
+                     r.layout.ep > 1 ? fmt::format(" ep {}", r.layout.ep) : "", r.layout.order, r.exec.micro_batch_size, to_string(r.exec.schedule),
                      r.exec.schedule == ScheduleKind::Interleaved ? fmt::format(" v {}", r.exec.virtual_stages) : "",
                      r.exec.zero, to_string(r.exec.recompute), r.exec.sequence_parallel ? ", sp" : "");
 }
@@ -52,6 +53,8 @@ std::string differences(const Estimate& a, const Estimate& b) {
   std::vector<Term> terms = {{"compute", a.time.compute - b.time.compute}, {"TP", a.time.tp_comm - b.time.tp_comm},
                              {"PP", a.time.pp_comm - b.time.pp_comm},      {"bubble", a.time.bubble - b.time.bubble},
                              {"DP", a.time.dp_comm - b.time.dp_comm},
+                             {"CP ring", a.time.cp_comm - b.time.cp_comm},
+                             {"EP all-to-all", a.time.ep_comm - b.time.ep_comm},
                              {"optimizer", a.time.optimizer - b.time.optimizer}};
   std::sort(terms.begin(), terms.end(), [](const Term& x, const Term& y) { return std::fabs(x.delta) > std::fabs(y.delta); });
   std::string s;
@@ -78,9 +81,14 @@ std::string rule_of_thumb(const ModelSpec& m, const ClusterSpec& cl) {
   return "plain DP";
 }
 
-std::vector<std::string> rationale(const ModelSpec& m, const ClusterSpec& cl, int64_t B, const SearchSpace& space,
+std::vector<std::string> rationale(const ModelSpec& m, const ClusterSpec& cl, int64_t B, const SearchSpace& given,
                                    const Estimate& win, double overhead, const CostConstants& c) {
   std::vector<std::string> out;
+  // The chapter's steps 1-4 are about DP, TP and PP: they are asked without cp and ep (unless the
+  // user fixed them); steps 5 and 6 say where cp and ep enter.
+  SearchSpace space = given;
+  if (!space.cp) space.cp = 1;
+  if (!space.ep) space.ep = 1;
   const double psi = double(count_parameters(m).total);
   const StateBytes sb = state_bytes(space.precision, space.grad_bits);
   const double per_param = sb.weights + sb.gradients + sb.optimizer;
@@ -160,16 +168,90 @@ std::vector<std::string> rationale(const ModelSpec& m, const ClusterSpec& cl, in
   }
 
   // 4. 3D past 32 GPUs.
+  const Layout& wl = win.run.layout;
+  const std::string data_name = wl.cp > 1 ? fmt::format("DP {} (x cp {} = {} ranks sharing the dense gradients)", wl.dp,
+                                                        wl.cp, wl.dp * wl.cp)
+                                          : fmt::format("DP {}", wl.dp);
   if (world > 32)
     out.push_back(fmt::format(
-        "4. 3D past 32 GPUs? {} GPUs: DP {} on top of tp {} x pp {}; gradient reduction of {} per GPU on {} {:.3g} GB/s "
+        "4. 3D past 32 GPUs? {} GPUs: {} on top of tp {} x pp {}; gradient reduction of {} per GPU on {} {:.3g} GB/s{} "
         "costs {:.3f} s, {:.3f} s of it exposed ({:.1f}% of the step)",
-        world, win.run.layout.dp, win.run.layout.tp, win.run.layout.pp, gb(win.dp.gradient_bytes),
-        to_string(win.links.dp.link.kind), gbps(win.links.dp.link.bandwidth_Bps), win.dp.total_s, win.time.dp_comm,
-        100 * win.time.dp_comm / win.time.step));
+        world, data_name, wl.tp, wl.pp, gb(win.dp.gradient_bytes), to_string(win.links.dcp.link.kind),
+        gbps(win.links.dcp.link.bandwidth_Bps),
+        win.expert_dp.total_s > 0 ? fmt::format(" and of {} of expert gradients over the {} GPUs holding the same "
+                                                "experts on {}",
+                                                gb(win.expert_dp.gradient_bytes), win.expert_dp.dp,
+                                                to_string(win.links.edp.link.kind))
+                                  : "",
+        win.dp.total_s + win.expert_dp.total_s, win.time.dp_comm, 100 * win.time.dp_comm / win.time.step));
   else
-    out.push_back(fmt::format("4. 3D past 32 GPUs? Only {} GPUs: DP {} is what remains after tp x pp", world,
-                              win.run.layout.dp));
+    out.push_back(fmt::format("4. 3D past 32 GPUs? Only {} GPUs: {} is what remains after tp x pp", world, data_name));
+
+  // 5. Context parallel: long sequences whose activations do not fit.
+  {
+    SearchSpace no_cp = given;
+    no_cp.cp = 1;
+    auto without = given.cp && *given.cp > 1 ? std::nullopt : best_with(m, cl, B, no_cp, given.tp, given.pp, overhead, c);
+    const StageMemory& pm = win.peak_memory();
+    std::string step5 = fmt::format("5. Long sequences: add CP? Sequences of {} tokens", m.seq_len);
+    if (wl.cp > 1) {
+      step5 += fmt::format(
+          "; cp {} gives each rank {} of them ({:.1f} MiB of activations per layer and micro-batch on the most loaded "
+          "stage)",
+          wl.cp, m.seq_len / wl.cp, pm.per_layer_activation_bytes / kMiB);
+      if (without)
+        step5 += fmt::format(". Without cp the best layout is {} ({} per GPU, {:.0f} tokens/s): cp wins because {} "
+                             "(winner vs it; negative = winner faster)",
+                             short_layout(*without), gb(without->peak_memory().total_bytes()), without->tokens_per_s,
+                             differences(win, *without));
+      else if (!given.cp)
+        step5 += ". Without cp no layout fits: one sequence's activations are too big for a GPU at any tp x pp";
+      else
+        step5 += fmt::format(" (cp {} as given)", *given.cp);
+      step5 += fmt::format(
+          ". The ring passes {} KV blocks of {:.2f} MiB per layer on {}: {:.3f} s per step, {:.3f} s of it hidden "
+          "behind attention, {:.3f} s exposed ({:.1f}% of the step)",
+          win.cp_ring.steps, win.cp_ring.block_bytes / kMiB, to_string(win.links.cp.link.kind),
+          win.time.cp_comm + win.time.cp_hidden, win.time.cp_hidden, win.time.cp_comm,
+          100 * win.time.cp_comm / win.time.step);
+    } else {
+      step5 += fmt::format(
+          ": no, the activations fit with cp 1 ({:.1f} MiB per layer and micro-batch, {} on the most loaded stage)",
+          pm.per_layer_activation_bytes / kMiB, gb(pm.activations_bytes));
+      if (!given.cp && m.seq_len < 2 * space.min_tokens_per_cp_rank)
+        step5 += fmt::format("; cp is searched only while each rank keeps {}+ tokens", space.min_tokens_per_cp_rank);
+    }
+    out.push_back(step5);
+  }
+
+  // 6. Expert parallel: the routed experts' weights of a mixture-of-experts model.
+  if (m.is_moe()) {
+    const ParamCount pcount = count_parameters(m);
+    const double routed = double(pcount.routed_experts_per_layer) * double(m.moe_layers());
+    // The winner's layout with every expert on every GPU of a stage (ep 1): the expert states then.
+    const auto ep1 = stage_memory(m, win.run.exec, {wl.tp, wl.pp, wl.dp, overhead, wl.cp, 1});
+    double ep1_experts = 0, ep1_total = 0;
+    for (const auto& st : ep1) {
+      ep1_experts = std::max(ep1_experts, st.expert_state_bytes);
+      ep1_total = std::max(ep1_total, st.total_bytes());
+    }
+    const StageMemory& pm = win.peak_memory();
+    std::string step6 = fmt::format(
+        "6. Mixture of experts: add EP? {} experts (top-{}) hold {:.2f} B of the {:.2f} B parameters; at tp {} x pp {} "
+        "with ep 1 every GPU keeps all {} experts of its layers: {} of expert states, {} per GPU in all{}",
+        m.experts, m.experts_per_token, routed / 1e9, double(pcount.total) / 1e9, wl.tp, wl.pp, m.experts,
+        gb(ep1_experts), gb(ep1_total), ep1_total > cap ? " (does not fit)" : "");
+    if (wl.ep > 1)
+      step6 += fmt::format(
+          ". Yes: ep {} leaves {} experts per GPU ({} of expert states, {} in all); dispatch and combine all-to-alls "
+          "on {} cost {:.3f} s ({:.1f}% of the step, capacity factor {:g}), and the expert gradients are reduced over "
+          "the {} GPUs holding the same experts",
+          wl.ep, m.experts / wl.ep, gb(pm.expert_state_bytes), gb(pm.total_bytes()), to_string(win.links.ep.link.kind),
+          win.time.ep_comm, 100 * win.time.ep_comm / win.time.step, m.capacity_factor, wl.dp * wl.cp / wl.ep);
+    else
+      step6 += ". No: that fits, and ep 1 needs no all-to-all";
+    out.push_back(step6);
+  }
 
   out.push_back(fmt::format("Winner: {}: {:.0f} tokens/s, step {:.3f} s, {} per GPU, MFU {:.1f}%", short_layout(win),
                             win.tokens_per_s, win.time.step, gb(win.peak_memory().total_bytes()), 100 * win.mfu));

@@ -1,6 +1,7 @@
 // Context-parallel and mixture-of-experts terms on hand-computed cases, their lint codes, and
 // the search over cp and ep.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
 #include "core/units.h"
@@ -9,6 +10,7 @@
 #include "plan/mixture_of_experts.h"
 #include "plan/plan_options.h"
 #include "plan/plan_report.h"
+#include "plan/rationale.h"
 #include "plan/search.h"
 
 using namespace trident;
@@ -278,4 +280,41 @@ TEST(ReportContextExpert, text_shows_the_ep_and_cp_terms_with_their_inputs) {
   const CpComm& ring = c.estimate->cp_ring;
   EXPECT_NEAR(c.estimate->time.cp_comm, (ring.forward_exposed_s + ring.backward_exposed_s) * 8 * 16,
               1e-12 + 1e-9 * c.estimate->time.cp_comm);
+}
+
+// The decision flow says where cp and ep enter, in the chapter's step form, with the numbers.
+TEST(RationaleContextExpert, steps_5_and_6_say_where_cp_and_ep_enter) {
+  ClusterSpec cl = cluster_preset("dgx-h100");
+  cl.nodes = 8;
+  SearchSpace space;
+  space.attention = AttentionKind::Flash;
+  ModelSpec mix = model_preset("mixtral-8x7b");
+  mix.seq_len = 4096;
+  const SearchResult moe = search(mix, cl, 128, space, 1, kDefaultOverheadGiB * kGiB);
+  ASSERT_FALSE(moe.best.empty());
+  const auto why = rationale(mix, cl, 128, space, moe.best.front(), kDefaultOverheadGiB * kGiB);
+  auto step = [&](const std::vector<std::string>& w, const std::string& head) -> std::string {
+    for (const auto& s : w)
+      if (s.rfind(head, 0) == 0) return s;
+    return "";
+  };
+  const std::string ep = step(why, "6. Mixture of experts: add EP?");
+  ASSERT_FALSE(ep.empty()) << fmt::format("{}", fmt::join(why, "\n"));
+  EXPECT_NE(ep.find("8 experts (top-2)"), std::string::npos) << ep;
+  EXPECT_NE(ep.find(moe.best.front().run.layout.ep > 1 ? "Yes: ep" : "No: that fits"), std::string::npos) << ep;
+  EXPECT_NE(step(why, "5. Long sequences: add CP?").find(": no, the activations fit with cp 1"), std::string::npos);
+
+  // 131,072 tokens of Llama 3 8B on 64 GPUs, 16 sequences: cp wins over the best layout without it.
+  ModelSpec longseq = model_preset("llama3-8b");
+  longseq.seq_len = 131072;
+  const SearchResult r = search(longseq, cl, 16, space, 1, kDefaultOverheadGiB * kGiB);
+  ASSERT_FALSE(r.best.empty());
+  ASSERT_GT(r.best.front().run.layout.cp, 1);
+  const auto why_cp = rationale(longseq, cl, 16, space, r.best.front(), kDefaultOverheadGiB * kGiB);
+  const std::string cp = step(why_cp, "5. Long sequences: add CP?");
+  EXPECT_NE(cp.find(fmt::format("cp {} gives each rank {} of them", r.best.front().run.layout.cp,
+                                131072 / r.best.front().run.layout.cp)),
+            std::string::npos) << cp;
+  EXPECT_NE(cp.find("Without cp the best layout is"), std::string::npos) << cp;
+  EXPECT_TRUE(step(why_cp, "6.").empty());  // a dense model has no EP step
 }
