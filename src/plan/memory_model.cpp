@@ -74,14 +74,23 @@ LayerActivations layer_activations(const ModelSpec& m, const ExecutionSpec& e, i
       break;
   }
   if (e.recompute != Recompute::None) a.attention_scores_bytes = scale * scores / t;  // still the working set
+  // ZB-H1 defers the matrix gradients to the W pass, which needs each linear's output gradient:
+  // the layer output's and the attention output's (2sbh, 4sbh bytes at 16-bit) are kept besides
+  // the activations; the other linears' output gradients overwrite inputs the backward is done with.
+  if (e.schedule == ScheduleKind::ZeroBubbleH1 && e.recompute != Recompute::Full)
+    a.deferred_grad_bytes = scale * 4 * sbh / (e.sequence_parallel ? t : 1.0);
+  a.bytes += a.deferred_grad_bytes;
   return a;
 }
 
 double chunks_in_flight(ScheduleKind schedule, int64_t stage, int64_t pp, int64_t v, int64_t m) {
   switch (schedule) {
     case ScheduleKind::GPipe: return double(m);
-    case ScheduleKind::OneFOneB:
-    case ScheduleKind::ZeroBubbleH1: return double(std::min(m, pp - stage));
+    case ScheduleKind::OneFOneB: return double(std::min(m, pp - stage));
+    // ZB-H1 keeps a micro-batch's activations until its weight-gradient pass, which stage i runs
+    // i backwards late: min(p-i-1, m) warm-up forwards + min(i, m) waiting for W + the one in
+    // flight, at most m; min(m, p) on every stage (the schedule lists agree: plan tests).
+    case ScheduleKind::ZeroBubbleH1: return double(std::min(m, pp));
     case ScheduleKind::Interleaved:
       return double(std::min(m * v, 2 * (pp - stage - 1) + (v - 1) * pp + 1));
   }
@@ -135,6 +144,8 @@ std::vector<StageMemory> stage_memory(const ModelSpec& full, const ExecutionSpec
       // fp32 logits of one micro-batch (4 s b V / t) plus the final norm's input.
       s.logits_bytes = 4 * double(m.seq_len) * e.micro_batch_size * double(padded_vocab(m.vocab, in.tp)) / t +
                        el * sbh / (e.sequence_parallel ? t : 1.0);
+      // ZB-H1 defers the output layer's weight gradient too: every micro-batch in flight keeps them.
+      if (e.schedule == ScheduleKind::ZeroBubbleH1) s.logits_bytes *= s.in_flight;
       s.activations_bytes += s.logits_bytes;
     }
     s.overhead_bytes = in.overhead_bytes;

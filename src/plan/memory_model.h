@@ -39,11 +39,12 @@ struct LayerActivations {
   double bytes = 0;                 // what stays in memory between forward and backward
   double attention_scores_bytes = 0;  // the 5 a s^2 b / t part, if kept
   double full_layer_bytes = 0;      // a whole layer's activations (needed while recomputing one)
+  double deferred_grad_bytes = 0;   // ZB-H1: output gradients kept until the weight-gradient pass (in bytes)
 };
 LayerActivations layer_activations(const ModelSpec& model, const ExecutionSpec& exec, int64_t tp);
 
 // Micro-batches (in layer-chunk units: each counts chunk_layers layers) in flight on stage i.
-// GPipe m; 1F1B and ZB-H1 min(m, p - i); interleaved min(m v, 2(p - i - 1) + (v - 1) p + 1)
+// GPipe m; 1F1B min(m, p - i); ZB-H1 min(m, p) (held until the deferred weight gradient); interleaved min(m v, 2(p - i - 1) + (v - 1) p + 1)
 // chunks (Megatron's warm-up count plus one).
 double chunks_in_flight(ScheduleKind schedule, int64_t stage, int64_t pp, int64_t virtual_stages,
                         int64_t micro_batches);
@@ -58,7 +59,7 @@ struct StageMemory {
   double activations_bytes = 0;   // layers + embedding output / logits and loss
   double in_flight = 0;           // micro-batch chunks whose activations are held
   double per_layer_activation_bytes = 0;
-  double logits_bytes = 0;        // last stage: fp32 logits (4 s b V / t) + loss
+  double logits_bytes = 0;        // last stage: fp32 logits (4 s b V / t) + loss (per chunk in flight under ZB-H1)
   double embedding_activation_bytes = 0;  // first stage: embedding output of micro-batches in flight
   double cp_ring_buffer_bytes = 0;  // cp > 1: KV blocks in flight round the ring (part of activations)
   double expert_state_bytes = 0;    // MoE: weights + gradients + optimizer states of the routed experts

@@ -4,6 +4,7 @@
 #include "core/units.h"
 #include "plan/cost_model.h"
 #include "plan/memory_model.h"
+#include "schedule/schedule.h"
 
 using namespace trident;
 using namespace trident::plan;
@@ -72,6 +73,44 @@ TEST(MemoryModel, micro_batches_in_flight_per_schedule) {
   EXPECT_EQ(chunks_in_flight(ScheduleKind::OneFOneB, 0, 8, 1, 3), 3);
   // Interleaved, first stage: p v (1 + (p-1)/(p v)) = p v + p - 1 chunks (Korthikanti's factor).
   EXPECT_EQ(chunks_in_flight(ScheduleKind::Interleaved, 0, 8, 3, 64), 8 * 3 + 8 - 1);
+  // ZB-H1 holds a micro-batch from its forward until its deferred weight gradient: p on every stage.
+  EXPECT_EQ(chunks_in_flight(ScheduleKind::ZeroBubbleH1, 0, 8, 1, 64), 8);
+  EXPECT_EQ(chunks_in_flight(ScheduleKind::ZeroBubbleH1, 7, 8, 1, 64), 8);
+  EXPECT_EQ(chunks_in_flight(ScheduleKind::ZeroBubbleH1, 7, 8, 1, 3), 3);
+}
+
+// ZB-H1 keeps the layer output's and the attention output's gradients until W: 2 sbh more per layer
+// (16-bit), split by t under sequence parallelism.
+TEST(MemoryModel, zb_h1_layer_keeps_two_output_gradients_until_w) {
+  const ModelSpec m = gpt3();
+  ExecutionSpec e;
+  e.global_batch_size = 64;
+  e.recompute = Recompute::Selective;
+  const double one = layer_activations(m, e, 8).bytes;
+  e.schedule = ScheduleKind::ZeroBubbleH1;
+  const double sbh = double(m.seq_len) * e.micro_batch_size * m.hidden;
+  EXPECT_NEAR(layer_activations(m, e, 8).bytes - one, 2 * 2 * sbh, 1);
+  e.sequence_parallel = true;
+  EXPECT_NEAR(layer_activations(m, e, 8).deferred_grad_bytes, 2 * 2 * sbh / 8, 1);
+}
+
+// The planner's count is what the runtime's schedule lists keep: a micro-batch's activations from
+// its forward until its last backward action (Backward, or BackwardWeight under ZB-H1).
+TEST(MemoryModel, micro_batches_in_flight_are_the_schedule_lists_slots) {
+  auto slots_held = [](const PipelineSchedule& sc, int64_t stage) {
+    int64_t now = 0, peak = 0;
+    for (const Action& a : sc.programs[size_t(stage)]) {
+      if (a.kind == ActionKind::Forward) peak = std::max(peak, ++now);
+      if (a.kind == ActionKind::Backward || a.kind == ActionKind::BackwardWeight) --now;
+    }
+    return peak;
+  };
+  for (ScheduleKind kind : {ScheduleKind::GPipe, ScheduleKind::OneFOneB, ScheduleKind::ZeroBubbleH1})
+    for (int64_t p : {1, 2, 4, 8})
+      for (int64_t m : {1, 3, 4, 8, 16})
+        for (int64_t s = 0; s < p; ++s)
+          EXPECT_EQ(chunks_in_flight(kind, s, p, 1, m), double(slots_held(build_schedule(kind, p, m, 1), s)))
+              << to_string(kind) << " p " << p << " m " << m << " stage " << s;
 }
 
 TEST(MemoryModel, first_stage_of_1f1b_holds_one_whole_model_of_activations) {
