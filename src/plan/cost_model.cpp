@@ -153,7 +153,8 @@ LayerCompute layer_compute(const ModelSpec& full, const ExecutionSpec& e, int64_
   const double hbm = gpu.hbm_Bps * c.hbm_efficiency;
   const double scale = c.elementwise_traffic_per_stored_byte * activation_element_bytes(e) / 2;
   lc.attention_elementwise_s = scale * act.attention_scores_bytes / hbm;
-  lc.elementwise_s = scale * act.bytes / hbm;
+  // The FP8 copies are the casts' output, counted in fp8_cast_s below.
+  lc.elementwise_s = scale * (act.bytes - act.fp8_copy_bytes) / hbm;
   if (lc.fp8) {
     // Each weight GEMM's input is quantised to FP8 first (the weights once per step: not counted).
     const double inputs = T * (h + h / t + h + f / t);
@@ -290,7 +291,10 @@ std::vector<StageTime> stage_times(const ModelSpec& full, const ExecutionSpec& e
     st.recompute_s = L * recompute_per_layer;
     st.compute_backward_s = L * lc.backward_s() + st.recompute_s;
     st.model_flops = 3 * L * lc.forward_flops();
-    st.executed_flops = st.model_flops + L * recompute_flops_per_layer;
+    // Flash attention's backward recomputes the scores (QK^T, half the attention FLOPs) from Q and K
+    // instead of reading them: executed work the hardware does, no model FLOPs (MFU ignores it).
+    st.flash_recompute_flops = e.attention == AttentionKind::Flash ? L * lc.attention_flops / 2 : 0.0;
+    st.executed_flops = st.model_flops + L * recompute_flops_per_layer + st.flash_recompute_flops;
     st.tp_total_s = L * (tc.forward_s + tc.backward_s);
     st.tp_comm_s = L * (tp_fwd.cost_s + tp_bwd.cost_s);
     st.tp_hidden_s = L * (tp_fwd.hidden_s + tp_bwd.hidden_s);

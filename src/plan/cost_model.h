@@ -175,8 +175,9 @@ struct StageTime {
   // ZeRO-3 / FSDP per-layer gathers and reduce-scatters of this micro-batch (estimate() fills them
   // from zero3_stage): on the critical path (exposed + slowdown of the hidden part), and in all.
   double zero3_s = 0, zero3_total_s = 0, zero3_hidden_s = 0;
-  double executed_flops = 0;      // with recomputation
+  double executed_flops = 0;      // with recomputation (and flash attention's recompute of the scores)
   double model_flops = 0;         // without
+  double flash_recompute_flops = 0;  // flash backward recomputes QK^T: in executed_flops, not in model FLOPs
   double total_s() const {
     return compute_forward_s + compute_backward_s + tp_comm_s + pp_comm_s + cp_comm_s + ep_comm_s + zero3_s;
   }

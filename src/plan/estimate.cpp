@@ -249,8 +249,10 @@ Estimate estimate_with_links(const RunSpec& run, const Links& links, double over
   // Throughput.
   const double world = double(l.world_size());
   double executed_per_pipeline_mb = 0;
-  for (const auto& st : e.stages) executed_per_pipeline_mb += st.executed_flops;
+  double flash_per_pipeline_mb = 0;
+  for (const auto& st : e.stages) executed_per_pipeline_mb += st.executed_flops, flash_per_pipeline_mb += st.flash_recompute_flops;
   e.executed_flops = executed_per_pipeline_mb * double(l.tp) * double(l.cp) * mb * double(l.dp);
+  e.flash_recompute_flops = flash_per_pipeline_mb * double(l.tp) * double(l.cp) * mb * double(l.dp);
   e.model_flops = model_flops_per_step(m, x.global_batch_size, m.vocab);
   e.tokens_per_s = double(x.global_batch_size) * double(m.seq_len) / e.time.step;
   e.tflops_per_gpu = e.executed_flops / (world * e.time.step) / 1e12;

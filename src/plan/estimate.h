@@ -69,6 +69,7 @@ struct Estimate {
   TimeBreakdown time;
   double tokens_per_s = 0;
   double executed_flops = 0;  // whole step, all GPUs, with recomputation
+  double flash_recompute_flops = 0;  // of it: flash attention's backward recomputing the scores
   double model_flops = 0;     // whole step, without
   double tflops_per_gpu = 0;  // executed, as Megatron's papers report
   double mfu = 0;             // model FLOPs over peak

@@ -58,16 +58,27 @@ LayerActivations layer_activations(const ModelSpec& m, const ExecutionSpec& e, i
   const bool flash = e.attention == AttentionKind::Flash;
   const double scores = flash ? 0.0 : (gpt ? 5 : 2) * as2b;
   const double softmax_stats = flash ? 4.0 * double(m.heads) * m.seq_len * e.micro_batch_size : 0.0;  // fp32 bytes
+  // FP8 (Transformer Engine): Hopper's FP8 GEMMs take their operands in one layout, so for the
+  // weight-gradient GEMM TE keeps an FP8 (1-byte) transposed copy of each FP8 GEMM's input
+  // besides the 16-bit activation the other kernels use: the QKV and MLP inputs (the norm
+  // outputs, sbh each, outside the TP region), the projection input (sbh) and the MLP-out input
+  // (sbf). Full recomputation rebuilds them with the rest.
+  const bool fp8 = e.precision == Precision::FP8;
+  const double fp8_outside = fp8 ? 2 * sbh : 0.0;
+  const double fp8_inside = fp8 ? sbh + mlp / (gpt ? 4 : 8) : 0.0;
   LayerActivations a;
   const double outside_held = e.sequence_parallel ? outside / t : outside;
-  a.full_layer_bytes = scale * (outside_held + (inside + softmax_stats) / t + scores / t);
+  const double fp8_copies = (e.sequence_parallel ? fp8_outside / t : fp8_outside) + fp8_inside / t;
+  a.full_layer_bytes = scale * (outside_held + (inside + softmax_stats) / t + scores / t) + fp8_copies;
   switch (e.recompute) {
     case Recompute::None:
       a.attention_scores_bytes = scale * scores / t;
       a.bytes = a.full_layer_bytes;
+      a.fp8_copy_bytes = fp8_copies;
       break;
     case Recompute::Selective:
-      a.bytes = scale * (outside_held + (inside + softmax_stats) / t);
+      a.bytes = scale * (outside_held + (inside + softmax_stats) / t) + fp8_copies;
+      a.fp8_copy_bytes = fp8_copies;
       break;
     case Recompute::Full:
       a.bytes = scale * 2 * sbh / (e.sequence_parallel ? t : 1.0);
@@ -128,6 +139,7 @@ std::vector<StageMemory> stage_memory(const ModelSpec& full, const ExecutionSpec
     s.optimizer_bytes += xo;
     s.in_flight = chunks_in_flight(e.schedule, int64_t(i), in.pp, v, micro);
     s.per_layer_activation_bytes = act.bytes;
+    s.per_layer_fp8_copy_bytes = act.fp8_copy_bytes;
     s.activations_bytes = s.in_flight * (double(layers[i]) / double(v)) * act.bytes;
     // Recomputing one layer in backward rebuilds its full activations for a moment.
     if (e.recompute == Recompute::Full) s.activations_bytes += act.full_layer_bytes;

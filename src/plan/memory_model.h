@@ -40,6 +40,7 @@ struct LayerActivations {
   double attention_scores_bytes = 0;  // the 5 a s^2 b / t part, if kept
   double full_layer_bytes = 0;      // a whole layer's activations (needed while recomputing one)
   double deferred_grad_bytes = 0;   // ZB-H1: output gradients kept until the weight-gradient pass (in bytes)
+  double fp8_copy_bytes = 0;        // FP8: the 1-byte copies of the FP8 GEMMs' inputs, part of bytes
 };
 LayerActivations layer_activations(const ModelSpec& model, const ExecutionSpec& exec, int64_t tp);
 
@@ -59,6 +60,7 @@ struct StageMemory {
   double activations_bytes = 0;   // layers + embedding output / logits and loss
   double in_flight = 0;           // micro-batch chunks whose activations are held
   double per_layer_activation_bytes = 0;
+  double per_layer_fp8_copy_bytes = 0;  // of it, FP8 copies of GEMM inputs (--precision fp8)
   double logits_bytes = 0;        // last stage: fp32 logits (4 s b V / t) + loss (per chunk in flight under ZB-H1)
   double embedding_activation_bytes = 0;  // first stage: embedding output of micro-batches in flight
   double cp_ring_buffer_bytes = 0;  // cp > 1: KV blocks in flight round the ring (part of activations)

@@ -41,6 +41,7 @@ json stage_memory_json(const StageMemory& s) {
           {"activations_gib", round3(gib(s.activations_bytes))},
           {"in_flight", s.in_flight},
           {"per_layer_activation_mib", round3(s.per_layer_activation_bytes / kMiB)},
+          {"per_layer_fp8_copy_mib", round3(s.per_layer_fp8_copy_bytes / kMiB)},
           {"overhead_gib", round3(gib(s.overhead_bytes))},
           {"total_gib", round3(gib(s.total_bytes()))}};
 }
@@ -133,6 +134,9 @@ json candidate_json(const RunSpec& run, const Estimate* e, const std::vector<Fin
                         {"exposed_s", round6(e->expert_dp.exposed_s)}};
     j["tokens_per_s"] = std::round(e->tokens_per_s);
     j["tflops_per_gpu"] = round3(e->tflops_per_gpu);
+    j["executed_flops"] = e->executed_flops;
+    j["flash_recompute_flops"] = e->flash_recompute_flops;
+    j["model_flops"] = e->model_flops;
     j["mfu"] = round6(e->mfu);
     if (per_stage) {
       json stages = json::array();
@@ -213,6 +217,10 @@ std::string estimate_text(const Estimate& e, bool per_stage) {
                    pm.per_layer_activation_bytes / kMiB,
                    pm.logits_bytes > 0 ? fmt::format(" + logits {:.2f} GiB", gib(pm.logits_bytes)) : "",
                    pm.embedding_activation_bytes > 0 ? fmt::format(" + embedding {:.2f} GiB", gib(pm.embedding_activation_bytes)) : "");
+  if (pm.per_layer_fp8_copy_bytes > 0)
+    s += fmt::format("               (each layer's {:.1f} MiB include {:.1f} MiB of FP8 copies of its GEMM inputs, kept for\n"
+                     "               the weight-gradient GEMMs: QKV, projection, MLP-in and MLP-out inputs, 1 byte each)\n",
+                     pm.per_layer_activation_bytes / kMiB, pm.per_layer_fp8_copy_bytes / kMiB);
   if (pm.cp_ring_buffer_bytes > 0)
     s += fmt::format("               (activations include {:.2f} GiB of ring buffers: 4 KV blocks of {} tokens)\n",
                      gib(pm.cp_ring_buffer_bytes), r.model.seq_len / r.layout.cp * r.exec.micro_batch_size);
@@ -301,8 +309,14 @@ std::string estimate_text(const Estimate& e, bool per_stage) {
                      1e3 * e.dp.layer_gather_s, 1e3 * e.dp.layer_scatter_s,
                      1e3 * (st.compute_forward_s + st.compute_backward_s) / std::max<double>(1, double(st.layers)));
   s += cost_text(e.cost);
-  s += fmt::format("Throughput: {:.0f} tokens/s, {:.1f} TFLOP/s per GPU executed (with recompute), MFU {:.1f}%\n",
-                   e.tokens_per_s, e.tflops_per_gpu, 100 * e.mfu);
+  s += fmt::format("Throughput: {:.0f} tokens/s, {:.1f} TFLOP/s per GPU executed (with recompute{}), MFU {:.1f}%\n",
+                   e.tokens_per_s, e.tflops_per_gpu,
+                   e.flash_recompute_flops > 0
+                       ? fmt::format(" and flash attention's backward recomputing the scores, {:.1f}% of the executed "
+                                     "FLOPs; MFU counts model FLOPs only",
+                                     100 * e.flash_recompute_flops / e.executed_flops)
+                       : "",
+                   100 * e.mfu);
   return s;
 }
 

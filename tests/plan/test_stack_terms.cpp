@@ -96,6 +96,57 @@ TEST(StackTerms, fp8_runs_weight_gemms_at_the_fp8_peak_and_pays_the_casts) {
   EXPECT_EQ(state_bytes(Precision::FP8, 32).weights, 3);
 }
 
+TEST(StackTerms, fp8_keeps_fp8_copies_of_the_gemm_inputs_for_the_weight_gradients) {
+  const ModelSpec m = model_preset("gpt3-175b");
+  ExecutionSpec e;
+  e.attention = AttentionKind::Flash;
+  e.sequence_parallel = true;
+  const double s = 2048, b = 1, h = 12288, a = 96, t = 4, sbh = s * b * h;
+  const double bf16 = layer_activations(m, e, 4).bytes;
+  e.precision = Precision::FP8;
+  const LayerActivations fp8 = layer_activations(m, e, 4);
+  // One byte per element of the QKV and MLP inputs (2sbh), the projection input (sbh) and the
+  // MLP-out input (sbf = 4sbh), all split by t with sequence parallel: 7 sbh / t.
+  EXPECT_NEAR(fp8.fp8_copy_bytes, 7 * sbh / t, 1);
+  EXPECT_NEAR(fp8.bytes, 34 * sbh / t + 4 * a * s * b / t + 7 * sbh / t, 1);
+  EXPECT_NEAR(fp8.bytes - bf16, fp8.fp8_copy_bytes, 1);
+  // Full recomputation keeps only the layer input: the copies are rebuilt with the rest.
+  e.recompute = Recompute::Full;
+  EXPECT_EQ(layer_activations(m, e, 4).fp8_copy_bytes, 0);
+  // The copies are the casts' output: the memory-bound kernels' traffic does not count them twice.
+  ExecutionSpec x;
+  x.attention = AttentionKind::Flash;
+  x.sequence_parallel = true;
+  const GpuSpec gpu = gpu_preset("h100-80g");
+  const CostConstants c;
+  const auto lb = layer_compute(m, x, 4, gpu, c);
+  x.precision = Precision::FP8;
+  const auto lf = layer_compute(m, x, 4, gpu, c);
+  EXPECT_NEAR(lf.elementwise_s - lb.elementwise_s, lf.fp8_cast_s, 1e-12);
+}
+
+TEST(StackTerms, flash_attention_recompute_counts_in_executed_flops_not_in_model_flops) {
+  RunSpec r;
+  r.model = model_preset("gpt3-175b");
+  r.cluster = cluster_preset("dgx-h100");
+  r.cluster.nodes = 8;
+  r.layout.tp = 8;
+  r.layout.pp = 8;
+  r.layout.dp = 1;
+  r.exec.global_batch_size = 32;
+  r.exec.sequence_parallel = true;
+  const Estimate unfused = estimate(r, 0);
+  r.exec.attention = AttentionKind::Flash;
+  const Estimate flash = estimate(r, 0);
+  EXPECT_EQ(unfused.flash_recompute_flops, 0);
+  // QK^T again in every layer's backward: half the attention FLOPs, 4 b s^2 h / 2 per layer and
+  // micro-batch, over the whole model and batch.
+  const double s = 2048, h = 12288;
+  EXPECT_NEAR(flash.flash_recompute_flops, 32 * 96 * 4 * s * s * h / 2, 1e6);
+  EXPECT_NEAR(flash.executed_flops - flash.flash_recompute_flops, unfused.executed_flops, 1e6);
+  EXPECT_EQ(flash.model_flops, unfused.model_flops);  // MFU counts model FLOPs only
+}
+
 TEST(StackTerms, overlap_hides_what_the_window_covers_and_charges_a_slowdown) {
   CostConstants c;
   c.overlap_slowdown = 0.1;
