@@ -40,10 +40,17 @@ with tempfile.TemporaryDirectory() as tmp:
     bench = os.path.join(tmp, "bench.toml")
     # A busy spell of a shared machine (or of a virtual machine's host) can still lower one
     # measured peak: a second bench run decides before a share above 1 counts as inflated.
-    for attempt in range(2):
+    # The same goes for one sgemm size's rate against the fitted curve (checked below).
+    def curve_misses(text):
+        sizes = [(int(n), float(e), float(c)) for n, e, c in
+                 re.findall(r"sgemm +(\d+)\^3: .* = ([0-9.]+) of the peak \(the curve: ([0-9.]+)\)", text)]
+        misses = [abs(c / e - 1) for n, e, c in sizes if n >= 32 and e > 0]
+        return sum(misses) / len(misses) if misses else 1.0
+    for attempt in range(3):
         run("bench", "--out", bench)
         text = open(bench).read()
-        if float(re.search(r"^gemm_peak_efficiency = ([0-9.]+)$", text, re.M).group(1)) <= 1:
+        if (float(re.search(r"^gemm_peak_efficiency = ([0-9.]+)$", text, re.M).group(1)) <= 1
+                and curve_misses(text) < 0.15):
             break
     cost = dict(re.findall(r"^(\w+) = ([0-9.e+-]+)$", text.split("\n[cost]\n")[1], re.M))
     for key in ("gemm_peak_efficiency", "gemm_half_dim", "kernel_launch_us", "hbm_efficiency"):

@@ -69,5 +69,8 @@ diff -r "$DIR/c.ckpt" "$DIR/keep.ckpt" >/dev/null || fail "a refused run overwro
 printf 'my notes' >"$DIR/notes.txt"
 expect2 "checkpoint path is not a checkpoint" "$TRIDENT" train "${MODEL[@]}" --steps 2 --checkpoint "$DIR/notes.txt"
 [ "$(cat "$DIR/notes.txt")" = "my notes" ] || fail "a run overwrote a file that is not a checkpoint"
+printf '[cost]\nhbm_efficiency = 0.3\n' >"$DIR/cost.toml"
+expect2 "--cost without a report to predict for" "$TRIDENT" train "${MODEL[@]}" --steps 2 --cost "$DIR/cost.toml"
+grep -q "cost-unused\|read only by the rehearsal report" "$DIR/err.out" || { cat "$DIR/err.out"; fail "--cost refusal does not say why"; }
 echo "bad input refused with exit 2, checkpoint untouched"
 echo PASS

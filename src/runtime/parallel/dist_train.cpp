@@ -120,6 +120,11 @@ void check_trainable(const TrainSettings& s, Problems& problems) {
   sized.cluster.nodes = 1;
   sized.cluster.gpus_per_node = std::max<int64_t>(1, L.world_size());
   check_run(sized, true, problems);
+  // --cost feeds only the rehearsal report's prediction, which one process makes only for a report.
+  if (!s.prediction_cost.empty() && L.world_size() == 1 && s.report_path.empty() && s.html_path.empty())
+    problems.add("--cost '" + s.prediction_cost + "' is read only by the rehearsal report's prediction, which a "
+                 "one-process run makes only with --report or --html",
+                 "add --report FILE (or --html FILE), or drop --cost", "cost-unused");
 
   // What this runtime can execute (the capability check), each refusal with its fix.
   // Both families run in the stage model: GPT (learned positions, tied head) and Llama
