@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <vector>
 
 namespace trident::engine {
 
@@ -13,7 +14,11 @@ double measure_matmul_flops(kernels::Kernels& k) {
   float* a = k.alloc(size_t(n * n));
   float* b = k.alloc(size_t(n * n));
   float* c = k.alloc(size_t(n * n));
-  for (int64_t i = 0; i < n * n; ++i) a[i] = b[i] = 1e-3f * float(i % 97);
+  // The buffers are the device's (GPU memory on CUDA): fill them from the host through the kernels.
+  std::vector<float> host(size_t(n * n));
+  for (int64_t i = 0; i < n * n; ++i) host[size_t(i)] = 1e-3f * float(i % 97);
+  k.from_host(a, host.data(), host.size());
+  k.from_host(b, host.data(), host.size());
   double best = 0.0, spent = 0.0;
   for (int rep = 0; rep < 8 && spent < 0.3; ++rep) {
     const auto t0 = std::chrono::steady_clock::now();
