@@ -81,6 +81,13 @@ ModelSpec resolve_model(const OptionValues& v, Problems& p) {
              moe_given) {
     m.name += " (modified)";
   }
+  // Settings of mixture-of-experts layers on a dense model would change nothing: refused.
+  if (!m.is_moe())
+    for (const char* name : {"experts-per-token", "expert-ffn-hidden", "shared-experts", "moe-dense-layers", "capacity-factor"})
+      if (v.has(name))
+        p.add(fmt::format("--{} (from {}) applies to mixture-of-experts layers, but {} is dense (it has no experts)",
+                          name, v.source(name), m.name.empty() ? "the model" : m.name),
+              fmt::format("drop --{}, or give the model experts (--experts N)", name), "moe-settings-on-dense");
   validate_model(m, p);
   return m;
 }

@@ -53,6 +53,26 @@ TEST(CheckDistRun, gpt2_vocabulary_at_tp2_is_padded_not_refused) {
   EXPECT_EQ(all_problems(s), "");
 }
 
+// The loop's own values and the device are part of the one run check, all reported together.
+TEST(CheckDistRun, values_of_the_loop_and_the_device_are_checked_with_the_layout) {
+  auto s = tiny();
+  s.steps = 0;
+  s.adamw.lr = 0;
+  s.eval_batches = 0;
+  s.threads = 0, s.threads_given = true;
+  s.comm_timeout_s = 0;
+  s.device = "tpu";
+  s.run.model.heads = s.run.model.kv_heads = 3;
+  s.run.layout = Layout{.tp = 2, .dp = 4};
+  const std::string text = all_problems(s);
+  for (const char* code : {"[train-steps]", "[train-lr]", "[train-eval]", "[train-threads]", "[comm-timeout]",
+                           "[train-device]", "[tp-divides-heads]"})
+    EXPECT_NE(text.find(code), std::string::npos) << code << " missing in:\n" << text;
+  s = tiny();
+  s.gpu_comm = "mpi-host";  // a GPU transport on CPU ranks
+  EXPECT_NE(all_problems(s).find("[gpu-comm]"), std::string::npos);
+}
+
 TEST(CheckDistRun, unsupported_features_are_refused_not_ignored) {
   auto s = tiny();
   s.run.exec.zero = 3;
@@ -74,6 +94,8 @@ TEST(CheckDistRun, what_the_runtime_cannot_execute_is_refused_with_its_fix) {
   s = tiny();
   s.device = "cuda";
   s.run.exec.precision = Precision::BF16;  // bf16 runs on the CUDA backend
+  EXPECT_NE(all_problems(s).find("[no-cuda-build]"), std::string::npos) << "cuda without its kernels";
+  s.make_device_kernels = [] { return std::unique_ptr<kernels::Kernels>(); };  // a build with CUDA sets them
   EXPECT_EQ(all_problems(s), "");
 }
 

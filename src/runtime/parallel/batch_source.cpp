@@ -37,36 +37,42 @@ class SyntheticSource final : public BatchSource {
 
 class TokenFileSource final : public BatchSource {
  public:
-  TokenFileSource(const std::string& path, int64_t T, uint64_t seed, bool validation = false)
-      : file_(path),
+  TokenFileSource(std::shared_ptr<const data::TokenFile> file, int64_t T, uint64_t seed, bool validation)
+      : file_(std::move(file)),
         validation_(validation),
-        sampler_(file_, validation ? data::val_split(file_, T) : data::train_split(file_, T), T, seed,
+        sampler_(*file_, validation ? data::val_split(*file_, T) : data::train_split(*file_, T), T, seed,
                  validation ? 1 : 0) {}
   void fill(int64_t step, int64_t first, int64_t count, int32_t* tokens, int32_t* targets) const override {
     sampler_.fill(step, first, count, tokens, targets);
   }
   std::string describe() const override {
-    return "token file " + file_.path() + " (" + std::to_string(file_.size()) + " tokens, " +
+    return "token file " + file_->path() + " (" + std::to_string(file_->size()) + " tokens, " +
            (validation_ ? "validation" : "training") + " split)" +
-           (file_.version() < 2 ? "; note: a version 1 file, its tokens carry no checksum (run `trident data prepare` "
+           (file_->version() < 2 ? "; note: a version 1 file, its tokens carry no checksum (run `trident data prepare` "
                                   "again to add one)"
                                 : "");
   }
 
  private:
-  data::TokenFile file_;
+  std::shared_ptr<const data::TokenFile> file_;  // shared by the training and validation sources
   bool validation_;
   data::BatchSampler sampler_;
 };
 
 }  // namespace
 
-std::unique_ptr<BatchSource> token_file_source(const std::string& path, int64_t seq_len, uint64_t seed) {
-  return std::make_unique<TokenFileSource>(path, seq_len, seed);
+std::unique_ptr<BatchSource> token_file_source(std::shared_ptr<const data::TokenFile> file, int64_t seq_len,
+                                               uint64_t seed) {
+  return std::make_unique<TokenFileSource>(std::move(file), seq_len, seed, false);
 }
 
-std::unique_ptr<BatchSource> token_file_validation_source(const std::string& path, int64_t seq_len, uint64_t seed) {
-  return std::make_unique<TokenFileSource>(path, seq_len, seed, true);
+std::unique_ptr<BatchSource> token_file_source(const std::string& path, int64_t seq_len, uint64_t seed) {
+  return token_file_source(std::make_shared<const data::TokenFile>(path), seq_len, seed);
+}
+
+std::unique_ptr<BatchSource> token_file_validation_source(std::shared_ptr<const data::TokenFile> file,
+                                                          int64_t seq_len, uint64_t seed) {
+  return std::make_unique<TokenFileSource>(std::move(file), seq_len, seed, true);
 }
 
 std::unique_ptr<BatchSource> synthetic_source(int64_t vocab, int64_t seq_len, uint64_t seed) {

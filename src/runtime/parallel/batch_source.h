@@ -7,6 +7,8 @@
 #include <memory>
 #include <string>
 
+#include "runtime/data/token_file.h"
+
 namespace trident::parallel {
 
 class BatchSource {
@@ -17,11 +19,15 @@ class BatchSource {
   virtual std::string describe() const = 0;
 };
 
-// A token file written by `trident data prepare` (the engine's BatchSampler over its training split).
-std::unique_ptr<BatchSource> token_file_source(const std::string& path, int64_t seq_len, uint64_t seed);
+// A token file written by `trident data prepare` (the engine's BatchSampler over its training
+// split). The file is opened (and verified) once and shared with the validation source.
+std::unique_ptr<BatchSource> token_file_source(std::shared_ptr<const data::TokenFile> file, int64_t seq_len,
+                                               uint64_t seed);
+std::unique_ptr<BatchSource> token_file_source(const std::string& path, int64_t seq_len, uint64_t seed);  // opens it
 
 // The same file's validation split (the sampler's second stream), for the validation loss.
-std::unique_ptr<BatchSource> token_file_validation_source(const std::string& path, int64_t seq_len, uint64_t seed);
+std::unique_ptr<BatchSource> token_file_validation_source(std::shared_ptr<const data::TokenFile> file,
+                                                          int64_t seq_len, uint64_t seed);
 
 // Deterministic synthetic text with structure to learn: each sequence counts up from a random
 // start with a random stride (mod vocab), so the loss falls within a few steps.

@@ -1,11 +1,17 @@
 #include "runtime/parallel/dist_train.h"
 
-
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include <fmt/format.h>
+
+#include "core/output_path.h"
+#include "runtime/checkpoint/checkpoint.h"
+#include "runtime/engine/run_meta.h"
 #include "runtime/kernels/ops.h"
 #include "schedule/schedule.h"
 
@@ -80,10 +86,7 @@ void read_dist_train_options(const OptionValues& values, TrainSettings& s, Probl
   if (auto v = values.get_bool("trace-comm", problems)) s.trace_comm = *v;
   if (auto v = values.get_string("report")) s.report_path = *v;
   if (auto v = values.get_string("html")) s.html_path = *v;
-  if (auto v = values.get_double("comm-timeout", problems)) {
-    if (*v <= 0) problems.add("--comm-timeout " + std::to_string(*v) + " is not positive", "give seconds, e.g. 300");
-    else s.comm_timeout_s = *v;
-  }
+  if (auto v = values.get_double("comm-timeout", problems)) s.comm_timeout_s = *v;
   if (auto v = values.get_string("stage-layers")) {
     std::stringstream in(*v);
     std::string item;
@@ -97,18 +100,123 @@ void read_dist_train_options(const OptionValues& values, TrainSettings& s, Probl
     }
   }
   if (auto v = values.get_string("prediction-cluster")) s.prediction_cluster = *v;
-  if (auto v = values.get_string("cost")) {
-    if (!std::ifstream(*v))
-      problems.add("cannot read --cost '" + *v + "'", "give the cost table TOML the prediction should use", "cost-file");
-    s.prediction_cost = *v;
-  }
-  if (auto v = values.get_double("bucket-mib", problems)) {
-    if (*v <= 0) problems.add("--bucket-mib must be positive", "give e.g. 4");
-    else s.bucket_mib = *v;
-  }
+  if (auto v = values.get_string("cost")) s.prediction_cost = *v;
+  if (auto v = values.get_double("bucket-mib", problems)) s.bucket_mib = *v;
 }
 
+namespace {
+
+// The values of the training loop itself: each must be usable, or the run is refused.
+void check_training_values(const TrainSettings& s, Problems& problems) {
+  auto n = [](int64_t v) { return std::to_string(v); };
+  if (s.steps < 1) problems.add("--steps " + n(s.steps) + " must be at least 1", "use --steps 1 or more", "train-steps");
+  if (!(s.adamw.lr > 0) || !std::isfinite(s.adamw.lr))
+    problems.add(fmt::format("--lr {} must be a positive finite number", s.adamw.lr), "use e.g. --lr 1e-3", "train-lr");
+  if (s.stop_at == 0)
+    problems.add("--stop-at 0 stops before the first step", "use --stop-at 1 or more, or drop it", "train-stop-at");
+  if (s.eval_batches < 1)
+    problems.add("--eval-batches " + n(s.eval_batches) + " must be at least 1", "use --eval-batches 1 or more",
+                 "train-eval");
+  if (s.threads_given && s.threads < 1)
+    problems.add("--threads " + n(s.threads) + " must be at least 1", "use --threads 1 or more, or drop it for the "
+                 "node's cores shared by its ranks", "train-threads");
+  if (!(s.comm_timeout_s > 0))
+    problems.add(fmt::format("--comm-timeout {} is not positive", s.comm_timeout_s), "give seconds, e.g. 300",
+                 "comm-timeout");
+  if (!(s.bucket_mib > 0))
+    problems.add(fmt::format("--bucket-mib {} is not positive", s.bucket_mib), "give e.g. 4", "bucket-mib");
+  if (!s.prediction_cost.empty() && !std::ifstream(s.prediction_cost))
+    problems.add("cannot read --cost '" + s.prediction_cost + "'", "give the cost table TOML the prediction should use",
+                 "cost-file");
+}
+
+// The device: one this build has, and the way its ranks talk.
+void check_device(const TrainSettings& s, Problems& problems) {
+  if (s.device != "cpu" && s.device != "cuda") {
+    problems.add("--device '" + s.device + "' is unknown", "use --device cpu or --device cuda", "train-device");
+    return;
+  }
+  if (s.device == "cuda" && !s.make_device_kernels)
+    problems.add("--device cuda was asked, but this trident was built without the CUDA backend",
+                 "rebuild where the CUDA toolkit is at /usr/local/cuda (cmake -DTRIDENT_CUDA=ON), or use --device cpu",
+                 "no-cuda-build");
+  if (!s.gpu_comm.empty() && s.gpu_comm != "nccl" && s.gpu_comm != "mpi-host")
+    problems.add("--gpu-comm '" + s.gpu_comm + "' is unknown", "use --gpu-comm nccl or --gpu-comm mpi-host", "gpu-comm");
+  else if (!s.gpu_comm.empty() && s.device == "cpu")
+    problems.add("--gpu-comm is for GPU ranks, but --device is cpu (CPU ranks always talk through MPI)",
+                 "drop --gpu-comm, or add --device cuda", "gpu-comm");
+}
+
+// The token file against the model: ids the embedding has rows for, and enough tokens for a batch.
+void check_data(const TrainSettings& s, Problems& problems) {
+  if (!s.data) return;
+  const ModelSpec& m = s.run.model;
+  const data::TokenFile& file = *s.data;
+  if (m.vocab > 0 && m.vocab < file.vocab())
+    problems.add(fmt::format("vocab ({}) is smaller than the token file's vocabulary ({}, {})", m.vocab, file.vocab(),
+                             file.path()),
+                 fmt::format("use --vocab {} or more", file.vocab()), "train-vocab");
+  if (m.seq_len > 0 && file.size() < 2 * (m.seq_len + 1))
+    problems.add(fmt::format("token file '{}' has {} tokens, too few for sequences of {} (it needs 2 x (seq-len + 1) "
+                             "= {}: a training and a validation sequence)",
+                             file.path(), file.size(), m.seq_len, 2 * (m.seq_len + 1)),
+                 "use more text or a smaller --seq-len", "data-too-small");
+}
+
+// The checkpoint to resume: the same model, and steps left to train.
+void check_resume(const TrainSettings& s, Problems& problems) {
+  if (s.resume_meta.is_null()) return;
+  const ModelSpec& m = s.run.model;
+  const ModelSpec cm = engine::model_from_json(s.resume_meta["model"]);
+  if (cm.family != m.family || cm.kv_heads != m.kv_heads || cm.rope_theta != m.rope_theta || cm.layers != m.layers ||
+      cm.hidden != m.hidden || cm.heads != m.heads || cm.ffn_hidden != m.ffn_hidden || cm.seq_len != m.seq_len ||
+      cm.vocab != m.vocab)
+    problems.add(fmt::format("the checkpoint '{}' holds another model ({} layers, hidden {}, {} heads, seq {}, vocab "
+                             "{}) than the one asked for ({} layers, hidden {}, {} heads, seq {}, vocab {})",
+                             s.resume_path, cm.layers, cm.hidden, cm.heads, cm.seq_len, cm.vocab, m.layers, m.hidden,
+                             m.heads, m.seq_len, m.vocab),
+                 "drop the model options to use the checkpoint's", "resume-model");
+  const int64_t done = s.resume_meta.value("step", int64_t(0));
+  if (done >= s.steps)
+    problems.add(fmt::format("the checkpoint is already at step {}, --steps is {}", done, s.steps),
+                 fmt::format("use --steps {} or more", done + 1), "resume-steps");
+  else if (s.stop_at > 0 && s.stop_at <= done)
+    problems.add(fmt::format("the checkpoint is already at step {}, --stop-at is {}", done, s.stop_at),
+                 fmt::format("use --stop-at {} or more", done + 1), "resume-steps");
+}
+
+// Outputs before any work: none may replace an input, a special file or another output.
+void check_output_paths(const TrainSettings& s, Problems& problems) {
+  std::vector<NamedPath> inputs = s.input_files;
+  if (!s.data_path.empty()) {
+    inputs.push_back({s.data_path, "the token file"});
+    inputs.push_back({s.data_path + ".tokenizer", "the token file's tokenizer"});
+  }
+  if (!s.resume_path.empty()) inputs.push_back({s.resume_path, "--resume"});
+  if (!s.prediction_cluster.empty()) inputs.push_back({s.prediction_cluster, "--prediction-cluster"});
+  if (!s.prediction_cost.empty()) inputs.push_back({s.prediction_cost, "--cost"});
+  check_outputs({{s.metrics_path, "--metrics"}, {s.report_path, "--report"}, {s.html_path, "--html"}}, inputs, problems);
+  if (s.checkpoint_path.empty()) return;
+  // --checkpoint may be the --resume directory: the checkpoint is read whole before training,
+  // and every save swaps a complete new directory in (the previous one stays until then).
+  std::vector<NamedPath> ckpt_inputs;
+  for (const auto& in : inputs)
+    if (in.what != "--resume") ckpt_inputs.push_back(in);
+  check_outputs({{s.checkpoint_path, "--checkpoint"}}, ckpt_inputs, problems, OutputKind::Directory);
+  std::error_code ec;  // a save replaces a checkpoint directory whole: never another folder or file
+  if (std::filesystem::exists(s.checkpoint_path, ec) && !checkpoint::is_checkpoint(s.checkpoint_path))
+    problems.add("--checkpoint '" + s.checkpoint_path + "' exists and is not a Trident checkpoint directory",
+                 "give a new path, or a checkpoint directory to replace", "checkpoint-path");
+}
+
+}  // namespace
+
 void check_trainable(const TrainSettings& s, Problems& problems) {
+  check_training_values(s, problems);
+  check_device(s, problems);
+  check_data(s, problems);
+  check_resume(s, problems);
+  check_output_paths(s, problems);
   const RunSpec& r = s.run;
   const auto& m = r.model;
   const auto& L = r.layout;
@@ -200,7 +308,6 @@ void check_trainable(const TrainSettings& s, Problems& problems) {
   const int64_t per = x.micro_batch_size * L.dp;
   if (per > 0 && x.global_batch_size > 0 && x.global_batch_size % per == 0 && L.pp * v <= m.layers)
     check_schedule_shape(x.schedule, L.pp, x.micro_batches(L.dp), v, problems);
-  if (s.steps < 1) problems.add("steps (" + n(s.steps) + ") must be at least 1", "give --steps 20", "train-steps");
   if (!s.stage_layers.empty()) {
     int64_t sum = 0;
     for (int64_t k : s.stage_layers) sum += k;

@@ -27,10 +27,13 @@ bool launched_by_mpi();
 // the launcher's world size / (tp * pp).
 void read_dist_train_options(const OptionValues& values, TrainSettings& s, Problems& problems);
 
-// The one check of a training run, the same in one process and under mpirun: core's check_run
-// (heads, ffn, layers and batch against the layout) plus what this runtime can execute (GPT
-// family, no GQA / MoE / cp / ep, ZeRO 0-1, no recompute, fp32 — bf16 on CUDA —, no zb-h1,
-// sequence parallel with tp > 1, the schedule's shape, the stage split), each with its fix.
+// The one check of a training run, the same in one process and under mpirun (run_training runs
+// it on every rank before any work): the loop's values (steps, lr, stop-at, eval batches,
+// threads, timeouts), the device (known, built in, its ranks' transport), the token file
+// against the model (vocabulary, enough tokens), the checkpoint to resume (same model, steps
+// left), the output paths; then core's check_run (heads, ffn, layers and batch against the
+// layout) and what this runtime can execute (GPT / Llama, no MoE / cp / ep, ZeRO 0-1, fp32 —
+// bf16 on CUDA —, the schedule's shape, the stage split), each with its fix and its code.
 void check_trainable(const TrainSettings& s, Problems& problems);
 
 

@@ -19,13 +19,15 @@ uint64_t hash_of(const std::string& text) {
   return data::fnv1a64(reinterpret_cast<const unsigned char*>(text.data()), text.size());
 }
 
-// The token file by what it holds, so two nodes' copies compare equal and a stale copy does not.
-std::string data_identity(const std::string& path) {
-  if (path.empty()) return "synthetic sequences";
+// The token file by what it holds, so two nodes' copies compare equal and a stale copy does not
+// (the file run_training opened, read again only when the settings name a file but hold none).
+std::string data_identity(const TrainSettings& s) {
+  if (s.data_path.empty()) return "synthetic sequences";
   try {  // a rank that throws here would leave the others waiting in the allgather
-    const data::TokenFile file(path);
-    return fmt::format("vocab {}, {} tokens, tokenizer kind {}, FNV-1a 64 of the tokens {:#018x}", file.vocab(),
-                       file.size(), file.tokenizer_kind(), file.payload_checksum());
+    const std::shared_ptr<const data::TokenFile> file =
+        s.data ? s.data : std::make_shared<const data::TokenFile>(s.data_path);
+    return fmt::format("vocab {}, {} tokens, tokenizer kind {}, FNV-1a 64 of the tokens {:#018x}", file->vocab(),
+                       file->size(), file->tokenizer_kind(), file->payload_checksum());
   } catch (const std::exception& e) {
     return std::string("unreadable: ") + e.what();
   }
@@ -59,7 +61,7 @@ std::vector<std::pair<std::string, std::string>> run_fingerprint(const TrainSett
       {"--resume", s.resume_path}, {"--device", s.device}, {"--comm-timeout", exact(s.comm_timeout_s)},
       {"--bucket-mib", exact(s.bucket_mib)}, {"--stage-layers", stages},
       {"--trace-comm", s.trace_comm ? "on" : "off"},
-      {"the token file's contents", data_identity(s.data_path)},
+      {"the token file's contents", data_identity(s)},
       {"the tokenizer", s.tokenizer.dump()},
   };
 }

@@ -52,12 +52,15 @@ std::string duration(double s) {
 
 void print_problems(const InputError& e) {
   std::fprintf(stderr, "trident train: %zu problem%s\n", e.problems().size(), e.problems().size() == 1 ? "" : "s");
-  for (const auto& p : e.problems()) std::fprintf(stderr, "  - %s\n    fix: %s\n", p.what.c_str(), p.fix.c_str());
+  for (const auto& p : e.problems()) {
+    std::fprintf(stderr, "  - %s\n    fix: %s\n", p.what.c_str(), p.fix.c_str());
+    if (!p.code.empty()) std::fprintf(stderr, "    code: %s\n", p.code.c_str());
+  }
 }
 
 // CPU kernel threads of one rank: --threads, else the node's cores shared by its ranks.
 int kernel_threads(const TrainSettings& s) {
-  if (s.threads > 0) return s.threads;
+  if (s.threads > 0) return int(s.threads);
   const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
   const int64_t local_ranks = local ? std::max(1LL, std::atoll(local)) : 1;
   return int(std::max<int64_t>(1, int64_t(std::thread::hardware_concurrency()) / local_ranks));
@@ -67,8 +70,8 @@ int kernel_threads(const TrainSettings& s) {
 // another seed.
 std::unique_ptr<BatchSource> validation_source(const TrainSettings& s) {
   const auto& m = s.run.model;
-  return s.data_path.empty() ? synthetic_source(m.vocab, m.seq_len, s.seed + 1)
-                             : token_file_validation_source(s.data_path, m.seq_len, s.seed);
+  return s.data ? token_file_validation_source(s.data, m.seq_len, s.seed)
+                : synthetic_source(m.vocab, m.seq_len, s.seed + 1);
 }
 
 nlohmann::json checkpoint_meta(const TrainSettings& s, int64_t step) {
@@ -202,43 +205,65 @@ void print_startup(const TrainSettings& s, int world, const DistTrainer& trainer
   std::fflush(stdout);
 }
 
-int train(const TrainSettings& s, bool mpi) {
+// The inputs the run check reads, opened once: the token file (unless the command opened it)
+// and the checkpoint to resume. A file that cannot be read is a problem among the others.
+std::optional<checkpoint::CheckpointReader> open_inputs(TrainSettings& s, Problems& problems) {
+  std::optional<checkpoint::CheckpointReader> resume;
+  try {
+    if (!s.data && !s.data_path.empty()) s.data = std::make_shared<const data::TokenFile>(s.data_path);
+  } catch (const InputError& e) {
+    for (const auto& p : e.problems()) problems.add(p.what, p.fix, p.code);
+  }
+  try {
+    if (!s.resume_path.empty()) {
+      resume.emplace(s.resume_path);
+      if (s.resume_meta.is_null()) s.resume_meta = resume->meta();
+    }
+  } catch (const InputError& e) {
+    for (const auto& p : e.problems()) problems.add(p.what, p.fix, p.code);
+  }
+  return resume;
+}
+
+int train(const TrainSettings& settings, const Problems& parsed, bool mpi) {
   int rank = 0, world = 1;
   if (mpi) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world);
   }
+  TrainSettings s = settings;
+  // The one run check, on every rank before any work: the problems found while parsing, the
+  // inputs, check_trainable and the world size, all reported together.
+  Problems problems = parsed;
+  std::optional<checkpoint::CheckpointReader> resume = open_inputs(s, problems);
+  check_trainable(s, problems);
+  const int64_t need = s.run.layout.world_size();
+  if (world != need) {
+    if (mpi)
+      problems.add("mpirun started " + std::to_string(world) + " ranks but the layout " + s.run.layout.describe() +
+                       " needs " + std::to_string(need),
+                   "run mpirun -np " + std::to_string(need) + ", or change --dp/--tp/--pp so their product is " +
+                       std::to_string(world),
+                   "world-size-matches-layout");
+    else
+      problems.add("the layout " + s.run.layout.describe() + " needs " + std::to_string(need) +
+                       " ranks, but this is one process (not started by mpirun)",
+                   "run mpirun -np " + std::to_string(need) + " trident train ..., or drop --dp/--tp/--pp",
+                   "world-size-matches-layout");
+  }
+  // Every rank resolved the same run and found the same problems (else each would check and
+  // train its own, or one would stop while the others wait for it).
+  if (mpi && world > 1) {
+    auto fingerprint = run_fingerprint(s);
+    std::string found;
+    for (const auto& p : problems.list()) found += p.code + ": " + p.what + "\n";
+    fingerprint.push_back({"the problems found", found.empty() ? "none" : found});
+    check_ranks_agree(fingerprint, MPI_COMM_WORLD);
+  }
+  problems.throw_if_any();  // every rank holds the same problems: all stop before any work
   const int64_t stop_at = s.stop_at < 0 ? s.steps : std::min(s.stop_at, s.steps);
   const int64_t eval_every = s.eval_every >= 0 ? s.eval_every : std::max<int64_t>(1, s.steps / 5);
   const int64_t log_every = s.log_every > 0 ? s.log_every : std::max<int64_t>(1, s.steps / 20);
-  // First of all: every rank resolved the same run (else each would check and train its own).
-  if (mpi && world > 1) check_ranks_agree(run_fingerprint(s), MPI_COMM_WORLD);
-  {
-    Problems problems;
-    check_trainable(s, problems);
-    const int64_t need = s.run.layout.world_size();
-    if (world != need) {
-      if (mpi)
-        problems.add("mpirun started " + std::to_string(world) + " ranks but the layout " + s.run.layout.describe() +
-                         " needs " + std::to_string(need),
-                     "run mpirun -np " + std::to_string(need) + ", or change --dp/--tp/--pp so their product is " +
-                         std::to_string(world),
-                     "world-size-matches-layout");
-      else
-        problems.add("the layout " + s.run.layout.describe() + " needs " + std::to_string(need) +
-                         " ranks, but this is one process (not started by mpirun)",
-                     "run mpirun -np " + std::to_string(need) + " trident train ..., or drop --dp/--tp/--pp",
-                     "world-size-matches-layout");
-    }
-    std::error_code ec;  // a save replaces a checkpoint directory whole: never another folder or file
-    if (!s.checkpoint_path.empty() && std::filesystem::exists(s.checkpoint_path, ec) &&
-        !checkpoint::is_checkpoint(s.checkpoint_path))
-      problems.add("--checkpoint '" + s.checkpoint_path + "' exists and is not a Trident checkpoint directory",
-                   "give a new path, or a checkpoint directory to replace", "checkpoint-path");
-    problems.throw_if_any();  // every rank sees the same problems: all stop before any work
-  }
-  std::optional<checkpoint::CheckpointReader> resume;
-  if (!s.resume_path.empty()) resume.emplace(s.resume_path);  // bad checkpoint: InputError on every rank
 
   auto ctx = std::make_shared<comm::CommContext>();
   ctx->timeout_s = s.comm_timeout_s;
@@ -249,8 +274,8 @@ int train(const TrainSettings& s, bool mpi) {
       s.make_device_kernels ? s.make_device_kernels() : kernels::make_cpu_kernels(kernel_threads(s));
   const GroupWrap wrap = s.device_groups ? s.device_groups(*kernels) : GroupWrap{};
   ProcessGroups groups = mpi ? make_process_groups(mesh, ctx, MPI_COMM_WORLD, wrap) : make_single_process_groups(ctx);
-  auto data = s.data_path.empty() ? synthetic_source(s.run.model.vocab, s.run.model.seq_len, s.seed)
-                                  : token_file_source(s.data_path, s.run.model.seq_len, s.seed);
+  auto data = s.data ? token_file_source(s.data, s.run.model.seq_len, s.seed)
+                     : synthetic_source(s.run.model.vocab, s.run.model.seq_len, s.seed);
   auto val = validation_source(s);
   TrainerOptions o;
   o.adamw = s.adamw;
@@ -434,7 +459,7 @@ int world_rank(bool mpi) {
 
 }  // namespace
 
-int run_training(const TrainSettings& s) {
+int run_training(const TrainSettings& s, const Problems& parsed) {
   const bool mpi = launched_by_mpi();
   if (mpi) {
     int initialized = 0;
@@ -446,7 +471,7 @@ int run_training(const TrainSettings& s) {
   }
   int code = 0;
   try {
-    code = train(s, mpi);
+    code = train(s, parsed, mpi);
   } catch (const InputError& e) {
     if (world_rank(mpi) == 0) print_problems(e);
     code = 2;

@@ -17,7 +17,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/output_path.h"
 #include "core/run_spec.h"
+#include "runtime/data/token_file.h"
 #include "runtime/engine/optimizer.h"
 #include "runtime/kernels/ops.h"
 #include "runtime/parallel/process_groups.h"
@@ -31,6 +33,9 @@ struct TrainSettings {
   int64_t stop_at = -1;         // stop after this step; -1 = steps
   uint64_t seed = 1337;
   std::string data_path;        // token file; empty = deterministic synthetic sequences
+  // The token file at data_path, opened once (its checksum and ids verified once): the batch
+  // sources, the run check and the ranks' agreement all read this one. Null: run_training opens it.
+  std::shared_ptr<const data::TokenFile> data;
   nlohmann::json tokenizer;     // stored in checkpoints so `trident generate` can decode
   int64_t eval_every = -1;      // validation every N steps; 0 = only at the end; -1 = steps/5
   int64_t eval_batches = 4;     // micro-batches per validation
@@ -39,8 +44,13 @@ struct TrainSettings {
   std::string checkpoint_path;  // checkpoint directory, written at the end
   int64_t checkpoint_every = 0; // and every N steps
   std::string resume_path;      // continue from this checkpoint
-  int threads = 0;              // CPU kernel threads per rank; 0 = the node's cores / its ranks
-  std::string device = "cpu";
+  nlohmann::json resume_meta;   // its meta (model, step), for the run check; null: run_training reads it
+  int64_t threads = 0;          // CPU kernel threads per rank; 0 = the node's cores / its ranks
+  bool threads_given = false;   // --threads was given (then it must be 1 or more)
+  std::string device = "cpu";   // cpu or cuda (checked by the run check)
+  std::string gpu_comm;         // how GPU ranks talk: nccl or mpi-host; empty = not given (nccl)
+  // Files the command read besides the data and the checkpoint (--config files): no output may replace them.
+  std::vector<NamedPath> input_files;
   // Kernels of a non-CPU device (cmd_train's, so the runtime does not link CUDA); null = CPU.
   std::function<std::unique_ptr<kernels::Kernels>()> make_device_kernels;
   // How that device's ranks talk, given its kernels (cmd_train's: NCCL or host-staged MPI on
@@ -60,10 +70,13 @@ struct TrainSettings {
   std::function<void(int64_t step, int rank)> before_step;
 };
 
-// Initialises MPI when started by mpirun/srun, trains, prints, finalises. Returns the exit
-// code: 0; 2 for bad input (printed by rank 0 before any work); 1 when a save was refused
-// (non-finite loss or weights). A rank that fails later prints "rank R failed: ..." and aborts
-// the job, so no rank is left hanging.
-int run_training(const TrainSettings& s);
+// Initialises MPI when started by mpirun/srun, runs the one run check (check_trainable, the
+// world size, the output paths) on every rank, trains, prints, finalises. `parsed` holds the
+// problems the command found while reading its options: they are reported together with the
+// run check's. Returns the exit code: 0; 2 for bad input (every problem, printed by rank 0
+// before any work, the same on every rank); 1 when a save was refused (non-finite loss or
+// weights). A rank that fails later prints "rank R failed: ..." and aborts the job, so no rank
+// is left hanging.
+int run_training(const TrainSettings& s, const Problems& parsed = {});
 
 }  // namespace trident::parallel
