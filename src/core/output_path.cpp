@@ -150,6 +150,21 @@ void require_output(const NamedPath& output, const std::vector<NamedPath>& input
   p.throw_if_any();
 }
 
+bool sync_directory(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool ok = ::fsync(fd) == 0;
+  return ::close(fd) == 0 && ok;
+}
+
+std::string parent_directory(const std::string& path) {
+  std::string p = path;
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  const size_t slash = p.rfind('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : p.substr(0, slash);
+}
+
 std::string unique_temp_path(const std::string& path) {
   static std::atomic<unsigned> counter{0};
   return path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
@@ -190,6 +205,10 @@ void write_file_atomically(const std::string& path, const std::function<bool(std
     ::unlink(tmp.c_str());
     io_fail("cannot replace '" + path + "': " + std::strerror(e), fix);
   }
+  // The rename is durable only once the directory is: a crash now would otherwise find the
+  // old file (or none) under the name.
+  if (!sync_directory(parent_directory(path)))
+    io_fail("wrote '" + path + "' but could not sync its folder: " + std::strerror(errno), fix);
 }
 
 void write_text_atomically(const std::string& path, const std::string& text) {

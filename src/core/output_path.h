@@ -51,6 +51,12 @@ void write_text_atomically(const std::string& path, const std::string& text);
 // The temp name write_file_atomically uses: "PATH.tmp.PID.N", unique per process and call.
 std::string unique_temp_path(const std::string& path);
 
+// fsync of a directory, so the names created, renamed or removed in it survive a power cut (a
+// file's own fsync makes its bytes durable, not its directory entry). False if it could not.
+bool sync_directory(const std::string& dir);
+// The directory that holds `path` ("." for a bare name).
+std::string parent_directory(const std::string& path);
+
 // An output written line by line (the metrics file): regular files only, every write checked.
 class OutputStream {
  public:

@@ -126,6 +126,17 @@ TEST(OutputPath, temp_names_are_unique_per_process_and_call) {
   EXPECT_EQ(got, std::string(100000, got[0]));
 }
 
+TEST(OutputPath, directory_sync_names_the_parent_and_refuses_what_is_no_directory) {
+  EXPECT_EQ(parent_directory("a/b/c.json"), "a/b");
+  EXPECT_EQ(parent_directory("a/b/ckpt/"), "a/b");
+  EXPECT_EQ(parent_directory("c.json"), ".");
+  EXPECT_EQ(parent_directory("/c.json"), "/");
+  Scratch s;
+  EXPECT_TRUE(sync_directory(s.dir.string()));
+  EXPECT_FALSE(sync_directory(s.file("plain.txt")));    // a file is not a directory
+  EXPECT_FALSE(sync_directory(s.path("missing-dir")));  // nor is nothing
+}
+
 TEST(OutputPath, a_write_error_on_a_stream_stops_with_the_reason) {
   std::FILE* full = std::fopen("/dev/full", "w");
   ASSERT_NE(full, nullptr);

@@ -123,7 +123,9 @@ void finish_save(const std::string& dir, const nlohmann::json& meta) {
       throw std::logic_error(fmt::format("checkpoint writer: tensor {} has {} of its {} elements", name, covered[name], want));
   }
   const std::string text = manifest.dump(1);
-  if (!write_file(tmp + "/" + kManifest, text.data(), text.size()))
+  // The shard files are fsynced by their writers; their names in the new directory and the
+  // manifest's must be too before the swap makes the directory the checkpoint.
+  if (!write_file(tmp + "/" + kManifest, text.data(), text.size()) || !sync_directory(tmp))
     fail("failed writing '" + tmp + "/" + kManifest + "': " + std::strerror(errno) + " (the previous checkpoint is untouched)",
          "check free disk space", "checkpoint-write");
   // The swap: the new directory takes the old one's name in one step; the old one, now at the
@@ -139,6 +141,10 @@ void finish_save(const std::string& dir, const nlohmann::json& meta) {
     fail("could not rename '" + tmp + "' to '" + dir + "': " + std::strerror(errno), "check the folder is writable",
          "checkpoint-write");
   }
+  // The swap itself is a change of the parent folder: durable once that folder is synced.
+  if (!sync_directory(parent_directory(dir)))
+    fail("saved '" + dir + "' but could not sync its folder '" + parent_directory(dir) + "': " + std::strerror(errno),
+         "check the file system (a crash now could leave the previous checkpoint under the name)", "checkpoint-write");
 }
 
 bool is_checkpoint(const std::string& path) {
