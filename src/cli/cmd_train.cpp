@@ -72,7 +72,8 @@ int run_train(TrainArgs& args) {
 
   // Resume: the checkpoint supplies the model when no model option is given.
   std::optional<checkpoint::CheckpointReader> resume;
-  std::optional<double> resumed_rope_theta;  // no flag sets it: the checkpoint's model keeps its own
+  // No flag sets a model's name or rotary base: a resumed model keeps the checkpoint's own.
+  std::optional<ModelSpec> resumed_model;
   if (auto r = values.get_string("resume")) {
     s.resume_path = *r;
     reading(p, [&] { resume.emplace(*r); });
@@ -81,7 +82,8 @@ int run_train(TrainArgs& args) {
       s.resume_meta = resume->meta();
       if (!model_given) {
         ModelSpec cm = engine::model_from_json(resume->meta()["model"]);
-        resumed_rope_theta = cm.rope_theta;
+        resumed_model = cm;
+        values.set("tied-embeddings", cm.tied_embeddings() ? "true" : "false", *r);
         values.set("family", to_string(cm.family), *r);
         values.set("kv-heads", std::to_string(cm.kv_heads), *r);
         values.set("layers", std::to_string(cm.layers), *r);
@@ -109,7 +111,7 @@ int run_train(TrainArgs& args) {
   }
   if (!values.has("vocab") && !values.has("model") && s.data) values.set("vocab", std::to_string(s.data->vocab()), s.data_path);
   s.run.model = resolve_model(values, p);
-  if (resumed_rope_theta) s.run.model.rope_theta = *resumed_rope_theta;
+  if (resumed_model) s.run.model.name = resumed_model->name, s.run.model.rope_theta = resumed_model->rope_theta;
 
   auto get_int = [&](const char* name, int64_t def) { return values.get_int(name, p).value_or(def); };
   auto get_double = [&](const char* name, double def) { return values.get_double(name, p).value_or(def); };

@@ -41,6 +41,14 @@ cp -r "$DIR/c.ckpt" "$DIR/inplace.ckpt"
   || fail "resume into the same checkpoint directory"
 grep -q '"step": 30' "$DIR/inplace.ckpt/manifest.json" || fail "the in-place checkpoint is not at step 30"
 
+# A checkpoint alone describes its model, name included: resuming with no model flags keeps it.
+"$TRIDENT" train --data "$DIR/text.tok" --model gpt2-small --layers 2 --hidden 64 --heads 2 --seq-len 32 --micro-batch-size 4 \
+  --global-batch-size 4 --threads 2 --eval-every 0 --eval-batches 1 --steps 2 --checkpoint "$DIR/named.ckpt" >/dev/null \
+  || fail "train a named preset"
+"$TRIDENT" train --data "$DIR/text.tok" --micro-batch-size 4 --global-batch-size 4 --threads 2 --eval-every 0 \
+  --eval-batches 1 --steps 3 --resume "$DIR/named.ckpt" >"$DIR/named.out" || fail "resume from the checkpoint alone"
+head -1 "$DIR/named.out" | grep -q "gpt2-small (modified)" || { head -3 "$DIR/named.out"; fail "the resumed run lost the model's name"; }
+
 "$TRIDENT" generate --checkpoint "$DIR/c.ckpt" --tokens 20 --prompt "The quick" >"$DIR/g.out" || fail "generate"
 [ "$(wc -c <"$DIR/g.out")" -gt 20 ] || fail "generate printed too little"
 
