@@ -128,4 +128,13 @@ std::vector<Row> read_folder(const std::string& folder) {
   return rows;
 }
 
+std::vector<Row> read_rows_of(const std::vector<std::string>& paths) {
+  std::vector<Row> rows;
+  for (const auto& p : paths) {
+    auto more = std::filesystem::is_directory(p) ? read_folder(p) : read_rows(p);
+    rows.insert(rows.end(), more.begin(), more.end());
+  }
+  return rows;
+}
+
 }  // namespace trident::calibration

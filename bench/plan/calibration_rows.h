@@ -23,5 +23,7 @@ struct Row {
 std::vector<Row> read_rows(const std::string& path);
 // Every *.csv in a folder, sorted by name.
 std::vector<Row> read_folder(const std::string& folder);
+// The rows of each path in turn: a folder's CSVs (read_folder) or one CSV (read_rows).
+std::vector<Row> read_rows_of(const std::vector<std::string>& paths);
 
 }  // namespace trident::calibration

@@ -8,7 +8,6 @@
 
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -29,11 +28,7 @@ int main(int argc, char** argv) try {
     else paths.push_back(a);
   }
   if (paths.empty()) paths.push_back(TRIDENT_CALIBRATION_DIR);
-  std::vector<calibration::Row> rows;
-  for (const auto& p : paths) {
-    auto more = std::filesystem::is_directory(p) ? calibration::read_folder(p) : calibration::read_rows(p);
-    rows.insert(rows.end(), more.begin(), more.end());
-  }
+  const std::vector<calibration::Row> rows = calibration::read_rows_of(paths);
   std::string cost_text;
   if (!cost_path.empty()) {
     std::ifstream in(cost_path);

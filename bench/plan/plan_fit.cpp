@@ -11,7 +11,6 @@
 #include <fmt/format.h>
 
 #include <cmath>
-#include <filesystem>
 #include <map>
 #include <set>
 #include <string>
@@ -45,11 +44,7 @@ int main(int argc, char** argv) try {
     else paths.push_back(a);
   }
   if (paths.empty()) paths.push_back(TRIDENT_CALIBRATION_DIR);
-  std::vector<calibration::Row> rows;
-  for (const auto& p : paths) {
-    auto more = std::filesystem::is_directory(p) ? calibration::read_folder(p) : calibration::read_rows(p);
-    rows.insert(rows.end(), more.begin(), more.end());
-  }
+  const std::vector<calibration::Row> rows = calibration::read_rows_of(paths);
   if (rows.empty()) {
     fmt::print(stderr, "plan_fit: no rows\n");
     return 2;

@@ -61,11 +61,7 @@ plan::SearchSpace fixed_dimensions(const OptionValues& v, const ExecutionSpec& e
     validate_layout(probe, p);
     s.order = *o;
   }
-  s.precision = exec.precision;
-  s.grad_bits = exec.grad_bits;
-  s.attention = exec.attention;
-  s.overlap = exec.overlap;
-  s.stack = exec.stack;
+  s.use_stack(exec);
   return s;
 }
 

@@ -99,17 +99,8 @@ struct RecipeSearch {
 RecipeSearch recipe_search(const RunSpec& run, double overhead, const CostConstants& c, double slack) {
   RecipeSearch out;
   SearchSpace space;
-  space.tp = run.layout.tp;
-  space.pp = run.layout.pp;
-  space.dp = run.layout.dp;
-  space.cp = run.layout.cp;
-  space.ep = run.layout.ep;
-  space.order = run.layout.order;
-  space.precision = run.exec.precision;
-  space.grad_bits = run.exec.grad_bits;
-  space.attention = run.exec.attention;
-  space.overlap = run.exec.overlap;
-  space.stack = run.exec.stack;
+  space.fix_layout(run.layout);
+  space.use_stack(run.exec);
   space.prune_dominated = false;  // sequence parallel off is a valid (if slower) answer here
   const SearchResult res = search(run.model, run.cluster, run.exec.global_batch_size, space, 100000, overhead, c);
   if (res.best.empty()) return out;

@@ -35,6 +35,19 @@ struct Schedule {
 
 }  // namespace
 
+void SearchSpace::use_stack(const ExecutionSpec& exec) {
+  precision = exec.precision;
+  grad_bits = exec.grad_bits;
+  attention = exec.attention;
+  overlap = exec.overlap;
+  stack = exec.stack;
+}
+
+void SearchSpace::fix_layout(const Layout& l) {
+  tp = l.tp, pp = l.pp, dp = l.dp, cp = l.cp, ep = l.ep;
+  order = l.order;
+}
+
 SearchResult search(const ModelSpec& model, const ClusterSpec& cluster, int64_t global_batch,
                     const SearchSpace& space, int top, double overhead) {
   return search(model, cluster, global_batch, space, top, overhead, builtin_cost(cluster.gpu));

@@ -37,6 +37,11 @@ struct SearchSpace {
   // Speed-ups that do not change the result (the benchmark turns them off to show what they save):
   bool prune_dominated = true;  // skip gpipe (1f1b is as fast with less memory) and sequence parallel off
   bool dedupe_orders = true;    // evaluate one order per distinct mapping of groups onto links
+
+  // The stack's settings of `exec` (precision, gradient bits, attention, overlap, its name).
+  void use_stack(const ExecutionSpec& exec);
+  // Every dimension of `layout` fixed (tp, pp, dp, cp, ep, order); the rest stays searched.
+  void fix_layout(const Layout& layout);
 };
 
 struct SearchResult {
