@@ -127,15 +127,37 @@ TEST(CheckDistRun, zero_bubble_h1_and_recomputation_run) {
   EXPECT_EQ(all_problems(s), "");
 }
 
-TEST(CheckDistRun, context_expert_parallel_and_moe_are_refused_with_a_reason) {
+TEST(CheckDistRun, expert_parallel_and_moe_are_refused_with_a_reason) {
   auto s = tiny();
   s.run.layout = Layout{.tp = 1, .cp = 2, .dp = 2, .pp = 1, .order = "tp-cp-ep-dp-pp", .ep = 2};
   s.run.model.experts = 4;
   s.run.model.experts_per_token = 2;
   s.run.model.expert_ffn_hidden = 64;
   const std::string text = all_problems(s);
-  for (const char* code : {"[dist-cp]", "[dist-ep]", "[train-moe]"})
+  for (const char* code : {"[dist-ep]", "[train-moe]"})
     EXPECT_NE(text.find(code), std::string::npos) << code << " missing in:\n" << text;
+  EXPECT_EQ(text.find("[cp-"), std::string::npos) << text;
+}
+
+// Context parallel trains on the CPU when 2 x cp chunks cut the sequence (and, with sequence
+// parallel, tp cuts a cp rank's rows); otherwise each problem names the fix.
+TEST(CheckDistRun, context_parallel_runs_when_2cp_chunks_cut_the_sequence) {
+  auto s = tiny();
+  s.run.layout = Layout{.tp = 2, .cp = 2, .dp = 1, .pp = 2, .order = "tp-cp-ep-dp-pp"};
+  s.run.exec.sequence_parallel = true;
+  EXPECT_EQ(all_problems(s), "");
+  s.run.layout.cp = 4;
+  s.run.model.seq_len = 12;  // 8 chunks do not cut 12 tokens; cp 4 x tp 2 does not divide them either
+  std::string text = all_problems(s);
+  EXPECT_NE(text.find("cuts each sequence into 2 x cp = 8 chunks (causal load balancing), but seq_len (12) is not a "
+                      "multiple of 8"), std::string::npos) << text;
+  EXPECT_NE(text.find("[cp-divides-seq]"), std::string::npos) << text;
+  EXPECT_NE(text.find("not divisible by cp x tp (8)"), std::string::npos) << text;
+  s = tiny();
+  s.run.layout = Layout{.tp = 1, .cp = 2, .dp = 1, .pp = 1, .order = "tp-cp-ep-dp-pp"};
+  s.device = "cuda";
+  text = all_problems(s);
+  EXPECT_NE(text.find("[cp-device]"), std::string::npos) << text;
 }
 
 TEST(CheckDistRun, sequence_parallel_is_accepted_when_tp_divides_the_sequence) {

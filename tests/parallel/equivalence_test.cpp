@@ -325,6 +325,34 @@ TEST(Equivalence, llama_pp2_interleaved_matches_single_process) {
   expect_same_as_single_process(c);
 }
 
+// Context parallel: each sequence in 2 cp chunks (rank r holds chunks r and 2cp-1-r), ring
+// attention over the cp group, dense gradients summed over dp x cp.
+Layout LC(int64_t tp, int64_t cp, int64_t dp, int64_t pp) {
+  return Layout{.tp = tp, .cp = cp, .dp = dp, .pp = pp, .order = "tp-cp-ep-dp-pp"};
+}
+TEST(Equivalence, cp2_matches_single_process) { expect_same_as_single_process({"cp2", LC(1, 2, 1, 1)}); }
+TEST(Equivalence, cp4_matches_single_process) { expect_same_as_single_process({"cp4", LC(1, 4, 1, 1)}); }
+TEST(Equivalence, cp2_tp2_matches_single_process) { expect_same_as_single_process({"cp2xtp2", LC(2, 2, 1, 1)}); }
+TEST(Equivalence, cp2_pp2_matches_single_process) { expect_same_as_single_process({"cp2xpp2", LC(1, 2, 1, 2)}); }
+TEST(Equivalence, cp2_dp2_matches_single_process) { expect_same_as_single_process({"cp2xdp2", LC(1, 2, 2, 1)}); }
+TEST(Equivalence, cp2_dp2_tp2_sequence_parallel_zero1_matches_single_process) {
+  expect_same_as_single_process({"cp2xdp2xtp2 sp zero1", LC(2, 2, 2, 1), ScheduleKind::OneFOneB, 1, 1, {}, true});
+}
+TEST(Equivalence, cp2_pp2_full_recompute_matches_single_process) {
+  Case c{"cp2xpp2 1f1b recompute full", LC(1, 2, 1, 2)};
+  c.recompute = Recompute::Full;
+  expect_same_as_single_process(c);
+}
+TEST(Equivalence, llama_cp2_matches_single_process) { expect_same_as_single_process(llama("llama cp2", LC(1, 2, 1, 1))); }
+TEST(Equivalence, llama_cp2_tp2_matches_single_process) {
+  expect_same_as_single_process(llama("llama cp2xtp2 gqa", LC(2, 2, 1, 1)));
+}
+TEST(Equivalence, llama_cp2_pp2_zero_bubble_h1_selective_recompute_matches_single_process) {
+  Case c = llama("llama cp2xpp2 zb-h1 recompute selective", LC(1, 2, 1, 2), ScheduleKind::ZeroBubbleH1);
+  c.recompute = Recompute::Selective;
+  expect_same_as_single_process(c);
+}
+
 // ZB-H1 with the backward split: input gradients in BackwardInput, the linears' weight
 // gradients in BackwardWeight (postponed as the schedule lists them).
 TEST(Equivalence, pp4_zero_bubble_h1_matches_single_process) {

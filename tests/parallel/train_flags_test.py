@@ -114,8 +114,9 @@ rows = [
     ("--grad-bits", "16", "capability", r"--grad-bits 16: the runtime keeps fp32 gradients"),
     ("--schedule", "zb-h1", "Z", r"schedule zb-h1,(.|\n)*of which W passes +[0-9.]+%"),
     ("--recompute", "full", "zb-full", r"zb-h1 postpones each weight-gradient pass"),
-    ("--cp", "2", "capability", r"context parallel \(cp 2\)"),
     ("--ep", "2", "capability", r"expert parallel \(ep 2\)"),
+    # CP: context parallel on 2 ranks (each sequence in 4 chunks, ring attention).
+    ("--cp", "2", "CP", r"tp 1 x pp 1 x dp 1 x cp 2(.|\n)*CP ring exchange"),
     ("--zero", "2", "capability", r"ZeRO stage 2 is not implemented"),
     # L: a Llama preset shrunk by flags (grouped-query attention, kv heads split over tp 2).
     ("--model", "llama3-8b", "L", r"trident train: Llama llama3-8b"),
@@ -149,9 +150,10 @@ extra = {
     "P": small + ["--prediction-cluster", path("bench.toml")],
     "Z": small + ["--eval-batches", "1"],
     "zb-full": small + ["--schedule", "zb-h1"],
+    "CP": small[:-2] + ["--eval-batches", "1"],
 }
-must_succeed = {"help", "A", "B", "C", "L", "P", "Z"}
-order = ["help", "A", "B", "C", "L", "P", "Z", "cost-missing", "moe-knobs", "capability", "llama-tied", "zb-full",
+must_succeed = {"help", "A", "B", "C", "L", "P", "Z", "CP"}
+order = ["help", "A", "B", "C", "L", "P", "Z", "CP", "cost-missing", "moe-knobs", "capability", "llama-tied", "zb-full",
          "device", "gpu-comm", "parse", "sp", "stack"]
 
 # Every option of `trident train --help` has a row.

@@ -159,6 +159,40 @@ class Kernels {
                                   const float* probs, const Tensor& out, int64_t B, int64_t T, int64_t nh,
                                   int64_t hd) = 0;
 
+  // ---- ring attention (context parallel): a rank's queries against one block of keys and
+  // values at a time, merged by the online softmax (log-sum-exp), so no score matrix outlives a
+  // block; the backward recomputes each block's probabilities from the kept lse. Queries come
+  // from qkv [B, T, 3, nh, hd]; a block's keys and values are packed kv [B, T, 2, nkv, hd] (nkv
+  // key heads then nkv value heads; query head h reads kv head h / (nh / nkv)). The pair is the
+  // query rows [q0, q0 + nq) of every sequence against its key rows [k0, k0 + nk): all of them,
+  // or (causal, nq == nk) query q0 + i against keys k0 .. k0 + i. lse is [B, nh, T] (fp32).
+  // A backend without these keeps the defaults, which refuse by name.
+  struct AttentionBlock {
+    int64_t B = 1, T = 0, nh = 1, nkv = 1, hd = 1;
+    int64_t q0 = 0, nq = 0, k0 = 0, nk = 0;
+    bool causal = false;
+  };
+  virtual bool supports_ring_attention() const { return false; }
+  // kv = the keys and values of qkv's heads 0, g, 2g, ... (g = nh / nkv: one per kv head).
+  virtual void ring_kv_pack(const Tensor& kv, const Tensor& qkv, int64_t N, int64_t nh, int64_t nkv, int64_t hd);
+  // dqkv's key and value slots from dkv: head h * g gets kv head h's gradient, the other heads
+  // of its group zero (gqa_reduce then sums them to exactly dkv); the query slots are untouched.
+  virtual void ring_kv_unpack(const Tensor& dqkv, const Tensor& dkv, int64_t N, int64_t nh, int64_t nkv, int64_t hd);
+  // Floats of the scratch the block ops take, for T rows per sequence.
+  virtual size_t ring_attention_scratch_size(int64_t T, int64_t hd) const;
+  // out [B, T, nh*hd] and lse of the block's query rows: written (first) or merged with what
+  // they hold.
+  virtual void attention_block_forward(const Tensor& out, float* lse, const Tensor& qkv, const Tensor& kv,
+                                       const AttentionBlock& blk, bool first, float* scratch);
+  // dqkv's query slots (+=) and dkv (+=) from the block, given the merged out and lse.
+  virtual void attention_block_backward(const Tensor& dqkv, const Tensor& dkv, const Tensor& dout, const Tensor& qkv,
+                                        const Tensor& kv, const Tensor& out, const float* lse,
+                                        const AttentionBlock& blk, float* scratch);
+  // rope (above) on T consecutive tokens of one sequence at positions first_position ... (a
+  // context-parallel chunk).
+  virtual void rope_at(const Tensor& x, int64_t T, int64_t heads, int64_t hd, int64_t row, float theta, bool inverse,
+                       int64_t first_position);
+
   // ---- embeddings
   // out[N,C] = wte[tok - v_offset] for tokens in [v_offset, v_offset+V_local), 0 for the others.
   virtual void embedding_forward(const Tensor& out, const int32_t* tokens, const Tensor& wte, int64_t N,

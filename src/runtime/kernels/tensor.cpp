@@ -32,4 +32,30 @@ void Kernels::gqa_reduce(const Tensor&, const Tensor&, const Tensor&, int64_t, i
   throw std::invalid_argument("gqa_reduce: no kernel on " + device_name() + " (Llama models train on the CPU)");
 }
 
+
+// The ring-attention ops' defaults (context parallel trains on the CPU backend).
+namespace {
+[[noreturn]] void no_ring(const char* op, const std::string& device) {
+  throw std::invalid_argument(std::string(op) + ": no kernel on " + device + " (context parallel trains on the CPU)");
+}
+}  // namespace
+void Kernels::ring_kv_pack(const Tensor&, const Tensor&, int64_t, int64_t, int64_t, int64_t) {
+  no_ring("ring_kv_pack", device_name());
+}
+void Kernels::ring_kv_unpack(const Tensor&, const Tensor&, int64_t, int64_t, int64_t, int64_t) {
+  no_ring("ring_kv_unpack", device_name());
+}
+size_t Kernels::ring_attention_scratch_size(int64_t, int64_t) const { return 0; }
+void Kernels::attention_block_forward(const Tensor&, float*, const Tensor&, const Tensor&, const AttentionBlock&, bool,
+                                      float*) {
+  no_ring("attention_block_forward", device_name());
+}
+void Kernels::attention_block_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                                       const Tensor&, const float*, const AttentionBlock&, float*) {
+  no_ring("attention_block_backward", device_name());
+}
+void Kernels::rope_at(const Tensor&, int64_t, int64_t, int64_t, int64_t, float, bool, int64_t) {
+  no_ring("rope_at", device_name());
+}
+
 }  // namespace trident::kernels

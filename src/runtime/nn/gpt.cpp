@@ -54,8 +54,7 @@ LayerRegions add_layer(BufferPlan& p, const GptStage& stage, Keep keep) {
   }
   if (keep.internals) r.qkv = p.add("qkv", dt, N * 3 * A);
   if (keep.probs)
-    r.probs = p.add_f32("attention probabilities / lse", stage.kernels().attention_probs_size(stage.B(), stage.T(),
-                                                                                               s.heads_local()));
+    r.probs = p.add_f32("attention probabilities / lse", stage.attention_state_floats());
   if (keep.internals) {
     r.atty = p.add("attention outputs", dt, N * A);
     r.res_mid = p.add("residual stream", dt, Nl * C);
@@ -85,10 +84,11 @@ LayerActs layer_views(const BufferPlan& p, const LayerRegions& r, const LayerAct
           t(r.d_out, rest.d_out),    t(r.d_mid, rest.d_mid)};
 }
 
-// What a micro-batch keeps of each layer under a recomputation recipe.
-Keep kept_by_micro_batch(Recompute r) {
+// What a micro-batch keeps of each layer under a recomputation recipe. Ring attention keeps
+// the lse, not the probabilities, so selective recomputation has nothing to drop there.
+Keep kept_by_micro_batch(Recompute r, bool ring) {
   if (r == Recompute::Full) return {false, false, true};  // only the layer's output = next layer's input
-  if (r == Recompute::Selective) return {false, true, true};
+  if (r == Recompute::Selective) return {ring, true, true};
   return {};
 }
 }  // namespace
@@ -103,7 +103,7 @@ Activations::Activations(const GptStage& stage) : plan_(stage.kernels()) {
   const size_t res_in = p.add("residual stream", dt, Nl * C);
   const char* norm = llama ? "rmsnorm outputs" : "layernorm outputs";
   const char* stats = llama ? "rmsnorm statistics" : "layernorm statistics";
-  Keep keep = kept_by_micro_batch(stage.recompute());
+  Keep keep = kept_by_micro_batch(stage.recompute(), stage.context().active());
   keep.split_gradients = stage.split_backward();
   std::vector<LayerRegions> layers;
   for (int64_t l = 0; l < s.num_layers(); ++l) layers.push_back(add_layer(p, stage, keep));
@@ -136,11 +136,12 @@ Activations::Activations(const GptStage& stage) : plan_(stage.kernels()) {
 
 // ---------------------------------------------------------------- stage
 GptStage::GptStage(Kernels& k, const Shard& shard, int64_t B, int64_t T, comm::Communicator* tp,
-                   bool sequence_parallel, DType compute, Recompute recompute, bool split_backward)
+                   bool sequence_parallel, DType compute, Recompute recompute, bool split_backward,
+                   comm::Communicator* cp)
     : k_(k),
       layout_(shard),
       B_(B),
-      T_(T),
+      T_(cp && cp->size() > 1 ? T / cp->size() : T),
       tp_(tp),
       sp_(sequence_parallel && shard.tp_size > 1),
       dt_(compute),
@@ -158,6 +159,16 @@ GptStage::GptStage(Kernels& k, const Shard& shard, int64_t B, int64_t T, comm::C
     throw std::invalid_argument("GptStage: tp_size " + std::to_string(s.tp_size) +
                                 " needs a tensor-parallel communicator of that size");
   if (T > s.model.seq_len) throw std::invalid_argument("GptStage: T exceeds the model's seq_len");
+  if (cp && cp->size() > 1) {
+    ctx_ = ContextSplit{cp->size(), cp->rank(), T};
+    if (!k.supports_ring_attention())
+      throw InputError({{"context parallel needs ring-attention kernels, which " + k.device_name() + " lacks",
+                         "train with --cp on the CPU (--device cpu)", "cp-device"}});
+    if (T % (2 * ctx_.cp) != 0)
+      throw std::invalid_argument("GptStage: context parallel cuts a sequence into 2 cp chunks: T (" +
+                                  std::to_string(T) + ") must be a multiple of 2 x cp (" + std::to_string(2 * ctx_.cp) +
+                                  ")");
+  }
   if (split_backward && recompute == Recompute::Full)
     throw std::invalid_argument("GptStage: a split backward's weight pass reads the layer activations full "
                                 "recomputation drops");
@@ -174,13 +185,16 @@ GptStage::GptStage(Kernels& k, const Shard& shard, int64_t B, int64_t T, comm::C
                                   std::to_string(s.model.heads) + ") and divide or be a multiple of tp (" +
                                   std::to_string(s.tp_size) + ")");
   }
-  if (sp_ && T % s.tp_size != 0)
-    throw std::invalid_argument("GptStage: sequence parallel needs T (" + std::to_string(T) +
+  if (sp_ && T_ % s.tp_size != 0)
+    throw std::invalid_argument("GptStage: sequence parallel needs T (" + std::to_string(T_) +
                                 ") divisible by tp_size (" + std::to_string(s.tp_size) + ")");
   const bool fp32 = compute == DType::F32;
   const size_t P = size_t(layout_.total());
-  const size_t N = size_t(B * T), C = size_t(s.C()), A = size_t(s.attn_local()), F = size_t(s.ffn_local());
+  const size_t N = size_t(B * T_), C = size_t(s.C()), A = size_t(s.attn_local()), F = size_t(s.ffn_local());
   const size_t Nl = size_t(tokens_local());
+  if (ctx_.active())
+    ring_ = std::make_unique<RingAttention>(k, *cp, ctx_, B, s.heads_local(), s.llama() ? s.kv_heads_local() : s.heads_local(),
+                                            s.head_dim(), compute);
   BufferPlan& p = plan_;
   const size_t r_params = p.add_f32("master weights (f32)", P);
   const size_t r_grads = p.add_f32("gradients (f32)", P);
@@ -191,7 +205,7 @@ GptStage::GptStage(Kernels& k, const Shard& shard, int64_t B, int64_t T, comm::C
   const size_t r_dbig = p.add("gradient scratch", compute, N * std::max(3 * A, llama ? 2 * F : F));
   const size_t r_datty = p.add("gradient scratch", compute, N * A);
   const size_t r_dattn = p.add_f32("attention backward scratch",
-                                   std::max<size_t>(1, k_.attention_scratch_size(B, T, s.heads_local())));
+                                   ring_ ? 1 : std::max<size_t>(1, k_.attention_scratch_size(B, T_, s.heads_local())));
   size_t r_full = 0, r_pack = 0, r_lnout = 0, r_lngrad = 0;
   if (sp_) {
     r_full = p.add("sequence-parallel scratch", compute, N * C);
@@ -232,10 +246,65 @@ GptStage::GptStage(Kernels& k, const Shard& shard, int64_t B, int64_t T, comm::C
   // whole layer, its output included, so recomputing never writes a kept tensor; selective: the
   // probabilities) and Llama's forward-only q and kv.
   if (rc_ != Recompute::None || llama) {
-    const Keep keep = kept_by_micro_batch(rc_);
+    const Keep keep = kept_by_micro_batch(rc_, ring_ != nullptr);
     const LayerRegions r = add_layer(rc_plan_, *this, {!keep.probs, !keep.internals, rc_ == Recompute::Full, true});
     rc_plan_.allocate();
     rc_acts_ = layer_views(rc_plan_, r, LayerActs{});
+  }
+}
+
+size_t GptStage::attention_state_floats() const {
+  return ring_ ? ring_->lse_floats() : k_.attention_probs_size(B_, T_, shard().heads_local());
+}
+
+void GptStage::attention_forward(const LayerActs& x) {
+  const Shard& s = shard();
+  if (ring_) ring_->forward(x.atty, x.probs, x.qkv);
+  else k_.attention_forward(x.atty, x.probs, x.qkv, B_, T_, s.heads_local(), s.head_dim());
+}
+
+void GptStage::attention_backward(const Tensor& dqkv, const LayerActs& x) {
+  const Shard& s = shard();
+  if (ring_) ring_->backward(dqkv, datty_, x.qkv, x.atty, x.probs);
+  else k_.attention_backward(dqkv, dattn_, datty_, x.qkv, x.probs, x.atty, B_, T_, s.heads_local(), s.head_dim());
+}
+
+// Context parallel: local row (b, i) of chunk k holds position first_position(k) + i - k c.
+void GptStage::add_positions(const Tensor& x) {
+  const int64_t C = shard().C();
+  if (!ctx_.active()) return k_.add_positions(x, W(layout_.wpe, shard().model.seq_len * C), B_, T_, C);
+  const int64_t c = ctx_.chunk();
+  for (int64_t b = 0; b < B_; ++b)
+    for (int k = 0; k < 2; ++k)
+      k_.add_positions(x.slice(size_t((b * T_ + k * c) * C), size_t(c * C)),
+                       W(layout_.wpe + ctx_.first_position(k) * C, c * C), 1, c, C);
+}
+
+void GptStage::positions_backward(const Tensor& dx) {
+  const int64_t C = shard().C();
+  if (!ctx_.active()) return k_.positions_backward(grads_ + layout_.wpe, dx, B_, T_, C);
+  const int64_t c = ctx_.chunk();
+  for (int64_t b = 0; b < B_; ++b)
+    for (int k = 0; k < 2; ++k)
+      k_.positions_backward(grads_ + layout_.wpe + ctx_.first_position(k) * C,
+                            dx.slice(size_t((b * T_ + k * c) * C), size_t(c * C)), 1, c, C);
+}
+
+void GptStage::rotary(const Tensor& qkv, bool inverse) {
+  const Shard& s = shard();
+  const int64_t nh = s.heads_local(), hd = s.head_dim(), A = s.attn_local();
+  const float theta = float(s.model.rope_theta);
+  for (int64_t part = 0; part < 2; ++part) {  // queries, then keys
+    if (!ctx_.active()) {
+      k_.rope(qkv.slice(size_t(part * A), qkv.count - size_t(part * A)), B_, T_, nh, hd, 3 * A, theta, inverse);
+      continue;
+    }
+    const int64_t c = ctx_.chunk();
+    for (int64_t b = 0; b < B_; ++b)
+      for (int k = 0; k < 2; ++k) {
+        const size_t at = size_t((b * T_ + k * c) * 3 * A + part * A);
+        k_.rope_at(qkv.slice(at, qkv.count - at), c, nh, hd, 3 * A, theta, inverse, ctx_.first_position(k));
+      }
   }
 }
 
@@ -339,16 +408,15 @@ void GptStage::forward(Activations& a, const int32_t* tokens, const int32_t* tar
   const Shard& s = shard();
   const int64_t N = this->N(), C = s.C(), V = s.vocab_local();
   const Tensor wte = W(layout_.wte, s.vocab_local() * C);
-  const Tensor wpe = layout_.wpe >= 0 ? W(layout_.wpe, s.model.seq_len * C) : Tensor();
   if (s.has_input && sp_) {
     // Partial lookups of the vocabulary slices, positions once (tp rank 0), reduce-scatter.
     k_.embedding_forward(full_, tokens, wte, N, C, s.vocab_offset(), V);
-    if (tp_lead() && layout_.wpe >= 0) k_.add_positions(full_, wpe, B_, T_, C);
+    if (tp_lead() && layout_.wpe >= 0) add_positions(full_);
     sp_reduce_scatter(a.res_in_, full_);
   } else if (s.has_input) {
     k_.embedding_forward(a.res_in_, tokens, wte, N, C, s.vocab_offset(), V);
     all_reduce_tp(a.res_in_);
-    if (layout_.wpe >= 0) k_.add_positions(a.res_in_, wpe, B_, T_, C);
+    if (layout_.wpe >= 0) add_positions(a.res_in_);
   }  // else: the previous stage's output was received into res_in_
   Tensor res = a.res_in_;
   for (int64_t i = 0; i < layout_.num_layers(); ++i) {
@@ -440,7 +508,7 @@ void GptStage::backward_pass(Activations& a, const int32_t* tokens, const int32_
   if (s.has_input) {
     const Tensor demb = full_grad(dres);
     k_.embedding_backward(G + layout_.wte, demb, tokens, N, C, s.vocab_offset(), V);
-    if (layout_.wpe >= 0) k_.positions_backward(G + layout_.wpe, demb, B_, T_, C);
+    if (layout_.wpe >= 0) positions_backward(demb);
     if (grad_hook_ && weights_now_) grad_hook_(0, layout_.total());
   }  // else: dres is the input gradient to send
 }
@@ -454,8 +522,7 @@ void GptStage::layer_backward(Activations& a, int64_t i, const Tensor& res_in, c
   const LayerActs& x = a.layers_[i];
   // Selective recomputation: the attention probabilities again, from the kept q, k, v (the
   // output is rewritten with the same values).
-  if (rc_ == Recompute::Selective)
-    k_.attention_forward(x.atty, x.probs, x.qkv, B_, T_, shard().heads_local(), shard().head_dim());
+  if (rc_ == Recompute::Selective && !ring_) attention_forward(x);
   if (shard().llama()) llama_layer_backward(x, i, res_in, dres);
   else gpt_layer_backward(x, i, res_in, dres);
 }
@@ -469,7 +536,7 @@ void GptStage::gpt_layer_forward(const LayerActs& x, int64_t i, const Tensor& re
   const Tensor out = sp_ ? full_ : x.res_out;
   const Tensor ln1 = norm_full(x.ln1, x.ln1_mean, x.ln1_rstd, res_in, p.ln1_w, p.ln1_b);
   k_.linear_forward(x.qkv, ln1, W(p.qkv_w, 3 * A * C), W(p.qkv_b, 3 * A), N, C, 3 * A);
-  k_.attention_forward(x.atty, x.probs, x.qkv, B_, T_, s.heads_local(), s.head_dim());
+  attention_forward(x);
   // Row-parallel projection: partial sums, bias once (tp rank 0), all-reduce, then residual.
   k_.linear_forward(mid, x.atty, W(p.attn_proj_w, C * A), tp_lead() ? W(p.attn_proj_b, C) : Tensor(), N, A, C);
   reduce_rows(x.res_mid, mid);
@@ -505,7 +572,7 @@ void GptStage::gpt_layer_backward(const LayerActs& x, int64_t i, const Tensor& r
   keep(x.d_mid, dres);
   k_.linear_backward(datty_, wgrad(p.attn_proj_w), wgrad(p.attn_proj_b), full_grad(dres), winput(x.atty),
                      W(p.attn_proj_w, C * A), N, A, C);
-  k_.attention_backward(dbig_qkv, dattn_, datty_, x.qkv, x.probs, x.atty, B_, T_, s.heads_local(), s.head_dim());
+  attention_backward(dbig_qkv, x);
   keep(x.qkv, dbig_qkv);  // q, k, v are read: their region holds the QKV projection's output gradient
   k_.linear_backward(dtmp_, wgrad(p.qkv_w), wgrad(p.qkv_b), dbig_qkv, winput_rows(x.ln1), W(p.qkv_w, 3 * A * C), N, C,
                      3 * A);

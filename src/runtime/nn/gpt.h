@@ -41,6 +41,16 @@
 // as without sequence parallelism. Boundary tensors (input/output/gradients) are then
 // [tokens_local(), C]. Requires T % tp == 0.
 //
+// Context parallel (pass the cp group's Communicator, size > 1): each sequence of T tokens is
+// split over the group with causal load balancing (context_split.h): the stage holds
+// T / cp rows of each sequence, its two chunks, and T() is that local length. Everything but
+// attention is per token and runs on the local rows; the learned positions (GPT) and the
+// rotary angles (Llama) are the chunks' true positions; attention is ring attention
+// (ring_attention.h): KV blocks passed round the group behind the blocks' compute, merged by
+// the online softmax, so a layer keeps its lse instead of the probabilities (selective
+// recomputation then has nothing to recompute; full reruns the ring). Gradients are partial
+// per cp rank: the trainer sums them over dp x cp. Requires T % (2 cp) == 0.
+//
 // Gradient-ready hook (for data-parallel overlap): set_grad_ready_hook(f) makes backward call
 // f(begin, end) as soon as the gradients of flat range [begin, end) are final for this
 // micro-batch (after the head, after each layer, after the embedding), so DP buckets can start.
@@ -85,7 +95,9 @@
 #include "runtime/comm/communicator.h"
 #include "runtime/kernels/ops.h"
 #include "runtime/nn/buffer_plan.h"
+#include "runtime/nn/context_split.h"
 #include "runtime/nn/param_layout.h"
+#include "runtime/nn/ring_attention.h"
 
 namespace trident::nn {
 
@@ -149,9 +161,10 @@ class GptStage {
   // compute: F32, or BF16 where k.supports() it (otherwise an InputError naming the device).
   // split_backward: backward_input / backward_weight are available (micro-batches keep the
   // linears' output gradients between them); not with full recomputation.
+  // cp: the context-parallel group (nullptr or size 1: the stage holds whole sequences).
   GptStage(kernels::Kernels& k, const Shard& shard, int64_t B, int64_t T, comm::Communicator* tp = nullptr,
            bool sequence_parallel = false, kernels::DType compute = kernels::DType::F32,
-           Recompute recompute = Recompute::None, bool split_backward = false);
+           Recompute recompute = Recompute::None, bool split_backward = false, comm::Communicator* cp = nullptr);
   GptStage(const GptStage&) = delete;
   GptStage& operator=(const GptStage&) = delete;
 
@@ -160,7 +173,13 @@ class GptStage {
   kernels::Kernels& kernels() const { return k_; }
   kernels::DType compute_dtype() const { return dt_; }
   int64_t B() const { return B_; }
-  int64_t T() const { return T_; }
+  int64_t T() const { return T_; }  // rows of each sequence this rank holds (T / cp)
+  const ContextSplit& context() const { return ctx_; }
+  // Context parallel: the ring's exposed exchange and block compute (nullptr without cp).
+  RingAttention* ring() { return ring_.get(); }
+  // Floats of what a layer keeps of its attention core per micro-batch: the probabilities, or
+  // the ring's lse.
+  size_t attention_state_floats() const;
   int64_t N() const { return B_ * T_; }
   bool sequence_parallel() const { return sp_; }
   Recompute recompute() const { return rc_; }
@@ -264,6 +283,14 @@ class GptStage {
   }
   // Llama with kv heads replicated over TP ranks: sums this layer's kv_w gradient over them.
   void sum_replicated_kv_grads(int64_t kv_w_offset);
+  // The attention core (the kernels', or ring attention under context parallel).
+  void attention_forward(const LayerActs& x);
+  void attention_backward(const Tensor& dqkv, const LayerActs& x);
+  // Learned positions of the local rows x [N, C] (added; their gradient accumulated).
+  void add_positions(const Tensor& x);
+  void positions_backward(const Tensor& dx);
+  // RoPE on the queries and keys of qkv [N, 3A] at the local rows' positions.
+  void rotary(const Tensor& qkv, bool inverse);
 
   kernels::Kernels& k_;
   ParamLayout layout_;
@@ -300,6 +327,8 @@ class GptStage {
   bool weights_now_ = true;  // the running backward computes the weight gradients (not split)
   BufferPlan rc_plan_;
   LayerActs rc_acts_{};
+  ContextSplit ctx_;
+  std::unique_ptr<RingAttention> ring_;
 };
 
 }  // namespace trident::nn

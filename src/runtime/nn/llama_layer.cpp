@@ -15,12 +15,9 @@ void GptStage::llama_layer_forward(const LayerActs& x, int64_t i, const Tensor& 
   const Tensor ln1 = norm_full(x.ln1, nullptr, x.ln1_rstd, res_in, p.ln1_w, -1);
   k_.linear_forward(x.q, ln1, W(p.q_w, A * C), Tensor(), N, C, A);
   k_.linear_forward(x.kv, ln1, W(p.kv_w, KV * C), Tensor(), N, C, KV);
-  const int64_t nh = s.heads_local(), hd = s.head_dim();
-  const float theta = float(s.model.rope_theta);
-  k_.gqa_expand(x.qkv, x.q, x.kv, N, nh, s.kv_heads_local(), hd);
-  k_.rope(x.qkv, B_, T_, nh, hd, 3 * A, theta, false);                       // queries
-  k_.rope(x.qkv.slice(size_t(A), x.qkv.count - size_t(A)), B_, T_, nh, hd, 3 * A, theta, false);  // keys
-  k_.attention_forward(x.atty, x.probs, x.qkv, B_, T_, s.heads_local(), s.head_dim());
+  k_.gqa_expand(x.qkv, x.q, x.kv, N, s.heads_local(), s.kv_heads_local(), s.head_dim());
+  rotary(x.qkv, false);
+  attention_forward(x);
   k_.linear_forward(mid, x.atty, W(p.attn_proj_w, C * A), Tensor(), N, A, C);
   reduce_rows(x.res_mid, mid);
   k_.add_inplace(x.res_mid, res_in);
@@ -50,11 +47,9 @@ void GptStage::llama_layer_backward(const LayerActs& x, int64_t i, const Tensor&
   keep(x.d_mid, dres);
   k_.linear_backward(datty_, wgrad(p.attn_proj_w), nullptr, full_grad(dres), winput(x.atty), W(p.attn_proj_w, C * A),
                      N, A, C);
-  k_.attention_backward(dqkv, dattn_, datty_, x.qkv, x.probs, x.atty, B_, T_, s.heads_local(), s.head_dim());
+  attention_backward(dqkv, x);
+  rotary(dqkv, true);  // rotating back is the rotation's backward
   const int64_t nh = s.heads_local(), hd = s.head_dim();
-  const float theta = float(s.model.rope_theta);
-  k_.rope(dqkv, B_, T_, nh, hd, 3 * A, theta, true);  // rotating back is the rotation's backward
-  k_.rope(dqkv.slice(size_t(A), dqkv.count - size_t(A)), B_, T_, nh, hd, 3 * A, theta, true);
   const Tensor dq = datty_;  // the attention output gradient is consumed: reuse it for dq
   k_.gqa_reduce(dq, dkv_, dqkv, N, nh, s.kv_heads_local(), hd);
   keep(x.qkv, dq);  // the rotated q, k, v are read: their region holds dq then dkv

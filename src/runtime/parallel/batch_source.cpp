@@ -1,5 +1,7 @@
 #include "runtime/parallel/batch_source.h"
 
+#include <algorithm>
+
 #include "runtime/data/sampler.h"
 #include "runtime/data/token_file.h"
 
@@ -73,6 +75,13 @@ std::unique_ptr<BatchSource> token_file_source(const std::string& path, int64_t 
 std::unique_ptr<BatchSource> token_file_validation_source(std::shared_ptr<const data::TokenFile> file,
                                                           int64_t seq_len, uint64_t seed) {
   return std::make_unique<TokenFileSource>(std::move(file), seq_len, seed, true);
+}
+
+void context_share(const nn::ContextSplit& split, int64_t count, const int32_t* whole, int32_t* out) {
+  const int64_t c = split.chunk();
+  for (int64_t s = 0; s < count; ++s)
+    for (int k = 0; k < 2; ++k)
+      std::copy_n(whole + s * split.T + split.first_position(k), c, out + s * split.local() + k * c);
 }
 
 std::unique_ptr<BatchSource> synthetic_source(int64_t vocab, int64_t seq_len, uint64_t seed) {

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "runtime/data/token_file.h"
+#include "runtime/nn/context_split.h"
 
 namespace trident::parallel {
 
@@ -32,5 +33,9 @@ std::unique_ptr<BatchSource> token_file_validation_source(std::shared_ptr<const 
 // Deterministic synthetic text with structure to learn: each sequence counts up from a random
 // start with a random stride (mod vocab), so the loss falls within a few steps.
 std::unique_ptr<BatchSource> synthetic_source(int64_t vocab, int64_t seq_len, uint64_t seed);
+
+// Context parallel: of `count` whole sequences (split.T tokens each, `whole`), the rows cp rank
+// split.rank holds -- its chunks r and 2cp-1-r, in that order -- into out [count * T / cp].
+void context_share(const nn::ContextSplit& split, int64_t count, const int32_t* whole, int32_t* out);
 
 }  // namespace trident::parallel

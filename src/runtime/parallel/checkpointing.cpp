@@ -62,11 +62,12 @@ void save_checkpoint(DistTrainer& t, ProcessGroups& g, const std::string& dir, c
   const bool rank0 = g.world->rank() == 0;
   phase(rank0, [&] { checkpoint::begin_save(dir); });
 
-  // Moments are gathered by every DP rank (a collective); replica 0 writes.
+  // Moments are gathered by every DP rank (a collective); replica 0 writes (its cp rank 0: cp
+  // ranks hold the same weights).
   std::vector<std::vector<float>> moments[2];
   for (int which = 0; which < 2; ++which)
     for (int64_t c = 0; c < t.chunks(); ++c) moments[which].push_back(t.whole_moment(c, which));
-  phase(g.coords.dp() == 0, [&] {
+  phase(g.coords.dp() == 0 && g.coords[Dim::CP] == 0, [&] {
     checkpoint::ShardWriter w(dir, g.world->rank());
     for (int64_t c = 0; c < t.chunks(); ++c) {
       const nn::ParamLayout& L = t.chunk_layout(c);

@@ -64,8 +64,8 @@ void read_dist_train_options(const OptionValues& values, TrainSettings& s, Probl
   if (auto v = values.get_string("order")) L.order = *v;
   else L.order = default_order(L.cp, L.ep);
   if (auto v = values.get_int("dp", problems)) L.dp = *v;
-  else if (L.tp > 0 && L.pp > 0 && launcher_world_size() % (L.tp * L.pp) == 0)
-    L.dp = std::max<int64_t>(1, launcher_world_size() / (L.tp * L.pp));
+  else if (L.tp > 0 && L.pp > 0 && L.cp > 0 && launcher_world_size() % (L.tp * L.pp * L.cp) == 0)
+    L.dp = std::max<int64_t>(1, launcher_world_size() / (L.tp * L.pp * L.cp));
   validate_layout(L, problems);
   // Execution settings through core's one parser and its checks (virtual stages without
   // interleaving, the ZeRO range, ...); batch sizes stay cmd_train's.
@@ -255,9 +255,14 @@ void check_trainable(const TrainSettings& s, Problems& problems) {
                        " has no grouped-query attention kernels in the stage model yet",
                    "use --device cpu for a Llama model, or a GPT model on --device " + s.device, "llama-device");
   }
-  if (L.cp > 1)
-    problems.add("context parallel (cp " + n(L.cp) + ") is not trained by the runtime yet (plan, lint, topo and "
-                 "simulate model it)", "use --cp 1 for train", "dist-cp");
+  // Context parallel: ring attention over the cp group, each sequence cut into 2 cp chunks.
+  if (L.cp > 1 && s.device != "cpu")
+    problems.add("context parallel (cp " + n(L.cp) + ") needs the ring-attention kernels, which the " + s.device +
+                     " backend lacks", "use --device cpu with --cp, or --cp 1", "cp-device");
+  if (L.cp > 1 && m.seq_len % (2 * L.cp) != 0)
+    problems.add("context parallel cuts each sequence into 2 x cp = " + n(2 * L.cp) + " chunks (causal load "
+                     "balancing), but seq_len (" + n(m.seq_len) + ") is not a multiple of " + n(2 * L.cp),
+                 "use a --seq-len that is a multiple of " + n(2 * L.cp) + ", or another --cp", "cp-divides-seq");
   if (L.ep > 1)
     problems.add("expert parallel (ep " + n(L.ep) + ") is not trained by the runtime yet (plan, lint, topo and "
                  "simulate model it)", "use --ep 1 for train", "dist-ep");
@@ -299,10 +304,11 @@ void check_trainable(const TrainSettings& s, Problems& problems) {
   if (x.sequence_parallel && L.tp == 1)
     problems.add("sequence parallel splits sequences across the tensor-parallel group, but tp is 1",
                  "use --tp 2 or more with --sequence-parallel, or drop it", "sp-needs-tp");
-  if (x.sequence_parallel && L.tp > 1 && m.seq_len % L.tp != 0)
-    problems.add("sequence parallel splits each sequence across the TP group, but seq_len (" + n(m.seq_len) +
-                     ") is not divisible by tp (" + n(L.tp) + ")",
-                 "use a --seq-len that is a multiple of " + n(L.tp) + ", or drop --sequence-parallel",
+  if (x.sequence_parallel && L.tp > 1 && L.cp >= 1 && m.seq_len % (L.tp * L.cp) != 0)
+    problems.add("sequence parallel splits each sequence" + std::string(L.cp > 1 ? " (its T / cp rows on a cp rank)" : "") +
+                     " across the TP group, but seq_len (" + n(m.seq_len) + ") is not divisible by " +
+                     (L.cp > 1 ? "cp x tp (" + n(L.cp * L.tp) + ")" : "tp (" + n(L.tp) + ")"),
+                 "use a --seq-len that is a multiple of " + n(L.tp * L.cp) + ", or drop --sequence-parallel",
                  "sp-divides-seq");
   const int64_t v = x.schedule == ScheduleKind::Interleaved ? x.virtual_stages : 1;
   const int64_t per = x.micro_batch_size * L.dp;

@@ -73,12 +73,28 @@ struct DistTrainer::Impl {
   StageSplit split;
   PipelineSchedule schedule;
   int64_t stage = 0, pp = 1, v = 1, m = 1, b = 1, T = 1, B = 1, dp = 1, dp_rank = 0;
+  nn::ContextSplit context;  // which rows of each sequence this rank holds (all of them at cp 1)
   std::vector<Chunk> chunks;
-  std::vector<std::vector<int32_t>> tokens, targets;  // per micro-batch, b*T
+  std::vector<std::vector<int32_t>> tokens, targets;  // per micro-batch, b x T / cp
+  std::vector<int32_t> whole_tokens, whole_targets;   // context parallel: b whole sequences
   std::vector<comm::RequestPtr> pending_sends;
 
-  int64_t N() const { return b * T; }
+  int64_t N() const { return b * context.local(); }  // tokens of a micro-batch on this rank
   int64_t C() const { return run.model.hidden; }
+  // Sequences [first, first + b) of `step` of `source`, the rows this rank holds.
+  void fetch(const BatchSource& source, int64_t step, int64_t first, int32_t* tok, int32_t* tgt) {
+    if (!context.active()) return source.fill(step, first, b, tok, tgt);
+    source.fill(step, first, b, whole_tokens.data(), whole_targets.data());
+    context_share(context, b, whole_tokens.data(), tok);
+    context_share(context, b, whole_targets.data(), tgt);
+  }
+  // Seconds of the step so far waiting on the ring attention's exchange (all chunks).
+  double ring_seconds() const {
+    double s = 0;
+    for (const auto& ch : chunks)
+      if (nn::RingAttention* r = ch.stage->ring()) s += r->exchange_seconds();
+    return s;
+  }
 };
 
 DistTrainer::DistTrainer(const RunSpec& run, ProcessGroups& groups, const BatchSource& data,
@@ -94,6 +110,11 @@ DistTrainer::DistTrainer(const RunSpec& run, ProcessGroups& groups, const BatchS
   I.B = run.exec.global_batch_size;
   I.T = run.model.seq_len;
   I.m = run.exec.micro_batches(I.dp);
+  I.context = nn::ContextSplit{run.layout.cp, groups.coords[Dim::CP], I.T};
+  if (I.context.active()) {
+    I.whole_tokens.resize(size_t(I.b * I.T));
+    I.whole_targets.resize(size_t(I.b * I.T));
+  }
 
   Problems problems;
   I.split = make_stage_split(run.model, I.pp, I.v, options.stage_layers, problems);
@@ -119,11 +140,13 @@ DistTrainer::DistTrainer(const RunSpec& run, ProcessGroups& groups, const BatchS
     // ZB-H1 runs the backward in its two halves, as the schedule lists them.
     const bool split = run.exec.schedule == ScheduleKind::ZeroBubbleH1;
     ch.stage = std::make_unique<nn::GptStage>(*I.k, shard, I.b, I.T, tp_comm, run.exec.sequence_parallel, options.compute,
-                                              run.exec.recompute, split);
+                                              run.exec.recompute, split, I.context.active() ? groups.cp.get() : nullptr);
     ch.stage->init_params(options.seed);
     ch.slot_of.assign(I.m, -1);
     ch.grad_send.resize(I.m);
-    ch.sync = std::make_unique<GradSync>(*groups.dp, ch.stage->layout(), run.exec.zero, options.bucket_floats, *I.k);
+    // Dense gradients reduce over dp x cp: each cp rank's are its tokens' share.
+    ch.sync = std::make_unique<GradSync>(groups.dense_grads(), ch.stage->layout(), run.exec.zero, options.bucket_floats,
+                                         *I.k);
     const int64_t owned = ch.sync->owned_end() - ch.sync->owned_begin();
     ch.m = DeviceBuffer(*I.k, size_t(owned));
     ch.v = DeviceBuffer(*I.k, size_t(owned));
@@ -214,7 +237,7 @@ double DistTrainer::evaluate(const BatchSource& data, int64_t batches) {
   // activations walk the virtual stages in order (stage k = chunk * pp + pipeline stage), each
   // rank acting on the ones it holds, so every receive has its send already on its way.
   for (int64_t j = I.dp_rank; j < batches; j += I.dp) {
-    data.fill(0, j * I.b, I.b, tokens.data(), targets.data());
+    I.fetch(data, 0, j * I.b, tokens.data(), targets.data());
     for (int64_t vs = 0; vs < virtual_stages; ++vs) {
       if (vs % I.pp != I.stage) continue;
       Chunk& ch = I.chunks[size_t(vs / I.pp)];
@@ -229,7 +252,7 @@ double DistTrainer::evaluate(const BatchSource& data, int64_t batches) {
     }
   }
   all_reduce_f64(*g.world, &loss_sum, 1, comm::ReduceOp::Sum);
-  return loss_sum / (double(batches) * double(I.N()));
+  return loss_sum / (double(batches) * double(I.b * I.T));
 }
 
 double DistTrainer::allocated_bytes() const {
@@ -269,7 +292,7 @@ double DistTrainer::step(int64_t step) {
   }
   // This replica's share of the global batch: sequences [dp_rank*B/dp + j*b, +b) for micro-batch j.
   for (int64_t j = 0; j < I.m; ++j)
-    I.data.fill(step, I.dp_rank * (I.B / I.dp) + j * I.b, I.b, I.tokens[j].data(), I.targets[j].data());
+    I.fetch(I.data, step, I.dp_rank * (I.B / I.dp) + j * I.b, I.tokens[j].data(), I.targets[j].data());
 
   auto acquire = [&](Chunk& ch, int mb) -> nn::Activations& {
     if (ch.slot_of[mb] < 0) {
@@ -286,13 +309,16 @@ double DistTrainer::step(int64_t step) {
     t.pp += wire;
     t.bubble += w - wire;
   };
+  for (auto& ch : I.chunks)
+    if (nn::RingAttention* r = ch.stage->ring()) r->reset_times();
   auto timed_compute = [&](auto&& f) {
-    const double tp0 = I.tp->seconds();
+    const double tp0 = I.tp->seconds(), cp0 = I.ring_seconds();
     auto t0 = clock_type::now();
     f();
-    const double dt = since(t0), dtp = I.tp->seconds() - tp0;
-    t.compute += dt - dtp;
+    const double dt = since(t0), dtp = I.tp->seconds() - tp0, dcp = I.ring_seconds() - cp0;
+    t.compute += dt - dtp - dcp;
     t.tp += dtp;
+    t.cp += dcp;
   };
 
   double loss_sum = 0;
@@ -362,6 +388,8 @@ double DistTrainer::step(int64_t step) {
       }
     }
   }
+  for (auto& ch : I.chunks)
+    if (nn::RingAttention* r = ch.stage->ring()) t.cp_attention += r->attention_seconds();
   {
     auto t0 = clock_type::now();
     for (auto& r : I.pending_sends) r->wait();
@@ -402,14 +430,14 @@ double DistTrainer::step(int64_t step) {
 
   // Global gradient norm: every logical parameter counted once — tensors TP replicates on
   // their primary tp rank only (rank 0 for norms; the first of each kv-head group for Llama's
-  // replicated kv_w), DP replicas once (dp rank 0, or each ZeRO-1 owner its slice), and the
+  // replicated kv_w), DP and CP replicas once (rank 0 of dp x cp, or each ZeRO-1 owner its slice), and the
   // last stage's copy of the tied embedding not at all.
   auto t_opt = clock_type::now();
   double sq = 0;
   for (auto& ch : I.chunks) {
     const auto& L = ch.stage->layout();
     const int64_t lo_own = ch.sync->owned_begin(), hi_own = ch.sync->owned_end();
-    if (!sharded && I.dp_rank != 0) continue;
+    if (!sharded && g.dense_grads().rank() != 0) continue;
     for (const auto& view : L.tensors()) {
       if (!view.tp_primary(g.coords.tp())) continue;
       if (view.offset == L.head_wte && L.head_wte != L.wte) continue;

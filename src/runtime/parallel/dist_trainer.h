@@ -54,7 +54,9 @@ struct PhaseTimes {
   double optimizer = 0;    // clipping norm + AdamW (part of compute in shares, listed apart)
   double weight = 0;       // ZB-H1's weight-gradient passes (W; part of compute, listed apart)
   double total = 0;        // wall time of the step
-  double other() const { return total - compute - tp - pp - bubble - dp_exposed; }
+  double cp = 0;           // waiting on the context-parallel ring's KV exchange (what attention did not hide)
+  double cp_attention = 0; // ring attention's block compute (part of compute, listed apart)
+  double other() const { return total - compute - tp - cp - pp - bubble - dp_exposed; }
 };
 
 // Activation memory of this rank: the micro-batch slots its schedule keeps in flight (each one

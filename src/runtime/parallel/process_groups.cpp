@@ -12,9 +12,8 @@ namespace {
 std::unique_ptr<comm::MpiCommunicator> split(MPI_Comm base, const Mesh& mesh, Dim kind, int world_rank,
                                              const std::shared_ptr<comm::CommContext>& context) {
   Group g = mesh.group_of(kind, world_rank);
-  Coords c = mesh.coords_of(world_rank);
   MPI_Comm out;
-  MPI_Comm_split(base, static_cast<int>(g.index), static_cast<int>(c[kind]), &out);
+  MPI_Comm_split(base, static_cast<int>(g.index), static_cast<int>(mesh.coord_in(kind, world_rank)), &out);
   std::vector<int> ranks(g.ranks.begin(), g.ranks.end());
   return std::make_unique<comm::MpiCommunicator>(out, to_string(kind), ranks, context);
 }
@@ -30,7 +29,7 @@ ProcessGroups make_process_groups(const Mesh& mesh, std::shared_ptr<comm::CommCo
     Problems p;
     p.add("mpirun started " + std::to_string(world_size) + " ranks but the layout " + mesh.layout().describe() +
               " needs " + std::to_string(mesh.world_size()),
-          "run mpirun -np " + std::to_string(mesh.world_size()) + ", or change --dp/--tp/--pp so their product is " +
+          "run mpirun -np " + std::to_string(mesh.world_size()) + ", or change --dp/--tp/--cp/--pp so their product is " +
               std::to_string(world_size),
           "world-size-matches-layout");
     p.throw_if_any();
@@ -57,6 +56,8 @@ ProcessGroups make_process_groups(const Mesh& mesh, std::shared_ptr<comm::CommCo
   g.tp = adopt(split(base, mesh, Dim::TP, world_rank, context));
   g.dp = adopt(split(base, mesh, Dim::DP, world_rank, context));
   g.pp = adopt(split(base, mesh, Dim::PP, world_rank, context));
+  g.cp = adopt(split(base, mesh, Dim::CP, world_rank, context));
+  if (mesh.size(Dim::CP) > 1) g.dcp = adopt(split(base, mesh, Dim::DCP, world_rank, context));
 
   // Embedding group: the first and last stage of each pipeline. Every rank takes part in the
   // split (MPI requires it); middle stages pass MPI_UNDEFINED.
@@ -82,6 +83,7 @@ ProcessGroups make_single_process_groups(std::shared_ptr<comm::CommContext> cont
   g.tp = std::make_unique<comm::SelfCommunicator>("tp");
   g.dp = std::make_unique<comm::SelfCommunicator>("dp");
   g.pp = std::make_unique<comm::SelfCommunicator>("pp");
+  g.cp = std::make_unique<comm::SelfCommunicator>("cp");
   return g;
 }
 

@@ -18,18 +18,23 @@ namespace trident::parallel {
 
 struct ProcessGroups {
   std::shared_ptr<comm::CommContext> context;
-  Coords coords;      // this rank's (tp, dp, pp) coordinates
+  Coords coords;      // this rank's (tp, cp, dp, pp) coordinates
   int world_rank = 0;
   std::unique_ptr<comm::Communicator> world;
   std::unique_ptr<comm::Communicator> tp;
   std::unique_ptr<comm::Communicator> dp;
   std::unique_ptr<comm::Communicator> pp;
+  std::unique_ptr<comm::Communicator> cp;
+  // The dense gradients' group, dp x cp (Megatron's data-parallel group with context parallel:
+  // the cp ranks hold partial gradients of the same weights); null when cp == 1 (then dp).
+  std::unique_ptr<comm::Communicator> dcp;
   // First and last pipeline stage of the same (tp, dp) position, for the tied embedding's
   // gradient; null on middle stages and when pp == 1.
   std::unique_ptr<comm::Communicator> embedding;
 
   bool first_stage() const { return coords.pp() == 0; }
   bool last_stage() const { return pp && coords.pp() == pp->size() - 1; }
+  comm::Communicator& dense_grads() const { return dcp ? *dcp : *dp; }
 };
 
 // What a device's ranks talk through: each group's MPI communicator in, the group's
@@ -37,13 +42,13 @@ struct ProcessGroups {
 using GroupWrap = std::function<std::unique_ptr<comm::Communicator>(std::unique_ptr<comm::MpiCommunicator>)>;
 
 // Collective over `base` (MPI_COMM_WORLD in a run; tests pass a sub-communicator). Throws
-// InputError (before any work) when base's size is not the layout's tp * dp * pp, naming both
-// and the fix. Mesh ranks are base's ranks. wrap (when set) turns the tp, dp, pp and embedding
+// InputError (before any work) when base's size is not the layout's tp * cp * dp * pp, naming both
+// and the fix. Mesh ranks are base's ranks. wrap (when set) turns the tp, cp, dp, dp x cp, pp and embedding
 // groups into the device's communicators; world stays MPI (host scalars).
 ProcessGroups make_process_groups(const Mesh& mesh, std::shared_ptr<comm::CommContext> context,
                                   MPI_Comm base = MPI_COMM_WORLD, const GroupWrap& wrap = {});
 
-// A world of one (tp = dp = pp = 1), every group a SelfCommunicator: MPI is never touched.
+// A world of one (tp = cp = dp = pp = 1), every group a SelfCommunicator: MPI is never touched.
 ProcessGroups make_single_process_groups(std::shared_ptr<comm::CommContext> context);
 
 // In-place all-reduce of doubles (loss sums, squared norms) over any group: MPI's own f64

@@ -12,6 +12,7 @@ namespace {
 
 struct Means {
   double total = 0, compute = 0, tp = 0, pp = 0, bubble = 0, dp = 0, optimizer = 0, weight = 0, other = 0;
+  double cp = 0, cp_attention = 0;
 };
 
 Means rank_means(const RehearsalData& d, size_t rank) {
@@ -21,9 +22,11 @@ Means rank_means(const RehearsalData& d, size_t rank) {
     const PhaseTimes& t = d.times[s][rank];
     m.total += t.total, m.compute += t.compute, m.tp += t.tp, m.pp += t.pp, m.bubble += t.bubble;
     m.dp += t.dp_exposed, m.optimizer += t.optimizer, m.weight += t.weight, m.other += t.other();
+    m.cp += t.cp, m.cp_attention += t.cp_attention;
   }
   if (n > 0)
-    for (double* x : {&m.total, &m.compute, &m.tp, &m.pp, &m.bubble, &m.dp, &m.optimizer, &m.weight, &m.other})
+    for (double* x : {&m.total, &m.compute, &m.tp, &m.pp, &m.bubble, &m.dp, &m.optimizer, &m.weight, &m.other, &m.cp,
+                      &m.cp_attention})
       *x /= double(n);
   return m;
 }
@@ -34,9 +37,12 @@ Means overall(const RehearsalData& d) {
     Means m = rank_means(d, r);
     o.total += m.total, o.compute += m.compute, o.tp += m.tp, o.pp += m.pp, o.bubble += m.bubble;
     o.dp += m.dp, o.optimizer += m.optimizer, o.weight += m.weight, o.other += m.other;
+    o.cp += m.cp, o.cp_attention += m.cp_attention;
   }
   const double n = double(std::max<size_t>(1, d.ranks.size()));
-  for (double* x : {&o.total, &o.compute, &o.tp, &o.pp, &o.bubble, &o.dp, &o.optimizer, &o.weight, &o.other}) *x /= n;
+  for (double* x : {&o.total, &o.compute, &o.tp, &o.pp, &o.bubble, &o.dp, &o.optimizer, &o.weight, &o.other, &o.cp,
+                    &o.cp_attention})
+    *x /= n;
   return o;
 }
 
@@ -104,6 +110,8 @@ std::string rehearsal_text(const RehearsalData& d) {
     out += "    of which W passes  " + fmt("%8.1f%%", pct(o.weight, o.total)) +
            fmt("  (weight-gradient halves of the backward, %.2f ms per step)\n", o.weight * 1e3);
   row("TP collectives", o.tp, p.tp_s);
+  if (L.cp > 1)  // the KV blocks' wait left after the ring attention's blocks (their compute: part of compute)
+    row("CP ring exchange", o.cp, p.cp_s), out += fmt("    (ring attention blocks %.2f ms per step, in compute)\n", o.cp_attention * 1e3);
   row("PP transfers", o.pp, p.pp_s);
   row("bubble idle", o.bubble, p.bubble_s);
   row("DP exposed", o.dp, p.dp_s);
@@ -131,7 +139,7 @@ std::string rehearsal_text(const RehearsalData& d) {
 nlohmann::json rehearsal_json(const RehearsalData& d) {
   using nlohmann::json;
   json j;
-  j["layout"] = {{"tp", d.run.layout.tp}, {"dp", d.run.layout.dp}, {"pp", d.run.layout.pp},
+  j["layout"] = {{"tp", d.run.layout.tp}, {"cp", d.run.layout.cp}, {"dp", d.run.layout.dp}, {"pp", d.run.layout.pp},
                  {"order", d.run.layout.order}};
   j["schedule"] = to_string(d.run.exec.schedule);
   j["zero"] = d.run.exec.zero;
@@ -146,7 +154,8 @@ nlohmann::json rehearsal_json(const RehearsalData& d) {
       const PhaseTimes& t = d.times[s][r];
       ranks.push_back({{"rank", r}, {"total_s", t.total}, {"compute_s", t.compute}, {"tp_s", t.tp},
                        {"pp_s", t.pp}, {"bubble_s", t.bubble}, {"dp_exposed_s", t.dp_exposed},
-                       {"optimizer_s", t.optimizer}, {"weight_grad_s", t.weight}, {"other_s", t.other()}});
+                       {"optimizer_s", t.optimizer}, {"weight_grad_s", t.weight}, {"other_s", t.other()},
+                       {"cp_exchange_s", t.cp}, {"cp_attention_s", t.cp_attention}});
     }
     steps.push_back({{"step", s}, {"loss", d.losses.at(s)}, {"ranks", ranks}});
   }
@@ -160,7 +169,8 @@ nlohmann::json rehearsal_json(const RehearsalData& d) {
   j["measured"] = {{"step_s", o.total},
                    {"shares", {{"compute", o.compute / o.total}, {"tp", o.tp / o.total}, {"pp", o.pp / o.total},
                                {"bubble", o.bubble / o.total}, {"dp_exposed", o.dp / o.total},
-                               {"other", o.other / o.total}, {"weight_grad", o.weight / o.total}}}};
+                               {"other", o.other / o.total}, {"weight_grad", o.weight / o.total},
+                               {"cp_exchange", o.cp / o.total}}}};
   if (d.prediction) {
     const Prediction& p = *d.prediction;
     json cost = json::object();
@@ -170,7 +180,7 @@ nlohmann::json rehearsal_json(const RehearsalData& d) {
                       {"step_s", p.step_s}, {"peak_memory_bytes", p.peak_memory_bytes},
                       {"shares", {{"compute", (p.compute_s + p.optimizer_s) / p.step_s}, {"tp", p.tp_s / p.step_s},
                                   {"pp", p.pp_s / p.step_s}, {"bubble", p.bubble_s / p.step_s},
-                                  {"dp_exposed", p.dp_s / p.step_s}}}};
+                                  {"dp_exposed", p.dp_s / p.step_s}, {"cp_exchange", p.cp_s / p.step_s}}}};
   } else {
     j["predicted"] = nullptr;
     j["prediction_missing"] = d.prediction_missing;
@@ -224,6 +234,7 @@ Prediction predict(const RunSpec& run, const std::string& cluster_toml, int64_t 
   p.pp_s = e.time.pp_comm;
   p.bubble_s = e.time.bubble;
   p.dp_s = e.time.dp_comm;
+  p.cp_s = e.time.cp_comm;
   p.optimizer_s = e.time.optimizer;
   p.peak_memory_bytes = e.peak_memory().total_bytes();
   return p;

@@ -1,5 +1,5 @@
-// The rehearsal report: where each rank's step time went (compute, TP collectives, pipeline
-// transfers, bubble, exposed DP reduction), the share of each, peak memory per rank, and the
+// The rehearsal report: where each rank's step time went (compute, TP collectives, the CP
+// ring's exposed KV exchange, pipeline transfers, bubble, exposed DP reduction), the share of each, peak memory per rank, and the
 // planner's prediction for the same layout on the cluster description `trident bench` wrote.
 //
 // Shares are of the mean step wall time, averaged over ranks and over the measured steps (the
@@ -34,6 +34,7 @@ struct Prediction {
   std::string cost;            // the table, one line
   std::vector<std::pair<std::string, double>> cost_values;  // the table, per field
   double step_s = 0, compute_s = 0, tp_s = 0, pp_s = 0, bubble_s = 0, dp_s = 0, optimizer_s = 0;
+  double cp_s = 0;  // the CP ring's exchange not hidden behind attention
   double peak_memory_bytes = 0;
 };
 

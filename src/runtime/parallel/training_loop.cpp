@@ -99,7 +99,7 @@ std::vector<plan::StageMemory> planned_stages(const TrainSettings& s) {
   exec.precision = Precision::FP32;
   exec.grad_bits = 32;
   const Layout& L = s.run.layout;
-  return plan::stage_memory(s.run.model, exec, plan::MemoryInputs{L.tp, L.pp, L.dp, 0});
+  return plan::stage_memory(s.run.model, exec, plan::MemoryInputs{L.tp, L.pp, L.dp, 0, L.cp});
 }
 
 // The planner's memory per rank: the largest stage.
@@ -175,6 +175,12 @@ void print_startup(const TrainSettings& s, int world, const DistTrainer& trainer
               to_string(x.schedule).c_str(), (long long)x.virtual_stages, stages.c_str(), x.zero,
               to_string(x.precision).c_str(), x.sequence_parallel ? ", sequence parallel" : "",
               x.recompute != Recompute::None ? (", recompute " + to_string(x.recompute)).c_str() : "");
+  if (L.cp > 1)
+    std::printf("  context     cp %lld: each sequence of %lld tokens in %lld chunks of %lld, cp rank r holding chunks r and "
+                "%lld-r (causal load balancing); ring attention over the cp group; dense gradients summed over dp x cp "
+                "= %lld ranks\n",
+                (long long)L.cp, (long long)model.seq_len, (long long)(2 * L.cp), (long long)(model.seq_len / (2 * L.cp)),
+                (long long)(2 * L.cp - 1), (long long)(L.dp * L.cp));
   if (world > 1)
     std::printf("  comm        timeout %g s per operation, DP gradient bucket %g MiB%s\n", s.comm_timeout_s, s.bucket_mib,
                 s.trace_comm ? ", tracing every operation" : "");
@@ -242,13 +248,13 @@ int train(const TrainSettings& settings, const Problems& parsed, bool mpi) {
     if (mpi)
       problems.add("mpirun started " + std::to_string(world) + " ranks but the layout " + s.run.layout.describe() +
                        " needs " + std::to_string(need),
-                   "run mpirun -np " + std::to_string(need) + ", or change --dp/--tp/--pp so their product is " +
+                   "run mpirun -np " + std::to_string(need) + ", or change --dp/--tp/--cp/--pp so their product is " +
                        std::to_string(world),
                    "world-size-matches-layout");
     else
       problems.add("the layout " + s.run.layout.describe() + " needs " + std::to_string(need) +
                        " ranks, but this is one process (not started by mpirun)",
-                   "run mpirun -np " + std::to_string(need) + " trident train ..., or drop --dp/--tp/--pp",
+                   "run mpirun -np " + std::to_string(need) + " trident train ..., or drop --dp/--tp/--cp/--pp",
                    "world-size-matches-layout");
   }
   // Every rank resolved the same run and found the same problems (else each would check and
@@ -352,21 +358,21 @@ int train(const TrainSettings& settings, const Problems& parsed, bool mpi) {
   const auto t_start = std::chrono::steady_clock::now();
   double timed_s = 0.0, last_val = NAN, last_loss = NAN;
   int64_t timed_steps = 0;
-  const int fields = 8;
+  const int fields = 10;
   for (int64_t step = first; step < stop_at; ++step) {
     if (s.before_step) s.before_step(step, rank);
     const double loss = last_loss = trainer.step(step);
     const int64_t done = step + 1;  // steps counted from 1
     const PhaseTimes& t = trainer.last_times();
     float mine[fields] = {float(t.compute), float(t.tp), float(t.pp), float(t.bubble), float(t.dp_exposed),
-                          float(t.optimizer), float(t.weight), float(t.total)};
+                          float(t.optimizer), float(t.weight), float(t.total), float(t.cp), float(t.cp_attention)};
     std::vector<float> all(size_t(fields) * world);
     groups.world->all_gather(mine, all.data(), fields, comm::DType::F32);
     std::vector<PhaseTimes> row(world);
     double seconds = 0;
     for (int r = 0; r < world; ++r) {
       const float* x = &all[size_t(r) * fields];
-      row[r] = PhaseTimes{x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7]};
+      row[r] = PhaseTimes{x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], x[8], x[9]};
       seconds = std::max(seconds, double(x[7]));
     }
     seconds = world == 1 ? t.total : seconds;

@@ -67,6 +67,18 @@ class CpuKernels : public Kernels {
                           const float* probs, const Tensor& out, int64_t B, int64_t T, int64_t nh,
                           int64_t hd) override;
 
+  bool supports_ring_attention() const override { return true; }
+  void ring_kv_pack(const Tensor& kv, const Tensor& qkv, int64_t N, int64_t nh, int64_t nkv, int64_t hd) override;
+  void ring_kv_unpack(const Tensor& dqkv, const Tensor& dkv, int64_t N, int64_t nh, int64_t nkv, int64_t hd) override;
+  size_t ring_attention_scratch_size(int64_t T, int64_t hd) const override;
+  void attention_block_forward(const Tensor& out, float* lse, const Tensor& qkv, const Tensor& kv,
+                               const AttentionBlock& blk, bool first, float* scratch) override;
+  void attention_block_backward(const Tensor& dqkv, const Tensor& dkv, const Tensor& dout, const Tensor& qkv,
+                                const Tensor& kv, const Tensor& out, const float* lse, const AttentionBlock& blk,
+                                float* scratch) override;
+  void rope_at(const Tensor& x, int64_t T, int64_t heads, int64_t hd, int64_t row, float theta, bool inverse,
+               int64_t first_position) override;
+
   void embedding_forward(const Tensor& out, const int32_t* tokens, const Tensor& wte, int64_t N, int64_t C,
                          int64_t v_offset, int64_t V_local) override;
   void add_positions(const Tensor& out, const Tensor& wpe, int64_t B, int64_t T, int64_t C) override;

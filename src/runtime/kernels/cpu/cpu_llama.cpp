@@ -100,19 +100,21 @@ void CpuKernels::swiglu_backward(const Tensor& dgate_up_t, const Tensor& gate_up
   }
 }
 
-void CpuKernels::rope(const Tensor& x_t, int64_t B, int64_t T, int64_t heads, int64_t hd, int64_t row, float theta,
-                      bool inverse) {
-  float* x = f32_data(x_t, "rope", size_t((B * T - 1) * row + heads * hd));
+namespace {
+// Rotates `seqs` runs of T tokens (run b starting at x + b * T * row), token t of a run at
+// position first_position + t.
+void rotate(float* x, int64_t seqs, int64_t T, int64_t heads, int64_t hd, int64_t row, float theta, bool inverse,
+            int64_t first_position) {
   const int64_t half = hd / 2;
   std::vector<float> inv_freq(static_cast<size_t>(half));
   for (int64_t i = 0; i < half; ++i) inv_freq[size_t(i)] = float(std::pow(double(theta), -2.0 * double(i) / double(hd)));
   const float sign = inverse ? -1.0f : 1.0f;
 #pragma omp parallel for collapse(2) schedule(static)
-  for (int64_t b = 0; b < B; ++b)
+  for (int64_t b = 0; b < seqs; ++b)
     for (int64_t t = 0; t < T; ++t) {
       float* r = x + (b * T + t) * row;
       for (int64_t i = 0; i < half; ++i) {
-        const double angle = double(t) * double(inv_freq[size_t(i)]);
+        const double angle = double(first_position + t) * double(inv_freq[size_t(i)]);
         const float c = float(std::cos(angle)), s = sign * float(std::sin(angle));
         for (int64_t h = 0; h < heads; ++h) {
           float* p = r + h * hd + 2 * i;
@@ -122,6 +124,19 @@ void CpuKernels::rope(const Tensor& x_t, int64_t B, int64_t T, int64_t heads, in
         }
       }
     }
+}
+}  // namespace
+
+void CpuKernels::rope(const Tensor& x_t, int64_t B, int64_t T, int64_t heads, int64_t hd, int64_t row, float theta,
+                      bool inverse) {
+  float* x = f32_data(x_t, "rope", size_t((B * T - 1) * row + heads * hd));
+  rotate(x, B, T, heads, hd, row, theta, inverse, 0);
+}
+
+void CpuKernels::rope_at(const Tensor& x_t, int64_t T, int64_t heads, int64_t hd, int64_t row, float theta,
+                         bool inverse, int64_t first_position) {
+  float* x = f32_data(x_t, "rope_at", size_t((T - 1) * row + heads * hd));
+  rotate(x, 1, T, heads, hd, row, theta, inverse, first_position);
 }
 
 }  // namespace trident::kernels

@@ -1,0 +1,41 @@
+// ContextSplit: which tokens of each sequence a context-parallel rank holds, and which block
+// pairs of ring attention it computes.
+//
+// Causal load balancing (Megatron-Core's context parallel): a sequence of T tokens is cut into
+// 2 cp chunks of T / (2 cp); rank r holds chunks r and 2cp-1-r, as its local rows [0, c) and
+// [c, 2c) (c = the chunk length). Every rank then does the same causal attention work: against
+// its own keys and values the pair is causal over its 2c rows (its early chunk never sees its
+// late one); against the keys of rank s < r all its queries see s's early chunk and none of s's
+// late one; against s > r only its late chunk's queries see keys, and all of them.
+#pragma once
+
+#include <cstdint>
+
+#include "runtime/kernels/ops.h"
+
+namespace trident::nn {
+
+struct ContextSplit {
+  int64_t cp = 1, rank = 0;
+  int64_t T = 0;  // tokens of a whole sequence
+
+  bool active() const { return cp > 1; }
+  int64_t chunk() const { return T / (2 * cp); }
+  int64_t local() const { return T / cp; }  // rows of a sequence this rank holds
+  // Position in the whole sequence of local chunk k (0: rows [0, c), 1: rows [c, 2c)) of rank r.
+  int64_t first_position(int k, int64_t r) const { return (k == 0 ? r : 2 * cp - 1 - r) * chunk(); }
+  int64_t first_position(int k) const { return first_position(k, rank); }
+  // The block pair of this rank's queries against the keys and values rank `source` holds
+  // (every pair has some work, so the ring never skips a step).
+  kernels::Kernels::AttentionBlock block(int64_t source, int64_t B, int64_t nh, int64_t nkv, int64_t hd) const {
+    kernels::Kernels::AttentionBlock b;
+    b.B = B, b.T = local(), b.nh = nh, b.nkv = nkv, b.hd = hd;
+    const int64_t c = chunk();
+    if (source == rank) b.q0 = 0, b.nq = 2 * c, b.k0 = 0, b.nk = 2 * c, b.causal = true;
+    else if (source < rank) b.q0 = 0, b.nq = 2 * c, b.k0 = 0, b.nk = c;
+    else b.q0 = c, b.nq = c, b.k0 = 0, b.nk = 2 * c;
+    return b;
+  }
+};
+
+}  // namespace trident::nn
