@@ -114,6 +114,7 @@ rows = [
     ("--grad-bits", "16", "capability", r"--grad-bits 16: the runtime keeps fp32 gradients"),
     ("--schedule", "zb-h1", "Z", r"schedule zb-h1,(.|\n)*of which W passes +[0-9.]+%"),
     ("--recompute", "full", "zb-full", r"zb-h1 postpones each weight-gradient pass"),
+    ("--cp", "2", "capability", r"!context parallel"),  # accepted (2 data ranks for ep 2): no cp refusal
     ("--ep", "2", "capability", r"expert parallel \(ep 2\)"),
     # CP: context parallel on 2 ranks (each sequence in 4 chunks, ring attention).
     ("--cp", "2", "CP", r"tp 1 x pp 1 x dp 1 x cp 2(.|\n)*CP ring exchange"),
