@@ -1,8 +1,8 @@
 // Layout-independent checkpoints: a run saved under one layout continues under any other.
 // 3D -> same layout gives bit-identical losses; 3D -> another layout, 3D -> one process and
 // one process -> 3D stay within 1e-5 relative of the uninterrupted run; a Llama saved with its
-// kv heads replicated over tp 4 continues on tp 2 (kv heads split) and in one process. Runs on
-// 8 MPI ranks.
+// kv heads replicated over tp 4 continues on tp 2 (kv heads split) and in one process; a
+// context-parallel run continues under another cp layout and in one process. Runs on 8 MPI ranks.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -148,6 +148,28 @@ TEST(CheckpointResume, one_process_to_three_d_stays_within_1e5) {
   expect_near(s.train(kSaveAt, kSteps), "one process -> 3D");
   MPI_Barrier(MPI_COMM_WORLD);
   if (rank() == 0) std::filesystem::remove_all(dir), std::filesystem::remove_all(saved_3d());
+}
+
+// Context parallel shards no weight: a cp run's checkpoint (ZeRO-1 moments sharded over dp x cp,
+// written by cp rank 0) continues under another cp layout and in one process.
+TEST(CheckpointResume, cp2_tp2_dp2_zero1_to_cp4_pp2_and_to_one_process_stays_within_1e5) {
+  const Case cp{Layout{.tp = 2, .cp = 2, .dp = 2, .pp = 1, .order = "tp-cp-ep-dp-pp"}, ScheduleKind::OneFOneB, 1};
+  const std::string dir = "resume_test_cp.ckpt";
+  {
+    Session s(cp);
+    s.train(0, kSaveAt);
+    s.save(dir, kSaveAt);
+  }
+  {
+    Session s({Layout{.tp = 1, .cp = 4, .dp = 1, .pp = 2, .order = "tp-cp-ep-dp-pp"}});
+    s.load(dir);
+    expect_near(s.train(kSaveAt, kSteps), "cp2xtp2xdp2 zero1 -> cp4xpp2");
+  }
+  Session one({Layout{}});
+  one.load(dir);
+  expect_near(one.train(kSaveAt, kSteps), "cp2xtp2xdp2 zero1 -> one process");
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank() == 0) std::filesystem::remove_all(dir);
 }
 
 TEST(CheckpointResume, llama_tp4_pp2_replicated_kv_to_3d_and_to_one_process_stays_within_1e5) {

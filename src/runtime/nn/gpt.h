@@ -185,8 +185,9 @@ class GptStage {
   Recompute recompute() const { return rc_; }
   bool split_backward() const { return split_; }
   // Bytes of the layer scratch the micro-batches share: one layer's activations (full
-  // recomputation) or attention probabilities (selective), and Llama's forward-only q and kv.
-  size_t layer_scratch_bytes() const { return rc_plan_.bytes(); }
+  // recomputation) or attention probabilities (selective), Llama's forward-only q and kv, and
+  // the context-parallel ring's KV blocks.
+  size_t layer_scratch_bytes() const { return rc_plan_.bytes() + (ring_ ? ring_->bytes() : 0); }
   // Tokens of the residual stream this rank holds: N, or N/tp under sequence parallelism.
   int64_t tokens_local() const { return sp_ ? N() / layout_.shard().tp_size : N(); }
   // Floats of a pipeline boundary tensor (input, output and their gradients).

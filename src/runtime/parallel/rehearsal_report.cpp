@@ -66,13 +66,15 @@ std::string rehearsal_text(const RehearsalData& d) {
          (d.run.exec.sequence_parallel && L.tp > 1 ? ", sequence parallel" : "") + "\nmeans over steps " + std::to_string(d.warmup) + ".." + std::to_string(d.times.size() - 1) + " (" +
          std::to_string(measured) + " steps; earlier ones are warm-up), milliseconds per step\n";
   char line[512];
-  std::snprintf(line, sizeof line, "%5s %9s %9s %9s %9s %9s %9s %9s %9s %11s %11s\n", "rank", "tp,dp,pp", "step",
+  std::snprintf(line, sizeof line, "%5s %9s %9s %9s %9s %9s %9s %9s %9s %11s %11s\n", "rank",
+                L.cp > 1 ? "tp,cp,dp,pp" : "tp,dp,pp", "step",
                 "compute", "tp-coll", "pp-xfer", "bubble", "dp-expos", "other", "alloc MiB", "rss MiB");
   out += line;
   for (size_t r = 0; r < d.ranks.size(); ++r) {
     Means m = rank_means(d, r);
     const auto& c = d.ranks[r].coords;
-    std::string coords = std::to_string(c.tp()) + "," + std::to_string(c.dp()) + "," + std::to_string(c.pp());
+    std::string coords = std::to_string(c.tp()) + "," + (L.cp > 1 ? std::to_string(c[Dim::CP]) + "," : "") +
+                         std::to_string(c.dp()) + "," + std::to_string(c.pp());
     std::snprintf(line, sizeof line, "%5zu %9s %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %11.1f %11.1f\n", r,
                   coords.c_str(), m.total * 1e3, m.compute * 1e3, m.tp * 1e3, m.pp * 1e3, m.bubble * 1e3,
                   m.dp * 1e3, m.other * 1e3, d.ranks[r].allocated_bytes / (1 << 20),
