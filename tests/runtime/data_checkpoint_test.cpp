@@ -176,6 +176,41 @@ TEST(Checkpoint, a_new_save_replaces_the_old_one_whole_and_a_crashed_save_leaves
   fs::remove_all(dir);
 }
 
+TEST(Checkpoint, a_block_reads_only_the_slices_it_overlaps_each_checked_alone) {
+  const auto dir = sample_checkpoint("blocks.ckpt");
+  const auto shard = dir + "/shard-00001.bin";
+  auto bytes = read_all(shard);
+  bytes[4] ^= 0x40;  // one flipped bit in w's rows 2..3 (shard 1 holds them, then b)
+  write_all(shard, bytes);
+  const checkpoint::CheckpointReader r(dir);
+  float out[6] = {};
+  r.read_block("w", 0, 1, 2, 2, out, 3);  // rows 0..1, columns 1..2: shard 0 only, never shard 1
+  EXPECT_EQ(std::vector<float>(out, out + 2), (std::vector<float>{0.5f, 1.0f}));
+  EXPECT_EQ(std::vector<float>(out + 3, out + 5), (std::vector<float>{2.0f, 2.5f}));
+  EXPECT_EQ(r.tensor("b").data, (std::vector<float>{7, 8, 9}));  // intact slice of the damaged file
+  try {
+    r.read_block("w", 1, 0, 2, 3, out, 3);  // rows 1..2 reach the damaged slice
+    FAIL() << "read a corrupt slice";
+  } catch (const InputError& e) {
+    EXPECT_NE(problem_text(e).find("checkpoint-hash"), std::string::npos) << problem_text(e);
+  }
+  // A checkpoint written before slices had checksums is checked by its whole file's.
+  std::string text;
+  {
+    const auto m = read_all(dir + "/manifest.json");
+    auto j = nlohmann::json::parse(std::string(m.begin(), m.end()));
+    for (auto& [name, t] : j["tensors"].items())
+      for (auto& sl : t["slices"]) sl.erase("fnv1a64");
+    text = j.dump(1);
+  }
+  write_all(dir + "/manifest.json", std::vector<char>(text.begin(), text.end()));
+  const checkpoint::CheckpointReader old(dir);
+  old.read_block("w", 0, 0, 2, 3, out, 3);  // shard 0 is intact
+  EXPECT_EQ(out[5], 2.5f);
+  EXPECT_THROW(old.tensor("b"), InputError);  // shard 1's file checksum no longer matches
+  fs::remove_all(dir);
+}
+
 TEST(Checkpoint, truncated_or_corrupt_files_are_refused) {
   const auto dir = sample_checkpoint("bad.ckpt");
   const auto shard = dir + "/shard-00001.bin", manifest = dir + "/manifest.json";

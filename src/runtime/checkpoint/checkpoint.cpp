@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -78,7 +79,8 @@ void ShardWriter::add(const std::string& name, int64_t logical_rows, int64_t log
                     {"shape", logical_cols == 1 ? nlohmann::json{logical_rows} : nlohmann::json{logical_rows, logical_cols}},
                     {"offset", int64_t(bytes_.size() * sizeof(float))},
                     {"start", {row, col}},
-                    {"extent", {rows, cols}}});
+                    {"extent", {rows, cols}},
+                    {"fnv1a64", fmt::format("{:016x}", fnv1a(data, size_t(rows * cols) * sizeof(float)))}});
   bytes_.insert(bytes_.end(), data, data + rows * cols);
 }
 
@@ -111,7 +113,8 @@ void finish_save(const std::string& dir, const nlohmann::json& meta) {
       const std::string name = s["name"];
       auto& t = manifest["tensors"][name];
       if (t.is_null()) t = {{"shape", s["shape"]}, {"dtype", "f32"}, {"slices", nlohmann::json::array()}};
-      t["slices"].push_back({{"file", j["file"]}, {"offset", s["offset"]}, {"start", s["start"]}, {"extent", s["extent"]}});
+      t["slices"].push_back({{"file", j["file"]}, {"offset", s["offset"]}, {"start", s["start"]}, {"extent", s["extent"]},
+                             {"fnv1a64", s["fnv1a64"]}});
       covered[name] += s["extent"][0].get<int64_t>() * s["extent"][1].get<int64_t>();
     }
     fs::remove(path);
@@ -191,30 +194,51 @@ void CheckpointReader::verify_file(const std::string& file) const {
   verified_.insert(file);
 }
 
-CheckpointReader::Tensor CheckpointReader::tensor(const std::string& name) const {
+std::vector<int64_t> CheckpointReader::shape(const std::string& name) const {
   if (!has(name)) fail("checkpoint '" + dir_ + "' has no tensor '" + name + "'", kRedo, "checkpoint-tensor");
+  return manifest_.at("tensors").at(name).at("shape").get<std::vector<int64_t>>();
+}
+
+void CheckpointReader::read_block(const std::string& name, int64_t row, int64_t col, int64_t rows, int64_t cols,
+                                  float* out, int64_t stride) const {
+  const std::vector<int64_t> sh = shape(name);
+  const int64_t all_cols = sh.size() > 1 ? sh[1] : 1;
+  if (row < 0 || col < 0 || rows < 0 || cols < 0 || row + rows > sh[0] || col + cols > all_cols)
+    throw std::logic_error(fmt::format("read_block: [{}, {}] of [{}, {}] outside tensor {}", row, col, rows, cols, name));
   // The manifest was checked whole on opening: shape, dtype and every slice are in range and
-  // cover the tensor exactly once.
-  const auto& t = manifest_.at("tensors").at(name);
+  // cover the tensor exactly once, so the overlaps below fill the block exactly once.
+  std::vector<float> block;
+  for (const auto& s : manifest_.at("tensors").at(name).at("slices")) {
+    const int64_t r0 = s.at("start").at(0), c0 = s.at("start").at(1), nr = s.at("extent").at(0),
+                  nc = s.at("extent").at(1), offset = s.at("offset");
+    const int64_t r_lo = std::max(row, r0), r_hi = std::min(row + rows, r0 + nr);
+    const int64_t c_lo = std::max(col, c0), c_hi = std::min(col + cols, c0 + nc);
+    if (r_lo >= r_hi || c_lo >= c_hi) continue;  // a slice this rank does not need: never read
+    const std::string file = s.at("file");
+    // A slice with its own checksum is checked alone; older checkpoints check the whole file.
+    const bool own_hash = s.contains("fnv1a64");
+    if (!own_hash) verify_file(file);
+    block.resize(size_t(nr * nc));
+    std::ifstream in(dir_ + "/" + file, std::ios::binary);
+    in.seekg(offset);
+    in.read(reinterpret_cast<char*>(block.data()), std::streamsize(block.size() * sizeof(float)));
+    if (!in) fail("could not read a slice of '" + name + "' from '" + dir_ + "/" + file + "'", kRedo, "checkpoint-size");
+    if (own_hash && fmt::format("{:016x}", fnv1a(block.data(), block.size() * sizeof(float))) != s.at("fnv1a64"))
+      fail(fmt::format("a slice of '{}' in checkpoint shard '{}/{}' is corrupt (checksum mismatch)", name, dir_, file),
+           kRedo, "checkpoint-hash");
+    for (int64_t r = r_lo; r < r_hi; ++r)
+      std::copy(block.begin() + (r - r0) * nc + (c_lo - c0), block.begin() + (r - r0) * nc + (c_hi - c0),
+                out + (r - row) * stride + (c_lo - col));
+  }
+}
+
+CheckpointReader::Tensor CheckpointReader::tensor(const std::string& name) const {
   Tensor out;
   out.name = name;
   out.dtype = "f32";
-  out.shape = t.at("shape").get<std::vector<int64_t>>();
-  const int64_t rows = out.rows(), cols = out.cols();
-  out.data.assign(size_t(rows * cols), 0.0f);
-  for (const auto& s : t.at("slices")) {
-    const std::string file = s.at("file");
-    verify_file(file);
-    const int64_t r0 = s.at("start").at(0), c0 = s.at("start").at(1), nr = s.at("extent").at(0),
-                  nc = s.at("extent").at(1), offset = s.at("offset");
-    std::vector<float> block(size_t(nr * nc));
-    std::ifstream in(dir_ + "/" + file, std::ios::binary);
-    in.seekg(offset);
-    in.read(reinterpret_cast<char*>(block.data()), std::streamsize(block.size() * 4));
-    if (!in) fail("could not read a slice of '" + name + "' from '" + dir_ + "/" + file + "'", kRedo, "checkpoint-size");
-    for (int64_t r = 0; r < nr; ++r)
-      std::copy(block.begin() + r * nc, block.begin() + (r + 1) * nc, out.data.begin() + (r0 + r) * cols + c0);
-  }
+  out.shape = shape(name);
+  out.data.assign(size_t(out.rows() * out.cols()), 0.0f);
+  read_block(name, 0, 0, out.rows(), out.cols(), out.data.data(), out.cols());
   return out;
 }
 

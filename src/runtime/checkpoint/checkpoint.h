@@ -5,7 +5,7 @@
 //                          "files": {"shard-00003.bin": {"bytes": N, "fnv1a64": "hex"}, ...},
 //                          "tensors": {"layers.0.qkv_w": {"shape": [3C, C], "dtype": "f32",
 //                                      "slices": [{"file", "offset" (bytes), "start": [row, col],
-//                                                  "extent": [rows, cols]}, ...]}, ...}}
+//                                                  "extent": [rows, cols], "fnv1a64"}, ...]}, ...}}
 //   DIR/shard-RRRRR.bin   the slices rank R wrote, f32 little-endian, each slice row-major.
 //
 // Every tensor is stored by its logical name with its unsharded, unpadded shape (parameters by
@@ -60,10 +60,12 @@ void finish_save(const std::string& dir, const nlohmann::json& meta);
 // True when `path` holds a Trident checkpoint directory (a manifest) — a save may replace it.
 bool is_checkpoint(const std::string& path);
 
-// THE reader: whole logical tensors by name, from any checkpoint whatever layout wrote it
-// (`trident generate`, resume, export). Opening reads and checks the manifest; tensor()
-// assembles every slice of one tensor, checking each file's checksum the first time it is
-// read and that the slices cover the tensor. Every failure is an InputError naming the file.
+// THE reader: logical tensors by name, from any checkpoint whatever layout wrote it
+// (`trident generate`, resume, export). Opening reads and checks the manifest (the slices cover
+// every tensor exactly once). A rank reads only its part: read_block() touches just the stored
+// slices that overlap the block it asks for, each checked against its own checksum (checkpoints
+// written before slices had one: the whole file's, the first time it is read). tensor() is the
+// whole tensor as one block. Every failure is an InputError naming the file.
 class CheckpointReader {
  public:
   struct Tensor {
@@ -81,6 +83,10 @@ class CheckpointReader {
   std::vector<std::string> names() const;  // every tensor, parameters and optimizer moments
   bool has(const std::string& name) const { return manifest_["tensors"].contains(name); }
   Tensor tensor(const std::string& name) const;
+  std::vector<int64_t> shape(const std::string& name) const;  // [rows] or [rows, cols]
+  // Rows [row, row + rows) x columns [col, col + cols) of `name` into `out` (row stride `stride`).
+  void read_block(const std::string& name, int64_t row, int64_t col, int64_t rows, int64_t cols, float* out,
+                  int64_t stride) const;
 
  private:
   void verify_file(const std::string& file) const;

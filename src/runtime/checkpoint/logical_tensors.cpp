@@ -1,7 +1,5 @@
 #include "runtime/checkpoint/logical_tensors.h"
 
-#include <map>
-
 #include <fmt/format.h>
 
 #include "core/problems.h"
@@ -35,27 +33,22 @@ LogicalSlice logical_slice(const nn::Shard& s, const nn::TensorView& view) {
 
 std::vector<float> read_shard(const CheckpointReader& reader, const nn::ParamLayout& layout, const std::string& prefix) {
   std::vector<float> image(size_t(layout.total()), 0.0f);
-  std::map<std::string, CheckpointReader::Tensor> cache;  // wte serves the embedding and the head
   for (const auto& view : layout.tensors()) {
     const LogicalSlice s = logical_slice(layout.shard(), view);
     const std::string name = prefix + s.name;
-    auto it = cache.find(name);
-    if (it == cache.end()) {
-      auto t = reader.tensor(name);
-      if (t.rows() != s.rows || t.cols() != s.cols) {
-        Problems p;
-        p.add(fmt::format("tensor '{}' of checkpoint '{}' is {}x{}, this model's is {}x{}", name, reader.dir(), t.rows(),
-                          t.cols(), s.rows, s.cols),
-              "use the model the checkpoint was written for (drop the model options)", "resume-model");
-        p.throw_if_any();
-      }
-      it = cache.emplace(name, std::move(t)).first;
+    const std::vector<int64_t> shape = reader.shape(name);
+    const int64_t rows = shape[0], cols = shape.size() > 1 ? shape[1] : 1;
+    if (rows != s.rows || cols != s.cols) {
+      Problems p;
+      p.add(fmt::format("tensor '{}' of checkpoint '{}' is {}x{}, this model's is {}x{}", name, reader.dir(), rows, cols,
+                        s.rows, s.cols),
+            "use the model the checkpoint was written for (drop the model options)", "resume-model");
+      p.throw_if_any();
     }
-    const std::vector<float>& whole = it->second.data;
+    // Only this shard's blocks are read, never the whole logical tensor.
     for (const auto& b : s.blocks)
-      for (int64_t r = 0; r < b.rows; ++r)
-        std::copy_n(whole.begin() + (b.row + r) * s.cols + b.col, b.cols,
-                    image.begin() + view.offset + (b.local_row + r) * view.cols + b.local_col);
+      reader.read_block(name, b.row, b.col, b.rows, b.cols,
+                        image.data() + view.offset + b.local_row * view.cols + b.local_col, view.cols);
   }
   return image;
 }

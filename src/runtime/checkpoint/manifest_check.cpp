@@ -215,6 +215,7 @@ void check_manifest(const json& m, const std::string& dir, int version, Problems
       CheckedCount covered = 0;
       for (const json& s : t.at("slices")) {
         Slice x{text(s, "file"), integer(s, "offset"), 0, 0, 0, 0};
+        if (s.contains("fnv1a64")) text(s, "fnv1a64");  // a slice's own checksum (optional): a string
         const auto start = integers(s, "start", 2), extent = integers(s, "extent", 2);
         x.r0 = start[0], x.c0 = start[1], x.nr = extent[0], x.nc = extent[1];
         auto in_file = file_bytes.find(x.file);
