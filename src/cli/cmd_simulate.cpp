@@ -170,8 +170,12 @@ std::string to_text(const RunSpec& run, const Mesh& mesh, const sim::PlannedCost
                                 ? ", ZeRO-3 DP " + ms(cc.dp_forward_s + cc.dp_backward_s)
                                 : std::string());
     }
-    s += fmt::format("    stage {}: {} | DP reduce {} in {} buckets, optimizer {}{}{}\n", i, chunks, ms(sc.dp_reduce_s),
-                     sc.dp_buckets, ms(sc.optimizer_s),
+    bool per_layer_dp = false;  // ZeRO-3: gradients leave layer by layer, no reduction after backward
+    for (const auto& cc : sc.chunks) per_layer_dp = per_layer_dp || cc.dp_forward_s + cc.dp_backward_s > 0;
+    const std::string dp = per_layer_dp && sc.dp_reduce_s <= 0
+                               ? std::string("DP reduce-scatter per layer (the ZeRO-3 DP above)")
+                               : fmt::format("DP reduce {} in {} buckets", ms(sc.dp_reduce_s), sc.dp_buckets);
+    s += fmt::format("    stage {}: {} | {}, optimizer {}{}{}\n", i, chunks, dp, ms(sc.optimizer_s),
                      sc.embedding_sync_s > 0 ? ", embedding sync " + ms(sc.embedding_sync_s) : "",
                      sc.dp_after_optimizer_s > 0 ? ", weight all-gather " + ms(sc.dp_after_optimizer_s) : "");
   }

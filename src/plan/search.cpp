@@ -160,10 +160,11 @@ SearchResult search(const ModelSpec& model, const ClusterSpec& cluster, int64_t 
           if (want(ScheduleKind::Interleaved)) {
             for (int64_t v = 2; pp * v <= model.layers && v <= 16; ++v) {
               if (space.virtual_stages && v != *space.virtual_stages) continue;
-              if (model.layers % (pp * v) != 0) {  // the search interleaves equal chunks only
-                if (space.virtual_stages || space.schedule) reject("interleaved needs layers divisible by pp x v", n_orders);
-                continue;
-              }
+              // Unasked, the search interleaves equal chunks only (uneven ones are a deliberate choice,
+              // as Megatron's first/last-stage layer counts are); asked for by --schedule interleaved or
+              // --virtual-stages, uneven chunks are estimated as lint does (the slowest chunk paces).
+              const bool asked = space.virtual_stages || space.schedule == ScheduleKind::Interleaved;
+              if (model.layers % (pp * v) != 0 && !asked) continue;
               if (m % pp != 0) {
                 reject("interleaved needs micro-batches divisible by pp", n_orders);
                 continue;

@@ -80,3 +80,27 @@ TEST(Search, nothing_fits_gives_no_candidates_and_counts_the_reason) {
   EXPECT_TRUE(r.best.empty());
   EXPECT_GT(r.rejected["out of memory"], 0);
 }
+
+TEST(Search, an_asked_for_interleaved_schedule_may_split_layers_unevenly) {
+  // Llama 3 405B's 126 layers over pp 16 x v 2 = 32 chunks: not equal, but lint accepts it (an
+  // info note), so plan must find it when the schedule is asked for; unasked it stays even.
+  SearchSpace asked;
+  asked.tp = 8, asked.pp = 16, asked.cp = 1, asked.ep = 1;
+  asked.schedule = ScheduleKind::Interleaved;
+  asked.virtual_stages = 2;
+  ClusterSpec c = cluster_preset("dgx-h100");
+  c.nodes = 128;
+  const auto r = search(model_preset("llama3-405b"), c, 2048, asked, 3, kOverhead);
+  ASSERT_FALSE(r.best.empty());
+  for (const auto& e : r.best) {
+    EXPECT_EQ(e.run.exec.schedule, ScheduleKind::Interleaved);
+    EXPECT_EQ(e.run.exec.virtual_stages, 2);
+    EXPECT_NE(e.run.model.layers % (e.run.layout.pp * 2), 0);
+  }
+  SearchSpace unasked = asked;
+  unasked.schedule.reset();
+  unasked.virtual_stages.reset();
+  for (const auto& e : search(model_preset("llama3-405b"), c, 2048, unasked, 50, kOverhead).best)
+    if (e.run.exec.schedule == ScheduleKind::Interleaved)
+      EXPECT_EQ(e.run.model.layers % (e.run.layout.pp * e.run.exec.virtual_stages), 0);
+}
