@@ -16,6 +16,7 @@
 #include "runtime/parallel/training_loop.h"
 #ifdef TRIDENT_HAVE_CUDA
 #include "runtime/cuda/cuda_kernels.h"
+#include "runtime/cuda/device.h"
 #include "runtime/cuda/gpu_groups.h"
 #endif
 
@@ -148,6 +149,13 @@ int run_train(TrainArgs& args) {
   if (s.device == "cuda") {
     const bool share = s.gpu_comm == "mpi-host";
     s.make_device_kernels = [share] { return cuda::make_cuda_kernels(share); };
+    // For the resource check: this rank's GPU's free memory, and the ranks that share it.
+    s.device_memory = [share] {
+      const int local = cuda::local_rank_from_env(), ranks = cuda::local_size_from_env();
+      const cuda::DeviceInfo gpu = cuda::select_gpu_for_rank(local, ranks, share);
+      const int gpus = std::max(1, cuda::gpu_count());
+      return parallel::DeviceMemory{double(gpu.free_bytes), share ? (ranks + gpus - 1) / gpus : 1};
+    };
     const cuda::GpuComm how = share ? cuda::GpuComm::MpiHost : cuda::GpuComm::Nccl;
     s.device_groups = [how](kernels::Kernels& k) -> parallel::GroupWrap {
       auto& gpu = dynamic_cast<cuda::CudaKernels&>(k);

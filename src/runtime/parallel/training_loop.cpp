@@ -31,6 +31,7 @@
 #include "runtime/parallel/metrics_writer.h"
 #include "runtime/parallel/process_groups.h"
 #include "runtime/parallel/rehearsal_report.h"
+#include "runtime/parallel/resource_check.h"
 #include "runtime/parallel/run_agreement.h"
 
 namespace trident::parallel {
@@ -56,14 +57,6 @@ void print_problems(const InputError& e) {
     std::fprintf(stderr, "  - %s\n    fix: %s\n", p.what.c_str(), p.fix.c_str());
     if (!p.code.empty()) std::fprintf(stderr, "    code: %s\n", p.code.c_str());
   }
-}
-
-// CPU kernel threads of one rank: --threads, else the node's cores shared by its ranks.
-int kernel_threads(const TrainSettings& s) {
-  if (s.threads > 0) return int(s.threads);
-  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-  const int64_t local_ranks = local ? std::max(1LL, std::atoll(local)) : 1;
-  return int(std::max<int64_t>(1, int64_t(std::thread::hardware_concurrency()) / local_ranks));
 }
 
 // Validation micro-batches: the token file's validation split, or synthetic sequences of
@@ -135,8 +128,8 @@ void print_activations(const TrainSettings& s, const std::vector<RankActivations
 }
 
 void print_startup(const TrainSettings& s, int world, const DistTrainer& trainer, const BatchSource& data,
-                   const std::string& device, double matmul_flops, double step_flops, int64_t first_step,
-                   const std::vector<RankActivations>& activations) {
+                   const std::string& device, const std::string& threads, double matmul_flops, double step_flops,
+                   int64_t first_step, const std::vector<RankActivations>& activations) {
   const ModelSpec& model = s.run.model;
   const Layout& L = s.run.layout;
   const auto& x = s.run.exec;
@@ -195,6 +188,7 @@ void print_startup(const TrainSettings& s, int world, const DistTrainer& trainer
               s.adamw.beta2, s.adamw.weight_decay, s.adamw.grad_clip);
   std::printf("  device      %s x %d; measured sgemm %.1f GFLOP/s in all (1536^3, every rank at once)\n",
               device.c_str(), world, matmul_flops / 1e9);
+  if (!threads.empty()) std::printf("  threads     %s\n", threads.c_str());
   if (llama)  // plan::model_flops_per_step: Q h x h, K and V h x kv, projection h x h, three h x f MLP matrices
     std::printf("  step FLOPs  3 B (L (2 s (h (h + 2 kv) + h^2 + 3 h f) + 4 s^2 h) + 2 s h V) = %.2f GFLOP (B %lld, "
                 "kv %lld, f %lld)\n",
@@ -267,6 +261,13 @@ int train(const TrainSettings& settings, const Problems& parsed, bool mpi) {
     check_ranks_agree(fingerprint, MPI_COMM_WORLD);
   }
   problems.throw_if_any();  // every rank holds the same problems: all stop before any work
+  // What the machine has, before anything is allocated (gathered: the same view on every rank).
+  Mesh mesh(s.run.layout, std::max<int64_t>(s.run.cluster.gpus_per_node, 1));
+  const ResourceView resources = gather_resources(s, mpi, mesh.coords_of(rank).pp());
+  check_resources(s, resources, problems);
+  problems.throw_if_any();
+  const ThreadChoice threads = choose_threads(s, resources.own_node_ranks, affinity_cores(),
+                                              std::max(1u, std::thread::hardware_concurrency()));
   const int64_t stop_at = s.stop_at < 0 ? s.steps : std::min(s.stop_at, s.steps);
   const int64_t eval_every = s.eval_every >= 0 ? s.eval_every : std::max<int64_t>(1, s.steps / 5);
   const int64_t log_every = s.log_every > 0 ? s.log_every : std::max<int64_t>(1, s.steps / 20);
@@ -274,10 +275,9 @@ int train(const TrainSettings& settings, const Problems& parsed, bool mpi) {
   auto ctx = std::make_shared<comm::CommContext>();
   ctx->timeout_s = s.comm_timeout_s;
   ctx->trace = s.trace_comm;
-  Mesh mesh(s.run.layout, std::max<int64_t>(s.run.cluster.gpus_per_node, 1));
   // The device first: its ranks' groups may talk through it (NCCL on the kernels' stream).
   std::unique_ptr<kernels::Kernels> kernels =
-      s.make_device_kernels ? s.make_device_kernels() : kernels::make_cpu_kernels(kernel_threads(s));
+      s.make_device_kernels ? s.make_device_kernels() : kernels::make_cpu_kernels(threads.threads);
   const GroupWrap wrap = s.device_groups ? s.device_groups(*kernels) : GroupWrap{};
   ProcessGroups groups = mpi ? make_process_groups(mesh, ctx, MPI_COMM_WORLD, wrap) : make_single_process_groups(ctx);
   auto data = s.data ? token_file_source(s.data, s.run.model.seq_len, s.seed)
@@ -342,7 +342,8 @@ int train(const TrainSettings& settings, const Problems& parsed, bool mpi) {
                                 {int64_t(all[size_t(r) * 3]), double(all[size_t(r) * 3 + 1]), double(all[size_t(r) * 3 + 2])}};
   }
   if (rank == 0)
-    print_startup(s, world, trainer, *data, kernels->device_name(), matmul_flops, step_flops, first, activations);
+    print_startup(s, world, trainer, *data, kernels->device_name(), s.make_device_kernels ? "" : threads.note,
+                  matmul_flops, step_flops, first, activations);
 
   RehearsalData report;
   report.run = s.run;

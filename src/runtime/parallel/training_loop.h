@@ -26,6 +26,12 @@
 
 namespace trident::parallel {
 
+// A GPU's free memory as the device reports it (cudaMemGetInfo), and the ranks that share it.
+struct DeviceMemory {
+  double free_bytes = 0;
+  int64_t ranks_sharing = 1;
+};
+
 struct TrainSettings {
   RunSpec run;                  // model, layout, execution
   engine::AdamWConfig adamw;
@@ -53,6 +59,9 @@ struct TrainSettings {
   std::vector<NamedPath> input_files;
   // Kernels of a non-CPU device (cmd_train's, so the runtime does not link CUDA); null = CPU.
   std::function<std::unique_ptr<kernels::Kernels>()> make_device_kernels;
+  // Free memory of this rank's GPU and how many ranks share it (cmd_train's, on CUDA builds),
+  // for the resource check; null: no GPU memory check. Throws InputError when there is no GPU.
+  std::function<DeviceMemory()> device_memory;
   // How that device's ranks talk, given its kernels (cmd_train's: NCCL or host-staged MPI on
   // CUDA; see runtime/cuda/gpu_groups.h); null = the MPI groups as they are.
   std::function<GroupWrap(kernels::Kernels&)> device_groups;
