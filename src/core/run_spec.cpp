@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 
 #include "core/checked_size.h"
 #include "core/units.h"
@@ -92,6 +93,63 @@ ModelSpec resolve_model(const OptionValues& v, Problems& p) {
   return m;
 }
 
+namespace {
+
+// The GPU fields of a [cluster] table: given without --gpu, they describe a GPU of one's own.
+const char* const kGpuFields[] = {"gpu-memory-gib", "gpu-bf16-tflops", "gpu-fp32-tflops", "gpu-hbm-gbytes-per-s"};
+const char* const kLinkFields[] = {"intra-link", "intra-gbytes-per-s", "intra-latency-us", "inter-link",
+                                   "inter-node-gbytes-per-s", "inter-latency-us"};
+
+bool custom_gpu_given(const OptionValues& v) {
+  for (const char* name : kGpuFields)
+    if (v.has(name)) return true;
+  return false;
+}
+
+// A custom cluster names its GPU (--gpu, or all four GPU fields) and both links whole.
+void require_custom_fields(const OptionValues& v, Problems& p) {
+  std::vector<std::string> missing;
+  if (!v.has("gpu"))
+    for (const char* name : kGpuFields)
+      if (!v.has(name)) missing.push_back(name);
+  for (const char* name : kLinkFields)
+    if (!v.has(name)) missing.push_back(name);
+  if (missing.empty()) return;
+  std::string keys;
+  for (const auto& m : missing) keys += (keys.empty() ? "" : ", ") + m;
+  p.add("a custom cluster (no --cluster preset" + std::string(v.has("gpu") ? "" : ", GPU fields given") +
+            ") lacks " + keys + ": Trident would otherwise fill them from a preset it is not",
+        "give them in the [cluster] table (see examples/my-cluster.toml), or start from a preset with --cluster NAME "
+        "and override what differs",
+        "cluster-missing-field");
+}
+
+// A link whose kind a config changes from the preset's must bring its own bandwidth and
+// latency: the preset's belong to the preset's link (an NVLink's 300 GB/s are not PCIe's).
+void check_link_overrides(const OptionValues& v, const std::string& preset, Problems& p) {
+  const struct {
+    const char *kind, *bandwidth, *latency;
+  } links[] = {{"intra-link", "intra-gbytes-per-s", "intra-latency-us"},
+               {"inter-link", "inter-node-gbytes-per-s", "inter-latency-us"}};
+  for (const auto& l : links) {
+    if (!v.has(l.kind) || (v.has(l.bandwidth) && v.has(l.latency))) continue;
+    const ClusterSpec base = cluster_preset(preset);
+    const std::string kind = *v.get_string(l.kind);
+    const LinkSpec& was = std::string(l.kind) == "intra-link" ? base.intra : base.inter;
+    std::string was_kind = to_string(was.kind);
+    std::transform(was_kind.begin(), was_kind.end(), was_kind.begin(), [](unsigned char ch) { return char(std::tolower(ch)); });
+    if (kind == was_kind) continue;
+    std::string keys = !v.has(l.bandwidth) ? l.bandwidth : "";
+    if (!v.has(l.latency)) keys += (keys.empty() ? "" : " and ") + std::string(l.latency);
+    p.add(fmt::format("--{} {} replaces the {} of {}, but {} {} not given: the preset's are its {}'s",
+                      l.kind, kind, to_string(was.kind), preset, keys, keys.find(" and ") == std::string::npos ? "is" : "are",
+                      to_string(was.kind)),
+          fmt::format("give {} for the {} links too", keys, kind), "cluster-missing-field");
+  }
+}
+
+}  // namespace
+
 ClusterSpec resolve_cluster(const OptionValues& v, Problems& p) {
   ClusterSpec c;
   auto preset = v.get_string("cluster");
@@ -103,8 +161,12 @@ ClusterSpec resolve_cluster(const OptionValues& v, Problems& p) {
       return c;
     }
     c = cluster_preset(*preset);
-  } else if (v.has("gpu")) {
+  } else if (v.has("gpu") || custom_gpu_given(v)) {
+    // A cluster of one's own (`trident bench` writes one): every field it needs must be there,
+    // never borrowed from a preset whose name and links it does not have.
     c.name = "custom";
+    require_custom_fields(v, p);
+    if (!v.has("gpu")) c.gpu.name = "custom GPU";
   } else {
     c = cluster_preset("dgx-a100-80g");  // the source chapter's hardware
   }
@@ -130,6 +192,7 @@ ClusterSpec resolve_cluster(const OptionValues& v, Problems& p) {
     else if (*k == "ethernet") c.inter.kind = LinkKind::Ethernet;
     else p.add("--inter-link '" + *k + "' is unknown", "use infiniband or ethernet");
   }
+  if (preset || (!v.has("gpu") && !custom_gpu_given(v))) check_link_overrides(v, c.name, p);
   if (auto x = v.get_double("intra-gbytes-per-s", p)) c.intra.bandwidth_Bps = *x * kGB;
   if (auto x = v.get_double("intra-latency-us", p)) c.intra.latency_s = *x * kMicro;
   if (auto x = v.get_double("inter-node-gbytes-per-s", p)) c.inter.bandwidth_Bps = *x * kGB;

@@ -31,7 +31,8 @@ M, C, R, H = path("m.jsonl"), path("ckpt"), path("r.json"), path("r.html")
 with open(path("bench.toml"), "w") as f:
     f.write("[cluster]\nnodes = 1\ngpus-per-node = 2\ngpu-memory-gib = 4\ngpu-fp32-tflops = 0.05\n"
             "gpu-bf16-tflops = 0.05\ngpu-hbm-gbytes-per-s = 20\nintra-link = \"pcie\"\nintra-gbytes-per-s = 5\n"
-            "intra-latency-us = 1\n\n[cost]\ngemm_half_dim = 8\n")
+            "intra-latency-us = 1\ninter-link = \"ethernet\"\ninter-node-gbytes-per-s = 10\ninter-latency-us = 10\n\n"
+            "[cost]\ngemm_half_dim = 8\n")
 with open(path("cost.toml"), "w") as f:
     f.write("[cost]\nhbm_efficiency = 0.3\ngemm_half_dim = 99\n")
 

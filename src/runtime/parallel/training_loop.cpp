@@ -352,9 +352,33 @@ int train(const TrainSettings& settings, const Problems& parsed, bool mpi) {
                                       : std::min<int64_t>(2, run_steps / 4);
   report.pp_message_s = trainer.pp_message_s();
 
+  int64_t saved_at = -1;
   auto save = [&](double loss, int64_t done) {
     save_checkpoint(trainer, groups, s.checkpoint_path, checkpoint_meta(s, done), loss);
+    saved_at = done;
     if (rank == 0) std::printf("checkpoint: %s (step %lld)\n", s.checkpoint_path.c_str(), (long long)done), std::fflush(stdout);
+  };
+  // A write error on the metrics file (a full disk) stops every rank at that step, after saving
+  // the checkpoint there, so the steps done are kept and the run resumes from them.
+  std::string metrics_error;  // rank 0's
+  auto stop_if_metrics_failed = [&](double loss, int64_t done) {
+    if (s.metrics_path.empty()) return;
+    double ok = metrics_error.empty() ? 1 : 0;
+    all_reduce_f64(*groups.world, &ok, 1, comm::ReduceOp::Min);
+    if (ok > 0.5) return;
+    std::string kept = "no --checkpoint was given: the steps are lost";
+    if (!s.checkpoint_path.empty()) {
+      if (saved_at != done) save(loss, done);
+      kept = fmt::format("the checkpoint '{}' holds step {}: continue with --resume {}", s.checkpoint_path, done,
+                         s.checkpoint_path);
+    }
+    Problems p;
+    p.add(fmt::format("{} (the metrics file, at step {}); the run stopped there",
+                      metrics_error.empty() ? "rank 0 could not write the metrics file '" + s.metrics_path + "'"
+                                            : metrics_error,
+                      done),
+          "free space on its disk, or give --metrics a path on another disk; " + kept, "metrics-write");
+    p.throw_if_any();
   };
   const auto t_start = std::chrono::steady_clock::now();
   double timed_s = 0.0, last_val = NAN, last_loss = NAN;
@@ -409,13 +433,24 @@ int train(const TrainSettings& settings, const Problems& parsed, bool mpi) {
                               {"bubble", mean.bubble / T}, {"dp_exposed", mean.dp_exposed / T},
                               {"optimizer", mean.optimizer / T}, {"other", mean.other() / T}};
         }
-        metrics.write(j);
+        try {
+          metrics.write(j);
+        } catch (const InputError& e) {
+          metrics_error = e.problems().front().what;
+        }
       }
     }
     if (s.checkpoint_every > 0 && done % s.checkpoint_every == 0 && done < stop_at && !s.checkpoint_path.empty())
       save(loss, done);
+    if (done == stop_at && rank == 0) {
+      try {
+        metrics.close();
+      } catch (const InputError& e) {
+        metrics_error = e.problems().front().what;
+      }
+    }
+    stop_if_metrics_failed(loss, done);
   }
-  metrics.close();
   // The start-up probe can run while the machine is busier than during the steps (other jobs,
   // caches still cold): the summary divides by the better of it and a second probe now, so a
   // low first probe cannot inflate MFU past what the device does.
