@@ -63,6 +63,16 @@ void reading(Problems& p, F&& read) {
   }
 }
 
+// Reads an input the run check opens too (the token file, the checkpoint to resume): what it
+// lacks is reported once, by the run check, with every other problem.
+template <class F>
+void reading_for_defaults(F&& read) {
+  try {
+    read();
+  } catch (const InputError&) {
+  }
+}
+
 // Parses the options into TrainSettings (defaults from the checkpoint being resumed and from the
 // token file) and hands them over: every check of the run is the runtime's one run check
 // (parallel::check_trainable, in run_training), which reports the problems found here with its own.
@@ -77,7 +87,7 @@ int run_train(TrainArgs& args) {
   std::optional<ModelSpec> resumed_model;
   if (auto r = values.get_string("resume")) {
     s.resume_path = *r;
-    reading(p, [&] { resume.emplace(*r); });
+    reading_for_defaults([&] { resume.emplace(*r); });
     const bool model_given = values.has("model") || values.has("layers") || values.has("hidden") || values.has("heads");
     if (resume) {
       s.resume_meta = resume->meta();
@@ -100,7 +110,7 @@ int run_train(TrainArgs& args) {
   // Data: opened (and verified) once here; its vocabulary is the model's default vocabulary.
   s.data_path = values.get_string("data").value_or("");
   if (s.data_path.empty()) reading(p, [&] { s.data_path = data::bundled_token_file(true); });
-  if (!s.data_path.empty()) reading(p, [&] { s.data = std::make_shared<const data::TokenFile>(s.data_path); });
+  if (!s.data_path.empty()) reading_for_defaults([&] { s.data = std::make_shared<const data::TokenFile>(s.data_path); });
   s.input_files = args.options->input_paths();
 
   // Model: a small default when none is described.
