@@ -19,6 +19,7 @@
 #include "report/output_file.h"
 #include "report/topology_report.h"
 #include "report/time_to_train.h"
+#include "runtime/parallel/rehearsal_check.h"
 
 namespace trident::cli {
 namespace {
@@ -32,6 +33,27 @@ struct PlanArgs {
 // --emit FILE.toml writes the winner as a config every command reads; megatron / torchtitan
 // print that framework's equivalent instead of the plan.
 bool emit_is_file(const std::string& e) { return e != "megatron" && e != "torchtitan"; }
+
+// Whether `trident train` can rehearse the recipe, in one line or a short list (text and HTML).
+std::string rehearsal_text(const parallel::RehearsalCheck& r, const RunSpec& best) {
+  if (!r.rehearsable()) {
+    std::string s = "rehearsal: not rehearsable by `trident train` (the runtime's run check refuses it):\n";
+    for (const auto& p : r.refusals) s += "  - " + p.what + " [" + p.code + "]\n    fix: " + p.fix + "\n";
+    return s;
+  }
+  std::string with;
+  for (const auto& x : r.substitutions) with += (with.empty() ? "" : "; ") + x;
+  return fmt::format("rehearsal: every setting of this recipe trains in `trident train --config FILE` (scale the model "
+                     "down with --layers/--hidden and the layout with --tp/--pp/--dp to the ranks at hand; the full "
+                     "layout is {} ranks){}\n",
+                     best.layout.world_size(), with.empty() ? "" : "; on CPU ranks " + with);
+}
+
+nlohmann::json rehearsal_json(const parallel::RehearsalCheck& r) {
+  nlohmann::json refusals = nlohmann::json::array();
+  for (const auto& p : r.refusals) refusals.push_back({{"what", p.what}, {"fix", p.fix}, {"code", p.code}});
+  return {{"rehearsable", r.rehearsable()}, {"substitutions", r.substitutions}, {"refusals", refusals}};
+}
 
 // Dimensions given on the command line (or in the TOML file) fix the search; the rest is searched.
 plan::SearchSpace fixed_dimensions(const OptionValues& v, const ExecutionSpec& exec, Problems& p) {
@@ -112,6 +134,9 @@ Runner setup_plan(CLI::App& cmd) {
     std::vector<std::string> why;
     if (!result.best.empty())
       why = plan::rationale(model, cluster, exec.global_batch_size, space, result.best.front(), out.overhead_bytes);
+    // The planner marks a recipe the runtime cannot rehearse (the runtime's own run check says why).
+    std::optional<parallel::RehearsalCheck> rehearsal;
+    if (!result.best.empty()) rehearsal = parallel::rehearsal_check(result.best.front().run);
     std::optional<TimeToTrain> ttt;
     if (budget.train_tokens && !result.best.empty()) {
       const auto& b = result.best.front();
@@ -124,6 +149,7 @@ Runner setup_plan(CLI::App& cmd) {
         page = run_page(result.best.front().run, result.best.front(), "trident plan: " + describe_model(model));
         page.findings = findings_table(findings.front());
         if (ttt) page.summary.push_back(time_to_train_text(*ttt));
+        page.summary.push_back(rehearsal_text(*rehearsal, result.best.front().run));
       } else {
         page.title = "trident plan: " + describe_model(model);
         page.notes.push_back("no layout fits: see the text output for the rejected counts");
@@ -153,10 +179,12 @@ Runner setup_plan(CLI::App& cmd) {
     if (out.json) {
       nlohmann::json j = plan::plan_json(result, findings, why, out.per_stage);
       if (ttt) j["time_to_train"] = time_to_train_json(*ttt);
+      if (rehearsal) j["rehearsal"] = rehearsal_json(*rehearsal);
       std::printf("%s\n", j.dump(2).c_str());
     } else {
       std::printf("%s", plan::plan_text(model, cluster, exec.global_batch_size, result, findings, why, out.per_stage).c_str());
       if (ttt) std::printf("\n%s", time_to_train_text(*ttt).c_str());
+      if (rehearsal) std::printf("\n%s", rehearsal_text(*rehearsal, result.best.front().run).c_str());
       if (!args->emit.empty() && !result.best.empty()) std::printf("\nwrote the best layout to %s\n", args->emit.c_str());
     }
     return result.best.empty() ? 1 : 0;

@@ -1,0 +1,40 @@
+// Rehearsal check of a planned recipe (see rehearsal_check.h).
+#include "runtime/parallel/rehearsal_check.h"
+
+#include "runtime/parallel/dist_train.h"
+
+namespace trident::parallel {
+
+RehearsalCheck rehearsal_check(const RunSpec& recipe) {
+  RehearsalCheck out;
+  RunSpec r = recipe;
+  ExecutionSpec& x = r.exec;
+  if (x.precision != Precision::FP32) {
+    out.substitutions.push_back("precision " + to_string(x.precision) + " -> fp32 (the CPU kernels compute in fp32)");
+    x.precision = Precision::FP32;
+  }
+  if (x.attention != AttentionKind::Unfused) {
+    out.substitutions.push_back("attention " + to_string(x.attention) + " -> unfused (the CPU kernels' attention)");
+    x.attention = AttentionKind::Unfused;
+  }
+  if (!(x.overlap == Overlap{})) {
+    out.substitutions.push_back("overlap " + to_string(x.overlap) + " -> " + to_string(Overlap{}) +
+                                " (TP collectives and pipeline sends block on CPU ranks)");
+    x.overlap = Overlap{};
+  }
+  if (x.grad_bits != 32) {
+    out.substitutions.push_back("gradients " + std::to_string(x.grad_bits) + "-bit -> 32-bit");
+    x.grad_bits = 32;
+  }
+  // The one run check, as `trident train` runs it on CPU ranks (no data, paths or resume: those
+  // are the rehearsal's own, not the recipe's).
+  TrainSettings s;
+  s.run = r;
+  s.device = "cpu";
+  Problems p;
+  check_trainable(s, p);
+  out.refusals = p.list();
+  return out;
+}
+
+}  // namespace trident::parallel

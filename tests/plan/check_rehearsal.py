@@ -1,0 +1,43 @@
+"""plan marks whether `trident train` can rehearse the recipe it recommends: the runtime's own run
+check decides. A dense GPT recipe is rehearsable, with the stack settings a CPU rank replaces
+named (bf16 -> fp32); a mixture-of-experts recipe with expert parallelism is not, and says why by
+the run check's codes, in JSON and in the text report."""
+import json
+import subprocess
+import sys
+
+trident = sys.argv[1]
+failures = []
+
+
+def check(name, ok, detail=""):
+    print(("ok   " if ok else "FAIL ") + name + ("" if ok else f": {detail}"))
+    if not ok:
+        failures.append(name)
+
+
+def plan(*args):
+    p = subprocess.run([trident, "plan", "--json", "--top", "1", *args], capture_output=True, text=True, timeout=300)
+    if p.returncode != 0:
+        raise SystemExit(f"FAIL plan {' '.join(args)}: exit {p.returncode}\n{p.stdout[-800:]}\n{p.stderr[-800:]}")
+    return json.loads(p.stdout)
+
+
+dense = plan("--model", "gpt3-1.3b", "--cluster", "dgx-a100-80g", "--nodes", "2", "--global-batch-size", "64", "--zero", "1")
+r = dense.get("rehearsal", {})
+check("a dense GPT recipe is rehearsable", r.get("rehearsable") is True and r.get("refusals") == [], r)
+check("the CPU's substitutions are named", any(s.startswith("precision bf16 -> fp32") for s in r.get("substitutions", [])), r)
+
+moe = plan("--model", "mixtral-8x7b", "--cluster", "dgx-h100", "--nodes", "8", "--global-batch-size", "256", "--ep", "4")
+r = moe.get("rehearsal", {})
+codes = {x["code"] for x in r.get("refusals", [])}
+check("a MoE recipe with ep is marked not rehearsable", r.get("rehearsable") is False, r)
+check("with the run check's reasons", {"dist-ep", "train-moe"} <= codes, codes)
+check("each reason has a fix", all(x["fix"] for x in r.get("refusals", [])), r)
+
+text = subprocess.run([trident, "plan", "--model", "mixtral-8x7b", "--cluster", "dgx-h100", "--nodes", "8",
+                       "--global-batch-size", "256", "--ep", "4"], capture_output=True, text=True, timeout=300).stdout
+check("the text report says so too", "rehearsal: not rehearsable" in text and "[dist-ep]" in text, text[-600:])
+
+print(f"{len(failures)} failure(s)")
+sys.exit(1 if failures else 0)
