@@ -3,51 +3,17 @@ written here (transformers is not installed), loading the file by HF's names, gi
 `trident generate --logits` dumps, step by step, and the same greedy tokens."""
 import json
 import os
-import struct
-import subprocess
-import sys
-import tempfile
 
 import numpy as np
 import torch
 
-trident = sys.argv[1]
-tmp = tempfile.mkdtemp()
-failures = []
-
-
-def check(name, ok, detail=""):
-    print(("ok   " if ok else "FAIL ") + name + ("" if ok else f": {detail}"))
-    if not ok:
-        failures.append(name)
-
-
-def run(*args, want=0):
-    p = subprocess.run([trident, *args], capture_output=True, text=True, timeout=300)
-    if p.returncode != want:
-        raise SystemExit(f"FAIL {' '.join(args)}: exit {p.returncode}, want {want}\n{p.stdout[-1500:]}\n{p.stderr[-1500:]}")
-    return p
+from export_common import check, finish, load_safetensors, run, tmp
 
 
 ck, out = os.path.join(tmp, "ck"), os.path.join(tmp, "hf")
 run("train", "--layers", "2", "--hidden", "64", "--heads", "4", "--seq-len", "32", "--steps", "8",
     "--global-batch-size", "8", "--micro-batch-size", "8", "--checkpoint", ck, "--threads", "2")
 run("export", "--checkpoint", ck, "--format", "safetensors", out)
-
-
-def load_safetensors(path):
-    raw = open(path, "rb").read()
-    (n,) = struct.unpack("<Q", raw[:8])
-    header = json.loads(raw[8:8 + n])
-    base = 8 + n
-    tensors = {}
-    for name, h in header.items():
-        if name == "__metadata__":
-            continue
-        assert h["dtype"] == "F32", h
-        b, e = h["data_offsets"]
-        tensors[name] = torch.from_numpy(np.frombuffer(raw[base + b:base + e], dtype="<f4").copy()).reshape(h["shape"])
-    return tensors, header.get("__metadata__", {})
 
 
 w, meta = load_safetensors(os.path.join(out, "model.safetensors"))
@@ -124,5 +90,4 @@ open(os.path.join(tmp, "file"), "w").write("keep")
 run("export", "--checkpoint", ck, "--format", "safetensors", os.path.join(tmp, "file"), want=2)
 check("a file in the way is left alone", open(os.path.join(tmp, "file")).read() == "keep")
 
-print(f"{len(failures)} failure(s)")
-sys.exit(1 if failures else 0)
+finish()

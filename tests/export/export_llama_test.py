@@ -5,30 +5,11 @@ untied head; transformers is not installed), loading the file by those names, gi
 `trident generate --logits` dumps, step by step, and the same greedy tokens."""
 import json
 import os
-import struct
-import subprocess
-import sys
-import tempfile
 
 import numpy as np
 import torch
 
-trident = sys.argv[1]
-tmp = tempfile.mkdtemp()
-failures = []
-
-
-def check(name, ok, detail=""):
-    print(("ok   " if ok else "FAIL ") + name + ("" if ok else f": {detail}"))
-    if not ok:
-        failures.append(name)
-
-
-def run(*args, want=0):
-    p = subprocess.run([trident, *args], capture_output=True, text=True, timeout=300)
-    if p.returncode != want:
-        raise SystemExit(f"FAIL {' '.join(args)}: exit {p.returncode}, want {want}\n{p.stdout[-1500:]}\n{p.stderr[-1500:]}")
-    return p
+from export_common import check, finish, load_safetensors, run, tmp
 
 
 # 4 query heads sharing 2 kv heads, so the grouping and the k permutation are both exercised.
@@ -40,22 +21,7 @@ printed = run("export", "--checkpoint", ck, out).stdout
 check("export names the Llama mapping", "Llama names" in printed, printed)
 
 
-def load_safetensors(path):
-    raw = open(path, "rb").read()
-    (n,) = struct.unpack("<Q", raw[:8])
-    header = json.loads(raw[8:8 + n])
-    base = 8 + n
-    tensors = {}
-    for name, h in header.items():
-        if name == "__metadata__":
-            continue
-        assert h["dtype"] == "F32", h
-        b, e = h["data_offsets"]
-        tensors[name] = torch.from_numpy(np.frombuffer(raw[base + b:base + e], dtype="<f4").copy()).reshape(h["shape"])
-    return tensors
-
-
-w = load_safetensors(os.path.join(out, "model.safetensors"))
+w, _ = load_safetensors(os.path.join(out, "model.safetensors"))
 c = json.load(open(os.path.join(out, "config.json")))
 check("config.json is Llama's", c["model_type"] == "llama" and (c["num_hidden_layers"], c["hidden_size"],
       c["num_attention_heads"], c["num_key_value_heads"], c["intermediate_size"]) == (2, 64, 4, 2, 96), c)
@@ -121,5 +87,4 @@ check(f"PyTorch Llama (HF conventions) logits = trident generate's (worst relati
       worst)
 check("same greedy token at every step", all(greedy), greedy)
 
-print(f"{len(failures)} failure(s)")
-sys.exit(1 if failures else 0)
+finish()
