@@ -13,6 +13,7 @@ packages=(
   chromium imagemagick fonts-dejavu-core
   pybind11-dev python3-dev python3-pytest
   slurm-wlm munge
+  clang libclang-rt-14-dev libomp-dev
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -163,13 +163,8 @@ CostTable resolve_cost(const OptionValues& values, const GpuSpec& gpu, Problems&
   CostTable t = builtin_cost(gpu);
   std::vector<std::string> sources = {"built-in"};
   if (auto path = values.get_string("cost")) {
-    std::ifstream in(*path);
-    if (!in) {
-      problems.add("cannot read cost table '" + *path + "'", "check the path given to --cost", "cost-file");
-    } else {
-      std::stringstream text;
-      text << in.rdbuf();
-      apply_cost_toml(text.str(), *path, gpu, t, problems);
+    if (auto text = read_settings_file(*path, "cost table", "--cost", "cost-file", problems)) {
+      apply_cost_toml(*text, *path, gpu, t, problems);
       sources.push_back(*path);
     }
   }

@@ -142,36 +142,40 @@ std::optional<std::string> scalar_text(const toml::node& node) {
 
 }  // namespace
 
-void OptionValues::load_toml_file(const std::string& path, Problems& problems) {
+std::optional<std::string> read_settings_file(const std::string& path, const std::string& what,
+                                              const std::string& flag, const std::string& code, Problems& problems) {
   // A regular file of sane size only: a folder reads as empty, /dev/zero never ends.
   std::error_code ec;
   const auto status = std::filesystem::status(path, ec);
   if (ec || !std::filesystem::exists(status)) {
-    problems.add("cannot read config file '" + path + "': it does not exist", "check the path given to --config",
-                 "config-file");
-    return;
+    problems.add("cannot read " + what + " '" + path + "': it does not exist", "check the path given to " + flag, code);
+    return std::nullopt;
   }
   if (!std::filesystem::is_regular_file(status)) {
-    problems.add("config file '" + path + "' is " +
+    problems.add(what + " '" + path + "' is " +
                      (std::filesystem::is_directory(status) ? "a directory" : "a device or other special file") +
                      ", not a TOML file",
-                 "give --config the path of a .toml file", "config-file");
-    return;
+                 "give " + flag + " the path of a .toml file", code);
+    return std::nullopt;
   }
-  constexpr uintmax_t kMaxConfigBytes = 16u << 20;
-  if (std::filesystem::file_size(path, ec) > kMaxConfigBytes) {
-    problems.add("config file '" + path + "' is larger than 16 MiB", "give --config a TOML file of settings",
-                 "config-file");
-    return;
+  constexpr uintmax_t kMaxSettingsBytes = 16u << 20;
+  if (std::filesystem::file_size(path, ec) > kMaxSettingsBytes) {
+    problems.add(what + " '" + path + "' is larger than 16 MiB", "give " + flag + " a TOML file of settings", code);
+    return std::nullopt;
   }
   std::ifstream in(path);
   if (!in) {
-    problems.add("cannot read config file '" + path + "'", "check the path given to --config", "config-file");
-    return;
+    problems.add("cannot read " + what + " '" + path + "'", "check the path given to " + flag, code);
+    return std::nullopt;
   }
   std::stringstream text;
   text << in.rdbuf();
-  load_toml_text(text.str(), path, problems);
+  return text.str();
+}
+
+void OptionValues::load_toml_file(const std::string& path, Problems& problems) {
+  if (auto text = read_settings_file(path, "config file", "--config", "config-file", problems))
+    load_toml_text(*text, path, problems);
 }
 
 void OptionValues::load_toml_text(const std::string& text, const std::string& origin, Problems& problems) {

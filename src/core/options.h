@@ -39,6 +39,12 @@ std::vector<OptionDef> layout_options();     // --tp --cp --pp --dp --ep --order
 std::vector<OptionDef> execution_options();  // --global-batch-size --micro-batch-size --schedule ... --precision
 std::vector<OptionDef> concat(std::vector<std::vector<OptionDef>> groups);
 
+// The text of a settings file a flag names (--config, --cost): a regular file of at most 16 MiB.
+// Anything else (missing, a directory, a device such as /dev/zero that never ends, too large)
+// is a problem naming `what`, the path and the flag, with `code`; the result is then nullopt.
+std::optional<std::string> read_settings_file(const std::string& path, const std::string& what,
+                                              const std::string& flag, const std::string& code, Problems& problems);
+
 class OptionValues {
  public:
   explicit OptionValues(std::vector<OptionDef> defs = {}) : defs_(std::move(defs)) {}

@@ -133,6 +133,28 @@ TEST(CorruptTokenFile, a_bpe_token_file_needs_its_whole_tokenizer_beside_it) {
   EXPECT_EQ(data::tokenizer_of(file).decode({258, 111}), "hello");
 }
 
+// Found by fuzz/tokenizer_fuzz.cpp: each merge may join a token with itself, doubling it, so
+// forty lines spelled a terabyte of tokens and the reader died of memory. Refused with the count.
+TEST(CorruptTokenizer, merges_that_double_a_token_forty_times_are_refused_before_any_memory_is_taken) {
+  Scratch s;
+  std::string text = "trident-tokenizer 1 bpe\n97 97\n";
+  std::vector<std::pair<int32_t, int32_t>> merges = {{97, 97}};
+  for (int32_t i = 0; i < 40; ++i) {
+    text += std::to_string(256 + i) + " " + std::to_string(256 + i) + "\n";
+    merges.push_back({256 + i, 256 + i});
+  }
+  write(s.path("doubling.tokenizer"), text);
+  const std::string file = refusal([&] { data::Tokenizer::load(s.path("doubling.tokenizer")); });
+  EXPECT_TRUE(has(file, "[tokenizer-file]")) << file;
+  EXPECT_TRUE(has(file, "more than 64 MiB")) << file;
+  EXPECT_TRUE(has(file, "doubling.tokenizer")) << file;
+  json list = json::array();
+  for (auto [a, b] : merges) list.push_back({a, b});
+  const std::string meta = refusal([&] { engine::tokenizer_from_json({{"kind", "bpe"}, {"merges", list}}); });
+  EXPECT_TRUE(has(meta, "the checkpoint's tokenizer")) << meta;
+  EXPECT_TRUE(has(meta, "more than 64 MiB")) << meta;
+}
+
 namespace {
 
 // A two-shard checkpoint of w [4, 3] (rows 0-1 on rank 0, rows 2-3 on rank 1) and b [3].

@@ -61,3 +61,18 @@ TEST(ConfigFile, a_directory_a_device_and_keys_set_twice_are_errors) {
   ASSERT_EQ(q.size(), 2u);
   EXPECT_NE(q.list()[0].what.find("a second time"), std::string::npos) << q.list()[0].what;
 }
+
+// --cost went through its own reader, which read /dev/zero for ever and took a directory as an
+// empty table (exit 0): it now reads through the same checked reader as --config.
+TEST(ConfigFile, a_cost_table_that_is_a_device_or_a_directory_is_refused) {
+  for (const std::string path : {std::string("/dev/zero"), std::filesystem::temp_directory_path().string()}) {
+    OptionValues v(concat({cost_options()}));
+    v.set("cost", path, "--cost");
+    Problems p;
+    resolve_cost(v, gpu_preset("a100-80g"), p);
+    ASSERT_EQ(p.size(), 1u) << path;
+    EXPECT_EQ(p.list()[0].code, "cost-file");
+    EXPECT_NE(p.list()[0].what.find("cost table '" + path + "' is a"), std::string::npos) << p.list()[0].what;
+    EXPECT_NE(p.list()[0].fix.find("--cost"), std::string::npos) << p.list()[0].fix;
+  }
+}

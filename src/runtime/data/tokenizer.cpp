@@ -19,6 +19,7 @@ int byte_class(unsigned char c) {
   if (std::isalnum(c) || c >= 128) return 1;
   return 2;
 }
+const char* const kRewrite = "use the tokenizer `trident data prepare` wrote (or a checkpoint of `trident train`)";
 uint64_t pair_key(int32_t a, int32_t b) { return (uint64_t(uint32_t(a)) << 32) | uint32_t(b); }
 }  // namespace
 
@@ -43,7 +44,26 @@ Tokenizer Tokenizer::bytes() {
   return t;
 }
 
-Tokenizer Tokenizer::from_merges(std::vector<std::pair<int32_t, int32_t>> merges) {
+Tokenizer Tokenizer::from_merges(std::vector<std::pair<int32_t, int32_t>> merges, const std::string& origin) {
+  // Each merge can double a token (a a, then 256 256, then 257 257, ...): forty lines of a
+  // crafted file would spell a terabyte. A BPE never merges across a word, so the tokens of a
+  // trained one add up to far less than the text it was trained on; count before building.
+  std::vector<int64_t> length(256, 1);
+  int64_t total = 256;
+  for (size_t i = 0; i < merges.size(); ++i) {
+    const auto [a, b] = merges[i];
+    Problems p;
+    if (a < 0 || b < 0 || int64_t(a) >= int64_t(length.size()) || int64_t(b) >= int64_t(length.size()))
+      p.add(origin + " has a bad merge " + std::to_string(i) + " (" + std::to_string(a) + ", " + std::to_string(b) +
+                "): a merge joins two earlier tokens",
+            kRewrite, "tokenizer-file");
+    else if ((total += length.emplace_back(length[size_t(a)] + length[size_t(b)])) > kMaxTokenBytes)
+      p.add(origin + "'s merges spell tokens of more than " + std::to_string(kMaxTokenBytes >> 20) +
+                " MiB in all (merge " + std::to_string(i) + " makes one of " + std::to_string(length.back()) +
+                " bytes): not a tokenizer trained on text",
+            kRewrite, "tokenizer-file");
+    p.throw_if_any();
+  }
   Tokenizer t;
   t.merges_ = std::move(merges);
   t.build_pieces();
@@ -193,7 +213,7 @@ Tokenizer Tokenizer::load(const std::string& path) {
           "prepare the data again with `trident data prepare`", "tokenizer-file");
     p.throw_if_any();
   }
-  return from_merges(std::move(merges));
+  return from_merges(std::move(merges), "tokenizer '" + path + "'");
 }
 
 }  // namespace trident::data

@@ -18,7 +18,11 @@ class Tokenizer {
   // Learns vocab - 256 merges from the text (vocab > 256). Meant for vocabularies up to a few
   // thousand on a few MB of text (seconds).
   static Tokenizer train_bpe(const std::string& text, int64_t vocab);
-  static Tokenizer from_merges(std::vector<std::pair<int32_t, int32_t>> merges);
+  // Merge i joins two earlier tokens (ids below 256 + i). A list that breaks that, or whose
+  // tokens would spell more than kMaxTokenBytes in all, is an InputError naming `origin`.
+  static Tokenizer from_merges(std::vector<std::pair<int32_t, int32_t>> merges,
+                               const std::string& origin = "the tokenizer");
+  static constexpr int64_t kMaxTokenBytes = int64_t(64) << 20;
 
   TokenizerKind kind() const { return merges_.empty() ? TokenizerKind::Bytes : TokenizerKind::Bpe; }
   int64_t vocab() const { return 256 + int64_t(merges_.size()); }

@@ -73,7 +73,7 @@ data::Tokenizer tokenizer_from_json(const nlohmann::json& j) {
       p.throw_if_any();
     }
   }
-  return data::Tokenizer::from_merges(std::move(merges));
+  return data::Tokenizer::from_merges(std::move(merges), "the checkpoint's tokenizer");
 }
 
 }  // namespace trident::engine

@@ -1,0 +1,39 @@
+// A run config (--config FILE.toml) as plan, lint, topo and simulate read it: every key through
+// OptionValues::load_toml_text, then the whole run resolved and checked (resolve_run); and as
+// `trident train` reads it: the model plus the distributed options and the trainer's run check.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "core/cost_table.h"
+#include "core/options.h"
+#include "core/run_spec.h"
+#include "fuzz/fuzz_input.h"
+#include "runtime/parallel/dist_train.h"
+
+using namespace trident;
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string text(reinterpret_cast<const char*>(data), size);
+  fuzz::accept_refusal([&] {
+    Problems problems;
+    OptionValues values(concat({model_options(), cluster_options(), layout_options(), execution_options(),
+                                cost_options()}));
+    values.load_toml_text(text, "fuzz.toml", problems);
+    problems.throw_if_any();
+    resolve_run(values, true);
+  });
+  fuzz::accept_refusal([&] {
+    Problems problems;
+    OptionValues values(concat({model_options(), parallel::dist_train_options()}));
+    values.load_toml_text(text, "fuzz.toml", problems);
+    problems.throw_if_any();
+    parallel::TrainSettings s;
+    s.run.model = resolve_model(values, problems);
+    parallel::read_dist_train_options(values, s, problems);
+    problems.throw_if_any();
+    parallel::check_trainable(s, problems);
+    problems.throw_if_any();
+  });
+  return 0;
+}
