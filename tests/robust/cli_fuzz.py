@@ -179,12 +179,13 @@ def base_commands(fx, out):
                             "--metrics", os.path.join(out, "m.jsonl"), "--checkpoint", os.path.join(out, "c.ckpt")],
         ("generate",): ["--checkpoint", fx.ckpt, "--tokens", "4", "--threads", "1"],
         ("bench",): ["--out", os.path.join(out, "cluster.toml"), "--mpi-mib", "1"],
+        ("export",): ["--checkpoint", fx.ckpt, "--format", "safetensors", os.path.join(out, "hf")],
     }
 
 
 # Flags whose value is a path the command reads or writes: they get the path fixtures too.
 PATH_FLAGS = {"--config", "--data", "--checkpoint", "--resume", "--metrics", "--report", "--svg", "--trace", "--out",
-              "--prediction-cluster"}
+              "--prediction-cluster", "--cost", "--html", "--emit", "--logits"}
 # Flags that ask for long work when given a huge but valid value; under the fuzz test they are
 # given the hostile numbers anyway (a huge value must be refused up front, not run for hours).
 
@@ -218,6 +219,9 @@ def cases(trident, fx, out, quick):
     for flag in ["--tokenizer", "--vocab"]:
         for v in NUMBERS + ["bpe", "bytes"]:
             yield ["data", "prepare", fx.text, os.path.join(out, "p.tok"), flag, v]
+    # export --checkpoint CK OUT: OUT (a folder it fills) as every path fixture.
+    for o in paths:
+        yield ["export", "--checkpoint", fx.ckpt, paths[o]]
     # Config files of every kind on a planning command.
     for name in ["bad.toml", "conflict.toml", "nan.toml", "huge.toml", "dir", "/dev/zero", "garbage", "empty", "symlink"]:
         yield ["lint", "--config", paths[name]]
@@ -245,7 +249,7 @@ def run_case(trident, args, fx, timeout, index):
         shutil.rmtree(case_root, ignore_errors=True)
 
 
-OUTPUT_FLAGS = {"--metrics", "--checkpoint", "--report", "--svg", "--trace", "--out"}
+OUTPUT_FLAGS = {"--metrics", "--checkpoint", "--report", "--svg", "--trace", "--out", "--html", "--emit", "--logits"}
 
 
 def may_change(args):
@@ -254,7 +258,7 @@ def may_change(args):
     at = None
     if args[:2] == ["data", "prepare"] and len(args) >= 4:
         at = 3
-    elif len(args) >= 2 and args[-2] in OUTPUT_FLAGS and not (args[0] == "generate" and args[-2] == "--checkpoint"):
+    elif len(args) >= 2 and args[-2] in OUTPUT_FLAGS and not (args[0] in ("generate", "export") and args[-2] == "--checkpoint"):
         at = len(args) - 1
     if at is None or os.path.islink(args[at]):
         return set()
