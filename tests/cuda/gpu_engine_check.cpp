@@ -1,7 +1,8 @@
-// GPU check (needs a GPU; run by scripts/gpu-check.sh): the one trainer and GPT layers
-// run unchanged on CudaKernels and give the CPU engine's results: logits of a forward, then the
-// loss and gradient norm of 5 AdamW steps (2 micro-batches each) -- fp32 on both devices with
-// fp32 tolerances, then the GPU in bf16 mixed precision against the CPU's fp32 with bf16 ones.
+// GPU check (needs a GPU; run by scripts/gpu-check.sh): the one trainer and its GPT and Llama
+// (RMSNorm, SwiGLU, RoPE, grouped-query attention) layers run unchanged on CudaKernels and give
+// the CPU engine's results: logits of a forward, then the loss and gradient norm of 5 AdamW steps
+// (2 micro-batches each) -- fp32 on both devices with fp32 tolerances, then the GPU in bf16 mixed
+// precision against the CPU's fp32 with bf16 ones.
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -51,10 +52,14 @@ struct OneProcess {
 int main() {
   try {
     cuda::DeviceInfo info = cuda::select_gpu(cuda::local_rank_from_env());
-    ModelSpec model;
-    model.name = "check";
-    model.layers = 2, model.hidden = 128, model.heads = 2, model.kv_heads = 2, model.ffn_hidden = 512;  // hd 64
-    model.seq_len = 64, model.vocab = 500;
+    ModelSpec gpt;
+    gpt.name = "check";
+    gpt.layers = 2, gpt.hidden = 128, gpt.heads = 2, gpt.kv_heads = 2, gpt.ffn_hidden = 512;  // hd 64
+    gpt.seq_len = 64, gpt.vocab = 500;
+    ModelSpec llama = gpt;  // 4 query heads sharing 2 kv heads (hd 32), untied head
+    llama.name = "check-llama", llama.family = ModelFamily::Llama;
+    llama.heads = 4, llama.kv_heads = 2, llama.ffn_hidden = 344;
+    ModelSpec model = gpt;
     const int64_t micro = 4, accum = 2, steps = 5;
     engine::AdamWConfig opt;
     opt.lr = 1e-3;
@@ -65,9 +70,6 @@ int main() {
     };
     auto cpu = kernels::make_cpu_kernels();
     cuda::CudaKernels gpu(info.index);
-    RunSpec run;
-    run.model = model;
-    run.exec.micro_batch_size = micro, run.exec.global_batch_size = micro * accum, run.exec.precision = Precision::FP32;
     FnSource source;
     source.fn = batch;
     source.B = micro;
@@ -77,9 +79,14 @@ int main() {
       failures += !ok;
       std::printf("%-4s %-52s %.3e (tol %.0e)\n", ok ? "ok" : "FAIL", what.c_str(), err, tol);
     };
+    for (const ModelSpec& family : {gpt, llama})
     for (kernels::DType dt : {kernels::DType::F32, kernels::DType::BF16}) {
+      model = family;
+      RunSpec run;
+      run.model = model;
+      run.exec.micro_batch_size = micro, run.exec.global_batch_size = micro * accum, run.exec.precision = Precision::FP32;
       const bool fp32 = dt == kernels::DType::F32;
-      const std::string p = std::string(comm::dtype_name(dt)) + " ";
+      const std::string p = to_string(model.family) + " " + comm::dtype_name(dt) + " ";
       OneProcess tc(run, source, *cpu, opt, kernels::DType::F32), tg(run, source, gpu, opt, dt);
       nn::Activations ac(tc.trainer->chunk_stage(0)), ag(tg.trainer->chunk_stage(0));
       std::vector<int32_t> tok(size_t(micro * model.seq_len)), tgt(tok.size());

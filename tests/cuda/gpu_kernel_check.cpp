@@ -199,6 +199,14 @@ void typed_checks(Kernels& cpu, Kernels& gpu, DType t) {
     check(p + "rope (q heads of a qkv row)", qkv, t == f ? 1e-5 : kBF16);
     cpu.rope(qkv.C(), B, T, nh, hd, row, 10000.0f, true), gpu.rope(qkv.G(), B, T, nh, hd, row, 10000.0f, true);
     check(p + "rope inverse", qkv, t == f ? 1e-5 : kBF16);
+    const int64_t nkv = nh / 2;  // two query heads per kv head
+    Both q(cpu, gpu, t, randn(N * C)), kv(cpu, gpu, t, randn(N * 2 * nkv * hd)), dq(cpu, gpu, t, N * C),
+        dkv(cpu, gpu, t, N * 2 * nkv * hd);
+    cpu.gqa_expand(qkv.C(), q.C(), kv.C(), N, nh, nkv, hd), gpu.gqa_expand(qkv.G(), q.G(), kv.G(), N, nh, nkv, hd);
+    check(p + "gqa_expand (kv heads repeated)", qkv, 0);
+    cpu.gqa_reduce(dq.C(), dkv.C(), qkv.C(), N, nh, nkv, hd), gpu.gqa_reduce(dq.G(), dkv.G(), qkv.G(), N, nh, nkv, hd);
+    check(p + "gqa_reduce dq", dq, 0);
+    check(p + "gqa_reduce dkv (group sums)", dkv, t == f ? kF32 : kBF16);
   }
   {
     auto ids = random_ids(N, int(V));

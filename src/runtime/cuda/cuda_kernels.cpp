@@ -259,6 +259,26 @@ void CudaKernels::rope(const Tensor& x, int64_t B, int64_t T, int64_t heads, int
                   stream_);
   });
 }
+void CudaKernels::gqa_expand(const Tensor& qkv, const Tensor& q, const Tensor& kv, int64_t N, int64_t nh,
+                             int64_t nkv, int64_t hd) {
+  const char* op = "gqa_expand";
+  dispatch(qkv, op, [&](auto tag) {
+    using U = decltype(tag);
+    const kernels::DType t = qkv.dtype;
+    cuda::gqa_expand<U>(ptr<U>(qkv, t, op), ptr<U>(q, t, op), ptr<U>(kv, t, op), size_t(N), int(nh), int(nkv), int(hd),
+                        stream_);
+  });
+}
+void CudaKernels::gqa_reduce(const Tensor& dq, const Tensor& dkv, const Tensor& dqkv, int64_t N, int64_t nh,
+                             int64_t nkv, int64_t hd) {
+  const char* op = "gqa_reduce";
+  dispatch(dq, op, [&](auto tag) {
+    using U = decltype(tag);
+    const kernels::DType t = dq.dtype;
+    cuda::gqa_reduce<U>(ptr<U>(dq, t, op), ptr<U>(dkv, t, op), ptr<U>(dqkv, t, op), size_t(N), int(nh), int(nkv),
+                        int(hd), stream_);
+  });
+}
 
 // Flash: probs is each row's log-sum-exp (B*nh*T), scratch the backward's delta (B*nh*T).
 // Matmul: probs holds P (B*nh*T*T, in the activation type); its other scratch is internal.

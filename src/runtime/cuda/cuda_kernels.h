@@ -74,6 +74,11 @@ class CudaKernels final : public kernels::Kernels {
                        int64_t F) override;
   void rope(const Tensor& x, int64_t B, int64_t T, int64_t heads, int64_t hd, int64_t row, float theta,
             bool inverse) override;
+  bool supports_gqa() const override { return true; }
+  void gqa_expand(const Tensor& qkv, const Tensor& q, const Tensor& kv, int64_t N, int64_t nh, int64_t nkv,
+                  int64_t hd) override;
+  void gqa_reduce(const Tensor& dq, const Tensor& dkv, const Tensor& dqkv, int64_t N, int64_t nh, int64_t nkv,
+                  int64_t hd) override;
 
   size_t attention_probs_size(int64_t B, int64_t T, int64_t nh) const override;
   void attention_forward(const Tensor& out, float* probs, const Tensor& qkv, int64_t B, int64_t T, int64_t nh,

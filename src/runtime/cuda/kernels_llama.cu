@@ -94,7 +94,57 @@ __global__ void rope_kernel(T* x, size_t tokens, int Tn, int heads, int hd, size
   }
 }
 
+// One thread per element of a qkv row: q copied, key and value slots read from their kv head.
+template <typename T>
+__global__ void gqa_expand_kernel(T* qkv, const T* q, const T* kv, size_t N, int nh, int nkv, int hd) {
+  const size_t A = size_t(nh) * hd, n = N * 3 * A;
+  const int group = nh / nkv;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    const size_t token = i / (3 * A), j = i % (3 * A);
+    if (j < A) {
+      qkv[i] = q[token * A + j];
+      continue;
+    }
+    const size_t part = j / A - 1, within = j % A;  // part 0: keys, 1: values
+    const size_t head = within / hd, d = within % hd;
+    qkv[i] = kv[token * 2 * nkv * hd + (part * nkv + head / group) * hd + d];
+  }
+}
+
+// One thread per element of dq and dkv: a kv element sums the nh / nkv repeated heads of its
+// group in head order (no atomics: deterministic, as the CPU kernel).
+template <typename T>
+__global__ void gqa_reduce_kernel(T* dq, T* dkv, const T* dqkv, size_t N, int nh, int nkv, int hd) {
+  const size_t A = size_t(nh) * hd, K = size_t(nkv) * hd, width = A + 2 * K, n = N * width;
+  const int group = nh / nkv;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    const size_t token = i / width, j = i % width;
+    const T* row = dqkv + token * 3 * A;
+    if (j < A) {
+      dq[token * A + j] = row[j];
+      continue;
+    }
+    const size_t jj = j - A, part = jj / K, kv_head = (jj % K) / hd, d = jj % hd;
+    float sum = 0.0f;
+    for (size_t h = kv_head * group; h < (kv_head + 1) * group; ++h) sum += to_f(row[(1 + part) * A + h * hd + d]);
+    dkv[token * 2 * K + jj] = from_f<T>(sum);
+  }
+}
+
 }  // namespace
+
+template <typename T>
+void gqa_expand(T* qkv, const T* q, const T* kv, size_t N, int nh, int nkv, int hd, cudaStream_t s) {
+  gqa_expand_kernel<<<blocks_for(N * 3 * size_t(nh) * hd, kThreads), kThreads, 0, s>>>(qkv, q, kv, N, nh, nkv, hd);
+  cudaCheckLaunch();
+}
+
+template <typename T>
+void gqa_reduce(T* dq, T* dkv, const T* dqkv, size_t N, int nh, int nkv, int hd, cudaStream_t s) {
+  const size_t n = N * (size_t(nh) + 2 * size_t(nkv)) * hd;
+  gqa_reduce_kernel<<<blocks_for(n, kThreads), kThreads, 0, s>>>(dq, dkv, dqkv, N, nh, nkv, hd);
+  cudaCheckLaunch();
+}
 
 template <typename T>
 void rmsnorm_forward(T* out, float* rstd, const T* inp, const T* weight, int N, int C, cudaStream_t s) {
@@ -139,7 +189,9 @@ void rope(T* x, size_t tokens, int Tn, int heads, int hd, size_t row, float thet
                                     cudaStream_t);                                                            \
   template void swiglu_forward<T>(T*, const T*, size_t, int, cudaStream_t);                                   \
   template void swiglu_backward<T>(T*, const T*, const T*, size_t, int, cudaStream_t);                        \
-  template void rope<T>(T*, size_t, int, int, int, size_t, float, bool, cudaStream_t);
+  template void rope<T>(T*, size_t, int, int, int, size_t, float, bool, cudaStream_t);                     \
+  template void gqa_expand<T>(T*, const T*, const T*, size_t, int, int, int, cudaStream_t);                   \
+  template void gqa_reduce<T>(T*, T*, const T*, size_t, int, int, int, cudaStream_t);
 TRIDENT_FOR_EACH_T(INSTANTIATE)
 #undef INSTANTIATE
 

@@ -1,5 +1,5 @@
 // GPU kernels of Llama's blocks behind CudaKernels (semantics in runtime/kernels/ops.h): RMSNorm,
-// SwiGLU, rotary embeddings. T is float or bf16; statistics and weight gradients are fp32.
+// SwiGLU, rotary embeddings, grouped-query attention's kv-head repeat and its gradient. T is float or bf16; statistics and weight gradients are fp32.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -21,5 +21,13 @@ void swiglu_backward(T* dgate_up, const T* gate_up, const T* dout, size_t N, int
 // tokens = B*T rows of `row` elements; position of token i is i % Tn.
 template <typename T>
 void rope(T* x, size_t tokens, int Tn, int heads, int hd, size_t row, float theta, bool inverse, cudaStream_t s);
+
+// qkv [N, 3, nh, hd] = [q | each kv head repeated for its nh / nkv query heads] from q [N, nh hd]
+// and kv [N, 2 nkv hd] (key heads, then value heads).
+template <typename T>
+void gqa_expand(T* qkv, const T* q, const T* kv, size_t N, int nh, int nkv, int hd, cudaStream_t s);
+// The conjugate: dq, dkv overwritten; a kv head's gradient sums its group's heads in head order.
+template <typename T>
+void gqa_reduce(T* dq, T* dkv, const T* dqkv, size_t N, int nh, int nkv, int hd, cudaStream_t s);
 
 }  // namespace trident::cuda

@@ -174,8 +174,8 @@ GptStage::GptStage(Kernels& k, const Shard& shard, int64_t B, int64_t T, comm::C
                                 "recomputation drops");
   if (s.llama()) {
     if (!k.supports_gqa())
-      throw InputError({{"Llama models have no grouped-query attention kernels on " + k.device_name() + " yet",
-                         "train Llama-family models on the CPU (--device cpu)", "llama-device"}});
+      throw InputError({{"Llama models need grouped-query attention kernels, which " + k.device_name() + " lacks",
+                         "train Llama-family models on --device cpu or cuda", "llama-device"}});
     if (s.head_dim() % 2 != 0)
       throw std::invalid_argument("GptStage: rotary embeddings need an even head size, got " +
                                   std::to_string(s.head_dim()));

@@ -249,11 +249,6 @@ void check_trainable(const TrainSettings& s, Problems& problems) {
       problems.add("rotary embeddings rotate pairs of features, but the head size (" + n(m.head_dim()) + " = hidden " +
                        n(m.hidden) + " / heads " + n(m.heads) + ") is odd",
                    "use --hidden and --heads whose quotient is even", "train-rope-head-dim");
-    // The CUDA backend has no grouped-query attention or RoPE kernels wired into the stage yet.
-    if (s.device != "cpu")
-      problems.add("Llama-family models train on the CPU backend only; --device " + s.device +
-                       " has no grouped-query attention kernels in the stage model yet",
-                   "use --device cpu for a Llama model, or a GPT model on --device " + s.device, "llama-device");
   }
   // Context parallel: ring attention over the cp group, each sequence cut into 2 cp chunks.
   if (L.cp > 1 && s.device != "cpu")
