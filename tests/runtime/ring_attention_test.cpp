@@ -29,8 +29,11 @@ Tensor t(std::vector<float>& v) { return {v.data(), v.size()}; }
 
 struct Case {
   int64_t cp, nh, nkv, chunk;
+  int64_t pieces = 1;  // each pair cut into this many runs of query rows (query_pieces), as the ring does
 };
-void PrintTo(const Case& c, std::ostream* os) { *os << "cp " << c.cp << ", " << c.nh << " heads / " << c.nkv << " kv"; }
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << "cp " << c.cp << ", " << c.nh << " heads / " << c.nkv << " kv, " << c.pieces << " pieces";
+}
 
 class RingAttention : public ::testing::TestWithParam<Case> {};
 
@@ -84,14 +87,16 @@ TEST_P(RingAttention, merged_blocks_equal_causal_attention_of_the_whole_sequence
     for (int64_t i = 0; i < c.cp; ++i) {  // the ring: rank r - i's keys and values at step i
       const int64_t s = (r - i + c.cp) % c.cp;
       const auto blk = split.block(s, B, nh, nkv, hd);
-      k->attention_block_forward(t(o), lse.data(), t(qkv_l[size_t(r)]), t(kv_l[size_t(s)]), blk, i == 0,
-                                 ring_scratch.data());
+      for (const auto& piece : nn::query_pieces(blk, c.pieces))
+        k->attention_block_forward(t(o), lse.data(), t(qkv_l[size_t(r)]), t(kv_l[size_t(s)]), piece, i == 0,
+                                   ring_scratch.data());
       scores[size_t(r)] += blk.causal ? blk.nq * (blk.nq + 1) / 2 : blk.nq * blk.nk;
     }
     for (int64_t i = 0; i < c.cp; ++i) {
       const int64_t s = (r - i + c.cp) % c.cp;
-      k->attention_block_backward(t(dq), t(dkv_l[size_t(s)]), t(d_o), t(qkv_l[size_t(r)]), t(kv_l[size_t(s)]), t(o),
-                                  lse.data(), split.block(s, B, nh, nkv, hd), ring_scratch.data());
+      for (const auto& piece : nn::query_pieces(split.block(s, B, nh, nkv, hd), c.pieces))
+        k->attention_block_backward(t(dq), t(dkv_l[size_t(s)]), t(d_o), t(qkv_l[size_t(r)]), t(kv_l[size_t(s)]), t(o),
+                                    lse.data(), piece, ring_scratch.data());
     }
     const auto want_out = local(out, r, A), want_dqkv = local(dqkv, r, 3 * A);
     for (size_t e = 0; e < o.size(); ++e) worst_out = std::max(worst_out, double(std::abs(o[e] - want_out[e])));
@@ -123,17 +128,19 @@ TEST_P(RingAttention, merged_blocks_equal_causal_attention_of_the_whole_sequence
 
 INSTANTIATE_TEST_SUITE_P(ContextParallel, RingAttention,
                          ::testing::Values(Case{1, 4, 4, 40}, Case{2, 4, 4, 40}, Case{3, 4, 2, 24}, Case{4, 4, 2, 40},
-                                           Case{4, 2, 1, 8}),
+                                           Case{4, 2, 1, 8}, Case{2, 4, 2, 100, 3}, Case{3, 2, 1, 72, 4}),
                          [](const auto& info) {
                            return "cp" + std::to_string(info.param.cp) + "_heads" + std::to_string(info.param.nh) +
-                                  "_kv" + std::to_string(info.param.nkv);
+                                  "_kv" + std::to_string(info.param.nkv) + "_pieces" + std::to_string(info.param.pieces);
                          });
 
-TEST(RingAttention, a_block_outside_the_sequence_is_refused) {
+TEST(RingAttention, a_block_outside_the_sequence_or_short_of_its_diagonal_is_refused) {
   auto k = kernels::make_cpu_kernels(1);
   std::vector<float> x(1024), lse(64), s(k->ring_attention_scratch_size(8, 4));
   kernels::Kernels::AttentionBlock blk;
   blk.B = 1, blk.T = 8, blk.nh = 1, blk.nkv = 1, blk.hd = 4, blk.q0 = 4, blk.nq = 8, blk.nk = 8;
+  EXPECT_THROW(k->attention_block_forward(t(x), lse.data(), t(x), t(x), blk, true, s.data()), std::invalid_argument);
+  blk.q0 = 4, blk.nq = 4, blk.k0 = 0, blk.nk = 6, blk.causal = true;  // row 7's keys reach row 7, not 5
   EXPECT_THROW(k->attention_block_forward(t(x), lse.data(), t(x), t(x), blk, true, s.data()), std::invalid_argument);
 }
 

@@ -165,7 +165,8 @@ class Kernels {
   // from qkv [B, T, 3, nh, hd]; a block's keys and values are packed kv [B, T, 2, nkv, hd] (nkv
   // key heads then nkv value heads; query head h reads kv head h / (nh / nkv)). The pair is the
   // query rows [q0, q0 + nq) of every sequence against its key rows [k0, k0 + nk): all of them,
-  // or (causal, nq == nk) query q0 + i against keys k0 .. k0 + i. lse is [B, nh, T] (fp32).
+  // or (causal) query row t against the key rows k0 .. t, which needs k0 <= q0 and
+  // q0 + nq <= k0 + nk (rows count in the same local sequence). lse is [B, nh, T] (fp32).
   // A backend without these keeps the defaults, which refuse by name.
   struct AttentionBlock {
     int64_t B = 1, T = 0, nh = 1, nkv = 1, hd = 1;

@@ -9,7 +9,9 @@
 // late one; against s > r only its late chunk's queries see keys, and all of them.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "runtime/kernels/ops.h"
 
@@ -37,5 +39,21 @@ struct ContextSplit {
     return b;
   }
 };
+
+// A pair cut into `parts` runs of query rows (multiples of 64 rows, the kernels' blocks), each
+// with the keys it sees: together they compute the pair (ring attention polls its messages
+// between them, since MPI moves a message only inside its calls).
+inline std::vector<kernels::Kernels::AttentionBlock> query_pieces(const kernels::Kernels::AttentionBlock& b,
+                                                                  int64_t parts) {
+  std::vector<kernels::Kernels::AttentionBlock> out;
+  const int64_t rows = std::max<int64_t>(64, (b.nq + parts - 1) / parts / 64 * 64);
+  for (int64_t q = 0; q < b.nq; q += rows) {
+    kernels::Kernels::AttentionBlock p = b;
+    p.q0 = b.q0 + q, p.nq = std::min(rows, b.nq - q);
+    if (b.causal) p.nk = p.q0 + p.nq - b.k0;  // keys up to the last query's diagonal
+    out.push_back(p);
+  }
+  return out;
+}
 
 }  // namespace trident::nn

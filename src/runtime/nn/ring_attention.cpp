@@ -1,6 +1,8 @@
 #include "runtime/nn/ring_attention.h"
 
+#include <algorithm>
 #include <chrono>
+#include <initializer_list>
 #include <utility>
 
 namespace trident::nn {
@@ -9,6 +11,19 @@ namespace {
 using clock_type = std::chrono::steady_clock;
 double since(clock_type::time_point t0) { return std::chrono::duration<double>(clock_type::now() - t0).count(); }
 constexpr int kTagKv = 1, kTagDkv = 2;
+constexpr int64_t kPieces = 4;
+
+// op on the pair in pieces of query rows, polling the messages in flight between pieces: MPI
+// moves a message only inside its calls, so without the polls a CPU rank would move the next
+// block only once it waits for it.
+template <class Op>
+void in_pieces(const kernels::Kernels::AttentionBlock& pair, std::initializer_list<comm::RequestPtr*> flying, Op&& op) {
+  for (const auto& piece : query_pieces(pair, kPieces)) {
+    op(piece);
+    for (comm::RequestPtr* r : flying)
+      if (*r) (*r)->test();
+  }
+}
 }  // namespace
 
 RingAttention::RingAttention(kernels::Kernels& k, comm::Communicator& cp, const ContextSplit& split, int64_t B,
@@ -33,6 +48,20 @@ void RingAttention::wait(comm::RequestPtr& r) {
   wait_s_ += since(t0);
 }
 
+double RingAttention::probe_block_seconds(int reps) {
+  const int P = cp_.size(), r = cp_.rank();
+  double best = 1e30;
+  for (int i = 0; i < reps; ++i) {
+    const auto t0 = clock_type::now();
+    auto send = cp_.isend(kv_[0].data, kv_[0].count, kv_[0].dtype, (r + 1) % P, kTagKv);
+    auto recv = cp_.irecv(kv_[1].data, kv_[1].count, kv_[1].dtype, (r + P - 1) % P, kTagKv);
+    send->wait();
+    recv->wait();
+    best = std::min(best, since(t0));
+  }
+  return best;
+}
+
 void RingAttention::forward(const kernels::Tensor& out, float* lse, const kernels::Tensor& qkv) {
   const int P = cp_.size(), r = cp_.rank(), next = (r + 1) % P, prev = (r + P - 1) % P;
   const int64_t N = B_ * split_.local();
@@ -41,11 +70,13 @@ void RingAttention::forward(const kernels::Tensor& out, float* lse, const kernel
   for (int i = 0; i < P; ++i) {
     comm::RequestPtr send, recv;
     if (i + 1 < P) {  // the next block is on its way while this one is computed
-      send = cp_.isend(kv_[cur].data, kv_[cur].count, kv_[cur].dtype, next, kTagKv);
+      send = cp_.isend(kv_[cur].data, kv_[cur].count, kv_[cur].dtype, next, kTagKv), ++sent_;
       recv = cp_.irecv(kv_[1 - cur].data, kv_[1 - cur].count, kv_[1 - cur].dtype, prev, kTagKv);
     }
     const auto t0 = clock_type::now();
-    k_.attention_block_forward(out, lse, qkv, kv_[cur], block((r - i + P) % P), i == 0, scratch_);
+    in_pieces(block((r - i + P) % P), {&send, &recv}, [&](const kernels::Kernels::AttentionBlock& b) {
+      k_.attention_block_forward(out, lse, qkv, kv_[cur], b, i == 0, scratch_);
+    });
     compute_s_ += since(t0);
     wait(send);
     wait(recv);
@@ -65,7 +96,7 @@ void RingAttention::backward(const kernels::Tensor& dqkv, const kernels::Tensor&
   for (int i = 0; i < P; ++i) {
     comm::RequestPtr send, recv;
     if (i + 1 < P) {
-      send = cp_.isend(kv_[cur].data, kv_[cur].count, kv_[cur].dtype, next, kTagKv);
+      send = cp_.isend(kv_[cur].data, kv_[cur].count, kv_[cur].dtype, next, kTagKv), ++sent_;
       recv = cp_.irecv(kv_[1 - cur].data, kv_[1 - cur].count, kv_[1 - cur].dtype, prev, kTagKv);
     }
     // The gradient of the block this step holds: this rank's share, added to what the ranks
@@ -74,14 +105,16 @@ void RingAttention::backward(const kernels::Tensor& dqkv, const kernels::Tensor&
     const kernels::Tensor mine = i == 0 ? acc : dkv_step_;
     zero(mine);
     const auto t0 = clock_type::now();
-    k_.attention_block_backward(dqkv, mine, dout, qkv, kv_[cur], out, lse, block((r - i + P) % P), scratch_);
+    in_pieces(block((r - i + P) % P), {&send, &recv, &dsend, &drecv}, [&](const kernels::Kernels::AttentionBlock& b) {
+      k_.attention_block_backward(dqkv, mine, dout, qkv, kv_[cur], out, lse, b, scratch_);
+    });
     compute_s_ += since(t0);
     if (i > 0) {
       wait(drecv);
       k_.add_inplace(acc, mine);
     }
     wait(dsend);  // its buffer receives next
-    dsend = cp_.isend(acc.data, acc.count, acc.dtype, next, kTagDkv);
+    dsend = cp_.isend(acc.data, acc.count, acc.dtype, next, kTagDkv), ++sent_;
     const kernels::Tensor in = dkv_[(i + 1) % 2];
     drecv = cp_.irecv(in.data, in.count, in.dtype, prev, kTagDkv);
     wait(send);

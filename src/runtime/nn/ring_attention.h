@@ -9,7 +9,9 @@
 // blocks go round again; each rank adds its queries' contribution to the block's key and value
 // gradients, which travel the ring with the block (sent after the step's compute, received
 // behind the next step's) and arrive, after cp steps, complete at the rank that owns them.
-// Messages stay in the cp group's order on every rank, so no tags beyond the two kinds.
+// Each pair runs in pieces of query rows with the messages in flight polled between them (MPI
+// progresses a transfer only inside its calls). Messages stay in the cp group's order on every
+// rank, so no tags beyond the two kinds.
 #pragma once
 
 #include <cstdint>
@@ -42,7 +44,12 @@ class RingAttention {
   // the blocks, since the last reset.
   double exchange_seconds() const { return wait_s_; }
   double attention_seconds() const { return compute_s_; }
-  void reset_times() { wait_s_ = compute_s_ = 0; }
+  int64_t blocks_sent() const { return sent_; }  // KV blocks and KV-gradient blocks
+  void reset_times() { wait_s_ = compute_s_ = 0, sent_ = 0; }
+  // Best of `reps` ring shifts of one KV block (every rank sends to the next and receives from
+  // the previous at once): the wire time of one ring step, with nothing to hide it. Collective
+  // over the cp group.
+  double probe_block_seconds(int reps);
 
  private:
   void wait(comm::RequestPtr& r);
@@ -56,6 +63,7 @@ class RingAttention {
   kernels::Tensor kv_[2], dkv_[2], dkv_step_;  // blocks in flight, gradients in flight, this step's
   float* scratch_ = nullptr;
   double wait_s_ = 0, compute_s_ = 0;
+  int64_t sent_ = 0;
 };
 
 }  // namespace trident::nn

@@ -207,6 +207,11 @@ DistTrainer::DistTrainer(const RunSpec& run, ProcessGroups& groups, const BatchS
     I.k->to_host(&g, slowest.p, 1);
     pp_message_s_ = g;
   }
+  if (I.context.active()) {
+    double block = I.chunks.front().stage->ring()->probe_block_seconds(5);
+    all_reduce_f64(*groups.world, &block, 1, comm::ReduceOp::Max);
+    cp_block_s_ = block;
+  }
 }
 
 DistTrainer::~DistTrainer() = default;
@@ -388,8 +393,9 @@ double DistTrainer::step(int64_t step) {
       }
     }
   }
+  cp_blocks_ = 0;
   for (auto& ch : I.chunks)
-    if (nn::RingAttention* r = ch.stage->ring()) t.cp_attention += r->attention_seconds();
+    if (nn::RingAttention* r = ch.stage->ring()) t.cp_attention += r->attention_seconds(), cp_blocks_ += r->blocks_sent();
   {
     auto t0 = clock_type::now();
     for (auto& r : I.pending_sends) r->wait();

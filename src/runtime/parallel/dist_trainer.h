@@ -88,6 +88,10 @@ class DistTrainer {
   double activation_bytes() const { return activation_memory().total(); }
   // Seconds one pipeline message of this run's size takes on the wire (measured at start-up).
   double pp_message_s() const { return pp_message_s_; }
+  // Context parallel: seconds one KV block takes round the ring (measured at start-up, the
+  // slowest rank's), and the KV and KV-gradient blocks this rank sent in the last step.
+  double cp_block_s() const { return cp_block_s_; }
+  int64_t cp_blocks_per_step() const { return cp_blocks_; }
 
   // The chunks this rank holds (for tests comparing parameters).
   int64_t chunks() const;
@@ -111,6 +115,8 @@ class DistTrainer {
   PhaseTimes times_;
   double grad_norm_ = 0;
   double pp_message_s_ = 0;
+  double cp_block_s_ = 0;
+  int64_t cp_blocks_ = 0;
 };
 
 }  // namespace trident::parallel

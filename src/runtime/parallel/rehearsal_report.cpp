@@ -113,7 +113,12 @@ std::string rehearsal_text(const RehearsalData& d) {
            fmt("  (weight-gradient halves of the backward, %.2f ms per step)\n", o.weight * 1e3);
   row("TP collectives", o.tp, p.tp_s);
   if (L.cp > 1)  // the KV blocks' wait left after the ring attention's blocks (their compute: part of compute)
-    row("CP ring exchange", o.cp, p.cp_s), out += fmt("    (ring attention blocks %.2f ms per step, in compute)\n", o.cp_attention * 1e3);
+    row("CP ring exchange", o.cp, p.cp_s),
+        out += "    (rank 0 sends " + std::to_string(d.cp_blocks) + " KV blocks per step, each " +
+               fmt("%.3f ms on the wire (ring shift) = ", d.cp_block_s * 1e3) +
+               fmt("%.2f ms, behind ", double(d.cp_blocks) * d.cp_block_s * 1e3) +
+               fmt("%.2f ms of ring attention blocks, in compute; a wait beyond the wire is the cp ranks' skew)\n",
+                   o.cp_attention * 1e3);
   row("PP transfers", o.pp, p.pp_s);
   row("bubble idle", o.bubble, p.bubble_s);
   row("DP exposed", o.dp, p.dp_s);
@@ -149,6 +154,8 @@ nlohmann::json rehearsal_json(const RehearsalData& d) {
   j["warmup_steps"] = d.warmup;
   j["losses"] = d.losses;
   j["pp_message_wire_s"] = d.pp_message_s;
+  j["cp_block_wire_s"] = d.cp_block_s;
+  j["cp_blocks_per_step"] = d.cp_blocks;
   json steps = json::array();
   for (size_t s = 0; s < d.times.size(); ++s) {
     json ranks = json::array();

@@ -45,6 +45,8 @@ struct RehearsalData {
   std::vector<std::vector<PhaseTimes>> times;  // [step][rank]
   std::vector<RankInfo> ranks;
   double pp_message_s = 0;
+  double cp_block_s = 0;      // one KV block round the cp ring (measured ring shift)
+  int64_t cp_blocks = 0;      // KV and KV-gradient blocks rank 0 sends per step
   std::optional<Prediction> prediction;
   std::string prediction_missing;  // why there is no prediction
 };

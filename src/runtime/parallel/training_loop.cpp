@@ -351,6 +351,7 @@ int train(const TrainSettings& settings, const Problems& parsed, bool mpi) {
   report.warmup = s.warmup_steps >= 0 ? std::min(s.warmup_steps, std::max<int64_t>(0, run_steps - 1))
                                       : std::min<int64_t>(2, run_steps / 4);
   report.pp_message_s = trainer.pp_message_s();
+  report.cp_block_s = trainer.cp_block_s();
 
   int64_t saved_at = -1;
   auto save = [&](double loss, int64_t done) {
@@ -402,6 +403,7 @@ int train(const TrainSettings& settings, const Problems& parsed, bool mpi) {
     }
     seconds = world == 1 ? t.total : seconds;
     report.losses.push_back(loss);
+    report.cp_blocks = trainer.cp_blocks_per_step();
     report.times.push_back(row);
     if (done > first + 1 || stop_at - first == 1) timed_s += seconds, ++timed_steps;  // the first step warms caches
     std::optional<double> v;

@@ -22,14 +22,18 @@ namespace trident::kernels {
 namespace {
 constexpr int64_t kBlock = 64;
 
-// Keys query row i (0-based in the pair) sees.
-int64_t keys_of(const Kernels::AttentionBlock& b, int64_t i) { return b.causal ? i + 1 : b.nk; }
+// Keys query row i (0-based in the pair) sees, and the key columns a query block of rows
+// [i0, i0 + rows) needs.
+int64_t keys_of(const Kernels::AttentionBlock& b, int64_t i) { return b.causal ? b.q0 + i - b.k0 + 1 : b.nk; }
+int64_t cols_of(const Kernels::AttentionBlock& b, int64_t i0, int64_t rows) {
+  return b.causal ? keys_of(b, i0 + rows - 1) : b.nk;
+}
 
 void check_block(const Kernels::AttentionBlock& b, const char* op) {
   if (b.q0 < 0 || b.k0 < 0 || b.nq < 0 || b.nk < 0 || b.q0 + b.nq > b.T || b.k0 + b.nk > b.T ||
-      (b.causal && b.nq != b.nk) || b.nkv <= 0 || b.nh % b.nkv != 0)
-    throw std::invalid_argument(std::string(op) + ": block rows outside the sequence, a causal pair of unequal "
-                                "sizes, or kv heads not dividing the heads");
+      (b.causal && (b.k0 > b.q0 || b.q0 + b.nq > b.k0 + b.nk)) || b.nkv <= 0 || b.nh % b.nkv != 0)
+    throw std::invalid_argument(std::string(op) + ": block rows outside the sequence, a causal pair whose keys "
+                                "miss its queries' diagonal, or kv heads not dividing the heads");
 }
 }  // namespace
 
@@ -87,7 +91,7 @@ void CpuKernels::attention_block_forward(const Tensor& out_t, float* lse, const 
       float* o = out + (b * T + blk.q0) * C + h * hd;
       float* l = lse + (b * nh + h) * T + blk.q0;
       for (int64_t i0 = 0; i0 < blk.nq; i0 += kBlock) {
-        const int64_t rows = std::min(kBlock, blk.nq - i0), cols = blk.causal ? i0 + rows : blk.nk;
+        const int64_t rows = std::min(kBlock, blk.nq - i0), cols = cols_of(blk, i0, rows);
         gemm_serial(Trans::N, Trans::T, rows, cols, hd, scale, q + i0 * ldq, ldq, k, ldk, 0.0f, s, cols);
         float row_max[kBlock], row_sum[kBlock];
         for (int64_t i = 0; i < rows; ++i) {
@@ -156,7 +160,7 @@ void CpuKernels::attention_block_backward(const Tensor& dqkv_t, const Tensor& dk
         const float* d_o = dout + (b * T + blk.q0) * C + h * hd;
         const float* l = lse + (b * nh + h) * T + blk.q0;
         for (int64_t i0 = 0; i0 < blk.nq; i0 += kBlock) {
-          const int64_t rows = std::min(kBlock, blk.nq - i0), cols = blk.causal ? i0 + rows : blk.nk;
+          const int64_t rows = std::min(kBlock, blk.nq - i0), cols = cols_of(blk, i0, rows);
           gemm_serial(Trans::N, Trans::T, rows, cols, hd, scale, q + i0 * ldq, ldq, k, ldk, 0.0f, p, cols);
           for (int64_t i = 0; i < rows; ++i) {
             float* row = p + i * cols;
