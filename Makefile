@@ -1,12 +1,12 @@
 # Two entry points for a fresh Debian 12 machine (see README.md):
 #   make demo   installs what is missing, builds, and runs Trident on a built-in example
 #   make test   installs what is missing, builds, and runs the whole test suite (ctest)
-#   make fuzz   the libFuzzer targets of the readers (see below)
+#   make fuzz / make sanitize   the readers' libFuzzer targets / the suite under ASan + UBSan (see below)
 BUILD ?= build
 JOBS  ?= $(shell nproc)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 
-.PHONY: deps configure build demo test bench fuzz clean
+.PHONY: deps configure build demo test bench fuzz sanitize clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -28,8 +28,12 @@ bench: build
 
 # The checking build (clang, ASan + UBSan, CPU only) has its own folder, build-sanitize:
 #   make fuzz       every reader's libFuzzer target on its corpus, FUZZ_SECONDS (20) each
+#   make sanitize   the test suite sanitized (scripts/sanitize.sh names the tests it leaves out)
 fuzz: deps
 	@bash scripts/fuzz.sh build-sanitize
+
+sanitize: deps
+	@bash scripts/sanitize.sh build-sanitize
 
 clean:
 	rm -rf $(BUILD)

@@ -224,7 +224,8 @@ TEST(LintContextExpert, tp_16_is_fine_inside_an_nvl72_rack_and_not_across_dgx_ho
   EXPECT_NE(f->message.find("1 of 9 TP groups leave their NVLink domain"), std::string::npos) << f->message;
   KV dgx = base;
   dgx.insert(dgx.end(), {{"cluster", "dgx-h100"}, {"nodes", "18"}, {"order", "tp-pp-dp"}});
-  const Finding* g = find(lint(dgx), "tp-crosses-nodes");
+  const auto dgx_result = lint(dgx);  // kept: the finding points into it
+  const Finding* g = find(dgx_result, "tp-crosses-nodes");
   ASSERT_NE(g, nullptr);
   EXPECT_NE(g->message.find("9 of 9 TP groups leave their node"), std::string::npos) << g->message;
   KV tp8 = rack;

@@ -407,7 +407,8 @@ void GptStage::init_params(uint64_t seed) {
 void GptStage::forward(Activations& a, const int32_t* tokens, const int32_t* targets) {
   const Shard& s = shard();
   const int64_t N = this->N(), C = s.C(), V = s.vocab_local();
-  const Tensor wte = W(layout_.wte, s.vocab_local() * C);
+  // A stage without the input holds no wte (its offset is -1): no view of it is made.
+  const Tensor wte = s.has_input ? W(layout_.wte, s.vocab_local() * C) : Tensor();
   if (s.has_input && sp_) {
     // Partial lookups of the vocabulary slices, positions once (tp rank 0), reduce-scatter.
     k_.embedding_forward(full_, tokens, wte, N, C, s.vocab_offset(), V);
