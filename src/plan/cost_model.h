@@ -207,6 +207,8 @@ struct DpComm {
   double embedding_sync_s = 0;     // tied embedding all-reduce between first and last stage
   double layer_gather_s = 0;       // ZeRO-3: one layer's weight all-gather
   double layer_scatter_s = 0;      // ZeRO-3: one layer's gradient reduce-scatter
+  double weight_gather_exposed_s = 0;  // ZeRO 1-3: the weight all-gathers' part of exposed_s (before
+                                       // the overlap slowdown; ZeRO-3: by volume, 2 gathers per scatter)
 };
 DpComm dp_comm(double gradient_bytes, int64_t dp, int zero, const GroupLink& dp_link, int64_t members_per_node,
                const ClusterSpec& cluster, double overlap_window_s, const CostConstants& c);

@@ -213,11 +213,14 @@ Estimate estimate_with_links(const RunSpec& run, const Links& links, double over
     e.dp.total_s = double(ph.reduce_scatters_per_step) * ph.reduce_scatter_s +
                    double(ph.weight_gathers_per_step) * ph.gather_weights_s;
     e.dp.exposed_s = double(ph.reduce_scatters_per_step) * rs_exposed + gather_exposed;
+    e.dp.weight_gather_exposed_s = gather_exposed;
   } else if (x.zero >= 3 && data > 1) {
     // ZeRO-3 / FSDP, layer by layer, every micro-batch and chunk (zero3_stage, in the stage
     // times): no reduction at the end of the step. Reported as DP time: m x the slowest stage's.
     e.dp.total_s = mb * slow.zero3_total_s;
     e.dp.exposed_s = mb * (slow.zero3_total_s - slow.zero3_hidden_s);
+    const double gathered = 2 * sb.weights;  // bytes per parameter: 2 gathers, 1 reduce-scatter
+    e.dp.weight_gather_exposed_s = e.dp.exposed_s * gathered / (gathered + sb.gradients);
     const double layer_params = bst.layers > 0 ? e.memory[biggest].params.layer_params / double(bst.layers) : 0.0;
     e.dp.layer_gather_s = half_allreduce(layer_params * sb.weights);
     e.dp.layer_scatter_s = half_allreduce(layer_params * sb.gradients);

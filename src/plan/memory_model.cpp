@@ -162,11 +162,12 @@ std::vector<StageMemory> stage_memory(const ModelSpec& full, const ExecutionSpec
     }
     s.overhead_bytes = in.overhead_bytes;
     if (e.zero >= 3 && in.dp > 1) {
-      // ZeRO-3 / FSDP gathers each layer's 16-bit weights whole before using it, and the next
-      // one ahead (prefetch): two layers' unsharded weights are resident besides the shards.
+      // ZeRO-3 / FSDP gathers each layer's weights (16-bit; fp32 when training in fp32) whole
+      // before using it, and the next one ahead (prefetch): two layers' unsharded weights are
+      // resident besides the shards.
       const ParamCount pc = count_parameters(m);
       const double layer = double(pc.attention_per_layer + pc.mlp_per_layer) / t + double(pc.norms_per_layer);
-      s.gathered_weights_bytes = 2 * layer * 2;
+      s.gathered_weights_bytes = 2 * layer * el;
     }
   }
   return out;

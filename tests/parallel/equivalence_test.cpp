@@ -160,7 +160,8 @@ void expect_same_as_single_process(const Case& c) {
     std::string worst_name;
     for (int64_t ch = 0; ch < got.trainer->chunks(); ++ch) {
       const nn::ParamLayout& L = got.trainer->chunk_layout(ch);
-      const float* p = got.trainer->chunk_params(ch);
+      const std::vector<float> held = got.trainer->whole_params(ch);  // gathered under ZeRO-3
+      const float* p = held.data();
       for (const auto& view : L.tensors())
         for (int64_t r = 0; r < view.rows; ++r)
           for (int64_t col = 0; col < view.cols; ++col) {
@@ -253,6 +254,24 @@ TEST(Equivalence, tp2_pp2_matches_single_process) { expect_same_as_single_proces
 TEST(Equivalence, dp2_pp2_gpipe_matches_single_process) {
   expect_same_as_single_process({"dp2xpp2 gpipe", L(1, 2, 2), ScheduleKind::GPipe});
 }
+// ZeRO-2 (gradients reduce-scattered unit by unit during backward) and ZeRO-3 (weights gathered
+// unit by unit ahead of use), alone and with pipeline and tensor parallelism.
+TEST(Equivalence, dp2_zero2_matches_single_process) { expect_same_as_single_process({"dp2 zero2", L(1, 2, 1), ScheduleKind::OneFOneB, 2}); }
+TEST(Equivalence, dp2_pp2_zero2_matches_single_process) { expect_same_as_single_process({"dp2xpp2 zero2", L(1, 2, 2), ScheduleKind::OneFOneB, 2}); }
+TEST(Equivalence, dp2_tp2_zero2_matches_single_process) { expect_same_as_single_process({"dp2xtp2 zero2", L(2, 2, 1), ScheduleKind::OneFOneB, 2}); }
+TEST(Equivalence, dp2_zero3_matches_single_process) { expect_same_as_single_process({"dp2 zero3", L(1, 2, 1), ScheduleKind::OneFOneB, 3}); }
+TEST(Equivalence, dp2_pp2_zero3_matches_single_process) { expect_same_as_single_process({"dp2xpp2 zero3", L(1, 2, 2), ScheduleKind::OneFOneB, 3}); }
+TEST(Equivalence, dp2_tp2_zero3_matches_single_process) { expect_same_as_single_process({"dp2xtp2 zero3", L(2, 2, 1), ScheduleKind::OneFOneB, 3}); }
+TEST(Equivalence, dp2_pp2_zero_bubble_h1_selective_recompute_zero3_matches_single_process) {
+  Case c{"dp2xpp2 zb-h1 selective zero3", L(1, 2, 2), ScheduleKind::ZeroBubbleH1, 3};
+  c.recompute = Recompute::Selective;
+  expect_same_as_single_process(c);
+}
+TEST(Equivalence, dp2_tp2_pp2_interleaved_full_recompute_zero3_matches_single_process) {
+  Case c{"dp2xtp2xpp2 interleaved v2 full zero3", L(2, 2, 2), ScheduleKind::Interleaved, 3, 2};
+  c.recompute = Recompute::Full;
+  expect_same_as_single_process(c);
+}
 TEST(Equivalence, dp2_pp2_zero1_matches_single_process) {
   expect_same_as_single_process({"dp2xpp2 zero1", L(1, 2, 2), ScheduleKind::OneFOneB, 1});
 }
@@ -306,6 +325,9 @@ Case llama(std::string name, Layout layout, ScheduleKind schedule = ScheduleKind
   c.sequence_parallel = sp;
   c.llama = true;
   return c;
+}
+TEST(Equivalence, llama_dp4_zero2_matches_single_process) {
+  expect_same_as_single_process(llama("llama dp4 zero2", L(1, 4, 1), ScheduleKind::OneFOneB, 2));
 }
 TEST(Equivalence, llama_tp2_gqa_matches_single_process) { expect_same_as_single_process(llama("llama tp2 gqa", L(2, 1, 1))); }
 TEST(Equivalence, llama_tp4_replicated_kv_heads_matches_single_process) {

@@ -97,6 +97,8 @@ rows = [
     # B: resume A's pipeline checkpoint on another layout (dp 2, ZeRO-1): it continues at step 6.
     ("--resume", C, "B", r"resume +from .*ckpt at step 5(.|\n)*step +6/6 \|"),
     ("--zero", "1", "B", r"tp 1 x pp 1 x dp 2(.|\n)*ZeRO 1,"),
+    # Z3: ZeRO-3 on dp 2 (weights gathered unit by unit): trains, the report lists the gathers.
+    ("--zero", "3", "Z3", r"tp 1 x pp 1 x dp 2(.|\n)*ZeRO 3,(.|\n)*of it ZeRO gathers +[0-9.]+%"),
     # C: tensor parallel with sequence parallel, a setting from a config file, no tracing.
     ("--sequence-parallel", None, "C", r"ZeRO 0, fp32, sequence parallel"),
     ("--config", path("c.toml"), "C", r"wd 0\.07"),
@@ -119,7 +121,6 @@ rows = [
     ("--ep", "2", "capability", r"expert parallel \(ep 2\)"),
     # CP: context parallel on 2 ranks (each sequence in 4 chunks, ring attention).
     ("--cp", "2", "CP", r"tp 1 x pp 1 x dp 1 x cp 2(.|\n)*CP ring exchange"),
-    ("--zero", "2", "capability", r"ZeRO stage 2 is not implemented"),
     # L: a Llama preset shrunk by flags (grouped-query attention, kv heads split over tp 2).
     ("--model", "llama3-8b", "L", r"trident train: Llama llama3-8b"),
     ("--family", "llama", "L", r"trident train: Llama "),
@@ -153,9 +154,10 @@ extra = {
     "Z": small + ["--eval-batches", "1"],
     "zb-full": small + ["--schedule", "zb-h1"],
     "CP": small[:-2] + ["--eval-batches", "1"],
+    "Z3": small[:-2] + ["--dp", "2", "--eval-batches", "1"],
 }
-must_succeed = {"help", "A", "B", "C", "L", "P", "Z", "CP"}
-order = ["help", "A", "B", "C", "L", "P", "Z", "CP", "cost-missing", "moe-knobs", "capability", "llama-tied", "zb-full",
+must_succeed = {"help", "A", "B", "C", "L", "P", "Z", "CP", "Z3"}
+order = ["help", "A", "B", "C", "L", "P", "Z", "CP", "Z3", "cost-missing", "moe-knobs", "capability", "llama-tied", "zb-full",
          "device", "gpu-comm", "parse", "sp", "stack"]
 
 # Every option of `trident train --help` has a row.

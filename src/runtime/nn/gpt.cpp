@@ -137,7 +137,7 @@ Activations::Activations(const GptStage& stage) : plan_(stage.kernels()) {
 // ---------------------------------------------------------------- stage
 GptStage::GptStage(Kernels& k, const Shard& shard, int64_t B, int64_t T, comm::Communicator* tp,
                    bool sequence_parallel, DType compute, Recompute recompute, bool split_backward,
-                   comm::Communicator* cp)
+                   comm::Communicator* cp, UnitStorage* storage)
     : k_(k),
       layout_(shard),
       B_(B),
@@ -150,6 +150,11 @@ GptStage::GptStage(Kernels& k, const Shard& shard, int64_t B, int64_t T, comm::C
       split_(split_backward),
       rc_plan_(k) {
   const Shard& s = layout_.shard();
+  storage_ = storage;
+  ext_w_ = storage && storage->holds_weights();
+  ext_g_ = storage && storage->holds_grads();
+  if (ext_w_ && compute != DType::F32)
+    throw std::invalid_argument("GptStage: weights held unit by unit (ZeRO-3) are fp32 only");
   if (!k.supports(compute) || (compute != DType::F32 && compute != DType::BF16))
     throw InputError({{std::string("the model cannot compute in ") + comm::dtype_name(compute) + " on " +
                            k.device_name(),
@@ -196,8 +201,8 @@ GptStage::GptStage(Kernels& k, const Shard& shard, int64_t B, int64_t T, comm::C
     ring_ = std::make_unique<RingAttention>(k, *cp, ctx_, B, s.heads_local(), s.llama() ? s.kv_heads_local() : s.heads_local(),
                                             s.head_dim(), compute);
   BufferPlan& p = plan_;
-  const size_t r_params = p.add_f32("master weights (f32)", P);
-  const size_t r_grads = p.add_f32("gradients (f32)", P);
+  const size_t r_params = ext_w_ ? 0 : p.add_f32("master weights (f32)", P);
+  const size_t r_grads = ext_g_ ? 0 : p.add_f32("gradients (f32)", P);
   const size_t r_w = fp32 ? 0 : p.add("weights (bf16 copy)", compute, P);
   const size_t r_dres = p.add("residual gradient", compute, Nl * C);
   const size_t r_dtmp = p.add("gradient scratch", compute, N * C);
@@ -228,9 +233,9 @@ GptStage::GptStage(Kernels& k, const Shard& shard, int64_t B, int64_t T, comm::C
     dtmp2_ = p.tensor(r_dtmp2);
     if (kv_replicated) kvgrad_ = p.f32(r_kvgrad);
   }
-  params_ = p.f32(r_params);
-  grads_ = p.f32(r_grads);
-  w_ = fp32 ? Tensor(params_, P) : p.tensor(r_w);
+  params_ = ext_w_ ? nullptr : p.f32(r_params);
+  grads_ = ext_g_ ? nullptr : p.f32(r_grads);
+  w_ = ext_w_ ? Tensor() : fp32 ? Tensor(params_, P) : p.tensor(r_w);
   dres_ = p.tensor(r_dres);
   dtmp_ = p.tensor(r_dtmp);
   dbig_ = p.tensor(r_dbig);
@@ -282,11 +287,11 @@ void GptStage::add_positions(const Tensor& x) {
 
 void GptStage::positions_backward(const Tensor& dx) {
   const int64_t C = shard().C();
-  if (!ctx_.active()) return k_.positions_backward(grads_ + layout_.wpe, dx, B_, T_, C);
+  if (!ctx_.active()) return k_.positions_backward(grad_at(layout_.wpe), dx, B_, T_, C);
   const int64_t c = ctx_.chunk();
   for (int64_t b = 0; b < B_; ++b)
     for (int k = 0; k < 2; ++k)
-      k_.positions_backward(grads_ + layout_.wpe + ctx_.first_position(k) * C,
+      k_.positions_backward(grad_at(layout_.wpe) + ctx_.first_position(k) * C,
                             dx.slice(size_t((b * T_ + k * c) * C), size_t(c * C)), 1, c, C);
 }
 
@@ -308,10 +313,12 @@ void GptStage::rotary(const Tensor& qkv, bool inverse) {
   }
 }
 
-void GptStage::zero_grads() { k_.zero(grads_, size_t(layout_.total())); }
+void GptStage::zero_grads() {
+  if (!ext_g_) k_.zero(grads_, size_t(layout_.total()));  // a unit's gradients are zeroed when handed out
+}
 
 void GptStage::params_updated() {
-  if (dt_ != DType::F32) k_.convert(w_, Tensor(params_, size_t(layout_.total())));
+  if (dt_ != DType::F32 && !ext_w_) k_.convert(w_, Tensor(params_, size_t(layout_.total())));
 }
 
 void GptStage::all_reduce_tp(const Tensor& x, comm::ReduceOp op) {
@@ -385,7 +392,7 @@ void GptStage::sum_norm_grads(std::initializer_list<int64_t> offsets) {
   const int64_t C = shard().C();
   tp_->all_reduce(lngrad_, size_t(offsets.size() * C), comm::DType::F32, comm::ReduceOp::Sum);
   int slot = 0;
-  for (int64_t off : offsets) k_.add_inplace(Tensor(grads_ + off, size_t(C)), Tensor(lngrad_ + (slot++) * C, size_t(C)));
+  for (int64_t off : offsets) k_.add_inplace(Tensor(grad_at(off), size_t(C)), Tensor(lngrad_ + (slot++) * C, size_t(C)));
   k_.zero(lngrad_, size_t(4 * C));
 }
 
@@ -398,6 +405,7 @@ void GptStage::norm_backward(const Tensor& dres, int64_t w, int64_t b, int slot,
 }
 
 void GptStage::init_params(uint64_t seed) {
+  if (ext_w_) throw std::logic_error("GptStage::init_params: the weights are held by the trainer's units (ZeRO-3)");
   std::vector<float> host(size_t(layout_.total()), 0.0f);
   init_gpt2(layout_, seed, host.data());
   k_.from_host(params_, host.data(), host.size());
@@ -463,7 +471,7 @@ void GptStage::backward_weight(Activations& a) {
   const int64_t N = this->N(), C = s.C(), V = s.vocab_local();
   if (s.has_output) {
     // a.logits_ holds the logits' gradient since backward_input.
-    k_.linear_backward(Tensor(), grads_ + layout_.head(), nullptr, a.logits_, gathered(a.lnf_), W(layout_.head(), V * C),
+    k_.linear_backward(Tensor(), grad_at(layout_.head()), nullptr, a.logits_, gathered(a.lnf_), W(layout_.head(), V * C),
                        N, C, V);
     if (grad_hook_) grad_hook_(layout_.lnf_w, layout_.total());
   }
@@ -478,7 +486,6 @@ void GptStage::backward_weight(Activations& a) {
 void GptStage::backward_pass(Activations& a, const int32_t* tokens, const int32_t* targets, float dloss) {
   const Shard& s = shard();
   const int64_t N = this->N(), C = s.C(), V = s.vocab_local(), Nl = tokens_local();
-  float* G = grads_;
   const int64_t L = layout_.num_layers();
   const Tensor dres = dres_.slice(0, size_t(Nl * C));
   if (s.has_output) {
@@ -508,7 +515,7 @@ void GptStage::backward_pass(Activations& a, const int32_t* tokens, const int32_
   }
   if (s.has_input) {
     const Tensor demb = full_grad(dres);
-    k_.embedding_backward(G + layout_.wte, demb, tokens, N, C, s.vocab_offset(), V);
+    k_.embedding_backward(grad_at(layout_.wte), demb, tokens, N, C, s.vocab_offset(), V);
     if (layout_.wpe >= 0) positions_backward(demb);
     if (grad_hook_ && weights_now_) grad_hook_(0, layout_.total());
   }  // else: dres is the input gradient to send
@@ -586,15 +593,15 @@ void GptStage::gpt_layer_weights(const LayerActs& x, int64_t i) {
   const Shard& s = shard();
   const int64_t N = this->N(), C = s.C(), A = s.attn_local(), F = s.ffn_local();
   const LayerParams& p = layout_.layer(i);
-  float* G = grads_;
+  auto G = [&](int64_t offset) { return grad_at(offset); };
   const Tensor none;
-  k_.linear_backward(none, G + p.fc_proj_w, G + p.fc_proj_b, gathered(x.d_out), x.fch_gelu, W(p.fc_proj_w, C * F), N,
+  k_.linear_backward(none, G(p.fc_proj_w), G(p.fc_proj_b), gathered(x.d_out), x.fch_gelu, W(p.fc_proj_w, C * F), N,
                      F, C);
-  k_.linear_backward(none, G + p.fc_w, G + p.fc_b, x.fch.slice(0, size_t(N * F)), gathered(x.ln2), W(p.fc_w, F * C), N,
+  k_.linear_backward(none, G(p.fc_w), G(p.fc_b), x.fch.slice(0, size_t(N * F)), gathered(x.ln2), W(p.fc_w, F * C), N,
                      C, F);
-  k_.linear_backward(none, G + p.attn_proj_w, G + p.attn_proj_b, gathered(x.d_mid), x.atty, W(p.attn_proj_w, C * A), N,
+  k_.linear_backward(none, G(p.attn_proj_w), G(p.attn_proj_b), gathered(x.d_mid), x.atty, W(p.attn_proj_w, C * A), N,
                      A, C);
-  k_.linear_backward(none, G + p.qkv_w, G + p.qkv_b, x.qkv, gathered(x.ln1), W(p.qkv_w, 3 * A * C), N, C, 3 * A);
+  k_.linear_backward(none, G(p.qkv_w), G(p.qkv_b), x.qkv, gathered(x.ln1), W(p.qkv_w, 3 * A * C), N, C, 3 * A);
 }
 
 }  // namespace trident::nn

@@ -65,7 +65,9 @@
 // trainer's sends and receives do not depend on the precision.
 //
 // Memory: the stage's scratch and each Activations are one allocation each (BufferPlan), and
-// memory_table() lists their regions by name.
+// memory_table() lists their regions by name. Under ZeRO-2/3 the trainer hands a UnitStorage:
+// gradients (and weights) are then asked for unit by unit and the stage keeps no whole buffer
+// of them.
 //
 // Activation recomputation (a constructor argument, the planner's recipes): None keeps every
 // layer activation of a micro-batch until its backward. Selective (Korthikanti et al. 2022)
@@ -162,9 +164,12 @@ class GptStage {
   // split_backward: backward_input / backward_weight are available (micro-batches keep the
   // linears' output gradients between them); not with full recomputation.
   // cp: the context-parallel group (nullptr or size 1: the stage holds whole sequences).
+  // storage: the trainer's unit-by-unit weights and/or gradients (ZeRO-2/3, param_layout.h);
+  // the stage then allocates no whole buffer for what it holds (params() / grads() are null).
   GptStage(kernels::Kernels& k, const Shard& shard, int64_t B, int64_t T, comm::Communicator* tp = nullptr,
            bool sequence_parallel = false, kernels::DType compute = kernels::DType::F32,
-           Recompute recompute = Recompute::None, bool split_backward = false, comm::Communicator* cp = nullptr);
+           Recompute recompute = Recompute::None, bool split_backward = false, comm::Communicator* cp = nullptr,
+           UnitStorage* storage = nullptr);
   GptStage(const GptStage&) = delete;
   GptStage& operator=(const GptStage&) = delete;
 
@@ -239,7 +244,18 @@ class GptStage {
   friend class Activations;
   void all_reduce_tp(const Tensor& x, comm::ReduceOp op = comm::ReduceOp::Sum);
   void all_reduce_tp(float* x, size_t n, comm::ReduceOp op = comm::ReduceOp::Sum) { all_reduce_tp(Tensor(x, n), op); }
-  Tensor W(int64_t offset, int64_t n) const { return w_.slice(size_t(offset), size_t(n)); }  // compute weights
+  Tensor W(int64_t offset, int64_t n) const {  // compute weights
+    if (!ext_w_) return w_.slice(size_t(offset), size_t(n));
+    if (offset < 0) return Tensor();  // a tensor the shard does not hold (never read)
+    const int64_t u = layout_.unit_of(offset);
+    return Tensor(const_cast<float*>(storage_->unit_weights(u)) + (offset - layout_.units()[size_t(u)].begin), size_t(n));
+  }
+  // fp32 gradient of flat element `offset` (the stage's buffer, or the trainer's unit).
+  float* grad_at(int64_t offset) const {
+    if (!ext_g_) return grads_ + offset;
+    const int64_t u = layout_.unit_of(offset);
+    return storage_->unit_grads(u) + (offset - layout_.units()[size_t(u)].begin);
+  }
   bool tp_lead() const { return layout_.shard().tp_rank == 0; }
   // Sequence parallel: full [B,T,C] partial sums -> this rank's [B,T/tp,C] (summed over TP),
   // and this rank's [B,T/tp,C] -> full [B,T,C] (out must not alias the input).
@@ -259,7 +275,7 @@ class GptStage {
   // Column-parallel input gradient (partial over TP, [N,C]) -> summed gradient of the local rows.
   Tensor local_grad(const Tensor& partial);
   // Where LayerNorm weight/bias gradients go: grads() directly, or the TP-summed scratch slot i.
-  float* norm_grad(int64_t offset, int slot) { return sp_ ? lngrad_ + slot * layout_.shard().C() : grads_ + offset; }
+  float* norm_grad(int64_t offset, int slot) { return sp_ ? lngrad_ + slot * layout_.shard().C() : grad_at(offset); }
   void sum_norm_grads(std::initializer_list<int64_t> offsets);
   // The family's norm (LayerNorm or RMSNorm) backward of local rows; bias offset -1 for RMSNorm.
   void norm_backward(const Tensor& dres, int64_t w, int64_t b, int slot, const Tensor& dout, const Tensor& inp,
@@ -274,7 +290,7 @@ class GptStage {
   void llama_layer_backward(const LayerActs& x, int64_t i, const Tensor& res_in, const Tensor& dres);
   void llama_layer_weights(const LayerActs& x, int64_t i);
   void backward_pass(Activations& a, const int32_t* tokens, const int32_t* targets, float dloss);
-  float* wgrad(int64_t offset) const { return weights_now_ ? grads_ + offset : nullptr; }
+  float* wgrad(int64_t offset) const { return weights_now_ ? grad_at(offset) : nullptr; }
   // A linear's input, read only for its weight gradient: x, or a kept norm output's rows gathered.
   Tensor winput(const Tensor& x) const { return weights_now_ ? x : Tensor(); }
   Tensor winput_rows(const Tensor& rows) { return weights_now_ ? gathered(rows) : Tensor(); }
@@ -300,6 +316,8 @@ class GptStage {
   bool sp_ = false;
   kernels::DType dt_;
   std::function<void(int64_t, int64_t)> grad_hook_;
+  UnitStorage* storage_ = nullptr;
+  bool ext_w_ = false, ext_g_ = false;  // weights / gradients live in storage_
   BufferPlan plan_;
   float* params_ = nullptr;
   float* grads_ = nullptr;

@@ -55,7 +55,7 @@ void GptStage::llama_layer_backward(const LayerActs& x, int64_t i, const Tensor&
   keep(x.qkv, dq);  // the rotated q, k, v are read: their region holds dq then dkv
   keep(x.qkv.slice(size_t(N * A), size_t(N * KV)), dkv_);
   // Replicated kv heads: this rank's share of the kv_w gradient goes to its kv head's slot.
-  float* dkv_w = !weights_now_ ? nullptr : kvgrad_ ? kvgrad_ + s.kv_head_first() * KV * C : grads_ + p.kv_w;
+  float* dkv_w = !weights_now_ ? nullptr : kvgrad_ ? kvgrad_ + s.kv_head_first() * KV * C : grad_at(p.kv_w);
   const Tensor ln1 = winput_rows(x.ln1);
   k_.linear_backward(dtmp_, dkv_w, nullptr, dkv_, ln1, W(p.kv_w, KV * C), N, C, KV);
   k_.linear_backward(dtmp2_, wgrad(p.q_w), nullptr, dq, ln1, W(p.q_w, A * C), N, C, A);
@@ -69,15 +69,15 @@ void GptStage::llama_layer_weights(const LayerActs& x, int64_t i) {
   const Shard& s = shard();
   const int64_t N = this->N(), C = s.C(), A = s.attn_local(), F = s.ffn_local(), KV = s.kv_local();
   const LayerParams& p = layout_.layer(i);
-  float* G = grads_;
+  auto G = [&](int64_t offset) { return grad_at(offset); };
   const Tensor none;
-  k_.linear_backward(none, G + p.fc_proj_w, nullptr, gathered(x.d_out), x.fch_gelu, W(p.fc_proj_w, C * F), N, F, C);
-  k_.linear_backward(none, G + p.fc_w, nullptr, x.fch, gathered(x.ln2), W(p.fc_w, 2 * F * C), N, C, 2 * F);
-  k_.linear_backward(none, G + p.attn_proj_w, nullptr, gathered(x.d_mid), x.atty, W(p.attn_proj_w, C * A), N, A, C);
+  k_.linear_backward(none, G(p.fc_proj_w), nullptr, gathered(x.d_out), x.fch_gelu, W(p.fc_proj_w, C * F), N, F, C);
+  k_.linear_backward(none, G(p.fc_w), nullptr, x.fch, gathered(x.ln2), W(p.fc_w, 2 * F * C), N, C, 2 * F);
+  k_.linear_backward(none, G(p.attn_proj_w), nullptr, gathered(x.d_mid), x.atty, W(p.attn_proj_w, C * A), N, A, C);
   const Tensor ln1 = gathered(x.ln1);
-  float* dkv_w = kvgrad_ ? kvgrad_ + s.kv_head_first() * KV * C : G + p.kv_w;
+  float* dkv_w = kvgrad_ ? kvgrad_ + s.kv_head_first() * KV * C : G(p.kv_w);
   k_.linear_backward(none, dkv_w, nullptr, x.qkv.slice(size_t(N * A), size_t(N * KV)), ln1, W(p.kv_w, KV * C), N, C, KV);
-  k_.linear_backward(none, G + p.q_w, nullptr, x.qkv.slice(0, size_t(N * A)), ln1, W(p.q_w, A * C), N, C, A);
+  k_.linear_backward(none, G(p.q_w), nullptr, x.qkv.slice(0, size_t(N * A)), ln1, W(p.q_w, A * C), N, C, A);
   if (kvgrad_) sum_replicated_kv_grads(p.kv_w);
 }
 
@@ -85,7 +85,7 @@ void GptStage::sum_replicated_kv_grads(int64_t kv_w_offset) {
   const Shard& s = shard();
   const size_t n = size_t(s.kv_local() * s.C()), all = size_t(s.kv_heads()) * n;
   tp_->all_reduce(kvgrad_, all, comm::DType::F32, comm::ReduceOp::Sum);
-  k_.add_inplace(Tensor(grads_ + kv_w_offset, n), Tensor(kvgrad_ + size_t(s.kv_head_first()) * n, n));
+  k_.add_inplace(Tensor(grad_at(kv_w_offset), n), Tensor(kvgrad_ + size_t(s.kv_head_first()) * n, n));
   k_.zero(kvgrad_, all);
 }
 

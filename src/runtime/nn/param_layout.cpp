@@ -1,6 +1,8 @@
 // ParamLayout: offsets of every tensor of a shard in the flat buffer (see param_layout.h).
 #include "runtime/nn/param_layout.h"
 
+#include <algorithm>
+
 namespace trident::nn {
 
 namespace {
@@ -40,6 +42,7 @@ ParamLayout::ParamLayout(const Shard& shard) : shard_(shard) {
       head_w = add("head_w", V, C, ParamKind::Embedding, tp);
     }
     total_ = (total_ + kAlign - 1) / kAlign * kAlign;
+    make_units();
     return;
   }
   if (s.has_input) {
@@ -71,6 +74,23 @@ ParamLayout::ParamLayout(const Shard& shard) : shard_(shard) {
     head_wte = s.has_input ? wte : add("head_wte", V, C, ParamKind::Embedding, tp);
   }
   total_ = (total_ + kAlign - 1) / kAlign * kAlign;
+  make_units();
+}
+
+void ParamLayout::make_units() {
+  std::vector<int64_t> cuts{0};
+  for (const LayerParams& l : layers_) cuts.push_back(l.begin);
+  if (!layers_.empty()) cuts.push_back((layers_.back().end + kAlign - 1) / kAlign * kAlign);
+  cuts.push_back(total_);
+  cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+  for (size_t i = 0; i + 1 < cuts.size(); ++i)
+    if (cuts[i + 1] > cuts[i]) units_.push_back({cuts[i], cuts[i + 1]});
+}
+
+int64_t ParamLayout::unit_of(int64_t offset) const {
+  auto it = std::upper_bound(units_.begin(), units_.end(), offset,
+                             [](int64_t x, const Unit& u) { return x < u.begin; });
+  return int64_t(it - units_.begin()) - 1;
 }
 
 namespace {

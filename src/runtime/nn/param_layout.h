@@ -125,12 +125,40 @@ class ParamLayout {
   const LayerParams& layer(int64_t local_index) const { return layers_[local_index]; }
   int64_t num_layers() const { return static_cast<int64_t>(layers_.size()); }
 
+  // Units of the flat buffer, in order, tiling [0, total()): everything before the first layer
+  // (the embeddings), each layer up to the next one's start, everything after the last (final
+  // norm and head). ZeRO-2/3 reduce, shard and gather each unit on its own (FSDP's units); a
+  // stage's code touches the weights or gradients of one unit at a time, except the tied GPT
+  // head, which reads the embedding unit after the output unit's norm.
+  struct Unit {
+    int64_t begin = 0, end = 0;
+    int64_t size() const { return end - begin; }
+  };
+  const std::vector<Unit>& units() const { return units_; }
+  int64_t unit_of(int64_t offset) const;  // the unit holding flat element `offset`
+
  private:
   int64_t add(const std::string& name, int64_t rows, int64_t cols, ParamKind kind, bool tp_sharded);
   Shard shard_;
   int64_t total_ = 0;
   std::vector<TensorView> tensors_;
   std::vector<LayerParams> layers_;
+  std::vector<Unit> units_;
+  void make_units();
+};
+
+// Where a stage's weights and gradients live when the trainer holds them unit by unit instead of
+// in the stage's whole flat buffers (ZeRO-2: gradients; ZeRO-3: weights too). A pointer it
+// returns is the unit's first element (flat offset units()[u].begin) and stays valid until the
+// stage asks for another unit's weights (gradients: until the unit's reduction, which the
+// grad-ready hook starts).
+class UnitStorage {
+ public:
+  virtual ~UnitStorage() = default;
+  virtual bool holds_grads() const = 0;
+  virtual bool holds_weights() const = 0;
+  virtual float* unit_grads(int64_t unit) = 0;          // fp32, accumulated into (zeroed when first handed out)
+  virtual const float* unit_weights(int64_t unit) = 0;  // fp32, the whole unit (gathered)
 };
 
 }  // namespace trident::nn

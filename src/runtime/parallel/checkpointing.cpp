@@ -28,9 +28,16 @@ void save_checkpoint(DistTrainer& t, ProcessGroups& g, const std::string& dir, c
     throw SaveRefused(fmt::format("checkpoint not written at step {}: the loss is {} (the previous checkpoint in '{}', "
                                   "if any, is untouched); lower --lr or raise --warmup",
                                   step, loss, dir));
+  // Whole parameters and moments of every chunk, gathered over DP where they are sharded (a
+  // collective: every DP rank takes part); replica 0 writes them.
+  std::vector<std::vector<float>> params, moments[2];
   bool finite = true;
-  for (int64_t c = 0; c < t.chunks(); ++c)
-    finite = finite && std::isfinite(t.kernels().sum_squares(t.chunk_params(c), size_t(t.chunk_layout(c).total())));
+  for (int64_t c = 0; c < t.chunks(); ++c) {
+    params.push_back(t.whole_params(c));
+    double sq = 0;
+    for (float x : params.back()) sq += double(x) * double(x);
+    finite = finite && std::isfinite(sq);
+  }
   if (!all_ok(g, finite))
     throw SaveRefused(fmt::format("checkpoint not written at step {}: some weights are not finite (the previous "
                                   "checkpoint in '{}', if any, is untouched); lower --lr or raise --warmup",
@@ -62,24 +69,21 @@ void save_checkpoint(DistTrainer& t, ProcessGroups& g, const std::string& dir, c
   const bool rank0 = g.world->rank() == 0;
   phase(rank0, [&] { checkpoint::begin_save(dir); });
 
-  // Moments are gathered by every DP rank (a collective); replica 0 writes (its cp rank 0: cp
-  // ranks hold the same weights).
-  std::vector<std::vector<float>> moments[2];
+  // Moments are gathered over DP by every rank (a collective); replica 0 writes (its cp rank 0:
+  // cp ranks hold the same weights).
   for (int which = 0; which < 2; ++which)
     for (int64_t c = 0; c < t.chunks(); ++c) moments[which].push_back(t.whole_moment(c, which));
   phase(g.coords.dp() == 0 && g.coords[Dim::CP] == 0, [&] {
     checkpoint::ShardWriter w(dir, g.world->rank());
     for (int64_t c = 0; c < t.chunks(); ++c) {
       const nn::ParamLayout& L = t.chunk_layout(c);
-      std::vector<float> params(size_t(L.total()));
-      t.kernels().to_host(params.data(), t.chunk_params(c), params.size());
       for (const auto& view : L.tensors()) {
         const checkpoint::LogicalSlice s = checkpoint::logical_slice(L.shard(), view);
         if (!s.primary) continue;
         for (const auto& b : s.blocks) {
           std::vector<float> block(size_t(b.rows * b.cols));
           for (int which = -1; which < 2; ++which) {
-            const float* src = which < 0 ? params.data() : moments[which][size_t(c)].data();
+            const float* src = which < 0 ? params[size_t(c)].data() : moments[which][size_t(c)].data();
             for (int64_t r = 0; r < b.rows; ++r)
               for (int64_t col = 0; col < b.cols; ++col)
                 block[size_t(r * b.cols + col)] = src[view.offset + (b.local_row + r) * view.cols + b.local_col + col];
@@ -97,16 +101,9 @@ void save_checkpoint(DistTrainer& t, ProcessGroups& g, const std::string& dir, c
 void load_checkpoint(DistTrainer& t, const checkpoint::CheckpointReader& reader) {
   for (int64_t c = 0; c < t.chunks(); ++c) {
     const nn::ParamLayout& L = t.chunk_layout(c);
-    const std::vector<float> params = checkpoint::read_shard(reader, L, "");
-    nn::GptStage& stage = t.chunk_stage(c);
-    t.kernels().from_host(stage.params(), params.data(), params.size());
-    t.params_changed(c);
-    const ChunkOptimizerState st = t.chunk_optimizer_state(c);
-    const size_t owned = size_t(st.owned_end - st.owned_begin);
-    for (int which = 0; which < 2; ++which) {
-      const std::vector<float> moment = checkpoint::read_shard(reader, L, kMoment[which]);
-      if (owned > 0) t.kernels().from_host(which == 0 ? st.m : st.v, moment.data() + st.owned_begin, owned);
-    }
+    t.set_whole_params(c, checkpoint::read_shard(reader, L, "").data());
+    for (int which = 0; which < 2; ++which)
+      t.set_whole_moment(c, which, checkpoint::read_shard(reader, L, kMoment[which]).data());
   }
 }
 

@@ -264,9 +264,12 @@ void check_trainable(const TrainSettings& s, Problems& problems) {
   if (m.is_moe())
     problems.add("mixture-of-experts models (" + m.name + ", " + n(m.experts) + " experts) are not trained by the "
                  "runtime yet", "train a dense model (--experts 0 or a gpt2-*/gpt3-* preset)", "train-moe");
-  if (x.zero > 1)
-    problems.add("ZeRO stage " + n(x.zero) + " is not implemented by the runtime (it shards the optimizer only)",
-                 "use --zero 0 or 1", "zero-stage");
+  // ZeRO 1-3 train (grad_sync.h, zero_shards.h). ZeRO-3 gathers each unit's fp32 master weights
+  // and the stage computes from them directly: there is no bf16 copy of a gathered unit yet.
+  if (x.zero >= 3 && x.precision == Precision::BF16)
+    problems.add("ZeRO-3 with bf16 mixed precision: the runtime gathers the fp32 master weights unit by unit and "
+                 "has no bf16 compute copy of a gathered unit",
+                 "use --zero 2 with --precision bf16, or --precision fp32 with --zero 3", "zero-stage");
   if (x.precision == Precision::FP16)
     problems.add("fp16 training (loss scaling) is not implemented by the runtime", "use --precision fp32 (or bf16 on "
                  "--device cuda)", "train-precision");

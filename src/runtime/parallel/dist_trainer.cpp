@@ -12,6 +12,7 @@
 #include "runtime/parallel/stage_split.h"
 #include "runtime/parallel/timed_communicator.h"
 #include "runtime/nn/gpt.h"
+#include "runtime/nn/init.h"
 #include "schedule/schedule.h"
 
 namespace trident::parallel {
@@ -54,8 +55,8 @@ struct Chunk {
   std::vector<int> slot_of;                             // micro-batch -> slot (-1: none)
   std::vector<DeviceBuffer> grad_send;                  // micro-batch -> copy of the input gradient being sent
   std::unique_ptr<GradSync> sync;
-  DeviceBuffer m, v;                                    // AdamW moments of the owned range
-  std::vector<engine::Segment> segments;
+  DeviceBuffer m, v;                                    // AdamW moments of the owned pieces (shard coordinates)
+  std::vector<std::vector<engine::Segment>> segments;   // per owned piece, offsets from its start
   size_t last_backward = 0;                             // index in the program of the step's last backward
                                                         // (of its last weight-gradient pass when split)
 };
@@ -139,18 +140,29 @@ DistTrainer::DistTrainer(const RunSpec& run, ProcessGroups& groups, const BatchS
     nn::Shard shard = shard_for(run.model, I.split, I.stage, c, run.layout.tp, groups.coords.tp());
     // ZB-H1 runs the backward in its two halves, as the schedule lists them.
     const bool split = run.exec.schedule == ScheduleKind::ZeroBubbleH1;
+    // The DP sync first: under ZeRO-2/3 it holds the stage's gradients (and weights) by unit.
+    const nn::ParamLayout layout(shard);
+    // Dense gradients reduce (and ZeRO shards) over dp x cp: each cp rank's are its tokens' share.
+    ch.sync = std::make_unique<GradSync>(groups.dense_grads(), layout, run.exec.zero, options.bucket_floats, *I.k);
     ch.stage = std::make_unique<nn::GptStage>(*I.k, shard, I.b, I.T, tp_comm, run.exec.sequence_parallel, options.compute,
-                                              run.exec.recompute, split, I.context.active() ? groups.cp.get() : nullptr);
-    ch.stage->init_params(options.seed);
+                                              run.exec.recompute, split, I.context.active() ? groups.cp.get() : nullptr,
+                                              ch.sync->units());
+    if (ch.stage->params()) {
+      ch.stage->init_params(options.seed);
+    } else {  // ZeRO-3: the same initial values, this rank's pieces only
+      std::vector<float> host(size_t(layout.total()), 0.0f);
+      nn::init_gpt2(layout, options.seed, host.data());
+      ch.sync->scatter_from_host(host.data(), ch.sync->units()->param_shard());
+    }
     ch.slot_of.assign(I.m, -1);
     ch.grad_send.resize(I.m);
-    // Dense gradients reduce over dp x cp: each cp rank's are its tokens' share.
-    ch.sync = std::make_unique<GradSync>(groups.dense_grads(), ch.stage->layout(), run.exec.zero, options.bucket_floats,
-                                         *I.k);
-    const int64_t owned = ch.sync->owned_end() - ch.sync->owned_begin();
-    ch.m = DeviceBuffer(*I.k, size_t(owned));
-    ch.v = DeviceBuffer(*I.k, size_t(owned));
-    ch.segments = engine::optimizer_segments(ch.stage->layout(), ch.sync->owned_begin(), ch.sync->owned_end());
+    ch.m = DeviceBuffer(*I.k, size_t(ch.sync->shard_floats()));
+    ch.v = DeviceBuffer(*I.k, size_t(ch.sync->shard_floats()));
+    for (const ShardPiece& p : ch.sync->pieces()) {
+      auto seg = engine::optimizer_segments(layout, p.begin, p.end);
+      for (auto& x : seg) x.offset -= p.begin;
+      ch.segments.push_back(std::move(seg));
+    }
     // Activation slots: the most micro-batches this chunk holds at once in the program (until
     // the backward, or until the weight-gradient pass when the backward is split).
     int64_t live = 0, peak = 0;
@@ -220,16 +232,29 @@ int64_t DistTrainer::chunks() const { return int64_t(impl_->chunks.size()); }
 const nn::ParamLayout& DistTrainer::chunk_layout(int64_t c) const { return impl_->chunks[c].stage->layout(); }
 const float* DistTrainer::chunk_params(int64_t c) const { return impl_->chunks[c].stage->params(); }
 nn::GptStage& DistTrainer::chunk_stage(int64_t c) { return *impl_->chunks[c].stage; }
-ChunkOptimizerState DistTrainer::chunk_optimizer_state(int64_t c) {
-  Chunk& ch = impl_->chunks[c];
-  return {ch.m.p, ch.v.p, ch.sync->owned_begin(), ch.sync->owned_end()};
-}
 kernels::Kernels& DistTrainer::kernels() { return *impl_->k; }
+int DistTrainer::zero_stage() const { return impl_->chunks.front().sync->stage(); }
 std::vector<float> DistTrainer::whole_moment(int64_t c, int which) {
   Chunk& ch = impl_->chunks[c];
   return ch.sync->gather_to_host(which == 0 ? ch.m.p : ch.v.p);
 }
-void DistTrainer::params_changed(int64_t c) { impl_->chunks[c].stage->params_updated(); }
+void DistTrainer::set_whole_moment(int64_t c, int which, const float* whole) {
+  Chunk& ch = impl_->chunks[c];
+  ch.sync->scatter_from_host(whole, which == 0 ? ch.m.p : ch.v.p);
+}
+std::vector<float> DistTrainer::whole_params(int64_t c) {
+  Chunk& ch = impl_->chunks[c];
+  if (!ch.stage->params()) return ch.sync->gather_to_host(ch.sync->units()->param_shard());
+  std::vector<float> out(size_t(ch.stage->layout().total()));
+  impl_->k->to_host(out.data(), ch.stage->params(), out.size());
+  return out;
+}
+void DistTrainer::set_whole_params(int64_t c, const float* whole) {
+  Chunk& ch = impl_->chunks[c];
+  if (!ch.stage->params()) return ch.sync->scatter_from_host(whole, ch.sync->units()->param_shard());
+  impl_->k->from_host(ch.stage->params(), whole, size_t(ch.stage->layout().total()));
+  ch.stage->params_updated();
+}
 const StageSplit& DistTrainer::split() const { return impl_->split; }
 
 double DistTrainer::evaluate(const BatchSource& data, int64_t batches) {
@@ -250,7 +275,10 @@ double DistTrainer::evaluate(const BatchSource& data, int64_t batches) {
       const int tag = int((1 << 29) + vs);
       if (vs > 0 && I.pp > 1) recv_message(*g.pp, acts.input(), int((vs - 1) % I.pp), tag)->wait();
       if (vs > 0 && I.pp == 1) I.k->convert(acts.input(), I.chunks[size_t(vs - 1)].slots.front()->output());
+      ZeroShards* units = ch.sync->units();
+      if (units) units->begin_pass(Pass::Forward);
       ch.stage->forward(acts, tokens.data(), targets.data());
+      if (units) units->end_pass();
       if (ch.stage->shard().has_output && g.coords.tp() == 0) loss_sum += ch.stage->loss_sum(acts);
       if (vs + 1 < virtual_stages && I.pp > 1)
         send_message(*g.pp, acts.output(), int((vs + 1) % I.pp), int((1 << 29) + vs + 1))->wait();
@@ -260,15 +288,24 @@ double DistTrainer::evaluate(const BatchSource& data, int64_t batches) {
   return loss_sum / (double(batches) * double(I.b * I.T));
 }
 
+ModelStateBytes DistTrainer::model_state_bytes() const {
+  ModelStateBytes b;
+  for (const auto& ch : impl_->chunks) {
+    const double whole = 4.0 * double(ch.stage->layout().total());
+    if (ch.stage->params()) b.weights += whole;
+    if (ch.stage->grads()) b.gradients += whole;
+    b.optimizer += 4.0 * double(ch.m.n + ch.v.n);
+    ch.sync->add_bytes(b);
+  }
+  return b;
+}
+
 double DistTrainer::allocated_bytes() const {
   double floats = 0;
-  for (const auto& ch : impl_->chunks) {
-    floats += 2.0 * ch.stage->layout().total();  // parameters + gradients
-    floats += double(ch.m.n + ch.v.n);
+  for (const auto& ch : impl_->chunks)
     for (const auto& g : ch.grad_send) floats += double(g.n);
-  }
   for (const auto& t : impl_->tokens) floats += 2.0 * double(t.size());  // tokens + targets (int32)
-  return floats * 4 + activation_bytes();
+  return floats * 4 + model_state_bytes().total() + activation_bytes();
 }
 
 ActivationMemory DistTrainer::activation_memory() const {
@@ -291,9 +328,11 @@ double DistTrainer::step(int64_t step) {
   const auto& program = I.schedule.programs[I.stage];
   const float dloss = float(1.0 / double(I.B * I.T));
 
+  double gather_wait0 = 0;  // ZeRO-3: seconds blocked on unit gathers before this step
   for (auto& ch : I.chunks) {
     ch.stage->zero_grads();
     ch.sync->start_step();
+    if (ch.sync->units()) gather_wait0 += ch.sync->units()->gather_wait_s();
   }
   // This replica's share of the global batch: sequences [dp_rank*B/dp + j*b, +b) for micro-batch j.
   for (int64_t j = 0; j < I.m; ++j)
@@ -331,6 +370,7 @@ double DistTrainer::step(int64_t step) {
     const Action& a = program[i];
     Chunk& ch = I.chunks[a.chunk];
     nn::GptStage& st = *ch.stage;
+    ZeroShards* units = ch.sync->units();
     const int mb = a.micro_batch;
     const int tag = message_tag(a, I.stage, I.pp, I.v);
     switch (a.kind) {
@@ -340,7 +380,9 @@ double DistTrainer::step(int64_t step) {
       case ActionKind::Forward: {
         nn::Activations& acts = acquire(ch, mb);
         timed_compute([&] {
+          if (units) units->begin_pass(Pass::Forward);
           st.forward(acts, I.tokens[mb].data(), I.targets[mb].data());
+          if (units) units->end_pass();
           if (st.shard().has_output) loss_sum += st.loss_sum(acts);
         });
         break;
@@ -356,13 +398,20 @@ double DistTrainer::step(int64_t step) {
         break;
       case ActionKind::BackwardInput:
         // Input gradients only (sent upstream next); the slot keeps what the weight pass reads.
-        timed_compute([&] { st.backward_input(acquire(ch, mb), I.tokens[mb].data(), I.targets[mb].data(), dloss); });
+        timed_compute([&] {
+          if (units) units->begin_pass(Pass::BackwardInput);
+          st.backward_input(acquire(ch, mb), I.tokens[mb].data(), I.targets[mb].data(), dloss);
+          if (units) units->end_pass();
+        });
         break;
       case ActionKind::Backward:
       case ActionKind::BackwardWeight: {
         nn::Activations& acts = acquire(ch, mb);
-        const bool last = i == ch.last_backward;
-        if (last) install_grad_hook(st, [&](int64_t b, int64_t e) { ch.sync->mark_ready(st.grads(), b, e); });
+        // ZeRO-2/3 reduce every micro-batch's gradients unit by unit as backward finishes them;
+        // plain DP and ZeRO-1 reduce once, from the chunk's last backward of the step.
+        const bool last = i == ch.last_backward, reduce = last || units;
+        if (reduce) install_grad_hook(st, [&](int64_t b, int64_t e) { ch.sync->mark_ready(st.grads(), b, e); });
+        if (units) units->begin_pass(a.kind == ActionKind::Backward ? Pass::Backward : Pass::BackwardWeight);
         if (a.kind == ActionKind::Backward) {
           timed_compute([&] { st.backward(acts, I.tokens[mb].data(), I.targets[mb].data(), dloss); });
         } else {
@@ -370,12 +419,13 @@ double DistTrainer::step(int64_t step) {
           timed_compute([&] { st.backward_weight(acts); });
           t.weight += t.compute - before;
         }
-        if (last) install_grad_hook(st, nullptr);
+        if (units) units->end_pass();
+        if (reduce) install_grad_hook(st, nullptr);
         ch.free_slots.push_back(ch.slot_of[mb]);
         ch.slot_of[mb] = -1;
         // The chunk's gradients are final after its last backward of the step: start the DP
         // reduction now, overlapping the rest of the program (other chunks, sends, the cool-down).
-        if (last) ch.sync->mark_ready(st.grads(), 0, st.layout().total());
+        if (reduce) ch.sync->mark_ready(st.grads(), 0, st.layout().total());
         break;
       }
       case ActionKind::SendGradient: {
@@ -417,13 +467,13 @@ double DistTrainer::step(int64_t step) {
       const int64_t off = I.stage == 0 ? L.wte : L.head_wte;
       const nn::TensorView* view = L.find("wte");
       const int64_t n = view ? view->size() : L.shard().vocab_local() * I.C();
-      g.embedding->all_reduce(mine.stage->grads() + off, n, comm::DType::F32, comm::ReduceOp::Sum);
+      g.embedding->all_reduce(mine.sync->grads_at(mine.stage->grads(), off), n, comm::DType::F32, comm::ReduceOp::Sum);
     } else if (I.v > 1) {  // pp == 1, interleaved: both copies on this rank
       const auto& L0 = first.stage->layout();
       const auto& L1 = last.stage->layout();
       const int64_t n = L0.shard().vocab_local() * I.C();
-      float* a = first.stage->grads() + L0.wte;
-      float* b = last.stage->grads() + L1.head_wte;
+      float* a = first.sync->grads_at(first.stage->grads(), L0.wte);
+      float* b = last.sync->grads_at(last.stage->grads(), L1.head_wte);
       I.k->add_inplace(kernels::Tensor(a, size_t(n)), kernels::Tensor(b, size_t(n)));
       I.k->copy(b, a, size_t(n));
     }
@@ -442,13 +492,15 @@ double DistTrainer::step(int64_t step) {
   double sq = 0;
   for (auto& ch : I.chunks) {
     const auto& L = ch.stage->layout();
-    const int64_t lo_own = ch.sync->owned_begin(), hi_own = ch.sync->owned_end();
     if (!sharded && g.dense_grads().rank() != 0) continue;
-    for (const auto& view : L.tensors()) {
-      if (!view.tp_primary(g.coords.tp())) continue;
-      if (view.offset == L.head_wte && L.head_wte != L.wte) continue;
-      const int64_t lo = std::max(view.offset, lo_own), hi = std::min(view.offset + view.size(), hi_own);
-      if (hi > lo) sq += I.k->sum_squares(ch.stage->grads() + lo, size_t(hi - lo));
+    for (const ShardPiece& p : ch.sync->pieces()) {
+      const float* grads = ch.sync->piece_grads(ch.stage->grads(), p);  // the piece's first element
+      for (const auto& view : L.tensors()) {
+        if (!view.tp_primary(g.coords.tp())) continue;
+        if (view.offset == L.head_wte && L.head_wte != L.wte) continue;
+        const int64_t lo = std::max(view.offset, p.begin), hi = std::min(view.offset + view.size(), p.end);
+        if (hi > lo) sq += I.k->sum_squares(grads + (lo - p.begin), size_t(hi - lo));
+      }
     }
   }
   all_reduce_f64(*g.world, &sq, 1, comm::ReduceOp::Sum);
@@ -456,9 +508,13 @@ double DistTrainer::step(int64_t step) {
   const double lr = engine::learning_rate(I.opt.adamw, step);
   const double scale = engine::clip_scale(I.opt.adamw, grad_norm_);
   for (auto& ch : I.chunks) {
-    const int64_t own = ch.sync->owned_begin();
-    engine::adamw_update(*I.k, ch.segments, ch.stage->params(), ch.stage->grads(), ch.m.p - own, ch.v.p - own,
-                         I.opt.adamw, lr, scale, step + 1);
+    const auto& pieces = ch.sync->pieces();
+    for (size_t j = 0; j < pieces.size(); ++j) {
+      const ShardPiece& p = pieces[j];
+      engine::adamw_update(*I.k, ch.segments[j], ch.sync->piece_params(ch.stage->params(), p),
+                           ch.sync->piece_grads(ch.stage->grads(), p), ch.m.p + p.shard, ch.v.p + p.shard, I.opt.adamw,
+                           lr, scale, step + 1);
+    }
   }
   t.optimizer = since(t_opt);
   t.compute += t.optimizer;
@@ -466,7 +522,15 @@ double DistTrainer::step(int64_t step) {
     auto t0 = clock_type::now();
     for (auto& ch : I.chunks) ch.sync->all_gather_params(ch.stage->params());
     t.dp_exposed += since(t0);
+    t.zero_gather += since(t0);
   }
+  // ZeRO-3's gathers ran inside the forward and backward passes: exposed DP time, not compute.
+  double gather_wait = -gather_wait0;
+  for (auto& ch : I.chunks)
+    if (ch.sync->units()) gather_wait += ch.sync->units()->gather_wait_s();
+  t.compute -= gather_wait;
+  t.dp_exposed += gather_wait;
+  t.zero_gather += gather_wait;
   for (auto& ch : I.chunks) ch.stage->params_updated();  // the bf16 compute copy (no-op in fp32)
 
   // Mean loss over the global batch: the last stage's tp rank 0 of each replica contributes.

@@ -15,6 +15,7 @@
 
 #include "core/run_spec.h"
 #include "runtime/parallel/batch_source.h"
+#include "runtime/parallel/zero_shards.h"
 #include "runtime/parallel/process_groups.h"
 #include "runtime/parallel/stage_split.h"
 #include "runtime/engine/optimizer.h"
@@ -36,14 +37,6 @@ struct TrainerOptions {
   kernels::DType compute = kernels::DType::F32;  // the model's compute dtype (BF16: mixed precision)
 };
 
-// AdamW moments of one chunk: elements [owned_begin, owned_end) of its flat layout (all of it
-// without ZeRO-1), in the kernels' device memory.
-struct ChunkOptimizerState {
-  float* m = nullptr;
-  float* v = nullptr;
-  int64_t owned_begin = 0, owned_end = 0;
-};
-
 // Seconds of one step on one rank, by what the rank was doing.
 struct PhaseTimes {
   double compute = 0;      // forward + backward kernels (TP collectives excluded) + optimizer
@@ -56,6 +49,7 @@ struct PhaseTimes {
   double total = 0;        // wall time of the step
   double cp = 0;           // waiting on the context-parallel ring's KV exchange (what attention did not hide)
   double cp_attention = 0; // ring attention's block compute (part of compute, listed apart)
+  double zero_gather = 0;  // waits on ZeRO weight all-gathers (part of dp_exposed, listed apart)
   double other() const { return total - compute - tp - cp - pp - bubble - dp_exposed; }
 };
 
@@ -83,6 +77,9 @@ class DistTrainer {
 
   // Bytes this rank allocated for parameters, gradients, optimizer state, activations and buffers.
   double allocated_bytes() const;
+  // Of them, the model states (weights, gradients, moments, ZeRO buffers), by kind.
+  ModelStateBytes model_state_bytes() const;
+  int zero_stage() const;  // the ZeRO stage in effect (0 when dp is 1)
   // Peak activation memory of this rank (what plan::stage_memory predicts as activations_bytes).
   ActivationMemory activation_memory() const;
   double activation_bytes() const { return activation_memory().total(); }
@@ -96,17 +93,18 @@ class DistTrainer {
   // The chunks this rank holds (for tests comparing parameters).
   int64_t chunks() const;
   const nn::ParamLayout& chunk_layout(int64_t chunk) const;
+  // The stage's whole fp32 parameters (device); null under ZeRO-3 (use whole_params).
   const float* chunk_params(int64_t chunk) const;
-  // Checkpoints read and write the chunks' parameters and optimizer state through these.
   nn::GptStage& chunk_stage(int64_t chunk);
-  ChunkOptimizerState chunk_optimizer_state(int64_t chunk);
-  // Host copy of a chunk's whole AdamW moment (which: 0 = m, 1 = v) over its flat layout,
-  // gathered over DP through device buffers under ZeRO-1: a collective, every DP rank calls it.
+  // Checkpoints read and write the chunks' parameters and optimizer state through these: host
+  // copies over the chunk's whole flat layout, gathered over DP where they are sharded (ZeRO-1
+  // and up for the moments, which: 0 = m, 1 = v; ZeRO-3 for the parameters): collectives,
+  // every DP rank calls them. set_* take a whole buffer and keep this rank's part.
   std::vector<float> whole_moment(int64_t chunk, int which);
+  std::vector<float> whole_params(int64_t chunk);
+  void set_whole_moment(int64_t chunk, int which, const float* whole);
+  void set_whole_params(int64_t chunk, const float* whole);
   kernels::Kernels& kernels();
-  // After writing a chunk's params() from outside (a checkpoint): the stage refreshes what it
-  // derives from the fp32 master weights.
-  void params_changed(int64_t chunk);
   const StageSplit& split() const;
 
  private:

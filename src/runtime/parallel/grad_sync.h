@@ -12,15 +12,22 @@
 // and all_gather_params() brings every rank the updated parameters. The staging buffers come
 // from the kernels' allocator and are copied with its device copy, so on a GPU the
 // communicator (NCCL) is handed device memory only.
+//
+// ZeRO-2 / ZeRO-3: ZeroShards (zero_shards.h) holds the gradients (and weights) unit by unit as
+// the stage's UnitStorage; GradSync forwards the hook, finish and gathers to it. Whatever the
+// stage, pieces() says which parts of the flat layout this rank updates and where their
+// moments sit (one piece [0, total) without sharding, the ZeRO-1 slice, or one piece per unit).
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "runtime/comm/communicator.h"
 #include "runtime/kernels/ops.h"
 #include "runtime/nn/param_layout.h"
 #include "runtime/parallel/device_buffer.h"
+#include "runtime/parallel/zero_shards.h"
 
 namespace trident::parallel {
 
@@ -29,9 +36,21 @@ class GradSync {
   GradSync(comm::Communicator& dp, const nn::ParamLayout& layout, int zero, int64_t bucket_floats,
            kernels::Kernels& k);
 
-  int64_t owned_begin() const { return owned_begin_; }
+  int64_t owned_begin() const { return owned_begin_; }  // ZeRO-1's slice (the whole buffer unsharded)
   int64_t owned_end() const { return owned_end_; }
   bool sharded() const { return zero_ >= 1 && dp_.size() > 1; }
+  int stage() const { return sharded() ? zero_ : 0; }  // the ZeRO stage in effect (0 when dp is 1)
+  // What this rank updates: flat ranges and their place in the shard buffers (moments).
+  const std::vector<ShardPiece>& pieces() const { return pieces_; }
+  int64_t shard_floats() const { return shard_floats_; }
+  // ZeRO-2/3: the stage's unit storage (null otherwise).
+  ZeroShards* units() { return units_.get(); }
+  // Where the optimizer finds a piece's gradients and weights (the stage's whole buffers, or
+  // the shards), and a gradient by flat offset for the tied-embedding sum (the stage's buffer,
+  // or a deferred unit's).
+  float* piece_grads(float* stage_grads, const ShardPiece& p);
+  float* piece_params(float* stage_params, const ShardPiece& p);
+  float* grads_at(float* stage_grads, int64_t offset);
   size_t bucket_count() const { return buckets_.size(); }
   // Buckets whose reduction has started this step (tests: overlap with backward).
   size_t launched_buckets() const;
@@ -48,6 +67,10 @@ class GradSync {
   // at `owned` (device memory; e.g. an AdamW moment): gathered over DP under ZeRO-1 (a
   // collective: every DP rank calls it), copied as it is otherwise.
   std::vector<float> gather_to_host(const float* owned);
+  // The reverse: this rank's part of a whole host buffer into `owned` (shard coordinates).
+  void scatter_from_host(const float* whole, float* owned);
+  // Bytes of the model states this sync holds (shards, unit buffers, staging); adds them to b.
+  void add_bytes(ModelStateBytes& b) const;
 
  private:
   struct Bucket {
@@ -63,6 +86,9 @@ class GradSync {
   int64_t ready_from_;           // lowest offset whose gradients are final
   int64_t owned_begin_ = 0, owned_end_ = 0, padded_ = 0;
   DeviceBuffer scratch_, slice_;  // ZeRO-1 staging: the padded whole buffer, this rank's slice
+  std::vector<ShardPiece> pieces_;
+  int64_t shard_floats_ = 0;
+  std::unique_ptr<ZeroShards> units_;
 };
 
 }  // namespace trident::parallel

@@ -12,7 +12,7 @@ namespace {
 
 struct Means {
   double total = 0, compute = 0, tp = 0, pp = 0, bubble = 0, dp = 0, optimizer = 0, weight = 0, other = 0;
-  double cp = 0, cp_attention = 0;
+  double cp = 0, cp_attention = 0, gather = 0;
 };
 
 Means rank_means(const RehearsalData& d, size_t rank) {
@@ -22,11 +22,11 @@ Means rank_means(const RehearsalData& d, size_t rank) {
     const PhaseTimes& t = d.times[s][rank];
     m.total += t.total, m.compute += t.compute, m.tp += t.tp, m.pp += t.pp, m.bubble += t.bubble;
     m.dp += t.dp_exposed, m.optimizer += t.optimizer, m.weight += t.weight, m.other += t.other();
-    m.cp += t.cp, m.cp_attention += t.cp_attention;
+    m.cp += t.cp, m.cp_attention += t.cp_attention, m.gather += t.zero_gather;
   }
   if (n > 0)
     for (double* x : {&m.total, &m.compute, &m.tp, &m.pp, &m.bubble, &m.dp, &m.optimizer, &m.weight, &m.other, &m.cp,
-                      &m.cp_attention})
+                      &m.cp_attention, &m.gather})
       *x /= double(n);
   return m;
 }
@@ -37,11 +37,11 @@ Means overall(const RehearsalData& d) {
     Means m = rank_means(d, r);
     o.total += m.total, o.compute += m.compute, o.tp += m.tp, o.pp += m.pp, o.bubble += m.bubble;
     o.dp += m.dp, o.optimizer += m.optimizer, o.weight += m.weight, o.other += m.other;
-    o.cp += m.cp, o.cp_attention += m.cp_attention;
+    o.cp += m.cp, o.cp_attention += m.cp_attention, o.gather += m.gather;
   }
   const double n = double(std::max<size_t>(1, d.ranks.size()));
   for (double* x : {&o.total, &o.compute, &o.tp, &o.pp, &o.bubble, &o.dp, &o.optimizer, &o.weight, &o.other, &o.cp,
-                    &o.cp_attention})
+                    &o.cp_attention, &o.gather})
     *x /= n;
   return o;
 }
@@ -122,6 +122,8 @@ std::string rehearsal_text(const RehearsalData& d) {
   row("PP transfers", o.pp, p.pp_s);
   row("bubble idle", o.bubble, p.bubble_s);
   row("DP exposed", o.dp, p.dp_s);
+  if (d.run.exec.zero >= 1 && d.run.layout.dp > 1)  // part of DP exposed: waits on weight all-gathers
+    row("  of it ZeRO gathers", o.gather, p.zero_gather_s);
   row("other (host work)", o.other, 0);
   out += "  step time            " + fmt("%8.2f ms", o.total * 1e3);
   if (d.prediction) out += fmt("  %8.2f ms", p.step_s * 1e3) + fmt("  (measured / predicted = %.2f)", o.total / p.step_s);
@@ -164,7 +166,7 @@ nlohmann::json rehearsal_json(const RehearsalData& d) {
       ranks.push_back({{"rank", r}, {"total_s", t.total}, {"compute_s", t.compute}, {"tp_s", t.tp},
                        {"pp_s", t.pp}, {"bubble_s", t.bubble}, {"dp_exposed_s", t.dp_exposed},
                        {"optimizer_s", t.optimizer}, {"weight_grad_s", t.weight}, {"other_s", t.other()},
-                       {"cp_exchange_s", t.cp}, {"cp_attention_s", t.cp_attention}});
+                       {"cp_exchange_s", t.cp}, {"cp_attention_s", t.cp_attention}, {"zero_gather_s", t.zero_gather}});
     }
     steps.push_back({{"step", s}, {"loss", d.losses.at(s)}, {"ranks", ranks}});
   }
@@ -179,7 +181,7 @@ nlohmann::json rehearsal_json(const RehearsalData& d) {
                    {"shares", {{"compute", o.compute / o.total}, {"tp", o.tp / o.total}, {"pp", o.pp / o.total},
                                {"bubble", o.bubble / o.total}, {"dp_exposed", o.dp / o.total},
                                {"other", o.other / o.total}, {"weight_grad", o.weight / o.total},
-                               {"cp_exchange", o.cp / o.total}}}};
+                               {"cp_exchange", o.cp / o.total}, {"zero_gathers", o.gather / o.total}}}};
   if (d.prediction) {
     const Prediction& p = *d.prediction;
     json cost = json::object();
@@ -189,7 +191,8 @@ nlohmann::json rehearsal_json(const RehearsalData& d) {
                       {"step_s", p.step_s}, {"peak_memory_bytes", p.peak_memory_bytes},
                       {"shares", {{"compute", (p.compute_s + p.optimizer_s) / p.step_s}, {"tp", p.tp_s / p.step_s},
                                   {"pp", p.pp_s / p.step_s}, {"bubble", p.bubble_s / p.step_s},
-                                  {"dp_exposed", p.dp_s / p.step_s}, {"cp_exchange", p.cp_s / p.step_s}}}};
+                                  {"dp_exposed", p.dp_s / p.step_s}, {"cp_exchange", p.cp_s / p.step_s},
+                                  {"zero_gathers", p.zero_gather_s / p.step_s}}}};
   } else {
     j["predicted"] = nullptr;
     j["prediction_missing"] = d.prediction_missing;
@@ -244,6 +247,7 @@ Prediction predict(const RunSpec& run, const std::string& cluster_toml, int64_t 
   p.bubble_s = e.time.bubble;
   p.dp_s = e.time.dp_comm;
   p.cp_s = e.time.cp_comm;
+  p.zero_gather_s = e.dp.weight_gather_exposed_s;
   p.optimizer_s = e.time.optimizer;
   p.peak_memory_bytes = e.peak_memory().total_bytes();
   return p;

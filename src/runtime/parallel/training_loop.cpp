@@ -384,21 +384,22 @@ int train(const TrainSettings& settings, const Problems& parsed, bool mpi) {
   const auto t_start = std::chrono::steady_clock::now();
   double timed_s = 0.0, last_val = NAN, last_loss = NAN;
   int64_t timed_steps = 0;
-  const int fields = 10;
+  const int fields = 11;
   for (int64_t step = first; step < stop_at; ++step) {
     if (s.before_step) s.before_step(step, rank);
     const double loss = last_loss = trainer.step(step);
     const int64_t done = step + 1;  // steps counted from 1
     const PhaseTimes& t = trainer.last_times();
     float mine[fields] = {float(t.compute), float(t.tp), float(t.pp), float(t.bubble), float(t.dp_exposed),
-                          float(t.optimizer), float(t.weight), float(t.total), float(t.cp), float(t.cp_attention)};
+                          float(t.optimizer), float(t.weight), float(t.total), float(t.cp), float(t.cp_attention),
+                          float(t.zero_gather)};
     std::vector<float> all(size_t(fields) * world);
     groups.world->all_gather(mine, all.data(), fields, comm::DType::F32);
     std::vector<PhaseTimes> row(world);
     double seconds = 0;
     for (int r = 0; r < world; ++r) {
       const float* x = &all[size_t(r) * fields];
-      row[r] = PhaseTimes{x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], x[8], x[9]};
+      row[r] = PhaseTimes{x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], x[8], x[9], x[10]};
       seconds = std::max(seconds, double(x[7]));
     }
     seconds = world == 1 ? t.total : seconds;
