@@ -30,7 +30,8 @@ std::vector<OptionDef> run_options() {
       // file's own [cost] keys).
       {"cost", "cost", "cost table TOML for the rehearsal report's prediction (as plan --cost)", false, "FILE",
        "the --prediction-cluster file's [cost]"},
-      {"bucket-mib", "distributed", "data-parallel gradient bucket, MiB (default 4)", false, "NUM", "4"},
+      {"bucket-mib", "distributed", "data-parallel gradient bucket of the plain-DP all-reduce, MiB (default 4; "
+       "ZeRO-1 reduces the whole buffer, ZeRO-2/3 layer by layer)", false, "NUM", "4"},
   };
 }
 

@@ -266,8 +266,13 @@ double DistTrainer::evaluate(const BatchSource& data, int64_t batches) {
   // Micro-batch j of the validation set goes to replica j % dp; within a replica the
   // activations walk the virtual stages in order (stage k = chunk * pp + pipeline stage), each
   // rank acting on the ones it holds, so every receive has its send already on its way.
-  for (int64_t j = I.dp_rank; j < batches; j += I.dp) {
-    I.fetch(data, 0, j * I.b, tokens.data(), targets.data());
+  // ZeRO-3's forward gathers weights over the DP group, so every replica runs as many forwards:
+  // a replica without a micro-batch left runs one more on micro-batch 0 and does not count it.
+  const bool gathers = I.chunks.front().sync->units() && I.chunks.front().sync->stage() >= 3;
+  const int64_t rounds = gathers ? (batches + I.dp - 1) / I.dp * I.dp : batches;
+  for (int64_t j = I.dp_rank; j < rounds; j += I.dp) {
+    const bool counted = j < batches;
+    I.fetch(data, 0, (counted ? j : 0) * I.b, tokens.data(), targets.data());
     for (int64_t vs = 0; vs < virtual_stages; ++vs) {
       if (vs % I.pp != I.stage) continue;
       Chunk& ch = I.chunks[size_t(vs / I.pp)];
@@ -279,7 +284,7 @@ double DistTrainer::evaluate(const BatchSource& data, int64_t batches) {
       if (units) units->begin_pass(Pass::Forward);
       ch.stage->forward(acts, tokens.data(), targets.data());
       if (units) units->end_pass();
-      if (ch.stage->shard().has_output && g.coords.tp() == 0) loss_sum += ch.stage->loss_sum(acts);
+      if (counted && ch.stage->shard().has_output && g.coords.tp() == 0) loss_sum += ch.stage->loss_sum(acts);
       if (vs + 1 < virtual_stages && I.pp > 1)
         send_message(*g.pp, acts.output(), int((vs + 1) % I.pp), int((1 << 29) + vs + 1))->wait();
     }
