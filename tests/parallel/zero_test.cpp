@@ -67,7 +67,7 @@ TEST(Zero, zero2_reduces_units_during_backward_with_a_few_unit_buffers) {
     const nn::ParamLayout layout(shard);
     GradSync sync(*g.dp, layout, 2, 1 << 20, *k);
     ASSERT_NE(sync.units(), nullptr);
-    nn::GptStage stage(*k, shard, 2, 16, nullptr, false, kernels::DType::F32, Recompute::None, false, sync.units());
+    nn::GptStage stage(*k, shard, 2, 16, nullptr, false, kernels::DType::F32, Recompute::None, false, nullptr, sync.units());
     EXPECT_EQ(stage.grads(), nullptr) << "the stage keeps no whole gradient buffer under ZeRO-2";
     std::vector<float> host(size_t(layout.total()));
     nn::init_gpt2(layout, 1, host.data());
