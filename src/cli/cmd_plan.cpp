@@ -136,7 +136,9 @@ Runner setup_plan(CLI::App& cmd) {
       why = plan::rationale(model, cluster, exec.global_batch_size, space, result.best.front(), out.overhead_bytes);
     // The planner marks a recipe the runtime cannot rehearse (the runtime's own run check says why).
     std::optional<parallel::RehearsalCheck> rehearsal;
+#ifndef TRIDENT_PLAN_ONLY  // the Python module plans without the runtime (no MPI, no BLAS): no run check there
     if (!result.best.empty()) rehearsal = parallel::rehearsal_check(result.best.front().run);
+#endif
     std::optional<TimeToTrain> ttt;
     if (budget.train_tokens && !result.best.empty()) {
       const auto& b = result.best.front();
@@ -149,7 +151,7 @@ Runner setup_plan(CLI::App& cmd) {
         page = run_page(result.best.front().run, result.best.front(), "trident plan: " + describe_model(model));
         page.findings = findings_table(findings.front());
         if (ttt) page.summary.push_back(time_to_train_text(*ttt));
-        page.summary.push_back(rehearsal_text(*rehearsal, result.best.front().run));
+        if (rehearsal) page.summary.push_back(rehearsal_text(*rehearsal, result.best.front().run));
       } else {
         page.title = "trident plan: " + describe_model(model);
         page.notes.push_back("no layout fits: see the text output for the rejected counts");
