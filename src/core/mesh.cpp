@@ -170,7 +170,8 @@ GroupLink Mesh::link_of(const std::vector<int64_t>& ranks, const ClusterSpec& cl
   GroupLink link;
   const int64_t hosts_per_domain = std::max<int64_t>(cluster.hosts_per_nvlink_domain, 1);
   for (int64_t r : ranks) link.nodes.push_back(node_of(r));
-  std::sort(link.nodes.begin(), link.nodes.end());
+  // Groups list their ranks ascending almost always: sort only when they do not.
+  if (!std::is_sorted(link.nodes.begin(), link.nodes.end())) std::sort(link.nodes.begin(), link.nodes.end());
   link.nodes.erase(std::unique(link.nodes.begin(), link.nodes.end()), link.nodes.end());
   for (int64_t n : link.nodes) link.domains.push_back(n / hosts_per_domain);
   link.domains.erase(std::unique(link.domains.begin(), link.domains.end()), link.domains.end());

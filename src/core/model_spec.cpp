@@ -39,10 +39,15 @@ ParamCount count_parameters(const ModelSpec& m) {
     total = C(m.moe_dense_layers) * dense_layer + C(m.moe_layers()) * per_layer + ends;
     active = total - C(m.moe_layers()) * (E - C(m.experts_per_token)) * expert;
   }
-  const std::string what = "the parameter count of " + m.name + " (" + std::to_string(m.layers) + " layers, hidden " +
-                           std::to_string(m.hidden) + ", ffn " + std::to_string(m.ffn_hidden) + ", vocab " +
-                           std::to_string(m.vocab) + (m.is_moe() ? ", " + std::to_string(m.experts) + " experts" : "") +
-                           ")";
+  // The message is built only when something overflowed: the planner counts parameters for every
+  // candidate it estimates.
+  std::string what;
+  for (const C& x : {total, active, attention, mlp, norms, per_layer, token_embedding, position_embedding, final_norm,
+                     output_layer, dense_layer, router, expert, routed, shared})
+    if (!x.ok() && what.empty())
+      what = "the parameter count of " + m.name + " (" + std::to_string(m.layers) + " layers, hidden " +
+             std::to_string(m.hidden) + ", ffn " + std::to_string(m.ffn_hidden) + ", vocab " +
+             std::to_string(m.vocab) + (m.is_moe() ? ", " + std::to_string(m.experts) + " experts" : "") + ")";
   ParamCount c;
   c.total = total.value(what);  // throws InputError naming the sizes when anything overflowed
   c.active = active.value(what);

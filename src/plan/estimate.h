@@ -8,28 +8,11 @@
 #include "core/run_spec.h"
 #include "plan/context_parallel.h"
 #include "plan/cost_model.h"
+#include "plan/dim_link.h"
 #include "plan/memory_model.h"
 #include "plan/mixture_of_experts.h"
 
 namespace trident::plan {
-
-// The slowest group of one kind: its link and the most members it has on one node.
-struct DimLink {
-  GroupLink link;
-  int64_t members_per_node = 1;  // largest number of the group's GPUs sharing a node (NVLink domain)
-  int64_t groups_crossing_domains = 0;  // groups that leave their NVLink domain (a node, unless it spans hosts)
-  int64_t groups = 0;
-};
-DimLink dim_link(const Mesh& mesh, Dim dim, const ClusterSpec& cluster);
-
-struct Links {
-  DimLink tp, pp, dp;
-  DimLink cp, ep;   // default (size 1) when the layout has no cp / ep
-  DimLink dcp;      // dense gradients: dp x cp (= dp without cp)
-  DimLink edp;      // expert gradients: dp x cp / ep (= dcp without ep)
-  GroupLink embedding;  // first <-> last stage of pipeline 0 (tied embedding sync)
-};
-Links mesh_links(const Mesh& mesh, const ClusterSpec& cluster);
 
 struct TimeBreakdown {
   double step = 0;

@@ -17,7 +17,11 @@ StateBytes state_bytes(Precision precision, int grad_bits) {
 
 StageParams stage_params(const ModelSpec& m, int64_t tp, int64_t pp, int64_t layers_on_stage, bool first,
                          bool last, int64_t ep) {
-  const ParamCount pc = count_parameters(m);
+  return stage_params(m, count_parameters(m), tp, pp, layers_on_stage, first, last, ep);
+}
+
+StageParams stage_params(const ModelSpec& m, const ParamCount& pc, int64_t tp, int64_t pp, int64_t layers_on_stage,
+                         bool first, bool last, int64_t ep) {
   const double t = double(tp);
   const double vocab = double(padded_vocab(m.vocab, tp));
   StageParams sp;
@@ -25,7 +29,7 @@ StageParams stage_params(const ModelSpec& m, int64_t tp, int64_t pp, int64_t lay
   sp.layer_params = double(layers_on_stage) * (double(pc.attention_per_layer + pc.mlp_per_layer) / t +
                                                double(pc.norms_per_layer));
   if (m.is_moe()) {
-    const MoeParams mp = moe_params_per_layer(m, tp, ep);
+    const MoeParams mp = moe_params_per_layer(m, pc, tp, ep);
     sp.layer_params = double(layers_on_stage) * mp.dense;
     sp.expert_params = double(layers_on_stage) * mp.experts;
   }
@@ -120,13 +124,16 @@ std::vector<StageMemory> stage_memory(const ModelSpec& full, const ExecutionSpec
   const double edp = d / double(ep);  // ranks sharing the same experts
   const double sbh = double(m.seq_len) * e.micro_batch_size * m.hidden;
   const double el = e.precision == Precision::FP32 ? 4 : 2;
+  const ParamCount pc = count_parameters(full);  // once for every stage
+  // ZeRO-3's gathered layer (the per-layer terms do not depend on the sequence length).
+  const double gathered_layer = double(pc.attention_per_layer + pc.mlp_per_layer) / t + double(pc.norms_per_layer);
   std::vector<StageMemory> out(layers.size());
   for (size_t i = 0; i < layers.size(); ++i) {
     StageMemory& s = out[i];
     const bool first = i == 0, last = i + 1 == layers.size();
     s.stage = int64_t(i);
     s.layers = layers[i];
-    s.params = stage_params(full, in.tp, in.pp, layers[i], first, last, ep);
+    s.params = stage_params(full, pc, in.tp, in.pp, layers[i], first, last, ep);
     const double p = s.params.dense(), x = s.params.expert_params;
     s.weights_bytes = p * sb.weights / (e.zero >= 3 ? d : 1.0);
     s.gradients_bytes = p * sb.gradients / (e.zero >= 2 ? d : 1.0);
@@ -165,9 +172,7 @@ std::vector<StageMemory> stage_memory(const ModelSpec& full, const ExecutionSpec
       // ZeRO-3 / FSDP gathers each layer's weights (16-bit; fp32 when training in fp32) whole
       // before using it, and the next one ahead (prefetch): two layers' unsharded weights are
       // resident besides the shards.
-      const ParamCount pc = count_parameters(m);
-      const double layer = double(pc.attention_per_layer + pc.mlp_per_layer) / t + double(pc.norms_per_layer);
-      s.gathered_weights_bytes = 2 * layer * el;
+      s.gathered_weights_bytes = 2 * gathered_layer * el;
     }
   }
   return out;

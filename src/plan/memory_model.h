@@ -31,6 +31,10 @@ struct StageParams {
 };
 StageParams stage_params(const ModelSpec& model, int64_t tp, int64_t pp, int64_t layers_on_stage, bool first,
                          bool last, int64_t ep = 1);
+// Same with the model's parameter count already made (count_parameters(model)): a stage split
+// counts the model once, not once per stage.
+StageParams stage_params(const ModelSpec& model, const ParamCount& pc, int64_t tp, int64_t pp, int64_t layers_on_stage,
+                         bool first, bool last, int64_t ep);
 
 // Activation bytes one layer keeps for one micro-batch, per GPU (Korthikanti Table 2). With
 // context parallel pass the per-rank model (per_rank_sequence): s / cp tokens, and the scores

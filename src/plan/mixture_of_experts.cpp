@@ -76,7 +76,10 @@ double moe_mlp_activation_elements(const ModelSpec& m, double sb) {
 }
 
 MoeParams moe_params_per_layer(const ModelSpec& m, int64_t tp, int64_t ep) {
-  const ParamCount pc = count_parameters(m);
+  return moe_params_per_layer(m, count_parameters(m), tp, ep);
+}
+
+MoeParams moe_params_per_layer(const ModelSpec& m, const ParamCount& pc, int64_t tp, int64_t ep) {
   const double t = double(std::max<int64_t>(tp, 1)), share = moe_layer_share(m);
   MoeParams p;
   // Matrices split over tp, the norms and the router replicated.

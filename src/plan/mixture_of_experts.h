@@ -65,5 +65,7 @@ struct MoeParams {
   double experts = 0;
 };
 MoeParams moe_params_per_layer(const ModelSpec& model, int64_t tp, int64_t ep);
+// Same with the model's parameter count already made (count_parameters(model)).
+MoeParams moe_params_per_layer(const ModelSpec& model, const ParamCount& pc, int64_t tp, int64_t ep);
 
 }  // namespace trident::plan
