@@ -49,7 +49,7 @@ Timing plan_once(const Case& c) {
     const double t0 = cpu_seconds();
     const plan::SearchResult r = plan::search(model, cluster, c.global_batch, space, 5, overhead);
     const double t1 = cpu_seconds();
-    if (!r.best.empty()) plan::rationale(model, cluster, c.global_batch, space, r.best.front(), overhead);
+    if (!r.best.empty()) plan::rationale(model, cluster, c.global_batch, r, overhead);
     const double s = cpu_seconds() - t0;
     if (s < t.seconds) {
       t.seconds = s;

@@ -133,7 +133,7 @@ Runner setup_plan(CLI::App& cmd) {
     for (const auto& e : result.best) findings.push_back(plan::lint_run(e.run, {}, out.overhead_bytes).findings);
     std::vector<std::string> why;
     if (!result.best.empty())
-      why = plan::rationale(model, cluster, exec.global_batch_size, space, result.best.front(), out.overhead_bytes);
+      why = plan::rationale(model, cluster, exec.global_batch_size, result, out.overhead_bytes);
     // The planner marks a recipe the runtime cannot rehearse (the runtime's own run check says why).
     std::optional<parallel::RehearsalCheck> rehearsal;
 #ifndef TRIDENT_PLAN_ONLY  // the Python module plans without the runtime (no MPI, no BLAS): no run check there

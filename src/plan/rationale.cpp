@@ -22,13 +22,16 @@ std::string short_layout(const Estimate& e) {
                      r.exec.zero, to_string(r.exec.recompute), r.exec.sequence_parallel ? ", sp" : "");
 }
 
-// Best layout with some dimensions fixed (the search is fast enough to ask it again).
+// Best layout with some dimensions fixed: from the winner's search when it covered them, else
+// searched again.
 std::optional<Estimate> best_with(const ModelSpec& m, const ClusterSpec& cl, int64_t B, SearchSpace space,
                                   std::optional<int64_t> tp, std::optional<int64_t> pp, double overhead,
-                                  const CostConstants& c, bool pp_above_one = false) {
+                                  const CostConstants& c, const SearchResult* searched, bool pp_above_one = false) {
   space.tp = tp;
   space.pp = pp;
   if (!pp_above_one) {
+    if (searched)
+      if (auto known = best_within(*searched, space)) return *known;
     auto r = search(m, cl, B, space, 1, overhead, c);
     if (r.best.empty()) return std::nullopt;
     return r.best.front();
@@ -37,9 +40,8 @@ std::optional<Estimate> best_with(const ModelSpec& m, const ClusterSpec& cl, int
   const int64_t world = cl.world_size();
   for (int64_t p = 2; p <= std::min<int64_t>(m.layers, world); ++p) {
     if (world % p != 0 || (tp && (world / p) % *tp != 0)) continue;
-    space.pp = p;
-    auto r = search(m, cl, B, space, 1, overhead, c);
-    if (!r.best.empty() && (!best || r.best.front().tokens_per_s > best->tokens_per_s)) best = r.best.front();
+    auto r = best_with(m, cl, B, space, tp, p, overhead, c, searched);
+    if (r && (!best || r->tokens_per_s > best->tokens_per_s)) best = r;
   }
   return best;
 }
@@ -81,8 +83,10 @@ std::string rule_of_thumb(const ModelSpec& m, const ClusterSpec& cl) {
   return "plain DP";
 }
 
-std::vector<std::string> rationale(const ModelSpec& m, const ClusterSpec& cl, int64_t B, const SearchSpace& given,
-                                   const Estimate& win, double overhead, const CostConstants& c) {
+namespace {
+std::vector<std::string> explain(const ModelSpec& m, const ClusterSpec& cl, int64_t B, const SearchSpace& given,
+                                 const Estimate& win, double overhead, const CostConstants& c,
+                                 const SearchResult* searched) {
   std::vector<std::string> out;
   // The chapter's steps 1-4 are about DP, TP and PP: they are asked without cp and ep (unless the
   // user fixed them); steps 5 and 6 say where cp and ep enter.
@@ -96,7 +100,7 @@ std::vector<std::string> rationale(const ModelSpec& m, const ClusterSpec& cl, in
   const int64_t world = cl.world_size();
 
   // 1. Plain DP.
-  auto dp_only = best_with(m, cl, B, space, 1, 1, overhead, c);
+  auto dp_only = best_with(m, cl, B, space, 1, 1, overhead, c, searched);
   std::string step1 = fmt::format(
       "1. Fits with plain DP? Every GPU would hold all {:.2f} B parameters: {:g} B each ({:g} weights + {:g} gradients + "
       "{:g} optimizer) = {} of model states against {} per GPU",
@@ -124,7 +128,7 @@ std::vector<std::string> rationale(const ModelSpec& m, const ClusterSpec& cl, in
       "nodes ({:.0f}x slower), so TP stops at {} (heads {} and ffn {} divide it)",
       to_string(cl.intra.kind), cl.gpus_per_node, to_string(cl.intra.kind), gbps(cl.intra.bandwidth_Bps),
       gbps(cross_bw), cl.intra.bandwidth_Bps / cross_bw, tmax, m.heads, m.ffn_hidden);
-  auto tp_only = tmax > 1 ? best_with(m, cl, B, space, tmax, 1, overhead, c) : std::nullopt;
+  auto tp_only = tmax > 1 ? best_with(m, cl, B, space, tmax, 1, overhead, c, searched) : std::nullopt;
   if (tp_only)
     step2 += fmt::format(". tp {} alone fits: {} per GPU, TP takes {:.1f}% of the step, {:.0f} tokens/s", tmax,
                          gb(tp_only->peak_memory().total_bytes()), 100 * tp_only->time.tp_comm / tp_only->time.step,
@@ -140,7 +144,7 @@ std::vector<std::string> rationale(const ModelSpec& m, const ClusterSpec& cl, in
   std::optional<Estimate> first_fit;  // fewest stages that fit at the winner's tp (pp 1 included)
   for (int64_t p = 1; p <= std::min<int64_t>(m.layers, world / tp_for_pp); ++p) {
     if ((world / tp_for_pp) % p != 0) continue;
-    first_fit = best_with(m, cl, B, space, tp_for_pp, p, overhead, c);
+    first_fit = best_with(m, cl, B, space, tp_for_pp, p, overhead, c, searched);
     if (first_fit) break;
   }
   if (win.run.layout.pp > 1) {
@@ -191,7 +195,7 @@ std::vector<std::string> rationale(const ModelSpec& m, const ClusterSpec& cl, in
   {
     SearchSpace no_cp = given;
     no_cp.cp = 1;
-    auto without = given.cp && *given.cp > 1 ? std::nullopt : best_with(m, cl, B, no_cp, given.tp, given.pp, overhead, c);
+    auto without = given.cp && *given.cp > 1 ? std::nullopt : best_with(m, cl, B, no_cp, given.tp, given.pp, overhead, c, searched);
     const StageMemory& pm = win.peak_memory();
     std::string step5 = fmt::format("5. Long sequences: add CP? Sequences of {} tokens", m.seq_len);
     if (wl.cp > 1) {
@@ -267,7 +271,7 @@ std::vector<std::string> rationale(const ModelSpec& m, const ClusterSpec& cl, in
     rule_best = dp_only;
     agrees = win.run.layout.tp == 1 && win.run.layout.pp == 1;
   } else if (rule == "PP+DP") {
-    rule_best = best_with(m, cl, B, space, 1, std::nullopt, overhead, c, /*pp_above_one=*/true);
+    rule_best = best_with(m, cl, B, space, 1, std::nullopt, overhead, c, searched, /*pp_above_one=*/true);
     agrees = win.run.layout.tp == 1 && win.run.layout.pp > 1;
   } else {
     agrees = win.run.layout.tp > 1;
@@ -290,9 +294,22 @@ std::vector<std::string> rationale(const ModelSpec& m, const ClusterSpec& cl, in
   return out;
 }
 
+}  // namespace
+
+std::vector<std::string> rationale(const ModelSpec& m, const ClusterSpec& cl, int64_t B, const SearchSpace& given,
+                                   const Estimate& win, double overhead, const CostConstants& c) {
+  return explain(m, cl, B, given, win, overhead, c, nullptr);
+}
+
 std::vector<std::string> rationale(const ModelSpec& m, const ClusterSpec& cl, int64_t B, const SearchSpace& space,
                                    const Estimate& win, double overhead) {
   return rationale(m, cl, B, space, win, overhead, win.cost);
+}
+
+std::vector<std::string> rationale(const ModelSpec& m, const ClusterSpec& cl, int64_t B, const SearchResult& searched,
+                                   double overhead) {
+  const Estimate& win = searched.best.front();
+  return explain(m, cl, B, searched.space, win, overhead, win.cost, &searched);
 }
 
 }  // namespace trident::plan

@@ -18,6 +18,11 @@ std::vector<std::string> rationale(const ModelSpec& model, const ClusterSpec& cl
 std::vector<std::string> rationale(const ModelSpec& model, const ClusterSpec& cluster, int64_t global_batch,
                                    const SearchSpace& space, const Estimate& winner, double overhead_bytes);
 
+// The same for the winner of `searched` (searched.best not empty), a search of this model,
+// cluster, batch and overhead: the constrained searches are answered from its candidates.
+std::vector<std::string> rationale(const ModelSpec& model, const ClusterSpec& cluster, int64_t global_batch,
+                                   const SearchResult& searched, double overhead_bytes);
+
 // What the rules of thumb pick for this model and GPU: "plain DP", "PP+DP" or "TP+PP+DP".
 std::string rule_of_thumb(const ModelSpec& model, const ClusterSpec& cluster);
 

@@ -48,6 +48,30 @@ void SearchSpace::fix_layout(const Layout& l) {
   order = l.order;
 }
 
+bool better_estimate(const Estimate& a, const Estimate& b) {
+  if (a.tokens_per_s != b.tokens_per_s) return a.tokens_per_s > b.tokens_per_s;
+  return a.peak_memory().total_bytes() < b.peak_memory().total_bytes();
+}
+
+std::optional<std::optional<Estimate>> best_within(const SearchResult& searched, const SearchSpace& narrower) {
+  const SearchSpace& wide = searched.space;
+  // Each of tp, pp, cp, ep: searched over all values, or fixed to the same one. A cp above 1 the
+  // wide search did not fix may have been pruned there (min tokens per cp rank).
+  for (auto [w, n] : {std::pair{wide.tp, narrower.tp}, {wide.pp, narrower.pp}, {wide.cp, narrower.cp}, {wide.ep, narrower.ep}})
+    if (w && w != n) return std::nullopt;
+  if (!wide.cp && narrower.cp && *narrower.cp > 1) return std::nullopt;
+  std::optional<Estimate> best;
+  // Shapes in search order (tp, pp, cp, ep ascending): the first of equals wins, as in a search.
+  for (const auto& [shape, e] : searched.best_per_shape) {
+    const auto& [tp, pp, cp, ep] = shape;
+    if ((narrower.tp && tp != *narrower.tp) || (narrower.pp && pp != *narrower.pp) ||
+        (narrower.cp && cp != *narrower.cp) || (narrower.ep && ep != *narrower.ep))
+      continue;
+    if (!best || better_estimate(e, *best)) best = e;
+  }
+  return best;
+}
+
 SearchResult search(const ModelSpec& model, const ClusterSpec& cluster, int64_t global_batch,
                     const SearchSpace& space, int top, double overhead) {
   return search(model, cluster, global_batch, space, top, overhead, builtin_cost(cluster.gpu));
@@ -75,10 +99,8 @@ SearchResult search(const ModelSpec& model, const ClusterSpec& cluster, int64_t 
   run.exec.stack = space.stack;
   run.cost = c;
 
-  auto better = [](const Estimate& a, const Estimate& b) {
-    if (a.tokens_per_s != b.tokens_per_s) return a.tokens_per_s > b.tokens_per_s;
-    return a.peak_memory().total_bytes() < b.peak_memory().total_bytes();
-  };
+  const auto better = better_estimate;
+  res.space = space;
 
   for (const auto& [name, fixed] :
        {std::pair{"tp", space.tp}, {"pp", space.pp}, {"dp", space.dp}, {"cp", space.cp}, {"ep", space.ep}})
@@ -210,6 +232,9 @@ SearchResult search(const ModelSpec& model, const ClusterSpec& cluster, int64_t 
                   run.layout.order = order;
                   ++res.estimated;
                   Estimate e = estimate_with_links(run, links, overhead, c);
+                  // Strictly better only, as a search of this shape alone with top 1 keeps the first.
+                  auto [shape, added] = res.best_per_shape.try_emplace({tp, pp, cp, ep}, e);
+                  if (!added && better(e, shape->second)) shape->second = e;
                   if (int(res.best.size()) < top || better(e, res.best.back())) {
                     auto at = std::upper_bound(res.best.begin(), res.best.end(), e, better);
                     res.best.insert(at, std::move(e));

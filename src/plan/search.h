@@ -3,6 +3,7 @@
 // with a counted reason, rank the rest by predicted throughput and keep the best K.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -52,7 +53,21 @@ struct SearchResult {
   std::map<std::string, int64_t> rejected;    // reason -> how many combinations
   int64_t duplicate_orders = 0;               // orders that map every group to the same links as another
   double seconds = 0;                         // wall time of the search
+  // The best candidate of each shape (tp, pp, cp, ep) estimated, and the space searched: the
+  // rationale's questions ("the best layout with tp 1 and pp 1") are answered from them
+  // (best_within) instead of searching again.
+  std::map<std::array<int64_t, 4>, Estimate> best_per_shape;
+  SearchSpace space;
 };
+
+// The ranking: more tokens per second, then less memory on the most loaded GPU.
+bool better_estimate(const Estimate& a, const Estimate& b);
+
+// What search(..., narrower, top 1, ...) would return first, from a search over a wider space of
+// the same model, cluster, batch, overhead and cost: `narrower` may fix more of tp, pp, cp and ep
+// than searched.space did and must equal it otherwise. Empty outer optional when it cannot tell
+// (narrower is not inside the space searched); inner empty when no layout fits.
+std::optional<std::optional<Estimate>> best_within(const SearchResult& searched, const SearchSpace& narrower);
 
 SearchResult search(const ModelSpec& model, const ClusterSpec& cluster, int64_t global_batch,
                     const SearchSpace& space, int top, double overhead_bytes);  // built-in table of the GPU

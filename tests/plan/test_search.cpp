@@ -104,3 +104,42 @@ TEST(Search, an_asked_for_interleaved_schedule_may_split_layers_unevenly) {
     if (e.run.exec.schedule == ScheduleKind::Interleaved)
       EXPECT_EQ(e.run.model.layers % (e.run.layout.pp * e.run.exec.virtual_stages), 0);
 }
+
+// The rationale answered from the winner's search says word for word what it says searching
+// again, across the decision flow's branches (plain DP, PP+DP rule, TP+PP, cp, ep, fixed dims).
+TEST(Rationale, from_the_search_result_matches_searching_again) {
+  struct Case {
+    ModelSpec model;
+    ClusterSpec cluster;
+    int64_t batch;
+    SearchSpace space;
+  };
+  std::vector<Case> cases;
+  cases.push_back({model_preset("gpt2-small"), dgx(1), 64, {}});
+  cases.push_back({model_preset("gpt3-13b"), dgx(8), 512, {}});
+  cases.push_back({model_preset("gpt3-175b"), dgx(64), 1536, {}});
+  SearchSpace fixed;
+  fixed.tp = 4;
+  fixed.zero = 1;
+  cases.push_back({model_preset("gpt3-175b"), dgx(64), 1536, fixed});
+  ClusterSpec h100 = cluster_preset("dgx-h100");
+  h100.nodes = 8;
+  SearchSpace flash;
+  flash.attention = AttentionKind::Flash;
+  ModelSpec mix = model_preset("mixtral-8x7b");
+  mix.seq_len = 4096;
+  cases.push_back({mix, h100, 128, flash});
+  ModelSpec longseq = model_preset("llama3-8b");
+  longseq.seq_len = 131072;
+  cases.push_back({longseq, h100, 16, flash});
+  SearchSpace cp_given = flash;
+  cp_given.cp = 4;
+  cases.push_back({longseq, h100, 16, cp_given});
+  for (const Case& c : cases) {
+    const SearchResult r = search(c.model, c.cluster, c.batch, c.space, 3, kOverhead);
+    ASSERT_FALSE(r.best.empty()) << c.model.name;
+    const auto searched_again = rationale(c.model, c.cluster, c.batch, c.space, r.best.front(), kOverhead);
+    const auto from_result = rationale(c.model, c.cluster, c.batch, r, kOverhead);
+    EXPECT_EQ(from_result, searched_again) << c.model.name;
+  }
+}
