@@ -5,6 +5,12 @@
 BUILD ?= build
 JOBS  ?= $(shell nproc)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
+# ccache, where installed, keeps rebuilds of unchanged files cheap (CI and fresh clones included):
+# paths are taken relative to this folder so clones in other folders share the cache.
+ifneq ($(shell command -v ccache),)
+CMAKE_FLAGS += -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache
+export CCACHE_BASEDIR ?= $(CURDIR)
+endif
 
 .PHONY: deps configure build demo test bench fuzz sanitize clean
 

@@ -10,6 +10,7 @@
 #   BUILD_DIR/fuzz/fuzz_TARGET FILE
 set -euo pipefail
 cd "$(dirname "$0")/.."
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}   # ccache hits across clones in other folders
 build=${1:-build-sanitize}
 seconds=${FUZZ_SECONDS:-20}
 targets=${FUZZ_TARGETS:-"run_config cluster_file cost_table token_file tokenizer checkpoint"}

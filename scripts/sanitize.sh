@@ -7,6 +7,7 @@
 # behaviour stops the program (-fno-sanitize-recover), memory errors always do.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}   # ccache hits across clones in other folders
 build=${1:-build-sanitize}
 jobs=${JOBS:-$(nproc)}
 
