@@ -3,8 +3,8 @@
 `trident bench` (one process, one thread) measures the peaks and the shares of them; `trident
 train` runs a small GPT on one thread, its CPU time per step (the difference of two runs: start-up,
 data and the final validation cancel) is the measured step; `trident simulate` with the measured
-cluster and cost table predicts it, and with the built-in table too. Seen on an idle 2-core VM:
-predicted / measured 1.1 to 2.8. The cost model's memory-bound term is a GPU's (every stored
+cluster and cost table predicts it, and with the built-in table too. Seen on a 2-core VM:
+predicted / measured 0.97 to 2.8. The cost model's memory-bound term is a GPU's (every stored
 activation byte, 2.5 times, at one bandwidth share, which bench measures on a mix dominated by the
 CPU's compute-bound GELU), so small models come out slow. On a loaded machine bench's figures
 and the step both vary; bench's cost table says so (measured_under_load), and so does this.

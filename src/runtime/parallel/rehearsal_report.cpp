@@ -135,6 +135,11 @@ std::string rehearsal_text(const RehearsalData& d) {
   out += "\n";
   out += "  pipeline message wire time (measured ping-pong): " + fmt("%.3f ms", d.pp_message_s * 1e3) +
          "; a receive wait beyond it counts as bubble\n";
+  if (d.load) {
+    out += "  machine load (rank 0's node, /proc/stat over the run): the ranks there " + d.load->describe() + "\n";
+    if (d.load->under_load())
+      out += "  measured under load: the times above include other processes' share of the cores\n";
+  }
   if (d.prediction) {
     out += "prediction: planner on " + p.cluster + " (from " + p.cluster_source + ")\n";
     out += "  cost table (" + p.cost_source + "): " + p.cost + "\n";
@@ -182,6 +187,11 @@ nlohmann::json rehearsal_json(const RehearsalData& d) {
                                {"bubble", o.bubble / o.total}, {"dp_exposed", o.dp / o.total},
                                {"other", o.other / o.total}, {"weight_grad", o.weight / o.total},
                                {"cp_exchange", o.cp / o.total}, {"zero_gathers", o.gather / o.total}}}};
+  if (d.load && d.load->known)
+    j["machine_load"] = {{"wall_s", d.load->wall_s}, {"cores", d.load->cores}, {"threads", d.load->threads},
+                         {"ranks_cpu_s", d.load->self_cpu_s}, {"others_cpu_s", d.load->others_cpu_s()},
+                         {"cpu_share", d.load->cpu_share()}, {"other_cores_busy", d.load->other_cores_busy()},
+                         {"measured_under_load", d.load->under_load()}};
   if (d.prediction) {
     const Prediction& p = *d.prediction;
     json cost = json::object();

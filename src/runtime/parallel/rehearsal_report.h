@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/run_spec.h"
+#include "runtime/engine/machine_load.h"
 #include "runtime/parallel/dist_trainer.h"
 
 namespace trident::parallel {
@@ -50,6 +51,9 @@ struct RehearsalData {
   int64_t cp_blocks = 0;      // KV and KV-gradient blocks rank 0 sends per step
   std::optional<Prediction> prediction;
   std::string prediction_missing;  // why there is no prediction
+  // Rank 0's node over the run (start to end): the ranks there against every other process, so
+  // a report measured on a busy machine says so.
+  std::optional<engine::MachineLoad> load;
 };
 
 std::string rehearsal_text(const RehearsalData& d);

@@ -22,6 +22,7 @@
 #include "report/html_page.h"
 #include "report/output_file.h"
 #include "runtime/checkpoint/checkpoint.h"
+#include "runtime/engine/machine_load.h"
 #include "runtime/engine/perf.h"
 #include "runtime/engine/run_meta.h"
 #include "runtime/parallel/batch_source.h"
@@ -382,6 +383,7 @@ int train(const TrainSettings& settings, const Problems& parsed, bool mpi) {
     p.throw_if_any();
   };
   const auto t_start = std::chrono::steady_clock::now();
+  const engine::LoadProbe load_probe(threads.threads);
   double timed_s = 0.0, last_val = NAN, last_loss = NAN;
   int64_t timed_steps = 0;
   const int fields = 11;
@@ -453,6 +455,16 @@ int train(const TrainSettings& settings, const Problems& parsed, bool mpi) {
       }
     }
     stop_if_metrics_failed(loss, done);
+  }
+  // The load over the steps on rank 0's node: every rank's CPU time against the node's busy time
+  // (ranks on several nodes: not separable from one node's /proc/stat, so not reported).
+  engine::MachineLoad load = load_probe.stop();
+  double ranks_cpu_s = load.self_cpu_s;
+  all_reduce_f64(*groups.world, &ranks_cpu_s, 1, comm::ReduceOp::Sum);
+  if (resources.own_node_ranks == world && load.known) {
+    load.self_cpu_s = ranks_cpu_s;
+    load.threads = std::max(1, std::min(load.cores, world * threads.threads));
+    report.load = load;
   }
   // The start-up probe can run while the machine is busier than during the steps (other jobs,
   // caches still cold): the summary divides by the better of it and a second probe now, so a
