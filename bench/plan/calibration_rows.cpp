@@ -107,6 +107,7 @@ std::vector<Row> read_rows(const std::string& path) {
       throw InputError({{path + " line " + std::to_string(line_no) + ": no iteration_s", "fix the row", "calibration"}});
     }
     r.published_mfu = col("mfu_pct");
+    r.fitted = col("fitted") == "1";
     Problems p;
     check_run(run, true, p);
     p.throw_if_any();

@@ -17,6 +17,7 @@ struct Row {
   RunSpec run;
   double published_s = 0;
   std::string published_mfu;  // as written, may be empty
+  bool fitted = false;        // column `fitted` = 1: the built-in cost table was fitted to this row
 };
 
 // Reads one CSV; throws InputError naming the file, line and column on a bad row.

@@ -142,8 +142,9 @@ void expect_memory_as_planned(bool llama, Layout layout, bool sp, double none_to
 
 // Llama, full recomputation with pp > 1: each micro-batch also keeps the stage's output until
 // its send completes (the next stage's input, which the planner counts there), and the layer
-// scratch holds the kv heads repeated for their query heads: up to 16% above the planner here.
-TEST(Recompute, llama_activation_memory_is_the_planners_within_10_percent) {
+// scratch holds the kv heads repeated for their query heads: up to 16% above the planner here
+// (15.2% measured at tp 2 x pp 2; every other recipe within 10%).
+TEST(Recompute, llama_activation_memory_is_the_planners_within_10_percent_or_16_with_full_recompute_on_pp) {
   expect_memory_as_planned(true, Layout{}, false);
   expect_memory_as_planned(true, Layout{.tp = 1, .dp = 1, .pp = 2}, false, 0.10, 0.16);
   expect_memory_as_planned(true, Layout{.tp = 2, .dp = 1, .pp = 2}, true, 0.10, 0.16);
@@ -157,8 +158,9 @@ TEST(Recompute, zb_h1_activation_memory_is_the_planners_within_10_percent) {
 }
 // GPT without recomputation: the planner's GPT (Megatron's) keeps two dropout masks per layer and
 // the attention scores as softmax output, dropout mask and dropout output (5 a s^2 b); the
-// runtime has no dropout and keeps the causal half of the probabilities: up to 12% below here.
-TEST(Recompute, gpt_activation_memory_is_the_planners_within_10_percent) {
+// runtime has no dropout and keeps the causal half of the probabilities: up to 12% below here
+// (11.3% measured in one process; the recomputation recipes within 10%).
+TEST(Recompute, gpt_activation_memory_is_the_planners_within_10_percent_or_12_without_recompute) {
   expect_memory_as_planned(false, Layout{}, false, 0.12);
   expect_memory_as_planned(false, Layout{.tp = 1, .dp = 1, .pp = 2}, false, 0.12);
   expect_memory_as_planned(false, Layout{.tp = 2, .dp = 1, .pp = 2}, true, 0.12);

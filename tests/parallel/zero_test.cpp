@@ -97,7 +97,20 @@ TEST(Zero, zero2_reduces_units_during_backward_with_a_few_unit_buffers) {
     for (const ShardPiece& p : sync.pieces())
       if (p.end > p.begin) sq += k->sum_squares(sync.piece_grads(nullptr, p), size_t(p.end - p.begin));
     all_reduce_f64(*g.dp, &sq, 1, comm::ReduceOp::Sum);
-    EXPECT_TRUE(std::isfinite(sq) && sq > 0);
+    // The same two micro-batches through a stage with a whole gradient buffer, all-reduced whole.
+    nn::GptStage plain(*k, shard, 2, 16);
+    ASSERT_NE(plain.grads(), nullptr);
+    k->from_host(plain.params(), host.data(), host.size());
+    plain.zero_grads();
+    nn::Activations plain_acts(plain);
+    for (int mb = 0; mb < 2; ++mb) {
+      plain.forward(plain_acts, tok.data(), tgt.data());
+      plain.backward(plain_acts, tok.data(), tgt.data(), 1.0f / 64);
+    }
+    g.dp->all_reduce(plain.grads(), size_t(layout.total()), comm::DType::F32, comm::ReduceOp::Sum);
+    const double whole = k->sum_squares(plain.grads(), size_t(layout.total()));
+    ASSERT_GT(whole, 0.0);
+    EXPECT_NEAR(sq, whole, 1e-5 * whole) << "the shards' squares summed over the ranks";
   });
 }
 
@@ -108,7 +121,17 @@ TEST(Zero, zero3_prefetches_the_next_unit_and_holds_at_most_two_whole) {
     auto data = synthetic_source(128, 16, 3);
     DistTrainer t(run, g, *data, TrainerOptions{});
     EXPECT_EQ(t.chunk_params(0), nullptr) << "ZeRO-3 keeps no whole parameter buffer";
-    for (int s = 0; s < 3; ++s) t.step(s);
+    t.step(0);  // the first pass of each kind records the order of use: gathers on demand
+    const ZeroShards::Counts first = t.zero_counts(0);
+    for (int s = 1; s < 3; ++s) t.step(s);
+    const ZeroShards::Counts c = t.zero_counts(0);
+    // From then on each pass gathers only its first unit on demand; every later unit was
+    // prefetched while the one before it ran.
+    const int64_t on_demand = c.gathers - first.gathers, hits = c.prefetch_hits - first.prefetch_hits;
+    std::printf("[ zero-3  ] steps 1-2: %lld units gathered on demand, %lld prefetched, %lld uses found gathered\n",
+                (long long)on_demand, (long long)(c.prefetches - first.prefetches), (long long)hits);
+    EXPECT_GT(c.prefetches, first.prefetches);
+    EXPECT_GT(hits, 4 * on_demand) << "most units must be prefetched, not gathered when asked for";
     const ModelStateBytes b = t.model_state_bytes();
     const nn::ParamLayout& L = t.chunk_layout(0);
     int64_t unit = 0;

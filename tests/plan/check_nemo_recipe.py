@@ -1,5 +1,8 @@
 #!/usr/bin/env python3
-"""The NeMo GPT-3 175B recipe on 128 H100s fits and is predicted within 5% of its published step.
+"""The NeMo GPT-3 175B recipe on 128 H100s fits and reproduces its published step within 5%.
+
+A calibration check: the H100 cost table was fitted to this row (data/calibration/, column
+`fitted`), so it shows the fit holds, not that the model predicts an unseen run.
 
 usage: check_nemo_recipe.py TRIDENT CONFIG PUBLISHED_S [FLAG ...]
 """

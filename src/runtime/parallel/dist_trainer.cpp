@@ -234,6 +234,10 @@ const float* DistTrainer::chunk_params(int64_t c) const { return impl_->chunks[c
 nn::GptStage& DistTrainer::chunk_stage(int64_t c) { return *impl_->chunks[c].stage; }
 kernels::Kernels& DistTrainer::kernels() { return *impl_->k; }
 int DistTrainer::zero_stage() const { return impl_->chunks.front().sync->stage(); }
+ZeroShards::Counts DistTrainer::zero_counts(int64_t c) const {
+  const ZeroShards* units = impl_->chunks[c].sync->units();
+  return units ? units->counts() : ZeroShards::Counts{};
+}
 std::vector<float> DistTrainer::whole_moment(int64_t c, int which) {
   Chunk& ch = impl_->chunks[c];
   return ch.sync->gather_to_host(which == 0 ? ch.m.p : ch.v.p);

@@ -80,6 +80,9 @@ class DistTrainer {
   // Of them, the model states (weights, gradients, moments, ZeRO buffers), by kind.
   ModelStateBytes model_state_bytes() const;
   int zero_stage() const;  // the ZeRO stage in effect (0 when dp is 1)
+  // What the chunk's ZeRO-2/3 units did so far: reductions, gathers on demand, prefetches
+  // (all zero below ZeRO-2).
+  ZeroShards::Counts zero_counts(int64_t chunk) const;
   // Peak activation memory of this rank (what plan::stage_memory predicts as activations_bytes).
   ActivationMemory activation_memory() const;
   double activation_bytes() const { return activation_memory().total(); }

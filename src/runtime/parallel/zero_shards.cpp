@@ -145,9 +145,12 @@ const float* ZeroShards::unit_weights(int64_t u) {
     dp_.all_gather(param_shard_.p + x.shard, gbufs_[size_t(b)].p, size_t(x.per), comm::DType::F32);
     resident_[su] = b;
     ++counts_.gathers;
-  } else if (prefetching_[su]) {
-    prefetching_[su]->wait();
-    prefetching_[su].reset();
+  } else {
+    ++counts_.prefetch_hits;
+    if (prefetching_[su]) {
+      prefetching_[su]->wait();
+      prefetching_[su].reset();
+    }
   }
   gather_wait_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   current_ = u;

@@ -99,6 +99,7 @@ class ZeroShards : public nn::UnitStorage {
     int64_t reductions = 0;     // unit reduce-scatters started from mark_ready
     int64_t gathers = 0;        // units gathered on demand (blocking)
     int64_t prefetches = 0;     // units gathered ahead of use (asynchronous)
+    int64_t prefetch_hits = 0;  // uses of a unit already gathered (or in flight) when asked for
   };
   const Counts& counts() const { return counts_; }
   double gather_wait_s() const { return gather_wait_s_; }  // seconds blocked on ZeRO-3 gathers
