@@ -14,8 +14,8 @@
 
 namespace trident::parallel {
 
-// Everything a distributed run adds to `trident train`'s options: the layout (--tp --pp --dp
-// --order), the parallel execution (--schedule --virtual-stages --zero --sequence-parallel) and
+// Everything a distributed run adds to `trident train`'s options: the layout (--tp --cp --ep
+// --pp --dp --order), the parallel execution (--schedule --virtual-stages --zero --sequence-parallel) and
 // --recompute --precision --grad-bits (checked, refused where the runtime lacks them)
 // --trace-comm --report FILE --comm-timeout S --stage-layers 2,3,3 --prediction-cluster FILE --bucket-mib N.
 std::vector<OptionDef> dist_train_options();
@@ -24,7 +24,7 @@ std::vector<OptionDef> dist_train_options();
 bool launched_by_mpi();
 
 // Reads the options of dist_train_options() into s.run.layout, s.run.exec and s. dp defaults to
-// the launcher's world size / (tp * pp).
+// the launcher's world size / (tp * cp * pp).
 void read_dist_train_options(const OptionValues& values, TrainSettings& s, Problems& problems);
 
 // The one check of a training run, the same in one process and under mpirun (run_training runs
@@ -32,8 +32,8 @@ void read_dist_train_options(const OptionValues& values, TrainSettings& s, Probl
 // threads, timeouts), the device (known, built in, its ranks' transport), the token file
 // against the model (vocabulary, enough tokens), the checkpoint to resume (same model, steps
 // left), the output paths; then core's check_run (heads, ffn, layers and batch against the
-// layout) and what this runtime can execute (GPT / Llama, no MoE / cp / ep, ZeRO 0-1, fp32 —
-// bf16 on CUDA —, the schedule's shape, the stage split), each with its fix and its code.
+// layout) and what this runtime can execute (GPT / Llama, cp on the CPU, no MoE / ep, ZeRO 0-3,
+// fp32 — bf16 on CUDA —, the schedule's shape, the stage split), each with its fix and its code.
 void check_trainable(const TrainSettings& s, Problems& problems);
 
 
