@@ -63,22 +63,12 @@ struct Message {
   double arrival_s = -1;  // when it is at the receiver
 };
 
-}  // namespace
-
-SimResult simulate(const PipelineSchedule& sc, const SimCosts& costs, const SimOptions& options) {
-  check_shape(sc, costs);
-  const int64_t p = sc.stages, m = sc.micro_batches, v = sc.virtual_stages;
-  SimResult r;
-  r.stages.resize(p);
-  std::vector<double> clock(p, 0.0);
-  std::vector<size_t> pc(p, 0);
-  std::vector<Message> messages(size_t(m * p * v * 2));
-  std::map<std::tuple<int64_t, int64_t, bool>, double> channel_free;  // (src, dst, activation) -> free at
-  // Last weight-producing backward of each (stage, chunk): where its DP buckets become ready.
-  std::vector<std::vector<std::pair<double, double>>> last_wgrad(p, std::vector<std::pair<double, double>>(v, {0, 0}));
-
-  auto span = [&](int64_t s, SpanKind k, const Action* a, double t0, double t1, bool dp_stream = false) {
-    if (!options.record_spans || t1 <= t0) return;
+// Records a span of a stage when the options ask for spans (and the span is not empty).
+struct SpanRecorder {
+  bool on;
+  std::vector<Span>& spans;
+  void operator()(int64_t s, SpanKind k, const Action* a, double t0, double t1, bool dp_stream = false) const {
+    if (!on || t1 <= t0) return;
     Span sp;
     sp.stage = s;
     sp.kind = k;
@@ -90,8 +80,23 @@ SimResult simulate(const PipelineSchedule& sc, const SimCosts& costs, const SimO
       sp.chunk = a->chunk;
       sp.peer = a->peer;
     }
-    r.spans.push_back(sp);
-  };
+    spans.push_back(sp);
+  }
+};
+
+// The start and end of the last weight-producing backward of each (stage, chunk): where its DP
+// buckets become ready.
+using WgradTimes = std::vector<std::vector<std::pair<double, double>>>;
+
+// The pipeline phase: each stage runs its program as far as its receives allow, round after
+// round, until every program is done (or none can advance: a deadlock, an InputError).
+WgradTimes play_programs(const PipelineSchedule& sc, const SimCosts& costs, const SpanRecorder& span, SimResult& r) {
+  const int64_t p = sc.stages, m = sc.micro_batches, v = sc.virtual_stages;
+  std::vector<double> clock(p, 0.0);
+  std::vector<size_t> pc(p, 0);
+  std::vector<Message> messages(size_t(m * p * v * 2));
+  std::map<std::tuple<int64_t, int64_t, bool>, double> channel_free;  // (src, dst, activation) -> free at
+  WgradTimes last_wgrad(p, std::vector<std::pair<double, double>>(v, {0, 0}));
 
   bool progress = true;
   while (progress) {
@@ -165,9 +170,14 @@ SimResult simulate(const PipelineSchedule& sc, const SimCosts& costs, const SimO
                                      to_string(sc.programs[s][pc[s]])),
                          "check it with validate_schedule", "schedule-deadlock"}});
 
-  // Pipeline phase done; now the DP stream, embedding sync, optimizer and gathers.
-  r.pipeline_s = 0;
-  for (const auto& st : r.stages) r.pipeline_s = std::max(r.pipeline_s, st.pipeline_end_s);
+  return last_wgrad;
+}
+
+// After the pipeline, each stage's DP buckets in the order they became ready, one at a time on
+// the DP stream; returns when each stage's gradients are reduced.
+std::vector<double> reduce_gradients(const SimCosts& costs, int64_t v, const WgradTimes& last_wgrad,
+                                     const SpanRecorder& span, SimResult& r) {
+  const int64_t p = int64_t(costs.stages.size());
   std::vector<double> grads_done(p);
   for (int64_t s = 0; s < p; ++s) {
     const StageCost& cost = costs.stages[s];
@@ -192,6 +202,13 @@ SimResult simulate(const PipelineSchedule& sc, const SimCosts& costs, const SimO
     }
     grads_done[s] = dp_end;
   }
+  return grads_done;
+}
+
+// The tied embedding's sum between the first and last stage, the optimizer, the gathers after
+// it, and the step's totals.
+void finish_step(const SimCosts& costs, const std::vector<double>& grads_done, const SpanRecorder& span, SimResult& r) {
+  const int64_t p = int64_t(costs.stages.size());
   std::vector<double> synced = grads_done;
   if (p > 1 && (costs.stages[0].embedding_sync_s > 0 || costs.stages[p - 1].embedding_sync_s > 0)) {
     const double start = std::max(grads_done[0], grads_done[p - 1]);
@@ -221,6 +238,20 @@ SimResult simulate(const PipelineSchedule& sc, const SimCosts& costs, const SimO
     bubbles += st.bubble_s;
   }
   r.bubble_share = r.pipeline_s > 0 ? bubbles / (double(p) * r.pipeline_s) : 0;
+}
+
+}  // namespace
+
+SimResult simulate(const PipelineSchedule& sc, const SimCosts& costs, const SimOptions& options) {
+  check_shape(sc, costs);
+  SimResult r;
+  r.stages.resize(sc.stages);
+  const SpanRecorder span{options.record_spans, r.spans};
+  const WgradTimes last_wgrad = play_programs(sc, costs, span, r);
+  // Pipeline phase done; now the DP stream, embedding sync, optimizer and gathers.
+  r.pipeline_s = 0;
+  for (const auto& st : r.stages) r.pipeline_s = std::max(r.pipeline_s, st.pipeline_end_s);
+  finish_step(costs, reduce_gradients(costs, sc.virtual_stages, last_wgrad, span, r), span, r);
   return r;
 }
 
