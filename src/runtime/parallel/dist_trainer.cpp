@@ -89,6 +89,9 @@ struct DistTrainer::Impl {
     context_share(context, b, whole_tokens.data(), tok);
     context_share(context, b, whole_targets.data(), tgt);
   }
+  double run_program(PhaseTimes& t, double pp_message_s);
+  void sum_tied_embedding();
+  double clip_and_update(int64_t step, bool sharded);
   // Seconds of the step so far waiting on the ring attention's exchange (all chunks).
   double ring_seconds() const {
     double s = 0;
@@ -327,26 +330,13 @@ ActivationMemory DistTrainer::activation_memory() const {
   return a;
 }
 
-double DistTrainer::step(int64_t step) {
-  Impl& I = *impl_;
+// Runs this stage's program of the step (forward, backward, the pipeline sends and receives),
+// adding where the time went to t; returns the loss summed over the micro-batches it finished.
+double DistTrainer::Impl::run_program(PhaseTimes& t, double pp_message_s) {
+  Impl& I = *this;
   ProcessGroups& g = I.groups;
-  PhaseTimes t;
-  const auto t_step = clock_type::now();
-  g.context->step = step;
-  I.tp->reset();
   const auto& program = I.schedule.programs[I.stage];
   const float dloss = float(1.0 / double(I.B * I.T));
-
-  double gather_wait0 = 0;  // ZeRO-3: seconds blocked on unit gathers before this step
-  for (auto& ch : I.chunks) {
-    ch.stage->zero_grads();
-    ch.sync->start_step();
-    if (ch.sync->units()) gather_wait0 += ch.sync->units()->gather_wait_s();
-  }
-  // This replica's share of the global batch: sequences [dp_rank*B/dp + j*b, +b) for micro-batch j.
-  for (int64_t j = 0; j < I.m; ++j)
-    I.fetch(I.data, step, I.dp_rank * (I.B / I.dp) + j * I.b, I.tokens[j].data(), I.targets[j].data());
-
   auto acquire = [&](Chunk& ch, int mb) -> nn::Activations& {
     if (ch.slot_of[mb] < 0) {
       ch.slot_of[mb] = ch.free_slots.back();
@@ -358,7 +348,7 @@ double DistTrainer::step(int64_t step) {
     auto t0 = clock_type::now();
     r->wait();
     const double w = since(t0);
-    const double wire = std::min(w, pp_message_s_);
+    const double wire = std::min(w, pp_message_s);
     t.pp += wire;
     t.bubble += w - wire;
   };
@@ -452,52 +442,42 @@ double DistTrainer::step(int64_t step) {
       }
     }
   }
-  cp_blocks_ = 0;
-  for (auto& ch : I.chunks)
-    if (nn::RingAttention* r = ch.stage->ring()) t.cp_attention += r->attention_seconds(), cp_blocks_ += r->blocks_sent();
-  {
-    auto t0 = clock_type::now();
-    for (auto& r : I.pending_sends) r->wait();
-    I.pending_sends.clear();
-    t.pp += since(t0);
+  return loss_sum;
+}
+
+// The tied embedding's gradient summed between the first and the last stage.
+void DistTrainer::Impl::sum_tied_embedding() {
+  Impl& I = *this;
+  ProcessGroups& g = I.groups;
+  if (!I.run.model.tied_embeddings()) return;  // Llama: the head is its own tensor
+  Chunk& first = I.chunks.front();
+  Chunk& last = I.chunks.back();
+  if (g.embedding) {
+    Chunk& mine = I.stage == 0 ? first : last;
+    const auto& L = mine.stage->layout();
+    const int64_t off = I.stage == 0 ? L.wte : L.head_wte;
+    const nn::TensorView* view = L.find("wte");
+    const int64_t n = view ? view->size() : L.shard().vocab_local() * I.C();
+    g.embedding->all_reduce(mine.sync->grads_at(mine.stage->grads(), off), n, comm::DType::F32, comm::ReduceOp::Sum);
+  } else if (I.v > 1) {  // pp == 1, interleaved: both copies on this rank
+    const auto& L0 = first.stage->layout();
+    const auto& L1 = last.stage->layout();
+    const int64_t n = L0.shard().vocab_local() * I.C();
+    float* a = first.sync->grads_at(first.stage->grads(), L0.wte);
+    float* b = last.sync->grads_at(last.stage->grads(), L1.head_wte);
+    I.k->add_inplace(kernels::Tensor(a, size_t(n)), kernels::Tensor(b, size_t(n)));
+    I.k->copy(b, a, size_t(n));
   }
+}
 
-  // Gradient reductions left after the program: DP (plain: wait for the buckets; ZeRO-1:
-  // reduce-scatter) and the tied embedding between the first and last stage. With ZeRO-1 the
-  // embedding sum comes first, while every rank still holds its whole gradient buffer.
-  auto t_dp = clock_type::now();
-  auto embedding_sync = [&] {
-    if (!I.run.model.tied_embeddings()) return;  // Llama: the head is its own tensor
-    Chunk& first = I.chunks.front();
-    Chunk& last = I.chunks.back();
-    if (g.embedding) {
-      Chunk& mine = I.stage == 0 ? first : last;
-      const auto& L = mine.stage->layout();
-      const int64_t off = I.stage == 0 ? L.wte : L.head_wte;
-      const nn::TensorView* view = L.find("wte");
-      const int64_t n = view ? view->size() : L.shard().vocab_local() * I.C();
-      g.embedding->all_reduce(mine.sync->grads_at(mine.stage->grads(), off), n, comm::DType::F32, comm::ReduceOp::Sum);
-    } else if (I.v > 1) {  // pp == 1, interleaved: both copies on this rank
-      const auto& L0 = first.stage->layout();
-      const auto& L1 = last.stage->layout();
-      const int64_t n = L0.shard().vocab_local() * I.C();
-      float* a = first.sync->grads_at(first.stage->grads(), L0.wte);
-      float* b = last.sync->grads_at(last.stage->grads(), L1.head_wte);
-      I.k->add_inplace(kernels::Tensor(a, size_t(n)), kernels::Tensor(b, size_t(n)));
-      I.k->copy(b, a, size_t(n));
-    }
-  };
-  const bool sharded = I.chunks.front().sync->sharded();
-  if (sharded) embedding_sync();
-  for (auto& ch : I.chunks) ch.sync->finish(ch.stage->grads());
-  if (!sharded) embedding_sync();
-  t.dp_exposed += since(t_dp);
-
-  // Global gradient norm: every logical parameter counted once — tensors TP replicates on
-  // their primary tp rank only (rank 0 for norms; the first of each kv-head group for Llama's
-  // replicated kv_w), DP and CP replicas once (rank 0 of dp x cp, or each ZeRO-1 owner its slice), and the
-  // last stage's copy of the tied embedding not at all.
-  auto t_opt = clock_type::now();
+// Global gradient norm: every logical parameter counted once — tensors TP replicates on
+// their primary tp rank only (rank 0 for norms; the first of each kv-head group for Llama's
+// replicated kv_w), DP and CP replicas once (rank 0 of dp x cp, or each ZeRO-1 owner its slice), and the
+// last stage's copy of the tied embedding not at all. Then AdamW on the pieces this rank owns,
+// with the norm's clipping; returns the norm.
+double DistTrainer::Impl::clip_and_update(int64_t step, bool sharded) {
+  Impl& I = *this;
+  ProcessGroups& g = I.groups;
   double sq = 0;
   for (auto& ch : I.chunks) {
     const auto& L = ch.stage->layout();
@@ -513,9 +493,9 @@ double DistTrainer::step(int64_t step) {
     }
   }
   all_reduce_f64(*g.world, &sq, 1, comm::ReduceOp::Sum);
-  grad_norm_ = std::sqrt(sq);
+  const double grad_norm = std::sqrt(sq);
   const double lr = engine::learning_rate(I.opt.adamw, step);
-  const double scale = engine::clip_scale(I.opt.adamw, grad_norm_);
+  const double scale = engine::clip_scale(I.opt.adamw, grad_norm);
   for (auto& ch : I.chunks) {
     const auto& pieces = ch.sync->pieces();
     for (size_t j = 0; j < pieces.size(); ++j) {
@@ -525,6 +505,52 @@ double DistTrainer::step(int64_t step) {
                            lr, scale, step + 1);
     }
   }
+  return grad_norm;
+}
+
+double DistTrainer::step(int64_t step) {
+  Impl& I = *impl_;
+  ProcessGroups& g = I.groups;
+  PhaseTimes t;
+  const auto t_step = clock_type::now();
+  g.context->step = step;
+  I.tp->reset();
+
+  double gather_wait0 = 0;  // ZeRO-3: seconds blocked on unit gathers before this step
+  for (auto& ch : I.chunks) {
+    ch.stage->zero_grads();
+    ch.sync->start_step();
+    if (ch.sync->units()) gather_wait0 += ch.sync->units()->gather_wait_s();
+  }
+  // This replica's share of the global batch: sequences [dp_rank*B/dp + j*b, +b) for micro-batch j.
+  for (int64_t j = 0; j < I.m; ++j)
+    I.fetch(I.data, step, I.dp_rank * (I.B / I.dp) + j * I.b, I.tokens[j].data(), I.targets[j].data());
+
+  const double loss_sum = I.run_program(t, pp_message_s_);
+
+  cp_blocks_ = 0;
+  for (auto& ch : I.chunks)
+    if (nn::RingAttention* r = ch.stage->ring()) t.cp_attention += r->attention_seconds(), cp_blocks_ += r->blocks_sent();
+  {
+    auto t0 = clock_type::now();
+    for (auto& r : I.pending_sends) r->wait();
+    I.pending_sends.clear();
+    t.pp += since(t0);
+  }
+
+  // Gradient reductions left after the program: DP (plain: wait for the buckets; ZeRO-1:
+  // reduce-scatter) and the tied embedding between the first and last stage. With ZeRO-1 the
+  // embedding sum comes first, while every rank still holds its whole gradient buffer.
+  auto t_dp = clock_type::now();
+  const bool sharded = I.chunks.front().sync->sharded();
+  if (sharded) I.sum_tied_embedding();
+  for (auto& ch : I.chunks) ch.sync->finish(ch.stage->grads());
+  if (!sharded) I.sum_tied_embedding();
+  t.dp_exposed += since(t_dp);
+
+  // Global gradient norm, clipping and AdamW.
+  auto t_opt = clock_type::now();
+  grad_norm_ = I.clip_and_update(step, sharded);
   t.optimizer = since(t_opt);
   t.compute += t.optimizer;
   if (sharded) {
