@@ -58,6 +58,7 @@ Runner setup_lint(CLI::App& cmd) {
       if (ttt) j["time_to_train"] = time_to_train_json(*ttt);
       std::printf("%s\n", j.dump(2).c_str());
     } else {
+      std::printf("%s", plan::stack_line(run.exec, values.has("stack")).c_str());
       std::printf("%s", plan::lint_text(run, result, out.per_stage).c_str());
       if (ttt) std::printf("\n%s", time_to_train_text(*ttt).c_str());
     }

@@ -1,6 +1,7 @@
 // trident plan: search every valid layout, rank by predicted throughput, print the best with
 // breakdowns and the decision-flow rationale. Exit code: 0 a layout was found, 1 none fits,
 // 2 unusable input.
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 
@@ -30,9 +31,36 @@ struct PlanArgs {
   std::string html;
 };
 
-// --emit FILE.toml writes the winner as a config every command reads; megatron / torchtitan
-// print that framework's equivalent instead of the plan.
-bool emit_is_file(const std::string& e) { return e != "megatron" && e != "torchtitan"; }
+// --emit FILE.toml writes the winner as a config every command reads; the framework names print
+// that framework's launch of it instead of the plan (slurm: an sbatch script running it).
+const std::vector<std::string> kEmitFrameworks = {"megatron",      "torchtitan",       "torchtitan-toml",
+                                                  "slurm",         "slurm-torchtitan", "slurm-torchtitan-toml"};
+bool emit_is_file(const std::string& e) {
+  return std::find(kEmitFrameworks.begin(), kEmitFrameworks.end(), e) == kEmitFrameworks.end();
+}
+
+// The launch (megatron, torchtitan[-toml], slurm[-framework]) of the best run, printed; exit 2 with
+// each refusal when the framework cannot express what the plan assumed.
+int print_launch(const std::string& emit, const RunSpec& best, const std::optional<TimeToTrain>& ttt) {
+  const std::string framework = emit.rfind("slurm", 0) == 0 ? (emit == "slurm" ? "megatron" : emit.substr(6)) : emit;
+  const FrameworkLaunch f =
+      framework == "megatron" ? megatron_launch(best) : torchtitan_launch(best, framework == "torchtitan-toml");
+  if (!f.refusals.empty()) {
+    Problems p;
+    for (const auto& r : f.refusals.list())
+      p.add(fmt::format("--emit {}: {} cannot run the planned job as predicted: {}", emit, f.version, r.what), r.fix,
+            r.code);
+    p.throw_if_any();
+  }
+  if (emit.rfind("slurm", 0) == 0) {
+    // The steps --train-tokens asks for, else a short run to try the launch.
+    const int64_t iters = ttt ? int64_t(ttt->steps) : 100;
+    std::printf("%s", slurm_script(best, f, iters).c_str());
+  } else {
+    std::printf("%s", launch_text(f).c_str());
+  }
+  return 0;
+}
 
 // Whether `trident train` can rehearse the recipe, in one line or a short list (text and HTML).
 std::string rehearsal_text(const parallel::RehearsalCheck& r, const RunSpec& best) {
@@ -93,9 +121,11 @@ Runner setup_plan(CLI::App& cmd) {
       cmd, concat({model_options(), cluster_options(), layout_options(), execution_options(), cost_options(), plan::plan_options(),
                    time_to_train_options()}));
   cmd.add_option("--emit", args->emit,
-                 "write the best layout as FILE.toml (runs unchanged in lint, topo, simulate, train), or print it "
-                 "as megatron arguments or a torchtitan config")
-      ->type_name("FILE.toml|megatron|torchtitan");
+                 "write the best layout as FILE.toml (runs unchanged in lint, topo, simulate, train), or print its "
+                 "launch: Megatron-LM arguments, torchtitan flags (torchtitan-toml: the TOML job file of the last "
+                 "version reading one), or an sbatch script running it (slurm: Megatron-LM; slurm-torchtitan, "
+                 "slurm-torchtitan-toml)")
+      ->type_name("FILE.toml|megatron|torchtitan|torchtitan-toml|slurm|slurm-torchtitan|slurm-torchtitan-toml");
   cmd.add_option("--html", args->html, "write the report (candidates, memory, step time, topology, timeline) as one "
                                        "self-contained HTML page")
       ->type_name("FILE");
@@ -105,17 +135,14 @@ Runner setup_plan(CLI::App& cmd) {
     const plan::OutputOptions out = plan::resolve_output(values, p);
     const ModelSpec model = resolve_model(values, p);
     const ClusterSpec cluster = resolve_cluster(values, p);
-    const ExecutionSpec exec = resolve_execution(values, p);
+    const ExecutionSpec exec = resolve_execution(values, p, default_stack(cluster));
     const plan::SearchSpace space = fixed_dimensions(values, exec, p);
     check_cp_ep(model, space.cp.value_or(1), space.ep.value_or(1), p);
     const TrainBudget budget = resolve_train_budget(values, p);
-    if (!args->emit.empty() && emit_is_file(args->emit) && args->emit.size() < 5)
-      p.add("--emit '" + args->emit + "' is neither a .toml file nor megatron or torchtitan",
-            "use --emit plan.toml, --emit megatron or --emit torchtitan", "emit");
-    else if (!args->emit.empty() && emit_is_file(args->emit) &&
-             args->emit.compare(args->emit.size() - 5, 5, ".toml") != 0)
-      p.add("--emit '" + args->emit + "' is neither a .toml file nor megatron or torchtitan",
-            "use --emit plan.toml, --emit megatron or --emit torchtitan", "emit");
+    if (!args->emit.empty() && emit_is_file(args->emit) &&
+        (args->emit.size() < 5 || args->emit.compare(args->emit.size() - 5, 5, ".toml") != 0))
+      p.add("--emit '" + args->emit + "' is neither a .toml file nor one of " + join_choices(kEmitFrameworks),
+            "use --emit plan.toml, --emit megatron, --emit torchtitan or --emit slurm", "emit");
     check_outputs({{emit_is_file(args->emit) ? args->emit : "", "--emit"}, {args->html, "--html"}},
                   args->options->input_paths(), p);
     const CostTable cost = resolve_cost(values, cluster.gpu, p);
@@ -161,14 +188,7 @@ Runner setup_plan(CLI::App& cmd) {
     }
     if (!args->emit.empty() && !result.best.empty()) {
       const RunSpec& best = result.best.front().run;
-      if (args->emit == "megatron") {
-        std::printf("%s", megatron_args(best).c_str());
-        return 0;
-      }
-      if (args->emit == "torchtitan") {
-        std::printf("%s", torchtitan_toml(best).c_str());
-        return 0;
-      }
+      if (!emit_is_file(args->emit)) return print_launch(args->emit, best, ttt);
       const auto& t = result.best.front();
       const std::vector<std::string> header = {
           fmt::format("Written by trident plan: the best of {} feasible layouts for {}.", result.feasible, best.model.name),
@@ -184,6 +204,7 @@ Runner setup_plan(CLI::App& cmd) {
       if (rehearsal) j["rehearsal"] = rehearsal_json(*rehearsal);
       std::printf("%s\n", j.dump(2).c_str());
     } else {
+      std::printf("%s", plan::stack_line(exec, values.has("stack")).c_str());
       std::printf("%s", plan::plan_text(model, cluster, exec.global_batch_size, result, findings, why, out.per_stage).c_str());
       if (ttt) std::printf("\n%s", time_to_train_text(*ttt).c_str());
       if (rehearsal) std::printf("\n%s", rehearsal_text(*rehearsal, result.best.front().run).c_str());

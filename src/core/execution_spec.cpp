@@ -63,6 +63,10 @@ std::string to_string(const Overlap& o) {
   return s.empty() ? "none" : s;
 }
 
+bool pp_overlapped(const Overlap& o, ScheduleKind s) {
+  return o.pp && (!o.pp_interleaved_only || s == ScheduleKind::Interleaved);
+}
+
 bool parse_overlap(const std::string& text, Overlap& out) {
   if (text == "none") {
     out = {false, false, false};
@@ -96,16 +100,16 @@ const std::vector<StackPreset>& stack_presets() {
        "Megatron-LM as in Narayanan 2021 / Korthikanti 2022: unfused attention, bucketed DP overlap, fp32 main grads",
        AttentionKind::Unfused, {false, true, false}, 32, -1},
       {"megatron-core-te",
-       "Megatron-Core / NeMo with Transformer Engine: flash attention, TP/DP/PP overlap, distributed optimizer "
-       "(ZeRO 1), bf16 gradient reduction",
-       AttentionKind::Flash, {true, true, true}, 16, 1},
+       "Megatron-Core / NeMo with Transformer Engine: flash attention, TP and DP overlap, PP overlap in the "
+       "interleaved schedule (Megatron's 1F1B sends block), distributed optimizer (ZeRO 1), bf16 gradient reduction",
+       AttentionKind::Flash, {true, true, true, true}, 16, 1},
       {"deepspeed",
        "DeepSpeed ZeRO: flash attention, overlapped gradient reduction (overlap_comm), 16-bit gradients, ZeRO 1",
        AttentionKind::Flash, {false, true, false}, 16, 1},
       {"torchtitan",
-       "torchtitan: FSDP2 (ZeRO 3) with prefetched all-gathers, PyTorch SDPA flash attention, async TP, fp32 "
+       "torchtitan: FSDP2 (ZeRO 3 only: torchtitan has no ZeRO 1 or 2) with prefetched all-gathers, PyTorch SDPA flash attention, async TP, fp32 "
        "gradient reduction",
-       AttentionKind::Flash, {true, true, false}, 32, 3},
+       AttentionKind::Flash, {true, true, false}, 32, 3, true},
   };
   return stacks;
 }

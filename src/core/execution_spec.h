@@ -27,8 +27,13 @@ struct Overlap {
   bool tp = false;  // TP collectives pipelined with the GEMMs next to them (userbuffers, async TP)
   bool dp = true;   // gradient reduction in buckets during backward, weight all-gather during forward
   bool pp = false;  // pipeline sends and receives asynchronous, behind the next micro-batch's compute
+  // Megatron overlaps pipeline sends in its interleaved schedule only (validate_args turns
+  // overlap_p2p_comm off otherwise): a stack preset that says so gets blocking sends in 1F1B.
+  bool pp_interleaved_only = false;
   bool operator==(const Overlap&) const = default;
 };
+// Whether pipeline sends run behind compute under schedule `s`.
+bool pp_overlapped(const Overlap& o, ScheduleKind s);
 std::string to_string(const Overlap& o);  // "tp,dp", "none", "tp,dp,pp"
 // "tp,dp,pp" (any subset, comma or '+' separated), "none" or "all".
 bool parse_overlap(const std::string& text, Overlap& out);
@@ -75,6 +80,7 @@ struct StackPreset {
   Overlap overlap;
   int grad_bits;
   int zero;                 // -1: leave as is
+  bool zero_fixed = false;  // the framework has no other stage: the search keeps `zero`
 };
 const std::vector<StackPreset>& stack_presets();
 const StackPreset* find_stack(const std::string& name);

@@ -48,6 +48,8 @@ struct ModelSpec {
   int64_t kv_dim() const { return kv_heads * head_dim(); }  // width of K (and of V)
   int tied = -1;  // output layer tied to the token embedding: -1 the family's default (GPT yes, Llama no), 0 no, 1 yes
   bool tied_embeddings() const { return tied < 0 ? family == ModelFamily::GPT : tied == 1; }
+  // LayerNorm / RMSNorm epsilon: 1e-5 in both families (GPT-2/3, Llama 3), as the runtime's kernels use.
+  double norm_epsilon() const { return 1e-5; }
   bool learned_positions() const { return family == ModelFamily::GPT; }
   bool has_biases() const { return family == ModelFamily::GPT; }
   // Number of matrices in the MLP: 2 for GELU (up, down), 3 for SwiGLU (gate, up, down).

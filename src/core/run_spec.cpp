@@ -254,10 +254,16 @@ Layout resolve_layout(const OptionValues& v, ClusterSpec& c, Problems& p) {
   return l;
 }
 
-ExecutionSpec resolve_execution(const OptionValues& v, Problems& p) {
+std::string default_stack(const ClusterSpec& c) {
+  return c.gpu.bf16_flops > c.gpu.fp32_flops ? "megatron-core-te" : "";
+}
+
+ExecutionSpec resolve_execution(const OptionValues& v, Problems& p, const std::string& default_stack) {
   ExecutionSpec e;
   // A stack preset first; every explicit flag below overrides what it set.
-  if (auto s = v.get_string("stack")) {
+  std::optional<std::string> stack = v.get_string("stack");
+  if (!stack && !default_stack.empty()) stack = default_stack;
+  if (auto s = stack) {
     if (const StackPreset* stack = find_stack(*s)) {
       apply_stack(*stack, e);
       e.stack = stack->name;
@@ -421,7 +427,7 @@ RunSpec resolve_run(const OptionValues& values, bool check_batch) {
   r.model = resolve_model(values, p);
   r.cluster = resolve_cluster(values, p);
   r.layout = resolve_layout(values, r.cluster, p);
-  r.exec = resolve_execution(values, p);
+  r.exec = resolve_execution(values, p, default_stack(r.cluster));
   r.cost = resolve_cost(values, r.cluster.gpu, p);
   check_run(r, check_batch, p);
   p.throw_if_any();

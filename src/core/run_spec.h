@@ -32,7 +32,12 @@ ClusterSpec resolve_cluster(const OptionValues& values, Problems& problems);
 // dp defaults to world / (tp * pp). When --nodes is absent and tp*pp*dp is a whole number of
 // nodes, the cluster is sized to fit the layout.
 Layout resolve_layout(const OptionValues& values, ClusterSpec& cluster, Problems& problems);
-ExecutionSpec resolve_execution(const OptionValues& values, Problems& problems);
+// default_stack: the preset that applies when --stack is not given ("" = the runtime's defaults).
+ExecutionSpec resolve_execution(const OptionValues& values, Problems& problems, const std::string& default_stack = "");
+// The stack plan, lint and simulate predict when --stack is not given: on a GPU cluster (a 16-bit
+// tensor-core peak above the fp32 one) what users run there, Megatron-Core with Transformer
+// Engine; on a CPU cluster (trident bench's) "" = the runtime's own defaults, what train runs.
+std::string default_stack(const ClusterSpec& cluster);
 
 // Resolves everything the options hold and checks that the pieces fit together; throws
 // InputError with every problem found. With check_batch the execution's batch sizes are

@@ -315,7 +315,7 @@ std::vector<StageTime> stage_times(const ModelSpec& full, const ExecutionSpec& e
     }
     if (in.pp > 1) {
       st.pp_total_s = 2.0 * double(v) * pc.message_s;
-      if (e.overlap.pp) {
+      if (pp_overlapped(e.overlap, e.schedule)) {
         // Asynchronous sends run while the stage computes its next chunk: each hides behind
         // one chunk's forward (activation) or backward (gradient).
         const double chunk = double(chunks[i]);

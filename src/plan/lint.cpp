@@ -355,7 +355,7 @@ RunSpec resolve_all(const OptionValues& values, Problems& all) {
   r.model = resolve_model(values, all);
   r.cluster = resolve_cluster(values, all);
   r.layout = resolve_layout(values, r.cluster, all);
-  r.exec = resolve_execution(values, all);
+  r.exec = resolve_execution(values, all, default_stack(r.cluster));
   r.cost = resolve_cost(values, r.cluster.gpu, all);
   return r;
 }
@@ -384,8 +384,10 @@ std::vector<Finding> defaults_used(const OptionValues& values, const RunSpec& ru
     flags.push_back(flag);
   }
   if (flags.empty()) return {};
-  const std::string whose = x.stack.empty() ? "the runtime's defaults (what trident train and simulate run)"
-                                            : "the --stack " + x.stack + " preset, else the runtime's defaults";
+  const std::string whose = x.stack.empty()     ? "the runtime's defaults (what trident train runs)"
+                            : values.has("stack") ? "the --stack " + x.stack + " preset, else the runtime's defaults"
+                                                  : "the stack " + x.stack + " (the default on a GPU cluster), else the "
+                                                    "runtime's defaults";
   return {{Severity::Info, "execution-defaults",
            fmt::format("settings not given take {}: {}", whose, fmt::join(flags, " ")),
            "pass them explicitly to check another recipe; `trident plan` with this layout fixed searches them"}};

@@ -345,6 +345,14 @@ std::string lint_text(const RunSpec& run, const LintResult& r, bool per_stage) {
   return s;
 }
 
+std::string stack_line(const ExecutionSpec& x, bool given) {
+  const StackPreset* p = find_stack(x.stack);
+  if (!p) return "Stack: the runtime's defaults, what trident train runs (--stack chooses a preset)\n";
+  return fmt::format("Stack: {} ({}): {}\n", p->name,
+                     given ? "--stack" : "the default on a GPU cluster; --stack trident for the runtime's own",
+                     p->description);
+}
+
 std::string plan_text(const ModelSpec& model, const ClusterSpec& cluster, int64_t global_batch,
                       const SearchResult& res, const std::vector<std::vector<Finding>>& findings,
                       const std::vector<std::string>& rationale, bool per_stage) {

@@ -30,6 +30,9 @@ nlohmann::json plan_json(const SearchResult& result, const std::vector<std::vect
 std::string estimate_text(const Estimate& e, bool per_stage);
 std::string findings_text(const std::vector<Finding>& findings);
 std::string lint_text(const RunSpec& run, const LintResult& result, bool per_stage);
+// The first line of plan, lint and simulate: the software stack the prediction is for, whether
+// --stack named it (`given`) or it is the default, and what it sets.
+std::string stack_line(const ExecutionSpec& exec, bool given);
 std::string plan_text(const ModelSpec& model, const ClusterSpec& cluster, int64_t global_batch,
                       const SearchResult& result, const std::vector<std::vector<Finding>>& findings,
                       const std::vector<std::string>& rationale, bool per_stage);

@@ -41,6 +41,7 @@ void SearchSpace::use_stack(const ExecutionSpec& exec) {
   attention = exec.attention;
   overlap = exec.overlap;
   stack = exec.stack;
+  if (const StackPreset* preset = find_stack(exec.stack); preset && preset->zero_fixed) zero = exec.zero;
 }
 
 void SearchSpace::fix_layout(const Layout& l) {

@@ -87,7 +87,7 @@ PlannedCosts costs_from_plan(const RunSpec& run, const plan::CostConstants& c, d
 
   // Megatron's p2p blocks the sender; with --overlap pp the sends run on their own stream (only
   // the receiver waits) and slow the compute they overlap by overlap_slowdown of themselves.
-  out.costs.blocking_sends = !(x.overlap.pp && p > 1);
+  out.costs.blocking_sends = !(pp_overlapped(x.overlap, x.schedule) && p > 1);
   out.costs.stages.resize(p);
   for (int64_t s = 0; s < p; ++s) {
     const plan::StageTime& st = est.stages[s];

@@ -57,11 +57,13 @@ check("keys a command does not use are named, not silent", "not used by this com
 
 # train: the same file, scaled down by flags (flags win over the file). train honours or refuses
 # every key it reads: one pipeline stage needs a one-stage schedule, and the CPU trains in fp32
-# with ZeRO 0 or 1, so the scaled-down run says so.
+# with ZeRO 0 or 1, unfused attention, fp32 gradients and DP overlap only (the GPU stack the plan
+# predicted replaced), so the scaled-down run says so.
 p = run("train", "--config", emitted, "--layers", "1", "--hidden", "32", "--heads", "2", "--seq-len", "16",
         "--vocab", "256", "--tp", "1", "--pp", "1", "--dp", "1", "--global-batch-size", "2", "--micro-batch-size", "2",
         "--schedule", "1f1b", "--virtual-stages", "1", "--precision", "fp32", "--zero", "0", "--recompute", "none",
-        "--no-sequence-parallel", "--steps", "1", "--eval-batches", "1", "--threads", "1")
+        "--no-sequence-parallel", "--grad-bits", "32", "--attention", "unfused", "--overlap", "dp",
+        "--steps", "1", "--eval-batches", "1", "--threads", "1")
 check("train runs the file scaled down", "done: 1 steps" in p.stdout, p.stdout[-500:])
 
 # time to train: the formula's inputs give its outputs.
@@ -110,7 +112,8 @@ check("megatron: llama GQA, SwiGLU, RMSNorm, distributed optimizer",
       m.get("--num-query-groups") == "8" and m.get("--normalization") == "RMSNorm" and "--swiglu" in m
       and "--use-distributed-optimizer" in m, m)
 
-tt = tomllib.loads(run("plan", "--config", fixed, "--emit", "torchtitan").stdout)
+# torchtitan (its TOML form) runs ZeRO-3 (FSDP): the torchtitan stack plans what it runs.
+tt = tomllib.loads(run("plan", "--config", fixed, "--stack", "torchtitan", "--emit", "torchtitan-toml").stdout)
 par = tt["parallelism"]
 check("torchtitan: degrees", (par["tensor_parallel_degree"], par["pipeline_parallel_degree"],
                               par["data_parallel_replicate_degree"] * par["data_parallel_shard_degree"]) == (8, 8, 64), par)

@@ -143,3 +143,13 @@ TEST(RunSpec, custom_moe_model_takes_its_sizes_from_flags) {
   EXPECT_EQ(c.expert_params, 3 * 256 * 128);
   EXPECT_EQ(c.active, c.total - 4 * 12 * c.expert_params);
 }
+
+TEST(RunSpec, the_default_stack_is_megatron_core_te_on_gpus_and_the_runtimes_on_cpus) {
+  EXPECT_EQ(default_stack(cluster_preset("dgx-h100")), "megatron-core-te");
+  ClusterSpec cpu = cluster_preset("dgx-h100");
+  cpu.gpu.bf16_flops = cpu.gpu.fp32_flops;  // what trident bench writes: no 16-bit tensor-core peak
+  EXPECT_EQ(default_stack(cpu), "");
+  EXPECT_EQ(resolve_run(with({{"model", "gpt3-1.3b"}, {"cluster", "dgx-h100"}}), false).exec.stack, "megatron-core-te");
+  EXPECT_EQ(resolve_run(with({{"model", "gpt3-1.3b"}, {"cluster", "dgx-h100"}, {"stack", "trident"}}), false).exec.attention,
+            AttentionKind::Unfused);
+}

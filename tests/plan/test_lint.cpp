@@ -26,10 +26,12 @@ const Finding* find(const LintResult& r, const std::string& code) {
   return nullptr;
 }
 
-// The source chapter's GPT-3 layout on 512 DGX A100 nodes, GPT-3's global batch.
+// The source chapter's GPT-3 layout on 512 DGX A100 nodes, GPT-3's global batch, with the
+// runtime's own stack (the chapter's recipe: unfused attention, DP overlap, fp32 gradients).
 KV gpt3_layout() {
-  return {{"model", "gpt3-175b"}, {"cluster", "dgx-a100-80g"}, {"nodes", "512"}, {"tp", "8"}, {"pp", "8"},
-          {"dp", "64"},           {"order", "tp-pp-dp"},       {"global-batch-size", "1536"}};
+  return {{"model", "gpt3-175b"}, {"cluster", "dgx-a100-80g"}, {"nodes", "512"},           {"tp", "8"},
+          {"pp", "8"},            {"dp", "64"},                {"order", "tp-pp-dp"},      {"global-batch-size", "1536"},
+          {"stack", "trident"}};
 }
 
 KV with(KV kv, const KV& more) {
@@ -64,6 +66,20 @@ TEST(Lint, settings_not_given_take_the_runtime_defaults_and_an_oom_fix_names_the
   // The recipe search's cheapest fitting change: one setting, ZeRO 1 (shards the optimizer states).
   EXPECT_NE(oom->fix.find("cheapest change that fits"), std::string::npos) << oom->fix;
   EXPECT_NE(oom->fix.find("--zero 1 (1 setting changed"), std::string::npos) << oom->fix;
+}
+
+TEST(Lint, without_a_stack_a_gpu_cluster_takes_megatron_core_te_and_says_so) {
+  KV kv = gpt3_layout();
+  kv.pop_back();  // no --stack
+  auto r = lint(kv);
+  EXPECT_EQ(r.run.exec.stack, "megatron-core-te");
+  EXPECT_EQ(r.run.exec.attention, AttentionKind::Flash);
+  EXPECT_EQ(r.run.exec.grad_bits, 16);
+  EXPECT_EQ(r.run.exec.zero, 1);
+  const Finding* d = find(r, "execution-defaults");
+  ASSERT_NE(d, nullptr);
+  EXPECT_NE(d->message.find("the stack megatron-core-te (the default on a GPU cluster)"), std::string::npos)
+      << d->message;
 }
 
 TEST(Lint, a_published_run_without_sequence_parallel_is_checked_without_it) {

@@ -36,7 +36,10 @@ TEST(StackOptions, a_stack_sets_its_settings_and_explicit_flags_win) {
   ExecutionSpec e = resolve_execution(values({{"stack", "megatron-core-te"}}), p);
   ASSERT_TRUE(p.empty());
   EXPECT_EQ(e.attention, AttentionKind::Flash);
-  EXPECT_EQ(e.overlap, (Overlap{true, true, true}));
+  // PP sends overlap in the interleaved schedule only, as in Megatron.
+  EXPECT_EQ(e.overlap, (Overlap{true, true, true, true}));
+  EXPECT_TRUE(pp_overlapped(e.overlap, ScheduleKind::Interleaved));
+  EXPECT_FALSE(pp_overlapped(e.overlap, ScheduleKind::OneFOneB));
   EXPECT_EQ(e.grad_bits, 16);
   EXPECT_EQ(e.zero, 1);
   EXPECT_FALSE(e.sequence_parallel);  // a layout setting (needs tp > 1): given with --sequence-parallel

@@ -1,0 +1,239 @@
+// `trident plan --emit megatron`: the planned run as Megatron-LM pretrain_gpt.py arguments.
+// Every setting the prediction assumes is written (Megatron's defaults are not relied on where
+// the plan differs from them), or the plan is refused with what Megatron cannot express. The
+// flags and the rules they must satisfy are kept in data/frameworks/ (checked by a test).
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "plan/cost_model.h"
+#include "report/launch_config.h"
+#include "report/topology_report.h"
+
+namespace trident {
+
+namespace {
+
+constexpr const char* kMegatronVersion = "Megatron-LM commit d98e8a64ddf3 (Megatron-Core, 2026)";
+
+// The order with the dimensions of size 1 left out: two orders that agree on the rest place
+// every group on the same ranks.
+std::string effective_order(const std::string& order, const Layout& l) {
+  std::string out;
+  size_t start = 0;
+  while (start <= order.size()) {
+    const size_t end = order.find('-', start);
+    const std::string d = order.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    const int64_t size = d == "tp" ? l.tp : d == "cp" ? l.cp : d == "ep" ? l.ep : d == "dp" ? l.dp : l.pp;
+    if (size > 1) out += (out.empty() ? "" : "-") + d;
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return out;
+}
+
+void model_args(const ModelSpec& m, std::vector<std::string>& a) {
+  a.push_back(fmt::format("--num-layers {}", m.layers));
+  a.push_back(fmt::format("--hidden-size {}", m.hidden));
+  a.push_back(fmt::format("--ffn-hidden-size {}", m.ffn_hidden));
+  a.push_back(fmt::format("--num-attention-heads {}", m.heads));
+  if (m.kv_heads != m.heads) {
+    a.push_back("--group-query-attention");
+    a.push_back(fmt::format("--num-query-groups {}", m.kv_heads));
+  }
+  a.push_back(fmt::format("--seq-length {}", m.seq_len));
+  a.push_back(fmt::format("--max-position-embeddings {}", m.seq_len));
+  if (m.family == ModelFamily::Llama) {
+    a.push_back("--swiglu");
+    a.push_back("--normalization RMSNorm");
+    a.push_back("--position-embedding-type rope");
+    a.push_back(fmt::format("--rotary-base {}", int64_t(m.rope_theta)));
+    a.push_back("--disable-bias-linear");
+  } else {
+    a.push_back("--normalization LayerNorm");
+    a.push_back("--position-embedding-type learned_absolute");
+  }
+  a.push_back(fmt::format("--norm-epsilon {}", m.norm_epsilon()));
+  if (!m.tied_embeddings()) a.push_back("--untie-embeddings-and-output-weights");
+}
+
+void moe_args(const ModelSpec& m, const Layout& l, bool sequence_parallel, std::vector<std::string>& a,
+              Problems& refuse) {
+  if (!m.is_moe()) return;
+  a.push_back(fmt::format("--num-experts {}", m.experts));
+  a.push_back(fmt::format("--moe-router-topk {}", m.experts_per_token));
+  a.push_back(fmt::format("--moe-ffn-hidden-size {}", m.expert_ffn_hidden));
+  // The plan costs the tokens' all-to-all between expert ranks (Megatron's default is allgather).
+  a.push_back("--moe-token-dispatcher-type alltoall");
+  if (m.shared_experts > 0)
+    a.push_back(fmt::format("--moe-shared-expert-intermediate-size {}", m.shared_experts * m.expert_ffn_hidden));
+  if (m.capacity_factor > 1.0) a.push_back(fmt::format("--moe-expert-capacity-factor {}", m.capacity_factor));
+  if (m.moe_dense_layers > 0) {
+    // "[0]*k+[1]*n": the first k layers keep a dense MLP.
+    a.push_back(fmt::format("--moe-layer-freq ([0]*{}+[1]*{})", m.moe_dense_layers, m.layers - m.moe_dense_layers));
+  }
+  if (l.ep > 1) a.push_back(fmt::format("--expert-model-parallel-size {}", l.ep));
+  // The planner shards each expert's matrices over tp, as dense layers (Megatron's default too).
+  a.push_back(fmt::format("--expert-tensor-parallel-size {}", l.tp));
+  if (l.ep > 1 && l.tp > 1 && !sequence_parallel)
+    refuse.add("expert parallel with tp > 1 and no sequence parallel: Megatron requires --sequence-parallel then",
+               "replan with --sequence-parallel", "megatron-ep-sequence-parallel");
+}
+
+// Layers per pipeline stage as the planner split them: even, uneven first/last stages, or (with
+// interleaving) a layout string of every chunk.
+void pipeline_args(const RunSpec& run, std::vector<std::string>& a, std::vector<std::string>& comments,
+                   Problems& refuse) {
+  const ModelSpec& m = run.model;
+  const Layout& l = run.layout;
+  const ExecutionSpec& e = run.exec;
+  const int64_t v = e.schedule == ScheduleKind::Interleaved ? e.virtual_stages : 1;
+  if (e.schedule == ScheduleKind::ZeroBubbleH1 && l.pp > 1)
+    refuse.add("schedule zb-h1: Megatron-LM's pretrain_gpt.py has no zero-bubble schedule",
+               "replan with --schedule 1f1b or --schedule interleaved", "megatron-schedule");
+  if (e.schedule == ScheduleKind::GPipe && l.pp > 1)
+    refuse.add("schedule gpipe: Megatron always runs 1F1B (the plan's activation memory differs)",
+               "replan with --schedule 1f1b", "megatron-schedule");
+  if (l.pp == 1) return;
+  const std::vector<int64_t> chunks = plan::chunk_layers(m.layers, l.pp, v);
+  const bool even = std::all_of(chunks.begin(), chunks.end(), [&](int64_t c) { return c == chunks.front(); });
+  if (even) {
+    if (v > 1) a.push_back(fmt::format("--num-layers-per-virtual-pipeline-stage {}", chunks.front()));
+    return;
+  }
+  if (v == 1) {
+    // First and last stages keep the base count; the middle ones must then be even.
+    const std::vector<int64_t> stages = plan::stage_layers(m.layers, l.pp, 1);
+    a.push_back(fmt::format("--decoder-first-pipeline-num-layers {}", stages.front()));
+    a.push_back(fmt::format("--decoder-last-pipeline-num-layers {}", stages.back()));
+    comments.push_back(fmt::format("pipeline stages of {} layers: first {}, last {}, the {} others {} each", m.layers,
+                                   stages.front(), stages.back(), l.pp - 2, l.pp > 2 ? stages[1] : 0));
+    return;
+  }
+  // Interleaved and uneven: every chunk spelled out (E embedding, t a layer, L the loss), in
+  // Megatron's order of virtual stage then pipeline rank, the planner's chunk order too.
+  std::string layout;
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    if (c > 0) layout += "|";
+    if (c == 0) layout += "E";
+    layout += std::string(size_t(chunks[c]), 't');
+    if (c + 1 == chunks.size()) layout += "L";
+  }
+  a.push_back(fmt::format("--pipeline-model-parallel-layout {}", layout));
+  comments.push_back(fmt::format("{} layers in {} chunks of {} to {} (pp {} x v {}): written as a layout string",
+                                 m.layers, chunks.size(), *std::min_element(chunks.begin(), chunks.end()),
+                                 *std::max_element(chunks.begin(), chunks.end()), l.pp, v));
+}
+
+void parallel_args(const RunSpec& run, std::vector<std::string>& a, Problems& refuse) {
+  const Layout& l = run.layout;
+  const ExecutionSpec& e = run.exec;
+  a.push_back(fmt::format("--tensor-model-parallel-size {}", l.tp));
+  a.push_back(fmt::format("--pipeline-model-parallel-size {}", l.pp));
+  if (l.cp > 1) {
+    a.push_back(fmt::format("--context-parallel-size {}", l.cp));
+    a.push_back("--cp-comm-type p2p");  // the ring of KV blocks the plan costs
+  }
+  const std::string order = effective_order(l.order, l);
+  const Layout def{l.tp, l.cp, l.dp, l.pp, "tp-cp-ep-dp-pp", l.ep};
+  const Layout tppd{l.tp, l.cp, l.dp, l.pp, "tp-pp-dp", l.ep};
+  if (order == effective_order(def.order, def)) {
+    // Megatron's default order.
+  } else if (l.cp == 1 && l.ep == 1 && order == effective_order(tppd.order, tppd)) {
+    a.push_back("--use-tp-pp-dp-mapping");
+  } else {
+    refuse.add(fmt::format("rank order {}: Megatron places ranks as tp-cp-ep-dp-pp (its default) or tp-pp-dp "
+                           "(--use-tp-pp-dp-mapping, without cp or ep) only",
+                           l.order),
+               "replan with --order tp-cp-ep-dp-pp" + std::string(l.cp == 1 && l.ep == 1 ? " or --order tp-pp-dp" : ""),
+               "megatron-order");
+  }
+  if (e.sequence_parallel && l.tp > 1) a.push_back("--sequence-parallel");
+  if (e.recompute == Recompute::Selective) a.push_back("--recompute-granularity selective");
+  if (e.recompute == Recompute::Full) {
+    a.push_back("--recompute-granularity full");
+    a.push_back("--recompute-method uniform");
+    a.push_back("--recompute-num-layers 1");
+  }
+  if (e.zero == 1) a.push_back("--use-distributed-optimizer");
+  if (e.zero >= 2) {
+    // Megatron-FSDP: ZeRO-2 shards optimizer and gradients, ZeRO-3 the weights too.
+    a.push_back("--use-megatron-fsdp");
+    a.push_back("--use-distributed-optimizer");
+    a.push_back("--no-gradient-accumulation-fusion");
+    a.push_back(fmt::format("--data-parallel-sharding-strategy {}", e.zero == 2 ? "optim_grads" : "optim_grads_params"));
+    a.push_back("--ckpt-format fsdp_dtensor");
+  }
+  a.push_back(fmt::format("--micro-batch-size {}", e.micro_batch_size));
+  if (e.global_batch_size > 0) a.push_back(fmt::format("--global-batch-size {}", e.global_batch_size));
+}
+
+// Number formats, the attention kernel and each overlap the prediction assumed.
+void recipe_args(const RunSpec& run, std::vector<std::string>& a, Problems& refuse) {
+  const Layout& l = run.layout;
+  const ExecutionSpec& e = run.exec;
+  a.push_back("--transformer-impl transformer_engine");
+  if (e.precision == Precision::BF16 || e.precision == Precision::FP8) a.push_back("--bf16");
+  if (e.precision == Precision::FP16) a.push_back("--fp16");
+  // FP8 matrix products in the layers (E4M3 forward, E5M2 gradients), bf16 elsewhere.
+  if (e.precision == Precision::FP8) a.push_back("--fp8-format hybrid");
+  if (e.precision != Precision::FP32) {
+    if (e.grad_bits == 32) a.push_back("--accumulate-allreduce-grads-in-fp32");
+    else if (e.precision == Precision::FP16)
+      refuse.add("16-bit gradient reduction with fp16: Megatron reduces gradients in fp32 or bf16 only",
+                 "replan with --grad-bits 32 (or --precision bf16)", "megatron-grad-dtype");
+    else a.push_back("--grad-reduce-in-bf16");
+  }
+  // flash: fused kernels that never store the scores (cuDNN's, shipped with Transformer Engine).
+  a.push_back(fmt::format("--attention-backend {}", e.attention == AttentionKind::Flash ? "fused" : "unfused"));
+  if (e.overlap.dp) {
+    a.push_back("--overlap-grad-reduce");
+    if (e.zero >= 1) a.push_back("--overlap-param-gather");
+  }
+  if (e.overlap.tp && l.tp > 1) {
+    if (!e.sequence_parallel)
+      refuse.add("TP overlap without sequence parallel: Megatron overlaps TP communication with the GEMMs "
+                 "(--tp-comm-overlap) only with --sequence-parallel",
+                 "replan with --sequence-parallel, or --overlap dp,pp", "megatron-tp-overlap");
+    else a.push_back("--tp-comm-overlap");
+  }
+  if (l.pp > 1 && e.schedule != ScheduleKind::Interleaved && e.overlap.pp && !e.overlap.pp_interleaved_only)
+    refuse.add("PP overlap with the " + to_string(e.schedule) +
+                   " schedule: Megatron overlaps pipeline sends in the interleaved schedule only",
+               "replan with --overlap tp,dp (or --schedule interleaved)", "megatron-pp-overlap");
+  if (l.pp > 1 && e.schedule == ScheduleKind::Interleaved && !e.overlap.pp)
+    a.push_back("--no-overlap-p2p-communication");
+}
+
+}  // namespace
+
+FrameworkLaunch megatron_launch(const RunSpec& run) {
+  const ModelSpec& m = run.model;
+  const Layout& l = run.layout;
+  FrameworkLaunch f;
+  f.framework = "Megatron-LM";
+  f.version = kMegatronVersion;
+  f.entry = "pretrain_gpt.py";
+  f.comments.push_back(fmt::format("Megatron-LM pretrain_gpt.py arguments for {} on {} GPUs ({} nodes x {}): {}",
+                                   describe_model(m), l.world_size(), run.cluster.nodes, run.cluster.gpus_per_node,
+                                   l.describe()));
+  f.comments.push_back("written for " + f.version + "; checked against its argument parser and validate_args rules "
+                                                    "kept in data/frameworks/");
+  f.comments.push_back(fmt::format("world size {}; data-parallel size {} = world / (tp {} x pp {}{}): Megatron "
+                                   "derives it",
+                                   l.world_size(), l.dp, l.tp, l.pp, l.cp > 1 ? fmt::format(" x cp {}", l.cp) : ""));
+  f.comments.push_back(fmt::format("vocabulary {}: from the tokenizer (--tokenizer-type, or NullTokenizer with "
+                                   "--vocab-size); Megatron pads it to a multiple of 128 x tp",
+                                   m.vocab));
+  // Megatron's validate_args refuses tp or cp above 1 without it (kernels must queue in order
+  // for the communication/compute overlap).
+  if (l.tp > 1 || l.cp > 1) f.env.push_back({"CUDA_DEVICE_MAX_CONNECTIONS", "1"});
+  model_args(m, f.args);
+  parallel_args(run, f.args, f.refusals);
+  pipeline_args(run, f.args, f.comments, f.refusals);
+  moe_args(m, l, run.exec.sequence_parallel, f.args, f.refusals);
+  recipe_args(run, f.args, f.refusals);
+  return f;
+}
+
+}  // namespace trident
