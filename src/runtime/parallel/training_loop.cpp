@@ -226,15 +226,11 @@ std::optional<checkpoint::CheckpointReader> open_inputs(TrainSettings& s, Proble
   return resume;
 }
 
-int train(const TrainSettings& settings, const Problems& parsed, bool mpi) {
-  int rank = 0, world = 1;
-  if (mpi) {
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &world);
-  }
-  TrainSettings s = settings;
-  // The one run check, on every rank before any work: the problems found while parsing, the
-  // inputs, check_trainable and the world size, all reported together.
+// The one run check, on every rank before any work: the problems found while parsing, the
+// inputs, check_trainable and the world size, all reported together. Returns the checkpoint to
+// resume from (opened once, with the token file, into s).
+std::optional<checkpoint::CheckpointReader> check_on_every_rank(TrainSettings& s, const Problems& parsed, bool mpi,
+                                                                int world) {
   Problems problems = parsed;
   std::optional<checkpoint::CheckpointReader> resume = open_inputs(s, problems);
   check_trainable(s, problems);
@@ -262,6 +258,189 @@ int train(const TrainSettings& settings, const Problems& parsed, bool mpi) {
     check_ranks_agree(fingerprint, MPI_COMM_WORLD);
   }
   problems.throw_if_any();  // every rank holds the same problems: all stop before any work
+  return resume;
+}
+
+// Loads the checkpoint into the trainer on every rank; returns the step it holds.
+int64_t resume_from(DistTrainer& trainer, ProcessGroups& groups, checkpoint::CheckpointReader& resume,
+                    const TrainSettings& s) {
+  // A checkpoint that does not fit is found by some ranks only: all agree before going on.
+  std::optional<InputError> error;
+  try {
+    load_checkpoint(trainer, resume);
+  } catch (const InputError& e) {
+    error = e;
+  }
+  double ok = error ? 0 : 1;
+  all_reduce_f64(*groups.world, &ok, 1, comm::ReduceOp::Min);
+  if (error) throw *error;
+  if (ok < 0.5) {
+    Problems p;
+    p.add("checkpoint '" + s.resume_path + "' does not fit this model on another rank", "see rank 0's message",
+          "resume-model");
+    p.throw_if_any();
+  }
+  return resume.meta().value("step", int64_t(0));
+}
+
+// Metrics file: opened by rank 0 before any step; every rank learns whether it could.
+void open_metrics(MetricsWriter& metrics, int rank, const TrainSettings& s, ProcessGroups& groups) {
+  double ok = 1;
+  if (rank == 0 && !s.metrics_path.empty() && !metrics.open(s.metrics_path)) ok = 0;
+  all_reduce_f64(*groups.world, &ok, 1, comm::ReduceOp::Min);
+  if (ok < 0.5) {
+    Problems p;
+    p.add("cannot write the metrics file '" + s.metrics_path + "'", "check the folder exists and is writable",
+          "metrics-open");
+    p.throw_if_any();
+  }
+}
+
+// Every rank's activation memory and its stage, for rank 0's start-up table.
+std::vector<RankActivations> gather_activations(DistTrainer& trainer, ProcessGroups& groups, const Mesh& mesh,
+                                                int world) {
+  std::vector<RankActivations> activations(static_cast<size_t>(world));
+  const ActivationMemory a = trainer.activation_memory();
+  const float mine[3] = {float(a.slots), float(a.slot_bytes), float(a.scratch_bytes)};
+  std::vector<float> all(size_t(3) * world);
+  groups.world->all_gather(mine, all.data(), 3, comm::DType::F32);
+  for (int r = 0; r < world; ++r)
+    activations[size_t(r)] = {mesh.coords_of(r).pp(),
+                              {int64_t(all[size_t(r) * 3]), double(all[size_t(r) * 3 + 1]), double(all[size_t(r) * 3 + 2])}};
+  return activations;
+}
+
+// One line of the metrics file; with several ranks, where the step went (mean share over ranks).
+nlohmann::json metrics_line(int64_t done, double loss, double lr, double tps, double mfu, double grad_norm,
+                            double seconds, const std::optional<double>& v, const std::vector<PhaseTimes>& row,
+                            int world) {
+  nlohmann::json j = {{"step", done}, {"loss", loss}, {"lr", lr}, {"tokens_per_s", tps}, {"mfu", mfu},
+                      {"grad_norm", grad_norm}, {"step_s", seconds}};
+  if (v) j["val_loss"] = *v;
+  if (world > 1) {  // where the step went, mean share over ranks
+    PhaseTimes mean;
+    for (const auto& p : row) {
+      mean.compute += p.compute / world, mean.tp += p.tp / world, mean.pp += p.pp / world;
+      mean.bubble += p.bubble / world, mean.dp_exposed += p.dp_exposed / world;
+      mean.optimizer += p.optimizer / world, mean.total += p.total / world;
+    }
+    const double T = mean.total > 0 ? mean.total : 1;
+    j["time_shares"] = {{"compute", mean.compute / T}, {"tp", mean.tp / T}, {"pp", mean.pp / T},
+                        {"bubble", mean.bubble / T}, {"dp_exposed", mean.dp_exposed / T},
+                        {"optimizer", mean.optimizer / T}, {"other", mean.other() / T}};
+  }
+  return j;
+}
+
+// Rank 0's rehearsal report: the measured shares beside the planner's prediction, as text
+// (several ranks), JSON (--report) and a page (--html).
+void write_rehearsal(RehearsalData& report, const TrainSettings& s, const Mesh& mesh, const std::vector<float>& mems,
+                     int world) {
+  for (int r = 0; r < world; ++r)
+    report.ranks.push_back({r, mesh.coords_of(r), mems[size_t(r) * 2], mems[size_t(r) * 2 + 1]});
+  try {
+    std::ifstream probe(s.prediction_cluster);
+    if (!probe) report.prediction_missing = "no cluster file '" + s.prediction_cluster + "': run `trident bench` first";
+    else
+      report.prediction = predict(s.run, s.prediction_cluster, std::max(1u, std::thread::hardware_concurrency()),
+                                  s.prediction_cost);
+  } catch (const std::exception& e) {
+    report.prediction_missing = std::string("planner failed: ") + e.what();
+  }
+  if (world > 1) std::printf("%s", rehearsal_text(report).c_str());
+  if (!s.report_path.empty()) {
+    write_output_file(s.report_path, rehearsal_json(report).dump(2) + "\n", "--report");
+    std::printf("rehearsal report written to %s\n", s.report_path.c_str());
+  }
+  if (!s.html_path.empty()) {
+    write_output_file(s.html_path, html_page(rehearsal_page(rehearsal_json(report).dump())), "--html");
+    std::printf("rehearsal report page written to %s\n", s.html_path.c_str());
+  }
+}
+
+// What the trainer takes from the settings, on the device's kernels.
+TrainerOptions trainer_options(const TrainSettings& s, kernels::Kernels& kernels) {
+  TrainerOptions o;
+  o.adamw = s.adamw;
+  o.seed = s.seed;
+  o.stage_layers = s.stage_layers;
+  o.bucket_floats = std::max<int64_t>(1, int64_t(s.bucket_mib * (1 << 20) / 4));
+  o.kernels = &kernels;
+  o.compute = s.run.exec.precision == Precision::BF16 ? kernels::DType::BF16 : kernels::DType::F32;
+  return o;
+}
+
+// Every rank's phase times of the step (one all-gather) and the step's seconds: the slowest
+// rank's.
+std::vector<PhaseTimes> gather_phase_times(const PhaseTimes& t, ProcessGroups& groups, int world, double& seconds) {
+  const int fields = 11;
+  float mine[fields] = {float(t.compute), float(t.tp), float(t.pp), float(t.bubble), float(t.dp_exposed),
+                        float(t.optimizer), float(t.weight), float(t.total), float(t.cp), float(t.cp_attention),
+                        float(t.zero_gather)};
+  std::vector<float> all(size_t(fields) * world);
+  groups.world->all_gather(mine, all.data(), fields, comm::DType::F32);
+  std::vector<PhaseTimes> row(world);
+  seconds = 0;
+  for (int r = 0; r < world; ++r) {
+    const float* x = &all[size_t(r) * fields];
+    row[r] = PhaseTimes{x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], x[8], x[9], x[10]};
+    seconds = std::max(seconds, double(x[7]));
+  }
+  seconds = world == 1 ? t.total : seconds;
+  return row;
+}
+
+// The load over the steps on rank 0's node: every rank's CPU time against the node's busy time
+// (ranks on several nodes: not separable from one node's /proc/stat, so not reported).
+void record_load(const engine::LoadProbe& load_probe, ProcessGroups& groups, const ResourceView& resources, int world,
+                 int threads, RehearsalData& report) {
+  engine::MachineLoad load = load_probe.stop();
+  double ranks_cpu_s = load.self_cpu_s;
+  all_reduce_f64(*groups.world, &ranks_cpu_s, 1, comm::ReduceOp::Sum);
+  if (resources.own_node_ranks == world && load.known) {
+    load.self_cpu_s = ranks_cpu_s;
+    load.threads = std::max(1, std::min(load.cores, world * threads));
+    report.load = load;
+  }
+}
+
+// The metrics-write error every rank stops with at step `done`; `kept` says what of the run is kept.
+void throw_metrics_write(const TrainSettings& s, const std::string& metrics_error, int64_t done,
+                         const std::string& kept) {
+  Problems p;
+  p.add(fmt::format("{} (the metrics file, at step {}); the run stopped there",
+                    metrics_error.empty() ? "rank 0 could not write the metrics file '" + s.metrics_path + "'"
+                                          : metrics_error,
+                    done),
+        "free space on its disk, or give --metrics a path on another disk; " + kept, "metrics-write");
+  p.throw_if_any();
+}
+
+// A write (or the close) of the metrics file; a failure is kept in `error` for the next check.
+void write_metrics(MetricsWriter& metrics, const nlohmann::json& j, std::string& error) {
+  try {
+    metrics.write(j);
+  } catch (const InputError& e) {
+    error = e.problems().front().what;
+  }
+}
+void close_metrics(MetricsWriter& metrics, std::string& error) {
+  try {
+    metrics.close();
+  } catch (const InputError& e) {
+    error = e.problems().front().what;
+  }
+}
+
+int train(const TrainSettings& settings, const Problems& parsed, bool mpi) {
+  int rank = 0, world = 1;
+  if (mpi) {
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+  }
+  TrainSettings s = settings;
+  std::optional<checkpoint::CheckpointReader> resume = check_on_every_rank(s, parsed, mpi, world);
+  Problems problems;
   // What the machine has, before anything is allocated (gathered: the same view on every rank).
   Mesh mesh(s.run.layout, std::max<int64_t>(s.run.cluster.gpus_per_node, 1));
   const ResourceView resources = gather_resources(s, mpi, mesh.coords_of(rank).pp());
@@ -284,64 +463,19 @@ int train(const TrainSettings& settings, const Problems& parsed, bool mpi) {
   auto data = s.data ? token_file_source(s.data, s.run.model.seq_len, s.seed)
                      : synthetic_source(s.run.model.vocab, s.run.model.seq_len, s.seed);
   auto val = validation_source(s);
-  TrainerOptions o;
-  o.adamw = s.adamw;
-  o.seed = s.seed;
-  o.stage_layers = s.stage_layers;
-  o.bucket_floats = std::max<int64_t>(1, int64_t(s.bucket_mib * (1 << 20) / 4));
-  o.kernels = kernels.get();
-  o.compute = s.run.exec.precision == Precision::BF16 ? kernels::DType::BF16 : kernels::DType::F32;
+  const TrainerOptions o = trainer_options(s, *kernels);
   DistTrainer trainer(s.run, groups, *data, o);
-  int64_t first = 0;
-  if (resume) {
-    // A checkpoint that does not fit is found by some ranks only: all agree before going on.
-    std::optional<InputError> error;
-    try {
-      load_checkpoint(trainer, *resume);
-    } catch (const InputError& e) {
-      error = e;
-    }
-    double ok = error ? 0 : 1;
-    all_reduce_f64(*groups.world, &ok, 1, comm::ReduceOp::Min);
-    if (error) throw *error;
-    if (ok < 0.5) {
-      Problems p;
-      p.add("checkpoint '" + s.resume_path + "' does not fit this model on another rank", "see rank 0's message",
-            "resume-model");
-      p.throw_if_any();
-    }
-    first = resume->meta().value("step", int64_t(0));
-  }
+  const int64_t first = resume ? resume_from(trainer, groups, *resume, s) : 0;
 
-  // Metrics file: opened by rank 0 before any step; every rank learns whether it could.
   MetricsWriter metrics;
-  {
-    double ok = 1;
-    if (rank == 0 && !s.metrics_path.empty() && !metrics.open(s.metrics_path)) ok = 0;
-    all_reduce_f64(*groups.world, &ok, 1, comm::ReduceOp::Min);
-    if (ok < 0.5) {
-      Problems p;
-      p.add("cannot write the metrics file '" + s.metrics_path + "'", "check the folder exists and is writable",
-            "metrics-open");
-      p.throw_if_any();
-    }
-  }
+  open_metrics(metrics, rank, s, groups);
 
   // MFU divides by the matrix-product rate of all ranks measured at once (they share cores).
   double matmul_flops = engine::measure_matmul_flops(*kernels);
   all_reduce_f64(*groups.world, &matmul_flops, 1, comm::ReduceOp::Sum);
   const double step_flops = plan::model_flops_per_step(s.run.model, s.run.exec.global_batch_size, s.run.model.vocab);
   const int64_t tokens_per_step = s.run.exec.global_batch_size * s.run.model.seq_len;
-  std::vector<RankActivations> activations(static_cast<size_t>(world));
-  {
-    const ActivationMemory a = trainer.activation_memory();
-    const float mine[3] = {float(a.slots), float(a.slot_bytes), float(a.scratch_bytes)};
-    std::vector<float> all(size_t(3) * world);
-    groups.world->all_gather(mine, all.data(), 3, comm::DType::F32);
-    for (int r = 0; r < world; ++r)
-      activations[size_t(r)] = {mesh.coords_of(r).pp(),
-                                {int64_t(all[size_t(r) * 3]), double(all[size_t(r) * 3 + 1]), double(all[size_t(r) * 3 + 2])}};
-  }
+  const std::vector<RankActivations> activations = gather_activations(trainer, groups, mesh, world);
   if (rank == 0)
     print_startup(s, world, trainer, *data, kernels->device_name(), s.make_device_kernels ? "" : threads.note,
                   matmul_flops, step_flops, first, activations);
@@ -374,37 +508,18 @@ int train(const TrainSettings& settings, const Problems& parsed, bool mpi) {
       kept = fmt::format("the checkpoint '{}' holds step {}: continue with --resume {}", s.checkpoint_path, done,
                          s.checkpoint_path);
     }
-    Problems p;
-    p.add(fmt::format("{} (the metrics file, at step {}); the run stopped there",
-                      metrics_error.empty() ? "rank 0 could not write the metrics file '" + s.metrics_path + "'"
-                                            : metrics_error,
-                      done),
-          "free space on its disk, or give --metrics a path on another disk; " + kept, "metrics-write");
-    p.throw_if_any();
+    throw_metrics_write(s, metrics_error, done, kept);
   };
   const auto t_start = std::chrono::steady_clock::now();
   const engine::LoadProbe load_probe(threads.threads);
   double timed_s = 0.0, last_val = NAN, last_loss = NAN;
   int64_t timed_steps = 0;
-  const int fields = 11;
   for (int64_t step = first; step < stop_at; ++step) {
     if (s.before_step) s.before_step(step, rank);
     const double loss = last_loss = trainer.step(step);
     const int64_t done = step + 1;  // steps counted from 1
-    const PhaseTimes& t = trainer.last_times();
-    float mine[fields] = {float(t.compute), float(t.tp), float(t.pp), float(t.bubble), float(t.dp_exposed),
-                          float(t.optimizer), float(t.weight), float(t.total), float(t.cp), float(t.cp_attention),
-                          float(t.zero_gather)};
-    std::vector<float> all(size_t(fields) * world);
-    groups.world->all_gather(mine, all.data(), fields, comm::DType::F32);
-    std::vector<PhaseTimes> row(world);
     double seconds = 0;
-    for (int r = 0; r < world; ++r) {
-      const float* x = &all[size_t(r) * fields];
-      row[r] = PhaseTimes{x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], x[8], x[9], x[10]};
-      seconds = std::max(seconds, double(x[7]));
-    }
-    seconds = world == 1 ? t.total : seconds;
+    const std::vector<PhaseTimes> row = gather_phase_times(trainer.last_times(), groups, world, seconds);
     report.losses.push_back(loss);
     report.cp_blocks = trainer.cp_blocks_per_step();
     report.times.push_back(row);
@@ -423,49 +538,17 @@ int train(const TrainSettings& settings, const Problems& parsed, bool mpi) {
         std::fflush(stdout);
       }
       if (metrics.is_open()) {
-        nlohmann::json j = {{"step", done}, {"loss", loss}, {"lr", lr}, {"tokens_per_s", tps}, {"mfu", mfu},
-                            {"grad_norm", trainer.last_grad_norm()}, {"step_s", seconds}};
-        if (v) j["val_loss"] = *v;
-        if (world > 1) {  // where the step went, mean share over ranks
-          PhaseTimes mean;
-          for (const auto& p : row) {
-            mean.compute += p.compute / world, mean.tp += p.tp / world, mean.pp += p.pp / world;
-            mean.bubble += p.bubble / world, mean.dp_exposed += p.dp_exposed / world;
-            mean.optimizer += p.optimizer / world, mean.total += p.total / world;
-          }
-          const double T = mean.total > 0 ? mean.total : 1;
-          j["time_shares"] = {{"compute", mean.compute / T}, {"tp", mean.tp / T}, {"pp", mean.pp / T},
-                              {"bubble", mean.bubble / T}, {"dp_exposed", mean.dp_exposed / T},
-                              {"optimizer", mean.optimizer / T}, {"other", mean.other() / T}};
-        }
-        try {
-          metrics.write(j);
-        } catch (const InputError& e) {
-          metrics_error = e.problems().front().what;
-        }
+        const nlohmann::json j =
+            metrics_line(done, loss, lr, tps, mfu, trainer.last_grad_norm(), seconds, v, row, world);
+        write_metrics(metrics, j, metrics_error);
       }
     }
     if (s.checkpoint_every > 0 && done % s.checkpoint_every == 0 && done < stop_at && !s.checkpoint_path.empty())
       save(loss, done);
-    if (done == stop_at && rank == 0) {
-      try {
-        metrics.close();
-      } catch (const InputError& e) {
-        metrics_error = e.problems().front().what;
-      }
-    }
+    if (done == stop_at && rank == 0) close_metrics(metrics, metrics_error);
     stop_if_metrics_failed(loss, done);
   }
-  // The load over the steps on rank 0's node: every rank's CPU time against the node's busy time
-  // (ranks on several nodes: not separable from one node's /proc/stat, so not reported).
-  engine::MachineLoad load = load_probe.stop();
-  double ranks_cpu_s = load.self_cpu_s;
-  all_reduce_f64(*groups.world, &ranks_cpu_s, 1, comm::ReduceOp::Sum);
-  if (resources.own_node_ranks == world && load.known) {
-    load.self_cpu_s = ranks_cpu_s;
-    load.threads = std::max(1, std::min(load.cores, world * threads.threads));
-    report.load = load;
-  }
+  record_load(load_probe, groups, resources, world, threads.threads, report);
   // The start-up probe can run while the machine is busier than during the steps (other jobs,
   // caches still cold): the summary divides by the better of it and a second probe now, so a
   // low first probe cannot inflate MFU past what the device does.
@@ -485,28 +568,7 @@ int train(const TrainSettings& settings, const Problems& parsed, bool mpi) {
                 100.0 * step_flops / mean_s / best_probe, best_probe / 1e9, matmul_flops / 1e9, end_probe / 1e9, last_val);
     std::printf("peak memory: %s resident (getrusage, rank 0) vs %s trainer buffers vs %s planner prediction\n",
                 mib(mems[1]).c_str(), mib(mems[0]).c_str(), mib(planned_bytes(s)).c_str());
-    if (world > 1 || !s.report_path.empty() || !s.html_path.empty()) {
-      for (int r = 0; r < world; ++r)
-        report.ranks.push_back({r, mesh.coords_of(r), mems[size_t(r) * 2], mems[size_t(r) * 2 + 1]});
-      try {
-        std::ifstream probe(s.prediction_cluster);
-        if (!probe) report.prediction_missing = "no cluster file '" + s.prediction_cluster + "': run `trident bench` first";
-        else
-          report.prediction = predict(s.run, s.prediction_cluster, std::max(1u, std::thread::hardware_concurrency()),
-                                      s.prediction_cost);
-      } catch (const std::exception& e) {
-        report.prediction_missing = std::string("planner failed: ") + e.what();
-      }
-      if (world > 1) std::printf("%s", rehearsal_text(report).c_str());
-      if (!s.report_path.empty()) {
-        write_output_file(s.report_path, rehearsal_json(report).dump(2) + "\n", "--report");
-        std::printf("rehearsal report written to %s\n", s.report_path.c_str());
-      }
-      if (!s.html_path.empty()) {
-        write_output_file(s.html_path, html_page(rehearsal_page(rehearsal_json(report).dump())), "--html");
-        std::printf("rehearsal report page written to %s\n", s.html_path.c_str());
-      }
-    }
+    if (world > 1 || !s.report_path.empty() || !s.html_path.empty()) write_rehearsal(report, s, mesh, mems, world);
     std::fflush(stdout);
   }
   if (!s.checkpoint_path.empty() && run_steps > 0) {
