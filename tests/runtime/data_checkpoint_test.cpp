@@ -8,6 +8,7 @@
 
 #include "core/problems.h"
 #include "runtime/checkpoint/checkpoint.h"
+#include "runtime/checkpoint/checksum.h"
 #include "runtime/data/sampler.h"
 #include "runtime/data/token_file.h"
 #include "runtime/data/tokenizer.h"
@@ -200,7 +201,7 @@ TEST(Checkpoint, a_block_reads_only_the_slices_it_overlaps_each_checked_alone) {
     const auto m = read_all(dir + "/manifest.json");
     auto j = nlohmann::json::parse(std::string(m.begin(), m.end()));
     for (auto& [name, t] : j["tensors"].items())
-      for (auto& sl : t["slices"]) sl.erase("fnv1a64");
+      for (auto& sl : t["slices"]) sl.erase("crc32c");
     text = j.dump(1);
   }
   write_all(dir + "/manifest.json", std::vector<char>(text.begin(), text.end()));
@@ -208,6 +209,68 @@ TEST(Checkpoint, a_block_reads_only_the_slices_it_overlaps_each_checked_alone) {
   old.read_block("w", 0, 0, 2, 3, out, 3);  // shard 0 is intact
   EXPECT_EQ(out[5], 2.5f);
   EXPECT_THROW(old.tensor("b"), InputError);  // shard 1's file checksum no longer matches
+  fs::remove_all(dir);
+}
+
+TEST(Checksum, crc32c_is_castagnolis_and_combines_like_one_pass) {
+  const std::string check = "123456789";  // the CRC catalogue's check value for CRC-32C
+  EXPECT_EQ(checkpoint::crc32c(check.data(), check.size()), 0xE3069283u);
+  EXPECT_EQ(checkpoint::crc32c_hex(checkpoint::crc32c(check.data(), check.size())), "e3069283");
+  std::vector<char> bytes(100003);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = char(i * 131 + i / 7);
+  const uint32_t whole = checkpoint::crc32c(bytes.data(), bytes.size());
+  uint32_t byte_at_a_time = 0;  // never the three-stream path that long buffers take
+  for (char b : bytes) byte_at_a_time = checkpoint::crc32c(&b, 1, byte_at_a_time);
+  EXPECT_EQ(whole, byte_at_a_time);
+  for (size_t cut : {size_t(0), size_t(1), size_t(7), size_t(4096), size_t(50001), bytes.size()}) {
+    const uint32_t a = checkpoint::crc32c(bytes.data(), cut), b = checkpoint::crc32c(bytes.data() + cut, bytes.size() - cut);
+    EXPECT_EQ(checkpoint::crc32c_combine(a, b, bytes.size() - cut), whole) << cut;
+    EXPECT_EQ(checkpoint::crc32c(bytes.data() + cut, bytes.size() - cut, a), whole) << cut;  // streamed
+  }
+}
+
+// Checkpoints written before CRC-32C carry FNV-1a 64 per slice and per file: they still read,
+// and a flipped bit in one is still found.
+TEST(Checkpoint, an_fnv1a64_checkpoint_from_before_crc32c_reads_and_is_checked) {
+  const auto dir = sample_checkpoint("fnv.ckpt");
+  auto j = nlohmann::json::parse(std::string(read_all(dir + "/manifest.json").data(), read_all(dir + "/manifest.json").size()));
+  for (auto& [file, f] : j["files"].items()) {
+    const auto bytes = read_all(dir + "/" + file);
+    f.erase("crc32c");
+    f["fnv1a64"] = checkpoint::fnv1a64_hex(checkpoint::fnv1a64(bytes.data(), bytes.size()));
+  }
+  for (auto& [name, t] : j["tensors"].items())
+    for (auto& sl : t["slices"]) {
+      const auto bytes = read_all(dir + "/" + sl["file"].get<std::string>());
+      const size_t n = size_t(sl["extent"][0].get<int64_t>() * sl["extent"][1].get<int64_t>()) * 4;
+      sl.erase("crc32c");
+      sl["fnv1a64"] = checkpoint::fnv1a64_hex(checkpoint::fnv1a64(bytes.data() + sl["offset"].get<int64_t>(), n));
+    }
+  const std::string text = j.dump(1);
+  ASSERT_EQ(text.find("crc32c"), std::string::npos);
+  write_all(dir + "/manifest.json", std::vector<char>(text.begin(), text.end()));
+  {
+    const checkpoint::CheckpointReader r(dir);
+    EXPECT_EQ(r.tensor("w").data[11], 5.5f);
+    EXPECT_EQ(r.tensor("b").data, (std::vector<float>{7, 8, 9}));
+  }
+  auto shard = read_all(dir + "/shard-00001.bin");
+  shard[shard.size() - 2] ^= 0x10;  // in b
+  write_all(dir + "/shard-00001.bin", shard);
+  const checkpoint::CheckpointReader r(dir);
+  EXPECT_EQ(r.tensor("w").data[0], 0.0f);
+  try {
+    r.tensor("b");
+    FAIL() << "read a corrupt fnv1a64 slice";
+  } catch (const InputError& e) {
+    EXPECT_NE(problem_text(e).find("checkpoint-hash"), std::string::npos) << problem_text(e);
+  }
+  // Without slice checksums, the file's FNV-1a 64 finds it.
+  for (auto& [name, t] : j["tensors"].items())
+    for (auto& sl : t["slices"]) sl.erase("fnv1a64");
+  const std::string bare = j.dump(1);
+  write_all(dir + "/manifest.json", std::vector<char>(bare.begin(), bare.end()));
+  EXPECT_THROW(checkpoint::CheckpointReader(dir).tensor("b"), InputError);
   fs::remove_all(dir);
 }
 

@@ -15,6 +15,7 @@
 
 #include "core/output_path.h"
 #include "core/problems.h"
+#include "runtime/checkpoint/checksum.h"
 #include "runtime/checkpoint/manifest_check.h"
 
 namespace trident::checkpoint {
@@ -24,12 +25,6 @@ namespace fs = std::filesystem;
 namespace {
 
 const char* kManifest = "manifest.json";
-
-uint64_t fnv1a(const void* p, size_t n, uint64_t h = 1469598103934665603ull) {
-  const auto* b = static_cast<const unsigned char*>(p);
-  for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
-  return h;
-}
 
 [[noreturn]] void fail(const std::string& what, const std::string& fix, const std::string& code) {
   Problems p;
@@ -71,29 +66,51 @@ void begin_save(const std::string& dir) {
 }
 
 ShardWriter::ShardWriter(const std::string& dir, int rank)
-    : dir_(temporary_dir(dir)), file_(shard_name(rank, "bin")) {}
+    : dir_(temporary_dir(dir)), file_(shard_name(rank, "bin")) {
+  fd_ = ::open((dir_ + "/" + file_).c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) failed_writing();
+}
+
+ShardWriter::~ShardWriter() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void ShardWriter::failed_writing() const {
+  fail("failed writing checkpoint shard '" + dir_ + "/" + file_ + "': " + std::strerror(errno) +
+           " (the previous checkpoint, if any, is untouched)",
+       "check free disk space and that the folder is writable", "checkpoint-write");
+}
 
 void ShardWriter::add(const std::string& name, int64_t logical_rows, int64_t logical_cols, int64_t row, int64_t col,
                       int64_t rows, int64_t cols, const float* data) {
+  const size_t n = size_t(rows * cols) * sizeof(float);
+  const uint32_t crc = crc32c(data, n);  // the only pass over the bytes besides the write
   index_.push_back({{"name", name},
                     {"shape", logical_cols == 1 ? nlohmann::json{logical_rows} : nlohmann::json{logical_rows, logical_cols}},
-                    {"offset", int64_t(bytes_.size() * sizeof(float))},
+                    {"offset", bytes_},
                     {"start", {row, col}},
                     {"extent", {rows, cols}},
-                    {"fnv1a64", fmt::format("{:016x}", fnv1a(data, size_t(rows * cols) * sizeof(float)))}});
-  bytes_.insert(bytes_.end(), data, data + rows * cols);
+                    {"crc32c", crc32c_hex(crc)}});
+  const auto* p = reinterpret_cast<const char*>(data);
+  for (size_t done = 0; done < n;) {
+    const ssize_t w = ::write(fd_, p + done, n - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) failed_writing();
+    done += size_t(w);
+  }
+  crc_ = crc32c_combine(crc_, crc, n);
+  bytes_ += int64_t(n);
 }
 
 void ShardWriter::finish() {
-  const size_t n = bytes_.size() * sizeof(float);
-  const nlohmann::json j = {{"file", file_}, {"bytes", int64_t(n)},
-                            {"fnv1a64", fmt::format("{:016x}", fnv1a(bytes_.data(), n))}, {"slices", index_}};
+  if (::fsync(fd_) != 0) failed_writing();
+  const int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0) failed_writing();
+  const nlohmann::json j = {{"file", file_}, {"bytes", bytes_}, {"crc32c", crc32c_hex(crc_)}, {"slices", index_}};
   const std::string index = j.dump();
   const std::string base = dir_ + "/" + file_.substr(0, file_.size() - 4);
-  if (!write_file(dir_ + "/" + file_, bytes_.data(), n) || !write_file(base + ".json", index.data(), index.size()))
-    fail("failed writing checkpoint shard '" + dir_ + "/" + file_ + "': " + std::strerror(errno) +
-             " (the previous checkpoint, if any, is untouched)",
-         "check free disk space and that the folder is writable", "checkpoint-write");
+  if (!write_file(base + ".json", index.data(), index.size())) failed_writing();
 }
 
 void finish_save(const std::string& dir, const nlohmann::json& meta) {
@@ -108,13 +125,13 @@ void finish_save(const std::string& dir, const nlohmann::json& meta) {
   for (const auto& path : indexes) {
     std::ifstream in(path);
     const nlohmann::json j = nlohmann::json::parse(in);
-    manifest["files"][j["file"].get<std::string>()] = {{"bytes", j["bytes"]}, {"fnv1a64", j["fnv1a64"]}};
+    manifest["files"][j["file"].get<std::string>()] = {{"bytes", j["bytes"]}, {"crc32c", j["crc32c"]}};
     for (const auto& s : j["slices"]) {
       const std::string name = s["name"];
       auto& t = manifest["tensors"][name];
       if (t.is_null()) t = {{"shape", s["shape"]}, {"dtype", "f32"}, {"slices", nlohmann::json::array()}};
       t["slices"].push_back({{"file", j["file"]}, {"offset", s["offset"]}, {"start", s["start"]}, {"extent", s["extent"]},
-                             {"fnv1a64", s["fnv1a64"]}});
+                             {"crc32c", s["crc32c"]}});
       covered[name] += s["extent"][0].get<int64_t>() * s["extent"][1].get<int64_t>();
     }
     fs::remove(path);
@@ -184,12 +201,16 @@ void CheckpointReader::verify_file(const std::string& file) const {
   if (verified_.count(file)) return;
   std::ifstream in(dir_ + "/" + file, std::ios::binary);
   std::vector<char> buf(1 << 20);
-  uint64_t h = 1469598103934665603ull;
+  const nlohmann::json& entry = manifest_["files"][file];
+  const bool crc = entry.contains("crc32c");  // else a checkpoint from before CRC-32C: FNV-1a 64
+  uint32_t c = 0;
+  uint64_t h = kFnv1aStart;
   while (in) {
     in.read(buf.data(), std::streamsize(buf.size()));
-    h = fnv1a(buf.data(), size_t(in.gcount()), h);
+    if (crc) c = crc32c(buf.data(), size_t(in.gcount()), c);
+    else h = fnv1a64(buf.data(), size_t(in.gcount()), h);
   }
-  if (fmt::format("{:016x}", h) != manifest_["files"][file].value("fnv1a64", ""))
+  if ((crc ? crc32c_hex(c) : fnv1a64_hex(h)) != entry.value(crc ? "crc32c" : "fnv1a64", ""))
     fail("checkpoint shard '" + dir_ + "/" + file + "' is corrupt (checksum mismatch)", kRedo, "checkpoint-hash");
   verified_.insert(file);
 }
@@ -215,17 +236,37 @@ void CheckpointReader::read_block(const std::string& name, int64_t row, int64_t 
     const int64_t c_lo = std::max(col, c0), c_hi = std::min(col + cols, c0 + nc);
     if (r_lo >= r_hi || c_lo >= c_hi) continue;  // a slice this rank does not need: never read
     const std::string file = s.at("file");
-    // A slice with its own checksum is checked alone; older checkpoints check the whole file.
-    const bool own_hash = s.contains("fnv1a64");
-    if (!own_hash) verify_file(file);
-    block.resize(size_t(nr * nc));
-    std::ifstream in(dir_ + "/" + file, std::ios::binary);
-    in.seekg(offset);
-    in.read(reinterpret_cast<char*>(block.data()), std::streamsize(block.size() * sizeof(float)));
-    if (!in) fail("could not read a slice of '" + name + "' from '" + dir_ + "/" + file + "'", kRedo, "checkpoint-size");
-    if (own_hash && fmt::format("{:016x}", fnv1a(block.data(), block.size() * sizeof(float))) != s.at("fnv1a64"))
+    // A slice with its own checksum is checked alone (CRC-32C, or FNV-1a 64 in older
+    // checkpoints); the oldest check the whole file.
+    const bool crc = s.contains("crc32c"), fnv = s.contains("fnv1a64");
+    if (!crc && !fnv) verify_file(file);
+    // A slice that is the whole block, rows contiguous, is read straight into it.
+    const bool direct = r_lo == r0 && r_hi == r0 + nr && c_lo == c0 && c_hi == c0 + nc && (nr == 1 || nc == stride);
+    float* into = direct ? out + (r0 - row) * stride + (c0 - col) : nullptr;
+    if (!direct) {
+      block.resize(size_t(nr * nc));
+      into = block.data();
+    }
+    const size_t n = size_t(nr * nc) * sizeof(float);
+    // Straight from the file into place, in pieces that stay in the cache while their checksum
+    // runs over them.
+    const int fd = ::open((dir_ + "/" + file).c_str(), O_RDONLY | O_CLOEXEC);
+    auto* bytes = reinterpret_cast<char*>(into);
+    uint32_t c = 0;
+    size_t done = 0;
+    while (fd >= 0 && done < n) {
+      const ssize_t got = ::pread(fd, bytes + done, std::min(n - done, size_t(1) << 20), off_t(offset) + off_t(done));
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) break;
+      if (crc) c = crc32c(bytes + done, size_t(got), c);
+      done += size_t(got);
+    }
+    if (fd >= 0) ::close(fd);
+    if (done < n) fail("could not read a slice of '" + name + "' from '" + dir_ + "/" + file + "'", kRedo, "checkpoint-size");
+    if ((crc && crc32c_hex(c) != s.at("crc32c")) || (!crc && fnv && fnv1a64_hex(fnv1a64(into, n)) != s.at("fnv1a64")))
       fail(fmt::format("a slice of '{}' in checkpoint shard '{}/{}' is corrupt (checksum mismatch)", name, dir_, file),
            kRedo, "checkpoint-hash");
+    if (direct) continue;
     for (int64_t r = r_lo; r < r_hi; ++r)
       std::copy(block.begin() + (r - r0) * nc + (c_lo - c0), block.begin() + (r - r0) * nc + (c_hi - c0),
                 out + (r - row) * stride + (c_lo - col));

@@ -2,10 +2,10 @@
 //
 //   DIR/manifest.json     {"format": "trident-checkpoint", "version": 2,
 //                          "meta": {model, step, seed, run settings, data, tokenizer, ...},
-//                          "files": {"shard-00003.bin": {"bytes": N, "fnv1a64": "hex"}, ...},
+//                          "files": {"shard-00003.bin": {"bytes": N, "crc32c": "hex"}, ...},
 //                          "tensors": {"layers.0.qkv_w": {"shape": [3C, C], "dtype": "f32",
 //                                      "slices": [{"file", "offset" (bytes), "start": [row, col],
-//                                                  "extent": [rows, cols], "fnv1a64"}, ...]}, ...}}
+//                                                  "extent": [rows, cols], "crc32c"}, ...]}, ...}}
 //   DIR/shard-RRRRR.bin   the slices rank R wrote, f32 little-endian, each slice row-major.
 //
 // Every tensor is stored by its logical name with its unsharded, unpadded shape (parameters by
@@ -15,6 +15,8 @@
 // fills its own shard file in a temporary directory (DIR.saving), rank 0 merges the shard
 // indexes into the manifest and swaps the directory into place atomically (renameat2
 // RENAME_EXCHANGE), so a crash mid-save leaves the previous checkpoint whole and loadable.
+// Checksums are CRC-32C (checksum.h), computed once as each slice streams to its file; older
+// checkpoints carry FNV-1a 64 ("fnv1a64" in place of "crc32c"), which the reader still checks.
 #pragma once
 
 #include <cstdint>
@@ -36,20 +38,27 @@ std::string temporary_dir(const std::string& dir);
 // save left). Throws InputError when it cannot.
 void begin_save(const std::string& dir);
 
-// One rank's shard file in temporary_dir(dir).
+// One rank's shard file in temporary_dir(dir), written as the slices come (no copy of the shard
+// in memory). Every I/O error throws InputError.
 class ShardWriter {
  public:
-  ShardWriter(const std::string& dir, int rank);
+  ShardWriter(const std::string& dir, int rank);  // creates the file
+  ~ShardWriter();
+  ShardWriter(const ShardWriter&) = delete;
+  ShardWriter& operator=(const ShardWriter&) = delete;
   // `data`: host memory, rows x cols of the logical tensor `name` (shape logical_rows x
-  // logical_cols; logical_cols 1 for a vector) starting at [row, col].
+  // logical_cols; logical_cols 1 for a vector) starting at [row, col]. Written to the file now.
   void add(const std::string& name, int64_t logical_rows, int64_t logical_cols, int64_t row, int64_t col,
            int64_t rows, int64_t cols, const float* data);
-  // Writes the shard file (fsync'ed) and its index; throws InputError on any I/O error.
+  // Syncs the shard file to disk and writes its index.
   void finish();
 
  private:
+  [[noreturn]] void failed_writing() const;
   std::string dir_, file_;
-  std::vector<float> bytes_;
+  int fd_ = -1;
+  int64_t bytes_ = 0;     // written so far
+  uint32_t crc_ = 0;      // CRC-32C of them
   nlohmann::json index_ = nlohmann::json::array();
 };
 

@@ -153,10 +153,13 @@ void check_manifest(const json& m, const std::string& dir, int version, Problems
     }
     try {
       const int64_t bytes = integer(f, "bytes");
-      const std::string hash = text(f, "fnv1a64");
-      if (bytes < 0 || hash.size() != 16 || hash.find_first_not_of("0123456789abcdef") != std::string::npos)
-        throw Malformed{fmt::format("has bytes {} and checksum '{}' (want a size and 16 hex digits)", bytes,
-                                    hash.substr(0, 40))};
+      // CRC-32C (8 hex digits); checkpoints written before it: FNV-1a 64 (16).
+      const bool crc = f.is_object() && f.contains("crc32c");
+      const std::string hash = text(f, crc ? "crc32c" : "fnv1a64");
+      const size_t digits = crc ? 8 : 16;
+      if (bytes < 0 || hash.size() != digits || hash.find_first_not_of("0123456789abcdef") != std::string::npos)
+        throw Malformed{fmt::format("has bytes {} and checksum '{}' (want a size and {} hex digits)", bytes,
+                                    hash.substr(0, 40), digits)};
       struct stat st {};
       const std::string on_disk = dir + "/" + file;
       if (::stat(on_disk.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -215,7 +218,8 @@ void check_manifest(const json& m, const std::string& dir, int version, Problems
       CheckedCount covered = 0;
       for (const json& s : t.at("slices")) {
         Slice x{text(s, "file"), integer(s, "offset"), 0, 0, 0, 0};
-        if (s.contains("fnv1a64")) text(s, "fnv1a64");  // a slice's own checksum (optional): a string
+        for (const char* key : {"crc32c", "fnv1a64"})
+          if (s.contains(key)) text(s, key);  // a slice's own checksum (optional): a string
         const auto start = integers(s, "start", 2), extent = integers(s, "extent", 2);
         x.r0 = start[0], x.c0 = start[1], x.nr = extent[0], x.nc = extent[1];
         auto in_file = file_bytes.find(x.file);
