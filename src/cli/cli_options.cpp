@@ -65,9 +65,13 @@ OptionValues CliOptions::collect(Problems& problems) const {
   return values;
 }
 
-std::vector<NamedPath> CliOptions::input_paths() const {
-  if (config_option_->count() == 0) return {};
-  return {{config_path_, "--config"}};
+std::vector<NamedPath> CliOptions::input_paths(const OptionValues& values) const {
+  std::vector<NamedPath> in;
+  if (config_option_->count() > 0) add_input(in, {config_path_, "--config"});
+  for (const OptionDef& d : defs_)
+    if (d.reads_path)
+      if (auto path = values.get_string(d.name)) add_input(in, {*path, "--" + d.name});
+  return in;
 }
 
 }  // namespace trident::cli

@@ -24,8 +24,9 @@ class CliOptions {
   OptionValues collect(Problems& problems) const;
   const std::vector<OptionDef>& defs() const { return defs_; }
 
-  // The files these options read (the --config file when given), for check_outputs().
-  std::vector<NamedPath> input_paths() const;
+  // The files these options read, for check_outputs(): the --config file and every option marked
+  // as a path the command reads (input_path(): --cost, --data, --resume, ...) given by flag or file.
+  std::vector<NamedPath> input_paths(const OptionValues& values) const;
 
  private:
   std::vector<OptionDef> others() const;  // options of the other commands

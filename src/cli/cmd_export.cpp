@@ -30,6 +30,9 @@
 // permutation of HF's own conversion script), so both compute the same attention.
 #include <fmt/format.h>
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -40,6 +43,7 @@
 #include "core/problems.h"
 #include "report/output_file.h"
 #include "runtime/checkpoint/checkpoint.h"
+#include "runtime/checkpoint/logical_tensors.h"
 #include "runtime/engine/run_meta.h"
 
 namespace trident::cli {
@@ -173,6 +177,39 @@ nlohmann::json gpt2_config(const ModelSpec& m) {
           {"torch_dtype", "float32"}};
 }
 
+// The files of OUT, whole or not at all: written into a temporary sibling folder first, which
+// then takes OUT's name (a new OUT) or gives up its files to OUT (an existing folder), so an
+// export stopped half-way (a full disk) leaves no half-written folder.
+void write_export(const std::string& out, const std::vector<std::pair<std::string, std::string>>& files) {
+  namespace fs = std::filesystem;
+  std::string dir = out;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  const std::string stage = unique_temp_path(dir);
+  std::error_code ec;
+  try {
+    if (!fs::create_directory(stage, ec) || ec)
+      throw InputError({{"cannot create the folder '" + stage + "' next to OUT: " + ec.message(), "give a writable path",
+                         "output-path"}});
+    for (const auto& [name, bytes] : files) write_output_file(stage + "/" + name, bytes, "OUT");
+    if (!fs::exists(dir, ec)) {
+      if (std::rename(stage.c_str(), dir.c_str()) != 0)
+        throw InputError({{"cannot rename '" + stage + "' to OUT '" + out + "': " + std::strerror(errno),
+                           "give a writable path", "output-path"}});
+      sync_directory(parent_directory(dir));
+      return;
+    }
+    for (const auto& [name, bytes] : files)
+      if (std::rename((stage + "/" + name).c_str(), (dir + "/" + name).c_str()) != 0)
+        throw InputError({{"cannot move '" + name + "' into OUT '" + out + "': " + std::strerror(errno),
+                           "give a writable path", "output-path"}});
+    sync_directory(dir);
+    fs::remove(stage, ec);
+  } catch (...) {
+    fs::remove_all(stage, ec);
+    throw;
+  }
+}
+
 int run_export(const ExportArgs& a) {
   namespace fs = std::filesystem;
   Problems p;
@@ -180,24 +217,22 @@ int run_export(const ExportArgs& a) {
     p.add("--format '" + a.format + "' is not supported", "use --format safetensors", "export-format");
   std::error_code ec;
   // OUT is a folder export owns: never the checkpoint, a file, a link or a device.
-  check_outputs({{a.out, "OUT"}}, {{a.checkpoint, "--checkpoint"}}, p, OutputKind::Directory);
+  std::vector<NamedPath> inputs;
+  add_folder_input(inputs, {a.checkpoint, "--checkpoint"});
+  check_outputs({{a.out, "OUT"}}, inputs, p, OutputKind::Directory);
   if (fs::exists(a.out, ec) && checkpoint::is_checkpoint(a.out))
     p.add("OUT '" + a.out + "' holds a Trident checkpoint", "export into another folder", "output-path");
   p.throw_if_any();
   const checkpoint::CheckpointReader reader(a.checkpoint);
-  const ModelSpec m = engine::model_from_json(reader.meta()["model"]);
+  const ModelSpec m = checkpoint::checked_model(reader);  // its tensors are the model its meta describes
   const bool llama = m.family == ModelFamily::Llama;
   if (llama && m.tied_embeddings())
     p.add("the checkpoint holds a Llama model with a tied head, which Hugging Face's Llama does not load",
           "export a Llama checkpoint with its own head (the runtime's default)", "export-family");
   p.throw_if_any();
   const std::vector<NamedTensor> tensors = llama ? llama_tensors(reader, m) : gpt2_tensors(reader, m);
-  fs::create_directories(a.out, ec);
-  if (ec) throw InputError({{"cannot create the folder '" + a.out + "': " + ec.message(), "give a writable path", "output-path"}});
-  write_output_file((fs::path(a.out) / "model.safetensors").string(),
-                    safetensors_bytes(tensors, {{"format", "pt"}, {"source", "trident export"}}), "OUT");
-  write_output_file((fs::path(a.out) / "config.json").string(), (llama ? llama_config(m) : gpt2_config(m)).dump(2) + "\n",
-                    "OUT");
+  write_export(a.out, {{"model.safetensors", safetensors_bytes(tensors, {{"format", "pt"}, {"source", "trident export"}})},
+                       {"config.json", (llama ? llama_config(m) : gpt2_config(m)).dump(2) + "\n"}});
   int64_t values = 0;
   for (const auto& t : tensors) values += int64_t(t.data.size());
   std::printf("exported %zu tensors (%lld parameters, %s names) from %s to %s/model.safetensors and config.json\n",

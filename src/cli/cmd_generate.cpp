@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "core/output_path.h"
 #include "core/problems.h"
 #include "report/output_file.h"
 #include "runtime/checkpoint/checkpoint.h"
@@ -37,9 +38,13 @@ int run_generate(const GenerateArgs& a) {
   if (a.threads < 0 || a.threads > cores)
     p.add("--threads " + std::to_string(a.threads) + " is outside 0 .. " + std::to_string(cores) + " (this machine's cores)",
           "use --threads " + std::to_string(cores) + " or fewer (0 = all)", "generate-threads");
+  // --logits is written at the end: never over the checkpoint or one of its files.
+  std::vector<NamedPath> inputs;
+  add_folder_input(inputs, {a.checkpoint, "--checkpoint"});
+  check_outputs({{a.logits_path, "--logits"}}, inputs, p);
   p.throw_if_any();
   const checkpoint::CheckpointReader c(a.checkpoint);
-  const ModelSpec m = engine::model_from_json(c.meta()["model"]);
+  const ModelSpec m = checkpoint::checked_model(c);  // its tensors are the model its meta describes
   const data::Tokenizer tok = engine::tokenizer_from_json(c.meta().value("tokenizer", nlohmann::json::object()));
   auto k = kernels::make_cpu_kernels(int(a.threads));
   // Forward over one sequence of the full context; the causal mask makes positions past the

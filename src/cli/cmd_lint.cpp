@@ -33,7 +33,7 @@ Runner setup_lint(CLI::App& cmd) {
     OptionValues values = args->options->collect(problems);
     const plan::OutputOptions out = plan::resolve_output(values, problems);
     const TrainBudget budget = resolve_train_budget(values, problems);
-    check_outputs({{args->html, "--html"}}, args->options->input_paths(), problems);
+    check_outputs({{args->html, "--html"}}, args->options->input_paths(values), problems);
     problems.throw_if_any();
     plan::LintResult result = plan::lint_options(values, out.overhead_bytes);
     const RunSpec& run = result.run;

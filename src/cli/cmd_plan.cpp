@@ -144,7 +144,7 @@ Runner setup_plan(CLI::App& cmd) {
       p.add("--emit '" + args->emit + "' is neither a .toml file nor one of " + join_choices(kEmitFrameworks),
             "use --emit plan.toml, --emit megatron, --emit torchtitan or --emit slurm", "emit");
     check_outputs({{emit_is_file(args->emit) ? args->emit : "", "--emit"}, {args->html, "--html"}},
-                  args->options->input_paths(), p);
+                  args->options->input_paths(values), p);
     const CostTable cost = resolve_cost(values, cluster.gpu, p);
     if (!values.has("global-batch-size"))
       p.add("no global batch size given", "give --global-batch-size (sequences per step; GPT-3 175B used 1536)");

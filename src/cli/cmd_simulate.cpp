@@ -219,7 +219,7 @@ Runner setup_simulate(CLI::App& cmd) {
                    "give --global-batch-size (sequences per step; GPT-3 175B used 1536)", "batch-missing");
     const TrainBudget budget = resolve_train_budget(values, problems);
     check_outputs({{args->trace_path, "--trace"}, {args->svg_path, "--svg"}, {args->html_path, "--html"}},
-                  args->options->input_paths(), problems);
+                  args->options->input_paths(values), problems);
     const plan::OutputOptions out = plan::resolve_output(values, problems);  // --overhead-gib
     problems.throw_if_any();
     const RunSpec run = resolve_run(values, /*check_batch=*/true);

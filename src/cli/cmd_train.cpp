@@ -27,7 +27,8 @@ std::vector<OptionDef> train_options() {
   return {
       {"global-batch-size", "training", "sequences per optimizer step (default = micro-batch size x dp)", false, "INT", "micro-batch-size x dp"},
       {"micro-batch-size", "training", "sequences per forward/backward (default 8)", false, "INT", "8"},
-      {"data", "training", "token file from `trident data prepare` (default: the bundled fortunes corpus)", false, "FILE", "bundled corpus"},
+      input_path({"data", "training", "token file from `trident data prepare` (default: the bundled fortunes corpus)", false,
+                  "FILE", "bundled corpus"}),
       {"steps", "training", "optimizer steps to reach (default 200)", false, "INT", "200"},
       {"lr", "training", "peak learning rate (default 1e-3)", false, "NUM", "1e-3"},
       {"min-lr", "training", "learning rate at the end of the cosine decay (default lr/10)", false, "NUM", "lr/10"},
@@ -41,7 +42,8 @@ std::vector<OptionDef> train_options() {
       {"checkpoint", "training", "write a checkpoint directory here at the end (any layout can load it)", false, "DIR", "none"},
       {"checkpoint-every", "training", "also write it every N steps", false, "INT", "0"},
       {"stop-at", "training", "stop after this step (the schedule still runs to --steps; resume later)", false, "INT", "steps"},
-      {"resume", "training", "continue from this checkpoint directory (same settings give bit-identical losses)", false, "DIR", "none"},
+      input_path({"resume", "training", "continue from this checkpoint directory (same settings give bit-identical losses)",
+                  false, "DIR", "none"}),
       {"threads", "training", "CPU threads per rank (default: the node's cores / its ranks)", false, "INT", "cores / ranks"},
       {"device", "training", "cpu (default) or cuda (one GPU, chosen by the node-local rank)", false, "cpu|cuda", "cpu"},
       {"gpu-comm", "training", "how GPU ranks talk: nccl (one GPU per rank) or mpi-host (ranks share GPUs through host-staged MPI; for tests)", false, "nccl|mpi-host", "nccl"},
@@ -88,21 +90,25 @@ int run_train(TrainArgs& args) {
   if (auto r = values.get_string("resume")) {
     s.resume_path = *r;
     reading_for_defaults([&] { resume.emplace(*r); });
-    const bool model_given = values.has("model") || values.has("layers") || values.has("hidden") || values.has("heads");
     if (resume) {
       s.resume_meta = resume->meta();
-      if (!model_given) {
+      // The checkpoint fills the model sizes no flag gave (a --model preset is a whole model of
+      // its own): a flag that differs from the checkpoint is refused by the run check, naming both.
+      if (!values.has("model")) {
         ModelSpec cm = engine::model_from_json(resume->meta()["model"]);
         resumed_model = cm;
-        values.set("tied-embeddings", cm.tied_embeddings() ? "true" : "false", *r);
-        values.set("family", to_string(cm.family), *r);
-        values.set("kv-heads", std::to_string(cm.kv_heads), *r);
-        values.set("layers", std::to_string(cm.layers), *r);
-        values.set("hidden", std::to_string(cm.hidden), *r);
-        values.set("heads", std::to_string(cm.heads), *r);
-        values.set("ffn-hidden", std::to_string(cm.ffn_hidden), *r);
-        values.set("seq-len", std::to_string(cm.seq_len), *r);
-        values.set("vocab", std::to_string(cm.vocab), *r);
+        const std::pair<const char*, std::string> sizes[] = {
+            {"tied-embeddings", cm.tied_embeddings() ? "true" : "false"},
+            {"family", to_string(cm.family)},
+            {"kv-heads", std::to_string(cm.kv_heads)},
+            {"layers", std::to_string(cm.layers)},
+            {"hidden", std::to_string(cm.hidden)},
+            {"heads", std::to_string(cm.heads)},
+            {"ffn-hidden", std::to_string(cm.ffn_hidden)},
+            {"seq-len", std::to_string(cm.seq_len)},
+            {"vocab", std::to_string(cm.vocab)}};
+        for (const auto& [key, value] : sizes)
+          if (!values.has(key)) values.set(key, value, *r);
       }
     }
   }
@@ -111,7 +117,7 @@ int run_train(TrainArgs& args) {
   s.data_path = values.get_string("data").value_or("");
   if (s.data_path.empty()) reading(p, [&] { s.data_path = data::bundled_token_file(true); });
   if (!s.data_path.empty()) reading_for_defaults([&] { s.data = std::make_shared<const data::TokenFile>(s.data_path); });
-  s.input_files = args.options->input_paths();
+  s.input_files = args.options->input_paths(values);
 
   // Model: a small default when none is described.
   if (!values.has("model") && !values.has("layers") && !values.has("hidden") && !values.has("heads")) {

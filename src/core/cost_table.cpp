@@ -149,8 +149,9 @@ CostTable builtin_cost(const GpuSpec& gpu) {
 }
 
 std::vector<OptionDef> cost_options() {
-  std::vector<OptionDef> out = {{"cost", "cost", "cost table TOML (the form of data/cost/builtin.toml) over the built-in one",
-                                  false, "FILE", "built-in"}};
+  std::vector<OptionDef> out = {input_path({"cost", "cost",
+                                             "cost table TOML (the form of data/cost/builtin.toml) over the built-in one",
+                                             false, "FILE", "built-in"})};
   for (const auto& f : cost_fields()) {
     std::string name = f.name;
     std::replace(name.begin(), name.end(), '_', '-');

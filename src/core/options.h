@@ -30,7 +30,15 @@ struct OptionDef {
   // An option that must be positive (a divisor) or may be larger or negative says so here.
   double min = 0;
   double max = 1e18;
+  // The value is a path the command reads (--cost, --data, --resume): no output may replace it.
+  bool reads_path = false;
 };
+
+// `d` marked as a path the command reads.
+inline OptionDef input_path(OptionDef d) {
+  d.reads_path = true;
+  return d;
+}
 
 // The groups of options most commands share.
 std::vector<OptionDef> model_options();      // --model --layers --hidden --heads --kv-heads --ffn-hidden --seq-len --vocab --family, MoE sizes

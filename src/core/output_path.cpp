@@ -5,11 +5,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 
 namespace trident {
 
@@ -105,23 +107,28 @@ void check_one(const NamedPath& out, const std::vector<NamedPath>& inputs, Outpu
     return;
   }
   const std::string where = landing(out.path);
+  std::vector<std::string> clashed;  // folders already reported: the files in them are not reported again
   for (const NamedPath& in : inputs) {
     if (in.path.empty()) continue;
     struct stat ist {};
     if (::stat(in.path.c_str(), &ist) != 0) continue;  // a missing input is its reader's problem
+    const std::string in_at = resolved(in.path);
+    if (std::any_of(clashed.begin(), clashed.end(), [&](const std::string& f) { return inside(in_at, f); })) continue;
+    const size_t before = p.size();
     struct stat ost {};
     const std::string clash = name + " is the same " + (S_ISDIR(ist.st_mode) ? "folder" : "file") + " as " + quoted(in);
     if (exists && ::stat(out.path.c_str(), &ost) == 0 && ost.st_dev == ist.st_dev && ost.st_ino == ist.st_ino) {
       p.add(clash + ": writing it would destroy the input", "write " + out.what + " to another path", "output-path");
+      if (S_ISDIR(ist.st_mode)) clashed.push_back(in_at);
       continue;
     }
-    const std::string in_at = resolved(in.path);
     if (S_ISDIR(ist.st_mode) && inside(where, in_at))
       p.add(name + " is inside the folder " + quoted(in) + " that this command reads",
             "write " + out.what + " outside '" + in.path + "'", "output-path");
     else if (kind == OutputKind::Directory && inside(in_at, where))
       p.add(quoted(in) + " is inside the folder " + name + " that this command replaces",
             "write " + out.what + " to another folder", "output-path");
+    if (p.size() != before && S_ISDIR(ist.st_mode)) clashed.push_back(in_at);
   }
 }
 
@@ -141,6 +148,43 @@ void check_outputs(const std::vector<NamedPath>& outputs, const std::vector<Name
         problems.add(quoted(out) + " is the same file as " + quoted(*other), "give each output its own path",
                      "output-path");
     seen.emplace_back(where, &out);
+  }
+}
+
+void add_input(std::vector<NamedPath>& inputs, const NamedPath& in) {
+  if (in.path.empty()) return;
+  for (const NamedPath& x : inputs)
+    if (x.path == in.path) return;
+  inputs.push_back(in);
+}
+
+void add_folder_input(std::vector<NamedPath>& inputs, const NamedPath& folder) {
+  add_input(inputs, folder);
+  std::error_code ec;
+  if (folder.path.empty() || !std::filesystem::is_directory(folder.path, ec)) return;
+  for (const auto& e : std::filesystem::directory_iterator(folder.path, ec))
+    if (e.is_regular_file(ec))
+      add_input(inputs, {e.path().string(), "the " + folder.what + " file"});
+}
+
+void check_outside(const std::vector<NamedPath>& paths, const NamedPath& folder, const std::string& temporary,
+                   Problems& problems) {
+  if (folder.path.empty()) return;
+  std::string dir = folder.path;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  const std::string at = landing(dir), tmp_at = landing(temporary);
+  for (const NamedPath& out : paths) {
+    if (out.path.empty()) continue;
+    std::string path = out.path;
+    while (path.size() > 1 && path.back() == '/') path.pop_back();
+    const std::string where = landing(path);
+    if (!where.empty() && where == tmp_at)
+      problems.add(quoted(out) + " is the temporary folder each save to " + quoted(folder) + " creates and removes",
+                   "move it to a name of its own first (mv '" + temporary + "' NEW) and give that", "output-path");
+    else if (inside(where, at) || inside(where, tmp_at))
+      problems.add(quoted(out) + " is inside " + quoted(folder) + ", a folder each save replaces whole (it would be "
+                   "lost with the previous checkpoint)",
+                   "keep " + out.what + " outside '" + folder.path + "'", "output-path");
   }
 }
 

@@ -35,10 +35,23 @@ enum class OutputKind {
   Directory,  // a folder the writer owns (a sharded checkpoint): may exist, must be a real folder
 };
 
+// The one list of a command's inputs that every output is checked against: each path it reads
+// (--config, --cost, --data and its tokenizer, --resume / --checkpoint to read, ...). A path
+// already in the list is not added twice, so each clash is reported once.
+void add_input(std::vector<NamedPath>& inputs, const NamedPath& in);
+// A folder the command reads (a checkpoint): the folder and every file in it, so an output that
+// is one of those files by another name (a hard link) is caught too.
+void add_folder_input(std::vector<NamedPath>& inputs, const NamedPath& folder);
+
 // Adds a problem for every output that would replace or damage an input, a special file or
 // another output; inputs that do not exist (yet) are skipped. Empty output paths are ignored.
 void check_outputs(const std::vector<NamedPath>& outputs, const std::vector<NamedPath>& inputs, Problems& problems,
                    OutputKind kind = OutputKind::File);
+// Adds a problem for every path (an output or an input) that lies in `folder`, an output folder
+// the command replaces whole (a checkpoint: each save swaps a new folder in), or that is or lies
+// in `temporary`, the sibling a save clears and fills first.
+void check_outside(const std::vector<NamedPath>& paths, const NamedPath& folder, const std::string& temporary,
+                   Problems& problems);
 // The same for one output; throws InputError when anything is wrong.
 void require_output(const NamedPath& output, const std::vector<NamedPath>& inputs = {},
                     OutputKind kind = OutputKind::File);

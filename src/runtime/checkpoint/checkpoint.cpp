@@ -47,6 +47,16 @@ bool write_file(const std::string& path, const void* bytes, size_t n) {
 
 std::string shard_name(int rank, const char* ext) { return fmt::format("shard-{:05d}.{}", rank, ext); }
 
+// A save owns DIR.saving only when this file is in it: it writes the marker first thing and
+// never removes a DIR.saving without one (a user's own folder or file of that name). The marker
+// stays in the saved checkpoint, so the previous checkpoint, swapped to DIR.saving, carries it too.
+const char* kMarker = ".trident-save";
+
+bool owned_by_a_save(const std::string& tmp) {
+  std::error_code ec;
+  return fs::is_directory(fs::symlink_status(tmp, ec)) && fs::is_regular_file(fs::symlink_status(fs::path(tmp) / kMarker, ec));
+}
+
 }  // namespace
 
 std::string temporary_dir(const std::string& dir) {
@@ -58,11 +68,37 @@ std::string temporary_dir(const std::string& dir) {
 void begin_save(const std::string& dir) {
   require_output({dir, "--checkpoint"}, {}, OutputKind::Directory);  // not a file, link or device
   const std::string tmp = temporary_dir(dir);
+  Problems foreign;
+  check_temporary_dir(dir, foreign);
+  foreign.throw_if_any();
   std::error_code ec;
-  fs::remove_all(tmp, ec);
-  if (!fs::create_directories(tmp, ec) || ec)
-    fail("cannot create the checkpoint's temporary directory '" + tmp + "'" + (ec ? ": " + ec.message() : ""),
-         "check that the folder of --checkpoint exists and is writable", "checkpoint-write");
+  fs::remove_all(tmp, ec);  // a save that crashed left it (it has the marker)
+  const std::string marker = "a Trident checkpoint save made this folder; a later save may remove it\n";
+  const bool made = fs::create_directories(tmp, ec) && !ec;
+  if (!made || !write_file(tmp + "/" + kMarker, marker.data(), marker.size())) {
+    const std::string why = ec ? ec.message() : std::strerror(errno);
+    if (made) {
+      abandon_save(dir);  // with a marker (partly written)
+      fs::remove(tmp, ec);  // or without: the empty folder this call made
+    }
+    fail("cannot create the checkpoint's temporary directory '" + tmp + "': " + why,
+         "check that the folder of --checkpoint exists and is writable, and free disk space", "checkpoint-write");
+  }
+}
+
+void check_temporary_dir(const std::string& dir, Problems& problems) {
+  const std::string tmp = temporary_dir(dir);
+  std::error_code ec;
+  if (fs::exists(fs::symlink_status(tmp, ec)) && !owned_by_a_save(tmp))
+    problems.add("'" + tmp + "' exists and is not a temporary folder of a Trident save (it has no " + kMarker +
+                     " marker); a save of --checkpoint '" + dir + "' needs that name and removes only what it made",
+                 "move or remove '" + tmp + "' yourself, or give another --checkpoint", "checkpoint-path");
+}
+
+void abandon_save(const std::string& dir) {
+  const std::string tmp = temporary_dir(dir);
+  std::error_code ec;
+  if (owned_by_a_save(tmp)) fs::remove_all(tmp, ec);
 }
 
 ShardWriter::ShardWriter(const std::string& dir, int rank)
@@ -145,9 +181,13 @@ void finish_save(const std::string& dir, const nlohmann::json& meta) {
   const std::string text = manifest.dump(1);
   // The shard files are fsynced by their writers; their names in the new directory and the
   // manifest's must be too before the swap makes the directory the checkpoint.
-  if (!write_file(tmp + "/" + kManifest, text.data(), text.size()) || !sync_directory(tmp))
+  if (!write_file(tmp + "/" + kManifest, text.data(), text.size()) || !sync_directory(tmp)) {
+    const int err = errno;
+    abandon_save(dir);  // a full disk: the partial folder goes, the previous checkpoint stays
+    errno = err;
     fail("failed writing '" + tmp + "/" + kManifest + "': " + std::strerror(errno) + " (the previous checkpoint is untouched)",
          "check free disk space", "checkpoint-write");
+  }
   // The swap: the new directory takes the old one's name in one step; the old one, now at the
   // temporary name, is removed afterwards.
   std::error_code ec;

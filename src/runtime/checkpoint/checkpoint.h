@@ -17,6 +17,8 @@
 // RENAME_EXCHANGE), so a crash mid-save leaves the previous checkpoint whole and loadable.
 // Checksums are CRC-32C (checksum.h), computed once as each slice streams to its file; older
 // checkpoints carry FNV-1a 64 ("fnv1a64" in place of "crc32c"), which the reader still checks.
+// DIR.saving holds a marker file (.trident-save, kept in the saved checkpoint): a save removes
+// only a DIR.saving with it, never a user's folder or file of that name.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +29,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/problems.h"
+
 namespace trident::checkpoint {
 
 constexpr int kVersion = 2;
@@ -34,9 +38,15 @@ constexpr int kVersion = 2;
 // Where rank writers put their files before the swap.
 std::string temporary_dir(const std::string& dir);
 
-// Creates an empty temporary directory for a save to `dir` (removing a stale one a crashed
-// save left). Throws InputError when it cannot.
+// Creates the temporary directory for a save to `dir`, with the marker that says a save made it
+// (removing a stale one a crashed save left: only one with the marker). Throws InputError when
+// it cannot, or when a DIR.saving without the marker (not a save's) is in the way.
 void begin_save(const std::string& dir);
+// A problem when DIR.saving exists but no save made it (a user's folder or file of that name):
+// the run check refuses the run before any work.
+void check_temporary_dir(const std::string& dir, Problems& problems);
+// After a failed save (a full disk): removes the save's partial temporary directory, if it is one.
+void abandon_save(const std::string& dir);
 
 // One rank's shard file in temporary_dir(dir), written as the slices come (no copy of the shard
 // in memory). Every I/O error throws InputError.

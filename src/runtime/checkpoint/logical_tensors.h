@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "core/problems.h"
 #include "runtime/nn/param_layout.h"
 
 namespace trident::checkpoint {
@@ -38,6 +39,17 @@ struct LogicalSlice {
 LogicalSlice logical_slice(const nn::Shard& shard, const nn::TensorView& view);
 
 class CheckpointReader;
+
+// THE check of a checkpoint's meta against its tensors, shared by every reader (generate,
+// export, resume): the model the meta describes has each of its tensors stored, in the shape
+// that model gives it (the AdamW moments too, when stored), and the checkpoint holds no tensor
+// it lacks (a layer more). A meta edited by hand (kv-heads 4 over tensors of 2, another ffn,
+// hidden, vocabulary, sequence length or layer count) is a problem per tensor, never a read
+// past the stored data. check_model_tensors adds the problems; checked_model reads the meta's
+// model, checks it and throws InputError listing them all.
+void check_model_tensors(const CheckpointReader& reader, const ModelSpec& model, Problems& problems);
+ModelSpec checked_model(const CheckpointReader& reader);
+
 // The flat host image (layout.total() floats, alignment gaps zero) of a shard's tensors read
 // from a checkpoint: prefix "" for the parameters, "optimizer.m." / "optimizer.v." for the
 // AdamW moments. Throws InputError when a tensor is missing or has another shape.

@@ -45,7 +45,8 @@ void save_checkpoint(DistTrainer& t, ProcessGroups& g, const std::string& dir, c
 
   // Phase 1: rank 0 makes the temporary directory. Phase 2: the writers fill it. Phase 3:
   // rank 0 writes the manifest and swaps. A failure anywhere stops every rank alike.
-  std::string error;
+  std::string error, fix = "check free disk space and that the folder is writable", code = "checkpoint-write";
+  bool swapping = false;
   auto phase = [&](bool mine, auto&& f) {
     bool ok = true;
     if (mine) {
@@ -54,15 +55,18 @@ void save_checkpoint(DistTrainer& t, ProcessGroups& g, const std::string& dir, c
       } catch (const InputError& e) {
         ok = false;
         error = e.problems().empty() ? e.what() : e.problems().front().what;
+        if (!e.problems().empty()) fix = e.problems().front().fix, code = e.problems().front().code;
       } catch (const std::exception& e) {
         ok = false;
         error = fmt::format("writing checkpoint '{}' failed: {}", dir, e.what());
       }
     }
     if (!all_ok(g, ok)) {
+      // A save that failed before its swap (a full disk) leaves no partial DIR.saving behind;
+      // a failed swap keeps it (the new checkpoint is complete there, the error says so).
+      if (g.world->rank() == 0 && !swapping) checkpoint::abandon_save(dir);
       Problems p;
-      p.add(error.empty() ? fmt::format("another rank failed writing checkpoint '{}'", dir) : error,
-            "check free disk space and that the folder is writable", "checkpoint-write");
+      p.add(error.empty() ? fmt::format("another rank failed writing checkpoint '{}'", dir) : error, fix, code);
       p.throw_if_any();
     }
   };
@@ -95,6 +99,7 @@ void save_checkpoint(DistTrainer& t, ProcessGroups& g, const std::string& dir, c
     }
     w.finish();
   });
+  swapping = true;
   phase(rank0, [&] { checkpoint::finish_save(dir, meta); });
 }
 

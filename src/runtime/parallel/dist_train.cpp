@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -25,11 +26,12 @@ std::vector<OptionDef> run_options() {
       {"html", "distributed", "write the rehearsal report as one self-contained HTML page (rank 0)", false, "FILE", "none"},
       {"comm-timeout", "distributed", "seconds a rank waits on one communication before failing (default 300)", false, "NUM", "300"},
       {"stage-layers", "distributed", "explicit pipeline split, layers per stage: 2,3,3", false, "LIST", "even split"},
-      {"prediction-cluster", "distributed", "cluster TOML from `trident bench` for the planner's prediction", false, "FILE", "none"},
+      input_path({"prediction-cluster", "distributed", "cluster TOML from `trident bench` for the planner's prediction",
+                  false, "FILE", "none"}),
       // The prediction's cost table, read as plan and simulate read --cost (under the cluster
       // file's own [cost] keys).
-      {"cost", "cost", "cost table TOML for the rehearsal report's prediction (as plan --cost)", false, "FILE",
-       "the --prediction-cluster file's [cost]"},
+      input_path({"cost", "cost", "cost table TOML for the rehearsal report's prediction (as plan --cost)", false, "FILE",
+                  "the --prediction-cluster file's [cost]"}),
       {"bucket-mib", "distributed", "data-parallel gradient bucket of the plain-DP all-reduce, MiB (default 4; "
        "ZeRO-1 reduces the whole buffer, ZeRO-2/3 layer by layer)", false, "NUM", "4"},
   };
@@ -169,14 +171,32 @@ void check_resume(const TrainSettings& s, Problems& problems) {
   if (s.resume_meta.is_null()) return;
   const ModelSpec& m = s.run.model;
   const ModelSpec cm = engine::model_from_json(s.resume_meta["model"]);
-  if (cm.family != m.family || cm.kv_heads != m.kv_heads || cm.rope_theta != m.rope_theta || cm.layers != m.layers ||
-      cm.hidden != m.hidden || cm.heads != m.heads || cm.ffn_hidden != m.ffn_hidden || cm.seq_len != m.seq_len ||
-      cm.vocab != m.vocab)
-    problems.add(fmt::format("the checkpoint '{}' holds another model ({} layers, hidden {}, {} heads, seq {}, vocab "
-                             "{}) than the one asked for ({} layers, hidden {}, {} heads, seq {}, vocab {})",
-                             s.resume_path, cm.layers, cm.hidden, cm.heads, cm.seq_len, cm.vocab, m.layers, m.hidden,
-                             m.heads, m.seq_len, m.vocab),
-                 "drop the model options to use the checkpoint's", "resume-model");
+  // Each size the run asks for against the checkpoint's, by its flag: resuming never changes the
+  // model (the stored tensors have the checkpoint's shapes), so any difference is refused.
+  const auto n = [](int64_t v) { return std::to_string(v); };
+  const auto yes_no = [](bool b) { return std::string(b ? "true" : "false"); };
+  const std::tuple<const char*, std::string, std::string> sizes[] = {
+      {"--family", to_string(m.family), to_string(cm.family)},
+      {"--layers", n(m.layers), n(cm.layers)},
+      {"--hidden", n(m.hidden), n(cm.hidden)},
+      {"--heads", n(m.heads), n(cm.heads)},
+      {"--kv-heads", n(m.kv_heads), n(cm.kv_heads)},
+      {"--ffn-hidden", n(m.ffn_hidden), n(cm.ffn_hidden)},
+      {"--seq-len", n(m.seq_len), n(cm.seq_len)},
+      {"--vocab", n(m.vocab), n(cm.vocab)},
+      {"--tied-embeddings", yes_no(m.tied_embeddings()), yes_no(cm.tied_embeddings())},
+      {"the RoPE base of --model", fmt::format("{}", m.rope_theta), fmt::format("{}", cm.rope_theta)}};
+  std::string differ, flags;
+  for (const auto& [flag, asked, stored] : sizes)
+    if (asked != stored) {
+      differ += fmt::format("{}{} {} (the checkpoint's is {})", differ.empty() ? "" : ", ", flag, asked, stored);
+      const std::string f = std::string(flag).rfind("--", 0) == 0 ? flag : "--model";
+      if (flags.find(f) == std::string::npos) flags += (flags.empty() ? "" : ", ") + f;
+    }
+  if (!differ.empty())
+    problems.add(fmt::format("the checkpoint '{}' holds another model than the one asked for: {}", s.resume_path, differ),
+                 "drop " + flags + " (a resumed run keeps the checkpoint's model), or start a new run without --resume",
+                 "resume-model");
   const int64_t done = s.resume_meta.value("step", int64_t(0));
   if (done >= s.steps)
     problems.add(fmt::format("the checkpoint is already at step {}, --steps is {}", done, s.steps),
@@ -188,22 +208,29 @@ void check_resume(const TrainSettings& s, Problems& problems) {
 
 // Outputs before any work: none may replace an input, a special file or another output.
 void check_output_paths(const TrainSettings& s, Problems& problems) {
-  std::vector<NamedPath> inputs = s.input_files;
-  if (!s.data_path.empty()) {
-    inputs.push_back({s.data_path, "the token file"});
-    inputs.push_back({s.data_path + ".tokenizer", "the token file's tokenizer"});
-  }
-  if (!s.resume_path.empty()) inputs.push_back({s.resume_path, "--resume"});
-  if (!s.prediction_cluster.empty()) inputs.push_back({s.prediction_cluster, "--prediction-cluster"});
-  if (!s.prediction_cost.empty()) inputs.push_back({s.prediction_cost, "--cost"});
-  check_outputs({{s.metrics_path, "--metrics"}, {s.report_path, "--report"}, {s.html_path, "--html"}}, inputs, problems);
-  if (s.checkpoint_path.empty()) return;
+  // The one list of inputs: the command's (--config, --data, --cost, ...) and what the run
+  // reads besides (the token file's tokenizer, the bundled corpus, the checkpoint's files).
+  std::vector<NamedPath> inputs;
+  for (const auto& in : s.input_files)
+    if (in.path != s.resume_path) add_input(inputs, in);
+  add_input(inputs, {s.data_path, "the token file"});
+  if (!s.data_path.empty()) add_input(inputs, {s.data_path + ".tokenizer", "the token file's tokenizer"});
+  add_input(inputs, {s.prediction_cluster, "--prediction-cluster"});
+  add_input(inputs, {s.prediction_cost, "--cost"});
   // --checkpoint may be the --resume directory: the checkpoint is read whole before training,
   // and every save swaps a complete new directory in (the previous one stays until then).
-  std::vector<NamedPath> ckpt_inputs;
-  for (const auto& in : inputs)
-    if (in.what != "--resume") ckpt_inputs.push_back(in);
+  const std::vector<NamedPath> ckpt_inputs = inputs;
+  add_folder_input(inputs, {s.resume_path, "--resume"});
+  const std::vector<NamedPath> files = {{s.metrics_path, "--metrics"}, {s.report_path, "--report"}, {s.html_path, "--html"}};
+  check_outputs(files, inputs, problems);
+  if (s.checkpoint_path.empty()) return;
   check_outputs({{s.checkpoint_path, "--checkpoint"}}, ckpt_inputs, problems, OutputKind::Directory);
+  checkpoint::check_temporary_dir(s.checkpoint_path, problems);
+  // Each save replaces the folder whole and first clears its temporary sibling: an output in
+  // either, or a --resume of DIR.saving, would be lost (other inputs in DIR are refused above).
+  std::vector<NamedPath> kept = files;
+  kept.push_back({s.resume_path, "--resume"});
+  check_outside(kept, {s.checkpoint_path, "--checkpoint"}, checkpoint::temporary_dir(s.checkpoint_path), problems);
   std::error_code ec;  // a save replaces a checkpoint directory whole: never another folder or file
   if (std::filesystem::exists(s.checkpoint_path, ec) && !checkpoint::is_checkpoint(s.checkpoint_path))
     problems.add("--checkpoint '" + s.checkpoint_path + "' exists and is not a Trident checkpoint directory",

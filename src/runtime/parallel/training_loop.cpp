@@ -22,6 +22,7 @@
 #include "report/html_page.h"
 #include "report/output_file.h"
 #include "runtime/checkpoint/checkpoint.h"
+#include "runtime/checkpoint/logical_tensors.h"
 #include "runtime/engine/machine_load.h"
 #include "runtime/engine/perf.h"
 #include "runtime/engine/run_meta.h"
@@ -219,6 +220,7 @@ std::optional<checkpoint::CheckpointReader> open_inputs(TrainSettings& s, Proble
     if (!s.resume_path.empty()) {
       resume.emplace(s.resume_path);
       if (s.resume_meta.is_null()) s.resume_meta = resume->meta();
+      checkpoint::checked_model(*resume);  // its tensors are the model its meta describes
     }
   } catch (const InputError& e) {
     for (const auto& p : e.problems()) problems.add(p.what, p.fix, p.code);
