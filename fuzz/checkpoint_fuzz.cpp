@@ -1,7 +1,8 @@
 // A checkpoint directory: the input is its manifest.json, then a NUL byte, then the bytes of
-// shard-00000.bin (no NUL: a manifest alone). Read as `trident generate` and `--resume` read it:
-// CheckpointReader (the manifest checks), every tensor, the model and tokenizer of its meta,
-// and the whole model's parameters assembled by read_shard.
+// shard-00000.bin (no NUL: a manifest alone). Read as `trident generate`, `export` and `--resume`
+// read it: CheckpointReader (the manifest checks), every tensor, the tokenizer of its meta, the
+// one check of its meta's model against the tensors (checked_model), and the whole model's
+// parameters assembled by read_shard.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -27,7 +28,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const checkpoint::CheckpointReader reader(dir);
     for (const std::string& name : reader.names()) reader.tensor(name);
     engine::tokenizer_from_json(reader.meta().value("tokenizer", nlohmann::json::object()));
-    const ModelSpec m = engine::model_from_json(reader.meta()["model"]);
+    const ModelSpec m = checkpoint::checked_model(reader);
     checkpoint::read_shard(reader, nn::ParamLayout(nn::Shard::whole(m)), "");
   });
   return 0;

@@ -13,6 +13,7 @@ usage: cli_fuzz.py TRIDENT [--quick] [--only SUBCOMMAND] [--timeout S] [--jobs N
 import argparse
 import concurrent.futures
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -104,6 +105,14 @@ class Fixtures:
             f.write(ck[:-20] + bytes([ck[-20] ^ 1]) + ck[-19:])
         with open(os.path.join(p("badmanifest.ckpt"), "manifest.json"), "w") as f:
             f.write('{"format": "trident-checkpoint", "version": 1, "meta": {"model": 7}, "files": [], "tensors": 3}')
+        # Meta against tensors: a sequence length and a vocabulary the stored tensors do not have.
+        for name, key, value in [("badseq.ckpt", "seq_len", 32), ("badvocab.ckpt", "vocab", 200)]:
+            shutil.copytree(self.ckpt, p(name))
+            with open(os.path.join(p(name), "manifest.json")) as f:
+                m = json.load(f)
+            m["meta"]["model"][key] = value
+            with open(os.path.join(p(name), "manifest.json"), "w") as f:
+                json.dump(m, f)
         os.symlink("good.tok", p("link-to-good.tok"))  # relative: the per-case copies keep them inside
         os.symlink("does-not-exist", p("dangling-link"))
         os.makedirs(p("a-directory"))
@@ -151,7 +160,8 @@ class Fixtures:
             "oob.tok": p("oob.tok"), "bigvocab.tok": p("bigvocab.tok"), "liar.tok": p("liar.tok"),
             "badwidth.tok": p("badwidth.tok"), "v99.tok": p("v99.tok"), "bpe.tok": p("bpe.tok"),
             "bpe_trunc.tok": p("bpe_trunc.tok"), "trunc.ckpt": p("trunc.ckpt"), "flip.ckpt": p("flip.ckpt"),
-            "badmanifest.ckpt": p("badmanifest.ckpt"),
+            "badmanifest.ckpt": p("badmanifest.ckpt"), "badseq.ckpt": p("badseq.ckpt"),
+            "badvocab.ckpt": p("badvocab.ckpt"), "checkpoint-file": os.path.join(self.ckpt, "manifest.json"),
             "bad.toml": p("bad.toml"), "conflict.toml": p("conflict.toml"), "nan.toml": p("nan.toml"),
             "huge.toml": p("huge.toml"), "self-dir": self.inputs,
         }
@@ -222,6 +232,14 @@ def cases(trident, fx, out, quick):
     # export --checkpoint CK OUT: OUT (a folder it fills) as every path fixture.
     for o in paths:
         yield ["export", "--checkpoint", fx.ckpt, paths[o]]
+    # Resume with a model flag that contradicts the checkpoint (hidden 16, 1 head, seq 16, GPT, tied).
+    resume = ["train", "--resume", fx.ckpt, "--steps", "4", "--threads", "1"]
+    for flags in [["--seq-len", "32"], ["--vocab", "300"], ["--ffn-hidden", "32"], ["--family", "llama"],
+                  ["--kv-heads", "2"], ["--no-tied-embeddings"], ["--hidden", "32"], ["--layers", "2"]]:
+        yield resume + flags
+    # Outputs of a resumed run inside the checkpoint folder it replaces.
+    for flag in ["--metrics", "--report", "--html"]:
+        yield resume + ["--checkpoint", fx.ckpt, flag, os.path.join(fx.ckpt, "x")]
     # Config files of every kind on a planning command.
     for name in ["bad.toml", "conflict.toml", "nan.toml", "huge.toml", "dir", "/dev/zero", "garbage", "empty", "symlink"]:
         yield ["lint", "--config", paths[name]]
