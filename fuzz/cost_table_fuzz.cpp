@@ -1,6 +1,6 @@
 // A cost table (--cost FILE, the form of data/cost/builtin.toml): flat keys, [cost], [default]
 // and per-GPU tables, applied for a GPU of the catalog that has its own table and for one that
-// has none.
+// has none. Every value of a table that is accepted lies in its key's range.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -18,6 +18,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       CostTable table = builtin_cost(gpu_preset(gpu));
       apply_cost_toml(text, "fuzz-cost.toml", gpu_preset(gpu), table, problems);
       problems.throw_if_any();
+      // A table that was accepted holds only values inside their ranges (0 and above-1 shares refused).
+      for (const CostField& f : cost_fields())
+        if (!cost_value_problem(f, table.*(f.member), f.name).empty()) __builtin_trap();
       describe(table);
     });
   }

@@ -1,6 +1,8 @@
 // A run config (--config FILE.toml) as plan, lint, topo and simulate read it: every key through
 // OptionValues::load_toml_text, then the whole run resolved and checked (resolve_run); and as
-// `trident train` reads it: the model plus the distributed options and the trainer's run check.
+// `trident train` reads it: the model plus the distributed options and the trainer's run check
+// (--stage-layers among them). A run that resolves must predict a finite step time.
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -9,6 +11,7 @@
 #include "core/options.h"
 #include "core/run_spec.h"
 #include "fuzz/fuzz_input.h"
+#include "plan/estimate.h"
 #include "runtime/parallel/dist_train.h"
 
 using namespace trident;
@@ -21,7 +24,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                                 cost_options()}));
     values.load_toml_text(text, "fuzz.toml", problems);
     problems.throw_if_any();
-    resolve_run(values, true);
+    const RunSpec run = resolve_run(values, true);
+    // A run that resolves predicts a finite step: a cost value of 0 once made it NaN with exit 0.
+    // (Up to 4096 GPUs: larger meshes take seconds per input.)
+    if (run.layout.world_size() <= 4096 && !std::isfinite(plan::estimate(run, 0).time.step)) __builtin_trap();
   });
   fuzz::accept_refusal([&] {
     Problems problems;

@@ -61,10 +61,17 @@ std::string option_name(std::string key) {
   return key;
 }
 
+// argv strings end at a NUL: the rest of a name or value would be dropped without a word.
+[[noreturn]] void refuse_nul(const std::string& name) {
+  throw py::value_error("trident: option '" + name.substr(0, name.find('\0')) +
+                        "' holds a NUL character, which no command-line argument can carry: remove it");
+}
+
 std::vector<std::string> arguments(const std::string& command, const py::dict& options) {
   std::vector<std::string> args = {"trident", command};
   for (const auto& [k, v] : options) {
     const std::string name = option_name(py::str(k));
+    if (name.find('\0') != std::string::npos) refuse_nul(name);
     if (py::isinstance<py::bool_>(v)) {
       args.push_back((v.cast<bool>() ? "--" : "--no-") + name);
       continue;
@@ -72,6 +79,7 @@ std::vector<std::string> arguments(const std::string& command, const py::dict& o
     if (v.is_none()) continue;
     args.push_back("--" + name);
     args.push_back(py::str(v));
+    if (args.back().find('\0') != std::string::npos) refuse_nul(name);
   }
   args.push_back("--json");
   return args;

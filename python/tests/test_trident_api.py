@@ -71,6 +71,14 @@ def test_unknown_option_is_refused():
         trident.plan(model="gpt3-175b", nodes=8, global_batch_size=64, no_such_option=3)
 
 
+def test_a_nul_inside_a_string_argument_is_refused_not_cut_off():
+    # "gpt3-175b\0junk" would reach the command as "gpt3-175b" and plan that model.
+    for options in ({"model": "gpt3-175b\0junk"}, {"cluster": "dgx-a100-80g\0", "model": "gpt3-175b"}):
+        with pytest.raises(ValueError) as e:
+            trident.plan(nodes=8, global_batch_size=64, **options)
+        assert "NUL" in str(e.value) and list(options)[0] in str(e.value)
+
+
 def test_time_to_train_and_html(tmp_path):
     page = tmp_path / "plan.html"
     r = trident.plan(model="gpt3-1.3b", nodes=1, global_batch_size=64, top=1, train_tokens=1e9, html=str(page))

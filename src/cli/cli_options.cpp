@@ -13,9 +13,11 @@ static std::vector<OptionDef>& every_command_option() {
   return all;
 }
 
-CliOptions::CliOptions(CLI::App& app, std::vector<OptionDef> defs) : defs_(std::move(defs)), app_(&app) {
-  config_option_ = app.add_option("--config", config_path_, "TOML file with any of these options (flags win)")
-                       ->type_name("FILE");
+CliOptions::CliOptions(CLI::App& app, std::vector<OptionDef> defs, bool config_file)
+    : defs_(std::move(defs)), app_(&app) {
+  if (config_file)
+    config_option_ = app.add_option("--config", config_path_, "TOML file with any of these options (flags win)")
+                         ->type_name("FILE");
   for (const OptionDef& d : defs_) {
     const std::string flag = "--" + d.name;
     if (d.is_flag) {
@@ -31,7 +33,7 @@ CliOptions::CliOptions(CLI::App& app, std::vector<OptionDef> defs) : defs_(std::
                             ->default_str(d.default_value.empty() ? "none" : d.default_value);
     }
     auto& all = every_command_option();  // once per name: the Python module sets commands up per call
-    if (std::none_of(all.begin(), all.end(), [&](const OptionDef& o) { return o.name == d.name; })) all.push_back(d);
+    if (config_file && std::none_of(all.begin(), all.end(), [&](const OptionDef& o) { return o.name == d.name; })) all.push_back(d);
   }
 }
 
@@ -54,7 +56,7 @@ OptionValues CliOptions::collect(Problems& problems) const {
     if (d.is_flag) values.set(d.name, flag_count_.at(d.name) > 0 ? "true" : "false", "--" + d.name);
     else values.set(d.name, text_.at(d.name), "--" + d.name);
   }
-  if (config_option_->count() > 0) values.load_toml_file(config_path_, problems);
+  if (config_option_ && config_option_->count() > 0) values.load_toml_file(config_path_, problems);
   if (!values.ignored().empty()) {
     // Said, not silent: these keys belong to other commands.
     std::string keys;
@@ -67,7 +69,7 @@ OptionValues CliOptions::collect(Problems& problems) const {
 
 std::vector<NamedPath> CliOptions::input_paths(const OptionValues& values) const {
   std::vector<NamedPath> in;
-  if (config_option_->count() > 0) add_input(in, {config_path_, "--config"});
+  if (config_option_ && config_option_->count() > 0) add_input(in, {config_path_, "--config"});
   for (const OptionDef& d : defs_)
     if (d.reads_path)
       if (auto path = values.get_string(d.name)) add_input(in, {*path, "--" + d.name});

@@ -20,7 +20,9 @@ namespace trident::cli {
 
 class CliOptions {
  public:
-  CliOptions(CLI::App& app, std::vector<OptionDef> defs);
+  // config_file false: no --config, and the options are this command's own (a config file of
+  // another command does not hold them), for a command such as generate that reads no settings file.
+  CliOptions(CLI::App& app, std::vector<OptionDef> defs, bool config_file = true);
   OptionValues collect(Problems& problems) const;
   const std::vector<OptionDef>& defs() const { return defs_; }
 

@@ -6,6 +6,9 @@
 #include <thread>
 #include <vector>
 
+#include <fmt/format.h>
+
+#include "cli/cli_options.h"
 #include "cli/command.h"
 #include "core/output_path.h"
 #include "core/problems.h"
@@ -27,15 +30,41 @@ struct GenerateArgs {
   uint64_t seed = 1;
 };
 
-int run_generate(const GenerateArgs& a) {
+// The flags through the options' one parser (the same ranges and messages as train's --seed,
+// the text the user gave in every refusal), all problems together.
+std::vector<OptionDef> generate_options() {
+  return {
+      {"checkpoint", "generate", "checkpoint directory written by `trident train --checkpoint DIR`", false, "DIR", "required"},
+      {"prompt", "generate", "text to continue", false, "TEXT", "a new line"},
+      {"tokens", "generate", "tokens to generate", false, "INT", "200", 1, 1000000},
+      {"temperature", "generate", "sampling temperature (above 0)", false, "NUM", "0.8"},
+      {"top-k", "generate", "sample among the k most likely tokens, 0 = all", false, "INT", "40"},
+      {"seed", "generate", "sampling seed", false, "INT", "1"},
+      {"threads", "generate", "CPU threads, 0 = all cores", false, "INT", "all cores"},
+      {"logits", "generate", "also write each step's next-token logits (f32, tokens x vocab) to FILE", false, "FILE", "none"},
+  };
+}
+
+GenerateArgs parse_generate(const CliOptions& options) {
   Problems p;
-  if (a.tokens <= 0 || a.tokens > 1000000)
-    p.add("--tokens " + std::to_string(a.tokens) + " is outside 1 .. 1000000", "use e.g. --tokens 200", "generate-tokens");
-  if (!(a.temperature > 0) || !std::isfinite(a.temperature))
-    p.add("--temperature must be a positive finite number", "use e.g. --temperature 0.8", "generate-temperature");
-  if (a.top_k < 0) p.add("--top-k must be 0 (all) or positive", "use e.g. --top-k 40", "generate-top-k");
+  const OptionValues v = options.collect(p);
+  GenerateArgs a;
+  if (auto x = v.get_string("checkpoint")) a.checkpoint = *x;
+  else p.add("generate reads a checkpoint: --checkpoint is missing", "give --checkpoint DIR (written by `trident train "
+             "--checkpoint DIR`)", "generate-checkpoint");
+  a.prompt = v.get_string("prompt").value_or(a.prompt);
+  a.logits_path = v.get_string("logits").value_or("");
+  a.tokens = v.get_int("tokens", p).value_or(a.tokens);
+  a.top_k = v.get_int("top-k", p).value_or(a.top_k);
+  a.seed = uint64_t(v.get_int("seed", p).value_or(int64_t(a.seed)));
+  a.threads = v.get_int("threads", p).value_or(a.threads);
+  if (auto t = v.get_double("temperature", p)) {
+    if (*t > 0) a.temperature = *t;
+    else p.add(fmt::format("--temperature {} must be above 0", *v.get_string("temperature")),
+               "use e.g. --temperature 0.8", "generate-temperature");
+  }
   const int64_t cores = std::max(1u, std::thread::hardware_concurrency());
-  if (a.threads < 0 || a.threads > cores)
+  if (a.threads > cores)
     p.add("--threads " + std::to_string(a.threads) + " is outside 0 .. " + std::to_string(cores) + " (this machine's cores)",
           "use --threads " + std::to_string(cores) + " or fewer (0 = all)", "generate-threads");
   // --logits is written at the end: never over the checkpoint or one of its files.
@@ -43,6 +72,10 @@ int run_generate(const GenerateArgs& a) {
   add_folder_input(inputs, {a.checkpoint, "--checkpoint"});
   check_outputs({{a.logits_path, "--logits"}}, inputs, p);
   p.throw_if_any();
+  return a;
+}
+
+int run_generate(const GenerateArgs& a) {
   const checkpoint::CheckpointReader c(a.checkpoint);
   const ModelSpec m = checkpoint::checked_model(c);  // its tensors are the model its meta describes
   const data::Tokenizer tok = engine::tokenizer_from_json(c.meta().value("tokenizer", nlohmann::json::object()));
@@ -93,17 +126,8 @@ int run_generate(const GenerateArgs& a) {
 }
 
 Runner setup_generate(CLI::App& cmd) {
-  auto args = std::make_shared<GenerateArgs>();
-  cmd.add_option("--checkpoint", args->checkpoint, "checkpoint directory written by `trident train --checkpoint DIR`")->required();
-  cmd.add_option("--prompt", args->prompt, "text to continue (default: a new line)");
-  cmd.add_option("--tokens", args->tokens, "tokens to generate (default 200)");
-  cmd.add_option("--temperature", args->temperature, "sampling temperature (default 0.8)");
-  cmd.add_option("--top-k", args->top_k, "sample among the k most likely tokens, 0 = all (default 40)");
-  cmd.add_option("--seed", args->seed, "sampling seed (default 1)");
-  cmd.add_option("--threads", args->threads, "CPU threads (default: all cores)");
-  cmd.add_option("--logits", args->logits_path, "also write each step's next-token logits (f32, tokens x vocab) to FILE")
-      ->type_name("FILE");
-  return [args] { return run_generate(*args); };
+  std::shared_ptr<CliOptions> options = std::make_shared<CliOptions>(cmd, generate_options(), false);
+  return [options] { return run_generate(parse_generate(*options)); };
 }
 
 TRIDENT_COMMAND("generate", "sample text from a checkpoint of `trident train`", setup_generate);

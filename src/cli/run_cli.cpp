@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <new>
 
 #include "cli/command.h"
 #include "core/problems.h"
@@ -41,6 +42,11 @@ int run_cli(int argc, char** argv) {
   } catch (const trident::InputError& e) {
     print_problems(e);
     return 2;
+  } catch (const std::bad_alloc&) {
+    // Every input is bounded, but a machine (or a memory cap) may still hold less than a run asks.
+    std::fprintf(stderr, "trident: error: out of memory: this machine (or its memory limit) cannot hold what the "
+                         "command needs; use smaller inputs or sizes\n");
+    return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "trident: error: %s\n", e.what());
     return 1;

@@ -16,27 +16,50 @@ namespace trident {
 extern const char* const kBuiltinCostToml;  // generated from data/cost/builtin.toml (src/core/CMakeLists.txt)
 
 const std::vector<CostField>& cost_fields() {
+  // Ranges: a share of a peak is above 0 (a time divided by it) and at most 1 (no kernel beats
+  // the hardware); the other factors are bounded far beyond any measured value (a GEMM dimension
+  // of a million, a second per launch, a hundred bytes moved per byte stored).
+  constexpr double kShare = 1, kFactor = 100, kDim = 1e6;
   static const std::vector<CostField> fields = {
-      {"gemm_peak_efficiency", &CostTable::gemm_peak_efficiency, "share of the 16-bit peak a large GEMM reaches"},
-      {"gemm_half_dim", &CostTable::gemm_half_dim, "GEMM dimension that halves the efficiency"},
-      {"fp8_gemm_efficiency", &CostTable::fp8_gemm_efficiency, "share of the FP8 peak a large FP8 GEMM reaches"},
-      {"attention_efficiency", &CostTable::attention_efficiency, "fused attention: share of the 16-bit peak"},
-      {"flash_backward_factor", &CostTable::flash_backward_factor, "fused attention backward over forward"},
-      {"hbm_efficiency", &CostTable::hbm_efficiency, "share of HBM bandwidth memory-bound kernels reach"},
+      {"gemm_peak_efficiency", &CostTable::gemm_peak_efficiency, "share of the 16-bit peak a large GEMM reaches", 0,
+       kShare, true},
+      {"gemm_half_dim", &CostTable::gemm_half_dim, "GEMM dimension that halves the efficiency", 0, kDim, false},
+      {"fp8_gemm_efficiency", &CostTable::fp8_gemm_efficiency, "share of the FP8 peak a large FP8 GEMM reaches", 0,
+       kShare, true},
+      {"attention_efficiency", &CostTable::attention_efficiency, "fused attention: share of the 16-bit peak", 0,
+       kShare, true},
+      {"flash_backward_factor", &CostTable::flash_backward_factor, "fused attention backward over forward", 0, kFactor,
+       true},
+      {"hbm_efficiency", &CostTable::hbm_efficiency, "share of HBM bandwidth memory-bound kernels reach", 0, kShare,
+       true},
       {"elementwise_traffic_per_stored_byte", &CostTable::elementwise_traffic_per_stored_byte,
-       "HBM bytes of non-GEMM kernels per stored activation byte"},
-      {"fp8_cast_bytes_per_element", &CostTable::fp8_cast_bytes_per_element, "HBM bytes to cast one GEMM input to FP8"},
-      {"nvlink_efficiency", &CostTable::nvlink_efficiency, "NVLink collectives: bus bandwidth over link bandwidth"},
-      {"pcie_efficiency", &CostTable::pcie_efficiency, "PCIe collectives: bus bandwidth over link bandwidth"},
-      {"network_efficiency", &CostTable::network_efficiency, "InfiniBand/Ethernet: bus bandwidth over link bandwidth"},
-      {"zero3_volume_factor", &CostTable::zero3_volume_factor, "ZeRO-3 traffic over a gradient all-reduce"},
-      {"kernel_launch_us", &CostTable::kernel_launch_us, "fixed cost per GEMM launch, microseconds"},
-      {"overlap_slowdown", &CostTable::overlap_slowdown, "slowdown of compute per second of hidden communication"},
-      {"dp_bucket_mb", &CostTable::dp_bucket_mb, "gradient bucket size, MB"},
+       "HBM bytes of non-GEMM kernels per stored activation byte", 0, kFactor, false},
+      {"fp8_cast_bytes_per_element", &CostTable::fp8_cast_bytes_per_element, "HBM bytes to cast one GEMM input to FP8",
+       0, kFactor, false},
+      {"nvlink_efficiency", &CostTable::nvlink_efficiency, "NVLink collectives: bus bandwidth over link bandwidth", 0,
+       kShare, true},
+      {"pcie_efficiency", &CostTable::pcie_efficiency, "PCIe collectives: bus bandwidth over link bandwidth", 0, kShare,
+       true},
+      {"network_efficiency", &CostTable::network_efficiency, "InfiniBand/Ethernet: bus bandwidth over link bandwidth",
+       0, kShare, true},
+      {"kernel_launch_us", &CostTable::kernel_launch_us, "fixed cost per GEMM launch, microseconds", 0, kDim, false},
+      {"overlap_slowdown", &CostTable::overlap_slowdown, "slowdown of compute per second of hidden communication", 0,
+       kShare, false},
+      {"dp_bucket_mb", &CostTable::dp_bucket_mb, "gradient bucket size, MB", 0, kDim, true},
       {"optimizer_bytes_per_param", &CostTable::optimizer_bytes_per_param,
-       "optimizer HBM bytes per parameter (0: from the precision)"},
+       "optimizer HBM bytes per parameter (0: from the precision)", 0, kFactor * 10, false},
   };
   return fields;
+}
+
+std::string range_text(const CostField& f) {
+  return f.above_min ? fmt::format("above {:g} and at most {:g}", f.min, f.max) : fmt::format("{:g} .. {:g}", f.min, f.max);
+}
+
+std::string cost_value_problem(const CostField& f, double value, const std::string& shown) {
+  const bool in = std::isfinite(value) && (f.above_min ? value > f.min : value >= f.min) && value <= f.max;
+  if (in) return "";
+  return fmt::format("{} is outside its range ({})", shown, range_text(f));
 }
 
 const std::string& builtin_cost_text() {
@@ -76,10 +99,13 @@ bool set_fields(const toml::table& t, const std::string& where, CostTable& table
       continue;
     }
     auto v = node.value<double>();
-    if (!v || !std::isfinite(*v) || *v < 0) {
-      problems.add("cost key '" + key + "' in " + where + " must be a finite number of 0 or more",
-                   "write " + key + " = 0.8",
-                   "cost-key");
+    if (!v) {
+      problems.add("cost key '" + key + "' in " + where + " must be a number", "write " + key + " = 0.8", "cost-key");
+      continue;
+    }
+    const std::string bad = cost_value_problem(*f, *v, fmt::format("cost key '{}' in {} = {}", key, where, *v));
+    if (!bad.empty()) {
+      problems.add(bad, "give " + key + " a value " + range_text(*f), "cost-range");
       continue;
     }
     table.*(f->member) = *v;
@@ -155,7 +181,9 @@ std::vector<OptionDef> cost_options() {
   for (const auto& f : cost_fields()) {
     std::string name = f.name;
     std::replace(name.begin(), name.end(), '_', '-');
-    out.push_back({name, "cost", f.help, false, "NUM", "built-in table of the GPU"});
+    // The range is the field's (checked in resolve_cost, with an open bound for shares).
+    out.push_back({name, "cost", std::string(f.help) + "; " + range_text(f), false, "NUM", "built-in table of the GPU",
+                   -1e18, 1e18});
   }
   return out;
 }
@@ -174,8 +202,10 @@ CostTable resolve_cost(const OptionValues& values, const GpuSpec& gpu, Problems&
     std::string name = f.name;
     std::replace(name.begin(), name.end(), '_', '-');
     if (auto v = values.get_double(name, problems)) {
-      if (!(*v >= 0)) {
-        problems.add(fmt::format("--{} {} is negative", name, *v), "give a value of 0 or more", "cost-key");
+      const std::string from = values.source(name) == "--" + name ? "" : " (from " + values.source(name) + ")";
+      const std::string bad = cost_value_problem(f, *v, "--" + name + " " + *values.get_string(name) + from);
+      if (!bad.empty()) {
+        problems.add(bad, "give --" + name + " a value " + range_text(f), "cost-range");
         continue;
       }
       t.*(f.member) = *v;

@@ -37,7 +37,6 @@ struct CostTable {
   double nvlink_efficiency = 0.70;
   double pcie_efficiency = 0.75;
   double network_efficiency = 0.90;
-  double zero3_volume_factor = 1.5;  // ZeRO-3 moves 1.5x the traffic of a gradient all-reduce
   double kernel_launch_us = 0;       // fixed cost per GEMM launch
   double overlap_slowdown = 0.10;    // hidden communication slows the compute it overlaps by this share of itself
   double dp_bucket_mb = 160;         // gradient bucket (Megatron: 40M fp32 elements)
@@ -47,13 +46,24 @@ struct CostTable {
   double dp_bucket_bytes() const { return dp_bucket_mb * 1e6; }
 };
 
-// One row per field, in print order: name (TOML key with '_'), member, help.
+// One row per field, in print order: name (TOML key with '_'), member, help, and the range a
+// value must lie in (a share of a peak is above 0 and at most 1: 0 would divide a time by zero,
+// more than 1 is faster than the hardware). The one table of ranges: flags, config keys and
+// cost files are all checked against it (cost_value_problem).
 struct CostField {
   const char* name;
   double CostTable::*member;
   const char* help;
+  double min, max;
+  bool above_min;  // true: min itself is outside the range (0 < share)
 };
 const std::vector<CostField>& cost_fields();
+
+// "above 0 and at most 1", "0 .. 100": the range of a field as the messages and --help say it.
+std::string range_text(const CostField& f);
+// Empty when `value` is in the field's range; else the problem's text: `shown` (the key and the
+// value as the user wrote them, "--hbm-efficiency 1.0000001") and the range.
+std::string cost_value_problem(const CostField& f, double value, const std::string& shown);
 
 // The built-in table for a GPU (by catalog key or GpuSpec name); [default] for unknown GPUs.
 CostTable builtin_cost(const GpuSpec& gpu);

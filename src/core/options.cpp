@@ -7,9 +7,9 @@
 #include <charconv>
 #include <cmath>
 #include <limits>
-#include <filesystem>
-#include <fstream>
 #include <sstream>
+
+#include "core/input_file.h"
 
 namespace trident {
 
@@ -64,11 +64,12 @@ std::vector<OptionDef> cluster_options() {
 
 std::vector<OptionDef> layout_options() {
   return {
-      {"tp", "layout", "tensor-parallel size", false, "INT", "1"},
-      {"pp", "layout", "pipeline-parallel size (stages)", false, "INT", "1"},
-      {"cp", "layout", "context-parallel size (sequence split over ranks, ring attention)", false, "INT", "1"},
-      {"dp", "layout", "data-parallel size (replicas); default world / (tp*cp*pp)", false, "INT", "world/(tp*cp*pp)"},
-      {"ep", "layout", "expert-parallel size (experts sharded over the dp x cp ranks)", false, "INT", "1"},
+      // Group sizes: 1 or more (a group of 0 ranks is no layout), so the range says so.
+      {"tp", "layout", "tensor-parallel size", false, "INT", "1", 1},
+      {"pp", "layout", "pipeline-parallel size (stages)", false, "INT", "1", 1},
+      {"cp", "layout", "context-parallel size (sequence split over ranks, ring attention)", false, "INT", "1", 1},
+      {"dp", "layout", "data-parallel size (replicas); default world / (tp*cp*pp)", false, "INT", "world/(tp*cp*pp)", 1},
+      {"ep", "layout", "expert-parallel size (experts sharded over the dp x cp ranks)", false, "INT", "1", 1},
       {"order", "layout", "rank order, fastest-varying first (tp-cp-ep-dp-pp with cp or ep)", false, "DIMS", "tp-dp-pp"},
   };
 }
@@ -144,33 +145,7 @@ std::optional<std::string> scalar_text(const toml::node& node) {
 
 std::optional<std::string> read_settings_file(const std::string& path, const std::string& what,
                                               const std::string& flag, const std::string& code, Problems& problems) {
-  // A regular file of sane size only: a folder reads as empty, /dev/zero never ends.
-  std::error_code ec;
-  const auto status = std::filesystem::status(path, ec);
-  if (ec || !std::filesystem::exists(status)) {
-    problems.add("cannot read " + what + " '" + path + "': it does not exist", "check the path given to " + flag, code);
-    return std::nullopt;
-  }
-  if (!std::filesystem::is_regular_file(status)) {
-    problems.add(what + " '" + path + "' is " +
-                     (std::filesystem::is_directory(status) ? "a directory" : "a device or other special file") +
-                     ", not a TOML file",
-                 "give " + flag + " the path of a .toml file", code);
-    return std::nullopt;
-  }
-  constexpr uintmax_t kMaxSettingsBytes = 16u << 20;
-  if (std::filesystem::file_size(path, ec) > kMaxSettingsBytes) {
-    problems.add(what + " '" + path + "' is larger than 16 MiB", "give " + flag + " a TOML file of settings", code);
-    return std::nullopt;
-  }
-  std::ifstream in(path);
-  if (!in) {
-    problems.add("cannot read " + what + " '" + path + "'", "check the path given to " + flag, code);
-    return std::nullopt;
-  }
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
+  return read_input_file({path, what, flag, code}, kMaxSettingsBytes, problems);
 }
 
 void OptionValues::load_toml_file(const std::string& path, Problems& problems) {
@@ -270,19 +245,22 @@ std::optional<int64_t> OptionValues::get_int(const std::string& name, Problems& 
   const std::string& t = it->second.text;
   int64_t v = 0;
   auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+  const OptionDef* def = find_def(name);
+  const double lo = def ? def->min : 0, hi = std::min(def ? def->max : 1e18, double(std::numeric_limits<int32_t>::max()));
+  const auto out_of_range = [&] {
+    // The text as given: a number beyond 64 bits is not shown as the int64 it saturates to.
+    problems.add("--" + name + " " + t + from(it->second.source, name) + " is outside its range " +
+                     fmt::format("{:.0f} .. {:.0f}", lo, hi),
+                 fmt::format("give --{} a whole number from {:.0f} to {:.0f}", name, lo, hi), "option-range");
+    return std::nullopt;
+  };
+  if (ec == std::errc::result_out_of_range && end == t.data() + t.size()) return out_of_range();
   if (ec != std::errc() || end != t.data() + t.size() || t.empty()) {
     problems.add("--" + name + " '" + t + "'" + from(it->second.source, name) + " is not a whole number",
                  "give --" + name + " an integer such as 8");
     return std::nullopt;
   }
-  const OptionDef* def = find_def(name);
-  const double lo = def ? def->min : 0, hi = std::min(def ? def->max : 1e18, double(std::numeric_limits<int32_t>::max()));
-  if (double(v) < lo || double(v) > hi) {
-    problems.add("--" + name + " " + t + from(it->second.source, name) + " is outside its range " +
-                     fmt::format("{:.0f} .. {:.0f}", lo, hi),
-                 fmt::format("give --{} a whole number from {:.0f} to {:.0f}", name, lo, hi), "option-range");
-    return std::nullopt;
-  }
+  if (double(v) < lo || double(v) > hi) return out_of_range();
   return v;
 }
 

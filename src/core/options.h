@@ -47,7 +47,11 @@ std::vector<OptionDef> layout_options();     // --tp --cp --pp --dp --ep --order
 std::vector<OptionDef> execution_options();  // --global-batch-size --micro-batch-size --schedule ... --precision
 std::vector<OptionDef> concat(std::vector<std::vector<OptionDef>> groups);
 
-// The text of a settings file a flag names (--config, --cost): a regular file of at most 16 MiB.
+// The most a settings file may hold: far above any, so /dev/zero-like inputs end quickly.
+inline constexpr uint64_t kMaxSettingsBytes = uint64_t(16) << 20;
+
+// The text of a settings file a flag names (--config, --cost): a regular file of at most 16 MiB
+// (read_input_file, core/input_file.h).
 // Anything else (missing, a directory, a device such as /dev/zero that never ends, too large)
 // is a problem naming `what`, the path and the flag, with `code`; the result is then nullopt.
 std::optional<std::string> read_settings_file(const std::string& path, const std::string& what,

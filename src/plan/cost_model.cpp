@@ -331,7 +331,7 @@ std::vector<StageTime> stage_times(const ModelSpec& full, const ExecutionSpec& e
   return out;
 }
 
-DpComm dp_comm(double gradient_bytes, int64_t dp, int zero, const GroupLink& link, int64_t members_per_node,
+DpComm dp_comm(double gradient_bytes, int64_t dp, const GroupLink& link, int64_t members_per_node,
                const ClusterSpec& cluster, double overlap_window_s, const CostConstants& c) {
   DpComm d;
   d.gradient_bytes = gradient_bytes;
@@ -341,14 +341,15 @@ DpComm dp_comm(double gradient_bytes, int64_t dp, int zero, const GroupLink& lin
   d.nodes = link.domain_count();  // NVLink domains: the network starts at their edge
   d.gpus_per_node_in_group = std::max<int64_t>(members_per_node, 1);
   d.hierarchical = d.nodes > 1 && d.gpus_per_node_in_group > 1;
-  d.volume_factor = zero >= 3 ? c.zero3_volume_factor : 1.0;
   double allreduce_s;
   if (d.hierarchical)
     allreduce_s = hierarchical_allreduce_time_s(gradient_bytes, d.gpus_per_node_in_group, d.nodes, cluster.intra,
                                                 cluster.inter_bandwidth_per_gpu_Bps(), cluster.inter.latency_s, c);
   else
     allreduce_s = ring_allreduce_time_s(gradient_bytes, dp, link, c);
-  d.total_s = allreduce_s * d.volume_factor;
+  // One all-reduce whatever the ZeRO stage: ZeRO-3 callers count its per-layer gathers and
+  // reduce-scatters instead (zero3_chunk), ZeRO 1-2 ones split this into its halves (dp_phases).
+  d.total_s = allreduce_s;
   // Buckets are reduced while backward still runs; the last bucket always waits.
   const double last_bucket_s = d.total_s * std::min(1.0, c.dp_bucket_bytes() / gradient_bytes);
   d.exposed_s = std::max(d.total_s - overlap_window_s, last_bucket_s);
@@ -360,7 +361,7 @@ DpPhases dp_phases(double gradient_bytes, double weight_bytes, int64_t dp, int z
   DpPhases d;
   if (dp <= 1) return d;
   auto allreduce = [&](double bytes) {
-    return dp_comm(bytes, dp, 0, link, members_per_node, cluster, 0, c).total_s;
+    return dp_comm(bytes, dp, link, members_per_node, cluster, 0, c).total_s;
   };
   d.allreduce_s = allreduce(gradient_bytes);
   // Ring and hierarchical reduce-scatter / all-gather move half an all-reduce each.

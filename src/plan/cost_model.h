@@ -199,7 +199,6 @@ struct DpComm {
   int64_t dp = 1;
   int64_t gpus_per_node_in_group = 1, nodes = 1;  // hierarchical shape of the group
   bool hierarchical = false;       // true when the group spans nodes with >1 member per node
-  double volume_factor = 1;        // 1 ring all-reduce / reduce-scatter+all-gather, 1.5 ZeRO-3
   double total_s = 0;              // the whole reduction
   double overlap_window_s = 0;     // backward time it can hide behind
   double exposed_s = 0;            // what remains on the critical path
@@ -210,7 +209,7 @@ struct DpComm {
   double weight_gather_exposed_s = 0;  // ZeRO 1-3: the weight all-gathers' part of exposed_s (before
                                        // the overlap slowdown; ZeRO-3: by volume, 2 gathers per scatter)
 };
-DpComm dp_comm(double gradient_bytes, int64_t dp, int zero, const GroupLink& dp_link, int64_t members_per_node,
+DpComm dp_comm(double gradient_bytes, int64_t dp, const GroupLink& dp_link, int64_t members_per_node,
                const ClusterSpec& cluster, double overlap_window_s, const CostConstants& c);
 
 // When each part of the data-parallel traffic happens, per ZeRO stage (the step's exposed DP time

@@ -15,7 +15,7 @@ std::vector<Zero3Chunk> zero3_stage(const Estimate& e, int64_t stage) {
   const StateBytes sb = state_bytes(x.precision, x.grad_bits);
   const double layer_params = e.memory.at(size_t(stage)).params.layer_params / double(st.layers);
   auto half_allreduce = [&](double bytes) {
-    return dp_comm(bytes, data, 0, e.links.dcp.link, e.links.dcp.members_per_node, run.cluster, 0, e.cost).total_s / 2;
+    return dp_comm(bytes, data, e.links.dcp.link, e.links.dcp.members_per_node, run.cluster, 0, e.cost).total_s / 2;
   };
   const double gather_s = half_allreduce(layer_params * sb.weights);
   const double scatter_s = half_allreduce(layer_params * sb.gradients);
@@ -105,11 +105,11 @@ Estimate estimate_with_links(const RunSpec& run, const Links& links, double over
   const StageTime& bst = e.stages[biggest];
   // The backward it hides behind (none when the stack does not overlap DP).
   const double window = x.overlap.dp ? bst.compute_backward_s + bst.tp_comm_s / 2 : 0.0;
-  e.dp = dp_comm(params * sb.gradients, data, x.zero, grad_link.link, grad_link.members_per_node, run.cluster,
+  e.dp = dp_comm(params * sb.gradients, data, grad_link.link, grad_link.members_per_node, run.cluster,
                  window, c);
   if (!x.overlap.dp) e.dp.exposed_s = e.dp.total_s;
   auto half_allreduce = [&](double bytes) {
-    return dp_comm(bytes, data, 0, grad_link.link, grad_link.members_per_node, run.cluster, 0, c).total_s / 2;
+    return dp_comm(bytes, data, grad_link.link, grad_link.members_per_node, run.cluster, 0, c).total_s / 2;
   };
   if (x.zero >= 1 && x.zero <= 2 && data > 1) {
     // Sharded states: reduce-scatters hidden behind the backward they follow (all but the last
@@ -145,7 +145,7 @@ Estimate estimate_with_links(const RunSpec& run, const Links& links, double over
   // beyond the same backward window; with ZeRO a reduce-scatter and a gather of half the volume each).
   const int64_t edp = data / std::max<int64_t>(l.ep, 1);
   if (expert_params > 0 && edp > 1) {
-    e.expert_dp = dp_comm(expert_params * sb.gradients, edp, 0, links.edp.link, links.edp.members_per_node,
+    e.expert_dp = dp_comm(expert_params * sb.gradients, edp, links.edp.link, links.edp.members_per_node,
                           run.cluster, std::max(0.0, window - e.dp.total_s), c);
     e.expert_dp.hidden_s = std::max(0.0, e.expert_dp.total_s - e.expert_dp.exposed_s);
     e.expert_dp.exposed_s += c.overlap_slowdown * e.expert_dp.hidden_s;

@@ -140,10 +140,10 @@ PlannedCosts costs_from_plan(const RunSpec& run, const plan::CostConstants& c, d
     const double params = est.memory[s].params.dense(), experts = est.memory[s].params.expert_params;
     const double grad_bytes = params * sb.gradients;
     const int64_t data = l.dp * l.cp, edp = data / std::max<int64_t>(l.ep, 1);
-    const plan::DpComm dp = plan::dp_comm(grad_bytes, data, x.zero, links.dcp.link, links.dcp.members_per_node,
+    const plan::DpComm dp = plan::dp_comm(grad_bytes, data, links.dcp.link, links.dcp.members_per_node,
                                           run.cluster, 0, c);
     const double expert_reduce_s =
-        experts > 0 && edp > 1 ? plan::dp_comm(experts * sb.gradients, edp, 0, links.edp.link,
+        experts > 0 && edp > 1 ? plan::dp_comm(experts * sb.gradients, edp, links.edp.link,
                                                links.edp.members_per_node, run.cluster, 0, c)
                                      .total_s
                                : 0;

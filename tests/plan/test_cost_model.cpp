@@ -162,13 +162,13 @@ TEST(CostModel, dp_reduction_hides_behind_backward_except_the_last_bucket) {
   ClusterSpec cl = cluster_preset("dgx-a100-80g");
   cl.nodes = 4;
   const GroupLink ib = link(LinkKind::InfiniBand, 25e9, 5e-6, 4);
-  auto d = dp_comm(4e9, 4, 0, ib, 1, cl, 10.0, c);
+  auto d = dp_comm(4e9, 4, ib, 1, cl, 10.0, c);
   EXPECT_NEAR(d.total_s, ring_allreduce_time_s(4e9, 4, ib, c), 1e-12);
   EXPECT_NEAR(d.exposed_s, d.total_s * c.dp_bucket_bytes() / 4e9, 1e-12);  // window is long: last bucket only
-  auto short_window = dp_comm(4e9, 4, 0, ib, 1, cl, 0.01, c);
+  auto short_window = dp_comm(4e9, 4, ib, 1, cl, 0.01, c);
   EXPECT_NEAR(short_window.exposed_s, short_window.total_s - 0.01, 1e-12);
   EXPECT_FALSE(d.hierarchical);
-  EXPECT_TRUE(dp_comm(4e9, 16, 0, ib, 4, cl, 0, c).hierarchical);
+  EXPECT_TRUE(dp_comm(4e9, 16, ib, 4, cl, 0, c).hierarchical);
 }
 
 TEST(CostModel, zero_stages_schedule_their_data_parallel_traffic) {

@@ -5,7 +5,8 @@ Each case starts from a small valid command line, replaces ONE flag (or position
 hostile value (numbers at the edges, nan/inf, empty, garbage, directories, devices, symlinks,
 the command's own input file, truncated or corrupt token files, tokenizers and checkpoints)
 and runs it. A case fails when trident dies of a signal, runs past the time limit, exits with
-a code other than 0/1/2, prints a raw library exception, or changes any input file.
+a code other than 0/1/2, prints a raw library exception, prints a NaN or infinity where a plan or
+a simulation succeeded, or changes any input file.
 
 The flags are read from --help, so options added later are fuzzed too.
 usage: cli_fuzz.py TRIDENT [--quick] [--only SUBCOMMAND] [--timeout S] [--jobs N]
@@ -26,6 +27,8 @@ import tempfile
 
 NUMBERS = ["0", "-1", "2147483648", "9223372036854775808", "1e400", "-1e400", "nan", "inf", "-inf", "1e-320",
            "", "garbage", "1 2", "0x10"]
+# A number that is not one, as printf and fmt print it ("-nan", "inf"), outside words ("infeasible").
+NOT_A_NUMBER = re.compile(r"(?<![A-Za-z])-?(nan|inf)(?![A-Za-z])", re.I)
 # Text that a raw exception or a crash handler would print; trident's own messages never do.
 RAW = re.compile(r"terminate called|what\(\):|std::bad_alloc|basic_string|stoi|stod|vector::|"
                  r"\[json\.exception|Assertion .* failed|AddressSanitizer|runtime error:|Segmentation")
@@ -240,6 +243,23 @@ def cases(trident, fx, out, quick):
     # Outputs of a resumed run inside the checkpoint folder it replaces.
     for flag in ["--metrics", "--report", "--html"]:
         yield resume + ["--checkpoint", fx.ckpt, flag, os.path.join(fx.ckpt, "x")]
+    # Cost values at 0, just above 1 and far above it, on the commands that predict a step (a share
+    # of 0 printed "Step -nan s" with exit 0); every cost flag their --help lists.
+    for sub, base in base_commands(fx, out).items():
+        if sub[0] not in ("plan", "lint", "simulate"):
+            continue
+        for flag in flags_of(trident, list(sub)):
+            if flag.endswith(("-efficiency", "-factor", "-slowdown", "-us", "-mb", "-per-param", "-dim",
+                              "-per-stored-byte", "-per-element")):
+                for v in (["0", "1.5"] if quick else ["0", "1.0000001", "1.5", "1e300", "5e-324"]):
+                    yield list(sub) + base + [flag, v]
+    # --stage-layers extremes: counts near 2^62 that wrap around 64 bits to the model's layers,
+    # the largest int64, negatives and empty items.
+    q = 1 << 62
+    for v in ["%d,%d,%d,%d" % (q, q, q, q + 1), "9223372036854775807,1", "-1,2", "0,1", ",", "1,,1",
+              "99999999999999999999,1"]:
+        yield ["train", "--layers", "1", "--hidden", "16", "--heads", "1", "--seq-len", "16", "--steps", "1",
+               "--threads", "1", "--data", fx.tok, "--pp", "4" if v.count(",") == 3 else "2", "--stage-layers", v]
     # Config files of every kind on a planning command.
     for name in ["bad.toml", "conflict.toml", "nan.toml", "huge.toml", "dir", "/dev/zero", "garbage", "empty", "symlink"]:
         yield ["lint", "--config", paths[name]]
@@ -312,6 +332,12 @@ def check_case(trident, args, fx, timeout, case_root):
         return "signal %s" % signal.Signals(-r.returncode).name
     if r.returncode not in (0, 1, 2):
         return "exit code %d: %s" % (r.returncode, text.strip().splitlines()[-1:] if text.strip() else "")
+    # A prediction that succeeded prints only finite numbers ("Step -nan s" was a zero cost share).
+    # (Not when an argument is itself "nan": a file of that name may be written and named.)
+    if (r.returncode == 0 and args[0] in ("plan", "lint", "simulate", "topo") and NOT_A_NUMBER.search(text)
+            and not any(NOT_A_NUMBER.search(a) for a in args)):
+        line = next(l for l in text.splitlines() if NOT_A_NUMBER.search(l))
+        return "printed a NaN or infinity with exit 0: " + line.strip()[:200]
     m = RAW.search(text)
     if m:
         line = next(l for l in text.splitlines() if m.group(0) in l)

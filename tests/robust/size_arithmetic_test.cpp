@@ -9,6 +9,7 @@
 #include "core/model_spec.h"
 #include "core/options.h"
 #include "core/run_spec.h"
+#include "runtime/parallel/stage_split.h"
 
 using namespace trident;
 
@@ -119,4 +120,24 @@ TEST(SizeArithmetic, a_batch_below_one_micro_batch_per_replica_suggests_a_batch_
                                    {"global-batch-size", "16"}});
   EXPECT_TRUE(has(fix, "--global-batch-size 64 (or more)")) << fix;
   EXPECT_FALSE(has(fix, "--global-batch-size 0")) << fix;
+}
+
+// An explicit pipeline split of counts near 2^62: four of them sum, around 64 bits, to the
+// model's 4 layers. The check sums them checked and bounds each by the model's layers.
+TEST(SizeArithmetic, a_stage_split_that_wraps_around_64_bits_is_refused) {
+  ModelSpec m = model_preset("gpt2-small");
+  m.layers = 4;
+  const int64_t q = int64_t(1) << 62;
+  for (const std::vector<int64_t>& split :
+       {std::vector<int64_t>{q, q, q, q + 4}, std::vector<int64_t>{q, -q + 4, 0, 0}, std::vector<int64_t>{5, -1}}) {
+    Problems p;
+    parallel::make_stage_split(m, int64_t(split.size()), 1, split, p);
+    ASSERT_EQ(p.size(), 1u) << split[0];
+    EXPECT_EQ(p.list()[0].code, "stage-split");
+    EXPECT_TRUE(has(p.list()[0].fix, "counts of 1 to 4 adding up to 4")) << p.list()[0].fix;
+  }
+  Problems p;
+  const auto ok = parallel::make_stage_split(m, 2, 1, {1, 3}, p);
+  EXPECT_TRUE(p.empty());
+  EXPECT_EQ(ok.layers_of, (std::vector<int64_t>{1, 3}));
 }

@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "core/input_file.h"
 #include "core/output_path.h"
 #include "core/problems.h"
 #include "runtime/checkpoint/checksum.h"
@@ -218,8 +219,16 @@ CheckpointReader::CheckpointReader(const std::string& dir) : dir_(dir) {
     fail("checkpoint '" + dir + "' is not a directory" + (fs::exists(dir, ec) ? "" : " (it does not exist)"),
          "give the directory written by `trident train --checkpoint DIR`", "checkpoint-open");
   const std::string path = dir + "/" + kManifest;
+  if (special_file_kind(path) == "missing") fail("checkpoint '" + dir + "' has no " + kManifest, kRedo, "checkpoint-open");
+  {
+    // Before the open: a FIFO as the manifest would block it. A manifest lists each tensor's
+    // slices: a few MiB for the largest models, so 1 GiB is no real model's.
+    Problems p;
+    check_input_file({path, "checkpoint manifest", "--checkpoint", "checkpoint-open"}, uint64_t(1) << 30, p);
+    p.throw_if_any();
+  }
   std::ifstream in(path);
-  if (!in) fail("checkpoint '" + dir + "' has no " + kManifest, kRedo, "checkpoint-open");
+  if (!in) fail("checkpoint '" + dir + "' has no readable " + kManifest, kRedo, "checkpoint-open");
   // Everything the manifest says is checked here, once (manifest_check.h): tensor() and the
   // callers of meta() then read only what holds together.
   Problems problems;

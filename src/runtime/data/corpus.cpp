@@ -5,10 +5,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <vector>
 
+#include <fmt/format.h>
+
+#include "core/input_file.h"
 #include "core/problems.h"
 #include "runtime/data/token_file.h"
 #include "runtime/data/tokenizer.h"
@@ -18,38 +19,51 @@ namespace fs = std::filesystem;
 namespace trident::data {
 
 namespace {
-std::string read_file(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  std::string text = ss.str(), out;
-  // Fortune files separate entries with a line holding only '%'.
-  std::istringstream lines(text);
-  std::string line;
-  while (std::getline(lines, line)) out += (line == "%" ? std::string() : line) + "\n";
+
+// Fortune files separate entries with a line holding only '%': it becomes an empty line. Every
+// other byte stays as it was (a last line without a newline gets none).
+std::string without_separators(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  size_t i = 0;
+  while (i < text.size()) {
+    const size_t end = std::min(text.find('\n', i), text.size());
+    if (text.compare(i, end - i, "%") != 0) out.append(text, i, end - i);
+    if (end < text.size()) out += '\n';
+    i = end + 1;
+  }
   return out;
 }
+
 }  // namespace
 
 std::string read_text_source(const std::string& path) {
-  std::error_code ec;
   Problems p;
-  if (!fs::exists(path, ec)) {
-    p.add("text source '" + path + "' does not exist", "give a text file or a folder of text files", "text-missing");
-    p.throw_if_any();
-  }
   std::string text;
-  if (fs::is_directory(path, ec)) {
+  const std::string fix = "give a text file or a folder of text files of at most " + size_text(kMaxTextBytes) +
+                          " together";
+  if (special_file_kind(path) == "a directory") {
+    std::error_code ec;
     std::vector<fs::path> files;
     for (auto& e : fs::directory_iterator(path, ec)) {
       const auto ext = e.path().extension().string();
       if (e.is_regular_file() && !e.is_symlink() && ext != ".dat" && ext != ".u8") files.push_back(e.path());
     }
     std::sort(files.begin(), files.end());
-    for (auto& f : files) text += read_file(f);
-  } else {
-    text = read_file(path);
+    uint64_t total = 0;
+    for (auto& f : files) total += fs::file_size(f, ec);
+    if (total > kMaxTextBytes)
+      p.add(fmt::format("the text files of '{}' hold {:.3g} MiB, above the {} one source may have", path,
+                        double(total) / double(1 << 20), size_text(kMaxTextBytes)),
+            fix, "text-source");
+    else
+      for (auto& f : files)
+        if (auto part = read_input_file({f.string(), "text file", "TEXT", "text-source"}, kMaxTextBytes, p))
+          text += without_separators(*part);
+  } else if (auto whole = read_input_file({path, "text source", "TEXT", "text-source"}, kMaxTextBytes, p)) {
+    text = without_separators(*whole);
   }
+  p.throw_if_any();
   if (text.empty()) {
     p.add("text source '" + path + "' holds no text", "give a non-empty text file or folder", "text-empty");
     p.throw_if_any();

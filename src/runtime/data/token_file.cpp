@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "core/checked_size.h"
+#include "core/input_file.h"
 #include "core/output_path.h"
 #include "core/problems.h"
 
@@ -59,7 +60,14 @@ void write_token_file(const std::string& path, const std::vector<int32_t>& token
 
 TokenFile::TokenFile(const std::string& path) : path_(path) {
   const std::string fix_prepare = "create it with `trident data prepare TEXT " + path + "`";
-  int fd = ::open(path.c_str(), O_RDONLY);
+  {
+    // A token file is memory-mapped and exactly sized: a FIFO (whose open would block for ever),
+    // a device or a directory can never be one. Any size: it is mapped, not read into memory.
+    Problems p;
+    check_input_file({path, "token file", "--data", "token-file-open"}, std::numeric_limits<uint64_t>::max(), p);
+    p.throw_if_any();
+  }
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) fail("cannot open token file '" + path + "': " + std::strerror(errno), fix_prepare, "token-file-open");
   struct stat st {};
   fstat(fd, &st);

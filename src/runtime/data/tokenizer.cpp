@@ -3,11 +3,11 @@
 
 #include <algorithm>
 #include <cctype>
-#include <fstream>
 #include <map>
 #include <sstream>
 #include <unordered_map>
 
+#include "core/input_file.h"
 #include "core/output_path.h"
 #include "core/problems.h"
 
@@ -171,10 +171,15 @@ void Tokenizer::save(const std::string& path) const {
 }
 
 Tokenizer Tokenizer::load(const std::string& path) {
-  std::ifstream f(path);
+  Problems p;
+  // At most 65536 - 256 merges of two ids: well under 1 MiB; a device or a FIFO is refused unread.
+  constexpr uint64_t kMaxTokenizerBytes = 16u << 20;
+  const auto text = read_input_file({path, "tokenizer", "the token file's .tokenizer", "tokenizer-file"},
+                                    kMaxTokenizerBytes, p);
+  p.throw_if_any();
+  std::istringstream f(*text);
   std::string magic, kind;
   int version = 0;
-  Problems p;
   if (!(f >> magic >> version >> kind) || magic != "trident-tokenizer" || version != 1) {
     p.add("'" + path + "' is not a Trident tokenizer file (version 1)", "prepare the data again with `trident data prepare`",
           "tokenizer-file");

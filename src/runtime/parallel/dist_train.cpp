@@ -1,19 +1,22 @@
 #include "runtime/parallel/dist_train.h"
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 #include <tuple>
 
 #include <fmt/format.h>
 
+#include "core/checked_size.h"
+#include "core/input_file.h"
 #include "core/output_path.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/engine/run_meta.h"
 #include "runtime/kernels/ops.h"
+#include "runtime/parallel/stage_split.h"
 #include "schedule/schedule.h"
 
 namespace trident::parallel {
@@ -35,6 +38,15 @@ std::vector<OptionDef> run_options() {
       {"bucket-mib", "distributed", "data-parallel gradient bucket of the plain-DP all-reduce, MiB (default 4; "
        "ZeRO-1 reduces the whole buffer, ZeRO-2/3 layer by layer)", false, "NUM", "4"},
   };
+}
+
+// The ranks of some layout dimensions, or 0 when one is not positive or the product is beyond
+// any cluster (check_run names such a layout with every term; here it must not wrap around).
+static int64_t layout_ranks(std::initializer_list<SizeTerm> dims) {
+  Problems named_by_check_run;
+  for (const SizeTerm& d : dims)
+    if (d.value <= 0) return 0;
+  return checked_product("", dims, kMaxGpus, "", named_by_check_run).value_or(0);
 }
 
 int64_t launcher_world_size() {
@@ -67,8 +79,9 @@ void read_dist_train_options(const OptionValues& values, TrainSettings& s, Probl
   if (auto v = values.get_string("order")) L.order = *v;
   else L.order = default_order(L.cp, L.ep);
   if (auto v = values.get_int("dp", problems)) L.dp = *v;
-  else if (L.tp > 0 && L.pp > 0 && L.cp > 0 && launcher_world_size() % (L.tp * L.pp * L.cp) == 0)
-    L.dp = std::max<int64_t>(1, launcher_world_size() / (L.tp * L.pp * L.cp));
+  else if (const int64_t group = layout_ranks({{"tp", L.tp}, {"pp", L.pp}, {"cp", L.cp}});
+           group > 0 && launcher_world_size() % group == 0)
+    L.dp = std::max<int64_t>(1, launcher_world_size() / group);
   validate_layout(L, problems);
   // Execution settings through core's one parser and its checks (virtual stages without
   // interleaving, the ZeRO range, ...); batch sizes stay cmd_train's.
@@ -94,12 +107,13 @@ void read_dist_train_options(const OptionValues& values, TrainSettings& s, Probl
     std::stringstream in(*v);
     std::string item;
     while (std::getline(in, item, ',')) {
-      try {
-        s.stage_layers.push_back(std::stoll(item));
-      } catch (...) {
-        problems.add("--stage-layers '" + *v + "': '" + item + "' is not a whole number",
-                     "list layers per stage separated by commas, e.g. 2,3,3");
-      }
+      int64_t k = 0;
+      const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), k);
+      if (ec == std::errc() && end == item.data() + item.size() && !item.empty())
+        s.stage_layers.push_back(k);
+      else
+        problems.add("--stage-layers '" + *v + "': '" + item + "' is not a whole number of 64 bits",
+                     "list layers per stage separated by commas, e.g. 2,3,3", "stage-split");
     }
   }
   if (auto v = values.get_string("prediction-cluster")) s.prediction_cluster = *v;
@@ -128,9 +142,9 @@ void check_training_values(const TrainSettings& s, Problems& problems) {
                  "comm-timeout");
   if (!(s.bucket_mib > 0))
     problems.add(fmt::format("--bucket-mib {} is not positive", s.bucket_mib), "give e.g. 4", "bucket-mib");
-  if (!s.prediction_cost.empty() && !std::ifstream(s.prediction_cost))
-    problems.add("cannot read --cost '" + s.prediction_cost + "'", "give the cost table TOML the prediction should use",
-                 "cost-file");
+  // Checked before the run (read at its end): a FIFO or a device here would block or never end.
+  if (!s.prediction_cost.empty())
+    check_input_file({s.prediction_cost, "cost table", "--cost", "cost-file"}, kMaxSettingsBytes, problems);
 }
 
 // The device: one this build has, and the way its ranks talk.
@@ -254,10 +268,11 @@ void check_trainable(const TrainSettings& s, Problems& problems) {
   // cluster of exactly the layout's ranks: the world is what mpirun started, checked at start-up.
   RunSpec sized = r;
   sized.cluster.nodes = 1;
-  sized.cluster.gpus_per_node = std::max<int64_t>(1, L.world_size());
+  const int64_t world = layout_ranks({{"tp", L.tp}, {"cp", L.cp}, {"pp", L.pp}, {"dp", L.dp}});
+  sized.cluster.gpus_per_node = std::max<int64_t>(1, world);
   check_run(sized, true, problems);
   // --cost feeds only the rehearsal report's prediction, which one process makes only for a report.
-  if (!s.prediction_cost.empty() && L.world_size() == 1 && s.report_path.empty() && s.html_path.empty())
+  if (!s.prediction_cost.empty() && world == 1 && s.report_path.empty() && s.html_path.empty())
     problems.add("--cost '" + s.prediction_cost + "' is read only by the rehearsal report's prediction, which a "
                  "one-process run makes only with --report or --html",
                  "add --report FILE (or --html FILE), or drop --cost", "cost-unused");
@@ -282,10 +297,7 @@ void check_trainable(const TrainSettings& s, Problems& problems) {
   if (L.cp > 1 && s.device != "cpu")
     problems.add("context parallel (cp " + n(L.cp) + ") needs the ring-attention kernels, which the " + s.device +
                      " backend lacks", "use --device cpu with --cp, or --cp 1", "cp-device");
-  if (L.cp > 1 && m.seq_len % (2 * L.cp) != 0)
-    problems.add("context parallel cuts each sequence into 2 x cp = " + n(2 * L.cp) + " chunks (causal load "
-                     "balancing), but seq_len (" + n(m.seq_len) + ") is not a multiple of " + n(2 * L.cp),
-                 "use a --seq-len that is a multiple of " + n(2 * L.cp) + ", or another --cp", "cp-divides-seq");
+  // A seq_len that 2 x cp does not divide is check_run's (cp-divides-sequence), said once.
   if (L.ep > 1)
     problems.add("expert parallel (ep " + n(L.ep) + ") is not trained by the runtime yet (plan, lint, topo and "
                  "simulate model it)", "use --ep 1 for train", "dist-ep");
@@ -340,14 +352,7 @@ void check_trainable(const TrainSettings& s, Problems& problems) {
   const int64_t per = x.micro_batch_size * L.dp;
   if (per > 0 && x.global_batch_size > 0 && x.global_batch_size % per == 0 && L.pp * v <= m.layers)
     check_schedule_shape(x.schedule, L.pp, x.micro_batches(L.dp), v, problems);
-  if (!s.stage_layers.empty()) {
-    int64_t sum = 0;
-    for (int64_t k : s.stage_layers) sum += k;
-    if (int64_t(s.stage_layers.size()) != L.pp * v || sum != m.layers)
-      problems.add("--stage-layers gives " + n(int64_t(s.stage_layers.size())) + " stages summing to " + n(sum) +
-                       " layers; the run has " + n(L.pp * v) + " stages and " + n(m.layers) + " layers",
-                   "give " + n(L.pp * v) + " counts adding up to " + n(m.layers), "stage-split");
-  }
+  if (!s.stage_layers.empty()) check_stage_split(m.layers, L.pp * v, s.stage_layers, "--stage-layers", problems);
 }
 
 }  // namespace trident::parallel

@@ -10,12 +10,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <optional>
 #include <thread>
 
 #include <fmt/format.h>
 
+#include "core/input_file.h"
 #include "core/vocab_padding.h"
 #include "plan/cost_model.h"
 #include "plan/memory_model.h"
@@ -341,8 +341,8 @@ void write_rehearsal(RehearsalData& report, const TrainSettings& s, const Mesh& 
   for (int r = 0; r < world; ++r)
     report.ranks.push_back({r, mesh.coords_of(r), mems[size_t(r) * 2], mems[size_t(r) * 2 + 1]});
   try {
-    std::ifstream probe(s.prediction_cluster);
-    if (!probe) report.prediction_missing = "no cluster file '" + s.prediction_cluster + "': run `trident bench` first";
+    // Not opened here: a FIFO would block; the cluster file's reader refuses special files.
+    if (special_file_kind(s.prediction_cluster) == "missing") report.prediction_missing = "no cluster file '" + s.prediction_cluster + "': run `trident bench` first";
     else
       report.prediction = predict(s.run, s.prediction_cluster, std::max(1u, std::thread::hardware_concurrency()),
                                   s.prediction_cost);
