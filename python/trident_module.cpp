@@ -7,7 +7,8 @@
 //
 // Each keyword (or key of a dict) is an option name with '_' or '-'; True passes a switch, False
 // its --no- form. The call runs the CLI's own command (src/cli/run_cli.h) with --json and returns
-// the JSON as a dict; unusable input raises ValueError with every problem and its fix.
+// the JSON as a dict (help=True and emit="megatron" / "torchtitan" return their text as a str);
+// unusable input raises ValueError with every problem and its fix.
 #include <pybind11/pybind11.h>
 #include <unistd.h>
 
@@ -85,6 +86,20 @@ std::vector<std::string> arguments(const std::string& command, const py::dict& o
   return args;
 }
 
+// help=True prints the command's help, emit="megatron" (any emit but a .toml file) a framework's
+// settings: text, returned as a str rather than parsed as JSON.
+bool text_output(const py::dict& options) {
+  for (const auto& [k, v] : options) {
+    const std::string name = option_name(py::str(k));
+    if (name == "help" && py::isinstance<py::bool_>(v) && v.cast<bool>()) return true;
+    if (name == "emit" && !v.is_none()) {
+      const std::string e = py::str(v);
+      if (e.size() < 5 || e.compare(e.size() - 5, 5, ".toml") != 0) return true;
+    }
+  }
+  return false;
+}
+
 py::object run(const std::string& command, py::object options, const py::kwargs& kwargs) {
   py::dict all;
   if (!options.is_none()) {
@@ -106,6 +121,7 @@ py::object run(const std::string& command, py::object options, const py::kwargs&
   }
   // 0: done; 1: lint found errors / plan found no layout (the JSON says so); 2: unusable input.
   if (code == 2 || out.empty()) throw py::value_error(err.empty() ? "trident " + command + " failed" : err);
+  if (text_output(all)) return py::str(out);
   py::object result = py::module_::import("json").attr("loads")(out);
   if (!err.empty() && py::isinstance<py::dict>(result)) result["stderr"] = err;  // notes, e.g. keys not used
   return result;

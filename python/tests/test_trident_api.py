@@ -84,3 +84,24 @@ def test_time_to_train_and_html(tmp_path):
     r = trident.plan(model="gpt3-1.3b", nodes=1, global_batch_size=64, top=1, train_tokens=1e9, html=str(page))
     assert r["time_to_train"]["steps"] == -(-1e9 // (64 * 2048))
     assert 'id="candidates"' in page.read_text()
+
+
+def test_a_mistyped_keyword_names_the_closest_option():
+    with pytest.raises(ValueError) as e:
+        trident.plan(modle="llama3-70b", nodes=8, global_batch_size=64)
+    assert "--modle" in str(e.value) and "did you mean '--model'?" in str(e.value)
+
+
+def test_a_mistyped_preset_names_the_closest_preset():
+    with pytest.raises(ValueError) as e:
+        trident.plan(model="llama3-70", nodes=8, global_batch_size=64)
+    assert "did you mean 'llama3-70b'?" in str(e.value)
+
+
+def test_emit_and_help_return_their_text():
+    args = trident.plan(model="gpt3-1.3b", nodes=1, global_batch_size=64, emit="megatron")
+    assert isinstance(args, str) and "--tensor-model-parallel-size" in args
+    titan = trident.plan(model="gpt3-1.3b", nodes=1, global_batch_size=64, emit="torchtitan")
+    assert isinstance(titan, str) and "parallel" in titan
+    text = trident.plan(help=True)
+    assert isinstance(text, str) and "--global-batch-size" in text

@@ -156,6 +156,9 @@ Runner setup_plan(CLI::App& cmd) {
 
     const plan::SearchResult result =
         plan::search(model, cluster, exec.global_batch_size, space, out.top, out.overhead_bytes, cost);
+    std::optional<plan::NoFitAdvice> no_fit;
+    if (result.best.empty())
+      no_fit = plan::advise_no_fit(result, model, cluster, exec.global_batch_size, space, out.overhead_bytes, cost);
     std::vector<std::vector<plan::Finding>> findings;
     for (const auto& e : result.best) findings.push_back(plan::lint_run(e.run, {}, out.overhead_bytes).findings);
     std::vector<std::string> why;
@@ -199,13 +202,14 @@ Runner setup_plan(CLI::App& cmd) {
                         "--emit");
     }
     if (out.json) {
-      nlohmann::json j = plan::plan_json(result, findings, why, out.per_stage);
+      nlohmann::json j = plan::plan_json(result, findings, why, out.per_stage, no_fit ? &*no_fit : nullptr);
       if (ttt) j["time_to_train"] = time_to_train_json(*ttt);
       if (rehearsal) j["rehearsal"] = rehearsal_json(*rehearsal);
       std::printf("%s\n", j.dump(2).c_str());
     } else {
       std::printf("%s", plan::stack_line(exec, values.has("stack")).c_str());
-      std::printf("%s", plan::plan_text(model, cluster, exec.global_batch_size, result, findings, why, out.per_stage).c_str());
+      std::printf("%s", plan::plan_text(model, cluster, exec.global_batch_size, result, findings, why, out.per_stage,
+                                                  no_fit ? &*no_fit : nullptr).c_str());
       if (ttt) std::printf("\n%s", time_to_train_text(*ttt).c_str());
       if (rehearsal) std::printf("\n%s", rehearsal_text(*rehearsal, result.best.front().run).c_str());
       if (!args->emit.empty() && !result.best.empty()) std::printf("\nwrote the best layout to %s\n", args->emit.c_str());

@@ -61,6 +61,12 @@ nlohmann::json memory_json(const plan::Estimate& e) {
           {"overhead_gib", gib(pm.overhead_bytes)}};
 }
 
+// MFU of the simulated step (the planner's is of its own step time).
+plan::Mfu simulated_mfu(const RunSpec& run, const sim::SimResult& r) {
+  return plan::mfu_of(run.model, run.exec.global_batch_size, r.step_s,
+                      double(run.layout.world_size()) * plan::peak_flops(run.cluster.gpu, run.exec.precision));
+}
+
 nlohmann::json to_json(const RunSpec& run, const sim::PlannedCosts& pc, const sim::SimResult& r, double closed_form) {
   using nlohmann::json;
   json stages = json::array();
@@ -98,7 +104,7 @@ nlohmann::json to_json(const RunSpec& run, const sim::PlannedCosts& pc, const si
                       {"optimizer_s", sc.optimizer_s},
                       {"dp_after_optimizer_s", sc.dp_after_optimizer_s}});
   }
-  return {{"step_s", r.step_s},
+  nlohmann::json j = {{"step_s", r.step_s},
           {"bubble_share", r.bubble_share},
           {"closed_form_bubble_share", closed_form},
           {"pipeline_s", r.pipeline_s},
@@ -120,6 +126,8 @@ nlohmann::json to_json(const RunSpec& run, const sim::PlannedCosts& pc, const si
           {"layout", run.layout.describe()},
           {"world", run.layout.world_size()},
           {"inputs", inputs}};
+  j.update(plan::mfu_json(simulated_mfu(run, r)));
+  return j;
 }
 
 std::string to_text(const RunSpec& run, const Mesh& mesh, const sim::PlannedCosts& pc, const sim::SimResult& r,
@@ -145,6 +153,7 @@ std::string to_text(const RunSpec& run, const Mesh& mesh, const sim::PlannedCost
                    gib(pm.overhead_bytes));
   s += fmt::format("  step time     simulator {:.3f} s   planner {:.3f} s   ({:+.1f}%)\n", r.step_s, planner,
                    planner > 0 ? (r.step_s / planner - 1) * 100 : 0.0);
+  s += "  throughput    " + plan::mfu_text(simulated_mfu(run, r)) + " of the simulated step\n";
   s += fmt::format("  pipeline      {:.3f} s until the last backward; bubble share {:.1f}% (closed form {:.1f}%{})\n",
                    r.pipeline_s, r.bubble_share * 100, closed_form * 100,
                    run.exec.schedule == ScheduleKind::ZeroBubbleH1 ? ", which assumes F = B = W" : "");

@@ -1,6 +1,8 @@
 // trident train: parse the options, check the run, hand it to the runtime's one training loop
 // (runtime/parallel/training_loop.h) — one process, or any dp x tp x pp layout under mpirun.
 #include <algorithm>
+#include <charconv>
+#include <cstdlib>
 #include <memory>
 #include <optional>
 
@@ -44,7 +46,7 @@ std::vector<OptionDef> train_options() {
       {"stop-at", "training", "stop after this step (the schedule still runs to --steps; resume later)", false, "INT", "steps"},
       input_path({"resume", "training", "continue from this checkpoint directory (same settings give bit-identical losses)",
                   false, "DIR", "none"}),
-      {"threads", "training", "CPU threads per rank (default: the node's cores / its ranks)", false, "INT", "cores / ranks"},
+      {"threads", "training", "CPU threads per rank (default: OMP_NUM_THREADS when set, else the node's cores / its ranks)", false, "INT", "OMP_NUM_THREADS or cores / ranks"},
       {"device", "training", "cpu (default) or cuda (one GPU, chosen by the node-local rank)", false, "cpu|cuda", "cpu"},
       {"gpu-comm", "training", "how GPU ranks talk: nccl (one GPU per rank) or mpi-host (ranks share GPUs through host-staged MPI; for tests)", false, "nccl|mpi-host", "nccl"},
       {"log-every", "training", "progress line every N steps (default steps/20)", false, "INT", "steps/20", 1},
@@ -78,6 +80,24 @@ void reading_for_defaults(F&& read) {
 // Parses the options into TrainSettings (defaults from the checkpoint being resumed and from the
 // token file) and hands them over: every check of the run is the runtime's one run check
 // (parallel::check_trainable, in run_training), which reports the problems found here with its own.
+// OpenMP's own setting stands in for --threads: a job script that sets OMP_NUM_THREADS gets it.
+// Its first entry ("4" of "4,2", the outer level) counts; anything else is a problem.
+void threads_from_environment(parallel::TrainSettings& s, Problems& p) {
+  const char* env = std::getenv("OMP_NUM_THREADS");
+  if (!env || !*env) return;
+  const std::string text = env, first = text.substr(0, text.find(','));
+  int64_t n = 0;
+  auto [end, ec] = std::from_chars(first.data(), first.data() + first.size(), n);
+  if (ec != std::errc() || end != first.data() + first.size() || n < 1) {
+    p.add("OMP_NUM_THREADS '" + text + "' is not a positive whole number",
+          "set OMP_NUM_THREADS=2 (or unset it), or give --threads", "train-threads");
+    return;
+  }
+  s.threads = n;
+  s.threads_given = true;
+  s.threads_from = "OMP_NUM_THREADS";
+}
+
 int run_train(TrainArgs& args) {
   Problems p;
   OptionValues values = args.options->collect(p);
@@ -150,6 +170,7 @@ int run_train(TrainArgs& args) {
   s.checkpoint_every = get_int("checkpoint-every", 0);
   s.threads = get_int("threads", 0);  // 0: the runtime shares the node's cores among its ranks
   s.threads_given = values.has("threads");
+  if (!s.threads_given) threads_from_environment(s, p);
   s.stop_at = get_int("stop-at", -1);
   s.log_every = get_int("log-every", std::max<int64_t>(1, s.steps / 20));
   s.metrics_path = values.get_string("metrics").value_or("");

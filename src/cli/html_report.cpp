@@ -116,17 +116,12 @@ HtmlPage run_page(const RunSpec& run, const plan::Estimate& e, const std::string
     Timeline tl = step_timeline(run, mesh, *step);
     // Thin blocks (interleaved schedules, many micro-batches) are unreadable over the whole step:
     // add a zoom on the first micro-batches filling the pipeline.
-    const int64_t blocks_per_row = step->micro_batches * step->virtual_stages * 2;
-    if (blocks_per_row > 48) {
-      const int blocks = 12;
-      const double to = compute_window_end(tl, run.layout.pp - 1, blocks);
-      if (to > 0 && to < tl.end_s()) {
-        p.timeline_zoom_to_s = to;
-        p.timeline_zoom_caption = fmt::format(
-            "Zoom on 0 - {:.3f} s of the {:.3f} s step: the pipeline filling, until the last stage has run its first "
-            "{} forward and backward blocks (hover a block for its micro-batch and chunk)",
-            to, tl.end_s(), blocks);
-      }
+    if (const double to = zoom_window_end(tl); to > 0) {
+      p.timeline_zoom_to_s = to;
+      p.timeline_zoom_caption = fmt::format(
+          "Zoom on 0 - {:.3f} s of the {:.3f} s step: the pipeline filling, until the last stage has run its first "
+          "{} forward and backward blocks (hover a block for its micro-batch and chunk)",
+          to, tl.end_s(), kZoomBlocks);
     }
     p.timeline = tl;
   }

@@ -5,6 +5,7 @@
 #include <new>
 
 #include "cli/command.h"
+#include "cli/unknown_arguments.h"
 #include "core/problems.h"
 
 namespace trident::cli {
@@ -30,6 +31,15 @@ int run_cli(int argc, char** argv) {
     }
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    // A mistyped flag or command (CLI11: "not expected", or "a subcommand is required"): name
+    // each unknown word with the closest known one.
+    if (e.get_exit_code() != 0) {
+      const Problems unknown = unknown_arguments(app, argc, argv);
+      if (!unknown.empty()) {
+        print_problems(InputError(unknown.list()));
+        return 2;
+      }
+    }
     int code = app.exit(e);
     return code == 0 ? 0 : 2;
   } catch (const trident::InputError& e) {

@@ -11,6 +11,8 @@
 #include <set>
 #include <sstream>
 
+#include "core/suggest.h"
+
 namespace trident {
 
 extern const char* const kBuiltinCostToml;  // generated from data/cost/builtin.toml (src/core/CMakeLists.txt)
@@ -94,8 +96,10 @@ bool set_fields(const toml::table& t, const std::string& where, CostTable& table
     const std::string key(k.str());
     const CostField* f = find_field(key);
     if (!f) {
+      std::vector<std::string> known;
+      for (const auto& field : cost_fields()) known.push_back(field.name);
       problems.add("unknown cost key '" + key + "' in " + where,
-                   "use one of the keys of data/cost/builtin.toml (run with --help to list them)", "cost-key");
+                   did_you_mean(key, known) + "use one of the keys of data/cost/builtin.toml (run with --help to list them)", "cost-key");
       continue;
     }
     auto v = node.value<double>();
@@ -145,7 +149,7 @@ void apply_cost_toml(const std::string& text, const std::string& origin, const G
     if (!t || name == "cost" || name == "default" || config_tables.count(name)) continue;
     if (!is_gpu_preset(name) && name != key) {
       problems.add("unknown table [" + name + "] in cost file " + origin,
-                   "name a GPU of the catalog (" + join_choices(gpu_preset_names()) + "), or use [default]",
+                   did_you_mean(name, gpu_preset_names()) + "name a GPU of the catalog (" + join_choices(gpu_preset_names()) + "), or use [default]",
                    "cost-file");
       continue;
     }

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "core/input_file.h"
+#include "core/suggest.h"
 
 namespace trident {
 
@@ -192,8 +193,16 @@ void OptionValues::load_toml_text(const std::string& text, const std::string& or
       return;
     }
     if (!def) {
+      std::vector<std::string> known;
+      for (const auto* defs : {&defs_, &elsewhere_})
+        for (const auto& d : *defs) {
+          std::string k = d.name;  // suggested in the file's own spelling (global_batch_size)
+          if (raw_key.find('_') != std::string::npos) std::replace(k.begin(), k.end(), '-', '_');
+          known.push_back(k);
+        }
       problems.add("unknown key '" + raw_key + "' in " + where,
-                   "remove it or use a known key; run with --help to list them");
+                   did_you_mean(raw_key, known) + "remove it or use a known key; run with --help to list them",
+                   "unknown-key");
       return;
     }
     if (!table.empty() && def->section != table) {
@@ -215,7 +224,7 @@ void OptionValues::load_toml_text(const std::string& text, const std::string& or
     if (const toml::table* t = node.as_table()) {
       if (std::find(sections.begin(), sections.end(), key) == sections.end()) {
         problems.add("unknown table [" + key + "] in " + origin,
-                     "use one of " + join_choices([&] {
+                     did_you_mean(key, sections) + "use one of " + join_choices([&] {
                        std::vector<std::string> s;
                        for (auto& x : sections) s.push_back("[" + x + "]");
                        return s;

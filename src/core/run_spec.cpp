@@ -6,6 +6,7 @@
 #include <cctype>
 
 #include "core/checked_size.h"
+#include "core/suggest.h"
 #include "core/units.h"
 
 namespace trident {
@@ -31,7 +32,7 @@ ModelSpec resolve_model(const OptionValues& v, Problems& p) {
   if (preset) {
     if (!is_model_preset(*preset)) {
       p.add("unknown model preset '" + *preset + "'",
-            "use one of " + join_choices(model_preset_names()) +
+            did_you_mean(*preset, model_preset_names()) + "use one of " + join_choices(model_preset_names()) +
                 ", or describe the model with --layers --hidden --heads", "unknown-preset");
       return m;
     }
@@ -156,7 +157,7 @@ ClusterSpec resolve_cluster(const OptionValues& v, Problems& p) {
   if (preset) {
     if (!is_cluster_preset(*preset)) {
       p.add("unknown cluster preset '" + *preset + "'",
-            "use one of " + join_choices(cluster_preset_names()) + ", or describe it in a [cluster] table",
+            did_you_mean(*preset, cluster_preset_names()) + "use one of " + join_choices(cluster_preset_names()) + ", or describe it in a [cluster] table",
             "unknown-preset");
       return c;
     }
@@ -172,7 +173,7 @@ ClusterSpec resolve_cluster(const OptionValues& v, Problems& p) {
   }
   if (auto g = v.get_string("gpu")) {
     if (is_gpu_preset(*g)) c.gpu = gpu_preset(*g);
-    else p.add("unknown GPU '" + *g + "'", "use one of " + join_choices(gpu_preset_names()), "unknown-preset");
+    else p.add("unknown GPU '" + *g + "'", did_you_mean(*g, gpu_preset_names()) + "use one of " + join_choices(gpu_preset_names()), "unknown-preset");
   }
   if (auto x = v.get_int("nodes", p)) c.nodes = *x;
   if (auto x = v.get_int("gpus-per-node", p)) c.gpus_per_node = *x;
@@ -268,14 +269,14 @@ ExecutionSpec resolve_execution(const OptionValues& v, Problems& p, const std::s
       apply_stack(*stack, e);
       e.stack = stack->name;
     } else {
-      p.add("--stack '" + *s + "' is unknown", "use " + join_choices(stack_names()));
+      p.add("--stack '" + *s + "' is unknown", did_you_mean(*s, stack_names()) + "use " + join_choices(stack_names()), "unknown-preset");
     }
   }
   if (auto x = v.get_int("global-batch-size", p)) e.global_batch_size = *x;
   if (auto x = v.get_int("micro-batch-size", p)) e.micro_batch_size = *x;
   if (auto s = v.get_string("schedule")) {
     if (!parse_schedule(*s, e.schedule))
-      p.add("--schedule '" + *s + "' is unknown", "use " + join_choices(schedule_names()));
+      p.add("--schedule '" + *s + "' is unknown", did_you_mean(*s, schedule_names()) + "use " + join_choices(schedule_names()));
   }
   if (auto x = v.get_int("virtual-stages", p)) e.virtual_stages = *x;
   else if (e.schedule == ScheduleKind::Interleaved) e.virtual_stages = 2;
@@ -285,17 +286,17 @@ ExecutionSpec resolve_execution(const OptionValues& v, Problems& p, const std::s
   }
   if (auto s = v.get_string("recompute")) {
     if (!parse_recompute(*s, e.recompute))
-      p.add("--recompute '" + *s + "' is unknown", "use " + join_choices(recompute_names()));
+      p.add("--recompute '" + *s + "' is unknown", did_you_mean(*s, recompute_names()) + "use " + join_choices(recompute_names()));
   }
   if (auto b = v.get_bool("sequence-parallel", p)) e.sequence_parallel = *b;
   if (auto s = v.get_string("precision")) {
     if (!parse_precision(*s, e.precision))
-      p.add("--precision '" + *s + "' is unknown", "use " + join_choices(precision_names()));
+      p.add("--precision '" + *s + "' is unknown", did_you_mean(*s, precision_names()) + "use " + join_choices(precision_names()));
   }
   if (e.precision == Precision::FP32) e.grad_bits = 32;
   if (auto s = v.get_string("attention")) {
     if (!parse_attention(*s, e.attention))
-      p.add("--attention '" + *s + "' is unknown", "use " + join_choices(attention_names()));
+      p.add("--attention '" + *s + "' is unknown", did_you_mean(*s, attention_names()) + "use " + join_choices(attention_names()));
   }
   if (auto s = v.get_string("overlap")) {
     if (!parse_overlap(*s, e.overlap))

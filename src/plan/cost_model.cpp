@@ -407,7 +407,7 @@ PipelineTime pipeline_time(const std::vector<StageTime>& stages, int64_t m, Sche
   return p;
 }
 
-double model_flops_per_step(const ModelSpec& m, int64_t global_batch, int64_t vocab) {
+double model_flops_per_step(const ModelSpec& m, int64_t global_batch, int64_t vocab, bool causal_halved) {
   const double s = double(m.seq_len), h = double(m.hidden), B = double(global_batch);
   const double kv = double(m.kv_dim()), f = double(m.ffn_hidden);
   double mlp = double(m.mlp_matrices()) * h * f;
@@ -419,7 +419,7 @@ double model_flops_per_step(const ModelSpec& m, int64_t global_batch, int64_t vo
     mlp = share * used + (1 - share) * mlp;
   }
   const double matrix_params = h * (h + 2 * kv) + h * h + mlp;
-  const double per_layer_fwd = 2 * s * matrix_params + 4 * s * s * h;
+  const double per_layer_fwd = 2 * s * matrix_params + (causal_halved ? 2 : 4) * s * s * h;
   return 3 * B * (double(m.layers) * per_layer_fwd + 2 * s * h * double(vocab));
 }
 

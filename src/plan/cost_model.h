@@ -255,6 +255,10 @@ PipelineTime pipeline_time(const std::vector<StageTime>& stages, int64_t micro_b
 
 // FLOPs of one step for the whole model (72 B s L h^2 (1 + s/6h + V/12Lh) for GPT). A MoE model
 // counts the matrices a token uses: router, k routed and the shared experts (active parameters).
-double model_flops_per_step(const ModelSpec& model, int64_t global_batch, int64_t vocab_padded);
+// Attention's score and value products (4 s^2 h per layer forward) are counted in full, as
+// Korthikanti et al. 2022, PaLM and the Llama 3 paper count them; `causal_halved` counts the
+// half a causal mask keeps (2 s^2 h), as current Megatron-LM and Megatron-Bridge do.
+double model_flops_per_step(const ModelSpec& model, int64_t global_batch, int64_t vocab_padded,
+                            bool causal_halved = false);
 
 }  // namespace trident::plan

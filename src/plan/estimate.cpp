@@ -169,13 +169,12 @@ Estimate estimate_with_links(const RunSpec& run, const Links& links, double over
   for (const auto& st : e.stages) executed_per_pipeline_mb += st.executed_flops, flash_per_pipeline_mb += st.flash_recompute_flops;
   e.executed_flops = executed_per_pipeline_mb * double(l.tp) * double(l.cp) * mb * double(l.dp);
   e.flash_recompute_flops = flash_per_pipeline_mb * double(l.tp) * double(l.cp) * mb * double(l.dp);
-  e.model_flops = model_flops_per_step(m, x.global_batch_size, m.vocab);
+
   e.tokens_per_s = double(x.global_batch_size) * double(m.seq_len) / e.time.step;
   e.tflops_per_gpu = e.executed_flops / (world * e.time.step) / 1e12;
-  const double peak = x.precision == Precision::FP32  ? run.cluster.gpu.fp32_flops
-                      : x.precision == Precision::FP8 ? run.cluster.gpu.fp8_flops
-                                                       : run.cluster.gpu.bf16_flops;
-  e.mfu = e.model_flops / (world * e.time.step * peak);
+  e.mfu_figures = mfu_of(m, x.global_batch_size, e.time.step, world * peak_flops(run.cluster.gpu, x.precision));
+  e.model_flops = e.mfu_figures.model_flops;
+  e.mfu = e.mfu_figures.full();
   return e;
 }
 

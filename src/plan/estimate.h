@@ -6,6 +6,7 @@
 
 #include "core/mesh.h"
 #include "core/run_spec.h"
+#include "plan/mfu.h"
 #include "plan/context_parallel.h"
 #include "plan/cost_model.h"
 #include "plan/dim_link.h"
@@ -55,7 +56,11 @@ struct Estimate {
   double flash_recompute_flops = 0;  // of it: flash attention's backward recomputing the scores
   double model_flops = 0;     // whole step, without
   double tflops_per_gpu = 0;  // executed, as Megatron's papers report
-  double mfu = 0;             // model FLOPs over peak
+  double mfu = 0;             // model FLOPs over peak, attention counted in full (mfu_figures.full())
+  Mfu mfu_figures;            // both conventions, with the peak they divide by
+  // Other rank orders of this very candidate the search merged into it (no slower than them):
+  // each order with its tokens/s, so a top-N table shows distinct layouts.
+  std::vector<std::pair<std::string, double>> other_orders;
   const StageMemory& peak_memory() const { return memory[most_loaded_stage]; }
 };
 

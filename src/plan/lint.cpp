@@ -127,6 +127,40 @@ std::string memory_fix(const RunSpec& run, double overhead, const CostConstants&
   return "the cheapest change that fits (from the recipe search for this layout): " + change_text(*ch);
 }
 
+// What keeps each TP group inside one NVLink domain of D GPUs, from the cause: an order that
+// does not put tp first, a tp above D, or a tp that does not divide D (tp 16 of a 72-GPU NVL72
+// rack: every group that straddles two racks).
+std::string tp_domain_fix(const RunSpec& run, const std::string& domain) {
+  const Layout& l = run.layout;
+  const int64_t D = run.cluster.gpus_per_nvlink_domain(), gpn = run.cluster.gpus_per_node;
+  std::vector<std::string> fixes;
+  if (l.order.rfind("tp", 0) != 0)
+    fixes.push_back("put tp first in --order (e.g. --order " + default_order(l.cp, l.ep) +
+                    "), so each TP group holds neighbouring GPUs");
+  if (l.tp > D) {
+    fixes.push_back(fmt::format("--tp {} or less (the GPUs of one {}), and add --pp for the rest", D, domain));
+  } else if (D % l.tp != 0) {
+    std::vector<std::string> tps;
+    for (int64_t t = 2; t <= D; ++t)
+      if (D % t == 0 && l.world_size() % t == 0 && tp_divides_model(run.model, t)) tps.push_back(std::to_string(t));
+    std::string fix = fmt::format("tp {} does not divide the {} GPUs of an {}, so some TP groups straddle two", l.tp, D,
+                                  domain);
+    if (!tps.empty()) fix += ": use --tp " + join_choices(tps) + " (they divide it and the model's heads)";
+    for (int64_t h = run.cluster.hosts_per_nvlink_domain - 1; h >= 1 && gpn > 0; --h)
+      if ((h * gpn) % l.tp == 0) {
+        fix += fmt::format("{} --hosts-per-nvlink-domain {} ({} hosts of {} GPUs = {} GPUs per domain, which tp {} "
+                           "divides)",
+                           tps.empty() ? ": use" : ", or", h, h, gpn, h * gpn, l.tp);
+        break;
+      }
+    fixes.push_back(fix);
+  }
+  if (fixes.empty())
+    return fmt::format("keep TP inside the {}: --tp {} or less with tp first in --order, and add --pp for the rest",
+                       domain, D);
+  return fmt::format("keep TP inside the {}: {}", domain, fmt::join(fixes, "; "));
+}
+
 }  // namespace
 
 LintResult lint_run(const RunSpec& run, const std::vector<Problem>& shape_problems, double overhead) {
@@ -183,11 +217,8 @@ LintResult lint_run(const RunSpec& run, const std::vector<Problem>& shape_proble
                       e.links.tp.groups_crossing_domains, e.links.tp.groups, domain,
                       run.cluster.gpus_per_nvlink_domain(), ms(st.tp_comm_s), ms(fwd),
                       100 * e.time.tp_comm / e.time.step),
-          tpl.crosses_domains()
-              ? fmt::format("keep TP inside the {}: --tp {} or less with tp first in --order (e.g. --order tp-dp-pp), "
-                            "and add --pp for the rest",
-                            domain, run.cluster.gpus_per_nvlink_domain())
-              : "use NVLink-connected GPUs for TP, or lower --tp and add --pp");
+          tpl.crosses_domains() ? tp_domain_fix(run, domain)
+                                : "use NVLink-connected GPUs for TP, or lower --tp and add --pp");
     }
 
     // Context parallel: the ring passes KV blocks every layer; on the network they may no longer

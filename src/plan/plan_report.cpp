@@ -46,6 +46,21 @@ json stage_memory_json(const StageMemory& s) {
           {"total_gib", round3(gib(s.total_bytes()))}};
 }
 
+// The rank orders merged into a candidate: those as fast tie, the others say how much slower.
+std::string other_orders_text(const Estimate& e) {
+  std::string tie, slower;
+  for (const auto& [order, tps] : e.other_orders) {
+    if (tps >= e.tokens_per_s * (1 - 1e-9)) tie += (tie.empty() ? "" : ", ") + order;
+    else slower += fmt::format("{}{} ({:.0f} tokens/s, {:.2f}% slower)", slower.empty() ? "" : ", ", order, tps,
+                               100 * (1 - tps / e.tokens_per_s));
+  }
+  std::string s = "Same layout in other rank orders (merged here):";
+  if (!tie.empty()) s += " " + tie + " tie with " + e.run.layout.order + ";";
+  if (!slower.empty()) s += " " + slower + ";";
+  s.back() = '\n';
+  return s;
+}
+
 }  // namespace
 
 json cost_json(const CostTable& c) {
@@ -87,6 +102,9 @@ json candidate_json(const RunSpec& run, const Estimate* e, const std::vector<Fin
   const int64_t m = run.layout.dp > 0 && run.exec.micro_batch_size > 0 ? run.exec.micro_batches(run.layout.dp) : 0;
   j["layout"] = layout_json(run, m);
   if (e) {
+    json orders = json::array();
+    for (const auto& [order, tps] : e->other_orders) orders.push_back({{"order", order}, {"tokens_per_s", std::round(tps)}});
+    j["other_orders"] = orders;  // the same candidate in other rank orders, merged into this one
     const StageMemory& pm = e->peak_memory();
     j["fits"] = e->fits;
     j["memory_gib"] = {{"weights", round3(gib(pm.weights_bytes))},
@@ -136,8 +154,7 @@ json candidate_json(const RunSpec& run, const Estimate* e, const std::vector<Fin
     j["tflops_per_gpu"] = round3(e->tflops_per_gpu);
     j["executed_flops"] = e->executed_flops;
     j["flash_recompute_flops"] = e->flash_recompute_flops;
-    j["model_flops"] = e->model_flops;
-    j["mfu"] = round6(e->mfu);
+    j.update(mfu_json(e->mfu_figures));  // mfu, mfu_causal_halved and the convention
     if (per_stage) {
       json stages = json::array();
       for (size_t i = 0; i < e->memory.size(); ++i) {
@@ -160,6 +177,7 @@ json candidate_json(const RunSpec& run, const Estimate* e, const std::vector<Fin
     j["tokens_per_s"] = nullptr;
     j["tflops_per_gpu"] = nullptr;
     j["mfu"] = nullptr;
+    j["mfu_causal_halved"] = nullptr;
   }
   json f = json::array();
   for (const auto& x : findings)
@@ -173,7 +191,7 @@ json lint_json(const RunSpec& run, const LintResult& r, bool per_stage) {
 }
 
 json plan_json(const SearchResult& res, const std::vector<std::vector<Finding>>& findings,
-               const std::vector<std::string>& rationale, bool per_stage) {
+               const std::vector<std::string>& rationale, bool per_stage, const NoFitAdvice* no_fit) {
   json j;
   j["candidates"] = json::array();
   for (size_t i = 0; i < res.best.size(); ++i)
@@ -182,6 +200,9 @@ json plan_json(const SearchResult& res, const std::vector<std::vector<Finding>>&
   j["search"] = {{"enumerated", res.enumerated}, {"estimated", res.estimated}, {"feasible", res.feasible},
                  {"duplicate_orders", res.duplicate_orders}, {"rejected", res.rejected},
                  {"seconds", round6(res.seconds)}};
+  if (no_fit)
+    j["no_fit"] = {{"top_rule", no_fit->top_rule}, {"top_rule_rejected", no_fit->top_count},
+                   {"rejected", no_fit->rejected}, {"changes_that_fit", no_fit->changes}};
   return j;
 }
 
@@ -309,14 +330,14 @@ std::string estimate_text(const Estimate& e, bool per_stage) {
                      1e3 * e.dp.layer_gather_s, 1e3 * e.dp.layer_scatter_s,
                      1e3 * (st.compute_forward_s + st.compute_backward_s) / std::max<double>(1, double(st.layers)));
   s += cost_text(e.cost);
-  s += fmt::format("Throughput: {:.0f} tokens/s, {:.1f} TFLOP/s per GPU executed (with recompute{}), MFU {:.1f}%\n",
+  s += fmt::format("Throughput: {:.0f} tokens/s, {:.1f} TFLOP/s per GPU executed (with recompute{}), {}\n",
                    e.tokens_per_s, e.tflops_per_gpu,
                    e.flash_recompute_flops > 0
                        ? fmt::format(" and flash attention's backward recomputing the scores, {:.1f}% of the executed "
                                      "FLOPs; MFU counts model FLOPs only",
                                      100 * e.flash_recompute_flops / e.executed_flops)
                        : "",
-                   100 * e.mfu);
+                   mfu_text(e.mfu_figures));
   return s;
 }
 
@@ -355,7 +376,7 @@ std::string stack_line(const ExecutionSpec& x, bool given) {
 
 std::string plan_text(const ModelSpec& model, const ClusterSpec& cluster, int64_t global_batch,
                       const SearchResult& res, const std::vector<std::vector<Finding>>& findings,
-                      const std::vector<std::string>& rationale, bool per_stage) {
+                      const std::vector<std::string>& rationale, bool per_stage, const NoFitAdvice* no_fit) {
   const ParamCount pc = count_parameters(model);
   std::string s = fmt::format("Model {} ({:.1f} B params{}), global batch {} x {} tokens\n{}\n", model.name,
                               pc.total / 1e9,
@@ -368,12 +389,24 @@ std::string plan_text(const ModelSpec& model, const ClusterSpec& cluster, int64_
                    res.enumerated, res.seconds, res.feasible, res.estimated, res.duplicate_orders);
   for (const auto& [reason, n] : res.rejected) s += fmt::format("  rejected {:>8}  {}\n", n, reason);
   if (res.best.empty()) {
-    s += "\nNo layout fits. Use more GPUs, GPUs with more memory, or a smaller global batch / model.\n";
+    s += "\nNo layout fits.";
+    if (no_fit && no_fit->top_count > 0)
+      s += fmt::format(" Most candidates ({} of the {} rejected) fail the rule: {}.", no_fit->top_count,
+                       no_fit->rejected, no_fit->top_rule);
+    if (no_fit && !no_fit->changes.empty()) {
+      s += " Smallest changes that fit (each planned again with that one change):\n";
+      for (const auto& c : no_fit->changes) s += "  " + c + "\n";
+    } else {
+      s += " No single change tried fits (the nearest global batch sizes, each fixed dimension left to the search, "
+           "up to 8x the nodes): use GPUs with more memory or a smaller model.\n";
+    }
     return s;
   }
   for (size_t i = 0; i < res.best.size(); ++i) {
-    s += fmt::format("\n#{}  {:.0f} tokens/s, step {:.3f} s, MFU {:.1f}%\n", i + 1, res.best[i].tokens_per_s,
-                     res.best[i].time.step, 100 * res.best[i].mfu);
+    s += fmt::format("\n#{}  {:.0f} tokens/s, step {:.3f} s, MFU {:.1f}% ({:.1f}% causal-halved)\n", i + 1,
+                     res.best[i].tokens_per_s, res.best[i].time.step, 100 * res.best[i].mfu,
+                     100 * res.best[i].mfu_figures.causal());
+    if (!res.best[i].other_orders.empty()) s += other_orders_text(res.best[i]);
     s += estimate_text(res.best[i], per_stage);
     std::vector<Finding> shown;
     for (const auto& f : findings[i])

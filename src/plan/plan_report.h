@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "plan/lint.h"
+#include "plan/no_fit.h"
 #include "plan/search.h"
 
 namespace trident::plan {
@@ -25,7 +26,8 @@ nlohmann::json candidate_json(const RunSpec& run, const Estimate* estimate, cons
                               bool per_stage);
 nlohmann::json lint_json(const RunSpec& run, const LintResult& result, bool per_stage);
 nlohmann::json plan_json(const SearchResult& result, const std::vector<std::vector<Finding>>& findings,
-                         const std::vector<std::string>& rationale, bool per_stage);
+                         const std::vector<std::string>& rationale, bool per_stage,
+                         const NoFitAdvice* no_fit = nullptr);
 
 std::string estimate_text(const Estimate& e, bool per_stage);
 std::string findings_text(const std::vector<Finding>& findings);
@@ -35,6 +37,7 @@ std::string lint_text(const RunSpec& run, const LintResult& result, bool per_sta
 std::string stack_line(const ExecutionSpec& exec, bool given);
 std::string plan_text(const ModelSpec& model, const ClusterSpec& cluster, int64_t global_batch,
                       const SearchResult& result, const std::vector<std::vector<Finding>>& findings,
-                      const std::vector<std::string>& rationale, bool per_stage);
+                      const std::vector<std::string>& rationale, bool per_stage,
+                      const NoFitAdvice* no_fit = nullptr);
 
 }  // namespace trident::plan

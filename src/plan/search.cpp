@@ -28,6 +28,32 @@ auto signature(const Links& l) {
                          one(l.edp));
 }
 
+// The same candidate but for the rank order.
+bool same_but_order(const RunSpec& a, const RunSpec& b) {
+  const Layout &x = a.layout, &y = b.layout;
+  const ExecutionSpec &p = a.exec, &q = b.exec;
+  return x.tp == y.tp && x.pp == y.pp && x.dp == y.dp && x.cp == y.cp && x.ep == y.ep &&
+         p.micro_batch_size == q.micro_batch_size && p.schedule == q.schedule && p.virtual_stages == q.virtual_stages &&
+         p.zero == q.zero && p.recompute == q.recompute && p.sequence_parallel == q.sequence_parallel;
+}
+
+// A kept candidate that differs from `e` only in rank order takes the better of the two, and the
+// other's order joins its other_orders: the best-N list holds N distinct layouts. True if merged.
+template <class Better>
+bool merge_order(std::vector<Estimate>& best, Estimate& e, Better better) {
+  auto it = std::find_if(best.begin(), best.end(), [&](const Estimate& k) { return same_but_order(k.run, e.run); });
+  if (it == best.end()) return false;
+  if (!better(e, *it)) {
+    it->other_orders.emplace_back(e.run.layout.order, e.tokens_per_s);
+    return true;
+  }
+  e.other_orders = std::move(it->other_orders);
+  e.other_orders.emplace_back(it->run.layout.order, it->tokens_per_s);
+  best.erase(it);
+  best.insert(std::upper_bound(best.begin(), best.end(), e, better), std::move(e));
+  return true;
+}
+
 struct Schedule {
   ScheduleKind kind;
   int64_t v;
@@ -73,6 +99,11 @@ std::optional<std::optional<Estimate>> best_within(const SearchResult& searched,
   return best;
 }
 
+bool tp_divides_model(const ModelSpec& model, int64_t tp) {
+  return tp > 0 && model.heads % tp == 0 && model.ffn_hidden % tp == 0 &&
+         (model.kv_heads % tp == 0 || tp % model.kv_heads == 0) && (!model.is_moe() || model.expert_ffn_hidden % tp == 0);
+}
+
 SearchResult search(const ModelSpec& model, const ClusterSpec& cluster, int64_t global_batch,
                     const SearchSpace& space, int top, double overhead) {
   return search(model, cluster, global_batch, space, top, overhead, builtin_cost(cluster.gpu));
@@ -109,9 +140,7 @@ SearchResult search(const ModelSpec& model, const ClusterSpec& cluster, int64_t 
       reject(std::string(name) + " " + std::to_string(*fixed) + " does not divide the " + std::to_string(world) + " GPUs");
   for (int64_t tp : all_divisors(world)) {
     if (space.tp && tp != *space.tp) continue;
-    if (model.heads % tp != 0 || model.ffn_hidden % tp != 0 ||
-        (model.kv_heads % tp != 0 && tp % model.kv_heads != 0) ||
-        (model.is_moe() && model.expert_ffn_hidden % tp != 0)) {
+    if (!tp_divides_model(model, tp)) {
       reject("tp does not divide heads or ffn");
       continue;
     }
@@ -236,6 +265,7 @@ SearchResult search(const ModelSpec& model, const ClusterSpec& cluster, int64_t 
                   // Strictly better only, as a search of this shape alone with top 1 keeps the first.
                   auto [shape, added] = res.best_per_shape.try_emplace({tp, pp, cp, ep}, e);
                   if (!added && better(e, shape->second)) shape->second = e;
+                  if (!space.order && merge_order(res.best, e, better)) continue;
                   if (int(res.best.size()) < top || better(e, res.best.back())) {
                     auto at = std::upper_bound(res.best.begin(), res.best.end(), e, better);
                     res.best.insert(at, std::move(e));

@@ -69,6 +69,9 @@ bool better_estimate(const Estimate& a, const Estimate& b);
 // (narrower is not inside the space searched); inner empty when no layout fits.
 std::optional<std::optional<Estimate>> best_within(const SearchResult& searched, const SearchSpace& narrower);
 
+// Whether tp splits the model's heads, key/value heads and MLP widths evenly.
+bool tp_divides_model(const ModelSpec& model, int64_t tp);
+
 SearchResult search(const ModelSpec& model, const ClusterSpec& cluster, int64_t global_batch,
                     const SearchSpace& space, int top, double overhead_bytes);  // built-in table of the GPU
 SearchResult search(const ModelSpec& model, const ClusterSpec& cluster, int64_t global_batch,

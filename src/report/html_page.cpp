@@ -145,6 +145,7 @@ std::string html_page(const HtmlPage& p) {
     if (p.timeline_zoom_to_s > 0) {
       SvgOptions z = o;
       z.to_s = p.timeline_zoom_to_s;
+      z.id_prefix = "zoom-";
       s += "<p>" + xml_escape(p.timeline_zoom_caption) + "</p>\n";
       s += "<div id=\"timeline-zoom\">" + pipeline_svg(*p.timeline, z) + "</div>\n";
     }
@@ -159,12 +160,13 @@ std::string html_page(const HtmlPage& p) {
     HtmlTable t;
     t.header = {"share of the step", "measured", "predicted"};
     for (const auto& sh : p.rehearsal) {
+      t.rows.push_back({sh.name, pct(sh.measured), sh.predicted ? pct(*sh.predicted) : "-"});
+      if (sh.part) continue;  // counted in the row it is part of: the bars add to 100%
       measured.parts.push_back({sh.name, 100 * sh.measured});
       if (sh.predicted) {
         predicted.parts.push_back({sh.name, 100 * *sh.predicted});
         any_prediction = true;
       }
-      t.rows.push_back({sh.name, pct(sh.measured), sh.predicted ? pct(*sh.predicted) : "-"});
     }
     bars.bars.push_back(measured);
     if (any_prediction) bars.bars.push_back(predicted);
@@ -201,14 +203,10 @@ HtmlPage rehearsal_page(const std::string& text) {
   if (j.contains("losses") && !j["losses"].empty())
     p.summary.push_back(fmt::format("loss {:.4f} -> {:.4f} over {} steps", j["losses"].front().get<double>(),
                                     j["losses"].back().get<double>(), j["losses"].size()));
-  // The step's parts in the order of the planner's breakdown, then any the report adds.
-  std::vector<std::string> names = {"compute", "tp", "pp", "bubble", "dp_exposed", "other"};
-  for (const auto& [name, value] : measured.at("shares").items())
-    if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
-  for (const auto& name : names) {
-    if (!measured["shares"].contains(name)) continue;
-    HtmlShare sh{name, measured["shares"][name].get<double>(), std::nullopt};
-    if (predicted && j["predicted"]["shares"].contains(name)) sh.predicted = j["predicted"]["shares"][name].get<double>();
+  // The text report's rows (share_rows): the parts of the step, each column adding to 100%.
+  for (const auto& r : j.at("share_rows")) {
+    HtmlShare sh{r.value("label", std::string()), r.value("measured", 0.0), std::nullopt, !r["part_of"].is_null()};
+    if (r.contains("predicted") && !r["predicted"].is_null()) sh.predicted = r["predicted"].get<double>();
     p.rehearsal.push_back(sh);
   }
   if (j.contains("ranks")) {

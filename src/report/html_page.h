@@ -41,6 +41,7 @@ struct HtmlShare {
   std::string name;
   double measured = 0;
   std::optional<double> predicted;
+  bool part = false;  // a part of the row above (ZeRO gathers of DP exposed): in the table, not the bars
 };
 
 struct HtmlPage {

@@ -19,7 +19,10 @@ struct Paint {
   std::string text;
 };
 
-Paint paint(const TimelineBlock& b) {
+// Compute kinds keep their hue family (blue forward, green backward, orange weight gradient),
+// far from the legend's other colours (red sends, purple DP, brown embedding, greys); an
+// interleaved schedule's chunks step through the family, dark to light, one shade each.
+Paint paint(const TimelineBlock& b, int chunks = 1) {
   int hue = 0, sat = 0;
   double light = 45;
   if (b.kind == "F") hue = 212, sat = 72, light = 44;
@@ -31,13 +34,12 @@ Paint paint(const TimelineBlock& b) {
   else if (b.kind == "emb") return {"#8c564b", "#fff"};
   else if (b.kind == "opt") return {"#444444", "#fff"};
   else return {"#999999", "#000"};
-  // Chunks of an interleaved schedule: the hue turns and the shade steps, so v = 2..8 chunks stay
-  // apart instead of merging into one barcode.
-  if (b.chunk > 0) {
-    hue += (b.kind == "F" ? 22 : -22) * (b.chunk % 4);
-    light += 12.0 * ((b.chunk / 4) % 3);
+  if (chunks > 1 && b.chunk >= 0) {
+    const double t = double(std::min<int32_t>(b.chunk, chunks - 1)) / double(chunks - 1);  // 0 .. 1
+    hue += int(std::lround(-12 + 24 * t));
+    light = 28 + 44 * t;
   }
-  if (b.micro_batch >= 0 && b.micro_batch % 2 == 1) light += 7;
+  if (b.micro_batch >= 0 && b.micro_batch % 2 == 1) light += chunks > 1 ? 3 : 7;
   light = std::min(light, 85.0);
   return {fmt::format("hsl({},{}%,{:.0f}%)", hue, sat, light), light > 60 ? "#000" : "#fff"};
 }
@@ -68,31 +70,57 @@ double compute_window_end(const Timeline& tl, int64_t row, int n) {
   return ends[size_t(n - 1)];
 }
 
+static int chunk_count(const Timeline& tl) {
+  int32_t most = 0;
+  for (const auto& b : tl.blocks)
+    if (b.lane == 0 && (b.kind == "F" || b.kind == "B" || b.kind == "W")) most = std::max(most, b.chunk);
+  return int(most) + 1;
+}
+
+double zoom_window_end(const Timeline& tl) {
+  if (tl.rows.empty()) return 0;
+  const int64_t last = int64_t(tl.rows.size()) - 1;
+  int64_t blocks = 0;
+  for (const auto& b : tl.blocks)
+    blocks += b.row == last && b.lane == 0 && (b.kind == "F" || b.kind == "B" || b.kind == "W");
+  if (blocks <= kZoomBlocks * 4) return 0;  // wide enough to read over the whole step
+  const double to = compute_window_end(tl, last, kZoomBlocks);
+  return to > 0 && to < tl.end_s() ? to : 0;
+}
+
 std::string pipeline_svg(const Timeline& tl, const SvgOptions& opt) {
   const double step_end = std::max(tl.end_s(), 1e-12);
   const double from = std::clamp(opt.from_s, 0.0, step_end);
   const double to = opt.to_s > from ? std::min(opt.to_s, step_end) : step_end;
   const double end = std::max(to - from, 1e-12);  // the span drawn
+  // Interleaved: each stage is a group of one sub-row per chunk (the chunks' blocks would
+  // otherwise alternate on one row into a striped texture), its DP lane under the group.
+  const int chunks = chunk_count(tl);
+  const bool grouped = chunks > 1;
   // Row names are measured (about 0.62 em per character at 12 px), so "stage 7  ranks 12288-12295"
   // is never clipped.
   size_t longest = 0;
   for (const auto& r : tl.rows) longest = std::max(longest, r.size());
-  const int left = std::max(120, int(7.6 * double(longest)) + 20), right = 24, top = 92, axis = 46;
+  const int left = std::max(120, int(7.6 * double(longest)) + 20 + (grouped ? 60 : 0)), right = 24, top = 92, axis = 46;
   const int rows = int(tl.rows.size());
-  const int rh = opt.row_height_px, lane_h = 6, band_h = rh - lane_h - 8;
+  const int lane_h = 6, sub_h = 18;
+  const int band_h = grouped ? chunks * sub_h : opt.row_height_px - lane_h - 8;  // a group's compute rows
+  const int rh = grouped ? band_h + lane_h + 12 : opt.row_height_px;
   const int width = std::max(opt.width_px, left + 400), height = top + rows * rh + axis;
   const double plot_w = width - left - right;
   const double scale = plot_w / end;
   auto X = [&](double t) { return left + (t - from) * scale; };
+  const std::string idle = opt.id_prefix + "idle", clip = opt.id_prefix + "plot";
 
   std::string s;
   s += fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\" "
       "font-family=\"DejaVu Sans, Arial, sans-serif\">\n",
       width, height, width, height);
-  s += "<defs><pattern id=\"idle\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" "
-       "patternTransform=\"rotate(45)\"><rect width=\"6\" height=\"6\" fill=\"#f4f4f4\"/>"
-       "<line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"6\" stroke=\"#c8c8c8\" stroke-width=\"2\"/></pattern></defs>\n";
+  s += fmt::format("<defs><pattern id=\"{}\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" "
+                   "patternTransform=\"rotate(45)\"><rect width=\"6\" height=\"6\" fill=\"#f4f4f4\"/>"
+                   "<line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"6\" stroke=\"#c8c8c8\" stroke-width=\"2\"/></pattern></defs>\n",
+                   idle);
   s += fmt::format("<rect width=\"{}\" height=\"{}\" fill=\"#ffffff\"/>\n", width, height);
   s += fmt::format("<text x=\"{}\" y=\"24\" font-size=\"17\" font-weight=\"bold\">{}</text>\n", 12, xml_escape(tl.title));
   s += fmt::format("<text x=\"{}\" y=\"46\" font-size=\"12\" fill=\"#333\">{}</text>\n", 12, xml_escape(tl.subtitle));
@@ -109,41 +137,68 @@ std::string pipeline_svg(const Timeline& tl, const SvgOptions& opt) {
   for (const Key& k : keys) {
     TimelineBlock b;
     b.kind = k.kind;
-    s += fmt::format("<rect x=\"{:.1f}\" y=\"58\" width=\"14\" height=\"12\" fill=\"{}\"/>", lx, paint(b).fill);
+    b.chunk = 0;
+    s += fmt::format("<rect class=\"key\" x=\"{:.1f}\" y=\"58\" width=\"14\" height=\"12\" fill=\"{}\"/>", lx,
+                     paint(b, chunks).fill);
     s += fmt::format("<text x=\"{:.1f}\" y=\"68\" font-size=\"11\">{}</text>\n", lx + 18, k.text);
     lx += 26 + 6.3 * std::string(k.text).size();
   }
-  s += fmt::format("<rect x=\"{:.1f}\" y=\"58\" width=\"14\" height=\"12\" fill=\"url(#idle)\" stroke=\"#bbb\"/>", lx);
+  s += fmt::format("<rect x=\"{:.1f}\" y=\"58\" width=\"14\" height=\"12\" fill=\"url(#{})\" stroke=\"#bbb\"/>", lx, idle);
   s += fmt::format("<text x=\"{:.1f}\" y=\"68\" font-size=\"11\">idle (bubble)</text>\n", lx + 18);
+  if (grouped) {  // the shades of the chunks, forward's
+    lx += 110;
+    s += fmt::format("<text x=\"{:.1f}\" y=\"68\" font-size=\"11\">chunks</text>", lx);
+    lx += 46;
+    for (int c = 0; c < chunks; ++c) {
+      TimelineBlock b;
+      b.kind = "F", b.chunk = c;
+      const Paint pt = paint(b, chunks);
+      s += fmt::format("<rect class=\"chunk-key\" x=\"{:.1f}\" y=\"56\" width=\"18\" height=\"15\" fill=\"{}\"/>"
+                       "<text x=\"{:.1f}\" y=\"67\" font-size=\"10\" text-anchor=\"middle\" fill=\"{}\">{}</text>",
+                       lx, pt.fill, lx + 9, pt.text, c);
+      lx += 20;
+    }
+    s += "\n";
+  }
 
-  // Rows: name, idle background, then blocks.
+  // Rows (groups): name, idle background, the DP lane; in a group each chunk's name.
   for (int r = 0; r < rows; ++r) {
     const int y = top + r * rh;
-    s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"12\" text-anchor=\"end\">{}</text>\n", left - 8,
-                     y + band_h / 2 + 4, xml_escape(tl.rows[r]));
-    s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" fill=\"url(#idle)\"/>\n", left, y, plot_w, band_h);
+    s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"12\" text-anchor=\"end\">{}</text>\n",
+                     left - 8 - (grouped ? 60 : 0), y + (grouped ? sub_h / 2 : band_h / 2) + 4, xml_escape(tl.rows[r]));
+    if (grouped) {
+      for (int c = 0; c < chunks; ++c)
+        s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"10\" fill=\"#555\" text-anchor=\"end\">chunk {}</text>",
+                         left - 8, y + c * sub_h + sub_h / 2 + 4, c);
+      s += fmt::format("<line x1=\"12\" y1=\"{}\" x2=\"{:.1f}\" y2=\"{}\" stroke=\"#ccc\"/>\n", y - 5, left + plot_w,
+                       y - 5);
+    }
+    s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" fill=\"url(#{})\"/>\n", left, y, plot_w,
+                     band_h, idle);
     s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" fill=\"#fafafa\" stroke=\"#e0e0e0\" stroke-width=\"0.5\"/>\n",
                      left, y + band_h + 2, plot_w, lane_h);
   }
-  s += fmt::format("<clipPath id=\"plot\"><rect x=\"{}\" y=\"0\" width=\"{:.1f}\" height=\"{}\"/></clipPath>\n", left,
+  s += fmt::format("<clipPath id=\"{}\"><rect x=\"{}\" y=\"0\" width=\"{:.1f}\" height=\"{}\"/></clipPath>\n", clip, left,
                    plot_w, height);
-  s += "<g clip-path=\"url(#plot)\">\n";
+  s += fmt::format("<g clip-path=\"url(#{})\">\n", clip);
   for (const auto& b : tl.blocks) {
     if (b.row < 0 || b.row >= rows) continue;
     if (b.end_s < from || b.start_s > to) continue;  // outside the zoom window
-    const Paint pt = paint(b);
+    const Paint pt = paint(b, chunks);
     const double x0 = X(std::max(b.start_s, from)), w = std::max((std::min(b.end_s, to) - std::max(b.start_s, from)) * scale, 0.6);
-    const int y = top + int(b.row) * rh + (b.lane == 0 ? 0 : band_h + 2);
-    const int h = b.lane == 0 ? band_h : lane_h;
+    // A block of one chunk on its sub-row; one of none (a send, the optimizer) across the group.
+    const bool own_row = grouped && b.lane == 0 && b.chunk >= 0 && b.chunk < chunks;
+    const int y = top + int(b.row) * rh + (b.lane != 0 ? band_h + 2 : own_row ? int(b.chunk) * sub_h + 1 : 0);
+    const int h = b.lane != 0 ? lane_h : own_row ? sub_h - 2 : band_h;
     const std::string tip = fmt::format("{} {}{} ({:.3f} ms)", b.kind, b.label,
                                         b.chunk >= 0 ? fmt::format(" chunk {}", b.chunk) : "", (b.end_s - b.start_s) * 1e3);
     s += fmt::format("<rect x=\"{:.2f}\" y=\"{}\" width=\"{:.2f}\" height=\"{}\" fill=\"{}\"{}><title>{}</title></rect>\n",
                      x0, y, w, h, pt.fill, w > 3 ? " stroke=\"#ffffff\" stroke-width=\"0.6\"" : "", xml_escape(tip));
     // Label at 11 px when it fits, else 8 px (about 0.6 em per digit), else none.
     for (int size : {11, 8}) {
-      if (b.lane != 0 || b.label.empty() || w < 0.6 * size * double(b.label.size()) + 1.5) continue;
+      if (b.lane != 0 || b.label.empty() || w < 0.6 * size * double(b.label.size()) + 1.5 || size > h) continue;
       s += fmt::format("<text x=\"{:.2f}\" y=\"{}\" font-size=\"{}\" text-anchor=\"middle\" fill=\"{}\">{}</text>\n",
-                       x0 + w / 2, y + band_h / 2 + size / 3, size, pt.text, xml_escape(b.label));
+                       x0 + w / 2, y + h / 2 + size / 3, size, pt.text, xml_escape(b.label));
       break;
     }
   }
@@ -175,10 +230,35 @@ std::string pipeline_svg(const Timeline& tl, const SvgOptions& opt) {
   return s;
 }
 
+std::string pipeline_svg_file(const Timeline& tl, const SvgOptions& opt) {
+  const double to = zoom_window_end(tl);
+  if (to <= 0) return pipeline_svg(tl, opt);
+  // The whole step, then a window on its start: two panels in one file, one above the other.
+  SvgOptions zoom = opt;
+  zoom.from_s = 0, zoom.to_s = to, zoom.id_prefix = opt.id_prefix + "zoom-";
+  const std::string whole = pipeline_svg(tl, opt), window = pipeline_svg(tl, zoom);
+  auto size = [](const std::string& svg, const char* attr) {
+    const size_t at = svg.find(attr);
+    return at == std::string::npos ? 0 : std::stoi(svg.substr(at + std::char_traits<char>::length(attr)));
+  };
+  const int w = size(whole, "width=\""), h1 = size(whole, "height=\""), h2 = size(window, "height=\""), caption = 30;
+  std::string s = fmt::format("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\" "
+                              "font-family=\"DejaVu Sans, Arial, sans-serif\">\n<rect width=\"{}\" height=\"{}\" "
+                              "fill=\"#ffffff\"/>\n",
+                              w, h1 + caption + h2, w, h1 + caption + h2, w, h1 + caption + h2);
+  s += "<svg x=\"0\" y=\"0\"" + whole.substr(4);
+  s += fmt::format("<text id=\"zoom-caption\" x=\"12\" y=\"{}\" font-size=\"13\" font-weight=\"bold\">Window on 0 - {:.4g} "
+                   "ms of the {:.4g} ms step: the pipeline filling, until the last stage has run its first {} compute "
+                   "blocks</text>\n",
+                   h1 + 20, to * 1e3, tl.end_s() * 1e3, kZoomBlocks);
+  s += fmt::format("<svg id=\"zoom\" x=\"0\" y=\"{}\"", h1 + caption) + window.substr(4);
+  return s + "</svg>\n";
+}
+
 bool write_pipeline_svg(const Timeline& tl, const std::string& path, std::string& error, const SvgOptions& options) {
   // The one atomic writer: refuses special files, never leaves half a file.
   try {
-    write_text_atomically(path, pipeline_svg(tl, options));
+    write_text_atomically(path, pipeline_svg_file(tl, options));
   } catch (const InputError& e) {
     error = e.problems().empty() ? "failed writing " + path : e.problems().front().what;
     return false;

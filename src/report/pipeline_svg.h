@@ -1,5 +1,6 @@
-// Pipeline timeline as SVG: one row per stage (or rank), forward / backward / weight-gradient
-// blocks coloured by kind (hue and shade by chunk, alternating by micro-batch) and labelled with
+// Pipeline timeline as SVG: one row per stage (or rank; a group of one sub-row per chunk for an
+// interleaved schedule), forward / backward / weight-gradient blocks coloured by kind (the
+// chunks in steps of shade, alternating slightly by micro-batch) and labelled with
 // the micro-batch when they are wide enough; row names are measured so they are never clipped; pipeline messages in red on the row, the DP stream as a
 // thin lane under it; idle time (bubbles) hatched grey; a time axis and a legend.
 // Works for any Timeline: simulated (sim/sim_timeline.h) or measured by the runtime.
@@ -18,13 +19,23 @@ struct SvgOptions {
   // interleaved or long pipeline are wide enough to read and label.
   double from_s = 0;
   double to_s = 0;
+  std::string id_prefix;  // of the SVG's ids (pattern, clip path): two drawings on one page differ
 };
+
+// How many compute blocks of the last stage a window shows, and a timeline needs one beyond
+// four times that (interleaved schedules, many micro-batches: blocks too thin to read whole).
+constexpr int kZoomBlocks = 12;
+// The end of that window on the start of the step, or 0 when the whole step reads well.
+double zoom_window_end(const Timeline& timeline);
 
 // The end of row `row`'s n-th compute block (F, B or W): a window [0, that] on the last stage shows
 // the pipeline filling with blocks wide enough to label. 0 when the row has fewer blocks.
 double compute_window_end(const Timeline& timeline, int64_t row, int n);
 
+// Interleaved timelines group each stage's rows by chunk (one sub-row per chunk).
 std::string pipeline_svg(const Timeline& timeline, const SvgOptions& options = {});
+// What --svg writes: the drawing, and below it the window of zoom_window_end when there is one.
+std::string pipeline_svg_file(const Timeline& timeline, const SvgOptions& options = {});
 bool write_pipeline_svg(const Timeline& timeline, const std::string& path, std::string& error,
                         const SvgOptions& options = {});
 

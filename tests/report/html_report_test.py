@@ -92,7 +92,7 @@ run(["mpirun", "--oversubscribe", "-np", "2", trident, "train", "--pp", "2", "--
      "--threads", "1", "--comm-timeout", "120", "--prediction-cluster", cluster, "--html", reh], env=env)
 d = dom(reh)
 check("rehearsal: measured and predicted shares in the DOM",
-      'id="rehearsal"' in d and re.search(r"<td>bubble</td><td>[\d.]+%</td><td>[\d.]+%</td>", d), d[-1500:])
+      'id="rehearsal"' in d and re.search(r"<td>bubble idle</td><td>[\d.]+%</td><td>[\d.]+%</td>", d), d[-1500:])
 check("rehearsal: self-contained", not self_contained(open(reh).read()))
 colours = screenshot_colours(reh, os.path.join(tmp, "rehearsal.png"))
 check(f"rehearsal: screenshot is not blank ({colours} colours)", colours > 16, colours)

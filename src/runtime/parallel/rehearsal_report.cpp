@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "core/options.h"
 #include "plan/estimate.h"
@@ -54,6 +57,40 @@ std::string fmt(const char* f, double x) {
 
 double pct(double x, double total) { return total > 0 ? 100.0 * x / total : 0.0; }
 
+// The rows of the share table, the same in the text, the JSON and the HTML page. The rows
+// without `part_of` split the step with nothing left over: measured, "other" is the step less
+// the phases timed; predicted, the planner's terms not shown above (an EP all-to-all), so
+// each column adds to 100%. A row with `part_of` is a part of that row, counted there.
+struct ShareRow {
+  std::string key, label;
+  double measured_s = 0;
+  std::optional<double> predicted_s;
+  std::string part_of;
+};
+
+std::vector<ShareRow> share_rows(const RehearsalData& d, const Means& o) {
+  const auto& L = d.run.layout;
+  const bool has = d.prediction.has_value();
+  const Prediction p = d.prediction.value_or(Prediction{});
+  auto pred = [&](double x) { return has ? std::optional<double>(x) : std::nullopt; };
+  std::vector<ShareRow> rows;
+  rows.push_back({"compute", "compute (+optimizer)", o.compute, pred(p.compute_s + p.optimizer_s), ""});
+  if (d.run.exec.schedule == ScheduleKind::ZeroBubbleH1)  // ZB-H1's postponed weight gradients
+    rows.push_back({"weight_grad", "  of it W passes", o.weight, std::nullopt, "compute"});
+  rows.push_back({"tp", "TP collectives", o.tp, pred(p.tp_s), ""});
+  if (L.cp > 1) rows.push_back({"cp_exchange", "CP ring exchange", o.cp, pred(p.cp_s), ""});
+  rows.push_back({"pp", "PP transfers", o.pp, pred(p.pp_s), ""});
+  rows.push_back({"bubble", "bubble idle", o.bubble, pred(p.bubble_s), ""});
+  rows.push_back({"dp_exposed", "DP exposed", o.dp, pred(p.dp_s), ""});
+  if (d.run.exec.zero >= 1 && L.dp > 1)  // waits on the weight all-gathers
+    rows.push_back({"zero_gathers", "  of it ZeRO gathers", o.gather, pred(p.zero_gather_s), "dp_exposed"});
+  double listed = 0;
+  for (const auto& r : rows)
+    if (r.part_of.empty() && r.predicted_s) listed += *r.predicted_s;
+  rows.push_back({"other", "other (host work)", o.other, pred(p.step_s - listed), ""});
+  return rows;
+}
+
 }  // namespace
 
 std::string rehearsal_text(const RehearsalData& d) {
@@ -100,31 +137,20 @@ std::string rehearsal_text(const RehearsalData& d) {
   out += "\nshare of step time      measured";
   if (d.prediction) out += "   predicted";
   out += "\n";
-  auto row = [&](const char* name, double meas, double pred_s) {
-    std::snprintf(line, sizeof line, "  %-20s %8.1f%%", name, pct(meas, o.total));
+  for (const ShareRow& r : share_rows(d, o)) {
+    std::snprintf(line, sizeof line, "  %-20s %8.1f%%", r.label.c_str(), pct(r.measured_s, o.total));
     out += line;
-    if (d.prediction) out += fmt("  %8.1f%%", pct(pred_s, d.prediction->step_s));
+    if (d.prediction) out += r.predicted_s ? fmt("  %8.1f%%", pct(*r.predicted_s, d.prediction->step_s)) : "         -";
+    if (r.key == "weight_grad") out += fmt("  (weight-gradient halves of the backward, %.2f ms per step)", o.weight * 1e3);
     out += "\n";
-  };
+    if (r.key == "cp_exchange")  // the KV blocks' wait left after the ring attention's blocks (in compute)
+      out += "    (rank 0 sends " + std::to_string(d.cp_blocks) + " KV blocks per step, each " +
+             fmt("%.3f ms on the wire (ring shift) = ", d.cp_block_s * 1e3) +
+             fmt("%.2f ms, behind ", double(d.cp_blocks) * d.cp_block_s * 1e3) +
+             fmt("%.2f ms of ring attention blocks, in compute; a wait beyond the wire is the cp ranks' skew)\n",
+                 o.cp_attention * 1e3);
+  }
   const Prediction p = d.prediction.value_or(Prediction{});
-  row("compute (+optimizer)", o.compute, p.compute_s + p.optimizer_s);
-  if (d.run.exec.schedule == ScheduleKind::ZeroBubbleH1)  // part of compute: ZB-H1's postponed weight gradients
-    out += "    of which W passes  " + fmt("%8.1f%%", pct(o.weight, o.total)) +
-           fmt("  (weight-gradient halves of the backward, %.2f ms per step)\n", o.weight * 1e3);
-  row("TP collectives", o.tp, p.tp_s);
-  if (L.cp > 1)  // the KV blocks' wait left after the ring attention's blocks (their compute: part of compute)
-    row("CP ring exchange", o.cp, p.cp_s),
-        out += "    (rank 0 sends " + std::to_string(d.cp_blocks) + " KV blocks per step, each " +
-               fmt("%.3f ms on the wire (ring shift) = ", d.cp_block_s * 1e3) +
-               fmt("%.2f ms, behind ", double(d.cp_blocks) * d.cp_block_s * 1e3) +
-               fmt("%.2f ms of ring attention blocks, in compute; a wait beyond the wire is the cp ranks' skew)\n",
-                   o.cp_attention * 1e3);
-  row("PP transfers", o.pp, p.pp_s);
-  row("bubble idle", o.bubble, p.bubble_s);
-  row("DP exposed", o.dp, p.dp_s);
-  if (d.run.exec.zero >= 1 && d.run.layout.dp > 1)  // part of DP exposed: waits on weight all-gathers
-    row("  of it ZeRO gathers", o.gather, p.zero_gather_s);
-  row("other (host work)", o.other, 0);
   out += "  step time            " + fmt("%8.2f ms", o.total * 1e3);
   if (d.prediction) out += fmt("  %8.2f ms", p.step_s * 1e3) + fmt("  (measured / predicted = %.2f)", o.total / p.step_s);
   out += "\n";
@@ -192,6 +218,14 @@ nlohmann::json rehearsal_json(const RehearsalData& d) {
                          {"ranks_cpu_s", d.load->self_cpu_s}, {"others_cpu_s", d.load->others_cpu_s()},
                          {"cpu_share", d.load->cpu_share()}, {"other_cores_busy", d.load->other_cores_busy()},
                          {"measured_under_load", d.load->under_load()}};
+  json rows = json::array();
+  for (const ShareRow& r : share_rows(d, o)) {
+    const double step = d.prediction ? d.prediction->step_s : 0;
+    rows.push_back({{"key", r.key}, {"label", r.label}, {"measured", o.total > 0 ? r.measured_s / o.total : 0.0},
+                    {"predicted", r.predicted_s && step > 0 ? json(*r.predicted_s / step) : json(nullptr)},
+                    {"part_of", r.part_of.empty() ? json(nullptr) : json(r.part_of)}});
+  }
+  j["share_rows"] = rows;  // the text's rows; those without part_of add to 1 in each column
   if (d.prediction) {
     const Prediction& p = *d.prediction;
     json cost = json::object();

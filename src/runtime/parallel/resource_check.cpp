@@ -241,10 +241,10 @@ ThreadChoice choose_threads(const TrainSettings& s, int64_t node_ranks, int64_t 
     c.note = fmt::format("{} per rank: {}", share, where);
   } else if (s.threads > share) {
     c.threads = int(share);
-    c.note = fmt::format("--threads {} capped to {} per rank: {}", s.threads, share, where);
+    c.note = fmt::format("{} {} capped to {} per rank: {}", s.threads_from, s.threads, share, where);
   } else {
     c.threads = int(s.threads);
-    c.note = fmt::format("{} per rank (--threads); {}", s.threads, where);
+    c.note = fmt::format("{} per rank ({}); {}", s.threads, s.threads_from, where);
   }
   if (!pinned && node_ranks > cores)
     c.note += fmt::format("; {} ranks on {} cores are oversubscribed (each waits for a core)", node_ranks, cores);

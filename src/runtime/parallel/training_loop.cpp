@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <numeric>
 #include <optional>
 #include <thread>
 
@@ -19,11 +21,13 @@
 #include "core/vocab_padding.h"
 #include "plan/cost_model.h"
 #include "plan/memory_model.h"
+#include "plan/mfu.h"
 #include "report/html_page.h"
 #include "report/output_file.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/logical_tensors.h"
 #include "runtime/engine/machine_load.h"
+#include "runtime/engine/machine_rates.h"
 #include "runtime/engine/perf.h"
 #include "runtime/engine/run_meta.h"
 #include "runtime/parallel/batch_source.h"
@@ -31,6 +35,7 @@
 #include "runtime/parallel/dist_train.h"
 #include "runtime/parallel/dist_trainer.h"
 #include "runtime/parallel/metrics_writer.h"
+#include "runtime/parallel/openmp_wait.h"
 #include "runtime/parallel/process_groups.h"
 #include "runtime/parallel/rehearsal_report.h"
 #include "runtime/parallel/resource_check.h"
@@ -129,8 +134,48 @@ void print_activations(const TrainSettings& s, const std::vector<RankActivations
   }
 }
 
+// The middle of the values (the mean of the two middle ones for an even count); not empty.
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// The peak MFU divides by, all ranks together. CPU ranks: the FMA peak of a core (what `trident
+// bench` writes as the device's peak: per second of the thread's own CPU time, so a busy machine
+// does not lower it) times the cores each rank may use. GPU ranks: the best 1536^3 sgemm rate.
+struct Peak {
+  double flops = 0;
+  std::string how;
+};
+
+Peak measure_peak(const TrainSettings& s, kernels::Kernels& k, comm::Communicator& world, int threads,
+                  int64_t node_ranks) {
+  Peak p;
+  const int64_t cores = affinity_cores(), hardware = std::max(1u, std::thread::hardware_concurrency());
+  double core_peak = 0, rank_cores = 1;
+  if (!s.make_device_kernels) {
+    core_peak = engine::fma_peak_flops();
+    // Pinned ranks have their cores; unpinned ones share the node's (4 ranks on 2 cores: half each).
+    const double share = cores < hardware ? double(cores) : double(cores) / double(std::max<int64_t>(1, node_ranks));
+    rank_cores = std::min(double(threads), share);
+    p.flops = core_peak * rank_cores;
+  } else {
+    p.flops = engine::measure_matmul_flops(k);
+  }
+  double sums[2] = {p.flops, rank_cores};
+  all_reduce_f64(world, sums, 2, comm::ReduceOp::Sum);
+  p.flops = sums[0];
+  p.how = s.make_device_kernels
+              ? "the best 1536^3 sgemm of every rank, summed"
+              : fmt::format("FMA peak {:.2f} GFLOP/s per core (as trident bench measures it) x {:.3g} cores the ranks "
+                            "use",
+                            core_peak / 1e9, sums[1]);
+  return p;
+}
+
 void print_startup(const TrainSettings& s, int world, const DistTrainer& trainer, const BatchSource& data,
-                   const std::string& device, const std::string& threads, double matmul_flops, double step_flops,
+                   const std::string& device, const std::string& threads, const Peak& peak, double step_flops,
                    int64_t first_step, const std::vector<RankActivations>& activations) {
   const ModelSpec& model = s.run.model;
   const Layout& L = s.run.layout;
@@ -188,8 +233,8 @@ void print_startup(const TrainSettings& s, int world, const DistTrainer& trainer
               "(matrices, embeddings), clip %.2f\n",
               s.adamw.lr, s.adamw.min_lr, (long long)s.adamw.warmup_steps, (long long)s.steps, s.adamw.beta1,
               s.adamw.beta2, s.adamw.weight_decay, s.adamw.grad_clip);
-  std::printf("  device      %s x %d; measured sgemm %.1f GFLOP/s in all (1536^3, every rank at once)\n",
-              device.c_str(), world, matmul_flops / 1e9);
+  std::printf("  device      %s x %d; MFU's peak %.1f GFLOP/s in all: %s\n", device.c_str(), world, peak.flops / 1e9,
+              peak.how.c_str());
   if (!threads.empty()) std::printf("  threads     %s\n", threads.c_str());
   if (llama)  // plan::model_flops_per_step: Q h x h, K and V h x kv, projection h x h, three h x f MLP matrices
     std::printf("  step FLOPs  3 B (L (2 s (h (h + 2 kv) + h^2 + 3 h f) + 4 s^2 h) + 2 s h V) = %.2f GFLOP (B %lld, "
@@ -472,15 +517,25 @@ int train(const TrainSettings& settings, const Problems& parsed, bool mpi) {
   MetricsWriter metrics;
   open_metrics(metrics, rank, s, groups);
 
-  // MFU divides by the matrix-product rate of all ranks measured at once (they share cores).
-  double matmul_flops = engine::measure_matmul_flops(*kernels);
-  all_reduce_f64(*groups.world, &matmul_flops, 1, comm::ReduceOp::Sum);
+  const Peak peak = measure_peak(s, *kernels, *groups.world, threads.threads, resources.own_node_ranks);
   const double step_flops = plan::model_flops_per_step(s.run.model, s.run.exec.global_batch_size, s.run.model.vocab);
+  // MFU never passes 100%: a step faster than the peak means the peak was measured low, and it is
+  // raised to that step's rate (the summary says so).
+  double peak_flops = peak.flops;
+  bool peak_raised = false;
   const int64_t tokens_per_step = s.run.exec.global_batch_size * s.run.model.seq_len;
   const std::vector<RankActivations> activations = gather_activations(trainer, groups, mesh, world);
   if (rank == 0)
-    print_startup(s, world, trainer, *data, kernels->device_name(), s.make_device_kernels ? "" : threads.note,
-                  matmul_flops, step_flops, first, activations);
+    print_startup(s, world, trainer, *data, kernels->device_name(),
+                  s.make_device_kernels ? ""
+                  : openmp_wait_note().empty() ? threads.note
+                                               : threads.note + "; " + openmp_wait_note(),
+                  peak, step_flops, first, activations);
+  if (rank == 0 && s.stop_at >= 0 && s.stop_at < s.steps && s.checkpoint_path.empty())
+    std::fprintf(stderr,
+                 "trident train: warning: --stop-at %lld ends the run before its %lld steps, but without --checkpoint "
+                 "nothing is saved to resume from: add --checkpoint DIR (then --resume DIR continues)\n",
+                 (long long)s.stop_at, (long long)s.steps);
 
   RehearsalData report;
   report.run = s.run;
@@ -514,8 +569,9 @@ int train(const TrainSettings& settings, const Problems& parsed, bool mpi) {
   };
   const auto t_start = std::chrono::steady_clock::now();
   const engine::LoadProbe load_probe(threads.threads);
-  double timed_s = 0.0, last_val = NAN, last_loss = NAN;
-  int64_t timed_steps = 0;
+  double last_val = NAN, last_loss = NAN;
+  std::vector<double> timed;  // seconds of the steps after the first
+  const int fields = 11;
   for (int64_t step = first; step < stop_at; ++step) {
     if (s.before_step) s.before_step(step, rank);
     const double loss = last_loss = trainer.step(step);
@@ -525,23 +581,26 @@ int train(const TrainSettings& settings, const Problems& parsed, bool mpi) {
     report.losses.push_back(loss);
     report.cp_blocks = trainer.cp_blocks_per_step();
     report.times.push_back(row);
-    if (done > first + 1 || stop_at - first == 1) timed_s += seconds, ++timed_steps;  // the first step warms caches
+    if (done > first + 1 || stop_at - first == 1) timed.push_back(seconds);  // the first step warms caches
+    if (step_flops / seconds > peak_flops) peak_flops = step_flops / seconds, peak_raised = true;
     std::optional<double> v;
     if ((eval_every > 0 && done % eval_every == 0) || done == stop_at)
       v = last_val = trainer.evaluate(*val, s.eval_batches);
     if (rank == 0) {
-      const double tps = double(tokens_per_step) / seconds, mfu = step_flops / seconds / matmul_flops;
-      const double per_step = timed_steps > 0 ? timed_s / double(timed_steps) : seconds;
+      const plan::Mfu mfu = plan::mfu_of(s.run.model, s.run.exec.global_batch_size, seconds, peak_flops);
+      const double tps = double(tokens_per_step) / seconds;
+      const double per_step = timed.empty() ? seconds : median(timed);
       const double lr = engine::learning_rate(s.adamw, step);
       if (done % log_every == 0 || done == first + 1 || done == stop_at || v) {
         std::printf("step %5lld/%lld | loss %.4f | lr %.2e | %8.0f tok/s | MFU %5.1f%% | ETA %s%s\n", (long long)done,
-                    (long long)s.steps, loss, lr, tps, 100.0 * mfu, duration(per_step * double(s.steps - done)).c_str(),
+                    (long long)s.steps, loss, lr, tps, 100.0 * mfu.full(), duration(per_step * double(s.steps - done)).c_str(),
                     v ? fmt::format(" | val loss {:.4f}", *v).c_str() : "");
         std::fflush(stdout);
       }
       if (metrics.is_open()) {
-        const nlohmann::json j =
-            metrics_line(done, loss, lr, tps, mfu, trainer.last_grad_norm(), seconds, v, row, world);
+        nlohmann::json j =
+            metrics_line(done, loss, lr, tps, mfu.full(), trainer.last_grad_norm(), seconds, v, row, world);
+        j["mfu_causal_halved"] = mfu.causal();
         write_metrics(metrics, j, metrics_error);
       }
     }
@@ -551,23 +610,24 @@ int train(const TrainSettings& settings, const Problems& parsed, bool mpi) {
     stop_if_metrics_failed(loss, done);
   }
   record_load(load_probe, groups, resources, world, threads.threads, report);
-  // The start-up probe can run while the machine is busier than during the steps (other jobs,
-  // caches still cold): the summary divides by the better of it and a second probe now, so a
-  // low first probe cannot inflate MFU past what the device does.
-  double end_probe = engine::measure_matmul_flops(*kernels);
-  all_reduce_f64(*groups.world, &end_probe, 1, comm::ReduceOp::Sum);
-  const double best_probe = std::max(matmul_flops, end_probe);
-
   float mem[2] = {float(trainer.allocated_bytes()), float(engine::peak_rss_bytes())};
   std::vector<float> mems(size_t(2) * world);
   groups.world->all_gather(mem, mems.data(), 2, comm::DType::F32);
   if (rank == 0) {
     const double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
-    const double mean_s = timed_steps > 0 ? timed_s / double(timed_steps) : total_s;
-    std::printf("done: %lld steps in %s; %.0f tokens/s, MFU %.1f%% (mean of steps after the first, against sgemm "
-                "%.1f GFLOP/s: the better of the start-up probe %.1f and one at the end %.1f); validation loss %.4f\n",
-                (long long)run_steps, duration(total_s).c_str(), double(tokens_per_step) / mean_s,
-                100.0 * step_flops / mean_s / best_probe, best_probe / 1e9, matmul_flops / 1e9, end_probe / 1e9, last_val);
+    // The median step: one step stalled by the machine (another job, a page-in) moves a mean of
+    // few steps far from what the steps take (22 tokens/s after lines of 3,844).
+    const double step_s = timed.empty() ? total_s : median(timed);
+    const double mean_s = timed.empty() ? total_s : std::accumulate(timed.begin(), timed.end(), 0.0) / double(timed.size());
+    const double slowest = timed.empty() ? total_s : *std::max_element(timed.begin(), timed.end());
+    const plan::Mfu mfu = plan::mfu_of(s.run.model, s.run.exec.global_batch_size, step_s, peak_flops);
+    std::printf("done: %lld steps in %s; %.0f tokens/s, %s: median of the %zu steps after the first, %.4f s (mean "
+                "%.4f s, slowest %.4f s), against a peak of %.1f GFLOP/s%s; validation loss %.4f\n",
+                (long long)run_steps, duration(total_s).c_str(), double(tokens_per_step) / step_s,
+                plan::mfu_text(mfu).c_str(), timed.size(), step_s, mean_s, slowest, peak_flops / 1e9,
+                peak_raised ? fmt::format(" (raised from the measured {:.1f}: a step ran faster than it)", peak.flops / 1e9).c_str()
+                            : "",
+                last_val);
     std::printf("peak memory: %s resident (getrusage, rank 0) vs %s trainer buffers vs %s planner prediction\n",
                 mib(mems[1]).c_str(), mib(mems[0]).c_str(), mib(planned_bytes(s)).c_str());
     if (world > 1 || !s.report_path.empty() || !s.html_path.empty()) write_rehearsal(report, s, mesh, mems, world);

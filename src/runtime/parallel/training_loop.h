@@ -52,7 +52,8 @@ struct TrainSettings {
   std::string resume_path;      // continue from this checkpoint
   nlohmann::json resume_meta;   // its meta (model, step), for the run check; null: run_training reads it
   int64_t threads = 0;          // CPU kernel threads per rank; 0 = the node's cores / its ranks
-  bool threads_given = false;   // --threads was given (then it must be 1 or more)
+  bool threads_given = false;   // --threads (or OMP_NUM_THREADS) was given (then it must be 1 or more)
+  std::string threads_from = "--threads";  // which of the two gave it, for the start-up table
   std::string device = "cpu";   // cpu or cuda (checked by the run check)
   std::string gpu_comm;         // how GPU ranks talk: nccl or mpi-host; empty = not given (nccl)
   // Files the command read besides the data and the checkpoint (--config files): no output may replace them.
