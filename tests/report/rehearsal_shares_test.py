@@ -1,6 +1,6 @@
 """A ZeRO-1 rehearsal (mpirun -np 2 trident train --dp 2 --zero 1) with a prediction: the text
 report, its JSON and its HTML page list the same share rows, and in each the rows of the step
-(all but the "of it" parts) add to 100%, measured and predicted."""
+(all but the "of it" / "of which" parts) add to 100%, measured and predicted."""
 import json
 import os
 import re
@@ -37,7 +37,7 @@ if p.returncode != 0:
 
 # Text: the rows between "share of step time" and "step time".
 text = p.stdout[p.stdout.index("share of step time"):]
-text_rows = re.findall(r"^  (\S.*?|  of it .*?)\s+(-?[\d.]+)%\s+(-?[\d.]+%|-)\s*$", text.split("  step time")[0], re.M)
+text_rows = re.findall(r"^  (\S.*?|  of .*?)\s+(-?[\d.]+)%\s+(-?[\d.]+%|-)\s*$", text.split("  step time")[0], re.M)
 labels_text = [r[0].strip() for r in text_rows]
 check("text: the ZeRO gathers are a row", "of it ZeRO gathers" in labels_text, labels_text)
 
@@ -55,7 +55,7 @@ table = table[:table.index("</table>")]
 cells = re.findall(r"<tr><td>([^<]*)</td><td>(-?[\d.]+)%</td><td>(-?[\d.]+)%</td></tr>", table)
 check("HTML and text: the same rows", [c[0].strip() for c in cells] == labels_text, (cells, labels_text))
 for i, column in ((1, "measured"), (2, "predicted")):
-    total = sum(float(c[i]) for c in cells if not c[0].strip().startswith("of it"))
+    total = sum(float(c[i]) for c in cells if not c[0].strip().startswith("of "))
     # Each cell is rounded to 0.1%: the sum is within half of that per row.
     check(f"HTML: the {column} shares add to 100% ({total:.1f}%)", abs(total - 100) <= 0.05 * len(cells), total)
 

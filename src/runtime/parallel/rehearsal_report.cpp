@@ -76,7 +76,7 @@ std::vector<ShareRow> share_rows(const RehearsalData& d, const Means& o) {
   std::vector<ShareRow> rows;
   rows.push_back({"compute", "compute (+optimizer)", o.compute, pred(p.compute_s + p.optimizer_s), ""});
   if (d.run.exec.schedule == ScheduleKind::ZeroBubbleH1)  // ZB-H1's postponed weight gradients
-    rows.push_back({"weight_grad", "  of it W passes", o.weight, std::nullopt, "compute"});
+    rows.push_back({"weight_grad", "  of which W passes", o.weight, std::nullopt, "compute"});
   rows.push_back({"tp", "TP collectives", o.tp, pred(p.tp_s), ""});
   if (L.cp > 1) rows.push_back({"cp_exchange", "CP ring exchange", o.cp, pred(p.cp_s), ""});
   rows.push_back({"pp", "PP transfers", o.pp, pred(p.pp_s), ""});

@@ -621,8 +621,8 @@ int train(const TrainSettings& settings, const Problems& parsed, bool mpi) {
     const double mean_s = timed.empty() ? total_s : std::accumulate(timed.begin(), timed.end(), 0.0) / double(timed.size());
     const double slowest = timed.empty() ? total_s : *std::max_element(timed.begin(), timed.end());
     const plan::Mfu mfu = plan::mfu_of(s.run.model, s.run.exec.global_batch_size, step_s, peak_flops);
-    std::printf("done: %lld steps in %s; %.0f tokens/s, %s: median of the %zu steps after the first, %.4f s (mean "
-                "%.4f s, slowest %.4f s), against a peak of %.1f GFLOP/s%s; validation loss %.4f\n",
+    std::printf("done: %lld steps in %s; %.0f tokens/s, %s: median of the %zu steps after the first, %.4g s (mean "
+                "%.4g s, slowest %.4g s), against a peak of %.1f GFLOP/s%s; validation loss %.4f\n",
                 (long long)run_steps, duration(total_s).c_str(), double(tokens_per_step) / step_s,
                 plan::mfu_text(mfu).c_str(), timed.size(), step_s, mean_s, slowest, peak_flops / 1e9,
                 peak_raised ? fmt::format(" (raised from the measured {:.1f}: a step ran faster than it)", peak.flops / 1e9).c_str()
