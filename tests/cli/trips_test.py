@@ -64,7 +64,7 @@ check("no fit (JSON): the rule and the changes", j.get("no_fit", {}).get("top_ru
 
 # Top-N: one layout shown once, its other rank orders merged into it.
 j = json.loads(run("plan", "--model", "gpt3-6.7b", "--cluster", "dgx-a100-80g", "--nodes", "2", "--global-batch-size",
-                   "64", "--top", "5", "--json", want=0).stdout)
+                   "64", "--stack", "trident", "--top", "5", "--json", want=0).stdout)
 def key(c):
     lay = dict(c["layout"])
     lay.pop("order"), lay.pop("description")
