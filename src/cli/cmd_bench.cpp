@@ -239,21 +239,31 @@ std::string bench_toml(const QuietCore& q, const LinkRates& l, int world, int co
   const PeakShare flops = within_one(r.peak_flops, r.curve.peak_efficiency);
   const PeakShare hbm = within_one(r.copy_Bps, r.hbm_efficiency);
   const PeakShare link = within_one(l.bandwidth_Bps, l.measured ? l.collective_efficiency : 0.0);
+  // Every share printed below is of the peak written to [cluster] (raised or not), so the file
+  // checks by hand: rate / peak = share, and the curve is drawn with the written E and H.
   plan::CostConstants curve;
-  curve.gemm_peak_efficiency = r.curve.peak_efficiency;
+  curve.gemm_peak_efficiency = flops.share;
   curve.gemm_half_dim = r.curve.half_dim;
+  const std::string flops_raised =
+      flops.raised ? fmt::format(", raised to {:.2f} GFLOP/s (the fitted curve's E came out {:.3f} of the peak)",
+                                 flops.peak / 1e9, r.curve.peak_efficiency)
+                   : "";
+  const std::string hbm_raised =
+      hbm.raised ? fmt::format(", raised to {:.2f} GB/s (the kernels came out {:.3f} of the memcpy)", hbm.peak / 1e9,
+                               r.hbm_efficiency)
+                 : "";
   std::string s =
       "# This machine as a Trident cluster and cost table, measured by `trident bench`.\n"
       "# One MPI rank = one CPU core = one \"GPU\" below; every core rate is of one thread, per second of its\n"
       "# CPU time (best of several calls), so other processes on the machine lower it less.\n";
   s += load_lines(q);
-  s += fmt::format("# Peaks ([cluster]): FMA chains in registers {:.2f} GFLOP/s{}; a {} MiB memcpy {:.2f} GB/s "
+  s += fmt::format("# Peaks ([cluster]): FMA chains in registers {:.2f} GFLOP/s{}{}; a {} MiB memcpy {:.2f} GB/s{} "
                    "(read + write).\n",
                    r.fma_flops / 1e9,
                    r.peak_flops > r.fma_flops ? fmt::format(", sgemm's best {:.2f} GFLOP/s (without the call cost; the peak: the higher)",
                                                             r.peak_flops / 1e9)
                                               : "",
-                   kCopyBytes >> 20, r.copy_Bps / 1e9);
+                   flops_raised, kCopyBytes >> 20, r.copy_Bps / 1e9, hbm_raised);
   if (l.measured)
     s += fmt::format("#   link: MPI ping-pong between ranks 0 and 1 ({} ranks): {:.2f} us for 8 bytes, {:.3f} GB/s for "
                      "{:g} MiB.\n",
@@ -266,7 +276,8 @@ std::string bench_toml(const QuietCore& q, const LinkRates& l, int world, int co
   for (size_t i = 0; i < r.gemms.size(); ++i) {
     const double n = double(r.gemms[i].n);
     s += fmt::format("#   sgemm {:>4}^3: {:10.1f} us, {:7.2f} GFLOP/s = {:.3f} of the peak (the curve: {:.3f})\n",
-                     r.gemms[i].n, r.gemms[i].seconds * 1e6, r.gemms[i].flops_per_s / 1e9, r.gemm_efficiency[i],
+                     r.gemms[i].n, r.gemms[i].seconds * 1e6, r.gemms[i].flops_per_s / 1e9,
+                     r.gemm_efficiency[i] * r.peak_flops / flops.peak,
                      plan::gemm_efficiency(n, n, n, curve));
   }
   s += "#   gemm_peak_efficiency, gemm_half_dim: the planner's curve E (n / (n + H))^3 fitted to these sizes\n"
@@ -277,7 +288,7 @@ std::string bench_toml(const QuietCore& q, const LinkRates& l, int world, int co
     list += fmt::format("{}{} {:.2f} GB/s", list.empty() ? "" : ", ", e.kernel, e.bytes_moved / e.seconds / 1e9);
   s += fmt::format("#   hbm_efficiency: the trainer's memory-bound kernels over {} Mi floats ({}): together {:.3f} of "
                    "the memcpy rate\n",
-                   kElementwiseFloats >> 20, list, r.hbm_efficiency);
+                   kElementwiseFloats >> 20, list, hbm.share);
   if (l.measured)
     s += fmt::format("#   pcie_efficiency, network_efficiency: an all-reduce of {:g} MiB over the {} ranks, {:.1f} us: "
                      "bus bandwidth {:.3f} GB/s = {:.3f} of the ping-pong's\n"

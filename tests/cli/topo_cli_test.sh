@@ -48,7 +48,7 @@ check world-fix 2 "fix: use --dp 64" "$trident" topo --model gpt3-175b --nodes 5
 check order-missing-dim 2 "order 'tp-dp' is missing 'pp'" "$trident" topo --model gpt3-175b --order tp-dp
 check tp-heads 2 "heads \(12\) not divisible by tensor-parallel size \(8\)" "$trident" topo --model gpt2-small --tp 8
 check not-a-number 2 "--tp 'x' is not a whole number" "$trident" topo --model gpt2-small --tp x
-check unknown-flag 2 "argument was not expected: --bogus" "$trident" topo --model gpt2-small --bogus
+check unknown-flag 2 "trident topo has no flag --bogus" "$trident" topo --model gpt2-small --bogus
 printf 'model = "gpt3-175b"\n[layout\ntp = 8\n' >"$tmp/broken.toml"
 check malformed-toml 2 "malformed TOML in .*broken.toml at line 2" "$trident" topo --config "$tmp/broken.toml"
 printf 'model = "gpt3-175b"\ncolour = "blue"\n' >"$tmp/unknown.toml"

@@ -93,7 +93,7 @@ rows = [
     # P: the prediction's cost table: --cost FILE, under the cluster file's [cost] keys (as plan reads them).
     ("--cost", path("cost.toml"), "P",
      r"cost table \(built-in \+ .*cost\.toml \+ \[cost\] keys of .*bench\.toml\): .*gemm_half_dim 8,.*hbm_efficiency 0\.3,"),
-    ("--cost", path("missing.toml"), "cost-missing", r"cannot read --cost '.*missing\.toml'"),
+    ("--cost", path("missing.toml"), "cost-missing", r"cannot read cost table '.*missing\.toml'"),
     # B: resume A's pipeline checkpoint on another layout (dp 2, ZeRO-1): it continues at step 6.
     ("--resume", C, "B", r"resume +from .*ckpt at step 5(.|\n)*step +6/6 \|"),
     ("--zero", "1", "B", r"tp 1 x pp 1 x dp 2(.|\n)*ZeRO 1,"),
