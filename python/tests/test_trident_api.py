@@ -101,7 +101,8 @@ def test_a_mistyped_preset_names_the_closest_preset():
 def test_emit_and_help_return_their_text():
     args = trident.plan(model="gpt3-1.3b", nodes=1, global_batch_size=64, emit="megatron")
     assert isinstance(args, str) and "--tensor-model-parallel-size" in args
-    titan = trident.plan(model="gpt3-1.3b", nodes=1, global_batch_size=64, emit="torchtitan")
+    # torchtitan's own stack: the default (Megatron-Core's ZeRO-2 and bf16 reduction) is refused there
+    titan = trident.plan(model="gpt3-1.3b", nodes=1, global_batch_size=64, stack="torchtitan", emit="torchtitan")
     assert isinstance(titan, str) and "parallel" in titan
     text = trident.plan(help=True)
     assert isinstance(text, str) and "--global-batch-size" in text
