@@ -138,6 +138,16 @@ void validate_cluster(const ClusterSpec& c, Problems& p) {
           "give --hosts-per-nvlink-domain 1 (a DGX) or the hosts sharing one NVLink fabric (18 for GB200 NVL72)");
   if (c.gpu.memory_bytes <= 0) p.add("GPU memory is not positive", "set gpu_memory_gib in [cluster]");
   if (c.gpu.bf16_flops <= 0) p.add("GPU bf16 peak is not positive", "set gpu_bf16_tflops in [cluster]");
+  // Every rate divides a size somewhere in the cost model: zero (or NaN) would print an inf or NaN step.
+  if (!(c.gpu.fp32_flops > 0))
+    p.add(fmt::format("GPU fp32 peak is {} TFLOP/s, must be positive", c.gpu.fp32_flops / kTera),
+          "give --gpu-fp32-tflops (gpu-fp32-tflops in [cluster]) a positive value");
+  if (!(c.gpu.hbm_Bps > 0))
+    p.add(fmt::format("GPU memory bandwidth is {} GB/s, must be positive", c.gpu.hbm_Bps / 1e9),
+          "give --gpu-hbm-gbytes-per-s (gpu-hbm-gbytes-per-s in [cluster]) a positive value");
+  if (!(c.gpu.fp8_flops >= 0))
+    p.add(fmt::format("GPU fp8 peak is {} TFLOP/s, must be 0 (no FP8) or positive", c.gpu.fp8_flops / kTera),
+          "give --gpu-fp8-tflops (gpu-fp8-tflops in [cluster]) 0 or a positive value");
   if (c.intra.bandwidth_Bps <= 0)
     p.add("intra-node bandwidth is not positive", "set intra_gbytes_per_s in [cluster]");
   if (c.inter.bandwidth_Bps <= 0)
