@@ -117,6 +117,10 @@ json parse_manifest(std::istream& in, const std::string& path, Problems& problem
     problems.add(fmt::format("'{}' is not valid JSON (it stops making sense at byte {})", path, e.byte), kRedo,
                  "checkpoint-manifest");
     return nullptr;
+  } catch (const json::exception&) {  // the parser's other refusal: a number past every type (out_of_range 406)
+    problems.add(fmt::format("'{}' holds a number too large to read: it is damaged or not a Trident manifest", path),
+                 kRedo, "checkpoint-manifest");
+    return nullptr;
   }
   for (const std::string& key : duplicates)
     problems.add("'" + path + "' gives the key '" + key + "' twice in one table (which one holds?)", kRedo,
