@@ -11,15 +11,11 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from checks import check, finish  # noqa: E402
+
 trident, root = sys.argv[1], sys.argv[2]
 tmp = tempfile.mkdtemp()
-failures = []
-
-
-def check(name, ok, detail=""):
-    print(("ok   " if ok else "FAIL ") + name + ("" if ok else f": {str(detail)[:900]}"))
-    if not ok:
-        failures.append(name)
 
 
 def run(*args, want=None):
@@ -114,5 +110,4 @@ t = run("simulate", "--config", sim, want=0).stdout
 check("simulate text: both figures", "with causal attention halved" in t, t[:1500])
 
 shutil.rmtree(tmp, ignore_errors=True)
-print(f"{len(failures)} failure(s)")
-sys.exit(1 if failures else 0)
+finish()

@@ -2,6 +2,7 @@
 safetensors files written independently of Trident's writer (the format's spec: an 8-byte header
 length, a JSON header of dtype/shape/data_offsets, then the bytes)."""
 import json
+import os
 import struct
 import subprocess
 import sys
@@ -10,15 +11,11 @@ import tempfile
 import numpy as np
 import torch
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from checks import check, finish  # noqa: E402
+
 trident = sys.argv[1]
 tmp = tempfile.mkdtemp()
-failures = []
-
-
-def check(name, ok, detail=""):
-    print(("ok   " if ok else "FAIL ") + name + ("" if ok else f": {detail}"))
-    if not ok:
-        failures.append(name)
 
 
 def run(*args, want=0):
@@ -43,7 +40,3 @@ def load_safetensors(path):
         tensors[name] = torch.from_numpy(np.frombuffer(raw[base + b:base + e], dtype="<f4").copy()).reshape(h["shape"])
     return tensors, header.get("__metadata__", {})
 
-
-def finish():
-    print(f"{len(failures)} failure(s)")
-    sys.exit(1 if failures else 0)

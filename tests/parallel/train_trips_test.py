@@ -11,15 +11,11 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from checks import check, finish  # noqa: E402
+
 trident = sys.argv[1]
 tmp = tempfile.mkdtemp()
-failures = []
-
-
-def check(name, ok, detail=""):
-    print(("ok   " if ok else "FAIL ") + name + ("" if ok else f": {str(detail)[:900]}"))
-    if not ok:
-        failures.append(name)
 
 
 small = ["train", "--layers", "1", "--hidden", "32", "--heads", "2", "--seq-len", "16", "--steps", "6",
@@ -79,5 +75,4 @@ else:
     check("taskset is installed (util-linux)", False)
 
 shutil.rmtree(tmp, ignore_errors=True)
-print(f"{len(failures)} failure(s)")
-sys.exit(1 if failures else 0)
+finish()

@@ -16,16 +16,12 @@ import tempfile
 import tomllib
 from types import SimpleNamespace
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from checks import check, failures, finish  # noqa: E402
+
 trident, root = sys.argv[1], sys.argv[2]
 data = os.path.join(root, "data", "frameworks")
 ex = lambda name: os.path.join(root, "examples", name)
-failures = []
-
-
-def check(what, ok, detail=""):
-    print(("ok   " if ok else "FAIL ") + what + ("" if ok else f"\n     {str(detail)[:1500]}"))
-    if not ok:
-        failures.append(what)
 
 
 def run(*args, want=0):
@@ -361,5 +357,4 @@ for form in ("slurm-torchtitan-toml", "slurm-torchtitan"):
     check(f"{form}: bash -n, torchrun -m torchtitan.train", syntax.returncode == 0
           and "-m torchtitan.train" in script and "#SBATCH --nodes=2" in script, syntax.stderr + script[:800])
 
-print(f"{len(failures)} failure(s)")
-sys.exit(1 if failures else 0)
+finish()

@@ -9,15 +9,11 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from checks import check, finish  # noqa: E402
+
 trident, root = sys.argv[1], sys.argv[2]
 tmp = tempfile.mkdtemp()
-failures = []
-
-
-def check(name, ok, detail=""):
-    print(("ok   " if ok else "FAIL ") + name + ("" if ok else f": {str(detail)[:800]}"))
-    if not ok:
-        failures.append(name)
 
 
 def run(args, env=None, want=0):
@@ -114,5 +110,4 @@ if label:
     check("svg: five-digit rank label fits its column", int(label.group(1)) >= 7.3 * len(label.group(2)), label.groups())
 
 shutil.rmtree(tmp, ignore_errors=True)
-print(f"{len(failures)} failure(s)")
-sys.exit(1 if failures else 0)
+finish()

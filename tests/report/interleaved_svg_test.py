@@ -10,15 +10,11 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from checks import check, finish  # noqa: E402
+
 trident = sys.argv[1]
 tmp = tempfile.mkdtemp()
-failures = []
-
-
-def check(name, ok, detail=""):
-    print(("ok   " if ok else "FAIL ") + name + ("" if ok else f": {str(detail)[:800]}"))
-    if not ok:
-        failures.append(name)
 
 
 def rgb(fill):
@@ -71,5 +67,4 @@ near = [(a, b) for a in keys for b in others if distance(a, b) < 40]
 check("chunk colours differ from the legend's other colours", not near and others, (near, others))
 
 shutil.rmtree(tmp, ignore_errors=True)
-print(f"{len(failures)} failure(s)")
-sys.exit(1 if failures else 0)
+finish()

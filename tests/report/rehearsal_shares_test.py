@@ -9,15 +9,11 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from checks import check, finish  # noqa: E402
+
 trident = sys.argv[1]
 tmp = tempfile.mkdtemp()
-failures = []
-
-
-def check(name, ok, detail=""):
-    print(("ok   " if ok else "FAIL ") + name + ("" if ok else f": {str(detail)[:800]}"))
-    if not ok:
-        failures.append(name)
 
 
 cluster = os.path.join(tmp, "cluster.toml")
@@ -60,5 +56,4 @@ for i, column in ((1, "measured"), (2, "predicted")):
     check(f"HTML: the {column} shares add to 100% ({total:.1f}%)", abs(total - 100) <= 0.05 * len(cells), total)
 
 shutil.rmtree(tmp, ignore_errors=True)
-print(f"{len(failures)} failure(s)")
-sys.exit(1 if failures else 0)
+finish()
