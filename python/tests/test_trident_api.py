@@ -57,6 +57,20 @@ def test_topo_and_simulate_match_the_command_line(tmp_path):
     assert 0 < s["bubble_share"] < 1
 
 
+def test_plan_json_equals_the_command_lines_rehearsal_check_included():
+    # The module and the CLI run the same planning code, the runtime's capability check included.
+    cli = os.environ.get("TRIDENT_CLI")
+    assert cli, "TRIDENT_CLI names the trident executable (ctest sets it)"
+    args = {"model": "gpt3-6.7b", "nodes": 2, "global-batch-size": 64, "top": 2}
+    flags = [x for k, v in args.items() for x in ("--" + k, str(v))]
+    out = subprocess.run([cli, "plan", *flags, "--json"], capture_output=True, text=True, check=True)
+    r, c = trident.plan(args), json.loads(out.stdout)
+    assert r["rehearsal"]["rehearsable"] in (True, False)
+    for result in (r, c):
+        del result["search"]["seconds"]  # the search's own time, measured in each process
+    assert r == c
+
+
 def test_bad_input_raises_value_error_with_every_problem():
     with pytest.raises(ValueError) as e:
         trident.lint(model="gpt3-175b", nodes=1, global_batch_size=10, schedule="zigzag", zero=9)

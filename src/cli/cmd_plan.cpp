@@ -9,6 +9,7 @@
 
 #include "cli/cli_options.h"
 #include "cli/command.h"
+#include "capability/rehearsal_check.h"
 #include "cli/html_report.h"
 #include "core/run_spec.h"
 #include "plan/lint.h"
@@ -20,7 +21,6 @@
 #include "report/output_file.h"
 #include "report/topology_report.h"
 #include "report/time_to_train.h"
-#include "runtime/parallel/rehearsal_check.h"
 
 namespace trident::cli {
 namespace {
@@ -63,7 +63,7 @@ int print_launch(const std::string& emit, const RunSpec& best, const std::option
 }
 
 // Whether `trident train` can rehearse the recipe, in one line or a short list (text and HTML).
-std::string rehearsal_text(const parallel::RehearsalCheck& r, const RunSpec& best) {
+std::string rehearsal_text(const capability::RehearsalCheck& r, const RunSpec& best) {
   if (!r.rehearsable()) {
     std::string s = "rehearsal: not rehearsable by `trident train` (the runtime's run check refuses it):\n";
     for (const auto& p : r.refusals) s += "  - " + p.what + " [" + p.code + "]\n    fix: " + p.fix + "\n";
@@ -77,7 +77,7 @@ std::string rehearsal_text(const parallel::RehearsalCheck& r, const RunSpec& bes
                      best.layout.world_size(), with.empty() ? "" : "; on CPU ranks " + with);
 }
 
-nlohmann::json rehearsal_json(const parallel::RehearsalCheck& r) {
+nlohmann::json rehearsal_json(const capability::RehearsalCheck& r) {
   nlohmann::json refusals = nlohmann::json::array();
   for (const auto& p : r.refusals) refusals.push_back({{"what", p.what}, {"fix", p.fix}, {"code", p.code}});
   return {{"rehearsable", r.rehearsable()}, {"substitutions", r.substitutions}, {"refusals", refusals}};
@@ -165,10 +165,8 @@ Runner setup_plan(CLI::App& cmd) {
     if (!result.best.empty())
       why = plan::rationale(model, cluster, exec.global_batch_size, result, out.overhead_bytes);
     // The planner marks a recipe the runtime cannot rehearse (the runtime's own run check says why).
-    std::optional<parallel::RehearsalCheck> rehearsal;
-#ifndef TRIDENT_PLAN_ONLY  // the Python module plans without the runtime (no MPI, no BLAS): no run check there
-    if (!result.best.empty()) rehearsal = parallel::rehearsal_check(result.best.front().run);
-#endif
+    std::optional<capability::RehearsalCheck> rehearsal;
+    if (!result.best.empty()) rehearsal = capability::rehearsal_check(result.best.front().run);
     std::optional<TimeToTrain> ttt;
     if (budget.train_tokens && !result.best.empty()) {
       const auto& b = result.best.front();

@@ -3,6 +3,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "capability/capability.h"
 #include "runtime/kernels/ops.h"
 
 namespace trident::kernels {
@@ -19,9 +20,8 @@ float* f32_data(const Tensor& t, const char* op, size_t need) {
 }
 
 bool device_supports(const std::string& device, DType t) {
-  if (device == "cpu") return t == DType::F32;
-  if (device == "cuda") return t == DType::F32 || t == DType::BF16;
-  return false;
+  if (t != DType::F32 && t != DType::BF16) return false;  // no backend computes in the others
+  return capability::device_computes(device, t == DType::F32 ? Precision::FP32 : Precision::BF16);
 }
 
 // The defaults of the grouped-query attention ops: a backend that lacks them refuses by name.

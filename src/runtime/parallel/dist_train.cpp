@@ -10,16 +10,17 @@
 
 #include <fmt/format.h>
 
+#include "capability/capability.h"
 #include "core/checked_size.h"
 #include "core/input_file.h"
 #include "core/output_path.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/engine/run_meta.h"
-#include "runtime/kernels/ops.h"
-#include "runtime/parallel/stage_split.h"
-#include "schedule/schedule.h"
 
 namespace trident::parallel {
+
+using capability::check_executable;
+using capability::layout_ranks;
 
 namespace {
 std::vector<OptionDef> run_options() {
@@ -38,15 +39,6 @@ std::vector<OptionDef> run_options() {
       {"bucket-mib", "distributed", "data-parallel gradient bucket of the plain-DP all-reduce, MiB (default 4; "
        "ZeRO-1 reduces the whole buffer, ZeRO-2/3 layer by layer)", false, "NUM", "4"},
   };
-}
-
-// The ranks of some layout dimensions, or 0 when one is not positive or the product is beyond
-// any cluster (check_run names such a layout with every term; here it must not wrap around).
-static int64_t layout_ranks(std::initializer_list<SizeTerm> dims) {
-  Problems named_by_check_run;
-  for (const SizeTerm& d : dims)
-    if (d.value <= 0) return 0;
-  return checked_product("", dims, kMaxGpus, "", named_by_check_run).value_or(0);
 }
 
 int64_t launcher_world_size() {
@@ -259,100 +251,14 @@ void check_trainable(const TrainSettings& s, Problems& problems) {
   check_data(s, problems);
   check_resume(s, problems);
   check_output_paths(s, problems);
-  const RunSpec& r = s.run;
-  const auto& m = r.model;
-  const auto& L = r.layout;
-  const auto& x = r.exec;
-  auto n = [](int64_t v) { return std::to_string(v); };
-  // The planner's own checks of the run (heads, ffn, layers, batch against the layout), on a
-  // cluster of exactly the layout's ranks: the world is what mpirun started, checked at start-up.
-  RunSpec sized = r;
-  sized.cluster.nodes = 1;
+  check_executable(s.run, s.device, s.stage_layers, problems);
+  const Layout& L = s.run.layout;
   const int64_t world = layout_ranks({{"tp", L.tp}, {"cp", L.cp}, {"pp", L.pp}, {"dp", L.dp}});
-  sized.cluster.gpus_per_node = std::max<int64_t>(1, world);
-  check_run(sized, true, problems);
   // --cost feeds only the rehearsal report's prediction, which one process makes only for a report.
   if (!s.prediction_cost.empty() && world == 1 && s.report_path.empty() && s.html_path.empty())
     problems.add("--cost '" + s.prediction_cost + "' is read only by the rehearsal report's prediction, which a "
                  "one-process run makes only with --report or --html",
                  "add --report FILE (or --html FILE), or drop --cost", "cost-unused");
-
-  // What this runtime can execute (the capability check), each refusal with its fix.
-  // Both families run in the stage model: GPT (learned positions, tied head) and Llama
-  // (RoPE, RMSNorm, SwiGLU, grouped-query attention, untied head).
-  if (m.family == ModelFamily::GPT && m.kv_heads > 0 && m.kv_heads != m.heads)
-    problems.add("grouped-query attention (kv-heads " + n(m.kv_heads) + " of " + n(m.heads) +
-                     " heads) in a GPT-family model: the runtime's GPT layer has one kv head per query head",
-                 "use --kv-heads " + n(m.heads) + " (or leave it out) for a GPT model, or --family llama", "train-gqa");
-  if (m.family == ModelFamily::Llama) {
-    if (m.tied_embeddings())
-      problems.add("a Llama model with its output layer tied to the token embedding: the runtime's Llama has an "
-                   "untied head", "drop --tied-embeddings for a Llama model", "train-tied-embeddings");
-    if (m.heads > 0 && m.hidden % m.heads == 0 && m.head_dim() % 2 != 0)
-      problems.add("rotary embeddings rotate pairs of features, but the head size (" + n(m.head_dim()) + " = hidden " +
-                       n(m.hidden) + " / heads " + n(m.heads) + ") is odd",
-                   "use --hidden and --heads whose quotient is even", "train-rope-head-dim");
-  }
-  // Context parallel: ring attention over the cp group, each sequence cut into 2 cp chunks.
-  if (L.cp > 1 && s.device != "cpu")
-    problems.add("context parallel (cp " + n(L.cp) + ") needs the ring-attention kernels, which the " + s.device +
-                     " backend lacks", "use --device cpu with --cp, or --cp 1", "cp-device");
-  // A seq_len that 2 x cp does not divide is check_run's (cp-divides-sequence), said once.
-  if (L.ep > 1)
-    problems.add("expert parallel (ep " + n(L.ep) + ") is not trained by the runtime yet (plan, lint, topo and "
-                 "simulate model it)", "use --ep 1 for train", "dist-ep");
-  if (m.is_moe())
-    problems.add("mixture-of-experts models (" + m.name + ", " + n(m.experts) + " experts) are not trained by the "
-                 "runtime yet", "train a dense model (--experts 0 or a gpt2-*/gpt3-* preset)", "train-moe");
-  // ZeRO 1-3 train (grad_sync.h, zero_shards.h). ZeRO-3 gathers each unit's fp32 master weights
-  // and the stage computes from them directly: there is no bf16 copy of a gathered unit yet.
-  if (x.zero >= 3 && x.precision == Precision::BF16)
-    problems.add("ZeRO-3 with bf16 mixed precision: the runtime gathers the fp32 master weights unit by unit and "
-                 "has no bf16 compute copy of a gathered unit",
-                 "use --zero 2 with --precision bf16, or --precision fp32 with --zero 3", "zero-stage");
-  if (x.precision == Precision::FP16)
-    problems.add("fp16 training (loss scaling) is not implemented by the runtime", "use --precision fp32 (or bf16 on "
-                 "--device cuda)", "train-precision");
-  if (x.precision == Precision::BF16 && !kernels::device_supports(s.device, kernels::DType::BF16))
-    problems.add("bf16 mixed precision runs on the CUDA backend only; the " + s.device + " kernels compute in fp32",
-                 "use --precision fp32 on --device " + s.device + ", or --device cuda", "train-precision");
-  if (x.grad_bits != 32)
-    problems.add("--grad-bits " + n(x.grad_bits) + ": the runtime keeps fp32 gradients", "use --grad-bits 32 for train",
-                 "train-grad-bits");
-  // The software stack the planner models: the runtime is one of them (ExecutionSpec's defaults).
-  const std::string from_stack = x.stack.empty() ? "" : " (set by --stack " + x.stack + ")";
-  if (x.precision == Precision::FP8)
-    problems.add("fp8 training (FP8 matrix products with scaling) is not implemented by the runtime",
-                 "use --precision fp32 (or bf16 on --device cuda) for train", "train-precision");
-  if (x.attention == AttentionKind::Flash && s.device != "cuda")
-    problems.add("flash attention" + from_stack + " is not in the CPU kernels: they compute attention unfused",
-                 "use --attention unfused for train on --device cpu", "train-attention");
-  if (!(x.overlap == Overlap{}))
-    problems.add("--overlap " + to_string(x.overlap) + from_stack +
-                     ": the runtime overlaps the DP gradient reduction only; TP collectives and pipeline sends block",
-                 "use --overlap dp (the default) for train", "train-overlap");
-  if (m.family == ModelFamily::GPT && !m.tied_embeddings())
-    problems.add("an untied output layer: the runtime's GPT ties it to the token embedding",
-                 "drop --no-tied-embeddings for train", "train-tied-embeddings");
-  if (x.schedule == ScheduleKind::ZeroBubbleH1 && x.recompute == Recompute::Full)
-    problems.add("zb-h1 postpones each weight-gradient pass past the input-gradient pass, which needs the layer "
-                 "activations that --recompute full drops",
-                 "use --recompute selective or none with zb-h1, or --schedule 1f1b with full recomputation",
-                 "train-zb-h1");
-  if (x.sequence_parallel && L.tp == 1)
-    problems.add("sequence parallel splits sequences across the tensor-parallel group, but tp is 1",
-                 "use --tp 2 or more with --sequence-parallel, or drop it", "sp-needs-tp");
-  if (x.sequence_parallel && L.tp > 1 && L.cp >= 1 && m.seq_len % (L.tp * L.cp) != 0)
-    problems.add("sequence parallel splits each sequence" + std::string(L.cp > 1 ? " (its T / cp rows on a cp rank)" : "") +
-                     " across the TP group, but seq_len (" + n(m.seq_len) + ") is not divisible by " +
-                     (L.cp > 1 ? "cp x tp (" + n(L.cp * L.tp) + ")" : "tp (" + n(L.tp) + ")"),
-                 "use a --seq-len that is a multiple of " + n(L.tp * L.cp) + ", or drop --sequence-parallel",
-                 "sp-divides-seq");
-  const int64_t v = x.schedule == ScheduleKind::Interleaved ? x.virtual_stages : 1;
-  const int64_t per = x.micro_batch_size * L.dp;
-  if (per > 0 && x.global_batch_size > 0 && x.global_batch_size % per == 0 && L.pp * v <= m.layers)
-    check_schedule_shape(x.schedule, L.pp, x.micro_batches(L.dp), v, problems);
-  if (!s.stage_layers.empty()) check_stage_split(m.layers, L.pp * v, s.stage_layers, "--stage-layers", problems);
 }
 
 }  // namespace trident::parallel

@@ -2,8 +2,7 @@
 
 #include <numeric>
 
-#include "core/checked_size.h"
-
+#include "capability/capability.h"
 #include "plan/cost_model.h"
 
 namespace trident::parallel {
@@ -27,30 +26,9 @@ StageSplit make_stage_split(const ModelSpec& model, int64_t pp, int64_t v, const
     s.layers_of = plan::chunk_layers(model.layers, pp, v);
     return s;
   }
-  check_stage_split(model.layers, pp * v, explicit_layers, "the explicit stage split", problems);
+  capability::check_stage_split(model.layers, pp * v, explicit_layers, "the explicit stage split", problems);
   s.layers_of = explicit_layers;
   return s;
-}
-
-void check_stage_split(int64_t model_layers, int64_t stages, const std::vector<int64_t>& explicit_layers,
-                       const std::string& flag, Problems& problems) {
-  auto n = [](int64_t x) { return std::to_string(x); };
-  std::string list;
-  for (int64_t k : explicit_layers) list += (list.empty() ? "" : ",") + n(k);
-  CheckedCount sum = 0;
-  bool each_ok = true;
-  for (int64_t k : explicit_layers) {
-    // A stage holds 1 .. all of the model's layers: beyond that the total can only be wrong.
-    each_ok = each_ok && k >= 1 && k <= model_layers;
-    sum = sum + k;
-  }
-  const std::string total = sum.ok() ? n(sum.value_or(0)) : "more than 2^62";
-  if (int64_t(explicit_layers.size()) != stages || !each_ok || !sum.ok() || sum.value_or(0) != model_layers)
-    problems.add(flag + " " + list + " gives " + n(int64_t(explicit_layers.size())) + " stages summing to " + total +
-                     " layers; the run has " + n(stages) + " stages and " + n(model_layers) + " layers",
-                 "give " + n(stages) + " counts of 1 to " + n(model_layers) + " adding up to " + n(model_layers) +
-                     " (one per pipeline stage, per chunk when interleaved)",
-                 "stage-split");
 }
 
 nn::Shard shard_for(const ModelSpec& model, const StageSplit& split, int64_t stage, int64_t chunk, int64_t tp,

@@ -20,14 +20,8 @@ struct StageSplit {
   int64_t first_layer_of(int64_t virtual_stage) const;
 };
 
-// The one check of an explicit split: `stages` counts (one per virtual stage), each 1 or more,
-// summing to the model's layers; the sum is checked (counts near 2^62 would wrap around 64 bits
-// to the right total). `flag` names where the counts came from ("--stage-layers").
-void check_stage_split(int64_t model_layers, int64_t stages, const std::vector<int64_t>& explicit_layers,
-                       const std::string& flag, Problems& problems);
-
 // Even split (the planner's), or `explicit_layers` (one count per virtual stage) when not empty.
-// Problems: check_stage_split's, pp*v above layers.
+// Problems: capability::check_stage_split's, pp*v above layers.
 StageSplit make_stage_split(const ModelSpec& model, int64_t pp, int64_t virtual_stages,
                             const std::vector<int64_t>& explicit_layers, Problems& problems);
 

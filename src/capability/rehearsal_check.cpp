@@ -1,9 +1,9 @@
 // Rehearsal check of a planned recipe (see rehearsal_check.h).
-#include "runtime/parallel/rehearsal_check.h"
+#include "capability/rehearsal_check.h"
 
-#include "runtime/parallel/dist_train.h"
+#include "capability/capability.h"
 
-namespace trident::parallel {
+namespace trident::capability {
 
 RehearsalCheck rehearsal_check(const RunSpec& recipe) {
   RehearsalCheck out;
@@ -26,15 +26,12 @@ RehearsalCheck rehearsal_check(const RunSpec& recipe) {
     out.substitutions.push_back("gradients " + std::to_string(x.grad_bits) + "-bit -> 32-bit");
     x.grad_bits = 32;
   }
-  // The one run check, as `trident train` runs it on CPU ranks (no data, paths or resume: those
-  // are the rehearsal's own, not the recipe's).
-  TrainSettings s;
-  s.run = r;
-  s.device = "cpu";
+  // The runtime's capability check, as `trident train` runs it on CPU ranks (no data, paths or
+  // resume: those are the rehearsal's own, not the recipe's).
   Problems p;
-  check_trainable(s, p);
+  check_executable(r, "cpu", {}, p);
   out.refusals = p.list();
   return out;
 }
 
-}  // namespace trident::parallel
+}  // namespace trident::capability

@@ -3,8 +3,8 @@
 // parallel, model family) and runs it on CPU ranks at a small model size; the numeric stack
 // settings a CPU rank cannot execute (bf16 / fp8, flash attention, TP and PP overlap, low-bit
 // gradients) are replaced by the CPU's and named. What the runtime cannot execute at all (expert
-// parallel, mixture-of-experts, ...) is refused by the runtime's one capability check, whose
-// problems say why: such a recipe is marked as not rehearsable.
+// parallel, mixture-of-experts, ...) is refused by the runtime's one capability check
+// (capability.h), whose problems say why: such a recipe is marked as not rehearsable.
 #pragma once
 
 #include <string>
@@ -13,7 +13,7 @@
 #include "core/problems.h"
 #include "core/run_spec.h"
 
-namespace trident::parallel {
+namespace trident::capability {
 
 struct RehearsalCheck {
   std::vector<std::string> substitutions;  // "precision bf16 -> fp32 (the CPU kernels compute in fp32)"
@@ -23,4 +23,4 @@ struct RehearsalCheck {
 
 RehearsalCheck rehearsal_check(const RunSpec& recipe);
 
-}  // namespace trident::parallel
+}  // namespace trident::capability

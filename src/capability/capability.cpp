@@ -1,0 +1,137 @@
+// What the runtime can execute, checked without it (see capability.h).
+#include "capability/capability.h"
+
+#include <algorithm>
+
+#include "core/checked_size.h"
+#include "schedule/schedule.h"
+
+namespace trident::capability {
+
+bool device_computes(const std::string& device, Precision p) {
+  if (device == "cpu") return p == Precision::FP32;
+  if (device == "cuda") return p == Precision::FP32 || p == Precision::BF16;
+  return false;
+}
+
+int64_t layout_ranks(std::initializer_list<SizeTerm> dims) {
+  Problems named_by_check_run;
+  for (const SizeTerm& d : dims)
+    if (d.value <= 0) return 0;
+  return checked_product("", dims, kMaxGpus, "", named_by_check_run).value_or(0);
+}
+
+void check_stage_split(int64_t model_layers, int64_t stages, const std::vector<int64_t>& explicit_layers,
+                       const std::string& flag, Problems& problems) {
+  auto n = [](int64_t x) { return std::to_string(x); };
+  std::string list;
+  for (int64_t k : explicit_layers) list += (list.empty() ? "" : ",") + n(k);
+  CheckedCount sum = 0;
+  bool each_ok = true;
+  for (int64_t k : explicit_layers) {
+    // A stage holds 1 .. all of the model's layers: beyond that the total can only be wrong.
+    each_ok = each_ok && k >= 1 && k <= model_layers;
+    sum = sum + k;
+  }
+  const std::string total = sum.ok() ? n(sum.value_or(0)) : "more than 2^62";
+  if (int64_t(explicit_layers.size()) != stages || !each_ok || !sum.ok() || sum.value_or(0) != model_layers)
+    problems.add(flag + " " + list + " gives " + n(int64_t(explicit_layers.size())) + " stages summing to " + total +
+                     " layers; the run has " + n(stages) + " stages and " + n(model_layers) + " layers",
+                 "give " + n(stages) + " counts of 1 to " + n(model_layers) + " adding up to " + n(model_layers) +
+                     " (one per pipeline stage, per chunk when interleaved)",
+                 "stage-split");
+}
+
+void check_executable(const RunSpec& r, const std::string& device, const std::vector<int64_t>& stage_layers,
+                      Problems& problems) {
+  const auto& m = r.model;
+  const auto& L = r.layout;
+  const auto& x = r.exec;
+  auto n = [](int64_t v) { return std::to_string(v); };
+  // The planner's own checks of the run (heads, ffn, layers, batch against the layout), on a
+  // cluster of exactly the layout's ranks: the world is what mpirun started, checked at start-up.
+  RunSpec sized = r;
+  sized.cluster.nodes = 1;
+  const int64_t world = layout_ranks({{"tp", L.tp}, {"cp", L.cp}, {"pp", L.pp}, {"dp", L.dp}});
+  sized.cluster.gpus_per_node = std::max<int64_t>(1, world);
+  check_run(sized, true, problems);
+
+  // What this runtime can execute (the capability check), each refusal with its fix.
+  // Both families run in the stage model: GPT (learned positions, tied head) and Llama
+  // (RoPE, RMSNorm, SwiGLU, grouped-query attention, untied head).
+  if (m.family == ModelFamily::GPT && m.kv_heads > 0 && m.kv_heads != m.heads)
+    problems.add("grouped-query attention (kv-heads " + n(m.kv_heads) + " of " + n(m.heads) +
+                     " heads) in a GPT-family model: the runtime's GPT layer has one kv head per query head",
+                 "use --kv-heads " + n(m.heads) + " (or leave it out) for a GPT model, or --family llama", "train-gqa");
+  if (m.family == ModelFamily::Llama) {
+    if (m.tied_embeddings())
+      problems.add("a Llama model with its output layer tied to the token embedding: the runtime's Llama has an "
+                   "untied head", "drop --tied-embeddings for a Llama model", "train-tied-embeddings");
+    if (m.heads > 0 && m.hidden % m.heads == 0 && m.head_dim() % 2 != 0)
+      problems.add("rotary embeddings rotate pairs of features, but the head size (" + n(m.head_dim()) + " = hidden " +
+                       n(m.hidden) + " / heads " + n(m.heads) + ") is odd",
+                   "use --hidden and --heads whose quotient is even", "train-rope-head-dim");
+  }
+  // Context parallel: ring attention over the cp group, each sequence cut into 2 cp chunks.
+  if (L.cp > 1 && device != "cpu")
+    problems.add("context parallel (cp " + n(L.cp) + ") needs the ring-attention kernels, which the " + device +
+                     " backend lacks", "use --device cpu with --cp, or --cp 1", "cp-device");
+  // A seq_len that 2 x cp does not divide is check_run's (cp-divides-sequence), said once.
+  if (L.ep > 1)
+    problems.add("expert parallel (ep " + n(L.ep) + ") is not trained by the runtime yet (plan, lint, topo and "
+                 "simulate model it)", "use --ep 1 for train", "dist-ep");
+  if (m.is_moe())
+    problems.add("mixture-of-experts models (" + m.name + ", " + n(m.experts) + " experts) are not trained by the "
+                 "runtime yet", "train a dense model (--experts 0 or a gpt2-*/gpt3-* preset)", "train-moe");
+  // ZeRO 1-3 train (grad_sync.h, zero_shards.h). ZeRO-3 gathers each unit's fp32 master weights
+  // and the stage computes from them directly: there is no bf16 copy of a gathered unit yet.
+  if (x.zero >= 3 && x.precision == Precision::BF16)
+    problems.add("ZeRO-3 with bf16 mixed precision: the runtime gathers the fp32 master weights unit by unit and "
+                 "has no bf16 compute copy of a gathered unit",
+                 "use --zero 2 with --precision bf16, or --precision fp32 with --zero 3", "zero-stage");
+  if (x.precision == Precision::FP16)
+    problems.add("fp16 training (loss scaling) is not implemented by the runtime", "use --precision fp32 (or bf16 on "
+                 "--device cuda)", "train-precision");
+  if (x.precision == Precision::BF16 && !device_computes(device, Precision::BF16))
+    problems.add("bf16 mixed precision runs on the CUDA backend only; the " + device + " kernels compute in fp32",
+                 "use --precision fp32 on --device " + device + ", or --device cuda", "train-precision");
+  if (x.grad_bits != 32)
+    problems.add("--grad-bits " + n(x.grad_bits) + ": the runtime keeps fp32 gradients", "use --grad-bits 32 for train",
+                 "train-grad-bits");
+  // The software stack the planner models: the runtime is one of them (ExecutionSpec's defaults).
+  const std::string from_stack = x.stack.empty() ? "" : " (set by --stack " + x.stack + ")";
+  if (x.precision == Precision::FP8)
+    problems.add("fp8 training (FP8 matrix products with scaling) is not implemented by the runtime",
+                 "use --precision fp32 (or bf16 on --device cuda) for train", "train-precision");
+  if (x.attention == AttentionKind::Flash && device != "cuda")
+    problems.add("flash attention" + from_stack + " is not in the CPU kernels: they compute attention unfused",
+                 "use --attention unfused for train on --device cpu", "train-attention");
+  if (!(x.overlap == Overlap{}))
+    problems.add("--overlap " + to_string(x.overlap) + from_stack +
+                     ": the runtime overlaps the DP gradient reduction only; TP collectives and pipeline sends block",
+                 "use --overlap dp (the default) for train", "train-overlap");
+  if (m.family == ModelFamily::GPT && !m.tied_embeddings())
+    problems.add("an untied output layer: the runtime's GPT ties it to the token embedding",
+                 "drop --no-tied-embeddings for train", "train-tied-embeddings");
+  if (x.schedule == ScheduleKind::ZeroBubbleH1 && x.recompute == Recompute::Full)
+    problems.add("zb-h1 postpones each weight-gradient pass past the input-gradient pass, which needs the layer "
+                 "activations that --recompute full drops",
+                 "use --recompute selective or none with zb-h1, or --schedule 1f1b with full recomputation",
+                 "train-zb-h1");
+  if (x.sequence_parallel && L.tp == 1)
+    problems.add("sequence parallel splits sequences across the tensor-parallel group, but tp is 1",
+                 "use --tp 2 or more with --sequence-parallel, or drop it", "sp-needs-tp");
+  if (x.sequence_parallel && L.tp > 1 && L.cp >= 1 && m.seq_len % (L.tp * L.cp) != 0)
+    problems.add("sequence parallel splits each sequence" + std::string(L.cp > 1 ? " (its T / cp rows on a cp rank)" : "") +
+                     " across the TP group, but seq_len (" + n(m.seq_len) + ") is not divisible by " +
+                     (L.cp > 1 ? "cp x tp (" + n(L.cp * L.tp) + ")" : "tp (" + n(L.tp) + ")"),
+                 "use a --seq-len that is a multiple of " + n(L.tp * L.cp) + ", or drop --sequence-parallel",
+                 "sp-divides-seq");
+  const int64_t v = x.schedule == ScheduleKind::Interleaved ? x.virtual_stages : 1;
+  const int64_t per = x.micro_batch_size * L.dp;
+  if (per > 0 && x.global_batch_size > 0 && x.global_batch_size % per == 0 && L.pp * v <= m.layers)
+    check_schedule_shape(x.schedule, L.pp, x.micro_batches(L.dp), v, problems);
+  if (!stage_layers.empty()) check_stage_split(m.layers, L.pp * v, stage_layers, "--stage-layers", problems);
+}
+
+}  // namespace trident::capability
