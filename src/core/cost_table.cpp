@@ -44,7 +44,7 @@ const std::vector<CostField>& cost_fields() {
        true},
       {"network_efficiency", &CostTable::network_efficiency, "InfiniBand/Ethernet: bus bandwidth over link bandwidth",
        0, kShare, true},
-      {"kernel_launch_us", &CostTable::kernel_launch_us, "fixed cost per GEMM launch, microseconds", 0, kDim, false},
+      {"kernel_launch_us", &CostTable::kernel_launch_us, "fixed cost per kernel call (launch, dispatch, ramp and tail), microseconds", 0, kDim, false},
       {"overlap_slowdown", &CostTable::overlap_slowdown, "slowdown of compute per second of hidden communication", 0,
        kShare, false},
       {"dp_bucket_mb", &CostTable::dp_bucket_mb, "gradient bucket size, MB", 0, kDim, true},

@@ -37,7 +37,7 @@ struct CostTable {
   double nvlink_efficiency = 0.70;
   double pcie_efficiency = 0.75;
   double network_efficiency = 0.90;
-  double kernel_launch_us = 0;       // fixed cost per GEMM launch
+  double kernel_launch_us = 0;       // fixed cost per kernel call (plan/kernel_calls.h counts them)
   double overlap_slowdown = 0.10;    // hidden communication slows the compute it overlaps by this share of itself
   double dp_bucket_mb = 160;         // gradient bucket (Megatron: 40M fp32 elements)
   double optimizer_bytes_per_param = 0;  // 0: derived from the precision recipe

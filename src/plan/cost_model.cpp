@@ -41,7 +41,8 @@ double gemm_efficiency(double m, double k, double n, const CostConstants& c) {
 double gemm_time_s(double m, double k, double n, double batch, double peak_flops, double peak_efficiency,
                    const CostConstants& c) {
   if (m <= 0 || k <= 0 || n <= 0 || batch <= 0) return 0;
-  return 2 * m * k * n * batch / (peak_flops * gemm_efficiency(m, k, n, peak_efficiency, c)) + c.kernel_overhead_s();
+  // The launch of each kernel is counted once per call (layer_kernel_calls), not here.
+  return 2 * m * k * n * batch / (peak_flops * gemm_efficiency(m, k, n, peak_efficiency, c));
 }
 double gemm_time_s(double m, double k, double n, double batch, double peak_flops, const CostConstants& c) {
   return gemm_time_s(m, k, n, batch, peak_flops, c.gemm_peak_efficiency, c);
@@ -138,7 +139,7 @@ LayerCompute layer_compute(const ModelSpec& full, const ExecutionSpec& e, int64_
   lc.attention_flops = 4 * batch * s * s * d;
   if (e.attention == AttentionKind::Flash) {
     // One fused kernel over the causal half of the scores; backward recomputes them.
-    lc.attention_s = lc.attention_flops / 2 / (peak * c.attention_efficiency) + c.kernel_overhead_s();
+    lc.attention_s = lc.attention_flops / 2 / (peak * c.attention_efficiency);
     lc.attention_backward_s = c.flash_backward_factor * lc.attention_s;
   } else {
     lc.attention_s = gemm_time_s(s, d, s, batch, peak, c) + gemm_time_s(s, s, d, batch, peak, c);
@@ -180,6 +181,8 @@ LayerCompute layer_compute(const ModelSpec& full, const ExecutionSpec& e, int64_
     lc.attention_flops *= k;
     lc.attention_elementwise_s *= k;
   }
+  lc.kernels = layer_kernel_calls(full, e, tp, cp);
+  lc.kernel_call_s = c.kernel_overhead_s();
   return lc;
 }
 
@@ -265,9 +268,8 @@ std::vector<StageTime> stage_times(const ModelSpec& full, const ExecutionSpec& e
   if (e.recompute == Recompute::Full) {
     recompute_per_layer = lc.forward_s();
     recompute_flops_per_layer = lc.forward_flops();
-  } else if (e.recompute == Recompute::Selective && e.attention == AttentionKind::Unfused) {
-    // Flash attention already recomputes the scores inside its backward: nothing more to redo.
-    recompute_per_layer = lc.attention_s + lc.attention_elementwise_s;
+  } else if (recomputes_core_attention(e)) {
+    recompute_per_layer = lc.attention_s + lc.attention_elementwise_s + lc.launch_recompute_s();
     recompute_flops_per_layer = lc.attention_flops;
   }
   const TpOverlap tpo = tp_overlap_per_layer(lc, tc, e, in.tp, c);
@@ -305,10 +307,18 @@ std::vector<StageTime> stage_times(const ModelSpec& full, const ExecutionSpec& e
       st.tp_total_s += x;
       st.tp_comm_s += x;
     };
+    st.kernel_calls = layers[i] * lc.kernels.per_layer();
+    if (st.first) st.kernel_calls += kEmbeddingKernels;
+    if (st.last) st.kernel_calls += kLogitsKernels;
+    st.launch_s = double(st.kernel_calls) * lc.kernel_call_s;
+    if (st.first) {
+      st.compute_forward_s += kEmbeddingForwardKernels * lc.kernel_call_s;
+      st.compute_backward_s += (kEmbeddingKernels - kEmbeddingForwardKernels) * lc.kernel_call_s;
+    }
     if (st.first && in.tp > 1) blocking_tp(tc.collective_s);  // vocab-parallel embedding all-reduce
     if (st.last) {
-      st.compute_forward_s += logits_gemm_s + loss_s;
-      st.compute_backward_s += 2 * logits_gemm_s + loss_s;
+      st.compute_forward_s += logits_gemm_s + loss_s + kLogitsForwardKernels * lc.kernel_call_s;
+      st.compute_backward_s += 2 * logits_gemm_s + loss_s + (kLogitsKernels - kLogitsForwardKernels) * lc.kernel_call_s;
       st.model_flops += 3 * logits_flops;
       st.executed_flops += 3 * logits_flops;
       if (in.tp > 1 && e.sequence_parallel) blocking_tp(tc.collective_s);  // gather before logits, scatter back

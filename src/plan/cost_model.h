@@ -16,6 +16,7 @@
 #include "core/mesh.h"
 #include "core/model_spec.h"
 #include "core/vocab_padding.h"
+#include "plan/kernel_calls.h"
 
 namespace trident::plan {
 
@@ -101,9 +102,15 @@ struct LayerCompute {
   double elementwise_s = 0;        // memory-bound kernels, forward (FP8 casts included)
   double attention_elementwise_s = 0;  // softmax + dropout part of elementwise_s (0 with flash)
   double fp8_cast_s = 0;           // FP8 quantisation of the GEMM inputs, part of elementwise_s
-  double forward_s() const { return gemm_s + attention_s + elementwise_s; }
+  // Fixed cost of each kernel call (kernel_launch_us), times the layer's calls per pass.
+  KernelCalls kernels;
+  double kernel_call_s = 0;
+  double launch_forward_s() const { return kernel_call_s * double(kernels.forward.total()); }
+  double launch_backward_s() const { return kernel_call_s * double(kernels.backward.total()); }
+  double launch_recompute_s() const { return kernel_call_s * double(kernels.recompute.total()); }
+  double forward_s() const { return gemm_s + attention_s + elementwise_s + launch_forward_s(); }
   // dgrad + wgrad for the weight GEMMs, 2x the memory traffic, attention per its kernels.
-  double backward_s() const { return 2 * (gemm_s + elementwise_s) + attention_backward_s; }
+  double backward_s() const { return 2 * (gemm_s + elementwise_s) + attention_backward_s + launch_backward_s(); }
   double forward_flops() const { return gemm_flops + attention_flops; }
 };
 
@@ -178,6 +185,10 @@ struct StageTime {
   double executed_flops = 0;      // with recomputation (and flash attention's recompute of the scores)
   double model_flops = 0;         // without
   double flash_recompute_flops = 0;  // flash backward recomputes QK^T: in executed_flops, not in model FLOPs
+  // Kernel calls of one micro-batch on this stage (layers, embedding, logits; recompute included)
+  // and their fixed cost, which compute_forward_s and compute_backward_s include.
+  int64_t kernel_calls = 0;
+  double launch_s = 0;
   double total_s() const {
     return compute_forward_s + compute_backward_s + tp_comm_s + pp_comm_s + cp_comm_s + ep_comm_s + zero3_s;
   }

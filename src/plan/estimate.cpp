@@ -77,6 +77,7 @@ Estimate estimate_with_links(const RunSpec& run, const Links& links, double over
   const StageTime& slow = e.stages[e.pipeline.slowest_stage];
   const double mb = double(e.micro_batches);
   e.time.compute = mb * (slow.compute_forward_s + slow.compute_backward_s);
+  e.time.launch = mb * slow.launch_s;
   e.time.tp_comm = mb * slow.tp_comm_s;
   e.time.pp_comm = mb * slow.pp_comm_s;
   e.time.tp_hidden = mb * slow.tp_hidden_s;

@@ -18,6 +18,7 @@ namespace trident::plan {
 struct TimeBreakdown {
   double step = 0;
   double compute = 0;    // m x the slowest stage's forward + backward compute (recompute included)
+  double launch = 0;     // of compute: m x the slowest stage's kernel calls x kernel_launch_us
   double tp_comm = 0;    // m x its TP collectives
   double pp_comm = 0;    // m x its pipeline sends
   double bubble = 0;     // fill and drain of the pipeline

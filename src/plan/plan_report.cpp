@@ -122,7 +122,23 @@ json candidate_json(const RunSpec& run, const Estimate* e, const std::vector<Fin
                    {"tp_comm", round6(e->time.tp_comm)}, {"pp_comm", round6(e->time.pp_comm)},
                    {"dp_comm", round6(e->time.dp_comm)}, {"bubble", round6(e->time.bubble)},
                    {"cp_comm", round6(e->time.cp_comm)}, {"ep_comm", round6(e->time.ep_comm)},
-                   {"optimizer", round6(e->time.optimizer)}};
+                   {"optimizer", round6(e->time.optimizer)}, {"kernel_launch", round6(e->time.launch)}};
+    {
+      // One layer, one micro-batch, by pass: the inputs of the launch term (part of compute).
+      const LayerCompute lc = layer_compute(run.model, run.exec, run.layout.tp, run.cluster.gpu, e->cost,
+                                            run.layout.cp, run.layout.ep);
+      auto pass = [](const KernelPass& k) {
+        return json{{"gemms", k.gemms},           {"attention", k.attention}, {"elementwise", k.elementwise},
+                    {"collectives", k.collectives}, {"casts", k.casts},       {"total", k.total()}};
+      };
+      const StageTime& sl = e->stages[e->pipeline.slowest_stage];
+      j["kernel_calls"] = {{"per_layer_forward", pass(lc.kernels.forward)},
+                           {"per_layer_backward", pass(lc.kernels.backward)},
+                           {"per_layer_recompute", pass(lc.kernels.recompute)},
+                           {"slowest_stage_per_micro_batch", sl.kernel_calls},
+                           {"kernel_launch_us", e->cost.kernel_launch_us},
+                           {"seconds_per_step", round6(e->time.launch)}};
+    }
     if (run.layout.cp > 1) {
       const CpComm& cr = e->cp_ring;  // one layer, one micro-batch
       j["cp_ring"] = {{"steps", cr.steps},
@@ -319,6 +335,19 @@ std::string estimate_text(const Estimate& e, bool per_stage) {
                      "{:.3f} s, {:.3f} s exposed\n",
                      gib(e.expert_dp.gradient_bytes), e.expert_dp.dp, link_text(e.links.edp.link), e.expert_dp.total_s,
                      e.expert_dp.exposed_s);
+  if (e.time.launch > 0) {
+    const LayerCompute lc = layer_compute(r.model, r.exec, r.layout.tp, r.cluster.gpu, e.cost, r.layout.cp, r.layout.ep);
+    s += fmt::format("  kernel calls per layer and micro-batch: forward {} ({}), backward {} ({}){}; slowest stage {} "
+                     "calls per micro-batch ({} layers{}{}) x {:g} us x {} micro-batches = {:.3f} s of the compute\n",
+                     lc.kernels.forward.total(), lc.kernels.forward.describe(), lc.kernels.backward.total(),
+                     lc.kernels.backward.describe(),
+                     lc.kernels.recompute.total() > 0 ? fmt::format(", recompute {} ({})", lc.kernels.recompute.total(),
+                                                                    lc.kernels.recompute.describe())
+                                                      : "",
+                     st.kernel_calls, st.layers, st.first ? fmt::format(" + embedding {}", kEmbeddingKernels) : "",
+                     st.last ? fmt::format(" + logits {}", kLogitsKernels) : "", e.cost.kernel_launch_us,
+                     e.micro_batches, e.time.launch);
+  }
   s += fmt::format("  optimizer: {:.3f} B params x {:g} B of HBM traffic\n", e.optimizer.params / 1e9, e.optimizer.bytes_per_param);
   if (e.time.tp_hidden + e.time.pp_hidden > 0)
     s += fmt::format("  overlap ({}): TP {:.3f} s and PP {:.3f} s hidden behind compute; TP and PP above are what stays "

@@ -1,0 +1,70 @@
+#include "plan/kernel_calls.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace trident::plan {
+
+std::string KernelPass::describe() const {
+  std::string s;
+  auto add = [&](int64_t n, const char* one, const char* many) {
+    if (n > 0) s += fmt::format("{}{} {}", s.empty() ? "" : " + ", n, n == 1 ? one : many);
+  };
+  add(gemms, "GEMM", "GEMMs");
+  add(attention, "attention", "attention");
+  add(elementwise, "elementwise", "elementwise");
+  add(collectives, "collective", "collectives");
+  add(casts, "FP8 cast", "FP8 casts");
+  return s.empty() ? "none" : s;
+}
+
+bool recomputes_core_attention(const ExecutionSpec& e) {
+  return e.recompute == Recompute::Selective && e.attention == AttentionKind::Unfused;
+}
+
+namespace {
+
+// The core attention's forward kernels: one fused kernel, or QK^T, scale-mask-softmax, dropout
+// and scores x V; with cp > 1, one per KV block plus the merge of the blocks' softmax statistics.
+int64_t attention_forward_kernels(AttentionKind a, int64_t cp) {
+  const int64_t per_block = a == AttentionKind::Flash ? 1 : 4;
+  return cp > 1 ? cp * (per_block + 1) : per_block;
+}
+
+}  // namespace
+
+KernelCalls layer_kernel_calls(const ModelSpec& m, const ExecutionSpec& e, int64_t tp, int64_t cp) {
+  KernelCalls k;
+  cp = std::max<int64_t>(cp, 1);
+  const bool fp8 = e.precision == Precision::FP8;
+  KernelPass& f = k.forward;
+  // QKV, projection, MLP-in (SwiGLU's gate and up fused), MLP-out; a MoE layer's MLP is its
+  // router and the experts' grouped GEMMs (in and out), its permute and unpermute.
+  f.gemms = 4 + (m.is_moe() ? 1 : 0);
+  f.attention = attention_forward_kernels(e.attention, cp);
+  // Two norms, the activation, two bias-dropout-adds; rotary embedding (Llama); MoE permutes.
+  f.elementwise = 5 + (m.learned_positions() ? 0 : 1) + (m.is_moe() ? 2 : 0);
+  // TP: two all-reduces, or with sequence parallel two all-gathers and two reduce-scatters; cp:
+  // one send-receive per ring step.
+  f.collectives = (tp > 1 ? (e.sequence_parallel ? 4 : 2) : 0) + (cp - 1);
+  f.casts = fp8 ? 4 : 0;
+
+  KernelPass& b = k.backward;
+  b.gemms = 2 * f.gemms;  // dgrad and wgrad
+  // Fused: the backward kernel and its preprocessing (dO . O); unfused: two GEMMs each for QK^T
+  // and scores x V, softmax and dropout backward. Per KV block with cp > 1.
+  b.attention = (e.attention == AttentionKind::Flash ? 2 : 6) * cp;
+  b.elementwise = f.elementwise;
+  b.collectives = f.collectives + (cp > 1 ? cp - 1 : 0);  // cp: the KV blocks' gradients travel back too
+  b.casts = f.casts;  // the output gradients quantised for dgrad and wgrad
+
+  if (e.recompute == Recompute::Full) {
+    k.recompute = f;
+  } else if (recomputes_core_attention(e)) {
+    k.recompute.attention = f.attention;
+  }
+  return k;
+}
+
+}  // namespace trident::plan

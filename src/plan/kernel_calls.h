@@ -1,0 +1,44 @@
+// Kernel calls of one transformer layer for one micro-batch on one GPU, counted from the layer's
+// structure, so the fixed cost of each call (CostTable::kernel_launch_us: launch, the framework's
+// dispatch and the kernel's ramp and tail) is a term of its own: on small models at high tp the
+// kernels are short and these fixed costs are a large share of the step.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/execution_spec.h"
+#include "core/model_spec.h"
+
+namespace trident::plan {
+
+// One pass of one layer, by kind of kernel (what the report prints, so the count is checkable).
+struct KernelPass {
+  int64_t gemms = 0;        // weight GEMMs (backward: dgrad and wgrad each)
+  int64_t attention = 0;    // the core attention: fused kernels, or the unfused GEMMs, softmax, dropout
+  int64_t elementwise = 0;  // norms, activation, bias-dropout-add, rotary embedding, MoE permutes
+  int64_t collectives = 0;  // TP and CP communication kernels (NCCL launches one per collective)
+  int64_t casts = 0;        // FP8 quantisation of GEMM inputs
+  int64_t total() const { return gemms + attention + elementwise + collectives + casts; }
+  std::string describe() const;  // "4 GEMMs + 1 attention + 5 elementwise + 4 collectives"
+};
+
+struct KernelCalls {
+  KernelPass forward, backward;
+  KernelPass recompute;  // forward kernels run again before the backward (full or selective recompute)
+  int64_t per_layer() const { return forward.total() + backward.total() + recompute.total(); }
+};
+
+// Outside the layers: the embedding (lookup and dropout forward, the gradient's scatter-add
+// backward) on the first stage, the logits (GEMM and fused cross-entropy forward, two GEMMs and
+// the cross-entropy's backward) on the last.
+constexpr int64_t kEmbeddingForwardKernels = 2, kEmbeddingKernels = 3;
+constexpr int64_t kLogitsForwardKernels = 2, kLogitsKernels = 5;
+
+KernelCalls layer_kernel_calls(const ModelSpec& model, const ExecutionSpec& exec, int64_t tp, int64_t cp);
+
+// Whether selective recomputation redoes the core attention's forward under `exec`: always with
+// unfused attention (the scores are not stored), and with flash attention when the stack does so.
+bool recomputes_core_attention(const ExecutionSpec& exec);
+
+}  // namespace trident::plan
