@@ -31,6 +31,7 @@ RehearsalCheck rehearsal_check(const RunSpec& recipe) {
   Problems p;
   check_executable(r, "cpu", {}, p);
   out.refusals = p.list();
+  out.run = r;
   return out;
 }
 

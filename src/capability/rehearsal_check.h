@@ -18,6 +18,7 @@ namespace trident::capability {
 struct RehearsalCheck {
   std::vector<std::string> substitutions;  // "precision bf16 -> fp32 (the CPU kernels compute in fp32)"
   std::vector<Problem> refusals;           // the capability check's problems for the recipe on CPU ranks
+  RunSpec run;                             // the recipe with those substitutions made
   bool rehearsable() const { return refusals.empty(); }
 };
 

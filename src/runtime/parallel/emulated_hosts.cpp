@@ -1,0 +1,187 @@
+// Emulated hosts (see emulated_hosts.h).
+#include "runtime/parallel/emulated_hosts.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace trident::parallel {
+
+namespace {
+
+volatile std::sig_atomic_t g_signal = 0;
+volatile pid_t g_child = 0;
+EmulatedHosts* g_live = nullptr;  // the hosts to remove at exit (one set per process)
+
+void on_signal(int sig) {
+  g_signal = sig;
+  if (g_child > 0) kill(g_child, sig == SIGINT ? SIGINT : SIGTERM);
+}
+
+void install_handlers() {
+  static bool done = false;
+  if (done) return;
+  done = true;
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;  // no SA_RESTART: waitpid returns, the caller cleans up
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
+  std::atexit([] {
+    if (g_live) g_live->stop();
+  });
+}
+
+// Runs a shell command line (names and numbers only: nothing from the user is interpolated),
+// returning its exit status and, in `out`, what it printed.
+int shell(const std::string& cmd, std::string* out = nullptr) {
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return 127;
+  char buf[512];
+  std::string text;
+  while (size_t n = std::fread(buf, 1, sizeof buf, p)) text.append(buf, n);
+  const int status = pclose(p);
+  if (out) *out = text;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+bool on_path(const char* tool) { return shell(std::string("command -v ") + tool + " >/dev/null") == 0; }
+
+}  // namespace
+
+std::optional<std::string> emulated_hosts_unavailable() {
+  if (geteuid() != 0)
+    return "emulated hosts need root (network namespaces, veth links and tc shaping)";
+  for (const char* tool : {"ip", "tc", "unshare"})
+    if (!on_path(tool))
+      return std::string("emulated hosts need `") + tool + "`, which is not on PATH (iproute2 has ip and tc, util-linux unshare)";
+  std::string out;
+  if (shell("ip netns list", &out) != 0)
+    return "`ip netns list` failed (" + out + "): this kernel or container offers no network namespaces";
+  return std::nullopt;
+}
+
+EmulatedHosts::EmulatedHosts(int hosts, int ranks_per_host, double link_Bps, const std::string& dir)
+    : hosts_(hosts), per_host_(ranks_per_host), link_Bps_(link_Bps), dir_(dir) {
+  install_handlers();
+  const int id = int(getpid() % 100000);
+  prefix_ = fmt::format("tr{}", id);
+  subnet_ = fmt::format("10.{}.{}", 100 + id % 100, (id / 100) % 250);
+  g_live = this;
+  up_ = true;
+  const std::string P = prefix_;
+  // tbf: rate in bits; a small bucket (16 KiB, or 0.1 ms of traffic when that is more), so that
+  // even a pipeline message of a few tens of KiB waits for the rate instead of passing as a burst.
+  const double bits = link_Bps * 8;
+  const long burst = std::max(16L << 10, long(link_Bps / 1e4));
+  const std::string tbf = fmt::format("root tbf rate {:.0f}bit burst {} latency 200ms", bits, burst);
+  std::vector<std::string> steps = {"ip link add " + P + "b type bridge",
+                                    "ip addr add " + subnet_ + ".254/24 dev " + P + "b", "ip link set " + P + "b up"};
+  for (int h = 0; h < hosts; ++h) {
+    const std::string ns = fmt::format("{}-h{}", P, h), v = fmt::format("{}v{}", P, h), p = fmt::format("{}p{}", P, h);
+    for (const std::string& s :
+         {"ip netns add " + ns, "ip link add " + v + " type veth peer name " + p, "ip link set " + p + " netns " + ns,
+          "ip link set " + v + " master " + P + "b", "ip link set " + v + " up", "ip -n " + ns + " link set lo up",
+          fmt::format("ip -n {} addr add {}.{}/24 dev {}", ns, subnet_, h + 1, p), "ip -n " + ns + " link set " + p + " up",
+          "tc qdisc add dev " + v + " " + tbf, "ip netns exec " + ns + " tc qdisc add dev " + p + " " + tbf})
+      steps.push_back(s);
+  }
+  for (const std::string& s : steps) {
+    std::string out;
+    if (g_signal || shell(s, &out) != 0) {
+      stop();
+      throw std::runtime_error(g_signal ? "interrupted while making the emulated hosts (all removed)"
+                                        : "`" + s + "` failed: " + out + "(everything made so far was removed)");
+    }
+  }
+  // Open MPI's hostfile (one address per namespace) and the agent that enters a namespace.
+  std::ofstream hostfile(dir_ + "/hostfile"), hostfile1(dir_ + "/hostfile-one-per-host"), agent(dir_ + "/launch-agent.sh");
+  agent << "#!/bin/sh\n# Open MPI's launch agent for `trident rehearse`: enters the emulated host's network\n"
+           "# namespace where ssh would log in to a host.\nhost=$1; shift\ncase \"$host\" in\n";
+  for (int h = 0; h < hosts; ++h) {
+    hostfile << fmt::format("{}.{} slots={}\n", subnet_, h + 1, per_host_);
+    hostfile1 << fmt::format("{}.{} slots=1\n", subnet_, h + 1);
+    agent << fmt::format("  {}.{}) ns={}-h{};;\n", subnet_, h + 1, P, h);
+  }
+  agent << "  *) echo \"launch-agent: unknown emulated host $host\" >&2; exit 1;;\nesac\n"
+           "# Its own host name too (a UTS namespace): Open MPI names its shared-memory segments after the\n"
+           "# host, and two daemons of one name would share them.\n"
+           "exec ip netns exec \"$ns\" unshare --uts /bin/sh -c \"echo $ns > /proc/sys/kernel/hostname; $*\"\n";
+  agent.close();
+  std::filesystem::permissions(dir_ + "/launch-agent.sh", std::filesystem::perms::owner_all);
+}
+
+EmulatedHosts::~EmulatedHosts() { stop(); }
+
+void EmulatedHosts::stop() {
+  if (!up_) return;
+  up_ = false;
+  for (int h = 0; h < hosts_; ++h) {
+    shell(fmt::format("ip netns del {}-h{}", prefix_, h));  // takes its veth end (and the pair) with it
+    shell(fmt::format("ip link del {}v{}", prefix_, h));    // a pair not yet moved into its namespace
+  }
+  shell("ip link del " + prefix_ + "b");
+  if (g_live == this) g_live = nullptr;
+}
+
+std::vector<std::string> EmulatedHosts::mpirun_options() const {
+  const std::string cidr = subnet_ + ".0/24";
+  return {"--hostfile", dir_ + "/hostfile", "--mca", "plm_rsh_agent", dir_ + "/launch-agent.sh", "--mca", "btl",
+          "self,vader,tcp", "--mca", "btl_tcp_if_include", cidr, "--mca", "oob_tcp_if_include", cidr};
+}
+
+std::vector<std::string> EmulatedHosts::mpirun_options_one_per_host() const {
+  std::vector<std::string> o = mpirun_options();
+  o[1] = dir_ + "/hostfile-one-per-host";
+  return o;
+}
+
+std::string EmulatedHosts::describe() const {
+  return fmt::format("{} network namespaces {}-h0..{}-h{} of {} ranks each on bridge {}b ({}.0/24), every veth end "
+                     "shaped by tc tbf to {:.3f} GB/s per direction; latency not shaped (no netem)",
+                     hosts_, prefix_, prefix_, hosts_ - 1, per_host_, prefix_, subnet_, link_Bps_ / 1e9);
+}
+
+int run_launcher(const std::vector<std::string>& argv) {
+  install_handlers();
+  if (g_signal) return 128 + g_signal;
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t pid = fork();
+  if (pid < 0) return 127;
+  if (pid == 0) {
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    std::fprintf(stderr, "cannot start %s: %s\n", args[0], std::strerror(errno));
+    _exit(127);
+  }
+  g_child = pid;
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  g_child = 0;
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
+std::string self_executable() {
+  std::error_code ec;
+  const auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string("trident") : p.string();
+}
+
+int interrupting_signal() { return g_signal; }
+
+}  // namespace trident::parallel

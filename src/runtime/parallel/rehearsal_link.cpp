@@ -1,0 +1,148 @@
+// The links of a rehearsal (see rehearsal_link.h).
+#include "runtime/parallel/rehearsal_link.h"
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "core/cost_table.h"
+#include "core/options.h"
+#include "core/output_path.h"
+
+namespace trident::parallel {
+
+namespace {
+
+constexpr double kLinkCapBps = 0.1e9;  // below the ~0.2 GB/s the bridge and TCP carried unshaped here
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot read " + path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// A bench file's values, read by the loaders plan uses.
+OptionValues bench_values(const std::string& path) {
+  std::vector<OptionDef> defs = cluster_options();
+  for (const auto& d : cost_options()) defs.push_back(d);
+  OptionValues v(defs);
+  Problems p;
+  v.load_toml_file(path, p);
+  p.throw_if_any();
+  return v;
+}
+
+double number(const OptionValues& v, const char* key, const std::string& file) {
+  Problems p;
+  const auto x = v.get_double(key, p);
+  if (!x) throw std::runtime_error(file + " has no " + key + " (write it with `trident bench`)");
+  return *x;
+}
+
+void run_bench(const LauncherLine& launcher, const std::vector<std::string>& placement, const std::string& out,
+               const std::string& what) {
+  std::printf("measuring %s: trident bench --out %s\n", what.c_str(), out.c_str());
+  const int rc = run_launcher(launcher(2, placement, {"bench", "--out", out, "--mpi-mib", "2"}));
+  if (rc != 0) throw std::runtime_error(fmt::format("`trident bench` measuring {} failed (exit {})", what, rc));
+}
+
+}  // namespace
+
+std::string override_toml(const std::string& machine, const std::vector<std::pair<std::string, std::string>>& cluster,
+                          const std::vector<std::pair<std::string, std::string>>& cost) {
+  std::stringstream in(machine);
+  std::string line, section, out;
+  std::vector<std::string> done;
+  auto flush = [&](const std::string& sec) {  // the keys of `sec` not seen in it
+    for (const auto& [k, v] : sec == "cluster" ? cluster : sec == "cost" ? cost : std::vector<std::pair<std::string, std::string>>{})
+      if (std::find(done.begin(), done.end(), sec + "." + k) == done.end()) out += k + " = " + v + "\n";
+  };
+  while (std::getline(in, line)) {
+    if (line.rfind("[", 0) == 0) {
+      flush(section);
+      section = line.substr(1, line.find(']') - 1);
+      out += line + "\n";
+      continue;
+    }
+    const std::string key = line.substr(0, line.find(" ="));
+    bool replaced = false;
+    for (const auto& [k, v] : section == "cluster" ? cluster : section == "cost" ? cost : std::vector<std::pair<std::string, std::string>>{})
+      if (key == k) out += k + " = " + v + "\n", done.push_back(section + "." + k), replaced = true;
+    if (!replaced) out += line + "\n";
+  }
+  flush(section);
+  return out;
+}
+
+RehearsalLinks prepare_links(const RunSpec& plan, const RehearsalShape& shape, const std::string& bench_file,
+                             const std::string& dir, double link_Bps, const LauncherLine& launcher) {
+  RehearsalLinks out;
+  std::string machine = bench_file;
+  if (machine.empty()) {
+    machine = dir + "/machine.toml";
+    run_bench(launcher, {}, machine, "this machine (2 ranks, shared memory)");
+  }
+  out.cluster_file = dir + "/prediction-cluster.toml";
+  const std::string machine_text = read_file(machine);
+  if (shape.hosts == 1) {
+    write_text_atomically(out.cluster_file, machine_text);
+    out.text = "links: one host, shared memory; prediction on " + machine + " as measured\n";
+    out.json = {{"hosts", 1}, {"machine", machine}};
+    return out;
+  }
+  const OptionValues mv = bench_values(machine);
+  const double shm_Bps = number(mv, "intra-gbytes-per-s", machine) * 1e9;
+  const ClusterSpec& pc = plan.cluster;
+  const double ratio = pc.intra.bandwidth_Bps / pc.inter_bandwidth_per_gpu_Bps();
+  const double target = shm_Bps * double(shape.ranks_per_host) / ratio;
+  const double rate = link_Bps > 0 ? link_Bps : std::min(target, kLinkCapBps);
+  out.hosts = std::make_unique<EmulatedHosts>(int(shape.hosts), int(shape.ranks_per_host), rate, dir);
+  std::printf("emulated hosts: %s\n", out.hosts->describe().c_str());
+  const std::string link_file = dir + "/link.toml";
+  run_bench(launcher, out.hosts->mpirun_options_one_per_host(), link_file, "the link between two emulated hosts");
+  const OptionValues lv = bench_values(link_file);
+  const double link_meas = number(lv, "intra-gbytes-per-s", link_file) * 1e9;
+  const double link_lat = number(lv, "intra-latency-us", link_file);
+  Problems p;
+  const double link_eff = lv.get_double("network_efficiency", p).value_or(CostTable{}.network_efficiency);
+  const int64_t world = shape.run.layout.world_size();
+  const int64_t cores = std::max<int64_t>(1, int64_t(std::thread::hardware_concurrency()));
+  const double share = std::min(1.0, double(cores) / double(world));
+  const double tflops = number(mv, "gpu-fp32-tflops", machine) * share;
+  const std::string text = override_toml(
+      machine_text,
+      {{"nodes", std::to_string(shape.hosts)}, {"gpus-per-node", std::to_string(shape.ranks_per_host)},
+       {"gpu-fp32-tflops", fmt::format("{:.6f}", tflops)}, {"gpu-bf16-tflops", fmt::format("{:.6f}", tflops)},
+       {"inter-link", "\"ethernet\""}, {"inter-node-gbytes-per-s", fmt::format("{:.4f}", link_meas / 1e9)},
+       {"inter-latency-us", fmt::format("{:.3f}", link_lat)}},
+      {{"network_efficiency", fmt::format("{:.4f}", std::min(1.0, link_eff))}});
+  write_text_atomically(out.cluster_file,
+                        fmt::format("# The prediction's cluster for `trident rehearse`: {} with {} emulated hosts of {} "
+                                    "ranks as nodes,\n# the link between hosts as measured in {} (shaped to {:.4f} GB/s), "
+                                    "each rank's compute rate x {} cores / {} ranks = x {:.3f}.\n",
+                                    machine, shape.hosts, shape.ranks_per_host, link_file, rate / 1e9, cores, world, share) +
+                            text);
+  out.text = fmt::format(
+      "links: the plan's {} has {:.1f} GB/s per GPU inside a node and {:.2f} GB/s per GPU between nodes ({:.1f}x);\n"
+      "  here inside a host shared memory {:.3f} GB/s per rank ({}), so between hosts {:.4f} GB/s per host of {} ranks "
+      "would keep it;\n  shaped to {:.4f} GB/s{} and measured {:.4f} GB/s, {:.1f} us one way ({}; latency as TCP over "
+      "the bridge gives it: netem is missing, latency is not shaped)\n  = {:.1f}x per rank here; prediction on {}\n",
+      pc.name, pc.intra.bandwidth_Bps / 1e9, pc.inter_bandwidth_per_gpu_Bps() / 1e9, ratio, shm_Bps / 1e9, machine,
+      target / 1e9, shape.ranks_per_host, rate / 1e9,
+      link_Bps > 0 ? " (--link-gbytes-per-s)" : target > kLinkCapBps ? " (capped at 0.1: what the bridge carries)" : "",
+      link_meas / 1e9, link_lat, link_file, shm_Bps / (link_meas / double(shape.ranks_per_host)), out.cluster_file);
+  out.json = {{"hosts", shape.hosts}, {"ranks_per_host", shape.ranks_per_host}, {"machine", machine},
+              {"plan_ratio", ratio}, {"shared_memory_Bps_per_rank", shm_Bps}, {"target_Bps_per_host", target},
+              {"shaped_Bps", rate}, {"measured_Bps", link_meas}, {"measured_latency_us", link_lat},
+              {"latency_shaped", false}, {"network_efficiency", link_eff}, {"compute_share", share},
+              {"prefix", out.hosts->prefix()}};
+  return out;
+}
+
+}  // namespace trident::parallel

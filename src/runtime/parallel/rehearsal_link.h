@@ -1,0 +1,48 @@
+// The links of a rehearsal and the cluster file its prediction is made on.
+//
+// This machine is measured by `trident bench` (the --bench file, or a 2-rank run into the
+// rehearsal's folder). One host: that file is the prediction's cluster as it is. Emulated hosts:
+// the link of each host is shaped to the plan's ratio of inside-host to between-host bandwidth
+// per GPU, applied to this machine's shared-memory bandwidth per rank (at most 0.1 GB/s per
+// host, below what the bridge and TCP carry unshaped here, so the shaping is what limits), then
+// measured by `trident bench` with one rank in each of two hosts; the prediction's cluster is the
+// machine's file with the hosts as nodes, the measured link as the network between them (its
+// ping-pong bandwidth and latency, its all-reduce share as network_efficiency) and each rank's
+// compute rate times cores / ranks (all hosts share this machine's cores).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/run_spec.h"
+#include "runtime/parallel/emulated_hosts.h"
+#include "runtime/parallel/rehearsal_shape.h"
+
+namespace trident::parallel {
+
+struct RehearsalLinks {
+  std::unique_ptr<EmulatedHosts> hosts;  // null with one host
+  std::string cluster_file;              // the prediction's cluster
+  std::string text;                      // what was measured and shaped
+  nlohmann::json json;
+};
+
+// mpirun's command line for np ranks placed by `placement` running trident with `args`.
+using LauncherLine = std::function<std::vector<std::string>(int64_t np, const std::vector<std::string>& placement,
+                                                            const std::vector<std::string>& args)>;
+
+// Measures and shapes as above; writes dir/prediction-cluster.toml. link_Bps > 0 sets the
+// shaped bandwidth. Throws std::runtime_error when a measurement fails.
+RehearsalLinks prepare_links(const RunSpec& plan, const RehearsalShape& shape, const std::string& bench_file,
+                             const std::string& dir, double link_Bps, const LauncherLine& launcher);
+
+// The cluster file of the prediction: `machine` (bench's TOML) with these [cluster] and [cost]
+// keys set (replaced where present, added where not).
+std::string override_toml(const std::string& machine, const std::vector<std::pair<std::string, std::string>>& cluster,
+                          const std::vector<std::pair<std::string, std::string>>& cost);
+
+}  // namespace trident::parallel

@@ -1,0 +1,50 @@
+// The rehearsal of a plan: the planned run made small enough for this machine's CPU ranks, kept
+// alike where it matters for the time shares (`trident rehearse`).
+//
+//   model:  width (hidden, heads, kv-heads, ffn) and layers times --scale; heads and kv-heads
+//           multiples of the rehearsal's tp (their ratio kept), an even head size; the sequence
+//           in proportion to the width (at least 32); the vocabulary so that the embedding keeps
+//           its share of the parameters (at least the token file's vocabulary).
+//   layout: degrees no larger than the plan's, multiplying to --ranks, chosen so that the same
+//           groups cross hosts (--hosts emulated hosts of ranks / hosts each) as on the plan's
+//           cluster, then keeping as many of the plan's dimensions as possible; the rank order kept.
+//   batch:  micro-batches per pipeline chosen so the pipeline bubble's share (p-1)/(v m + p-1)
+//           is the plan's, as near as the schedule allows.
+//   stack:  what CPU ranks cannot run is replaced and named (capability/rehearsal_check.h), never refused.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/problems.h"
+#include "core/run_spec.h"
+
+namespace trident::parallel {
+
+struct ShapeRow {
+  std::string what, planned, rehearsed, why;
+};
+
+struct RehearsalShape {
+  RunSpec run;                    // the rehearsal (model, layout, execution) as train runs it
+  int64_t hosts = 1, ranks_per_host = 1;
+  std::vector<ShapeRow> rows;     // the table: plan beside rehearsal, and why
+  std::vector<std::string> substitutions;  // stack settings the CPU ranks replace
+  std::vector<Problem> refusals;  // what train would still refuse (not rehearsable)
+};
+
+// Whether the groups of `dim` leave their host when `layout` is laid on hosts of `per_host` ranks.
+bool crosses_hosts(const Layout& layout, Dim dim, int64_t per_host);
+
+// The default width scale for this machine: a hidden size of 64 per core (64 .. 512).
+double default_scale(const ModelSpec& model, int64_t cores);
+
+// Derives the rehearsal of `plan` over `ranks` ranks on `hosts` hosts at width scale `scale`;
+// `data_vocab` is the token file's vocabulary. Bad sizes are added to `problems`.
+RehearsalShape derive_rehearsal(const RunSpec& plan, int64_t ranks, int64_t hosts, double scale, int64_t data_vocab,
+                                Problems& problems);
+
+std::string shape_table(const RehearsalShape& shape);
+
+}  // namespace trident::parallel

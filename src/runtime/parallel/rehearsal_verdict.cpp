@@ -1,0 +1,175 @@
+// The verdict of a rehearsal (see rehearsal_verdict.h).
+#include "runtime/parallel/rehearsal_verdict.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace trident::parallel {
+
+namespace {
+
+double median(std::vector<double> x) {
+  if (x.empty()) return 0;
+  std::sort(x.begin(), x.end());
+  const size_t n = x.size();
+  return n % 2 ? x[n / 2] : (x[n / 2 - 1] + x[n / 2]) / 2;
+}
+
+// A term of one step and rank from the report's per-step JSON.
+using TermOf = double (*)(const nlohmann::json& rank);
+
+struct TermDef {
+  const char* key;
+  const char* label;
+  TermOf measured;
+  const char* predicted;  // key in predicted.terms_s ("" = none)
+};
+
+double at(const nlohmann::json& r, const char* k) { return r.value(k, 0.0); }
+
+const TermDef kTerms[] = {
+    {"compute", "compute", [](const nlohmann::json& r) { return at(r, "compute_s") - at(r, "optimizer_s"); }, "compute"},
+    {"tp", "TP collectives", [](const nlohmann::json& r) { return at(r, "tp_s"); }, "tp"},
+    {"cp", "CP ring exchange", [](const nlohmann::json& r) { return at(r, "cp_exchange_s"); }, "cp_exchange"},
+    {"ep", "EP all-to-all", [](const nlohmann::json&) { return 0.0; }, ""},
+    {"pp", "PP transfers", [](const nlohmann::json& r) { return at(r, "pp_s"); }, "pp"},
+    {"bubble", "bubble", [](const nlohmann::json& r) { return at(r, "bubble_s"); }, "bubble"},
+    {"dp", "DP exposed", [](const nlohmann::json& r) { return at(r, "dp_exposed_s"); }, "dp_exposed"},
+    {"optimizer", "optimizer", [](const nlohmann::json& r) { return at(r, "optimizer_s"); }, "optimizer"},
+    {"other", "other (host work)", [](const nlohmann::json& r) { return at(r, "other_s"); }, ""},
+};
+
+// Median and range over the measured steps of a per-step value.
+void summarise(const std::vector<double>& per_step, TermVerdict& t) {
+  t.median_s = median(per_step);
+  t.low_s = per_step.empty() ? 0 : *std::min_element(per_step.begin(), per_step.end());
+  t.high_s = per_step.empty() ? 0 : *std::max_element(per_step.begin(), per_step.end());
+}
+
+void judge(TermVerdict& t, double tolerance, double predicted_step) {
+  if (!t.predicted_s) return;
+  const double diff = std::abs(t.median_s - *t.predicted_s);
+  t.holds = diff <= tolerance * *t.predicted_s || diff <= 0.05 * predicted_step;
+}
+
+std::string ms(double s) { return fmt::format("{:.2f} ms", s * 1e3); }
+
+std::string miss_text(const TermVerdict& t) {
+  const double p = *t.predicted_s;
+  const std::string factor = p > 0 ? fmt::format("{:.2f}x the prediction", t.median_s / p) : "predicted 0";
+  return fmt::format("{} {} ({} measured, {} predicted, off by {})", t.label, factor, ms(t.median_s), ms(p),
+                     ms(std::abs(t.median_s - p)));
+}
+
+}  // namespace
+
+Verdict judge_rehearsal(const nlohmann::json& report, double tolerance) {
+  Verdict v;
+  v.tolerance = tolerance;
+  if (!report.contains("steps") || !report["steps"].is_array() || report["steps"].empty())
+    throw std::runtime_error("the rehearsal report has no steps");
+  const auto& steps = report["steps"];
+  v.warmup = report.value("warmup_steps", int64_t(0));
+  v.steps = int64_t(steps.size()) - v.warmup;
+  const nlohmann::json& pred = report.contains("predicted") ? report["predicted"] : nlohmann::json();
+  v.predicted = pred.is_object() && pred.contains("terms_s");
+  const double pred_step = v.predicted ? pred.value("step_s", 0.0) : 0.0;
+  const auto& layout = report["layout"];
+  double pred_listed = 0;
+  for (const TermDef& d : kTerms) {
+    TermVerdict t{d.key, d.label};
+    std::vector<double> per_step;
+    for (size_t s = size_t(std::max<int64_t>(0, v.warmup)); s < steps.size(); ++s) {
+      double sum = 0;
+      for (const auto& r : steps[s]["ranks"]) sum += d.measured(r);
+      per_step.push_back(sum / double(std::max<size_t>(1, steps[s]["ranks"].size())));
+    }
+    summarise(per_step, t);
+    if (v.predicted && *d.predicted) t.predicted_s = pred["terms_s"].value(d.predicted, 0.0), pred_listed += *t.predicted_s;
+    if (t.key == "ep") t.note = "not in this run (ep 1: the runtime trains no expert parallel)";
+    if (t.key == "cp" && layout.value("cp", 1) == 1) t.note = "not in this run (cp 1)";
+    v.terms.push_back(t);
+  }
+  for (auto& t : v.terms)
+    if (t.key == "other" && v.predicted) t.predicted_s = std::max(0.0, pred_step - pred_listed);
+  TermVerdict step{"step", "step (slowest rank)"};
+  std::vector<double> per_step;
+  for (size_t s = size_t(std::max<int64_t>(0, v.warmup)); s < steps.size(); ++s) {
+    double mx = 0;
+    for (const auto& r : steps[s]["ranks"]) mx = std::max(mx, r.value("total_s", 0.0));
+    per_step.push_back(mx);
+  }
+  summarise(per_step, step);
+  if (v.predicted) step.predicted_s = pred_step;
+  v.terms.push_back(step);
+
+  if (!v.predicted) {
+    v.sentence = "No verdict: the report has no prediction (" + report.value("prediction_missing", std::string("none")) + ").";
+    return v;
+  }
+  std::vector<const TermVerdict*> misses;
+  for (auto& t : v.terms) {
+    judge(t, tolerance, pred_step);
+    if (!t.holds) misses.push_back(&t);
+  }
+  std::sort(misses.begin(), misses.end(), [](const TermVerdict* a, const TermVerdict* b) {
+    return std::abs(a->median_s - *a->predicted_s) > std::abs(b->median_s - *b->predicted_s);
+  });
+  v.holds = misses.empty();
+  const std::string rule = fmt::format("within {:.0f}% of its prediction or 5% of the predicted step", 100 * tolerance);
+  if (v.holds) {
+    v.sentence = "The prediction holds: every term is " + rule + ".";
+  } else {
+    v.sentence = "The prediction does not hold (each term must be " + rule + "): ";
+    for (size_t i = 0; i < misses.size(); ++i) v.sentence += (i ? "; " : "") + miss_text(*misses[i]);
+    v.sentence += ".";
+  }
+  return v;
+}
+
+std::string verdict_text(const Verdict& v) {
+  std::string out = fmt::format("\nVerdict: medians over the {} steps after {} warm-up step(s), milliseconds per step\n",
+                                v.steps, v.warmup);
+  out += fmt::format("  {:<20} {:>10} {:>19} {:>10} {:>8}  {}\n", "term", "measured", "spread (low..high)", "predicted",
+                     "ratio", "");
+  for (const auto& t : v.terms) {
+    const std::string pred = t.predicted_s ? fmt::format("{:.2f}", *t.predicted_s * 1e3) : "-";
+    const std::string ratio =
+        t.predicted_s && *t.predicted_s > 0 ? fmt::format("{:.2f}", t.median_s / *t.predicted_s) : "-";
+    const std::string mark = !t.note.empty() ? t.note : !t.predicted_s ? "" : t.holds ? "holds" : "MISSES";
+    out += fmt::format("  {:<20} {:>10.2f} {:>9.2f}..{:<9.2f} {:>10} {:>8}  {}\n", t.label, t.median_s * 1e3,
+                       t.low_s * 1e3, t.high_s * 1e3, pred, ratio, mark);
+  }
+  auto load = [](const engine::MachineLoad& l) {
+    return l.known ? fmt::format("other processes kept {:.2f} of {} cores busy (over {:.2f} s)\n", l.other_cores_busy(),
+                                 l.cores, l.wall_s)
+                   : std::string("unknown (no /proc/stat)\n");
+  };
+  if (v.load_start) out += "  machine load just before the run: " + load(*v.load_start);
+  if (v.load_end) out += "  machine load just after the run:  " + load(*v.load_end);
+  out += v.sentence + "\n";
+  return out;
+}
+
+nlohmann::json verdict_json(const Verdict& v) {
+  using nlohmann::json;
+  json terms = json::array();
+  for (const auto& t : v.terms)
+    terms.push_back({{"key", t.key}, {"label", t.label}, {"measured_median_s", t.median_s}, {"measured_low_s", t.low_s},
+                     {"measured_high_s", t.high_s},
+                     {"predicted_s", t.predicted_s ? json(*t.predicted_s) : json(nullptr)},
+                     {"holds", t.predicted_s ? json(t.holds) : json(nullptr)},
+                     {"note", t.note.empty() ? json(nullptr) : json(t.note)}});
+  auto load = [](const std::optional<engine::MachineLoad>& l) -> json {
+    if (!l || !l->known) return nullptr;
+    return {{"wall_s", l->wall_s}, {"cores", l->cores}, {"other_cores_busy", l->other_cores_busy()}};
+  };
+  return {{"measured_steps", v.steps}, {"warmup_steps", v.warmup}, {"tolerance", v.tolerance},
+          {"small_term_floor_of_step", 0.05}, {"holds", v.predicted ? json(v.holds) : json(nullptr)},
+          {"sentence", v.sentence}, {"terms", terms}, {"load_start", load(v.load_start)}, {"load_end", load(v.load_end)}};
+}
+
+}  // namespace trident::parallel

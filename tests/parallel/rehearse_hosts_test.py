@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""`trident rehearse` end to end on two emulated hosts with shaped links.
+
+From the GPT-3 175B plan `trident plan --emit` writes: a 4-rank rehearsal on 2 network
+namespaces (tc tbf on every veth end), then checks the derivation table, the links text, the
+verdict (text and JSON, its holds flags recomputed from its own numbers) and that no namespace,
+link or qdisc of the run is left. Then a run interrupted by SIGINT while it measures, and one
+stopped by SIGTERM while it trains, must clean up too (exit 128 + signal).
+
+Exit 77 (skipped) when not root or when `ip netns` is unavailable here.
+usage: rehearse_hosts_test.py TRIDENT REPO_ROOT
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+SKIP = 77
+
+
+def fail(msg):
+    print("FAIL:", msg)
+    sys.exit(1)
+
+
+def leftovers(prefix):
+    ns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    links = subprocess.run(["ip", "link"], capture_output=True, text=True).stdout
+    qdiscs = subprocess.run(["tc", "qdisc", "show"], capture_output=True, text=True).stdout
+    found = [line for line in (ns + links + qdiscs).splitlines() if re.search(r"\b" + prefix + r"[-bvp]", line)]
+    return found
+
+
+def prefix_of(text):
+    m = re.search(r"network namespaces (tr[0-9]+)-h0", text)
+    return m.group(1) if m else None
+
+
+def check_verdict(out, folder):
+    with open(os.path.join(folder, "verdict.json")) as f:
+        v = json.load(f)
+    keys = [t["key"] for t in v["terms"]]
+    if keys != ["compute", "tp", "cp", "ep", "pp", "bubble", "dp", "optimizer", "other", "step"]:
+        fail("verdict terms: %s" % keys)
+    pred_step = v["terms"][-1]["predicted_s"]
+    if not pred_step or pred_step <= 0:
+        fail("no predicted step: %s" % v["terms"][-1])
+    misses = []
+    for t in v["terms"]:
+        lo, med, hi = t["measured_low_s"], t["measured_median_s"], t["measured_high_s"]
+        if not (lo <= med <= hi):
+            fail("median outside its spread: %s" % t)
+        if t["predicted_s"] is None:
+            continue
+        diff = abs(med - t["predicted_s"])
+        holds = diff <= v["tolerance"] * t["predicted_s"] or diff <= 0.05 * pred_step
+        if holds != t["holds"]:
+            fail("term %s: holds %s, but its numbers say %s" % (t["key"], t["holds"], holds))
+        if not holds:
+            misses.append(t["label"])
+    if v["holds"] != (not misses):
+        fail("verdict holds=%s with misses %s" % (v["holds"], misses))
+    sentence = v["sentence"]
+    if v["holds"]:
+        if not sentence.startswith("The prediction holds"):
+            fail("sentence: " + sentence)
+    else:
+        if not sentence.startswith("The prediction does not hold"):
+            fail("sentence: " + sentence)
+        for label in misses:
+            if label not in sentence:
+                fail("miss %s not named in: %s" % (label, sentence))
+    if sentence not in out:
+        fail("the verdict sentence is not in the text output")
+    links = v["links"]
+    if links["hosts"] != 2 or links["ranks_per_host"] != 2 or links["latency_shaped"] is not False:
+        fail("links: %s" % links)
+    if not (links["shaped_Bps"] > 0 and links["measured_Bps"] > 0):
+        fail("links not shaped or measured: %s" % links)
+    for key in ("load_start", "load_end"):
+        if v[key] is None or v[key]["wall_s"] <= 0:
+            fail("no %s: %s" % (key, v[key]))
+    return v
+
+
+def run_interrupted(cmd, env, wait_for, sig, folder):
+    """Starts cmd, sends sig once wait_for is printed; returns (exit code, output)."""
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    out = ""
+    deadline = time.time() + 240
+    while time.time() < deadline:
+        line = p.stdout.readline()
+        if not line:
+            break
+        out += line
+        if wait_for in line:
+            time.sleep(1.0)
+            p.send_signal(sig)
+            break
+    rest, _ = p.communicate(timeout=240)
+    return p.returncode, out + rest
+
+
+def main():
+    trident, repo = sys.argv[1], sys.argv[2]
+    if os.geteuid() != 0:
+        print("SKIP: emulated hosts need root")
+        return SKIP
+    if shutil.which("ip") is None or subprocess.run(["ip", "netns", "list"], capture_output=True).returncode != 0:
+        print("SKIP: `ip netns` is unavailable here")
+        return SKIP
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMP_NUM_THREADS="1",
+               OPENBLAS_NUM_THREADS="1")
+    tmp = tempfile.mkdtemp(prefix="rehearse-test-")
+    plan = os.path.join(tmp, "plan.toml")
+    subprocess.run([trident, "plan", "--config", os.path.join(repo, "examples/plan-gpt3-175b-512-dgx-a100.toml"),
+                    "--emit", plan], check=True, capture_output=True, env=env)
+    out_dir = os.path.join(tmp, "run")
+    cmd = [trident, "rehearse", "--config", plan, "--ranks", "4", "--hosts", "2", "--steps", "4", "--out", out_dir]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    out = r.stdout + r.stderr
+    prefix = prefix_of(out)
+    if r.returncode != 0:
+        fail("exit %d:\n%s" % (r.returncode, out[-4000:]))
+    for pattern in [r"as 4 ranks on 2 emulated hosts \(2 ranks each\)",
+                    r"\n  layers +96 +\d+", r"\n  vocab +50257 +\d+", r"\n  tp +8 \(in a host\) +2 \(in a host\)",
+                    r"\n  pp +8 \(crosses hosts\) +2 \(crosses hosts\)", r"micro-batches per pipeline +8 +\d+ +bubble",
+                    r"precision bf16 -> fp32", r"attention flash -> unfused", r"overlap tp,dp,pp -> dp",
+                    r"shaped by tc tbf to [0-9.]+ GB/s per direction; latency not shaped \(no netem\)",
+                    r"measured [0-9.]+ GB/s, [0-9.]+ us one way", r"Rehearsal report: tp 2 x pp 2",
+                    r"\nVerdict: medians over the \d+ steps after \d+ warm-up step\(s\)",
+                    r"\n  TP collectives +[0-9.]+ +[0-9.]+\.\.[0-9.]+ +[0-9.]+", r"machine load just before the run",
+                    r"emulated hosts removed \(tr[0-9]+-\*\)"]:
+        if not re.search(pattern, out):
+            fail("missing /%s/ in:\n%s" % (pattern, out[-6000:]))
+    check_verdict(out, out_dir)
+    if prefix is None or leftovers(prefix):
+        fail("left behind (%s): %s" % (prefix, leftovers(prefix or "tr")))
+    print("ok: two-host rehearsal, verdict consistent, nothing left (%s)" % prefix)
+
+    # Interrupted while measuring the link (SIGINT), and while training (SIGTERM): cleaned up.
+    machine = os.path.join(out_dir, "machine.toml")
+    for sig, wait_for in [(signal.SIGINT, "measuring the link"), (signal.SIGTERM, "running the rehearsal")]:
+        folder = os.path.join(tmp, "stop-%d" % sig)
+        code, out = run_interrupted(cmd[:-1] + [folder, "--bench", machine], env, wait_for, sig, folder)
+        prefix = prefix_of(out)
+        if prefix is None:
+            fail("no emulated hosts were made before the signal:\n" + out[-3000:])
+        if code != 128 + sig:
+            fail("signal %d: exit %d, not %d:\n%s" % (sig, code, 128 + sig, out[-3000:]))
+        if "everything it made was removed" not in out:
+            fail("signal %d: no clean-up message:\n%s" % (sig, out[-3000:]))
+        if leftovers(prefix):
+            fail("signal %d left behind: %s" % (sig, leftovers(prefix)))
+        print("ok: signal %d while '%s': exit %d, nothing left (%s)" % (sig, wait_for, code, prefix))
+    shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,147 @@
+// `trident rehearse`'s pure parts: the rehearsal derived from a plan, the prediction's cluster
+// file, and the verdict of a report (no MPI, no namespaces).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/model_spec.h"
+#include "runtime/parallel/rehearsal_link.h"
+#include "runtime/parallel/rehearsal_shape.h"
+#include "runtime/parallel/rehearsal_verdict.h"
+
+namespace trident::parallel {
+namespace {
+
+// The GPT-3 175B plan `trident plan` picks on 512 DGX A100 nodes (examples/plan-gpt3-175b-512-dgx-a100.toml).
+RunSpec gpt3_plan() {
+  RunSpec r;
+  r.model = model_preset("gpt3-175b");
+  r.cluster = cluster_preset("dgx-a100-80g");
+  r.cluster.nodes = 512;
+  r.layout.tp = 8, r.layout.pp = 8, r.layout.dp = 64, r.layout.order = "tp-dp-pp";
+  r.exec.micro_batch_size = 3, r.exec.global_batch_size = 1536;
+  r.exec.schedule = ScheduleKind::Interleaved, r.exec.virtual_stages = 12;
+  r.exec.precision = Precision::BF16, r.exec.attention = AttentionKind::Flash, r.exec.grad_bits = 16;
+  r.exec.overlap = Overlap{true, true, true};
+  r.exec.sequence_parallel = true, r.exec.zero = 1;
+  return r;
+}
+
+TEST(RehearsalShape, CrossingOfHostsFollowsTheOrderAndTheHostSize) {
+  Layout L;
+  L.tp = 2, L.dp = 2, L.pp = 2, L.order = "tp-dp-pp";
+  EXPECT_FALSE(crosses_hosts(L, Dim::TP, 4));
+  EXPECT_FALSE(crosses_hosts(L, Dim::DP, 4));  // ranks 0 and 2, one host of 4
+  EXPECT_TRUE(crosses_hosts(L, Dim::PP, 4));   // ranks 0 and 4
+  EXPECT_TRUE(crosses_hosts(L, Dim::DP, 2));
+  L.order = "pp-dp-tp";
+  EXPECT_TRUE(crosses_hosts(L, Dim::TP, 4));
+  EXPECT_FALSE(crosses_hosts(L, Dim::PP, 4));
+}
+
+TEST(RehearsalShape, Gpt3PlanOnTwoHostsKeepsTpInsideAndPpAcross) {
+  Problems p;
+  const RehearsalShape s = derive_rehearsal(gpt3_plan(), 8, 2, 128.0 / 12288, 256, p);
+  ASSERT_TRUE(p.empty());
+  const Layout& L = s.run.layout;
+  EXPECT_EQ(L.world_size(), 8);
+  EXPECT_LE(L.tp, 4);  // a host holds 4 ranks
+  EXPECT_FALSE(crosses_hosts(L, Dim::TP, 4));
+  EXPECT_TRUE(crosses_hosts(L, Dim::PP, 4));
+  EXPECT_GT(L.tp, 1);
+  EXPECT_GT(L.pp, 1);
+  const ModelSpec& m = s.run.model;
+  EXPECT_EQ(m.hidden % m.heads, 0);
+  EXPECT_EQ(m.heads % L.tp, 0);
+  EXPECT_EQ(m.head_dim() % 2, 0);
+  EXPECT_EQ(m.layers % (L.pp * s.run.exec.virtual_stages), 0);
+  EXPECT_EQ(m.ffn_hidden % L.tp, 0);
+  EXPECT_GE(m.vocab, 256);
+  EXPECT_EQ(m.hidden, 128);
+  // CPU substitutions are made and named, not refused.
+  EXPECT_EQ(s.run.exec.precision, Precision::FP32);
+  EXPECT_EQ(s.run.exec.attention, AttentionKind::Unfused);
+  EXPECT_EQ(s.run.exec.grad_bits, 32);
+  EXPECT_EQ(s.run.exec.overlap, Overlap{});
+  EXPECT_GE(s.substitutions.size(), 4u);
+  EXPECT_TRUE(s.refusals.empty());
+  // The batch is whole: global = micro-batches x micro-batch x dp.
+  EXPECT_EQ(s.run.exec.global_batch_size % (s.run.exec.micro_batch_size * L.dp), 0);
+  const std::string table = shape_table(s);
+  for (const char* row : {"layers", "hidden", "heads", "kv-heads", "vocab", "micro-batches per pipeline", "bubble",
+                          "(crosses hosts)", "(in a host)", "precision bf16 -> fp32"})
+    EXPECT_NE(table.find(row), std::string::npos) << row << "\n" << table;
+}
+
+TEST(RehearsalShape, GqaKeepsQueryHeadsPerKvHeadAndTpDivides) {
+  RunSpec r = gpt3_plan();
+  r.model = model_preset("llama3-70b");
+  r.exec.sequence_parallel = false;
+  Problems p;
+  const RehearsalShape s = derive_rehearsal(r, 4, 1, 1.0 / 64, 256, p);
+  ASSERT_TRUE(p.empty());
+  const ModelSpec& m = s.run.model;
+  EXPECT_EQ(m.heads / m.kv_heads, r.model.heads / r.model.kv_heads);
+  EXPECT_EQ(m.kv_heads % s.run.layout.tp, 0);
+  EXPECT_EQ(m.head_dim() % 2, 0);
+}
+
+TEST(RehearsalShape, BadSizesAreProblemsNamingTheFlag) {
+  Problems p;
+  derive_rehearsal(gpt3_plan(), 6, 4, 2.0, 256, p);
+  ASSERT_EQ(p.list().size(), 2u);
+  EXPECT_NE(p.list()[0].what.find("--ranks 6 over --hosts 4"), std::string::npos);
+  EXPECT_NE(p.list()[1].what.find("--scale 2"), std::string::npos);
+}
+
+TEST(RehearsalLink, OverrideReplacesKeysInTheirTableAndAddsMissingOnes) {
+  const std::string in = "# c\n[cluster]\nnodes = 1\ngpus-per-node = 2\n\n[cost]\nhbm_efficiency = 0.5\n";
+  const std::string out = override_toml(in, {{"nodes", "2"}, {"inter-latency-us", "40"}}, {{"network_efficiency", "0.8"}});
+  EXPECT_EQ(out, "# c\n[cluster]\nnodes = 2\ngpus-per-node = 2\n\ninter-latency-us = 40\n[cost]\nhbm_efficiency = 0.5\n"
+                 "network_efficiency = 0.8\n");
+}
+
+nlohmann::json report(double compute, double tp, double predicted_compute, double predicted_tp) {
+  nlohmann::json steps = nlohmann::json::array();
+  for (int s = 0; s < 5; ++s) {
+    nlohmann::json ranks = nlohmann::json::array();
+    for (int r = 0; r < 2; ++r)
+      ranks.push_back({{"total_s", compute + tp + (s == 4 ? 1.0 : 0.0)}, {"compute_s", compute}, {"tp_s", tp + (s == 4 ? 1.0 : 0.0)},
+                       {"optimizer_s", 0.0}, {"other_s", 0.0}});
+    steps.push_back({{"step", s}, {"ranks", ranks}});
+  }
+  return {{"warmup_steps", 1}, {"layout", {{"cp", 1}}}, {"steps", steps},
+          {"predicted", {{"step_s", predicted_compute + predicted_tp},
+                         {"terms_s", {{"compute", predicted_compute}, {"tp", predicted_tp}}}}}};
+}
+
+TEST(RehearsalVerdict, MediansIgnoreAnOutlierStepAndTheSentenceNamesTheMiss) {
+  // Step 4 is 1 s slower (an outlier): the median keeps 0.1 s of TP, the spread shows it.
+  const Verdict v = judge_rehearsal(report(1.0, 0.1, 1.0, 0.1), 0.25);
+  EXPECT_TRUE(v.holds) << v.sentence;
+  EXPECT_EQ(v.steps, 4);
+  for (const auto& t : v.terms)
+    if (t.key == "tp") {
+      EXPECT_NEAR(t.median_s, 0.1, 1e-12);
+      EXPECT_NEAR(t.high_s, 1.1, 1e-12);
+    }
+  EXPECT_EQ(v.sentence.rfind("The prediction holds", 0), 0u);
+  const Verdict miss = judge_rehearsal(report(1.0, 0.5, 1.0, 0.1), 0.25);
+  EXPECT_FALSE(miss.holds);
+  EXPECT_NE(miss.sentence.find("TP collectives 5.00x the prediction"), std::string::npos) << miss.sentence;
+  EXPECT_EQ(miss.sentence.find("compute 1"), std::string::npos) << miss.sentence;  // compute holds
+  EXPECT_NE(verdict_text(miss).find("MISSES"), std::string::npos);
+  EXPECT_EQ(verdict_json(miss)["holds"], false);
+}
+
+TEST(RehearsalVerdict, NoPredictionNoVerdict) {
+  nlohmann::json r = report(1.0, 0.1, 1.0, 0.1);
+  r["predicted"] = nullptr;
+  r["prediction_missing"] = "no cluster file";
+  const Verdict v = judge_rehearsal(r, 0.25);
+  EXPECT_FALSE(v.predicted);
+  EXPECT_NE(v.sentence.find("No verdict"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace trident::parallel
