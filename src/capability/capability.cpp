@@ -80,9 +80,23 @@ void check_executable(const RunSpec& r, const std::string& device, const std::ve
   if (L.ep > 1)
     problems.add("expert parallel (ep " + n(L.ep) + ") is not trained by the runtime yet (plan, lint, topo and "
                  "simulate model it)", "use --ep 1 for train", "dist-ep");
-  if (m.is_moe())
-    problems.add("mixture-of-experts models (" + m.name + ", " + n(m.experts) + " experts) are not trained by the "
-                 "runtime yet", "train a dense model (--experts 0 or a gpt2-*/gpt3-* preset)", "train-moe");
+  // The MoE layer (runtime/nn/moe_layer.cpp) keeps every expert on every rank: routed experts
+  // without shared ones, no tp, cp or split backward yet.
+  if (m.is_moe()) {
+    const std::string what = "the mixture-of-experts layer (" + m.name + ", " + n(m.experts) + " experts)";
+    if (m.shared_experts > 0)
+      problems.add(what + " has " + n(m.shared_experts) + " shared experts, which the runtime's MoE layer lacks",
+                   "use --shared-experts 0 for train", "train-moe");
+    if (L.tp > 1)
+      problems.add(what + " runs without tensor parallelism in the runtime (tp " + n(L.tp) + ")",
+                   "use --tp 1 for train", "train-moe");
+    if (L.cp > 1)
+      problems.add(what + " routes whole sequences only in the runtime (cp " + n(L.cp) + " splits them)",
+                   "use --cp 1 for train", "train-moe");
+    if (x.schedule == ScheduleKind::ZeroBubbleH1)
+      problems.add(what + " has no split backward for the zb-h1 schedule",
+                   "use --schedule 1f1b (or gpipe, interleaved)", "train-moe");
+  }
   // ZeRO 1-3 train (grad_sync.h, zero_shards.h). ZeRO-3 gathers each unit's fp32 master weights
   // and the stage computes from them directly: there is no bf16 copy of a gathered unit yet.
   if (x.zero >= 3 && x.precision == Precision::BF16)

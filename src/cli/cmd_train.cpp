@@ -49,6 +49,12 @@ std::vector<OptionDef> train_options() {
       {"threads", "training", "CPU threads per rank (default: OMP_NUM_THREADS when set, else the node's cores / its ranks)", false, "INT", "OMP_NUM_THREADS or cores / ranks"},
       {"device", "training", "cpu (default) or cuda (one GPU, chosen by the node-local rank)", false, "cpu|cuda", "cpu"},
       {"gpu-comm", "training", "how GPU ranks talk: nccl (one GPU per rank) or mpi-host (ranks share GPUs through host-staged MPI; for tests)", false, "nccl|mpi-host", "nccl"},
+      {"moe-aux-loss-coeff", "mixture of experts", "load-balancing loss coefficient (default 0.01)", false, "NUM", "0.01"},
+      {"moe-z-loss-coeff", "mixture of experts", "router z-loss coefficient (default 0)", false, "NUM", "0"},
+      {"moe-drop", "mixture of experts", "drop the assignments past an expert's capacity (default on; --no-moe-drop "
+       "keeps every token)", true, "", "on"},
+      {"moe-normalise", "mixture of experts", "combine weights = the chosen scores over their sum, Mixtral's (default "
+       "on; --no-moe-normalise: the scores themselves)", true, "", "on"},
       {"log-every", "training", "progress line every N steps (default steps/20)", false, "INT", "steps/20", 1},
   };
 }
@@ -176,6 +182,17 @@ int run_train(TrainArgs& args) {
   s.metrics_path = values.get_string("metrics").value_or("");
   s.checkpoint_path = values.get_string("checkpoint").value_or("");
   s.device = values.get_string("device").value_or("cpu");
+  s.moe.aux_coeff = get_double("moe-aux-loss-coeff", 0.01);
+  s.moe.z_coeff = get_double("moe-z-loss-coeff", 0.0);
+  s.moe.drop = values.get_bool("moe-drop", p).value_or(true);
+  s.moe.normalise = values.get_bool("moe-normalise", p).value_or(true);
+  s.moe.capacity_factor = s.run.model.capacity_factor;
+  if (!s.run.model.is_moe())
+    for (const char* name : {"moe-aux-loss-coeff", "moe-z-loss-coeff", "moe-drop", "moe-normalise"})
+      if (values.has(name))
+        p.add(std::string("--") + name + " applies to mixture-of-experts layers, but " + s.run.model.name +
+                  " is dense (it has no experts)",
+              "drop --" + std::string(name) + ", or give --experts N", "train-moe");
   s.gpu_comm = values.get_string("gpu-comm").value_or("");
 
   // Tokenizer (for the checkpoint, so `trident generate` can decode): a BPE file's own, which must be there.

@@ -130,6 +130,21 @@ TEST(CheckDistRun, zero_bubble_h1_and_recomputation_run) {
   EXPECT_EQ(all_problems(s), "");
 }
 
+// The MoE layer trains in one stage model with pp and dp; shared experts, tp, cp and a split
+// backward are refused by name.
+TEST(CheckDistRun, moe_trains_without_tp_cp_and_shared_experts) {
+  auto s = tiny();
+  s.run.model.experts = 4;
+  s.run.model.experts_per_token = 2;
+  s.run.model.expert_ffn_hidden = 64;
+  EXPECT_EQ(all_problems(s), "");
+  s.run.model.shared_experts = 1;
+  s.moe.aux_coeff = -1;
+  const std::string text = all_problems(s);
+  EXPECT_NE(text.find("1 shared experts"), std::string::npos) << text;
+  EXPECT_NE(text.find("[train-moe-coeff]"), std::string::npos) << text;
+}
+
 TEST(CheckDistRun, expert_parallel_and_moe_are_refused_with_a_reason) {
   auto s = tiny();
   s.run.layout = Layout{.tp = 1, .cp = 2, .dp = 2, .pp = 1, .order = "tp-cp-ep-dp-pp", .ep = 2};

@@ -110,8 +110,16 @@ rows = [
     ("--shared-experts", "1", "moe-knobs", r"--shared-experts .*applies to mixture-of-experts"),
     ("--moe-dense-layers", "1", "moe-knobs", r"--moe-dense-layers .*applies to mixture-of-experts"),
     ("--capacity-factor", "1.5", "moe-knobs", r"--capacity-factor .*applies to mixture-of-experts"),
+    ("--moe-drop", None, "moe-knobs", r"--moe-drop applies to mixture-of-experts layers, but .* is dense"),
+    ("--moe-normalise", None, "moe-knobs", r"--moe-normalise applies to mixture-of-experts layers"),
+    # M: a mixture-of-experts model (4 experts, top-2) trains; the start-up table counts its parameters.
+    ("--experts", "4", "M", r"experts +2 MoE layers \(the first 0 dense\).*top-2, no dropping(.|\n)*step +2/2"),
+    ("--moe-z-loss-coeff", "0.001", "M", r"z-loss x 0\.001"),
+    ("--moe-aux-loss-coeff", "0.02", "M", r"router +softmax scores, chosen scores as weights, load-balancing loss x 0\.02"),
+    ("--no-moe-normalise", None, "M", r"chosen scores as weights"),
+    ("--no-moe-drop", None, "M", r"top-2, no dropping"),
     # Refused: what the runtime cannot execute (the capability check), all reported together.
-    ("--experts", "2", "capability", r"mixture-of-experts models .* are not trained"),
+    ("--experts", "2", "capability", r"the mixture-of-experts layer .* routes whole sequences only"),
     ("--kv-heads", "1", "capability", r"grouped-query attention"),
     ("--precision", "bf16", "capability", r"bf16 mixed precision runs on the CUDA backend only"),
     ("--grad-bits", "16", "capability", r"--grad-bits 16: the runtime keeps fp32 gradients"),
@@ -155,9 +163,10 @@ extra = {
     "zb-full": small + ["--schedule", "zb-h1"],
     "CP": small[:-2] + ["--eval-batches", "1"],
     "Z3": small[:-2] + ["--dp", "2", "--eval-batches", "1"],
+    "M": small + ["--eval-batches", "1"],
 }
-must_succeed = {"help", "A", "B", "C", "L", "P", "Z", "CP", "Z3"}
-order = ["help", "A", "B", "C", "L", "P", "Z", "CP", "Z3", "cost-missing", "moe-knobs", "capability", "llama-tied", "zb-full",
+must_succeed = {"help", "A", "B", "C", "L", "P", "Z", "CP", "Z3", "M"}
+order = ["help", "A", "B", "C", "L", "P", "Z", "CP", "Z3", "M", "cost-missing", "moe-knobs", "capability", "llama-tied", "zb-full",
          "device", "gpu-comm", "parse", "sp", "stack"]
 
 # Every option of `trident train --help` has a row.

@@ -36,16 +36,18 @@ struct FnSource final : parallel::BatchSource {
 int main(int argc, char** argv) {
   std::vector<std::string> args;
   std::string device = "cpu", precision = "fp32", family = "gpt";
+  bool moe = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if ((a == "--device" || a == "--precision") && i + 1 < argc) (a == "--device" ? device : precision) = argv[++i];
     else if (a == "--family" && i + 1 < argc) family = argv[++i];
+    else if (a == "--moe") moe = true;
     else args.push_back(a);
   }
   if (args.empty() || args.size() > 2 || (device != "cpu" && device != "cuda") ||
       (precision != "fp32" && precision != "bf16") || (family != "gpt" && family != "llama")) {
     std::fprintf(stderr, "usage: reference_dump OUT_PREFIX [TOKEN_FILE] [--device cpu|cuda] [--precision fp32|bf16]"
-                         " [--family gpt|llama]\n"
+                         " [--family gpt|llama] [--moe]\n"
                          "  with a token file: the default `trident train` model on real text, 8 steps\n");
     return 2;
   }
@@ -56,6 +58,16 @@ int main(int argc, char** argv) {
   if (family == "llama") {
     // Grouped-query attention (4 query heads share 2 kv heads), SwiGLU width not a multiple of C.
     m.family = ModelFamily::Llama, m.heads = 4, m.kv_heads = 2, m.ffn_hidden = 176, m.rope_theta = 500000.0;
+  }
+  parallel::TrainerOptions o;
+  if (moe) {
+    // 3 layers, the first dense; 4 experts, top-2. GPT: raw chosen scores as weights, capacity
+    // factor 1 (tokens dropped); Llama: weights over their sum, no dropping.
+    m.layers = 3, m.experts = 4, m.experts_per_token = 2, m.expert_ffn_hidden = 48, m.moe_dense_layers = 1;
+    m.capacity_factor = 1.0;
+    o.moe.aux_coeff = 0.05, o.moe.z_coeff = 0.01;
+    o.moe.normalise = family == "llama";
+    o.moe.drop = family != "llama";
   }
   int64_t B = 3, accum = 2, steps = 10;
   engine::AdamWConfig opt;
@@ -107,7 +119,6 @@ int main(int argc, char** argv) {
   FnSource source;
   source.fn = batch;
   source.B = B;
-  parallel::TrainerOptions o;
   o.adamw = opt;
   o.seed = 1234;
   o.kernels = k.get();
@@ -122,7 +133,11 @@ int main(int argc, char** argv) {
                  {"seq_len", m.seq_len}, {"vocab", m.vocab}, {"micro_batch", B}, {"grad_accum", accum},
                  {"steps", steps}, {"lr", opt.lr}, {"min_lr", opt.min_lr}, {"warmup_steps", opt.warmup_steps},
                  {"decay_steps", opt.decay_steps}, {"weight_decay", opt.weight_decay}, {"grad_clip", opt.grad_clip},
-                 {"beta1", opt.beta1}, {"beta2", opt.beta2}, {"eps", opt.eps}};
+                 {"beta1", opt.beta1}, {"beta2", opt.beta2}, {"eps", opt.eps}, {"experts", m.experts},
+                 {"experts_per_token", m.experts_per_token}, {"expert_ffn_hidden", m.expert_ffn_hidden},
+                 {"moe_dense_layers", m.moe_dense_layers}, {"capacity_factor", m.capacity_factor},
+                 {"moe_normalise", o.moe.normalise}, {"moe_drop", o.moe.drop}, {"moe_aux_coeff", o.moe.aux_coeff},
+                 {"moe_z_coeff", o.moe.z_coeff}};
   j["device"] = device;
   j["precision"] = precision;
   std::ofstream bin(prefix + ".bin", std::ios::binary);
@@ -169,6 +184,12 @@ int main(int argc, char** argv) {
   }
   const float loss = float(g.loss_sum(acts) / double(N));
   put("loss", &loss, 1, "f32");
+  const float aux = float(g.moe_aux_loss(acts));
+  put("moe_aux_loss", &aux, 1, "f32");
+  int32_t dropped = 0;
+  for (int64_t i = 0; i < g.layout().num_layers(); ++i)
+    if (const nn::MoeRouting* r = acts.routing(i)) dropped += int32_t(r->dropped);
+  put("moe_dropped", &dropped, 1, "i32");
   g.backward(acts, tok.data(), tgt.data(), 1.0f / float(N));
   put_device("grads", kernels::Tensor(g.grads(), size_t(P)));
 

@@ -25,16 +25,80 @@ torch.set_num_threads(1)
 torch.manual_seed(0)
 
 
+class MoE(nn.Module):
+    """Mixture of experts written from its definition: softmax router, top-k, combine weights
+    (raw scores or normalised over the k), capacity ceil(cf N k / E) per expert keeping the
+    first assignments in token order, experts as the family's MLP; the load-balancing loss
+    coeff E/k sum_e P_e f_e (f_e before dropping, no gradient) and the z-loss."""
+
+    def __init__(self, C, cfg, llama):
+        super().__init__()
+        E, Fe = cfg["experts"], cfg["expert_ffn_hidden"]
+        self.E, self.k, self.Fe, self.llama, self.cfg = E, cfg["experts_per_token"], Fe, llama, cfg
+        self.router = nn.Linear(C, E, bias=False)
+        fin = 2 * Fe if llama else Fe
+        self.fc = nn.Parameter(torch.zeros(E * fin, C))
+        self.fc_proj = nn.Parameter(torch.zeros(E * C, Fe))
+        if not llama:
+            self.fc_b = nn.Parameter(torch.zeros(E * Fe))
+            self.fc_proj_b = nn.Parameter(torch.zeros(E * C))
+
+    def expert(self, e, x):
+        C, Fe = x.shape[1], self.Fe
+        if self.llama:
+            gu = x @ self.fc[e * 2 * Fe:(e + 1) * 2 * Fe].T
+            h = F.silu(gu[:, :Fe]) * gu[:, Fe:]
+            return h @ self.fc_proj[e * C:(e + 1) * C].T
+        h = F.gelu(x @ self.fc[e * Fe:(e + 1) * Fe].T + self.fc_b[e * Fe:(e + 1) * Fe], approximate="tanh")
+        return h @ self.fc_proj[e * C:(e + 1) * C].T + self.fc_proj_b[e * C:(e + 1) * C]
+
+    def forward(self, x):
+        shape, C = x.shape, x.shape[-1]
+        x = x.reshape(-1, C)
+        N, E, k, c = x.shape[0], self.E, self.k, self.cfg
+        logits = self.router(x)
+        probs = logits.softmax(-1)
+        top, idx = probs.topk(k, dim=-1)
+        w = top / top.sum(-1, keepdim=True) if c["moe_normalise"] else top
+        cap = math.ceil(c["capacity_factor"] * N * k / E) if c["moe_drop"] else N
+        onehot = F.one_hot(idx.reshape(-1), E)  # assignments in token order
+        position = (onehot.cumsum(0) - 1)[torch.arange(N * k), idx.reshape(-1)].view(N, k)
+        keep = position < cap
+        out = torch.zeros_like(x)
+        for e in range(E):
+            t, j = torch.nonzero((idx == e) & keep, as_tuple=True)
+            if len(t):
+                out = out.index_add(0, t, w[t, j].unsqueeze(1) * self.expert(e, x[t]))
+        f = onehot.sum(0).to(x.dtype) / N
+        aux = c["moe_aux_coeff"] * E / k * (probs.mean(0) * f).sum()
+        z = c["moe_z_coeff"] * (torch.logsumexp(logits, -1) ** 2).mean()
+        self.dropped = int((~keep).sum())
+        return out.view(shape), aux + z
+
+    def names(self, p):
+        if self.llama:
+            return {p + "router_w": self.router.weight, p + "experts.gate_up_w": self.fc,
+                    p + "experts.fc_proj_w": self.fc_proj}
+        return {p + "router_w": self.router.weight, p + "experts.fc_w": self.fc, p + "experts.fc_b": self.fc_b,
+                p + "experts.fc_proj_w": self.fc_proj, p + "experts.fc_proj_b": self.fc_proj_b}
+
+
+def is_moe_layer(cfg, i):
+    return cfg.get("experts", 0) > 0 and i >= cfg.get("moe_dense_layers", 0)
+
+
 class Block(nn.Module):
-    def __init__(self, C, nh, Fh):
+    def __init__(self, C, nh, Fh, moe=None):
         super().__init__()
         self.nh = nh
         self.ln1 = nn.LayerNorm(C)
         self.qkv = nn.Linear(C, 3 * C)
         self.proj = nn.Linear(C, C)
         self.ln2 = nn.LayerNorm(C)
-        self.fc = nn.Linear(C, Fh)
-        self.fc_proj = nn.Linear(Fh, C)
+        self.moe = moe
+        if moe is None:
+            self.fc = nn.Linear(C, Fh)
+            self.fc_proj = nn.Linear(Fh, C)
 
     def forward(self, x):
         B, T, C = x.shape
@@ -47,7 +111,10 @@ class Block(nn.Module):
         att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
         y = (att @ v).transpose(1, 2).reshape(B, T, C)
         x = x + self.proj(y)
-        return x + self.fc_proj(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
+        if self.moe is not None:
+            out, aux = self.moe(self.ln2(x))
+            return x + out, aux
+        return x + self.fc_proj(F.gelu(self.fc(self.ln2(x)), approximate="tanh")), 0.0
 
 
 class GPT(nn.Module):
@@ -56,14 +123,17 @@ class GPT(nn.Module):
         C, V, T = cfg["hidden"], cfg["vocab"], cfg["seq_len"]
         self.wte = nn.Embedding(V, C)
         self.wpe = nn.Embedding(T, C)
-        self.blocks = nn.ModuleList(Block(C, cfg["heads"], cfg["ffn_hidden"]) for _ in range(cfg["layers"]))
+        self.blocks = nn.ModuleList(Block(C, cfg["heads"], cfg["ffn_hidden"], MoE(C, cfg, False) if is_moe_layer(cfg, i)
+                                          else None) for i in range(cfg["layers"]))
         self.lnf = nn.LayerNorm(C)
 
     def forward(self, idx, targets):
         B, T = idx.shape
         x = self.wte(idx) + self.wpe(torch.arange(T))
+        self.aux = 0.0
         for b in self.blocks:
-            x = b(x)
+            x, aux = b(x)
+            self.aux = self.aux + aux
         logits = self.lnf(x) @ self.wte.weight.T  # tied head
         return logits, F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
 
@@ -74,8 +144,12 @@ class GPT(nn.Module):
             p = f"layers.{i}."
             out.update({p + "ln1_w": b.ln1.weight, p + "ln1_b": b.ln1.bias, p + "qkv_w": b.qkv.weight,
                         p + "qkv_b": b.qkv.bias, p + "attn_proj_w": b.proj.weight, p + "attn_proj_b": b.proj.bias,
-                        p + "ln2_w": b.ln2.weight, p + "ln2_b": b.ln2.bias, p + "fc_w": b.fc.weight,
-                        p + "fc_b": b.fc.bias, p + "fc_proj_w": b.fc_proj.weight, p + "fc_proj_b": b.fc_proj.bias})
+                        p + "ln2_w": b.ln2.weight, p + "ln2_b": b.ln2.bias})
+            if b.moe is not None:
+                out.update(b.moe.names(p))
+            else:
+                out.update({p + "fc_w": b.fc.weight, p + "fc_b": b.fc.bias, p + "fc_proj_w": b.fc_proj.weight,
+                            p + "fc_proj_b": b.fc_proj.bias})
         return out
 
 
@@ -95,16 +169,17 @@ def rotate(x, cos, sin):
 
 
 class LlamaBlock(nn.Module):
-    def __init__(self, C, nh, nkv, Fh):
+    def __init__(self, C, nh, nkv, Fh, moe=None):
         super().__init__()
-        self.nh, self.nkv, self.hd, self.Fh = nh, nkv, C // nh, Fh
+        self.nh, self.nkv, self.hd, self.Fh, self.moe = nh, nkv, C // nh, Fh, moe
         self.ln1 = RMSNorm(C)
         self.q = nn.Linear(C, C, bias=False)
         self.kv = nn.Linear(C, 2 * nkv * self.hd, bias=False)  # keys of all kv heads, then values
         self.proj = nn.Linear(C, C, bias=False)
         self.ln2 = RMSNorm(C)
-        self.gate_up = nn.Linear(C, 2 * Fh, bias=False)  # gate rows, then up rows
-        self.down = nn.Linear(Fh, C, bias=False)
+        if moe is None:
+            self.gate_up = nn.Linear(C, 2 * Fh, bias=False)  # gate rows, then up rows
+            self.down = nn.Linear(Fh, C, bias=False)
 
     def forward(self, x, cos, sin):
         B, T, C = x.shape
@@ -120,8 +195,11 @@ class LlamaBlock(nn.Module):
         mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
         att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
         x = x + self.proj((att @ v).transpose(1, 2).reshape(B, T, C))
+        if self.moe is not None:
+            out, aux = self.moe(self.ln2(x))
+            return x + out, aux
         g, u = self.gate_up(self.ln2(x)).split(self.Fh, dim=2)
-        return x + self.down(F.silu(g) * u)
+        return x + self.down(F.silu(g) * u), 0.0
 
 
 class Llama(nn.Module):
@@ -130,8 +208,9 @@ class Llama(nn.Module):
         C, V = cfg["hidden"], cfg["vocab"]
         self.hd, self.theta = C // cfg["heads"], cfg["rope_theta"]
         self.wte = nn.Embedding(V, C)
-        self.blocks = nn.ModuleList(LlamaBlock(C, cfg["heads"], cfg["kv_heads"], cfg["ffn_hidden"])
-                                    for _ in range(cfg["layers"]))
+        self.blocks = nn.ModuleList(LlamaBlock(C, cfg["heads"], cfg["kv_heads"], cfg["ffn_hidden"],
+                                               MoE(C, cfg, True) if is_moe_layer(cfg, i) else None)
+                                    for i in range(cfg["layers"]))
         self.lnf = RMSNorm(C)
         self.head = nn.Linear(C, V, bias=False)  # untied
 
@@ -141,8 +220,10 @@ class Llama(nn.Module):
         ang = torch.outer(torch.arange(T, dtype=torch.float64), inv)
         cos, sin = ang.cos().float(), ang.sin().float()
         x = self.wte(idx)
+        self.aux = 0.0
         for b in self.blocks:
-            x = b(x, cos, sin)
+            x, aux = b(x, cos, sin)
+            self.aux = self.aux + aux
         logits = self.head(self.lnf(x))
         return logits, F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
 
@@ -151,8 +232,11 @@ class Llama(nn.Module):
         for i, b in enumerate(self.blocks):
             p = f"layers.{i}."
             out.update({p + "ln1_w": b.ln1.weight, p + "q_w": b.q.weight, p + "kv_w": b.kv.weight,
-                        p + "attn_proj_w": b.proj.weight, p + "ln2_w": b.ln2.weight,
-                        p + "gate_up_w": b.gate_up.weight, p + "fc_proj_w": b.down.weight})
+                        p + "attn_proj_w": b.proj.weight, p + "ln2_w": b.ln2.weight})
+            if b.moe is not None:
+                out.update(b.moe.names(p))
+            else:
+                out.update({p + "gate_up_w": b.gate_up.weight, p + "fc_proj_w": b.down.weight})
         return out
 
 
@@ -214,9 +298,16 @@ def main():
     idx = torch.from_numpy(arr("tokens").astype(np.int64)).view(B, T)
     tgt = torch.from_numpy(arr("targets").astype(np.int64)).view(B, T)
     logits, loss = model(idx, tgt)
-    loss.backward()
+    (loss + model.aux).backward()
     check("logits", arr("logits"), logits.detach().numpy().reshape(-1), 1e-4, 1e-4, "logits")
     check("loss", arr("loss"), [loss.item()], 1e-5, 1e-5, "loss")
+    if cfg.get("experts", 0) > 0:
+        check("moe auxiliary losses", arr("moe_aux_loss"), [float(model.aux)], 1e-5, 1e-6, "loss")
+        dropped = sum(b.moe.dropped for b in model.blocks if b.moe is not None)
+        print(f"{'ok' if dropped == arr('moe_dropped')[0] else 'FAIL':4} dropped assignments: trident "
+              f"{arr('moe_dropped')[0]}, pytorch {dropped}")
+        if dropped != arr("moe_dropped")[0]:
+            failures.append("dropped assignments")
     for t in meta["tensors"]:
         n = t["rows"] * t["cols"]
         g = named[t["name"]].grad.numpy().reshape(-1)
@@ -245,7 +336,7 @@ def main():
             i = torch.from_numpy(tt[s:s + per]).view(B, T)
             g = torch.from_numpy(tg[s:s + per]).view(B, T)
             _, l = model(i, g)
-            (l / accum).backward()
+            ((l + model.aux) / accum).backward()
             total += l.item() / accum
         losses.append(total)
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg["grad_clip"])

@@ -9,6 +9,7 @@
 #include "runtime/cuda/kernels.h"
 #include "runtime/cuda/kernels_engine.h"
 #include "runtime/cuda/kernels_llama.h"
+#include "runtime/cuda/kernels_moe.h"
 #include "runtime/cuda/matmul.h"
 
 namespace trident::cuda {
@@ -249,6 +250,31 @@ void CudaKernels::swiglu_backward(const Tensor& dgate_up, const Tensor& gate_up,
     const kernels::DType t = dgate_up.dtype;
     cuda::swiglu_backward<T>(ptr<T>(dgate_up, t, op), ptr<T>(gate_up, t, op), ptr<T>(dout, t, op), size_t(N), int(F),
                              stream_);
+  });
+}
+void CudaKernels::gather_rows(const Tensor& dst, const Tensor& src, const int32_t* rows, const float* scale, int64_t n,
+                              int64_t C) {
+  const char* op = "gather_rows";
+  dispatch(dst, op, [&](auto tag) {
+    using T = decltype(tag);
+    cuda::gather_rows<T>(ptr<T>(dst, dst.dtype, op), ptr<T>(src, dst.dtype, op), rows, scale, int(n), int(C), stream_);
+  });
+}
+void CudaKernels::combine_rows(const Tensor& out, const Tensor& src, const int32_t* pos, const float* w, int64_t N,
+                               int64_t k, int64_t C) {
+  const char* op = "combine_rows";
+  dispatch(out, op, [&](auto tag) {
+    using T = decltype(tag);
+    cuda::combine_rows<T>(ptr<T>(out, out.dtype, op), ptr<T>(src, out.dtype, op), pos, w, int(N), int(k), int(C),
+                          stream_);
+  });
+}
+void CudaKernels::gather_row_dots(float* dots, const Tensor& a, const int32_t* rows, const Tensor& b, int64_t n,
+                                  int64_t C) {
+  const char* op = "gather_row_dots";
+  dispatch(a, op, [&](auto tag) {
+    using T = decltype(tag);
+    cuda::gather_row_dots<T>(dots, ptr<T>(a, a.dtype, op), rows, ptr<T>(b, a.dtype, op), int(n), int(C), stream_);
   });
 }
 void CudaKernels::rope(const Tensor& x, int64_t B, int64_t T, int64_t heads, int64_t hd, int64_t row, float theta,

@@ -69,6 +69,12 @@ class CudaKernels final : public kernels::Kernels {
                        int64_t C) override;
   void rmsnorm_backward(const Tensor& dinp, float* dweight, const Tensor& dout, const Tensor& inp,
                         const Tensor& weight, const float* rstd, int64_t N, int64_t C) override;
+  void gather_rows(const Tensor& dst, const Tensor& src, const int32_t* rows, const float* scale, int64_t n,
+                   int64_t C) override;
+  void combine_rows(const Tensor& out, const Tensor& src, const int32_t* pos, const float* w, int64_t N, int64_t k,
+                    int64_t C) override;
+  void gather_row_dots(float* dots, const Tensor& a, const int32_t* rows, const Tensor& b, int64_t n,
+                       int64_t C) override;
   void swiglu_forward(const Tensor& out, const Tensor& gate_up, int64_t N, int64_t F) override;
   void swiglu_backward(const Tensor& dgate_up, const Tensor& gate_up, const Tensor& dout, int64_t N,
                        int64_t F) override;

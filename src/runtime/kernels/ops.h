@@ -194,6 +194,19 @@ class Kernels {
   virtual void rope_at(const Tensor& x, int64_t T, int64_t heads, int64_t hd, int64_t row, float theta, bool inverse,
                        int64_t first_position);
 
+  // ---- mixture of experts: rows moved between token order and expert order (the dispatch and
+  // combine of a MoE layer). Row indices are int32 in device memory; scales and weights fp32.
+  // dst[i, :] = src[rows[i], :] * (scale ? scale[i] : 1) for i < n (overwritten).
+  virtual void gather_rows(const Tensor& dst, const Tensor& src, const int32_t* rows, const float* scale, int64_t n,
+                           int64_t C) = 0;
+  // out[t, :] = sum over j < k with pos[t k + j] >= 0 of (w ? w[t k + j] : 1) * src[pos[t k + j], :],
+  // for t < N (overwritten; 0 for a token with no kept slot). Deterministic: j in order.
+  virtual void combine_rows(const Tensor& out, const Tensor& src, const int32_t* pos, const float* w, int64_t N,
+                            int64_t k, int64_t C) = 0;
+  // dots[i] = sum_c a[rows[i], c] * b[i, c] for i < n (fp32).
+  virtual void gather_row_dots(float* dots, const Tensor& a, const int32_t* rows, const Tensor& b, int64_t n,
+                               int64_t C) = 0;
+
   // ---- embeddings
   // out[N,C] = wte[tok - v_offset] for tokens in [v_offset, v_offset+V_local), 0 for the others.
   virtual void embedding_forward(const Tensor& out, const int32_t* tokens, const Tensor& wte, int64_t N,

@@ -29,9 +29,10 @@ struct LayerRegions {
   size_t ln1 = kNone, ln1_mean = kNone, ln1_rstd = kNone, qkv = kNone, q = kNone, kv = kNone, probs = kNone,
          atty = kNone, res_mid = kNone, ln2 = kNone, ln2_mean = kNone, ln2_rstd = kNone, fch = kNone,
          fch_gelu = kNone, res_out = kNone, d_out = kNone, d_mid = kNone;
+  size_t xs = kNone, hpre = kNone, h = kNone, ys = kNone, rows = kNone, pos = kNone, weight = kNone, row_weight = kNone;
 };
 
-LayerRegions add_layer(BufferPlan& p, const GptStage& stage, Keep keep) {
+LayerRegions add_layer(BufferPlan& p, const GptStage& stage, Keep keep, bool moe) {
   const Shard& s = stage.shard();
   const DType dt = stage.compute_dtype();
   const size_t N = size_t(stage.N()), C = size_t(s.C()), A = size_t(s.attn_local()), F = size_t(s.ffn_local());
@@ -61,8 +62,21 @@ LayerRegions add_layer(BufferPlan& p, const GptStage& stage, Keep keep) {
     r.ln2 = p.add(norm, dt, Nl * C);
     if (!llama) r.ln2_mean = p.add_f32(stats, Nl);
     r.ln2_rstd = p.add_f32(stats, Nl);
-    r.fch = p.add(llama ? "MLP gate and up" : "MLP pre-GELU", dt, N * F_in);
-    r.fch_gelu = p.add(llama ? "MLP post-SwiGLU" : "MLP post-GELU", dt, N * F);
+    if (moe) {
+      // Every assignment may be kept (no dropping): N k rows in expert order.
+      const size_t M = N * size_t(s.model.experts_per_token), Fe = size_t(s.expert_ffn());
+      r.xs = p.add("experts' inputs and outputs", dt, M * C);
+      r.hpre = p.add(llama ? "experts' gate and up" : "experts' pre-GELU", dt, M * (llama ? 2 * Fe : Fe));
+      r.h = p.add(llama ? "experts' post-SwiGLU" : "experts' post-GELU", dt, M * Fe);
+      r.ys = p.add("experts' inputs and outputs", dt, M * C);
+      r.rows = p.add_f32("routing", M);
+      r.pos = p.add_f32("routing", M);
+      r.weight = p.add_f32("routing", M);
+      r.row_weight = p.add_f32("routing", M);
+    } else {
+      r.fch = p.add(llama ? "MLP gate and up" : "MLP pre-GELU", dt, N * F_in);
+      r.fch_gelu = p.add(llama ? "MLP post-SwiGLU" : "MLP post-GELU", dt, N * F);
+    }
   }
   if (keep.res_out) r.res_out = p.add("residual stream", dt, Nl * C);
   if (keep.split_gradients) {
@@ -76,12 +90,19 @@ LayerRegions add_layer(BufferPlan& p, const GptStage& stage, Keep keep) {
 LayerActs layer_views(const BufferPlan& p, const LayerRegions& r, const LayerActs& rest) {
   auto t = [&](size_t i, const Tensor& other) { return i == kNone ? other : p.tensor(i); };
   auto f = [&](size_t i, float* other) { return i == kNone ? other : p.f32(i); };
-  return {t(r.ln1, rest.ln1),        f(r.ln1_mean, rest.ln1_mean), f(r.ln1_rstd, rest.ln1_rstd),
+  auto ints = [&](size_t i, int32_t* other) { return i == kNone ? other : reinterpret_cast<int32_t*>(p.f32(i)); };
+  LayerActs a{t(r.ln1, rest.ln1),        f(r.ln1_mean, rest.ln1_mean), f(r.ln1_rstd, rest.ln1_rstd),
           t(r.qkv, rest.qkv),        t(r.q, rest.q),               t(r.kv, rest.kv),
           f(r.probs, rest.probs),    t(r.atty, rest.atty),         t(r.res_mid, rest.res_mid),
           t(r.ln2, rest.ln2),        f(r.ln2_mean, rest.ln2_mean), f(r.ln2_rstd, rest.ln2_rstd),
           t(r.fch, rest.fch),        t(r.fch_gelu, rest.fch_gelu), t(r.res_out, rest.res_out),
           t(r.d_out, rest.d_out),    t(r.d_mid, rest.d_mid)};
+  // Device int32 arrays live in fp32 regions (same size; the copies are bitwise).
+  const MoeActs& o = rest.moe;
+  a.moe = {t(r.xs, o.xs),          t(r.hpre, o.hpre),         t(r.h, o.h),
+           t(r.ys, o.ys),          ints(r.rows, o.rows),      ints(r.pos, o.pos),
+           f(r.weight, o.weight),  f(r.row_weight, o.row_weight), o.route};
+  return a;
 }
 
 // What a micro-batch keeps of each layer under a recomputation recipe. Ring attention keeps
@@ -106,7 +127,7 @@ Activations::Activations(const GptStage& stage) : plan_(stage.kernels()) {
   Keep keep = kept_by_micro_batch(stage.recompute(), stage.context().active());
   keep.split_gradients = stage.split_backward();
   std::vector<LayerRegions> layers;
-  for (int64_t l = 0; l < s.num_layers(); ++l) layers.push_back(add_layer(p, stage, keep));
+  for (int64_t l = 0; l < s.num_layers(); ++l) layers.push_back(add_layer(p, stage, keep, s.moe_layer(s.first_layer + l)));
   size_t lnf = 0, lnf_mean = kNone, lnf_rstd = 0, logits = 0, losses = 0, row_max = 0, sumexp = 0, target = 0;
   if (s.has_output) {
     lnf = p.add(norm, dt, Nl * C);
@@ -120,7 +141,15 @@ Activations::Activations(const GptStage& stage) : plan_(stage.kernels()) {
   }
   p.allocate();
   res_in_ = p.tensor(res_in);
-  for (const LayerRegions& r : layers) layers_.push_back(layer_views(p, r, stage.rc_acts_));
+  routes_.resize(layers.size());
+  for (size_t l = 0; l < layers.size(); ++l) {
+    layers_.push_back(layer_views(p, layers[l], stage.rc_acts_));
+    // A MoE layer's routing: its own, or the layer scratch's under full recomputation.
+    if (s.moe_layer(s.first_layer + int64_t(l)))
+      layers_.back().moe.route = stage.recompute() == Recompute::Full ? &stage.rc_route_ : &routes_[l];
+    else
+      layers_.back().moe = MoeActs{};
+  }
   out_ = layers_.empty() ? res_in_ : layers_.back().res_out;
   if (s.has_output) {
     lnf_ = p.tensor(lnf);
@@ -190,6 +219,9 @@ GptStage::GptStage(Kernels& k, const Shard& shard, int64_t B, int64_t T, comm::C
                                   std::to_string(s.model.heads) + ") and divide or be a multiple of tp (" +
                                   std::to_string(s.tp_size) + ")");
   }
+  if (s.has_moe() && (s.tp_size > 1 || split_backward || (cp && cp->size() > 1)))
+    throw std::invalid_argument("GptStage: mixture-of-experts layers run without tensor parallelism, context "
+                                "parallelism and a split backward");
   if (sp_ && T_ % s.tp_size != 0)
     throw std::invalid_argument("GptStage: sequence parallel needs T (" + std::to_string(T_) +
                                 ") divisible by tp_size (" + std::to_string(s.tp_size) + ")");
@@ -226,7 +258,29 @@ GptStage::GptStage(Kernels& k, const Shard& shard, int64_t B, int64_t T, comm::C
     r_dtmp2 = p.add("gradient scratch", compute, N * C);
     if (kv_replicated) r_kvgrad = p.add_f32("replicated kv gradients", size_t(s.kv_heads() * s.kv_local() * s.C()));
   }
+  size_t r_moe_logits = 0, r_moe_f32 = 0, r_dys = 0, r_dh = 0, r_dhpre = 0, r_dxs = 0, r_mdx = 0, r_dots = 0;
+  if (s.has_moe()) {
+    const size_t E = size_t(s.model.experts), M = N * size_t(s.model.experts_per_token), Fe = size_t(s.expert_ffn());
+    r_moe_logits = p.add("router scratch", compute, N * E);
+    r_moe_f32 = p.add_f32("router scratch", N * E);
+    r_dys = p.add("experts' gradient scratch", compute, M * C);
+    r_dh = p.add("experts' gradient scratch", compute, M * Fe);
+    r_dhpre = p.add("experts' gradient scratch", compute, M * (llama ? 2 * Fe : Fe));
+    r_dxs = p.add("experts' gradient scratch", compute, M * C);
+    r_mdx = p.add("router scratch", compute, N * C);
+    r_dots = p.add_f32("router scratch", M);
+  }
   p.allocate();
+  if (s.has_moe()) {
+    moe_logits_ = p.tensor(r_moe_logits);
+    moe_f32_ = p.f32(r_moe_f32);
+    moe_dys_ = p.tensor(r_dys);
+    moe_dh_ = p.tensor(r_dh);
+    moe_dhpre_ = p.tensor(r_dhpre);
+    moe_dxs_ = p.tensor(r_dxs);
+    moe_dx_ = p.tensor(r_mdx);
+    moe_dots_ = p.f32(r_dots);
+  }
   if (llama) {
     dmlp_ = p.tensor(r_dmlp);
     dkv_ = p.tensor(r_dkv);
@@ -250,11 +304,13 @@ GptStage::GptStage(Kernels& k, const Shard& shard, int64_t B, int64_t T, comm::C
   // Layer scratch shared by the micro-batches: what they do not keep (full recomputation: a
   // whole layer, its output included, so recomputing never writes a kept tensor; selective: the
   // probabilities) and Llama's forward-only q and kv.
-  if (rc_ != Recompute::None || llama) {
+  if (rc_ != Recompute::None || llama || s.has_moe()) {
     const Keep keep = kept_by_micro_batch(rc_, ring_ != nullptr);
-    const LayerRegions r = add_layer(rc_plan_, *this, {!keep.probs, !keep.internals, rc_ == Recompute::Full, true});
+    const LayerRegions r =
+        add_layer(rc_plan_, *this, {!keep.probs, !keep.internals, rc_ == Recompute::Full, true}, s.has_moe());
     rc_plan_.allocate();
     rc_acts_ = layer_views(rc_plan_, r, LayerActs{});
+    rc_acts_.moe.route = &rc_route_;
   }
 }
 
@@ -428,8 +484,10 @@ void GptStage::forward(Activations& a, const int32_t* tokens, const int32_t* tar
     if (layout_.wpe >= 0) add_positions(a.res_in_);
   }  // else: the previous stage's output was received into res_in_
   Tensor res = a.res_in_;
+  a.moe_aux_ = 0;
   for (int64_t i = 0; i < layout_.num_layers(); ++i) {
     layer_forward(a, i, res);
+    if (const MoeRouting* r = a.routing(i)) a.moe_aux_ += r->aux_loss + r->z_loss;
     res = a.layers_[i].res_out;
   }
   if (s.has_output) {
@@ -488,6 +546,7 @@ void GptStage::backward_pass(Activations& a, const int32_t* tokens, const int32_
   const int64_t N = this->N(), C = s.C(), V = s.vocab_local(), Nl = tokens_local();
   const int64_t L = layout_.num_layers();
   const Tensor dres = dres_.slice(0, size_t(Nl * C));
+  moe_aux_weight_ = dloss * float(N);
   if (s.has_output) {
     const Tensor res = L > 0 ? a.layers_[L - 1].res_out : a.res_in_;
     k_.xent_backward_inplace(a.logits_, a.row_max_, a.sumexp_, targets, dloss, N, V, s.vocab_valid(), s.vocab_offset());
@@ -550,9 +609,13 @@ void GptStage::gpt_layer_forward(const LayerActs& x, int64_t i, const Tensor& re
   reduce_rows(x.res_mid, mid);
   k_.add_inplace(x.res_mid, res_in);
   const Tensor ln2 = norm_full(x.ln2, x.ln2_mean, x.ln2_rstd, x.res_mid, p.ln2_w, p.ln2_b);
-  k_.linear_forward(x.fch, ln2, W(p.fc_w, F * C), W(p.fc_b, F), N, C, F);
-  k_.gelu_forward(x.fch_gelu, x.fch);
-  k_.linear_forward(out, x.fch_gelu, W(p.fc_proj_w, C * F), tp_lead() ? W(p.fc_proj_b, C) : Tensor(), N, F, C);
+  if (p.moe) {
+    moe_forward(x.moe, p, ln2, out);
+  } else {
+    k_.linear_forward(x.fch, ln2, W(p.fc_w, F * C), W(p.fc_b, F), N, C, F);
+    k_.gelu_forward(x.fch_gelu, x.fch);
+    k_.linear_forward(out, x.fch_gelu, W(p.fc_proj_w, C * F), tp_lead() ? W(p.fc_proj_b, C) : Tensor(), N, F, C);
+  }
   reduce_rows(x.res_out, out);
   k_.add_inplace(x.res_out, x.res_mid);
 }
@@ -569,11 +632,15 @@ void GptStage::gpt_layer_backward(const LayerActs& x, int64_t i, const Tensor& r
   // output gradients they need instead (gpt_layer_weights).
   const int64_t Nl = tokens_local();
   keep(x.d_out, dres);
-  k_.linear_backward(dbig_f, wgrad(p.fc_proj_w), wgrad(p.fc_proj_b), full_grad(dres), winput(x.fch_gelu),
-                     W(p.fc_proj_w, C * F), N, F, C);
-  k_.gelu_backward(dbig_f, x.fch, dbig_f);
-  keep(x.fch, dbig_f);  // the pre-GELU activation is read: its region holds fc's output gradient
-  k_.linear_backward(dtmp_, wgrad(p.fc_w), wgrad(p.fc_b), dbig_f, winput_rows(x.ln2), W(p.fc_w, F * C), N, C, F);
+  if (p.moe) {
+    moe_backward(x.moe, p, x.ln2, full_grad(dres), dtmp_);
+  } else {
+    k_.linear_backward(dbig_f, wgrad(p.fc_proj_w), wgrad(p.fc_proj_b), full_grad(dres), winput(x.fch_gelu),
+                       W(p.fc_proj_w, C * F), N, F, C);
+    k_.gelu_backward(dbig_f, x.fch, dbig_f);
+    keep(x.fch, dbig_f);  // the pre-GELU activation is read: its region holds fc's output gradient
+    k_.linear_backward(dtmp_, wgrad(p.fc_w), wgrad(p.fc_b), dbig_f, winput_rows(x.ln2), W(p.fc_w, F * C), N, C, F);
+  }
   k_.layernorm_backward(dres, norm_grad(p.ln2_w, 0), norm_grad(p.ln2_b, 1), local_grad(dtmp_), x.res_mid,
                         W(p.ln2_w, C), x.ln2_mean, x.ln2_rstd, Nl, C);
   // Attention: projection (row-parallel), attention, QKV (column-parallel: all-reduce dinp).

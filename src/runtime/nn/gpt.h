@@ -105,6 +105,17 @@ namespace trident::nn {
 
 using kernels::Tensor;
 
+// A mixture-of-experts layer's views (moe_layer.cpp): its assignments in expert order (M <= N k
+// rows) through the experts' MLPs, the routing's device arrays, and the host routing.
+struct MoeActs {
+  Tensor xs, hpre, h, ys;      // [M, C] gathered inputs, [M, F_in] before the activation, [M, F] after, [M, C] outputs
+  int32_t* rows = nullptr;     // [M] token of each row (device int32)
+  int32_t* pos = nullptr;      // [N k] row of each assignment, -1 when dropped
+  float* weight = nullptr;     // [N k] combine weights
+  float* row_weight = nullptr; // [M]
+  MoeRouting* route = nullptr; // host
+};
+
 // Per-layer activation views kept for the backward (regions of the Activations buffer). Tensors
 // are in the stage's compute dtype; statistics and attention probabilities are fp32.
 struct LayerActs {
@@ -125,6 +136,7 @@ struct LayerActs {
   // input projection's output gradient in fch and the q/k/v projections' in qkv (both dead once
   // the input gradients are through).
   Tensor d_out, d_mid;
+  MoeActs moe;                // mixture-of-experts layers only (fch, fch_gelu are then empty)
 };
 
 class GptStage;
@@ -143,6 +155,9 @@ class Activations {
   const LayerActs& layer(int64_t i) const { return layers_[i]; }
   Tensor logits() { return logits_; }       // [N, padded V/tp] (row stride Shard::vocab_local()), compute dtype (overwritten by its gradient in backward)
   float* losses() { return losses_; }       // [N] per-token losses (has_output)
+  // Mixture of experts: the routing of each MoE layer of the last forward (nullptr for a dense
+  // layer; under full recomputation the stage's scratch routing, the last layer recomputed).
+  const MoeRouting* routing(int64_t i) const { return layers_[i].moe.route; }
   int64_t floats() const { return int64_t(plan_.bytes() / sizeof(float)); }
   std::string memory_table() const { return plan_.table("activations of one micro-batch"); }
 
@@ -152,6 +167,8 @@ class Activations {
   Tensor res_in_;                 // [Nl,C] compute dtype: embedding output or converted input
   Tensor out_;                    // the last residual (res_in_ when the stage holds no layer)
   std::vector<LayerActs> layers_;
+  std::vector<MoeRouting> routes_;  // one per layer (used by the MoE layers)
+  double moe_aux_ = 0;              // the MoE layers' auxiliary losses of the last forward
   Tensor lnf_, logits_;
   float *lnf_mean_ = nullptr, *lnf_rstd_ = nullptr, *losses_ = nullptr;
   float *row_max_ = nullptr, *sumexp_ = nullptr, *target_logit_ = nullptr;
@@ -219,6 +236,10 @@ class GptStage {
   void forward(Activations& a, const int32_t* tokens, const int32_t* targets);
   // Sum of the per-token losses of the last forward (host; has_output only).
   double loss_sum(Activations& a);
+  // Mixture of experts: the auxiliary losses (load balancing + z-loss, with their coefficients)
+  // of this stage's MoE layers in the last forward of `a`. The objective weighs them once per
+  // micro-batch: backward's dloss x N (the mean over the global batch's micro-batches).
+  double moe_aux_loss(const Activations& a) const { return a.moe_aux_; }
   // dloss = weight of each token's loss; on a stage without output, a.output_grad must be set
   // (output_grad() buffer filled) before calling.
   void backward(Activations& a, const int32_t* tokens, const int32_t* targets, float dloss);
@@ -290,6 +311,13 @@ class GptStage {
   void llama_layer_backward(const LayerActs& x, int64_t i, const Tensor& res_in, const Tensor& dres);
   void llama_layer_weights(const LayerActs& x, int64_t i);
   void backward_pass(Activations& a, const int32_t* tokens, const int32_t* targets, float dloss);
+  // Mixture of experts (moe_layer.cpp): the routed MLP of layer i from inp (the norm output,
+  // [N, C]) into out (overwritten), and its backward from dout to dinp (overwritten).
+  void moe_forward(const MoeActs& m, const LayerParams& p, const Tensor& inp, const Tensor& out);
+  void moe_backward(const MoeActs& m, const LayerParams& p, const Tensor& inp, const Tensor& dout, const Tensor& dinp);
+  void moe_expert_forward(const MoeActs& m, const LayerParams& p, int64_t e);
+  void moe_expert_backward(const MoeActs& m, const LayerParams& p, int64_t e);
+  float moe_aux_weight_ = 0;  // the running backward's weight of the auxiliary losses (dloss x N)
   float* wgrad(int64_t offset) const { return weights_now_ ? grad_at(offset) : nullptr; }
   // A linear's input, read only for its weight gradient: x, or a kept norm output's rows gathered.
   Tensor winput(const Tensor& x) const { return weights_now_ ? x : Tensor(); }
@@ -348,6 +376,13 @@ class GptStage {
   LayerActs rc_acts_{};
   ContextSplit ctx_;
   std::unique_ptr<RingAttention> ring_;
+  // Mixture-of-experts scratch (allocated only when the stage holds a MoE layer).
+  Tensor moe_logits_;         // [N, E] router logits (forward), their gradient (backward)
+  float* moe_f32_ = nullptr;  // [N, E] the same in fp32, for the host
+  Tensor moe_dys_, moe_dh_, moe_dhpre_, moe_dxs_;  // [Nk, C], [Nk, F], [Nk, F_in], [Nk, C]
+  Tensor moe_dx_;             // [N, C] the router's input gradient
+  float* moe_dots_ = nullptr; // [Nk] combine-weight gradients, expert order
+  mutable MoeRouting rc_route_;  // the routing of the layer scratch (full recomputation; micro-batches point here)
 };
 
 }  // namespace trident::nn

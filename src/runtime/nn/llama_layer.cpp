@@ -22,9 +22,13 @@ void GptStage::llama_layer_forward(const LayerActs& x, int64_t i, const Tensor& 
   reduce_rows(x.res_mid, mid);
   k_.add_inplace(x.res_mid, res_in);
   const Tensor ln2 = norm_full(x.ln2, nullptr, x.ln2_rstd, x.res_mid, p.ln2_w, -1);
-  k_.linear_forward(x.fch, ln2, W(p.fc_w, 2 * F * C), Tensor(), N, C, 2 * F);
-  k_.swiglu_forward(x.fch_gelu, x.fch, N, F);
-  k_.linear_forward(out, x.fch_gelu, W(p.fc_proj_w, C * F), Tensor(), N, F, C);
+  if (p.moe) {
+    moe_forward(x.moe, p, ln2, out);
+  } else {
+    k_.linear_forward(x.fch, ln2, W(p.fc_w, 2 * F * C), Tensor(), N, C, 2 * F);
+    k_.swiglu_forward(x.fch_gelu, x.fch, N, F);
+    k_.linear_forward(out, x.fch_gelu, W(p.fc_proj_w, C * F), Tensor(), N, F, C);
+  }
   reduce_rows(x.res_out, out);
   k_.add_inplace(x.res_out, x.res_mid);
 }
@@ -37,11 +41,15 @@ void GptStage::llama_layer_backward(const LayerActs& x, int64_t i, const Tensor&
   // MLP: down projection (row-parallel), SwiGLU, gate|up (column-parallel), RMSNorm. A split
   // backward keeps the output gradients the weight pass needs instead (llama_layer_weights).
   keep(x.d_out, dres);
-  k_.linear_backward(dmlp_, wgrad(p.fc_proj_w), nullptr, full_grad(dres), winput(x.fch_gelu), W(p.fc_proj_w, C * F),
-                     N, F, C);
-  k_.swiglu_backward(dgate_up, x.fch, dmlp_, N, F);
-  keep(x.fch, dgate_up);  // gate and up are read: their region holds gate_up's output gradient
-  k_.linear_backward(dtmp_, wgrad(p.fc_w), nullptr, dgate_up, winput_rows(x.ln2), W(p.fc_w, 2 * F * C), N, C, 2 * F);
+  if (p.moe) {
+    moe_backward(x.moe, p, x.ln2, full_grad(dres), dtmp_);
+  } else {
+    k_.linear_backward(dmlp_, wgrad(p.fc_proj_w), nullptr, full_grad(dres), winput(x.fch_gelu), W(p.fc_proj_w, C * F),
+                       N, F, C);
+    k_.swiglu_backward(dgate_up, x.fch, dmlp_, N, F);
+    keep(x.fch, dgate_up);  // gate and up are read: their region holds gate_up's output gradient
+    k_.linear_backward(dtmp_, wgrad(p.fc_w), nullptr, dgate_up, winput_rows(x.ln2), W(p.fc_w, 2 * F * C), N, C, 2 * F);
+  }
   norm_backward(dres, p.ln2_w, -1, 0, local_grad(dtmp_), x.res_mid, nullptr, x.ln2_rstd);
   // Attention: projection (row-parallel), attention, RoPE / GQA, q and kv (column-parallel).
   keep(x.d_mid, dres);

@@ -16,6 +16,22 @@ int64_t ParamLayout::add(const std::string& name, int64_t rows, int64_t cols, Pa
   return offset;
 }
 
+// The router and this shard's experts, replicated over tp (see param_layout.h).
+void ParamLayout::add_experts(LayerParams& lp, const std::string& p) {
+  const Shard& s = shard_;
+  const int64_t C = s.C(), E = s.experts_local(), F = s.expert_ffn();
+  lp.moe = true;
+  lp.router_w = add(p + "router_w", s.model.experts, C, ParamKind::Matrix, false);
+  if (s.llama()) {
+    lp.fc_w = add(p + "experts.gate_up_w", E * 2 * F, C, ParamKind::Matrix, false);
+  } else {
+    lp.fc_w = add(p + "experts.fc_w", E * F, C, ParamKind::Matrix, false);
+    lp.fc_b = add(p + "experts.fc_b", E * F, 1, ParamKind::Bias, false);
+  }
+  lp.fc_proj_w = add(p + "experts.fc_proj_w", E * C, F, ParamKind::Matrix, false);
+  if (!s.llama()) lp.fc_proj_b = add(p + "experts.fc_proj_b", E * C, 1, ParamKind::Bias, false);
+}
+
 ParamLayout::ParamLayout(const Shard& shard) : shard_(shard) {
   const Shard& s = shard_;
   const int64_t C = s.C(), A = s.attn_local(), F = s.ffn_local(), V = s.vocab_local();
@@ -32,8 +48,12 @@ ParamLayout::ParamLayout(const Shard& shard) : shard_(shard) {
       tensors_.back().tp_copies = s.kv_replicas();
       lp.attn_proj_w = add(p + "attn_proj_w", C, A, ParamKind::Matrix, tp);
       lp.ln2_w = add(p + "ln2_w", C, 1, ParamKind::Norm, false);
-      lp.fc_w = add(p + "gate_up_w", 2 * F, C, ParamKind::Matrix, tp);
-      lp.fc_proj_w = add(p + "fc_proj_w", C, F, ParamKind::Matrix, tp);
+      if (s.moe_layer(l)) {
+        add_experts(lp, p);
+      } else {
+        lp.fc_w = add(p + "gate_up_w", 2 * F, C, ParamKind::Matrix, tp);
+        lp.fc_proj_w = add(p + "fc_proj_w", C, F, ParamKind::Matrix, tp);
+      }
       lp.end = total_;
       layers_.push_back(lp);
     }
@@ -61,10 +81,14 @@ ParamLayout::ParamLayout(const Shard& shard) : shard_(shard) {
     lp.attn_proj_b = add(p + "attn_proj_b", C, 1, ParamKind::Bias, false);
     lp.ln2_w = add(p + "ln2_w", C, 1, ParamKind::Norm, false);
     lp.ln2_b = add(p + "ln2_b", C, 1, ParamKind::Norm, false);
-    lp.fc_w = add(p + "fc_w", F, C, ParamKind::Matrix, tp);
-    lp.fc_b = add(p + "fc_b", F, 1, ParamKind::Bias, tp);
-    lp.fc_proj_w = add(p + "fc_proj_w", C, F, ParamKind::Matrix, tp);
-    lp.fc_proj_b = add(p + "fc_proj_b", C, 1, ParamKind::Bias, false);
+    if (s.moe_layer(l)) {
+      add_experts(lp, p);
+    } else {
+      lp.fc_w = add(p + "fc_w", F, C, ParamKind::Matrix, tp);
+      lp.fc_b = add(p + "fc_b", F, 1, ParamKind::Bias, tp);
+      lp.fc_proj_w = add(p + "fc_proj_w", C, F, ParamKind::Matrix, tp);
+      lp.fc_proj_b = add(p + "fc_proj_b", C, 1, ParamKind::Bias, false);
+    }
     lp.end = total_;
     layers_.push_back(lp);
   }
@@ -103,6 +127,7 @@ ParamLayout::Global ParamLayout::global_index(const Shard& s, const TensorView& 
   const int64_t C = s.C(), A = s.attn_local(), F = s.ffn_local(), hd = s.head_dim(), tr = s.tp_rank;
   Global g{view.name == "head_wte" ? "wte" : view.name, r, c, view.rows, view.cols};
   const std::string& n = g.name;
+  if (n.find(".experts.") != std::string::npos || ends_with(n, "router_w")) return g;  // experts: replicated over tp
   if (n == "wte" || n == "head_w") g.row = s.vocab_offset() + r, g.rows = s.model.vocab;
   else if (ends_with(n, "qkv_w") || ends_with(n, "qkv_b")) g.row = (r / A) * C + tr * A + r % A, g.rows = 3 * C;
   else if (ends_with(n, "q_w")) g.row = tr * A + r, g.rows = C;

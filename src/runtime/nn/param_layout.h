@@ -18,6 +18,12 @@
 //   GPT:   [wte][wpe] | per layer: ln1_w ln1_b qkv_w qkv_b attn_proj_w attn_proj_b ln2_w ln2_b fc_w
 //          fc_b fc_proj_w fc_proj_b | [lnf_w lnf_b][wte copy for the head when the shard has no input]
 //   Llama: [wte] | per layer: ln1_w q_w kv_w attn_proj_w ln2_w gate_up_w fc_proj_w | [lnf_w head_w]
+// A mixture-of-experts layer (Shard::moe_layer) replaces the MLP's tensors with router_w [E, C]
+// and the experts' MLPs stacked expert by expert along the rows, under "experts.": GPT
+// experts.fc_w [E F, C], experts.fc_b [E F], experts.fc_proj_w [E C, F], experts.fc_proj_b [E C];
+// Llama experts.gate_up_w [E 2F, C] (each expert's gate rows then up rows), experts.fc_proj_w
+// [E C, F] (F = expert_ffn_hidden). Experts are replicated over tp (tensor parallelism splits
+// attention only).
 // Each tensor's offset is rounded up to 16 floats (64 bytes) for aligned vector loads.
 // Gradients and the AdamW moments use the same layout (same offsets) in their own buffers.
 //
@@ -33,6 +39,7 @@
 
 #include "core/model_spec.h"
 #include "core/vocab_padding.h"
+#include "runtime/nn/moe_routing.h"
 
 namespace trident::nn {
 
@@ -44,6 +51,7 @@ struct Shard {
   bool has_output = true;   // final LayerNorm + LM head + loss
   int64_t tp_size = 1;
   int64_t tp_rank = 0;
+  MoeOptions moe;           // router settings (mixture-of-experts models)
 
   static Shard whole(const ModelSpec& m) { Shard s; s.model = m; s.last_layer = m.layers; return s; }
   int64_t end_layer() const { return last_layer < 0 ? model.layers : last_layer; }
@@ -71,6 +79,12 @@ struct Shard {
   int64_t kv_replicas() const { return kv_heads() >= tp_size ? 1 : tp_size / kv_heads(); }
   int64_t kv_head_first() const { return tp_rank / kv_replicas() * kv_heads_local(); }
   int64_t kv_local() const { return 2 * kv_heads_local() * head_dim(); }  // width of this rank's K and V
+  // Mixture of experts: whether global layer l has a router and experts (the layers after the
+  // model's moe_dense_layers), the experts this rank holds and one expert's MLP width.
+  bool moe_layer(int64_t l) const { return model.is_moe() && l >= model.moe_dense_layers; }
+  bool has_moe() const { return model.is_moe() && end_layer() > model.moe_dense_layers; }
+  int64_t experts_local() const { return model.experts; }
+  int64_t expert_ffn() const { return model.expert_ffn_hidden; }
 };
 
 // Kind of a parameter tensor: decides weight decay (matrices and embeddings decay; biases and
@@ -97,6 +111,8 @@ struct LayerParams {
   int64_t ln1_w = -1, ln1_b = -1, qkv_w = -1, qkv_b = -1, attn_proj_w = -1, attn_proj_b = -1, ln2_w = -1, ln2_b = -1,
           fc_w = -1, fc_b = -1, fc_proj_w = -1, fc_proj_b = -1;
   int64_t q_w = -1, kv_w = -1;
+  int64_t router_w = -1;  // mixture of experts: fc_* are then the stacked experts' tensors
+  bool moe = false;
   int64_t begin = 0, end = 0;  // [begin, end) of this layer in the flat buffer
 };
 
@@ -139,6 +155,7 @@ class ParamLayout {
 
  private:
   int64_t add(const std::string& name, int64_t rows, int64_t cols, ParamKind kind, bool tp_sharded);
+  void add_experts(LayerParams& lp, const std::string& prefix);
   Shard shard_;
   int64_t total_ = 0;
   std::vector<TensorView> tensors_;

@@ -245,6 +245,14 @@ void check_output_paths(const TrainSettings& s, Problems& problems) {
 
 }  // namespace
 
+// The router's loss coefficients (the MoE layer's structure is the capability check's).
+static void check_moe_values(const TrainSettings& s, Problems& problems) {
+  if (!(s.moe.aux_coeff >= 0) || !(s.moe.z_coeff >= 0))
+    problems.add("--moe-aux-loss-coeff " + std::to_string(s.moe.aux_coeff) + " / --moe-z-loss-coeff " +
+                     std::to_string(s.moe.z_coeff) + ": a coefficient is negative",
+                 "give coefficients of 0 or more (0.01 and 0.001 are common)", "train-moe-coeff");
+}
+
 void check_trainable(const TrainSettings& s, Problems& problems) {
   check_training_values(s, problems);
   check_device(s, problems);
@@ -252,6 +260,7 @@ void check_trainable(const TrainSettings& s, Problems& problems) {
   check_resume(s, problems);
   check_output_paths(s, problems);
   check_executable(s.run, s.device, s.stage_layers, problems);
+  if (s.run.model.is_moe()) check_moe_values(s, problems);
   const Layout& L = s.run.layout;
   const int64_t world = layout_ranks({{"tp", L.tp}, {"cp", L.cp}, {"pp", L.pp}, {"dp", L.dp}});
   // --cost feeds only the rehearsal report's prediction, which one process makes only for a report.

@@ -32,7 +32,7 @@ void read_dist_train_options(const OptionValues& values, TrainSettings& s, Probl
 // threads, timeouts), the device (known, built in, its ranks' transport), the token file
 // against the model (vocabulary, enough tokens), the checkpoint to resume (same model, steps
 // left), the output paths; then core's check_run (heads, ffn, layers and batch against the
-// layout) and what this runtime can execute (GPT / Llama, cp on the CPU, no MoE / ep, ZeRO 0-3,
+// layout) and what this runtime can execute (GPT / Llama, cp on the CPU, MoE without tp / cp, no ep, ZeRO 0-3,
 // fp32 — bf16 on CUDA —, the schedule's shape, the stage split), each with its fix and its code.
 void check_trainable(const TrainSettings& s, Problems& problems);
 

@@ -141,6 +141,8 @@ DistTrainer::DistTrainer(const RunSpec& run, ProcessGroups& groups, const BatchS
   for (int64_t c = 0; c < I.v; ++c) {
     Chunk& ch = I.chunks[c];
     nn::Shard shard = shard_for(run.model, I.split, I.stage, c, run.layout.tp, groups.coords.tp());
+    shard.moe = options.moe;
+    shard.moe.capacity_factor = run.model.capacity_factor;
     // ZB-H1 runs the backward in its two halves, as the schedule lists them.
     const bool split = run.exec.schedule == ScheduleKind::ZeroBubbleH1;
     // The DP sync first: under ZeRO-2/3 it holds the stage's gradients (and weights) by unit.

@@ -35,6 +35,7 @@ struct TrainerOptions {
   int kernel_threads = 1;                  // threads of the CPU kernels the trainer makes itself
   kernels::Kernels* kernels = nullptr;     // the device's kernels (not owned); null = CPU kernels
   kernels::DType compute = kernels::DType::F32;  // the model's compute dtype (BF16: mixed precision)
+  nn::MoeOptions moe;                      // router settings of MoE models (the capacity factor is the model's)
 };
 
 // Seconds of one step on one rank, by what the rank was doing.

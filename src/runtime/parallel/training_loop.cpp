@@ -206,6 +206,21 @@ void print_startup(const TrainSettings& s, int world, const DistTrainer& trainer
                 human_count(double(pc.total)).c_str(), (long long)model.layers, human_count(double(pc.per_layer)).c_str(),
                 human_count(double(pc.token_embedding)).c_str(), human_count(double(pc.position_embedding)).c_str(),
                 human_count(double(pc.final_norm)).c_str());
+  if (model.is_moe()) {
+    const int64_t moe_layers = model.moe_layers(), skipped = model.experts - model.experts_per_token;
+    std::printf("  experts     %lld MoE layers (the first %lld dense), each router %s + %lld experts x %s (ffn %lld), "
+                "top-%lld, %s; active parameters %s of %s = total - %lld MoE layers x %lld unchosen experts x %s\n",
+                (long long)moe_layers, (long long)model.moe_dense_layers, human_count(double(pc.router_per_layer)).c_str(),
+                (long long)model.experts, human_count(double(pc.expert_params)).c_str(),
+                (long long)model.expert_ffn_hidden, (long long)model.experts_per_token,
+                s.moe.drop ? fmt::format("capacity factor {:g}", model.capacity_factor).c_str() : "no dropping",
+                human_count(double(pc.total - moe_layers * skipped * pc.expert_params)).c_str(),
+                human_count(double(pc.total)).c_str(), (long long)moe_layers, (long long)skipped,
+                human_count(double(pc.expert_params)).c_str());
+    std::printf("  router      softmax scores, %s, load-balancing loss x %g, z-loss x %g (once per micro-batch)\n",
+                s.moe.normalise ? "chosen weights over their sum" : "chosen scores as weights", s.moe.aux_coeff,
+                s.moe.z_coeff);
+  }
   std::printf("  data        %s\n", data.describe().c_str());
   std::printf("  batch       global %lld = micro %lld x %lld accumulation x dp %lld; %lld tokens per step\n",
               (long long)x.global_batch_size, (long long)x.micro_batch_size, (long long)accum, (long long)L.dp,
@@ -415,6 +430,7 @@ TrainerOptions trainer_options(const TrainSettings& s, kernels::Kernels& kernels
   o.bucket_floats = std::max<int64_t>(1, int64_t(s.bucket_mib * (1 << 20) / 4));
   o.kernels = &kernels;
   o.compute = s.run.exec.precision == Precision::BF16 ? kernels::DType::BF16 : kernels::DType::F32;
+  o.moe = s.moe;
   return o;
 }
 

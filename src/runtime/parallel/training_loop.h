@@ -22,6 +22,7 @@
 #include "runtime/data/token_file.h"
 #include "runtime/engine/optimizer.h"
 #include "runtime/kernels/ops.h"
+#include "runtime/nn/moe_routing.h"
 #include "runtime/parallel/process_groups.h"
 
 namespace trident::parallel {
@@ -74,6 +75,7 @@ struct TrainSettings {
   std::string prediction_cluster = "trident-cluster.toml";  // what `trident bench` writes
   std::string prediction_cost;  // --cost FILE for the prediction (empty: the cluster file's [cost])
   double bucket_mib = 4;        // DP gradient bucket
+  nn::MoeOptions moe;           // router settings of MoE models (--moe-*)
   int64_t warmup_steps = -1;    // steps left out of the report's means; -1 = min(2, steps/4)
   // Fault injection for the multi-rank tests (a rank dying or stalling mid-run): called on every
   // rank before each step with (step, world rank). Empty in real runs.

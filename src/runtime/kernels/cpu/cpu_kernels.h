@@ -53,6 +53,13 @@ class CpuKernels : public Kernels {
   void rope(const Tensor& x, int64_t B, int64_t T, int64_t heads, int64_t hd, int64_t row, float theta,
             bool inverse) override;
 
+  void gather_rows(const Tensor& dst, const Tensor& src, const int32_t* rows, const float* scale, int64_t n,
+                   int64_t C) override;
+  void combine_rows(const Tensor& out, const Tensor& src, const int32_t* pos, const float* w, int64_t N, int64_t k,
+                    int64_t C) override;
+  void gather_row_dots(float* dots, const Tensor& a, const int32_t* rows, const Tensor& b, int64_t n,
+                       int64_t C) override;
+
   bool supports_gqa() const override { return true; }
   void gqa_expand(const Tensor& qkv, const Tensor& q, const Tensor& kv, int64_t N, int64_t nh, int64_t nkv,
                   int64_t hd) override;

@@ -1,0 +1,62 @@
+// Routing of a mixture-of-experts layer on the host: the router's scores, the top-k choice, the
+// capacity and its dropped tokens, the auxiliary losses, and their backward.
+//
+// Scores are softmax(logits) over the experts; a token takes its k best (ties: the lower expert
+// index), with combine weights equal to the chosen scores, or those scores over their sum
+// (normalise, Mixtral's). An expert keeps at most capacity = ceil(capacity_factor x N k / E)
+// of its assignments, the first in token order (Switch/GShard's position policy); the others are
+// dropped: their expert output is left out of the token's sum (the residual carries the token).
+// Without dropping every assignment is kept.
+//
+// Auxiliary losses of one micro-batch of N tokens (Megatron-LM's definitions):
+//   load balancing  aux_coeff x E / k x sum_e P_e f_e, with P_e the mean score of expert e and
+//                   f_e its assignments (before dropping) over N; f is a constant of the backward;
+//   router z-loss   z_coeff x mean_t (logsumexp_e logits[t, e])^2.
+// The trainer weighs them once per micro-batch (see GptStage).
+//
+// Why on the host: the expert of every row decides how many rows each expert's matrix products
+// take, which the host must know to launch them (Megatron syncs the tokens per expert too).
+// The routing reads N x E logits and writes a few N x k index arrays, small beside the layer.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace trident::nn {
+
+// Router settings of a run (flags of `trident train`; the model's sizes are its ModelSpec).
+struct MoeOptions {
+  bool normalise = true;          // combine weights = the chosen scores over their sum
+  bool drop = true;               // capacity factor applies (false: no token is dropped)
+  double capacity_factor = 1.0;   // the model's
+  double aux_coeff = 0.01;        // load-balancing loss coefficient
+  double z_coeff = 0.0;           // router z-loss coefficient
+};
+
+struct MoeRouting {
+  int64_t N = 0, E = 0, k = 0;
+  std::vector<float> probs;        // [N, E] softmax scores
+  std::vector<float> lse;          // [N] log-sum-exp of each token's logits
+  std::vector<int32_t> expert;     // [N k] chosen experts, best first
+  std::vector<float> weight;       // [N k] combine weights
+  std::vector<int32_t> pos;        // [N k] the assignment's row in expert order, -1 when dropped
+  std::vector<int32_t> token;      // [M] token of each expert-order row
+  std::vector<int32_t> slot;       // [M] t k + j of each expert-order row
+  std::vector<float> row_weight;   // [M] combine weight of each expert-order row
+  std::vector<int64_t> offset;     // [E + 1] expert e holds rows [offset[e], offset[e + 1])
+  std::vector<int64_t> routed;     // [E] assignments before dropping
+  int64_t capacity = 0;            // rows an expert keeps at most (N when nothing is dropped)
+  int64_t dropped = 0;             // assignments dropped
+  double aux_loss = 0, z_loss = 0; // with their coefficients
+  int64_t rows() const { return int64_t(token.size()); }
+};
+
+// Routes N tokens over E experts from their logits [N, E] (fp32, host).
+MoeRouting route_tokens(const float* logits, int64_t N, int64_t E, int64_t k, const MoeOptions& o);
+
+// Gradient of the router's logits [N, E] (written), from the gradient of each assignment's
+// combine weight dweight [N k] (0 for a dropped one) and the weight of this micro-batch's
+// auxiliary losses in the objective.
+void route_backward(const MoeRouting& r, const float* dweight, double aux_weight, const MoeOptions& o, float* dlogits);
+
+}  // namespace trident::nn
