@@ -17,8 +17,8 @@ RehearsalCheck rehearsal_check(const RunSpec& recipe) {
     out.substitutions.push_back("attention " + to_string(x.attention) + " -> unfused (the CPU kernels' attention)");
     x.attention = AttentionKind::Unfused;
   }
-  if (!(x.overlap == Overlap{})) {
-    out.substitutions.push_back("overlap " + to_string(x.overlap) + " -> " + to_string(Overlap{}) +
+  if (!(overlap_in_effect(x.overlap, x.schedule) == Overlap{})) {
+    out.substitutions.push_back("overlap " + to_string(overlap_in_effect(x.overlap, x.schedule)) + " -> " + to_string(Overlap{}) +
                                 " (TP collectives and pipeline sends block on CPU ranks)");
     x.overlap = Overlap{};
   }

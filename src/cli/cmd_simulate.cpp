@@ -116,7 +116,7 @@ nlohmann::json to_json(const RunSpec& run, const sim::PlannedCosts& pc, const si
           {"memory", memory_json(pc.estimate)},
           {"schedule", to_string(run.exec.schedule)},
           {"attention", to_string(run.exec.attention)},
-          {"overlap", to_string(run.exec.overlap)},
+          {"overlap", to_string(overlap_in_effect(run.exec.overlap, run.exec.schedule))},
           {"precision", to_string(run.exec.precision)},
           {"grad_bits", run.exec.grad_bits},
           {"stack", run.exec.stack},
@@ -139,7 +139,7 @@ std::string to_text(const RunSpec& run, const Mesh& mesh, const sim::PlannedCost
                    run.layout.describe(), to_string(x.schedule),
                    pc.virtual_stages > 1 ? fmt::format(" (v = {})", pc.virtual_stages) : "", pc.micro_batches,
                    x.micro_batch_size);
-  s += fmt::format("  {} attention, overlap {}, {}, {}-bit grads, ZeRO {}{}{}\n", to_string(x.attention), to_string(x.overlap),
+  s += fmt::format("  {} attention, overlap {}, {}, {}-bit grads, ZeRO {}{}{}\n", to_string(x.attention), overlap_text(x.overlap, x.schedule),
                    to_string(x.precision), x.grad_bits, x.zero, x.sequence_parallel ? ", sequence parallel" : "",
                    x.stack.empty() ? "" : ", stack " + x.stack);
   s += "  (one pipeline simulated: every DP replica and TP rank of a stage runs the same program)\n\n";

@@ -67,6 +67,19 @@ bool pp_overlapped(const Overlap& o, ScheduleKind s) {
   return o.pp && (!o.pp_interleaved_only || s == ScheduleKind::Interleaved);
 }
 
+Overlap overlap_in_effect(const Overlap& o, ScheduleKind s) {
+  Overlap e = o;
+  e.pp = pp_overlapped(o, s);
+  e.pp_interleaved_only = false;
+  return e;
+}
+
+std::string overlap_text(const Overlap& o, ScheduleKind s) {
+  const std::string list = to_string(overlap_in_effect(o, s));
+  if (!o.pp || pp_overlapped(o, s)) return list;
+  return list + " (pipeline sends block in " + to_string(s) + ": the stack overlaps them in the interleaved schedule only)";
+}
+
 bool parse_overlap(const std::string& text, Overlap& out) {
   if (text == "none") {
     out = {false, false, false};

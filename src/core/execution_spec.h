@@ -34,6 +34,13 @@ struct Overlap {
 };
 // Whether pipeline sends run behind compute under schedule `s`.
 bool pp_overlapped(const Overlap& o, ScheduleKind s);
+// The overlap the prediction assumes under schedule `s`: pp off where the stack's sends block in
+// it. What reports print and what a written config or flag list gives back (which then means
+// the same under that schedule whatever the stack).
+Overlap overlap_in_effect(const Overlap& o, ScheduleKind s);
+// The one text of the overlap in reports: overlap_in_effect's list, and why pp is not in it when
+// the stack overlaps pipeline sends in another schedule ("tp,dp (pipeline sends block in 1f1b: ...)").
+std::string overlap_text(const Overlap& o, ScheduleKind s);
 std::string to_string(const Overlap& o);  // "tp,dp", "none", "tp,dp,pp"
 // "tp,dp,pp" (any subset, comma or '+' separated), "none" or "all".
 bool parse_overlap(const std::string& text, Overlap& out);

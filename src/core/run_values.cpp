@@ -23,7 +23,7 @@ std::map<std::string, std::string> run_option_texts(const RunSpec& run) {
       {"precision", to_string(e.precision)},
       {"grad-bits", std::to_string(e.grad_bits)},
       {"attention", to_string(e.attention)},
-      {"overlap", to_string(e.overlap)},
+      {"overlap", to_string(overlap_in_effect(e.overlap, e.schedule))},
       {"tied-embeddings", run.model.tied_embeddings() ? "true" : "false"},
   };
   if (e.global_batch_size > 0) v["global-batch-size"] = std::to_string(e.global_batch_size);

@@ -406,7 +406,7 @@ std::vector<Finding> defaults_used(const OptionValues& values, const RunSpec& ru
       {"precision", "--precision " + to_string(x.precision)},
       {"grad-bits", fmt::format("--grad-bits {}", x.grad_bits)},
       {"attention", "--attention " + to_string(x.attention)},
-      {"overlap", "--overlap " + to_string(x.overlap)},
+      {"overlap", "--overlap " + to_string(overlap_in_effect(x.overlap, x.schedule))},
   };
   std::vector<std::string> flags;
   for (const auto& [key, flag] : settings) {

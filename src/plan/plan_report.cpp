@@ -22,7 +22,7 @@ std::string exec_summary(const RunSpec& r, int64_t m) {
                      "overlap {}, {}-bit grads{}{}",
                      x.micro_batch_size, m, x.global_batch_size, sched, x.zero, to_string(x.recompute),
                      x.sequence_parallel ? ", sequence parallel" : "", to_string(x.precision), to_string(x.attention),
-                     to_string(x.overlap), x.grad_bits, r.model.tied_embeddings() ? ", tied embeddings" : "",
+                     overlap_text(x.overlap, x.schedule), x.grad_bits, r.model.tied_embeddings() ? ", tied embeddings" : "",
                      x.stack.empty() ? "" : ", stack " + x.stack);
 }
 
@@ -90,7 +90,7 @@ json layout_json(const RunSpec& r, int64_t m) {
           {"sequence_parallel", r.exec.sequence_parallel},
           {"precision", to_string(r.exec.precision)},
           {"attention", to_string(r.exec.attention)},
-          {"overlap", to_string(r.exec.overlap)},
+          {"overlap", to_string(overlap_in_effect(r.exec.overlap, r.exec.schedule))},
           {"grad_bits", r.exec.grad_bits},
           {"tied_embeddings", r.model.tied_embeddings()},
           {"stack", r.exec.stack},
@@ -350,9 +350,9 @@ std::string estimate_text(const Estimate& e, bool per_stage) {
   }
   s += fmt::format("  optimizer: {:.3f} B params x {:g} B of HBM traffic\n", e.optimizer.params / 1e9, e.optimizer.bytes_per_param);
   if (e.time.tp_hidden + e.time.pp_hidden > 0)
-    s += fmt::format("  overlap ({}): TP {:.3f} s and PP {:.3f} s hidden behind compute; TP and PP above are what stays "
+    s += fmt::format("  overlap {}: TP {:.3f} s and PP {:.3f} s hidden behind compute; TP and PP above are what stays "
                      "exposed plus {:.0f}% of the hidden time as slowdown\n",
-                     to_string(r.exec.overlap), e.time.tp_hidden, e.time.pp_hidden, 100 * e.cost.overlap_slowdown);
+                     overlap_text(r.exec.overlap, r.exec.schedule), e.time.tp_hidden, e.time.pp_hidden, 100 * e.cost.overlap_slowdown);
   if (r.exec.zero >= 3 && r.layout.dp > 1)
     s += fmt::format("  ZeRO-3 per layer and micro-batch: weight all-gather {:.2f} ms (twice), gradient reduce-scatter "
                      "{:.2f} ms, against {:.2f} ms of layer compute\n",

@@ -197,7 +197,7 @@ void recipe_args(const RunSpec& run, std::vector<std::string>& a, Problems& refu
                  "replan with --sequence-parallel, or --overlap dp,pp", "megatron-tp-overlap");
     else a.push_back("--tp-comm-overlap");
   }
-  if (l.pp > 1 && e.schedule != ScheduleKind::Interleaved && e.overlap.pp && !e.overlap.pp_interleaved_only)
+  if (l.pp > 1 && e.schedule != ScheduleKind::Interleaved && pp_overlapped(e.overlap, e.schedule))
     refuse.add("PP overlap with the " + to_string(e.schedule) +
                    " schedule: Megatron overlaps pipeline sends in the interleaved schedule only",
                "replan with --overlap tp,dp (or --schedule interleaved)", "megatron-pp-overlap");

@@ -109,5 +109,41 @@ check("simulate JSON: MFU of the simulated step, both conventions",
 t = run("simulate", "--config", sim, want=0).stdout
 check("simulate text: both figures", "with causal attention halved" in t, t[:1500])
 
+# The default stack on a GPU cluster is the one named and the one predicted: the same plan as
+# --stack megatron-core-te, another than the runtime's own stack.
+small = ["--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "2", "--global-batch-size", "64", "--top", "1"]
+first = lambda args: json.loads(run("plan", *small, *args, "--json", want=0).stdout)["candidates"][0]
+default, named, own = first([]), first(["--stack", "megatron-core-te"]), first(["--stack", "trident"])
+check("default stack: the first line names megatron-core-te",
+      run("plan", *small, want=0).stdout.startswith("Stack: megatron-core-te (the default on a GPU cluster"))
+check("default stack: predicts what --stack megatron-core-te predicts",
+      (default["layout"], default["tokens_per_s"]) == (named["layout"], named["tokens_per_s"])
+      and default["layout"]["stack"] == "megatron-core-te", (default["layout"], named["layout"]))
+check("default stack: not the runtime's own stack's prediction",
+      (own["layout"]["stack"], own["tokens_per_s"]) != ("megatron-core-te", default["tokens_per_s"]), own["layout"])
+fixed = small[:-2] + ["--tp", "2", "--pp", "2", "--dp", "4"]
+sim = lambda args: json.loads(run("simulate", *fixed, *args, "--json", want=0).stdout)
+check("default stack: simulate predicts the named stack too",
+      sim([])["step_s"] == sim(["--stack", "megatron-core-te"])["step_s"] != sim(["--stack", "trident"])["step_s"])
+
+# The overlap printed is the one predicted: megatron-core-te's pipeline sends block in 1F1B.
+for schedule, want in (("1f1b", "tp,dp"), ("interleaved", "tp,dp,pp")):
+    args = fixed + ["--schedule", schedule, "--virtual-stages", "2" if schedule == "interleaved" else "1"]
+    planned = json.loads(run("plan", *args, "--json", want=0).stdout)["candidates"][0]
+    lay = planned["layout"]
+    text = run("plan", *args, want=0).stdout
+    simulated = run("simulate", *args, want=0).stdout
+    # (the rehearsal line "overlap X -> dp" names what a CPU rank replaces, not the prediction)
+    said = re.findall(r"overlap (tp,dp(?:,pp)?)(?!,| ->)( \(pipeline sends block in 1f1b)?", text + simulated)
+    check(f"{schedule}: JSON, plan and simulate print overlap {want}", lay["overlap"] == want and said
+          and all(o == want and bool(why) == (schedule == "1f1b") for o, why in said), (lay["overlap"], said))
+    # The config plan writes means the same prediction when read back.
+    cfg = os.path.join(tmp, f"{schedule}.toml")
+    run("plan", *args, "--emit", cfg, want=0)
+    again = json.loads(run("plan", "--config", cfg, "--top", "1", "--json", want=0).stdout)["candidates"][0]
+    check(f"{schedule}: the emitted config plans the same step with the same overlap",
+          (again["time_s"]["step"], again["layout"]["overlap"]) == (planned["time_s"]["step"], want),
+          (again["layout"], planned["time_s"]))
+
 shutil.rmtree(tmp, ignore_errors=True)
 finish()

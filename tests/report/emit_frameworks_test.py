@@ -121,7 +121,24 @@ def check_megatron(name, text):
 
 
 def plan_layout(*args):
-    return json.loads(run("plan", *args, "--json", "--top", "1").stdout)["candidates"][0]["layout"]
+    """The plan's layout, with the layers of each pipeline stage as the planner split them."""
+    c = json.loads(run("plan", *args, "--json", "--top", "1", "--per-stage").stdout)["candidates"][0]
+    return dict(c["layout"], stage_layers=[s["layers"] for s in c.get("stages", [])])
+
+
+def effective_order(lay):
+    """The rank order without the dimensions of size 1 (they place no group)."""
+    return "-".join(d for d in lay["order"].split("-") if lay[d] > 1)
+
+
+def megatron_stages(ns):
+    """The layers of each pipeline stage as Megatron splits them (no interleaving)."""
+    pp, layers = ns["pipeline_model_parallel_size"], ns["num_layers"]
+    first, last = ns["decoder_first_pipeline_num_layers"], ns["decoder_last_pipeline_num_layers"]
+    if first is None and last is None:
+        return [layers // pp] * pp
+    middle = (layers - (first or 0) - (last or 0)) // (pp - (first is not None) - (last is not None))
+    return [first if first is not None else middle] + [middle] * (pp - 2) + [last if last is not None else middle]
 
 
 def check_megatron_meaning(name, ns, lay, model):
@@ -144,6 +161,11 @@ def check_megatron_meaning(name, ns, lay, model):
         "recompute": ns["recompute_granularity"] == (None if lay["recompute"] == "none" else lay["recompute"]),
         "norm epsilon": ns["layernorm_epsilon"] == 1e-5,
     }
+    default_order = effective_order(dict(lay, order="tp-cp-ep-dp-pp"))
+    checks["rank order"] = effective_order(lay) == default_order if not ns["use_tp_pp_dp_mapping"] \
+        else effective_order(lay) == effective_order(dict(lay, order="tp-pp-dp")) != default_order
+    if lay["pp"] > 1 and lay["schedule"] != "interleaved":
+        checks["pipeline stages as planned"] = megatron_stages(ns) == lay["stage_layers"]
     if model.startswith("llama3"):
         checks["rotary base 500000"] = ns["rotary_base"] == 500000 and ns["position_embedding_type"] == "rope"
     if model.startswith("mixtral"):
@@ -172,10 +194,11 @@ def titan_fields(version):
                 else:
                     out[(".".join(path), f)] = (t, d)
         walk("JobConfig", [])
-    else:  # the flag form: --training.x is TrainingConfig.x
+    else:  # the flag form: --training.x is TrainingConfig.x, --activation_checkpoint.x ActivationCheckpointConfig.x
         for cls, fields in classes.items():
+            section = re.sub(r"(?<!^)(?=[A-Z])", "_", cls.removesuffix("Config")).lower()
             for f, td in fields.items():
-                out[(cls.removesuffix("Config").lower(), f)] = td
+                out[(section, f)] = td
     return out
 
 
@@ -254,8 +277,9 @@ def check_titan_meaning(name, sec, lay, toml_form):
         lps = par["pipeline_parallel_layers_per_stage"]
         slots = par["pipeline_parallel_first_stage_less_layers"] + par["pipeline_parallel_last_stage_less_layers"]
         checks["stages per rank"] = -(-(LAYERS[name] + slots) // lps) == lay["pp"] * v
+    ac = sec["activation_checkpoint"]
+    checks["recompute"] = ac["mode"] == lay["recompute"] and (lay["recompute"] != "selective" or ac["selective_ac_option"] == "op")
     if toml_form:
-        checks["recompute"] = sec["activation_checkpoint"]["mode"] == lay["recompute"]
         if lay["precision"] == "fp8":
             checks["float8"] = "quantize.linear.float8" in sec["model"]["converters"]
     wrong = [k for k, ok in checks.items() if not ok]
@@ -311,6 +335,7 @@ for name in TITAN_PLANS:
     if name == "GPT-3 175B":
         args += ["--zero", "3"]
     lay = plan_layout(*args)
+    check(f"{name}: --stack torchtitan plans ZeRO-3 (torchtitan has no ZeRO-1 or 2)", lay["zero"] == 3, lay)
     for form, version in (("torchtitan-toml", "toml-238fa99"), ("torchtitan", "head-b5bcd76")):
         if form == "torchtitan" and (lay["precision"] == "fp8" or (lay["ep"] > 1 and lay["tp"] > 1)):
             p = run("plan", *args, "--emit", form, want=2)
