@@ -115,13 +115,14 @@ HtmlPage run_page(const RunSpec& run, const plan::Estimate& e, const std::string
                        fmt::format("{:.4f}", r.step_s), fmt::format("{:+.1f}% vs planner", t.step > 0 ? 100 * (r.step_s / t.step - 1) : 0.0)});
     Timeline tl = step_timeline(run, mesh, *step);
     // Thin blocks (interleaved schedules, many micro-batches) are unreadable over the whole step:
-    // add a zoom on the first micro-batches filling the pipeline.
+    // add a window the reader zooms and moves, opening on the first micro-batches filling the pipeline.
     if (const double to = zoom_window_end(tl); to > 0) {
       p.timeline_zoom_to_s = to;
       p.timeline_zoom_caption = fmt::format(
-          "Zoom on 0 - {:.3f} s of the {:.3f} s step: the pipeline filling, until the last stage has run its first "
-          "{} forward and backward blocks (hover a block for its micro-batch and chunk)",
-          to, tl.end_s(), kZoomBlocks);
+          "A window on the {:.3f} s step, opening on 0 - {:.3f} s: the pipeline filling, until the last stage has run "
+          "its first {} forward and backward blocks. Zoom and move it with the sliders or by dragging; hover a block "
+          "for its micro-batch and chunk",
+          tl.end_s(), to, kZoomBlocks);
     }
     p.timeline = tl;
   }

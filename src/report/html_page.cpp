@@ -25,6 +25,50 @@ svg{max-width:100%;height:auto}
 .note{font-size:13px;color:#8a5a00}
 .legend span{display:inline-block;margin-right:14px;font-size:12px}
 .legend i{display:inline-block;width:12px;height:12px;margin-right:4px;vertical-align:-1px}
+.zoom-controls{font-size:13px;margin:6px 0} .zoom-controls input{vertical-align:middle;width:260px;margin:0 14px 0 6px}
+svg.window{cursor:grab}
+)";
+
+// The zoomable timeline window (pipeline_svg's zoomable drawing): the sliders, a drag or the
+// page's #ID-zoom=K&ID-pan=P fragment set the window; the nested <svg id=ID> shows
+// [from + pan x (span - span / K), + span / K] of the step by its viewBox, its texts scaled back
+// to their size and each block label shown when its block is wide enough.
+const char* kZoomScript = R"(
+function tridentZoom(id) {
+  const win = document.getElementById(id), zoom = document.getElementById(id + '-zoom'),
+        pan = document.getElementById(id + '-pan'), shown = document.getElementById(id + '-range');
+  const left = +win.dataset.left, width = +win.dataset.width, height = +win.dataset.height;
+  const from = +win.dataset.fromMs, span = +win.dataset.spanMs;
+  const texts = Array.from(win.querySelectorAll('text')), fine = Array.from(win.querySelectorAll('.fine'));
+  function apply() {
+    const k = Math.max(1, +zoom.value), w = width / k, a = (+pan.value / 1000) * (width - w);
+    win.setAttribute('viewBox', (left + a) + ' 0 ' + w + ' ' + height);
+    for (const t of texts) {
+      const x = +t.getAttribute('x');
+      t.setAttribute('transform', 'translate(' + x + ' 0) scale(' + (1 / k) + ' 1) translate(' + (-x) + ' 0)');
+      if (t.dataset.w) t.style.display = +t.dataset.w * k >= +t.dataset.need ? '' : 'none';
+    }
+    for (const g of fine) g.style.display = k >= 4 ? '' : 'none';
+    shown.textContent = 'showing ' + (from + span * a / width).toFixed(3) + ' - ' +
+        (from + span * (a + w) / width).toFixed(3) + ' ms of ' + (from + span).toFixed(3) + ' ms (zoom ' + k.toFixed(1) + 'x)';
+  }
+  zoom.addEventListener('input', apply);
+  pan.addEventListener('input', apply);
+  let drag = null;
+  win.addEventListener('pointerdown', e => { drag = {x: e.clientX, p: +pan.value}; win.setPointerCapture(e.pointerId); });
+  win.addEventListener('pointerup', () => { drag = null; });
+  win.addEventListener('pointermove', e => {
+    if (!drag) return;
+    const k = Math.max(1, +zoom.value), px = win.getBoundingClientRect().width / width;  // screen px per unit
+    const room = width - width / k;
+    if (room > 0) pan.value = drag.p - 1000 * (e.clientX - drag.x) / (px * k * room);
+    apply();
+  });
+  const hash = new URLSearchParams(location.hash.slice(1));
+  if (hash.has(id + '-zoom')) zoom.value = hash.get(id + '-zoom');
+  if (hash.has(id + '-pan')) pan.value = hash.get(id + '-pan');
+  apply();
+}
 )";
 
 // One colour per part name, the same in every bar and every section.
@@ -143,11 +187,17 @@ std::string html_page(const HtmlPage& p) {
     o.width_px = 1300;
     s += "<h2>Pipeline timeline</h2>\n<div id=\"timeline\">\n" + pipeline_svg(*p.timeline, o);
     if (p.timeline_zoom_to_s > 0) {
+      // The whole step once more, in a window the reader zooms and moves; it opens on [0, zoom_to].
       SvgOptions z = o;
-      z.to_s = p.timeline_zoom_to_s;
-      z.id_prefix = "zoom-";
+      z.id_prefix = "zoom-", z.zoomable = true;
+      const double opening = std::max(1.0, p.timeline->end_s() / p.timeline_zoom_to_s);
       s += "<p>" + xml_escape(p.timeline_zoom_caption) + "</p>\n";
-      s += "<div id=\"timeline-zoom\">" + pipeline_svg(*p.timeline, z) + "</div>\n";
+      s += fmt::format("<div id=\"timeline-zoom\"><div class=\"zoom-controls\"><label>zoom<input type=\"range\" "
+                       "id=\"zoom-window-zoom\" min=\"1\" max=\"{:.1f}\" step=\"0.1\" value=\"{:.1f}\"></label><label>"
+                       "position<input type=\"range\" id=\"zoom-window-pan\" min=\"0\" max=\"1000\" step=\"1\" "
+                       "value=\"0\"></label><span id=\"zoom-window-range\"></span></div>\n",
+                       std::max(8.0, 4 * opening), opening);
+      s += pipeline_svg(*p.timeline, z) + "<script>" + kZoomScript + "tridentZoom('zoom-window');</script></div>\n";
     }
     s += "</div>\n";
   }

@@ -3,7 +3,8 @@
 // is optional and has a fixed element id, which the headless-browser test checks:
 //   #summary, #candidates (table), #findings (lint), #memory (per-stage stacked bars against capacity),
 //   #time-breakdown (the step as a stacked bar and a table), #topology (strategy <-> topology),
-//   #timeline (pipeline SVG, whole step and a zoom on the first micro-batches),
+//   #timeline (pipeline SVG, whole step; #timeline-zoom: a window on it that a slider or a drag zooms
+//   and moves, opening on the first micro-batches),
 //   #rehearsal (measured beside predicted shares).
 // The page carries numbers only; the commands fill it (src/cli/html_report.cpp).
 #pragma once
@@ -54,7 +55,7 @@ struct HtmlPage {
   std::optional<HtmlTable> time_table;
   std::optional<HtmlTable> topology;
   std::optional<Timeline> timeline;
-  double timeline_zoom_to_s = 0;          // > 0: the timeline again, drawn over [0, this] only
+  double timeline_zoom_to_s = 0;          // > 0: the timeline again in a zoomable window opening on [0, this]
   std::string timeline_zoom_caption;
   std::vector<HtmlShare> rehearsal;       // empty: no rehearsal section
   std::optional<HtmlTable> rehearsal_table;

@@ -178,9 +178,17 @@ std::string pipeline_svg(const Timeline& tl, const SvgOptions& opt) {
     s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" fill=\"#fafafa\" stroke=\"#e0e0e0\" stroke-width=\"0.5\"/>\n",
                      left, y + band_h + 2, plot_w, lane_h);
   }
-  s += fmt::format("<clipPath id=\"{}\"><rect x=\"{}\" y=\"0\" width=\"{:.1f}\" height=\"{}\"/></clipPath>\n", clip, left,
-                   plot_w, height);
-  s += fmt::format("<g clip-path=\"url(#{})\">\n", clip);
+  if (opt.zoomable) {
+    // viewBox starts at `left`: the blocks keep the coordinates they have in the whole drawing.
+    s += fmt::format("<svg id=\"{}window\" class=\"window\" x=\"{}\" y=\"0\" width=\"{:.1f}\" height=\"{}\" "
+                     "viewBox=\"{} 0 {:.1f} {}\" preserveAspectRatio=\"none\" data-left=\"{}\" data-width=\"{:.1f}\" "
+                     "data-height=\"{}\" data-from-ms=\"{:.6g}\" data-span-ms=\"{:.6g}\">\n",
+                     opt.id_prefix, left, plot_w, height, left, plot_w, height, left, plot_w, height, from * 1e3, end * 1e3);
+  } else {
+    s += fmt::format("<clipPath id=\"{}\"><rect x=\"{}\" y=\"0\" width=\"{:.1f}\" height=\"{}\"/></clipPath>\n", clip,
+                     left, plot_w, height);
+    s += fmt::format("<g clip-path=\"url(#{})\">\n", clip);
+  }
   for (const auto& b : tl.blocks) {
     if (b.row < 0 || b.row >= rows) continue;
     if (b.end_s < from || b.start_s > to) continue;  // outside the zoom window
@@ -192,8 +200,20 @@ std::string pipeline_svg(const Timeline& tl, const SvgOptions& opt) {
     const int h = b.lane != 0 ? lane_h : own_row ? sub_h - 2 : band_h;
     const std::string tip = fmt::format("{} {}{} ({:.3f} ms)", b.kind, b.label,
                                         b.chunk >= 0 ? fmt::format(" chunk {}", b.chunk) : "", (b.end_s - b.start_s) * 1e3);
+    const char* stroke = !opt.zoomable ? " stroke=\"#ffffff\" stroke-width=\"0.6\""
+                                       : " stroke=\"#ffffff\" stroke-width=\"0.6\" vector-effect=\"non-scaling-stroke\"";
     s += fmt::format("<rect x=\"{:.2f}\" y=\"{}\" width=\"{:.2f}\" height=\"{}\" fill=\"{}\"{}><title>{}</title></rect>\n",
-                     x0, y, w, h, pt.fill, w > 3 ? " stroke=\"#ffffff\" stroke-width=\"0.6\"" : "", xml_escape(tip));
+                     x0, y, w, h, pt.fill, w > 3 ? stroke : "", xml_escape(tip));
+    if (opt.zoomable && b.lane == 0 && !b.label.empty()) {
+      // Every label written; the script shows those whose block is wide enough at its zoom.
+      const int size = h >= 11 ? 11 : 8;
+      const double need = 0.6 * size * double(b.label.size()) + 1.5;
+      s += fmt::format("<text x=\"{:.2f}\" y=\"{}\" font-size=\"{}\" text-anchor=\"middle\" fill=\"{}\" data-w=\"{:.2f}\" "
+                       "data-need=\"{:.1f}\"{}>{}</text>\n",
+                       x0 + w / 2, y + h / 2 + size / 3, size, pt.text, w, need, w < need ? " style=\"display:none\"" : "",
+                       xml_escape(b.label));
+      continue;
+    }
     // Label at 11 px when it fits, else 8 px (about 0.6 em per digit), else none.
     for (int size : {11, 8}) {
       if (b.lane != 0 || b.label.empty() || w < 0.6 * size * double(b.label.size()) + 1.5 || size > h) continue;
@@ -203,10 +223,12 @@ std::string pipeline_svg(const Timeline& tl, const SvgOptions& opt) {
     }
   }
 
-  s += "</g>\n";
-  // End of the step.
-  if (to >= step_end) s += fmt::format("<line x1=\"{:.1f}\" y1=\"{}\" x2=\"{:.1f}\" y2=\"{}\" stroke=\"#000\" stroke-dasharray=\"4,3\"/>\n",
-                   X(to), top - 6, X(to), top + rows * rh);
+  if (!opt.zoomable) s += "</g>\n";
+  // Lines keep their width in a zoomed window. End of the step:
+  const char* keep = opt.zoomable ? " vector-effect=\"non-scaling-stroke\"" : "";
+  if (to >= step_end)
+    s += fmt::format("<line x1=\"{:.1f}\" y1=\"{}\" x2=\"{:.1f}\" y2=\"{}\" stroke=\"#000\" stroke-dasharray=\"4,3\"{}/>\n",
+                     X(to), top - 6, X(to), top + rows * rh, keep);
 
   // Time axis.
   const int ay = top + rows * rh + 4;
@@ -218,11 +240,24 @@ std::string pipeline_svg(const Timeline& tl, const SvgOptions& opt) {
   for (int i = int(std::ceil(from / step - 1e-9)); double(i) * step <= to * (1 + 1e-9); ++i) {
     const double t = double(i) * step;
     const double x = X(t);
-    s += fmt::format("<line x1=\"{:.1f}\" y1=\"{}\" x2=\"{:.1f}\" y2=\"{}\" stroke=\"#333\"/>", x, ay, x, ay + 5);
-    s += fmt::format("<line x1=\"{:.1f}\" y1=\"{}\" x2=\"{:.1f}\" y2=\"{}\" stroke=\"#000\" stroke-opacity=\"0.08\"/>", x, top,
-                     x, ay);
+    s += fmt::format("<line x1=\"{:.1f}\" y1=\"{}\" x2=\"{:.1f}\" y2=\"{}\" stroke=\"#333\"{}/>", x, ay, x, ay + 5, keep);
+    s += fmt::format("<line x1=\"{:.1f}\" y1=\"{}\" x2=\"{:.1f}\" y2=\"{}\" stroke=\"#000\" stroke-opacity=\"0.08\"{}/>", x,
+                     top, x, ay, keep);
     s += fmt::format("<text x=\"{:.1f}\" y=\"{}\" font-size=\"11\" text-anchor=\"middle\">{}</text>\n", x, ay + 18,
                      format_time(t, unit, suffix));
+  }
+  if (opt.zoomable) {
+    // Ticks ten times finer between the others, for the script to show once zoomed in.
+    const double fine = step / 10;
+    for (int64_t i = int64_t(std::ceil(from / fine - 1e-9)); double(i) * fine <= to * (1 + 1e-9); ++i) {
+      if (i % 10 == 0) continue;  // a tick above
+      const double t = double(i) * fine, x = X(t);
+      s += fmt::format("<g class=\"fine\" style=\"display:none\"><line x1=\"{:.2f}\" y1=\"{}\" x2=\"{:.2f}\" y2=\"{}\" "
+                       "stroke=\"#333\" vector-effect=\"non-scaling-stroke\"/><text x=\"{:.2f}\" y=\"{}\" font-size=\"10\" "
+                       "text-anchor=\"middle\" fill=\"#555\">{}</text></g>",
+                       x, ay, x, ay + 3, x, ay + 18, format_time(t, unit, suffix));
+    }
+    s += "</svg>\n";
   }
   s += fmt::format("<text x=\"{:.1f}\" y=\"{}\" font-size=\"11\" text-anchor=\"end\" fill=\"#555\">time</text>\n",
                    left + plot_w, ay + 34);

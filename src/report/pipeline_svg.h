@@ -20,6 +20,11 @@ struct SvgOptions {
   double from_s = 0;
   double to_s = 0;
   std::string id_prefix;  // of the SVG's ids (pattern, clip path): two drawings on one page differ
+  // For a page's script (html_page.cpp): the plot is a nested <svg id="{prefix}window"> whose
+  // viewBox the script narrows to zoom on time; its texts carry what they need to stay legible
+  // (data-w, data-need: a block label shows when its zoomed width reaches data-need), and finer
+  // ticks (class "fine") wait hidden for a closer zoom.
+  bool zoomable = false;
 };
 
 // How many compute blocks of the last stage a window shows, and a timeline needs one beyond

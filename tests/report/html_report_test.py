@@ -1,7 +1,8 @@
 """--html on plan, lint, simulate and a rehearsal (mpirun -np 2 trident train) writes one
 self-contained page: no network reference, the key sections present in the DOM headless Chromium
 builds, and a screenshot that is not blank. Also: the SVG timeline keeps five-digit rank labels
-whole and zooms on interleaved schedules."""
+whole and zooms on interleaved schedules, and the HTML page's timeline window zooms and moves in
+the browser."""
 import os
 import re
 import shutil
@@ -74,6 +75,51 @@ check("plan: the capacity line is drawn", 'class="limit"' in plan_html)
 lint_html = open(os.path.join(tmp, "lint.html")).read()
 check("lint: the tp-crosses-nodes error in the table", re.search(r"<td>error</td><td>tp-crosses-nodes</td>", lint_html),
       re.findall(r"<td>(?:error|warning)</td><td>[^<]*</td>", lint_html))
+
+# The plan page's timeline window: the browser runs its script, which sets the window's viewBox
+# from the sliders (here through the page's #zoom-window-zoom=K&zoom-window-pan=P fragment, which
+# sets the sliders and fires the handler they fire), shows the block labels that fit, and says
+# which milliseconds it shows. Another zoom shows other blocks and another picture.
+def window_of(d):
+    m = re.search(r'<svg id="zoom-window" [^>]*viewBox="([-\d.e]+) 0 ([\d.e]+) [\d.]+"[^>]*data-left="(\d+)" '
+                  r'data-width="([\d.]+)"', d)
+    if not m:
+        return None
+    x, w, left, width = (float(g) for g in m.groups())
+    inner = d[d.index('<svg id="zoom-window"'):]
+    labels = re.findall(r'<text x="([\d.]+)" [^>]*data-w="([\d.]+)" data-need="([\d.]+)"([^>]*)>', inner)
+    shown = [(float(lx), float(bw), float(need)) for lx, bw, need, rest in labels
+             if "display: none" not in rest and "display:none" not in rest and x <= float(lx) <= x + w]
+    span = re.search(r'<span id="zoom-window-range">showing ([\d.]+) - ([\d.]+) ms of ([\d.]+) ms', d)
+    return dict(x=x, w=w, left=left, width=width, shown=shown, span=span.groups() if span else None)
+
+
+plan_page = os.path.join(tmp, "plan.html")
+opened = window_of(dom(plan_page))
+check("plan: the timeline window is set by the page's script (viewBox, the span shown)",
+      opened and opened["span"] and opened["w"] < opened["width"], opened and {k: opened[k] for k in ("x", "w", "span")})
+zoomed_page = "file://" + plan_page + "#zoom-window-zoom=40&zoom-window-pan=500"
+zoomed = window_of(run(browser + ["--dump-dom", zoomed_page]).stdout)
+if opened and zoomed:
+    want_w = zoomed["width"] / 40
+    check("zoom 40 at the middle: the viewBox is a 40th of the step, centred",
+          abs(zoomed["w"] - want_w) < 0.01 and abs(zoomed["x"] - (zoomed["left"] + 0.5 * (zoomed["width"] - want_w))) < 0.01,
+          (zoomed["x"], zoomed["w"], want_w))
+    step_ms = float(zoomed["span"][2])
+    a, b = (float(v) for v in zoomed["span"][:2])
+    check("zoom 40 at the middle: it says it shows the middle 40th of the step",
+          abs(b - a - step_ms / 40) < 2e-3 and abs((a + b) / 2 - step_ms / 2) < 2e-3, zoomed["span"])
+    check("zoom 40: other block labels are shown than at the opening zoom",
+          zoomed["shown"] and {l[0] for l in zoomed["shown"]} != {l[0] for l in opened["shown"]},
+          (len(zoomed["shown"]), len(opened["shown"])))
+    check("zoom 40: each label shown has a block wide enough for it at that zoom",
+          all(bw * 40 >= need for _, bw, need in zoomed["shown"]), zoomed["shown"][:5])
+    shots = []
+    for url in ("file://" + plan_page, zoomed_page):
+        png = os.path.join(tmp, f"window{len(shots)}.png")
+        run(browser + ["--window-size=1400,8000", f"--screenshot={png}", url])  # tall: the window is low on the page
+        shots.append(open(png, "rb").read())
+    check("zoom 40: the page looks different", shots[0] != shots[1])
 
 # Rehearsal: rank 0 writes the page, measured beside predicted shares.
 cluster = os.path.join(tmp, "cluster.toml")
