@@ -10,8 +10,10 @@ import sys
 import tempfile
 import tomllib
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from checks import check, finish  # noqa: E402
+
 trident, root = sys.argv[1], sys.argv[2]
-failures = []
 
 
 def run(*args, want=0):
@@ -19,12 +21,6 @@ def run(*args, want=0):
     if p.returncode != want:
         raise SystemExit(f"FAIL {' '.join(args)}: exit {p.returncode}, want {want}\n{p.stdout}\n{p.stderr}")
     return p
-
-
-def check(name, ok, detail=""):
-    print(("ok   " if ok else "FAIL ") + name + ("" if ok else f": {detail}"))
-    if not ok:
-        failures.append(name)
 
 
 tmp = tempfile.mkdtemp()
@@ -140,5 +136,4 @@ h = run("plan", "--help").stdout
 check("--help shows e.g. --tp INT=1 and the schedule choices",
       re.search(r"--tp INT=1\b", h) and "--schedule gpipe|1f1b|interleaved|zb-h1=1f1b" in h, h[:400])
 
-print(f"{len(failures)} failure(s)")
-sys.exit(1 if failures else 0)
+finish()

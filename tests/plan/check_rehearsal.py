@@ -3,17 +3,14 @@ check decides. A dense GPT recipe is rehearsable, with the stack settings a CPU 
 named (bf16 -> fp32); a mixture-of-experts recipe with expert parallelism is not, and says why by
 the run check's codes, in JSON and in the text report."""
 import json
+import os
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from checks import check, finish  # noqa: E402
+
 trident = sys.argv[1]
-failures = []
-
-
-def check(name, ok, detail=""):
-    print(("ok   " if ok else "FAIL ") + name + ("" if ok else f": {detail}"))
-    if not ok:
-        failures.append(name)
 
 
 def plan(*args):
@@ -39,5 +36,4 @@ text = subprocess.run([trident, "plan", "--model", "mixtral-8x7b", "--cluster", 
                        "--global-batch-size", "256", "--ep", "4"], capture_output=True, text=True, timeout=300).stdout
 check("the text report says so too", "rehearsal: not rehearsable" in text and "[dist-ep]" in text, text[-600:])
 
-print(f"{len(failures)} failure(s)")
-sys.exit(1 if failures else 0)
+finish()
