@@ -64,10 +64,12 @@ function tridentZoom(id) {
     if (room > 0) pan.value = drag.p - 1000 * (e.clientX - drag.x) / (px * k * room);
     apply();
   });
+  apply();
+  // A link to a window: the fragment moves the sliders, which then say so as a reader's move does.
   const hash = new URLSearchParams(location.hash.slice(1));
   if (hash.has(id + '-zoom')) zoom.value = hash.get(id + '-zoom');
   if (hash.has(id + '-pan')) pan.value = hash.get(id + '-pan');
-  apply();
+  if (hash.has(id + '-zoom') || hash.has(id + '-pan')) zoom.dispatchEvent(new Event('input'));
 }
 )";
 

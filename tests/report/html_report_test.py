@@ -78,8 +78,8 @@ check("lint: the tp-crosses-nodes error in the table", re.search(r"<td>error</td
 
 # The plan page's timeline window: the browser runs its script, which sets the window's viewBox
 # from the sliders (here through the page's #zoom-window-zoom=K&zoom-window-pan=P fragment, which
-# sets the sliders and fires the handler they fire), shows the block labels that fit, and says
-# which milliseconds it shows. Another zoom shows other blocks and another picture.
+# sets the sliders and fires their input event, as a reader's move does), shows the block labels
+# that fit, and says which milliseconds it shows. Another zoom shows other blocks and another picture.
 def window_of(d):
     m = re.search(r'<svg id="zoom-window" [^>]*viewBox="([-\d.e]+) 0 ([\d.e]+) [\d.]+"[^>]*data-left="(\d+)" '
                   r'data-width="([\d.]+)"', d)
