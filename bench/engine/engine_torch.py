@@ -1,8 +1,10 @@
 """PyTorch peer for the engine benchmark: the same GPT-2 model, batch, threads and optimizer
 (AdamW, clipping) as `trident train`, timed the same way (mean step time after the first).
-Prints one JSON line: {"tokens_per_s", "step_s", "peak_rss_mib"}.
+Prints one JSON line: {"tokens_per_s", "step_s", "peak_rss_mib", "loss", "blas_core"} (blas_core: the core
+type of the OpenBLAS PyTorch runs, so the benchmark shows both sides on the same kernels).
 usage: engine_torch.py LAYERS HIDDEN HEADS SEQ VOCAB BATCH STEPS THREADS
 """
+import ctypes
 import json
 import math
 import resource
@@ -57,6 +59,17 @@ class GPT(nn.Module):
         return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
 
 
+def blas_core():
+    """The core type the OpenBLAS this process loaded runs (openblas_get_corename), or "none"."""
+    with open("/proc/self/maps") as maps:
+        paths = {line.split()[-1] for line in maps if "libopenblas" in line and ".so" in line}
+    for path in sorted(paths):
+        name = ctypes.CDLL(path).openblas_get_corename
+        name.restype = ctypes.c_char_p
+        return name().decode()
+    return "none"
+
+
 def main():
     L, C, nh, T, V, B, steps, threads = map(int, sys.argv[1:9])
     torch.set_num_threads(threads)
@@ -80,7 +93,7 @@ def main():
     step_s = sum(times[1:]) / max(1, len(times) - 1) if len(times) > 1 else times[0]
     print(json.dumps({"tokens_per_s": B * T / step_s, "step_s": step_s,
                       "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
-                      "loss": loss.item()}))
+                      "loss": loss.item(), "blas_core": blas_core()}))
 
 
 if __name__ == "__main__":

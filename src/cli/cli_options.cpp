@@ -32,9 +32,14 @@ CliOptions::CliOptions(CLI::App& app, std::vector<OptionDef> defs, bool config_f
                             ->type_name(d.type.empty() ? "TEXT" : d.type)
                             ->default_str(d.default_value.empty() ? "none" : d.default_value);
     }
-    auto& all = every_command_option();  // once per name: the Python module sets commands up per call
-    if (config_file && std::none_of(all.begin(), all.end(), [&](const OptionDef& o) { return o.name == d.name; })) all.push_back(d);
   }
+  if (config_file) add_config_vocabulary(defs_);
+}
+
+void add_config_vocabulary(const std::vector<OptionDef>& defs) {
+  auto& all = every_command_option();  // once per name: the Python module sets commands up per call
+  for (const OptionDef& d : defs)
+    if (std::none_of(all.begin(), all.end(), [&](const OptionDef& o) { return o.name == d.name; })) all.push_back(d);
 }
 
 std::vector<OptionDef> CliOptions::others() const {

@@ -18,6 +18,10 @@
 
 namespace trident::cli {
 
+// Adds options to the keys a config file may hold (each command's CliOptions adds its own): for
+// the commands set up elsewhere, such as the runtime's where only the planning ones are built.
+void add_config_vocabulary(const std::vector<OptionDef>& defs);
+
 class CliOptions {
  public:
   // config_file false: no --config, and the options are this command's own (a config file of

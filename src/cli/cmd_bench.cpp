@@ -26,8 +26,10 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/runtime_commands.h"
 #include "core/output_path.h"
 #include "core/problems.h"
+#include "launch/blas_core.h"
 #include "plan/cost_model.h"
 #include "runtime/engine/machine_load.h"
 #include "runtime/engine/machine_rates.h"
@@ -257,6 +259,8 @@ std::string bench_toml(const QuietCore& q, const LinkRates& l, int world, int co
       "# One MPI rank = one CPU core = one \"GPU\" below; every core rate is of one thread, per second of its\n"
       "# CPU time (best of several calls), so other processes on the machine lower it less.\n";
   s += load_lines(q);
+  s += "# The sgemm rates below are OpenBLAS's kernels for core " + launch::blas_core_note(kernels::blas_core_name()) +
+       ".\n";
   s += fmt::format("# Peaks ([cluster]): FMA chains in registers {:.2f} GFLOP/s{}{}; a {} MiB memcpy {:.2f} GB/s{} "
                    "(read + write).\n",
                    r.fma_flops / 1e9,
@@ -362,10 +366,7 @@ Runner setup_bench(CLI::App& cmd) {
   };
 }
 
-TRIDENT_COMMAND("bench",
-                "measure this machine (peaks, and the shares of them matmuls, memory-bound kernels and MPI reach) "
-                "and write a cluster and cost TOML",
-                setup_bench);
+TRIDENT_COMMAND("bench", runtime_command_help("bench"), setup_bench);
 
 }  // namespace
 }  // namespace trident::cli

@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "cli/command.h"
+#include "cli/runtime_commands.h"
 #include "core/output_path.h"
 #include "core/problems.h"
 #include "runtime/data/corpus.h"
@@ -51,7 +52,7 @@ Runner setup_data(CLI::App& cmd) {
   return [args, prep] { return prep->parsed() ? run_prepare(*args) : 2; };
 }
 
-TRIDENT_COMMAND("data", "prepare token files for training (`trident data prepare TEXT OUT`)", setup_data);
+TRIDENT_COMMAND("data", runtime_command_help("data"), setup_data);
 
 }  // namespace
 }  // namespace trident::cli

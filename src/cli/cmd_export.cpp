@@ -38,6 +38,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
+#include "cli/runtime_commands.h"
 #include "cli/safetensors.h"
 #include "core/output_path.h"
 #include "core/problems.h"
@@ -251,8 +252,7 @@ Runner setup_export(CLI::App& cmd) {
   return [args] { return run_export(*args); };
 }
 
-TRIDENT_COMMAND("export", "write a checkpoint's weights as Hugging Face safetensors + config.json (GPT-2 or Llama names)",
-                setup_export);
+TRIDENT_COMMAND("export", runtime_command_help("export"), setup_export);
 
 }  // namespace
 }  // namespace trident::cli

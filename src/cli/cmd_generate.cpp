@@ -10,6 +10,7 @@
 
 #include "cli/cli_options.h"
 #include "cli/command.h"
+#include "cli/runtime_commands.h"
 #include "core/output_path.h"
 #include "core/problems.h"
 #include "report/output_file.h"
@@ -130,7 +131,7 @@ Runner setup_generate(CLI::App& cmd) {
   return [options] { return run_generate(parse_generate(*options)); };
 }
 
-TRIDENT_COMMAND("generate", "sample text from a checkpoint of `trident train`", setup_generate);
+TRIDENT_COMMAND("generate", runtime_command_help("generate"), setup_generate);
 
 }  // namespace
 }  // namespace trident::cli

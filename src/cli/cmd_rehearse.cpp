@@ -13,6 +13,7 @@
 
 #include "cli/cli_options.h"
 #include "cli/command.h"
+#include "cli/runtime_commands.h"
 #include "core/input_file.h"
 #include "core/output_path.h"
 #include "core/run_values.h"
@@ -197,9 +198,7 @@ Runner setup_rehearse(CLI::App& cmd) {
   return [args] { return run_rehearse(*args); };
 }
 
-TRIDENT_COMMAND("rehearse",
-                "rehearse a plan on this machine (scaled down, emulated hosts with shaped links) and judge its prediction",
-                setup_rehearse);
+TRIDENT_COMMAND("rehearse", runtime_command_help("rehearse"), setup_rehearse);
 
 }  // namespace
 }  // namespace trident::cli

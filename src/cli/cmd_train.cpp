@@ -6,8 +6,10 @@
 #include <memory>
 #include <optional>
 
+#include "capability/train_options.h"
 #include "cli/cli_options.h"
 #include "cli/command.h"
+#include "cli/runtime_commands.h"
 #include "core/run_spec.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/data/corpus.h"
@@ -24,40 +26,6 @@
 
 namespace trident::cli {
 namespace {
-
-std::vector<OptionDef> train_options() {
-  return {
-      {"global-batch-size", "training", "sequences per optimizer step (default = micro-batch size x dp)", false, "INT", "micro-batch-size x dp"},
-      {"micro-batch-size", "training", "sequences per forward/backward (default 8)", false, "INT", "8"},
-      input_path({"data", "training", "token file from `trident data prepare` (default: the bundled fortunes corpus)", false,
-                  "FILE", "bundled corpus"}),
-      {"steps", "training", "optimizer steps to reach (default 200)", false, "INT", "200"},
-      {"lr", "training", "peak learning rate (default 1e-3)", false, "NUM", "1e-3"},
-      {"min-lr", "training", "learning rate at the end of the cosine decay (default lr/10)", false, "NUM", "lr/10"},
-      {"warmup", "training", "linear warm-up steps (default steps/10)", false, "INT", "steps/10"},
-      {"weight-decay", "training", "AdamW decoupled weight decay on matrices and embeddings (default 0.1)", false, "NUM", "0.1"},
-      {"grad-clip", "training", "max global gradient norm, 0 = off (default 1.0)", false, "NUM", "1.0"},
-      {"seed", "training", "seed of the initial weights and of the batch sampler (default 1)", false, "INT", "1"},
-      {"metrics", "training", "write every step as a JSON line to this file (rank 0)", false, "FILE", "none"},
-      {"eval-every", "training", "validation loss every N steps (default steps/5; 0 = only at the end)", false, "INT", "steps/5"},
-      {"eval-batches", "training", "micro-batches per validation (default 4)", false, "INT", "4"},
-      {"checkpoint", "training", "write a checkpoint directory here at the end (any layout can load it)", false, "DIR", "none"},
-      {"checkpoint-every", "training", "also write it every N steps", false, "INT", "0"},
-      {"stop-at", "training", "stop after this step (the schedule still runs to --steps; resume later)", false, "INT", "steps"},
-      input_path({"resume", "training", "continue from this checkpoint directory (same settings give bit-identical losses)",
-                  false, "DIR", "none"}),
-      {"threads", "training", "CPU threads per rank (default: OMP_NUM_THREADS when set, else the node's cores / its ranks)", false, "INT", "OMP_NUM_THREADS or cores / ranks"},
-      {"device", "training", "cpu (default) or cuda (one GPU, chosen by the node-local rank)", false, "cpu|cuda", "cpu"},
-      {"gpu-comm", "training", "how GPU ranks talk: nccl (one GPU per rank) or mpi-host (ranks share GPUs through host-staged MPI; for tests)", false, "nccl|mpi-host", "nccl"},
-      {"moe-aux-loss-coeff", "mixture of experts", "load-balancing loss coefficient (default 0.01)", false, "NUM", "0.01"},
-      {"moe-z-loss-coeff", "mixture of experts", "router z-loss coefficient (default 0)", false, "NUM", "0"},
-      {"moe-drop", "mixture of experts", "drop the assignments past an expert's capacity (default on; --no-moe-drop "
-       "keeps every token)", true, "", "on"},
-      {"moe-normalise", "mixture of experts", "combine weights = the chosen scores over their sum, Mixtral's (default "
-       "on; --no-moe-normalise: the scores themselves)", true, "", "on"},
-      {"log-every", "training", "progress line every N steps (default steps/20)", false, "INT", "steps/20", 1},
-  };
-}
 
 struct TrainArgs {
   std::unique_ptr<CliOptions> options;
@@ -227,12 +195,11 @@ int run_train(TrainArgs& args) {
 
 Runner setup_train(CLI::App& cmd) {
   auto args = std::make_shared<TrainArgs>();
-  args->options = std::make_unique<CliOptions>(cmd, concat({model_options(), train_options(), parallel::dist_train_options()}));
+  args->options = std::make_unique<CliOptions>(cmd, capability::train_command_options());
   return [args] { return run_train(*args); };
 }
 
-TRIDENT_COMMAND("train", "train a GPT: one process, or any dp x tp x pp layout under mpirun (bundled corpus by default)",
-                setup_train);
+TRIDENT_COMMAND("train", runtime_command_help("train"), setup_train);
 
 }  // namespace
 }  // namespace trident::cli

@@ -1,10 +1,13 @@
 #include "cli/run_cli.h"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <new>
 
+#include "cli/cli_options.h"
 #include "cli/command.h"
+#include "cli/runtime_commands.h"
 #include "cli/unknown_arguments.h"
 #include "core/problems.h"
 
@@ -25,7 +28,15 @@ int run_cli(int argc, char** argv) {
   app.set_version_flag("--version", "trident 0.1.0");
   std::vector<std::pair<CLI::App*, Runner>> runners;
   try {
-    for (const Command& c : command_registry()) {
+    // A config file may hold the runtime commands' options, wherever they are built.
+    for (const RuntimeCommand& c : runtime_commands())
+      if (c.config_options) add_config_vocabulary(c.config_options());
+    // By name: the registration order is the link order, which says nothing to a user.
+    std::vector<const Command*> commands;
+    for (const Command& c : command_registry()) commands.push_back(&c);
+    std::sort(commands.begin(), commands.end(), [](const Command* a, const Command* b) { return a->name < b->name; });
+    for (const Command* cp : commands) {
+      const Command& c = *cp;
       CLI::App* sub = app.add_subcommand(c.name, c.help);
       runners.emplace_back(sub, c.setup(*sub));
     }

@@ -1,10 +1,10 @@
 // When OpenMP's threads must wait passively: ranks x threads, with the machine's other load,
 // above the cores; never for one thread per rank (no team waits).
-#include "runtime/parallel/openmp_wait.h"
+#include "launch/openmp_wait.h"
 
 #include <gtest/gtest.h>
 
-namespace trident::parallel {
+namespace trident::launch {
 
 TEST(OpenMpWait, PassiveOnlyWhenThreadsExceedTheCores) {
   EXPECT_FALSE(openmp_wait(1, 2, 0, 2).passive);  // 2 threads on 2 idle cores: spinning is fine
@@ -18,4 +18,4 @@ TEST(OpenMpWait, PassiveOnlyWhenThreadsExceedTheCores) {
   EXPECT_FALSE(openmp_wait(1, 2, 1.5, 4).passive);
 }
 
-}  // namespace trident::parallel
+}  // namespace trident::launch

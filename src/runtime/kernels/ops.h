@@ -253,6 +253,9 @@ class Kernels {
 // Kernels::supports() of a built backend gives the same answer.
 bool device_supports(const std::string& device, DType t);
 
+// The core type OpenBLAS runs its kernels for (openblas_get_corename: "SkylakeX", "Prescott").
+std::string blas_core_name();
+
 // The CPU implementation (OpenBLAS + OpenMP). threads <= 0 means all cores.
 std::unique_ptr<Kernels> make_cpu_kernels(int threads = 0);
 

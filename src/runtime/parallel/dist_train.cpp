@@ -23,38 +23,12 @@ using capability::check_executable;
 using capability::layout_ranks;
 
 namespace {
-std::vector<OptionDef> run_options() {
-  return {
-      {"trace-comm", "distributed", "log every send, receive and collective with step and rank", true, "", "off"},
-      {"report", "distributed", "write the rehearsal report as JSON to this file", false, "FILE", "none"},
-      {"html", "distributed", "write the rehearsal report as one self-contained HTML page (rank 0)", false, "FILE", "none"},
-      {"comm-timeout", "distributed", "seconds a rank waits on one communication before failing (default 300)", false, "NUM", "300"},
-      {"stage-layers", "distributed", "explicit pipeline split, layers per stage: 2,3,3", false, "LIST", "even split"},
-      input_path({"prediction-cluster", "distributed", "cluster TOML from `trident bench` for the planner's prediction",
-                  false, "FILE", "none"}),
-      // The prediction's cost table, read as plan and simulate read --cost (under the cluster
-      // file's own [cost] keys).
-      input_path({"cost", "cost", "cost table TOML for the rehearsal report's prediction (as plan --cost)", false, "FILE",
-                  "the --prediction-cluster file's [cost]"}),
-      {"bucket-mib", "distributed", "data-parallel gradient bucket of the plain-DP all-reduce, MiB (default 4; "
-       "ZeRO-1 reduces the whole buffer, ZeRO-2/3 layer by layer)", false, "NUM", "4"},
-  };
-}
-
 int64_t launcher_world_size() {
   for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"})
     if (const char* x = std::getenv(v)) return std::max(1LL, std::atoll(x));
   return 1;
 }
 }  // namespace
-
-std::vector<OptionDef> dist_train_options() {
-  std::vector<OptionDef> out = layout_options();
-  for (const auto& d : execution_options())
-    if (d.name != "global-batch-size" && d.name != "micro-batch-size") out.push_back(d);  // train has its own
-  for (auto& d : run_options()) out.push_back(d);
-  return out;
-}
 
 bool launched_by_mpi() {
   for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "SLURM_NTASKS"})

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "capability/train_options.h"
 #include "core/options.h"
 #include "core/problems.h"
 #include "core/run_spec.h"
@@ -14,11 +15,8 @@
 
 namespace trident::parallel {
 
-// Everything a distributed run adds to `trident train`'s options: the layout (--tp --cp --ep
-// --pp --dp --order), the parallel execution (--schedule --virtual-stages --zero --sequence-parallel) and
-// --recompute --precision --grad-bits (checked, refused where the runtime lacks them)
-// --trace-comm --report FILE --comm-timeout S --stage-layers 2,3,3 --prediction-cluster FILE --bucket-mib N.
-std::vector<OptionDef> dist_train_options();
+// The options a distributed run adds to `trident train`'s (capability/train_options.h).
+using capability::dist_train_options;
 
 // True when started by mpirun/mpiexec/srun (OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_RANK or SLURM_NTASKS set).
 bool launched_by_mpi();

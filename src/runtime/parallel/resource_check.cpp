@@ -91,13 +91,6 @@ std::string memory_fixes(const TrainSettings& s, const RankMemory& m) {
 
 }  // namespace
 
-int64_t affinity_cores() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return std::max(1u, std::thread::hardware_concurrency());
-}
-
 RankMemory rank_memory(const TrainSettings& s, int64_t stage, Precision precision) {
   ExecutionSpec exec = s.run.exec;
   exec.precision = precision;

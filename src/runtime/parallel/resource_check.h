@@ -18,6 +18,7 @@
 #include <mpi.h>
 
 #include "core/problems.h"
+#include "launch/cpu_cores.h"
 #include "runtime/parallel/training_loop.h"
 
 namespace trident::parallel {
@@ -63,6 +64,6 @@ struct ThreadChoice {
 };
 // cores: CPU_COUNT of sched_getaffinity; hardware: std::thread::hardware_concurrency.
 ThreadChoice choose_threads(const TrainSettings& s, int64_t node_ranks, int64_t cores, int64_t hardware);
-int64_t affinity_cores();  // the cores this process may run on
+using launch::affinity_cores;  // the cores this process may run on
 
 }  // namespace trident::parallel

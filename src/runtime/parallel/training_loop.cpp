@@ -35,10 +35,11 @@
 #include "runtime/parallel/dist_train.h"
 #include "runtime/parallel/dist_trainer.h"
 #include "runtime/parallel/metrics_writer.h"
-#include "runtime/parallel/openmp_wait.h"
 #include "runtime/parallel/process_groups.h"
 #include "runtime/parallel/rehearsal_report.h"
 #include "runtime/parallel/resource_check.h"
+#include "launch/blas_core.h"
+#include "launch/openmp_wait.h"
 #include "runtime/parallel/run_agreement.h"
 
 namespace trident::parallel {
@@ -252,6 +253,8 @@ void print_startup(const TrainSettings& s, int world, const DistTrainer& trainer
   std::printf("  device      %s x %d; MFU's peak %.1f GFLOP/s in all: %s\n", device.c_str(), world, peak.flops / 1e9,
               peak.how.c_str());
   if (!threads.empty()) std::printf("  threads     %s\n", threads.c_str());
+  if (!s.make_device_kernels)
+    std::printf("  BLAS        OpenBLAS core %s\n", launch::blas_core_note(kernels::blas_core_name()).c_str());
   if (llama)  // plan::model_flops_per_step: Q h x h, K and V h x kv, projection h x h, three h x f MLP matrices
     std::printf("  step FLOPs  3 B (L (2 s (h (h + 2 kv) + h^2 + 3 h f) + 4 s^2 h) + 2 s h V) = %.2f GFLOP (B %lld, "
                 "kv %lld, f %lld)\n",
@@ -545,8 +548,8 @@ int train(const TrainSettings& settings, const Problems& parsed, bool mpi) {
   if (rank == 0)
     print_startup(s, world, trainer, *data, kernels->device_name(),
                   s.make_device_kernels ? ""
-                  : openmp_wait_note().empty() ? threads.note
-                                               : threads.note + "; " + openmp_wait_note(),
+                  : launch::openmp_wait_note().empty() ? threads.note
+                                               : threads.note + "; " + launch::openmp_wait_note(),
                   peak, step_flops, first, activations);
   if (rank == 0 && s.stop_at >= 0 && s.stop_at < s.steps && s.checkpoint_path.empty())
     std::fprintf(stderr,

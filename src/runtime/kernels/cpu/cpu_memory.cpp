@@ -11,6 +11,7 @@
 
 extern "C" void openblas_set_num_threads(int);
 extern "C" int openblas_get_num_threads(void);
+extern "C" char* openblas_get_corename(void);
 
 namespace trident::kernels {
 
@@ -48,8 +49,13 @@ CpuKernels::CpuKernels(int threads) {
   openblas_set_num_threads(1);
 }
 
+std::string blas_core_name() {
+  const char* core = openblas_get_corename();
+  return core ? core : "unknown";
+}
+
 std::string CpuKernels::device_name() const {
-  return "cpu (" + std::to_string(threads_) + " OpenMP threads, OpenBLAS sgemm)";
+  return "cpu (" + std::to_string(threads_) + " OpenMP threads, OpenBLAS sgemm, core " + blas_core_name() + ")";
 }
 
 float* CpuKernels::alloc(size_t count) { return static_cast<float*>(host_alloc(count * sizeof(float))); }

@@ -2,13 +2,13 @@
 // sleeps; where a node's ranks x threads (with the load other processes put on the machine)
 // exceed its cores, the spinning takes the cores the working threads need: two spinning
 // threads on a busy 2-core machine turned a 3 s run into 60 s. libgomp reads OMP_WAIT_POLICY
-// once, as it loads, before main: so `trident train` sets it and starts itself again.
+// once, as it loads: `trident` sets it for `train` before it loads the runtime library.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
-namespace trident::parallel {
+namespace trident::launch {
 
 struct WaitChoice {
   bool passive = false;
@@ -19,12 +19,12 @@ struct WaitChoice {
 // load average of the other processes, 0 when unknown).
 WaitChoice openmp_wait(int64_t node_ranks, int64_t threads, double load, int64_t cores);
 
-// Called first in main: for `trident train` without OMP_WAIT_POLICY or GOMP_SPINCOUNT set, and
-// oversubscribed as above, sets OMP_WAIT_POLICY=passive and executes this program again with the
-// same arguments (before MPI or any thread starts). Returns when nothing is to change.
+// Called before the runtime library (and so libgomp) loads: for `trident train` without
+// OMP_WAIT_POLICY or GOMP_SPINCOUNT set, and oversubscribed as above, sets OMP_WAIT_POLICY=passive
+// (and the reason, for openmp_wait_note). Changes nothing otherwise.
 void wait_passively_when_oversubscribed(int argc, char** argv);
 
 // The start-up table's words for the policy in force ("" when none was set).
 std::string openmp_wait_note();
 
-}  // namespace trident::parallel
+}  // namespace trident::launch

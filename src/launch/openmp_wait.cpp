@@ -1,6 +1,4 @@
-#include "runtime/parallel/openmp_wait.h"
-
-#include <unistd.h>
+#include "launch/openmp_wait.h"
 
 #include <algorithm>
 #include <charconv>
@@ -10,13 +8,13 @@
 
 #include <fmt/format.h>
 
-#include "runtime/parallel/resource_check.h"
+#include "launch/cpu_cores.h"
 
-namespace trident::parallel {
+namespace trident::launch {
 
 namespace {
 
-constexpr const char* kReason = "TRIDENT_OPENMP_WAIT_REASON";  // why main set the policy (for the note)
+constexpr const char* kReason = "TRIDENT_OPENMP_WAIT_REASON";  // why trident set the policy (for the note)
 
 int64_t env_int(const char* name, int64_t fallback) {
   const char* v = std::getenv(name);
@@ -73,9 +71,6 @@ void wait_passively_when_oversubscribed(int argc, char** argv) {
   if (!c.passive) return;
   setenv("OMP_WAIT_POLICY", "passive", 1);
   setenv(kReason, c.why.c_str(), 1);
-  execv("/proc/self/exe", argv);  // returns only on failure: then run on, spinning as before
-  unsetenv("OMP_WAIT_POLICY");
-  unsetenv(kReason);
 }
 
 std::string openmp_wait_note() {
@@ -86,4 +81,4 @@ std::string openmp_wait_note() {
                      why ? std::string(", set by trident: ") + why : std::string(", from the environment"));
 }
 
-}  // namespace trident::parallel
+}  // namespace trident::launch

@@ -1,0 +1,17 @@
+#include "launch/cpu_cores.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <thread>
+
+namespace trident::launch {
+
+int64_t affinity_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+}  // namespace trident::launch
