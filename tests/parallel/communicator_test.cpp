@@ -61,6 +61,28 @@ TEST(MpiCommunicator, all_gather_concatenates_in_rank_order_and_broadcast_copies
   EXPECT_EQ(b[0], 42);
 }
 
+// Rank r sends p + 1 values r * 100 + p to rank p (none to itself when r is odd): rank r then
+// holds, from each rank q in rank order, r + 1 values q * 100 + r (none from odd q to itself).
+TEST(MpiCommunicator, all_to_all_v_delivers_variable_counts_in_rank_order) {
+  auto world = MpiCommunicator::world(context());
+  const int n = world->size(), r = world->rank();
+  std::vector<size_t> sc(static_cast<size_t>(n)), rc(static_cast<size_t>(n));
+  std::vector<float> send;
+  for (int p = 0; p < n; ++p) {
+    sc[size_t(p)] = (p == r && r % 2) ? 0 : size_t(p + 1);
+    rc[size_t(p)] = (p == r && r % 2) ? 0 : size_t(r + 1);
+    for (size_t i = 0; i < sc[size_t(p)]; ++i) send.push_back(float(r * 100 + p));
+  }
+  size_t total = 0;
+  for (size_t c : rc) total += c;
+  std::vector<float> recv(total, -1.0f);
+  world->all_to_all_v(send.data(), sc.data(), recv.data(), rc.data(), DType::F32);
+  size_t at = 0;
+  for (int q = 0; q < n; ++q)
+    for (size_t i = 0; i < rc[size_t(q)]; ++i) EXPECT_EQ(recv[at++], float(q * 100 + r)) << "from rank " << q;
+  EXPECT_EQ(at, total);
+}
+
 TEST(MpiCommunicator, ring_send_recv_and_async_handles_deliver_each_neighbours_data) {
   auto world = MpiCommunicator::world(context());
   const int n = world->size(), r = world->rank();

@@ -64,6 +64,11 @@ class RecordingCommunicator : public comm::Communicator {
     std::memcpy(static_cast<char*>(r) + size_t(rank_) * bytes, s, bytes);
   }
   void broadcast(void* b, size_t n, comm::DType t, int) override { see("broadcast", b, n, t); }
+  void all_to_all_v(const void* s, const size_t* sc, void* r, const size_t* rc, comm::DType t) override {
+    size_t sent = 0, received = 0;
+    for (int p = 0; p < size_; ++p) sent += sc[p], received += rc[p];
+    see("all_to_all_v send", s, sent, t), see("all_to_all_v recv", r, received, t);
+  }
   void barrier() override {}
   void send(const void* b, size_t n, comm::DType t, int, int) override { see("send", b, n, t); }
   void recv(void* b, size_t n, comm::DType t, int, int) override {

@@ -67,6 +67,12 @@ class Communicator {
   virtual void all_gather(const void* send, void* recv, size_t send_count, DType type) = 0;
   virtual void broadcast(void* buffer, size_t count, DType type, int root) = 0;
   virtual void barrier() = 0;
+  // All-to-all with variable counts (expert parallelism's dispatch and combine): send_counts[p]
+  // elements go to rank p, taken consecutively from send in rank order; recv_counts[p] elements
+  // from rank p land consecutively in recv in rank order (size() counts each; send and recv
+  // must not overlap). recv_counts[p] must equal rank p's send_counts[rank()].
+  virtual void all_to_all_v(const void* send, const size_t* send_counts, void* recv, const size_t* recv_counts,
+                            DType type) = 0;
 
   // Point-to-point; peer is a rank of this group.
   virtual void send(const void* buffer, size_t count, DType type, int peer, int tag) = 0;

@@ -100,6 +100,16 @@ void HostStagedCommunicator::broadcast(void* buffer, size_t count, DType type, i
   inner_->broadcast(s.data(), count, type, root);
   s.store(to_device_, buffer, count, type);
 }
+void HostStagedCommunicator::all_to_all_v(const void* send, const size_t* send_counts, void* recv,
+                                          const size_t* recv_counts, DType type) {
+  size_t sent = 0, received = 0;
+  for (int p = 0; p < size(); ++p) sent += send_counts[p], received += recv_counts[p];
+  Staging in, out;
+  in.load(to_host_, send, sent, type, false);
+  out.load(to_host_, nullptr, received, type, false);
+  inner_->all_to_all_v(in.data(), send_counts, out.data(), recv_counts, type);
+  out.store(to_device_, recv, received, type);
+}
 void HostStagedCommunicator::send(const void* buffer, size_t count, DType type, int peer, int tag) {
   isend(buffer, count, type, peer, tag)->wait();
 }

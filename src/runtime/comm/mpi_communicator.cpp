@@ -220,6 +220,27 @@ void MpiCommunicator::all_gather(const void* send, void* recv, size_t send_count
   all_gather_async(send, recv, send_count, type)->wait();
 }
 
+void MpiCommunicator::all_to_all_v(const void* send, const size_t* send_counts, void* recv, const size_t* recv_counts,
+                                   DType type) {
+  const int n = size();
+  const size_t ranks = static_cast<size_t>(n);
+  std::vector<int> sc(ranks), sd(ranks), rc(ranks), rd(ranks);
+  size_t so = 0, ro = 0;
+  for (int p = 0; p < n; ++p) {
+    if (so + send_counts[p] > size_t(INT32_MAX) || ro + recv_counts[p] > size_t(INT32_MAX))
+      throw std::invalid_argument(describe("all_to_all_v") + ": more than 2^31 elements (MPI's int counts)");
+    sc[size_t(p)] = int(send_counts[p]), sd[size_t(p)] = int(so), so += send_counts[p];
+    rc[size_t(p)] = int(recv_counts[p]), rd[size_t(p)] = int(ro), ro += recv_counts[p];
+  }
+  std::string d = describe(sized("all_to_all_v", so, type) + " sent, " + std::to_string(ro) + " received");
+  if (context_->trace) context_->log(d);
+  MPI_Request req;
+  check(MPI_Ialltoallv(send, sc.data(), sd.data(), mpi_type(type), recv, rc.data(), rd.data(), mpi_type(type), comm_,
+                       &req),
+        d);
+  make_request(req, d)->wait();
+}
+
 void MpiCommunicator::broadcast(void* buffer, size_t count, DType type, int root) {
   std::string d = describe(sized("broadcast", count, type) + " from rank " + std::to_string(world_rank_of(root)));
   if (context_->trace) context_->log(d);

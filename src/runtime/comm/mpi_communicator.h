@@ -44,6 +44,8 @@ class MpiCommunicator final : public Communicator {
   void all_reduce(void* buffer, size_t count, DType type, ReduceOp op) override;
   void reduce_scatter(const void* send, void* recv, size_t recv_count, DType type, ReduceOp op) override;
   void all_gather(const void* send, void* recv, size_t send_count, DType type) override;
+  void all_to_all_v(const void* send, const size_t* send_counts, void* recv, const size_t* recv_counts,
+                    DType type) override;
   void broadcast(void* buffer, size_t count, DType type, int root) override;
   void barrier() override;
   void send(const void* buffer, size_t count, DType type, int peer, int tag) override;

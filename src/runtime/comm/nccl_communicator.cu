@@ -157,6 +157,25 @@ void NcclCommunicator::reduce_scatter(const void* send, void* recv, size_t recv_
 void NcclCommunicator::all_gather(const void* send, void* recv, size_t send_count, DType type) {
   all_gather_async(send, recv, send_count, type)->wait();
 }
+// One grouped send/recv pair per peer (NCCL has no all-to-all of its own).
+void NcclCommunicator::all_to_all_v(const void* send, const size_t* send_counts, void* recv, const size_t* recv_counts,
+                                    DType type) {
+  begin();
+  const size_t bytes = dtype_size(type);
+  size_t so = 0, ro = 0;
+  ncclCheck(ncclGroupStart());
+  for (int p = 0; p < size_; ++p) {
+    if (send_counts[p])
+      ncclCheck(ncclSend(static_cast<const char*>(send) + so * bytes, send_counts[p], nccl_type(type), p, comm_,
+                         comm_stream_));
+    if (recv_counts[p])
+      ncclCheck(ncclRecv(static_cast<char*>(recv) + ro * bytes, recv_counts[p], nccl_type(type), p, comm_, comm_stream_));
+    so += send_counts[p], ro += recv_counts[p];
+  }
+  ncclCheck(ncclGroupEnd());
+  finish(describe("all_to_all_v", so, type) + " sent")->wait();
+}
+
 void NcclCommunicator::broadcast(void* buffer, size_t count, DType type, int root) {
   begin();
   ncclCheck(ncclBroadcast(buffer, buffer, count, nccl_type(type), root, comm_, comm_stream_));

@@ -22,6 +22,13 @@ void SelfCommunicator::reduce_scatter(const void* send, void* recv, size_t recv_
 void SelfCommunicator::all_gather(const void* send, void* recv, size_t send_count, DType type) {
   copy(send, recv, send_count, type);
 }
+void SelfCommunicator::all_to_all_v(const void* send, const size_t* send_counts, void* recv, const size_t* recv_counts,
+                                    DType type) {
+  if (send_counts[0] != recv_counts[0])
+    throw std::logic_error(name_ + "[0/1] all_to_all_v sends " + std::to_string(send_counts[0]) + " but receives " +
+                           std::to_string(recv_counts[0]));
+  copy(send, recv, send_counts[0], type);
+}
 void SelfCommunicator::send(const void*, size_t, DType, int peer, int) {
   throw std::logic_error(name_ + "[0/1] send to rank " + std::to_string(peer) + ": a group of one has no peer");
 }

@@ -22,6 +22,8 @@ class SelfCommunicator final : public Communicator {
   void all_reduce(void*, size_t, DType, ReduceOp) override {}
   void reduce_scatter(const void* send, void* recv, size_t recv_count, DType type, ReduceOp) override;
   void all_gather(const void* send, void* recv, size_t send_count, DType type) override;
+  void all_to_all_v(const void* send, const size_t* send_counts, void* recv, const size_t* recv_counts,
+                    DType type) override;
   void broadcast(void*, size_t, DType, int) override {}
   void barrier() override {}
   void send(const void*, size_t, DType, int peer, int) override;

@@ -33,6 +33,11 @@ void TimedCommunicator::reduce_scatter(const void* s, void* r, size_t n, DType t
 void TimedCommunicator::all_gather(const void* s, void* r, size_t n, DType t) {
   timed(n * comm::dtype_size(t) * size(), [&] { inner_.all_gather(s, r, n, t); });
 }
+void TimedCommunicator::all_to_all_v(const void* s, const size_t* sc, void* r, const size_t* rc, DType t) {
+  size_t sent = 0;
+  for (int p = 0; p < size(); ++p) sent += sc[p];
+  timed(sent * comm::dtype_size(t), [&] { inner_.all_to_all_v(s, sc, r, rc, t); });
+}
 void TimedCommunicator::broadcast(void* b, size_t n, DType t, int root) {
   timed(n * comm::dtype_size(t), [&] { inner_.broadcast(b, n, t, root); });
 }

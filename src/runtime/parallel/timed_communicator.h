@@ -22,6 +22,7 @@ class TimedCommunicator final : public comm::Communicator {
   void reduce_scatter(const void* s, void* r, size_t n, comm::DType t, comm::ReduceOp op) override;
   void all_gather(const void* s, void* r, size_t n, comm::DType t) override;
   void broadcast(void* b, size_t n, comm::DType t, int root) override;
+  void all_to_all_v(const void* s, const size_t* sc, void* r, const size_t* rc, comm::DType t) override;
   void barrier() override;
   void send(const void* b, size_t n, comm::DType t, int peer, int tag) override;
   void recv(void* b, size_t n, comm::DType t, int peer, int tag) override;
