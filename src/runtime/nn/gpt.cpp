@@ -29,8 +29,16 @@ struct LayerRegions {
   size_t ln1 = kNone, ln1_mean = kNone, ln1_rstd = kNone, qkv = kNone, q = kNone, kv = kNone, probs = kNone,
          atty = kNone, res_mid = kNone, ln2 = kNone, ln2_mean = kNone, ln2_rstd = kNone, fch = kNone,
          fch_gelu = kNone, res_out = kNone, d_out = kNone, d_mid = kNone;
-  size_t xs = kNone, hpre = kNone, h = kNone, ys = kNone, rows = kNone, pos = kNone, weight = kNone, row_weight = kNone;
+  size_t xs = kNone, hpre = kNone, h = kNone, ys = kNone, xr = kNone, yr = kNone, rows = kNone, pos = kNone, weight = kNone, row_weight = kNone;
 };
+
+// Rows this rank's experts may receive: every assignment of the micro-batch without ep; under
+// ep each rank's tokens, each choosing at most min(k, E/ep) of this rank's experts.
+size_t moe_received_rows(const GptStage& stage) {
+  const Shard& s = stage.shard();
+  const size_t N = size_t(stage.N()), k = size_t(s.model.experts_per_token);
+  return s.ep_size > 1 ? size_t(s.ep_size) * N * std::min(k, size_t(s.experts_local())) : N * k;
+}
 
 LayerRegions add_layer(BufferPlan& p, const GptStage& stage, Keep keep, bool moe) {
   const Shard& s = stage.shard();
@@ -64,11 +72,15 @@ LayerRegions add_layer(BufferPlan& p, const GptStage& stage, Keep keep, bool moe
     r.ln2_rstd = p.add_f32(stats, Nl);
     if (moe) {
       // Every assignment may be kept (no dropping): N k rows in expert order.
-      const size_t M = N * size_t(s.model.experts_per_token), Fe = size_t(s.expert_ffn());
+      const size_t M = N * size_t(s.model.experts_per_token), Fe = size_t(s.expert_ffn()), R = moe_received_rows(stage);
       r.xs = p.add("experts' inputs and outputs", dt, M * C);
-      r.hpre = p.add(llama ? "experts' gate and up" : "experts' pre-GELU", dt, M * (llama ? 2 * Fe : Fe));
-      r.h = p.add(llama ? "experts' post-SwiGLU" : "experts' post-GELU", dt, M * Fe);
+      r.hpre = p.add(llama ? "experts' gate and up" : "experts' pre-GELU", dt, R * (llama ? 2 * Fe : Fe));
+      r.h = p.add(llama ? "experts' post-SwiGLU" : "experts' post-GELU", dt, R * Fe);
       r.ys = p.add("experts' inputs and outputs", dt, M * C);
+      if (s.ep_size > 1) {
+        r.xr = p.add("experts' received rows", dt, R * C);
+        r.yr = p.add("experts' received rows", dt, R * C);
+      }
       r.rows = p.add_f32("routing", M);
       r.pos = p.add_f32("routing", M);
       r.weight = p.add_f32("routing", M);
@@ -100,8 +112,10 @@ LayerActs layer_views(const BufferPlan& p, const LayerRegions& r, const LayerAct
   // Device int32 arrays live in fp32 regions (same size; the copies are bitwise).
   const MoeActs& o = rest.moe;
   a.moe = {t(r.xs, o.xs),          t(r.hpre, o.hpre),         t(r.h, o.h),
-           t(r.ys, o.ys),          ints(r.rows, o.rows),      ints(r.pos, o.pos),
-           f(r.weight, o.weight),  f(r.row_weight, o.row_weight), o.route};
+           t(r.ys, o.ys),          t(r.xr, o.xr),             t(r.yr, o.yr),
+           ints(r.rows, o.rows),   ints(r.pos, o.pos),        f(r.weight, o.weight),
+           f(r.row_weight, o.row_weight), o.route};
+  if (a.moe.xr.empty()) a.moe.xr = a.moe.xs, a.moe.yr = a.moe.ys;  // without ep the rows stay here
   return a;
 }
 
@@ -219,6 +233,9 @@ GptStage::GptStage(Kernels& k, const Shard& shard, int64_t B, int64_t T, comm::C
                                   std::to_string(s.model.heads) + ") and divide or be a multiple of tp (" +
                                   std::to_string(s.tp_size) + ")");
   }
+  if (s.has_moe() && s.model.experts % s.ep_size != 0)
+    throw std::invalid_argument("GptStage: ep_size " + std::to_string(s.ep_size) + " must divide the " +
+                                std::to_string(s.model.experts) + " experts");
   if (s.has_moe() && (s.tp_size > 1 || split_backward || (cp && cp->size() > 1)))
     throw std::invalid_argument("GptStage: mixture-of-experts layers run without tensor parallelism, context "
                                 "parallelism and a split backward");
@@ -259,16 +276,23 @@ GptStage::GptStage(Kernels& k, const Shard& shard, int64_t B, int64_t T, comm::C
     if (kv_replicated) r_kvgrad = p.add_f32("replicated kv gradients", size_t(s.kv_heads() * s.kv_local() * s.C()));
   }
   size_t r_moe_logits = 0, r_moe_f32 = 0, r_dys = 0, r_dh = 0, r_dhpre = 0, r_dxs = 0, r_mdx = 0, r_dots = 0;
+  size_t r_dyr = 0, r_dxr = 0, r_counts = 0;
   if (s.has_moe()) {
     const size_t E = size_t(s.model.experts), M = N * size_t(s.model.experts_per_token), Fe = size_t(s.expert_ffn());
+    const size_t R = moe_received_rows(*this);
     r_moe_logits = p.add("router scratch", compute, N * E);
     r_moe_f32 = p.add_f32("router scratch", N * E);
     r_dys = p.add("experts' gradient scratch", compute, M * C);
-    r_dh = p.add("experts' gradient scratch", compute, M * Fe);
-    r_dhpre = p.add("experts' gradient scratch", compute, M * (llama ? 2 * Fe : Fe));
+    r_dh = p.add("experts' gradient scratch", compute, R * Fe);
+    r_dhpre = p.add("experts' gradient scratch", compute, R * (llama ? 2 * Fe : Fe));
     r_dxs = p.add("experts' gradient scratch", compute, M * C);
     r_mdx = p.add("router scratch", compute, N * C);
     r_dots = p.add_f32("router scratch", M);
+    if (s.ep_size > 1) {
+      r_dyr = p.add("experts' gradient scratch", compute, R * C);
+      r_dxr = p.add("experts' gradient scratch", compute, R * C);
+    }
+    r_counts = p.add_f32("router scratch", size_t(2 * s.ep_size * s.experts_local()));
   }
   p.allocate();
   if (s.has_moe()) {
@@ -280,6 +304,9 @@ GptStage::GptStage(Kernels& k, const Shard& shard, int64_t B, int64_t T, comm::C
     moe_dxs_ = p.tensor(r_dxs);
     moe_dx_ = p.tensor(r_mdx);
     moe_dots_ = p.f32(r_dots);
+    moe_dyr_ = s.ep_size > 1 ? p.tensor(r_dyr) : moe_dys_;
+    moe_dxr_ = s.ep_size > 1 ? p.tensor(r_dxr) : moe_dxs_;
+    moe_counts_ = p.f32(r_counts);
   }
   if (llama) {
     dmlp_ = p.tensor(r_dmlp);

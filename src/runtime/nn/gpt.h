@@ -107,8 +107,12 @@ using kernels::Tensor;
 
 // A mixture-of-experts layer's views (moe_layer.cpp): its assignments in expert order (M <= N k
 // rows) through the experts' MLPs, the routing's device arrays, and the host routing.
+// Under expert parallelism the rows go to their experts' ranks: xr / yr are the rows this rank's
+// experts received ([R, C], R <= ep N min(k, E/ep)) and hpre / h have R rows; without it xr is xs
+// and yr is ys.
 struct MoeActs {
   Tensor xs, hpre, h, ys;      // [M, C] gathered inputs, [M, F_in] before the activation, [M, F] after, [M, C] outputs
+  Tensor xr, yr;               // [R, C] received inputs, their experts' outputs
   int32_t* rows = nullptr;     // [M] token of each row (device int32)
   int32_t* pos = nullptr;      // [N k] row of each assignment, -1 when dropped
   float* weight = nullptr;     // [N k] combine weights
@@ -215,6 +219,9 @@ class GptStage {
   // Floats of a pipeline boundary tensor (input, output and their gradients).
   int64_t boundary_floats() const { return tokens_local() * layout_.shard().C(); }
 
+  // Expert parallelism: the EP group (size Shard::ep_size; before the first forward).
+  void set_expert_group(comm::Communicator* ep) { ep_ = ep; }
+
   // f(begin, end): gradients of [begin, end) are final for the running backward (nullptr: off).
   void set_grad_ready_hook(std::function<void(int64_t begin, int64_t end)> hook) { grad_hook_ = std::move(hook); }
 
@@ -315,8 +322,24 @@ class GptStage {
   // [N, C]) into out (overwritten), and its backward from dout to dinp (overwritten).
   void moe_forward(const MoeActs& m, const LayerParams& p, const Tensor& inp, const Tensor& out);
   void moe_backward(const MoeActs& m, const LayerParams& p, const Tensor& inp, const Tensor& dout, const Tensor& dinp);
-  void moe_expert_forward(const MoeActs& m, const LayerParams& p, int64_t e);
-  void moe_expert_backward(const MoeActs& m, const LayerParams& p, int64_t e);
+  // Expert e (local index) on received rows [first, first + n).
+  void moe_expert_forward(const MoeActs& m, const LayerParams& p, int64_t e, int64_t first, int64_t n);
+  void moe_expert_backward(const MoeActs& m, const LayerParams& p, int64_t e, int64_t first, int64_t n);
+  // Runs f(local expert, first received row, rows) over the received chunks (rank-major).
+  template <class F>
+  void moe_chunks(const MoeRouting& r, F&& f) {
+    const int64_t El = shard().experts_local();
+    int64_t first = 0;
+    for (size_t c = 0; c < r.recv_expert_rows.size(); ++c) {
+      f(int64_t(c) % El, first, r.recv_expert_rows[c]);
+      first += r.recv_expert_rows[c];
+    }
+  }
+  // Expert parallel: the row counts of each (rank, local expert) exchanged (r.send_rows etc.),
+  // and rows of C values moved from this rank's expert order to the experts' ranks (or back).
+  void moe_exchange_counts(MoeRouting& r);
+  void moe_move(const Tensor& from, const Tensor& to, const MoeRouting& r, bool back);
+  comm::Communicator* ep_ = nullptr;
   float moe_aux_weight_ = 0;  // the running backward's weight of the auxiliary losses (dloss x N)
   float* wgrad(int64_t offset) const { return weights_now_ ? grad_at(offset) : nullptr; }
   // A linear's input, read only for its weight gradient: x, or a kept norm output's rows gathered.
@@ -379,7 +402,9 @@ class GptStage {
   // Mixture-of-experts scratch (allocated only when the stage holds a MoE layer).
   Tensor moe_logits_;         // [N, E] router logits (forward), their gradient (backward)
   float* moe_f32_ = nullptr;  // [N, E] the same in fp32, for the host
-  Tensor moe_dys_, moe_dh_, moe_dhpre_, moe_dxs_;  // [Nk, C], [Nk, F], [Nk, F_in], [Nk, C]
+  Tensor moe_dys_, moe_dh_, moe_dhpre_, moe_dxs_;  // [Nk, C], [R, F], [R, F_in], [Nk, C]
+  Tensor moe_dyr_, moe_dxr_;  // [R, C] received rows' gradients (moe_dys_, moe_dxs_ without ep)
+  float* moe_counts_ = nullptr;  // [2 ep E/ep] row counts exchanged (int32)
   Tensor moe_dx_;             // [N, C] the router's input gradient
   float* moe_dots_ = nullptr; // [Nk] combine-weight gradients, expert order
   mutable MoeRouting rc_route_;  // the routing of the layer scratch (full recomputation; micro-batches point here)

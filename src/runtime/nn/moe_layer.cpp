@@ -4,6 +4,11 @@
 // summed back per token with their combine weights. Backward is the same path reversed; the
 // router's gradient comes from the combine weights' gradients (a dot of the token's output
 // gradient with the expert's output) and the auxiliary losses.
+//
+// Expert parallelism (Shard::ep_size > 1): the expert-order rows of experts on rank q go to q
+// with one all-to-all (variable counts), q runs its experts on what it received, chunk by
+// (source rank, local expert), and a second all-to-all brings the outputs back; the backward
+// moves the output gradients there and the input gradients back the same way.
 #include <cstring>
 
 #include "runtime/nn/gpt.h"
@@ -17,13 +22,47 @@ void upload(kernels::Kernels& k, int32_t* dst, const std::vector<int32_t>& src) 
 }
 }  // namespace
 
-void GptStage::moe_expert_forward(const MoeActs& m, const LayerParams& p, int64_t e) {
+void GptStage::moe_exchange_counts(MoeRouting& r) {
   const Shard& s = shard();
-  const MoeRouting& r = *m.route;
+  const int64_t ep = s.ep_size, El = s.experts_local();
+  r.send_rows.assign(size_t(ep), 0);
+  r.recv_rows.assign(size_t(ep), 0);
+  std::vector<int32_t> mine(size_t(ep * El)), theirs(size_t(ep * El));
+  for (int64_t e = 0; e < ep * El; ++e) {
+    mine[size_t(e)] = int32_t(r.offset[size_t(e + 1)] - r.offset[size_t(e)]);
+    r.send_rows[size_t(e / El)] += size_t(mine[size_t(e)]);
+  }
+  if (ep == 1) {
+    theirs = mine;
+  } else {
+    if (!ep_ || ep_->size() != ep)
+      throw std::logic_error("GptStage: expert parallel (ep " + std::to_string(ep) + ") needs its EP group");
+    // Through device memory (an NCCL group moves device buffers only).
+    const std::vector<size_t> counts(static_cast<size_t>(ep), static_cast<size_t>(El));
+    float* send = moe_counts_;
+    float* recv = moe_counts_ + ep * El;
+    k_.from_host(send, reinterpret_cast<const float*>(mine.data()), mine.size());
+    ep_->all_to_all_v(send, counts.data(), recv, counts.data(), comm::DType::I32);
+    k_.to_host(reinterpret_cast<float*>(theirs.data()), recv, theirs.size());
+  }
+  r.recv_expert_rows.assign(theirs.begin(), theirs.end());
+  for (int64_t c = 0; c < ep * El; ++c) r.recv_rows[size_t(c / El)] += size_t(theirs[size_t(c)]);
+}
+
+void GptStage::moe_move(const Tensor& from, const Tensor& to, const MoeRouting& r, bool back) {
+  if (shard().ep_size == 1) return;  // the same buffer
+  const size_t C = size_t(shard().C());
+  std::vector<size_t> send(back ? r.recv_rows : r.send_rows), recv(back ? r.send_rows : r.recv_rows);
+  for (size_t& x : send) x *= C;
+  for (size_t& x : recv) x *= C;
+  ep_->all_to_all_v(from.data, send.data(), to.data, recv.data(), from.dtype);
+}
+
+void GptStage::moe_expert_forward(const MoeActs& m, const LayerParams& p, int64_t e, int64_t first, int64_t n) {
+  const Shard& s = shard();
   const int64_t C = s.C(), F = s.expert_ffn(), Fin = s.llama() ? 2 * F : F;
-  const int64_t first = r.offset[size_t(e)], n = r.offset[size_t(e + 1)] - first;
   if (n == 0) return;
-  const Tensor xs = m.xs.slice(size_t(first * C), size_t(n * C)), ys = m.ys.slice(size_t(first * C), size_t(n * C));
+  const Tensor xs = m.xr.slice(size_t(first * C), size_t(n * C)), ys = m.yr.slice(size_t(first * C), size_t(n * C));
   const Tensor hpre = m.hpre.slice(size_t(first * Fin), size_t(n * Fin)), h = m.h.slice(size_t(first * F), size_t(n * F));
   k_.linear_forward(hpre, xs, W(p.fc_w + e * Fin * C, Fin * C), s.llama() ? Tensor() : W(p.fc_b + e * F, F), n, C, Fin);
   if (s.llama()) k_.swiglu_forward(h, hpre, n, F);
@@ -41,30 +80,32 @@ void GptStage::moe_forward(const MoeActs& m, const LayerParams& p, const Tensor&
   k_.to_host(host.data(), moe_f32_, host.size());
   MoeRouting& r = *m.route;
   r = route_tokens(host.data(), N, E, k, s.moe);
+  moe_exchange_counts(r);
   upload(k_, m.rows, r.token);
   upload(k_, m.pos, r.pos);
   k_.from_host(m.weight, r.weight.data(), r.weight.size());
   if (r.rows() > 0) k_.from_host(m.row_weight, r.row_weight.data(), r.row_weight.size());
   k_.gather_rows(m.xs, inp, m.rows, nullptr, r.rows(), C);
-  for (int64_t e = 0; e < E; ++e) moe_expert_forward(m, p, e);
+  moe_move(m.xs, m.xr, r, false);
+  moe_chunks(r, [&](int64_t e, int64_t first, int64_t n) { moe_expert_forward(m, p, e, first, n); });
+  moe_move(m.yr, m.ys, r, true);
   k_.combine_rows(out, m.ys, m.pos, m.weight, N, k, C);
 }
 
-// dys rows of expert e (in moe_dys_) -> the expert's weight gradients and its rows of moe_dxs_.
-void GptStage::moe_expert_backward(const MoeActs& m, const LayerParams& p, int64_t e) {
+// Output gradients of received rows [first, first + n) of local expert e (in moe_dyr_) -> the
+// expert's weight gradients and those rows of moe_dxr_.
+void GptStage::moe_expert_backward(const MoeActs& m, const LayerParams& p, int64_t e, int64_t first, int64_t n) {
   const Shard& s = shard();
-  const MoeRouting& r = *m.route;
   const int64_t C = s.C(), F = s.expert_ffn(), Fin = s.llama() ? 2 * F : F;
-  const int64_t first = r.offset[size_t(e)], n = r.offset[size_t(e + 1)] - first;
   if (n == 0) return;
   auto rows = [&](const Tensor& t, int64_t width) { return t.slice(size_t(first * width), size_t(n * width)); };
   const Tensor dh = rows(moe_dh_, F), dhpre = s.llama() ? rows(moe_dhpre_, Fin) : dh;
   k_.linear_backward(dh, grad_at(p.fc_proj_w + e * C * F), s.llama() ? nullptr : grad_at(p.fc_proj_b + e * C),
-                     rows(moe_dys_, C), rows(m.h, F), W(p.fc_proj_w + e * C * F, C * F), n, F, C);
+                     rows(moe_dyr_, C), rows(m.h, F), W(p.fc_proj_w + e * C * F, C * F), n, F, C);
   if (s.llama()) k_.swiglu_backward(dhpre, rows(m.hpre, Fin), dh, n, F);
   else k_.gelu_backward(dhpre, rows(m.hpre, Fin), dh);
-  k_.linear_backward(rows(moe_dxs_, C), grad_at(p.fc_w + e * Fin * C), s.llama() ? nullptr : grad_at(p.fc_b + e * F),
-                     dhpre, rows(m.xs, C), W(p.fc_w + e * Fin * C, Fin * C), n, C, Fin);
+  k_.linear_backward(rows(moe_dxr_, C), grad_at(p.fc_w + e * Fin * C), s.llama() ? nullptr : grad_at(p.fc_b + e * F),
+                     dhpre, rows(m.xr, C), W(p.fc_w + e * Fin * C, Fin * C), n, C, Fin);
 }
 
 void GptStage::moe_backward(const MoeActs& m, const LayerParams& p, const Tensor& inp, const Tensor& dout,
@@ -76,7 +117,9 @@ void GptStage::moe_backward(const MoeActs& m, const LayerParams& p, const Tensor
   // Expert outputs' gradients (the combine weight times the token's) and the weights' gradients.
   k_.gather_rows(moe_dys_, dout, m.rows, m.row_weight, M, C);
   k_.gather_row_dots(moe_dots_, dout, m.rows, m.ys, M, C);
-  for (int64_t e = 0; e < E; ++e) moe_expert_backward(m, p, e);
+  moe_move(moe_dys_, moe_dyr_, r, false);
+  moe_chunks(r, [&](int64_t e, int64_t first, int64_t n) { moe_expert_backward(m, p, e, first, n); });
+  moe_move(moe_dxr_, moe_dxs_, r, true);
   k_.combine_rows(dinp.slice(0, size_t(N * C)), moe_dxs_, m.pos, nullptr, N, k, C);
   // Router: the combine weights' gradients by assignment (0 when dropped), then the logits'.
   std::vector<float> dots(static_cast<size_t>(M)), dweight(static_cast<size_t>(N * k), 0.0f),

@@ -19,6 +19,7 @@
 // The routing reads N x E logits and writes a few N x k index arrays, small beside the layer.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -48,6 +49,10 @@ struct MoeRouting {
   int64_t capacity = 0;            // rows an expert keeps at most (N when nothing is dropped)
   int64_t dropped = 0;             // assignments dropped
   double aux_loss = 0, z_loss = 0; // with their coefficients
+  // Expert parallelism (set by the layer): rows sent to and received from each EP rank, and the
+  // received rows by (rank, local expert), rank-major. Without ep: this rank's rows per expert.
+  std::vector<size_t> send_rows, recv_rows;
+  std::vector<int64_t> recv_expert_rows;
   int64_t rows() const { return int64_t(token.size()); }
 };
 

@@ -127,7 +127,11 @@ ParamLayout::Global ParamLayout::global_index(const Shard& s, const TensorView& 
   const int64_t C = s.C(), A = s.attn_local(), F = s.ffn_local(), hd = s.head_dim(), tr = s.tp_rank;
   Global g{view.name == "head_wte" ? "wte" : view.name, r, c, view.rows, view.cols};
   const std::string& n = g.name;
-  if (n.find(".experts.") != std::string::npos || ends_with(n, "router_w")) return g;  // experts: replicated over tp
+  if (n.find(".experts.") != std::string::npos) {  // replicated over tp, split by expert over ep
+    g.row = s.ep_rank * view.rows + r, g.rows = view.rows * s.ep_size;
+    return g;
+  }
+  if (ends_with(n, "router_w")) return g;
   if (n == "wte" || n == "head_w") g.row = s.vocab_offset() + r, g.rows = s.model.vocab;
   else if (ends_with(n, "qkv_w") || ends_with(n, "qkv_b")) g.row = (r / A) * C + tr * A + r % A, g.rows = 3 * C;
   else if (ends_with(n, "q_w")) g.row = tr * A + r, g.rows = C;

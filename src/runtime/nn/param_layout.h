@@ -23,7 +23,8 @@
 // experts.fc_w [E F, C], experts.fc_b [E F], experts.fc_proj_w [E C, F], experts.fc_proj_b [E C];
 // Llama experts.gate_up_w [E 2F, C] (each expert's gate rows then up rows), experts.fc_proj_w
 // [E C, F] (F = expert_ffn_hidden). Experts are replicated over tp (tensor parallelism splits
-// attention only).
+// attention only); under expert parallelism a shard stacks its E/ep experts only (rows
+// ep_rank x its rows onward of the logical tensor).
 // Each tensor's offset is rounded up to 16 floats (64 bytes) for aligned vector loads.
 // Gradients and the AdamW moments use the same layout (same offsets) in their own buffers.
 //
@@ -52,6 +53,8 @@ struct Shard {
   int64_t tp_size = 1;
   int64_t tp_rank = 0;
   MoeOptions moe;           // router settings (mixture-of-experts models)
+  int64_t ep_size = 1;      // expert parallel: this rank holds experts [ep_rank E/ep, (ep_rank+1) E/ep)
+  int64_t ep_rank = 0;
 
   static Shard whole(const ModelSpec& m) { Shard s; s.model = m; s.last_layer = m.layers; return s; }
   int64_t end_layer() const { return last_layer < 0 ? model.layers : last_layer; }
@@ -83,7 +86,7 @@ struct Shard {
   // model's moe_dense_layers), the experts this rank holds and one expert's MLP width.
   bool moe_layer(int64_t l) const { return model.is_moe() && l >= model.moe_dense_layers; }
   bool has_moe() const { return model.is_moe() && end_layer() > model.moe_dense_layers; }
-  int64_t experts_local() const { return model.experts; }
+  int64_t experts_local() const { return model.experts / ep_size; }
   int64_t expert_ffn() const { return model.expert_ffn_hidden; }
 };
 
