@@ -17,6 +17,7 @@
 #include "core/input_file.h"
 #include "core/output_path.h"
 #include "core/run_values.h"
+#include "report/html_page.h"
 #include "runtime/data/corpus.h"
 #include "runtime/data/token_file.h"
 #include "runtime/parallel/emulated_hosts.h"
@@ -33,7 +34,7 @@ struct RehearseArgs {
   int64_t ranks = 0, hosts = 1, steps = 8;
   double scale = 0, tolerance = 0.25, link_gbps = 0;
   std::string out = "rehearsal", bench;
-  bool dry_run = false;
+  bool dry_run = false, tp_across = false;
 };
 
 void check_args(const RehearseArgs& a, Problems& p) {
@@ -51,8 +52,18 @@ void check_args(const RehearseArgs& a, Problems& p) {
           "(rehearse then measures this machine itself)", "rehearse-bench");
 }
 
-// `trident train`'s arguments for the rehearsal run: every setting of the derived RunSpec.
-std::vector<std::string> train_arguments(const RunSpec& r, const RehearseArgs& a, const std::string& cluster_file) {
+// One training run of the rehearsal: its layout and the folder of its report.
+struct RehearsalRun {
+  std::string label;  // "", or "TP across hosts"
+  RunSpec run;
+  std::string dir;
+  parallel::Verdict verdict;
+  std::optional<parallel::TpAcross> comparison;  // the TP-across run against the first
+};
+
+// `trident train`'s arguments for a rehearsal run: every setting of the derived RunSpec.
+std::vector<std::string> train_arguments(const RehearsalRun& rr, const RehearseArgs& a, const std::string& cluster_file) {
+  const RunSpec& r = rr.run;
   const ModelSpec& m = r.model;
   std::vector<std::string> v = {"train", "--family", to_string(m.family), "--layers", std::to_string(m.layers),
                                 "--hidden", std::to_string(m.hidden), "--heads", std::to_string(m.heads),
@@ -65,7 +76,7 @@ std::vector<std::string> train_arguments(const RunSpec& r, const RehearseArgs& a
     else v.insert(v.end(), {"--" + key, text});
   }
   v.insert(v.end(), {"--steps", std::to_string(a.steps), "--eval-every", "0", "--eval-batches", "1", "--log-every",
-                     std::to_string(a.steps), "--report", a.out + "/report.json", "--html", a.out + "/report.html",
+                     std::to_string(a.steps), "--report", rr.dir + "/report.json", "--html", rr.dir + "/report.html",
                      "--prediction-cluster", cluster_file});
   return v;
 }
@@ -95,19 +106,37 @@ int interrupted(int sig) {
   return 128 + sig;
 }
 
-// Makes the links (emulated hosts with --hosts), runs the rehearsal, removes the hosts and judges
-// the report into `verdict`. Returns 0, or the exit code of a failed or interrupted run.
+// Runs one rehearsal run through `mpirun ... trident train`, with the load probed just before and after.
+int run_one(RehearsalRun& rr, const RehearseArgs& a, int64_t ranks, const std::vector<std::string>& placement,
+            const std::string& cluster_file) {
+  std::filesystem::create_directories(rr.dir);
+  const auto launch = mpirun(ranks, placement, train_arguments(rr, a, cluster_file));
+  const auto start = probe_load();
+  std::printf("running the rehearsal%s: %s\n", rr.label.empty() ? "" : (" (" + rr.label + ")").c_str(),
+              shell_words(launch).c_str());
+  const int rc = parallel::run_launcher(launch);
+  const auto end = probe_load();
+  if (parallel::interrupting_signal() || rc != 0) return rc == 0 ? 1 : rc;
+  std::ifstream in(rr.dir + "/report.json");
+  const nlohmann::json report = nlohmann::json::parse(in, nullptr, false);
+  if (report.is_discarded()) throw std::runtime_error("cannot read the rehearsal report " + rr.dir + "/report.json");
+  rr.verdict = parallel::judge_rehearsal(report, a.tolerance);
+  rr.verdict.load_start = start, rr.verdict.load_end = end;
+  return 0;
+}
+
+// Makes the links (emulated hosts with --hosts), runs every rehearsal run on them, removes the
+// hosts. Returns 0, or the exit code of a failed or interrupted run.
 int rehearse_on_links(const RunSpec& plan, const parallel::RehearsalShape& shape, const RehearseArgs& a, int64_t ranks,
-                      const std::vector<std::string>& train, parallel::Verdict& verdict, nlohmann::json& links_json) {
+                      std::vector<RehearsalRun>& runs, nlohmann::json& links_json, std::string& links_text) {
   const parallel::RehearsalLinks links = parallel::prepare_links(plan, shape, a.bench, a.out, a.link_gbps * 1e9, mpirun);
   std::printf("%s", links.text.c_str());
   links_json = links.json;
+  links_text = links.text;
   const auto placement = links.hosts ? links.hosts->mpirun_options() : std::vector<std::string>{};
-  const auto launch = mpirun(ranks, placement, train);
-  verdict.load_start = probe_load();
-  std::printf("running the rehearsal: %s\n", shell_words(launch).c_str());
-  const int rc = parallel::run_launcher(launch);
-  verdict.load_end = probe_load();
+  int rc = 0;
+  for (auto& rr : runs)
+    if ((rc = run_one(rr, a, ranks, placement, links.cluster_file)) != 0) break;
   if (links.hosts) {
     links.hosts->stop();
     std::printf("emulated hosts removed (%s-*)\n", links.hosts->prefix().c_str());
@@ -117,14 +146,29 @@ int rehearse_on_links(const RunSpec& plan, const parallel::RehearsalShape& shape
     std::fprintf(stderr, "trident rehearse: the rehearsal's training run failed (exit %d; its output is above)\n", rc);
     return rc == 2 ? 2 : 1;
   }
-  std::ifstream in(a.out + "/report.json");
-  const nlohmann::json report = nlohmann::json::parse(in, nullptr, false);
-  if (report.is_discarded()) throw std::runtime_error("cannot read the rehearsal report " + a.out + "/report.json");
-  const parallel::Verdict judged = parallel::judge_rehearsal(report, a.tolerance);
-  const auto start = verdict.load_start, end = verdict.load_end;
-  verdict = judged;
-  verdict.load_start = start, verdict.load_end = end;
   return 0;
+}
+
+// One page: the verdict (and the TP comparison), the derivation, the links, then train's own
+// rehearsal report of the first run (measured beside predicted shares, ranks, losses).
+void write_page(const parallel::RehearsalShape& shape, const std::vector<RehearsalRun>& runs, const RehearseArgs& a,
+                const std::string& links_text) {
+  std::ifstream in(runs[0].dir + "/report.json");
+  std::stringstream report;
+  report << in.rdbuf();
+  HtmlPage page = rehearsal_page(report.str());
+  page.title = "trident rehearse: " + shape.run.model.name;
+  page.sections.push_back(parallel::verdict_section(runs[0].verdict, "verdict", "Verdict"));
+  if (runs.size() > 1 && runs[1].comparison) {
+    page.sections.push_back(parallel::tp_across_section(*runs[1].comparison, runs[0].run.layout.order, runs[1].run.layout.order));
+    page.sections.push_back(parallel::verdict_section(runs[1].verdict, "verdict-tp-across", "Verdict, " + runs[1].label));
+  }
+  page.sections.push_back(parallel::shape_section(shape));
+  HtmlSection links{"links", "Links", {}, std::nullopt};
+  std::stringstream lines(links_text);
+  for (std::string line; std::getline(lines, line);) links.lines.push_back(line);
+  page.sections.push_back(links);
+  write_text_atomically(a.out + "/rehearsal.html", html_page(page));
 }
 
 int run_rehearse(RehearseArgs& a) {
@@ -150,28 +194,48 @@ int run_rehearse(RehearseArgs& a) {
               (long long)a.hosts, a.hosts > 1 ? "emulated" : "", a.hosts > 1 ? "s" : "", (long long)shape.ranks_per_host,
               scale, a.scale > 0 ? "" : fmt::format(" (default for {} cores: hidden about 64 per core)", cores).c_str());
   std::printf("%s", parallel::shape_table(shape).c_str());
-  const std::string cluster_file = a.out + "/prediction-cluster.toml";
-  const auto train = train_arguments(shape.run, a, cluster_file);
-  std::printf("train: %s\n", shell_words(train).c_str());
+  std::vector<RehearsalRun> runs = {{"", shape.run, a.out, {}, {}}};
+  if (a.tp_across) {
+    const auto order = parallel::tp_across_order(shape.run.layout, shape.ranks_per_host);
+    if (a.hosts < 2 || !order)
+      throw InputError({{"--tp-across: no rank order of " + shape.run.layout.describe() + " puts its TP groups across "
+                         "hosts of " + std::to_string(shape.ranks_per_host) + " ranks",
+                         "use --hosts 2 or more with a rehearsal whose tp is above 1, or drop --tp-across", "rehearse-tp-across"}});
+    RunSpec across = shape.run;
+    across.layout.order = *order;
+    runs.push_back({"TP across hosts, order " + *order, across, a.out + "/tp-across", {}, {}});
+  }
+  for (const auto& rr : runs)
+    std::printf("train%s: %s\n", rr.label.empty() ? "" : (" (" + rr.label + ")").c_str(),
+                shell_words(train_arguments(rr, a, a.out + "/prediction-cluster.toml")).c_str());
   if (a.dry_run) return 0;
 
   std::filesystem::create_directories(a.out);
-  parallel::Verdict verdict;
   nlohmann::json links_json;
+  std::string links_text;
   try {
-    if (const int rc = rehearse_on_links(plan, shape, a, ranks, train, verdict, links_json); rc != 0) return rc;
+    if (const int rc = rehearse_on_links(plan, shape, a, ranks, runs, links_json, links_text); rc != 0) return rc;
   } catch (const std::runtime_error& e) {
     if (const int sig = parallel::interrupting_signal()) return interrupted(sig);
     if (dynamic_cast<const InputError*>(&e)) throw;
     std::fprintf(stderr, "trident rehearse: %s\n", e.what());
     return 1;
   }
-  std::printf("%s", parallel::verdict_text(verdict).c_str());
-  nlohmann::json j = parallel::verdict_json(verdict);
+  std::printf("%s", parallel::verdict_text(runs[0].verdict).c_str());
+  nlohmann::json j = parallel::verdict_json(runs[0].verdict);
   j["links"] = links_json;
+  if (runs.size() > 1) {
+    std::printf("\n%s:%s", runs[1].label.c_str(), parallel::verdict_text(runs[1].verdict).c_str());
+    const parallel::TpAcross cmp = parallel::compare_tp_across(runs[0].verdict, runs[1].verdict, a.tolerance);
+    runs[1].comparison = cmp;
+    std::printf("%s", parallel::tp_across_text(cmp, shape.run.layout.order, runs[1].run.layout.order).c_str());
+    j["tp_across"] = {{"order", runs[1].run.layout.order}, {"verdict", parallel::verdict_json(runs[1].verdict)},
+                      {"comparison", parallel::tp_across_json(cmp)}};
+  }
   write_text_atomically(a.out + "/verdict.json", j.dump(2) + "\n");
-  std::printf("verdict written to %s/verdict.json (report: %s/report.json, %s/report.html)\n", a.out.c_str(),
-              a.out.c_str(), a.out.c_str());
+  write_page(shape, runs, a, links_text);
+  std::printf("verdict written to %s/verdict.json and %s/rehearsal.html (train's report: %s/report.json)\n",
+              a.out.c_str(), a.out.c_str(), a.out.c_str());
   return 0;
 }
 
@@ -194,6 +258,8 @@ Runner setup_rehearse(CLI::App& cmd) {
   cmd.add_option("--link-gbytes-per-s", args->link_gbps,
                  "bandwidth of each emulated host's link, GB/s (default: the plan's inside/between-host ratio, at most 0.1)")
       ->type_name("NUM");
+  cmd.add_flag("--tp-across", args->tp_across,
+               "also rehearse the layout with its TP groups across the emulated hosts, and compare with the prediction");
   cmd.add_flag("--dry-run", args->dry_run, "print the rehearsal and its train command, run nothing");
   return [args] { return run_rehearse(*args); };
 }

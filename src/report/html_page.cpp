@@ -167,6 +167,12 @@ std::string html_page(const HtmlPage& p) {
   s += "<h1 id=\"title\">" + xml_escape(p.title) + "</h1>\n<div id=\"summary\">";
   for (const auto& line : p.summary) s += "<p>" + xml_escape(line) + "</p>";
   s += "</div>\n";
+  for (const auto& sec : p.sections) {
+    s += "<h2>" + xml_escape(sec.heading) + "</h2>\n<div id=\"" + xml_escape(sec.id) + "\">";
+    for (const auto& line : sec.lines) s += "<p>" + xml_escape(line) + "</p>";
+    if (sec.table) s += table_html(*sec.table, sec.id + "-table");
+    s += "</div>\n";
+  }
   if (p.candidates) {
     s += "<h2>Candidate layouts</h2>\n" + table_html(*p.candidates, "candidates", 0);
   }

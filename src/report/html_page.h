@@ -45,9 +45,17 @@ struct HtmlShare {
   bool part = false;  // a part of the row above (ZeRO gathers of DP exposed): in the table, not the bars
 };
 
+// A section of lines and a table under a heading (`trident rehearse`'s verdict, derivation, links).
+struct HtmlSection {
+  std::string id, heading;
+  std::vector<std::string> lines;
+  std::optional<HtmlTable> table;
+};
+
 struct HtmlPage {
   std::string title;
   std::vector<std::string> summary;  // one line each
+  std::vector<HtmlSection> sections;  // after the summary, in order
   std::optional<HtmlTable> candidates;
   std::optional<HtmlTable> findings;  // lint findings: severity, code, message, fix
   std::optional<HtmlBars> memory;

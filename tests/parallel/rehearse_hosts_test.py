@@ -88,6 +88,27 @@ def check_verdict(out, folder):
     return v
 
 
+def check_tp_across(v, out):
+    across = v["tp_across"]
+    if not re.search(r"\bdp-pp-tp\b|\bpp-dp-tp\b", across["order"]):
+        fail("TP-across order: %s" % across["order"])
+    rows = {r["label"]: r for r in across["comparison"]["rows"]}
+    step = rows["step (slowest rank)"]
+    for r in rows.values():
+        if abs(r["measured_factor"] - r["across_s"] / r["inside_s"]) > 1e-9 * r["measured_factor"]:
+            fail("measured factor is not across / inside: %s" % r)
+        if abs(r["predicted_factor"] - r["predicted_across_s"] / r["predicted_inside_s"]) > 1e-9 * r["predicted_factor"]:
+            fail("predicted factor is not across / inside: %s" % r)
+    # The planner must see the crossing: TP predicted slower across slow links than inside a host.
+    if not rows["TP collectives"]["predicted_factor"] > 1:
+        fail("TP across hosts is not predicted slower: %s" % rows["TP collectives"])
+    holds = abs(step["measured_factor"] / step["predicted_factor"] - 1) <= across["comparison"]["tolerance"]
+    if holds != across["comparison"]["holds"]:
+        fail("comparison holds=%s, its numbers say %s" % (across["comparison"]["holds"], holds))
+    if across["comparison"]["sentence"] not in out or "TP inside the hosts (order tp-dp-pp) against TP across" not in out:
+        fail("comparison missing from the text")
+
+
 def run_interrupted(cmd, env, wait_for, sig, folder):
     """Starts cmd, sends sig once wait_for is printed; returns (exit code, output)."""
     p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -121,7 +142,8 @@ def main():
     subprocess.run([trident, "plan", "--config", os.path.join(repo, "examples/plan-gpt3-175b-512-dgx-a100.toml"),
                     "--emit", plan], check=True, capture_output=True, env=env)
     out_dir = os.path.join(tmp, "run")
-    cmd = [trident, "rehearse", "--config", plan, "--ranks", "4", "--hosts", "2", "--steps", "4", "--out", out_dir]
+    cmd = [trident, "rehearse", "--config", plan, "--ranks", "4", "--hosts", "2", "--steps", "4", "--tp-across",
+           "--out", out_dir]
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
     out = r.stdout + r.stderr
     prefix = prefix_of(out)
@@ -138,7 +160,14 @@ def main():
                     r"emulated hosts removed \(tr[0-9]+-\*\)"]:
         if not re.search(pattern, out):
             fail("missing /%s/ in:\n%s" % (pattern, out[-6000:]))
-    check_verdict(out, out_dir)
+    v = check_verdict(out, out_dir)
+    check_tp_across(v, out)
+    with open(os.path.join(out_dir, "rehearsal.html")) as f:
+        page = f.read()
+    for part in ['id="verdict"', 'id="tp-across"', 'id="rehearsal-shape"', 'id="links"', 'id="rehearsal"',
+                 v["sentence"][:40], "precision bf16 -&gt; fp32"]:
+        if part not in page:
+            fail("rehearsal.html lacks %s" % part)
     if prefix is None or leftovers(prefix):
         fail("left behind (%s): %s" % (prefix, leftovers(prefix or "tr")))
     print("ok: two-host rehearsal, verdict consistent, nothing left (%s)" % prefix)

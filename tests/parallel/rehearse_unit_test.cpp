@@ -39,6 +39,19 @@ TEST(RehearsalShape, CrossingOfHostsFollowsTheOrderAndTheHostSize) {
   EXPECT_FALSE(crosses_hosts(L, Dim::PP, 4));
 }
 
+TEST(RehearsalShape, TpAcrossOrderPutsTpOverHostsAndKeepsTheRest) {
+  Layout L;
+  L.tp = 2, L.dp = 1, L.pp = 2, L.order = "tp-dp-pp";
+  const auto order = tp_across_order(L, 2);
+  ASSERT_TRUE(order.has_value());
+  Layout across = L;
+  across.order = *order;
+  EXPECT_TRUE(crosses_hosts(across, Dim::TP, 2));
+  EXPECT_FALSE(crosses_hosts(across, Dim::PP, 2));  // pp 2 x tp 2 on hosts of 2: one of them stays inside
+  L.tp = 1;
+  EXPECT_FALSE(tp_across_order(L, 2).has_value());
+}
+
 TEST(RehearsalShape, Gpt3PlanOnTwoHostsKeepsTpInsideAndPpAcross) {
   Problems p;
   const RehearsalShape s = derive_rehearsal(gpt3_plan(), 8, 2, 128.0 / 12288, 256, p);
@@ -132,6 +145,24 @@ TEST(RehearsalVerdict, MediansIgnoreAnOutlierStepAndTheSentenceNamesTheMiss) {
   EXPECT_EQ(miss.sentence.find("compute 1"), std::string::npos) << miss.sentence;  // compute holds
   EXPECT_NE(verdict_text(miss).find("MISSES"), std::string::npos);
   EXPECT_EQ(verdict_json(miss)["holds"], false);
+}
+
+TEST(RehearsalVerdict, TpAcrossComparesTheMeasuredFactorWithThePredictedOne) {
+  // Inside: step 1.1 s (1.0 compute + 0.1 TP) as predicted. Across: TP 0.5 s measured, 0.4 s
+  // predicted: step factor 1.5 / 1.1 measured against 1.4 / 1.1 predicted, within 25%.
+  const Verdict inside = judge_rehearsal(report(1.0, 0.1, 1.0, 0.1), 0.25);
+  const Verdict across = judge_rehearsal(report(1.0, 0.5, 1.0, 0.4), 0.25);
+  const TpAcross c = compare_tp_across(inside, across, 0.25);
+  ASSERT_EQ(c.rows.size(), 2u);
+  EXPECT_NEAR(c.rows[0].measured_factor(), 5.0, 1e-9);
+  EXPECT_NEAR(c.rows[0].predicted_factor(), 4.0, 1e-9);
+  EXPECT_NEAR(c.rows[1].measured_factor(), 1.5 / 1.1, 1e-9);
+  EXPECT_TRUE(c.holds) << c.sentence;
+  EXPECT_NE(c.sentence.find("1.36x the step with TP inside them, measured; the planner predicts 1.27x"), std::string::npos)
+      << c.sentence;
+  const TpAcross far = compare_tp_across(inside, judge_rehearsal(report(1.0, 2.0, 1.0, 0.4), 0.25), 0.25);
+  EXPECT_FALSE(far.holds) << far.sentence;
+  EXPECT_NE(tp_across_text(far, "tp-dp-pp", "dp-pp-tp").find("order dp-pp-tp"), std::string::npos);
 }
 
 TEST(RehearsalVerdict, NoPredictionNoVerdict) {

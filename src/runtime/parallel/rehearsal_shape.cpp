@@ -139,6 +139,27 @@ bool crosses_hosts(const Layout& layout, Dim dim, int64_t per_host) {
   return plan::dim_link(mesh, dim, c).groups_crossing_domains > 0;
 }
 
+std::optional<std::string> tp_across_order(const Layout& layout, int64_t per_host) {
+  std::vector<std::string> dims;
+  for (size_t start = 0, end; start <= layout.order.size(); start = end + 1) {
+    end = std::min(layout.order.find('-', start), layout.order.size());
+    dims.push_back(layout.order.substr(start, end - start));
+  }
+  std::sort(dims.begin(), dims.end());
+  std::optional<std::string> best;
+  int best_changes = 0;
+  do {
+    Layout L = layout;
+    L.order.clear();
+    for (const auto& d : dims) L.order += (L.order.empty() ? "" : "-") + d;
+    if (!crosses_hosts(L, Dim::TP, per_host)) continue;
+    int changes = 0;
+    for (Dim d : {Dim::CP, Dim::DP, Dim::PP}) changes += crosses_hosts(L, d, per_host) != crosses_hosts(layout, d, per_host);
+    if (!best || changes < best_changes) best = L.order, best_changes = changes;
+  } while (std::next_permutation(dims.begin(), dims.end()));
+  return best;
+}
+
 double default_scale(const ModelSpec& model, int64_t cores) {
   const double target = double(std::clamp<int64_t>(64 * cores, 64, 512));
   return std::min(1.0, target / double(std::max<int64_t>(1, model.hidden)));
@@ -237,6 +258,14 @@ std::string shape_table(const RehearsalShape& s) {
     for (const auto& x : s.substitutions) out += "    " + x + "\n";
   }
   return out;
+}
+
+HtmlSection shape_section(const RehearsalShape& s) {
+  HtmlSection sec{"rehearsal-shape", "The plan and its rehearsal", {}, HtmlTable{}};
+  sec.table->header = {"", "plan", "rehearsal", "how"};
+  for (const auto& r : s.rows) sec.table->rows.push_back({r.what, r.planned, r.rehearsed, r.why});
+  for (const auto& x : s.substitutions) sec.lines.push_back("CPU ranks replace: " + x);
+  return sec;
 }
 
 }  // namespace trident::parallel

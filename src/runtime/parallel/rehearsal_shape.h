@@ -14,11 +14,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/problems.h"
 #include "core/run_spec.h"
+#include "report/html_page.h"
 
 namespace trident::parallel {
 
@@ -37,6 +39,11 @@ struct RehearsalShape {
 // Whether the groups of `dim` leave their host when `layout` is laid on hosts of `per_host` ranks.
 bool crosses_hosts(const Layout& layout, Dim dim, int64_t per_host);
 
+// A rank order of `layout` under which its TP groups cross hosts of `per_host` ranks, changing
+// whether the other dimensions cross as little as it can; nullopt when none does (tp 1, or a
+// host holds the whole world).
+std::optional<std::string> tp_across_order(const Layout& layout, int64_t per_host);
+
 // The default width scale for this machine: a hidden size of 64 per core (64 .. 512).
 double default_scale(const ModelSpec& model, int64_t cores);
 
@@ -46,5 +53,6 @@ RehearsalShape derive_rehearsal(const RunSpec& plan, int64_t ranks, int64_t host
                                 Problems& problems);
 
 std::string shape_table(const RehearsalShape& shape);
+HtmlSection shape_section(const RehearsalShape& shape);
 
 }  // namespace trident::parallel

@@ -94,7 +94,8 @@ Verdict judge_rehearsal(const nlohmann::json& report, double tolerance) {
     v.terms.push_back(t);
   }
   for (auto& t : v.terms)
-    if (t.key == "other" && v.predicted) t.predicted_s = std::max(0.0, pred_step - pred_listed);
+    if (t.key == "other" && v.predicted)  // the step less the terms: rounding leaves 1e-17 s where nothing is left
+      t.predicted_s = pred_step - pred_listed > 1e-9 * pred_step ? pred_step - pred_listed : 0.0;
   TermVerdict step{"step", "step (slowest rank)"};
   std::vector<double> per_step;
   for (size_t s = size_t(std::max<int64_t>(0, v.warmup)); s < steps.size(); ++s) {
@@ -151,7 +152,30 @@ std::string verdict_text(const Verdict& v) {
   if (v.load_start) out += "  machine load just before the run: " + load(*v.load_start);
   if (v.load_end) out += "  machine load just after the run:  " + load(*v.load_end);
   out += v.sentence + "\n";
+  for (const auto& l : {v.load_start, v.load_end})
+    if (l && l->known && l->other_cores_busy() > 0.5 * l->cores) {
+      out += fmt::format("Measured under load: other processes kept {:.2f} of the {} cores busy, and every wait on a "
+                         "peer (collectives, bubble) grows with their share.\n", l->other_cores_busy(), l->cores);
+      break;
+    }
   return out;
+}
+
+HtmlSection verdict_section(const Verdict& v, const std::string& id, const std::string& heading) {
+  HtmlSection sec{id, heading, {v.sentence}, HtmlTable{}};
+  sec.table->header = {"term", "measured (median), ms", "spread, ms", "predicted, ms", "ratio", ""};
+  sec.table->caption = fmt::format("medians over the {} steps after {} warm-up step(s)", v.steps, v.warmup);
+  for (const auto& t : v.terms)
+    sec.table->rows.push_back(
+        {t.label, fmt::format("{:.2f}", t.median_s * 1e3), fmt::format("{:.2f} .. {:.2f}", t.low_s * 1e3, t.high_s * 1e3),
+         t.predicted_s ? fmt::format("{:.2f}", *t.predicted_s * 1e3) : "-",
+         t.predicted_s && *t.predicted_s > 0 ? fmt::format("{:.2f}", t.median_s / *t.predicted_s) : "-",
+         !t.note.empty() ? t.note : !t.predicted_s ? "" : t.holds ? "holds" : "misses"});
+  for (const auto& [name, l] : {std::pair{"just before", v.load_start}, std::pair{"just after", v.load_end}})
+    if (l && l->known)
+      sec.lines.push_back(fmt::format("machine load {} the run: other processes kept {:.2f} of {} cores busy", name,
+                                      l->other_cores_busy(), l->cores));
+  return sec;
 }
 
 nlohmann::json verdict_json(const Verdict& v) {
@@ -170,6 +194,69 @@ nlohmann::json verdict_json(const Verdict& v) {
   return {{"measured_steps", v.steps}, {"warmup_steps", v.warmup}, {"tolerance", v.tolerance},
           {"small_term_floor_of_step", 0.05}, {"holds", v.predicted ? json(v.holds) : json(nullptr)},
           {"sentence", v.sentence}, {"terms", terms}, {"load_start", load(v.load_start)}, {"load_end", load(v.load_end)}};
+}
+
+namespace {
+const TermVerdict* term(const Verdict& v, const std::string& key) {
+  for (const auto& t : v.terms)
+    if (t.key == key) return &t;
+  return nullptr;
+}
+}  // namespace
+
+TpAcross compare_tp_across(const Verdict& inside, const Verdict& across, double tolerance) {
+  TpAcross c;
+  c.tolerance = tolerance;
+  for (const auto& [key, label] : {std::pair{"tp", "TP collectives"}, std::pair{"step", "step (slowest rank)"}}) {
+    const TermVerdict *a = term(inside, key), *b = term(across, key);
+    if (!a || !b) continue;
+    c.rows.push_back({label, a->median_s, b->median_s, a->predicted_s.value_or(0), b->predicted_s.value_or(0)});
+  }
+  if (c.rows.size() < 2 || !inside.predicted || !across.predicted) {
+    c.sentence = "No comparison: a run has no prediction.";
+    return c;
+  }
+  const TpAcross::Row& step = c.rows.back();
+  const double m = step.measured_factor(), p = step.predicted_factor();
+  c.holds = p > 0 && std::abs(m / p - 1) <= tolerance;
+  c.sentence = fmt::format("With TP across the hosts the step is {:.2f}x the step with TP inside them, measured; the "
+                           "planner predicts {:.2f}x for these links: {} (the measured factor must be within {:.0f}% "
+                           "of the predicted one; measured / predicted = {:.2f}).",
+                           m, p, c.holds ? "the prediction holds" : "the prediction does not hold", 100 * tolerance,
+                           p > 0 ? m / p : 0.0);
+  return c;
+}
+
+std::string tp_across_text(const TpAcross& c, const std::string& inside_order, const std::string& across_order) {
+  std::string out = fmt::format("\nTP inside the hosts (order {}) against TP across them (order {}), medians in ms\n",
+                                inside_order, across_order);
+  out += fmt::format("  {:<20} {:>9} {:>9} {:>9}   {:>9} {:>9} {:>9}\n", "", "inside", "across", "factor",
+                     "pred. in", "pred. ac", "factor");
+  for (const auto& r : c.rows)
+    out += fmt::format("  {:<20} {:>9.2f} {:>9.2f} {:>8.2f}x   {:>9.2f} {:>9.2f} {:>8.2f}x\n", r.label, r.inside_s * 1e3,
+                       r.across_s * 1e3, r.measured_factor(), r.predicted_inside_s * 1e3, r.predicted_across_s * 1e3,
+                       r.predicted_factor());
+  return out + c.sentence + "\n";
+}
+
+HtmlSection tp_across_section(const TpAcross& c, const std::string& inside_order, const std::string& across_order) {
+  HtmlSection sec{"tp-across", "TP inside the hosts (" + inside_order + ") against TP across them (" + across_order + ")",
+                  {c.sentence}, HtmlTable{}};
+  sec.table->header = {"median, ms", "inside", "across", "factor", "predicted inside", "predicted across", "factor"};
+  for (const auto& r : c.rows)
+    sec.table->rows.push_back({r.label, fmt::format("{:.2f}", r.inside_s * 1e3), fmt::format("{:.2f}", r.across_s * 1e3),
+                               fmt::format("{:.2f}x", r.measured_factor()), fmt::format("{:.2f}", r.predicted_inside_s * 1e3),
+                               fmt::format("{:.2f}", r.predicted_across_s * 1e3), fmt::format("{:.2f}x", r.predicted_factor())});
+  return sec;
+}
+
+nlohmann::json tp_across_json(const TpAcross& c) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& r : c.rows)
+    rows.push_back({{"label", r.label}, {"inside_s", r.inside_s}, {"across_s", r.across_s},
+                    {"predicted_inside_s", r.predicted_inside_s}, {"predicted_across_s", r.predicted_across_s},
+                    {"measured_factor", r.measured_factor()}, {"predicted_factor", r.predicted_factor()}});
+  return {{"rows", rows}, {"tolerance", c.tolerance}, {"holds", c.holds}, {"sentence", c.sentence}};
 }
 
 }  // namespace trident::parallel
