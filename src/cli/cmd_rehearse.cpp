@@ -70,6 +70,11 @@ std::vector<std::string> train_arguments(const RehearsalRun& rr, const RehearseA
                                 "--ffn-hidden", std::to_string(m.ffn_hidden), "--seq-len", std::to_string(m.seq_len),
                                 "--vocab", std::to_string(m.vocab)};
   if (m.kv_heads > 0) v.insert(v.end(), {"--kv-heads", std::to_string(m.kv_heads)});
+  if (m.is_moe())
+    v.insert(v.end(), {"--experts", std::to_string(m.experts), "--experts-per-token", std::to_string(m.experts_per_token),
+                       "--expert-ffn-hidden", std::to_string(m.expert_ffn_hidden), "--shared-experts",
+                       std::to_string(m.shared_experts), "--moe-dense-layers", std::to_string(m.moe_dense_layers),
+                       "--capacity-factor", fmt::format("{}", m.capacity_factor)});
   for (const auto& [key, text] : run_option_texts(r)) {
     if (key == "nodes" || key == "gpus-per-node") continue;
     if (text == "true" || text == "false") v.push_back((text == "true" ? "--" : "--no-") + key);

@@ -99,6 +99,19 @@ TEST(RehearsalShape, GqaKeepsQueryHeadsPerKvHeadAndTpDivides) {
   EXPECT_EQ(m.head_dim() % 2, 0);
 }
 
+TEST(RehearsalShape, MixtureOfExpertsScalesTheExpertsWidthAndKeepsTheirCount) {
+  RunSpec r = gpt3_plan();
+  r.model = model_preset("mixtral-8x22b");
+  r.exec.sequence_parallel = false;
+  Problems p;
+  const RehearsalShape s = derive_rehearsal(r, 2, 1, 1.0 / 48, 256, p);
+  ASSERT_TRUE(p.empty());
+  EXPECT_EQ(s.run.model.experts, r.model.experts);
+  EXPECT_EQ(s.run.model.experts_per_token, r.model.experts_per_token);
+  EXPECT_LT(s.run.model.expert_ffn_hidden, r.model.expert_ffn_hidden / 20);
+  EXPECT_LT(count_parameters(s.run.model).total, 50'000'000);
+}
+
 TEST(RehearsalShape, BadSizesAreProblemsNamingTheFlag) {
   Problems p;
   derive_rehearsal(gpt3_plan(), 6, 4, 2.0, 256, p);

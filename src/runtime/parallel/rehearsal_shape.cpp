@@ -66,7 +66,9 @@ void scale_width(const ModelSpec& P, double f, int64_t tp, ModelSpec& m) {
   const int64_t head_dim = std::max<int64_t>(8, round_up(scaled(P.hidden, f) / m.heads, 2));
   m.hidden = m.heads * head_dim;
   if (P.kv_heads == 0 || P.kv_heads == P.heads) m.kv_heads = P.kv_heads == 0 ? 0 : m.heads;
-  m.ffn_hidden = round_up(std::max<int64_t>(tp, std::llround(double(P.ffn_hidden) * double(m.hidden) / double(P.hidden))), tp);
+  auto width = [&](int64_t w) { return round_up(std::max<int64_t>(tp, std::llround(double(w) * double(m.hidden) / double(P.hidden))), tp); };
+  m.ffn_hidden = width(P.ffn_hidden);
+  if (P.is_moe()) m.expert_ffn_hidden = width(P.expert_ffn_hidden);  // the experts' count and top-k kept
 }
 
 // The vocabulary that gives the embedding (and an untied head) the plan's share of the parameters.
@@ -116,6 +118,9 @@ void model_rows(const ModelSpec& P, const ModelSpec& m, double f, int64_t data_v
   row("kv-heads", P.kv_heads > 0 ? P.kv_heads : P.heads, m.kv_heads > 0 ? m.kv_heads : m.heads, "");
   row("ffn-hidden", P.ffn_hidden, m.ffn_hidden, fmt::format("ffn / hidden kept ({:.3g}), a multiple of tp",
                                                              double(P.ffn_hidden) / double(P.hidden)));
+  if (P.is_moe())
+    row("expert-ffn-hidden", P.expert_ffn_hidden, m.expert_ffn_hidden,
+        fmt::format("as ffn; {} experts, top-{}, {} shared kept", m.experts, m.experts_per_token, m.shared_experts));
   row("seq-len", P.seq_len, m.seq_len, "seq / hidden kept, at least 32, a multiple of 16 (and of 2 cp, tp x cp)");
   const int64_t proportional = vocab_in_proportion(P, m);
   row("vocab", P.vocab, m.vocab,
