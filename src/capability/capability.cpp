@@ -120,6 +120,12 @@ void check_executable(const RunSpec& r, const std::string& device, const std::ve
   if (x.attention == AttentionKind::Flash && device != "cuda")
     problems.add("flash attention" + from_stack + " is not in the CPU kernels: they compute attention unfused",
                  "use --attention unfused for train on --device cpu", "train-attention");
+  // The runtime's selective recompute reruns the attention forward whichever its kernels.
+  if (x.recompute == Recompute::Selective && x.attention == AttentionKind::Flash && !x.recompute_flash_attention &&
+      device == "cuda")
+    problems.add("selective recompute that keeps the fused attention's output" + from_stack +
+                     ": the runtime's selective recompute reruns the attention forward",
+                 "use --recompute-flash-attention, or --recompute none, for train", "train-selective-flash");
   if (!(x.overlap == Overlap{}))
     problems.add("--overlap " + to_string(x.overlap) + from_stack +
                      ": the runtime overlaps the DP gradient reduction only; TP collectives and pipeline sends block",

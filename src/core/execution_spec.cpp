@@ -114,8 +114,8 @@ const std::vector<StackPreset>& stack_presets() {
        AttentionKind::Unfused, {false, true, false}, 32, -1},
       {"megatron-core-te",
        "Megatron-Core / NeMo with Transformer Engine: flash attention, TP and DP overlap, PP overlap in the "
-       "interleaved schedule (Megatron's 1F1B sends block), distributed optimizer (ZeRO 1), bf16 gradient reduction",
-       AttentionKind::Flash, {true, true, true, true}, 16, 1},
+       "interleaved schedule (Megatron's 1F1B sends block), distributed optimizer (ZeRO 1), bf16 gradient reduction, selective recompute of the core attention",
+       AttentionKind::Flash, {true, true, true, true}, 16, 1, false, true},
       {"deepspeed",
        "DeepSpeed ZeRO: flash attention, overlapped gradient reduction (overlap_comm), 16-bit gradients, ZeRO 1",
        AttentionKind::Flash, {false, true, false}, 16, 1},
@@ -144,6 +144,7 @@ void apply_stack(const StackPreset& s, ExecutionSpec& e) {
   e.overlap = s.overlap;
   e.grad_bits = s.grad_bits;
   if (s.zero >= 0) e.zero = s.zero;
+  e.recompute_flash_attention = s.recompute_flash_attention;
 }
 
 }  // namespace trident

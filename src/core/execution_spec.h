@@ -72,6 +72,10 @@ struct ExecutionSpec {
   Precision precision = Precision::BF16;
   int grad_bits = 32;             // gradient element size in bits: 32 (Megatron main grads) or 16
   AttentionKind attention = AttentionKind::Unfused;
+  // Selective recomputation under flash attention also reruns the fused attention forward before
+  // the backward (Megatron-Core checkpoints the core attention); off, it recomputes nothing more
+  // than the fused backward already does. Unfused attention always recomputes its scores.
+  bool recompute_flash_attention = false;
   Overlap overlap;
   std::string stack;              // the --stack preset these came from, "" when none
 
@@ -88,6 +92,7 @@ struct StackPreset {
   int grad_bits;
   int zero;                 // -1: leave as is
   bool zero_fixed = false;  // the framework has no other stage: the search keeps `zero`
+  bool recompute_flash_attention = false;  // selective recompute reruns the fused attention forward
 };
 const std::vector<StackPreset>& stack_presets();
 const StackPreset* find_stack(const std::string& name);

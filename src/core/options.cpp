@@ -84,6 +84,10 @@ std::vector<OptionDef> execution_options() {
       {"zero", "training", "ZeRO stage 0-3 (1 = distributed optimizer)", false, "0|1|2|3", "0", -1e18},  // its own check names the stages
       {"recompute", "training", "activation recomputation: none, selective or full", false, "none|selective|full", "none"},
       {"sequence-parallel", "training", "sequence parallel around LayerNorm and dropout", true, "", "off"},
+      {"recompute-flash-attention", "training",
+       "with --recompute selective and flash attention, rerun the fused attention forward before the backward "
+       "(Megatron-Core's core-attention checkpoint)",
+       true, "", "on with --stack megatron-core-te, else off"},
       {"precision", "training",
        "bf16, fp16 (both with fp32 master weights), fp32, or fp8 (FP8 matrix products, bf16 elsewhere)", false,
        "bf16|fp16|fp32|fp8", "bf16"},

@@ -289,6 +289,7 @@ ExecutionSpec resolve_execution(const OptionValues& v, Problems& p, const std::s
       p.add("--recompute '" + *s + "' is unknown", did_you_mean(*s, recompute_names()) + "use " + join_choices(recompute_names()));
   }
   if (auto b = v.get_bool("sequence-parallel", p)) e.sequence_parallel = *b;
+  if (auto b = v.get_bool("recompute-flash-attention", p)) e.recompute_flash_attention = *b;
   if (auto s = v.get_string("precision")) {
     if (!parse_precision(*s, e.precision))
       p.add("--precision '" + *s + "' is unknown", did_you_mean(*s, precision_names()) + "use " + join_choices(precision_names()));

@@ -20,6 +20,7 @@ std::map<std::string, std::string> run_option_texts(const RunSpec& run) {
       {"zero", std::to_string(e.zero)},
       {"recompute", to_string(e.recompute)},
       {"sequence-parallel", e.sequence_parallel ? "true" : "false"},
+      {"recompute-flash-attention", e.recompute_flash_attention ? "true" : "false"},
       {"precision", to_string(e.precision)},
       {"grad-bits", std::to_string(e.grad_bits)},
       {"attention", to_string(e.attention)},

@@ -269,6 +269,8 @@ std::vector<StageTime> stage_times(const ModelSpec& full, const ExecutionSpec& e
     recompute_per_layer = lc.forward_s();
     recompute_flops_per_layer = lc.forward_flops();
   } else if (recomputes_core_attention(e)) {
+    // The core attention's forward again (unfused: its GEMMs, softmax and dropout; flash: one
+    // more fused forward, as Megatron-Core's selective recompute runs it).
     recompute_per_layer = lc.attention_s + lc.attention_elementwise_s + lc.launch_recompute_s();
     recompute_flops_per_layer = lc.attention_flops;
   }

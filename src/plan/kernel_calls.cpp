@@ -20,7 +20,8 @@ std::string KernelPass::describe() const {
 }
 
 bool recomputes_core_attention(const ExecutionSpec& e) {
-  return e.recompute == Recompute::Selective && e.attention == AttentionKind::Unfused;
+  return e.recompute == Recompute::Selective &&
+         (e.attention == AttentionKind::Unfused || e.recompute_flash_attention);
 }
 
 namespace {

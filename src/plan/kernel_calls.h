@@ -38,7 +38,8 @@ constexpr int64_t kLogitsForwardKernels = 2, kLogitsKernels = 5;
 KernelCalls layer_kernel_calls(const ModelSpec& model, const ExecutionSpec& exec, int64_t tp, int64_t cp);
 
 // Whether selective recomputation redoes the core attention's forward under `exec`: always with
-// unfused attention (the scores are not stored), and with flash attention when the stack does so.
+// unfused attention (the scores are not stored), and with flash attention when
+// recompute_flash_attention says so (one more fused forward per layer, as Megatron-Core runs it).
 bool recomputes_core_attention(const ExecutionSpec& exec);
 
 }  // namespace trident::plan

@@ -20,7 +20,11 @@ std::string exec_summary(const RunSpec& r, int64_t m) {
   if (x.schedule == ScheduleKind::Interleaved) sched += fmt::format(" (v {})", x.virtual_stages);
   return fmt::format("micro-batch {} x {} per pipeline (global {}), {}, ZeRO {}, recompute {}{}, {}, {} attention, "
                      "overlap {}, {}-bit grads{}{}",
-                     x.micro_batch_size, m, x.global_batch_size, sched, x.zero, to_string(x.recompute),
+                     x.micro_batch_size, m, x.global_batch_size, sched, x.zero,
+                     to_string(x.recompute) + (x.recompute == Recompute::Selective && x.attention == AttentionKind::Flash
+                                                   ? (x.recompute_flash_attention ? " (the fused attention too)"
+                                                                                  : " (not the fused attention)")
+                                                   : ""),
                      x.sequence_parallel ? ", sequence parallel" : "", to_string(x.precision), to_string(x.attention),
                      overlap_text(x.overlap, x.schedule), x.grad_bits, r.model.tied_embeddings() ? ", tied embeddings" : "",
                      x.stack.empty() ? "" : ", stack " + x.stack);

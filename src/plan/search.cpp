@@ -66,6 +66,7 @@ void SearchSpace::use_stack(const ExecutionSpec& exec) {
   grad_bits = exec.grad_bits;
   attention = exec.attention;
   overlap = exec.overlap;
+  recompute_flash_attention = exec.recompute_flash_attention;
   stack = exec.stack;
   if (const StackPreset* preset = find_stack(exec.stack); preset && preset->zero_fixed) zero = exec.zero;
 }
@@ -128,6 +129,7 @@ SearchResult search(const ModelSpec& model, const ClusterSpec& cluster, int64_t 
   run.exec.grad_bits = space.grad_bits;
   run.exec.attention = space.attention;
   run.exec.overlap = space.overlap;
+  run.exec.recompute_flash_attention = space.recompute_flash_attention;
   run.exec.stack = space.stack;
   run.cost = c;
 

@@ -30,6 +30,7 @@ struct SearchSpace {
   int grad_bits = 32;
   AttentionKind attention = AttentionKind::Unfused;  // the stack's settings, not searched
   Overlap overlap;
+  bool recompute_flash_attention = false;  // with selective recompute, also the fused attention
   std::string stack;  // the --stack preset they came from, for the reports
   int64_t max_micro_batch = 16;
   // cp > 1 is searched only while each cp rank keeps this many tokens of a sequence: shorter

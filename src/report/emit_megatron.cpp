@@ -149,7 +149,17 @@ void parallel_args(const RunSpec& run, std::vector<std::string>& a, Problems& re
                "megatron-order");
   }
   if (e.sequence_parallel && l.tp > 1) a.push_back("--sequence-parallel");
-  if (e.recompute == Recompute::Selective) a.push_back("--recompute-granularity selective");
+  if (e.recompute == Recompute::Selective) {
+    // Megatron's selective recompute checkpoints the core attention (its default
+    // --recompute-modules core_attn), fused or not: it cannot keep a fused attention's output.
+    if (e.attention == AttentionKind::Flash && !e.recompute_flash_attention)
+      refuse.add("selective recompute that keeps the fused attention's output: Megatron's selective recompute "
+                 "reruns the core attention (flash included)",
+                 "replan with --recompute-flash-attention (what Megatron runs), or --recompute none (the same "
+                 "prediction)",
+                 "megatron-selective-flash");
+    else a.push_back("--recompute-granularity selective");
+  }
   if (e.recompute == Recompute::Full) {
     a.push_back("--recompute-granularity full");
     a.push_back("--recompute-method uniform");

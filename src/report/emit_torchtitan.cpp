@@ -58,6 +58,10 @@ void check_recipe(const RunSpec& run, bool toml, Problems& refuse) {
   if (e.precision != Precision::FP32 && e.grad_bits == 16)
     refuse.add("16-bit gradient reduction: torchtitan's mixed_precision_reduce takes float32 only",
                "replan with --grad-bits 32 (or --stack torchtitan)", "torchtitan-grad-dtype");
+  if (e.recompute == Recompute::Selective && e.attention == AttentionKind::Flash && e.recompute_flash_attention)
+    refuse.add("selective recompute of the fused attention: torchtitan's selective activation checkpointing saves "
+               "the SDPA output (its op save list) and reruns no attention",
+               "replan with --no-recompute-flash-attention (or --stack torchtitan)", "torchtitan-selective-flash");
   if (e.attention == AttentionKind::Unfused)
     refuse.add("unfused attention: torchtitan runs PyTorch SDPA (flash / cuDNN kernels that never store the scores)",
                "replan with --attention flash (or --stack torchtitan)", "torchtitan-attention");

@@ -212,3 +212,14 @@ TEST(CheckDistRun, interleaving_needs_micro_batches_in_multiples_of_the_stages) 
 }
 
 }  // namespace
+
+TEST(CheckDistRun, selective_recompute_under_flash_reruns_the_attention_or_is_refused) {
+  auto s = tiny();
+  s.device = "cuda";
+  s.run.exec.attention = AttentionKind::Flash;
+  s.run.exec.recompute = Recompute::Selective;
+  s.run.exec.recompute_flash_attention = true;  // what the runtime's selective recompute does
+  EXPECT_EQ(all_problems(s).find("[train-selective-flash]"), std::string::npos) << all_problems(s);
+  s.run.exec.recompute_flash_attention = false;
+  EXPECT_NE(all_problems(s).find("[train-selective-flash]"), std::string::npos) << all_problems(s);
+}

@@ -104,6 +104,10 @@ rows = [
     ("--config", path("c.toml"), "C", r"wd 0\.07"),
     ("--recompute", "full", "C", r"recompute full(.|\n)*activations recompute full; per stage(.|\n)*stage 0: 1 slots"),
     ("--no-trace-comm", None, "C", r"!\[comm\]"),
+    # Selective recompute under flash attention: the runtime's unfused attention reruns its forward
+    # under selective recompute either way, so both settings train (on CUDA with flash, off is refused).
+    ("--recompute-flash-attention", None, "A", r"!train-selective-flash"),
+    ("--no-recompute-flash-attention", None, "B", r"!train-selective-flash"),
     # Refused: settings of layers a dense model does not have.
     ("--experts-per-token", "2", "moe-knobs", r"--experts-per-token .*applies to mixture-of-experts"),
     ("--expert-ffn-hidden", "64", "moe-knobs", r"--expert-ffn-hidden .*applies to mixture-of-experts"),

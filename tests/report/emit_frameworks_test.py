@@ -364,6 +364,12 @@ refusals = [
     ("Megatron has no dp-tp-pp rank order", ["--model", "gpt3-1.3b", "--cluster", "dgx-a100-80g", "--nodes", "2",
                                              "--tp", "2", "--pp", "2", "--dp", "4", "--order", "dp-tp-pp",
                                              "--global-batch-size", "64"], "megatron", "rank order dp-tp-pp"),
+    ("Megatron's selective recompute reruns the fused attention",
+     PLANS["Llama 3 8B ZeRO-1"][0] + ["--recompute", "selective", "--no-recompute-flash-attention"], "megatron",
+     "reruns the core attention"),
+    ("torchtitan's selective checkpointing saves the SDPA output",
+     PLANS["Llama 3 8B ZeRO-3"][0] + ["--stack", "torchtitan", "--recompute", "selective",
+                                      "--recompute-flash-attention"], "torchtitan-toml", "saves the SDPA output"),
     ("Megatron has no zero-bubble schedule", PLANS["Llama 3 8B ZeRO-1"][0] + ["--pp", "2", "--schedule", "zb-h1"],
      "slurm", "zb-h1"),
 ]
