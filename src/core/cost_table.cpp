@@ -174,6 +174,9 @@ CostTable builtin_cost(const GpuSpec& gpu) {
   apply_cost_toml(builtin_cost_text(), "data/cost/builtin.toml", gpu, t, p);
   t.gpu = gpu_key(gpu);
   t.source = "built-in";
+  // [default] holds the A100's kernel efficiencies: another GPU without a table borrows them.
+  const toml::table root = toml::parse(std::string_view(builtin_cost_text()), std::string_view("data/cost/builtin.toml"));
+  t.calibrated = root.contains(t.gpu) || t.gpu.rfind("a100", 0) == 0;
   cache.emplace(gpu.name, t);
   return t;
 }
@@ -199,6 +202,7 @@ CostTable resolve_cost(const OptionValues& values, const GpuSpec& gpu, Problems&
     if (auto text = read_settings_file(*path, "cost table", "--cost", "cost-file", problems)) {
       apply_cost_toml(*text, *path, gpu, t, problems);
       sources.push_back(*path);
+      t.calibrated = true;  // the user's own table for this GPU
     }
   }
   bool keys = false;
@@ -216,13 +220,24 @@ CostTable resolve_cost(const OptionValues& values, const GpuSpec& gpu, Problems&
       keys = true;
     }
   }
-  if (keys) sources.push_back("[cost] keys");
+  if (keys) {
+    sources.push_back("[cost] keys");
+    t.calibrated = true;  // the user's own values (as trident bench measures them) stand for the GPU
+  }
   t.source = fmt::format("{}", [&] {
     std::string s;
     for (const auto& x : sources) s += (s.empty() ? "" : " + ") + x;
     return s;
   }());
   return t;
+}
+
+std::string calibration_warning(const CostTable& t) {
+  if (t.calibrated) return "";
+  return fmt::format("no calibrated cost table for GPU {}: its times use the [default] table of "
+                     "data/cost/builtin.toml (the A100's kernel efficiencies){}, not fitted to any run on this GPU; "
+                     "give --cost FILE with a [{}] table",
+                     t.gpu, t.source == "built-in" ? "" : " with " + t.source, t.gpu);
 }
 
 std::string describe(const CostTable& t) {

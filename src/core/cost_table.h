@@ -19,6 +19,9 @@ namespace trident {
 struct CostTable {
   std::string gpu = "default";   // catalog key the table was built for
   std::string source = "built-in";  // where its values came from, for the report
+  // False when the GPU has no table of its own in data/cost/builtin.toml and the [default]
+  // (A100) values stand in for it: reports then warn (calibration_warning).
+  bool calibrated = true;
   // GEMM efficiency curve: a large 16-bit GEMM reaches gemm_peak_efficiency of the dense peak;
   // each dimension d scales it by d / (d + gemm_half_dim) (tile and wave quantisation).
   double gemm_peak_efficiency = 0.80;
@@ -77,6 +80,9 @@ void apply_cost_toml(const std::string& text, const std::string& origin, const G
 std::vector<OptionDef> cost_options();
 // Built-in for the GPU, then --cost FILE, then single keys.
 CostTable resolve_cost(const OptionValues& values, const GpuSpec& gpu, Problems& problems);
+
+// Empty for a calibrated table; else the warning every report prints, naming the table used.
+std::string calibration_warning(const CostTable& table);
 
 // "gemm_peak_efficiency 0.8, gemm_half_dim 32, ..." for reports.
 std::string describe(const CostTable& table);

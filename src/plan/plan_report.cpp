@@ -68,13 +68,16 @@ std::string other_orders_text(const Estimate& e) {
 }  // namespace
 
 json cost_json(const CostTable& c) {
-  json j = {{"gpu", c.gpu}, {"source", c.source}};
+  json j = {{"gpu", c.gpu}, {"source", c.source}, {"calibrated", c.calibrated}};
+  if (!c.calibrated) j["warning"] = calibration_warning(c);
   for (const auto& f : cost_fields()) j[f.name] = c.*(f.member);
   return j;
 }
 
 std::string cost_text(const CostTable& c) {
-  return fmt::format("Cost table ({}, {}): {}\n", c.gpu, c.source, describe(c));
+  const std::string warning = calibration_warning(c);
+  return fmt::format("Cost table ({}, {}): {}\n{}", c.gpu, c.source, describe(c),
+                     warning.empty() ? "" : "  warning: " + warning + "\n");
 }
 
 json layout_json(const RunSpec& r, int64_t m) {

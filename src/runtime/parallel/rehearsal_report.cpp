@@ -285,6 +285,7 @@ Prediction predict(const RunSpec& run, const std::string& cluster_toml, int64_t 
   p.cluster = r.cluster.describe();
   p.cost_source = r.cost->source;
   p.cost = describe(*r.cost);
+  if (!r.cost->calibrated) p.cost += "; warning: " + calibration_warning(*r.cost);
   for (const auto& f : cost_fields()) p.cost_values.emplace_back(f.name, (*r.cost).*(f.member));
   plan::Estimate e = plan::estimate(r, 0.0);
   p.step_s = e.time.step;
