@@ -11,6 +11,8 @@
 #include "cli/command.h"
 #include "capability/rehearsal_check.h"
 #include "cli/html_report.h"
+#include "core/dimensions.h"
+#include "core/layout_rules.h"
 #include "core/run_spec.h"
 #include "plan/lint.h"
 #include "plan/plan_options.h"
@@ -86,30 +88,19 @@ nlohmann::json rehearsal_json(const capability::RehearsalCheck& r) {
 // Dimensions given on the command line (or in the TOML file) fix the search; the rest is searched.
 plan::SearchSpace fixed_dimensions(const OptionValues& v, const ExecutionSpec& exec, Problems& p) {
   plan::SearchSpace s;
-  auto positive = [&](const char* name) -> std::optional<int64_t> {
-    auto x = v.get_int(name, p);
-    if (x && *x <= 0) {
-      p.add(fmt::format("--{} is {}, must be positive", name, *x), fmt::format("give --{} 1 or more, or leave it out to search it", name));
-      return std::nullopt;
-    }
-    return x;
-  };
-  s.tp = positive("tp");
-  s.pp = positive("pp");
-  s.dp = positive("dp");
-  s.cp = positive("cp");
-  s.ep = positive("ep");
+  const LayoutSizes sizes = read_layout_sizes(v, p);
+  for (const auto& [dim, size] : sizes.given) s.size(dim) = size;
   if (v.has("micro-batch-size")) s.micro_batch = exec.micro_batch_size;
   if (v.has("schedule")) s.schedule = exec.schedule;
   if (v.has("virtual-stages")) s.virtual_stages = exec.virtual_stages;
   if (v.has("zero")) s.zero = exec.zero;
   if (v.has("recompute")) s.recompute = exec.recompute;
   if (v.has("sequence-parallel")) s.sequence_parallel = exec.sequence_parallel;
-  if (auto o = v.get_string("order")) {
+  if (sizes.order) {
     Layout probe;
-    probe.order = *o;
+    probe.order = *sizes.order;
     validate_layout(probe, p);
-    s.order = *o;
+    s.order = *sizes.order;
   }
   s.use_stack(exec);
   return s;
@@ -137,7 +128,12 @@ Runner setup_plan(CLI::App& cmd) {
     const ClusterSpec cluster = resolve_cluster(values, p);
     const ExecutionSpec exec = resolve_execution(values, p, default_stack(cluster));
     const plan::SearchSpace space = fixed_dimensions(values, exec, p);
-    check_cp_ep(model, space.cp.value_or(1), space.ep.value_or(1), p);
+    {
+      RunSpec fixed;  // cp and ep against the model, before the search sets the rest
+      fixed.model = model;
+      fixed.layout.cp = space.cp.value_or(1), fixed.layout.ep = space.ep.value_or(1);
+      check_dimension_rules({"cp", "ep"}, fixed, p);
+    }
     const TrainBudget budget = resolve_train_budget(values, p);
     if (!args->emit.empty() && emit_is_file(args->emit) &&
         (args->emit.size() < 5 || args->emit.compare(args->emit.size() - 5, 5, ".toml") != 0))

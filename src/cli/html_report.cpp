@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "core/dimensions.h"
 #include "core/topology.h"
 #include "core/units.h"
 #include "report/output_file.h"
@@ -18,7 +19,7 @@ std::string gib(double bytes) { return fmt::format("{:.1f}", bytes / kGiB); }
 
 std::string layout_text(const plan::Estimate& e) {
   const RunSpec& r = e.run;
-  std::string s = fmt::format("tp {} pp {} dp {} ({}), b {}, {}", r.layout.tp, r.layout.pp, r.layout.dp, r.layout.order,
+  std::string s = fmt::format("{} ({}), b {}, {}", layout_sizes_text(r.layout), r.layout.order,
                               r.exec.micro_batch_size, to_string(r.exec.schedule));
   if (r.exec.schedule == ScheduleKind::Interleaved) s += fmt::format(" v {}", r.exec.virtual_stages);
   s += fmt::format(", ZeRO {}, recompute {}{}", r.exec.zero, to_string(r.exec.recompute),

@@ -6,7 +6,7 @@
 
 namespace trident {
 
-std::optional<int64_t> checked_product(const std::string& what, std::initializer_list<SizeTerm> terms,
+std::optional<int64_t> checked_product(const std::string& what, const std::vector<SizeTerm>& terms,
                                        int64_t limit, const std::string& fix, Problems& problems) {
   int64_t product = 1;
   long double approx = 1;  // for the message only: the true size even when it overflows

@@ -12,6 +12,7 @@
 #include <initializer_list>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/problems.h"
 
@@ -34,7 +35,7 @@ struct SizeTerm {
 // The product of the terms. When a term is negative or the product exceeds `limit`, adds one
 // problem ("world size tp 8 x pp 8 x dp 2147483647 = 1.37e+11 is above 1048576 ...") with the
 // fix and returns nullopt.
-std::optional<int64_t> checked_product(const std::string& what, std::initializer_list<SizeTerm> terms,
+std::optional<int64_t> checked_product(const std::string& what, const std::vector<SizeTerm>& terms,
                                        int64_t limit, const std::string& fix, Problems& problems);
 
 // `value` as an int, or a problem naming it and nullopt when it does not fit.

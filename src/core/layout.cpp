@@ -1,5 +1,7 @@
 #include "core/layout.h"
 
+#include "core/dimensions.h"
+
 #include <fmt/format.h>
 
 #include <sstream>
@@ -8,28 +10,18 @@ namespace trident {
 
 std::string to_string(Dim dim) {
   switch (dim) {
-    case Dim::TP: return "tp";
-    case Dim::CP: return "cp";
-    case Dim::DP: return "dp";
-    case Dim::PP: return "pp";
-    case Dim::EP: return "ep";
     case Dim::EDP: return "edp";
     case Dim::DCP: return "dp-cp";
+    default: return dimension(dim).name;
   }
-  return "?";
 }
 
 int64_t Layout::size(Dim dim) const {
   switch (dim) {
-    case Dim::TP: return tp;
-    case Dim::CP: return cp;
-    case Dim::DP: return dp;
-    case Dim::PP: return pp;
-    case Dim::EP: return ep;
     case Dim::EDP: return ep > 0 ? cp * dp / ep : 0;
     case Dim::DCP: return cp * dp;
+    default: return this->*dimension(dim).size;
   }
-  return 1;
 }
 
 std::string default_order(int64_t cp, int64_t ep) { return cp > 1 || ep > 1 ? "tp-cp-ep-dp-pp" : "tp-dp-pp"; }
@@ -45,61 +37,60 @@ std::vector<std::string> tokens_of(const std::string& order) {
 }  // namespace
 
 bool parse_order(const std::string& order, std::array<Dim, kNumDims>& dims, Problems& problems) {
-  std::vector<Dim> seen;
-  bool ok = true, has_ep = false;
+  std::vector<const Dimension*> seen;
+  bool ok = true;
   for (const std::string& token : tokens_of(order)) {
-    Dim d;
-    if (token == "tp") d = Dim::TP;
-    else if (token == "cp") d = Dim::CP;
-    else if (token == "dp") d = Dim::DP;
-    else if (token == "pp") d = Dim::PP;
-    else if (token == "ep") {
-      if (has_ep) {
-        problems.add("order '" + order + "' names 'ep' twice", "name each dimension once");
-        ok = false;
-      }
-      has_ep = true;
-      continue;  // ep splits the data ranks; it places no dense coordinate
-    } else {
+    const Dimension* d = find_dimension(token);
+    if (!d) {
+      std::string names;
+      for (const Dimension& x : dimensions()) names += std::string(names.empty() ? "" : ", ") + x.name;
       problems.add("order '" + order + "' has unknown dimension '" + token + "'",
-                   "use tp, dp, pp (and cp, ep) joined by '-', e.g. --order tp-dp-pp or tp-cp-ep-dp-pp");
+                   "use " + names + " joined by '-', e.g. --order tp-dp-pp or tp-cp-ep-dp-pp", "order-malformed");
       ok = false;
       continue;
     }
-    for (Dim s : seen)
+    for (const Dimension* s : seen)
       if (s == d) {
-        problems.add("order '" + order + "' names '" + token + "' twice", "name each dimension once");
+        problems.add("order '" + order + "' names '" + token + "' twice", "name each dimension once", "order-malformed");
         ok = false;
       }
     seen.push_back(d);
   }
-  for (Dim need : {Dim::TP, Dim::DP, Dim::PP}) {
+  std::string required;
+  for (const Dimension& x : dimensions())
+    if (!x.order_optional) required += std::string(required.empty() ? "" : ", ") + x.name;
+  for (const Dimension& need : dimensions()) {
     bool found = false;
-    for (Dim s : seen) found = found || s == need;
-    if (!found) {
-      problems.add("order '" + order + "' is missing '" + to_string(need) + "'",
-                   "name all of tp, dp and pp, e.g. --order tp-dp-pp or --order tp-pp-dp");
+    for (const Dimension* s : seen) found = found || s == &need;
+    if (!found && !need.order_optional) {
+      problems.add("order '" + order + "' is missing '" + need.name + "'",
+                   "name all of " + required + ", e.g. --order tp-dp-pp or --order tp-pp-dp", "order-malformed");
       ok = false;
     }
   }
-  if (has_ep) {
-    const auto t = tokens_of(order);
-    bool adjacent = false;
-    for (size_t i = 0; i + 1 < t.size(); ++i)
-      adjacent = adjacent || (t[i] == "ep" && t[i + 1] == "dp") || (t[i] == "dp" && t[i + 1] == "ep");
+  // A dimension that is no rank coordinate (ep) splits the data ranks: it stands next to dp.
+  for (size_t i = 0; i < seen.size(); ++i) {
+    if (seen[i]->dense) continue;
+    const bool adjacent = (i > 0 && seen[i - 1]->dim == Dim::DP) || (i + 1 < seen.size() && seen[i + 1]->dim == Dim::DP);
     if (!adjacent) {
-      problems.add("order '" + order + "' does not put ep next to dp",
-                   "ep splits the data-parallel ranks: write it just before or after dp, e.g. --order tp-cp-ep-dp-pp");
+      problems.add(fmt::format("order '{}' does not put {} next to dp", order, seen[i]->name),
+                   fmt::format("{} splits the data-parallel ranks: write it just before or after dp, e.g. --order "
+                               "tp-cp-ep-dp-pp",
+                               seen[i]->name),
+                   "order-malformed");
       ok = false;
     }
   }
   if (!ok) return false;
-  // cp, when absent, is placed first (it has size 1, so its position changes no rank).
+  // A dense dimension the string omits (cp) is placed first: its size is 1, so its position changes no rank.
   size_t i = 0;
-  bool has_cp = false;
-  for (Dim s : seen) has_cp = has_cp || s == Dim::CP;
-  if (!has_cp) dims[i++] = Dim::CP;
-  for (Dim s : seen) dims[i++] = s;
+  for (const Dimension& x : dimensions()) {
+    bool named = false;
+    for (const Dimension* s : seen) named = named || s == &x;
+    if (x.dense && !named) dims[i++] = x.dim;
+  }
+  for (const Dimension* s : seen)
+    if (s->dense) dims[i++] = s->dim;
   return true;
 }
 
@@ -116,33 +107,15 @@ bool Layout::ep_inner() const {
 }
 
 std::string Layout::describe() const {
-  std::string s = fmt::format("tp {} x pp {} x dp {}", tp, pp, dp);
-  if (cp > 1) s += fmt::format(" x cp {}", cp);
-  if (ep > 1) s += fmt::format(", ep {}", ep);
+  // "tp 8 x pp 8 x dp 64 x cp 2, ep 4 (order ...)": the dimensions --order must name always, the
+  // others when above 1; ep after a comma, as it splits the data ranks rather than multiplying.
+  std::string s;
+  for (const Dimension& d : dimensions()) {
+    const int64_t n = this->*d.size;
+    if (d.order_optional && n == 1) continue;
+    s += fmt::format("{}{} {}", s.empty() ? "" : d.dense ? " x " : ", ", d.name, n);
+  }
   return s + " (order " + order + ")";
-}
-
-void validate_layout(const Layout& l, Problems& p) {
-  for (Dim d : {Dim::TP, Dim::CP, Dim::DP, Dim::PP, Dim::EP})
-    if (l.size(d) <= 0)
-      p.add(fmt::format("--{} is {}, must be positive", to_string(d), l.size(d)),
-            fmt::format("give --{} 1 or more", to_string(d)));
-  std::array<Dim, kNumDims> dims;
-  if (!parse_order(l.order, dims, p)) return;
-  const auto named = [&](const char* token) {
-    for (const auto& t : tokens_of(l.order))
-      if (t == token) return true;
-    return false;
-  };
-  if (l.cp > 1 && !named("cp"))
-    p.add(fmt::format("cp is {} but order '{}' does not place it", l.cp, l.order),
-          "add cp to the order, e.g. --order tp-cp-dp-pp (Megatron's default is tp-cp-ep-dp-pp)");
-  if (l.ep > 1 && !named("ep"))
-    p.add(fmt::format("ep is {} but order '{}' does not place it", l.ep, l.order),
-          "add ep next to dp, e.g. --order tp-cp-ep-dp-pp");
-  if (l.ep > 0 && l.cp > 0 && l.dp > 0 && (l.cp * l.dp) % l.ep != 0)
-    p.add(fmt::format("ep {} does not divide the {} data ranks (dp {} x cp {})", l.ep, l.cp * l.dp, l.dp, l.cp),
-          fmt::format("expert parallel splits the dp x cp ranks: use --ep dividing {}", l.cp * l.dp));
 }
 
 }  // namespace trident

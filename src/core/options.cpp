@@ -9,6 +9,7 @@
 #include <limits>
 #include <sstream>
 
+#include "core/dimensions.h"
 #include "core/input_file.h"
 #include "core/suggest.h"
 
@@ -63,17 +64,7 @@ std::vector<OptionDef> cluster_options() {
   };
 }
 
-std::vector<OptionDef> layout_options() {
-  return {
-      // Group sizes: 1 or more (a group of 0 ranks is no layout), so the range says so.
-      {"tp", "layout", "tensor-parallel size", false, "INT", "1", 1},
-      {"pp", "layout", "pipeline-parallel size (stages)", false, "INT", "1", 1},
-      {"cp", "layout", "context-parallel size (sequence split over ranks, ring attention)", false, "INT", "1", 1},
-      {"dp", "layout", "data-parallel size (replicas); default world / (tp*cp*pp)", false, "INT", "world/(tp*cp*pp)", 1},
-      {"ep", "layout", "expert-parallel size (experts sharded over the dp x cp ranks)", false, "INT", "1", 1},
-      {"order", "layout", "rank order, fastest-varying first (tp-cp-ep-dp-pp with cp or ep)", false, "DIMS", "tp-dp-pp"},
-  };
-}
+std::vector<OptionDef> layout_options() { return dimension_options(); }
 
 std::vector<OptionDef> execution_options() {
   return {

@@ -6,6 +6,8 @@
 #include <cctype>
 
 #include "core/checked_size.h"
+#include "core/dimensions.h"
+#include "core/layout_rules.h"
 #include "core/suggest.h"
 #include "core/units.h"
 
@@ -212,14 +214,9 @@ ClusterSpec resolve_cluster(const OptionValues& v, Problems& p) {
 
 Layout resolve_layout(const OptionValues& v, ClusterSpec& c, Problems& p) {
   Layout l;
-  if (auto x = v.get_int("tp", p)) l.tp = *x;
-  if (auto x = v.get_int("cp", p)) l.cp = *x;
-  if (auto x = v.get_int("pp", p)) l.pp = *x;
-  if (auto x = v.get_int("ep", p)) l.ep = *x;
-  if (auto o = v.get_string("order")) l.order = *o;
-  else l.order = default_order(l.cp, l.ep);
-  const bool dp_given = v.has("dp");
-  if (auto x = v.get_int("dp", p)) l.dp = *x;
+  const LayoutSizes sizes = read_layout_sizes(v, p);
+  apply_layout_sizes(sizes, l);
+  const bool dp_given = sizes.get(Dim::DP).has_value();
   if (l.tp <= 0 || l.cp <= 0 || l.pp <= 0 || l.dp <= 0 || c.gpus_per_node <= 0 || c.nodes <= 0) {
     validate_layout(l, p);
     return l;
@@ -227,7 +224,7 @@ Layout resolve_layout(const OptionValues& v, ClusterSpec& c, Problems& p) {
   // Sizes beyond any cluster are refused before the arithmetic below (the cluster's own size
   // was reported by resolve_cluster).
   Problems cluster_size;
-  const bool sized = checked_product("GPUs of the layout", {{"tp", l.tp}, {"cp", l.cp}, {"pp", l.pp}, {"dp", l.dp}}, kMaxGpus,
+  const bool sized = checked_product("GPUs of the layout", dense_factors(l), kMaxGpus,
                                      "use smaller --tp, --cp, --pp or --dp", p)
                          .has_value();
   if (!checked_product("", {{"nodes", c.nodes}, {"gpus-per-node", c.gpus_per_node}}, kMaxGpus, "", cluster_size) ||
@@ -322,31 +319,13 @@ ExecutionSpec resolve_execution(const OptionValues& v, Problems& p, const std::s
   return e;
 }
 
-void check_cp_ep(const ModelSpec& m, int64_t cp, int64_t ep, Problems& p) {
-  // Causal load balancing gives each cp rank two chunks of the sequence (one early, one late).
-  if (cp > 1 && m.seq_len > 0 && m.seq_len % (2 * cp) != 0)
-    p.add(fmt::format("sequence length {} is not divisible by 2 x cp = {} (each cp rank holds two chunks of the "
-                      "sequence, one from each end, to balance causal attention)",
-                      m.seq_len, 2 * cp),
-          fmt::format("use --seq-len {} or --cp among the divisors of {} / 2", (m.seq_len / (2 * cp) + 1) * 2 * cp,
-                      m.seq_len),
-          "cp-divides-sequence");
-  if (ep > 1 && !m.is_moe())
-    p.add(fmt::format("ep is {} but {} has no experts", ep, m.name),
-          "use --ep 1, or a mixture-of-experts model (--model mixtral-8x7b, or --experts N)", "ep-needs-experts");
-  if (ep > 1 && m.is_moe() && m.experts % ep != 0)
-    p.add(fmt::format("ep {} does not divide the {} experts", ep, m.experts),
-          fmt::format("use --ep {} (each ep rank holds experts / ep whole experts)", list_of(divisors(m.experts))),
-          "ep-divides-experts");
-}
-
 void check_run(const RunSpec& r, bool check_batch, Problems& p) {
   const Layout& l = r.layout;
   const ModelSpec& m = r.model;
   if (l.tp <= 0 || l.cp <= 0 || l.pp <= 0 || l.dp <= 0 || l.ep <= 0) return;  // already reported
   {
     Problems reported;  // by resolve_cluster / resolve_layout: only stop here
-    if (!checked_product("", {{"tp", l.tp}, {"cp", l.cp}, {"pp", l.pp}, {"dp", l.dp}}, kMaxGpus, "", reported) ||
+    if (!checked_product("", dense_factors(l), kMaxGpus, "", reported) ||
         !checked_product("", {{"nodes", r.cluster.nodes}, {"gpus-per-node", r.cluster.gpus_per_node}}, kMaxGpus, "",
                          reported))
       return;
@@ -361,66 +340,12 @@ void check_run(const RunSpec& r, bool check_batch, Problems& p) {
                     {{"micro-batch-size", r.exec.micro_batch_size}, {"heads", m.heads}, {"seq-len", m.seq_len},
                      {"seq-len", m.seq_len}},
                     kMaxCount, "use a smaller --micro-batch-size or --seq-len", p);
-  const int64_t world = r.cluster.world_size();
-  const int64_t split = l.tp * l.cp * l.pp;
-  const std::string cp_text = l.cp > 1 ? fmt::format(" x cp {}", l.cp) : "";
-  if (l.world_size() != world)
-    p.add(fmt::format("layout tp {} x pp {} x dp {}{} = {} GPUs, but the cluster has {} ({} nodes x {})", l.tp,
-                      l.pp, l.dp, cp_text, l.world_size(), world, r.cluster.nodes, r.cluster.gpus_per_node),
-          world % split == 0
-              ? fmt::format("use --dp {} or --nodes {}", world / split,
-                            (l.world_size() + r.cluster.gpus_per_node - 1) / r.cluster.gpus_per_node)
-              : fmt::format("make tp x pp x dp{} equal {}, or change --nodes", l.cp > 1 ? " x cp" : "", world),
-          "world-size");
-  check_cp_ep(m, l.cp, l.ep, p);
-  if (m.heads > 0 && m.heads % l.tp != 0)
-    p.add(fmt::format("heads ({}) not divisible by tensor-parallel size ({})", m.heads, l.tp),
-          fmt::format("use --tp {}", list_of(divisors(m.heads))), "tp-divides-heads");
-  if (m.kv_heads > 0 && m.heads % l.tp == 0 && m.kv_heads % l.tp != 0 && l.tp % m.kv_heads != 0)
-    p.add(fmt::format("kv-heads ({}) and tensor-parallel size ({}) do not divide one another", m.kv_heads, l.tp),
-          fmt::format("use --tp among {} or a multiple of {}", list_of(divisors(m.kv_heads)), m.kv_heads),
-          "tp-divides-heads");
-  if (m.ffn_hidden > 0 && m.ffn_hidden % l.tp != 0)
-    p.add(fmt::format("ffn hidden ({}) not divisible by tensor-parallel size ({})", m.ffn_hidden, l.tp),
-          fmt::format("use --tp {}", list_of(divisors(m.ffn_hidden))), "tp-divides-ffn");
-  if (m.is_moe() && m.expert_ffn_hidden > 0 && m.expert_ffn_hidden % l.tp != 0)
-    p.add(fmt::format("expert ffn hidden ({}) not divisible by tensor-parallel size ({})", m.expert_ffn_hidden, l.tp),
-          fmt::format("use --tp {}", list_of(divisors(m.expert_ffn_hidden))), "tp-divides-ffn");
-  const int64_t chunks =
-      checked_product("model chunks", {{"pp", l.pp}, {"virtual-stages", r.exec.virtual_stages}}, kMaxCount,
-                      "use a smaller --virtual-stages", p)
-          .value_or(0);
-  if (m.layers > 0 && chunks > m.layers)
-    p.add(fmt::format("pp {} x virtual stages {} = {} stages but the model has only {} layers", l.pp,
-                      r.exec.virtual_stages, chunks, m.layers),
-          fmt::format("use --pp of at most {}", m.layers), "pp-exceeds-layers");
+  check_rules(RuleKind::Shape, r, p);
   if (r.exec.precision == Precision::FP8 && !(r.cluster.gpu.fp8_flops > 0))
     p.add(fmt::format("--precision fp8 needs FP8 tensor cores, but the {} has no FP8 peak", r.cluster.gpu.name),
           "use --precision bf16, a GPU with FP8 (h100-80g, h200-141g), or set gpu-fp8-tflops in [cluster]",
           "fp8-unsupported");
-  if (!check_batch) return;
-  const ExecutionSpec& e = r.exec;
-  if (e.global_batch_size > 0 && e.micro_batch_size > 0) {
-    if (e.micro_batch_size > e.global_batch_size)
-      p.add(fmt::format("micro-batch size ({}) is larger than the global batch ({})", e.micro_batch_size,
-                        e.global_batch_size),
-            "lower --micro-batch-size or raise --global-batch-size", "batch-divisibility");
-    else if (e.global_batch_size % (e.micro_batch_size * l.dp) == 0)
-      checked_product("pipeline blocks of one step",
-                      {{"micro-batches", e.global_batch_size / (e.micro_batch_size * l.dp)}, {"pp", l.pp},
-                       {"virtual-stages", e.virtual_stages}},
-                      kMaxPipelineBlocks, "use a larger --micro-batch-size or a smaller --global-batch-size", p);
-    else
-      p.add(fmt::format("global batch ({}) not divisible by micro-batch ({}) x dp ({}) = {}", e.global_batch_size,
-                        e.micro_batch_size, l.dp, e.micro_batch_size * l.dp),
-            e.global_batch_size < e.micro_batch_size * l.dp
-                ? fmt::format("use --global-batch-size {} (or more), or a smaller --micro-batch-size or dp",
-                              e.micro_batch_size * l.dp)
-                : fmt::format("use --global-batch-size {} or {}",
-                              (e.global_batch_size / (e.micro_batch_size * l.dp)) * e.micro_batch_size * l.dp,
-                              (e.global_batch_size / (e.micro_batch_size * l.dp) + 1) * e.micro_batch_size * l.dp),
-            "batch-divisibility");
-  }
+  if (check_batch) check_rules(RuleKind::Batch, r, p);
 }
 
 RunSpec resolve_run(const OptionValues& values, bool check_batch) {

@@ -44,12 +44,10 @@ std::string default_stack(const ClusterSpec& cluster);
 // checked against the layout too.
 RunSpec resolve_run(const OptionValues& values, bool check_batch);
 
-// Checks that hold between model, cluster, layout and batch: world size, tp dividing heads,
-// pp not above layers, micro-batch dividing the global batch, ... Each problem has a code.
+// Checks that hold between model, cluster, layout and batch: the layout rules of
+// core/layout_rules.h (world size, tp dividing heads, ...; the batch rules with check_batch),
+// the sizes that must not overflow, fp8 on a GPU without it. Each problem has a code.
 void check_run(const RunSpec& run, bool check_batch, Problems& problems);
-// The part of check_run about cp and ep against the model (cp-divides-sequence, ep-needs-experts,
-// ep-divides-experts), for plan, which fixes cp and ep without a whole layout.
-void check_cp_ep(const ModelSpec& model, int64_t cp, int64_t ep, Problems& problems);
 
 // Divisors of n in ascending order, for fixes ("use --tp 1, 2, 3, 4, 6 or 12").
 std::vector<int64_t> divisors(int64_t n);

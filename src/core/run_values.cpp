@@ -1,5 +1,7 @@
 #include "core/run_values.h"
 
+#include "core/dimensions.h"
+
 namespace trident {
 
 std::map<std::string, std::string> run_option_texts(const RunSpec& run) {
@@ -8,12 +10,6 @@ std::map<std::string, std::string> run_option_texts(const RunSpec& run) {
   std::map<std::string, std::string> v = {
       {"nodes", std::to_string(run.cluster.nodes)},
       {"gpus-per-node", std::to_string(run.cluster.gpus_per_node)},
-      {"tp", std::to_string(l.tp)},
-      {"pp", std::to_string(l.pp)},
-      {"dp", std::to_string(l.dp)},
-      {"cp", std::to_string(l.cp)},
-      {"ep", std::to_string(l.ep)},
-      {"order", l.order},
       {"micro-batch-size", std::to_string(e.micro_batch_size)},
       {"schedule", to_string(e.schedule)},
       {"virtual-stages", std::to_string(e.virtual_stages)},
@@ -27,6 +23,7 @@ std::map<std::string, std::string> run_option_texts(const RunSpec& run) {
       {"overlap", to_string(overlap_in_effect(e.overlap, e.schedule))},
       {"tied-embeddings", run.model.tied_embeddings() ? "true" : "false"},
   };
+  v.merge(layout_option_texts(l));
   if (e.global_batch_size > 0) v["global-batch-size"] = std::to_string(e.global_batch_size);
   return v;
 }

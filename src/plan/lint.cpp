@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "core/layout_rules.h"
 #include "core/units.h"
 #include "plan/search.h"
 
@@ -27,9 +28,8 @@ bool LintResult::has_errors() const {
 }
 
 bool is_shape_code(const std::string& code) {
-  return code == "world-size" || code == "tp-divides-heads" || code == "tp-divides-ffn" ||
-         code == "pp-exceeds-layers" || code == "batch-divisibility" || code == "cp-divides-sequence" ||
-         code == "ep-divides-experts" || code == "ep-needs-experts";
+  const LayoutRule* rule = find_layout_rule(code.c_str());
+  return rule && rule->kind != RuleKind::Layout;
 }
 
 namespace {

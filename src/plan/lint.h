@@ -1,12 +1,11 @@
 // Lint: check a proposed run for the source chapter's pitfalls before launch. Each finding has a
 // severity, a stable code, a message with the numbers that triggered it, and a fix.
 //
-// Codes: world-size, tp-divides-heads, tp-divides-ffn, pp-exceeds-layers, batch-divisibility
-// (shape errors from core's check_run), vocab-padded, uneven-stages, tp-crosses-nodes,
-// out-of-memory, too-few-microbatches, activations-in-flight, group-topology-mismatch,
-// stage-too-thin, interleaved-microbatches, slower-than-recipe, execution-defaults; with context /
-// expert parallel cp-divides-sequence, ep-divides-experts, ep-needs-experts (shape),
-// cp-crosses-domain, ep-alltoall-slow.
+// Codes: the layout rules' codes (core/layout_rules.h: world-size, tp-divides-heads, ...; shape
+// errors from core's check_run), vocab-padded, uneven-stages, tp-crosses-nodes, out-of-memory,
+// too-few-microbatches, activations-in-flight, group-topology-mismatch, stage-too-thin,
+// interleaved-microbatches, slower-than-recipe, execution-defaults; with context / expert
+// parallel cp-crosses-domain, ep-alltoall-slow.
 #pragma once
 
 #include <optional>

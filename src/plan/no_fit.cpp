@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "core/dimensions.h"
+
 namespace trident::plan {
 
 namespace {
@@ -51,11 +53,13 @@ NoFitAdvice advise_no_fit(const SearchResult& res, const ModelSpec& model, const
     if (fits(model, cluster, global_batch, s, overhead, cost))
       a.changes.push_back(fmt::format("leave --{} out (the search picks it)", flag));
   };
-  freed("tp", &SearchSpace::tp);
-  freed("pp", &SearchSpace::pp);
-  freed("dp", &SearchSpace::dp);
-  freed("cp", &SearchSpace::cp);
-  freed("ep", &SearchSpace::ep);
+  for (const Dimension& d : dimensions())
+    if (space.size(d.dim)) {
+      SearchSpace s = space;
+      s.size(d.dim) = std::nullopt;
+      if (fits(model, cluster, global_batch, s, overhead, cost))
+        a.changes.push_back(fmt::format("leave --{} out (the search picks it)", d.name));
+    }
   freed("micro-batch-size", &SearchSpace::micro_batch);
   freed("zero", &SearchSpace::zero);
   freed("recompute", &SearchSpace::recompute);

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "core/dimensions.h"
 #include "core/units.h"
 
 namespace trident::plan {
@@ -81,13 +82,8 @@ std::string cost_text(const CostTable& c) {
 }
 
 json layout_json(const RunSpec& r, int64_t m) {
-  return {{"tp", r.layout.tp},
-          {"pp", r.layout.pp},
-          {"dp", r.layout.dp},
-          {"cp", r.layout.cp},
-          {"ep", r.layout.ep},
-          {"order", r.layout.order},
-          {"global_batch_size", r.exec.global_batch_size},
+  json j = trident::layout_json(r.layout);
+  j.update(json{{"global_batch_size", r.exec.global_batch_size},
           {"micro_batch_size", r.exec.micro_batch_size},
           {"micro_batches", m},
           {"schedule", to_string(r.exec.schedule)},
@@ -101,7 +97,8 @@ json layout_json(const RunSpec& r, int64_t m) {
           {"grad_bits", r.exec.grad_bits},
           {"tied_embeddings", r.model.tied_embeddings()},
           {"stack", r.exec.stack},
-          {"description", r.layout.describe()}};
+          {"description", r.layout.describe()}});
+  return j;
 }
 
 json candidate_json(const RunSpec& run, const Estimate* e, const std::vector<Finding>& findings, bool per_stage) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/dimensions.h"
 #include "core/units.h"
 
 namespace trident::plan {
@@ -15,9 +16,8 @@ std::string gb(double bytes) { return fmt::format("{:.1f} GiB", gib(bytes)); }
 
 std::string short_layout(const Estimate& e) {
   const auto& r = e.run;
-  return fmt::format("tp {} pp {} dp {}{}{} ({}, b {}, {}{}, ZeRO {}, recompute {}{})", r.layout.tp, r.layout.pp,
-                     r.layout.dp, r.layout.cp > 1 ? fmt::format(" cp {}", r.layout.cp) : "",
-                     r.layout.ep > 1 ? fmt::format(" ep {}", r.layout.ep) : "", r.layout.order, r.exec.micro_batch_size, to_string(r.exec.schedule),
+  return fmt::format("{} ({}, b {}, {}{}, ZeRO {}, recompute {}{})", layout_sizes_text(r.layout), r.layout.order,
+                     r.exec.micro_batch_size, to_string(r.exec.schedule),
                      r.exec.schedule == ScheduleKind::Interleaved ? fmt::format(" v {}", r.exec.virtual_stages) : "",
                      r.exec.zero, to_string(r.exec.recompute), r.exec.sequence_parallel ? ", sp" : "");
 }

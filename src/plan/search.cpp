@@ -4,6 +4,8 @@
 #include <chrono>
 #include <tuple>
 
+#include "core/dimensions.h"
+
 namespace trident::plan {
 
 namespace {
@@ -72,8 +74,18 @@ void SearchSpace::use_stack(const ExecutionSpec& exec) {
 }
 
 void SearchSpace::fix_layout(const Layout& l) {
-  tp = l.tp, pp = l.pp, dp = l.dp, cp = l.cp, ep = l.ep;
+  for (const Dimension& d : dimensions()) size(d.dim) = l.*d.size;
   order = l.order;
+}
+
+std::optional<int64_t>& SearchSpace::size(Dim d) {
+  switch (d) {
+    case Dim::TP: return tp;
+    case Dim::PP: return pp;
+    case Dim::CP: return cp;
+    case Dim::EP: return ep;
+    default: return dp;  // DP (EDP and DCP are groups, not searched sizes)
+  }
 }
 
 bool better_estimate(const Estimate& a, const Estimate& b) {
@@ -136,10 +148,10 @@ SearchResult search(const ModelSpec& model, const ClusterSpec& cluster, int64_t 
   const auto better = better_estimate;
   res.space = space;
 
-  for (const auto& [name, fixed] :
-       {std::pair{"tp", space.tp}, {"pp", space.pp}, {"dp", space.dp}, {"cp", space.cp}, {"ep", space.ep}})
-    if (fixed && (*fixed <= 0 || world % *fixed != 0))
-      reject(std::string(name) + " " + std::to_string(*fixed) + " does not divide the " + std::to_string(world) + " GPUs");
+  for (const Dimension& d : dimensions())
+    if (const auto& fixed = space.size(d.dim); fixed && (*fixed <= 0 || world % *fixed != 0))
+      reject(std::string(d.name) + " " + std::to_string(*fixed) + " does not divide the " + std::to_string(world) +
+             " GPUs");
   for (int64_t tp : all_divisors(world)) {
     if (space.tp && tp != *space.tp) continue;
     if (!tp_divides_model(model, tp)) {

@@ -44,6 +44,9 @@ struct SearchSpace {
   void use_stack(const ExecutionSpec& exec);
   // Every dimension of `layout` fixed (tp, pp, dp, cp, ep, order); the rest stays searched.
   void fix_layout(const Layout& layout);
+  // The size of a dimension (TP, PP, DP, CP or EP): fixed, or unset when searched.
+  std::optional<int64_t>& size(Dim d);
+  const std::optional<int64_t>& size(Dim d) const { return const_cast<SearchSpace*>(this)->size(d); }
 };
 
 struct SearchResult {

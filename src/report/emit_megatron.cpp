@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "core/dimensions.h"
 #include "plan/cost_model.h"
 #include "report/launch_config.h"
 #include "report/topology_report.h"
@@ -24,7 +25,8 @@ std::string effective_order(const std::string& order, const Layout& l) {
   while (start <= order.size()) {
     const size_t end = order.find('-', start);
     const std::string d = order.substr(start, end == std::string::npos ? std::string::npos : end - start);
-    const int64_t size = d == "tp" ? l.tp : d == "cp" ? l.cp : d == "ep" ? l.ep : d == "dp" ? l.dp : l.pp;
+    const Dimension* dim = find_dimension(d);
+    const int64_t size = dim ? l.*dim->size : 1;
     if (size > 1) out += (out.empty() ? "" : "-") + d;
     if (end == std::string::npos) break;
     start = end + 1;

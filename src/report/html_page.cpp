@@ -6,6 +6,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "core/dimensions.h"
 #include "report/pipeline_svg.h"
 #include "report/xml_escape.h"
 
@@ -247,8 +248,8 @@ HtmlPage rehearsal_page(const std::string& text) {
   const json j = json::parse(text);
   HtmlPage p;
   const auto& l = j.at("layout");
-  p.title = fmt::format("Rehearsal: tp {} x pp {} x dp {} ({}), schedule {}", l.value("tp", 1), l.value("pp", 1),
-                        l.value("dp", 1), l.value("order", std::string("?")), j.value("schedule", std::string("?")));
+  p.title = fmt::format("Rehearsal: {}, schedule {}", layout_from_json(l).describe(),
+                        j.value("schedule", std::string("?")));
   const auto& measured = j.at("measured");
   p.summary.push_back(fmt::format("measured step {:.4g} s (mean over ranks and the steps after {} warm-up steps)",
                                   measured.value("step_s", 0.0), j.value("warmup_steps", 0)));
@@ -270,12 +271,19 @@ HtmlPage rehearsal_page(const std::string& text) {
   if (j.contains("ranks")) {
     HtmlTable t;
     t.caption = "memory per rank";
-    t.header = {"rank", "tp", "dp", "pp", "allocated MiB", "peak resident MiB"};
-    for (const auto& r : j["ranks"])
-      t.rows.push_back({std::to_string(r.value("rank", 0)), std::to_string(r.value("tp", 0)),
-                        std::to_string(r.value("dp", 0)), std::to_string(r.value("pp", 0)),
-                        fmt::format("{:.1f}", r.value("allocated_bytes", 0.0) / 1048576.0),
-                        fmt::format("{:.1f}", r.value("peak_rss_bytes", 0.0) / 1048576.0)});
+    // A column per dense dimension (the rank's coordinate), from the table: none can be left out.
+    t.header = {"rank"};
+    for (const Dimension& d : dimensions())
+      if (d.dense) t.header.push_back(d.name);
+    t.header.insert(t.header.end(), {"allocated MiB", "peak resident MiB"});
+    for (const auto& r : j["ranks"]) {
+      std::vector<std::string> row = {std::to_string(r.value("rank", 0))};
+      for (const Dimension& d : dimensions())
+        if (d.dense) row.push_back(std::to_string(r.value(d.name, 0)));
+      row.push_back(fmt::format("{:.1f}", r.value("allocated_bytes", 0.0) / 1048576.0));
+      row.push_back(fmt::format("{:.1f}", r.value("peak_rss_bytes", 0.0) / 1048576.0));
+      t.rows.push_back(row);
+    }
     p.rehearsal_table = t;
   }
   return p;

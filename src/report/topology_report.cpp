@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "core/dimensions.h"
 #include "core/units.h"
 
 namespace trident {
@@ -142,7 +143,7 @@ nlohmann::json topology_json(const RunSpec& run, const TopologyTable& table) {
                        {"max_nvlink_domains", row.max_domains}});
   const Layout& l = run.layout;
   return {{"world", table.world},
-          {"layout", {{"tp", l.tp}, {"pp", l.pp}, {"dp", l.dp}, {"cp", l.cp}, {"ep", l.ep}, {"order", l.order}}},
+          {"layout", layout_json(l)},
           {"hosts_per_nvlink_domain", run.cluster.hosts_per_nvlink_domain},
           {"summary", summary},
           {"groups", groups}};

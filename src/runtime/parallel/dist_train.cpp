@@ -12,6 +12,7 @@
 
 #include "capability/capability.h"
 #include "core/checked_size.h"
+#include "core/dimensions.h"
 #include "core/input_file.h"
 #include "core/output_path.h"
 #include "runtime/checkpoint/checkpoint.h"
@@ -38,15 +39,11 @@ bool launched_by_mpi() {
 
 void read_dist_train_options(const OptionValues& values, TrainSettings& s, Problems& problems) {
   Layout& L = s.run.layout;
-  if (auto v = values.get_int("tp", problems)) L.tp = *v;
-  if (auto v = values.get_int("pp", problems)) L.pp = *v;
-  if (auto v = values.get_int("cp", problems)) L.cp = *v;
-  if (auto v = values.get_int("ep", problems)) L.ep = *v;
-  if (auto v = values.get_string("order")) L.order = *v;
-  else L.order = default_order(L.cp, L.ep);
-  if (auto v = values.get_int("dp", problems)) L.dp = *v;
-  else if (const int64_t group = layout_ranks({{"tp", L.tp}, {"pp", L.pp}, {"cp", L.cp}});
-           group > 0 && launcher_world_size() % group == 0)
+  const LayoutSizes sizes = read_layout_sizes(values, problems);
+  apply_layout_sizes(sizes, L);
+  // dp, when not given, is what the launcher's ranks leave.
+  if (const int64_t group = layout_ranks({{"tp", L.tp}, {"pp", L.pp}, {"cp", L.cp}});
+      !sizes.get(Dim::DP) && group > 0 && launcher_world_size() % group == 0)
     L.dp = std::max<int64_t>(1, launcher_world_size() / group);
   validate_layout(L, problems);
   // Execution settings through core's one parser and its checks (virtual stages without

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/dimensions.h"
 #include "core/options.h"
 #include "plan/estimate.h"
 
@@ -179,8 +180,7 @@ std::string rehearsal_text(const RehearsalData& d) {
 nlohmann::json rehearsal_json(const RehearsalData& d) {
   using nlohmann::json;
   json j;
-  j["layout"] = {{"tp", d.run.layout.tp}, {"cp", d.run.layout.cp}, {"dp", d.run.layout.dp}, {"pp", d.run.layout.pp},
-                 {"order", d.run.layout.order}};
+  j["layout"] = layout_json(d.run.layout);
   j["schedule"] = to_string(d.run.exec.schedule);
   j["zero"] = d.run.exec.zero;
   j["micro_batches"] = d.run.exec.micro_batches(d.run.layout.dp);
@@ -204,8 +204,12 @@ nlohmann::json rehearsal_json(const RehearsalData& d) {
   j["steps"] = steps;
   json ranks = json::array();
   for (const auto& r : d.ranks)
-    ranks.push_back({{"rank", r.rank}, {"tp", r.coords.tp()}, {"dp", r.coords.dp()}, {"pp", r.coords.pp()},
-                     {"allocated_bytes", r.allocated_bytes}, {"peak_rss_bytes", r.peak_rss_bytes}});
+  {
+    json row = {{"rank", r.rank}, {"allocated_bytes", r.allocated_bytes}, {"peak_rss_bytes", r.peak_rss_bytes}};
+    for (const Dimension& dim : dimensions())
+      if (dim.dense) row[dim.name] = r.coords[dim.dim];  // the rank's coordinate
+    ranks.push_back(row);
+  }
   j["ranks"] = ranks;
   Means o = overall(d);
   j["measured"] = {{"step_s", o.total},

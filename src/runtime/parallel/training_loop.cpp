@@ -17,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include "core/dimensions.h"
 #include "core/input_file.h"
 #include "core/vocab_padding.h"
 #include "plan/cost_model.h"
@@ -75,6 +76,15 @@ std::unique_ptr<BatchSource> validation_source(const TrainSettings& s) {
                 : synthetic_source(m.vocab, m.seq_len, s.seed + 1);
 }
 
+// The layout that wrote a checkpoint (every dimension and the schedule), for a person reading it:
+// the checkpoint itself holds logical tensors that resume under any layout.
+nlohmann::json written_by_layout(const TrainSettings& s) {
+  nlohmann::json j = layout_json(s.run.layout);
+  j.update({{"zero", s.run.exec.zero}, {"schedule", to_string(s.run.exec.schedule)},
+            {"virtual_stages", s.run.exec.virtual_stages}});
+  return j;
+}
+
 nlohmann::json checkpoint_meta(const TrainSettings& s, int64_t step) {
   const auto& x = s.run.exec;
   return {{"model", engine::model_to_json(s.run.model)},
@@ -88,9 +98,7 @@ nlohmann::json checkpoint_meta(const TrainSettings& s, int64_t step) {
           {"optimizer", {{"lr", s.adamw.lr}, {"min_lr", s.adamw.min_lr}, {"warmup", s.adamw.warmup_steps},
                          {"decay_steps", s.adamw.decay_steps}, {"beta1", s.adamw.beta1}, {"beta2", s.adamw.beta2},
                          {"eps", s.adamw.eps}, {"weight_decay", s.adamw.weight_decay}, {"grad_clip", s.adamw.grad_clip}}},
-          {"written_by_layout", {{"tp", s.run.layout.tp}, {"pp", s.run.layout.pp}, {"dp", s.run.layout.dp},
-                                 {"zero", x.zero}, {"schedule", to_string(x.schedule)},
-                                 {"virtual_stages", x.virtual_stages}}},
+          {"written_by_layout", written_by_layout(s)},
           {"tokenizer", s.tokenizer}};
 }
 

@@ -1,0 +1,223 @@
+#include "core/layout_rules.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <sstream>
+
+#include "core/checked_size.h"
+#include "core/dimensions.h"
+#include "core/run_spec.h"
+
+namespace trident {
+
+namespace {
+
+std::string list_of(const std::vector<int64_t>& v) {
+  std::vector<std::string> s;
+  for (auto x : v) s.push_back(std::to_string(x));
+  return join_choices(s);
+}
+
+bool order_names(const Layout& l, const char* name) {
+  std::stringstream in(l.order);
+  std::string token;
+  while (std::getline(in, token, '-'))
+    if (token == name) return true;
+  return false;
+}
+
+// --- the layout alone ---
+
+void sizes_positive(const RunSpec& r, Problems& p) {
+  for (const Dimension& d : dimensions())
+    if (r.layout.*d.size <= 0)
+      p.add(fmt::format("--{} is {}, must be positive", d.name, r.layout.*d.size),
+            fmt::format("give --{} 1 or more", d.name), "dimension-positive");
+}
+
+void order_parses(const RunSpec& r, Problems& p) {
+  std::array<Dim, kNumDims> dims;
+  parse_order(r.layout.order, dims, p);  // its problems carry order-malformed
+}
+
+void order_places_every_dimension(const RunSpec& r, Problems& p) {
+  const Layout& l = r.layout;
+  std::array<Dim, kNumDims> dims;
+  Problems malformed;  // said by order_parses
+  if (!parse_order(l.order, dims, malformed)) return;
+  for (const Dimension& d : dimensions()) {
+    if (!d.order_optional || l.*d.size <= 1 || order_names(l, d.name)) continue;
+    p.add(fmt::format("{} is {} but order '{}' does not place it", d.name, l.*d.size, l.order),
+          d.dense ? fmt::format("add {} to the order, e.g. --order tp-cp-dp-pp (Megatron's default is tp-cp-ep-dp-pp)",
+                                d.name)
+                  : fmt::format("add {} next to dp, e.g. --order tp-cp-ep-dp-pp", d.name),
+          "order-omits-dimension");
+  }
+}
+
+void ep_divides_data_ranks(const RunSpec& r, Problems& p) {
+  const Layout& l = r.layout;
+  if (l.ep > 0 && l.cp > 0 && l.dp > 0 && (l.cp * l.dp) % l.ep != 0)
+    p.add(fmt::format("ep {} does not divide the {} data ranks (dp {} x cp {})", l.ep, l.cp * l.dp, l.dp, l.cp),
+          fmt::format("expert parallel splits the dp x cp ranks: use --ep dividing {}", l.cp * l.dp),
+          "ep-divides-data-ranks");
+}
+
+// --- against the cluster and the model ---
+
+void world_size(const RunSpec& r, Problems& p) {
+  const Layout& l = r.layout;
+  const int64_t world = r.cluster.world_size();
+  const int64_t split = l.tp * l.cp * l.pp;
+  if (l.world_size() == world) return;
+  const std::string cp_text = l.cp > 1 ? fmt::format(" x cp {}", l.cp) : "";
+  p.add(fmt::format("layout tp {} x pp {} x dp {}{} = {} GPUs, but the cluster has {} ({} nodes x {})", l.tp, l.pp,
+                    l.dp, cp_text, l.world_size(), world, r.cluster.nodes, r.cluster.gpus_per_node),
+        world % split == 0
+            ? fmt::format("use --dp {} or --nodes {}", world / split,
+                          (l.world_size() + r.cluster.gpus_per_node - 1) / r.cluster.gpus_per_node)
+            : fmt::format("make tp x pp x dp{} equal {}, or change --nodes", l.cp > 1 ? " x cp" : "", world),
+        "world-size");
+}
+
+void tp_divides_heads(const RunSpec& r, Problems& p) {
+  const int64_t tp = r.layout.tp, heads = r.model.heads;
+  if (heads > 0 && heads % tp != 0)
+    p.add(fmt::format("heads ({}) not divisible by tensor-parallel size ({})", heads, tp),
+          fmt::format("use --tp {}", list_of(divisors(heads))), "tp-divides-heads");
+}
+
+void tp_divides_kv_heads(const RunSpec& r, Problems& p) {
+  const int64_t tp = r.layout.tp, kv = r.model.kv_heads;
+  // Only when the heads divide (else tp-divides-heads says it): a kv head is split or replicated.
+  if (kv > 0 && r.model.heads % tp == 0 && kv % tp != 0 && tp % kv != 0)
+    p.add(fmt::format("kv-heads ({}) and tensor-parallel size ({}) do not divide one another", kv, tp),
+          fmt::format("use --tp among {} or a multiple of {}", list_of(divisors(kv)), kv), "tp-divides-kv-heads");
+}
+
+void tp_divides_ffn(const RunSpec& r, Problems& p) {
+  const int64_t tp = r.layout.tp, ffn = r.model.ffn_hidden;
+  if (ffn > 0 && ffn % tp != 0)
+    p.add(fmt::format("ffn hidden ({}) not divisible by tensor-parallel size ({})", ffn, tp),
+          fmt::format("use --tp {}", list_of(divisors(ffn))), "tp-divides-ffn");
+}
+
+void tp_divides_expert_ffn(const RunSpec& r, Problems& p) {
+  const int64_t tp = r.layout.tp, ffn = r.model.expert_ffn_hidden;
+  if (r.model.is_moe() && ffn > 0 && ffn % tp != 0)
+    p.add(fmt::format("expert ffn hidden ({}) not divisible by tensor-parallel size ({})", ffn, tp),
+          fmt::format("use --tp {}", list_of(divisors(ffn))), "tp-divides-expert-ffn");
+}
+
+void pp_within_layers(const RunSpec& r, Problems& p) {
+  const int64_t chunks =
+      checked_product("model chunks", {{"pp", r.layout.pp}, {"virtual-stages", r.exec.virtual_stages}}, kMaxCount,
+                      "use a smaller --virtual-stages", p)
+          .value_or(0);
+  if (r.model.layers > 0 && chunks > r.model.layers)
+    p.add(fmt::format("pp {} x virtual stages {} = {} stages but the model has only {} layers", r.layout.pp,
+                      r.exec.virtual_stages, chunks, r.model.layers),
+          fmt::format("use --pp of at most {}", r.model.layers), "pp-exceeds-layers");
+}
+
+void cp_divides_sequence(const RunSpec& r, Problems& p) {
+  // Causal load balancing gives each cp rank two chunks of the sequence (one early, one late).
+  const int64_t cp = r.layout.cp, seq = r.model.seq_len;
+  if (cp > 1 && seq > 0 && seq % (2 * cp) != 0)
+    p.add(fmt::format("sequence length {} is not divisible by 2 x cp = {} (each cp rank holds two chunks of the "
+                      "sequence, one from each end, to balance causal attention)",
+                      seq, 2 * cp),
+          fmt::format("use --seq-len {} or --cp among the divisors of {} / 2", (seq / (2 * cp) + 1) * 2 * cp, seq),
+          "cp-divides-sequence");
+}
+
+void ep_needs_experts(const RunSpec& r, Problems& p) {
+  if (r.layout.ep > 1 && !r.model.is_moe())
+    p.add(fmt::format("ep is {} but {} has no experts", r.layout.ep, r.model.name),
+          "use --ep 1, or a mixture-of-experts model (--model mixtral-8x7b, or --experts N)", "ep-needs-experts");
+}
+
+void ep_divides_experts(const RunSpec& r, Problems& p) {
+  const int64_t ep = r.layout.ep;
+  if (ep > 1 && r.model.is_moe() && r.model.experts % ep != 0)
+    p.add(fmt::format("ep {} does not divide the {} experts", ep, r.model.experts),
+          fmt::format("use --ep {} (each ep rank holds experts / ep whole experts)", list_of(divisors(r.model.experts))),
+          "ep-divides-experts");
+}
+
+// --- against the batch ---
+
+void batch_divides(const RunSpec& r, Problems& p) {
+  const ExecutionSpec& e = r.exec;
+  const int64_t dp = r.layout.dp;
+  if (e.global_batch_size <= 0 || e.micro_batch_size <= 0) return;
+  if (e.micro_batch_size > e.global_batch_size) {
+    p.add(fmt::format("micro-batch size ({}) is larger than the global batch ({})", e.micro_batch_size,
+                      e.global_batch_size),
+          "lower --micro-batch-size or raise --global-batch-size", "batch-divisibility");
+  } else if (e.global_batch_size % (e.micro_batch_size * dp) == 0) {
+    checked_product("pipeline blocks of one step",
+                    {{"micro-batches", e.global_batch_size / (e.micro_batch_size * dp)}, {"pp", r.layout.pp},
+                     {"virtual-stages", e.virtual_stages}},
+                    kMaxPipelineBlocks, "use a larger --micro-batch-size or a smaller --global-batch-size", p);
+  } else {
+    const int64_t unit = e.micro_batch_size * dp, below = (e.global_batch_size / unit) * unit;
+    p.add(fmt::format("global batch ({}) not divisible by micro-batch ({}) x dp ({}) = {}", e.global_batch_size,
+                      e.micro_batch_size, dp, unit),
+          e.global_batch_size < unit
+              ? fmt::format("use --global-batch-size {} (or more), or a smaller --micro-batch-size or dp", unit)
+              : fmt::format("use --global-batch-size {} or {}", below, below + unit),
+          "batch-divisibility");
+  }
+}
+
+}  // namespace
+
+const std::vector<LayoutRule>& layout_rules() {
+  static const std::vector<LayoutRule> rules = {
+      {"dimension-positive", "layout", RuleKind::Layout, "every dimension's size is 1 or more", sizes_positive},
+      {"order-malformed", "layout", RuleKind::Layout,
+       "--order names tp, dp and pp once each (cp and ep at most once), ep next to dp", order_parses},
+      {"order-omits-dimension", "layout", RuleKind::Layout, "a cp or ep above 1 is placed in --order",
+       order_places_every_dimension},
+      {"ep-divides-data-ranks", "ep", RuleKind::Layout, "ep divides the data ranks dp x cp", ep_divides_data_ranks},
+      {"world-size", "layout", RuleKind::Shape, "tp x cp x pp x dp equals the cluster's GPUs", world_size},
+      {"tp-divides-heads", "tp", RuleKind::Shape, "tp divides the attention heads", tp_divides_heads},
+      {"tp-divides-kv-heads", "tp", RuleKind::Shape, "tp and the kv heads divide one another", tp_divides_kv_heads},
+      {"tp-divides-ffn", "tp", RuleKind::Shape, "tp divides the MLP's hidden size", tp_divides_ffn},
+      {"tp-divides-expert-ffn", "tp", RuleKind::Shape, "tp divides an expert MLP's hidden size", tp_divides_expert_ffn},
+      {"pp-exceeds-layers", "pp", RuleKind::Shape, "pp x virtual stages is at most the layers", pp_within_layers},
+      {"cp-divides-sequence", "cp", RuleKind::Shape, "2 x cp divides the sequence (two chunks per cp rank)",
+       cp_divides_sequence},
+      {"ep-needs-experts", "ep", RuleKind::Shape, "ep above 1 needs a mixture-of-experts model", ep_needs_experts},
+      {"ep-divides-experts", "ep", RuleKind::Shape, "ep divides the experts", ep_divides_experts},
+      {"batch-divisibility", "dp", RuleKind::Batch, "micro-batch x dp divides the global batch", batch_divides},
+  };
+  return rules;
+}
+
+const LayoutRule* find_layout_rule(const char* code) {
+  for (const LayoutRule& r : layout_rules())
+    if (std::strcmp(r.code, code) == 0) return &r;
+  return nullptr;
+}
+
+void validate_layout(const Layout& layout, Problems& problems) {
+  RunSpec run;
+  run.layout = layout;
+  check_rules(RuleKind::Layout, run, problems);
+}
+
+void check_rules(RuleKind kind, const RunSpec& run, Problems& problems) {
+  for (const LayoutRule& r : layout_rules())
+    if (r.kind == kind) r.check(run, problems);
+}
+
+void check_dimension_rules(const std::vector<const char*>& dims, const RunSpec& run, Problems& problems) {
+  for (const LayoutRule& r : layout_rules())
+    for (const char* d : dims)
+      if (r.kind == RuleKind::Shape && std::strcmp(r.dimension, d) == 0) r.check(run, problems);
+}
+
+}  // namespace trident
