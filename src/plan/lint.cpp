@@ -167,6 +167,284 @@ LintResult lint_run(const RunSpec& run, const std::vector<Problem>& shape_proble
   return lint_run(run, shape_problems, overhead, cost_table(run));
 }
 
+namespace {
+
+// What every check of an estimated run reads.
+struct Checked {
+  const RunSpec& run;
+  const Estimate& e;
+  double overhead;
+  const CostConstants& c;
+  int64_t v;           // virtual stages (1 unless interleaved)
+  int64_t mb;          // micro-batches per pipeline
+  std::string domain;  // "node", or "NVLink domain" on a rack of hosts sharing one NVLink fabric
+};
+
+// uneven-stages: the layers do not divide over the chunks.
+void check_uneven_stages(const Checked& k, std::vector<Finding>& f) {
+  const RunSpec& run = k.run;
+  const ModelSpec& m = run.model;
+  const Layout& l = run.layout;
+  const int64_t v = k.v;
+  // Uneven split.
+  if (m.layers % (l.pp * v) != 0) {
+    auto chunks = chunk_layers(m.layers, l.pp, v);
+    add(f, Severity::Info, "uneven-stages",
+        fmt::format("{} layers over pp {} x v {} = {} chunks do not divide evenly: chunks hold {} to {} layers",
+                    m.layers, l.pp, v, l.pp * v, *std::min_element(chunks.begin(), chunks.end()),
+                    *std::max_element(chunks.begin(), chunks.end())),
+        "fine if intended; the slowest stage paces the pipeline");
+  }
+}
+
+// tp-crosses-nodes: TP off the NVLink domain.
+void check_tp_link(const Checked& k, std::vector<Finding>& f) {
+  const RunSpec& run = k.run;
+  const Layout& l = run.layout;
+  const Estimate& e = k.e;
+  const std::string& domain = k.domain;
+  // TP off the NVLink domain (one node, or a rack of hosts sharing one NVLink fabric).
+  const GroupLink& tpl = e.links.tp.link;
+  if (l.tp > 1 && (tpl.crosses_domains() || tpl.kind != LinkKind::NVLink)) {
+    const StageTime& st = e.stages[e.pipeline.slowest_stage];
+    const double fwd = (st.compute_forward_s + st.compute_backward_s);
+    add(f, tpl.crosses_domains() ? Severity::Error : Severity::Warning, "tp-crosses-nodes",
+        fmt::format("TP groups of {} GPUs run on {} at {:.3g} GB/s per GPU{}: {} of {} TP groups leave their {} "
+                    "({} GPUs); TP all-reduces take {} per micro-batch against {} of compute ({:.0f}% of the step)",
+                    l.tp, to_string(tpl.kind), gbps(tpl.bandwidth_Bps),
+                    tpl.crosses_domains() ? fmt::format(" across {} {}s", tpl.domain_count(), domain) : "",
+                    e.links.tp.groups_crossing_domains, e.links.tp.groups, domain,
+                    run.cluster.gpus_per_nvlink_domain(), ms(st.tp_comm_s), ms(fwd),
+                    100 * e.time.tp_comm / e.time.step),
+        tpl.crosses_domains() ? tp_domain_fix(run, domain)
+                              : "use NVLink-connected GPUs for TP, or lower --tp and add --pp");
+  }
+}
+
+// cp-crosses-domain: the CP ring on the network.
+void check_cp_link(const Checked& k, std::vector<Finding>& f) {
+  const RunSpec& run = k.run;
+  const Layout& l = run.layout;
+  const Estimate& e = k.e;
+  const std::string& domain = k.domain;
+  // Context parallel: the ring passes KV blocks every layer; on the network they may no longer
+  // hide behind the attention of one block. A warning only when the exposed part is 1% of the
+  // step or more (long sequences hide it: Llama 3 ran cp 16 across nodes).
+  if (l.cp > 1 && e.links.cp.link.crosses_domains()) {
+    const StageTime& st = e.stages[e.pipeline.slowest_stage];
+    const bool tp_cp_fits = l.tp * l.cp <= run.cluster.gpus_per_nvlink_domain();
+    const bool shows = e.time.cp_comm >= 0.01 * e.time.step;
+    add(f, shows ? Severity::Warning : Severity::Info, "cp-crosses-domain",
+        fmt::format("CP groups of {} GPUs pass their KV blocks round a ring on {} at {:.3g} GB/s per GPU ({} of {} groups "
+                    "leave their {}): {} per micro-batch not hidden behind attention, {:.1f}% of the step; tp {} x cp "
+                    "{} = {} GPUs {} the {} GPUs of an NVLink domain",
+                    l.cp, to_string(e.links.cp.link.kind), gbps(e.links.cp.link.bandwidth_Bps),
+                    e.links.cp.groups_crossing_domains, e.links.cp.groups, domain, ms(st.cp_comm_s),
+                    100 * e.time.cp_comm / e.time.step, l.tp, l.cp, l.tp * l.cp, tp_cp_fits ? "fit in" : "exceed",
+                    run.cluster.gpus_per_nvlink_domain()),
+        tp_cp_fits ? "put cp right after tp in --order (e.g. --order tp-cp-ep-dp-pp) so each CP group stays on NVLink"
+                   : fmt::format("fine when the exposed share is small (longer sequences hide more); otherwise lower "
+                                 "--tp or --cp so tp x cp <= {}",
+                                 run.cluster.gpus_per_nvlink_domain()));
+  }
+}
+
+// ep-alltoall-slow: the EP all-to-alls on the network.
+void check_ep_link(const Checked& k, std::vector<Finding>& f) {
+  const RunSpec& run = k.run;
+  const ModelSpec& m = run.model;
+  const Layout& l = run.layout;
+  const Estimate& e = k.e;
+  const std::string& domain = k.domain;
+  // Expert parallel: two all-to-alls forward and two backward in every MoE layer, exposed.
+  if (l.ep > 1 && e.links.ep.link.crosses_domains()) {
+    const StageTime& st = e.stages[e.pipeline.slowest_stage];
+    add(f, Severity::Warning, "ep-alltoall-slow",
+        fmt::format("EP groups of {} GPUs run their token all-to-alls on {} at {:.3g} GB/s per GPU ({} of {} groups "
+                    "leave their {}): {} per micro-batch, {:.1f}% of the step (capacity factor {:g} included)",
+                    l.ep, to_string(e.links.ep.link.kind), gbps(e.links.ep.link.bandwidth_Bps),
+                    e.links.ep.groups_crossing_domains, e.links.ep.groups, domain, ms(st.ep_comm_s),
+                    100 * e.time.ep_comm / e.time.step, m.capacity_factor),
+        fmt::format("keep tp x ep inside the {} ({} GPUs): lower --ep (each GPU then holds more experts) or --tp", domain,
+                    run.cluster.gpus_per_nvlink_domain()));
+  }
+}
+
+// out-of-memory, with what breaks it.
+void check_memory(const Checked& k, std::vector<Finding>& f) {
+  const RunSpec& run = k.run;
+  const Estimate& e = k.e;
+  const int64_t v = k.v;
+  const double overhead = k.overhead;
+  const CostConstants& c = k.c;
+  // Memory.
+  const StageMemory& pm = e.peak_memory();
+  if (!e.fits) {
+    const double states_without_opt = pm.weights_bytes + pm.gradients_bytes + pm.activations_bytes + pm.overhead_bytes;
+    const bool optimizer_breaks = states_without_opt <= e.capacity_bytes;
+    add(f, Severity::Error, "out-of-memory",
+        fmt::format("stage {} needs {} per GPU but the {} has {}: {}{}", pm.stage, g(pm.total_bytes()),
+                    run.cluster.gpu.name, g(e.capacity_bytes), memory_breakdown(pm, v),
+                    optimizer_breaks
+                        ? fmt::format("; without the optimizer states ({} of fp32 master weights, momentum and "
+                                      "variance) it would fit: they are what breaks it",
+                                      g(pm.optimizer_bytes))
+                        : ""),
+        memory_fix(run, overhead, c));
+  }
+}
+
+// slower-than-recipe: the recipe search finds a clearly faster one.
+void check_recipe(const Checked& k, std::vector<Finding>& f) {
+  const RunSpec& run = k.run;
+  const Estimate& e = k.e;
+  const double overhead = k.overhead;
+  const CostConstants& c = k.c;
+  // Slow: the recipe search finds a clearly faster recipe for the same layout and stack.
+  if (e.fits) {
+    const RecipeSearch rs = recipe_search(run, overhead, c, 1.03);
+    if (rs.fastest && rs.cheapest && !rs.cheapest->flags.empty() && rs.fastest->time.step < 0.9 * e.time.step)
+      add(f, Severity::Warning, "slower-than-recipe",
+          fmt::format("this recipe takes {:.3f} s per step; the recipe search finds {:.3f} s for the same layout and "
+                      "stack ({:.0f}% faster): {}",
+                      e.time.step, rs.fastest->time.step, 100 * (1 - rs.fastest->time.step / e.time.step),
+                      fmt::join(recipe_flags(rs.fastest->run.exec), " ")),
+          "the cheapest change within 3% of it: " + change_text(*rs.cheapest));
+  }
+}
+
+// too-few-microbatches and interleaved-microbatches.
+void check_micro_batches(const Checked& k, std::vector<Finding>& f) {
+  const RunSpec& run = k.run;
+  const Layout& l = run.layout;
+  const ExecutionSpec& x = run.exec;
+  const Estimate& e = k.e;
+  const int64_t mb = k.mb;
+  // Micro-batches.
+  if (l.pp > 1 && mb < 2 * l.pp) {
+    add(f, Severity::Warning, "too-few-microbatches",
+        fmt::format("m = {} micro-batches per pipeline (global batch {} / (micro-batch {} x dp {})) is below "
+                    "2 x pp = {}: the pipeline bubble is {:.1f}% of the step",
+                    mb, x.global_batch_size, x.micro_batch_size, l.dp, 2 * l.pp,
+                    100 * e.time.bubble / e.time.step),
+        fmt::format("raise --global-batch-size to {} or more, lower --micro-batch-size or --dp, or use "
+                    "--schedule interleaved",
+                    2 * l.pp * x.micro_batch_size * l.dp));
+  }
+  if (x.schedule == ScheduleKind::Interleaved && l.pp > 1 && mb % l.pp != 0)
+    add(f, Severity::Warning, "interleaved-microbatches",
+        fmt::format("the interleaved schedule runs micro-batches in groups of pp = {}, but m = {} is not a multiple "
+                    "of it (Megatron refuses this)",
+                    l.pp, mb),
+        fmt::format("use a global batch that gives m = {} or {} micro-batches per pipeline", mb / l.pp * l.pp,
+                    (mb / l.pp + 1) * l.pp));
+}
+
+// activations-in-flight: the schedule keeps too many chunks' activations.
+void check_activations_in_flight(const Checked& k, std::vector<Finding>& f) {
+  const RunSpec& run = k.run;
+  const Layout& l = run.layout;
+  const ExecutionSpec& x = run.exec;
+  const Estimate& e = k.e;
+  const int64_t v = k.v;
+  const int64_t mb = k.mb;
+  const StageMemory& pm = e.peak_memory();
+  if (pm.activations_bytes > 0.5 * pm.total_bytes() && pm.in_flight > double(l.pp * v) &&
+      pm.total_bytes() > 0.9 * e.capacity_bytes) {
+    add(f, Severity::Warning, "activations-in-flight",
+        fmt::format("stage {} holds the activations of {:g} micro-batch chunks at once ({} of its {}): {}",
+                    pm.stage, pm.in_flight, g(pm.activations_bytes), g(pm.total_bytes()),
+                    x.schedule == ScheduleKind::GPipe
+                        ? fmt::format("GPipe keeps all m = {} micro-batches in flight until their backward pass", mb)
+                        : fmt::format("interleaving keeps p v + p - 1 = {} chunks in flight on the first stage, "
+                                      "(p - 1) more than 1F1B",
+                                      l.pp * v + l.pp - 1)),
+        x.schedule == ScheduleKind::GPipe
+            ? "use --schedule 1f1b (at most pp micro-batches in flight) or --recompute selective"
+            : "use fewer --virtual-stages or --schedule 1f1b, or --recompute selective");
+  }
+}
+
+// group-topology-mismatch: a group holds the NVLink domain while another crosses nodes.
+void check_group_topology(const Checked& k, std::vector<Finding>& f) {
+  const RunSpec& run = k.run;
+  const Layout& l = run.layout;
+  const Estimate& e = k.e;
+  const double overhead = k.overhead;
+  const CostConstants& c = k.c;
+  // Groups against the hardware: a dimension holds the NVLink domain while another one crosses
+  // nodes. The model answers whether that is a mistake: swap the two in the order string and
+  // re-estimate; warn when the swap makes the step clearly faster.
+  {
+    struct DimCost {
+      Dim dim;
+      int64_t size;
+      double exposed_s;  // its time on the step's critical path
+      const DimLink* link;
+    };
+    const std::vector<DimCost> dims = {{Dim::TP, l.tp, e.time.tp_comm, &e.links.tp},
+                                       {Dim::PP, l.pp, e.time.pp_comm, &e.links.pp},
+                                       {Dim::DP, l.dp, e.time.dp_comm, &e.links.dp}};
+    for (const auto& inner : dims) {
+      if (inner.size <= 1 || inner.link->link.crosses_domains()) continue;
+      for (const auto& outer : dims) {
+        if (outer.size <= 1 || !outer.link->link.crosses_domains()) continue;
+        RunSpec swapped = run;
+        swapped.layout.order = swap_in_order(l.order, to_string(inner.dim), to_string(outer.dim));
+        Problems invalid;  // e.g. the swap takes dp away from ep
+        validate_layout(swapped.layout, invalid);
+        if (!invalid.empty()) continue;
+        const Estimate alt = estimate(swapped, overhead, c);
+        if (alt.time.step > 0.97 * e.time.step) continue;
+        // Never recommend an order that puts TP across nodes (the chapter's first rule), even if
+        // the model finds it faster: its collectives are on every layer's critical path.
+        if (l.tp > 1 && alt.links.tp.link.crosses_nodes() && !e.links.tp.link.crosses_nodes()) continue;
+        add(f, Severity::Warning, "group-topology-mismatch",
+            fmt::format("{} groups ({} GPUs) hold the {} domain ({:.3g} GB/s, {} of {} per step) while {} groups ({} "
+                        "GPUs) cross nodes on {} at {:.3g} GB/s ({} per step); swapped (order {}) the step would take "
+                        "{:.3f} s instead of {:.3f} s ({:.0f}% faster)",
+                        to_string(inner.dim), inner.size, to_string(inner.link->link.kind),
+                        gbps(inner.link->link.bandwidth_Bps), ms(inner.exposed_s), to_string(inner.dim),
+                        to_string(outer.dim), outer.size, to_string(outer.link->link.kind),
+                        gbps(outer.link->link.bandwidth_Bps), ms(outer.exposed_s), swapped.layout.order,
+                        alt.time.step, e.time.step, 100 * (1 - alt.time.step / e.time.step)),
+            fmt::format("put {} before {} in --order (fastest first): --order {}", to_string(outer.dim),
+                        to_string(inner.dim), swapped.layout.order));
+      }
+    }
+  }
+}
+
+// stage-too-thin: a stage's compute against its pipeline sends.
+void check_thin_stages(const Checked& k, std::vector<Finding>& f) {
+  const RunSpec& run = k.run;
+  const ModelSpec& m = run.model;
+  const Layout& l = run.layout;
+  const Estimate& e = k.e;
+  const int64_t v = k.v;
+  // Thin stages.
+  if (l.pp > 1) {
+    const auto layers = stage_layers(m.layers, l.pp, v);
+    const int64_t thinnest = *std::min_element(layers.begin(), layers.end());
+    const StageTime& st = e.stages[std::min_element(layers.begin(), layers.end()) - layers.begin()];
+    const double compute = st.compute_forward_s + st.compute_backward_s;
+    const double sends = st.pp_comm_s;
+    if (thinnest < 4 || compute < 10 * sends) {
+      add(f, Severity::Warning, "stage-too-thin",
+          fmt::format("stage {} holds {} layer{} ({} chunk{} of {:.3g}): {} of compute per micro-batch against {} of "
+                      "pipeline sends ({:.1f}x){}",
+                      st.stage, thinnest, thinnest == 1 ? "" : "s", v, v == 1 ? "" : "s", double(thinnest) / v,
+                      ms(compute), ms(sends), sends > 0 ? compute / sends : 0.0,
+                      thinnest < 4 ? "; the source chapter asks for at least 4 layers per stage" : ""),
+          fmt::format("use fewer stages (--pp {} or less gives 4+ layers each) or fewer virtual stages, and more "
+                      "--dp or --tp instead",
+                      std::max<int64_t>(1, m.layers / 4)));
+    }
+  }
+}
+
+}  // namespace
+
 LintResult lint_run(const RunSpec& run, const std::vector<Problem>& shape_problems, double overhead,
                     const CostConstants& c) {
   LintResult out;
@@ -174,7 +452,6 @@ LintResult lint_run(const RunSpec& run, const std::vector<Problem>& shape_proble
   auto& f = out.findings;
   const ModelSpec& m = run.model;
   const Layout& l = run.layout;
-  const ExecutionSpec& x = run.exec;
   for (const Problem& p : shape_problems) add(f, Severity::Error, p.code, p.what, p.fix);
 
   if (l.tp > 0 && m.vocab > 0) {
@@ -189,191 +466,12 @@ LintResult lint_run(const RunSpec& run, const std::vector<Problem>& shape_proble
 
   if (shape_problems.empty()) {
     const Estimate e = estimate(run, overhead, c);
-    const int64_t v = x.schedule == ScheduleKind::Interleaved ? x.virtual_stages : 1;
-    const int64_t mb = e.micro_batches;
-
-    // Uneven split.
-    if (m.layers % (l.pp * v) != 0) {
-      auto chunks = chunk_layers(m.layers, l.pp, v);
-      add(f, Severity::Info, "uneven-stages",
-          fmt::format("{} layers over pp {} x v {} = {} chunks do not divide evenly: chunks hold {} to {} layers",
-                      m.layers, l.pp, v, l.pp * v, *std::min_element(chunks.begin(), chunks.end()),
-                      *std::max_element(chunks.begin(), chunks.end())),
-          "fine if intended; the slowest stage paces the pipeline");
-    }
-
-    // TP off the NVLink domain (one node, or a rack of hosts sharing one NVLink fabric).
-    const GroupLink& tpl = e.links.tp.link;
-    const bool rack = run.cluster.hosts_per_nvlink_domain > 1;
-    const std::string domain = rack ? "NVLink domain" : "node";
-    if (l.tp > 1 && (tpl.crosses_domains() || tpl.kind != LinkKind::NVLink)) {
-      const StageTime& st = e.stages[e.pipeline.slowest_stage];
-      const double fwd = (st.compute_forward_s + st.compute_backward_s);
-      add(f, tpl.crosses_domains() ? Severity::Error : Severity::Warning, "tp-crosses-nodes",
-          fmt::format("TP groups of {} GPUs run on {} at {:.3g} GB/s per GPU{}: {} of {} TP groups leave their {} "
-                      "({} GPUs); TP all-reduces take {} per micro-batch against {} of compute ({:.0f}% of the step)",
-                      l.tp, to_string(tpl.kind), gbps(tpl.bandwidth_Bps),
-                      tpl.crosses_domains() ? fmt::format(" across {} {}s", tpl.domain_count(), domain) : "",
-                      e.links.tp.groups_crossing_domains, e.links.tp.groups, domain,
-                      run.cluster.gpus_per_nvlink_domain(), ms(st.tp_comm_s), ms(fwd),
-                      100 * e.time.tp_comm / e.time.step),
-          tpl.crosses_domains() ? tp_domain_fix(run, domain)
-                                : "use NVLink-connected GPUs for TP, or lower --tp and add --pp");
-    }
-
-    // Context parallel: the ring passes KV blocks every layer; on the network they may no longer
-    // hide behind the attention of one block. A warning only when the exposed part is 1% of the
-    // step or more (long sequences hide it: Llama 3 ran cp 16 across nodes).
-    if (l.cp > 1 && e.links.cp.link.crosses_domains()) {
-      const StageTime& st = e.stages[e.pipeline.slowest_stage];
-      const bool tp_cp_fits = l.tp * l.cp <= run.cluster.gpus_per_nvlink_domain();
-      const bool shows = e.time.cp_comm >= 0.01 * e.time.step;
-      add(f, shows ? Severity::Warning : Severity::Info, "cp-crosses-domain",
-          fmt::format("CP groups of {} GPUs pass their KV blocks round a ring on {} at {:.3g} GB/s per GPU ({} of {} groups "
-                      "leave their {}): {} per micro-batch not hidden behind attention, {:.1f}% of the step; tp {} x cp "
-                      "{} = {} GPUs {} the {} GPUs of an NVLink domain",
-                      l.cp, to_string(e.links.cp.link.kind), gbps(e.links.cp.link.bandwidth_Bps),
-                      e.links.cp.groups_crossing_domains, e.links.cp.groups, domain, ms(st.cp_comm_s),
-                      100 * e.time.cp_comm / e.time.step, l.tp, l.cp, l.tp * l.cp, tp_cp_fits ? "fit in" : "exceed",
-                      run.cluster.gpus_per_nvlink_domain()),
-          tp_cp_fits ? "put cp right after tp in --order (e.g. --order tp-cp-ep-dp-pp) so each CP group stays on NVLink"
-                     : fmt::format("fine when the exposed share is small (longer sequences hide more); otherwise lower "
-                                   "--tp or --cp so tp x cp <= {}",
-                                   run.cluster.gpus_per_nvlink_domain()));
-    }
-    // Expert parallel: two all-to-alls forward and two backward in every MoE layer, exposed.
-    if (l.ep > 1 && e.links.ep.link.crosses_domains()) {
-      const StageTime& st = e.stages[e.pipeline.slowest_stage];
-      add(f, Severity::Warning, "ep-alltoall-slow",
-          fmt::format("EP groups of {} GPUs run their token all-to-alls on {} at {:.3g} GB/s per GPU ({} of {} groups "
-                      "leave their {}): {} per micro-batch, {:.1f}% of the step (capacity factor {:g} included)",
-                      l.ep, to_string(e.links.ep.link.kind), gbps(e.links.ep.link.bandwidth_Bps),
-                      e.links.ep.groups_crossing_domains, e.links.ep.groups, domain, ms(st.ep_comm_s),
-                      100 * e.time.ep_comm / e.time.step, m.capacity_factor),
-          fmt::format("keep tp x ep inside the {} ({} GPUs): lower --ep (each GPU then holds more experts) or --tp", domain,
-                      run.cluster.gpus_per_nvlink_domain()));
-    }
-
-    // Memory.
-    const StageMemory& pm = e.peak_memory();
-    if (!e.fits) {
-      const double states_without_opt = pm.weights_bytes + pm.gradients_bytes + pm.activations_bytes + pm.overhead_bytes;
-      const bool optimizer_breaks = states_without_opt <= e.capacity_bytes;
-      add(f, Severity::Error, "out-of-memory",
-          fmt::format("stage {} needs {} per GPU but the {} has {}: {}{}", pm.stage, g(pm.total_bytes()),
-                      run.cluster.gpu.name, g(e.capacity_bytes), memory_breakdown(pm, v),
-                      optimizer_breaks
-                          ? fmt::format("; without the optimizer states ({} of fp32 master weights, momentum and "
-                                        "variance) it would fit: they are what breaks it",
-                                        g(pm.optimizer_bytes))
-                          : ""),
-          memory_fix(run, overhead, c));
-    }
-    // Slow: the recipe search finds a clearly faster recipe for the same layout and stack.
-    if (e.fits) {
-      const RecipeSearch rs = recipe_search(run, overhead, c, 1.03);
-      if (rs.fastest && rs.cheapest && !rs.cheapest->flags.empty() && rs.fastest->time.step < 0.9 * e.time.step)
-        add(f, Severity::Warning, "slower-than-recipe",
-            fmt::format("this recipe takes {:.3f} s per step; the recipe search finds {:.3f} s for the same layout and "
-                        "stack ({:.0f}% faster): {}",
-                        e.time.step, rs.fastest->time.step, 100 * (1 - rs.fastest->time.step / e.time.step),
-                        fmt::join(recipe_flags(rs.fastest->run.exec), " ")),
-            "the cheapest change within 3% of it: " + change_text(*rs.cheapest));
-    }
-    // Micro-batches.
-    if (l.pp > 1 && mb < 2 * l.pp) {
-      add(f, Severity::Warning, "too-few-microbatches",
-          fmt::format("m = {} micro-batches per pipeline (global batch {} / (micro-batch {} x dp {})) is below "
-                      "2 x pp = {}: the pipeline bubble is {:.1f}% of the step",
-                      mb, x.global_batch_size, x.micro_batch_size, l.dp, 2 * l.pp,
-                      100 * e.time.bubble / e.time.step),
-          fmt::format("raise --global-batch-size to {} or more, lower --micro-batch-size or --dp, or use "
-                      "--schedule interleaved",
-                      2 * l.pp * x.micro_batch_size * l.dp));
-    }
-    if (x.schedule == ScheduleKind::Interleaved && l.pp > 1 && mb % l.pp != 0)
-      add(f, Severity::Warning, "interleaved-microbatches",
-          fmt::format("the interleaved schedule runs micro-batches in groups of pp = {}, but m = {} is not a multiple "
-                      "of it (Megatron refuses this)",
-                      l.pp, mb),
-          fmt::format("use a global batch that gives m = {} or {} micro-batches per pipeline", mb / l.pp * l.pp,
-                      (mb / l.pp + 1) * l.pp));
-    if (pm.activations_bytes > 0.5 * pm.total_bytes() && pm.in_flight > double(l.pp * v) &&
-        pm.total_bytes() > 0.9 * e.capacity_bytes) {
-      add(f, Severity::Warning, "activations-in-flight",
-          fmt::format("stage {} holds the activations of {:g} micro-batch chunks at once ({} of its {}): {}",
-                      pm.stage, pm.in_flight, g(pm.activations_bytes), g(pm.total_bytes()),
-                      x.schedule == ScheduleKind::GPipe
-                          ? fmt::format("GPipe keeps all m = {} micro-batches in flight until their backward pass", mb)
-                          : fmt::format("interleaving keeps p v + p - 1 = {} chunks in flight on the first stage, "
-                                        "(p - 1) more than 1F1B",
-                                        l.pp * v + l.pp - 1)),
-          x.schedule == ScheduleKind::GPipe
-              ? "use --schedule 1f1b (at most pp micro-batches in flight) or --recompute selective"
-              : "use fewer --virtual-stages or --schedule 1f1b, or --recompute selective");
-    }
-
-    // Groups against the hardware: a dimension holds the NVLink domain while another one crosses
-    // nodes. The model answers whether that is a mistake: swap the two in the order string and
-    // re-estimate; warn when the swap makes the step clearly faster.
-    {
-      struct DimCost {
-        Dim dim;
-        int64_t size;
-        double exposed_s;  // its time on the step's critical path
-        const DimLink* link;
-      };
-      const std::vector<DimCost> dims = {{Dim::TP, l.tp, e.time.tp_comm, &e.links.tp},
-                                         {Dim::PP, l.pp, e.time.pp_comm, &e.links.pp},
-                                         {Dim::DP, l.dp, e.time.dp_comm, &e.links.dp}};
-      for (const auto& inner : dims) {
-        if (inner.size <= 1 || inner.link->link.crosses_domains()) continue;
-        for (const auto& outer : dims) {
-          if (outer.size <= 1 || !outer.link->link.crosses_domains()) continue;
-          RunSpec swapped = run;
-          swapped.layout.order = swap_in_order(l.order, to_string(inner.dim), to_string(outer.dim));
-          Problems invalid;  // e.g. the swap takes dp away from ep
-          validate_layout(swapped.layout, invalid);
-          if (!invalid.empty()) continue;
-          const Estimate alt = estimate(swapped, overhead, c);
-          if (alt.time.step > 0.97 * e.time.step) continue;
-          // Never recommend an order that puts TP across nodes (the chapter's first rule), even if
-          // the model finds it faster: its collectives are on every layer's critical path.
-          if (l.tp > 1 && alt.links.tp.link.crosses_nodes() && !e.links.tp.link.crosses_nodes()) continue;
-          add(f, Severity::Warning, "group-topology-mismatch",
-              fmt::format("{} groups ({} GPUs) hold the {} domain ({:.3g} GB/s, {} of {} per step) while {} groups ({} "
-                          "GPUs) cross nodes on {} at {:.3g} GB/s ({} per step); swapped (order {}) the step would take "
-                          "{:.3f} s instead of {:.3f} s ({:.0f}% faster)",
-                          to_string(inner.dim), inner.size, to_string(inner.link->link.kind),
-                          gbps(inner.link->link.bandwidth_Bps), ms(inner.exposed_s), to_string(inner.dim),
-                          to_string(outer.dim), outer.size, to_string(outer.link->link.kind),
-                          gbps(outer.link->link.bandwidth_Bps), ms(outer.exposed_s), swapped.layout.order,
-                          alt.time.step, e.time.step, 100 * (1 - alt.time.step / e.time.step)),
-              fmt::format("put {} before {} in --order (fastest first): --order {}", to_string(outer.dim),
-                          to_string(inner.dim), swapped.layout.order));
-        }
-      }
-    }
-
-    // Thin stages.
-    if (l.pp > 1) {
-      const auto layers = stage_layers(m.layers, l.pp, v);
-      const int64_t thinnest = *std::min_element(layers.begin(), layers.end());
-      const StageTime& st = e.stages[std::min_element(layers.begin(), layers.end()) - layers.begin()];
-      const double compute = st.compute_forward_s + st.compute_backward_s;
-      const double sends = st.pp_comm_s;
-      if (thinnest < 4 || compute < 10 * sends) {
-        add(f, Severity::Warning, "stage-too-thin",
-            fmt::format("stage {} holds {} layer{} ({} chunk{} of {:.3g}): {} of compute per micro-batch against {} of "
-                        "pipeline sends ({:.1f}x){}",
-                        st.stage, thinnest, thinnest == 1 ? "" : "s", v, v == 1 ? "" : "s", double(thinnest) / v,
-                        ms(compute), ms(sends), sends > 0 ? compute / sends : 0.0,
-                        thinnest < 4 ? "; the source chapter asks for at least 4 layers per stage" : ""),
-            fmt::format("use fewer stages (--pp {} or less gives 4+ layers each) or fewer virtual stages, and more "
-                        "--dp or --tp instead",
-                        std::max<int64_t>(1, m.layers / 4)));
-      }
-    }
+    const int64_t v = run.exec.schedule == ScheduleKind::Interleaved ? run.exec.virtual_stages : 1;
+    const Checked k{run, e, overhead, c, v, e.micro_batches,
+                    run.cluster.hosts_per_nvlink_domain > 1 ? "NVLink domain" : "node"};
+    for (auto check : {check_uneven_stages, check_tp_link, check_cp_link, check_ep_link, check_memory, check_recipe,
+                       check_micro_batches, check_activations_in_flight, check_group_topology, check_thin_stages})
+      check(k, f);
     out.estimate = e;
   }
   std::stable_sort(f.begin(), f.end(), [](const Finding& a, const Finding& b) { return a.severity < b.severity; });

@@ -84,23 +84,33 @@ std::string rule_of_thumb(const ModelSpec& m, const ClusterSpec& cl) {
 }
 
 namespace {
-std::vector<std::string> explain(const ModelSpec& m, const ClusterSpec& cl, int64_t B, const SearchSpace& given,
-                                 const Estimate& win, double overhead, const CostConstants& c,
-                                 const SearchResult* searched) {
-  std::vector<std::string> out;
-  // The chapter's steps 1-4 are about DP, TP and PP: they are asked without cp and ep (unless the
-  // user fixed them); steps 5 and 6 say where cp and ep enter.
-  SearchSpace space = given;
-  if (!space.cp) space.cp = 1;
-  if (!space.ep) space.ep = 1;
-  const double psi = double(count_parameters(m).total);
-  const StateBytes sb = state_bytes(space.precision, space.grad_bits);
-  const double per_param = sb.weights + sb.gradients + sb.optimizer;
-  const double cap = cl.gpu.memory_bytes;
-  const int64_t world = cl.world_size();
 
-  // 1. Plain DP.
-  auto dp_only = best_with(m, cl, B, space, 1, 1, overhead, c, searched);
+// What every step of the decision flow reads: the question, the winner and the search.
+struct Flow {
+  const ModelSpec& m;
+  const ClusterSpec& cl;
+  int64_t B;                 // global batch
+  const SearchSpace& given;  // what the user fixed
+  SearchSpace space;         // the same, cp and ep 1 unless fixed (steps 1-4 are about DP, TP and PP)
+  const Estimate& win;
+  double overhead;
+  const CostConstants& c;
+  const SearchResult* searched;
+  double psi;  // parameters
+  StateBytes sb;
+  double per_param;  // bytes of model states per parameter
+  double cap;        // GPU memory
+  int64_t world;
+};
+
+// 1. Fits with plain DP?
+std::string step_plain_dp(const Flow& k, const std::optional<Estimate>& dp_only) {
+  const int64_t B = k.B;
+  const double psi = k.psi;
+  const StateBytes& sb = k.sb;
+  const double per_param = k.per_param;
+  const double cap = k.cap;
+  const int64_t world = k.world;
   std::string step1 = fmt::format(
       "1. Fits with plain DP? Every GPU would hold all {:.2f} B parameters: {:g} B each ({:g} weights + {:g} gradients + "
       "{:g} optimizer) = {} of model states against {} per GPU",
@@ -118,9 +128,20 @@ std::vector<std::string> explain(const ModelSpec& m, const ClusterSpec& cl, int6
     step1 += fmt::format("; even ZeRO-3 over all {} GPUs ({} of states) plus the activations of one sequence does not "
                          "fit: no",
                          world, gb(psi * per_param / double(world)));
-  out.push_back(step1);
+  return step1;
+}
 
-  // 2. TP inside the NVLink domain.
+// 2. TP inside the NVLink domain?
+std::string step_tp_in_domain(const Flow& k) {
+  const ModelSpec& m = k.m;
+  const ClusterSpec& cl = k.cl;
+  const int64_t B = k.B;
+  const SearchSpace& space = k.space;
+  const double overhead = k.overhead;
+  const CostConstants& c = k.c;
+  const SearchResult* searched = k.searched;
+  const double psi = k.psi;
+  const double per_param = k.per_param;
   const int64_t tmax = largest_tp_in_node(m, cl);
   const double cross_bw = cl.inter_bandwidth_per_gpu_Bps();
   std::string step2 = fmt::format(
@@ -137,9 +158,20 @@ std::vector<std::string> explain(const ModelSpec& m, const ClusterSpec& cl, int6
     step2 += fmt::format(". tp {} alone does not fit: model states are still {} per GPU", tmax,
                          gb(psi / double(tmax) * per_param));
   if (cl.intra.kind != LinkKind::NVLink) step2 += " (this cluster has no NVLink: TP runs on PCIe, be careful)";
-  out.push_back(step2);
+  return step2;
+}
 
-  // 3. Add PP.
+// 3. Add PP?
+std::string step_add_pp(const Flow& k) {
+  const ModelSpec& m = k.m;
+  const ClusterSpec& cl = k.cl;
+  const int64_t B = k.B;
+  const SearchSpace& space = k.space;
+  const Estimate& win = k.win;
+  const double overhead = k.overhead;
+  const CostConstants& c = k.c;
+  const SearchResult* searched = k.searched;
+  const int64_t world = k.world;
   const int64_t tp_for_pp = win.run.layout.tp;
   std::optional<Estimate> first_fit;  // fewest stages that fit at the winner's tp (pp 1 included)
   for (int64_t p = 1; p <= std::min<int64_t>(m.layers, world / tp_for_pp); ++p) {
@@ -165,19 +197,22 @@ std::vector<std::string> explain(const ModelSpec& m, const ClusterSpec& cl, int6
     if (first_fit && first_fit->run.layout.pp < win.run.layout.pp)
       step3 += fmt::format(". More stages than needed win because {} (winner vs pp {}; negative = winner faster)",
                            differences(win, *first_fit), first_fit->run.layout.pp);
-    out.push_back(step3);
-  } else {
-    out.push_back(fmt::format("3. Add PP? No: pp 1 already fits at tp {} ({} per GPU) and avoids the bubble", tp_for_pp,
-                              gb(win.peak_memory().total_bytes())));
+    return step3;
   }
+  return fmt::format("3. Add PP? No: pp 1 already fits at tp {} ({} per GPU) and avoids the bubble", tp_for_pp,
+                     gb(win.peak_memory().total_bytes()));
+}
 
-  // 4. 3D past 32 GPUs.
+// 4. 3D past 32 GPUs?
+std::string step_3d(const Flow& k) {
+  const Estimate& win = k.win;
+  const int64_t world = k.world;
   const Layout& wl = win.run.layout;
   const std::string data_name = wl.cp > 1 ? fmt::format("DP {} (x cp {} = {} ranks sharing the dense gradients)", wl.dp,
                                                         wl.cp, wl.dp * wl.cp)
                                           : fmt::format("DP {}", wl.dp);
   if (world > 32)
-    out.push_back(fmt::format(
+    return fmt::format(
         "4. 3D past 32 GPUs? {} GPUs: {} on top of tp {} x pp {}; gradient reduction of {} per GPU on {} {:.3g} GB/s{} "
         "costs {:.3f} s, {:.3f} s of it exposed ({:.1f}% of the step)",
         world, data_name, wl.tp, wl.pp, gb(win.dp.gradient_bytes), to_string(win.links.dcp.link.kind),
@@ -187,10 +222,22 @@ std::vector<std::string> explain(const ModelSpec& m, const ClusterSpec& cl, int6
                                                 gb(win.expert_dp.gradient_bytes), win.expert_dp.dp,
                                                 to_string(win.links.edp.link.kind))
                                   : "",
-        win.dp.total_s + win.expert_dp.total_s, win.time.dp_comm, 100 * win.time.dp_comm / win.time.step));
-  else
-    out.push_back(fmt::format("4. 3D past 32 GPUs? Only {} GPUs: {} is what remains after tp x pp", world, data_name));
+        win.dp.total_s + win.expert_dp.total_s, win.time.dp_comm, 100 * win.time.dp_comm / win.time.step);
+  return fmt::format("4. 3D past 32 GPUs? Only {} GPUs: {} is what remains after tp x pp", world, data_name);
+}
 
+// 5. Long sequences: add CP?
+std::string step_context_parallel(const Flow& k) {
+  const ModelSpec& m = k.m;
+  const ClusterSpec& cl = k.cl;
+  const int64_t B = k.B;
+  const SearchSpace& given = k.given;
+  const SearchSpace& space = k.space;
+  const Estimate& win = k.win;
+  const double overhead = k.overhead;
+  const CostConstants& c = k.c;
+  const SearchResult* searched = k.searched;
+  const Layout& wl = win.run.layout;
   // 5. Context parallel: long sequences whose activations do not fit.
   {
     SearchSpace no_cp = given;
@@ -225,11 +272,19 @@ std::vector<std::string> explain(const ModelSpec& m, const ClusterSpec& cl, int6
       if (!given.cp && m.seq_len < 2 * space.min_tokens_per_cp_rank)
         step5 += fmt::format("; cp is searched only while each rank keeps {}+ tokens", space.min_tokens_per_cp_rank);
     }
-    out.push_back(step5);
+    return step5;
   }
+}
 
+// 6. Mixture of experts: add EP?
+std::string step_expert_parallel(const Flow& k) {
+  const ModelSpec& m = k.m;
+  const Estimate& win = k.win;
+  const double overhead = k.overhead;
+  const double cap = k.cap;
+  const Layout& wl = win.run.layout;
   // 6. Expert parallel: the routed experts' weights of a mixture-of-experts model.
-  if (m.is_moe()) {
+  {
     const ParamCount pcount = count_parameters(m);
     const double routed = double(pcount.routed_experts_per_layer) * double(m.moe_layers());
     // The winner's layout with every expert on every GPU of a stage (ep 1): the expert states then.
@@ -254,13 +309,22 @@ std::vector<std::string> explain(const ModelSpec& m, const ClusterSpec& cl, int6
           win.time.ep_comm, 100 * win.time.ep_comm / win.time.step, m.capacity_factor, wl.dp * wl.cp / wl.ep);
     else
       step6 += ". No: that fits, and ep 1 needs no all-to-all";
-    out.push_back(step6);
+    return step6;
   }
+}
 
-  out.push_back(fmt::format("Winner: {}: {:.0f} tokens/s, step {:.3f} s, {} per GPU, MFU {:.1f}%", short_layout(win),
-                            win.tokens_per_s, win.time.step, gb(win.peak_memory().total_bytes()), 100 * win.mfu));
-
-  // Rules of thumb.
+// The rule of thumb against the search.
+std::string rule_of_thumb_check(const Flow& k, const std::optional<Estimate>& dp_only) {
+  const ModelSpec& m = k.m;
+  const ClusterSpec& cl = k.cl;
+  const int64_t B = k.B;
+  const SearchSpace& space = k.space;
+  const Estimate& win = k.win;
+  const double overhead = k.overhead;
+  const CostConstants& c = k.c;
+  const SearchResult* searched = k.searched;
+  const double psi = k.psi;
+  const double per_param = k.per_param;
   const std::string rule = rule_of_thumb(m, cl);
   const double billions = psi / 1e9;
   std::string why = fmt::format("{:.1f} B params{}", billions,
@@ -277,20 +341,37 @@ std::vector<std::string> explain(const ModelSpec& m, const ClusterSpec& cl, int6
     agrees = win.run.layout.tp > 1;
     rule_best = win;
   }
-  if (agrees) {
-    out.push_back(fmt::format("Rule of thumb ({} -> {}) agrees with the search", why, rule));
-  } else if (!rule_best) {
-    out.push_back(fmt::format("Rule of thumb ({} -> {}) would choose a layout that does not fit here: {}", why, rule,
-                              rule == "plain DP"
-                                  ? fmt::format("plain DP needs {} of model states per GPU", gb(psi * per_param))
-                                  : "no PP+DP layout without TP fits in memory"));
-  } else {
-    out.push_back(fmt::format(
-        "Rule of thumb ({} -> {}) would choose differently: its best layout {} reaches {:.0f} tokens/s, {:.1f}% of the "
-        "winner; it differs by {}",
-        why, rule, short_layout(*rule_best), rule_best->tokens_per_s, 100 * rule_best->tokens_per_s / win.tokens_per_s,
-        differences(*rule_best, win)));
-  }
+  if (agrees) return fmt::format("Rule of thumb ({} -> {}) agrees with the search", why, rule);
+  if (!rule_best)
+    return fmt::format("Rule of thumb ({} -> {}) would choose a layout that does not fit here: {}", why, rule,
+                       rule == "plain DP" ? fmt::format("plain DP needs {} of model states per GPU", gb(psi * per_param))
+                                          : "no PP+DP layout without TP fits in memory");
+  return fmt::format(
+      "Rule of thumb ({} -> {}) would choose differently: its best layout {} reaches {:.0f} tokens/s, {:.1f}% of the "
+      "winner; it differs by {}",
+      why, rule, short_layout(*rule_best), rule_best->tokens_per_s, 100 * rule_best->tokens_per_s / win.tokens_per_s,
+      differences(*rule_best, win));
+}
+
+std::vector<std::string> explain(const ModelSpec& m, const ClusterSpec& cl, int64_t B, const SearchSpace& given,
+                                 const Estimate& win, double overhead, const CostConstants& c,
+                                 const SearchResult* searched) {
+  // The chapter's steps 1-4 are about DP, TP and PP: they are asked without cp and ep (unless the
+  // user fixed them); steps 5 and 6 say where cp and ep enter.
+  SearchSpace space = given;
+  if (!space.cp) space.cp = 1;
+  if (!space.ep) space.ep = 1;
+  const StateBytes sb = state_bytes(space.precision, space.grad_bits);
+  const Flow k{m, cl, B, given, space, win, overhead, c, searched, double(count_parameters(m).total), sb,
+               sb.weights + sb.gradients + sb.optimizer, cl.gpu.memory_bytes, cl.world_size()};
+  const auto dp_only = best_with(m, cl, B, space, 1, 1, overhead, c, searched);
+  std::vector<std::string> out = {step_plain_dp(k, dp_only), step_tp_in_domain(k), step_add_pp(k), step_3d(k),
+                                  step_context_parallel(k)};
+  if (m.is_moe()) out.push_back(step_expert_parallel(k));
+  out.push_back(fmt::format("Winner: {}: {:.0f} tokens/s, step {:.3f} s, {} per GPU, MFU {:.1f}%", short_layout(win),
+                            win.tokens_per_s, win.time.step, gb(win.peak_memory().total_bytes()), 100 * win.mfu));
+
+  out.push_back(rule_of_thumb_check(k, dp_only));
   return out;
 }
 
