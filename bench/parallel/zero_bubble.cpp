@@ -56,8 +56,8 @@ ActionTimes time_actions(const RunSpec& run, int64_t stage) {
   const StageSplit split = make_stage_split(run.model, kStages, 1, {}, problems);
   problems.throw_if_any();
   auto k = kernels::make_cpu_kernels(1);
-  nn::GptStage st(*k, shard_for(run.model, split, stage, 0, 1, 0), 1, run.model.seq_len, nullptr, false,
-                  kernels::DType::F32, Recompute::None, true);
+  nn::GptStage st(*k, shard_for(run.model, split, stage, 0, 1, 0),
+                  {.B = 1, .T = run.model.seq_len, .split_backward = true});
   st.init_params(1);
   nn::Activations a(st);
   std::vector<int32_t> tokens(size_t(run.model.seq_len), 3), targets(size_t(run.model.seq_len), 5);

@@ -84,7 +84,7 @@ int run_generate(const GenerateArgs& a) {
   // Forward over one sequence of the full context; the causal mask makes positions past the
   // end irrelevant, so the context is left-aligned and padded.
   // Whatever layout wrote the checkpoint, one process reads the whole logical tensors.
-  nn::GptStage g(*k, nn::Shard::whole(m), 1, m.seq_len);
+  nn::GptStage g(*k, nn::Shard::whole(m), {.B = 1, .T = m.seq_len});
   const std::vector<float> params = checkpoint::read_shard(c, g.layout(), "");
   k->from_host(g.params(), params.data(), params.size());
   g.params_updated();

@@ -74,7 +74,7 @@ void check_ep(bool llama, bool drop, int ep) {
   nn::Shard shard = nn::Shard::whole(m);
   shard.moe = o;
   shard.ep_size = ep, shard.ep_rank = me;
-  nn::GptStage g(*k, shard, kB, m.seq_len);
+  nn::GptStage g(*k, shard, {.B = kB, .T = m.seq_len});
   g.set_expert_group(&ep_comm);
   g.init_params(5);
   nn::Activations a(g);
@@ -89,7 +89,7 @@ void check_ep(bool llama, bool drop, int ep) {
   // One process: every expert, the group's micro-batches in turn.
   nn::Shard whole = nn::Shard::whole(m);
   whole.moe = o;
-  nn::GptStage ref(*k, whole, kB, m.seq_len);
+  nn::GptStage ref(*k, whole, {.B = kB, .T = m.seq_len});
   ref.init_params(5);
   nn::Activations ra(ref);
   ref.zero_grads();

@@ -81,7 +81,7 @@ TEST(GradSync, grad_ready_hook_starts_buckets_during_backward_and_sums_exactly) 
   m.layers = 3, m.hidden = 32, m.heads = 4, m.kv_heads = 4, m.ffn_hidden = 128, m.seq_len = 16, m.vocab = 64;
   auto k = kernels::make_cpu_kernels(1);
   const int64_t B = 2, T = 16;
-  nn::GptStage stage(*k, nn::Shard::whole(m), B, T);
+  nn::GptStage stage(*k, nn::Shard::whole(m), {.B = B, .T = T});
   stage.init_params(3);
   nn::Activations acts(stage);
   std::vector<int32_t> tok(B * T), tgt(B * T);
@@ -112,7 +112,7 @@ TEST(GradSync, grad_ready_hook_starts_buckets_during_backward_and_sums_exactly) 
   // Expected: a twin stage's backward on the same tokens (no hook), summed over the ranks at once.
   std::vector<float> local(stage.layout().total());
   {
-    nn::GptStage twin(*k, nn::Shard::whole(m), B, T);
+    nn::GptStage twin(*k, nn::Shard::whole(m), {.B = B, .T = T});
     twin.init_params(3);
     nn::Activations a2(twin);
     twin.zero_grads();

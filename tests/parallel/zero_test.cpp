@@ -67,7 +67,7 @@ TEST(Zero, zero2_reduces_units_during_backward_with_a_few_unit_buffers) {
     const nn::ParamLayout layout(shard);
     GradSync sync(*g.dp, layout, 2, 1 << 20, *k);
     ASSERT_NE(sync.units(), nullptr);
-    nn::GptStage stage(*k, shard, 2, 16, nullptr, false, kernels::DType::F32, Recompute::None, false, nullptr, sync.units());
+    nn::GptStage stage(*k, shard, {.B = 2, .T = 16, .storage = sync.units()});
     EXPECT_EQ(stage.grads(), nullptr) << "the stage keeps no whole gradient buffer under ZeRO-2";
     std::vector<float> host(size_t(layout.total()));
     nn::init_gpt2(layout, 1, host.data());
@@ -98,7 +98,7 @@ TEST(Zero, zero2_reduces_units_during_backward_with_a_few_unit_buffers) {
       if (p.end > p.begin) sq += k->sum_squares(sync.piece_grads(nullptr, p), size_t(p.end - p.begin));
     all_reduce_f64(*g.dp, &sq, 1, comm::ReduceOp::Sum);
     // The same two micro-batches through a stage with a whole gradient buffer, all-reduced whole.
-    nn::GptStage plain(*k, shard, 2, 16);
+    nn::GptStage plain(*k, shard, {.B = 2, .T = 16});
     ASSERT_NE(plain.grads(), nullptr);
     k->from_host(plain.params(), host.data(), host.size());
     plain.zero_grads();

@@ -144,7 +144,7 @@ TEST_F(GradcheckTest, cross_entropy_backward_matches_finite_differences) {
 TEST_F(GradcheckTest, whole_gpt_gradient_matches_finite_differences) {
   ModelSpec m;
   m.layers = 2, m.hidden = 16, m.heads = 2, m.kv_heads = 2, m.ffn_hidden = 64, m.seq_len = 12, m.vocab = 23;
-  nn::GptStage g(*k, nn::Shard::whole(m), 2, 12);
+  nn::GptStage g(*k, nn::Shard::whole(m), {.B = 2, .T = 12});
   g.init_params(3);
   nn::Activations a(g);
   const int64_t N = g.N(), P = g.layout().total();

@@ -46,7 +46,7 @@ TEST(Precision, bf16_model_on_the_cpu_is_refused_with_the_fix) {
   ModelSpec m;
   m.layers = 1, m.hidden = 32, m.heads = 2, m.kv_heads = 2, m.ffn_hidden = 64, m.seq_len = 8, m.vocab = 16;
   try {
-    nn::GptStage stage(*k, nn::Shard::whole(m), 1, 8, nullptr, false, kernels::DType::BF16);
+    nn::GptStage stage(*k, nn::Shard::whole(m), {.B = 1, .T = 8, .compute = kernels::DType::BF16});
     FAIL() << "a bf16 stage was built on the CPU";
   } catch (const InputError& e) {
     ASSERT_EQ(e.problems().size(), 1u);
@@ -55,11 +55,26 @@ TEST(Precision, bf16_model_on_the_cpu_is_refused_with_the_fix) {
   }
 }
 
+// The stage's shape has no default: a config that names no B or T is refused, naming both.
+TEST(StageConfig, a_config_without_the_micro_batch_shape_is_refused) {
+  auto k = kernels::make_cpu_kernels(1);
+  ModelSpec m;
+  m.layers = 1, m.hidden = 32, m.heads = 2, m.kv_heads = 2, m.ffn_hidden = 64, m.seq_len = 8, m.vocab = 16;
+  try {
+    nn::GptStage stage(*k, nn::Shard::whole(m), {.compute = kernels::DType::F32});
+    FAIL() << "a stage without B and T was built";
+  } catch (const std::invalid_argument& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("B (0)"), std::string::npos) << what;
+    EXPECT_NE(what.find("T (0)"), std::string::npos) << what;
+  }
+}
+
 TEST(Precision, fp32_stage_reports_its_allocations_in_one_table) {
   auto k = kernels::make_cpu_kernels(1);
   ModelSpec m;
   m.layers = 2, m.hidden = 32, m.heads = 2, m.kv_heads = 2, m.ffn_hidden = 64, m.seq_len = 8, m.vocab = 16;
-  nn::GptStage stage(*k, nn::Shard::whole(m), 2, 8);
+  nn::GptStage stage(*k, nn::Shard::whole(m), {.B = 2, .T = 8});
   nn::Activations acts(stage);
   const std::string table = stage.memory_table() + acts.memory_table();
   for (const char* region : {"master weights (f32)", "gradients (f32)", "residual stream", "qkv", "logits", "total"})

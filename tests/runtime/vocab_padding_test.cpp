@@ -50,7 +50,7 @@ TEST(VocabPadding, padding_logits_get_no_probability_and_no_gradient) {
   auto k = kernels::make_cpu_kernels(1);
   const ModelSpec m = small(200);
   const int64_t B = 2, T = 8, N = B * T;
-  nn::GptStage g(*k, nn::Shard::whole(m), B, T);
+  nn::GptStage g(*k, nn::Shard::whole(m), {.B = B, .T = T});
   const int64_t V = g.shard().vocab_local();
   ASSERT_EQ(V, 256);
   g.init_params(3);

@@ -178,46 +178,34 @@ Activations::Activations(const GptStage& stage) : plan_(stage.kernels()) {
 }
 
 // ---------------------------------------------------------------- stage
-GptStage::GptStage(Kernels& k, const Shard& shard, int64_t B, int64_t T, comm::Communicator* tp,
-                   bool sequence_parallel, DType compute, Recompute recompute, bool split_backward,
-                   comm::Communicator* cp, UnitStorage* storage)
-    : k_(k),
-      layout_(shard),
-      B_(B),
-      T_(cp && cp->size() > 1 ? T / cp->size() : T),
-      tp_(tp),
-      sp_(sequence_parallel && shard.tp_size > 1),
-      dt_(compute),
-      plan_(k),
-      rc_(recompute),
-      split_(split_backward),
-      rc_plan_(k) {
-  const Shard& s = layout_.shard();
-  storage_ = storage;
-  ext_w_ = storage && storage->holds_weights();
-  ext_g_ = storage && storage->holds_grads();
-  if (ext_w_ && compute != DType::F32)
+namespace {
+// The stage's preconditions (the trainer checks the run first; these guard the other callers).
+void check_stage(const Kernels& k, const Shard& s, const StageConfig& c) {
+  if (c.B <= 0 || c.T <= 0)
+    throw std::invalid_argument("GptStage: B (" + std::to_string(c.B) + ") and T (" + std::to_string(c.T) +
+                                ") must be positive");
+  if (c.storage && c.storage->holds_weights() && c.compute != DType::F32)
     throw std::invalid_argument("GptStage: weights held unit by unit (ZeRO-3) are fp32 only");
-  if (!k.supports(compute) || (compute != DType::F32 && compute != DType::BF16))
-    throw InputError({{std::string("the model cannot compute in ") + comm::dtype_name(compute) + " on " +
+  if (!k.supports(c.compute) || (c.compute != DType::F32 && c.compute != DType::BF16))
+    throw InputError({{std::string("the model cannot compute in ") + comm::dtype_name(c.compute) + " on " +
                            k.device_name(),
                        "train in fp32 on the CPU; bf16 mixed precision needs a CUDA GPU (--device cuda)",
                        "precision-unsupported"}});
-  if (s.tp_size > 1 && (!tp || tp->size() != s.tp_size))
+  if (s.tp_size > 1 && (!c.tp || c.tp->size() != s.tp_size))
     throw std::invalid_argument("GptStage: tp_size " + std::to_string(s.tp_size) +
                                 " needs a tensor-parallel communicator of that size");
-  if (T > s.model.seq_len) throw std::invalid_argument("GptStage: T exceeds the model's seq_len");
-  if (cp && cp->size() > 1) {
-    ctx_ = ContextSplit{cp->size(), cp->rank(), T};
+  if (c.T > s.model.seq_len) throw std::invalid_argument("GptStage: T exceeds the model's seq_len");
+  const bool cp = c.cp && c.cp->size() > 1;
+  if (cp) {
     if (!k.supports_ring_attention())
       throw InputError({{"context parallel needs ring-attention kernels, which " + k.device_name() + " lacks",
                          "train with --cp on the CPU (--device cpu)", "cp-device"}});
-    if (T % (2 * ctx_.cp) != 0)
+    if (c.T % (2 * c.cp->size()) != 0)
       throw std::invalid_argument("GptStage: context parallel cuts a sequence into 2 cp chunks: T (" +
-                                  std::to_string(T) + ") must be a multiple of 2 x cp (" + std::to_string(2 * ctx_.cp) +
-                                  ")");
+                                  std::to_string(c.T) + ") must be a multiple of 2 x cp (" +
+                                  std::to_string(2 * c.cp->size()) + ")");
   }
-  if (split_backward && recompute == Recompute::Full)
+  if (c.split_backward && c.recompute == Recompute::Full)
     throw std::invalid_argument("GptStage: a split backward's weight pass reads the layer activations full "
                                 "recomputation drops");
   if (s.llama()) {
@@ -236,19 +224,51 @@ GptStage::GptStage(Kernels& k, const Shard& shard, int64_t B, int64_t T, comm::C
   if (s.has_moe() && s.model.experts % s.ep_size != 0)
     throw std::invalid_argument("GptStage: ep_size " + std::to_string(s.ep_size) + " must divide the " +
                                 std::to_string(s.model.experts) + " experts");
-  if (s.has_moe() && (s.tp_size > 1 || split_backward || (cp && cp->size() > 1)))
+  if (s.has_moe() && (s.tp_size > 1 || c.split_backward || cp))
     throw std::invalid_argument("GptStage: mixture-of-experts layers run without tensor parallelism, context "
                                 "parallelism and a split backward");
-  if (sp_ && T_ % s.tp_size != 0)
-    throw std::invalid_argument("GptStage: sequence parallel needs T (" + std::to_string(T_) +
+  const int64_t T_local = cp ? c.T / c.cp->size() : c.T;
+  if (c.sequence_parallel && s.tp_size > 1 && T_local % s.tp_size != 0)
+    throw std::invalid_argument("GptStage: sequence parallel needs T (" + std::to_string(T_local) +
                                 ") divisible by tp_size (" + std::to_string(s.tp_size) + ")");
+}
+}  // namespace
+
+GptStage::GptStage(Kernels& k, const Shard& shard, const StageConfig& c)
+    : k_(k),
+      layout_(shard),
+      B_(c.B),
+      T_(c.cp && c.cp->size() > 1 ? c.T / c.cp->size() : c.T),
+      tp_(c.tp),
+      sp_(c.sequence_parallel && shard.tp_size > 1),
+      dt_(c.compute),
+      storage_(c.storage),
+      ext_w_(c.storage && c.storage->holds_weights()),
+      ext_g_(c.storage && c.storage->holds_grads()),
+      plan_(k),
+      rc_(c.recompute),
+      split_(c.split_backward),
+      rc_plan_(k) {
+  check_stage(k, layout_.shard(), c);
+  if (c.cp && c.cp->size() > 1) {
+    ctx_ = ContextSplit{c.cp->size(), c.cp->rank(), c.T};
+    const Shard& s = layout_.shard();
+    ring_ = std::make_unique<RingAttention>(k, *c.cp, ctx_, B_, s.heads_local(),
+                                            s.llama() ? s.kv_heads_local() : s.heads_local(), s.head_dim(), c.compute);
+  }
+  allocate_stage_buffers();
+  allocate_layer_scratch();
+}
+
+// Weights (fp32 master, and the bf16 copy), gradients and the backward scratch, one allocation.
+void GptStage::allocate_stage_buffers() {
+  const Shard& s = layout_.shard();
+  const DType compute = dt_;
+  const int64_t B = B_;
   const bool fp32 = compute == DType::F32;
   const size_t P = size_t(layout_.total());
   const size_t N = size_t(B * T_), C = size_t(s.C()), A = size_t(s.attn_local()), F = size_t(s.ffn_local());
   const size_t Nl = size_t(tokens_local());
-  if (ctx_.active())
-    ring_ = std::make_unique<RingAttention>(k, *cp, ctx_, B, s.heads_local(), s.llama() ? s.kv_heads_local() : s.heads_local(),
-                                            s.head_dim(), compute);
   BufferPlan& p = plan_;
   const size_t r_params = ext_w_ ? 0 : p.add_f32("master weights (f32)", P);
   const size_t r_grads = ext_g_ ? 0 : p.add_f32("gradients (f32)", P);
@@ -328,10 +348,14 @@ GptStage::GptStage(Kernels& k, const Shard& shard, int64_t B, int64_t T, comm::C
     lnout_ = p.tensor(r_lnout);
     lngrad_ = p.f32(r_lngrad);
   }
+}
+
+void GptStage::allocate_layer_scratch() {
+  const Shard& s = layout_.shard();
   // Layer scratch shared by the micro-batches: what they do not keep (full recomputation: a
   // whole layer, its output included, so recomputing never writes a kept tensor; selective: the
   // probabilities) and Llama's forward-only q and kv.
-  if (rc_ != Recompute::None || llama || s.has_moe()) {
+  if (rc_ != Recompute::None || s.llama() || s.has_moe()) {
     const Keep keep = kept_by_micro_batch(rc_, ring_ != nullptr);
     const LayerRegions r =
         add_layer(rc_plan_, *this, {!keep.probs, !keep.internals, rc_ == Recompute::Full, true}, s.has_moe());

@@ -55,7 +55,7 @@
 // f(begin, end) as soon as the gradients of flat range [begin, end) are final for this
 // micro-batch (after the head, after each layer, after the embedding), so DP buckets can start.
 //
-// Precision (compute dtype, a constructor argument): F32 computes everything in fp32 (CPU and
+// Precision (compute dtype, StageConfig::compute): F32 computes everything in fp32 (CPU and
 // CUDA). BF16 (CUDA; Kernels::supports says where) is Megatron's mixed precision: weights are
 // used through a bf16 copy, activations and the residual stream are bf16, while params() and
 // grads() -- what the optimizer, the gradient sync and checkpoints see -- stay the fp32 master
@@ -69,7 +69,7 @@
 // gradients (and weights) are then asked for unit by unit and the stage keeps no whole buffer
 // of them.
 //
-// Activation recomputation (a constructor argument, the planner's recipes): None keeps every
+// Activation recomputation (StageConfig::recompute, the planner's recipes): None keeps every
 // layer activation of a micro-batch until its backward. Selective (Korthikanti et al. 2022)
 // drops the attention core's softmax probabilities: forward writes them to one scratch of the
 // stage and backward recomputes them from the kept q, k, v before the attention backward.
@@ -178,19 +178,29 @@ class Activations {
   float *row_max_ = nullptr, *sumexp_ = nullptr, *target_logit_ = nullptr;
 };
 
+// How a stage runs its shard: the micro-batch shape, its groups, precision, recomputation, a
+// split backward and the trainer's storage. Named fields (designated initializers at the call
+// sites) rather than a row of positional arguments, so a new option is one field.
+struct StageConfig {
+  int64_t B = 0;  // sequences per micro-batch (required, > 0)
+  int64_t T = 0;  // tokens per sequence (required, 0 < T <= model.seq_len)
+  comm::Communicator* tp = nullptr;  // the tensor-parallel group (nullptr: Shard::tp_size must be 1)
+  bool sequence_parallel = false;    // only with tp > 1
+  // F32, or BF16 where k.supports() it (otherwise an InputError naming the device).
+  kernels::DType compute = kernels::DType::F32;
+  Recompute recompute = Recompute::None;
+  // backward_input / backward_weight are available (micro-batches keep the linears' output
+  // gradients between them); not with full recomputation.
+  bool split_backward = false;
+  comm::Communicator* cp = nullptr;  // the context-parallel group (nullptr or size 1: whole sequences)
+  // The trainer's unit-by-unit weights and/or gradients (ZeRO-2/3, param_layout.h); the stage
+  // then allocates no whole buffer for what it holds (params() / grads() are null).
+  UnitStorage* storage = nullptr;
+};
+
 class GptStage {
  public:
-  // B sequences of T tokens per micro-batch (T <= model.seq_len).
-  // compute: F32, or BF16 where k.supports() it (otherwise an InputError naming the device).
-  // split_backward: backward_input / backward_weight are available (micro-batches keep the
-  // linears' output gradients between them); not with full recomputation.
-  // cp: the context-parallel group (nullptr or size 1: the stage holds whole sequences).
-  // storage: the trainer's unit-by-unit weights and/or gradients (ZeRO-2/3, param_layout.h);
-  // the stage then allocates no whole buffer for what it holds (params() / grads() are null).
-  GptStage(kernels::Kernels& k, const Shard& shard, int64_t B, int64_t T, comm::Communicator* tp = nullptr,
-           bool sequence_parallel = false, kernels::DType compute = kernels::DType::F32,
-           Recompute recompute = Recompute::None, bool split_backward = false, comm::Communicator* cp = nullptr,
-           UnitStorage* storage = nullptr);
+  GptStage(kernels::Kernels& k, const Shard& shard, const StageConfig& config);
   GptStage(const GptStage&) = delete;
   GptStage& operator=(const GptStage&) = delete;
 
@@ -349,6 +359,10 @@ class GptStage {
   void keep(const Tensor& to, const Tensor& from) {
     if (!weights_now_) k_.convert(to.slice(0, from.count), from);
   }
+  // The constructor's two allocations: the weights, gradients and backward scratch (plan_), and
+  // the layer scratch the micro-batches share (rc_plan_).
+  void allocate_stage_buffers();
+  void allocate_layer_scratch();
   // Llama with kv heads replicated over TP ranks: sums this layer's kv_w gradient over them.
   void sum_replicated_kv_grads(int64_t kv_w_offset);
   // The attention core (the kernels', or ring attention under context parallel).

@@ -149,9 +149,11 @@ DistTrainer::DistTrainer(const RunSpec& run, ProcessGroups& groups, const BatchS
     const nn::ParamLayout layout(shard);
     // Dense gradients reduce (and ZeRO shards) over dp x cp: each cp rank's are its tokens' share.
     ch.sync = std::make_unique<GradSync>(groups.dense_grads(), layout, run.exec.zero, options.bucket_floats, *I.k);
-    ch.stage = std::make_unique<nn::GptStage>(*I.k, shard, I.b, I.T, tp_comm, run.exec.sequence_parallel, options.compute,
-                                              run.exec.recompute, split, I.context.active() ? groups.cp.get() : nullptr,
-                                              ch.sync->units());
+    ch.stage = std::make_unique<nn::GptStage>(
+        *I.k, shard,
+        nn::StageConfig{.B = I.b, .T = I.T, .tp = tp_comm, .sequence_parallel = run.exec.sequence_parallel,
+                        .compute = options.compute, .recompute = run.exec.recompute, .split_backward = split,
+                        .cp = I.context.active() ? groups.cp.get() : nullptr, .storage = ch.sync->units()});
     if (ch.stage->params()) {
       ch.stage->init_params(options.seed);
     } else {  // ZeRO-3: the same initial values, this rank's pieces only
