@@ -4,7 +4,16 @@
 
 namespace trident::plan {
 
-std::vector<Zero3Chunk> zero3_stage(const Estimate& e, int64_t stage) {
+namespace {
+
+// ZeRO-3's per-layer gather and reduce-scatter times of the dp x cp group for a layer of
+// `layer_params`: the stages of a split mostly hold equal layers, so the last answer is kept.
+struct Zero3Layer {
+  double layer_params = -1, gather_s = 0, scatter_s = 0;
+};
+
+std::vector<Zero3Chunk> zero3_stage(const Estimate& e, int64_t stage, const std::vector<int64_t>& chunks,
+                                    Zero3Layer& memo) {
   const RunSpec& run = e.run;
   const ExecutionSpec& x = run.exec;
   const Layout& l = run.layout;
@@ -17,17 +26,27 @@ std::vector<Zero3Chunk> zero3_stage(const Estimate& e, int64_t stage) {
   auto half_allreduce = [&](double bytes) {
     return dp_comm(bytes, data, e.links.dcp.link, e.links.dcp.members_per_node, run.cluster, 0, e.cost).total_s / 2;
   };
-  const double gather_s = half_allreduce(layer_params * sb.weights);
-  const double scatter_s = half_allreduce(layer_params * sb.gradients);
+  if (layer_params != memo.layer_params)
+    memo = {layer_params, half_allreduce(layer_params * sb.weights), half_allreduce(layer_params * sb.gradients)};
   // Per-layer compute it hides behind: the stage's, with its TP share (a third forward).
   const double L = double(st.layers);
   const double fwd_layer = (st.compute_forward_s + st.tp_comm_s / 3) / L;
   const double bwd_layer = (st.compute_backward_s + 2 * st.tp_comm_s / 3) / L;
-  const int64_t v = x.schedule == ScheduleKind::Interleaved ? x.virtual_stages : 1;
-  const auto chunks = chunk_layers(run.model.layers, l.pp, v);
   for (size_t ch = size_t(stage); ch < chunks.size(); ch += size_t(l.pp))
-    out.push_back(zero3_chunk(gather_s, scatter_s, double(chunks[ch]), fwd_layer, bwd_layer, x.overlap.dp, e.cost));
+    out.push_back(zero3_chunk(memo.gather_s, memo.scatter_s, double(chunks[ch]), fwd_layer, bwd_layer, x.overlap.dp, e.cost));
   return out;
+}
+
+std::vector<int64_t> chunks_of(const RunSpec& run) {
+  const ExecutionSpec& x = run.exec;
+  return chunk_layers(run.model.layers, run.layout.pp, x.schedule == ScheduleKind::Interleaved ? x.virtual_stages : 1);
+}
+
+}  // namespace
+
+std::vector<Zero3Chunk> zero3_stage(const Estimate& e, int64_t stage) {
+  Zero3Layer memo;
+  return zero3_stage(e, stage, chunks_of(e.run), memo);
 }
 
 Estimate estimate(const RunSpec& run, double overhead_bytes) { return estimate(run, overhead_bytes, cost_table(run)); }
@@ -43,6 +62,13 @@ Estimate estimate_with_links(const RunSpec& run, const Links& links, double over
 
 Estimate estimate_with_links(const RunSpec& run, const Links& links, double overhead_bytes,
                              const CostConstants& c) {
+  const Layout& l = run.layout;
+  return estimate_with_links(run, links, stage_memory(run.model, run.exec, {l.tp, l.pp, l.dp, overhead_bytes, l.cp, l.ep}),
+                             c);
+}
+
+Estimate estimate_with_links(const RunSpec& run, const Links& links, std::vector<StageMemory> memory,
+                             const CostConstants& c) {
   Estimate e;
   e.run = run;
   e.cost = c;
@@ -55,7 +81,7 @@ Estimate estimate_with_links(const RunSpec& run, const Links& links, double over
   e.vocab_padded = padded_vocab(m.vocab, l.tp);
 
   // Memory.
-  e.memory = stage_memory(m, x, {l.tp, l.pp, l.dp, overhead_bytes, l.cp, l.ep});
+  e.memory = std::move(memory);
   for (size_t i = 0; i < e.memory.size(); ++i)
     if (e.memory[i].total_bytes() > e.memory[e.most_loaded_stage].total_bytes()) e.most_loaded_stage = int64_t(i);
   e.capacity_bytes = run.cluster.gpu.memory_bytes;
@@ -66,8 +92,10 @@ Estimate estimate_with_links(const RunSpec& run, const Links& links, double over
   e.stages = stage_times(m, x, in, run.cluster.gpu, c);
   // ZeRO-3 / FSDP traffic runs inside each layer's passes: part of every stage's time per
   // micro-batch (so the pipeline's fill and drain carry it too), as the simulator plays it.
+  const std::vector<int64_t> chunks = chunks_of(run);
+  Zero3Layer zero3_memo;
   for (size_t s = 0; s < e.stages.size(); ++s)
-    for (const Zero3Chunk& z : zero3_stage(e, int64_t(s))) {
+    for (const Zero3Chunk& z : zero3_stage(e, int64_t(s), chunks, zero3_memo)) {
       StageTime& st = e.stages[s];
       st.zero3_s += z.forward.cost_s + z.backward.cost_s;
       st.zero3_total_s += z.forward.total_s + z.backward.total_s;

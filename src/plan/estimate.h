@@ -78,5 +78,9 @@ Estimate estimate(const RunSpec& run, double overhead_bytes, const CostConstants
 // Same, with links already computed (the search caches them per layout).
 Estimate estimate_with_links(const RunSpec& run, const Links& links, double overhead_bytes);
 Estimate estimate_with_links(const RunSpec& run, const Links& links, double overhead_bytes, const CostConstants& c);
+// Same, with the stages' memory already computed (stage_memory of the run): it does not depend on
+// the rank order, so the search computes it once for all the orders of a candidate.
+Estimate estimate_with_links(const RunSpec& run, const Links& links, std::vector<StageMemory> memory,
+                             const CostConstants& c);
 
 }  // namespace trident::plan

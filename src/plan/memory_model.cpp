@@ -127,13 +127,16 @@ std::vector<StageMemory> stage_memory(const ModelSpec& full, const ExecutionSpec
   const ParamCount pc = count_parameters(full);  // once for every stage
   // ZeRO-3's gathered layer (the per-layer terms do not depend on the sequence length).
   const double gathered_layer = double(pc.attention_per_layer + pc.mlp_per_layer) / t + double(pc.norms_per_layer);
+  const double ring_bytes = cp_ring_buffer_bytes(full, e, in.tp, cp);
   std::vector<StageMemory> out(layers.size());
   for (size_t i = 0; i < layers.size(); ++i) {
     StageMemory& s = out[i];
     const bool first = i == 0, last = i + 1 == layers.size();
     s.stage = int64_t(i);
     s.layers = layers[i];
-    s.params = stage_params(full, pc, in.tp, in.pp, layers[i], first, last, ep);
+    // The middle stages of a split mostly hold equal layers, and so equal parameters.
+    const bool like_previous = i > 1 && !last && layers[i] == layers[i - 1];
+    s.params = like_previous ? out[i - 1].params : stage_params(full, pc, in.tp, in.pp, layers[i], first, last, ep);
     const double p = s.params.dense(), x = s.params.expert_params;
     s.weights_bytes = p * sb.weights / (e.zero >= 3 ? d : 1.0);
     s.gradients_bytes = p * sb.gradients / (e.zero >= 2 ? d : 1.0);
@@ -150,7 +153,7 @@ std::vector<StageMemory> stage_memory(const ModelSpec& full, const ExecutionSpec
     s.activations_bytes = s.in_flight * (double(layers[i]) / double(v)) * act.bytes;
     // Recomputing one layer in backward rebuilds its full activations for a moment.
     if (e.recompute == Recompute::Full) s.activations_bytes += act.full_layer_bytes;
-    s.cp_ring_buffer_bytes = cp_ring_buffer_bytes(full, e, in.tp, cp);
+    s.cp_ring_buffer_bytes = ring_bytes;
     s.activations_bytes += s.cp_ring_buffer_bytes;
     if (first) {
       // Embedding dropout mask (GPT) of each micro-batch in flight.

@@ -275,7 +275,7 @@ SearchResult search(const ModelSpec& model, const ClusterSpec& cluster, int64_t 
                 for (const auto& [order, links] : layouts) {
                   run.layout.order = order;
                   ++res.estimated;
-                  Estimate e = estimate_with_links(run, links, overhead, c);
+                  Estimate e = estimate_with_links(run, links, mem, c);
                   // Strictly better only, as a search of this shape alone with top 1 keeps the first.
                   auto [shape, added] = res.best_per_shape.try_emplace({tp, pp, cp, ep}, e);
                   if (!added && better(e, shape->second)) shape->second = e;
