@@ -131,7 +131,7 @@ Runner setup_plan(CLI::App& cmd) {
     {
       RunSpec fixed;  // cp and ep against the model, before the search sets the rest
       fixed.model = model;
-      fixed.layout.cp = space.cp.value_or(1), fixed.layout.ep = space.ep.value_or(1);
+      fixed.layout.cp = space.size(Dim::CP).value_or(1), fixed.layout.ep = space.size(Dim::EP).value_or(1);
       check_dimension_rules({"cp", "ep"}, fixed, p);
     }
     const TrainBudget budget = resolve_train_budget(values, p);

@@ -27,8 +27,8 @@ std::string short_layout(const Estimate& e) {
 std::optional<Estimate> best_with(const ModelSpec& m, const ClusterSpec& cl, int64_t B, SearchSpace space,
                                   std::optional<int64_t> tp, std::optional<int64_t> pp, double overhead,
                                   const CostConstants& c, const SearchResult* searched, bool pp_above_one = false) {
-  space.tp = tp;
-  space.pp = pp;
+  space.size(Dim::TP) = tp;
+  space.size(Dim::PP) = pp;
   if (!pp_above_one) {
     if (searched)
       if (auto known = best_within(*searched, space)) return *known;
@@ -241,8 +241,8 @@ std::string step_context_parallel(const Flow& k) {
   // 5. Context parallel: long sequences whose activations do not fit.
   {
     SearchSpace no_cp = given;
-    no_cp.cp = 1;
-    auto without = given.cp && *given.cp > 1 ? std::nullopt : best_with(m, cl, B, no_cp, given.tp, given.pp, overhead, c, searched);
+    no_cp.size(Dim::CP) = 1;
+    auto without = given.size(Dim::CP) && *given.size(Dim::CP) > 1 ? std::nullopt : best_with(m, cl, B, no_cp, given.size(Dim::TP), given.size(Dim::PP), overhead, c, searched);
     const StageMemory& pm = win.peak_memory();
     std::string step5 = fmt::format("5. Long sequences: add CP? Sequences of {} tokens", m.seq_len);
     if (wl.cp > 1) {
@@ -255,10 +255,10 @@ std::string step_context_parallel(const Flow& k) {
                              "(winner vs it; negative = winner faster)",
                              short_layout(*without), gb(without->peak_memory().total_bytes()), without->tokens_per_s,
                              differences(win, *without));
-      else if (!given.cp)
+      else if (!given.size(Dim::CP))
         step5 += ". Without cp no layout fits: one sequence's activations are too big for a GPU at any tp x pp";
       else
-        step5 += fmt::format(" (cp {} as given)", *given.cp);
+        step5 += fmt::format(" (cp {} as given)", *given.size(Dim::CP));
       step5 += fmt::format(
           ". The ring passes {} KV blocks of {:.2f} MiB per layer on {}: {:.3f} s per step, {:.3f} s of it hidden "
           "behind attention, {:.3f} s exposed ({:.1f}% of the step)",
@@ -269,7 +269,7 @@ std::string step_context_parallel(const Flow& k) {
       step5 += fmt::format(
           ": no, the activations fit with cp 1 ({:.1f} MiB per layer and micro-batch, {} on the most loaded stage)",
           pm.per_layer_activation_bytes / kMiB, gb(pm.activations_bytes));
-      if (!given.cp && m.seq_len < 2 * space.min_tokens_per_cp_rank)
+      if (!given.size(Dim::CP) && m.seq_len < 2 * space.min_tokens_per_cp_rank)
         step5 += fmt::format("; cp is searched only while each rank keeps {}+ tokens", space.min_tokens_per_cp_rank);
     }
     return step5;
@@ -359,9 +359,9 @@ std::vector<std::string> explain(const ModelSpec& m, const ClusterSpec& cl, int6
   // The chapter's steps 1-4 are about DP, TP and PP: they are asked without cp and ep (unless the
   // user fixed them); steps 5 and 6 say where cp and ep enter.
   SearchSpace space = given;
-  if (!space.cp) space.cp = 1;
-  if (!space.ep) space.ep = 1;
-  const StateBytes sb = state_bytes(space.precision, space.grad_bits);
+  for (Dim d : {Dim::CP, Dim::EP})
+    if (!space.size(d)) space.size(d) = 1;
+  const StateBytes sb = state_bytes(space.settings.precision, space.settings.grad_bits);
   const Flow k{m, cl, B, given, space, win, overhead, c, searched, double(count_parameters(m).total), sb,
                sb.weights + sb.gradients + sb.optimizer, cl.gpu.memory_bytes, cl.world_size()};
   const auto dp_only = best_with(m, cl, B, space, 1, 1, overhead, c, searched);

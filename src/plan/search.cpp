@@ -61,31 +61,19 @@ struct Schedule {
   int64_t v;
 };
 
+// The dimensions a shape (best_per_shape's key) gives, in the key's order; dp follows from them.
+constexpr std::array<Dim, 4> kShapeDims = {Dim::TP, Dim::PP, Dim::CP, Dim::EP};
+
 }  // namespace
 
 void SearchSpace::use_stack(const ExecutionSpec& exec) {
-  precision = exec.precision;
-  grad_bits = exec.grad_bits;
-  attention = exec.attention;
-  overlap = exec.overlap;
-  recompute_flash_attention = exec.recompute_flash_attention;
-  stack = exec.stack;
+  settings = exec;
   if (const StackPreset* preset = find_stack(exec.stack); preset && preset->zero_fixed) zero = exec.zero;
 }
 
 void SearchSpace::fix_layout(const Layout& l) {
   for (const Dimension& d : dimensions()) size(d.dim) = l.*d.size;
   order = l.order;
-}
-
-std::optional<int64_t>& SearchSpace::size(Dim d) {
-  switch (d) {
-    case Dim::TP: return tp;
-    case Dim::PP: return pp;
-    case Dim::CP: return cp;
-    case Dim::EP: return ep;
-    default: return dp;  // DP (EDP and DCP are groups, not searched sizes)
-  }
 }
 
 bool better_estimate(const Estimate& a, const Estimate& b) {
@@ -95,19 +83,18 @@ bool better_estimate(const Estimate& a, const Estimate& b) {
 
 std::optional<std::optional<Estimate>> best_within(const SearchResult& searched, const SearchSpace& narrower) {
   const SearchSpace& wide = searched.space;
-  // Each of tp, pp, cp, ep: searched over all values, or fixed to the same one. A cp above 1 the
+  // Each shape dimension: searched over all values, or fixed to the same one. A cp above 1 the
   // wide search did not fix may have been pruned there (min tokens per cp rank).
-  for (auto [w, n] : {std::pair{wide.tp, narrower.tp}, {wide.pp, narrower.pp}, {wide.cp, narrower.cp}, {wide.ep, narrower.ep}})
-    if (w && w != n) return std::nullopt;
-  if (!wide.cp && narrower.cp && *narrower.cp > 1) return std::nullopt;
+  for (Dim d : kShapeDims)
+    if (wide.size(d) && wide.size(d) != narrower.size(d)) return std::nullopt;
+  if (!wide.size(Dim::CP) && narrower.size(Dim::CP) && *narrower.size(Dim::CP) > 1) return std::nullopt;
   std::optional<Estimate> best;
   // Shapes in search order (tp, pp, cp, ep ascending): the first of equals wins, as in a search.
   for (const auto& [shape, e] : searched.best_per_shape) {
-    const auto& [tp, pp, cp, ep] = shape;
-    if ((narrower.tp && tp != *narrower.tp) || (narrower.pp && pp != *narrower.pp) ||
-        (narrower.cp && cp != *narrower.cp) || (narrower.ep && ep != *narrower.ep))
-      continue;
-    if (!best || better_estimate(e, *best)) best = e;
+    bool inside = true;
+    for (size_t k = 0; k < kShapeDims.size(); ++k)
+      if (const auto& fixed = narrower.size(kShapeDims[k]); fixed && shape[k] != *fixed) inside = false;
+    if (inside && (!best || better_estimate(e, *best))) best = e;
   }
   return best;
 }
@@ -122,51 +109,150 @@ SearchResult search(const ModelSpec& model, const ClusterSpec& cluster, int64_t 
   return search(model, cluster, global_batch, space, top, overhead, builtin_cost(cluster.gpu));
 }
 
-SearchResult search(const ModelSpec& model, const ClusterSpec& cluster, int64_t global_batch,
-                    const SearchSpace& space, int top, double overhead, const CostConstants& c) {
-  const auto t0 = std::chrono::steady_clock::now();
-  SearchResult res;
-  const int64_t world = cluster.world_size();
-  auto reject = [&](const std::string& reason, int64_t n = 1) { res.rejected[reason] += n; };
-  const std::vector<std::string> all_orders = {"tp-dp-pp", "tp-pp-dp", "dp-tp-pp", "pp-tp-dp", "dp-pp-tp", "pp-dp-tp"};
-  // With cp or ep: Megatron-Core's default and the variants that move cp or pp; ep stays next to dp.
-  const std::vector<std::string> cp_ep_orders = {"tp-cp-ep-dp-pp", "tp-cp-pp-ep-dp", "tp-pp-cp-ep-dp",
-                                                 "tp-ep-dp-cp-pp"};
+namespace {
 
-  RunSpec run;
-  run.model = model;
-  run.cluster = cluster;
-  run.exec.global_batch_size = global_batch;
-  run.exec.precision = space.precision;
-  run.exec.grad_bits = space.grad_bits;
-  run.exec.attention = space.attention;
-  run.exec.overlap = space.overlap;
-  run.exec.recompute_flash_attention = space.recompute_flash_attention;
-  run.exec.stack = space.stack;
-  run.cost = c;
+// One search: the question, what it keeps, and the steps of the enumeration (a shape's distinct
+// rank orders, its pipeline schedules, the recipes of each), so that each loop stays short.
+struct Searcher {
+  const ModelSpec& model;
+  const ClusterSpec& cluster;
+  int64_t global_batch;
+  const SearchSpace& space;
+  int top;
+  double overhead;
+  const CostConstants& c;
+  SearchResult& res;
+  RunSpec run;  // the candidate being built
 
-  const auto better = better_estimate;
-  res.space = space;
+  void reject(const std::string& reason, int64_t n = 1) { res.rejected[reason] += n; }
 
-  for (const Dimension& d : dimensions())
-    if (const auto& fixed = space.size(d.dim); fixed && (*fixed <= 0 || world % *fixed != 0))
-      reject(std::string(d.name) + " " + std::to_string(*fixed) + " does not divide the " + std::to_string(world) +
-             " GPUs");
-  for (int64_t tp : all_divisors(world)) {
-    if (space.tp && tp != *space.tp) continue;
-    if (!tp_divides_model(model, tp)) {
-      reject("tp does not divide heads or ffn");
-      continue;
-    }
-    for (int64_t pp : all_divisors(world / tp)) {
-      if (space.pp && pp != *space.pp) continue;
-      if (pp > model.layers) {
-        reject("pp exceeds layers");
+  // The rank orders of a shape whose groups land on distinct links, each with its links.
+  std::vector<std::pair<std::string, Links>> distinct_orders(int64_t tp, int64_t cp, int64_t dp, int64_t pp,
+                                                             int64_t ep) {
+    static const std::vector<std::string> all_orders = {"tp-dp-pp", "tp-pp-dp", "dp-tp-pp",
+                                                        "pp-tp-dp", "dp-pp-tp", "pp-dp-tp"};
+    // With cp or ep: Megatron-Core's default and the variants that move cp or pp; ep stays next to dp.
+    static const std::vector<std::string> cp_ep_orders = {"tp-cp-ep-dp-pp", "tp-cp-pp-ep-dp", "tp-pp-cp-ep-dp",
+                                                          "tp-ep-dp-cp-pp"};
+    std::vector<std::pair<std::string, Links>> layouts;
+    const std::vector<std::string>& orders =
+        space.order ? std::vector<std::string>{*space.order} : (cp > 1 || ep > 1 ? cp_ep_orders : all_orders);
+    for (const auto& order : orders) {
+      Layout l{tp, cp, dp, pp, order, ep};
+      Problems invalid;
+      validate_layout(l, invalid);
+      if (!invalid.empty()) {
+        reject("order does not fit the layout (" + order + ")");
         continue;
       }
+      Mesh mesh(l, cluster.gpus_per_node);
+      Links links = mesh_links(mesh, cluster);
+      bool dup = false;
+      for (const auto& [o, other] : layouts) dup = dup || signature(other) == signature(links);
+      if (dup && space.dedupe_orders) {
+        ++res.duplicate_orders;
+        continue;
+      }
+      layouts.emplace_back(order, std::move(links));
+    }
+    return layouts;
+  }
+
+  // The pipeline schedules to try at pp stages and m micro-batches per pipeline.
+  std::vector<Schedule> schedules(int64_t pp, int64_t m, int64_t n_orders) {
+    std::vector<Schedule> out;
+    auto want = [&](ScheduleKind k) { return !space.schedule || *space.schedule == k; };
+    if (want(ScheduleKind::OneFOneB)) out.push_back({ScheduleKind::OneFOneB, 1});
+    if (pp == 1) return out;
+    if (want(ScheduleKind::GPipe)) {
+      if (space.schedule || !space.prune_dominated) out.push_back({ScheduleKind::GPipe, 1});
+      else reject("dominated: gpipe (1f1b's time with more activation memory)", n_orders);
+    }
+    if (want(ScheduleKind::ZeroBubbleH1)) out.push_back({ScheduleKind::ZeroBubbleH1, 1});
+    if (!want(ScheduleKind::Interleaved)) return out;
+    for (int64_t v = 2; pp * v <= model.layers && v <= 16; ++v) {
+      if (space.virtual_stages && v != *space.virtual_stages) continue;
+      // Unasked, the search interleaves equal chunks only (uneven ones are a deliberate choice,
+      // as Megatron's first/last-stage layer counts are); asked for by --schedule interleaved or
+      // --virtual-stages, uneven chunks are estimated as lint does (the slowest chunk paces).
+      const bool asked = space.virtual_stages || space.schedule == ScheduleKind::Interleaved;
+      if (model.layers % (pp * v) != 0 && !asked) continue;
+      if (m % pp != 0) {
+        reject("interleaved needs micro-batches divisible by pp", n_orders);
+        continue;
+      }
+      out.push_back({ScheduleKind::Interleaved, v});
+    }
+    return out;
+  }
+
+  // Every ZeRO stage, recompute and sequence-parallel setting of one schedule, on each order.
+  void recipes(int64_t tp, int64_t cp, int64_t dp, int64_t pp, int64_t ep, int64_t b, const Schedule& sch,
+               const std::vector<std::pair<std::string, Links>>& layouts) {
+    const int64_t n_orders = int64_t(layouts.size());
+    for (int zero = 0; zero <= 3; ++zero) {
+      if (space.zero ? zero != *space.zero : false) continue;
+      if (zero > 0 && dp == 1 && !space.zero) continue;  // nothing to shard over
+      if (zero == 2 && pp > 1) {
+        // ZeRO-3 / FSDP with pipeline parallel is a real recipe (torchtitan) and is searched.
+        reject("ZeRO-2 with pipeline parallel (unsupported by Megatron and DeepSpeed)", n_orders * 3);
+        continue;
+      }
+      for (Recompute rc : {Recompute::None, Recompute::Selective, Recompute::Full}) {
+        if (space.recompute && rc != *space.recompute) continue;
+        for (bool sp : {false, true}) {
+          if (space.sequence_parallel ? sp != *space.sequence_parallel : (sp && tp == 1)) continue;
+          if (!space.sequence_parallel && !sp && tp > 1 && space.prune_dominated) {
+            reject("dominated: sequence parallel off (same traffic, more memory and time)", n_orders);
+            continue;
+          }
+          res.enumerated += n_orders;
+          run.exec.micro_batch_size = b;
+          run.exec.schedule = sch.kind;
+          run.exec.virtual_stages = sch.v;
+          run.exec.zero = zero;
+          run.exec.recompute = rc;
+          run.exec.sequence_parallel = sp;
+          // Memory does not depend on the order: check it once.
+          const auto mem = stage_memory(model, run.exec, {tp, pp, dp, overhead, cp, ep});
+          double peak = 0;
+          for (const auto& s : mem) peak = std::max(peak, s.total_bytes());
+          if (peak > cluster.gpu.memory_bytes) {
+            reject("out of memory", n_orders);
+            continue;
+          }
+          res.feasible += n_orders;
+          for (const auto& [order, links] : layouts) {
+            run.layout.order = order;
+            ++res.estimated;
+            keep(estimate_with_links(run, links, mem, c), {tp, pp, cp, ep});
+          }
+        }
+      }
+    }
+  }
+
+  // The best per shape (for the rationale's narrower questions) and the best `top` overall.
+  void keep(Estimate e, const std::array<int64_t, 4>& shape_key) {
+    const auto better = better_estimate;
+    // Strictly better only, as a search of this shape alone with top 1 keeps the first.
+    auto [shape, added] = res.best_per_shape.try_emplace(shape_key, e);
+    if (!added && better(e, shape->second)) shape->second = e;
+    if (!space.order && merge_order(res.best, e, better)) return;
+    if (int(res.best.size()) < top || better(e, res.best.back())) {
+      auto at = std::upper_bound(res.best.begin(), res.best.end(), e, better);
+      res.best.insert(at, std::move(e));
+      if (int(res.best.size()) > top) res.best.pop_back();
+    }
+  }
+
+  // The data-parallel shapes of a (tp, pp): cp, then dp from the world, then ep, each with its
+  // orders, micro-batch sizes and schedules.
+  void shapes(int64_t tp, int64_t pp) {
+    const int64_t world = cluster.world_size();
     for (int64_t cp : all_divisors(world / (tp * pp))) {
-      if (space.cp ? cp != *space.cp : false) continue;
-      if (cp > 1 && !space.cp && model.seq_len < cp * space.min_tokens_per_cp_rank) {
+      if (space.size(Dim::CP) && cp != *space.size(Dim::CP)) continue;
+      if (cp > 1 && !space.size(Dim::CP) && model.seq_len < cp * space.min_tokens_per_cp_rank) {
         reject("pruned: cp leaves fewer than min tokens per rank (blocks too small to hide the ring)");
         continue;
       }
@@ -175,124 +261,61 @@ SearchResult search(const ModelSpec& model, const ClusterSpec& cluster, int64_t 
         continue;
       }
       const int64_t dp = world / (tp * pp * cp);
-      if (space.dp && dp != *space.dp) continue;
+      if (space.size(Dim::DP) && dp != *space.size(Dim::DP)) continue;
       if (global_batch % dp != 0) {
         reject("global batch not divisible by dp");
         continue;
       }
-    for (int64_t ep : model.is_moe() ? all_divisors(model.experts) : std::vector<int64_t>{1}) {
-      if (space.ep && ep != *space.ep) continue;
-      if ((cp * dp) % ep != 0) {
-        reject("ep does not divide dp x cp");
+      for (int64_t ep : model.is_moe() ? all_divisors(model.experts) : std::vector<int64_t>{1}) {
+        if (space.size(Dim::EP) && ep != *space.size(Dim::EP)) continue;
+        if ((cp * dp) % ep != 0) {
+          reject("ep does not divide dp x cp");
+          continue;
+        }
+        run.layout = Layout{tp, cp, dp, pp, default_order(cp, ep), ep};
+        const auto layouts = distinct_orders(tp, cp, dp, pp, ep);
+        for (int64_t b : all_divisors(global_batch / dp)) {
+          if (space.micro_batch ? b != *space.micro_batch : b > space.max_micro_batch) continue;
+          for (const Schedule& sch : schedules(pp, global_batch / (dp * b), int64_t(layouts.size())))
+            recipes(tp, cp, dp, pp, ep, b, sch, layouts);
+        }
+      }
+    }
+  }
+};
+
+}  // namespace
+
+SearchResult search(const ModelSpec& model, const ClusterSpec& cluster, int64_t global_batch,
+                    const SearchSpace& space, int top, double overhead, const CostConstants& c) {
+  const auto t0 = std::chrono::steady_clock::now();
+  SearchResult res;
+  res.space = space;
+  Searcher s{model, cluster, global_batch, space, top, overhead, c, res, {}};
+  s.run.model = model;
+  s.run.cluster = cluster;
+  s.run.exec = space.settings;  // the searched settings are set per candidate
+  s.run.exec.global_batch_size = global_batch;
+  s.run.cost = c;
+
+  const int64_t world = cluster.world_size();
+  for (const Dimension& d : dimensions())
+    if (const auto& fixed = space.size(d.dim); fixed && (*fixed <= 0 || world % *fixed != 0))
+      s.reject(std::string(d.name) + " " + std::to_string(*fixed) + " does not divide the " + std::to_string(world) +
+               " GPUs");
+  for (int64_t tp : all_divisors(world)) {
+    if (space.size(Dim::TP) && tp != *space.size(Dim::TP)) continue;
+    if (!tp_divides_model(model, tp)) {
+      s.reject("tp does not divide heads or ffn");
+      continue;
+    }
+    for (int64_t pp : all_divisors(world / tp)) {
+      if (space.size(Dim::PP) && pp != *space.size(Dim::PP)) continue;
+      if (pp > model.layers) {
+        s.reject("pp exceeds layers");
         continue;
       }
-      run.layout = Layout{tp, cp, dp, pp, default_order(cp, ep), ep};
-      // Links per distinct order.
-      std::vector<std::pair<std::string, Links>> layouts;
-      const std::vector<std::string>& orders =
-          space.order ? std::vector<std::string>{*space.order} : (cp > 1 || ep > 1 ? cp_ep_orders : all_orders);
-      for (const auto& order : orders) {
-        Layout l{tp, cp, dp, pp, order, ep};
-        Problems invalid;
-        validate_layout(l, invalid);
-        if (!invalid.empty()) {
-          reject("order does not fit the layout (" + order + ")");
-          continue;
-        }
-        Mesh mesh(l, cluster.gpus_per_node);
-        Links links = mesh_links(mesh, cluster);
-        bool dup = false;
-        for (const auto& [o, other] : layouts) dup = dup || signature(other) == signature(links);
-        if (dup && space.dedupe_orders) {
-          ++res.duplicate_orders;
-          continue;
-        }
-        layouts.emplace_back(order, std::move(links));
-      }
-      const int64_t n_orders = int64_t(layouts.size());
-
-      for (int64_t b : all_divisors(global_batch / dp)) {
-        if (space.micro_batch ? b != *space.micro_batch : b > space.max_micro_batch) continue;
-        const int64_t m = global_batch / (dp * b);
-        std::vector<Schedule> schedules;
-        auto want = [&](ScheduleKind k) { return !space.schedule || *space.schedule == k; };
-        if (want(ScheduleKind::OneFOneB)) schedules.push_back({ScheduleKind::OneFOneB, 1});
-        if (pp > 1) {
-          if (want(ScheduleKind::GPipe)) {
-            if (space.schedule || !space.prune_dominated) schedules.push_back({ScheduleKind::GPipe, 1});
-            else reject("dominated: gpipe (1f1b's time with more activation memory)", n_orders);
-          }
-          if (want(ScheduleKind::ZeroBubbleH1)) schedules.push_back({ScheduleKind::ZeroBubbleH1, 1});
-          if (want(ScheduleKind::Interleaved)) {
-            for (int64_t v = 2; pp * v <= model.layers && v <= 16; ++v) {
-              if (space.virtual_stages && v != *space.virtual_stages) continue;
-              // Unasked, the search interleaves equal chunks only (uneven ones are a deliberate choice,
-              // as Megatron's first/last-stage layer counts are); asked for by --schedule interleaved or
-              // --virtual-stages, uneven chunks are estimated as lint does (the slowest chunk paces).
-              const bool asked = space.virtual_stages || space.schedule == ScheduleKind::Interleaved;
-              if (model.layers % (pp * v) != 0 && !asked) continue;
-              if (m % pp != 0) {
-                reject("interleaved needs micro-batches divisible by pp", n_orders);
-                continue;
-              }
-              schedules.push_back({ScheduleKind::Interleaved, v});
-            }
-          }
-        }
-        for (const Schedule& sch : schedules) {
-          for (int zero = 0; zero <= 3; ++zero) {
-            if (space.zero ? zero != *space.zero : false) continue;
-            if (zero > 0 && dp == 1 && !space.zero) continue;  // nothing to shard over
-            if (zero == 2 && pp > 1) {
-              // ZeRO-3 / FSDP with pipeline parallel is a real recipe (torchtitan) and is searched.
-              reject("ZeRO-2 with pipeline parallel (unsupported by Megatron and DeepSpeed)", n_orders * 3);
-              continue;
-            }
-            for (Recompute rc : {Recompute::None, Recompute::Selective, Recompute::Full}) {
-              if (space.recompute && rc != *space.recompute) continue;
-              for (bool sp : {false, true}) {
-                if (space.sequence_parallel ? sp != *space.sequence_parallel : (sp && tp == 1)) continue;
-                if (!space.sequence_parallel && !sp && tp > 1 && space.prune_dominated) {
-                  reject("dominated: sequence parallel off (same traffic, more memory and time)", n_orders);
-                  continue;
-                }
-                res.enumerated += n_orders;
-                run.exec.micro_batch_size = b;
-                run.exec.schedule = sch.kind;
-                run.exec.virtual_stages = sch.v;
-                run.exec.zero = zero;
-                run.exec.recompute = rc;
-                run.exec.sequence_parallel = sp;
-                // Memory does not depend on the order: check it once.
-                const auto mem = stage_memory(model, run.exec, {tp, pp, dp, overhead, cp, ep});
-                double peak = 0;
-                for (const auto& s : mem) peak = std::max(peak, s.total_bytes());
-                if (peak > cluster.gpu.memory_bytes) {
-                  reject("out of memory", n_orders);
-                  continue;
-                }
-                res.feasible += n_orders;
-                for (const auto& [order, links] : layouts) {
-                  run.layout.order = order;
-                  ++res.estimated;
-                  Estimate e = estimate_with_links(run, links, mem, c);
-                  // Strictly better only, as a search of this shape alone with top 1 keeps the first.
-                  auto [shape, added] = res.best_per_shape.try_emplace({tp, pp, cp, ep}, e);
-                  if (!added && better(e, shape->second)) shape->second = e;
-                  if (!space.order && merge_order(res.best, e, better)) continue;
-                  if (int(res.best.size()) < top || better(e, res.best.back())) {
-                    auto at = std::upper_bound(res.best.begin(), res.best.end(), e, better);
-                    res.best.insert(at, std::move(e));
-                    if (int(res.best.size()) > top) res.best.pop_back();
-                  }
-                }
-              }
-            }
-          }
-        }
-      }
-    }  // ep
-    }  // cp
+      s.shapes(tp, pp);
     }
   }
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -19,19 +19,17 @@ namespace trident::plan {
 
 // Dimensions the user fixed; everything left empty is searched.
 struct SearchSpace {
-  std::optional<int64_t> tp, pp, dp, micro_batch, virtual_stages;
-  std::optional<int64_t> cp, ep;
+  // The size of each parallel dimension (by Dim: TP, CP, DP, PP, EP), fixed or unset when searched.
+  std::array<std::optional<int64_t>, 5> sizes;
+  std::optional<int64_t> micro_batch, virtual_stages;
   std::optional<ScheduleKind> schedule;
   std::optional<int> zero;
   std::optional<Recompute> recompute;
   std::optional<bool> sequence_parallel;
   std::optional<std::string> order;
-  Precision precision = Precision::BF16;
-  int grad_bits = 32;
-  AttentionKind attention = AttentionKind::Unfused;  // the stack's settings, not searched
-  Overlap overlap;
-  bool recompute_flash_attention = false;  // with selective recompute, also the fused attention
-  std::string stack;  // the --stack preset they came from, for the reports
+  // The settings every candidate starts from: the stack's (precision, gradient bits, attention,
+  // overlap, its name, ...), not searched; the searched fields above replace theirs.
+  ExecutionSpec settings;
   int64_t max_micro_batch = 16;
   // cp > 1 is searched only while each cp rank keeps this many tokens of a sequence: shorter
   // blocks cannot hide the ring exchange, and shorter sequences fit without cp.
@@ -40,13 +38,14 @@ struct SearchSpace {
   bool prune_dominated = true;  // skip gpipe (1f1b is as fast with less memory) and sequence parallel off
   bool dedupe_orders = true;    // evaluate one order per distinct mapping of groups onto links
 
-  // The stack's settings of `exec` (precision, gradient bits, attention, overlap, its name).
+  // The stack's settings of `exec` (everything the search does not search), and its ZeRO stage
+  // when the stack has no other.
   void use_stack(const ExecutionSpec& exec);
   // Every dimension of `layout` fixed (tp, pp, dp, cp, ep, order); the rest stays searched.
   void fix_layout(const Layout& layout);
   // The size of a dimension (TP, PP, DP, CP or EP): fixed, or unset when searched.
-  std::optional<int64_t>& size(Dim d);
-  const std::optional<int64_t>& size(Dim d) const { return const_cast<SearchSpace*>(this)->size(d); }
+  std::optional<int64_t>& size(Dim d) { return sizes.at(size_t(d)); }
+  const std::optional<int64_t>& size(Dim d) const { return sizes.at(size_t(d)); }
 };
 
 struct SearchResult {

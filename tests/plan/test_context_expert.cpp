@@ -240,7 +240,7 @@ TEST(SearchContextExpert, search_covers_cp_and_ep) {
   ClusterSpec cl = cluster_preset("dgx-h100");
   cl.nodes = 8;
   SearchSpace space;
-  space.ep = 8;
+  space.size(Dim::EP) = 8;
   const SearchResult moe = search(model_preset("mixtral-8x7b"), cl, 128, space, 3, kDefaultOverheadGiB * kGiB);
   ASSERT_FALSE(moe.best.empty());
   for (const auto& e : moe.best) EXPECT_EQ(e.run.layout.ep, 8);
@@ -288,7 +288,7 @@ TEST(RationaleContextExpert, steps_5_and_6_say_where_cp_and_ep_enter) {
   ClusterSpec cl = cluster_preset("dgx-h100");
   cl.nodes = 8;
   SearchSpace space;
-  space.attention = AttentionKind::Flash;
+  space.settings.attention = AttentionKind::Flash;
   ModelSpec mix = model_preset("mixtral-8x7b");
   mix.seq_len = 4096;
   const SearchResult moe = search(mix, cl, 128, space, 1, kDefaultOverheadGiB * kGiB);

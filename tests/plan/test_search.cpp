@@ -42,7 +42,7 @@ TEST(Search, step_breakdown_adds_up_to_the_step) {
 
 TEST(Search, fixed_dimensions_are_respected) {
   SearchSpace s;
-  s.tp = 4;
+  s.size(Dim::TP) = 4;
   s.recompute = Recompute::Full;
   auto r = search(model_preset("gpt3-175b"), dgx(512), 1536, s, 3, kOverhead);
   ASSERT_FALSE(r.best.empty());
@@ -85,7 +85,7 @@ TEST(Search, an_asked_for_interleaved_schedule_may_split_layers_unevenly) {
   // Llama 3 405B's 126 layers over pp 16 x v 2 = 32 chunks: not equal, but lint accepts it (an
   // info note), so plan must find it when the schedule is asked for; unasked it stays even.
   SearchSpace asked;
-  asked.tp = 8, asked.pp = 16, asked.cp = 1, asked.ep = 1;
+  for (auto [d, n] : {std::pair{Dim::TP, 8}, {Dim::PP, 16}, {Dim::CP, 1}, {Dim::EP, 1}}) asked.size(d) = n;
   asked.schedule = ScheduleKind::Interleaved;
   asked.virtual_stages = 2;
   ClusterSpec c = cluster_preset("dgx-h100");
@@ -119,13 +119,13 @@ TEST(Rationale, from_the_search_result_matches_searching_again) {
   cases.push_back({model_preset("gpt3-13b"), dgx(8), 512, {}});
   cases.push_back({model_preset("gpt3-175b"), dgx(64), 1536, {}});
   SearchSpace fixed;
-  fixed.tp = 4;
+  fixed.size(Dim::TP) = 4;
   fixed.zero = 1;
   cases.push_back({model_preset("gpt3-175b"), dgx(64), 1536, fixed});
   ClusterSpec h100 = cluster_preset("dgx-h100");
   h100.nodes = 8;
   SearchSpace flash;
-  flash.attention = AttentionKind::Flash;
+  flash.settings.attention = AttentionKind::Flash;
   ModelSpec mix = model_preset("mixtral-8x7b");
   mix.seq_len = 4096;
   cases.push_back({mix, h100, 128, flash});
@@ -133,7 +133,7 @@ TEST(Rationale, from_the_search_result_matches_searching_again) {
   longseq.seq_len = 131072;
   cases.push_back({longseq, h100, 16, flash});
   SearchSpace cp_given = flash;
-  cp_given.cp = 4;
+  cp_given.size(Dim::CP) = 4;
   cases.push_back({longseq, h100, 16, cp_given});
   for (const Case& c : cases) {
     const SearchResult r = search(c.model, c.cluster, c.batch, c.space, 3, kOverhead);

@@ -242,8 +242,8 @@ TEST(StackTerms, zero3_gathers_every_layer_and_is_network_bound_when_layers_are_
 TEST(StackTerms, the_search_considers_fsdp_with_pipeline_parallel) {
   SearchSpace space;
   space.zero = 3;
-  space.pp = 2;
-  space.tp = 1;
+  space.size(Dim::PP) = 2;
+  space.size(Dim::TP) = 1;
   ClusterSpec cluster = cluster_preset("dgx-a100-80g");
   cluster.nodes = 2;
   const auto res = search(model_preset("gpt3-1.3b"), cluster, 64, space, 3, 0);
