@@ -24,7 +24,7 @@ const std::vector<Dimension>& dimensions() {
       {.dim = Dim::EP, .name = "ep", .title = "expert parallel",
        .help = "expert-parallel size (experts sharded over the dp x cp ranks)", .default_text = "1", .dense = false,
        .size = &Layout::ep, .order_optional = true, .riders = {},
-       .support = {.plan = true, .simulate = true, .train = false, .train_refusal = "dist-ep"},
+       .support = {},
        .megatron_flag = "--expert-model-parallel-size", .torchtitan_key = "parallelism.expert_parallel_degree"},
   };
   return table;

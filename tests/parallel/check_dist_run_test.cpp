@@ -145,15 +145,25 @@ TEST(CheckDistRun, moe_trains_without_tp_cp_and_shared_experts) {
   EXPECT_NE(text.find("[train-moe-coeff]"), std::string::npos) << text;
 }
 
-TEST(CheckDistRun, expert_parallel_and_moe_are_refused_with_a_reason) {
+// Expert parallel trains with plain data parallelism; ZeRO over the expert-data-parallel group
+// and the MoE layer under cp are refused, each naming the value and the fix.
+TEST(CheckDistRun, expert_parallel_trains_and_what_it_lacks_is_refused_with_a_reason) {
   auto s = tiny();
-  s.run.layout = Layout{.tp = 1, .cp = 2, .dp = 2, .pp = 1, .order = "tp-cp-ep-dp-pp", .ep = 2};
+  s.run.layout = Layout{.tp = 1, .cp = 1, .dp = 4, .pp = 1, .order = "tp-cp-ep-dp-pp", .ep = 2};
   s.run.model.experts = 4;
   s.run.model.experts_per_token = 2;
   s.run.model.expert_ffn_hidden = 64;
-  const std::string text = all_problems(s);
-  for (const char* code : {"[dist-ep]", "[train-moe]"})
-    EXPECT_NE(text.find(code), std::string::npos) << code << " missing in:\n" << text;
+  EXPECT_EQ(all_problems(s), "");
+  s.run.exec.zero = 1;
+  std::string text = all_problems(s);
+  EXPECT_NE(text.find("--zero 1 with expert parallel (ep 2)"), std::string::npos) << text;
+  EXPECT_NE(text.find("use --zero 0 with --ep 2"), std::string::npos) << text;
+  EXPECT_NE(text.find("[dist-ep]"), std::string::npos) << text;
+  s.run.exec.zero = 0;
+  s.run.layout = Layout{.tp = 1, .cp = 2, .dp = 2, .pp = 1, .order = "tp-cp-ep-dp-pp", .ep = 2};
+  text = all_problems(s);
+  EXPECT_NE(text.find("[train-moe]"), std::string::npos) << text;
+  EXPECT_EQ(text.find("[dist-ep]"), std::string::npos) << text;
   EXPECT_EQ(text.find("[cp-"), std::string::npos) << text;
 }
 

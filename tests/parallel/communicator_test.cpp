@@ -161,6 +161,35 @@ TEST(ProcessGroups, groups_are_the_mesh_groups_for_every_order) {
   }
 }
 
+// The EP and EDP communicators hold the ranks Megatron-Core's expert rank generator gives for
+// tp-cp-ep-dp-pp (written out here, not taken from the Mesh): the data ranks j of one (tp, pp)
+// pair sit at t + tp j (cp fastest); EP takes ep consecutive j, EDP every ep-th.
+TEST(ProcessGroups, expert_groups_are_megatrons_expert_rank_generator) {
+  int world_size = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  ASSERT_EQ(world_size, 4) << "this test is written for mpirun -np 4";
+  struct Sizes { int64_t tp, cp, dp, pp, ep; };
+  for (Sizes z : {Sizes{1, 1, 4, 1, 2}, {1, 1, 4, 1, 4}, {2, 1, 2, 1, 2}, {1, 1, 2, 2, 2}, {1, 2, 2, 1, 2},
+                  {1, 2, 2, 1, 4}, {1, 2, 1, 2, 2}}) {
+    Layout layout{.tp = z.tp, .cp = z.cp, .dp = z.dp, .pp = z.pp, .order = "tp-cp-ep-dp-pp", .ep = z.ep};
+    auto g = parallel::make_process_groups(Mesh(layout, 8), context());
+    const int64_t r = g.world_rank, data = z.cp * z.dp, t = r % z.tp, j = (r / z.tp) % data, s = r / (z.tp * data);
+    std::vector<int64_t> ep_ranks, edp_ranks;
+    for (int64_t i = 0; i < z.ep; ++i) ep_ranks.push_back(t + z.tp * (j / z.ep * z.ep + i) + z.tp * data * s);
+    for (int64_t i = 0; i < data / z.ep; ++i) edp_ranks.push_back(t + z.tp * (j % z.ep + z.ep * i) + z.tp * data * s);
+    for (auto [comm, expect] : {std::pair{g.ep.get(), ep_ranks}, {g.edp.get(), edp_ranks}}) {
+      ASSERT_NE(comm, nullptr) << layout.describe();
+      ASSERT_EQ(comm->size(), int(expect.size())) << layout.describe();
+      std::vector<int64_t> got(expect.size());
+      comm->all_gather(&r, got.data(), 1, DType::I64);
+      EXPECT_EQ(got, expect) << layout.describe() << " rank " << r;
+    }
+  }
+  auto dense = parallel::make_process_groups(Mesh(Layout{.dp = 4}, 8), context());
+  EXPECT_EQ(dense.ep, nullptr);
+  EXPECT_EQ(&dense.expert_grads(), &dense.dense_grads());
+}
+
 TEST(ProcessGroups, a_world_size_that_does_not_match_the_layout_is_an_error_before_any_work) {
   Mesh mesh(Layout{.tp = 2, .dp = 2, .pp = 2}, 8);
   try {

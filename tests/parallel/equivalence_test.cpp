@@ -8,178 +8,23 @@
 
 #include <cmath>
 #include <cstdio>
-#include <map>
 
+#include "equivalence_harness.h"
 #include "runtime/parallel/batch_source.h"
-#include "runtime/parallel/dist_trainer.h"
 #include "runtime/data/sampler.h"
 #include "runtime/data/token_file.h"
 
 using namespace trident;
 using namespace trident::parallel;
+using namespace trident::parallel::testing;
 
 namespace {
 
-constexpr int64_t kSteps = 20;
-
-ModelSpec tiny_model(bool llama = false) {
-  ModelSpec m;
-  m.family = ModelFamily::GPT;
-  m.layers = 4;
-  m.hidden = 32;
-  m.heads = 4;
-  m.kv_heads = 4;
-  m.ffn_hidden = 128;
-  m.seq_len = 16;
-  m.vocab = 64;
-  if (llama) {
-    // Grouped-query attention: 4 query heads share 2 kv heads (split over tp 2, replicated
-    // over tp 4); a SwiGLU width that is not a multiple of the hidden size.
-    m.family = ModelFamily::Llama;
-    m.kv_heads = 2;
-    m.ffn_hidden = 96;
-  }
-  return m;
-}
-
-TrainerOptions options() {
-  TrainerOptions o;
-  o.adamw.lr = 3e-3;
-  o.adamw.min_lr = 3e-4;
-  o.adamw.warmup_steps = 2;
-  o.adamw.decay_steps = kSteps;
-  o.adamw.grad_clip = 1.0;
-  o.seed = 42;
-  o.bucket_floats = 4096;  // several buckets per stage, so overlap and ordering are exercised
-  return o;
-}
-
-struct Case {
-  std::string name;
-  Layout layout;
-  ScheduleKind schedule = ScheduleKind::OneFOneB;
-  int zero = 0;
-  int64_t virtual_stages = 1;
-  std::vector<int64_t> stage_layers = {};
-  bool sequence_parallel = false;
-  int64_t micro_batch = 2;
-  bool llama = false;
-  Recompute recompute = Recompute::None;
-  int64_t vocab = 64;  // an odd one is padded (128 x tp) unevenly across the TP ranks
-  // Largest final-parameter difference allowed. A vocabulary split over both TP ranks sums the
-  // softmax in another order than one process; AdamW carries that rounding (each step moves a
-  // weight by at most lr = 3e-3) into the weights with tiny gradients: ~3e-5 after 20 steps.
-  double param_tol = 2e-5;
-};
-
-RunSpec run_for(const Case& c) {
-  RunSpec run;
-  run.model = tiny_model(c.llama);
-  run.model.vocab = c.vocab;
-  run.layout = c.layout;
-  run.exec.global_batch_size = 8;
-  run.exec.micro_batch_size = c.micro_batch;
-  run.exec.sequence_parallel = c.sequence_parallel;
-  run.exec.schedule = c.schedule;
-  run.exec.virtual_stages = c.virtual_stages;
-  run.exec.zero = c.zero;
-  run.exec.recompute = c.recompute;
-  run.exec.precision = Precision::FP32;
-  return run;
-}
-
-struct Result {
-  std::vector<double> losses;
-  std::unique_ptr<DistTrainer> trainer;
-  ProcessGroups groups;
-};
-
-// Trains `c` on the ranks of `base` (MPI_COMM_NULL: one process, a world of one without MPI).
-Result train(const Case& c, MPI_Comm base) {
-  Result r;
-  RunSpec run = run_for(c);
-  Mesh mesh(run.layout, 8);
-  auto ctx = std::make_shared<comm::CommContext>();
-  ctx->timeout_s = 120;
-  r.groups = base == MPI_COMM_NULL ? make_single_process_groups(ctx) : make_process_groups(mesh, ctx, base);
-  auto data = synthetic_source(run.model.vocab, run.model.seq_len, 7);
-  TrainerOptions o = options();
-  o.stage_layers = c.stage_layers;
-  r.trainer = std::make_unique<DistTrainer>(run, r.groups, *data, o);
-  for (int64_t s = 0; s < kSteps; ++s) r.losses.push_back(r.trainer->step(s));
-  return r;
-}
-
-// The single-process reference of each family and vocabulary, computed once per rank as
-// `trident train` runs one process: the same trainer on a world of one, no MPI.
-const Result& reference(bool llama = false, int64_t vocab = 64) {
-  static std::map<std::pair<bool, int64_t>, Result> refs;
-  auto it = refs.find({llama, vocab});
-  if (it == refs.end()) {
-    Case c{llama ? "single llama" : "single", Layout{}};
-    c.llama = llama, c.vocab = vocab;
-    it = refs.emplace(std::make_pair(llama, vocab), train(c, MPI_COMM_NULL)).first;
-  }
-  return it->second;
-}
-
-// Element (r, c) of a shard tensor in the whole model's tensor of the same logical name (the
-// layout's own mapping, which checkpoints use too); 0 for a row of vocabulary padding.
-float whole_value(const nn::ParamLayout& whole, const float* wp, const nn::ParamLayout& shard,
-                  const nn::TensorView& view, int64_t r, int64_t c) {
-  const nn::ParamLayout::Global g = shard.global(view, r, c);
-  const bool vocab_rows = g.name == "wte" || g.name == "head_w";
-  if (vocab_rows && g.row >= shard.shard().model.vocab) return 0.0f;  // padding stays zero
-  const nn::TensorView* w = whole.find(g.name);
-  return wp[w->offset + g.row * w->cols + g.col];
-}
-
-void expect_same_as_single_process(const Case& c) {
-  int world_rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
-  const Result& ref = reference(c.llama, c.vocab);
-  const int w = int(c.layout.world_size());
-  MPI_Comm base;
-  MPI_Comm_split(MPI_COMM_WORLD, world_rank < w ? 0 : MPI_UNDEFINED, world_rank, &base);
-  if (world_rank < w) {
-    Result got = train(c, base);
-    ASSERT_EQ(got.losses.size(), ref.losses.size());
-    double worst_rel = 0;
-    for (size_t s = 0; s < got.losses.size(); ++s) {
-      EXPECT_NEAR(got.losses[s], ref.losses[s], 1e-5 * std::abs(ref.losses[s]))
-          << c.name << " step " << s << " rank " << world_rank;
-      worst_rel = std::max(worst_rel, std::abs(got.losses[s] - ref.losses[s]) / std::abs(ref.losses[s]));
-    }
-    if (world_rank == 0) std::printf("[ layout  ] %-36s max relative loss error over %lld steps: %.2e\n", c.name.c_str(),
-                                     (long long)kSteps, worst_rel);
-    EXPECT_LT(got.losses.back(), got.losses.front() - 0.1) << c.name << ": training did not lower the loss";
-    // Final parameters: every element this rank holds equals the whole model's.
-    const nn::ParamLayout& whole = ref.trainer->chunk_layout(0);
-    const float* wp = ref.trainer->chunk_params(0);
-    double worst = 0;
-    std::string worst_name;
-    for (int64_t ch = 0; ch < got.trainer->chunks(); ++ch) {
-      const nn::ParamLayout& L = got.trainer->chunk_layout(ch);
-      const std::vector<float> held = got.trainer->whole_params(ch);  // gathered under ZeRO-3
-      const float* p = held.data();
-      for (const auto& view : L.tensors())
-        for (int64_t r = 0; r < view.rows; ++r)
-          for (int64_t col = 0; col < view.cols; ++col) {
-            const double d = std::abs(double(p[view.offset + r * view.cols + col]) -
-                                      whole_value(whole, wp, L, view, r, col));
-            if (d > worst) worst = d, worst_name = view.name;
-          }
-    }
-    EXPECT_LT(worst, c.param_tol) << c.name << " rank " << world_rank << ": largest parameter difference in " << worst_name;
-    MPI_Comm_free(&base);
-  }
-  MPI_Barrier(MPI_COMM_WORLD);
-}
-
 // One process without MPI and one MPI rank are the same run, bit for bit.
 TEST(Equivalence, one_mpi_rank_matches_the_world_of_one_bit_for_bit) {
-  const Result got = train(Case{"single on MPI_COMM_SELF", Layout{}}, MPI_COMM_SELF);
-  const Result& ref = reference();
+  const Case c{"single on MPI_COMM_SELF", Layout{}};
+  const Result got = train(c, MPI_COMM_SELF);
+  const Result& ref = reference(c);
   for (int64_t s = 0; s < kSteps; ++s) EXPECT_EQ(got.losses[s], ref.losses[s]) << "step " << s;
 }
 
@@ -208,7 +53,7 @@ TEST(Equivalence, token_file_3d_run_matches_one_process_on_the_same_file) {
     one.layout = Layout{};
     ProcessGroups groups = make_single_process_groups(std::make_shared<comm::CommContext>());
     auto data = token_file_source(path, run.model.seq_len, seed);
-    DistTrainer trainer(one, groups, *data, options());
+    DistTrainer trainer(one, groups, *data, options(c));
     for (int64_t s = 0; s < steps; ++s) expected.push_back(trainer.step(s));
   }
   MPI_Comm base;
@@ -218,7 +63,7 @@ TEST(Equivalence, token_file_3d_run_matches_one_process_on_the_same_file) {
     ctx->timeout_s = 120;
     ProcessGroups groups = make_process_groups(Mesh(run.layout, 8), ctx, base);
     auto data = token_file_source(path, run.model.seq_len, seed);
-    DistTrainer trainer(run, groups, *data, options());
+    DistTrainer trainer(run, groups, *data, options(c));
     for (int64_t s = 0; s < steps; ++s) {
       const double loss = trainer.step(s);
       EXPECT_NEAR(loss, expected[s], 1e-5 * std::abs(expected[s])) << "step " << s << " rank " << rank;

@@ -129,8 +129,9 @@ rows = [
     ("--grad-bits", "16", "capability", r"--grad-bits 16: the runtime keeps fp32 gradients"),
     ("--schedule", "zb-h1", "Z", r"schedule zb-h1,(.|\n)*of which W passes +[0-9.]+%"),
     ("--recompute", "full", "zb-full", r"zb-h1 postpones each weight-gradient pass"),
-    ("--cp", "2", "capability", r"!context parallel"),  # accepted (2 data ranks for ep 2): no cp refusal
-    ("--ep", "2", "capability", r"expert parallel \(ep 2\)"),
+    ("--cp", "2", "capability", r"!context parallel"),  # accepted on the CPU: no cp refusal
+    # EP: expert parallel on 2 ranks (dp 2, 4 experts split 2 and 2): the all-to-alls are their own row.
+    ("--ep", "2", "EP", r"tp 1 x pp 1 x dp 2(.|\n)*EP all-to-all +[0-9.]+%"),
     # CP: context parallel on 2 ranks (each sequence in 4 chunks, ring attention).
     ("--cp", "2", "CP", r"tp 1 x pp 1 x dp 1 x cp 2(.|\n)*CP ring exchange"),
     # L: a Llama preset shrunk by flags (grouped-query attention, kv heads split over tp 2).
@@ -168,9 +169,10 @@ extra = {
     "CP": small[:-2] + ["--eval-batches", "1"],
     "Z3": small[:-2] + ["--dp", "2", "--eval-batches", "1"],
     "M": small + ["--eval-batches", "1"],
+    "EP": small[:-2] + ["--dp", "2", "--experts", "4", "--eval-batches", "1"],
 }
-must_succeed = {"help", "A", "B", "C", "L", "P", "Z", "CP", "Z3", "M"}
-order = ["help", "A", "B", "C", "L", "P", "Z", "CP", "Z3", "M", "cost-missing", "moe-knobs", "capability", "llama-tied", "zb-full",
+must_succeed = {"help", "A", "B", "C", "L", "P", "Z", "CP", "Z3", "M", "EP"}
+order = ["help", "A", "B", "C", "L", "P", "Z", "CP", "Z3", "M", "EP", "cost-missing", "moe-knobs", "capability", "llama-tied", "zb-full",
          "device", "gpu-comm", "parse", "sp", "stack"]
 
 # Every option of `trident train --help` has a row.

@@ -30,6 +30,7 @@ void ParamLayout::add_experts(LayerParams& lp, const std::string& p) {
   }
   lp.fc_proj_w = add(p + "experts.fc_proj_w", E * C, F, ParamKind::Matrix, false);
   if (!s.llama()) lp.fc_proj_b = add(p + "experts.fc_proj_b", E * C, 1, ParamKind::Bias, false);
+  for (auto it = tensors_.rbegin(); it != tensors_.rend() && it->offset >= lp.fc_w; ++it) it->expert = true;
 }
 
 ParamLayout::ParamLayout(const Shard& shard) : shard_(shard) {
@@ -102,6 +103,8 @@ ParamLayout::ParamLayout(const Shard& shard) : shard_(shard) {
 }
 
 void ParamLayout::make_units() {
+  for (const LayerParams& l : layers_)
+    if (l.moe) expert_ranges_.push_back({l.fc_w, l.end});
   std::vector<int64_t> cuts{0};
   for (const LayerParams& l : layers_) cuts.push_back(l.begin);
   if (!layers_.empty()) cuts.push_back((layers_.back().end + kAlign - 1) / kAlign * kAlign);

@@ -104,6 +104,7 @@ struct TensorView {
                             // tp/kv_heads for Llama's kv_w when tp exceeds the kv heads
   // Whether tp rank r holds the copy that counts (once per logical value: norms, checkpoints).
   bool tp_primary(int64_t tp_rank) const { return tp_rank % tp_copies == 0; }
+  bool expert = false;      // one of the experts' stacked tensors: split over ep, reduced over EDP
   int64_t size() const { return rows * cols; }
   bool decays() const { return kind == ParamKind::Embedding || kind == ParamKind::Matrix; }
 };
@@ -155,6 +156,9 @@ class ParamLayout {
   };
   const std::vector<Unit>& units() const { return units_; }
   int64_t unit_of(int64_t offset) const;  // the unit holding flat element `offset`
+  // The experts' part of each MoE layer, ascending: [its first expert tensor, the layer's end)
+  // (the experts' tensors close a MoE layer, see above). Empty for a dense model.
+  const std::vector<Unit>& expert_ranges() const { return expert_ranges_; }
 
  private:
   int64_t add(const std::string& name, int64_t rows, int64_t cols, ParamKind kind, bool tp_sharded);
@@ -164,6 +168,7 @@ class ParamLayout {
   std::vector<TensorView> tensors_;
   std::vector<LayerParams> layers_;
   std::vector<Unit> units_;
+  std::vector<Unit> expert_ranges_;
   void make_units();
 };
 

@@ -74,16 +74,18 @@ void save_checkpoint(DistTrainer& t, ProcessGroups& g, const std::string& dir, c
   phase(rank0, [&] { checkpoint::begin_save(dir); });
 
   // Moments are gathered over DP by every rank (a collective); replica 0 writes (its cp rank 0:
-  // cp ranks hold the same weights).
+  // cp ranks hold the same weights), the experts' tensors the first rank of each EDP group (each
+  // EP rank of replica 0 its own experts).
   for (int which = 0; which < 2; ++which)
     for (int64_t c = 0; c < t.chunks(); ++c) moments[which].push_back(t.whole_moment(c, which));
-  phase(g.coords.dp() == 0 && g.coords[Dim::CP] == 0, [&] {
+  const bool dense_writer = g.dense_grads().rank() == 0;
+  phase(g.expert_grads().rank() == 0, [&] {
     checkpoint::ShardWriter w(dir, g.world->rank());
     for (int64_t c = 0; c < t.chunks(); ++c) {
       const nn::ParamLayout& L = t.chunk_layout(c);
       for (const auto& view : L.tensors()) {
         const checkpoint::LogicalSlice s = checkpoint::logical_slice(L.shard(), view);
-        if (!s.primary) continue;
+        if (!s.primary || !(view.expert || dense_writer)) continue;
         for (const auto& b : s.blocks) {
           std::vector<float> block(size_t(b.rows * b.cols));
           for (int which = -1; which < 2; ++which) {

@@ -71,6 +71,7 @@ struct DistTrainer::Impl {
   std::unique_ptr<kernels::Kernels> own_k;  // the CPU kernels when the caller hands none
   kernels::Kernels* k = nullptr;
   std::unique_ptr<TimedCommunicator> tp;
+  std::unique_ptr<TimedCommunicator> ep;  // expert parallel: the token dispatch's all-to-alls (null at ep 1)
   StageSplit split;
   PipelineSchedule schedule;
   int64_t stage = 0, pp = 1, v = 1, m = 1, b = 1, T = 1, B = 1, dp = 1, dp_rank = 0;
@@ -79,6 +80,7 @@ struct DistTrainer::Impl {
   std::vector<std::vector<int32_t>> tokens, targets;  // per micro-batch, b x T / cp
   std::vector<int32_t> whole_tokens, whole_targets;   // context parallel: b whole sequences
   std::vector<comm::RequestPtr> pending_sends;
+  RoutingStats* routing = nullptr;  // the step's (DistTrainer::routing_)
 
   int64_t N() const { return b * context.local(); }  // tokens of a micro-batch on this rank
   int64_t C() const { return run.model.hidden; }
@@ -90,6 +92,10 @@ struct DistTrainer::Impl {
     context_share(context, b, whole_targets.data(), tgt);
   }
   double run_program(PhaseTimes& t, double pp_message_s);
+  // Routing statistics: zeroed for the step, added after each forward, summed over the world.
+  void start_routing(RoutingStats& r) const;
+  void count_routing(RoutingStats& r, const Chunk& ch, nn::Activations& acts, int64_t mb) const;
+  void sum_routing(RoutingStats& r) const;
   void sum_tied_embedding();
   double clip_and_update(int64_t step, bool sharded);
   // Seconds of the step so far waiting on the ring attention's exchange (all chunks).
@@ -134,6 +140,7 @@ DistTrainer::DistTrainer(const RunSpec& run, ProcessGroups& groups, const BatchS
   }
   I.tp = std::make_unique<TimedCommunicator>(*groups.tp);
   comm::Communicator* tp_comm = run.layout.tp > 1 ? I.tp.get() : nullptr;
+  if (groups.ep) I.ep = std::make_unique<TimedCommunicator>(*groups.ep);
 
   I.tokens.assign(I.m, std::vector<int32_t>(I.N()));
   I.targets.assign(I.m, std::vector<int32_t>(I.N()));
@@ -143,17 +150,22 @@ DistTrainer::DistTrainer(const RunSpec& run, ProcessGroups& groups, const BatchS
     nn::Shard shard = shard_for(run.model, I.split, I.stage, c, run.layout.tp, groups.coords.tp());
     shard.moe = options.moe;
     shard.moe.capacity_factor = run.model.capacity_factor;
+    // Expert parallel: this rank holds its EP group position's experts (ParamLayout's stacking).
+    if (groups.ep) shard.ep_size = groups.ep->size(), shard.ep_rank = groups.ep->rank();
     // ZB-H1 runs the backward in its two halves, as the schedule lists them.
     const bool split = run.exec.schedule == ScheduleKind::ZeroBubbleH1;
     // The DP sync first: under ZeRO-2/3 it holds the stage's gradients (and weights) by unit.
     const nn::ParamLayout layout(shard);
     // Dense gradients reduce (and ZeRO shards) over dp x cp: each cp rank's are its tokens' share.
-    ch.sync = std::make_unique<GradSync>(groups.dense_grads(), layout, run.exec.zero, options.bucket_floats, *I.k);
+    // The experts' gradients reduce over EDP (the ranks holding the same experts) instead.
+    ch.sync = std::make_unique<GradSync>(groups.dense_grads(), layout, run.exec.zero, options.bucket_floats, *I.k,
+                                         groups.ep ? groups.edp.get() : nullptr);
     ch.stage = std::make_unique<nn::GptStage>(
         *I.k, shard,
         nn::StageConfig{.B = I.b, .T = I.T, .tp = tp_comm, .sequence_parallel = run.exec.sequence_parallel,
                         .compute = options.compute, .recompute = run.exec.recompute, .split_backward = split,
                         .cp = I.context.active() ? groups.cp.get() : nullptr, .storage = ch.sync->units()});
+    if (I.ep) ch.stage->set_expert_group(I.ep.get());
     if (ch.stage->params()) {
       ch.stage->init_params(options.seed);
     } else {  // ZeRO-3: the same initial values, this rank's pieces only
@@ -279,8 +291,9 @@ double DistTrainer::evaluate(const BatchSource& data, int64_t batches) {
   // rank acting on the ones it holds, so every receive has its send already on its way.
   // ZeRO-3's forward gathers weights over the DP group, so every replica runs as many forwards:
   // a replica without a micro-batch left runs one more on micro-batch 0 and does not count it.
+  // Expert parallel likewise: each forward's all-to-alls need every rank of the EP group.
   const bool gathers = I.chunks.front().sync->units() && I.chunks.front().sync->stage() >= 3;
-  const int64_t rounds = gathers ? (batches + I.dp - 1) / I.dp * I.dp : batches;
+  const int64_t rounds = gathers || I.ep ? (batches + I.dp - 1) / I.dp * I.dp : batches;
   for (int64_t j = I.dp_rank; j < rounds; j += I.dp) {
     const bool counted = j < batches;
     I.fetch(data, 0, (counted ? j : 0) * I.b, tokens.data(), targets.data());
@@ -358,14 +371,16 @@ double DistTrainer::Impl::run_program(PhaseTimes& t, double pp_message_s) {
   };
   for (auto& ch : I.chunks)
     if (nn::RingAttention* r = ch.stage->ring()) r->reset_times();
+  auto ep_seconds = [&] { return I.ep ? I.ep->seconds() : 0.0; };
   auto timed_compute = [&](auto&& f) {
-    const double tp0 = I.tp->seconds(), cp0 = I.ring_seconds();
+    const double tp0 = I.tp->seconds(), cp0 = I.ring_seconds(), ep0 = ep_seconds();
     auto t0 = clock_type::now();
     f();
-    const double dt = since(t0), dtp = I.tp->seconds() - tp0, dcp = I.ring_seconds() - cp0;
-    t.compute += dt - dtp - dcp;
+    const double dt = since(t0), dtp = I.tp->seconds() - tp0, dcp = I.ring_seconds() - cp0, dep = ep_seconds() - ep0;
+    t.compute += dt - dtp - dcp - dep;
     t.tp += dtp;
     t.cp += dcp;
+    t.ep += dep;
   };
 
   double loss_sum = 0;
@@ -388,6 +403,7 @@ double DistTrainer::Impl::run_program(PhaseTimes& t, double pp_message_s) {
           if (units) units->end_pass();
           if (st.shard().has_output) loss_sum += st.loss_sum(acts);
         });
+        I.count_routing(*I.routing, ch, acts, mb);
         break;
       }
       case ActionKind::SendActivation: {
@@ -449,6 +465,48 @@ double DistTrainer::Impl::run_program(PhaseTimes& t, double pp_message_s) {
   return loss_sum;
 }
 
+void DistTrainer::Impl::start_routing(RoutingStats& r) const {
+  r = RoutingStats{};
+  const nn::Shard whole = nn::Shard::whole(run.model);
+  if (!run.model.is_moe() || run.exec.recompute == Recompute::Full) return;
+  for (int64_t l = 0; l < run.model.layers; ++l)
+    if (whole.moe_layer(l)) r.layers.push_back(l);
+  r.tokens_per_expert.assign(r.layers.size(), std::vector<int64_t>(size_t(run.model.experts), 0));
+  r.dropped.assign(r.layers.size(), 0);
+  r.dropped_ids.assign(r.layers.size(), 0);
+}
+
+// Micro-batch mb of this replica holds sequences dp_rank B/dp + mb b onward (cp 1: whole ones),
+// so its token t is token (first sequence) T + t of the global batch.
+void DistTrainer::Impl::count_routing(RoutingStats& r, const Chunk& ch, nn::Activations& acts, int64_t mb) const {
+  if (r.empty() || groups.coords.tp() != 0) return;  // tp ranks route the same tokens
+  const nn::Shard& s = ch.stage->shard();
+  const int64_t first_token = (dp_rank * (B / dp) + mb * b) * T;
+  for (int64_t i = 0; i < s.num_layers(); ++i) {
+    const nn::MoeRouting* route = acts.routing(i);
+    if (!route) continue;
+    const size_t at = size_t(std::find(r.layers.begin(), r.layers.end(), s.first_layer + i) - r.layers.begin());
+    for (int64_t e = 0; e < route->E; ++e) r.tokens_per_expert[at][size_t(e)] += route->routed[size_t(e)];
+    r.dropped[at] += route->dropped;
+    for (size_t a = 0; a < route->pos.size(); ++a)
+      if (route->pos[a] < 0) r.dropped_ids[at] += int64_t(nn::mix64(uint64_t(first_token * route->k) + a) >> 32);
+  }
+}
+
+void DistTrainer::Impl::sum_routing(RoutingStats& r) const {
+  if (r.empty()) return;
+  std::vector<int64_t> all;
+  for (const auto& row : r.tokens_per_expert) all.insert(all.end(), row.begin(), row.end());
+  all.insert(all.end(), r.dropped.begin(), r.dropped.end());
+  all.insert(all.end(), r.dropped_ids.begin(), r.dropped_ids.end());
+  groups.world->all_reduce(all.data(), all.size(), comm::DType::I64, comm::ReduceOp::Sum);
+  size_t at = 0;
+  for (auto& row : r.tokens_per_expert)
+    for (auto& x : row) x = all[at++];
+  for (auto& x : r.dropped) x = all[at++];
+  for (auto& x : r.dropped_ids) x = all[at++];
+}
+
 // The tied embedding's gradient summed between the first and the last stage.
 void DistTrainer::Impl::sum_tied_embedding() {
   Impl& I = *this;
@@ -476,7 +534,8 @@ void DistTrainer::Impl::sum_tied_embedding() {
 
 // Global gradient norm: every logical parameter counted once — tensors TP replicates on
 // their primary tp rank only (rank 0 for norms; the first of each kv-head group for Llama's
-// replicated kv_w), DP and CP replicas once (rank 0 of dp x cp, or each ZeRO-1 owner its slice), and the
+// replicated kv_w), DP and CP replicas once (rank 0 of dp x cp, or each ZeRO-1 owner its slice;
+// experts rank 0 of EDP), and the
 // last stage's copy of the tied embedding not at all. Then AdamW on the pieces this rank owns,
 // with the norm's clipping; returns the norm.
 double DistTrainer::Impl::clip_and_update(int64_t step, bool sharded) {
@@ -485,11 +544,14 @@ double DistTrainer::Impl::clip_and_update(int64_t step, bool sharded) {
   double sq = 0;
   for (auto& ch : I.chunks) {
     const auto& L = ch.stage->layout();
-    if (!sharded && g.dense_grads().rank() != 0) continue;
+    // Unsharded, the first rank of each replica group counts: of dp x cp for dense tensors, of
+    // EDP for the experts' (each EP rank's experts once).
+    const bool dense_counts = sharded || g.dense_grads().rank() == 0, experts_count = sharded || g.expert_grads().rank() == 0;
+    if (!dense_counts && !experts_count) continue;
     for (const ShardPiece& p : ch.sync->pieces()) {
       const float* grads = ch.sync->piece_grads(ch.stage->grads(), p);  // the piece's first element
       for (const auto& view : L.tensors()) {
-        if (!view.tp_primary(g.coords.tp())) continue;
+        if (!view.tp_primary(g.coords.tp()) || !(view.expert ? experts_count : dense_counts)) continue;
         if (view.offset == L.head_wte && L.head_wte != L.wte) continue;
         const int64_t lo = std::max(view.offset, p.begin), hi = std::min(view.offset + view.size(), p.end);
         if (hi > lo) sq += I.k->sum_squares(grads + (lo - p.begin), size_t(hi - lo));
@@ -519,6 +581,7 @@ double DistTrainer::step(int64_t step) {
   const auto t_step = clock_type::now();
   g.context->step = step;
   I.tp->reset();
+  if (I.ep) I.ep->reset();
 
   double gather_wait0 = 0;  // ZeRO-3: seconds blocked on unit gathers before this step
   for (auto& ch : I.chunks) {
@@ -530,7 +593,10 @@ double DistTrainer::step(int64_t step) {
   for (int64_t j = 0; j < I.m; ++j)
     I.fetch(I.data, step, I.dp_rank * (I.B / I.dp) + j * I.b, I.tokens[j].data(), I.targets[j].data());
 
+  I.routing = &routing_;
+  I.start_routing(routing_);
   const double loss_sum = I.run_program(t, pp_message_s_);
+  I.sum_routing(routing_);
 
   cp_blocks_ = 0;
   for (auto& ch : I.chunks)

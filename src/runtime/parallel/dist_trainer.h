@@ -51,7 +51,8 @@ struct PhaseTimes {
   double cp = 0;           // waiting on the context-parallel ring's KV exchange (what attention did not hide)
   double cp_attention = 0; // ring attention's block compute (part of compute, listed apart)
   double zero_gather = 0;  // waits on ZeRO weight all-gathers (part of dp_exposed, listed apart)
-  double other() const { return total - compute - tp - cp - pp - bubble - dp_exposed; }
+  double ep = 0;           // inside the expert-parallel all-to-alls (token dispatch and combine)
+  double other() const { return total - compute - tp - cp - ep - pp - bubble - dp_exposed; }
 };
 
 // Activation memory of this rank: the micro-batch slots its schedule keeps in flight (each one
@@ -61,6 +62,19 @@ struct ActivationMemory {
   double slot_bytes = 0;       // all slots together
   double scratch_bytes = 0;  // all chunks' layer scratch (GptStage::layer_scratch_bytes)
   double total() const { return slot_bytes + scratch_bytes; }
+};
+
+// Routing of the mixture-of-experts layers over one step's global batch, the same on every rank
+// (each token counted on the rank that routed it, summed over the world). Empty for a dense model
+// and under full recomputation (its forward keeps one layer's routing only).
+struct RoutingStats {
+  std::vector<int64_t> layers;                           // the model's MoE layers (global index)
+  std::vector<std::vector<int64_t>> tokens_per_expert;   // [layer][expert] assignments routed, before dropping
+  std::vector<int64_t> dropped;                          // [layer] assignments dropped at the capacity
+  // [layer] the dropped assignments' identity: the sum of a 32-bit hash of each one's place in
+  // the global batch (sequence, position, choice), so two runs that drop other assignments differ.
+  std::vector<int64_t> dropped_ids;
+  bool empty() const { return layers.empty(); }
 };
 
 class DistTrainer {
@@ -74,6 +88,8 @@ class DistTrainer {
   // same value on every rank. Micro-batches are spread over the DP replicas.
   double evaluate(const BatchSource& data, int64_t batches);
   const PhaseTimes& last_times() const { return times_; }
+  // The last step's routing (a collective was run inside step(); this only reads its result).
+  const RoutingStats& routing_stats() const { return routing_; }
   double last_grad_norm() const { return grad_norm_; }
 
   // Bytes this rank allocated for parameters, gradients, optimizer state, activations and buffers.
@@ -115,6 +131,7 @@ class DistTrainer {
   struct Impl;
   std::unique_ptr<Impl> impl_;
   PhaseTimes times_;
+  RoutingStats routing_;
   double grad_norm_ = 0;
   double pp_message_s_ = 0;
   double cp_block_s_ = 0;

@@ -1,12 +1,16 @@
 #include "runtime/parallel/grad_sync.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 namespace trident::parallel {
 
 GradSync::GradSync(comm::Communicator& dp, const nn::ParamLayout& layout, int zero, int64_t bucket_floats,
-                   kernels::Kernels& k)
-    : dp_(dp), k_(k), zero_(zero), total_(layout.total()), ready_from_(layout.total()) {
+                   kernels::Kernels& k, comm::Communicator* experts)
+    : dp_(dp), experts_(experts), k_(k), zero_(zero), total_(layout.total()), ready_from_(layout.total()) {
+  if (experts_) expert_ranges_ = layout.expert_ranges();
+  if (experts_ && sharded() && !expert_ranges_.empty())
+    throw std::invalid_argument("GradSync: ZeRO over the expert-data-parallel group is not implemented");
   // Cut points: layer boundaries, plus the start and end of the buffer. Walk from the end and
   // close a bucket as soon as it holds bucket_floats.
   std::vector<int64_t> cuts{0, total_};
@@ -19,7 +23,7 @@ GradSync::GradSync(comm::Communicator& dp, const nn::ParamLayout& layout, int ze
   int64_t end = total_;
   for (int64_t i = int64_t(cuts.size()) - 2; i >= 0; --i) {
     if (end - cuts[i] >= bucket_floats || i == 0) {
-      if (end > cuts[i]) buckets_.push_back({cuts[i], end, nullptr, false});
+      if (end > cuts[i]) buckets_.push_back({cuts[i], end, {}, false});
       end = cuts[i];
     }
   }
@@ -74,7 +78,7 @@ size_t GradSync::launched_buckets() const {
 }
 
 void GradSync::start_step() {
-  for (auto& b : buckets_) b.request.reset(), b.launched = false;
+  for (auto& b : buckets_) b.requests.clear(), b.launched = false;
   ready_from_ = total_;
   if (units_) units_->start_step();
 }
@@ -86,12 +90,30 @@ void GradSync::mark_ready(float* grads, int64_t begin, int64_t end) {
   for (auto it = buckets_.rbegin(); it != buckets_.rend(); ++it) {
     if (it->begin < ready_from_) break;
     if (it->launched) {
-      it->request->test();  // MPI progresses non-blocking collectives only inside MPI calls
+      for (auto& r : it->requests) r->test();  // MPI progresses non-blocking collectives only inside MPI calls
     } else {
-      it->request = dp_.all_reduce_async(grads + it->begin, it->end - it->begin, comm::DType::F32, comm::ReduceOp::Sum);
-      it->launched = true;
+      launch(*it, grads);
     }
   }
+}
+
+// A bucket's all-reduces: its dense parts over dp, its experts' parts over EDP (none when EDP is
+// one rank: each expert then lives on one rank of the pair).
+void GradSync::launch(Bucket& b, float* grads) {
+  auto reduce = [&](comm::Communicator& group, int64_t lo, int64_t hi) {
+    if (hi > lo && group.size() > 1)
+      b.requests.push_back(group.all_reduce_async(grads + lo, hi - lo, comm::DType::F32, comm::ReduceOp::Sum));
+  };
+  int64_t at = b.begin;
+  for (const auto& e : expert_ranges_) {
+    const int64_t lo = std::max(e.begin, b.begin), hi = std::min(e.end, b.end);
+    if (hi <= lo) continue;
+    reduce(dp_, at, lo);
+    reduce(*experts_, lo, hi);
+    at = hi;
+  }
+  reduce(dp_, at, b.end);
+  b.launched = true;
 }
 
 void GradSync::finish(float* grads) {
@@ -104,7 +126,8 @@ void GradSync::finish(float* grads) {
     return;
   }
   mark_ready(grads, 0, total_);
-  for (auto& b : buckets_) b.request->wait();
+  for (auto& b : buckets_)
+    for (auto& r : b.requests) r->wait();
 }
 
 void GradSync::all_gather_params(float* params) {

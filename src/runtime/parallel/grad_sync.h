@@ -17,6 +17,10 @@
 // the stage's UnitStorage; GradSync forwards the hook, finish and gathers to it. Whatever the
 // stage, pieces() says which parts of the flat layout this rank updates and where their
 // moments sit (one piece [0, total) without sharding, the ZeRO-1 slice, or one piece per unit).
+//
+// Expert parallel: the experts' ranges (ParamLayout::expert_ranges) differ between the dp ranks
+// of an EP group, so a bucket's all-reduce skips them over dp and reduces them over the expert
+// group (EDP) instead. Plain DP only: ZeRO over EDP is not written yet (the run is refused).
 #pragma once
 
 #include <cstdint>
@@ -33,8 +37,9 @@ namespace trident::parallel {
 
 class GradSync {
  public:
+  // experts: the EDP group of an expert-parallel run (null without expert parallelism).
   GradSync(comm::Communicator& dp, const nn::ParamLayout& layout, int zero, int64_t bucket_floats,
-           kernels::Kernels& k);
+           kernels::Kernels& k, comm::Communicator* experts = nullptr);
 
   int64_t owned_begin() const { return owned_begin_; }  // ZeRO-1's slice (the whole buffer unsharded)
   int64_t owned_end() const { return owned_end_; }
@@ -75,10 +80,13 @@ class GradSync {
  private:
   struct Bucket {
     int64_t begin, end;
-    comm::RequestPtr request;
+    std::vector<comm::RequestPtr> requests;  // one per dense or expert part
     bool launched = false;
   };
+  void launch(Bucket& b, float* grads);
   comm::Communicator& dp_;
+  comm::Communicator* experts_ = nullptr;
+  std::vector<nn::ParamLayout::Unit> expert_ranges_;  // only with experts_
   kernels::Kernels& k_;
   int zero_;
   int64_t total_;

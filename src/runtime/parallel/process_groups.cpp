@@ -58,6 +58,10 @@ ProcessGroups make_process_groups(const Mesh& mesh, std::shared_ptr<comm::CommCo
   g.pp = adopt(split(base, mesh, Dim::PP, world_rank, context));
   g.cp = adopt(split(base, mesh, Dim::CP, world_rank, context));
   if (mesh.size(Dim::CP) > 1) g.dcp = adopt(split(base, mesh, Dim::DCP, world_rank, context));
+  if (mesh.size(Dim::EP) > 1) {
+    g.ep = adopt(split(base, mesh, Dim::EP, world_rank, context));
+    g.edp = adopt(split(base, mesh, Dim::EDP, world_rank, context));
+  }
 
   // Embedding group: the first and last stage of each pipeline. Every rank takes part in the
   // split (MPI requires it); middle stages pass MPI_UNDEFINED.

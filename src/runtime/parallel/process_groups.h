@@ -31,10 +31,18 @@ struct ProcessGroups {
   // First and last pipeline stage of the same (tp, dp) position, for the tied embedding's
   // gradient; null on middle stages and when pp == 1.
   std::unique_ptr<comm::Communicator> embedding;
+  // Expert parallel (ep > 1, else both null): the EP group dispatches tokens to the ranks of
+  // their experts (all-to-all); the EDP group (expert data parallel: the ranks holding the same
+  // experts) reduces the experts' gradients. Both carved from the dp x cp ranks as Megatron's
+  // expert rank generator does (Mesh::group_of(Dim::EP / Dim::EDP)).
+  std::unique_ptr<comm::Communicator> ep;
+  std::unique_ptr<comm::Communicator> edp;
 
   bool first_stage() const { return coords.pp() == 0; }
   bool last_stage() const { return pp && coords.pp() == pp->size() - 1; }
   comm::Communicator& dense_grads() const { return dcp ? *dcp : *dp; }
+  // The experts' gradients' group: EDP, or the dense one without expert parallelism.
+  comm::Communicator& expert_grads() const { return edp ? *edp : dense_grads(); }
 };
 
 // What a device's ranks talk through: each group's MPI communicator in, the group's
@@ -43,7 +51,7 @@ using GroupWrap = std::function<std::unique_ptr<comm::Communicator>(std::unique_
 
 // Collective over `base` (MPI_COMM_WORLD in a run; tests pass a sub-communicator). Throws
 // InputError (before any work) when base's size is not the layout's tp * cp * dp * pp, naming both
-// and the fix. Mesh ranks are base's ranks. wrap (when set) turns the tp, cp, dp, dp x cp, pp and embedding
+// and the fix. Mesh ranks are base's ranks. wrap (when set) turns the tp, cp, dp, dp x cp, pp, embedding, ep and edp
 // groups into the device's communicators; world stays MPI (host scalars).
 ProcessGroups make_process_groups(const Mesh& mesh, std::shared_ptr<comm::CommContext> context,
                                   MPI_Comm base = MPI_COMM_WORLD, const GroupWrap& wrap = {});

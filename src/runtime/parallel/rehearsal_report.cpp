@@ -16,7 +16,7 @@ namespace {
 
 struct Means {
   double total = 0, compute = 0, tp = 0, pp = 0, bubble = 0, dp = 0, optimizer = 0, weight = 0, other = 0;
-  double cp = 0, cp_attention = 0, gather = 0;
+  double cp = 0, cp_attention = 0, gather = 0, ep = 0;
 };
 
 Means rank_means(const RehearsalData& d, size_t rank) {
@@ -26,11 +26,11 @@ Means rank_means(const RehearsalData& d, size_t rank) {
     const PhaseTimes& t = d.times[s][rank];
     m.total += t.total, m.compute += t.compute, m.tp += t.tp, m.pp += t.pp, m.bubble += t.bubble;
     m.dp += t.dp_exposed, m.optimizer += t.optimizer, m.weight += t.weight, m.other += t.other();
-    m.cp += t.cp, m.cp_attention += t.cp_attention, m.gather += t.zero_gather;
+    m.cp += t.cp, m.cp_attention += t.cp_attention, m.gather += t.zero_gather, m.ep += t.ep;
   }
   if (n > 0)
     for (double* x : {&m.total, &m.compute, &m.tp, &m.pp, &m.bubble, &m.dp, &m.optimizer, &m.weight, &m.other, &m.cp,
-                      &m.cp_attention, &m.gather})
+                      &m.cp_attention, &m.gather, &m.ep})
       *x /= double(n);
   return m;
 }
@@ -41,11 +41,11 @@ Means overall(const RehearsalData& d) {
     Means m = rank_means(d, r);
     o.total += m.total, o.compute += m.compute, o.tp += m.tp, o.pp += m.pp, o.bubble += m.bubble;
     o.dp += m.dp, o.optimizer += m.optimizer, o.weight += m.weight, o.other += m.other;
-    o.cp += m.cp, o.cp_attention += m.cp_attention, o.gather += m.gather;
+    o.cp += m.cp, o.cp_attention += m.cp_attention, o.gather += m.gather, o.ep += m.ep;
   }
   const double n = double(std::max<size_t>(1, d.ranks.size()));
   for (double* x : {&o.total, &o.compute, &o.tp, &o.pp, &o.bubble, &o.dp, &o.optimizer, &o.weight, &o.other, &o.cp,
-                    &o.cp_attention, &o.gather})
+                    &o.cp_attention, &o.gather, &o.ep})
     *x /= n;
   return o;
 }
@@ -80,6 +80,7 @@ std::vector<ShareRow> share_rows(const RehearsalData& d, const Means& o) {
     rows.push_back({"weight_grad", "  of which W passes", o.weight, std::nullopt, "compute"});
   rows.push_back({"tp", "TP collectives", o.tp, pred(p.tp_s), ""});
   if (L.cp > 1) rows.push_back({"cp_exchange", "CP ring exchange", o.cp, pred(p.cp_s), ""});
+  if (L.ep > 1) rows.push_back({"ep_alltoall", "EP all-to-all", o.ep, pred(p.ep_s), ""});
   rows.push_back({"pp", "PP transfers", o.pp, pred(p.pp_s), ""});
   rows.push_back({"bubble", "bubble idle", o.bubble, pred(p.bubble_s), ""});
   rows.push_back({"dp_exposed", "DP exposed", o.dp, pred(p.dp_s), ""});
@@ -197,7 +198,8 @@ nlohmann::json rehearsal_json(const RehearsalData& d) {
       ranks.push_back({{"rank", r}, {"total_s", t.total}, {"compute_s", t.compute}, {"tp_s", t.tp},
                        {"pp_s", t.pp}, {"bubble_s", t.bubble}, {"dp_exposed_s", t.dp_exposed},
                        {"optimizer_s", t.optimizer}, {"weight_grad_s", t.weight}, {"other_s", t.other()},
-                       {"cp_exchange_s", t.cp}, {"cp_attention_s", t.cp_attention}, {"zero_gather_s", t.zero_gather}});
+                       {"cp_exchange_s", t.cp}, {"cp_attention_s", t.cp_attention}, {"zero_gather_s", t.zero_gather},
+                       {"ep_alltoall_s", t.ep}});
     }
     steps.push_back({{"step", s}, {"loss", d.losses.at(s)}, {"ranks", ranks}});
   }
@@ -239,11 +241,11 @@ nlohmann::json rehearsal_json(const RehearsalData& d) {
                       {"step_s", p.step_s}, {"peak_memory_bytes", p.peak_memory_bytes},
                       {"terms_s", {{"compute", p.compute_s}, {"optimizer", p.optimizer_s}, {"tp", p.tp_s},
                                    {"cp_exchange", p.cp_s}, {"pp", p.pp_s}, {"bubble", p.bubble_s},
-                                   {"dp_exposed", p.dp_s}, {"zero_gathers", p.zero_gather_s}}},
+                                   {"dp_exposed", p.dp_s}, {"zero_gathers", p.zero_gather_s}, {"ep_alltoall", p.ep_s}}},
                       {"shares", {{"compute", (p.compute_s + p.optimizer_s) / p.step_s}, {"tp", p.tp_s / p.step_s},
                                   {"pp", p.pp_s / p.step_s}, {"bubble", p.bubble_s / p.step_s},
                                   {"dp_exposed", p.dp_s / p.step_s}, {"cp_exchange", p.cp_s / p.step_s},
-                                  {"zero_gathers", p.zero_gather_s / p.step_s}}}};
+                                  {"zero_gathers", p.zero_gather_s / p.step_s}, {"ep_alltoall", p.ep_s / p.step_s}}}};
   } else {
     j["predicted"] = nullptr;
     j["prediction_missing"] = d.prediction_missing;
@@ -299,6 +301,7 @@ Prediction predict(const RunSpec& run, const std::string& cluster_toml, int64_t 
   p.bubble_s = e.time.bubble;
   p.dp_s = e.time.dp_comm;
   p.cp_s = e.time.cp_comm;
+  p.ep_s = e.time.ep_comm;
   p.zero_gather_s = e.dp.weight_gather_exposed_s;
   p.optimizer_s = e.time.optimizer;
   p.peak_memory_bytes = e.peak_memory().total_bytes();

@@ -36,6 +36,7 @@ struct Prediction {
   std::vector<std::pair<std::string, double>> cost_values;  // the table, per field
   double step_s = 0, compute_s = 0, tp_s = 0, pp_s = 0, bubble_s = 0, dp_s = 0, optimizer_s = 0;
   double cp_s = 0;  // the CP ring's exchange not hidden behind attention
+  double ep_s = 0;  // the expert-parallel all-to-alls (dispatch and combine)
   double zero_gather_s = 0;  // of dp_s: ZeRO's weight all-gathers
   double peak_memory_bytes = 0;
 };

@@ -1,0 +1,171 @@
+#include "equivalence_harness.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <tuple>
+
+#include "runtime/parallel/batch_source.h"
+
+namespace trident::parallel::testing {
+
+ModelSpec tiny_model(const Case& c) {
+  const bool llama = c.llama;
+  ModelSpec m;
+  m.family = ModelFamily::GPT;
+  m.layers = 4;
+  m.hidden = 32;
+  m.heads = 4;
+  m.kv_heads = 4;
+  m.ffn_hidden = 128;
+  m.seq_len = 16;
+  m.vocab = 64;
+  if (llama) {
+    // Grouped-query attention: 4 query heads share 2 kv heads (split over tp 2, replicated
+    // over tp 4); a SwiGLU width that is not a multiple of the hidden size.
+    m.family = ModelFamily::Llama;
+    m.kv_heads = 2;
+    m.ffn_hidden = 96;
+  }
+  if (c.experts > 0) {
+    m.experts = c.experts, m.experts_per_token = 2, m.expert_ffn_hidden = 48, m.moe_dense_layers = 0;
+    m.capacity_factor = 1.0;
+  }
+  return m;
+}
+
+TrainerOptions options(const Case& c) {
+  TrainerOptions o;
+  o.adamw.lr = 3e-3;
+  o.adamw.min_lr = 3e-4;
+  o.adamw.warmup_steps = 2;
+  o.adamw.decay_steps = kSteps;
+  o.adamw.grad_clip = 1.0;
+  o.seed = 42;
+  o.bucket_floats = 4096;  // several buckets per stage, so overlap and ordering are exercised
+  o.moe.drop = c.drop;
+  o.moe.aux_coeff = 0.01, o.moe.z_coeff = 0.001;
+  return o;
+}
+
+RunSpec run_for(const Case& c) {
+  RunSpec run;
+  run.model = tiny_model(c);
+  run.model.vocab = c.vocab;
+  run.layout = c.layout;
+  run.exec.global_batch_size = 8;
+  run.exec.micro_batch_size = c.micro_batch;
+  run.exec.sequence_parallel = c.sequence_parallel;
+  run.exec.schedule = c.schedule;
+  run.exec.virtual_stages = c.virtual_stages;
+  run.exec.zero = c.zero;
+  run.exec.recompute = c.recompute;
+  run.exec.precision = Precision::FP32;
+  return run;
+}
+
+// Trains `c` on the ranks of `base` (MPI_COMM_NULL: one process, a world of one without MPI).
+Result train(const Case& c, MPI_Comm base) {
+  Result r;
+  RunSpec run = run_for(c);
+  Mesh mesh(run.layout, 8);
+  auto ctx = std::make_shared<comm::CommContext>();
+  ctx->timeout_s = 120;
+  r.groups = base == MPI_COMM_NULL ? make_single_process_groups(ctx) : make_process_groups(mesh, ctx, base);
+  auto data = synthetic_source(run.model.vocab, run.model.seq_len, 7);
+  TrainerOptions o = options(c);
+  o.stage_layers = c.stage_layers;
+  r.trainer = std::make_unique<DistTrainer>(run, r.groups, *data, o);
+  for (int64_t s = 0; s < kSteps; ++s) {
+    r.losses.push_back(r.trainer->step(s));
+    if (c.experts > 0) r.routing.push_back(r.trainer->routing_stats());
+  }
+  return r;
+}
+
+const Result& reference(const Case& c) {
+  static std::map<std::tuple<bool, int64_t, int64_t, bool>, Result> refs;
+  const auto key = std::make_tuple(c.llama, c.vocab, c.experts, c.drop);
+  auto it = refs.find(key);
+  if (it == refs.end()) {
+    Case one{c.llama ? "single llama" : "single", Layout{}};
+    one.llama = c.llama, one.vocab = c.vocab, one.experts = c.experts, one.drop = c.drop;
+    it = refs.emplace(key, train(one, MPI_COMM_NULL)).first;
+  }
+  return it->second;
+}
+
+// Element (r, c) of a shard tensor in the whole model's tensor of the same logical name (the
+// layout's own mapping, which checkpoints use too); 0 for a row of vocabulary padding.
+namespace {
+
+float whole_value(const nn::ParamLayout& whole, const float* wp, const nn::ParamLayout& shard,
+                  const nn::TensorView& view, int64_t r, int64_t c) {
+  const nn::ParamLayout::Global g = shard.global(view, r, c);
+  const bool vocab_rows = g.name == "wte" || g.name == "head_w";
+  if (vocab_rows && g.row >= shard.shard().model.vocab) return 0.0f;  // padding stays zero
+  const nn::TensorView* w = whole.find(g.name);
+  return wp[w->offset + g.row * w->cols + g.col];
+}
+
+}  // namespace
+
+void expect_same_as_single_process(const Case& c) {
+  int world_rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  const Result& ref = reference(c);
+  const int w = int(c.layout.world_size());
+  MPI_Comm base;
+  MPI_Comm_split(MPI_COMM_WORLD, world_rank < w ? 0 : MPI_UNDEFINED, world_rank, &base);
+  if (world_rank < w) {
+    Result got = train(c, base);
+    ASSERT_EQ(got.losses.size(), ref.losses.size());
+    double worst_rel = 0;
+    for (size_t s = 0; s < got.losses.size(); ++s) {
+      EXPECT_NEAR(got.losses[s], ref.losses[s], 1e-5 * std::abs(ref.losses[s]))
+          << c.name << " step " << s << " rank " << world_rank;
+      worst_rel = std::max(worst_rel, std::abs(got.losses[s] - ref.losses[s]) / std::abs(ref.losses[s]));
+    }
+    if (world_rank == 0) std::printf("[ layout  ] %-36s max relative loss error over %lld steps: %.2e\n", c.name.c_str(),
+                                     (long long)kSteps, worst_rel);
+    EXPECT_LT(got.losses.back(), got.losses.front() - 0.1) << c.name << ": training did not lower the loss";
+    // Mixture of experts: every step routes the same tokens to the same experts and drops the
+    // same assignments (counted over the global batch, the dropped ones by their identity).
+    ASSERT_EQ(got.routing.size(), ref.routing.size());
+    if (c.experts > 0) {  // the case tests what it says: dropping drops some assignments, no-drop none
+      int64_t dropped = 0;
+      for (const auto& r : ref.routing)
+        for (int64_t d : r.dropped) dropped += d;
+      EXPECT_EQ(dropped > 0, c.drop) << c.name << ": " << dropped << " assignments dropped over the run";
+    }
+    for (size_t s = 0; s < got.routing.size(); ++s) {
+      EXPECT_EQ(got.routing[s].tokens_per_expert, ref.routing[s].tokens_per_expert) << c.name << " step " << s;
+      EXPECT_EQ(got.routing[s].dropped, ref.routing[s].dropped) << c.name << " step " << s;
+      EXPECT_EQ(got.routing[s].dropped_ids, ref.routing[s].dropped_ids) << c.name << " step " << s;
+    }
+    // Final parameters: every element this rank holds equals the whole model's.
+    const nn::ParamLayout& whole = ref.trainer->chunk_layout(0);
+    const float* wp = ref.trainer->chunk_params(0);
+    double worst = 0;
+    std::string worst_name;
+    for (int64_t ch = 0; ch < got.trainer->chunks(); ++ch) {
+      const nn::ParamLayout& L = got.trainer->chunk_layout(ch);
+      const std::vector<float> held = got.trainer->whole_params(ch);  // gathered under ZeRO-3
+      const float* p = held.data();
+      for (const auto& view : L.tensors())
+        for (int64_t r = 0; r < view.rows; ++r)
+          for (int64_t col = 0; col < view.cols; ++col) {
+            const double d = std::abs(double(p[view.offset + r * view.cols + col]) -
+                                      whole_value(whole, wp, L, view, r, col));
+            if (d > worst) worst = d, worst_name = view.name;
+          }
+    }
+    EXPECT_LT(worst, c.param_tol) << c.name << " rank " << world_rank << ": largest parameter difference in " << worst_name;
+    MPI_Comm_free(&base);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+}  // namespace trident::parallel::testing

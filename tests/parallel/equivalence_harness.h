@@ -1,0 +1,62 @@
+// The equivalence tests' machinery: a small model trained for kSteps by the DistTrainer on a
+// layout of MPI ranks, against the same trainer on a world of one (as `trident train` runs one
+// process): the losses within 1e-5 relative and the final parameters element by element.
+// Shared by the dense layouts (equivalence_test.cpp, 8 ranks) and the mixture-of-experts ones
+// (moe_equivalence_test.cpp, 4 ranks).
+#pragma once
+
+#include <mpi.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/parallel/dist_trainer.h"
+
+namespace trident::parallel::testing {
+
+constexpr int64_t kSteps = 20;
+
+// A layout is mixture-of-experts when experts > 0: every layer routes its tokens to top-2 of
+// `experts` SwiGLU / GELU experts (Mixtral's shape, scaled down), dropping above the capacity
+// factor 1 when `drop`, keeping every assignment otherwise.
+struct Case {
+  std::string name;
+  Layout layout;
+  ScheduleKind schedule = ScheduleKind::OneFOneB;
+  int zero = 0;
+  int64_t virtual_stages = 1;
+  std::vector<int64_t> stage_layers = {};
+  bool sequence_parallel = false;
+  int64_t micro_batch = 2;
+  bool llama = false;
+  Recompute recompute = Recompute::None;
+  int64_t vocab = 64;  // an odd one is padded (128 x tp) unevenly across the TP ranks
+  // Largest final-parameter difference allowed. A vocabulary split over both TP ranks sums the
+  // softmax in another order than one process; AdamW carries that rounding (each step moves a
+  // weight by at most lr = 3e-3) into the weights with tiny gradients: ~3e-5 after 20 steps.
+  double param_tol = 2e-5;
+  int64_t experts = 0;
+  bool drop = false;
+};
+
+struct Result {
+  std::vector<double> losses;
+  std::vector<RoutingStats> routing;  // per step (mixture of experts)
+  std::unique_ptr<DistTrainer> trainer;
+  ProcessGroups groups;
+};
+
+ModelSpec tiny_model(const Case& c);
+TrainerOptions options(const Case& c);
+RunSpec run_for(const Case& c);
+// Trains `c` on the ranks of `base` (MPI_COMM_NULL: one process, a world of one without MPI).
+Result train(const Case& c, MPI_Comm base);
+// The single-process reference of c's model (family, vocabulary, experts, dropping), computed once per rank.
+const Result& reference(const Case& c);
+// Trains c on ranks 0 .. world-1 of MPI_COMM_WORLD (the others wait) and checks losses,
+// routing (mixture of experts: tokens per expert and the dropped assignments, every step) and
+// final parameters against the reference; rank 0 prints the largest relative loss difference.
+void expect_same_as_single_process(const Case& c);
+
+}  // namespace trident::parallel::testing
