@@ -67,21 +67,30 @@ RunSpec run_for(const Case& c) {
 }
 
 // Trains `c` on the ranks of `base` (MPI_COMM_NULL: one process, a world of one without MPI).
-Result train(const Case& c, MPI_Comm base) {
+Result start(const Case& c, MPI_Comm base) {
   Result r;
   RunSpec run = run_for(c);
   Mesh mesh(run.layout, 8);
   auto ctx = std::make_shared<comm::CommContext>();
   ctx->timeout_s = 120;
   r.groups = base == MPI_COMM_NULL ? make_single_process_groups(ctx) : make_process_groups(mesh, ctx, base);
-  auto data = synthetic_source(run.model.vocab, run.model.seq_len, 7);
+  r.data = synthetic_source(run.model.vocab, run.model.seq_len, 7);
   TrainerOptions o = options(c);
   o.stage_layers = c.stage_layers;
-  r.trainer = std::make_unique<DistTrainer>(run, r.groups, *data, o);
-  for (int64_t s = 0; s < kSteps; ++s) {
-    r.losses.push_back(r.trainer->step(s));
-    if (c.experts > 0) r.routing.push_back(r.trainer->routing_stats());
+  r.trainer = std::make_unique<DistTrainer>(run, r.groups, *r.data, o);
+  return r;
+}
+
+void Result::run(const Case& c, int64_t from, int64_t to) {
+  for (int64_t s = from; s < to; ++s) {
+    losses.push_back(trainer->step(s));
+    if (c.experts > 0) routing.push_back(trainer->routing_stats());
   }
+}
+
+Result train(const Case& c, MPI_Comm base) {
+  Result r = start(c, base);
+  r.run(c, 0, kSteps);
   return r;
 }
 

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/parallel/batch_source.h"
 #include "runtime/parallel/dist_trainer.h"
 
 namespace trident::parallel::testing {
@@ -43,14 +44,19 @@ struct Case {
 struct Result {
   std::vector<double> losses;
   std::vector<RoutingStats> routing;  // per step (mixture of experts)
+  std::unique_ptr<BatchSource> data;  // the trainer reads it
   std::unique_ptr<DistTrainer> trainer;
   ProcessGroups groups;
+  // Steps [from, to): their losses and routing appended.
+  void run(const Case& c, int64_t from, int64_t to);
 };
 
 ModelSpec tiny_model(const Case& c);
 TrainerOptions options(const Case& c);
 RunSpec run_for(const Case& c);
-// Trains `c` on the ranks of `base` (MPI_COMM_NULL: one process, a world of one without MPI).
+// The trainer of `c` on the ranks of `base` (MPI_COMM_NULL: one process, a world of one without
+// MPI), before its first step; train() runs its kSteps steps.
+Result start(const Case& c, MPI_Comm base);
 Result train(const Case& c, MPI_Comm base);
 // The single-process reference of c's model (family, vocabulary, experts, dropping), computed once per rank.
 const Result& reference(const Case& c);

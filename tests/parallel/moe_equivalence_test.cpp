@@ -4,10 +4,16 @@
 // assignments dropped) and the same final parameters, each expert's on the rank that holds it.
 // ep is carved from the data-parallel ranks: "ep 2" is dp 2 with the experts split over both,
 // "ep 2 x dp 2" is dp 4 whose expert gradients reduce over the 2 ranks holding the same experts.
+// A checkpoint written at ep 4 resumes at ep 2 and in one process with the same losses.
 // Runs on 4 MPI ranks; a layout of w ranks uses ranks 0..w-1, the others wait.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdio>
+
 #include "equivalence_harness.h"
+#include "runtime/checkpoint/checkpoint.h"
+#include "runtime/parallel/checkpointing.h"
 
 using namespace trident;
 using namespace trident::parallel::testing;
@@ -31,6 +37,46 @@ TEST(MoeEquivalence, llama_ep2_dp2_drop_matches_single_process) {
 }
 TEST(MoeEquivalence, llama_ep2_pp2_matches_single_process) {
   expect_same_as_single_process(moe("moe llama ep2xpp2", 2, 2, 2, false, true));
+}
+
+}  // namespace
+
+namespace {
+
+// Expert tensors are logical tensors like the others: a checkpoint written at ep 4 (each rank
+// writing its own 2 experts) resumes at ep 2 x dp 2, at ep 2 on 2 ranks and in one process,
+// each continuing with the uninterrupted one-process losses.
+TEST(MoeCheckpoint, written_at_ep4_resumes_at_ep2_and_in_one_process) {
+  constexpr int64_t kSaveAt = kSteps / 2;
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const Case at_ep4 = moe("moe ep4", 4, 4, 1, true);
+  const std::vector<double>& want = reference(at_ep4).losses;
+  const std::string dir = "moe_resume_ep4.ckpt";
+  {
+    Result r = start(at_ep4, MPI_COMM_WORLD);
+    r.run(at_ep4, 0, kSaveAt);
+    trident::parallel::save_checkpoint(*r.trainer, r.groups, dir, {{"step", kSaveAt}}, r.losses.back());
+  }
+  for (const Case& c : {moe("ep2xdp2", 4, 2, 1, true), moe("ep2", 2, 2, 1, true), moe("one process", 1, 1, 1, true)}) {
+    const int w = int(c.layout.world_size());
+    MPI_Comm base = MPI_COMM_NULL;
+    if (w > 1) MPI_Comm_split(MPI_COMM_WORLD, rank < w ? 0 : MPI_UNDEFINED, rank, &base);
+    if (rank < w) {
+      Result r = start(c, base);
+      trident::parallel::load_checkpoint(*r.trainer, trident::checkpoint::CheckpointReader(dir));
+      r.run(c, kSaveAt, kSteps);
+      double worst = 0;
+      for (size_t i = 0; i < r.losses.size(); ++i) {
+        const double expect = want[size_t(kSaveAt) + i];
+        EXPECT_NEAR(r.losses[i], expect, 1e-5 * std::abs(expect)) << c.name << " step " << kSaveAt + int64_t(i);
+        worst = std::max(worst, std::abs(r.losses[i] - expect) / std::abs(expect));
+      }
+      if (rank == 0) std::printf("[ resume  ] ep4 -> %-24s max relative loss error: %.2e\n", c.name.c_str(), worst);
+      if (base != MPI_COMM_NULL) MPI_Comm_free(&base);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
 }
 
 }  // namespace

@@ -27,6 +27,7 @@ subprocess.run([trident, "data", "prepare", "/usr/share/games/fortunes/art", tok
 with open(path("c.toml"), "w") as f:
     f.write("[training]\nweight_decay = 0.07\n")
 M, C, R, H = path("m.jsonl"), path("ckpt"), path("r.json"), path("r.html")
+EPM = path("ep.jsonl")
 # A cluster file as `trident bench` writes it ([cluster] peaks, [cost] shares), and a cost file.
 with open(path("bench.toml"), "w") as f:
     f.write("[cluster]\nnodes = 1\ngpus-per-node = 2\ngpu-memory-gib = 4\ngpu-fp32-tflops = 0.05\n"
@@ -130,8 +131,10 @@ rows = [
     ("--schedule", "zb-h1", "Z", r"schedule zb-h1,(.|\n)*of which W passes +[0-9.]+%"),
     ("--recompute", "full", "zb-full", r"zb-h1 postpones each weight-gradient pass"),
     ("--cp", "2", "capability", r"!context parallel"),  # accepted on the CPU: no cp refusal
-    # EP: expert parallel on 2 ranks (dp 2, 4 experts split 2 and 2): the all-to-alls are their own row.
-    ("--ep", "2", "EP", r"tp 1 x pp 1 x dp 2(.|\n)*EP all-to-all +[0-9.]+%"),
+    # EP: expert parallel on 2 ranks (dp 2, 4 experts split 2 and 2): the all-to-alls are their own
+    # row; the metrics file has each layer's routing, 4 sequences x 16 tokens x top-2 = 128 assignments.
+    ("--ep", "2", "EP", lambda out: re.search(r"tp 1 x pp 1 x dp 2(.|\n)*EP all-to-all +[0-9.]+%", out)
+     and all(sum(layer["tokens_per_expert"]) == 128 for line in open(EPM) for layer in json.loads(line)["moe_routing"])),
     # CP: context parallel on 2 ranks (each sequence in 4 chunks, ring attention).
     ("--cp", "2", "CP", r"tp 1 x pp 1 x dp 1 x cp 2(.|\n)*CP ring exchange"),
     # L: a Llama preset shrunk by flags (grouped-query attention, kv heads split over tp 2).
@@ -169,7 +172,7 @@ extra = {
     "CP": small[:-2] + ["--eval-batches", "1"],
     "Z3": small[:-2] + ["--dp", "2", "--eval-batches", "1"],
     "M": small + ["--eval-batches", "1"],
-    "EP": small[:-2] + ["--dp", "2", "--experts", "4", "--eval-batches", "1"],
+    "EP": small[:-2] + ["--dp", "2", "--experts", "4", "--eval-batches", "1", "--metrics", EPM],
 }
 must_succeed = {"help", "A", "B", "C", "L", "P", "Z", "CP", "Z3", "M", "EP"}
 order = ["help", "A", "B", "C", "L", "P", "Z", "CP", "Z3", "M", "EP", "cost-missing", "moe-knobs", "capability", "llama-tied", "zb-full",

@@ -92,6 +92,7 @@ struct DistTrainer::Impl {
     context_share(context, b, whole_targets.data(), tgt);
   }
   double run_program(PhaseTimes& t, double pp_message_s);
+  double measure_pp_message();  // a collective over pp: the slowest pair's seconds
   // Routing statistics: zeroed for the step, added after each forward, summed over the world.
   void start_routing(RoutingStats& r) const;
   void count_routing(RoutingStats& r, const Chunk& ch, nn::Activations& acts, int64_t mb) const;
@@ -205,39 +206,7 @@ DistTrainer::DistTrainer(const RunSpec& run, ProcessGroups& groups, const BatchS
     }
   }
 
-  // Wire time of one pipeline message (N x C in the compute type, N/tp x C under sequence
-  // parallelism), measured by ping-pong between stage pairs, so waits on a receive can be split
-  // into transfer and bubble. The message and the result live in device memory (the
-  // communicator may be NCCL).
-  if (I.pp > 1) {
-    const nn::GptStage& first = *I.chunks.front().stage;
-    const size_t count = size_t(first.boundary_floats());
-    const DeviceBuffer buf(*I.k, (count * comm::dtype_size(first.compute_dtype()) + 3) / 4);
-    const kernels::Tensor msg(buf.p, first.compute_dtype(), count);
-    auto& p = *groups.pp;
-    const int peer = (I.stage % 2 == 0) ? int(I.stage + 1) : int(I.stage - 1);
-    double best = 1e30;
-    if (peer < p.size()) {
-      for (int rep = 0; rep < 5; ++rep) {
-        auto t0 = clock_type::now();
-        if (I.stage % 2 == 0) {
-          send_message(p, msg, peer, 1 << 30)->wait();
-          recv_message(p, msg, peer, 1 << 30)->wait();
-        } else {
-          recv_message(p, msg, peer, 1 << 30)->wait();
-          send_message(p, msg, peer, 1 << 30)->wait();
-        }
-        best = std::min(best, since(t0) / 2);
-      }
-    }
-    const float f = peer < p.size() ? float(best) : 0.0f;
-    DeviceBuffer slowest(*I.k, 1);
-    I.k->from_host(slowest.p, &f, 1);
-    p.all_reduce(slowest.p, 1, comm::DType::F32, comm::ReduceOp::Max);
-    float g = 0.0f;
-    I.k->to_host(&g, slowest.p, 1);
-    pp_message_s_ = g;
-  }
+  if (I.pp > 1) pp_message_s_ = I.measure_pp_message();
   if (I.context.active()) {
     double block = I.chunks.front().stage->ring()->probe_block_seconds(5);
     all_reduce_f64(*groups.world, &block, 1, comm::ReduceOp::Max);
@@ -345,6 +314,41 @@ ActivationMemory DistTrainer::activation_memory() const {
     a.scratch_bytes += double(ch.stage->layer_scratch_bytes());
   }
   return a;
+}
+
+// Wire time of one pipeline message (N x C in the compute type, N/tp x C under sequence
+// parallelism), measured by ping-pong between stage pairs, so waits on a receive can be split
+// into transfer and bubble. The message and the result live in device memory (the
+// communicator may be NCCL).
+double DistTrainer::Impl::measure_pp_message() {
+  Impl& I = *this;
+  const nn::GptStage& first = *I.chunks.front().stage;
+  const size_t count = size_t(first.boundary_floats());
+  const DeviceBuffer buf(*I.k, (count * comm::dtype_size(first.compute_dtype()) + 3) / 4);
+  const kernels::Tensor msg(buf.p, first.compute_dtype(), count);
+  auto& p = *I.groups.pp;
+  const int peer = (I.stage % 2 == 0) ? int(I.stage + 1) : int(I.stage - 1);
+  double best = 1e30;
+  if (peer < p.size()) {
+    for (int rep = 0; rep < 5; ++rep) {
+      auto t0 = clock_type::now();
+      if (I.stage % 2 == 0) {
+        send_message(p, msg, peer, 1 << 30)->wait();
+        recv_message(p, msg, peer, 1 << 30)->wait();
+      } else {
+        recv_message(p, msg, peer, 1 << 30)->wait();
+        send_message(p, msg, peer, 1 << 30)->wait();
+      }
+      best = std::min(best, since(t0) / 2);
+    }
+  }
+  const float f = peer < p.size() ? float(best) : 0.0f;
+  DeviceBuffer slowest(*I.k, 1);
+  I.k->from_host(slowest.p, &f, 1);
+  p.all_reduce(slowest.p, 1, comm::DType::F32, comm::ReduceOp::Max);
+  float g = 0.0f;
+  I.k->to_host(&g, slowest.p, 1);
+  return g;
 }
 
 // Runs this stage's program of the step (forward, backward, the pipeline sends and receives),

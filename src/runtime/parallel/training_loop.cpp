@@ -396,12 +396,13 @@ nlohmann::json metrics_line(int64_t done, double loss, double lr, double tps, do
     for (const auto& p : row) {
       mean.compute += p.compute / world, mean.tp += p.tp / world, mean.pp += p.pp / world;
       mean.bubble += p.bubble / world, mean.dp_exposed += p.dp_exposed / world;
-      mean.optimizer += p.optimizer / world, mean.total += p.total / world;
+      mean.optimizer += p.optimizer / world, mean.total += p.total / world, mean.ep += p.ep / world;
     }
     const double T = mean.total > 0 ? mean.total : 1;
     j["time_shares"] = {{"compute", mean.compute / T}, {"tp", mean.tp / T}, {"pp", mean.pp / T},
                         {"bubble", mean.bubble / T}, {"dp_exposed", mean.dp_exposed / T},
                         {"optimizer", mean.optimizer / T}, {"other", mean.other() / T}};
+    if (mean.ep > 0) j["time_shares"]["ep_alltoall"] = mean.ep / T;
   }
   return j;
 }
@@ -507,6 +508,99 @@ void close_metrics(MetricsWriter& metrics, std::string& error) {
   }
 }
 
+// This rank's communicators of the run (MPI groups, wrapped for the device).
+ProcessGroups open_groups(const TrainSettings& s, const Mesh& mesh, bool mpi, kernels::Kernels& k) {
+  auto ctx = std::make_shared<comm::CommContext>();
+  ctx->timeout_s = s.comm_timeout_s;
+  ctx->trace = s.trace_comm;
+  const GroupWrap wrap = s.device_groups ? s.device_groups(k) : GroupWrap{};
+  return mpi ? make_process_groups(mesh, ctx, MPI_COMM_WORLD, wrap) : make_single_process_groups(ctx);
+}
+
+void warn_stop_without_checkpoint(const TrainSettings& s) {
+  if (s.stop_at >= 0 && s.stop_at < s.steps && s.checkpoint_path.empty())
+    std::fprintf(stderr,
+                 "trident train: warning: --stop-at %lld ends the run before its %lld steps, but without --checkpoint "
+                 "nothing is saved to resume from: add --checkpoint DIR (then --resume DIR continues)\n",
+                 (long long)s.stop_at, (long long)s.steps);
+}
+
+// The rehearsal report's run-wide values (warm-up steps, the measured wire times); steps come later.
+RehearsalData start_report(const TrainSettings& s, const DistTrainer& trainer, int64_t run_steps) {
+  RehearsalData report;
+  report.run = s.run;
+  report.warmup = s.warmup_steps >= 0 ? std::min(s.warmup_steps, std::max<int64_t>(0, run_steps - 1))
+                                      : std::min<int64_t>(2, run_steps / 4);
+  report.pp_message_s = trainer.pp_message_s();
+  report.cp_block_s = trainer.cp_block_s();
+  return report;
+}
+
+void add_report_step(RehearsalData& report, const DistTrainer& trainer, double loss, const std::vector<PhaseTimes>& row) {
+  report.losses.push_back(loss);
+  report.cp_blocks = trainer.cp_blocks_per_step();
+  report.times.push_back(row);
+}
+
+// Every rank's trainer buffers and peak resident bytes, as pairs (one all-gather).
+std::vector<float> gather_memory(const DistTrainer& trainer, ProcessGroups& groups, int world) {
+  float mem[2] = {float(trainer.allocated_bytes()), float(engine::peak_rss_bytes())};
+  std::vector<float> mems(size_t(2) * world);
+  groups.world->all_gather(mem, mems.data(), 2, comm::DType::F32);
+  return mems;
+}
+
+// What a run did, for its last lines.
+struct RunTotals {
+  int64_t steps = 0;
+  double total_s = 0;
+  std::vector<double> timed;  // seconds of the steps after the first
+  double measured_peak = 0, peak_flops = 0;
+  bool peak_raised = false;
+  double last_val = 0;
+};
+
+// Rank 0's last lines: speed (the median step), MFU against the peak, memory against the plan.
+void print_summary(const TrainSettings& s, const RunTotals& r, const std::vector<float>& mems) {
+  const std::vector<double>& timed = r.timed;
+  const double total_s = r.total_s;
+  // The median step: one step stalled by the machine (another job, a page-in) moves a mean of
+  // few steps far from what the steps take (22 tokens/s after lines of 3,844).
+  const double step_s = timed.empty() ? total_s : median(timed);
+  const double mean_s = timed.empty() ? total_s : std::accumulate(timed.begin(), timed.end(), 0.0) / double(timed.size());
+  const double slowest = timed.empty() ? total_s : *std::max_element(timed.begin(), timed.end());
+  const plan::Mfu mfu = plan::mfu_of(s.run.model, s.run.exec.global_batch_size, step_s, r.peak_flops);
+  const int64_t tokens_per_step = s.run.exec.global_batch_size * s.run.model.seq_len;
+  std::printf("done: %lld steps in %s; %.0f tokens/s, %s: median of the %zu steps after the first, %.4g s (mean "
+              "%.4g s, slowest %.4g s), against a peak of %.1f GFLOP/s%s; validation loss %.4f\n",
+              (long long)r.steps, duration(total_s).c_str(), double(tokens_per_step) / step_s,
+              plan::mfu_text(mfu).c_str(), timed.size(), step_s, mean_s, slowest, r.peak_flops / 1e9,
+              r.peak_raised ? fmt::format(" (raised from the measured {:.1f}: a step ran faster than it)", r.measured_peak / 1e9).c_str()
+                            : "",
+              r.last_val);
+  std::printf("peak memory: %s resident (getrusage, rank 0) vs %s trainer buffers vs %s planner prediction\n",
+              mib(mems[1]).c_str(), mib(mems[0]).c_str(), mib(planned_bytes(s)).c_str());
+}
+
+// One step's line of the log; per_step (the median so far) gives the time left.
+void print_step(const TrainSettings& s, int64_t done, double loss, double lr, double tps, const plan::Mfu& mfu,
+                double per_step, const std::optional<double>& v) {
+  std::printf("step %5lld/%lld | loss %.4f | lr %.2e | %8.0f tok/s | MFU %5.1f%% | ETA %s%s\n", (long long)done,
+              (long long)s.steps, loss, lr, tps, 100.0 * mfu.full(), duration(per_step * double(s.steps - done)).c_str(),
+              v ? fmt::format(" | val loss {:.4f}", *v).c_str() : "");
+  std::fflush(stdout);
+}
+
+// Mixture of experts: each MoE layer's routing over the step's global batch (tokens per expert
+// before dropping, assignments dropped at the capacity).
+void add_routing(nlohmann::json& j, const RoutingStats& r) {
+  if (r.empty()) return;
+  nlohmann::json layers = nlohmann::json::array();
+  for (size_t i = 0; i < r.layers.size(); ++i)
+    layers.push_back({{"layer", r.layers[i]}, {"tokens_per_expert", r.tokens_per_expert[i]}, {"dropped", r.dropped[i]}});
+  j["moe_routing"] = layers;
+}
+
 int train(const TrainSettings& settings, const Problems& parsed, bool mpi) {
   int rank = 0, world = 1;
   if (mpi) {
@@ -527,14 +621,10 @@ int train(const TrainSettings& settings, const Problems& parsed, bool mpi) {
   const int64_t eval_every = s.eval_every >= 0 ? s.eval_every : std::max<int64_t>(1, s.steps / 5);
   const int64_t log_every = s.log_every > 0 ? s.log_every : std::max<int64_t>(1, s.steps / 20);
 
-  auto ctx = std::make_shared<comm::CommContext>();
-  ctx->timeout_s = s.comm_timeout_s;
-  ctx->trace = s.trace_comm;
   // The device first: its ranks' groups may talk through it (NCCL on the kernels' stream).
   std::unique_ptr<kernels::Kernels> kernels =
       s.make_device_kernels ? s.make_device_kernels() : kernels::make_cpu_kernels(threads.threads);
-  const GroupWrap wrap = s.device_groups ? s.device_groups(*kernels) : GroupWrap{};
-  ProcessGroups groups = mpi ? make_process_groups(mesh, ctx, MPI_COMM_WORLD, wrap) : make_single_process_groups(ctx);
+  ProcessGroups groups = open_groups(s, mesh, mpi, *kernels);
   auto data = s.data ? token_file_source(s.data, s.run.model.seq_len, s.seed)
                      : synthetic_source(s.run.model.vocab, s.run.model.seq_len, s.seed);
   auto val = validation_source(s);
@@ -553,25 +643,16 @@ int train(const TrainSettings& settings, const Problems& parsed, bool mpi) {
   bool peak_raised = false;
   const int64_t tokens_per_step = s.run.exec.global_batch_size * s.run.model.seq_len;
   const std::vector<RankActivations> activations = gather_activations(trainer, groups, mesh, world);
-  if (rank == 0)
+  if (rank == 0) {
     print_startup(s, world, trainer, *data, kernels->device_name(),
                   s.make_device_kernels ? ""
                   : launch::openmp_wait_note().empty() ? threads.note
                                                : threads.note + "; " + launch::openmp_wait_note(),
                   peak, step_flops, first, activations);
-  if (rank == 0 && s.stop_at >= 0 && s.stop_at < s.steps && s.checkpoint_path.empty())
-    std::fprintf(stderr,
-                 "trident train: warning: --stop-at %lld ends the run before its %lld steps, but without --checkpoint "
-                 "nothing is saved to resume from: add --checkpoint DIR (then --resume DIR continues)\n",
-                 (long long)s.stop_at, (long long)s.steps);
-
-  RehearsalData report;
-  report.run = s.run;
+    warn_stop_without_checkpoint(s);
+  }
   const int64_t run_steps = stop_at - first;
-  report.warmup = s.warmup_steps >= 0 ? std::min(s.warmup_steps, std::max<int64_t>(0, run_steps - 1))
-                                      : std::min<int64_t>(2, run_steps / 4);
-  report.pp_message_s = trainer.pp_message_s();
-  report.cp_block_s = trainer.cp_block_s();
+  RehearsalData report = start_report(s, trainer, run_steps);
 
   int64_t saved_at = -1;
   auto save = [&](double loss, int64_t done) {
@@ -599,16 +680,13 @@ int train(const TrainSettings& settings, const Problems& parsed, bool mpi) {
   const engine::LoadProbe load_probe(threads.threads);
   double last_val = NAN, last_loss = NAN;
   std::vector<double> timed;  // seconds of the steps after the first
-  const int fields = 11;
   for (int64_t step = first; step < stop_at; ++step) {
     if (s.before_step) s.before_step(step, rank);
     const double loss = last_loss = trainer.step(step);
     const int64_t done = step + 1;  // steps counted from 1
     double seconds = 0;
     const std::vector<PhaseTimes> row = gather_phase_times(trainer.last_times(), groups, world, seconds);
-    report.losses.push_back(loss);
-    report.cp_blocks = trainer.cp_blocks_per_step();
-    report.times.push_back(row);
+    add_report_step(report, trainer, loss, row);
     if (done > first + 1 || stop_at - first == 1) timed.push_back(seconds);  // the first step warms caches
     if (step_flops / seconds > peak_flops) peak_flops = step_flops / seconds, peak_raised = true;
     std::optional<double> v;
@@ -617,18 +695,14 @@ int train(const TrainSettings& settings, const Problems& parsed, bool mpi) {
     if (rank == 0) {
       const plan::Mfu mfu = plan::mfu_of(s.run.model, s.run.exec.global_batch_size, seconds, peak_flops);
       const double tps = double(tokens_per_step) / seconds;
-      const double per_step = timed.empty() ? seconds : median(timed);
       const double lr = engine::learning_rate(s.adamw, step);
-      if (done % log_every == 0 || done == first + 1 || done == stop_at || v) {
-        std::printf("step %5lld/%lld | loss %.4f | lr %.2e | %8.0f tok/s | MFU %5.1f%% | ETA %s%s\n", (long long)done,
-                    (long long)s.steps, loss, lr, tps, 100.0 * mfu.full(), duration(per_step * double(s.steps - done)).c_str(),
-                    v ? fmt::format(" | val loss {:.4f}", *v).c_str() : "");
-        std::fflush(stdout);
-      }
+      if (done % log_every == 0 || done == first + 1 || done == stop_at || v)
+        print_step(s, done, loss, lr, tps, mfu, timed.empty() ? seconds : median(timed), v);
       if (metrics.is_open()) {
         nlohmann::json j =
             metrics_line(done, loss, lr, tps, mfu.full(), trainer.last_grad_norm(), seconds, v, row, world);
         j["mfu_causal_halved"] = mfu.causal();
+        add_routing(j, trainer.routing_stats());
         write_metrics(metrics, j, metrics_error);
       }
     }
@@ -638,32 +712,15 @@ int train(const TrainSettings& settings, const Problems& parsed, bool mpi) {
     stop_if_metrics_failed(loss, done);
   }
   record_load(load_probe, groups, resources, world, threads.threads, report);
-  float mem[2] = {float(trainer.allocated_bytes()), float(engine::peak_rss_bytes())};
-  std::vector<float> mems(size_t(2) * world);
-  groups.world->all_gather(mem, mems.data(), 2, comm::DType::F32);
+  const std::vector<float> mems = gather_memory(trainer, groups, world);
   if (rank == 0) {
-    const double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
-    // The median step: one step stalled by the machine (another job, a page-in) moves a mean of
-    // few steps far from what the steps take (22 tokens/s after lines of 3,844).
-    const double step_s = timed.empty() ? total_s : median(timed);
-    const double mean_s = timed.empty() ? total_s : std::accumulate(timed.begin(), timed.end(), 0.0) / double(timed.size());
-    const double slowest = timed.empty() ? total_s : *std::max_element(timed.begin(), timed.end());
-    const plan::Mfu mfu = plan::mfu_of(s.run.model, s.run.exec.global_batch_size, step_s, peak_flops);
-    std::printf("done: %lld steps in %s; %.0f tokens/s, %s: median of the %zu steps after the first, %.4g s (mean "
-                "%.4g s, slowest %.4g s), against a peak of %.1f GFLOP/s%s; validation loss %.4f\n",
-                (long long)run_steps, duration(total_s).c_str(), double(tokens_per_step) / step_s,
-                plan::mfu_text(mfu).c_str(), timed.size(), step_s, mean_s, slowest, peak_flops / 1e9,
-                peak_raised ? fmt::format(" (raised from the measured {:.1f}: a step ran faster than it)", peak.flops / 1e9).c_str()
-                            : "",
-                last_val);
-    std::printf("peak memory: %s resident (getrusage, rank 0) vs %s trainer buffers vs %s planner prediction\n",
-                mib(mems[1]).c_str(), mib(mems[0]).c_str(), mib(planned_bytes(s)).c_str());
+    const RunTotals totals{run_steps, std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count(),
+                           timed, peak.flops, peak_flops, peak_raised, last_val};
+    print_summary(s, totals, mems);
     if (world > 1 || !s.report_path.empty() || !s.html_path.empty()) write_rehearsal(report, s, mesh, mems, world);
     std::fflush(stdout);
   }
-  if (!s.checkpoint_path.empty() && run_steps > 0) {
-    save(last_loss, stop_at);
-  }
+  if (!s.checkpoint_path.empty() && run_steps > 0) save(last_loss, stop_at);
   return 0;
 }
 
