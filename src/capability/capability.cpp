@@ -83,16 +83,14 @@ void check_executable(const RunSpec& r, const std::string& device, const std::ve
     problems.add("--zero " + n(x.zero) + " with expert parallel (ep " + n(L.ep) + "): the runtime does not shard the "
                      "experts' optimizer states, gradients or weights over the expert-data-parallel group yet",
                  "use --zero 0 with --ep " + n(L.ep) + ", or --ep 1 to keep --zero " + n(x.zero), "dist-ep");
-  // The MoE layer (runtime/nn/moe_layer.cpp): routed experts (split over ep ranks when ep > 1)
-  // without shared ones, no tp, cp or split backward yet.
+  // The MoE layer (runtime/nn/moe_layer.cpp): routed experts (split over ep ranks when ep > 1,
+  // replicated over tp: tp splits attention and dense MLPs only) without shared ones, no cp or
+  // split backward yet.
   if (m.is_moe()) {
     const std::string what = "the mixture-of-experts layer (" + m.name + ", " + n(m.experts) + " experts)";
     if (m.shared_experts > 0)
       problems.add(what + " has " + n(m.shared_experts) + " shared experts, which the runtime's MoE layer lacks",
                    "use --shared-experts 0 for train", "train-moe");
-    if (L.tp > 1)
-      problems.add(what + " runs without tensor parallelism in the runtime (tp " + n(L.tp) + ")",
-                   "use --tp 1 for train", "train-moe");
     if (L.cp > 1)
       problems.add(what + " routes whole sequences only in the runtime (cp " + n(L.cp) + " splits them)",
                    "use --cp 1 for train", "train-moe");

@@ -132,7 +132,7 @@ TEST(CheckDistRun, zero_bubble_h1_and_recomputation_run) {
 
 // The MoE layer trains in one stage model with pp and dp; shared experts, tp, cp and a split
 // backward are refused by name.
-TEST(CheckDistRun, moe_trains_without_tp_cp_and_shared_experts) {
+TEST(CheckDistRun, moe_trains_without_cp_and_shared_experts) {
   auto s = tiny();
   s.run.model.experts = 4;
   s.run.model.experts_per_token = 2;

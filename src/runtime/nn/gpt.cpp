@@ -224,9 +224,9 @@ void check_stage(const Kernels& k, const Shard& s, const StageConfig& c) {
   if (s.has_moe() && s.model.experts % s.ep_size != 0)
     throw std::invalid_argument("GptStage: ep_size " + std::to_string(s.ep_size) + " must divide the " +
                                 std::to_string(s.model.experts) + " experts");
-  if (s.has_moe() && (s.tp_size > 1 || c.split_backward || cp))
-    throw std::invalid_argument("GptStage: mixture-of-experts layers run without tensor parallelism, context "
-                                "parallelism and a split backward");
+  if (s.has_moe() && (c.split_backward || cp))
+    throw std::invalid_argument("GptStage: mixture-of-experts layers run without context parallelism and a split "
+                                "backward");
   const int64_t T_local = cp ? c.T / c.cp->size() : c.T;
   if (c.sequence_parallel && s.tp_size > 1 && T_local % s.tp_size != 0)
     throw std::invalid_argument("GptStage: sequence parallel needs T (" + std::to_string(T_local) +

@@ -329,11 +329,13 @@ class GptStage {
   void llama_layer_weights(const LayerActs& x, int64_t i);
   void backward_pass(Activations& a, const int32_t* tokens, const int32_t* targets, float dloss);
   // Mixture of experts (moe_layer.cpp): the routed MLP of layer i from inp (the norm output,
-  // [N, C]) into out (overwritten), and its backward from dout to dinp (overwritten).
+  // [N, C]) into out (overwritten), and its backward from dout to dinp (overwritten; its inp is
+  // the norm's rows as kept, this rank's under sequence parallelism).
   void moe_forward(const MoeActs& m, const LayerParams& p, const Tensor& inp, const Tensor& out);
   void moe_backward(const MoeActs& m, const LayerParams& p, const Tensor& inp, const Tensor& dout, const Tensor& dinp);
   // Expert e (local index) on received rows [first, first + n).
   void moe_expert_forward(const MoeActs& m, const LayerParams& p, int64_t e, int64_t first, int64_t n);
+  void replicated_once(const Tensor& t);  // zeros on tp ranks other than the lead (the experts are replicated over tp)
   void moe_expert_backward(const MoeActs& m, const LayerParams& p, int64_t e, int64_t first, int64_t n);
   // Runs f(local expert, first received row, rows) over the received chunks (rank-major).
   template <class F>

@@ -90,6 +90,15 @@ void GptStage::moe_forward(const MoeActs& m, const LayerParams& p, const Tensor&
   moe_chunks(r, [&](int64_t e, int64_t first, int64_t n) { moe_expert_forward(m, p, e, first, n); });
   moe_move(m.yr, m.ys, r, true);
   k_.combine_rows(out, m.ys, m.pos, m.weight, N, k, C);
+  replicated_once(out.slice(0, size_t(N * C)));
+}
+
+// Tensor parallelism splits attention only: every tp rank routes the same (whole) rows through
+// the same replicated experts. The layer's row reduction that follows (all-reduce, or
+// reduce-scatter under sequence parallelism) sums the tp ranks, so only the lead keeps its
+// result and the others give zeros: the sum is the result once, exactly.
+void GptStage::replicated_once(const Tensor& t) {
+  if (!tp_lead()) k_.zero(static_cast<float*>(t.data), (t.bytes() + 3) / sizeof(float));
 }
 
 // Output gradients of received rows [first, first + n) of local expert e (in moe_dyr_) -> the
@@ -131,8 +140,11 @@ void GptStage::moe_backward(const MoeActs& m, const LayerParams& p, const Tensor
   const Tensor dlog = moe_logits_.slice(0, size_t(N * E));
   k_.convert(dlog, Tensor(moe_f32_, size_t(N * E)));
   const Tensor dx = moe_dx_.slice(0, size_t(N * C));
-  k_.linear_backward(dx, grad_at(p.router_w), nullptr, dlog, inp, W(p.router_w, E * C), N, C, E);
+  // Under sequence parallelism inp is this rank's rows: gathered now, into the buffer dout came
+  // in (read for the last time above).
+  k_.linear_backward(dx, grad_at(p.router_w), nullptr, dlog, gathered(inp), W(p.router_w, E * C), N, C, E);
   k_.add_inplace(dinp.slice(0, size_t(N * C)), dx);
+  replicated_once(dinp.slice(0, size_t(N * C)));
 }
 
 }  // namespace trident::nn
