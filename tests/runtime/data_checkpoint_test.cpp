@@ -219,7 +219,7 @@ TEST(Checksum, crc32c_is_castagnolis_and_combines_like_one_pass) {
   std::vector<char> bytes(100003);
   for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = char(i * 131 + i / 7);
   const uint32_t whole = checkpoint::crc32c(bytes.data(), bytes.size());
-  uint32_t byte_at_a_time = 0;  // never the three-stream path that long buffers take
+  uint32_t byte_at_a_time = 0;  // never the folding or three-stream paths that long buffers take
   for (char b : bytes) byte_at_a_time = checkpoint::crc32c(&b, 1, byte_at_a_time);
   EXPECT_EQ(whole, byte_at_a_time);
   for (size_t cut : {size_t(0), size_t(1), size_t(7), size_t(4096), size_t(50001), bytes.size()}) {
@@ -227,6 +227,39 @@ TEST(Checksum, crc32c_is_castagnolis_and_combines_like_one_pass) {
     EXPECT_EQ(checkpoint::crc32c_combine(a, b, bytes.size() - cut), whole) << cut;
     EXPECT_EQ(checkpoint::crc32c(bytes.data() + cut, bytes.size() - cut, a), whole) << cut;  // streamed
   }
+}
+
+// A slice of several read pieces (read and checked in parallel, their checksums joined): its
+// checksum is the one-pass CRC-32C of its bytes, it reads back whole, and one flipped bit in its
+// first or its last piece is caught.
+TEST(Checkpoint, a_large_slice_read_in_pieces_is_checked_end_to_end) {
+  const auto dir = temp_path("large.ckpt");
+  const int64_t rows = 3 << 10, cols = 1 << 10;  // 12 MiB: three pieces
+  std::vector<float> w(size_t(rows * cols));
+  for (size_t i = 0; i < w.size(); ++i) w[i] = float(i % 977) * 0.25f;
+  checkpoint::begin_save(dir);
+  checkpoint::ShardWriter writer(dir, 0);
+  writer.add("w", rows, cols, 0, 0, rows, cols, w.data());
+  writer.finish();
+  checkpoint::finish_save(dir, {{"step", 1}});
+  const auto m = read_all(dir + "/manifest.json");
+  const auto j = nlohmann::json::parse(std::string(m.begin(), m.end()));
+  EXPECT_EQ(j["tensors"]["w"]["slices"][0]["crc32c"], checkpoint::crc32c_hex(checkpoint::crc32c(w.data(), w.size() * 4)));
+  EXPECT_EQ(checkpoint::CheckpointReader(dir).tensor("w").data, w);
+  const auto shard = dir + "/shard-00000.bin";
+  const auto intact = read_all(shard);
+  for (size_t at : {size_t(5), intact.size() - 3}) {
+    auto bytes = intact;
+    bytes[at] ^= 0x08;
+    write_all(shard, bytes);
+    try {
+      checkpoint::CheckpointReader(dir).tensor("w");
+      ADD_FAILURE() << "read a slice with a flipped bit at byte " << at;
+    } catch (const InputError& e) {
+      EXPECT_NE(problem_text(e).find("checkpoint-hash"), std::string::npos) << problem_text(e);
+    }
+  }
+  fs::remove_all(dir);
 }
 
 // Checkpoints written before CRC-32C carry FNV-1a 64 per slice and per file: they still read,

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -56,6 +57,52 @@ const char* kMarker = ".trident-save";
 bool owned_by_a_save(const std::string& tmp) {
   std::error_code ec;
   return fs::is_directory(fs::symlink_status(tmp, ec)) && fs::is_regular_file(fs::symlink_status(fs::path(tmp) / kMarker, ec));
+}
+
+// Large slices are read in pieces spread over threads: reading from the page cache, and the
+// checksum, are CPU work, so a core each goes as fast as the memory does. Below a piece's size
+// a thread is not worth it.
+constexpr size_t kPieceBytes = size_t(4) << 20;
+
+size_t pieces_of(size_t n) { return std::clamp<size_t>(n / kPieceBytes, 1, 256); }
+
+size_t threads_for(size_t pieces) {
+  return std::min<size_t>({pieces, std::max<size_t>(std::thread::hardware_concurrency(), 1), 8});
+}
+
+// Reads n bytes at `offset` of `fd` into `into`, in 1 MiB reads whose checksum runs while they
+// are in the cache; the pieces' CRC-32Cs are joined in order. False when the file ends early or a
+// read fails.
+bool read_checked(int fd, char* into, size_t n, off_t offset, uint32_t& crc) {
+  const size_t pieces = pieces_of(n), piece = (n + pieces - 1) / pieces, threads = threads_for(pieces);
+  auto lo = [&](size_t k) { return std::min(n, k * piece); };
+  std::vector<uint32_t> crcs(pieces, 0);
+  std::vector<char> ok(pieces, 0);
+  auto read_pieces = [&](size_t first) {  // every threads-th piece from `first`
+    for (size_t k = first; k < pieces; k += threads) {
+      uint32_t c = 0;
+      size_t done = lo(k);
+      while (done < lo(k + 1)) {
+        const ssize_t got = ::pread(fd, into + done, std::min(lo(k + 1) - done, size_t(1) << 20), offset + off_t(done));
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) break;
+        c = crc32c(into + done, size_t(got), c);
+        done += size_t(got);
+      }
+      crcs[k] = c;
+      ok[k] = done == lo(k + 1);
+    }
+  };
+  std::vector<std::thread> helpers;
+  for (size_t t = 1; t < threads; ++t) helpers.emplace_back(read_pieces, t);
+  read_pieces(0);
+  for (auto& t : helpers) t.join();
+  crc = 0;
+  for (size_t k = 0; k < pieces; ++k) {
+    if (!ok[k]) return false;
+    crc = crc32c_combine(crc, crcs[k], lo(k + 1) - lo(k));
+  }
+  return true;
 }
 
 }  // namespace
@@ -121,20 +168,34 @@ void ShardWriter::failed_writing() const {
 void ShardWriter::add(const std::string& name, int64_t logical_rows, int64_t logical_cols, int64_t row, int64_t col,
                       int64_t rows, int64_t cols, const float* data) {
   const size_t n = size_t(rows * cols) * sizeof(float);
-  const uint32_t crc = crc32c(data, n);  // the only pass over the bytes besides the write
+  // The checksum (the only pass over the bytes besides the write) runs on another core while
+  // the write copies them into the page cache.
+  uint32_t crc = 0;
+  std::thread checksum;
+  if (threads_for(pieces_of(n)) > 1) checksum = std::thread([&] { crc = crc32c(data, n); });
+  else crc = crc32c(data, n);
+  const auto* p = reinterpret_cast<const char*>(data);
+  for (size_t done = 0; done < n;) {
+    const ssize_t w = ::write(fd_, p + done, n - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      const int err = errno;
+      if (checksum.joinable()) checksum.join();
+      errno = err;
+      failed_writing();
+    }
+    done += size_t(w);
+  }
+  // Start the disk on these bytes now rather than at finish()'s fsync, so that writing the next
+  // slices overlaps it (advice only: the fsync still makes them durable and reports errors).
+  ::sync_file_range(fd_, off_t(bytes_), off_t(n), SYNC_FILE_RANGE_WRITE);
+  if (checksum.joinable()) checksum.join();
   index_.push_back({{"name", name},
                     {"shape", logical_cols == 1 ? nlohmann::json{logical_rows} : nlohmann::json{logical_rows, logical_cols}},
                     {"offset", bytes_},
                     {"start", {row, col}},
                     {"extent", {rows, cols}},
                     {"crc32c", crc32c_hex(crc)}});
-  const auto* p = reinterpret_cast<const char*>(data);
-  for (size_t done = 0; done < n;) {
-    const ssize_t w = ::write(fd_, p + done, n - done);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) failed_writing();
-    done += size_t(w);
-  }
   crc_ = crc32c_combine(crc_, crc, n);
   bytes_ += int64_t(n);
 }
@@ -300,18 +361,10 @@ void CheckpointReader::read_block(const std::string& name, int64_t row, int64_t 
     // Straight from the file into place, in pieces that stay in the cache while their checksum
     // runs over them.
     const int fd = ::open((dir_ + "/" + file).c_str(), O_RDONLY | O_CLOEXEC);
-    auto* bytes = reinterpret_cast<char*>(into);
     uint32_t c = 0;
-    size_t done = 0;
-    while (fd >= 0 && done < n) {
-      const ssize_t got = ::pread(fd, bytes + done, std::min(n - done, size_t(1) << 20), off_t(offset) + off_t(done));
-      if (got < 0 && errno == EINTR) continue;
-      if (got <= 0) break;
-      if (crc) c = crc32c(bytes + done, size_t(got), c);
-      done += size_t(got);
-    }
+    const bool read = fd >= 0 && read_checked(fd, reinterpret_cast<char*>(into), n, off_t(offset), c);
     if (fd >= 0) ::close(fd);
-    if (done < n) fail("could not read a slice of '" + name + "' from '" + dir_ + "/" + file + "'", kRedo, "checkpoint-size");
+    if (!read) fail("could not read a slice of '" + name + "' from '" + dir_ + "/" + file + "'", kRedo, "checkpoint-size");
     if ((crc && crc32c_hex(c) != s.at("crc32c")) || (!crc && fnv && fnv1a64_hex(fnv1a64(into, n)) != s.at("fnv1a64")))
       fail(fmt::format("a slice of '{}' in checkpoint shard '{}/{}' is corrupt (checksum mismatch)", name, dir_, file),
            kRedo, "checkpoint-hash");
