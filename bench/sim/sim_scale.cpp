@@ -12,8 +12,8 @@
 #include "core/cluster_spec.h"
 #include "core/model_spec.h"
 #include "report/pipeline_svg.h"
+#include "report/sim_timeline.h"
 #include "sim/plan_costs.h"
-#include "sim/sim_timeline.h"
 #include "sim/simulator.h"
 
 using namespace trident;
@@ -66,7 +66,7 @@ int main() {
     const double sched_s = median_s(repeats, [&] { sc = build_schedule(c.schedule, c.pp, c.m, c.v); });
     const double sim_s = median_s(repeats, [&] { r = sim::simulate(sc, pc.costs); });
     size_t svg_bytes = 0;
-    const double svg_s = median_s(repeats, [&] { svg_bytes = pipeline_svg(sim::to_timeline(r, "t", "s")).size(); });
+    const double svg_s = median_s(repeats, [&] { svg_bytes = pipeline_svg(to_timeline(r, "t", "s")).size(); });
     const double planner_s = median_s(repeats, [&] { plan::estimate(run, 0); });
     const double total = costs_s + sched_s + sim_s + svg_s;
     ok = ok && total < 1.0;

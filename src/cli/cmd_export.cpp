@@ -39,16 +39,19 @@
 
 #include "cli/command.h"
 #include "cli/runtime_commands.h"
-#include "cli/safetensors.h"
 #include "core/output_path.h"
 #include "core/problems.h"
 #include "report/output_file.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/logical_tensors.h"
+#include "runtime/checkpoint/safetensors.h"
 #include "runtime/engine/run_meta.h"
 
 namespace trident::cli {
 namespace {
+
+using checkpoint::NamedTensor;
+using checkpoint::safetensors_bytes;
 
 struct ExportArgs {
   std::string checkpoint, format = "safetensors", out;

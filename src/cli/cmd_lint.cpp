@@ -5,10 +5,10 @@
 
 #include "cli/cli_options.h"
 #include "cli/command.h"
-#include "cli/html_report.h"
 #include "plan/lint.h"
 #include "plan/plan_options.h"
-#include "plan/plan_report.h"
+#include "report/html_report.h"
+#include "report/plan_report.h"
 #include "report/time_to_train.h"
 #include "report/topology_report.h"
 
@@ -54,12 +54,12 @@ Runner setup_lint(CLI::App& cmd) {
       write_html(args->html, page);
     }
     if (out.json) {
-      nlohmann::json j = plan::lint_json(run, result, out.per_stage);
+      nlohmann::json j = lint_json(run, result, out.per_stage);
       if (ttt) j["time_to_train"] = time_to_train_json(*ttt);
       std::printf("%s\n", j.dump(2).c_str());
     } else {
-      std::printf("%s", plan::stack_line(run.exec, values.has("stack")).c_str());
-      std::printf("%s", plan::lint_text(run, result, out.per_stage).c_str());
+      std::printf("%s", stack_line(run.exec, values.has("stack")).c_str());
+      std::printf("%s", lint_text(run, result, out.per_stage).c_str());
       if (ttt) std::printf("\n%s", time_to_train_text(*ttt).c_str());
     }
     return result.has_errors() ? 1 : 0;

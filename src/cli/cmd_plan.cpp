@@ -7,22 +7,22 @@
 
 #include <fmt/format.h>
 
+#include "capability/rehearsal_check.h"
 #include "cli/cli_options.h"
 #include "cli/command.h"
-#include "capability/rehearsal_check.h"
-#include "cli/html_report.h"
 #include "core/dimensions.h"
 #include "core/layout_rules.h"
 #include "core/run_spec.h"
 #include "plan/lint.h"
 #include "plan/plan_options.h"
-#include "plan/plan_report.h"
 #include "plan/rationale.h"
 #include "plan/search.h"
+#include "report/html_report.h"
 #include "report/launch_config.h"
 #include "report/output_file.h"
-#include "report/topology_report.h"
+#include "report/plan_report.h"
 #include "report/time_to_train.h"
+#include "report/topology_report.h"
 
 namespace trident::cli {
 namespace {
@@ -196,13 +196,13 @@ Runner setup_plan(CLI::App& cmd) {
                         "--emit");
     }
     if (out.json) {
-      nlohmann::json j = plan::plan_json(result, findings, why, out.per_stage, no_fit ? &*no_fit : nullptr);
+      nlohmann::json j = plan_json(result, findings, why, out.per_stage, no_fit ? &*no_fit : nullptr);
       if (ttt) j["time_to_train"] = time_to_train_json(*ttt);
       if (rehearsal) j["rehearsal"] = rehearsal_json(*rehearsal);
       std::printf("%s\n", j.dump(2).c_str());
     } else {
-      std::printf("%s", plan::stack_line(exec, values.has("stack")).c_str());
-      std::printf("%s", plan::plan_text(model, cluster, exec.global_batch_size, result, findings, why, out.per_stage,
+      std::printf("%s", stack_line(exec, values.has("stack")).c_str());
+      std::printf("%s", plan_text(model, cluster, exec.global_batch_size, result, findings, why, out.per_stage,
                                                   no_fit ? &*no_fit : nullptr).c_str());
       if (ttt) std::printf("\n%s", time_to_train_text(*ttt).c_str());
       if (rehearsal) std::printf("\n%s", rehearsal_text(*rehearsal, result.best.front().run).c_str());

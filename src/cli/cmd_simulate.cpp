@@ -10,19 +10,19 @@
 
 #include "cli/cli_options.h"
 #include "cli/command.h"
-#include "cli/html_report.h"
-#include "cli/simulated_step.h"
 #include "core/run_spec.h"
 #include "core/units.h"
+#include "plan/plan_options.h"
 #include "report/chrome_trace.h"
+#include "report/html_report.h"
 #include "report/pipeline_svg.h"
+#include "report/plan_report.h"
+#include "report/sim_timeline.h"
+#include "report/simulated_step.h"
 #include "report/time_to_train.h"
 #include "report/topology_report.h"
 #include "schedule/schedule.h"
-#include "plan/plan_options.h"
-#include "plan/plan_report.h"
 #include "sim/plan_costs.h"
-#include "sim/sim_timeline.h"
 #include "sim/simulator.h"
 
 namespace trident::cli {
@@ -120,7 +120,7 @@ nlohmann::json to_json(const RunSpec& run, const sim::PlannedCosts& pc, const si
           {"precision", to_string(run.exec.precision)},
           {"grad_bits", run.exec.grad_bits},
           {"stack", run.exec.stack},
-          {"cost_table", plan::cost_json(pc.estimate.cost)},
+          {"cost_table", cost_json(pc.estimate.cost)},
           {"micro_batches", pc.micro_batches},
           {"virtual_stages", pc.virtual_stages},
           {"layout", run.layout.describe()},
@@ -204,7 +204,7 @@ std::string to_text(const RunSpec& run, const Mesh& mesh, const sim::PlannedCost
                      zero3_s);
   s += "  It paces every stage by the slowest and uses the closed-form bubble; the simulator plays the\n"
        "  schedule action by action, with each stage's own costs and DP buckets against its last backwards.\n";
-  s += "  " + plan::cost_text(pc.estimate.cost);
+  s += "  " + cost_text(pc.estimate.cost);
   return s;
 }
 
@@ -276,7 +276,7 @@ Runner setup_simulate(CLI::App& cmd) {
       if (ttt) j["time_to_train"] = time_to_train_json(*ttt);
       std::printf("%s\n", j.dump(2).c_str());
     } else {
-      std::printf("%s", plan::stack_line(run.exec, values.has("stack")).c_str());
+      std::printf("%s", stack_line(run.exec, values.has("stack")).c_str());
       std::printf("%s", to_text(run, mesh, pc, r, closed).c_str());
       if (ttt) std::printf("\n%s", time_to_train_text(*ttt).c_str());
     }

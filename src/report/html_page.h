@@ -6,7 +6,7 @@
 //   #timeline (pipeline SVG, whole step; #timeline-zoom: a window on it that a slider or a drag zooms
 //   and moves, opening on the first micro-batches),
 //   #rehearsal (measured beside predicted shares).
-// The page carries numbers only; the commands fill it (src/cli/html_report.cpp).
+// The page carries numbers only; the commands fill it (report/html_report.cpp).
 #pragma once
 
 #include <optional>

@@ -3,7 +3,7 @@
 // chunks in steps of shade, alternating slightly by micro-batch) and labelled with
 // the micro-batch when they are wide enough; row names are measured so they are never clipped; pipeline messages in red on the row, the DP stream as a
 // thin lane under it; idle time (bubbles) hatched grey; a time axis and a legend.
-// Works for any Timeline: simulated (sim/sim_timeline.h) or measured by the runtime.
+// Works for any Timeline: simulated (report/sim_timeline.h) or measured by the runtime.
 #pragma once
 
 #include <string>

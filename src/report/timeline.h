@@ -1,5 +1,5 @@
 // Timeline: a plain list of timed blocks on rows, the common input of the Chrome-trace and SVG
-// writers. The simulator fills it from its spans (sim/sim_timeline.h); the runtime can fill it
+// writers. The simulator fills it from its spans (report/sim_timeline.h); the runtime can fill it
 // from a measured step, so prediction and measurement are drawn the same way.
 #pragma once
 

@@ -9,9 +9,9 @@
 #include "plan/lint.h"
 #include "plan/mixture_of_experts.h"
 #include "plan/plan_options.h"
-#include "plan/plan_report.h"
 #include "plan/rationale.h"
 #include "plan/search.h"
+#include "report/plan_report.h"
 
 using namespace trident;
 using namespace trident::plan;

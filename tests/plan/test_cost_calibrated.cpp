@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "core/cost_table.h"
-#include "plan/plan_report.h"
+#include "report/plan_report.h"
 
 using namespace trident;
 
@@ -15,10 +15,10 @@ TEST(CostCalibration, a_gpu_without_a_table_of_its_own_is_warned_about_naming_th
   GpuSpec custom{"MyAccel-96GB", 96e9, 500e12, 50e12, 3e12};
   const CostTable t = builtin_cost(custom);
   EXPECT_FALSE(t.calibrated);
-  const std::string text = plan::cost_text(t);
+  const std::string text = cost_text(t);
   EXPECT_NE(text.find("warning: no calibrated cost table for GPU MyAccel-96GB"), std::string::npos) << text;
   EXPECT_NE(text.find("[default] table of data/cost/builtin.toml"), std::string::npos) << text;
-  EXPECT_EQ(plan::cost_json(t)["calibrated"], false);
-  EXPECT_NE(plan::cost_json(t)["warning"].get<std::string>().find("MyAccel-96GB"), std::string::npos);
-  EXPECT_EQ(plan::cost_text(builtin_cost(gpu_preset("a100-80g"))).find("warning"), std::string::npos);
+  EXPECT_EQ(cost_json(t)["calibrated"], false);
+  EXPECT_NE(cost_json(t)["warning"].get<std::string>().find("MyAccel-96GB"), std::string::npos);
+  EXPECT_EQ(cost_text(builtin_cost(gpu_preset("a100-80g"))).find("warning"), std::string::npos);
 }

@@ -6,7 +6,7 @@
 
 #include "report/chrome_trace.h"
 #include "report/pipeline_svg.h"
-#include "sim/sim_timeline.h"
+#include "report/sim_timeline.h"
 
 namespace trident::sim {
 namespace {

@@ -1,4 +1,4 @@
-#include "cli/html_report.h"
+#include "report/html_report.h"
 
 #include <fmt/format.h>
 
@@ -11,11 +11,11 @@
 #include "report/pipeline_svg.h"
 #include "report/topology_report.h"
 
-namespace trident::cli {
+namespace trident {
 
 namespace {
 
-std::string gib(double bytes) { return fmt::format("{:.1f}", bytes / kGiB); }
+std::string gib_text(double bytes) { return fmt::format("{:.1f}", bytes / kGiB); }
 
 std::string layout_text(const plan::Estimate& e) {
   const RunSpec& r = e.run;
@@ -38,7 +38,7 @@ HtmlTable candidates_table(const plan::SearchResult& result) {
     const auto& e = result.best[i];
     t.rows.push_back({std::to_string(i + 1) + " " + layout_text(e), "", fmt::format("{:.3f}", e.time.step),
                       fmt::format("{:.0f}", e.tokens_per_s), fmt::format("{:.1f}%", 100 * e.mfu),
-                      gib(e.peak_memory().total_bytes()), gib(e.capacity_bytes), std::to_string(e.micro_batches)});
+                      gib_text(e.peak_memory().total_bytes()), gib_text(e.capacity_bytes), std::to_string(e.micro_batches)});
     t.rows.back().erase(t.rows.back().begin() + 1);  // the layout sits in the first column
   }
   t.header.erase(t.header.begin() + 1);
@@ -56,13 +56,13 @@ HtmlPage run_page(const RunSpec& run, const plan::Estimate& e, const std::string
                                                                  run.exec.global_batch_size, e.micro_batches));
   p.summary.push_back(fmt::format("predicted: step {:.3f} s, {:.0f} tokens/s, MFU {:.1f}%, {} GiB on the most loaded GPU "
                                   "of {} GiB: {}",
-                                  e.time.step, e.tokens_per_s, 100 * e.mfu, gib(e.peak_memory().total_bytes()),
-                                  gib(e.capacity_bytes), e.fits ? "fits" : "DOES NOT FIT"));
+                                  e.time.step, e.tokens_per_s, 100 * e.mfu, gib_text(e.peak_memory().total_bytes()),
+                                  gib_text(e.capacity_bytes), e.fits ? "fits" : "DOES NOT FIT"));
 
   HtmlBars mem;
   mem.unit = "GiB";
   mem.limit = e.capacity_bytes / kGiB;
-  mem.limit_label = fmt::format("capacity {} GiB", gib(e.capacity_bytes));
+  mem.limit_label = fmt::format("capacity {} GiB", gib_text(e.capacity_bytes));
   mem.caption = "per GPU of each stage: weights, gradients, optimizer states, activations of the micro-batches in "
                 "flight, and the fixed overhead (context, buffers, fragmentation)";
   for (const auto& sm : e.memory)
@@ -156,4 +156,4 @@ HtmlTable findings_table(const std::vector<plan::Finding>& findings) {
 
 void write_html(const std::string& path, const HtmlPage& page) { write_output_file(path, html_page(page), "--html"); }
 
-}  // namespace trident::cli
+}  // namespace trident

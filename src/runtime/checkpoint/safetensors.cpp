@@ -1,4 +1,4 @@
-#include "cli/safetensors.h"
+#include "runtime/checkpoint/safetensors.h"
 
 #include <fmt/format.h>
 
@@ -8,7 +8,7 @@
 
 #include "core/problems.h"
 
-namespace trident::cli {
+namespace trident::checkpoint {
 
 std::string safetensors_bytes(const std::vector<NamedTensor>& tensors, const std::map<std::string, std::string>& metadata) {
   static_assert(std::endian::native == std::endian::little, "safetensors stores little-endian values");
@@ -40,4 +40,4 @@ std::string safetensors_bytes(const std::vector<NamedTensor>& tensors, const std
   return out;
 }
 
-}  // namespace trident::cli
+}  // namespace trident::checkpoint

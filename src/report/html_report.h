@@ -3,13 +3,13 @@
 
 #include <string>
 
-#include "cli/simulated_step.h"
+#include "report/simulated_step.h"
 #include "plan/estimate.h"
 #include "plan/lint.h"
 #include "plan/search.h"
 #include "report/html_page.h"
 
-namespace trident::cli {
+namespace trident {
 
 // Summary, per-stage memory against capacity, step-time breakdown, strategy <-> topology and the
 // pipeline timeline (whole step, and a zoom on the first micro-batches when blocks get thin).
@@ -27,4 +27,4 @@ HtmlTable findings_table(const std::vector<plan::Finding>& findings);
 // Writes the page through the one output writer (report/output_file.h), as --html.
 void write_html(const std::string& path, const HtmlPage& page);
 
-}  // namespace trident::cli
+}  // namespace trident

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-namespace trident::cli {
+namespace trident::checkpoint {
 
 struct NamedTensor {
   std::string name;
@@ -20,4 +20,4 @@ struct NamedTensor {
 // match its data.
 std::string safetensors_bytes(const std::vector<NamedTensor>& tensors, const std::map<std::string, std::string>& metadata);
 
-}  // namespace trident::cli
+}  // namespace trident::checkpoint

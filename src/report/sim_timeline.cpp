@@ -1,8 +1,10 @@
-#include "sim/sim_timeline.h"
+#include "report/sim_timeline.h"
 
-namespace trident::sim {
+namespace trident {
 
-Timeline to_timeline(const SimResult& r, const std::string& title, const std::string& subtitle,
+using sim::SpanKind;
+
+Timeline to_timeline(const sim::SimResult& r, const std::string& title, const std::string& subtitle,
                      std::vector<std::string> row_names) {
   Timeline tl;
   tl.title = title;
@@ -13,7 +15,7 @@ Timeline to_timeline(const SimResult& r, const std::string& title, const std::st
   }
   tl.rows = std::move(row_names);
   tl.blocks.reserve(r.spans.size());
-  for (const Span& sp : r.spans) {
+  for (const sim::Span& sp : r.spans) {
     TimelineBlock b;
     b.row = sp.stage;
     b.lane = sp.on_dp_stream ? 1 : 0;
@@ -32,4 +34,4 @@ Timeline to_timeline(const SimResult& r, const std::string& title, const std::st
   return tl;
 }
 
-}  // namespace trident::sim
+}  // namespace trident

@@ -11,7 +11,7 @@
 #include "sim/plan_costs.h"
 #include "sim/simulator.h"
 
-namespace trident::cli {
+namespace trident {
 
 struct SimulatedStep {
   sim::PlannedCosts costs;
@@ -30,4 +30,4 @@ std::string stage_ranks(const Mesh& mesh, int64_t stage);
 // The step as a Timeline: one row per stage, titled with the layout and subtitled with its numbers.
 Timeline step_timeline(const RunSpec& run, const Mesh& mesh, const SimulatedStep& step);
 
-}  // namespace trident::cli
+}  // namespace trident

@@ -1,10 +1,10 @@
-#include "cli/simulated_step.h"
+#include "report/simulated_step.h"
 
 #include <fmt/format.h>
 
-#include "sim/sim_timeline.h"
+#include "report/sim_timeline.h"
 
-namespace trident::cli {
+namespace trident {
 
 SimulatedStep simulate_step(const RunSpec& run, double overhead_bytes) {
   SimulatedStep s;
@@ -46,7 +46,7 @@ Timeline step_timeline(const RunSpec& run, const Mesh& mesh, const SimulatedStep
       "tp {:.3f} s, pp {:.3f} s, dp {:.3f} s",
       r.step_s, st.costs.estimate.time.step, r.bubble_share * 100, st.closed_form_bubble * 100, r.critical_stage,
       r.exposed_tp_s(), r.exposed_pp_s(), r.exposed_dp_s());
-  return sim::to_timeline(r, title, subtitle, rows);
+  return to_timeline(r, title, subtitle, rows);
 }
 
-}  // namespace trident::cli
+}  // namespace trident

@@ -1,13 +1,14 @@
-#include "plan/plan_report.h"
+#include "report/plan_report.h"
 
 #include <fmt/format.h>
 
 #include "core/dimensions.h"
 #include "core/units.h"
 
-namespace trident::plan {
+namespace trident {
 
 using nlohmann::json;
+using namespace plan;  // the planner's results are what this file writes
 
 namespace {
 
@@ -451,4 +452,4 @@ std::string plan_text(const ModelSpec& model, const ClusterSpec& cluster, int64_
   return s;
 }
 
-}  // namespace trident::plan
+}  // namespace trident
