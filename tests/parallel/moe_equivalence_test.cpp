@@ -38,6 +38,19 @@ TEST(MoeEquivalence, llama_ep2_dp2_drop_matches_single_process) {
 TEST(MoeEquivalence, llama_ep2_pp2_matches_single_process) {
   expect_same_as_single_process(moe("moe llama ep2xpp2", 2, 2, 2, false, true));
 }
+// ZeRO-1: the experts' optimizer states sharded over EDP (2 ranks at ep 2 x dp 2; 1 at ep 2, each
+// rank its own experts whole), the dense ones over dp.
+TEST(MoeEquivalence, ep2_dp2_zero1_drop_matches_single_process) {
+  Case c = moe("moe ep2xdp2 zero1 drop", 4, 2, 1, true);
+  c.zero = 1;
+  expect_same_as_single_process(c);
+}
+TEST(MoeEquivalence, llama_ep2_pp2_zero1_matches_single_process) {
+  Case c = moe("moe llama ep2xpp2 zero1", 2, 2, 2, false, true);
+  c.zero = 1;
+  expect_same_as_single_process(c);
+}
+
 // Tensor parallelism splits attention only: the experts (and the router) are replicated over the
 // tp ranks, each routing the same rows; the MoE output and input gradient count once in the
 // layer's tp reduction. The EP groups are per tp rank.

@@ -9,8 +9,8 @@ GradSync::GradSync(comm::Communicator& dp, const nn::ParamLayout& layout, int ze
                    kernels::Kernels& k, comm::Communicator* experts)
     : dp_(dp), experts_(experts), k_(k), zero_(zero), total_(layout.total()), ready_from_(layout.total()) {
   if (experts_) expert_ranges_ = layout.expert_ranges();
-  if (experts_ && sharded() && !expert_ranges_.empty())
-    throw std::invalid_argument("GradSync: ZeRO over the expert-data-parallel group is not implemented");
+  if (experts_ && zero_ >= 2 && sharded() && !expert_ranges_.empty())
+    throw std::invalid_argument("GradSync: ZeRO-2/3 over the expert-data-parallel group is not implemented");
   // Cut points: layer boundaries, plus the start and end of the buffer. Walk from the end and
   // close a bucket as soon as it holds bucket_floats.
   std::vector<int64_t> cuts{0, total_};
@@ -29,24 +29,33 @@ GradSync::GradSync(comm::Communicator& dp, const nn::ParamLayout& layout, int ze
   }
   std::reverse(buckets_.begin(), buckets_.end());
 
-  const int64_t n = dp.size();
-  padded_ = (total_ + n - 1) / n * n;
-  const int64_t per = padded_ / n;
-  owned_begin_ = std::min(total_, dp.rank() * per);
-  owned_end_ = std::min(total_, (dp.rank() + 1) * per);
-  if (!sharded()) owned_begin_ = 0, owned_end_ = total_;
+  owned_begin_ = 0, owned_end_ = total_;
   if (sharded() && zero_ == 1) {
-    scratch_ = DeviceBuffer(k_, size_t(padded_));  // zeroed; the tail past total_ stays zero
-    slice_ = DeviceBuffer(k_, size_t(per));
-  }
-  if (sharded() && zero_ >= 2) {
+    zero1_ = std::make_unique<Zero1Shards>(zero1_spaces(), k_);
+    pieces_ = zero1_->pieces();
+    shard_floats_ = zero1_->shard_floats();
+    owned_begin_ = zero1_->whole_lo(), owned_end_ = zero1_->whole_hi();
+  } else if (sharded() && zero_ >= 2) {
     units_ = std::make_unique<ZeroShards>(dp, layout, zero_, k_);
     pieces_ = units_->pieces();
     shard_floats_ = units_->shard_floats();
   } else {
-    pieces_ = {{owned_begin_, owned_end_, 0}};
-    shard_floats_ = owned_end_ - owned_begin_;
+    pieces_ = {{0, total_, 0}};
+    shard_floats_ = total_;
   }
+}
+
+// ZeRO-1's spaces: the whole buffer over dp, or the dense ranges over dp and the experts' over EDP.
+std::vector<Zero1Shards::Spec> GradSync::zero1_spaces() const {
+  if (expert_ranges_.empty()) return {{&dp_, {{0, total_}}}};
+  Zero1Shards::Spec dense{&dp_, {}}, experts{experts_, expert_ranges_};
+  int64_t at = 0;
+  for (const auto& e : expert_ranges_) {
+    if (e.begin > at) dense.ranges.push_back({at, e.begin});
+    at = e.end;
+  }
+  if (total_ > at) dense.ranges.push_back({at, total_});
+  return {dense, experts};
 }
 
 float* GradSync::piece_grads(float* stage_grads, const ShardPiece& p) {
@@ -62,13 +71,14 @@ float* GradSync::grads_at(float* stage_grads, int64_t offset) {
 }
 
 void GradSync::add_bytes(ModelStateBytes& b) const {
-  b.staging += 4.0 * double(scratch_.n + slice_.n);
+  if (zero1_) zero1_->add_bytes(b);
   if (units_) units_->add_bytes(b);
 }
 
 void GradSync::scatter_from_host(const float* whole, float* owned) {
   if (units_) return units_->scatter_from_host(whole, owned);
-  if (owned_end_ > owned_begin_) k_.from_host(owned, whole + owned_begin_, size_t(owned_end_ - owned_begin_));
+  if (zero1_) return zero1_->scatter_from_host(whole, owned);
+  k_.from_host(owned, whole, size_t(total_));
 }
 
 size_t GradSync::launched_buckets() const {
@@ -119,12 +129,7 @@ void GradSync::launch(Bucket& b, float* grads) {
 void GradSync::finish(float* grads) {
   if (dp_.size() == 1) return;
   if (units_) return units_->finish();
-  if (sharded()) {
-    k_.copy(scratch_.p, grads, size_t(total_));
-    dp_.reduce_scatter(scratch_.p, slice_.p, slice_.n, comm::DType::F32, comm::ReduceOp::Sum);
-    k_.copy(grads + owned_begin_, slice_.p, size_t(owned_end_ - owned_begin_));
-    return;
-  }
+  if (zero1_) return zero1_->reduce(grads);
   mark_ready(grads, 0, total_);
   for (auto& b : buckets_)
     for (auto& r : b.requests) r->wait();
@@ -133,21 +138,14 @@ void GradSync::finish(float* grads) {
 void GradSync::all_gather_params(float* params) {
   if (!sharded() || zero_ >= 3) return;  // ZeRO-3 gathers each unit when it is used
   if (units_) return units_->gather_params(params);
-  k_.copy(slice_.p, params + owned_begin_, size_t(owned_end_ - owned_begin_));  // the slice's tail stays zero
-  dp_.all_gather(slice_.p, scratch_.p, slice_.n, comm::DType::F32);
-  k_.copy(params, scratch_.p, size_t(total_));
+  zero1_->gather_params(params);
 }
 
 std::vector<float> GradSync::gather_to_host(const float* owned) {
   if (units_) return units_->gather_to_host(owned);
+  if (zero1_) return zero1_->gather_to_host(owned, total_);
   std::vector<float> out(static_cast<size_t>(total_));
-  if (!sharded()) {
-    k_.to_host(out.data(), owned, out.size());
-    return out;
-  }
-  k_.copy(slice_.p, owned, size_t(owned_end_ - owned_begin_));
-  dp_.all_gather(slice_.p, scratch_.p, slice_.n, comm::DType::F32);
-  k_.to_host(out.data(), scratch_.p, out.size());
+  k_.to_host(out.data(), owned, out.size());
   return out;
 }
 

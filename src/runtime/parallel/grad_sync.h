@@ -7,11 +7,10 @@
 // what is still in flight (the "exposed" DP time) — replicas are summed, not averaged, because
 // each token's loss is already weighted by 1 / (tokens in the global batch).
 //
-// ZeRO-1: the buffer (padded to a multiple of dp) is reduce-scattered after backward; rank r
-// owns elements [owned_begin, owned_end), updates only those (optimizer state of that size),
-// and all_gather_params() brings every rank the updated parameters. The staging buffers come
-// from the kernels' allocator and are copied with its device copy, so on a GPU the
-// communicator (NCCL) is handed device memory only.
+// ZeRO-1: Zero1Shards (zero1_shards.h) reduce-scatters the buffer after backward (the experts'
+// ranges over EDP, the rest over dp); each rank updates only its slice (optimizer state of that
+// size), and all_gather_params() brings every rank the updated parameters. Without experts rank
+// r owns elements [owned_begin, owned_end).
 //
 // ZeRO-2 / ZeRO-3: ZeroShards (zero_shards.h) holds the gradients (and weights) unit by unit as
 // the stage's UnitStorage; GradSync forwards the hook, finish and gathers to it. Whatever the
@@ -20,7 +19,8 @@
 //
 // Expert parallel: the experts' ranges (ParamLayout::expert_ranges) differ between the dp ranks
 // of an EP group, so a bucket's all-reduce skips them over dp and reduces them over the expert
-// group (EDP) instead. Plain DP only: ZeRO over EDP is not written yet (the run is refused).
+// group (EDP) instead; ZeRO-1 shards them over EDP. ZeRO-2/3 over EDP are not written yet (the
+// run is refused).
 #pragma once
 
 #include <cstdint>
@@ -31,6 +31,7 @@
 #include "runtime/kernels/ops.h"
 #include "runtime/nn/param_layout.h"
 #include "runtime/parallel/device_buffer.h"
+#include "runtime/parallel/zero1_shards.h"
 #include "runtime/parallel/zero_shards.h"
 
 namespace trident::parallel {
@@ -84,6 +85,7 @@ class GradSync {
     bool launched = false;
   };
   void launch(Bucket& b, float* grads);
+  std::vector<Zero1Shards::Spec> zero1_spaces() const;
   comm::Communicator& dp_;
   comm::Communicator* experts_ = nullptr;
   std::vector<nn::ParamLayout::Unit> expert_ranges_;  // only with experts_
@@ -92,8 +94,8 @@ class GradSync {
   int64_t total_;
   std::vector<Bucket> buckets_;  // ascending offsets
   int64_t ready_from_;           // lowest offset whose gradients are final
-  int64_t owned_begin_ = 0, owned_end_ = 0, padded_ = 0;
-  DeviceBuffer scratch_, slice_;  // ZeRO-1 staging: the padded whole buffer, this rank's slice
+  int64_t owned_begin_ = 0, owned_end_ = 0;
+  std::unique_ptr<Zero1Shards> zero1_;
   std::vector<ShardPiece> pieces_;
   int64_t shard_floats_ = 0;
   std::unique_ptr<ZeroShards> units_;

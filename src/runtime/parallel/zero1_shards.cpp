@@ -1,0 +1,87 @@
+#include "runtime/parallel/zero1_shards.h"
+
+#include <algorithm>
+
+namespace trident::parallel {
+
+Zero1Shards::Zero1Shards(std::vector<Spec> specs, kernels::Kernels& k) : k_(k) {
+  for (Spec& spec : specs) {
+    Space s;
+    s.group = spec.group;
+    s.ranges = std::move(spec.ranges);
+    for (const auto& r : s.ranges) s.size += r.size();
+    if (s.size == 0) continue;
+    const int64_t n = s.group->size(), rank = s.group->rank();
+    s.per = (s.size + n - 1) / n;
+    s.lo = std::min(s.size, rank * s.per);
+    s.hi = std::min(s.size, (rank + 1) * s.per);
+    s.shard = shard_floats_;
+    shard_floats_ += s.hi - s.lo;
+    s.packed = DeviceBuffer(k_, size_t(s.per * n));  // zeroed; the padding past size stays zero
+    s.slice = DeviceBuffer(k_, size_t(s.per));
+    walk(s, s.lo, s.hi, [&](int64_t flat, int64_t at, int64_t n) { pieces_.push_back({flat, flat + n, s.shard + at - s.lo}); });
+    spaces_.push_back(std::move(s));
+  }
+}
+
+template <class F>
+void Zero1Shards::walk(const Space& s, int64_t from, int64_t to, F&& f) {
+  int64_t at = 0;
+  for (const auto& r : s.ranges) {
+    const int64_t lo = std::max(from, at), hi = std::min(to, at + r.size());
+    if (hi > lo) f(r.begin + (lo - at), lo, hi - lo);
+    at += r.size();
+  }
+}
+
+int64_t Zero1Shards::whole_lo() const {
+  return spaces_.size() == 1 && spaces_[0].ranges.size() == 1 && spaces_[0].ranges[0].begin == 0 ? spaces_[0].lo : 0;
+}
+int64_t Zero1Shards::whole_hi() const {
+  return spaces_.size() == 1 && spaces_[0].ranges.size() == 1 && spaces_[0].ranges[0].begin == 0 ? spaces_[0].hi : 0;
+}
+
+void Zero1Shards::pack(Space& s, const float* flat) {
+  walk(s, 0, s.size, [&](int64_t f, int64_t at, int64_t n) { k_.copy(s.packed.p + at, flat + f, size_t(n)); });
+}
+
+void Zero1Shards::unpack_all(Space& s, float* flat) {
+  walk(s, 0, s.size, [&](int64_t f, int64_t at, int64_t n) { k_.copy(flat + f, s.packed.p + at, size_t(n)); });
+}
+
+void Zero1Shards::reduce(float* grads) {
+  for (Space& s : spaces_) {
+    pack(s, grads);
+    s.group->reduce_scatter(s.packed.p, s.slice.p, size_t(s.per), comm::DType::F32, comm::ReduceOp::Sum);
+    walk(s, s.lo, s.hi, [&](int64_t f, int64_t at, int64_t n) { k_.copy(grads + f, s.slice.p + (at - s.lo), size_t(n)); });
+  }
+}
+
+void Zero1Shards::gather_params(float* params) {
+  for (Space& s : spaces_) {
+    // The slice's tail past hi - lo stays zero (the padding's reduce-scatter result).
+    walk(s, s.lo, s.hi, [&](int64_t f, int64_t at, int64_t n) { k_.copy(s.slice.p + (at - s.lo), params + f, size_t(n)); });
+    s.group->all_gather(s.slice.p, s.packed.p, size_t(s.per), comm::DType::F32);
+    unpack_all(s, params);
+  }
+}
+
+std::vector<float> Zero1Shards::gather_to_host(const float* shard, int64_t total) {
+  std::vector<float> out(static_cast<size_t>(total), 0.0f);
+  for (Space& s : spaces_) {
+    if (s.hi > s.lo) k_.copy(s.slice.p, shard + s.shard, size_t(s.hi - s.lo));
+    s.group->all_gather(s.slice.p, s.packed.p, size_t(s.per), comm::DType::F32);
+    walk(s, 0, s.size, [&](int64_t f, int64_t at, int64_t n) { k_.to_host(out.data() + f, s.packed.p + at, size_t(n)); });
+  }
+  return out;
+}
+
+void Zero1Shards::scatter_from_host(const float* whole, float* shard) {
+  for (const ShardPiece& p : pieces_) k_.from_host(shard + p.shard, whole + p.begin, size_t(p.end - p.begin));
+}
+
+void Zero1Shards::add_bytes(ModelStateBytes& b) const {
+  for (const Space& s : spaces_) b.staging += 4.0 * double(s.packed.n + s.slice.n);
+}
+
+}  // namespace trident::parallel
