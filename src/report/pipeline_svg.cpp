@@ -88,44 +88,64 @@ double zoom_window_end(const Timeline& tl) {
   return to > 0 && to < tl.end_s() ? to : 0;
 }
 
-std::string pipeline_svg(const Timeline& tl, const SvgOptions& opt) {
-  const double step_end = std::max(tl.end_s(), 1e-12);
-  const double from = std::clamp(opt.from_s, 0.0, step_end);
-  const double to = opt.to_s > from ? std::min(opt.to_s, step_end) : step_end;
-  const double end = std::max(to - from, 1e-12);  // the span drawn
+namespace {
+
+// Where everything goes: the time window drawn, the rows' heights and the plot's extent.
+struct Frame {
+  double step_end = 0, from = 0, to = 0, end = 0;  // end: the span drawn
+  int chunks = 1;
+  bool grouped = false;
+  int left = 0, right = 24, top = 92, axis = 46, rows = 0, lane_h = 6, sub_h = 18, band_h = 0, rh = 0;
+  int width = 0, height = 0;
+  double plot_w = 0, scale = 0;
+  std::string idle, clip;  // ids of the hatch pattern and the clip path
+  double X(double t) const { return left + (t - from) * scale; }
+};
+
+Frame frame_for(const Timeline& tl, const SvgOptions& opt) {
+  Frame f;
+  f.step_end = std::max(tl.end_s(), 1e-12);
+  f.from = std::clamp(opt.from_s, 0.0, f.step_end);
+  f.to = opt.to_s > f.from ? std::min(opt.to_s, f.step_end) : f.step_end;
+  f.end = std::max(f.to - f.from, 1e-12);
   // Interleaved: each stage is a group of one sub-row per chunk (the chunks' blocks would
   // otherwise alternate on one row into a striped texture), its DP lane under the group.
-  const int chunks = chunk_count(tl);
-  const bool grouped = chunks > 1;
+  f.chunks = chunk_count(tl);
+  f.grouped = f.chunks > 1;
   // Row names are measured (about 0.62 em per character at 12 px), so "stage 7  ranks 12288-12295"
   // is never clipped.
   size_t longest = 0;
   for (const auto& r : tl.rows) longest = std::max(longest, r.size());
-  const int left = std::max(120, int(7.6 * double(longest)) + 20 + (grouped ? 60 : 0)), right = 24, top = 92, axis = 46;
-  const int rows = int(tl.rows.size());
-  const int lane_h = 6, sub_h = 18;
-  const int band_h = grouped ? chunks * sub_h : opt.row_height_px - lane_h - 8;  // a group's compute rows
-  const int rh = grouped ? band_h + lane_h + 12 : opt.row_height_px;
-  const int width = std::max(opt.width_px, left + 400), height = top + rows * rh + axis;
-  const double plot_w = width - left - right;
-  const double scale = plot_w / end;
-  auto X = [&](double t) { return left + (t - from) * scale; };
-  const std::string idle = opt.id_prefix + "idle", clip = opt.id_prefix + "plot";
+  f.left = std::max(120, int(7.6 * double(longest)) + 20 + (f.grouped ? 60 : 0));
+  f.rows = int(tl.rows.size());
+  f.band_h = f.grouped ? f.chunks * f.sub_h : opt.row_height_px - f.lane_h - 8;  // a group's compute rows
+  f.rh = f.grouped ? f.band_h + f.lane_h + 12 : opt.row_height_px;
+  f.width = std::max(opt.width_px, f.left + 400);
+  f.height = f.top + f.rows * f.rh + f.axis;
+  f.plot_w = f.width - f.left - f.right;
+  f.scale = f.plot_w / f.end;
+  f.idle = opt.id_prefix + "idle";
+  f.clip = opt.id_prefix + "plot";
+  return f;
+}
 
-  std::string s;
+// The <svg> element, the idle hatch, the background, title and subtitle.
+void draw_header(std::string& s, const Timeline& tl, const Frame& f) {
   s += fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\" "
       "font-family=\"DejaVu Sans, Arial, sans-serif\">\n",
-      width, height, width, height);
+      f.width, f.height, f.width, f.height);
   s += fmt::format("<defs><pattern id=\"{}\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" "
                    "patternTransform=\"rotate(45)\"><rect width=\"6\" height=\"6\" fill=\"#f4f4f4\"/>"
                    "<line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"6\" stroke=\"#c8c8c8\" stroke-width=\"2\"/></pattern></defs>\n",
-                   idle);
-  s += fmt::format("<rect width=\"{}\" height=\"{}\" fill=\"#ffffff\"/>\n", width, height);
+                   f.idle);
+  s += fmt::format("<rect width=\"{}\" height=\"{}\" fill=\"#ffffff\"/>\n", f.width, f.height);
   s += fmt::format("<text x=\"{}\" y=\"24\" font-size=\"17\" font-weight=\"bold\">{}</text>\n", 12, xml_escape(tl.title));
   s += fmt::format("<text x=\"{}\" y=\"46\" font-size=\"12\" fill=\"#333\">{}</text>\n", 12, xml_escape(tl.subtitle));
+}
 
-  // Legend.
+// One key per block kind, the idle hatch, and under an interleaved schedule the chunks' shades.
+void draw_legend(std::string& s, const Frame& f) {
   struct Key {
     const char* kind;
     const char* text;
@@ -139,119 +159,125 @@ std::string pipeline_svg(const Timeline& tl, const SvgOptions& opt) {
     b.kind = k.kind;
     b.chunk = 0;
     s += fmt::format("<rect class=\"key\" x=\"{:.1f}\" y=\"58\" width=\"14\" height=\"12\" fill=\"{}\"/>", lx,
-                     paint(b, chunks).fill);
+                     paint(b, f.chunks).fill);
     s += fmt::format("<text x=\"{:.1f}\" y=\"68\" font-size=\"11\">{}</text>\n", lx + 18, k.text);
     lx += 26 + 6.3 * std::string(k.text).size();
   }
-  s += fmt::format("<rect x=\"{:.1f}\" y=\"58\" width=\"14\" height=\"12\" fill=\"url(#{})\" stroke=\"#bbb\"/>", lx, idle);
+  s += fmt::format("<rect x=\"{:.1f}\" y=\"58\" width=\"14\" height=\"12\" fill=\"url(#{})\" stroke=\"#bbb\"/>", lx, f.idle);
   s += fmt::format("<text x=\"{:.1f}\" y=\"68\" font-size=\"11\">idle (bubble)</text>\n", lx + 18);
-  if (grouped) {  // the shades of the chunks, forward's
-    lx += 110;
-    s += fmt::format("<text x=\"{:.1f}\" y=\"68\" font-size=\"11\">chunks</text>", lx);
-    lx += 46;
-    for (int c = 0; c < chunks; ++c) {
-      TimelineBlock b;
-      b.kind = "F", b.chunk = c;
-      const Paint pt = paint(b, chunks);
-      s += fmt::format("<rect class=\"chunk-key\" x=\"{:.1f}\" y=\"56\" width=\"18\" height=\"15\" fill=\"{}\"/>"
-                       "<text x=\"{:.1f}\" y=\"67\" font-size=\"10\" text-anchor=\"middle\" fill=\"{}\">{}</text>",
-                       lx, pt.fill, lx + 9, pt.text, c);
-      lx += 20;
-    }
-    s += "\n";
+  if (!f.grouped) return;
+  // The shades of the chunks, forward's.
+  lx += 110;
+  s += fmt::format("<text x=\"{:.1f}\" y=\"68\" font-size=\"11\">chunks</text>", lx);
+  lx += 46;
+  for (int c = 0; c < f.chunks; ++c) {
+    TimelineBlock b;
+    b.kind = "F", b.chunk = c;
+    const Paint pt = paint(b, f.chunks);
+    s += fmt::format("<rect class=\"chunk-key\" x=\"{:.1f}\" y=\"56\" width=\"18\" height=\"15\" fill=\"{}\"/>"
+                     "<text x=\"{:.1f}\" y=\"67\" font-size=\"10\" text-anchor=\"middle\" fill=\"{}\">{}</text>",
+                     lx, pt.fill, lx + 9, pt.text, c);
+    lx += 20;
   }
+  s += "\n";
+}
 
-  // Rows (groups): name, idle background, the DP lane; in a group each chunk's name.
-  for (int r = 0; r < rows; ++r) {
-    const int y = top + r * rh;
+// Rows (groups): name, idle background, the DP lane; in a group each chunk's name.
+void draw_rows(std::string& s, const Timeline& tl, const Frame& f) {
+  for (int r = 0; r < f.rows; ++r) {
+    const int y = f.top + r * f.rh;
     s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"12\" text-anchor=\"end\">{}</text>\n",
-                     left - 8 - (grouped ? 60 : 0), y + (grouped ? sub_h / 2 : band_h / 2) + 4, xml_escape(tl.rows[r]));
-    if (grouped) {
-      for (int c = 0; c < chunks; ++c)
+                     f.left - 8 - (f.grouped ? 60 : 0), y + (f.grouped ? f.sub_h / 2 : f.band_h / 2) + 4,
+                     xml_escape(tl.rows[r]));
+    if (f.grouped) {
+      for (int c = 0; c < f.chunks; ++c)
         s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"10\" fill=\"#555\" text-anchor=\"end\">chunk {}</text>",
-                         left - 8, y + c * sub_h + sub_h / 2 + 4, c);
-      s += fmt::format("<line x1=\"12\" y1=\"{}\" x2=\"{:.1f}\" y2=\"{}\" stroke=\"#ccc\"/>\n", y - 5, left + plot_w,
+                         f.left - 8, y + c * f.sub_h + f.sub_h / 2 + 4, c);
+      s += fmt::format("<line x1=\"12\" y1=\"{}\" x2=\"{:.1f}\" y2=\"{}\" stroke=\"#ccc\"/>\n", y - 5, f.left + f.plot_w,
                        y - 5);
     }
-    s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" fill=\"url(#{})\"/>\n", left, y, plot_w,
-                     band_h, idle);
+    s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" fill=\"url(#{})\"/>\n", f.left, y, f.plot_w,
+                     f.band_h, f.idle);
     s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" fill=\"#fafafa\" stroke=\"#e0e0e0\" stroke-width=\"0.5\"/>\n",
-                     left, y + band_h + 2, plot_w, lane_h);
+                     f.left, y + f.band_h + 2, f.plot_w, f.lane_h);
   }
+}
+
+// The plot's container: a zoomable nested <svg> (closed after the axis), or a clipped group.
+void open_plot(std::string& s, const Frame& f, const SvgOptions& opt) {
   if (opt.zoomable) {
     // viewBox starts at `left`: the blocks keep the coordinates they have in the whole drawing.
     s += fmt::format("<svg id=\"{}window\" class=\"window\" x=\"{}\" y=\"0\" width=\"{:.1f}\" height=\"{}\" "
                      "viewBox=\"{} 0 {:.1f} {}\" preserveAspectRatio=\"none\" data-left=\"{}\" data-width=\"{:.1f}\" "
                      "data-height=\"{}\" data-from-ms=\"{:.6g}\" data-span-ms=\"{:.6g}\">\n",
-                     opt.id_prefix, left, plot_w, height, left, plot_w, height, left, plot_w, height, from * 1e3, end * 1e3);
+                     opt.id_prefix, f.left, f.plot_w, f.height, f.left, f.plot_w, f.height, f.left, f.plot_w, f.height,
+                     f.from * 1e3, f.end * 1e3);
   } else {
-    s += fmt::format("<clipPath id=\"{}\"><rect x=\"{}\" y=\"0\" width=\"{:.1f}\" height=\"{}\"/></clipPath>\n", clip,
-                     left, plot_w, height);
-    s += fmt::format("<g clip-path=\"url(#{})\">\n", clip);
+    s += fmt::format("<clipPath id=\"{}\"><rect x=\"{}\" y=\"0\" width=\"{:.1f}\" height=\"{}\"/></clipPath>\n", f.clip,
+                     f.left, f.plot_w, f.height);
+    s += fmt::format("<g clip-path=\"url(#{})\">\n", f.clip);
   }
-  for (const auto& b : tl.blocks) {
-    if (b.row < 0 || b.row >= rows) continue;
-    if (b.end_s < from || b.start_s > to) continue;  // outside the zoom window
-    const Paint pt = paint(b, chunks);
-    const double x0 = X(std::max(b.start_s, from)), w = std::max((std::min(b.end_s, to) - std::max(b.start_s, from)) * scale, 0.6);
-    // A block of one chunk on its sub-row; one of none (a send, the optimizer) across the group.
-    const bool own_row = grouped && b.lane == 0 && b.chunk >= 0 && b.chunk < chunks;
-    const int y = top + int(b.row) * rh + (b.lane != 0 ? band_h + 2 : own_row ? int(b.chunk) * sub_h + 1 : 0);
-    const int h = b.lane != 0 ? lane_h : own_row ? sub_h - 2 : band_h;
-    const std::string tip = fmt::format("{} {}{} ({:.3f} ms)", b.kind, b.label,
-                                        b.chunk >= 0 ? fmt::format(" chunk {}", b.chunk) : "", (b.end_s - b.start_s) * 1e3);
-    const char* stroke = !opt.zoomable ? " stroke=\"#ffffff\" stroke-width=\"0.6\""
-                                       : " stroke=\"#ffffff\" stroke-width=\"0.6\" vector-effect=\"non-scaling-stroke\"";
-    s += fmt::format("<rect x=\"{:.2f}\" y=\"{}\" width=\"{:.2f}\" height=\"{}\" fill=\"{}\"{}><title>{}</title></rect>\n",
-                     x0, y, w, h, pt.fill, w > 3 ? stroke : "", xml_escape(tip));
-    if (opt.zoomable && b.lane == 0 && !b.label.empty()) {
-      // Every label written; the script shows those whose block is wide enough at its zoom.
-      const int size = h >= 11 ? 11 : 8;
-      const double need = 0.6 * size * double(b.label.size()) + 1.5;
-      s += fmt::format("<text x=\"{:.2f}\" y=\"{}\" font-size=\"{}\" text-anchor=\"middle\" fill=\"{}\" data-w=\"{:.2f}\" "
-                       "data-need=\"{:.1f}\"{}>{}</text>\n",
-                       x0 + w / 2, y + h / 2 + size / 3, size, pt.text, w, need, w < need ? " style=\"display:none\"" : "",
-                       xml_escape(b.label));
-      continue;
-    }
-    // Label at 11 px when it fits, else 8 px (about 0.6 em per digit), else none.
-    for (int size : {11, 8}) {
-      if (b.lane != 0 || b.label.empty() || w < 0.6 * size * double(b.label.size()) + 1.5 || size > h) continue;
-      s += fmt::format("<text x=\"{:.2f}\" y=\"{}\" font-size=\"{}\" text-anchor=\"middle\" fill=\"{}\">{}</text>\n",
-                       x0 + w / 2, y + h / 2 + size / 3, size, pt.text, xml_escape(b.label));
-      break;
-    }
+}
+
+// One block with its tooltip and, when it fits (or always, for the zoom script), its label.
+void draw_block(std::string& s, const TimelineBlock& b, const Frame& f, const SvgOptions& opt) {
+  if (b.row < 0 || b.row >= f.rows) return;
+  if (b.end_s < f.from || b.start_s > f.to) return;  // outside the zoom window
+  const Paint pt = paint(b, f.chunks);
+  const double x0 = f.X(std::max(b.start_s, f.from)),
+               w = std::max((std::min(b.end_s, f.to) - std::max(b.start_s, f.from)) * f.scale, 0.6);
+  // A block of one chunk on its sub-row; one of none (a send, the optimizer) across the group.
+  const bool own_row = f.grouped && b.lane == 0 && b.chunk >= 0 && b.chunk < f.chunks;
+  const int y = f.top + int(b.row) * f.rh + (b.lane != 0 ? f.band_h + 2 : own_row ? int(b.chunk) * f.sub_h + 1 : 0);
+  const int h = b.lane != 0 ? f.lane_h : own_row ? f.sub_h - 2 : f.band_h;
+  const std::string tip = fmt::format("{} {}{} ({:.3f} ms)", b.kind, b.label,
+                                      b.chunk >= 0 ? fmt::format(" chunk {}", b.chunk) : "", (b.end_s - b.start_s) * 1e3);
+  const char* stroke = !opt.zoomable ? " stroke=\"#ffffff\" stroke-width=\"0.6\""
+                                     : " stroke=\"#ffffff\" stroke-width=\"0.6\" vector-effect=\"non-scaling-stroke\"";
+  s += fmt::format("<rect x=\"{:.2f}\" y=\"{}\" width=\"{:.2f}\" height=\"{}\" fill=\"{}\"{}><title>{}</title></rect>\n",
+                   x0, y, w, h, pt.fill, w > 3 ? stroke : "", xml_escape(tip));
+  if (opt.zoomable && b.lane == 0 && !b.label.empty()) {
+    // Every label written; the script shows those whose block is wide enough at its zoom.
+    const int size = h >= 11 ? 11 : 8;
+    const double need = 0.6 * size * double(b.label.size()) + 1.5;
+    s += fmt::format("<text x=\"{:.2f}\" y=\"{}\" font-size=\"{}\" text-anchor=\"middle\" fill=\"{}\" data-w=\"{:.2f}\" "
+                     "data-need=\"{:.1f}\"{}>{}</text>\n",
+                     x0 + w / 2, y + h / 2 + size / 3, size, pt.text, w, need, w < need ? " style=\"display:none\"" : "",
+                     xml_escape(b.label));
+    return;
   }
+  // Label at 11 px when it fits, else 8 px (about 0.6 em per digit), else none.
+  for (int size : {11, 8}) {
+    if (b.lane != 0 || b.label.empty() || w < 0.6 * size * double(b.label.size()) + 1.5 || size > h) continue;
+    s += fmt::format("<text x=\"{:.2f}\" y=\"{}\" font-size=\"{}\" text-anchor=\"middle\" fill=\"{}\">{}</text>\n",
+                     x0 + w / 2, y + h / 2 + size / 3, size, pt.text, xml_escape(b.label));
+    break;
+  }
+}
 
-  if (!opt.zoomable) s += "</g>\n";
-  // Lines keep their width in a zoomed window. End of the step:
-  const char* keep = opt.zoomable ? " vector-effect=\"non-scaling-stroke\"" : "";
-  if (to >= step_end)
-    s += fmt::format("<line x1=\"{:.1f}\" y1=\"{}\" x2=\"{:.1f}\" y2=\"{}\" stroke=\"#000\" stroke-dasharray=\"4,3\"{}/>\n",
-                     X(to), top - 6, X(to), top + rows * rh, keep);
-
-  // Time axis.
-  const int ay = top + rows * rh + 4;
-  const double step = nice_tick_step(end, 10);
-  const bool seconds = to >= 2.0;
+// The time axis, its ticks and grid lines (and, zoomable, the finer ticks the script reveals).
+void draw_axis(std::string& s, const Frame& f, const SvgOptions& opt, const char* keep) {
+  const int ay = f.top + f.rows * f.rh + 4;
+  const double step = nice_tick_step(f.end, 10);
+  const bool seconds = f.to >= 2.0;
   const double unit = seconds ? 1.0 : 1e-3;
   const char* suffix = seconds ? "s" : "ms";
-  s += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{:.1f}\" y2=\"{}\" stroke=\"#333\"/>\n", left, ay, left + plot_w, ay);
-  for (int i = int(std::ceil(from / step - 1e-9)); double(i) * step <= to * (1 + 1e-9); ++i) {
+  s += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{:.1f}\" y2=\"{}\" stroke=\"#333\"/>\n", f.left, ay, f.left + f.plot_w, ay);
+  for (int i = int(std::ceil(f.from / step - 1e-9)); double(i) * step <= f.to * (1 + 1e-9); ++i) {
     const double t = double(i) * step;
-    const double x = X(t);
+    const double x = f.X(t);
     s += fmt::format("<line x1=\"{:.1f}\" y1=\"{}\" x2=\"{:.1f}\" y2=\"{}\" stroke=\"#333\"{}/>", x, ay, x, ay + 5, keep);
     s += fmt::format("<line x1=\"{:.1f}\" y1=\"{}\" x2=\"{:.1f}\" y2=\"{}\" stroke=\"#000\" stroke-opacity=\"0.08\"{}/>", x,
-                     top, x, ay, keep);
+                     f.top, x, ay, keep);
     s += fmt::format("<text x=\"{:.1f}\" y=\"{}\" font-size=\"11\" text-anchor=\"middle\">{}</text>\n", x, ay + 18,
                      format_time(t, unit, suffix));
   }
   if (opt.zoomable) {
     // Ticks ten times finer between the others, for the script to show once zoomed in.
     const double fine = step / 10;
-    for (int64_t i = int64_t(std::ceil(from / fine - 1e-9)); double(i) * fine <= to * (1 + 1e-9); ++i) {
+    for (int64_t i = int64_t(std::ceil(f.from / fine - 1e-9)); double(i) * fine <= f.to * (1 + 1e-9); ++i) {
       if (i % 10 == 0) continue;  // a tick above
-      const double t = double(i) * fine, x = X(t);
+      const double t = double(i) * fine, x = f.X(t);
       s += fmt::format("<g class=\"fine\" style=\"display:none\"><line x1=\"{:.2f}\" y1=\"{}\" x2=\"{:.2f}\" y2=\"{}\" "
                        "stroke=\"#333\" vector-effect=\"non-scaling-stroke\"/><text x=\"{:.2f}\" y=\"{}\" font-size=\"10\" "
                        "text-anchor=\"middle\" fill=\"#555\">{}</text></g>",
@@ -260,7 +286,26 @@ std::string pipeline_svg(const Timeline& tl, const SvgOptions& opt) {
     s += "</svg>\n";
   }
   s += fmt::format("<text x=\"{:.1f}\" y=\"{}\" font-size=\"11\" text-anchor=\"end\" fill=\"#555\">time</text>\n",
-                   left + plot_w, ay + 34);
+                   f.left + f.plot_w, ay + 34);
+}
+
+}  // namespace
+
+std::string pipeline_svg(const Timeline& tl, const SvgOptions& opt) {
+  const Frame f = frame_for(tl, opt);
+  std::string s;
+  draw_header(s, tl, f);
+  draw_legend(s, f);
+  draw_rows(s, tl, f);
+  open_plot(s, f, opt);
+  for (const auto& b : tl.blocks) draw_block(s, b, f, opt);
+  if (!opt.zoomable) s += "</g>\n";
+  // Lines keep their width in a zoomed window. End of the step:
+  const char* keep = opt.zoomable ? " vector-effect=\"non-scaling-stroke\"" : "";
+  if (f.to >= f.step_end)
+    s += fmt::format("<line x1=\"{:.1f}\" y1=\"{}\" x2=\"{:.1f}\" y2=\"{}\" stroke=\"#000\" stroke-dasharray=\"4,3\"{}/>\n",
+                     f.X(f.to), f.top - 6, f.X(f.to), f.top + f.rows * f.rh, keep);
+  draw_axis(s, f, opt, keep);
   s += "</svg>\n";
   return s;
 }

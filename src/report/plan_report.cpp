@@ -67,6 +67,12 @@ std::string other_orders_text(const Estimate& e) {
   return s;
 }
 
+// "dp x cp 16" or "dp 8": the ranks the dense states and gradients are sharded and reduced over.
+std::string data_group_name(const RunSpec& r) {
+  const int64_t data = r.layout.dp * r.layout.cp;
+  return r.layout.cp > 1 ? fmt::format("dp x cp {}", data) : fmt::format("dp {}", data);
+}
+
 }  // namespace
 
 json cost_json(const CostTable& c) {
@@ -227,13 +233,16 @@ json plan_json(const SearchResult& res, const std::vector<std::vector<Finding>>&
   return j;
 }
 
-std::string estimate_text(const Estimate& e, bool per_stage) {
+namespace {
+
+// The memory lines: the most loaded stage's states, each with the params, bytes per param and
+// divisor it used, its activations and overhead (and every stage with per_stage).
+std::string memory_text(const Estimate& e, bool per_stage) {
   const RunSpec& r = e.run;
   const StageMemory& pm = e.peak_memory();
   const StateBytes sb = state_bytes(r.exec.precision, r.exec.grad_bits);
   const double p = pm.params.total();
   std::string s;
-  s += fmt::format("Layout: {}; {}\n", r.layout.describe(), exec_summary(r, e.micro_batches));
   s += fmt::format("Memory per GPU, stage {} of {} (most loaded, {} layers): {:.1f} GiB of {:.1f} GiB - {}\n", pm.stage,
                    r.layout.pp, pm.layers, gib(pm.total_bytes()), gib(e.capacity_bytes),
                    e.fits ? "fits" : "DOES NOT FIT");
@@ -241,7 +250,7 @@ std::string estimate_text(const Estimate& e, bool per_stage) {
   // hold the same experts: each line names the params, bytes per param and divisor it used.
   const int64_t data = r.layout.dp * r.layout.cp, edp = data / std::max<int64_t>(r.layout.ep, 1);
   const double x = pm.params.expert_params;
-  const std::string data_name = r.layout.cp > 1 ? fmt::format("dp x cp {}", data) : fmt::format("dp {}", data);
+  const std::string data_name = data_group_name(r);
   auto states = [&](double bytes_per_param, int zero_from) {
     const bool sharded = r.exec.zero >= zero_from;
     if (x <= 0) return fmt::format("x {:g} B{}", bytes_per_param, sharded ? " / " + data_name : "");
@@ -279,6 +288,13 @@ std::string estimate_text(const Estimate& e, bool per_stage) {
                        "activations {:.2f} + overhead {:.2f})\n",
                        m.stage, m.layers, gib(m.total_bytes()), gib(m.weights_bytes), gib(m.gradients_bytes),
                        gib(m.optimizer_bytes), gib(m.activations_bytes), gib(m.overhead_bytes));
+  return s;
+}
+
+// The step line, with the cp ring's and the ep all-to-all's inputs when they are there.
+std::string step_text(const Estimate& e) {
+  const RunSpec& r = e.run;
+  std::string s;
   const auto& t = e.time;
   auto pct = [&](double x) { return 100 * x / t.step; };
   std::string cp_ep_terms;
@@ -318,6 +334,14 @@ std::string estimate_text(const Estimate& e, bool per_stage) {
                      link_text(e.links.ep.link), 1e3 * ea.alltoall_s, ea.forward_alltoalls, ea.backward_alltoalls,
                      moe_layer_share(r.model), layers, e.micro_batches, t.ep_comm);
   }
+  return s;
+}
+
+// The slowest stage per micro-batch, then the data-parallel, kernel-launch, optimizer, overlap
+// and ZeRO-3 terms, each with what it was computed from.
+std::string stage_terms_text(const Estimate& e) {
+  const RunSpec& r = e.run;
+  std::string s;
   const StageTime& st = e.stages[e.pipeline.slowest_stage];
   s += fmt::format("  slowest stage {} ({} layers), per micro-batch: forward {:.2f} ms, backward {:.2f} ms (recompute "
                    "{:.2f}), TP {:.2f} ms on {}, PP sends {:.2f} ms on {}; x {} micro-batches\n",
@@ -327,7 +351,7 @@ std::string estimate_text(const Estimate& e, bool per_stage) {
   if (r.layout.dp > 1)
     s += fmt::format("  DP: {:.2f} GiB of {}gradients over {} GPUs ({}) on {}{}{}: {:.3f} s, {:.3f} s hidden behind compute, "
                      "{:.3f} s exposed (incl. {:.0f}% of the hidden time as overlap slowdown){}\n",
-                     gib(e.dp.gradient_bytes), x > 0 ? "dense " : "", data, data_name, link_text(e.links.dcp.link),
+                     gib(e.dp.gradient_bytes), e.peak_memory().params.expert_params > 0 ? "dense " : "", r.layout.dp * r.layout.cp, data_group_name(r), link_text(e.links.dcp.link),
                      r.exec.zero == 0 ? std::string(" (one all-reduce)")
                      : r.exec.zero == 1 ? std::string(" (ZeRO 1: one reduce-scatter + one weight all-gather)")
                      : r.exec.zero == 2 ? fmt::format(" (ZeRO 2: a reduce-scatter per micro-batch, {} + one weight all-gather)", e.micro_batches)
@@ -363,6 +387,16 @@ std::string estimate_text(const Estimate& e, bool per_stage) {
                      "{:.2f} ms, against {:.2f} ms of layer compute\n",
                      1e3 * e.dp.layer_gather_s, 1e3 * e.dp.layer_scatter_s,
                      1e3 * (st.compute_forward_s + st.compute_backward_s) / std::max<double>(1, double(st.layers)));
+  return s;
+}
+
+}  // namespace
+
+std::string estimate_text(const Estimate& e, bool per_stage) {
+  std::string s = fmt::format("Layout: {}; {}\n", e.run.layout.describe(), exec_summary(e.run, e.micro_batches));
+  s += memory_text(e, per_stage);
+  s += step_text(e);
+  s += stage_terms_text(e);
   s += cost_text(e.cost);
   s += fmt::format("Throughput: {:.0f} tokens/s, {:.1f} TFLOP/s per GPU executed (with recompute{}), {}\n",
                    e.tokens_per_s, e.tflops_per_gpu,
@@ -374,6 +408,7 @@ std::string estimate_text(const Estimate& e, bool per_stage) {
                    mfu_text(e.mfu_figures));
   return s;
 }
+
 
 std::string findings_text(const std::vector<Finding>& findings) {
   if (findings.empty()) return "No findings.\n";
