@@ -8,7 +8,7 @@
 #include <numeric>
 #include <vector>
 
-#include "runtime/comm/nccl_communicator.h"
+#include "runtime/cuda/nccl_communicator.h"
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/device.h"
 #include "runtime/cuda/kernels.h"

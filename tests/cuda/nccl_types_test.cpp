@@ -1,7 +1,7 @@
 // The NCCL communicator maps every type and reduction of the Communicator interface.
 #include <gtest/gtest.h>
 
-#include "runtime/comm/nccl_communicator.h"
+#include "runtime/cuda/nccl_communicator.h"
 
 using namespace trident::comm;
 

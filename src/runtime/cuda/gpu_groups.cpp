@@ -4,7 +4,7 @@
 
 #include "core/problems.h"
 #include "runtime/comm/host_staged_communicator.h"
-#include "runtime/comm/nccl_communicator.h"
+#include "runtime/cuda/nccl_communicator.h"
 #include "runtime/cuda/cuda_check.h"
 
 namespace trident::cuda {

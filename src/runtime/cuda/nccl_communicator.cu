@@ -1,6 +1,6 @@
 // Host code only (the .cu suffix keeps this file out of the CPU-only trident_parallel glob, which
 // collects runtime/comm/*.cpp; trident_cuda compiles it).
-#include "runtime/comm/nccl_communicator.h"
+#include "runtime/cuda/nccl_communicator.h"
 
 #include <chrono>
 #include <stdexcept>
