@@ -178,14 +178,23 @@ struct Checked {
   int64_t v;           // virtual stages (1 unless interleaved)
   int64_t mb;          // micro-batches per pipeline
   std::string domain;  // "node", or "NVLink domain" on a rack of hosts sharing one NVLink fabric
+  // One finding each (or none), in the order lint reports them.
+  void check_uneven_stages(std::vector<Finding>& f) const;
+  void check_tp_link(std::vector<Finding>& f) const;
+  void check_cp_link(std::vector<Finding>& f) const;
+  void check_ep_link(std::vector<Finding>& f) const;
+  void check_memory(std::vector<Finding>& f) const;
+  void check_recipe(std::vector<Finding>& f) const;
+  void check_micro_batches(std::vector<Finding>& f) const;
+  void check_activations_in_flight(std::vector<Finding>& f) const;
+  void check_group_topology(std::vector<Finding>& f) const;
+  void check_thin_stages(std::vector<Finding>& f) const;
 };
 
 // uneven-stages: the layers do not divide over the chunks.
-void check_uneven_stages(const Checked& k, std::vector<Finding>& f) {
-  const RunSpec& run = k.run;
+void Checked::check_uneven_stages(std::vector<Finding>& f) const {
   const ModelSpec& m = run.model;
   const Layout& l = run.layout;
-  const int64_t v = k.v;
   // Uneven split.
   if (m.layers % (l.pp * v) != 0) {
     auto chunks = chunk_layers(m.layers, l.pp, v);
@@ -198,11 +207,8 @@ void check_uneven_stages(const Checked& k, std::vector<Finding>& f) {
 }
 
 // tp-crosses-nodes: TP off the NVLink domain.
-void check_tp_link(const Checked& k, std::vector<Finding>& f) {
-  const RunSpec& run = k.run;
+void Checked::check_tp_link(std::vector<Finding>& f) const {
   const Layout& l = run.layout;
-  const Estimate& e = k.e;
-  const std::string& domain = k.domain;
   // TP off the NVLink domain (one node, or a rack of hosts sharing one NVLink fabric).
   const GroupLink& tpl = e.links.tp.link;
   if (l.tp > 1 && (tpl.crosses_domains() || tpl.kind != LinkKind::NVLink)) {
@@ -222,11 +228,8 @@ void check_tp_link(const Checked& k, std::vector<Finding>& f) {
 }
 
 // cp-crosses-domain: the CP ring on the network.
-void check_cp_link(const Checked& k, std::vector<Finding>& f) {
-  const RunSpec& run = k.run;
+void Checked::check_cp_link(std::vector<Finding>& f) const {
   const Layout& l = run.layout;
-  const Estimate& e = k.e;
-  const std::string& domain = k.domain;
   // Context parallel: the ring passes KV blocks every layer; on the network they may no longer
   // hide behind the attention of one block. A warning only when the exposed part is 1% of the
   // step or more (long sequences hide it: Llama 3 ran cp 16 across nodes).
@@ -250,12 +253,9 @@ void check_cp_link(const Checked& k, std::vector<Finding>& f) {
 }
 
 // ep-alltoall-slow: the EP all-to-alls on the network.
-void check_ep_link(const Checked& k, std::vector<Finding>& f) {
-  const RunSpec& run = k.run;
+void Checked::check_ep_link(std::vector<Finding>& f) const {
   const ModelSpec& m = run.model;
   const Layout& l = run.layout;
-  const Estimate& e = k.e;
-  const std::string& domain = k.domain;
   // Expert parallel: two all-to-alls forward and two backward in every MoE layer, exposed.
   if (l.ep > 1 && e.links.ep.link.crosses_domains()) {
     const StageTime& st = e.stages[e.pipeline.slowest_stage];
@@ -271,12 +271,7 @@ void check_ep_link(const Checked& k, std::vector<Finding>& f) {
 }
 
 // out-of-memory, with what breaks it.
-void check_memory(const Checked& k, std::vector<Finding>& f) {
-  const RunSpec& run = k.run;
-  const Estimate& e = k.e;
-  const int64_t v = k.v;
-  const double overhead = k.overhead;
-  const CostConstants& c = k.c;
+void Checked::check_memory(std::vector<Finding>& f) const {
   // Memory.
   const StageMemory& pm = e.peak_memory();
   if (!e.fits) {
@@ -295,11 +290,7 @@ void check_memory(const Checked& k, std::vector<Finding>& f) {
 }
 
 // slower-than-recipe: the recipe search finds a clearly faster one.
-void check_recipe(const Checked& k, std::vector<Finding>& f) {
-  const RunSpec& run = k.run;
-  const Estimate& e = k.e;
-  const double overhead = k.overhead;
-  const CostConstants& c = k.c;
+void Checked::check_recipe(std::vector<Finding>& f) const {
   // Slow: the recipe search finds a clearly faster recipe for the same layout and stack.
   if (e.fits) {
     const RecipeSearch rs = recipe_search(run, overhead, c, 1.03);
@@ -314,12 +305,9 @@ void check_recipe(const Checked& k, std::vector<Finding>& f) {
 }
 
 // too-few-microbatches and interleaved-microbatches.
-void check_micro_batches(const Checked& k, std::vector<Finding>& f) {
-  const RunSpec& run = k.run;
+void Checked::check_micro_batches(std::vector<Finding>& f) const {
   const Layout& l = run.layout;
   const ExecutionSpec& x = run.exec;
-  const Estimate& e = k.e;
-  const int64_t mb = k.mb;
   // Micro-batches.
   if (l.pp > 1 && mb < 2 * l.pp) {
     add(f, Severity::Warning, "too-few-microbatches",
@@ -341,13 +329,9 @@ void check_micro_batches(const Checked& k, std::vector<Finding>& f) {
 }
 
 // activations-in-flight: the schedule keeps too many chunks' activations.
-void check_activations_in_flight(const Checked& k, std::vector<Finding>& f) {
-  const RunSpec& run = k.run;
+void Checked::check_activations_in_flight(std::vector<Finding>& f) const {
   const Layout& l = run.layout;
   const ExecutionSpec& x = run.exec;
-  const Estimate& e = k.e;
-  const int64_t v = k.v;
-  const int64_t mb = k.mb;
   const StageMemory& pm = e.peak_memory();
   if (pm.activations_bytes > 0.5 * pm.total_bytes() && pm.in_flight > double(l.pp * v) &&
       pm.total_bytes() > 0.9 * e.capacity_bytes) {
@@ -366,12 +350,8 @@ void check_activations_in_flight(const Checked& k, std::vector<Finding>& f) {
 }
 
 // group-topology-mismatch: a group holds the NVLink domain while another crosses nodes.
-void check_group_topology(const Checked& k, std::vector<Finding>& f) {
-  const RunSpec& run = k.run;
+void Checked::check_group_topology(std::vector<Finding>& f) const {
   const Layout& l = run.layout;
-  const Estimate& e = k.e;
-  const double overhead = k.overhead;
-  const CostConstants& c = k.c;
   // Groups against the hardware: a dimension holds the NVLink domain while another one crosses
   // nodes. The model answers whether that is a mistake: swap the two in the order string and
   // re-estimate; warn when the swap makes the step clearly faster.
@@ -416,12 +396,9 @@ void check_group_topology(const Checked& k, std::vector<Finding>& f) {
 }
 
 // stage-too-thin: a stage's compute against its pipeline sends.
-void check_thin_stages(const Checked& k, std::vector<Finding>& f) {
-  const RunSpec& run = k.run;
+void Checked::check_thin_stages(std::vector<Finding>& f) const {
   const ModelSpec& m = run.model;
   const Layout& l = run.layout;
-  const Estimate& e = k.e;
-  const int64_t v = k.v;
   // Thin stages.
   if (l.pp > 1) {
     const auto layers = stage_layers(m.layers, l.pp, v);
@@ -469,9 +446,11 @@ LintResult lint_run(const RunSpec& run, const std::vector<Problem>& shape_proble
     const int64_t v = run.exec.schedule == ScheduleKind::Interleaved ? run.exec.virtual_stages : 1;
     const Checked k{run, e, overhead, c, v, e.micro_batches,
                     run.cluster.hosts_per_nvlink_domain > 1 ? "NVLink domain" : "node"};
-    for (auto check : {check_uneven_stages, check_tp_link, check_cp_link, check_ep_link, check_memory, check_recipe,
-                       check_micro_batches, check_activations_in_flight, check_group_topology, check_thin_stages})
-      check(k, f);
+    for (auto check : {&Checked::check_uneven_stages, &Checked::check_tp_link, &Checked::check_cp_link,
+                       &Checked::check_ep_link, &Checked::check_memory, &Checked::check_recipe,
+                       &Checked::check_micro_batches, &Checked::check_activations_in_flight,
+                       &Checked::check_group_topology, &Checked::check_thin_stages})
+      (k.*check)(f);
     out.estimate = e;
   }
   std::stable_sort(f.begin(), f.end(), [](const Finding& a, const Finding& b) { return a.severity < b.severity; });

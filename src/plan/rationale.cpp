@@ -101,16 +101,23 @@ struct Flow {
   double per_param;  // bytes of model states per parameter
   double cap;        // GPU memory
   int64_t world;
+  // The best layout of this question's model, cluster and batch in `s` with tp and pp fixed.
+  std::optional<Estimate> best(const SearchSpace& s, std::optional<int64_t> tp, std::optional<int64_t> pp,
+                               bool pp_above_one = false) const {
+    return best_with(m, cl, B, s, tp, pp, overhead, c, searched, pp_above_one);
+  }
+  // The steps, in the chapter's order (steps 1-4 on `space`; 5 and 6 on what was given).
+  std::string step_plain_dp(const std::optional<Estimate>& dp_only) const;
+  std::string step_tp_in_domain() const;
+  std::string step_add_pp() const;
+  std::string step_3d() const;
+  std::string step_context_parallel() const;
+  std::string step_expert_parallel() const;
+  std::string rule_of_thumb_check(const std::optional<Estimate>& dp_only) const;  // the rule of thumb against the search
 };
 
 // 1. Fits with plain DP?
-std::string step_plain_dp(const Flow& k, const std::optional<Estimate>& dp_only) {
-  const int64_t B = k.B;
-  const double psi = k.psi;
-  const StateBytes& sb = k.sb;
-  const double per_param = k.per_param;
-  const double cap = k.cap;
-  const int64_t world = k.world;
+std::string Flow::step_plain_dp(const std::optional<Estimate>& dp_only) const {
   std::string step1 = fmt::format(
       "1. Fits with plain DP? Every GPU would hold all {:.2f} B parameters: {:g} B each ({:g} weights + {:g} gradients + "
       "{:g} optimizer) = {} of model states against {} per GPU",
@@ -132,16 +139,7 @@ std::string step_plain_dp(const Flow& k, const std::optional<Estimate>& dp_only)
 }
 
 // 2. TP inside the NVLink domain?
-std::string step_tp_in_domain(const Flow& k) {
-  const ModelSpec& m = k.m;
-  const ClusterSpec& cl = k.cl;
-  const int64_t B = k.B;
-  const SearchSpace& space = k.space;
-  const double overhead = k.overhead;
-  const CostConstants& c = k.c;
-  const SearchResult* searched = k.searched;
-  const double psi = k.psi;
-  const double per_param = k.per_param;
+std::string Flow::step_tp_in_domain() const {
   const int64_t tmax = largest_tp_in_node(m, cl);
   const double cross_bw = cl.inter_bandwidth_per_gpu_Bps();
   std::string step2 = fmt::format(
@@ -149,7 +147,7 @@ std::string step_tp_in_domain(const Flow& k) {
       "nodes ({:.0f}x slower), so TP stops at {} (heads {} and ffn {} divide it)",
       to_string(cl.intra.kind), cl.gpus_per_node, to_string(cl.intra.kind), gbps(cl.intra.bandwidth_Bps),
       gbps(cross_bw), cl.intra.bandwidth_Bps / cross_bw, tmax, m.heads, m.ffn_hidden);
-  auto tp_only = tmax > 1 ? best_with(m, cl, B, space, tmax, 1, overhead, c, searched) : std::nullopt;
+  auto tp_only = tmax > 1 ? best(space, tmax, 1) : std::nullopt;
   if (tp_only)
     step2 += fmt::format(". tp {} alone fits: {} per GPU, TP takes {:.1f}% of the step, {:.0f} tokens/s", tmax,
                          gb(tp_only->peak_memory().total_bytes()), 100 * tp_only->time.tp_comm / tp_only->time.step,
@@ -162,21 +160,12 @@ std::string step_tp_in_domain(const Flow& k) {
 }
 
 // 3. Add PP?
-std::string step_add_pp(const Flow& k) {
-  const ModelSpec& m = k.m;
-  const ClusterSpec& cl = k.cl;
-  const int64_t B = k.B;
-  const SearchSpace& space = k.space;
-  const Estimate& win = k.win;
-  const double overhead = k.overhead;
-  const CostConstants& c = k.c;
-  const SearchResult* searched = k.searched;
-  const int64_t world = k.world;
+std::string Flow::step_add_pp() const {
   const int64_t tp_for_pp = win.run.layout.tp;
   std::optional<Estimate> first_fit;  // fewest stages that fit at the winner's tp (pp 1 included)
   for (int64_t p = 1; p <= std::min<int64_t>(m.layers, world / tp_for_pp); ++p) {
     if ((world / tp_for_pp) % p != 0) continue;
-    first_fit = best_with(m, cl, B, space, tp_for_pp, p, overhead, c, searched);
+    first_fit = best(space, tp_for_pp, p);
     if (first_fit) break;
   }
   if (win.run.layout.pp > 1) {
@@ -204,9 +193,7 @@ std::string step_add_pp(const Flow& k) {
 }
 
 // 4. 3D past 32 GPUs?
-std::string step_3d(const Flow& k) {
-  const Estimate& win = k.win;
-  const int64_t world = k.world;
+std::string Flow::step_3d() const {
   const Layout& wl = win.run.layout;
   const std::string data_name = wl.cp > 1 ? fmt::format("DP {} (x cp {} = {} ranks sharing the dense gradients)", wl.dp,
                                                         wl.cp, wl.dp * wl.cp)
@@ -227,22 +214,13 @@ std::string step_3d(const Flow& k) {
 }
 
 // 5. Long sequences: add CP?
-std::string step_context_parallel(const Flow& k) {
-  const ModelSpec& m = k.m;
-  const ClusterSpec& cl = k.cl;
-  const int64_t B = k.B;
-  const SearchSpace& given = k.given;
-  const SearchSpace& space = k.space;
-  const Estimate& win = k.win;
-  const double overhead = k.overhead;
-  const CostConstants& c = k.c;
-  const SearchResult* searched = k.searched;
+std::string Flow::step_context_parallel() const {
   const Layout& wl = win.run.layout;
   // 5. Context parallel: long sequences whose activations do not fit.
   {
     SearchSpace no_cp = given;
     no_cp.size(Dim::CP) = 1;
-    auto without = given.size(Dim::CP) && *given.size(Dim::CP) > 1 ? std::nullopt : best_with(m, cl, B, no_cp, given.size(Dim::TP), given.size(Dim::PP), overhead, c, searched);
+    auto without = given.size(Dim::CP) && *given.size(Dim::CP) > 1 ? std::nullopt : best(no_cp, given.size(Dim::TP), given.size(Dim::PP));
     const StageMemory& pm = win.peak_memory();
     std::string step5 = fmt::format("5. Long sequences: add CP? Sequences of {} tokens", m.seq_len);
     if (wl.cp > 1) {
@@ -277,11 +255,7 @@ std::string step_context_parallel(const Flow& k) {
 }
 
 // 6. Mixture of experts: add EP?
-std::string step_expert_parallel(const Flow& k) {
-  const ModelSpec& m = k.m;
-  const Estimate& win = k.win;
-  const double overhead = k.overhead;
-  const double cap = k.cap;
+std::string Flow::step_expert_parallel() const {
   const Layout& wl = win.run.layout;
   // 6. Expert parallel: the routed experts' weights of a mixture-of-experts model.
   {
@@ -314,17 +288,7 @@ std::string step_expert_parallel(const Flow& k) {
 }
 
 // The rule of thumb against the search.
-std::string rule_of_thumb_check(const Flow& k, const std::optional<Estimate>& dp_only) {
-  const ModelSpec& m = k.m;
-  const ClusterSpec& cl = k.cl;
-  const int64_t B = k.B;
-  const SearchSpace& space = k.space;
-  const Estimate& win = k.win;
-  const double overhead = k.overhead;
-  const CostConstants& c = k.c;
-  const SearchResult* searched = k.searched;
-  const double psi = k.psi;
-  const double per_param = k.per_param;
+std::string Flow::rule_of_thumb_check(const std::optional<Estimate>& dp_only) const {
   const std::string rule = rule_of_thumb(m, cl);
   const double billions = psi / 1e9;
   std::string why = fmt::format("{:.1f} B params{}", billions,
@@ -335,7 +299,7 @@ std::string rule_of_thumb_check(const Flow& k, const std::optional<Estimate>& dp
     rule_best = dp_only;
     agrees = win.run.layout.tp == 1 && win.run.layout.pp == 1;
   } else if (rule == "PP+DP") {
-    rule_best = best_with(m, cl, B, space, 1, std::nullopt, overhead, c, searched, /*pp_above_one=*/true);
+    rule_best = best(space, 1, std::nullopt, /*pp_above_one=*/true);
     agrees = win.run.layout.tp == 1 && win.run.layout.pp > 1;
   } else {
     agrees = win.run.layout.tp > 1;
@@ -365,13 +329,13 @@ std::vector<std::string> explain(const ModelSpec& m, const ClusterSpec& cl, int6
   const Flow k{m, cl, B, given, space, win, overhead, c, searched, double(count_parameters(m).total), sb,
                sb.weights + sb.gradients + sb.optimizer, cl.gpu.memory_bytes, cl.world_size()};
   const auto dp_only = best_with(m, cl, B, space, 1, 1, overhead, c, searched);
-  std::vector<std::string> out = {step_plain_dp(k, dp_only), step_tp_in_domain(k), step_add_pp(k), step_3d(k),
-                                  step_context_parallel(k)};
-  if (m.is_moe()) out.push_back(step_expert_parallel(k));
+  std::vector<std::string> out = {k.step_plain_dp(dp_only), k.step_tp_in_domain(), k.step_add_pp(), k.step_3d(),
+                                  k.step_context_parallel()};
+  if (m.is_moe()) out.push_back(k.step_expert_parallel());
   out.push_back(fmt::format("Winner: {}: {:.0f} tokens/s, step {:.3f} s, {} per GPU, MFU {:.1f}%", short_layout(win),
                             win.tokens_per_s, win.time.step, gb(win.peak_memory().total_bytes()), 100 * win.mfu));
 
-  out.push_back(rule_of_thumb_check(k, dp_only));
+  out.push_back(k.rule_of_thumb_check(dp_only));
   return out;
 }
 
