@@ -67,27 +67,16 @@ Estimate estimate_with_links(const RunSpec& run, const Links& links, double over
                              c);
 }
 
-Estimate estimate_with_links(const RunSpec& run, const Links& links, std::vector<StageMemory> memory,
-                             const CostConstants& c) {
-  Estimate e;
-  e.run = run;
-  e.cost = c;
-  e.links = links;
+namespace {
+
+// The stages' times, the pipeline over them, and the step's compute, TP, PP, CP and EP terms.
+void time_pipeline(Estimate& e, const CostConstants& c) {
+  const RunSpec& run = e.run;
+  const Links& links = e.links;
   const ModelSpec& m = run.model;
   const ExecutionSpec& x = run.exec;
   const Layout& l = run.layout;
   const int64_t v = x.schedule == ScheduleKind::Interleaved ? x.virtual_stages : 1;
-  e.micro_batches = std::max<int64_t>(x.micro_batches(l.dp), 1);
-  e.vocab_padded = padded_vocab(m.vocab, l.tp);
-
-  // Memory.
-  e.memory = std::move(memory);
-  for (size_t i = 0; i < e.memory.size(); ++i)
-    if (e.memory[i].total_bytes() > e.memory[e.most_loaded_stage].total_bytes()) e.most_loaded_stage = int64_t(i);
-  e.capacity_bytes = run.cluster.gpu.memory_bytes;
-  e.fits = e.peak_memory().total_bytes() <= e.capacity_bytes;
-
-  // Pipeline of micro-batches.
   StageInputs in{l.tp, l.pp, links.tp.link, links.pp.link, l.cp, l.ep, links.cp.link, links.ep.link};
   e.stages = stage_times(m, x, in, run.cluster.gpu, c);
   // ZeRO-3 / FSDP traffic runs inside each layer's passes: part of every stage's time per
@@ -120,6 +109,18 @@ Estimate estimate_with_links(const RunSpec& run, const Links& links, std::vector
     e.ep_alltoall = ep_comm_per_layer(per_rank_sequence(m, l.cp), x, l.tp, l.ep, links.ep.link, c);
   }
 
+}
+
+// The data-parallel reduction of the dense and the expert gradients, the tied embedding's sum and
+// the optimizer step over what each rank updates.
+void time_data_parallel(Estimate& e, const CostConstants& c) {
+  const RunSpec& run = e.run;
+  const Links& links = e.links;
+  const ModelSpec& m = run.model;
+  const ExecutionSpec& x = run.exec;
+  const Layout& l = run.layout;
+  const StageTime& slow = e.stages[e.pipeline.slowest_stage];
+  const double mb = double(e.micro_batches);
   // Data-parallel reduction of the stage with the most parameters, hidden behind its last backward.
   size_t biggest = 0;
   for (size_t i = 0; i < e.memory.size(); ++i)
@@ -188,10 +189,15 @@ Estimate estimate_with_links(const RunSpec& run, const Links& links, std::vector
                                      : params + expert_params;
   e.optimizer = optimizer_time(updated, x.precision, x.grad_bits, run.cluster.gpu, c);
   e.time.optimizer = e.optimizer.time_s;
-  // ZeRO-3's per-layer traffic is already in the pipeline's stage times: counted once.
-  e.time.step = e.pipeline.total_s + e.time.dp_comm - mb * slow.zero3_s + e.time.optimizer;
+}
 
-  // Throughput.
+// What the step executes (FLOPs, tokens) per second, and the MFU.
+void count_throughput(Estimate& e) {
+  const RunSpec& run = e.run;
+  const ModelSpec& m = run.model;
+  const ExecutionSpec& x = run.exec;
+  const Layout& l = run.layout;
+  const double mb = double(e.micro_batches);
   const double world = double(l.world_size());
   double executed_per_pipeline_mb = 0;
   double flash_per_pipeline_mb = 0;
@@ -204,6 +210,33 @@ Estimate estimate_with_links(const RunSpec& run, const Links& links, std::vector
   e.mfu_figures = mfu_of(m, x.global_batch_size, e.time.step, world * peak_flops(run.cluster.gpu, x.precision));
   e.model_flops = e.mfu_figures.model_flops;
   e.mfu = e.mfu_figures.full();
+}
+
+}  // namespace
+
+Estimate estimate_with_links(const RunSpec& run, const Links& links, std::vector<StageMemory> memory,
+                             const CostConstants& c) {
+  Estimate e;
+  e.run = run;
+  e.cost = c;
+  e.links = links;
+  const Layout& l = run.layout;
+  e.micro_batches = std::max<int64_t>(run.exec.micro_batches(l.dp), 1);
+  e.vocab_padded = padded_vocab(run.model.vocab, l.tp);
+
+  // Memory.
+  e.memory = std::move(memory);
+  for (size_t i = 0; i < e.memory.size(); ++i)
+    if (e.memory[i].total_bytes() > e.memory[e.most_loaded_stage].total_bytes()) e.most_loaded_stage = int64_t(i);
+  e.capacity_bytes = run.cluster.gpu.memory_bytes;
+  e.fits = e.peak_memory().total_bytes() <= e.capacity_bytes;
+
+  time_pipeline(e, c);
+  time_data_parallel(e, c);
+  // ZeRO-3's per-layer traffic is already in the pipeline's stage times: counted once.
+  const StageTime& slow = e.stages[e.pipeline.slowest_stage];
+  e.time.step = e.pipeline.total_s + e.time.dp_comm - double(e.micro_batches) * slow.zero3_s + e.time.optimizer;
+  count_throughput(e);
   return e;
 }
 
