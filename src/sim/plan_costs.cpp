@@ -38,6 +38,71 @@ GroupLink boundary_link(const Mesh& mesh, const ClusterSpec& cluster, int64_t fr
   return worst;
 }
 
+// Pipeline boundaries: i -> i+1, and p-1 -> 0 when interleaving wraps round; each one's link
+// and message into out.boundaries. Returns the message seconds each stage sends.
+std::vector<double> add_boundaries(PlannedCosts& out, const Mesh& mesh, const RunSpec& run, const ModelSpec& local,
+                                   const plan::CostConstants& c) {
+  const ExecutionSpec& x = run.exec;
+  const Layout& l = run.layout;
+  const int64_t p = l.pp;
+  const int64_t v = x.schedule == ScheduleKind::Interleaved ? x.virtual_stages : 1;
+  std::vector<double> p2p(p, 0.0);
+  for (int64_t i = 0; i < p && p > 1; ++i) {
+    if (i == p - 1 && v == 1) break;
+    BoundaryLink b;
+    b.from_stage = i;
+    b.to_stage = (i + 1) % p;
+    b.link = boundary_link(mesh, run.cluster, b.from_stage, b.to_stage);
+    const plan::PpComm pc = plan::pp_comm_per_message(local, x, l.tp, b.link, c);
+    b.message_bytes = pc.message_bytes;
+    b.message_s = pc.message_s;
+    p2p[i] = pc.message_s;
+    out.boundaries.push_back(b);
+  }
+  return p2p;
+}
+
+// Stage s's data-parallel reduction, embedding sync and optimizer step.
+void data_parallel_costs(StageCost& sc, const plan::Estimate& est, int64_t s, const RunSpec& run,
+                         const plan::Links& links, const plan::CostConstants& c) {
+  const ExecutionSpec& x = run.exec;
+  const Layout& l = run.layout;
+  const int64_t p = l.pp;
+  const plan::StateBytes sb = plan::state_bytes(x.precision, x.grad_bits);
+  // Data parallel: this stage's own gradient buffer, in buckets, hidden behind its last backwards.
+  // Dense gradients over dp x cp; a MoE model's routed experts over their edp group after them.
+  const double params = est.memory[s].params.dense(), experts = est.memory[s].params.expert_params;
+  const double grad_bytes = params * sb.gradients;
+  const int64_t data = l.dp * l.cp, edp = data / std::max<int64_t>(l.ep, 1);
+  const plan::DpComm dp = plan::dp_comm(grad_bytes, data, links.dcp.link, links.dcp.members_per_node,
+                                        run.cluster, 0, c);
+  const double expert_reduce_s =
+      experts > 0 && edp > 1 ? plan::dp_comm(experts * sb.gradients, edp, links.edp.link,
+                                             links.edp.members_per_node, run.cluster, 0, c)
+                                   .total_s
+                             : 0;
+  if (x.zero >= 3 && data > 1) {
+    sc.dp_reduce_s = 0;  // ZeRO-3: the reduce-scatters and gathers are per layer, in the chunks
+  } else if (x.zero >= 1 && data > 1) {
+    sc.dp_reduce_s = dp.total_s / 2;                                   // reduce-scatter
+    sc.dp_after_optimizer_s = dp.total_s / 2 * (sb.weights / sb.gradients);  // all-gather of new weights
+  } else {
+    sc.dp_reduce_s = dp.total_s;
+  }
+  sc.dp_reduce_s += expert_reduce_s;
+  // A count the cost table must not turn into an endless loop (dp_bucket_mb 1e-9): past 4096
+  // buckets a stage's last bucket waits under 0.03% of its reduction, so more play as 4096.
+  constexpr int64_t kMostBuckets = 4096;
+  const double buckets = (grad_bytes + experts * sb.gradients) / c.dp_bucket_bytes();
+  sc.dp_buckets = !(buckets < double(kMostBuckets)) ? kMostBuckets : std::max<int64_t>(1, int64_t(std::ceil(buckets)));
+  if (p > 1 && (s == 0 || s == p - 1)) sc.embedding_sync_s = est.dp.embedding_sync_s;
+  sc.optimizer_s =
+      plan::optimizer_time(x.zero >= 1 ? params / double(data) + experts / double(std::max<int64_t>(edp, 1))
+                                       : params + experts,
+                           x.precision, x.grad_bits, run.cluster.gpu, c)
+          .time_s;
+}
+
 }  // namespace
 
 PlannedCosts costs_from_plan(const RunSpec& run, double overhead_bytes) {
@@ -68,22 +133,8 @@ PlannedCosts costs_from_plan(const RunSpec& run, const plan::CostConstants& c, d
                                                        lc.block_attention_backward_s, c);
   const plan::EpComm epc = plan::ep_comm_per_layer(local, x, l.tp, l.ep, links.ep.link, c);
   const std::vector<int64_t> chunk_layers = plan::chunk_layers(model.layers, p, v);
-  const plan::StateBytes sb = plan::state_bytes(x.precision, x.grad_bits);
 
-  // Pipeline boundaries: i -> i+1, and p-1 -> 0 when interleaving wraps round.
-  std::vector<double> p2p(p, 0.0);
-  for (int64_t i = 0; i < p && p > 1; ++i) {
-    if (i == p - 1 && v == 1) break;
-    BoundaryLink b;
-    b.from_stage = i;
-    b.to_stage = (i + 1) % p;
-    b.link = boundary_link(mesh, run.cluster, b.from_stage, b.to_stage);
-    const plan::PpComm pc = plan::pp_comm_per_message(local, x, l.tp, b.link, c);
-    b.message_bytes = pc.message_bytes;
-    b.message_s = pc.message_s;
-    p2p[i] = pc.message_s;
-    out.boundaries.push_back(b);
-  }
+  const std::vector<double> p2p = add_boundaries(out, mesh, run, local, c);
 
   // Megatron's p2p blocks the sender; with --overlap pp the sends run on their own stream (only
   // the receiver waits) and slow the compute they overlap by overlap_slowdown of themselves.
@@ -135,38 +186,7 @@ PlannedCosts costs_from_plan(const RunSpec& run, const plan::CostConstants& c, d
       const double compute_bwd = cc.backward_s - cc.comm_backward_s();
       cc.weight_share = compute_bwd > 0 ? std::clamp(wgrad / compute_bwd, 0.0, 1.0) : 0.5;
     }
-    // Data parallel: this stage's own gradient buffer, in buckets, hidden behind its last backwards.
-    // Dense gradients over dp x cp; a MoE model's routed experts over their edp group after them.
-    const double params = est.memory[s].params.dense(), experts = est.memory[s].params.expert_params;
-    const double grad_bytes = params * sb.gradients;
-    const int64_t data = l.dp * l.cp, edp = data / std::max<int64_t>(l.ep, 1);
-    const plan::DpComm dp = plan::dp_comm(grad_bytes, data, links.dcp.link, links.dcp.members_per_node,
-                                          run.cluster, 0, c);
-    const double expert_reduce_s =
-        experts > 0 && edp > 1 ? plan::dp_comm(experts * sb.gradients, edp, links.edp.link,
-                                               links.edp.members_per_node, run.cluster, 0, c)
-                                     .total_s
-                               : 0;
-    if (x.zero >= 3 && data > 1) {
-      sc.dp_reduce_s = 0;  // ZeRO-3: the reduce-scatters and gathers are per layer, in the chunks
-    } else if (x.zero >= 1 && data > 1) {
-      sc.dp_reduce_s = dp.total_s / 2;                                   // reduce-scatter
-      sc.dp_after_optimizer_s = dp.total_s / 2 * (sb.weights / sb.gradients);  // all-gather of new weights
-    } else {
-      sc.dp_reduce_s = dp.total_s;
-    }
-    sc.dp_reduce_s += expert_reduce_s;
-    // A count the cost table must not turn into an endless loop (dp_bucket_mb 1e-9): past 4096
-    // buckets a stage's last bucket waits under 0.03% of its reduction, so more play as 4096.
-    constexpr int64_t kMostBuckets = 4096;
-    const double buckets = (grad_bytes + experts * sb.gradients) / c.dp_bucket_bytes();
-    sc.dp_buckets = !(buckets < double(kMostBuckets)) ? kMostBuckets : std::max<int64_t>(1, int64_t(std::ceil(buckets)));
-    if (p > 1 && (s == 0 || s == p - 1)) sc.embedding_sync_s = est.dp.embedding_sync_s;
-    sc.optimizer_s =
-        plan::optimizer_time(x.zero >= 1 ? params / double(data) + experts / double(std::max<int64_t>(edp, 1))
-                                         : params + experts,
-                             x.precision, x.grad_bits, run.cluster.gpu, c)
-            .time_s;
+    data_parallel_costs(sc, est, s, run, links, c);
   }
   return out;
 }
