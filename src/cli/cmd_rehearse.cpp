@@ -2,7 +2,9 @@
 // (the file `plan --emit FILE.toml` writes; flags override), derives its rehearsal for this
 // machine (runtime/parallel/rehearsal_shape.h) and prints how, runs it through `trident train`
 // under mpirun (on emulated hosts with shaped links with --hosts H), then judges the rehearsal
-// report's measured terms against the planner's prediction for this run on these links.
+// report's measured terms against the planner's prediction for this run on these links, fits the
+// cost table to them (rehearsal_calibration.h) and makes the full-scale plan again with what
+// transfers (rehearsal_replan.h).
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -17,10 +19,14 @@
 #include "core/input_file.h"
 #include "core/output_path.h"
 #include "core/run_values.h"
+#include "core/units.h"
+#include "plan/plan_options.h"
 #include "report/html_page.h"
 #include "runtime/data/corpus.h"
 #include "runtime/data/token_file.h"
 #include "runtime/parallel/emulated_hosts.h"
+#include "runtime/parallel/rehearsal_calibration.h"
+#include "runtime/parallel/rehearsal_replan.h"
 #include "runtime/parallel/rehearsal_link.h"
 #include "runtime/parallel/rehearsal_shape.h"
 #include "runtime/parallel/rehearsal_verdict.h"
@@ -157,7 +163,7 @@ int rehearse_on_links(const RunSpec& plan, const parallel::RehearsalShape& shape
 // One page: the verdict (and the TP comparison), the derivation, the links, then train's own
 // rehearsal report of the first run (measured beside predicted shares, ranks, losses).
 void write_page(const parallel::RehearsalShape& shape, const std::vector<RehearsalRun>& runs, const RehearseArgs& a,
-                const std::string& links_text) {
+                const std::string& links_text, const std::vector<HtmlSection>& calibration) {
   std::ifstream in(runs[0].dir + "/report.json");
   std::stringstream report;
   report << in.rdbuf();
@@ -168,12 +174,54 @@ void write_page(const parallel::RehearsalShape& shape, const std::vector<Rehears
     page.sections.push_back(parallel::tp_across_section(*runs[1].comparison, runs[0].run.layout.order, runs[1].run.layout.order));
     page.sections.push_back(parallel::verdict_section(runs[1].verdict, "verdict-tp-across", "Verdict, " + runs[1].label));
   }
+  for (const auto& sec : calibration) page.sections.push_back(sec);
   page.sections.push_back(parallel::shape_section(shape));
   HtmlSection links{"links", "Links", {}, std::nullopt};
   std::stringstream lines(links_text);
   for (std::string line; std::getline(lines, line);) links.lines.push_back(line);
   page.sections.push_back(links);
   write_text_atomically(a.out + "/rehearsal.html", html_page(page));
+}
+
+// After the runs: the verdict of each, the TP comparison, the self-calibration (fitted on the
+// first run, tested on the second), the plan made again with what transfers, the JSON and the page.
+int conclude(const RunSpec& plan, const parallel::RehearsalShape& shape, std::vector<RehearsalRun>& runs,
+             const RehearseArgs& a, const nlohmann::json& links_json, const std::string& links_text, int64_t cores) {
+  std::printf("%s", parallel::verdict_text(runs[0].verdict).c_str());
+  nlohmann::json j = parallel::verdict_json(runs[0].verdict);
+  j["links"] = links_json;
+  if (runs.size() > 1) {
+    std::printf("\n%s:%s", runs[1].label.c_str(), parallel::verdict_text(runs[1].verdict).c_str());
+    const parallel::TpAcross cmp = parallel::compare_tp_across(runs[0].verdict, runs[1].verdict, a.tolerance);
+    runs[1].comparison = cmp;
+    std::printf("%s", parallel::tp_across_text(cmp, shape.run.layout.order, runs[1].run.layout.order).c_str());
+    j["tp_across"] = {{"order", runs[1].run.layout.order}, {"verdict", parallel::verdict_json(runs[1].verdict)},
+                      {"comparison", parallel::tp_across_json(cmp)}};
+  }
+  std::vector<parallel::CalibrationRun> calibration_runs;
+  for (const auto& rr : runs) calibration_runs.push_back({rr.run.layout.describe(), rr.run, &rr.verdict});
+  std::optional<parallel::Calibration> cal;
+  try {
+    cal = parallel::calibrate(calibration_runs, a.out + "/prediction-cluster.toml", cores, a.out + "/fitted-cost.toml");
+  } catch (const std::runtime_error& e) {
+    std::fprintf(stderr, "trident rehearse: the self-calibration failed: %s\n", e.what());
+  }
+  std::vector<HtmlSection> sections;
+  if (cal) {
+    std::printf("%s", parallel::calibration_text(*cal).c_str());
+    if (runs.size() < 2) std::printf("  (no second layout to test the fit out of sample: add --tp-across)\n");
+    j["calibration"] = parallel::calibration_json(*cal);
+    sections = parallel::calibration_sections(*cal);
+    const parallel::Replan back = parallel::replan(plan, cal->fit, cal->checks, plan::kDefaultOverheadGiB * kGiB);
+    std::printf("%s", parallel::replan_text(back).c_str());
+    j["back_to_the_plan"] = parallel::replan_json(back);
+    sections.push_back(parallel::replan_section(back));
+  }
+  write_text_atomically(a.out + "/verdict.json", j.dump(2) + "\n");
+  write_page(shape, runs, a, links_text, sections);
+  std::printf("verdict written to %s/verdict.json and %s/rehearsal.html (train's report: %s/report.json)\n",
+              a.out.c_str(), a.out.c_str(), a.out.c_str());
+  return cal ? 0 : 1;
 }
 
 int run_rehearse(RehearseArgs& a) {
@@ -226,22 +274,7 @@ int run_rehearse(RehearseArgs& a) {
     std::fprintf(stderr, "trident rehearse: %s\n", e.what());
     return 1;
   }
-  std::printf("%s", parallel::verdict_text(runs[0].verdict).c_str());
-  nlohmann::json j = parallel::verdict_json(runs[0].verdict);
-  j["links"] = links_json;
-  if (runs.size() > 1) {
-    std::printf("\n%s:%s", runs[1].label.c_str(), parallel::verdict_text(runs[1].verdict).c_str());
-    const parallel::TpAcross cmp = parallel::compare_tp_across(runs[0].verdict, runs[1].verdict, a.tolerance);
-    runs[1].comparison = cmp;
-    std::printf("%s", parallel::tp_across_text(cmp, shape.run.layout.order, runs[1].run.layout.order).c_str());
-    j["tp_across"] = {{"order", runs[1].run.layout.order}, {"verdict", parallel::verdict_json(runs[1].verdict)},
-                      {"comparison", parallel::tp_across_json(cmp)}};
-  }
-  write_text_atomically(a.out + "/verdict.json", j.dump(2) + "\n");
-  write_page(shape, runs, a, links_text);
-  std::printf("verdict written to %s/verdict.json and %s/rehearsal.html (train's report: %s/report.json)\n",
-              a.out.c_str(), a.out.c_str(), a.out.c_str());
-  return 0;
+  return conclude(plan, shape, runs, a, links_json, links_text, cores);
 }
 
 Runner setup_rehearse(CLI::App& cmd) {

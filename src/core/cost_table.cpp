@@ -240,6 +240,14 @@ std::string calibration_warning(const CostTable& t) {
                      t.gpu, t.source == "built-in" ? "" : " with " + t.source, t.gpu);
 }
 
+std::string cost_toml(const CostTable& t, const std::vector<std::string>& comments) {
+  std::string s;
+  for (const auto& c : comments) s += "# " + c + "\n";
+  s += "[cost]\n";
+  for (const auto& f : cost_fields()) s += fmt::format("{} = {}\n", f.name, t.*(f.member));  // shortest exact form
+  return s;
+}
+
 std::string describe(const CostTable& t) {
   std::string s;
   for (const auto& f : cost_fields()) s += fmt::format("{}{} {:g}", s.empty() ? "" : ", ", f.name, t.*(f.member));

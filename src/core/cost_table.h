@@ -84,6 +84,10 @@ CostTable resolve_cost(const OptionValues& values, const GpuSpec& gpu, Problems&
 // Empty for a calibrated table; else the warning every report prints, naming the table used.
 std::string calibration_warning(const CostTable& table);
 
+// The one writer of a cost file: `comments` as '# ' lines, then a [cost] table of every field
+// (apply_cost_toml and --cost read it back to the same values).
+std::string cost_toml(const CostTable& table, const std::vector<std::string>& comments);
+
 // "gemm_peak_efficiency 0.8, gemm_half_dim 32, ..." for reports.
 std::string describe(const CostTable& table);
 

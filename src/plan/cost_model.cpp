@@ -65,15 +65,17 @@ Overlapped not_overlapped(double comm_s) {
   return o;
 }
 
-double link_efficiency(LinkKind kind, const CostConstants& c) {
+double CostConstants::*link_efficiency_field(LinkKind kind) {
   switch (kind) {
-    case LinkKind::NVLink: return c.nvlink_efficiency;
-    case LinkKind::PCIe: return c.pcie_efficiency;
+    case LinkKind::NVLink: return &CostConstants::nvlink_efficiency;
+    case LinkKind::PCIe: return &CostConstants::pcie_efficiency;
     case LinkKind::InfiniBand:
-    case LinkKind::Ethernet: return c.network_efficiency;
+    case LinkKind::Ethernet: return &CostConstants::network_efficiency;
   }
-  return 1;
+  return &CostConstants::network_efficiency;
 }
+
+double link_efficiency(LinkKind kind, const CostConstants& c) { return c.*link_efficiency_field(kind); }
 
 double p2p_time_s(double bytes, const GroupLink& link, const CostConstants& c) {
   if (bytes <= 0) return 0;

@@ -69,6 +69,8 @@ Overlapped not_overlapped(double comm_s);
 // Collectives (alpha-beta, Thakur et al. 2005). bytes = the full buffer S each rank holds.
 
 double link_efficiency(LinkKind kind, const CostConstants& c);
+// The cost table's field of that share (the self-calibration fits and transfers it per link kind).
+double CostConstants::*link_efficiency_field(LinkKind kind);
 double p2p_time_s(double bytes, const GroupLink& link, const CostConstants& c);
 double ring_allreduce_time_s(double bytes, int64_t n, const GroupLink& link, const CostConstants& c);
 // All-gather or reduce-scatter of an S-byte buffer: (n-1) alpha + (n-1)/n S / beta.

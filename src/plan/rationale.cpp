@@ -14,6 +14,8 @@ namespace {
 
 std::string gb(double bytes) { return fmt::format("{:.1f} GiB", gib(bytes)); }
 
+}  // namespace
+
 std::string short_layout(const Estimate& e) {
   const auto& r = e.run;
   return fmt::format("{} ({}, b {}, {}{}, ZeRO {}, recompute {}{})", layout_sizes_text(r.layout), r.layout.order,
@@ -21,6 +23,8 @@ std::string short_layout(const Estimate& e) {
                      r.exec.schedule == ScheduleKind::Interleaved ? fmt::format(" v {}", r.exec.virtual_stages) : "",
                      r.exec.zero, to_string(r.exec.recompute), r.exec.sequence_parallel ? ", sp" : "");
 }
+
+namespace {
 
 // Best layout with some dimensions fixed: from the winner's search when it covered them, else
 // searched again.
@@ -46,6 +50,8 @@ std::optional<Estimate> best_with(const ModelSpec& m, const ClusterSpec& cl, int
   return best;
 }
 
+}  // namespace
+
 // The time terms where a differs most from b, largest first: "bubble +1.20 s, compute -0.40 s".
 std::string differences(const Estimate& a, const Estimate& b) {
   struct Term {
@@ -66,6 +72,8 @@ std::string differences(const Estimate& a, const Estimate& b) {
   }
   return s.empty() ? "no term differs noticeably" : s;
 }
+
+namespace {
 
 int64_t largest_tp_in_node(const ModelSpec& m, const ClusterSpec& cl) {
   int64_t best = 1;

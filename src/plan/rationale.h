@@ -23,6 +23,11 @@ std::vector<std::string> rationale(const ModelSpec& model, const ClusterSpec& cl
 std::vector<std::string> rationale(const ModelSpec& model, const ClusterSpec& cluster, int64_t global_batch,
                                    const SearchResult& searched, double overhead_bytes);
 
+// A candidate in one line: "tp 8 x pp 8 x dp 64 (tp-dp-pp, b 3, interleaved v 12, ZeRO 1, ...)".
+std::string short_layout(const Estimate& e);
+// The (at most three) terms of the step that differ most, a less b: "DP -0.941 s, bubble +0.263 s".
+std::string differences(const Estimate& a, const Estimate& b);
+
 // What the rules of thumb pick for this model and GPU: "plain DP", "PP+DP" or "TP+PP+DP".
 std::string rule_of_thumb(const ModelSpec& model, const ClusterSpec& cluster);
 

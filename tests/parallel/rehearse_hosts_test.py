@@ -3,7 +3,9 @@
 
 From the GPT-3 175B plan `trident plan --emit` writes: a 4-rank rehearsal on 2 network
 namespaces (tc tbf on every veth end), then checks the derivation table, the links text, the
-verdict (text and JSON, its holds flags recomputed from its own numbers) and that no namespace,
+verdict (text and JSON, its holds flags recomputed from its own numbers), the self-calibration
+(each fitted value recomputed from its printed inputs, the [cost] file it writes read back by
+tomllib and by `trident plan --cost`) and the plan made again, and that no namespace,
 link or qdisc of the run is left. Then a run interrupted by SIGINT while it measures, and one
 stopped by SIGTERM while it trains, must clean up too (exit 128 + signal).
 
@@ -19,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 
 SKIP = 77
 
@@ -109,6 +112,95 @@ def check_tp_across(v, out):
         fail("comparison missing from the text")
 
 
+def close(a, b, rel=1e-9):
+    return abs(a - b) <= rel * max(abs(a), abs(b), 1e-300)
+
+
+def check_calibration(v, out, folder, trident, plan, env):
+    """The fitted values follow from their printed inputs, the [cost] file holds them and the
+    planner reads it, each layout's errors follow from its measured and predicted terms, and the
+    plan made again applies the printed link ratios. Structure and consistency only: no timing."""
+    cal = v["calibration"]
+    fit = cal["fit"]
+    medians = {t["key"]: t["measured_median_s"] for t in v["terms"]}
+    fields = [s["field"] for s in fit["steps"]]
+    for field in ("hbm_efficiency", "gemm_peak_efficiency", "pcie_efficiency", "network_efficiency"):
+        if field not in fields:
+            fail("no fit step for %s: %s" % (field, fields))
+    for s in fit["steps"]:
+        if not close(s["measured_s"], sum(medians[k] for k in s["terms"])):
+            fail("M of %s is not the sum of its terms' medians: %s" % (s["field"], s))
+        if not close(s["predicted_s"], s["scaling_s"] + s["fixed_s"]):
+            fail("P != S + F for %s: %s" % (s["field"], s))
+        if s["fitted"]:
+            want = s["before"] * s["scaling_s"] / (s["measured_s"] - s["fixed_s"])
+            clamped = s["note"] is not None and "clamped" in s["note"]
+            if not (close(s["after"], want) or (clamped and s["after"] == 1.0 and want > 1)):
+                fail("%s: after %s, but before x S / (M - F) = %s" % (s["field"], s["after"], want))
+        elif s["after"] != s["before"] or not s["note"]:
+            fail("unfitted %s changed or gave no reason: %s" % (s["field"], s))
+        if fit["after"][s["field"]] != s["after"]:
+            fail("table after lacks the fitted %s" % s["field"])
+    with open(cal["cost_file"], "rb") as f:
+        written = tomllib.load(f)["cost"]
+    if written != fit["after"]:
+        fail("the [cost] file %s differs from the fitted table:\n%s\n%s" % (cal["cost_file"], written, fit["after"]))
+    r = subprocess.run([trident, "plan", "--config", plan, "--cost", cal["cost_file"]], capture_output=True, text=True,
+                       env=env)
+    if r.returncode != 0 or cal["cost_file"] not in r.stdout:
+        fail("plan does not read the fitted cost file (exit %d):\n%s" % (r.returncode, (r.stdout + r.stderr)[-2000:]))
+    layouts = cal["layouts"]
+    if [l["in_sample"] for l in layouts] != [True, False]:
+        fail("layouts: %s" % [(l["label"], l["in_sample"]) for l in layouts])
+    verdicts = [v["terms"], v["tp_across"]["verdict"]["terms"]]
+    for layout, terms in zip(layouts, verdicts):
+        med = {t["key"]: t for t in terms}
+        for t in layout["terms"]:
+            if not close(t["measured_s"], med[t["key"]]["measured_median_s"]):
+                fail("%s: measured %s is not the verdict's median" % (layout["label"], t))
+            if t["measured_s"] > 0 and not (close(t["error_before"], t["predicted_before_s"] / t["measured_s"] - 1)
+                                            and close(t["error_after"], t["predicted_after_s"] / t["measured_s"] - 1)):
+                fail("%s: errors not predicted / measured - 1: %s" % (layout["label"], t))
+        step = [t for t in layout["terms"] if t["key"] == "step"]
+        if not step or not close(step[0]["predicted_before_s"], med["step"]["predicted_s"], 1e-6):
+            fail("%s: the step predicted before the fit is not the verdict's: %s" % (layout["label"], step))
+    for k in cal["link_checks"]:
+        if k["terms"]:
+            closer = abs(k["predicted_after_s"] - k["measured_s"]) < abs(k["predicted_before_s"] - k["measured_s"])
+            if closer != k["improves"]:
+                fail("link check improves=%s, its numbers say %s: %s" % (k["improves"], closer, k))
+        if k["text"] not in out:
+            fail("link check missing from the text: %s" % k["text"])
+    back = v["back_to_the_plan"]
+    checks = {k["field"]: k for k in cal["link_checks"]}
+    for t in back["transfers"]:
+        k = checks.get(t["rehearsal_field"])
+        if t["applied"] != bool(k and k["improves"]):
+            fail("transfer applied=%s, but its out-of-sample check is %s" % (t["applied"], k))
+        if not close(t["ratio"], t["rehearsal_after"] / t["rehearsal_before"]):
+            fail("transfer ratio: %s" % t)
+        want = min(1.0, t["plan_before"] * t["ratio"]) if t["applied"] else t["plan_before"]
+        if not close(t["plan_after"], want):
+            fail("transfer: plan after %s, want %s: %s" % (t["plan_after"], want, t))
+    for key in ("plan_before", "plan_after", "best_before", "best_after"):
+        if back[key] is None or back[key]["step_s"] <= 0:
+            fail("back to the plan: no %s" % key)
+    if back["plan_before"]["peak_memory_bytes"] != back["plan_after"]["peak_memory_bytes"]:
+        fail("the cost table moved the plan's memory: %s" % back)
+    if back["changed"] != (back["best_before"]["layout"] != back["best_after"]["layout"]):
+        fail("changed=%s but layouts %s / %s" % (back["changed"], back["best_before"]["layout"], back["best_after"]["layout"]))
+    for pattern in [r"\nSelf-calibration: the cost table fitted to this rehearsal", r"\n  gemm_peak_efficiency +compute ",
+                    r"\nPrediction error \(predicted / measured - 1\), before and after the fit",
+                    r"\(fitted on\)\n", r"\(out of sample: not fitted on\)\n", r"\nBack to the plan: ",
+                    r"\n  recommended before: ", r"\n  recommended after:  ", r"\n    after:  step [0-9.]+ s"]:
+        if not re.search(pattern, out):
+            fail("missing /%s/ in:\n%s" % (pattern, out[-6000:]))
+    if back["sentence"] not in out:
+        fail("the back-to-the-plan sentence is not in the text output")
+    print("ok: self-calibration consistent with its inputs, %s read back, plan remade (%s)" %
+          (cal["cost_file"], "layout changes" if back["changed"] else "layout stays"))
+
+
 def run_interrupted(cmd, env, wait_for, sig, folder):
     """Starts cmd, sends sig once wait_for is printed; returns (exit code, output)."""
     p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -162,9 +254,11 @@ def main():
             fail("missing /%s/ in:\n%s" % (pattern, out[-6000:]))
     v = check_verdict(out, out_dir)
     check_tp_across(v, out)
+    check_calibration(v, out, out_dir, trident, plan, env)
     with open(os.path.join(out_dir, "rehearsal.html")) as f:
         page = f.read()
-    for part in ['id="verdict"', 'id="tp-across"', 'id="rehearsal-shape"', 'id="links"', 'id="rehearsal"',
+    for part in ['id="verdict"', 'id="tp-across"', 'id="self-calibration"', 'id="calibration-errors-1"',
+                 'id="back-to-the-plan"', 'id="rehearsal-shape"', 'id="links"', 'id="rehearsal"',
                  v["sentence"][:40], "precision bf16 -&gt; fp32"]:
         if part not in page:
             fail("rehearsal.html lacks %s" % part)

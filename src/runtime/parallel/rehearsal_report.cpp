@@ -253,8 +253,8 @@ nlohmann::json rehearsal_json(const RehearsalData& d) {
   return j;
 }
 
-Prediction predict(const RunSpec& run, const std::string& cluster_toml, int64_t hardware_cores,
-                   const std::string& cost_toml) {
+RunSpec prediction_run(const RunSpec& run, const std::string& cluster_toml, int64_t hardware_cores,
+                       const std::string& cost_toml, std::string* note) {
   Problems problems;
   // The file `trident bench` writes: a [cluster] table (peaks) and a [cost] table (the measured
   // shares of them), read by the same loaders plan and simulate use.
@@ -271,8 +271,7 @@ Prediction predict(const RunSpec& run, const std::string& cluster_toml, int64_t 
   if (r.cost->source.find("[cost] keys") != std::string::npos) r.cost->source += " of " + cluster_toml;
   r.cluster.name = "this machine";
   r.cluster.gpu.name = "CPU core";
-  Prediction p;
-  p.cluster_source = cluster_toml;
+  std::string n;
   const int64_t world = run.layout.world_size();
   r.exec.precision = Precision::FP32;
   r.exec.grad_bits = 32;
@@ -281,13 +280,19 @@ Prediction predict(const RunSpec& run, const std::string& cluster_toml, int64_t 
     if (share < 1.0) {
       r.cluster.gpu.fp32_flops *= share;
       r.cluster.gpu.bf16_flops *= share;
-      p.note = std::to_string(world) + " ranks share " + std::to_string(hardware_cores) +
-               " cores: each rank's compute rate taken as the measured one x " + fmt("%.3f", share) + "; ";
+      n = std::to_string(world) + " ranks share " + std::to_string(hardware_cores) +
+          " cores: each rank's compute rate taken as the measured one x " + fmt("%.3f", share) + "; ";
     }
     r.cluster.gpus_per_node = std::max<int64_t>(world, 1);
     r.cluster.nodes = 1;
-    p.note += "all ranks on one node; fp32 throughout";
+    n += "all ranks on one node; fp32 throughout";
   }
+  if (note) *note = n;
+  return r;
+}
+
+Prediction prediction_of(const RunSpec& r) {
+  Prediction p;
   p.cluster = r.cluster.describe();
   p.cost_source = r.cost->source;
   p.cost = describe(*r.cost);
@@ -305,6 +310,16 @@ Prediction predict(const RunSpec& run, const std::string& cluster_toml, int64_t 
   p.zero_gather_s = e.dp.weight_gather_exposed_s;
   p.optimizer_s = e.time.optimizer;
   p.peak_memory_bytes = e.peak_memory().total_bytes();
+  return p;
+}
+
+Prediction predict(const RunSpec& run, const std::string& cluster_toml, int64_t hardware_cores,
+                   const std::string& cost_toml) {
+  std::string note;
+  const RunSpec r = prediction_run(run, cluster_toml, hardware_cores, cost_toml, &note);
+  Prediction p = prediction_of(r);
+  p.cluster_source = cluster_toml;
+  p.note = note;
   return p;
 }
 

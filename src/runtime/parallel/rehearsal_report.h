@@ -68,5 +68,11 @@ nlohmann::json rehearsal_json(const RehearsalData& d);
 // built-in, then that file, then the cluster file's [cost] keys.
 Prediction predict(const RunSpec& run, const std::string& cluster_toml, int64_t hardware_cores,
                    const std::string& cost_toml = "");
+// predict()'s two halves: the run it estimates (`run` on the cluster file's machine with its cost
+// table, fp32, ranks sharing the cores; `note` says what was adapted), and the prediction of such
+// a run with the cost table it holds (the self-calibration varies that table).
+RunSpec prediction_run(const RunSpec& run, const std::string& cluster_toml, int64_t hardware_cores,
+                       const std::string& cost_toml, std::string* note = nullptr);
+Prediction prediction_of(const RunSpec& prediction_run);
 
 }  // namespace trident::parallel

@@ -1,0 +1,173 @@
+// The rehearsal's self-calibration end to end (see rehearsal_calibration.h).
+#include "runtime/parallel/rehearsal_calibration.h"
+
+#include <cmath>
+#include <functional>
+
+#include <fmt/format.h>
+
+#include "core/options.h"
+#include "core/output_path.h"
+
+namespace trident::parallel {
+
+namespace {
+
+// The terms the planner predicts and the rehearsal measures ("other" is what is left of each).
+const char* const kErrorTerms[] = {"compute", "tp", "cp", "pp", "bubble", "dp", "optimizer", "step"};
+
+LayoutErrors errors_of(const CalibrationRun& r, bool in_sample, const Prediction& before, const Prediction& after) {
+  LayoutErrors e{r.label, in_sample, {}};
+  for (const char* key : kErrorTerms)
+    for (const auto& t : r.verdict->terms) {
+      if (t.key != key || !t.note.empty()) continue;
+      TermError te{t.key, t.label, t.median_s, predicted_term(before, key), predicted_term(after, key)};
+      if (te.measured_s > 0 || te.before_s > 0) e.terms.push_back(te);
+    }
+  return e;
+}
+
+// The prediction of `run` with the table of `cost_file` over the prediction's own table, read
+// as --cost reads a file (the fitted file holds every field, so its values are the ones used).
+Prediction predict_with_file(const RunSpec& run, const std::string& cluster_file, int64_t cores,
+                             const std::string& cost_file) {
+  RunSpec r = prediction_run(run, cluster_file, cores, "");
+  Problems p;
+  if (const auto text = read_settings_file(cost_file, "cost table", "--cost", "cost-file", p))
+    apply_cost_toml(*text, cost_file, r.cluster.gpu, *r.cost, p);
+  p.throw_if_any();
+  r.cost->source = cost_file;
+  return prediction_of(r);
+}
+
+double sum_of(const std::vector<std::string>& keys, const std::function<double(const std::string&)>& value) {
+  double s = 0;
+  for (const auto& k : keys) s += value(k);
+  return s;
+}
+
+// Each fitted link share against the second layout's terms that depend on it alone.
+std::vector<LinkCheck> link_checks(const CostFit& fit, const std::vector<CalibrationRun>& runs,
+                                   const std::string& cluster_file, int64_t cores, const Prediction& before,
+                                   const Prediction& after) {
+  std::vector<LinkCheck> out;
+  for (const auto& s : fit.steps) {
+    if (!s.fitted || (s.field != fit.intra_field && s.field != fit.inter_field)) continue;
+    LinkCheck c;
+    c.field = s.field;
+    if (runs.size() > 1) {
+      const auto measured = measured_terms(*runs[1].verdict);
+      const std::string other = s.field == fit.intra_field ? fit.inter_field : fit.intra_field;
+      c.layout = runs[1].label;
+      c.terms = link_terms_of(prediction_run(runs[1].run, cluster_file, cores, ""), s.field, other, measured);
+      c.measured_s = sum_of(c.terms, [&](const std::string& k) { return measured.at(k); });
+      c.before_s = sum_of(c.terms, [&](const std::string& k) { return predicted_term(before, k); });
+      c.after_s = sum_of(c.terms, [&](const std::string& k) { return predicted_term(after, k); });
+    }
+    out.push_back(c);
+  }
+  return out;
+}
+
+std::string pct(double x) { return fmt::format("{:+.1f}%", 100 * x); }
+std::string ms(double s) { return fmt::format("{:.2f}", s * 1e3); }
+
+std::string heading(const LayoutErrors& e) {
+  return e.label + (e.in_sample ? " (fitted on)" : " (out of sample: not fitted on)");
+}
+
+}  // namespace
+
+std::map<std::string, double> measured_terms(const Verdict& v) {
+  std::map<std::string, double> m;
+  for (const auto& t : v.terms)
+    if (t.note.empty() && t.key != "other" && t.key != "ep" && t.key != "step") m[t.key] = t.median_s;
+  return m;
+}
+
+Calibration calibrate(const std::vector<CalibrationRun>& runs, const std::string& cluster_file, int64_t cores,
+                      const std::string& cost_file) {
+  Calibration c;
+  c.cost_file = cost_file;
+  c.fit = fit_cost(prediction_run(runs.at(0).run, cluster_file, cores, ""), measured_terms(*runs[0].verdict));
+  std::vector<std::string> comments = {
+      "Cost table fitted by `trident rehearse` to the rehearsal of " + runs[0].label + " on " + cluster_file + ".",
+      "Fitted (value' = value x S / (M - F), see verdict.json's calibration):"};
+  for (const auto& s : c.fit.steps)
+    comments.push_back(fmt::format("  {} {:.6g} -> {:.6g}{}", s.field, s.before, s.after, s.fitted ? "" : " (" + s.note + ")"));
+  comments.push_back("The other values are the prediction's table before the fit (" + c.fit.before.source + ").");
+  write_text_atomically(cost_file, cost_toml(c.fit.after, comments));
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const Prediction before = predict(runs[i].run, cluster_file, cores, "");
+    const Prediction after = predict_with_file(runs[i].run, cluster_file, cores, cost_file);
+    c.layouts.push_back(errors_of(runs[i], i == 0, before, after));
+    if (i == runs.size() - 1) c.checks = link_checks(c.fit, runs, cluster_file, cores, before, after);
+  }
+  return c;
+}
+
+std::string LinkCheck::text() const {
+  if (layout.empty()) return field + ": not tested out of sample (one layout rehearsed: add --tp-across)";
+  if (terms.empty()) return field + ": not tested out of sample (no term of " + layout + " depends on it alone)";
+  std::string keys;
+  for (const auto& k : terms) keys += (keys.empty() ? "" : "+") + k;
+  return fmt::format("{}: tested on {} of {}: {} ms measured, {} ms predicted before the fit, {} ms after: {}", field,
+                     keys, layout, ms(measured_s), ms(before_s), ms(after_s),
+                     improves() ? "closer" : "not closer");
+}
+
+std::string calibration_text(const Calibration& c) {
+  std::string out = fit_text(c.fit) + "  written to " + c.cost_file + " (a [cost] file: plan, simulate and train read it "
+                                                                      "with --cost)\n";
+  out += "\nPrediction error (predicted / measured - 1), before and after the fit, ms per step\n";
+  for (const auto& e : c.layouts) {
+    out += "  " + heading(e) + "\n";
+    out += fmt::format("    {:<20} {:>9} {:>9} {:>8} {:>9} {:>8}\n", "term", "measured", "before", "error", "after",
+                       "error");
+    for (const auto& t : e.terms)
+      out += fmt::format("    {:<20} {:>9} {:>9} {:>8} {:>9} {:>8}\n", t.label, ms(t.measured_s), ms(t.before_s),
+                         pct(t.error_before()), ms(t.after_s), pct(t.error_after()));
+  }
+  out += "Link shares out of sample (only a share that comes closer on the layout it was not fitted on goes back to "
+         "the plan):\n";
+  for (const auto& k : c.checks) out += "  " + k.text() + "\n";
+  return out;
+}
+
+nlohmann::json calibration_json(const Calibration& c) {
+  using nlohmann::json;
+  json layouts = json::array();
+  for (const auto& e : c.layouts) {
+    json terms = json::array();
+    for (const auto& t : e.terms)
+      terms.push_back({{"key", t.key}, {"label", t.label}, {"measured_s", t.measured_s}, {"predicted_before_s", t.before_s},
+                       {"predicted_after_s", t.after_s}, {"error_before", t.error_before()},
+                       {"error_after", t.error_after()}});
+    layouts.push_back({{"label", e.label}, {"in_sample", e.in_sample}, {"terms", terms}});
+  }
+  json checks = json::array();
+  for (const auto& k : c.checks)
+    checks.push_back({{"field", k.field}, {"layout", k.layout}, {"terms", k.terms}, {"measured_s", k.measured_s},
+                      {"predicted_before_s", k.before_s}, {"predicted_after_s", k.after_s}, {"improves", k.improves()},
+                      {"text", k.text()}});
+  return {{"fit", fit_json(c.fit)}, {"cost_file", c.cost_file}, {"layouts", layouts}, {"link_checks", checks}};
+}
+
+std::vector<HtmlSection> calibration_sections(const Calibration& c) {
+  std::vector<HtmlSection> out = {fit_section(c.fit)};
+  out.back().lines.push_back("written to " + c.cost_file);
+  for (const auto& k : c.checks) out.back().lines.push_back(k.text());
+  for (size_t i = 0; i < c.layouts.size(); ++i) {
+    const LayoutErrors& e = c.layouts[i];
+    HtmlSection sec{"calibration-errors-" + std::to_string(i), "Prediction error, " + heading(e),
+                    {"predicted / measured - 1, before and after the fit"}, HtmlTable{}};
+    sec.table->header = {"term", "measured, ms", "before, ms", "error", "after, ms", "error"};
+    for (const auto& t : e.terms)
+      sec.table->rows.push_back({t.label, ms(t.measured_s), ms(t.before_s), pct(t.error_before()), ms(t.after_s),
+                                 pct(t.error_after())});
+    out.push_back(sec);
+  }
+  return out;
+}
+
+}  // namespace trident::parallel

@@ -1,0 +1,158 @@
+// The self-calibration fit (see rehearsal_fit.h).
+#include "runtime/parallel/rehearsal_fit.h"
+
+#include <stdexcept>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "plan/cost_model.h"
+
+namespace trident::parallel {
+
+namespace {
+
+using Member = double CostTable::*;
+
+const CostField& field_of(Member m) {
+  for (const auto& f : cost_fields())
+    if (f.member == m) return f;
+  throw std::logic_error("cost field missing from cost_fields()");
+}
+
+double predicted_sum(const RunSpec& r, const std::vector<std::string>& terms) {
+  const Prediction p = prediction_of(r);
+  double s = 0;
+  for (const auto& k : terms) s += predicted_term(p, k);
+  return s;
+}
+
+// S and F of the terms' prediction at r's value of m (see the header): P(e/2) - P(e), P(e) - S.
+std::pair<double, double> split(const RunSpec& r, Member m, const std::vector<std::string>& terms) {
+  RunSpec half = r;
+  (*half.cost).*m /= 2;
+  const double p = predicted_sum(r, terms), s = predicted_sum(half, terms) - p;
+  return {s, p - s};
+}
+
+bool depends(double scaling_s, double predicted_s) { return scaling_s > 1e-9 * std::max(predicted_s, 1e-9); }
+
+std::string ms(double s) { return fmt::format("{:.3f}", s * 1e3); }
+
+// Fits the value of `m` in r's table to the terms' measured sum, and sets it there.
+FitStep fit_one(RunSpec& r, Member m, const std::string& what, const std::vector<std::string>& terms,
+                const std::map<std::string, double>& measured) {
+  const CostField& f = field_of(m);
+  FitStep s;
+  s.field = f.name, s.what = what, s.terms = terms;
+  s.before = s.after = (*r.cost).*m;
+  for (const auto& k : terms) s.measured_s += measured.at(k);
+  std::tie(s.scaling_s, s.fixed_s) = split(r, m, terms);
+  s.predicted_s = s.scaling_s + s.fixed_s;
+  if (!depends(s.scaling_s, s.predicted_s)) {
+    s.note = "not fitted: the prediction of its terms does not depend on it";
+    return s;
+  }
+  if (s.measured_s <= s.fixed_s) {
+    s.note = fmt::format("not fitted: measured {} ms is at or below the {} ms of the prediction this value does not "
+                         "change, so no value makes them meet", ms(s.measured_s), ms(s.fixed_s));
+    return s;
+  }
+  double v = s.before * s.scaling_s / (s.measured_s - s.fixed_s);
+  if (v > f.max) {
+    s.note = fmt::format("{:.4g} is outside its range ({}): clamped to {:g}", v, range_text(f), f.max);
+    v = f.max;
+  }
+  s.after = v;
+  s.fitted = true;
+  (*r.cost).*m = v;
+  return s;
+}
+
+// The measured communication terms whose prediction depends on `m` and not on `other`.
+std::vector<std::string> link_terms(const RunSpec& r, Member m, Member other, const std::map<std::string, double>& measured,
+                                    std::string& left_out) {
+  std::vector<std::string> terms;
+  for (const char* k : {"tp", "cp", "pp", "dp"}) {
+    if (!measured.count(k)) continue;
+    const auto [s, f] = split(r, m, {k});
+    if (!depends(s, s + f)) continue;
+    if (other != m) {
+      const auto [s2, f2] = split(r, other, {k});
+      if (depends(s2, s2 + f2)) {
+        left_out += fmt::format("{}{} (depends on both links)", left_out.empty() ? "" : ", ", k);
+        continue;
+      }
+    }
+    terms.push_back(k);
+  }
+  return terms;
+}
+
+}  // namespace
+
+std::vector<std::string> link_terms_of(const RunSpec& run, const std::string& field, const std::string& other,
+                                       const std::map<std::string, double>& measured) {
+  auto member = [](const std::string& name) {
+    for (const auto& f : cost_fields())
+      if (name == f.name) return f.member;
+    throw std::logic_error("no cost field '" + name + "'");
+  };
+  std::string left_out;
+  return link_terms(run, member(field), member(other), measured, left_out);
+}
+
+double predicted_term(const Prediction& p, const std::string& key) {
+  if (key == "compute") return p.compute_s;
+  if (key == "tp") return p.tp_s;
+  if (key == "cp") return p.cp_s;
+  if (key == "pp") return p.pp_s;
+  if (key == "bubble") return p.bubble_s;
+  if (key == "dp") return p.dp_s;
+  if (key == "optimizer") return p.optimizer_s;
+  if (key == "step") return p.step_s;
+  throw std::logic_error("no predicted term '" + key + "'");
+}
+
+CostFit fit_cost(const RunSpec& run, const std::map<std::string, double>& measured) {
+  if (!run.cost) throw std::logic_error("fit_cost needs a run with its cost table");
+  CostFit out;
+  RunSpec r = run;
+  out.before = *r.cost;
+  if (measured.count("optimizer"))
+    out.steps.push_back(fit_one(r, &CostTable::hbm_efficiency, "memory-bound kernels (the optimizer's update)",
+                                {"optimizer"}, measured));
+  if (measured.count("compute"))
+    out.steps.push_back(fit_one(r, &CostTable::gemm_peak_efficiency,
+                                "GEMMs (the compute term, its memory-bound kernels at the value above)", {"compute"},
+                                measured));
+  const Member intra = plan::link_efficiency_field(r.cluster.intra.kind);
+  const Member inter = plan::link_efficiency_field(r.cluster.inter.kind);
+  out.intra_field = field_of(intra).name, out.inter_field = field_of(inter).name;
+  const std::string intra_what = "collectives and sends inside an emulated host (" + to_string(r.cluster.intra.kind) +
+                                 " link of the bench file: shared memory)";
+  const std::string inter_what = "collectives and sends between emulated hosts (" + to_string(r.cluster.inter.kind) +
+                                 " link: the shaped veth pair)";
+  std::vector<std::tuple<Member, Member, std::string>> links = {{intra, inter, intra_what}, {inter, intra, inter_what}};
+  if (intra == inter) links = {{intra, intra, "collectives and sends on either link (one share for both kinds)"}};
+  for (const auto& [m, other, what] : links) {
+    std::string left_out;
+    const auto terms = link_terms(r, m, other, measured, left_out);
+    if (terms.empty()) {
+      out.kept.emplace_back(field_of(m).name, "no measured collective or send of this rehearsal depends on it alone" +
+                                                  (left_out.empty() ? std::string() : ": " + left_out));
+      continue;
+    }
+    out.steps.push_back(fit_one(r, m, what, terms, measured));
+    if (!left_out.empty()) out.steps.back().note += (out.steps.back().note.empty() ? "" : "; ") + ("left out: " + left_out);
+  }
+  out.kept.emplace_back("gemm_half_dim", "one compute term per layout cannot tell the GEMM curve's bend from its peak "
+                                         "share: kept");
+  out.kept.emplace_back("kernel_launch_us", "nor the kernel call cost from the peak share (one equation, one unknown "
+                                            "fitted): kept");
+  out.after = *r.cost;
+  out.after.source = "fitted to the rehearsal (" + out.before.source + " before)";
+  return out;
+}
+
+}  // namespace trident::parallel
