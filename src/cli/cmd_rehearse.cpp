@@ -19,7 +19,6 @@
 #include "core/input_file.h"
 #include "core/output_path.h"
 #include "core/run_values.h"
-#include "core/units.h"
 #include "plan/plan_options.h"
 #include "report/html_page.h"
 #include "runtime/data/corpus.h"
@@ -42,6 +41,13 @@ struct RehearseArgs {
   std::string out = "rehearsal", bench;
   bool dry_run = false, tp_across = false;
 };
+
+// plan's --overhead-gib: the memory the plan made again keeps free per GPU.
+std::vector<OptionDef> overhead_option() {
+  for (const auto& d : plan::plan_options())
+    if (d.name == "overhead-gib") return {d};
+  return {};
+}
 
 void check_args(const RehearseArgs& a, Problems& p) {
   if (a.hosts < 1 || a.hosts > 8) p.add(fmt::format("--hosts {} is outside 1 .. 8", a.hosts), "use e.g. --hosts 2", "rehearse-hosts");
@@ -186,7 +192,8 @@ void write_page(const parallel::RehearsalShape& shape, const std::vector<Rehears
 // After the runs: the verdict of each, the TP comparison, the self-calibration (fitted on the
 // first run, tested on the second), the plan made again with what transfers, the JSON and the page.
 int conclude(const RunSpec& plan, const parallel::RehearsalShape& shape, std::vector<RehearsalRun>& runs,
-             const RehearseArgs& a, const nlohmann::json& links_json, const std::string& links_text, int64_t cores) {
+             const RehearseArgs& a, const nlohmann::json& links_json, const std::string& links_text, int64_t cores,
+             double overhead_bytes) {
   std::printf("%s", parallel::verdict_text(runs[0].verdict).c_str());
   nlohmann::json j = parallel::verdict_json(runs[0].verdict);
   j["links"] = links_json;
@@ -212,7 +219,7 @@ int conclude(const RunSpec& plan, const parallel::RehearsalShape& shape, std::ve
     if (runs.size() < 2) std::printf("  (no second layout to test the fit out of sample: add --tp-across)\n");
     j["calibration"] = parallel::calibration_json(*cal);
     sections = parallel::calibration_sections(*cal);
-    const parallel::Replan back = parallel::replan(plan, cal->fit, cal->checks, plan::kDefaultOverheadGiB * kGiB);
+    const parallel::Replan back = parallel::replan(plan, cal->fit, cal->checks, overhead_bytes);
     std::printf("%s", parallel::replan_text(back).c_str());
     j["back_to_the_plan"] = parallel::replan_json(back);
     sections.push_back(parallel::replan_section(back));
@@ -228,6 +235,7 @@ int run_rehearse(RehearseArgs& a) {
   Problems p;
   OptionValues values = a.options->collect(p);
   check_args(a, p);
+  const double overhead_bytes = plan::resolve_output(values, p).overhead_bytes;  // the plan's, made again
   p.throw_if_any();
   const RunSpec plan = resolve_run(values, true);
   const int64_t cores = std::max<int64_t>(1, int64_t(std::thread::hardware_concurrency()));
@@ -274,13 +282,14 @@ int run_rehearse(RehearseArgs& a) {
     std::fprintf(stderr, "trident rehearse: %s\n", e.what());
     return 1;
   }
-  return conclude(plan, shape, runs, a, links_json, links_text, cores);
+  return conclude(plan, shape, runs, a, links_json, links_text, cores, overhead_bytes);
 }
 
 Runner setup_rehearse(CLI::App& cmd) {
   auto args = std::make_shared<RehearseArgs>();
   args->options = std::make_unique<CliOptions>(
-      cmd, concat({model_options(), cluster_options(), layout_options(), execution_options(), cost_options()}));
+      cmd, concat({model_options(), cluster_options(), layout_options(), execution_options(), cost_options(),
+                   overhead_option()}));
   cmd.add_option("--ranks", args->ranks, "MPI ranks of the rehearsal (default: this machine's cores, 2 .. 8)")->type_name("INT");
   cmd.add_option("--hosts", args->hosts, "emulated hosts (network namespaces with shaped links; root); 1 = no emulation")
       ->type_name("INT");

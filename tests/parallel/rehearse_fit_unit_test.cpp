@@ -9,6 +9,7 @@
 #include "runtime/parallel/rehearsal_fit.h"
 #include "runtime/parallel/rehearsal_replan.h"
 #include "runtime/parallel/rehearsal_shape.h"
+#include "rehearse_test_plan.h"
 
 namespace trident::parallel {
 namespace {
@@ -16,14 +17,7 @@ namespace {
 // A 4-rank rehearsal of the GPT-3 plan on 2 hosts of 2 (tp 2 inside a host, pp 2 across), as
 // prediction_run leaves it: CPU "GPUs", shared memory inside a host (pcie), Ethernet between.
 RunSpec rehearsal_run(const CostTable& cost) {
-  RunSpec plan;
-  plan.model = model_preset("gpt3-175b");
-  plan.cluster = cluster_preset("dgx-a100-80g");
-  plan.cluster.nodes = 512;
-  plan.layout.tp = 8, plan.layout.pp = 8, plan.layout.dp = 64, plan.layout.order = "tp-dp-pp";
-  plan.exec.micro_batch_size = 3, plan.exec.global_batch_size = 1536;
-  plan.exec.schedule = ScheduleKind::Interleaved, plan.exec.virtual_stages = 12;
-  plan.exec.sequence_parallel = true, plan.exec.zero = 1;
+  const RunSpec plan = gpt3_plan();
   Problems p;
   RunSpec r = derive_rehearsal(plan, 4, 2, 128.0 / 12288, 256, p).run;
   EXPECT_TRUE(p.empty());
