@@ -12,8 +12,8 @@ struct Zero3Layer {
   double layer_params = -1, gather_s = 0, scatter_s = 0;
 };
 
-std::vector<Zero3Chunk> zero3_stage(const Estimate& e, int64_t stage, const std::vector<int64_t>& chunks,
-                                    Zero3Layer& memo) {
+std::vector<Zero3Chunk> zero3_stage(const Estimate& e, const DimLink& dcp, int64_t stage,
+                                    const std::vector<int64_t>& chunks, Zero3Layer& memo) {
   const RunSpec& run = e.run;
   const ExecutionSpec& x = run.exec;
   const Layout& l = run.layout;
@@ -24,7 +24,7 @@ std::vector<Zero3Chunk> zero3_stage(const Estimate& e, int64_t stage, const std:
   const StateBytes sb = state_bytes(x.precision, x.grad_bits);
   const double layer_params = e.memory.at(size_t(stage)).params.layer_params / double(st.layers);
   auto half_allreduce = [&](double bytes) {
-    return dp_comm(bytes, data, e.links.dcp.link, e.links.dcp.members_per_node, run.cluster, 0, e.cost).total_s / 2;
+    return dp_comm(bytes, data, dcp.link, dcp.members_per_node, run.cluster, 0, e.cost).total_s / 2;
   };
   if (layer_params != memo.layer_params)
     memo = {layer_params, half_allreduce(layer_params * sb.weights), half_allreduce(layer_params * sb.gradients)};
@@ -46,7 +46,7 @@ std::vector<int64_t> chunks_of(const RunSpec& run) {
 
 std::vector<Zero3Chunk> zero3_stage(const Estimate& e, int64_t stage) {
   Zero3Layer memo;
-  return zero3_stage(e, stage, chunks_of(e.run), memo);
+  return zero3_stage(e, e.links.dcp, stage, chunks_of(e.run), memo);
 }
 
 Estimate estimate(const RunSpec& run, double overhead_bytes) { return estimate(run, overhead_bytes, cost_table(run)); }
@@ -70,9 +70,8 @@ Estimate estimate_with_links(const RunSpec& run, const Links& links, double over
 namespace {
 
 // The stages' times, the pipeline over them, and the step's compute, TP, PP, CP and EP terms.
-void time_pipeline(Estimate& e, const CostConstants& c) {
+void time_pipeline(Estimate& e, const Links& links, const CostConstants& c) {
   const RunSpec& run = e.run;
-  const Links& links = e.links;
   const ModelSpec& m = run.model;
   const ExecutionSpec& x = run.exec;
   const Layout& l = run.layout;
@@ -84,7 +83,7 @@ void time_pipeline(Estimate& e, const CostConstants& c) {
   const std::vector<int64_t> chunks = chunks_of(run);
   Zero3Layer zero3_memo;
   for (size_t s = 0; s < e.stages.size(); ++s)
-    for (const Zero3Chunk& z : zero3_stage(e, int64_t(s), chunks, zero3_memo)) {
+    for (const Zero3Chunk& z : zero3_stage(e, links.dcp, int64_t(s), chunks, zero3_memo)) {
       StageTime& st = e.stages[s];
       st.zero3_s += z.forward.cost_s + z.backward.cost_s;
       st.zero3_total_s += z.forward.total_s + z.backward.total_s;
@@ -113,9 +112,8 @@ void time_pipeline(Estimate& e, const CostConstants& c) {
 
 // The data-parallel reduction of the dense and the expert gradients, the tied embedding's sum and
 // the optimizer step over what each rank updates.
-void time_data_parallel(Estimate& e, const CostConstants& c) {
+void time_data_parallel(Estimate& e, const Links& links, const CostConstants& c) {
   const RunSpec& run = e.run;
-  const Links& links = e.links;
   const ModelSpec& m = run.model;
   const ExecutionSpec& x = run.exec;
   const Layout& l = run.layout;
@@ -216,10 +214,16 @@ void count_throughput(Estimate& e) {
 
 Estimate estimate_with_links(const RunSpec& run, const Links& links, std::vector<StageMemory> memory,
                              const CostConstants& c) {
+  Estimate e = estimate_without_links(run, links, std::move(memory), c);
+  e.links = links;
+  return e;
+}
+
+Estimate estimate_without_links(const RunSpec& run, const Links& links, std::vector<StageMemory> memory,
+                                const CostConstants& c) {
   Estimate e;
   e.run = run;
   e.cost = c;
-  e.links = links;
   const Layout& l = run.layout;
   e.micro_batches = std::max<int64_t>(run.exec.micro_batches(l.dp), 1);
   e.vocab_padded = padded_vocab(run.model.vocab, l.tp);
@@ -231,8 +235,8 @@ Estimate estimate_with_links(const RunSpec& run, const Links& links, std::vector
   e.capacity_bytes = run.cluster.gpu.memory_bytes;
   e.fits = e.peak_memory().total_bytes() <= e.capacity_bytes;
 
-  time_pipeline(e, c);
-  time_data_parallel(e, c);
+  time_pipeline(e, links, c);
+  time_data_parallel(e, links, c);
   // ZeRO-3's per-layer traffic is already in the pipeline's stage times: counted once.
   const StageTime& slow = e.stages[e.pipeline.slowest_stage];
   e.time.step = e.pipeline.total_s + e.time.dp_comm - double(e.micro_batches) * slow.zero3_s + e.time.optimizer;

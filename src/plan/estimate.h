@@ -82,5 +82,8 @@ Estimate estimate_with_links(const RunSpec& run, const Links& links, double over
 // the rank order, so the search computes it once for all the orders of a candidate.
 Estimate estimate_with_links(const RunSpec& run, const Links& links, std::vector<StageMemory> memory,
                              const CostConstants& c);
+// Same, but Estimate::links left empty: the search copies the links into the candidates it keeps only.
+Estimate estimate_without_links(const RunSpec& run, const Links& links, std::vector<StageMemory> memory,
+                                const CostConstants& c);
 
 }  // namespace trident::plan

@@ -225,15 +225,35 @@ struct Searcher {
           for (const auto& [order, links] : layouts) {
             run.layout.order = order;
             ++res.estimated;
-            keep(estimate_with_links(run, links, mem, c), {tp, pp, cp, ep});
+            keep(estimate_without_links(run, links, mem, c), {tp, pp, cp, ep}, links);
           }
         }
       }
     }
   }
 
-  // The best per shape (for the rationale's narrower questions) and the best `top` overall.
-  void keep(Estimate e, const std::array<int64_t, 4>& shape_key) {
+  // Whether keep() stores `e` anywhere: the best of its shape so far, or a place among the best
+  // `top` (a better order of a kept layout, or a new layout).
+  bool kept(const Estimate& e, const std::array<int64_t, 4>& shape_key) const {
+    const auto shape = res.best_per_shape.find(shape_key);
+    if (shape == res.best_per_shape.end() || better_estimate(e, shape->second)) return true;
+    if (!space.order) {
+      const auto it = std::find_if(res.best.begin(), res.best.end(),
+                                   [&](const Estimate& k) { return same_but_order(k.run, e.run); });
+      if (it != res.best.end()) return better_estimate(e, *it);
+    }
+    return int(res.best.size()) < top || better_estimate(e, res.best.back());
+  }
+
+  // The best per shape (for the rationale's narrower questions) and the best `top` overall. The
+  // candidate comes without its links: only a kept one gets a copy (each group's node list is
+  // long on a large cluster, and most candidates are dropped).
+  void keep(Estimate e, const std::array<int64_t, 4>& shape_key, const Links& links) {
+    if (!kept(e, shape_key)) {
+      if (!space.order) merge_order(res.best, e, better_estimate);  // its order may still be listed
+      return;
+    }
+    e.links = links;
     const auto better = better_estimate;
     // Strictly better only, as a search of this shape alone with top 1 keeps the first.
     auto [shape, added] = res.best_per_shape.try_emplace(shape_key, e);
