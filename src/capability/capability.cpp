@@ -42,6 +42,15 @@ void check_stage_split(int64_t model_layers, int64_t stages, const std::vector<i
                  "stage-split");
 }
 
+void check_moe_dropping(const RunSpec& r, bool drop, Problems& problems) {
+  const int64_t cp = r.layout.cp;
+  if (!r.model.is_moe() || cp <= 1 || !drop) return;
+  problems.add("token dropping at the capacity factor with context parallel (cp " + std::to_string(cp) +
+                   "): each cp rank holds 1/" + std::to_string(cp) + " of a sequence, so the capacity would be "
+                   "counted per share instead of per micro-batch",
+               "add --no-moe-drop with --cp " + std::to_string(cp) + ", or use --cp 1 to drop tokens", "train-moe");
+}
+
 void check_executable(const RunSpec& r, const std::string& device, const std::vector<int64_t>& stage_layers,
                       Problems& problems) {
   const auto& m = r.model;
@@ -85,16 +94,13 @@ void check_executable(const RunSpec& r, const std::string& device, const std::ve
                      "experts' gradients or weights over the expert-data-parallel group yet",
                  "use --zero 1 (or 0) with --ep " + n(L.ep) + ", or --ep 1 to keep --zero " + n(x.zero), "dist-ep");
   // The MoE layer (runtime/nn/moe_layer.cpp): routed experts (split over ep ranks when ep > 1,
-  // replicated over tp: tp splits attention and dense MLPs only) without shared ones, no cp or
-  // split backward yet.
+  // replicated over tp: tp splits attention and dense MLPs only; under cp each rank routes its
+  // rows) without shared ones or a split backward yet.
   if (m.is_moe()) {
     const std::string what = "the mixture-of-experts layer (" + m.name + ", " + n(m.experts) + " experts)";
     if (m.shared_experts > 0)
       problems.add(what + " has " + n(m.shared_experts) + " shared experts, which the runtime's MoE layer lacks",
                    "use --shared-experts 0 for train", "train-moe");
-    if (L.cp > 1)
-      problems.add(what + " routes whole sequences only in the runtime (cp " + n(L.cp) + " splits them)",
-                   "use --cp 1 for train", "train-moe");
     if (x.schedule == ScheduleKind::ZeroBubbleH1)
       problems.add(what + " has no split backward for the zb-h1 schedule",
                    "use --schedule 1f1b (or gpipe, interleaved)", "train-moe");

@@ -30,9 +30,14 @@ void check_stage_split(int64_t model_layers, int64_t stages, const std::vector<i
 
 // The run on ranks of `device`: core's check_run on a cluster of exactly the layout's ranks
 // (heads, ffn, layers and batch against the layout), then what the runtime executes (GPT / Llama,
-// cp on the CPU, MoE without tp / cp / shared experts, no ep, ZeRO 0-3, fp32 — bf16 on CUDA —,
+// cp on the CPU, MoE without shared experts, ep with ZeRO 0-1, ZeRO 0-3, fp32 — bf16 on CUDA —,
 // the stack's settings, the schedule's shape, `stage_layers` when given), each problem with its fix and its code.
 void check_executable(const RunSpec& run, const std::string& device, const std::vector<int64_t>& stage_layers,
                       Problems& problems);
+
+// A mixture-of-experts run that drops tokens at the capacity factor (`drop`; the planner's
+// recipes do) under context parallelism: each cp rank routes its share of a sequence, so the
+// capacity would be counted per share, not per micro-batch as one process counts it. Refused.
+void check_moe_dropping(const RunSpec& run, bool drop, Problems& problems);
 
 }  // namespace trident::capability

@@ -51,6 +51,20 @@ TEST(MoeEquivalence, llama_ep2_pp2_zero1_matches_single_process) {
   expect_same_as_single_process(c);
 }
 
+// Context parallelism: each cp rank routes its rows of every sequence (ring attention between
+// them); the auxiliary losses count the whole micro-batch as one process does. No dropping: the
+// capacity would be each rank's share's (refused with dropping).
+Case moe_cp(std::string name, int64_t cp, int64_t dp, int64_t ep, bool llama = false) {
+  Case c = moe(std::move(name), dp, ep, 1, false, llama);
+  c.layout.cp = cp;
+  return c;
+}
+TEST(MoeEquivalence, cp2_matches_single_process) { expect_same_as_single_process(moe_cp("moe cp2", 2, 1, 1)); }
+TEST(MoeEquivalence, cp2_ep2_matches_single_process) { expect_same_as_single_process(moe_cp("moe cp2xep2", 2, 1, 2)); }
+TEST(MoeEquivalence, llama_cp2_dp2_ep2_matches_single_process) {
+  expect_same_as_single_process(moe_cp("moe llama cp2xdp2xep2", 2, 2, 2, true));
+}
+
 // Tensor parallelism splits attention only: the experts (and the router) are replicated over the
 // tp ranks, each routing the same rows; the MoE output and input gradient count once in the
 // layer's tp reduction. The EP groups are per tp rank.

@@ -124,7 +124,7 @@ rows = [
     ("--no-moe-normalise", None, "M", r"chosen scores as weights"),
     ("--no-moe-drop", None, "M", r"top-2, no dropping"),
     # Refused: what the runtime cannot execute (the capability check), all reported together.
-    ("--experts", "2", "capability", r"the mixture-of-experts layer .* routes whole sequences only"),
+    ("--experts", "2", "capability", r"token dropping at the capacity factor with context parallel \(cp 2\)"),
     ("--kv-heads", "1", "capability", r"grouped-query attention"),
     ("--precision", "bf16", "capability", r"bf16 mixed precision runs on the CUDA backend only"),
     ("--grad-bits", "16", "capability", r"--grad-bits 16: the runtime keeps fp32 gradients"),

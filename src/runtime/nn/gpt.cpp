@@ -224,9 +224,8 @@ void check_stage(const Kernels& k, const Shard& s, const StageConfig& c) {
   if (s.has_moe() && s.model.experts % s.ep_size != 0)
     throw std::invalid_argument("GptStage: ep_size " + std::to_string(s.ep_size) + " must divide the " +
                                 std::to_string(s.model.experts) + " experts");
-  if (s.has_moe() && (c.split_backward || cp))
-    throw std::invalid_argument("GptStage: mixture-of-experts layers run without context parallelism and a split "
-                                "backward");
+  if (s.has_moe() && c.split_backward)
+    throw std::invalid_argument("GptStage: mixture-of-experts layers run without a split backward");
   const int64_t T_local = cp ? c.T / c.cp->size() : c.T;
   if (c.sequence_parallel && s.tp_size > 1 && T_local % s.tp_size != 0)
     throw std::invalid_argument("GptStage: sequence parallel needs T (" + std::to_string(T_local) +
@@ -251,6 +250,7 @@ GptStage::GptStage(Kernels& k, const Shard& shard, const StageConfig& c)
       rc_plan_(k) {
   check_stage(k, layout_.shard(), c);
   if (c.cp && c.cp->size() > 1) {
+    moe_cp_ = c.cp;
     ctx_ = ContextSplit{c.cp->size(), c.cp->rank(), c.T};
     const Shard& s = layout_.shard();
     ring_ = std::make_unique<RingAttention>(k, *c.cp, ctx_, B_, s.heads_local(),
@@ -597,7 +597,7 @@ void GptStage::backward_pass(Activations& a, const int32_t* tokens, const int32_
   const int64_t N = this->N(), C = s.C(), V = s.vocab_local(), Nl = tokens_local();
   const int64_t L = layout_.num_layers();
   const Tensor dres = dres_.slice(0, size_t(Nl * C));
-  moe_aux_weight_ = dloss * float(N);
+  moe_aux_weight_ = dloss * float(N * (moe_cp_ ? moe_cp_->size() : 1));  // the micro-batch's tokens, all cp ranks
   if (s.has_output) {
     const Tensor res = L > 0 ? a.layers_[L - 1].res_out : a.res_in_;
     k_.xent_backward_inplace(a.logits_, a.row_max_, a.sumexp_, targets, dloss, N, V, s.vocab_valid(), s.vocab_offset());

@@ -80,6 +80,7 @@ void GptStage::moe_forward(const MoeActs& m, const LayerParams& p, const Tensor&
   k_.to_host(host.data(), moe_f32_, host.size());
   MoeRouting& r = *m.route;
   r = route_tokens(host.data(), N, E, k, s.moe);
+  if (moe_cp_) moe_whole_batch_aux(r);
   moe_exchange_counts(r);
   upload(k_, m.rows, r.token);
   upload(k_, m.pos, r.pos);
@@ -91,6 +92,25 @@ void GptStage::moe_forward(const MoeActs& m, const LayerParams& p, const Tensor&
   moe_move(m.yr, m.ys, r, true);
   k_.combine_rows(out, m.ys, m.pos, m.weight, N, k, C);
   replicated_once(out.slice(0, size_t(N * C)));
+}
+
+// Context parallelism: each cp rank routes its rows of the micro-batch (the capacity is its
+// rows'), but the auxiliary losses, like one process's, count the whole micro-batch: the
+// assignments per expert summed (exact integers), the score and log-sum-exp sums in rank order.
+void GptStage::moe_whole_batch_aux(MoeRouting& r) {
+  const int64_t E = r.E, n = moe_cp_->size();
+  std::vector<int64_t> routed = r.routed;
+  moe_cp_->all_reduce(routed.data(), routed.size(), comm::DType::I64, comm::ReduceOp::Sum);
+  const std::vector<double> mine = aux_sums(r);
+  std::vector<double> all(mine.size() * size_t(n));
+  moe_cp_->all_gather(mine.data(), all.data(), mine.size() * sizeof(double), comm::DType::U8);
+  std::vector<double> sums(size_t(E), 0.0);
+  double lse_squares = 0;
+  for (int64_t q = 0; q < n; ++q) {
+    for (int64_t e = 0; e < E; ++e) sums[size_t(e)] += all[size_t(q * (E + 1) + e)];
+    lse_squares += all[size_t(q * (E + 1) + E)];
+  }
+  set_aux_losses(r, routed, sums, lse_squares, r.N * n, shard().moe);
 }
 
 // Tensor parallelism splits attention only: every tp rank routes the same (whole) rows through

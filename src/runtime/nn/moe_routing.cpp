@@ -62,17 +62,27 @@ MoeRouting route_tokens(const float* logits, int64_t N, int64_t E, int64_t k, co
       r.row_weight.push_back(r.weight[size_t(s)]);
     }
   }
-  // Auxiliary losses.
-  double aux = 0, z = 0;
-  for (int64_t e = 0; e < E; ++e) {
-    double P = 0;
-    for (int64_t t = 0; t < N; ++t) P += r.probs[size_t(t * E + e)];
-    aux += (P / double(N)) * (double(r.routed[size_t(e)]) / double(N));
-  }
-  for (int64_t t = 0; t < N; ++t) z += double(r.lse[size_t(t)]) * r.lse[size_t(t)];
-  r.aux_loss = o.aux_coeff * double(E) / double(k) * aux;
-  r.z_loss = o.z_coeff * z / double(N);
+  const std::vector<double> sums = aux_sums(r);
+  set_aux_losses(r, r.routed, std::vector<double>(sums.begin(), sums.end() - 1), sums.back(), N, o);
   return r;
+}
+
+std::vector<double> aux_sums(const MoeRouting& r) {
+  std::vector<double> out(size_t(r.E + 1), 0.0);
+  for (int64_t e = 0; e < r.E; ++e)
+    for (int64_t t = 0; t < r.N; ++t) out[size_t(e)] += r.probs[size_t(t * r.E + e)];
+  for (int64_t t = 0; t < r.N; ++t) out[size_t(r.E)] += double(r.lse[size_t(t)]) * r.lse[size_t(t)];
+  return out;
+}
+
+void set_aux_losses(MoeRouting& r, const std::vector<int64_t>& routed, const std::vector<double>& score_sums,
+                    double lse_squares, int64_t N, const MoeOptions& o) {
+  double aux = 0;
+  for (int64_t e = 0; e < r.E; ++e) aux += (score_sums[size_t(e)] / double(N)) * (double(routed[size_t(e)]) / double(N));
+  r.aux_loss = o.aux_coeff * double(r.E) / double(r.k) * aux;
+  r.z_loss = o.z_coeff * lse_squares / double(N);
+  r.N_all = N;
+  r.routed_all = routed;
 }
 
 void route_backward(const MoeRouting& r, const float* dweight, double aux_weight, const MoeOptions& o, float* dlogits) {
@@ -80,10 +90,10 @@ void route_backward(const MoeRouting& r, const float* dweight, double aux_weight
   std::vector<double> ds(static_cast<size_t>(E));
   // d(aux)/d(score[t, e]) is the same for every token: coeff E / k x f_e / N.
   std::vector<double> daux(static_cast<size_t>(E));
+  const double Na = double(r.N_all);
   for (int64_t e = 0; e < E; ++e)
-    daux[size_t(e)] = aux_weight * o.aux_coeff * double(E) / double(k) * double(r.routed[size_t(e)]) / double(N) /
-                      double(N);
-  const double dz = aux_weight * o.z_coeff * 2.0 / double(N);
+    daux[size_t(e)] = aux_weight * o.aux_coeff * double(E) / double(k) * double(r.routed_all[size_t(e)]) / Na / Na;
+  const double dz = aux_weight * o.z_coeff * 2.0 / Na;
   for (int64_t t = 0; t < N; ++t) {
     const float* p = r.probs.data() + t * E;
     for (int64_t e = 0; e < E; ++e) ds[size_t(e)] = daux[size_t(e)];

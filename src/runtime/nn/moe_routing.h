@@ -49,6 +49,10 @@ struct MoeRouting {
   int64_t capacity = 0;            // rows an expert keeps at most (N when nothing is dropped)
   int64_t dropped = 0;             // assignments dropped
   double aux_loss = 0, z_loss = 0; // with their coefficients
+  // The auxiliary losses count the whole micro-batch: its tokens and each expert's assignments
+  // (N and routed, unless context parallelism splits the micro-batch over ranks).
+  int64_t N_all = 0;
+  std::vector<int64_t> routed_all;
   // Expert parallelism (set by the layer): rows sent to and received from each EP rank, and the
   // received rows by (rank, local expert), rank-major. Without ep: this rank's rows per expert.
   std::vector<size_t> send_rows, recv_rows;
@@ -58,6 +62,13 @@ struct MoeRouting {
 
 // Routes N tokens over E experts from their logits [N, E] (fp32, host).
 MoeRouting route_tokens(const float* logits, int64_t N, int64_t E, int64_t k, const MoeOptions& o);
+
+// Sets r's auxiliary losses (load balancing and z-loss, with their coefficients) from the whole
+// micro-batch's sums: assignments per expert, scores per expert, squared log-sum-exps, tokens.
+void set_aux_losses(MoeRouting& r, const std::vector<int64_t>& routed, const std::vector<double>& score_sums,
+                    double lse_squares, int64_t N, const MoeOptions& o);
+// This rank's part of those sums: the scores per expert, then the squared log-sum-exps (E + 1).
+std::vector<double> aux_sums(const MoeRouting& r);
 
 // Gradient of the router's logits [N, E] (written), from the gradient of each assignment's
 // combine weight dweight [N k] (0 for a dropped one) and the weight of this micro-batch's
