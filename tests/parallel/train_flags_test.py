@@ -130,7 +130,7 @@ rows = [
     ("--grad-bits", "16", "capability", r"--grad-bits 16: the runtime keeps fp32 gradients"),
     ("--schedule", "zb-h1", "Z", r"schedule zb-h1,(.|\n)*of which W passes +[0-9.]+%"),
     ("--recompute", "full", "zb-full", r"zb-h1 postpones each weight-gradient pass"),
-    ("--cp", "2", "capability", r"!context parallel"),  # accepted on the CPU: no cp refusal
+    ("--cp", "2", "capability", r"!ring-attention kernels"),  # accepted on the CPU: no cp refusal
     # EP: expert parallel on 2 ranks (dp 2, 4 experts split 2 and 2): the all-to-alls are their own
     # row; the metrics file has each layer's routing, 4 sequences x 16 tokens x top-2 = 128 assignments.
     ("--ep", "2", "EP", lambda out: re.search(r"tp 1 x pp 1 x dp 2(.|\n)*EP all-to-all +[0-9.]+%", out)
