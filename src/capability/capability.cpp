@@ -125,6 +125,14 @@ void check_executable(const RunSpec& r, const std::string& device, const std::ve
   if (x.precision == Precision::FP8)
     problems.add("fp8 training (FP8 matrix products with scaling) is not implemented by the runtime",
                  "use --precision fp32 (or bf16 on --device cuda) for train", "train-precision");
+  if (x.recipe.fp8_params)
+    problems.add("--fp8-params: the runtime keeps no FP8 weights", "drop --fp8-params for train", "train-precision");
+  if (x.recipe.optimizer_state_bits != 32)
+    problems.add("--optimizer-state-bits " + n(x.recipe.optimizer_state_bits) + ": the runtime's Adam keeps fp32 moments",
+                 "use --optimizer-state-bits 32 for train", "train-optimizer-state");
+  if (L.cp > 1 && x.recipe.cp_kind != CpKind::Ring)
+    problems.add("--cp-kind " + to_string(x.recipe.cp_kind) + from_stack + ": the runtime passes KV blocks round a ring",
+                 "use --cp-kind ring for train", "train-cp-kind");
   if (x.attention == AttentionKind::Flash && device != "cuda")
     problems.add("flash attention" + from_stack + " is not in the CPU kernels: they compute attention unfused",
                  "use --attention unfused for train on --device cpu", "train-attention");

@@ -26,6 +26,15 @@ RehearsalCheck rehearsal_check(const RunSpec& recipe) {
     out.substitutions.push_back("gradients " + std::to_string(x.grad_bits) + "-bit -> 32-bit");
     x.grad_bits = 32;
   }
+  if (x.recipe.fp8_params || x.recipe.optimizer_state_bits != 32) {
+    out.substitutions.push_back("optimizer states and weights -> fp32 (the CPU runtime's Adam)");
+    x.recipe.fp8_params = false;
+    x.recipe.optimizer_state_bits = 32;
+  }
+  if (x.recipe.cp_kind != CpKind::Ring && r.layout.cp > 1) {
+    out.substitutions.push_back("cp " + to_string(x.recipe.cp_kind) + " -> ring (the runtime's ring attention)");
+    x.recipe.cp_kind = CpKind::Ring;
+  }
   // The runtime's capability check, as `trident train` runs it on CPU ranks (no data, paths or
   // resume: those are the rehearsal's own, not the recipe's).
   Problems p;

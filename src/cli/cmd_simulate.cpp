@@ -10,6 +10,7 @@
 
 #include "cli/cli_options.h"
 #include "cli/command.h"
+#include "core/recipe_settings.h"
 #include "core/run_spec.h"
 #include "core/units.h"
 #include "plan/plan_options.h"
@@ -120,6 +121,7 @@ nlohmann::json to_json(const RunSpec& run, const sim::PlannedCosts& pc, const si
           {"precision", to_string(run.exec.precision)},
           {"grad_bits", run.exec.grad_bits},
           {"stack", run.exec.stack},
+          {"recipe", recipe_json(run.exec.recipe)},
           {"cost_table", cost_json(pc.estimate.cost)},
           {"micro_batches", pc.micro_batches},
           {"virtual_stages", pc.virtual_stages},
@@ -139,8 +141,9 @@ std::string to_text(const RunSpec& run, const Mesh& mesh, const sim::PlannedCost
                    run.layout.describe(), to_string(x.schedule),
                    pc.virtual_stages > 1 ? fmt::format(" (v = {})", pc.virtual_stages) : "", pc.micro_batches,
                    x.micro_batch_size);
-  s += fmt::format("  {} attention, overlap {}, {}, {}-bit grads, ZeRO {}{}{}\n", to_string(x.attention), overlap_text(x.overlap, x.schedule),
+  s += fmt::format("  {} attention, overlap {}, {}, {}-bit grads, ZeRO {}{}{}{}\n", to_string(x.attention), overlap_text(x.overlap, x.schedule),
                    to_string(x.precision), x.grad_bits, x.zero, x.sequence_parallel ? ", sequence parallel" : "",
+                   recipe_text(x.recipe, run.layout.cp, x.schedule),
                    x.stack.empty() ? "" : ", stack " + x.stack);
   s += "  (one pipeline simulated: every DP replica and TP rank of a stage runs the same program)\n\n";
   const double planner = pc.estimate.time.step;

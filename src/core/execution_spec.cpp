@@ -19,6 +19,7 @@ constexpr Names<Recompute> kRecomputes[] = {
 constexpr Names<Precision> kPrecisions[] = {
     {Precision::BF16, "bf16"}, {Precision::FP16, "fp16"}, {Precision::FP32, "fp32"}, {Precision::FP8, "fp8"}};
 constexpr Names<AttentionKind> kAttentions[] = {{AttentionKind::Unfused, "unfused"}, {AttentionKind::Flash, "flash"}};
+constexpr Names<CpKind> kCpKinds[] = {{CpKind::Ring, "ring"}, {CpKind::AllGather, "allgather"}};
 
 template <typename E, size_t N>
 std::string name_of(const Names<E> (&table)[N], E v) {
@@ -55,6 +56,9 @@ std::vector<std::string> precision_names() { return names(kPrecisions); }
 std::string to_string(AttentionKind a) { return name_of(kAttentions, a); }
 bool parse_attention(const std::string& t, AttentionKind& out) { return parse(kAttentions, t, out); }
 std::vector<std::string> attention_names() { return names(kAttentions); }
+std::string to_string(CpKind k) { return name_of(kCpKinds, k); }
+bool parse_cp_kind(const std::string& t, CpKind& out) { return parse(kCpKinds, t, out); }
+std::vector<std::string> cp_kind_names() { return names(kCpKinds); }
 
 std::string to_string(const Overlap& o) {
   std::string s;
@@ -114,15 +118,16 @@ const std::vector<StackPreset>& stack_presets() {
        AttentionKind::Unfused, {false, true, false}, 32, -1},
       {"megatron-core-te",
        "Megatron-Core / NeMo with Transformer Engine: flash attention, TP and DP overlap, PP overlap in the "
-       "interleaved schedule (Megatron's 1F1B sends block), distributed optimizer (ZeRO 1), bf16 gradient reduction, selective recompute of the core attention",
-       AttentionKind::Flash, {true, true, true, true}, 16, 1, false, true},
+       "interleaved schedule (Megatron's 1F1B sends block), distributed optimizer (ZeRO 1), bf16 gradient reduction, selective recompute of the core attention, "
+       "each interleaved chunk's gradient reduction and weight gather overlapped on its own (overlap_grad_reduce)",
+       AttentionKind::Flash, {true, true, true, true}, 16, 1, false, true, {.dp_overlap_per_chunk = true}},
       {"deepspeed",
        "DeepSpeed ZeRO: flash attention, overlapped gradient reduction (overlap_comm), 16-bit gradients, ZeRO 1",
        AttentionKind::Flash, {false, true, false}, 16, 1},
       {"torchtitan",
        "torchtitan: FSDP2 (ZeRO 3 only: torchtitan has no ZeRO 1 or 2) with prefetched all-gathers, PyTorch SDPA flash attention, async TP, fp32 "
-       "gradient reduction",
-       AttentionKind::Flash, {true, true, false}, 32, 3, true},
+       "gradient reduction, context parallel by all-gathering K and V (its default rotate method)",
+       AttentionKind::Flash, {true, true, false}, 32, 3, true, false, {.cp_kind = CpKind::AllGather}},
   };
   return stacks;
 }
@@ -145,6 +150,7 @@ void apply_stack(const StackPreset& s, ExecutionSpec& e) {
   e.grad_bits = s.grad_bits;
   if (s.zero >= 0) e.zero = s.zero;
   e.recompute_flash_attention = s.recompute_flash_attention;
+  e.recipe = s.recipe;
 }
 
 }  // namespace trident

@@ -20,6 +20,26 @@ enum class Precision { BF16, FP16, FP32, FP8 };
 // unfused: attention as two batched GEMMs with the s x s scores stored (softmax, dropout) for
 // backward. flash: fused kernels that never store the scores (FlashAttention, cuDNN fused).
 enum class AttentionKind { Unfused, Flash };
+// Context parallel attention: ring (KV blocks passed round the cp group, each behind a block's
+// attention: Megatron-Core's p2p) or allgather (K and V all-gathered inside the cp group before the
+// attention, their gradients reduce-scattered after it, as Meta ran Llama 3: exposed, small with GQA).
+enum class CpKind { Ring, AllGather };
+
+// Recipe settings the layout search keeps as given (it varies layout, batch split, schedule,
+// ZeRO stage and recompute; these come from the flags or the stack preset).
+struct RecipeSettings {
+  // FP8 primary weights (Transformer Engine fp8_model_params, NeMo fp8_params): the weights kept
+  // as FP8 (1 byte, no 16-bit copy) and all-gathered in FP8 by the distributed optimizer. Needs fp8.
+  bool fp8_params = false;
+  // Adam moments and master weights: 32-bit, or 16-bit (Megatron-Core's precision-aware optimizer).
+  int optimizer_state_bits = 32;
+  CpKind cp_kind = CpKind::Ring;
+  // Interleaved schedule: each model chunk's gradient reduction starts when its last backward ends
+  // and its weight all-gather before its first forward (Megatron's overlap_grad_reduce /
+  // overlap_param_gather per chunk); off, the stage's whole reduction hides behind one micro-batch.
+  bool dp_overlap_per_chunk = false;
+  bool operator==(const RecipeSettings&) const = default;
+};
 
 // Communications the software stack hides behind compute. Hidden time still slows the compute
 // it overlaps (CostTable::overlap_slowdown); what the compute cannot cover stays exposed.
@@ -51,6 +71,9 @@ std::string to_string(Precision p);     // "bf16", "fp16", "fp32", "fp8"
 std::string to_string(AttentionKind a);     // "unfused", "flash"
 bool parse_attention(const std::string& text, AttentionKind& out);
 std::vector<std::string> attention_names();
+std::string to_string(CpKind k);  // "ring", "allgather"
+bool parse_cp_kind(const std::string& text, CpKind& out);
+std::vector<std::string> cp_kind_names();
 bool parse_schedule(const std::string& text, ScheduleKind& out);
 bool parse_recompute(const std::string& text, Recompute& out);
 bool parse_precision(const std::string& text, Precision& out);
@@ -77,6 +100,7 @@ struct ExecutionSpec {
   // than the fused backward already does. Unfused attention always recomputes its scores.
   bool recompute_flash_attention = false;
   Overlap overlap;
+  RecipeSettings recipe;
   std::string stack;              // the --stack preset these came from, "" when none
 
   // Micro-batches per pipeline per step: B / (b * dp).
@@ -93,6 +117,7 @@ struct StackPreset {
   int zero;                 // -1: leave as is
   bool zero_fixed = false;  // the framework has no other stage: the search keeps `zero`
   bool recompute_flash_attention = false;  // selective recompute reruns the fused attention forward
+  RecipeSettings recipe{};                 // what the framework does by default
 };
 const std::vector<StackPreset>& stack_presets();
 const StackPreset* find_stack(const std::string& name);

@@ -84,6 +84,20 @@ std::vector<OptionDef> execution_options() {
        "bf16|fp16|fp32|fp8", "bf16"},
       {"grad-bits", "training", "gradient element size, also of the DP reduction: 32 (fp32 main grads) or 16", false,
        "32|16", "32"},
+      {"fp8-params", "training",
+       "with --precision fp8, keep the weights in FP8 (Transformer Engine's fp8 primary weights): 1 byte per "
+       "parameter, no 16-bit copy, FP8 weight all-gathers in the distributed optimizer",
+       true, "", "off"},
+      {"optimizer-state-bits", "training",
+       "Adam moments and master weights: 32, or 16 (Megatron-Core's precision-aware optimizer)", false, "32|16", "32"},
+      {"cp-kind", "training",
+       "context parallel attention: ring (KV blocks passed round the cp group behind the attention) or allgather "
+       "(K and V all-gathered in the cp group, as Meta ran Llama 3)",
+       false, "ring|allgather", "ring (allgather with --stack torchtitan)"},
+      {"dp-overlap-per-chunk", "training",
+       "interleaved schedule: each model chunk's gradient reduction and weight all-gather overlapped on its own "
+       "(Megatron's overlap_grad_reduce per chunk)",
+       true, "", "on with --stack megatron-core-te, else off"},
       {"attention", "training", "attention kernels: unfused (scores stored) or flash (fused, never stores them)", false,
        "unfused|flash", "unfused"},
       {"overlap", "training", "communications hidden behind compute: any of tp,dp,pp, or none, or all", false,

@@ -256,6 +256,27 @@ std::string default_stack(const ClusterSpec& c) {
   return c.gpu.bf16_flops > c.gpu.fp32_flops ? "megatron-core-te" : "";
 }
 
+namespace {
+// The recipe settings (RecipeSettings) over what the stack preset set; after --precision.
+void resolve_recipe(const OptionValues& v, Problems& p, ExecutionSpec& e) {
+  RecipeSettings& r = e.recipe;
+  if (auto b = v.get_bool("fp8-params", p)) r.fp8_params = *b;
+  if (r.fp8_params && e.precision != Precision::FP8)
+    p.add("--fp8-params with --precision " + to_string(e.precision) + ": FP8 weights need FP8 matrix products",
+          "add --precision fp8, or drop --fp8-params");
+  if (auto x = v.get_int("optimizer-state-bits", p)) {
+    if (*x != 16 && *x != 32)
+      p.add(fmt::format("--optimizer-state-bits {} is not 16 or 32", *x), "use --optimizer-state-bits 32 or 16");
+    else r.optimizer_state_bits = int(*x);
+  }
+  if (auto s = v.get_string("cp-kind")) {
+    if (!parse_cp_kind(*s, r.cp_kind))
+      p.add("--cp-kind '" + *s + "' is unknown", did_you_mean(*s, cp_kind_names()) + "use " + join_choices(cp_kind_names()));
+  }
+  if (auto b = v.get_bool("dp-overlap-per-chunk", p)) r.dp_overlap_per_chunk = *b;
+}
+}  // namespace
+
 ExecutionSpec resolve_execution(const OptionValues& v, Problems& p, const std::string& default_stack) {
   ExecutionSpec e;
   // A stack preset first; every explicit flag below overrides what it set.
@@ -304,6 +325,7 @@ ExecutionSpec resolve_execution(const OptionValues& v, Problems& p, const std::s
     if (*x != 16 && *x != 32) p.add(fmt::format("--grad-bits {} is not 16 or 32", *x), "use --grad-bits 32 or 16");
     else e.grad_bits = int(*x);
   }
+  resolve_recipe(v, p, e);
   if (e.micro_batch_size <= 0)
     p.add(fmt::format("--micro-batch-size is {}, must be positive", e.micro_batch_size),
           "give --micro-batch-size 1 or more");

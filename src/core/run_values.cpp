@@ -20,6 +20,10 @@ std::map<std::string, std::string> run_option_texts(const RunSpec& run) {
       {"precision", to_string(e.precision)},
       {"grad-bits", std::to_string(e.grad_bits)},
       {"attention", to_string(e.attention)},
+      {"fp8-params", e.recipe.fp8_params ? "true" : "false"},
+      {"optimizer-state-bits", std::to_string(e.recipe.optimizer_state_bits)},
+      {"cp-kind", to_string(e.recipe.cp_kind)},
+      {"dp-overlap-per-chunk", e.recipe.dp_overlap_per_chunk ? "true" : "false"},
       {"overlap", to_string(overlap_in_effect(e.overlap, e.schedule))},
       {"tied-embeddings", run.model.tied_embeddings() ? "true" : "false"},
   };

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include <fmt/format.h>
+
 #include "plan/context_parallel.h"
 #include "plan/memory_model.h"
 #include "plan/mixture_of_experts.h"
@@ -388,16 +390,24 @@ DpPhases dp_phases(double gradient_bytes, double weight_bytes, int64_t dp, int z
   return d;
 }
 
-OptimizerTime optimizer_time(double params, Precision precision, int grad_bits, const GpuSpec& gpu,
-                             const CostConstants& c) {
+OptimizerTime optimizer_time(double params, const ExecutionSpec& x, const GpuSpec& gpu, const CostConstants& c) {
   OptimizerTime o;
   o.params = params;
-  if (c.optimizer_bytes_per_param > 0) o.bytes_per_param = c.optimizer_bytes_per_param;
-  else if (precision == Precision::FP32)
-    o.bytes_per_param = 8 + 8 + 8 + 4;  // read+write weight, momentum, variance; read gradient
-  else
-    // read+write fp32 master, momentum, variance; read the gradient; write the 16-bit weight
-    o.bytes_per_param = 8 + 8 + 8 + grad_bits / 8.0 + 2;
+  const StateBytes sb = state_bytes(x);
+  const int bits = x.recipe.optimizer_state_bits;
+  if (c.optimizer_bytes_per_param > 0) {
+    o.bytes_per_param = c.optimizer_bytes_per_param;
+  } else if (x.precision == Precision::FP32) {
+    o.bytes_per_param = 2 * sb.weights + 2 * sb.optimizer + sb.gradients;  // 8 + 16 + 4 at 32-bit states
+    o.inputs = fmt::format("read+write weights 2 x {:g} B, momentum and variance 2 x {:g} B ({}-bit), read gradient {:g} B",
+                           sb.weights, sb.optimizer, bits, sb.gradients);
+  } else {
+    // read+write master, momentum, variance; read the gradient; write the weight (16-bit, or FP8)
+    o.bytes_per_param = 2 * sb.optimizer + sb.gradients + sb.gathered;  // 24 + g + 2 at 32-bit states
+    o.inputs = fmt::format("read+write master, momentum, variance 2 x {:g} B ({}-bit), read gradient {:g} B, write "
+                           "weights {:g} B{}",
+                           sb.optimizer, bits, sb.gradients, sb.gathered, x.recipe.fp8_params ? " (FP8)" : "");
+  }
   o.time_s = params * o.bytes_per_param / (gpu.hbm_Bps * c.hbm_efficiency);
   return o;
 }

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/cluster_spec.h"
@@ -219,6 +220,8 @@ struct DpComm {
   double embedding_sync_s = 0;     // tied embedding all-reduce between first and last stage
   double layer_gather_s = 0;       // ZeRO-3: one layer's weight all-gather
   double layer_scatter_s = 0;      // ZeRO-3: one layer's gradient reduce-scatter
+  int64_t chunks = 1;              // pieces overlapped on their own (dp_overlap.h): v with per-chunk overlap
+  int64_t chunk_group = 1;         // micro-batches per chunk in turn, min(m, pp)
   double weight_gather_exposed_s = 0;  // ZeRO 1-3: the weight all-gathers' part of exposed_s (before
                                        // the overlap slowdown; ZeRO-3: by volume, 2 gathers per scatter)
 };
@@ -247,9 +250,12 @@ DpPhases dp_phases(double gradient_bytes, double weight_bytes, int64_t dp, int z
 struct OptimizerTime {
   double params = 0;            // parameters this GPU updates
   double bytes_per_param = 0;   // HBM traffic per parameter
+  std::string inputs;           // how bytes_per_param adds up ("" when the cost table sets it)
   double time_s = 0;
 };
-OptimizerTime optimizer_time(double params_updated, Precision precision, int grad_bits, const GpuSpec& gpu,
+// Traffic per parameter: read and write each optimizer state (StateBytes: master, momentum,
+// variance at optimizer_state_bits), read the gradient, write the weights as gathered.
+OptimizerTime optimizer_time(double params_updated, const ExecutionSpec& exec, const GpuSpec& gpu,
                              const CostConstants& c);
 
 // Pipeline step of m micro-batches: the slowest stage paces the steady state, the others add the

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "plan/dp_overlap.h"
+
 namespace trident::plan {
 
 namespace {
@@ -21,13 +23,13 @@ std::vector<Zero3Chunk> zero3_stage(const Estimate& e, const DimLink& dcp, int64
   std::vector<Zero3Chunk> out;
   const StageTime& st = e.stages.at(size_t(stage));
   if (x.zero < 3 || data <= 1 || st.layers <= 0) return out;
-  const StateBytes sb = state_bytes(x.precision, x.grad_bits);
+  const StateBytes sb = state_bytes(x);
   const double layer_params = e.memory.at(size_t(stage)).params.layer_params / double(st.layers);
   auto half_allreduce = [&](double bytes) {
     return dp_comm(bytes, data, dcp.link, dcp.members_per_node, run.cluster, 0, e.cost).total_s / 2;
   };
   if (layer_params != memo.layer_params)
-    memo = {layer_params, half_allreduce(layer_params * sb.weights), half_allreduce(layer_params * sb.gradients)};
+    memo = {layer_params, half_allreduce(layer_params * sb.gathered), half_allreduce(layer_params * sb.gradients)};
   // Per-layer compute it hides behind: the stage's, with its TP share (a third forward).
   const double L = double(st.layers);
   const double fwd_layer = (st.compute_forward_s + st.tp_comm_s / 3) / L;
@@ -129,12 +131,22 @@ void time_data_parallel(Estimate& e, const Links& links, const CostConstants& c)
   const double expert_params = e.memory[biggest].params.expert_params;
   const int64_t data = l.dp * l.cp;
   const DimLink& grad_link = links.dcp;
-  const StateBytes sb = state_bytes(x.precision, x.grad_bits);
+  const StateBytes sb = state_bytes(x);
   const StageTime& bst = e.stages[biggest];
   // The backward it hides behind (none when the stack does not overlap DP).
   const double window = x.overlap.dp ? bst.compute_backward_s + bst.tp_comm_s / 2 : 0.0;
   e.dp = dp_comm(params * sb.gradients, data, grad_link.link, grad_link.members_per_node, run.cluster,
                  window, c);
+  // Per-chunk overlap (interleaved): each chunk's piece behind the backwards after its last one.
+  const int64_t dp_chunks = x.overlap.dp && x.recipe.dp_overlap_per_chunk ? v : 1;
+  const int64_t dp_group = std::min<int64_t>(e.micro_batches, l.pp);
+  auto exposed_behind = [&](double t, double bytes, double behind) {
+    const double last_bucket = t * std::min(1.0, c.dp_bucket_bytes() / std::max(bytes, 1.0));
+    return chunked_dp(t, last_bucket, dp_chunks, dp_group, behind).exposed_s;
+  };
+  e.dp.chunks = dp_chunks;
+  e.dp.chunk_group = dp_group;
+  if (dp_chunks > 1) e.dp.exposed_s = exposed_behind(e.dp.total_s, params * sb.gradients, window);
   if (!x.overlap.dp) e.dp.exposed_s = e.dp.total_s;
   auto half_allreduce = [&](double bytes) {
     return dp_comm(bytes, data, grad_link.link, grad_link.members_per_node, run.cluster, 0, c).total_s / 2;
@@ -143,13 +155,10 @@ void time_data_parallel(Estimate& e, const Links& links, const CostConstants& c)
     // Sharded states: reduce-scatters hidden behind the backward they follow (all but the last
     // bucket), the weight all-gather after the step, hidden behind the next step's first forward
     // when the stack overlaps it (Megatron's overlap_param_gather).
-    const DpPhases ph = dp_phases(params * sb.gradients, params * sb.weights, data, x.zero, e.micro_batches,
+    const DpPhases ph = dp_phases(params * sb.gradients, params * sb.gathered, data, x.zero, e.micro_batches,
                                   grad_link.link, grad_link.members_per_node, run.cluster, c);
-    auto hidden = [&](double t, double bytes, double behind) {
-      return std::max(t - behind, t * std::min(1.0, c.dp_bucket_bytes() / std::max(bytes, 1.0)));
-    };
-    const double rs_exposed = hidden(ph.reduce_scatter_s, params * sb.gradients, window);
-    const double gather_exposed = x.overlap.dp ? hidden(ph.gather_weights_s, params * sb.weights, bst.compute_forward_s)
+    const double rs_exposed = exposed_behind(ph.reduce_scatter_s, params * sb.gradients, window);
+    const double gather_exposed = x.overlap.dp ? exposed_behind(ph.gather_weights_s, params * sb.gathered, bst.compute_forward_s)
                                                : ph.gather_weights_s;
     e.dp.total_s = double(ph.reduce_scatters_per_step) * ph.reduce_scatter_s +
                    double(ph.weight_gathers_per_step) * ph.gather_weights_s;
@@ -160,10 +169,10 @@ void time_data_parallel(Estimate& e, const Links& links, const CostConstants& c)
     // times): no reduction at the end of the step. Reported as DP time: m x the slowest stage's.
     e.dp.total_s = mb * slow.zero3_total_s;
     e.dp.exposed_s = mb * (slow.zero3_total_s - slow.zero3_hidden_s);
-    const double gathered = 2 * sb.weights;  // bytes per parameter: 2 gathers, 1 reduce-scatter
+    const double gathered = 2 * sb.gathered;  // bytes per parameter: 2 gathers, 1 reduce-scatter
     e.dp.weight_gather_exposed_s = e.dp.exposed_s * gathered / (gathered + sb.gradients);
     const double layer_params = bst.layers > 0 ? e.memory[biggest].params.layer_params / double(bst.layers) : 0.0;
-    e.dp.layer_gather_s = half_allreduce(layer_params * sb.weights);
+    e.dp.layer_gather_s = half_allreduce(layer_params * sb.gathered);
     e.dp.layer_scatter_s = half_allreduce(layer_params * sb.gradients);
   }
   // Hidden traffic is not free: it slows the compute it overlaps.
@@ -185,7 +194,7 @@ void time_data_parallel(Estimate& e, const Links& links, const CostConstants& c)
 
   const double updated = x.zero >= 1 ? params / double(data) + expert_params / double(std::max<int64_t>(edp, 1))
                                      : params + expert_params;
-  e.optimizer = optimizer_time(updated, x.precision, x.grad_bits, run.cluster.gpu, c);
+  e.optimizer = optimizer_time(updated, x, run.cluster.gpu, c);
   e.time.optimizer = e.optimizer.time_s;
 }
 

@@ -33,6 +33,12 @@ int64_t attention_forward_kernels(AttentionKind a, int64_t cp) {
   return cp > 1 ? cp * (per_block + 1) : per_block;
 }
 
+// KV blocks the attention runs as: cp round a ring; all-gathered, two (the local block while the
+// gather runs, then the gathered rest).
+int64_t attention_blocks(const ExecutionSpec& e, int64_t cp) {
+  return cp > 1 && e.recipe.cp_kind == CpKind::AllGather ? 2 : cp;
+}
+
 }  // namespace
 
 KernelCalls layer_kernel_calls(const ModelSpec& m, const ExecutionSpec& e, int64_t tp, int64_t cp) {
@@ -43,21 +49,25 @@ KernelCalls layer_kernel_calls(const ModelSpec& m, const ExecutionSpec& e, int64
   // QKV, projection, MLP-in (SwiGLU's gate and up fused), MLP-out; a MoE layer's MLP is its
   // router and the experts' grouped GEMMs (in and out), its permute and unpermute.
   f.gemms = 4 + (m.is_moe() ? 1 : 0);
-  f.attention = attention_forward_kernels(e.attention, cp);
+  const int64_t blocks = attention_blocks(e, cp);
+  const bool gather = cp > 1 && e.recipe.cp_kind == CpKind::AllGather;
+  f.attention = attention_forward_kernels(e.attention, blocks);
   // Two norms, the activation, two bias-dropout-adds; rotary embedding (Llama); MoE permutes.
   f.elementwise = 5 + (m.learned_positions() ? 0 : 1) + (m.is_moe() ? 2 : 0);
   // TP: two all-reduces, or with sequence parallel two all-gathers and two reduce-scatters; cp:
-  // one send-receive per ring step.
-  f.collectives = (tp > 1 ? (e.sequence_parallel ? 4 : 2) : 0) + (cp - 1);
+  // one send-receive per ring step, or one all-gather of K and V.
+  f.collectives = (tp > 1 ? (e.sequence_parallel ? 4 : 2) : 0) + (gather ? 1 : cp - 1);
   f.casts = fp8 ? 4 : 0;
 
   KernelPass& b = k.backward;
   b.gemms = 2 * f.gemms;  // dgrad and wgrad
   // Fused: the backward kernel and its preprocessing (dO . O); unfused: two GEMMs each for QK^T
   // and scores x V, softmax and dropout backward. Per KV block with cp > 1.
-  b.attention = (e.attention == AttentionKind::Flash ? 2 : 6) * cp;
+  b.attention = (e.attention == AttentionKind::Flash ? 2 : 6) * blocks;
   b.elementwise = f.elementwise;
-  b.collectives = f.collectives + (cp > 1 ? cp - 1 : 0);  // cp: the KV blocks' gradients travel back too
+  // cp: the KV blocks' gradients travel back too (all-gathered: K and V gathered again, their
+  // gradients reduce-scattered).
+  b.collectives = f.collectives + (cp > 1 ? (gather ? 1 : cp - 1) : 0);
   b.casts = f.casts;  // the output gradients quantised for dgrad and wgrad
 
   if (e.recompute == Recompute::Full) {

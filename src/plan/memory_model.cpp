@@ -8,12 +8,19 @@
 
 namespace trident::plan {
 
-StateBytes state_bytes(Precision precision, int grad_bits) {
-  if (precision == Precision::FP32) return {4, 4, 8};  // weights, gradients, Adam moments
-  // FP8 (Transformer Engine) keeps the bf16 weights and an FP8 copy cached across micro-batches.
-  if (precision == Precision::FP8) return {3, grad_bits / 8.0, 12};
-  return {2, grad_bits / 8.0, 12};                     // 16-bit weights, main grads, fp32 master + moments
+StateBytes state_bytes(Precision precision, int grad_bits, const RecipeSettings& r) {
+  const double state = r.optimizer_state_bits / 8.0;  // one optimizer state element
+  if (precision == Precision::FP32) return {4, 4, 2 * state, 4};  // weights, gradients, Adam moments
+  StateBytes b{2, grad_bits / 8.0, 3 * state, 2};      // 16-bit weights, main grads, master + moments
+  if (precision == Precision::FP8) {
+    // Transformer Engine keeps the bf16 weights and an FP8 copy cached across micro-batches; with
+    // FP8 primary weights only the FP8 ones, all-gathered as FP8 (the master copy stays in the optimizer).
+    b.weights = r.fp8_params ? 1 : 3;
+    b.gathered = r.fp8_params ? 1 : 2;
+  }
+  return b;
 }
+StateBytes state_bytes(const ExecutionSpec& e) { return state_bytes(e.precision, e.grad_bits, e.recipe); }
 
 StageParams stage_params(const ModelSpec& m, int64_t tp, int64_t pp, int64_t layers_on_stage, bool first,
                          bool last, int64_t ep) {
@@ -115,7 +122,7 @@ double chunks_in_flight(ScheduleKind schedule, int64_t stage, int64_t pp, int64_
 std::vector<StageMemory> stage_memory(const ModelSpec& full, const ExecutionSpec& e, const MemoryInputs& in) {
   const int64_t v = e.schedule == ScheduleKind::Interleaved ? e.virtual_stages : 1;
   const auto layers = stage_layers(full.layers, in.pp, v);
-  const StateBytes sb = state_bytes(e.precision, e.grad_bits);
+  const StateBytes sb = state_bytes(e);
   const int64_t cp = std::max<int64_t>(in.cp, 1), ep = std::max<int64_t>(in.ep, 1);
   const ModelSpec m = per_rank_sequence(full, cp);  // activations: s / cp tokens per sequence
   const LayerActivations act = layer_activations(m, e, in.tp);
@@ -172,10 +179,10 @@ std::vector<StageMemory> stage_memory(const ModelSpec& full, const ExecutionSpec
     }
     s.overhead_bytes = in.overhead_bytes;
     if (e.zero >= 3 && in.dp > 1) {
-      // ZeRO-3 / FSDP gathers each layer's weights (16-bit; fp32 when training in fp32) whole
-      // before using it, and the next one ahead (prefetch): two layers' unsharded weights are
-      // resident besides the shards.
-      s.gathered_weights_bytes = 2 * gathered_layer * el;
+      // ZeRO-3 / FSDP gathers each layer's weights (16-bit; fp32 when training in fp32; FP8 with
+      // fp8_params) whole before using it, and the next one ahead (prefetch): two layers'
+      // unsharded weights are resident besides the shards.
+      s.gathered_weights_bytes = 2 * gathered_layer * sb.gathered;
     }
   }
   return out;

@@ -12,12 +12,16 @@
 namespace trident::plan {
 
 // Bytes per parameter of each model state for a training recipe, before ZeRO sharding.
+// Optimizer states: master copy + momentum + variance of optimizer_state_bits each (no master
+// copy in fp32 training); FP8 weights: the 16-bit copy + its FP8 cache, or 1 byte with fp8_params.
 struct StateBytes {
-  double weights = 2;    // 16-bit weights (4 for fp32)
+  double weights = 2;    // 16-bit weights (4 for fp32; 3 fp8: bf16 + FP8 cache; 1 with fp8_params)
   double gradients = 4;  // fp32 main grads (grad_bits / 8)
-  double optimizer = 12; // fp32 master copy + Adam momentum + variance (8 for fp32: no master copy)
+  double optimizer = 12; // fp32 master copy + Adam momentum + variance (8 for fp32: no master copy; half at 16 bits)
+  double gathered = 2;   // what a DP weight all-gather moves: the 16-bit weights (4 fp32, 1 with fp8_params)
 };
-StateBytes state_bytes(Precision precision, int grad_bits);
+StateBytes state_bytes(Precision precision, int grad_bits, const RecipeSettings& recipe = {});
+StateBytes state_bytes(const ExecutionSpec& exec);
 
 // Parameters held by one GPU of stage i (its layers / t, the embedding on the first stage, the
 // tied output copy on the last when pp > 1, the final norm on the last).

@@ -333,7 +333,7 @@ std::vector<std::string> explain(const ModelSpec& m, const ClusterSpec& cl, int6
   SearchSpace space = given;
   for (Dim d : {Dim::CP, Dim::EP})
     if (!space.size(d)) space.size(d) = 1;
-  const StateBytes sb = state_bytes(space.settings.precision, space.settings.grad_bits);
+  const StateBytes sb = state_bytes(space.settings);
   const Flow k{m, cl, B, given, space, win, overhead, c, searched, double(count_parameters(m).total), sb,
                sb.weights + sb.gradients + sb.optimizer, cl.gpu.memory_bytes, cl.world_size()};
   const auto dp_only = best_with(m, cl, B, space, 1, 1, overhead, c, searched);

@@ -134,7 +134,8 @@ void parallel_args(const RunSpec& run, std::vector<std::string>& a, Problems& re
   a.push_back(fmt::format("--pipeline-model-parallel-size {}", l.pp));
   if (l.cp > 1) {
     a.push_back(fmt::format("--context-parallel-size {}", l.cp));
-    a.push_back("--cp-comm-type p2p");  // the ring of KV blocks the plan costs
+    // p2p: the ring of KV blocks; allgather: K and V gathered in the cp group (what the plan costs).
+    a.push_back(run.exec.recipe.cp_kind == CpKind::AllGather ? "--cp-comm-type allgather" : "--cp-comm-type p2p");
   }
   const std::string order = effective_order(l.order, l);
   const Layout def{l.tp, l.cp, l.dp, l.pp, "tp-cp-ep-dp-pp", l.ep};
@@ -189,6 +190,14 @@ void recipe_args(const RunSpec& run, std::vector<std::string>& a, Problems& refu
   if (e.precision == Precision::FP16) a.push_back("--fp16");
   // FP8 matrix products in the layers (E4M3 forward, E5M2 gradients), bf16 elsewhere.
   if (e.precision == Precision::FP8) a.push_back("--fp8-format hybrid");
+  if (e.recipe.fp8_params) a.push_back("--fp8-param-gather");  // FP8 weights, gathered as FP8
+  if (e.recipe.optimizer_state_bits == 16) {
+    // Megatron-Core's precision-aware optimizer: its 16-bit master copy is fp16, the moments bf16.
+    a.push_back("--use-precision-aware-optimizer");
+    a.push_back("--main-params-dtype fp16");
+    a.push_back("--exp-avg-dtype bf16");
+    a.push_back("--exp-avg-sq-dtype bf16");
+  }
   if (e.precision != Precision::FP32) {
     if (e.grad_bits == 32) a.push_back("--accumulate-allreduce-grads-in-fp32");
     else if (e.precision == Precision::FP16)
@@ -198,6 +207,10 @@ void recipe_args(const RunSpec& run, std::vector<std::string>& a, Problems& refu
   }
   // flash: fused kernels that never store the scores (cuDNN's, shipped with Transformer Engine).
   a.push_back(fmt::format("--attention-backend {}", e.attention == AttentionKind::Flash ? "fused" : "unfused"));
+  if (e.overlap.dp && e.schedule == ScheduleKind::Interleaved && l.pp > 1 && !e.recipe.dp_overlap_per_chunk)
+    refuse.add("DP overlap behind one micro-batch in the interleaved schedule: Megatron's overlap_grad_reduce "
+               "reduces and gathers each model chunk on its own",
+               "replan with --dp-overlap-per-chunk (or --stack megatron-core-te)", "megatron-dp-per-chunk");
   if (e.overlap.dp) {
     a.push_back("--overlap-grad-reduce");
     if (e.zero >= 1) a.push_back("--overlap-param-gather");

@@ -62,6 +62,13 @@ void check_recipe(const RunSpec& run, bool toml, Problems& refuse) {
     refuse.add("selective recompute of the fused attention: torchtitan's selective activation checkpointing saves "
                "the SDPA output (its op save list) and reruns no attention",
                "replan with --no-recompute-flash-attention (or --stack torchtitan)", "torchtitan-selective-flash");
+  if (e.recipe.optimizer_state_bits != 32)
+    refuse.add("16-bit optimizer states: torchtitan's AdamW keeps its states in the parameters' fp32",
+               "replan with --optimizer-state-bits 32 (or --stack torchtitan)", "torchtitan-optimizer-state");
+  if (l.cp > 1 && e.recipe.cp_kind != CpKind::AllGather)
+    refuse.add("context parallel as a ring: torchtitan's context parallel all-gathers K and V (its default rotate "
+               "method, which the written config keeps)",
+               "replan with --cp-kind allgather (or --stack torchtitan)", "torchtitan-cp-kind");
   if (e.attention == AttentionKind::Unfused)
     refuse.add("unfused attention: torchtitan runs PyTorch SDPA (flash / cuDNN kernels that never store the scores)",
                "replan with --attention flash (or --stack torchtitan)", "torchtitan-attention");
@@ -175,7 +182,7 @@ std::vector<Setting> settings(const RunSpec& run, bool toml, Problems& refuse) {
     put("model", "converters", std::vector<std::string>{"quantize.linear.float8"});
     put("quantize.linear.float8", "recipe_name", std::string("tensorwise"));
     put("quantize.linear.float8", "filter_fqns", std::vector<std::string>{"output"});  // the logits stay bf16
-    put("quantize.linear.float8", "enable_fsdp_float8_all_gather", true);
+    put("quantize.linear.float8", "enable_fsdp_float8_all_gather", e.recipe.fp8_params);  // FP8 weight gathers
   }
   return s;
 }

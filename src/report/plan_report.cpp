@@ -1,5 +1,7 @@
 #include "report/plan_report.h"
 
+#include "core/recipe_settings.h"
+
 #include <fmt/format.h>
 
 #include "core/dimensions.h"
@@ -28,7 +30,8 @@ std::string exec_summary(const RunSpec& r, int64_t m) {
                                                                                   : " (not the fused attention)")
                                                    : ""),
                      x.sequence_parallel ? ", sequence parallel" : "", to_string(x.precision), to_string(x.attention),
-                     overlap_text(x.overlap, x.schedule), x.grad_bits, r.model.tied_embeddings() ? ", tied embeddings" : "",
+                     overlap_text(x.overlap, x.schedule), x.grad_bits,
+                     recipe_text(x.recipe, r.layout.cp, x.schedule) + (r.model.tied_embeddings() ? ", tied embeddings" : ""),
                      x.stack.empty() ? "" : ", stack " + x.stack);
 }
 
@@ -104,6 +107,7 @@ json layout_json(const RunSpec& r, int64_t m) {
           {"grad_bits", r.exec.grad_bits},
           {"tied_embeddings", r.model.tied_embeddings()},
           {"stack", r.exec.stack},
+          {"recipe", recipe_json(r.exec.recipe)},
           {"description", r.layout.describe()}});
   return j;
 }
@@ -240,7 +244,7 @@ namespace {
 std::string memory_text(const Estimate& e, bool per_stage) {
   const RunSpec& r = e.run;
   const StageMemory& pm = e.peak_memory();
-  const StateBytes sb = state_bytes(r.exec.precision, r.exec.grad_bits);
+  const StateBytes sb = state_bytes(r.exec);
   const double p = pm.params.total();
   std::string s;
   s += fmt::format("Memory per GPU, stage {} of {} (most loaded, {} layers): {:.1f} GiB of {:.1f} GiB - {}\n", pm.stage,
@@ -260,8 +264,8 @@ std::string memory_text(const Estimate& e, bool per_stage) {
   };
   s += fmt::format("  weights      {:7.2f} GiB  {:.3f} B params: {}\n", gib(pm.weights_bytes), p / 1e9, states(sb.weights, 3));
   s += fmt::format("  gradients    {:7.2f} GiB  {}\n", gib(pm.gradients_bytes), states(sb.gradients, 2));
-  s += fmt::format("  optimizer    {:7.2f} GiB  {} (fp32 master, momentum, variance)\n", gib(pm.optimizer_bytes),
-                   states(sb.optimizer, 1));
+  s += fmt::format("  optimizer    {:7.2f} GiB  {} ({}-bit master, momentum, variance)\n", gib(pm.optimizer_bytes),
+                   states(sb.optimizer, 1), r.exec.recipe.optimizer_state_bits);
   s += fmt::format("  activations  {:7.2f} GiB  {:g} chunks in flight x {:.3g} layers x {:.1f} MiB{}{}\n",
                    gib(pm.activations_bytes), pm.in_flight,
                    double(pm.layers) / double(r.exec.schedule == ScheduleKind::Interleaved ? r.exec.virtual_stages : 1),
@@ -273,8 +277,11 @@ std::string memory_text(const Estimate& e, bool per_stage) {
                      "               the weight-gradient GEMMs: QKV, projection, MLP-in and MLP-out inputs, 1 byte each)\n",
                      pm.per_layer_activation_bytes / kMiB, pm.per_layer_fp8_copy_bytes / kMiB);
   if (pm.cp_ring_buffer_bytes > 0)
-    s += fmt::format("               (activations include {:.2f} GiB of ring buffers: 4 KV blocks of {} tokens)\n",
-                     gib(pm.cp_ring_buffer_bytes), r.model.seq_len / r.layout.cp * r.exec.micro_batch_size);
+    s += fmt::format("               (activations include {:.2f} GiB of {}: {} KV blocks of {} tokens)\n",
+                     gib(pm.cp_ring_buffer_bytes),
+                     r.exec.recipe.cp_kind == CpKind::AllGather ? "gathered K, V and their gradients" : "ring buffers",
+                     r.exec.recipe.cp_kind == CpKind::AllGather ? 2 * r.layout.cp : 4,
+                     r.model.seq_len / r.layout.cp * r.exec.micro_batch_size);
   if (pm.params.expert_params > 0)
     s += fmt::format("  experts      {:7.2f} GiB  of the weights, gradients and optimizer above: {:.3f} B routed-expert "
                      "params ({} of {} experts per GPU, ep {}){}\n",
@@ -298,7 +305,9 @@ std::string step_text(const Estimate& e) {
   const auto& t = e.time;
   auto pct = [&](double x) { return 100 * x / t.step; };
   std::string cp_ep_terms;
-  if (r.layout.cp > 1) cp_ep_terms += fmt::format(" + CP ring {:.3f} ({:.1f}%)", t.cp_comm, pct(t.cp_comm));
+  if (r.layout.cp > 1)
+    cp_ep_terms += fmt::format(" + CP {} {:.3f} ({:.1f}%)", r.exec.recipe.cp_kind == CpKind::AllGather ? "all-gather" : "ring",
+                               t.cp_comm, pct(t.cp_comm));
   if (r.layout.ep > 1) cp_ep_terms += fmt::format(" + EP all-to-all {:.3f} ({:.1f}%)", t.ep_comm, pct(t.ep_comm));
   s += fmt::format("Step {:.3f} s = compute {:.3f} ({:.1f}%) + TP {:.3f} ({:.1f}%) + PP {:.3f} ({:.1f}%){} + bubble {:.3f} "
                    "({:.1f}%) + DP {:.3f} ({:.1f}%) + optimizer {:.3f} ({:.1f}%)\n",
@@ -306,7 +315,19 @@ std::string step_text(const Estimate& e) {
                    t.bubble, pct(t.bubble), t.dp_comm, pct(t.dp_comm), t.optimizer, pct(t.optimizer));
   const StageTime& sl = e.stages[e.pipeline.slowest_stage];
   const double layers = double(sl.layers);
-  if (r.layout.cp > 1) {
+  if (r.layout.cp > 1 && e.cp_ring.kind == CpKind::AllGather) {
+    const CpComm& cr = e.cp_ring;
+    s += fmt::format("  CP all-gather per layer and micro-batch: K and V of {} ranks, {:.2f} MiB each (b {} x s/cp {} x K,V 2 x "
+                     "kv dim {} / {} x {} B), gathered on {} = {:.3f} ms behind {:.3f} ms of the local block's attention "
+                     "forward: {:.3f} ms exposed; backward gathers again behind {:.3f} ms and reduce-scatters the "
+                     "gradients ({:.3f} ms, exposed): {:.3f} ms exposed; x {:g} layers x {} micro-batches = {:.3f} s "
+                     "exposed, {:.3f} s hidden\n",
+                     cr.cp, cr.block_bytes / kMiB, r.exec.micro_batch_size, r.model.seq_len / r.layout.cp,
+                     r.model.kv_dim(), std::min<int64_t>(r.layout.tp, r.model.kv_heads),
+                     r.exec.precision == Precision::FP32 ? 4 : 2, link_text(e.links.cp.link), 1e3 * cr.gather_s,
+                     1e3 * cr.block_attention_s, 1e3 * cr.forward_exposed_s, 1e3 * cr.block_attention_backward_s,
+                     1e3 * cr.gather_s, 1e3 * cr.backward_exposed_s, layers, e.micro_batches, t.cp_comm, t.cp_hidden);
+  } else if (r.layout.cp > 1) {
     // Every input of the ring term, so it can be redone by hand: one KV block per step.
     const CpComm& cr = e.cp_ring;
     const int64_t kv_split = std::min<int64_t>(r.layout.tp, r.model.kv_heads);
@@ -353,10 +374,14 @@ std::string stage_terms_text(const Estimate& e) {
                      "{:.3f} s exposed (incl. {:.0f}% of the hidden time as overlap slowdown){}\n",
                      gib(e.dp.gradient_bytes), e.peak_memory().params.expert_params > 0 ? "dense " : "", r.layout.dp * r.layout.cp, data_group_name(r), link_text(e.links.dcp.link),
                      r.exec.zero == 0 ? std::string(" (one all-reduce)")
-                     : r.exec.zero == 1 ? std::string(" (ZeRO 1: one reduce-scatter + one weight all-gather)")
+                     : r.exec.zero == 1 ? fmt::format(" (ZeRO 1: one reduce-scatter + one weight all-gather of {:g} B per param)", sb.gathered)
                      : r.exec.zero == 2 ? fmt::format(" (ZeRO 2: a reduce-scatter per micro-batch, {} + one weight all-gather)", e.micro_batches)
                                         : fmt::format(" (ZeRO 3: a reduce-scatter per micro-batch and a weight all-gather per pass, {} + {})", e.micro_batches, 2 * e.micro_batches),
-                     e.dp.hierarchical ? fmt::format(" (hierarchical: {} per node x {} nodes)", e.dp.gpus_per_node_in_group, e.dp.nodes) : "",
+                     (e.dp.hierarchical ? fmt::format(" (hierarchical: {} per node x {} nodes)", e.dp.gpus_per_node_in_group, e.dp.nodes) : "") +
+                         (e.dp.chunks > 1 ? fmt::format(" (per chunk: {} pieces, each after its chunk's last backward, {} micro-batches x "
+                                                        "{:.2f} ms apart)", e.dp.chunks, e.dp.chunk_group,
+                                                        1e3 * e.dp.overlap_window_s / double(e.dp.chunks))
+                                          : ""),
                      e.dp.total_s, e.dp.hidden_s, e.dp.exposed_s, 100 * e.cost.overlap_slowdown,
                      e.dp.embedding_sync_s > 0 ? fmt::format(" + tied-embedding sync {:.3f} s", e.dp.embedding_sync_s) : "");
   if (e.expert_dp.total_s > 0)
@@ -377,7 +402,8 @@ std::string stage_terms_text(const Estimate& e) {
                      st.last ? fmt::format(" + logits {}", kLogitsKernels) : "", e.cost.kernel_launch_us,
                      e.micro_batches, e.time.launch);
   }
-  s += fmt::format("  optimizer: {:.3f} B params x {:g} B of HBM traffic\n", e.optimizer.params / 1e9, e.optimizer.bytes_per_param);
+  s += fmt::format("  optimizer: {:.3f} B params x {:g} B of HBM traffic{}\n", e.optimizer.params / 1e9, e.optimizer.bytes_per_param,
+                   e.optimizer.inputs.empty() ? "" : " (" + e.optimizer.inputs + ")");
   if (e.time.tp_hidden + e.time.pp_hidden > 0)
     s += fmt::format("  overlap {}: TP {:.3f} s and PP {:.3f} s hidden behind compute; TP and PP above are what stays "
                      "exposed plus {:.0f}% of the hidden time as slowdown\n",

@@ -68,7 +68,7 @@ void data_parallel_costs(StageCost& sc, const plan::Estimate& est, int64_t s, co
   const ExecutionSpec& x = run.exec;
   const Layout& l = run.layout;
   const int64_t p = l.pp;
-  const plan::StateBytes sb = plan::state_bytes(x.precision, x.grad_bits);
+  const plan::StateBytes sb = plan::state_bytes(x);
   // Data parallel: this stage's own gradient buffer, in buckets, hidden behind its last backwards.
   // Dense gradients over dp x cp; a MoE model's routed experts over their edp group after them.
   const double params = est.memory[s].params.dense(), experts = est.memory[s].params.expert_params;
@@ -85,7 +85,7 @@ void data_parallel_costs(StageCost& sc, const plan::Estimate& est, int64_t s, co
     sc.dp_reduce_s = 0;  // ZeRO-3: the reduce-scatters and gathers are per layer, in the chunks
   } else if (x.zero >= 1 && data > 1) {
     sc.dp_reduce_s = dp.total_s / 2;                                   // reduce-scatter
-    sc.dp_after_optimizer_s = dp.total_s / 2 * (sb.weights / sb.gradients);  // all-gather of new weights
+    sc.dp_after_optimizer_s = dp.total_s / 2 * (sb.gathered / sb.gradients);  // all-gather of new weights
   } else {
     sc.dp_reduce_s = dp.total_s;
   }
@@ -99,7 +99,7 @@ void data_parallel_costs(StageCost& sc, const plan::Estimate& est, int64_t s, co
   sc.optimizer_s =
       plan::optimizer_time(x.zero >= 1 ? params / double(data) + experts / double(std::max<int64_t>(edp, 1))
                                        : params + experts,
-                           x.precision, x.grad_bits, run.cluster.gpu, c)
+                           x, run.cluster.gpu, c)
           .time_s;
 }
 

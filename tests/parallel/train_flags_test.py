@@ -109,6 +109,9 @@ rows = [
     # under selective recompute either way, so both settings train (on CUDA with flash, off is refused).
     ("--recompute-flash-attention", None, "A", r"!train-selective-flash"),
     ("--no-recompute-flash-attention", None, "B", r"!train-selective-flash"),
+    # Per-chunk DP overlap: the runtime's grad-ready hook reduces each bucket once its gradients
+    # are done, each model chunk's as its last backward ends: accepted, nothing refused.
+    ("--dp-overlap-per-chunk", None, "A", r"!dp-overlap-per-chunk"),
     # Refused: settings of layers a dense model does not have.
     ("--experts-per-token", "2", "moe-knobs", r"--experts-per-token .*applies to mixture-of-experts"),
     ("--expert-ffn-hidden", "64", "moe-knobs", r"--expert-ffn-hidden .*applies to mixture-of-experts"),
@@ -128,6 +131,8 @@ rows = [
     ("--kv-heads", "1", "capability", r"grouped-query attention"),
     ("--precision", "bf16", "capability", r"bf16 mixed precision runs on the CUDA backend only"),
     ("--grad-bits", "16", "capability", r"--grad-bits 16: the runtime keeps fp32 gradients"),
+    ("--optimizer-state-bits", "16", "capability", r"--optimizer-state-bits 16: the runtime's Adam keeps fp32 moments"),
+    ("--cp-kind", "allgather", "capability", r"--cp-kind allgather: the runtime passes KV blocks round a ring"),
     ("--schedule", "zb-h1", "Z", r"schedule zb-h1,(.|\n)*of which W passes +[0-9.]+%"),
     ("--recompute", "full", "zb-full", r"zb-h1 postpones each weight-gradient pass"),
     ("--cp", "2", "capability", r"!ring-attention kernels"),  # accepted on the CPU: no cp refusal
@@ -146,6 +151,7 @@ rows = [
     ("--gpu-comm", "mpi-host", "gpu-comm", r"--gpu-comm is for GPU ranks, but --device is cpu"),
     ("--virtual-stages", "2", "parse", r"--virtual-stages 2 needs the interleaved schedule"),
     ("--zero", "-1", "parse", r"--zero -1 is not a ZeRO stage"),
+    ("--fp8-params", None, "parse", r"--fp8-params with --precision \w+: FP8 weights need FP8 matrix products"),
     ("--sequence-parallel", None, "sp", r"sequence parallel splits sequences across the tensor-parallel group, but tp is 1"),
     # The software stack: the runtime is the default one; others are refused, saying which setting.
     ("--tied-embeddings", None, "A", r"GPT gpt2-small"),

@@ -154,7 +154,10 @@ TEST(CostModel, optimizer_moves_30_bytes_per_param_for_bf16_adam_with_fp32_grads
   GpuSpec gpu{"x", 80 * kGiB, 312e12, 19.5e12, 2e12};
   CostConstants c;
   c.hbm_efficiency = 1;
-  auto o = optimizer_time(1e9, Precision::BF16, 32, gpu, c);
+  ExecutionSpec x;
+  x.precision = Precision::BF16;
+  x.grad_bits = 32;
+  auto o = optimizer_time(1e9, x, gpu, c);
   EXPECT_DOUBLE_EQ(o.bytes_per_param, 30);
   EXPECT_NEAR(o.time_s, 1e9 * 30 / 2e12, 1e-15);
 }

@@ -1,0 +1,21 @@
+#include "core/recipe_settings.h"
+
+namespace trident {
+
+std::string recipe_text(const RecipeSettings& r, int64_t cp, ScheduleKind schedule) {
+  std::string s;
+  if (r.fp8_params) s += ", FP8 weights";
+  if (r.optimizer_state_bits != 32) s += ", " + std::to_string(r.optimizer_state_bits) + "-bit optimizer states";
+  if (cp > 1) s += ", cp " + to_string(r.cp_kind);
+  if (r.dp_overlap_per_chunk && schedule == ScheduleKind::Interleaved) s += ", DP overlap per chunk";
+  return s;
+}
+
+nlohmann::json recipe_json(const RecipeSettings& r) {
+  return {{"fp8_params", r.fp8_params},
+          {"optimizer_state_bits", r.optimizer_state_bits},
+          {"cp_kind", to_string(r.cp_kind)},
+          {"dp_overlap_per_chunk", r.dp_overlap_per_chunk}};
+}
+
+}  // namespace trident

@@ -1,0 +1,18 @@
+// The recipe settings (ExecutionSpec::recipe) as reports print them: one text and one JSON for
+// plan, lint and simulate, so each names the same settings the same way.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "core/execution_spec.h"
+
+namespace trident {
+
+// ", FP8 weights, 16-bit optimizer states, cp allgather, DP overlap per chunk": the settings away
+// from their defaults (cp kind only when cp > 1, per-chunk overlap only when interleaved), "" when none.
+std::string recipe_text(const RecipeSettings& r, int64_t cp, ScheduleKind schedule);
+// fp8_params, optimizer_state_bits, cp_kind, dp_overlap_per_chunk, always all four.
+nlohmann::json recipe_json(const RecipeSettings& r);
+
+}  // namespace trident
