@@ -121,6 +121,7 @@ void time_data_parallel(Estimate& e, const Links& links, const CostConstants& c)
   const Layout& l = run.layout;
   const StageTime& slow = e.stages[e.pipeline.slowest_stage];
   const double mb = double(e.micro_batches);
+  const int64_t v = x.schedule == ScheduleKind::Interleaved ? x.virtual_stages : 1;
   // Data-parallel reduction of the stage with the most parameters, hidden behind its last backward.
   size_t biggest = 0;
   for (size_t i = 0; i < e.memory.size(); ++i)

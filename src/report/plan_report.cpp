@@ -374,7 +374,7 @@ std::string stage_terms_text(const Estimate& e) {
                      "{:.3f} s exposed (incl. {:.0f}% of the hidden time as overlap slowdown){}\n",
                      gib(e.dp.gradient_bytes), e.peak_memory().params.expert_params > 0 ? "dense " : "", r.layout.dp * r.layout.cp, data_group_name(r), link_text(e.links.dcp.link),
                      r.exec.zero == 0 ? std::string(" (one all-reduce)")
-                     : r.exec.zero == 1 ? fmt::format(" (ZeRO 1: one reduce-scatter + one weight all-gather of {:g} B per param)", sb.gathered)
+                     : r.exec.zero == 1 ? fmt::format(" (ZeRO 1: one reduce-scatter + one weight all-gather of {:g} B per param)", state_bytes(r.exec).gathered)
                      : r.exec.zero == 2 ? fmt::format(" (ZeRO 2: a reduce-scatter per micro-batch, {} + one weight all-gather)", e.micro_batches)
                                         : fmt::format(" (ZeRO 3: a reduce-scatter per micro-batch and a weight all-gather per pass, {} + {})", e.micro_batches, 2 * e.micro_batches),
                      (e.dp.hierarchical ? fmt::format(" (hierarchical: {} per node x {} nodes)", e.dp.gpus_per_node_in_group, e.dp.nodes) : "") +

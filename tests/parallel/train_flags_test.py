@@ -112,6 +112,8 @@ rows = [
     # Per-chunk DP overlap: the runtime's grad-ready hook reduces each bucket once its gradients
     # are done, each model chunk's as its last backward ends: accepted, nothing refused.
     ("--dp-overlap-per-chunk", None, "A", r"!dp-overlap-per-chunk"),
+    ("--no-dp-overlap-per-chunk", None, "B", r"!dp-overlap-per-chunk"),
+    ("--no-fp8-params", None, "B", r"!fp8-params"),  # the runtime's own setting: no FP8 weights
     # Refused: settings of layers a dense model does not have.
     ("--experts-per-token", "2", "moe-knobs", r"--experts-per-token .*applies to mixture-of-experts"),
     ("--expert-ffn-hidden", "64", "moe-knobs", r"--expert-ffn-hidden .*applies to mixture-of-experts"),

@@ -57,6 +57,7 @@ void read_dist_train_options(const OptionValues& values, TrainSettings& s, Probl
   x.sequence_parallel = e.sequence_parallel;
   x.attention = e.attention;
   x.overlap = e.overlap;
+  x.recipe = e.recipe;  // checked (and refused where the runtime lacks it) by the capability check
   x.stack = e.stack;
   // train's default is fp32; an explicit --precision or a --stack preset sets it (and is checked).
   const bool stack_given = values.has("stack");
