@@ -1,5 +1,7 @@
 #include "sim/plan_costs.h"
 
+#include "plan/dp_overlap.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -85,7 +87,20 @@ void data_parallel_costs(StageCost& sc, const plan::Estimate& est, int64_t s, co
     sc.dp_reduce_s = 0;  // ZeRO-3: the reduce-scatters and gathers are per layer, in the chunks
   } else if (x.zero >= 1 && data > 1) {
     sc.dp_reduce_s = dp.total_s / 2;                                   // reduce-scatter
-    sc.dp_after_optimizer_s = dp.total_s / 2 * (sb.gathered / sb.gradients);  // all-gather of new weights
+    // The all-gather of the new weights overlaps the next step's first forwards when the stack
+    // overlaps DP (Megatron's overlap_param_gather, per chunk with --dp-overlap-per-chunk). This
+    // one-step simulation does not play the next step, so what stays exposed is the planner's
+    // rule for it (plan::chunked_dp, behind this stage's forward of one micro-batch).
+    const double gather_s = dp.total_s / 2 * (sb.gathered / sb.gradients);
+    const int64_t v = x.schedule == ScheduleKind::Interleaved ? x.virtual_stages : 1;
+    const int64_t chunks = x.overlap.dp && x.recipe.dp_overlap_per_chunk ? v : 1;
+    const double gathered_bytes = params * sb.gathered;
+    const double last_bucket = gather_s * std::min(1.0, c.dp_bucket_bytes() / std::max(gathered_bytes, 1.0));
+    sc.dp_after_optimizer_s =
+        x.overlap.dp ? plan::chunked_dp(gather_s, last_bucket, chunks, std::min<int64_t>(est.micro_batches, l.pp),
+                                        est.stages[s].compute_forward_s)
+                           .exposed_s
+                     : gather_s;
   } else {
     sc.dp_reduce_s = dp.total_s;
   }

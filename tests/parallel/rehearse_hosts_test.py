@@ -233,6 +233,11 @@ def main():
     plan = os.path.join(tmp, "plan.toml")
     subprocess.run([trident, "plan", "--config", os.path.join(repo, "examples/plan-gpt3-175b-512-dgx-a100.toml"),
                     "--emit", plan], check=True, capture_output=True, env=env)
+    # The plan's own micro-batches per pipeline (global / (micro x dp)): the derivation table must show them.
+    with open(plan, "rb") as f:
+        planned = tomllib.load(f)
+    planned_micro_batches = planned["training"]["global_batch_size"] // (
+        planned["training"]["micro_batch_size"] * planned["layout"]["dp"])
     out_dir = os.path.join(tmp, "run")
     cmd = [trident, "rehearse", "--config", plan, "--ranks", "4", "--hosts", "2", "--steps", "4", "--tp-across",
            "--out", out_dir]
@@ -243,7 +248,7 @@ def main():
         fail("exit %d:\n%s" % (r.returncode, out[-4000:]))
     for pattern in [r"as 4 ranks on 2 emulated hosts \(2 ranks each\)",
                     r"\n  layers +96 +\d+", r"\n  vocab +50257 +\d+", r"\n  tp +8 \(in a host\) +2 \(in a host\)",
-                    r"\n  pp +8 \(crosses hosts\) +2 \(crosses hosts\)", r"micro-batches per pipeline +8 +\d+ +bubble",
+                    r"\n  pp +8 \(crosses hosts\) +2 \(crosses hosts\)", r"micro-batches per pipeline +%d +\d+ +bubble" % planned_micro_batches,
                     r"precision bf16 -> fp32", r"attention flash -> unfused", r"overlap tp,dp,pp -> dp",
                     r"shaped by tc tbf to [0-9.]+ GB/s per direction; latency not shaped \(no netem\)",
                     r"measured [0-9.]+ GB/s, [0-9.]+ us one way", r"Rehearsal report: tp 2 x pp 2",
