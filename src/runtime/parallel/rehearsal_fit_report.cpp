@@ -31,12 +31,14 @@ std::string fit_text(const CostFit& f) {
                        s.before, ms(s.measured_s), ms(s.predicted_s), ms(s.scaling_s), ms(s.fixed_s), s.after, s.what);
     if (!s.note.empty()) out += "    " + s.note + "\n";
   }
-  for (const auto& [field, why] : f.kept)
+  for (const auto& kept : f.kept) {
+    const std::string& field = kept.first;  // a plain name: clang 14 cannot capture a structured binding
     out += fmt::format("  {:<21} kept at {:g}: {}\n", field, [&] {
       for (const auto& c : cost_fields())
         if (c.name == field) return f.after.*(c.member);
       return 0.0;
-    }(), why);
+    }(), kept.second);
+  }
   return out;
 }
 
