@@ -78,10 +78,13 @@ std::vector<Row> read_rows(const std::string& path) {
     run.model.vocab = num("vocab");
     run.cluster = cluster_for(col("gpu"));
     run.cluster.gpus_per_node = num("gpus_per_node");
+    // Rack-scale systems: the hosts a run's NVLink domain spans (GB200 NVL72: up to 18).
+    if (!col("hosts_per_nvlink_domain").empty()) run.cluster.hosts_per_nvlink_domain = num("hosts_per_nvlink_domain");
     const int64_t gpus = num("gpus");
     run.cluster.nodes = (gpus + run.cluster.gpus_per_node - 1) / run.cluster.gpus_per_node;
     run.layout.tp = num("tp");
     run.layout.pp = num("pp");
+    run.layout.cp = col("cp").empty() ? 1 : num("cp");
     run.layout.dp = num("dp");
     run.layout.order = col("order").empty() ? "tp-dp-pp" : col("order");
     ExecutionSpec& x = run.exec;
@@ -89,6 +92,7 @@ std::vector<Row> read_rows(const std::string& path) {
       const StackPreset* s = find_stack(col("stack"));
       if (!s) throw InputError({{path + ": unknown stack '" + col("stack") + "'", "use " + join_choices(stack_names()), "calibration"}});
       apply_stack(*s, x);
+      x.stack = s->name;
     }
     x.global_batch_size = num("global_batch");
     x.micro_batch_size = num("micro_batch");

@@ -1,7 +1,7 @@
 // Calibration rows: published runs (data/calibration/*.csv) as RunSpecs with their measured
 // iteration time. One CSV per source; columns by name, so a file may add or leave out the
 // optional ones (precision, zero, attention, overlap, grad_bits, stack, kv_heads, ffn_hidden,
-// family, order); a missing one takes the runtime's default.
+// family, order, cp, hosts_per_nvlink_domain); a missing one takes the runtime's default.
 #pragma once
 
 #include <string>

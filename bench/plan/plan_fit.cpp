@@ -1,7 +1,8 @@
 // Fits the cost table's efficiencies to the published runs in data/calibration/ and prints the
 // fitted table (the TOML of data/cost/builtin.toml) with every row's error, per source.
 //
-// Only named mechanisms are fitted, one value per GPU type for all its rows (never per row):
+// Only named mechanisms are fitted, one value per GPU type for all its rows marked fitted (column
+// `fitted` = 1; the held-out rows are printed, never fitted to), never per row:
 // by default each GPU's large-GEMM efficiency (16-bit, and FP8 where rows use it). The others
 // keep their physical values from the built-in table; add more with --fit GPU:KEY.
 // Method: coordinate descent with a shrinking step on the mean |error| plus the excess of the
@@ -55,7 +56,7 @@ int main(int argc, char** argv) try {
   for (const auto& r : rows) {
     const CostTable t = builtin_cost(r.run.cluster.gpu);
     tables.emplace(t.gpu, t);
-    precisions[t.gpu].insert(to_string(r.run.exec.precision));
+    if (r.fitted) precisions[t.gpu].insert(to_string(r.run.exec.precision));  // what the fitted rows run
   }
   std::vector<Param> params;
   if (fits.empty()) {
@@ -83,13 +84,22 @@ int main(int argc, char** argv) try {
     }
     return out;
   };
+  // Held-out rows stay predictions: only the rows marked fitted enter the objective.
+  size_t n_fitted = 0;
+  for (const auto& r : rows) n_fitted += r.fitted;
+  if (n_fitted == 0) {
+    fmt::print(stderr, "plan_fit: no row is marked fitted (column fitted = 1): nothing to fit to\n");
+    return 2;
+  }
   auto objective = [&]() {
     double sum = 0, worst = 0;
-    for (double e : errors()) {
-      sum += std::fabs(e);
-      worst = std::max(worst, std::fabs(e));
+    const auto e = errors();
+    for (size_t i = 0; i < rows.size(); ++i) {
+      if (!rows[i].fitted) continue;
+      sum += std::fabs(e[i]);
+      worst = std::max(worst, std::fabs(e[i]));
     }
-    return sum / double(rows.size()) + std::max(0.0, worst - 0.04);
+    return sum / double(n_fitted) + std::max(0.0, worst - 0.04);
   };
   const auto before = errors();
   double best = objective();
@@ -119,8 +129,8 @@ int main(int argc, char** argv) try {
   fmt::print("\n\nper row (error before with the built-in table -> after the fit):\n");
   std::map<std::string, std::vector<double>> by_before, by_after;
   for (size_t i = 0; i < rows.size(); ++i) {
-    fmt::print("  {:<24} {:<26} {:>8.3f}s  {:+6.2f}% -> {:+6.2f}%\n", rows[i].source, rows[i].name, rows[i].published_s,
-               100 * before[i], 100 * after[i]);
+    fmt::print("  {:<24} {:<26} {:>8.3f}s  {:+6.2f}% -> {:+6.2f}%  {}\n", rows[i].source, rows[i].name,
+               rows[i].published_s, 100 * before[i], 100 * after[i], rows[i].fitted ? "fitted" : "held out");
     const std::string group = rows[i].source + " " + to_string(rows[i].run.exec.precision);  // per source and precision
     by_before[group].push_back(std::fabs(before[i]));
     by_after[group].push_back(std::fabs(after[i]));

@@ -8,6 +8,7 @@ usage: check_cp_ep_examples.py TRIDENT EXAMPLES_DIR
 """
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -75,6 +76,20 @@ check("mixtral: tp 2 x ep 8 across nodes warns ep-alltoall-slow", "ep-alltoall-s
 j = lint("llama3-405b-gb200-nvl72.toml")
 print(f"405b gb200-nvl72: step {j['time_s']['step']:.3f} s, {j['memory_gib']['total']} GiB, MFU {100 * j['mfu']:.1f}%")
 check("nvl72: fits", j["fits"], j["memory_gib"])
+# The figures the docs and the README quote are the ones lint gives (they move with the GB200 cost table).
+root = os.path.dirname(os.path.abspath(examples))
+doc = open(os.path.join(root, "docs", "context-expert-nvlink.md")).read().replace("\n", " ")
+m = re.search(r"predicted ([\d.]+) s per step in ([\d.]+) GiB per GPU \(simulator ([\d.]+) s, MFU ([\d.]+)%", doc)
+check("nvl72: docs quote lint's step, memory and MFU",
+      m and float(m.group(1)) == round(j["time_s"]["step"], 1) and float(m.group(2)) == round(j["memory_gib"]["total"], 1)
+      and float(m.group(4)) == round(100 * j["mfu"], 1), m and m.groups())
+sim = subprocess.run([trident, "simulate", "--config", os.path.join(examples, "llama3-405b-gb200-nvl72.toml"), "--json"],
+                     capture_output=True, text=True)
+check("nvl72: docs quote the simulator's step", m and float(m.group(3)) == round(json.loads(sim.stdout)["step_s"], 1),
+      (m and m.groups(), sim.stdout[:300], sim.stderr[-300:]))
+readme = open(os.path.join(root, "README.md")).read().replace("\n", " ")
+m = re.search(r"llama3-405b-gb200-nvl72.toml`: .*? no finding, ([\d.]+) s per step", readme)
+check("nvl72: the README quotes lint's step", m and float(m.group(1)) == round(j["time_s"]["step"], 1), m and m.groups())
 check("nvl72: tp 16 inside the rack is fine", "tp-crosses-nodes" not in codes(j), codes(j))
 dgx = lint("llama3-405b-gb200-nvl72.toml", "--cluster", "dgx-h100", "--hosts-per-nvlink-domain", "1", "--nodes", "64")
 check("dgx-h100: tp 16 across two hosts is an error", "tp-crosses-nodes" in codes(dgx, "error"), codes(dgx))

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""The NeMo GPT-3 175B recipe on 128 H100s fits and reproduces its published step within 5%.
+"""A NeMo recipe (GPT-3 175B on 128 H100s, Llama 3.1 405B on 512 GB200) fits and gives its published step within 5%.
 
-A calibration check: the H100 cost table was fitted to this row (data/calibration/, column
-`fitted`), so it shows the fit holds, not that the model predicts an unseen run.
+On a row the GPU's cost table was fitted to (data/calibration/, column `fitted` 1: the H100
+rows, GB200's BF16 row) it is a calibration check, showing the fit holds; on a held-out row
+(GB200's FP8 row) it tests a prediction.
 
 usage: check_nemo_recipe.py TRIDENT CONFIG PUBLISHED_S [FLAG ...]
 """

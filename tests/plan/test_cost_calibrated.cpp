@@ -8,10 +8,10 @@
 using namespace trident;
 
 TEST(CostCalibration, a_gpu_without_a_table_of_its_own_is_warned_about_naming_the_table) {
-  for (const char* key : {"a100-80g", "a100-40g", "a100-pcie-40g", "h100-80g", "h200-141g"})
+  for (const char* key : {"a100-80g", "a100-40g", "a100-pcie-40g", "h100-80g", "h200-141g", "gb200-186g"})
     EXPECT_TRUE(builtin_cost(gpu_preset(key)).calibrated) << key;
-  // No published Blackwell run is fitted yet: those GPUs borrow [default] and say so.
-  EXPECT_FALSE(builtin_cost(gpu_preset("gb200-186g")).calibrated);
+  // No published B200 run is fitted: it borrows a table and says so.
+  EXPECT_FALSE(builtin_cost(gpu_preset("b200-180g")).calibrated);
   GpuSpec custom{"MyAccel-96GB", 96e9, 500e12, 50e12, 3e12};
   const CostTable t = builtin_cost(custom);
   EXPECT_FALSE(t.calibrated);
