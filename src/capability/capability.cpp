@@ -86,13 +86,6 @@ void check_executable(const RunSpec& r, const std::string& device, const std::ve
     problems.add("context parallel (cp " + n(L.cp) + ") needs the ring-attention kernels, which the " + device +
                      " backend lacks", "use --device cpu with --cp, or --cp 1", "cp-device");
   // A seq_len that 2 x cp does not divide is check_run's (cp-divides-sequence), said once.
-  // Expert parallel: the experts' gradients reduce over the expert-data-parallel group
-  // (grad_sync.h), ZeRO-1 shards their optimizer states over it (zero1_shards.h); ZeRO-2/3 do not
-  // shard expert gradients and weights over that group yet.
-  if (L.ep > 1 && x.zero >= 2)
-    problems.add("--zero " + n(x.zero) + " with expert parallel (ep " + n(L.ep) + "): the runtime does not shard the "
-                     "experts' gradients or weights over the expert-data-parallel group yet",
-                 "use --zero 1 (or 0) with --ep " + n(L.ep) + ", or --ep 1 to keep --zero " + n(x.zero), "dist-ep");
   // The MoE layer (runtime/nn/moe_layer.cpp): routed experts (split over ep ranks when ep > 1,
   // replicated over tp: tp splits attention and dense MLPs only; under cp each rank routes its
   // rows) without shared ones or a split backward yet.

@@ -4,6 +4,7 @@
 // assignments dropped) and the same final parameters, each expert's on the rank that holds it.
 // ep is carved from the data-parallel ranks: "ep 2" is dp 2 with the experts split over both,
 // "ep 2 x dp 2" is dp 4 whose expert gradients reduce over the 2 ranks holding the same experts.
+// ZeRO-1, 2 and 3 shard the experts' states over EDP, the dense ones over dp.
 // A checkpoint written at ep 4 resumes at ep 2 and in one process with the same losses.
 // Runs on 4 MPI ranks; a layout of w ranks uses ranks 0..w-1, the others wait.
 #include <gtest/gtest.h>
@@ -48,6 +49,33 @@ TEST(MoeEquivalence, ep2_dp2_zero1_drop_matches_single_process) {
 TEST(MoeEquivalence, llama_ep2_pp2_zero1_matches_single_process) {
   Case c = moe("moe llama ep2xpp2 zero1", 2, 2, 2, false, true);
   c.zero = 1;
+  expect_same_as_single_process(c);
+}
+// ZeRO-2 and ZeRO-3: each MoE layer's unit is cut into its dense part, whose gradients (and
+// ZeRO-3 weights) shard over dp, and its experts, sharded over EDP (2 ranks at ep 2 x dp 2).
+TEST(MoeEquivalence, ep2_dp2_zero2_drop_matches_single_process) {
+  Case c = moe("moe ep2xdp2 zero2 drop", 4, 2, 1, true);
+  c.zero = 2;
+  expect_same_as_single_process(c);
+}
+TEST(MoeEquivalence, ep2_dp2_zero3_matches_single_process) {
+  Case c = moe("moe ep2xdp2 zero3", 4, 2, 1);
+  c.zero = 3;
+  expect_same_as_single_process(c);
+}
+TEST(MoeEquivalence, llama_ep2_dp2_zero2_matches_single_process) {
+  Case c = moe("moe llama ep2xdp2 zero2", 4, 2, 1, false, true);
+  c.zero = 2;
+  expect_same_as_single_process(c);
+}
+TEST(MoeEquivalence, llama_ep2_dp2_zero3_drop_matches_single_process) {
+  Case c = moe("moe llama ep2xdp2 zero3 drop", 4, 2, 1, true, true);
+  c.zero = 3;
+  expect_same_as_single_process(c);
+}
+TEST(MoeEquivalence, llama_ep2_pp2_zero3_matches_single_process) {
+  Case c = moe("moe llama ep2xpp2 zero3", 2, 2, 2, false, true);
+  c.zero = 3;
   expect_same_as_single_process(c);
 }
 

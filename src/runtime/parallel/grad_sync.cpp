@@ -9,8 +9,6 @@ GradSync::GradSync(comm::Communicator& dp, const nn::ParamLayout& layout, int ze
                    kernels::Kernels& k, comm::Communicator* experts)
     : dp_(dp), experts_(experts), k_(k), zero_(zero), total_(layout.total()), ready_from_(layout.total()) {
   if (experts_) expert_ranges_ = layout.expert_ranges();
-  if (experts_ && zero_ >= 2 && sharded() && !expert_ranges_.empty())
-    throw std::invalid_argument("GradSync: ZeRO-2/3 over the expert-data-parallel group is not implemented");
   // Cut points: layer boundaries, plus the start and end of the buffer. Walk from the end and
   // close a bucket as soon as it holds bucket_floats.
   std::vector<int64_t> cuts{0, total_};
@@ -31,12 +29,12 @@ GradSync::GradSync(comm::Communicator& dp, const nn::ParamLayout& layout, int ze
 
   owned_begin_ = 0, owned_end_ = total_;
   if (sharded() && zero_ == 1) {
-    zero1_ = std::make_unique<Zero1Shards>(zero1_spaces(), k_);
+    zero1_ = std::make_unique<Zero1Shards>(spaces(), k_);
     pieces_ = zero1_->pieces();
     shard_floats_ = zero1_->shard_floats();
     owned_begin_ = zero1_->whole_lo(), owned_end_ = zero1_->whole_hi();
   } else if (sharded() && zero_ >= 2) {
-    units_ = std::make_unique<ZeroShards>(dp, layout, zero_, k_);
+    units_ = std::make_unique<ZeroShards>(spaces(), layout, zero_, k_);
     pieces_ = units_->pieces();
     shard_floats_ = units_->shard_floats();
   } else {
@@ -45,10 +43,10 @@ GradSync::GradSync(comm::Communicator& dp, const nn::ParamLayout& layout, int ze
   }
 }
 
-// ZeRO-1's spaces: the whole buffer over dp, or the dense ranges over dp and the experts' over EDP.
-std::vector<Zero1Shards::Spec> GradSync::zero1_spaces() const {
+// The ZeRO spaces: the whole buffer over dp, or the dense ranges over dp and the experts' over EDP.
+std::vector<GroupRanges> GradSync::spaces() const {
   if (expert_ranges_.empty()) return {{&dp_, {{0, total_}}}};
-  Zero1Shards::Spec dense{&dp_, {}}, experts{experts_, expert_ranges_};
+  GroupRanges dense{&dp_, {}}, experts{experts_, expert_ranges_};
   int64_t at = 0;
   for (const auto& e : expert_ranges_) {
     if (e.begin > at) dense.ranges.push_back({at, e.begin});

@@ -19,8 +19,7 @@
 //
 // Expert parallel: the experts' ranges (ParamLayout::expert_ranges) differ between the dp ranks
 // of an EP group, so a bucket's all-reduce skips them over dp and reduces them over the expert
-// group (EDP) instead; ZeRO-1 shards them over EDP. ZeRO-2/3 over EDP are not written yet (the
-// run is refused).
+// group (EDP) instead; ZeRO-1, 2 and 3 shard them over EDP (the same spaces: spaces()).
 #pragma once
 
 #include <cstdint>
@@ -85,7 +84,7 @@ class GradSync {
     bool launched = false;
   };
   void launch(Bucket& b, float* grads);
-  std::vector<Zero1Shards::Spec> zero1_spaces() const;
+  std::vector<GroupRanges> spaces() const;
   comm::Communicator& dp_;
   comm::Communicator* experts_ = nullptr;
   std::vector<nn::ParamLayout::Unit> expert_ranges_;  // only with experts_

@@ -4,8 +4,8 @@
 
 namespace trident::parallel {
 
-Zero1Shards::Zero1Shards(std::vector<Spec> specs, kernels::Kernels& k) : k_(k) {
-  for (Spec& spec : specs) {
+Zero1Shards::Zero1Shards(std::vector<GroupRanges> spaces, kernels::Kernels& k) : k_(k) {
+  for (GroupRanges& spec : spaces) {
     Space s;
     s.group = spec.group;
     s.ranges = std::move(spec.ranges);

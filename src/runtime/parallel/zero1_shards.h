@@ -24,11 +24,7 @@ namespace trident::parallel {
 
 class Zero1Shards {
  public:
-  struct Spec {
-    comm::Communicator* group;
-    std::vector<nn::ParamLayout::Unit> ranges;  // flat, ascending
-  };
-  Zero1Shards(std::vector<Spec> specs, kernels::Kernels& k);
+  Zero1Shards(std::vector<GroupRanges> spaces, kernels::Kernels& k);
 
   const std::vector<ShardPiece>& pieces() const { return pieces_; }
   int64_t shard_floats() const { return shard_floats_; }

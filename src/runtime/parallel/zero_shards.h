@@ -1,10 +1,17 @@
-// ZeRO-2 and ZeRO-3 (FSDP) of one model chunk over its data-parallel group, unit by unit.
+// ZeRO-2 and ZeRO-3 (FSDP) of one model chunk over its data-parallel groups, unit by unit.
 //
 // Units are the layout's (nn::ParamLayout::units(): embeddings, each layer, final norm + head).
-// Each unit is cut into dp equal pieces (the last one padded with zeros): DP rank r owns piece r
-// of every unit, stored one after another in its shard buffers (shard_floats() floats: the
-// units' padded sizes / dp). The AdamW moments, the gradient shard and (ZeRO-3) the parameter
-// shard all use these shard coordinates.
+// The flat layout is covered by spaces, each reduced over its own group (as in ZeRO-1,
+// zero1_shards.h): one space, the whole buffer over dp (x cp), without expert parallelism; with
+// it the experts' ranges over the expert-data-parallel group and the rest over dp x cp, as
+// Megatron's and DeepSpeed's MoE do. Each unit is cut where the spaces meet into segments (a MoE
+// layer: its dense tensors, then its experts). A segment is cut into n equal pieces for its
+// group of n (the last padded): group rank r owns piece r of every segment, stored one after
+// another in its shard buffers (shard_floats() floats: the segments' padded sizes / n). The AdamW
+// moments, the gradient shard and (ZeRO-3) the parameter shard all use these shard coordinates.
+// A segment's collectives run on the unit buffer in place, so a segment followed by another in
+// the same unit reads past its end (the surplus sums land in the padding and are dropped) and
+// is gathered into a spill area behind the unit, then copied into place.
 //
 // Gradients (stage 2 and 3): the stage asks for a unit's gradient buffer when backward first
 // writes it (unit_grads), a zeroed buffer of one unit from a small pool; when the grad-ready hook
@@ -59,10 +66,16 @@ struct ModelStateBytes {
 
 enum class Pass { Forward = 0, Backward = 1, BackwardInput = 2, BackwardWeight = 3 };
 
+// Flat ranges (ascending) whose gradients reduce over one group, and whose states shard over it.
+struct GroupRanges {
+  comm::Communicator* group;
+  std::vector<nn::ParamLayout::Unit> ranges;
+};
+
 class ZeroShards : public nn::UnitStorage {
  public:
-  // zero: 2 or 3. dp.size() > 1.
-  ZeroShards(comm::Communicator& dp, const nn::ParamLayout& layout, int zero, kernels::Kernels& k);
+  // zero: 2 or 3. spaces: disjoint, together the whole flat layout.
+  ZeroShards(const std::vector<GroupRanges>& spaces, const nn::ParamLayout& layout, int zero, kernels::Kernels& k);
 
   const std::vector<ShardPiece>& pieces() const { return pieces_; }
   int64_t shard_floats() const { return shard_floats_; }
@@ -105,29 +118,40 @@ class ZeroShards : public nn::UnitStorage {
   double gather_wait_s() const { return gather_wait_s_; }  // seconds blocked on ZeRO-3 gathers
   size_t peak_grad_buffers() const { return peak_bufs_; }
   size_t peak_gathered_units() const { return peak_gathered_; }
-  int64_t max_unit_floats() const { return max_per_ * dp_.size(); }
+  int64_t max_unit_floats() const { return max_span_; }  // a unit buffer's floats
 
   static constexpr int kSpare = 2;  // unit gradient buffers in flight beyond those being written
 
  private:
+  // A unit's part reduced over one group: flat [begin, end) in pieces of `per`, this rank's at
+  // `shard`; `spill`: where its ZeRO-3 gather lands in a gather buffer when not in place (-1).
+  struct Segment {
+    int64_t begin = 0, end = 0, per = 0, shard = 0, valid = 0, spill = -1;  // valid: this rank's piece
+    comm::Communicator* group = nullptr;
+    bool exact() const { return per * group->size() == end - begin; }
+  };
   struct UnitInfo {
-    int64_t begin = 0, end = 0, per = 0, shard = 0;  // per: piece size (padded size / dp)
+    int64_t begin = 0, end = 0, shard = 0;  // shard: the first segment's
     bool deferred = false;
+    std::vector<Segment> segs;
   };
   struct Reduction {
     int buf = -1;
     int64_t unit = -1;
-    comm::RequestPtr request;
+    std::vector<comm::RequestPtr> requests;  // one per segment
   };
+  void add_unit(const nn::ParamLayout::Unit& u, const std::vector<GroupRanges>& spaces, bool deferred);
+  std::vector<comm::RequestPtr> gather_unit(int64_t unit, float* into);
+  void finish_gather(int64_t unit, bool place);  // waits for the unit's gather; copies spills into place
   void complete_oldest();
   int take_gather_buffer();
 
-  comm::Communicator& dp_;
   kernels::Kernels& k_;
   int zero_;
   std::vector<UnitInfo> units_;
   std::vector<ShardPiece> pieces_;
-  int64_t shard_floats_ = 0, max_per_ = 0;
+  // Largest piece, segment padded (per x n), unit buffer (its segments' reach) and unit shard.
+  int64_t shard_floats_ = 0, max_per_ = 0, max_padded_ = 0, max_span_ = 0, max_unit_shard_ = 0, max_gather_ = 0;
   DeviceBuffer grad_shard_, param_shard_;
   // Gradient unit buffers (padded unit size) and their reduce-scatter results (one piece).
   std::vector<DeviceBuffer> bufs_, recvs_;
@@ -141,7 +165,7 @@ class ZeroShards : public nn::UnitStorage {
   std::vector<DeviceBuffer> gbufs_;
   std::vector<int> free_gbufs_;
   std::vector<int> resident_;                 // unit -> gather buffer (-1: sharded)
-  std::vector<comm::RequestPtr> prefetching_;  // unit -> all-gather in flight
+  std::vector<std::vector<comm::RequestPtr>> prefetching_;  // unit -> all-gathers in flight
   int64_t current_ = -1;
   Pass pass_ = Pass::Forward;
   std::vector<int64_t> order_[4];  // units in the order of first use, per pass kind
