@@ -84,7 +84,13 @@ int run_generate(const GenerateArgs& a) {
   // Forward over one sequence of the full context; the causal mask makes positions past the
   // end irrelevant, so the context is left-aligned and padded.
   // Whatever layout wrote the checkpoint, one process reads the whole logical tensors.
-  nn::GptStage g(*k, nn::Shard::whole(m), {.B = 1, .T = m.seq_len});
+  nn::Shard shard = nn::Shard::whole(m);
+  // A mixture of experts routes as it trained (scores, normalisation) but drops no token: the
+  // window's padding must not take an expert's capacity, and a token-by-token decoder (Hugging
+  // Face's Mixtral) never drops.
+  shard.moe = engine::router_from_json(c.meta().value("router", nlohmann::json()));
+  shard.moe.drop = false;
+  nn::GptStage g(*k, shard, {.B = 1, .T = m.seq_len});
   const std::vector<float> params = checkpoint::read_shard(c, g.layout(), "");
   k->from_host(g.params(), params.data(), params.size());
   g.params_updated();

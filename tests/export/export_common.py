@@ -40,3 +40,59 @@ def load_safetensors(path):
         tensors[name] = torch.from_numpy(np.frombuffer(raw[base + b:base + e], dtype="<f4").copy()).reshape(h["shape"])
     return tensors, header.get("__metadata__", {})
 
+
+
+def rms(x, weight, eps):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+
+
+def rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def hf_llama(w, c, ids, mlp):
+    """Logits [T, V] of the Llama-shaped model Hugging Face's LlamaForCausalLM and
+    MixtralForCausalLM compute (rotate_half rotary embeddings, repeat_kv grouped-query attention,
+    RMSNorm, untied head), from the config c and the tensors w by HF's names. mlp(h, prefix) is
+    the layer's MLP on the normed rows h, prefix "model.layers.{i}."."""
+    T, C, H, KV = len(ids), c["hidden_size"], c["num_attention_heads"], c["num_key_value_heads"]
+    hd, eps = c["head_dim"], c["rms_norm_eps"]
+    inv_freq = 1.0 / (c["rope_theta"] ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd))
+    angles = torch.arange(T, dtype=torch.float64)[:, None] * inv_freq[None, :]
+    emb = torch.cat((angles, angles), dim=-1)
+    cos, sin = emb.cos().float(), emb.sin().float()
+    x = w["model.embed_tokens.weight"][ids]
+    mask = torch.full((T, T), float("-inf")).triu(1)
+    for i in range(c["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        h = rms(x, w[p + "input_layernorm.weight"], eps)
+        q = (h @ w[p + "self_attn.q_proj.weight"].T).view(T, H, hd).transpose(0, 1)
+        k = (h @ w[p + "self_attn.k_proj.weight"].T).view(T, KV, hd).transpose(0, 1)
+        v = (h @ w[p + "self_attn.v_proj.weight"].T).view(T, KV, hd).transpose(0, 1)
+        q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        k, v = k.repeat_interleave(H // KV, dim=0), v.repeat_interleave(H // KV, dim=0)  # repeat_kv
+        att = torch.softmax(q @ k.transpose(-1, -2) / hd ** 0.5 + mask, dim=-1)
+        x = x + (att @ v).transpose(0, 1).reshape(T, C) @ w[p + "self_attn.o_proj.weight"].T
+        x = x + mlp(rms(x, w[p + "post_attention_layernorm.weight"], eps), p)
+    return rms(x, w["model.norm.weight"], eps) @ w["lm_head.weight"].T
+
+
+def against_generate(ck, model, vocab, prompt="The ", steps=6):
+    """Runs `trident generate --top-k 1 --logits` on ck and model(ids) -> logits [T, V] on the same
+    growing context: (worst relative logits error over the steps, whether each step's greedy token
+    agrees, generate's printed text, the final ids)."""
+    logits_file = os.path.join(tmp, "logits.bin")
+    text = run("generate", "--checkpoint", ck, "--prompt", prompt, "--tokens", str(steps), "--top-k", "1",
+               "--logits", logits_file).stdout
+    theirs = np.fromfile(logits_file, dtype="<f4").reshape(steps, vocab)
+    ids = list(prompt.encode())  # the byte tokenizer: token = byte
+    worst, greedy = 0.0, []
+    with torch.no_grad():
+        for s in range(steps):
+            mine = model(torch.tensor(ids))[-1].numpy()
+            worst = max(worst, float(np.abs(mine - theirs[s]).max() / (np.abs(theirs[s]).max() + 1e-9)))
+            nxt = int(theirs[s].argmax())
+            greedy.append(int(mine.argmax()) == nxt)
+            ids.append(nxt)
+    return worst, greedy, text, ids

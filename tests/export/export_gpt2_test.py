@@ -4,10 +4,9 @@ written here (transformers is not installed), loading the file by HF's names, gi
 import json
 import os
 
-import numpy as np
 import torch
 
-from export_common import check, finish, load_safetensors, run, tmp
+from export_common import against_generate, check, finish, load_safetensors, run, tmp
 
 
 ck, out = os.path.join(tmp, "ck"), os.path.join(tmp, "hf")
@@ -64,21 +63,7 @@ class GPT2(torch.nn.Module):
 
 c = cfg
 model = GPT2(cfg, w)
-prompt, steps = "The ", 6
-logits_file = os.path.join(tmp, "logits.bin")
-text = run("generate", "--checkpoint", ck, "--prompt", prompt, "--tokens", str(steps), "--top-k", "1",
-           "--logits", logits_file).stdout
-theirs = np.fromfile(logits_file, dtype="<f4").reshape(steps, cfg["vocab_size"])
-ids = list(prompt.encode())  # the byte tokenizer: token = byte
-worst = 0.0
-greedy = []
-with torch.no_grad():
-    for s in range(steps):
-        mine = model(torch.tensor(ids))[-1].numpy()
-        worst = max(worst, float(np.abs(mine - theirs[s]).max() / (np.abs(theirs[s]).max() + 1e-9)))
-        nxt = int(theirs[s].argmax())
-        greedy.append(int(mine.argmax()) == nxt)
-        ids.append(nxt)
+worst, greedy, text, ids = against_generate(ck, model, cfg["vocab_size"])
 check(f"PyTorch GPT-2 logits = trident generate's (worst relative error {worst:.2e})", worst < 1e-4, worst)
 check("same greedy token at every step", all(greedy), greedy)
 # The byte tokenizer: generate prints the prompt, then each greedy token as its byte.

@@ -22,6 +22,8 @@ def main():
              (["--family", "llama"], "--family llama (the checkpoint's is gpt)"),
              (["--kv-heads", "1"], "--kv-heads 1 (the checkpoint's is 2)"),
              (["--no-tied-embeddings"], "--tied-embeddings false (the checkpoint's is true)"),
+             (["--experts", "4", "--experts-per-token", "2", "--expert-ffn-hidden", "32"],
+              "--experts 4 (the checkpoint's is 0)"),
              (["--hidden", "64"], "--hidden 64 (the checkpoint's is 32)")]
     for flags, named in cases:
         refused("resume with " + " ".join(flags), run(trident, *resume, *flags), named, "resume-model")

@@ -81,6 +81,16 @@ void check_model(const json& model, int64_t total_bytes, const std::string& wher
     if (model.contains("tied_embeddings")) m.tied = model.at("tied_embeddings").get<bool>() ? 1 : 0;
     if (model.contains("rope_theta") && !model.at("rope_theta").is_number())
       throw Malformed{"'rope_theta' is not a number"};
+    // A mixture-of-experts model's sizes (absent: dense).
+    const auto optional = [&](const char* key) { return model.contains(key) ? integer(model, key) : int64_t(0); };
+    m.experts = optional("experts");
+    m.experts_per_token = optional("experts_per_token");
+    m.expert_ffn_hidden = optional("expert_ffn_hidden");
+    m.shared_experts = optional("shared_experts");
+    m.moe_dense_layers = optional("moe_dense_layers");
+    if (model.contains("capacity_factor") && !model.at("capacity_factor").is_number())
+      throw Malformed{"'capacity_factor' is not a number"};
+    if (model.contains("capacity_factor")) m.capacity_factor = model.at("capacity_factor").get<double>();
     Problems sizes;
     validate_model(m, sizes);  // positive sizes, heads dividing hidden, a parameter count within 64 bits
     for (const Problem& x : sizes.list()) problems.add(where + ": " + x.what, kRedo, "checkpoint-meta");

@@ -8,10 +8,16 @@
 namespace trident::engine {
 
 nlohmann::json model_to_json(const ModelSpec& m) {
-  return {{"name", m.name},       {"family", to_string(m.family)}, {"layers", m.layers},
+  nlohmann::json j = {{"name", m.name},       {"family", to_string(m.family)}, {"layers", m.layers},
           {"hidden", m.hidden},   {"heads", m.heads},              {"kv_heads", m.kv_heads > 0 ? m.kv_heads : m.heads},
           {"ffn_hidden", m.ffn_hidden}, {"seq_len", m.seq_len},    {"vocab", m.vocab},
           {"rope_theta", m.rope_theta}, {"tied_embeddings", m.tied_embeddings()}};
+  // A mixture-of-experts model's sizes (a dense model's meta stays as before).
+  if (m.is_moe())
+    j.update({{"experts", m.experts}, {"experts_per_token", m.experts_per_token},
+              {"expert_ffn_hidden", m.expert_ffn_hidden}, {"shared_experts", m.shared_experts},
+              {"moe_dense_layers", m.moe_dense_layers}, {"capacity_factor", m.capacity_factor}});
+  return j;
 }
 
 ModelSpec model_from_json(const nlohmann::json& j) {
@@ -31,6 +37,12 @@ ModelSpec model_from_json(const nlohmann::json& j) {
     m.kv_heads = j.value("kv_heads", m.heads);
     m.rope_theta = j.value("rope_theta", m.rope_theta);
     if (j.contains("tied_embeddings")) m.tied = j.at("tied_embeddings").get<bool>() ? 1 : 0;
+    m.experts = j.value("experts", int64_t(0));
+    m.experts_per_token = j.value("experts_per_token", int64_t(0));
+    m.expert_ffn_hidden = j.value("expert_ffn_hidden", int64_t(0));
+    m.shared_experts = j.value("shared_experts", int64_t(0));
+    m.moe_dense_layers = j.value("moe_dense_layers", int64_t(0));
+    m.capacity_factor = j.value("capacity_factor", m.capacity_factor);
   } catch (const std::exception&) {
     // The JSON library's text names its own internals; say what a model description needs.
     Problems p;
@@ -40,6 +52,39 @@ ModelSpec model_from_json(const nlohmann::json& j) {
     p.throw_if_any();
   }
   return m;
+}
+
+nlohmann::json router_to_json(const nn::MoeOptions& o) {
+  return {{"scores", "softmax"}, {"normalise", o.normalise}, {"drop", o.drop},
+          {"aux_loss_coeff", o.aux_coeff}, {"z_loss_coeff", o.z_coeff}};
+}
+
+nn::MoeOptions router_from_json(const nlohmann::json& j) {
+  nn::MoeOptions o;
+  if (j.is_null()) return o;
+  std::string scores = "softmax";
+  try {
+    scores = j.value("scores", scores);
+    o.normalise = j.value("normalise", o.normalise);
+    o.drop = j.value("drop", o.drop);
+    o.aux_coeff = j.value("aux_loss_coeff", o.aux_coeff);
+    o.z_coeff = j.value("z_loss_coeff", o.z_coeff);
+  } catch (const std::exception&) {
+    Problems p;
+    p.add("the checkpoint's router settings (meta.router) are not what train writes: " + j.dump().substr(0, 120),
+          "use a checkpoint written by trident train", "checkpoint-meta");
+    p.throw_if_any();
+  }
+  // The one score function the runtime computes; a router of another (sigmoid, DeepSeek-V3's)
+  // would give other weights than it trained with.
+  if (scores != "softmax") {
+    Problems p;
+    p.add("the checkpoint's router scores its experts by '" + scores + "' (meta.router.scores); the runtime computes "
+              "softmax scores only",
+          "use a checkpoint of a softmax router", "checkpoint-router");
+    p.throw_if_any();
+  }
+  return o;
 }
 
 nlohmann::json tokenizer_to_json(const data::Tokenizer& t) {

@@ -163,7 +163,13 @@ void check_resume(const TrainSettings& s, Problems& problems) {
       {"--seq-len", n(m.seq_len), n(cm.seq_len)},
       {"--vocab", n(m.vocab), n(cm.vocab)},
       {"--tied-embeddings", yes_no(m.tied_embeddings()), yes_no(cm.tied_embeddings())},
-      {"the RoPE base of --model", fmt::format("{}", m.rope_theta), fmt::format("{}", cm.rope_theta)}};
+      {"the RoPE base of --model", fmt::format("{}", m.rope_theta), fmt::format("{}", cm.rope_theta)},
+      {"--experts", n(m.experts), n(cm.experts)},
+      {"--experts-per-token", n(m.experts_per_token), n(cm.experts_per_token)},
+      {"--expert-ffn-hidden", n(m.expert_ffn_hidden), n(cm.expert_ffn_hidden)},
+      {"--shared-experts", n(m.shared_experts), n(cm.shared_experts)},
+      {"--moe-dense-layers", n(m.moe_dense_layers), n(cm.moe_dense_layers)},
+      {"--capacity-factor", fmt::format("{}", m.capacity_factor), fmt::format("{}", cm.capacity_factor)}};
   std::string differ, flags;
   for (const auto& [flag, asked, stored] : sizes)
     if (asked != stored) {

@@ -87,19 +87,33 @@ nlohmann::json written_by_layout(const TrainSettings& s) {
 
 nlohmann::json checkpoint_meta(const TrainSettings& s, int64_t step) {
   const auto& x = s.run.exec;
-  return {{"model", engine::model_to_json(s.run.model)},
-          {"step", step},
-          {"seed", s.seed},
-          {"steps", s.steps},
-          {"data", s.data_path},
-          {"sampler", {{"kind", s.data_path.empty() ? "synthetic" : "token-file"}, {"seed", s.seed}, {"next_step", step}}},
-          {"micro_batch", x.micro_batch_size},
-          {"global_batch", x.global_batch_size},
-          {"optimizer", {{"lr", s.adamw.lr}, {"min_lr", s.adamw.min_lr}, {"warmup", s.adamw.warmup_steps},
-                         {"decay_steps", s.adamw.decay_steps}, {"beta1", s.adamw.beta1}, {"beta2", s.adamw.beta2},
-                         {"eps", s.adamw.eps}, {"weight_decay", s.adamw.weight_decay}, {"grad_clip", s.adamw.grad_clip}}},
-          {"written_by_layout", written_by_layout(s)},
-          {"tokenizer", s.tokenizer}};
+  nlohmann::json meta = {
+      {"model", engine::model_to_json(s.run.model)},
+      {"step", step},
+      {"seed", s.seed},
+      {"steps", s.steps},
+      {"data", s.data_path},
+      {"sampler",
+       {{"kind", s.data_path.empty() ? "synthetic" : "token-file"},
+        {"seed", s.seed},
+        {"next_step", step}}},
+      {"micro_batch", x.micro_batch_size},
+      {"global_batch", x.global_batch_size},
+      {"optimizer",
+       {{"lr", s.adamw.lr},
+        {"min_lr", s.adamw.min_lr},
+        {"warmup", s.adamw.warmup_steps},
+        {"decay_steps", s.adamw.decay_steps},
+        {"beta1", s.adamw.beta1},
+        {"beta2", s.adamw.beta2},
+        {"eps", s.adamw.eps},
+        {"weight_decay", s.adamw.weight_decay},
+        {"grad_clip", s.adamw.grad_clip}}},
+      {"written_by_layout", written_by_layout(s)},
+      {"tokenizer", s.tokenizer}};
+  if (s.run.model.is_moe())
+    meta["router"] = engine::router_to_json(s.moe);
+  return meta;
 }
 
 // The planner's memory of each pipeline stage for this run (fp32 recipe, no overhead).

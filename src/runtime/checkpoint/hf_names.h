@@ -1,0 +1,31 @@
+// A checkpoint's weights under Hugging Face's names and the config.json of the matching
+// transformers class: GPT2LMHeadModel (GPT), LlamaForCausalLM (Llama) and MixtralForCausalLM
+// (a Llama-family mixture of experts). hf_names.cpp spells out each mapping.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/model_spec.h"
+#include "core/problems.h"
+#include "runtime/checkpoint/checkpoint.h"
+#include "runtime/checkpoint/safetensors.h"
+#include "runtime/nn/moe_routing.h"
+
+namespace trident::checkpoint {
+
+struct HfModel {
+  std::string names;  // "GPT-2", "Hugging Face Llama", "Hugging Face Mixtral"
+  std::vector<NamedTensor> tensors;
+  nlohmann::json config;
+};
+
+// What the model (and, for a mixture of experts, the router settings it trained with) has that
+// no Hugging Face class computes: one problem per setting, naming it. Nothing added = exportable.
+void check_hf_exportable(const ModelSpec& m, const nn::MoeOptions& router, Problems& problems);
+
+// The tensors and config of an exportable model (check_hf_exportable added nothing).
+HfModel hf_model(const CheckpointReader& reader, const ModelSpec& m, const nn::MoeOptions& router);
+
+}  // namespace trident::checkpoint
