@@ -164,7 +164,7 @@ CoreRates measure_core() {
 // at most twice, and the quietest try is kept (the fewest cores other processes kept busy).
 struct QuietCore {
   CoreRates rates;
-  engine::MachineLoad load;
+  MachineLoad load;
   int tries = 0;
 };
 
@@ -173,7 +173,7 @@ QuietCore measure_core_quietly() {
   for (int attempt = 1; attempt <= 3; ++attempt) {
     const engine::LoadProbe probe(1);
     CoreRates r = measure_core();
-    const engine::MachineLoad load = probe.stop();
+    const MachineLoad load = probe.stop();
     if (attempt == 1 || load.other_cores_busy() < best.load.other_cores_busy()) best.rates = r, best.load = load;
     best.tries = attempt;
     if (!load.under_load()) break;
@@ -190,7 +190,7 @@ QuietCore measure_core_quietly() {
 // How the file records the load: comments written as keys (the [cluster] and [cost] readers
 // know no such keys), measured_under_load and cpu_share first.
 std::string load_lines(const QuietCore& q) {
-  const engine::MachineLoad& l = q.load;
+  const MachineLoad& l = q.load;
   if (!l.known) return "# measured_under_load = unknown (no /proc/stat to read the machine's load from)\n";
   return fmt::format(
       "# measured_under_load = {}\n# cpu_share = {:.2f}\n# other_cores_busy = {:.2f}\n"

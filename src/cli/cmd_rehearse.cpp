@@ -21,8 +21,13 @@
 #include "core/run_values.h"
 #include "plan/plan_options.h"
 #include "report/html_page.h"
+#include "report/rehearsal_calibration_report.h"
+#include "report/rehearsal_replan_report.h"
+#include "report/rehearsal_shape_report.h"
+#include "report/rehearsal_verdict_report.h"
 #include "runtime/data/corpus.h"
 #include "runtime/data/token_file.h"
+#include "runtime/engine/machine_load.h"
 #include "runtime/parallel/emulated_hosts.h"
 #include "runtime/parallel/rehearsal_calibration.h"
 #include "runtime/parallel/rehearsal_replan.h"
@@ -69,8 +74,8 @@ struct RehearsalRun {
   std::string label;  // "", or "TP across hosts"
   RunSpec run;
   std::string dir;
-  parallel::Verdict verdict;
-  std::optional<parallel::TpAcross> comparison;  // the TP-across run against the first
+  Verdict verdict;
+  std::optional<TpAcross> comparison;  // the TP-across run against the first
 };
 
 // `trident train`'s arguments for a rehearsal run: every setting of the derived RunSpec.
@@ -112,7 +117,7 @@ std::vector<std::string> mpirun(int64_t np, const std::vector<std::string>& plac
   return v;
 }
 
-engine::MachineLoad probe_load() {
+MachineLoad probe_load() {
   const engine::LoadProbe probe(1);
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   return probe.stop();
@@ -144,7 +149,7 @@ int run_one(RehearsalRun& rr, const RehearseArgs& a, int64_t ranks, const std::v
 
 // Makes the links (emulated hosts with --hosts), runs every rehearsal run on them, removes the
 // hosts. Returns 0, or the exit code of a failed or interrupted run.
-int rehearse_on_links(const RunSpec& plan, const parallel::RehearsalShape& shape, const RehearseArgs& a, int64_t ranks,
+int rehearse_on_links(const RunSpec& plan, const RehearsalShape& shape, const RehearseArgs& a, int64_t ranks,
                       std::vector<RehearsalRun>& runs, nlohmann::json& links_json, std::string& links_text) {
   const parallel::RehearsalLinks links = parallel::prepare_links(plan, shape, a.bench, a.out, a.link_gbps * 1e9, mpirun);
   std::printf("%s", links.text.c_str());
@@ -168,20 +173,20 @@ int rehearse_on_links(const RunSpec& plan, const parallel::RehearsalShape& shape
 
 // One page: the verdict (and the TP comparison), the derivation, the links, then train's own
 // rehearsal report of the first run (measured beside predicted shares, ranks, losses).
-void write_page(const parallel::RehearsalShape& shape, const std::vector<RehearsalRun>& runs, const RehearseArgs& a,
+void write_page(const RehearsalShape& shape, const std::vector<RehearsalRun>& runs, const RehearseArgs& a,
                 const std::string& links_text, const std::vector<HtmlSection>& calibration) {
   std::ifstream in(runs[0].dir + "/report.json");
   std::stringstream report;
   report << in.rdbuf();
   HtmlPage page = rehearsal_page(report.str());
   page.title = "trident rehearse: " + shape.run.model.name;
-  page.sections.push_back(parallel::verdict_section(runs[0].verdict, "verdict", "Verdict"));
+  page.sections.push_back(verdict_section(runs[0].verdict, "verdict", "Verdict"));
   if (runs.size() > 1 && runs[1].comparison) {
-    page.sections.push_back(parallel::tp_across_section(*runs[1].comparison, runs[0].run.layout.order, runs[1].run.layout.order));
-    page.sections.push_back(parallel::verdict_section(runs[1].verdict, "verdict-tp-across", "Verdict, " + runs[1].label));
+    page.sections.push_back(tp_across_section(*runs[1].comparison, runs[0].run.layout.order, runs[1].run.layout.order));
+    page.sections.push_back(verdict_section(runs[1].verdict, "verdict-tp-across", "Verdict, " + runs[1].label));
   }
   for (const auto& sec : calibration) page.sections.push_back(sec);
-  page.sections.push_back(parallel::shape_section(shape));
+  page.sections.push_back(shape_section(shape));
   HtmlSection links{"links", "Links", {}, std::nullopt};
   std::stringstream lines(links_text);
   for (std::string line; std::getline(lines, line);) links.lines.push_back(line);
@@ -191,23 +196,23 @@ void write_page(const parallel::RehearsalShape& shape, const std::vector<Rehears
 
 // After the runs: the verdict of each, the TP comparison, the self-calibration (fitted on the
 // first run, tested on the second), the plan made again with what transfers, the JSON and the page.
-int conclude(const RunSpec& plan, const parallel::RehearsalShape& shape, std::vector<RehearsalRun>& runs,
+int conclude(const RunSpec& plan, const RehearsalShape& shape, std::vector<RehearsalRun>& runs,
              const RehearseArgs& a, const nlohmann::json& links_json, const std::string& links_text, int64_t cores,
              double overhead_bytes) {
-  std::printf("%s", parallel::verdict_text(runs[0].verdict).c_str());
-  nlohmann::json j = parallel::verdict_json(runs[0].verdict);
+  std::printf("%s", verdict_text(runs[0].verdict).c_str());
+  nlohmann::json j = verdict_json(runs[0].verdict);
   j["links"] = links_json;
   if (runs.size() > 1) {
-    std::printf("\n%s:%s", runs[1].label.c_str(), parallel::verdict_text(runs[1].verdict).c_str());
-    const parallel::TpAcross cmp = parallel::compare_tp_across(runs[0].verdict, runs[1].verdict, a.tolerance);
+    std::printf("\n%s:%s", runs[1].label.c_str(), verdict_text(runs[1].verdict).c_str());
+    const TpAcross cmp = parallel::compare_tp_across(runs[0].verdict, runs[1].verdict, a.tolerance);
     runs[1].comparison = cmp;
-    std::printf("%s", parallel::tp_across_text(cmp, shape.run.layout.order, runs[1].run.layout.order).c_str());
-    j["tp_across"] = {{"order", runs[1].run.layout.order}, {"verdict", parallel::verdict_json(runs[1].verdict)},
-                      {"comparison", parallel::tp_across_json(cmp)}};
+    std::printf("%s", tp_across_text(cmp, shape.run.layout.order, runs[1].run.layout.order).c_str());
+    j["tp_across"] = {{"order", runs[1].run.layout.order}, {"verdict", verdict_json(runs[1].verdict)},
+                      {"comparison", tp_across_json(cmp)}};
   }
   std::vector<parallel::CalibrationRun> calibration_runs;
   for (const auto& rr : runs) calibration_runs.push_back({rr.run.layout.describe(), rr.run, &rr.verdict});
-  std::optional<parallel::Calibration> cal;
+  std::optional<Calibration> cal;
   try {
     cal = parallel::calibrate(calibration_runs, a.out + "/prediction-cluster.toml", cores, a.out + "/fitted-cost.toml");
   } catch (const std::runtime_error& e) {
@@ -215,14 +220,14 @@ int conclude(const RunSpec& plan, const parallel::RehearsalShape& shape, std::ve
   }
   std::vector<HtmlSection> sections;
   if (cal) {
-    std::printf("%s", parallel::calibration_text(*cal).c_str());
+    std::printf("%s", calibration_text(*cal).c_str());
     if (runs.size() < 2) std::printf("  (no second layout to test the fit out of sample: add --tp-across)\n");
-    j["calibration"] = parallel::calibration_json(*cal);
-    sections = parallel::calibration_sections(*cal);
-    const parallel::Replan back = parallel::replan(plan, cal->fit, cal->checks, overhead_bytes);
-    std::printf("%s", parallel::replan_text(back).c_str());
-    j["back_to_the_plan"] = parallel::replan_json(back);
-    sections.push_back(parallel::replan_section(back));
+    j["calibration"] = calibration_json(*cal);
+    sections = calibration_sections(*cal);
+    const Replan back = parallel::replan(plan, cal->fit, cal->checks, overhead_bytes);
+    std::printf("%s", replan_text(back).c_str());
+    j["back_to_the_plan"] = replan_json(back);
+    sections.push_back(replan_section(back));
   }
   write_text_atomically(a.out + "/verdict.json", j.dump(2) + "\n");
   write_page(shape, runs, a, links_text, sections);
@@ -244,7 +249,7 @@ int run_rehearse(RehearseArgs& a) {
                                                     (std::max<int64_t>(2, std::min<int64_t>(8, cores)) < a.hosts ? a.hosts : 0);
   const double scale = a.scale > 0 ? a.scale : parallel::default_scale(plan.model, cores);
   const data::TokenFile corpus(data::bundled_token_file(false));
-  parallel::RehearsalShape shape = parallel::derive_rehearsal(plan, ranks, a.hosts, scale, corpus.vocab(), p);
+  RehearsalShape shape = parallel::derive_rehearsal(plan, ranks, a.hosts, scale, corpus.vocab(), p);
   for (const auto& r : shape.refusals) p.add("not rehearsable: " + r.what, r.fix, r.code);
   if (a.hosts > 1 && !a.dry_run)
     if (auto why = parallel::emulated_hosts_unavailable()) p.add(*why, "run as root on Linux with iproute2, or use --hosts 1 (no emulated hosts)", "rehearse-hosts");
@@ -254,7 +259,7 @@ int run_rehearse(RehearseArgs& a) {
   std::printf("as %lld ranks on %lld %s host%s (%lld ranks each), width scale %.4g%s:\n", (long long)ranks,
               (long long)a.hosts, a.hosts > 1 ? "emulated" : "", a.hosts > 1 ? "s" : "", (long long)shape.ranks_per_host,
               scale, a.scale > 0 ? "" : fmt::format(" (default for {} cores: hidden about 64 per core)", cores).c_str());
-  std::printf("%s", parallel::shape_table(shape).c_str());
+  std::printf("%s", shape_table(shape).c_str());
   std::vector<RehearsalRun> runs = {{"", shape.run, a.out, {}, {}}};
   if (a.tp_across) {
     const auto order = parallel::tp_across_order(shape.run.layout, shape.ranks_per_host);

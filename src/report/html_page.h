@@ -72,7 +72,7 @@ struct HtmlPage {
 
 std::string html_page(const HtmlPage& page);
 
-// The rehearsal report's JSON (runtime/parallel/rehearsal_report.h) as a page: measured beside
+// The rehearsal report's JSON (report/rehearsal_report.h) as a page: measured beside
 // predicted time shares, per-rank times and memory, losses.
 HtmlPage rehearsal_page(const std::string& rehearsal_json_text);
 

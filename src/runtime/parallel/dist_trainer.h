@@ -13,6 +13,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/phase_times.h"
 #include "core/run_spec.h"
 #include "runtime/parallel/batch_source.h"
 #include "runtime/parallel/zero_shards.h"
@@ -36,23 +37,6 @@ struct TrainerOptions {
   kernels::Kernels* kernels = nullptr;     // the device's kernels (not owned); null = CPU kernels
   kernels::DType compute = kernels::DType::F32;  // the model's compute dtype (BF16: mixed precision)
   nn::MoeOptions moe;                      // router settings of MoE models (the capacity factor is the model's)
-};
-
-// Seconds of one step on one rank, by what the rank was doing.
-struct PhaseTimes {
-  double compute = 0;      // forward + backward kernels (TP collectives excluded) + optimizer
-  double tp = 0;           // inside TP collectives
-  double pp = 0;           // pipeline sends/receives: the wire time of each message
-  double bubble = 0;       // waiting on a pipeline receive beyond the wire time (peer still computing)
-  double dp_exposed = 0;   // DP reduction / ZeRO gathers / tied-embedding sum left after backward
-  double optimizer = 0;    // clipping norm + AdamW (part of compute in shares, listed apart)
-  double weight = 0;       // ZB-H1's weight-gradient passes (W; part of compute, listed apart)
-  double total = 0;        // wall time of the step
-  double cp = 0;           // waiting on the context-parallel ring's KV exchange (what attention did not hide)
-  double cp_attention = 0; // ring attention's block compute (part of compute, listed apart)
-  double zero_gather = 0;  // waits on ZeRO weight all-gathers (part of dp_exposed, listed apart)
-  double ep = 0;           // inside the expert-parallel all-to-alls (token dispatch and combine)
-  double other() const { return total - compute - tp - cp - ep - pp - bubble - dp_exposed; }
 };
 
 // Activation memory of this rank: the micro-batch slots its schedule keeps in flight (each one

@@ -21,35 +21,12 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "core/cost_table.h"
 #include "core/run_spec.h"
-#include "report/html_page.h"
-#include "runtime/parallel/rehearsal_report.h"
+#include "report/rehearsal_fit_report.h"
+#include "runtime/parallel/rehearsal_prediction.h"
 
 namespace trident::parallel {
-
-struct FitStep {
-  std::string field;               // cost table key
-  std::string what;                // what it stands for here ("shared memory inside an emulated host")
-  std::vector<std::string> terms;  // the terms it is fitted on (verdict keys)
-  double before = 0, after = 0;
-  double measured_s = 0;   // M: those terms' medians, summed
-  double predicted_s = 0;  // P: their prediction at `before`
-  double scaling_s = 0;    // S: of P, the part that scales with 1 / value
-  double fixed_s = 0;      // F: the rest
-  bool fitted = false;
-  std::string note;  // why not fitted, or that it was clamped
-};
-
-struct CostFit {
-  CostTable before, after;
-  std::vector<FitStep> steps;
-  std::vector<std::pair<std::string, std::string>> kept;  // field, why the rehearsal does not identify it
-  // The rehearsal's link kinds: their efficiency field inside an emulated host and between them.
-  std::string intra_field, inter_field;
-};
 
 // The predicted value of a verdict term (compute, tp, cp, pp, bubble, dp, optimizer, step).
 double predicted_term(const Prediction& p, const std::string& key);
@@ -62,9 +39,5 @@ CostFit fit_cost(const RunSpec& run, const std::map<std::string, double>& measur
 // `field` and not on `other` (the other link kind's field).
 std::vector<std::string> link_terms_of(const RunSpec& run, const std::string& field, const std::string& other,
                                        const std::map<std::string, double>& measured);
-
-std::string fit_text(const CostFit& f);
-nlohmann::json fit_json(const CostFit& f);
-HtmlSection fit_section(const CostFit& f);
 
 }  // namespace trident::parallel

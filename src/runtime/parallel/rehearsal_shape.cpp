@@ -250,27 +250,4 @@ RehearsalShape derive_rehearsal(const RunSpec& plan, int64_t ranks, int64_t host
   return out;
 }
 
-std::string shape_table(const RehearsalShape& s) {
-  size_t w0 = 10, w1 = 7, w2 = 9;
-  for (const auto& r : s.rows) w0 = std::max(w0, r.what.size()), w1 = std::max(w1, r.planned.size()), w2 = std::max(w2, r.rehearsed.size());
-  std::string out = fmt::format("  {:<{}}  {:<{}}  {:<{}}  {}\n", "", w0, "plan", w1, "rehearsal", w2, "how");
-  for (const auto& r : s.rows)
-    out += fmt::format("  {:<{}}  {:<{}}  {:<{}}  {}\n", r.what, w0, r.planned, w1, r.rehearsed, w2, r.why);
-  out += "  stack settings CPU ranks replace:";
-  if (s.substitutions.empty()) out += " none\n";
-  else {
-    out += "\n";
-    for (const auto& x : s.substitutions) out += "    " + x + "\n";
-  }
-  return out;
-}
-
-HtmlSection shape_section(const RehearsalShape& s) {
-  HtmlSection sec{"rehearsal-shape", "The plan and its rehearsal", {}, HtmlTable{}};
-  sec.table->header = {"", "plan", "rehearsal", "how"};
-  for (const auto& r : s.rows) sec.table->rows.push_back({r.what, r.planned, r.rehearsed, r.why});
-  for (const auto& x : s.substitutions) sec.lines.push_back("CPU ranks replace: " + x);
-  return sec;
-}
-
 }  // namespace trident::parallel

@@ -16,25 +16,12 @@
 #include <cstdint>
 #include <optional>
 #include <string>
-#include <vector>
 
 #include "core/problems.h"
 #include "core/run_spec.h"
-#include "report/html_page.h"
+#include "report/rehearsal_shape_report.h"
 
 namespace trident::parallel {
-
-struct ShapeRow {
-  std::string what, planned, rehearsed, why;
-};
-
-struct RehearsalShape {
-  RunSpec run;                    // the rehearsal (model, layout, execution) as train runs it
-  int64_t hosts = 1, ranks_per_host = 1;
-  std::vector<ShapeRow> rows;     // the table: plan beside rehearsal, and why
-  std::vector<std::string> substitutions;  // stack settings the CPU ranks replace
-  std::vector<Problem> refusals;  // what train would still refuse (not rehearsable)
-};
 
 // Whether the groups of `dim` leave their host when `layout` is laid on hosts of `per_host` ranks.
 bool crosses_hosts(const Layout& layout, Dim dim, int64_t per_host);
@@ -51,8 +38,5 @@ double default_scale(const ModelSpec& model, int64_t cores);
 // `data_vocab` is the token file's vocabulary. Bad sizes are added to `problems`.
 RehearsalShape derive_rehearsal(const RunSpec& plan, int64_t ranks, int64_t hosts, double scale, int64_t data_vocab,
                                 Problems& problems);
-
-std::string shape_table(const RehearsalShape& shape);
-HtmlSection shape_section(const RehearsalShape& shape);
 
 }  // namespace trident::parallel

@@ -37,7 +37,8 @@
 #include "runtime/parallel/dist_trainer.h"
 #include "runtime/parallel/metrics_writer.h"
 #include "runtime/parallel/process_groups.h"
-#include "runtime/parallel/rehearsal_report.h"
+#include "report/rehearsal_report.h"
+#include "runtime/parallel/rehearsal_prediction.h"
 #include "runtime/parallel/resource_check.h"
 #include "launch/blas_core.h"
 #include "launch/openmp_wait.h"
@@ -484,7 +485,7 @@ std::vector<PhaseTimes> gather_phase_times(const PhaseTimes& t, ProcessGroups& g
 // (ranks on several nodes: not separable from one node's /proc/stat, so not reported).
 void record_load(const engine::LoadProbe& load_probe, ProcessGroups& groups, const ResourceView& resources, int world,
                  int threads, RehearsalData& report) {
-  engine::MachineLoad load = load_probe.stop();
+  MachineLoad load = load_probe.stop();
   double ranks_cpu_s = load.self_cpu_s;
   all_reduce_f64(*groups.world, &ranks_cpu_s, 1, comm::ReduceOp::Sum);
   if (resources.own_node_ranks == world && load.known) {

@@ -1,10 +1,9 @@
-// The self-calibration fit as text, JSON and an HTML section (see rehearsal_fit.h): each fitted
-// value beside its inputs, so value' = value x S / (M - F) can be redone by hand.
+// The self-calibration fit as text, JSON and an HTML section (see rehearsal_fit_report.h).
+#include "report/rehearsal_fit_report.h"
+
 #include <fmt/format.h>
 
-#include "runtime/parallel/rehearsal_fit.h"
-
-namespace trident::parallel {
+namespace trident {
 
 namespace {
 
@@ -67,4 +66,4 @@ HtmlSection fit_section(const CostFit& f) {
   return sec;
 }
 
-}  // namespace trident::parallel
+}  // namespace trident

@@ -1,4 +1,4 @@
-#include "runtime/parallel/rehearsal_report.h"
+#include "report/rehearsal_report.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -7,10 +7,8 @@
 #include <vector>
 
 #include "core/dimensions.h"
-#include "core/options.h"
-#include "plan/estimate.h"
 
-namespace trident::parallel {
+namespace trident {
 
 namespace {
 
@@ -253,74 +251,4 @@ nlohmann::json rehearsal_json(const RehearsalData& d) {
   return j;
 }
 
-RunSpec prediction_run(const RunSpec& run, const std::string& cluster_toml, int64_t hardware_cores,
-                       const std::string& cost_toml, std::string* note) {
-  Problems problems;
-  // The file `trident bench` writes: a [cluster] table (peaks) and a [cost] table (the measured
-  // shares of them), read by the same loaders plan and simulate use.
-  std::vector<OptionDef> defs = cluster_options();
-  for (const auto& d : cost_options()) defs.push_back(d);
-  OptionValues values(defs);
-  if (!cost_toml.empty()) values.set("cost", cost_toml, "--cost");
-  values.load_toml_file(cluster_toml, problems);
-  problems.throw_if_any();
-  RunSpec r = run;
-  r.cluster = resolve_cluster(values, problems);
-  r.cost = resolve_cost(values, r.cluster.gpu, problems);
-  problems.throw_if_any();
-  if (r.cost->source.find("[cost] keys") != std::string::npos) r.cost->source += " of " + cluster_toml;
-  r.cluster.name = "this machine";
-  r.cluster.gpu.name = "CPU core";
-  std::string n;
-  const int64_t world = run.layout.world_size();
-  r.exec.precision = Precision::FP32;
-  r.exec.grad_bits = 32;
-  if (world > r.cluster.gpus_per_node * r.cluster.nodes || r.cluster.nodes == 1) {
-    const double share = std::min(1.0, double(hardware_cores) / double(world));
-    if (share < 1.0) {
-      r.cluster.gpu.fp32_flops *= share;
-      r.cluster.gpu.bf16_flops *= share;
-      n = std::to_string(world) + " ranks share " + std::to_string(hardware_cores) +
-          " cores: each rank's compute rate taken as the measured one x " + fmt("%.3f", share) + "; ";
-    }
-    r.cluster.gpus_per_node = std::max<int64_t>(world, 1);
-    r.cluster.nodes = 1;
-    n += "all ranks on one node; fp32 throughout";
-  }
-  if (note) *note = n;
-  return r;
-}
-
-Prediction prediction_of(const RunSpec& r) {
-  Prediction p;
-  p.cluster = r.cluster.describe();
-  p.cost_source = r.cost->source;
-  p.cost = describe(*r.cost);
-  if (!r.cost->calibrated) p.cost += "; warning: " + calibration_warning(*r.cost);
-  for (const auto& f : cost_fields()) p.cost_values.emplace_back(f.name, (*r.cost).*(f.member));
-  plan::Estimate e = plan::estimate(r, 0.0);
-  p.step_s = e.time.step;
-  p.compute_s = e.time.compute;
-  p.tp_s = e.time.tp_comm;
-  p.pp_s = e.time.pp_comm;
-  p.bubble_s = e.time.bubble;
-  p.dp_s = e.time.dp_comm;
-  p.cp_s = e.time.cp_comm;
-  p.ep_s = e.time.ep_comm;
-  p.zero_gather_s = e.dp.weight_gather_exposed_s;
-  p.optimizer_s = e.time.optimizer;
-  p.peak_memory_bytes = e.peak_memory().total_bytes();
-  return p;
-}
-
-Prediction predict(const RunSpec& run, const std::string& cluster_toml, int64_t hardware_cores,
-                   const std::string& cost_toml) {
-  std::string note;
-  const RunSpec r = prediction_run(run, cluster_toml, hardware_cores, cost_toml, &note);
-  Prediction p = prediction_of(r);
-  p.cluster_source = cluster_toml;
-  p.note = note;
-  return p;
-}
-
-}  // namespace trident::parallel
+}  // namespace trident

@@ -1,6 +1,8 @@
 // The rehearsal report: where each rank's step time went (compute, TP collectives, the CP
 // ring's exposed KV exchange, pipeline transfers, bubble, exposed DP reduction), the share of each, peak memory per rank, and the
 // planner's prediction for the same layout on the cluster description `trident bench` wrote.
+// The trainer fills RehearsalData (runtime/parallel/training_loop.cpp) and the prediction
+// (runtime/parallel/rehearsal_prediction.h); this writes it.
 //
 // Shares are of the mean step wall time, averaged over ranks and over the measured steps (the
 // first `warmup` steps are left out: they pay for page faults and first-touch). Every number is
@@ -15,10 +17,11 @@
 #include <nlohmann/json.hpp>
 
 #include "core/run_spec.h"
-#include "runtime/engine/machine_load.h"
-#include "runtime/parallel/dist_trainer.h"
+#include "core/machine_load.h"
+#include "core/mesh.h"
+#include "core/phase_times.h"
 
-namespace trident::parallel {
+namespace trident {
 
 struct RankInfo {
   int rank = 0;
@@ -54,25 +57,10 @@ struct RehearsalData {
   std::string prediction_missing;  // why there is no prediction
   // Rank 0's node over the run (start to end): the ranks there against every other process, so
   // a report measured on a busy machine says so.
-  std::optional<engine::MachineLoad> load;
+  std::optional<MachineLoad> load;
 };
 
 std::string rehearsal_text(const RehearsalData& d);
 nlohmann::json rehearsal_json(const RehearsalData& d);
 
-// Planner's estimate of `run` on the cluster described by the TOML file (a [cluster] table and
-// a [cost] table, as `trident bench` writes; without [cost] the built-in table applies). The ranks of this machine share its cores: when the world is larger
-// than the cluster's GPUs per node, the cluster becomes one node holding them all, and each
-// rank's compute rate is the measured one times cores / ranks (stated in the note). `cost_toml`
-// (train's --cost FILE, may be empty) is read as plan reads --cost with --config CLUSTER-FILE:
-// built-in, then that file, then the cluster file's [cost] keys.
-Prediction predict(const RunSpec& run, const std::string& cluster_toml, int64_t hardware_cores,
-                   const std::string& cost_toml = "");
-// predict()'s two halves: the run it estimates (`run` on the cluster file's machine with its cost
-// table, fp32, ranks sharing the cores; `note` says what was adapted), and the prediction of such
-// a run with the cost table it holds (the self-calibration varies that table).
-RunSpec prediction_run(const RunSpec& run, const std::string& cluster_toml, int64_t hardware_cores,
-                       const std::string& cost_toml, std::string* note = nullptr);
-Prediction prediction_of(const RunSpec& prediction_run);
-
-}  // namespace trident::parallel
+}  // namespace trident

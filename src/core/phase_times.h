@@ -1,0 +1,24 @@
+// Where one rank's training step went, in seconds: what the distributed trainer records each
+// step and the rehearsal report (report/rehearsal_report.h) sums. Plain data, below both.
+#pragma once
+
+namespace trident {
+
+// Seconds of one step on one rank, by what the rank was doing.
+struct PhaseTimes {
+  double compute = 0;      // forward + backward kernels (TP collectives excluded) + optimizer
+  double tp = 0;           // inside TP collectives
+  double pp = 0;           // pipeline sends/receives: the wire time of each message
+  double bubble = 0;       // waiting on a pipeline receive beyond the wire time (peer still computing)
+  double dp_exposed = 0;   // DP reduction / ZeRO gathers / tied-embedding sum left after backward
+  double optimizer = 0;    // clipping norm + AdamW (part of compute in shares, listed apart)
+  double weight = 0;       // ZB-H1's weight-gradient passes (W; part of compute, listed apart)
+  double total = 0;        // wall time of the step
+  double cp = 0;           // waiting on the context-parallel ring's KV exchange (what attention did not hide)
+  double cp_attention = 0; // ring attention's block compute (part of compute, listed apart)
+  double zero_gather = 0;  // waits on ZeRO weight all-gathers (part of dp_exposed, listed apart)
+  double ep = 0;           // inside the expert-parallel all-to-alls (token dispatch and combine)
+  double other() const { return total - compute - tp - cp - ep - pp - bubble - dp_exposed; }
+};
+
+}  // namespace trident
