@@ -122,8 +122,11 @@ const std::vector<StackPreset>& stack_presets() {
        "each interleaved chunk's gradient reduction and weight gather overlapped on its own (overlap_grad_reduce)",
        AttentionKind::Flash, {true, true, true, true}, 16, 1, false, true, {.dp_overlap_per_chunk = true}},
       {"deepspeed",
-       "DeepSpeed ZeRO: flash attention, overlapped gradient reduction (overlap_comm), 16-bit gradients, ZeRO 1",
-       AttentionKind::Flash, {false, true, false}, 16, 1},
+       "DeepSpeed ZeRO with its pipeline engine (Megatron-DeepSpeed): flash attention, overlapped gradient "
+       "reduction (overlap_comm), 16-bit gradients, ZeRO 1, TP collectives not overlapped, 1F1B only (no "
+       "interleaving), pipeline sends of the whole activation from every TP rank",
+       AttentionKind::Flash, {false, true, false}, 16, 1, false, false, {.pipeline_sends_whole_tensor = true},
+       ScheduleKind::OneFOneB},
       {"torchtitan",
        "torchtitan: FSDP2 (ZeRO 3 only: torchtitan has no ZeRO 1 or 2) with prefetched all-gathers, PyTorch SDPA flash attention, async TP, fp32 "
        "gradient reduction, context parallel by all-gathering K and V (its default rotate method)",
@@ -151,6 +154,7 @@ void apply_stack(const StackPreset& s, ExecutionSpec& e) {
   if (s.zero >= 0) e.zero = s.zero;
   e.recompute_flash_attention = s.recompute_flash_attention;
   e.recipe = s.recipe;
+  if (s.only_schedule) e.schedule = *s.only_schedule;
 }
 
 }  // namespace trident

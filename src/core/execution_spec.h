@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,10 @@ struct RecipeSettings {
   // and its weight all-gather before its first forward (Megatron's overlap_grad_reduce /
   // overlap_param_gather per chunk); off, the stage's whole reduction hides behind one micro-batch.
   bool dp_overlap_per_chunk = false;
+  // Pipeline sends carry the whole b x s x h activation from every TP rank (DeepSpeed's pipeline
+  // engine); off, each TP rank sends its 1/tp share and the receiver all-gathers it on the fast
+  // link inside the node (Megatron's scatter-gather, or sequence parallel's s/tp rows).
+  bool pipeline_sends_whole_tensor = false;
   bool operator==(const RecipeSettings&) const = default;
 };
 
@@ -118,6 +123,9 @@ struct StackPreset {
   bool zero_fixed = false;  // the framework has no other stage: the search keeps `zero`
   bool recompute_flash_attention = false;  // selective recompute reruns the fused attention forward
   RecipeSettings recipe{};                 // what the framework does by default
+  // The one pipeline schedule the framework has (DeepSpeed's pipeline engine: 1F1B only): another
+  // one asked for is refused, the search tries this one alone. Empty: every schedule.
+  std::optional<ScheduleKind> only_schedule{};
 };
 const std::vector<StackPreset>& stack_presets();
 const StackPreset* find_stack(const std::string& name);

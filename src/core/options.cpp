@@ -98,6 +98,10 @@ std::vector<OptionDef> execution_options() {
        "interleaved schedule: each model chunk's gradient reduction and weight all-gather overlapped on its own "
        "(Megatron's overlap_grad_reduce per chunk)",
        true, "", "on with --stack megatron-core-te, else off"},
+      {"pipeline-sends-whole-tensor", "training",
+       "pipeline sends carry the whole b x s x h activation from every TP rank (DeepSpeed's pipeline engine), "
+       "not each TP rank's 1/tp share gathered on the receiver (Megatron's scatter-gather)",
+       true, "", "on with --stack deepspeed, else off"},
       {"attention", "training", "attention kernels: unfused (scores stored) or flash (fused, never stores them)", false,
        "unfused|flash", "unfused"},
       {"overlap", "training", "communications hidden behind compute: any of tp,dp,pp, or none, or all", false,

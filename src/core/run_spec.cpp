@@ -274,6 +274,7 @@ void resolve_recipe(const OptionValues& v, Problems& p, ExecutionSpec& e) {
       p.add("--cp-kind '" + *s + "' is unknown", did_you_mean(*s, cp_kind_names()) + "use " + join_choices(cp_kind_names()));
   }
   if (auto b = v.get_bool("dp-overlap-per-chunk", p)) r.dp_overlap_per_chunk = *b;
+  if (auto b = v.get_bool("pipeline-sends-whole-tensor", p)) r.pipeline_sends_whole_tensor = *b;
 }
 }  // namespace
 
@@ -338,6 +339,12 @@ ExecutionSpec resolve_execution(const OptionValues& v, Problems& p, const std::s
     p.add(fmt::format("--virtual-stages {} needs the interleaved schedule, not {}", e.virtual_stages,
                       to_string(e.schedule)),
           "add --schedule interleaved, or use --virtual-stages 1");
+  if (const StackPreset* s = find_stack(e.stack); s && s->only_schedule && e.schedule != *s->only_schedule)
+    p.add(fmt::format("--stack {} with --schedule {}: the {} stack's pipeline engine runs {} only", e.stack,
+                      to_string(e.schedule), e.stack, to_string(*s->only_schedule)),
+          fmt::format("use --schedule {}, or a stack that has the {} schedule (megatron-core-te)",
+                      to_string(*s->only_schedule), to_string(e.schedule)),
+          "stack-schedule");
   return e;
 }
 

@@ -24,6 +24,7 @@ std::map<std::string, std::string> run_option_texts(const RunSpec& run) {
       {"optimizer-state-bits", std::to_string(e.recipe.optimizer_state_bits)},
       {"cp-kind", to_string(e.recipe.cp_kind)},
       {"dp-overlap-per-chunk", e.recipe.dp_overlap_per_chunk ? "true" : "false"},
+      {"pipeline-sends-whole-tensor", e.recipe.pipeline_sends_whole_tensor ? "true" : "false"},
       {"overlap", to_string(overlap_in_effect(e.overlap, e.schedule))},
       {"tied-embeddings", run.model.tied_embeddings() ? "true" : "false"},
   };

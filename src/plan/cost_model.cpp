@@ -208,9 +208,9 @@ TpComm tp_comm_per_layer(const ModelSpec& m, const ExecutionSpec& e, int64_t tp,
 PpComm pp_comm_per_message(const ModelSpec& m, const ExecutionSpec& e, int64_t tp, const GroupLink& link,
                            const CostConstants& c) {
   PpComm pc;
-  // Megatron sends 1/t of the activation from each TP rank (scatter/gather, or sequence parallel).
-  pc.message_bytes = double(e.micro_batch_size) * m.seq_len * m.hidden * activation_element_bytes(e) /
-                     double(std::max<int64_t>(tp, 1));
+  pc.activation_bytes = double(e.micro_batch_size) * m.seq_len * m.hidden * activation_element_bytes(e);
+  pc.split = e.recipe.pipeline_sends_whole_tensor ? 1 : std::max<int64_t>(tp, 1);
+  pc.message_bytes = pc.activation_bytes / double(pc.split);
   pc.message_s = p2p_time_s(pc.message_bytes, link, c);
   return pc;
 }

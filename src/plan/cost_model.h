@@ -159,10 +159,14 @@ Zero3Chunk zero3_chunk(double gather_s, double scatter_s, double layers, double 
                        double backward_layer_s, bool overlap, const CostConstants& c);
 
 // Pipeline sends of one micro-batch at one stage boundary: b*s*h 16-bit activations forward and
-// as many gradient bytes backward (divided by t: scatter/gather, or sequence parallel).
+// as many gradient bytes backward. Megatron divides them by t (each TP rank sends its share, the
+// receiver all-gathers it over NVLink: scatter/gather, or sequence parallel's rows); DeepSpeed's
+// pipeline engine (pipeline_sends_whole_tensor) sends the whole tensor from every TP rank.
 struct PpComm {
-  double message_bytes = 0;
-  double message_s = 0;  // one send on the PP link
+  double activation_bytes = 0;  // b x s x h x element bytes: the whole tensor
+  int64_t split = 1;            // what each TP rank sends of it: 1/split (tp, or 1 for the whole tensor)
+  double message_bytes = 0;     // activation_bytes / split
+  double message_s = 0;         // one send on the PP link
 };
 PpComm pp_comm_per_message(const ModelSpec& model, const ExecutionSpec& exec, int64_t tp, const GroupLink& link,
                            const CostConstants& c);

@@ -48,6 +48,7 @@ struct Estimate {
   // cp_comm_s and ep_comm_s add up over its layers), for the report's hand check.
   CpComm cp_ring;
   EpComm ep_alltoall;
+  PpComm pp_message;  // one pipeline send of one micro-batch (what pp_comm_s adds up), for the same check
   DpComm dp;          // dense gradients over dp x cp
   DpComm expert_dp;   // MoE: routed experts' gradients over the edp group (empty when dense)
   OptimizerTime optimizer;

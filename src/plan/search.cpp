@@ -68,7 +68,9 @@ constexpr std::array<Dim, 4> kShapeDims = {Dim::TP, Dim::PP, Dim::CP, Dim::EP};
 
 void SearchSpace::use_stack(const ExecutionSpec& exec) {
   settings = exec;
-  if (const StackPreset* preset = find_stack(exec.stack); preset && preset->zero_fixed) zero = exec.zero;
+  const StackPreset* preset = find_stack(exec.stack);
+  if (preset && preset->zero_fixed) zero = exec.zero;
+  if (preset && preset->only_schedule) schedule = preset->only_schedule;  // the framework has no other
 }
 
 void SearchSpace::fix_layout(const Layout& l) {

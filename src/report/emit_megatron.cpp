@@ -211,6 +211,10 @@ void recipe_args(const RunSpec& run, std::vector<std::string>& a, Problems& refu
     refuse.add("DP overlap behind one micro-batch in the interleaved schedule: Megatron's overlap_grad_reduce "
                "reduces and gathers each model chunk on its own",
                "replan with --dp-overlap-per-chunk (or --stack megatron-core-te)", "megatron-dp-per-chunk");
+  // Megatron-Core sends each TP rank's s/tp rows under sequence parallelism (the whole tensor without it).
+  if (e.recipe.pipeline_sends_whole_tensor && e.sequence_parallel && l.pp > 1 && l.tp > 1)
+    refuse.add("whole-tensor pipeline sends with sequence parallel: Megatron sends each TP rank's s/tp rows",
+               "replan with --no-pipeline-sends-whole-tensor (or without --stack deepspeed)", "megatron-pp-whole-tensor");
   if (e.overlap.dp) {
     a.push_back("--overlap-grad-reduce");
     if (e.zero >= 1) a.push_back("--overlap-param-gather");

@@ -31,7 +31,7 @@ std::string exec_summary(const RunSpec& r, int64_t m) {
                                                    : ""),
                      x.sequence_parallel ? ", sequence parallel" : "", to_string(x.precision), to_string(x.attention),
                      overlap_text(x.overlap, x.schedule), x.grad_bits,
-                     recipe_text(x.recipe, r.layout.cp, x.schedule) + (r.model.tied_embeddings() ? ", tied embeddings" : ""),
+                     recipe_text(x.recipe, r.layout.cp, r.layout.pp, x.schedule) + (r.model.tied_embeddings() ? ", tied embeddings" : ""),
                      x.stack.empty() ? "" : ", stack " + x.stack);
 }
 
@@ -166,6 +166,14 @@ json candidate_json(const RunSpec& run, const Estimate* e, const std::vector<Fin
                       {"backward_s", round9(cr.backward_total_s)},
                       {"backward_exposed_s", round9(cr.backward_exposed_s)},
                       {"hidden_per_step_s", round6(e->time.cp_hidden)}};
+    }
+    if (run.layout.pp > 1) {
+      const PpComm& pm = e->pp_message;  // one send of one micro-batch
+      j["pp_sends"] = {{"activation_bytes", pm.activation_bytes},
+                       {"split", pm.split},
+                       {"message_bytes", pm.message_bytes},
+                       {"message_s", round9(pm.message_s)},
+                       {"whole_tensor", run.exec.recipe.pipeline_sends_whole_tensor}};
     }
     if (run.layout.ep > 1) {
       const EpComm& ea = e->ep_alltoall;  // one MoE layer, one micro-batch
@@ -358,6 +366,25 @@ std::string step_text(const Estimate& e) {
   return s;
 }
 
+// One pipeline send's bytes and how they add up to the PP term of the slowest stage.
+std::string pp_sends_text(const Estimate& e) {
+  const RunSpec& r = e.run;
+  const PpComm& pm = e.pp_message;
+  const StageTime& st = e.stages[e.pipeline.slowest_stage];
+  const int64_t tp = r.layout.tp, v = r.exec.schedule == ScheduleKind::Interleaved ? r.exec.virtual_stages : 1;
+  const int64_t s_rank = r.model.seq_len / r.layout.cp;
+  const double element = pm.activation_bytes / (double(r.exec.micro_batch_size) * double(s_rank) * double(r.model.hidden));
+  const std::string split = pm.split > 1 ? fmt::format(" / tp {}: each TP rank sends its share, the receiver gathers it", pm.split)
+                            : tp > 1    ? fmt::format(", whole, from each of the tp {} ranks", tp)
+                                        : "";
+  return fmt::format("  PP sends per micro-batch: {:.2f} MiB per message (b {} x s/cp {} x h {} x {:g} B = {:.2f} MiB{}) on {} "
+                     "= {:.3f} ms; 2 per chunk (activation forward, gradient backward) x {} chunk{} = {:.3f} ms, {:.3f} ms "
+                     "of it on the critical path; x {} micro-batches = {:.3f} s\n",
+                     pm.message_bytes / kMiB, r.exec.micro_batch_size, s_rank, r.model.hidden, element,
+                     pm.activation_bytes / kMiB, split, link_text(e.links.pp.link), 1e3 * pm.message_s, v, v > 1 ? "s" : "",
+                     1e3 * st.pp_total_s, 1e3 * st.pp_comm_s, e.micro_batches, e.time.pp_comm);
+}
+
 // The slowest stage per micro-batch, then the data-parallel, kernel-launch, optimizer, overlap
 // and ZeRO-3 terms, each with what it was computed from.
 std::string stage_terms_text(const Estimate& e) {
@@ -369,6 +396,7 @@ std::string stage_terms_text(const Estimate& e) {
                    st.stage, st.layers, 1e3 * st.compute_forward_s, 1e3 * st.compute_backward_s, 1e3 * st.recompute_s,
                    1e3 * st.tp_comm_s, link_text(e.links.tp.link), 1e3 * st.pp_comm_s, link_text(e.links.pp.link),
                    e.micro_batches);
+  if (r.layout.pp > 1) s += pp_sends_text(e);
   if (r.layout.dp > 1)
     s += fmt::format("  DP: {:.2f} GiB of {}gradients over {} GPUs ({}) on {}{}{}: {:.3f} s, {:.3f} s hidden behind compute, "
                      "{:.3f} s exposed (incl. {:.0f}% of the hidden time as overlap slowdown){}\n",

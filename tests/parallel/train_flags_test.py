@@ -113,6 +113,10 @@ rows = [
     # are done, each model chunk's as its last backward ends: accepted, nothing refused.
     ("--dp-overlap-per-chunk", None, "A", r"!dp-overlap-per-chunk"),
     ("--no-dp-overlap-per-chunk", None, "B", r"!dp-overlap-per-chunk"),
+    # Whole-tensor pipeline sends: a planner setting of the p2p volume; the runtime sends each rank's
+    # output activation as it holds it (no scatter-gather), so neither value changes what trains.
+    ("--pipeline-sends-whole-tensor", None, "A", r"!pipeline-sends-whole-tensor"),
+    ("--no-pipeline-sends-whole-tensor", None, "B", r"!pipeline-sends-whole-tensor"),
     ("--no-fp8-params", None, "B", r"!fp8-params"),  # the runtime's own setting: no FP8 weights
     # Refused: settings of layers a dense model does not have.
     ("--experts-per-token", "2", "moe-knobs", r"--experts-per-token .*applies to mixture-of-experts"),

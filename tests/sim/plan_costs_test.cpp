@@ -202,6 +202,20 @@ TEST(PlanCosts, plan_and_simulate_agree_on_step_time_across_recipes) {
     recipes.push_back({"nemo gpt3-175b h100", r});
   }
   {
+    RunSpec r;  // BLOOM 176B as Megatron-DeepSpeed ran it: tp 4 x pp 12 x dp 8 on 384 A100, whole-tensor sends
+    r.model = {"bloom-176b", ModelFamily::GPT, 70, 14336, 112, 112, 4 * 14336, 2048, 250880};
+    r.cluster = cluster_preset("dgx-a100-80g");
+    r.cluster.nodes = 48;
+    r.layout = {};
+    r.layout.tp = 4, r.layout.pp = 12, r.layout.dp = 8;
+    r.exec.global_batch_size = 2048;
+    r.exec.micro_batch_size = 2;
+    r.exec.recompute = Recompute::Full;
+    apply_stack(*find_stack("deepspeed"), r.exec);  // 1F1B, TP not overlapped, ZeRO 1, whole-tensor sends
+    r.exec.attention = AttentionKind::Unfused;
+    recipes.push_back({"deepspeed bloom-176b 1f1b", r});
+  }
+  {
     RunSpec r;  // FSDP without model parallelism: 64 replicas of Llama 2 7B
     r.model = model_preset("llama2-7b");
     r.cluster = cluster_preset("dgx-h100");
