@@ -48,9 +48,10 @@ Means overall(const RehearsalData& d) {
   return o;
 }
 
+// As long as the formatted text is: a fixed buffer once cut the CP ring's line mid-word.
 std::string fmt(const char* f, double x) {
-  char b[64];
-  std::snprintf(b, sizeof b, f, x);
+  std::string b(size_t(std::snprintf(nullptr, 0, f, x)), '\0');
+  std::snprintf(b.data(), b.size() + 1, f, x);
   return b;
 }
 

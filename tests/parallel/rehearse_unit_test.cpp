@@ -4,7 +4,9 @@
 
 #include <cmath>
 
+#include "core/mesh.h"
 #include "core/model_spec.h"
+#include "report/rehearsal_report.h"
 #include "runtime/parallel/rehearsal_link.h"
 #include "rehearse_test_plan.h"
 #include "runtime/parallel/rehearsal_shape.h"
@@ -125,6 +127,28 @@ nlohmann::json report(double compute, double tp, double predicted_compute, doubl
   return {{"warmup_steps", 1}, {"layout", {{"cp", 1}}}, {"steps", steps},
           {"predicted", {{"step_s", predicted_compute + predicted_tp},
                          {"terms_s", {{"compute", predicted_compute}, {"tp", predicted_tp}}}}}};
+}
+
+// The CP ring's line of the text report is whole (a fixed 64-byte buffer once cut it mid-word),
+// and its product is the blocks times the wire time of one.
+TEST(RehearsalReport, CpRingLineIsWholeAndItsProductAddsUp) {
+  RehearsalData d;
+  d.run.layout.cp = 2, d.run.layout.dp = 1, d.run.layout.order = "tp-cp-dp-pp";
+  d.run.exec.micro_batch_size = 1, d.run.exec.global_batch_size = 2;
+  const Mesh mesh(d.run.layout, 2);
+  for (int64_t r = 0; r < 2; ++r) d.ranks.push_back(RankInfo{int(r), mesh.coords_of(r), 1e6, 2e6});
+  PhaseTimes t;
+  t.total = 0.01, t.compute = 0.006, t.cp = 0.001, t.cp_attention = 0.002;
+  d.times = {{t, t}, {t, t}};
+  d.losses = {5.0, 4.9};
+  d.warmup = 1;
+  d.cp_blocks = 6, d.cp_block_s = 0.000456;
+  d.prediction_missing = "none asked for";
+  const std::string text = rehearsal_text(d);
+  const std::string line = "    (rank 0 sends 6 KV blocks per step, each 0.456 ms on the wire (ring shift) = 2.74 ms, "
+                           "behind 2.00 ms of ring attention blocks, in compute; a wait beyond the wire is the cp "
+                           "ranks' skew)\n";
+  EXPECT_NE(text.find(line), std::string::npos) << text;
 }
 
 TEST(RehearsalVerdict, MediansIgnoreAnOutlierStepAndTheSentenceNamesTheMiss) {
