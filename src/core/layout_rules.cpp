@@ -81,11 +81,15 @@ void world_size(const RunSpec& r, Problems& p) {
         "world-size");
 }
 
+// The shape of the tp-divides rules: `what` (a model size of `value`) splits evenly over tp.
+void tp_must_divide(const char* what, int64_t value, int64_t tp, const char* code, Problems& p) {
+  if (value > 0 && value % tp != 0)
+    p.add(fmt::format("{} ({}) not divisible by tensor-parallel size ({})", what, value, tp),
+          fmt::format("use --tp {}", list_of(divisors(value))), code);
+}
+
 void tp_divides_heads(const RunSpec& r, Problems& p) {
-  const int64_t tp = r.layout.tp, heads = r.model.heads;
-  if (heads > 0 && heads % tp != 0)
-    p.add(fmt::format("heads ({}) not divisible by tensor-parallel size ({})", heads, tp),
-          fmt::format("use --tp {}", list_of(divisors(heads))), "tp-divides-heads");
+  tp_must_divide("heads", r.model.heads, r.layout.tp, "tp-divides-heads", p);
 }
 
 void tp_divides_kv_heads(const RunSpec& r, Problems& p) {
@@ -97,17 +101,11 @@ void tp_divides_kv_heads(const RunSpec& r, Problems& p) {
 }
 
 void tp_divides_ffn(const RunSpec& r, Problems& p) {
-  const int64_t tp = r.layout.tp, ffn = r.model.ffn_hidden;
-  if (ffn > 0 && ffn % tp != 0)
-    p.add(fmt::format("ffn hidden ({}) not divisible by tensor-parallel size ({})", ffn, tp),
-          fmt::format("use --tp {}", list_of(divisors(ffn))), "tp-divides-ffn");
+  tp_must_divide("ffn hidden", r.model.ffn_hidden, r.layout.tp, "tp-divides-ffn", p);
 }
 
 void tp_divides_expert_ffn(const RunSpec& r, Problems& p) {
-  const int64_t tp = r.layout.tp, ffn = r.model.expert_ffn_hidden;
-  if (r.model.is_moe() && ffn > 0 && ffn % tp != 0)
-    p.add(fmt::format("expert ffn hidden ({}) not divisible by tensor-parallel size ({})", ffn, tp),
-          fmt::format("use --tp {}", list_of(divisors(ffn))), "tp-divides-expert-ffn");
+  if (r.model.is_moe()) tp_must_divide("expert ffn hidden", r.model.expert_ffn_hidden, r.layout.tp, "tp-divides-expert-ffn", p);
 }
 
 void pp_within_layers(const RunSpec& r, Problems& p) {

@@ -306,6 +306,14 @@ std::string memory_text(const Estimate& e, bool per_stage) {
   return s;
 }
 
+// One KV block of the cp exchange with the inputs of its size, for both kinds (ring, all-gather):
+// "2.00 MiB (b 1 x s/cp 8192 x K,V 2 x kv dim 1024 / 8 x 2 B)"; `each` follows the size.
+std::string kv_block_text(const RunSpec& r, const CpComm& cr, const char* each) {
+  return fmt::format("{:.2f} MiB{} (b {} x s/cp {} x K,V 2 x kv dim {} / {} x {} B)", cr.block_bytes / kMiB, each,
+                     r.exec.micro_batch_size, r.model.seq_len / r.layout.cp, r.model.kv_dim(),
+                     std::min<int64_t>(r.layout.tp, r.model.kv_heads), r.exec.precision == Precision::FP32 ? 4 : 2);
+}
+
 // The step line, with the cp ring's and the ep all-to-all's inputs when they are there.
 std::string step_text(const Estimate& e) {
   const RunSpec& r = e.run;
@@ -325,31 +333,24 @@ std::string step_text(const Estimate& e) {
   const double layers = double(sl.layers);
   if (r.layout.cp > 1 && e.cp_ring.kind == CpKind::AllGather) {
     const CpComm& cr = e.cp_ring;
-    s += fmt::format("  CP all-gather per layer and micro-batch: K and V of {} ranks, {:.2f} MiB each (b {} x s/cp {} x K,V 2 x "
-                     "kv dim {} / {} x {} B), gathered on {} = {:.3f} ms behind {:.3f} ms of the local block's attention "
-                     "forward: {:.3f} ms exposed; backward gathers again behind {:.3f} ms and reduce-scatters the "
-                     "gradients ({:.3f} ms, exposed): {:.3f} ms exposed; x {:g} layers x {} micro-batches = {:.3f} s "
-                     "exposed, {:.3f} s hidden\n",
-                     cr.cp, cr.block_bytes / kMiB, r.exec.micro_batch_size, r.model.seq_len / r.layout.cp,
-                     r.model.kv_dim(), std::min<int64_t>(r.layout.tp, r.model.kv_heads),
-                     r.exec.precision == Precision::FP32 ? 4 : 2, link_text(e.links.cp.link), 1e3 * cr.gather_s,
+    s += fmt::format("  CP all-gather per layer and micro-batch: K and V of {} ranks, {}, gathered on {} = {:.3f} ms "
+                     "behind {:.3f} ms of the local block's attention forward: {:.3f} ms exposed; backward gathers "
+                     "again behind {:.3f} ms and reduce-scatters the gradients ({:.3f} ms, exposed): {:.3f} ms "
+                     "exposed; x {:g} layers x {} micro-batches = {:.3f} s exposed, {:.3f} s hidden\n",
+                     cr.cp, kv_block_text(r, cr, " each"), link_text(e.links.cp.link), 1e3 * cr.gather_s,
                      1e3 * cr.block_attention_s, 1e3 * cr.forward_exposed_s, 1e3 * cr.block_attention_backward_s,
                      1e3 * cr.gather_s, 1e3 * cr.backward_exposed_s, layers, e.micro_batches, t.cp_comm, t.cp_hidden);
   } else if (r.layout.cp > 1) {
     // Every input of the ring term, so it can be redone by hand: one KV block per step.
     const CpComm& cr = e.cp_ring;
-    const int64_t kv_split = std::min<int64_t>(r.layout.tp, r.model.kv_heads);
-    s += fmt::format("  CP ring per layer and micro-batch: {} steps, each a KV block of {:.2f} MiB (b {} x s/cp {} x K,V 2 x "
-                     "kv dim {} / {} x {} B) on {} = {:.3f} ms, behind {:.3f} ms of one block's attention forward "
-                     "({:.3f} ms backward, which moves the block and its gradient): forward {:.3f} ms, {:.3f} exposed; "
-                     "backward {:.3f} ms, {:.3f} exposed; x {:g} layers x {} micro-batches = {:.3f} s exposed, {:.3f} s "
-                     "hidden\n",
-                     cr.steps, cr.block_bytes / kMiB, r.exec.micro_batch_size, r.model.seq_len / r.layout.cp,
-                     r.model.kv_dim(), kv_split, r.exec.precision == Precision::FP32 ? 4 : 2,
-                     link_text(e.links.cp.link), 1e3 * cr.block_transfer_s, 1e3 * cr.block_attention_s,
-                     1e3 * cr.block_attention_backward_s, 1e3 * cr.forward_total_s, 1e3 * cr.forward_exposed_s,
-                     1e3 * cr.backward_total_s, 1e3 * cr.backward_exposed_s, layers, e.micro_batches, t.cp_comm,
-                     t.cp_hidden);
+    s += fmt::format("  CP ring per layer and micro-batch: {} steps, each a KV block of {} on {} = {:.3f} ms, "
+                     "behind {:.3f} ms of one block's attention forward ({:.3f} ms backward, which moves the block "
+                     "and its gradient): forward {:.3f} ms, {:.3f} exposed; backward {:.3f} ms, {:.3f} exposed; x {:g} "
+                     "layers x {} micro-batches = {:.3f} s exposed, {:.3f} s hidden\n",
+                     cr.steps, kv_block_text(r, cr, ""), link_text(e.links.cp.link), 1e3 * cr.block_transfer_s,
+                     1e3 * cr.block_attention_s, 1e3 * cr.block_attention_backward_s, 1e3 * cr.forward_total_s,
+                     1e3 * cr.forward_exposed_s, 1e3 * cr.backward_total_s, 1e3 * cr.backward_exposed_s, layers,
+                     e.micro_batches, t.cp_comm, t.cp_hidden);
   }
   if (r.layout.ep > 1) {
     const EpComm& ea = e.ep_alltoall;

@@ -8,6 +8,7 @@
 #include "plan/context_parallel.h"
 #include "plan/dp_overlap.h"
 #include "plan/estimate.h"
+#include "../common/test_run.h"
 
 using namespace trident;
 using namespace trident::plan;
@@ -16,14 +17,8 @@ namespace {
 
 // A Llama 8B-like model on 4 nodes of DGX H100, tp 4 x pp 2 x dp 4, ZeRO 1: every DP term shows.
 RunSpec llama_run(Precision precision) {
-  RunSpec run;
-  run.model = {"llama-8b", ModelFamily::Llama, 32, 4096, 32, 8, 14336, 8192, 128256};
-  run.cluster = cluster_preset("dgx-h100");
-  run.cluster.nodes = 4;
-  run.layout.tp = 4;
-  run.layout.pp = 2;
-  run.layout.dp = 4;
-  run.layout.order = "tp-dp-pp";
+  RunSpec run = tests::run_on({"llama-8b", ModelFamily::Llama, 32, 4096, 32, 8, 14336, 8192, 128256}, "dgx-h100", 4,
+                              4, 2, 4, "tp-dp-pp");
   run.exec.global_batch_size = 64;
   run.exec.attention = AttentionKind::Flash;
   run.exec.sequence_parallel = true;

@@ -7,19 +7,13 @@
 #include "core/model_spec.h"
 #include "sim/plan_costs.h"
 #include "sim/simulator.h"
+#include "../common/test_run.h"
 
 namespace trident::sim {
 namespace {
 
 RunSpec gpt3_4096(ScheduleKind kind = ScheduleKind::OneFOneB, int64_t v = 1, int64_t batch = 1536) {
-  RunSpec run;
-  run.model = model_preset("gpt3-175b");
-  run.cluster = cluster_preset("dgx-a100-80g");
-  run.cluster.nodes = 512;
-  run.layout.tp = 8;
-  run.layout.pp = 8;
-  run.layout.dp = 64;
-  run.layout.order = "tp-pp-dp";
+  RunSpec run = tests::run_on(model_preset("gpt3-175b"), "dgx-a100-80g", 512, 8, 8, 64, "tp-pp-dp");
   run.exec.global_batch_size = batch;
   run.exec.micro_batch_size = 1;
   run.exec.schedule = kind;

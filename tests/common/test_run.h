@@ -1,0 +1,25 @@
+// The run the planner and simulator unit tests start from: `model` on `nodes` nodes of the
+// `cluster` preset, tp x pp x dp in `order`; each test sets the rest (batch, schedule, recipe).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/run_spec.h"
+
+namespace trident::tests {
+
+inline RunSpec run_on(const ModelSpec& model, const std::string& cluster, int64_t nodes, int64_t tp, int64_t pp,
+                      int64_t dp, const std::string& order) {
+  RunSpec run;
+  run.model = model;
+  run.cluster = cluster_preset(cluster);
+  run.cluster.nodes = nodes;
+  run.layout.tp = tp;
+  run.layout.pp = pp;
+  run.layout.dp = dp;
+  run.layout.order = order;
+  return run;
+}
+
+}  // namespace trident::tests
