@@ -13,7 +13,9 @@
 // The machine's load during the core measurements (engine/machine_load.h) is written too; under
 // load they are repeated (at most 3 tries, the quietest kept) and the file and a warning say so.
 // Run it as `mpirun -np 2 trident bench` to measure MPI; alone it measures no link and the
-// collective efficiencies keep the built-in values (the file says so).
+// collective efficiencies keep the built-in values (the file says so). With --placement-probe
+// FILE it measures instead the ranks as a rehearsal places them, all active at once
+// (runtime/parallel/placement_probe.h), into FILE (JSON).
 #include <fmt/format.h>
 #include <mpi.h>
 #include <unistd.h>
@@ -33,7 +35,9 @@
 #include "plan/cost_model.h"
 #include "runtime/engine/machine_load.h"
 #include "runtime/engine/machine_rates.h"
+#include "runtime/comm/mpi_communicator.h"
 #include "runtime/kernels/ops.h"
+#include "runtime/parallel/placement_probe.h"
 
 namespace trident::cli {
 namespace {
@@ -44,7 +48,29 @@ double since(clock_type::time_point t0) { return std::chrono::duration<double>(c
 struct BenchArgs {
   std::string out = "trident-cluster.toml";
   double mpi_mib = 8;
+  std::string placement_probe;  // the probe's JSON instead of the cluster file
+  double probe_bytes = 8192, probe_flops = 2e6;
+  int64_t probe_iterations = 200;
 };
+
+// The placement probe over every rank of the world; rank 0 writes it.
+int run_placement_probe(const BenchArgs& a) {
+  const parallel::PlacementProbe p = parallel::measure_placement(a.probe_bytes, a.probe_flops, a.probe_iterations);
+  int rank = 0, status = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank == 0) {
+    try {
+      write_text_atomically(a.placement_probe, parallel::probe_json(p).dump(2) + "\n");
+      std::printf("wrote %s (placement probe: %lld ranks on %lld hosts)\n", a.placement_probe.c_str(),
+                  (long long)p.ranks, (long long)p.hosts);
+    } catch (const InputError& e) {
+      std::fprintf(stderr, "trident bench: %s\n", e.problems().front().what.c_str());
+      status = 1;
+    }
+  }
+  MPI_Finalize();
+  return status;
+}
 
 // Ping-pong between world ranks 0 and 1: half the best round trip of `bytes` over `reps`.
 double ping_pong_s(size_t bytes, int rank, int reps) {
@@ -64,15 +90,6 @@ double ping_pong_s(size_t bytes, int rank, int reps) {
   }
   MPI_Bcast(&best, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
   return best;
-}
-
-// A barrier the waiting ranks sleep through: a spinning MPI_Barrier would take the core rank 0
-// is measuring on (one rank per core, and CI's machines have two).
-void sleeping_barrier() {
-  MPI_Request request;
-  MPI_Ibarrier(MPI_COMM_WORLD, &request);
-  for (int done = 0; MPI_Test(&request, &done, MPI_STATUS_IGNORE), !done;)
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
 }
 
 // Best time of an all-reduce (sum) of `bytes` of floats over every rank; the slowest rank counts.
@@ -328,11 +345,12 @@ int run_bench(const BenchArgs& a) {
   int rank = 0, world = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world);
+  if (!a.placement_probe.empty()) return run_placement_probe(a);
   const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
   const double ram = double(pages) * double(page);
   const QuietCore core = rank == 0 ? measure_core_quietly() : QuietCore{};
-  sleeping_barrier();  // the others wait for rank 0's core measurements without taking a core
+  comm::sleeping_barrier(MPI_COMM_WORLD);  // the others wait for rank 0's core measurements without taking a core
   const LinkRates links = measure_links(size_t(a.mpi_mib * (1 << 20)), rank, world);
   int status = 0;
   if (rank == 0) {
@@ -355,8 +373,23 @@ Runner setup_bench(CLI::App& cmd) {
   auto args = std::make_shared<BenchArgs>();
   cmd.add_option("--out", args->out, "cluster and cost TOML to write (default trident-cluster.toml)");
   cmd.add_option("--mpi-mib", args->mpi_mib, "message size for the MPI bandwidth, MiB (default 8)");
+  cmd.add_option("--placement-probe", args->placement_probe,
+                 "measure instead every rank as placed, all at once (compute share, exchange times), into this JSON");
+  cmd.add_option("--probe-bytes", args->probe_bytes, "the probe's exchange, bytes each way (default 8192)");
+  cmd.add_option("--probe-flops", args->probe_flops, "the probe's compute chunk, FLOPs (default 2e6)");
+  cmd.add_option("--probe-iterations", args->probe_iterations, "the probe's timed chunk + exchange pairs (default 200)");
   return [args] {
     Problems p;
+    if (!(args->probe_bytes >= 1 && args->probe_bytes <= double(1 << 30)))
+      p.add(fmt::format("--probe-bytes {} is outside 1 .. 2^30", args->probe_bytes), "give e.g. --probe-bytes 8192",
+            "option-range");
+    if (!(args->probe_flops >= 1e3 && args->probe_flops <= 1e12))
+      p.add(fmt::format("--probe-flops {} is outside 1e3 .. 1e12", args->probe_flops), "give e.g. --probe-flops 2e6",
+            "option-range");
+    if (args->probe_iterations < 1 || args->probe_iterations > 100000)
+      p.add(fmt::format("--probe-iterations {} is outside 1 .. 100000", args->probe_iterations),
+            "give e.g. --probe-iterations 200", "option-range");
+    if (!args->placement_probe.empty()) check_outputs({{args->placement_probe, "--placement-probe"}}, {}, p);
     if (!(args->mpi_mib >= 0.001 && args->mpi_mib <= 1024))  // also refuses NaN
       p.add("--mpi-mib " + std::to_string(args->mpi_mib) + " is outside 0.001 .. 1024", "give e.g. --mpi-mib 8",
             "option-range");

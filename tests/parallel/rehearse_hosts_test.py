@@ -5,7 +5,8 @@ From the GPT-3 175B plan `trident plan --emit` writes: a 4-rank rehearsal on 2 n
 namespaces (tc tbf on every veth end), then checks the derivation table, the links text, the
 verdict (text and JSON, its holds flags recomputed from its own numbers), the self-calibration
 (each fitted value recomputed from its printed inputs, the [cost] file it writes read back by
-tomllib and by `trident plan --cost`) and the plan made again, and that no namespace,
+tomllib and by `trident plan --cost`), the placement probe's figures in the prediction's
+cluster (recomputed from its file) and the plan made again, and that no namespace,
 link or qdisc of the run is left. Then a run interrupted by SIGINT while it measures, and one
 stopped by SIGTERM while it trains, must clean up too (exit 128 + signal).
 
@@ -88,7 +89,38 @@ def check_verdict(out, folder):
     for key in ("load_start", "load_end"):
         if v[key] is None or v[key]["wall_s"] <= 0:
             fail("no %s: %s" % (key, v[key]))
+    check_placement(links, folder)
     return v
+
+
+def check_placement(links, folder):
+    """The prediction's cluster takes each rank's compute share and both latencies from the
+    placement probe's file, by the arithmetic the links text prints."""
+    with open(links["placement_probe"]) as f:
+        probe = json.load(f)
+    if (probe["ranks"], probe["hosts"], probe["ranks_per_host"]) != (4, 2, 2):
+        fail("placement probe did not run as the rehearsal places its ranks: %s" % probe)
+    if not (probe["intra"]["measured"] and probe["inter"]["measured"]):
+        fail("placement probe measured no link of a kind: %s" % probe)
+    compute = (probe["intra"]["compute_s"] + probe["inter"]["compute_s"]) / 2
+    if not close(links["compute_share"], min(1.0, probe["alone_cpu_s"] / compute)):
+        fail("compute share %s is not the chunk alone / its mean in the probe: %s" % (links["compute_share"], probe))
+    bps = {"intra": links["shared_memory_Bps_per_rank"] * links["shared_memory_efficiency"],
+           "inter": links["measured_Bps"] / links["ranks_per_host"] * links["network_efficiency"]}
+    with open(os.path.join(folder, "prediction-cluster.toml"), "rb") as f:
+        cluster = tomllib.load(f)["cluster"]
+    with open(links["machine"], "rb") as f:
+        machine = tomllib.load(f)["cluster"]
+    for kind in ("intra", "inter"):
+        wire = probe["message_bytes"] / bps[kind]
+        want = max(0.0, probe[kind]["exchange_s"] - wire) * 1e6
+        if not (close(links[kind + "_wire_us"], wire * 1e6) and close(links[kind + "_latency_us"], want)):
+            fail("%s latency %s us is not the exchange less the wire (%s us): %s" % (kind, links[kind + "_latency_us"], want, probe))
+        if abs(cluster[kind + "-latency-us"] - want) > 0.0005 + 1e-9 * want:
+            fail("prediction cluster %s-latency-us %s, the probe gives %s" % (kind, cluster[kind + "-latency-us"], want))
+    if abs(cluster["gpu-fp32-tflops"] - machine["gpu-fp32-tflops"] * links["compute_share"]) > 5e-7:
+        fail("prediction cluster compute %s is not the machine's %s x the share %s" %
+             (cluster["gpu-fp32-tflops"], machine["gpu-fp32-tflops"], links["compute_share"]))
 
 
 def check_tp_across(v, out):
@@ -252,6 +284,10 @@ def main():
                     r"precision bf16 -> fp32", r"attention flash -> unfused", r"overlap tp,dp,pp -> dp",
                     r"shaped by tc tbf to [0-9.]+ GB/s per direction; latency not shaped \(no netem\)",
                     r"measured [0-9.]+ GB/s, [0-9.]+ us one way", r"Rehearsal report: tp 2 x pp 2",
+                    r"\n  placement probe: 4 ranks on 2 hosts of 2, all at once",
+                    r"\n    compute share per rank: the sgemm alone [0-9.]+ us \(best CPU time\)",
+                    r"\n    inside a host latency: exchange [0-9.]+ us - [0-9]+ bytes",
+                    r"\n    between hosts latency: exchange [0-9.]+ us - [0-9]+ bytes",
                     r"\nVerdict: medians over the \d+ steps after \d+ warm-up step\(s\)",
                     r"\n  TP collectives +[0-9.]+ +[0-9.]+\.\.[0-9.]+ +[0-9.]+", r"machine load just before the run",
                     r"emulated hosts removed \(tr[0-9]+-\*\)"]:

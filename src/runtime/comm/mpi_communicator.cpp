@@ -27,6 +27,13 @@ const char* reduce_op_name(ReduceOp op) {
   return "?";
 }
 
+void sleeping_barrier(MPI_Comm comm) {
+  MPI_Request request;
+  MPI_Ibarrier(comm, &request);
+  for (int done = 0; MPI_Test(&request, &done, MPI_STATUS_IGNORE), !done;)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+}
+
 namespace {
 
 MPI_Op mpi_op(ReduceOp op) {

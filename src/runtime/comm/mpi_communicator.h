@@ -20,6 +20,10 @@ namespace trident::comm {
 MPI_Datatype mpi_type(DType t);
 const char* reduce_op_name(ReduceOp op);
 
+// A barrier over `comm` that the waiting ranks sleep through (a spinning MPI_Barrier would take
+// the core a measuring rank needs when ranks share cores).
+void sleeping_barrier(MPI_Comm comm);
+
 class MpiCommunicator final : public Communicator {
  public:
   // Takes ownership of comm (freed on destruction unless it is MPI_COMM_WORLD). world_ranks[i]

@@ -12,6 +12,8 @@
 #include "core/cost_table.h"
 #include "core/options.h"
 #include "core/output_path.h"
+#include "plan/cost_model.h"
+#include "runtime/parallel/placement_probe.h"
 
 namespace trident::parallel {
 
@@ -50,6 +52,51 @@ void run_bench(const LauncherLine& launcher, const std::vector<std::string>& pla
   std::printf("measuring %s: trident bench --out %s\n", what.c_str(), out.c_str());
   const int rc = run_launcher(launcher(2, placement, {"bench", "--out", out, "--mpi-mib", "2"}));
   if (rc != 0) throw std::runtime_error(fmt::format("`trident bench` measuring {} failed (exit {})", what, rc));
+}
+
+// The probe's exchange and compute chunk, from the rehearsed run as the planner costs it: the TP
+// message each rank sends per ring step (b s h x 4 bytes / tp), and the layer's forward and
+// backward FLOPs (3 x forward) per micro-batch over its TP ring steps (2 (tp - 1) per collective).
+struct ProbeSize {
+  double bytes = 0, flops = 0;
+  int64_t exchanges = 0;
+};
+ProbeSize probe_size(const RunSpec& run) {
+  const int64_t tp = std::max<int64_t>(1, run.layout.tp);
+  const CostTable cost = cost_table(run);
+  const plan::LayerCompute lc =
+      plan::layer_compute(run.model, run.exec, tp, run.cluster.gpu, cost, run.layout.cp, run.layout.ep);
+  GroupLink any;  // only the collectives' count is used
+  any.bandwidth_Bps = 1;
+  const plan::TpComm tc = plan::tp_comm_per_layer(run.model, run.exec, tp, any, cost);
+  ProbeSize s;
+  s.bytes = double(run.exec.micro_batch_size) * double(run.model.seq_len) * double(run.model.hidden) * 4.0 / double(tp);
+  s.exchanges = std::max<int64_t>(1, (tc.forward_collectives + tc.backward_collectives) * 2 * (tp - 1));
+  s.flops = 3 * lc.forward_flops() / double(s.exchanges);
+  return s;
+}
+
+// Runs the placement probe on every rank of the rehearsal as placed; returns its inputs.
+PlacementInputs run_probe(const LauncherLine& launcher, const std::vector<std::string>& placement, int64_t ranks,
+                          const RunSpec& run, const std::string& out, double intra_Bps, double inter_Bps) {
+  const ProbeSize size = probe_size(run);
+  const std::vector<std::string> args = {"bench", "--placement-probe", out, "--probe-bytes",
+                                         fmt::format("{:.0f}", size.bytes), "--probe-flops",
+                                         fmt::format("{:.6g}", size.flops)};
+  std::printf("measuring the %lld ranks as the rehearsal places them: trident %s\n", (long long)ranks,
+              [&] { std::string s; for (const auto& a : args) s += (s.empty() ? "" : " ") + a; return s; }().c_str());
+  const int rc = run_launcher(launcher(ranks, placement, args));
+  if (rc != 0) throw std::runtime_error(fmt::format("`trident bench --placement-probe` failed (exit {})", rc));
+  std::ifstream in(out);
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  if (j.is_discarded()) throw std::runtime_error("cannot read the placement probe's file " + out);
+  PlacementInputs inputs = placement_inputs(probe_from_json(j), intra_Bps, inter_Bps);
+  inputs.text = fmt::format("  the probe's sizes: {:.0f} bytes = micro-batch {} x seq {} x hidden {} x 4 / tp {}; "
+                            "{:.4g} FLOPs = 3 x the layer's forward {:.4g} / its {} TP exchanges ({})\n",
+                            size.bytes, run.exec.micro_batch_size, run.model.seq_len, run.model.hidden,
+                            run.layout.tp, size.flops, size.flops * double(size.exchanges) / 3, size.exchanges, out) +
+                inputs.text;
+  return inputs;
 }
 
 }  // namespace
@@ -110,37 +157,50 @@ RehearsalLinks prepare_links(const RunSpec& plan, const RehearsalShape& shape, c
   const double link_meas = number(lv, "intra-gbytes-per-s", link_file) * 1e9;
   const double link_lat = number(lv, "intra-latency-us", link_file);
   Problems p;
-  const double link_eff = lv.get_double("network_efficiency", p).value_or(CostTable{}.network_efficiency);
+  // The options' names (dashes) read the [cost] keys (underscores) of a bench file.
+  const double link_eff = std::min(1.0, lv.get_double("network-efficiency", p).value_or(CostTable{}.network_efficiency));
+  const double shm_eff = mv.get_double("pcie-efficiency", p).value_or(CostTable{}.pcie_efficiency);
   const int64_t world = shape.run.layout.world_size();
   const int64_t cores = std::max<int64_t>(1, int64_t(std::thread::hardware_concurrency()));
-  const double share = std::min(1.0, double(cores) / double(world));
+  const PlacementInputs probe =
+      run_probe(launcher, out.hosts->mpirun_options(), world, shape.run, dir + "/placement.json", shm_Bps * shm_eff,
+                link_meas / double(shape.ranks_per_host) * link_eff);
+  const double share = probe.compute_share;
   const double tflops = number(mv, "gpu-fp32-tflops", machine) * share;
   const std::string text = override_toml(
       machine_text,
       {{"nodes", std::to_string(shape.hosts)}, {"gpus-per-node", std::to_string(shape.ranks_per_host)},
        {"gpu-fp32-tflops", fmt::format("{:.6f}", tflops)}, {"gpu-bf16-tflops", fmt::format("{:.6f}", tflops)},
        {"inter-link", "\"ethernet\""}, {"inter-node-gbytes-per-s", fmt::format("{:.4f}", link_meas / 1e9)},
-       {"inter-latency-us", fmt::format("{:.3f}", link_lat)}},
-      {{"network_efficiency", fmt::format("{:.4f}", std::min(1.0, link_eff))}});
+       {"intra-latency-us", fmt::format("{:.3f}", probe.intra_latency_s * 1e6)},
+       {"inter-latency-us", fmt::format("{:.3f}", probe.inter_latency_s * 1e6)}},
+      {{"network_efficiency", fmt::format("{:.4f}", link_eff)}});
   write_text_atomically(out.cluster_file,
                         fmt::format("# The prediction's cluster for `trident rehearse`: {} with {} emulated hosts of {} "
                                     "ranks as nodes,\n# the link between hosts as measured in {} (shaped to {:.4f} GB/s), "
-                                    "each rank's compute rate x {} cores / {} ranks = x {:.3f}.\n",
-                                    machine, shape.hosts, shape.ranks_per_host, link_file, rate / 1e9, cores, world, share) +
+                                    "each rank's compute rate x {:.3f} and both latencies as the {} ranks measured them "
+                                    "placed as the rehearsal places them ({}/placement.json).\n",
+                                    machine, shape.hosts, shape.ranks_per_host, link_file, rate / 1e9, share, world, dir) +
                             text);
   out.text = fmt::format(
       "links: the plan's {} has {:.1f} GB/s per GPU inside a node and {:.2f} GB/s per GPU between nodes ({:.1f}x);\n"
       "  here inside a host shared memory {:.3f} GB/s per rank ({}), so between hosts {:.4f} GB/s per host of {} ranks "
       "would keep it;\n  shaped to {:.4f} GB/s{} and measured {:.4f} GB/s, {:.1f} us one way ({}; latency as TCP over "
-      "the bridge gives it: netem is missing, latency is not shaped)\n  = {:.1f}x per rank here; prediction on {}\n",
+      "the bridge gives it: netem is missing, latency is not shaped)\n  = {:.1f}x per rank here; prediction on {}, "
+      "with compute and latencies as {} ranks on {} cores measured them:\n",
       pc.name, pc.intra.bandwidth_Bps / 1e9, pc.inter_bandwidth_per_gpu_Bps() / 1e9, ratio, shm_Bps / 1e9, machine,
       target / 1e9, shape.ranks_per_host, rate / 1e9,
       link_Bps > 0 ? " (--link-gbytes-per-s)" : target > kLinkCapBps ? " (capped at 0.1: what the bridge carries)" : "",
-      link_meas / 1e9, link_lat, link_file, shm_Bps / (link_meas / double(shape.ranks_per_host)), out.cluster_file);
+      link_meas / 1e9, link_lat, link_file, shm_Bps / (link_meas / double(shape.ranks_per_host)), out.cluster_file,
+      world, cores);
+  out.text += probe.text;
   out.json = {{"hosts", shape.hosts}, {"ranks_per_host", shape.ranks_per_host}, {"machine", machine},
               {"plan_ratio", ratio}, {"shared_memory_Bps_per_rank", shm_Bps}, {"target_Bps_per_host", target},
               {"shaped_Bps", rate}, {"measured_Bps", link_meas}, {"measured_latency_us", link_lat},
               {"latency_shaped", false}, {"network_efficiency", link_eff}, {"compute_share", share},
+              {"placement_probe", dir + "/placement.json"}, {"shared_memory_efficiency", shm_eff},
+              {"intra_latency_us", probe.intra_latency_s * 1e6}, {"inter_latency_us", probe.inter_latency_s * 1e6},
+              {"intra_wire_us", probe.intra_wire_s * 1e6}, {"inter_wire_us", probe.inter_wire_s * 1e6},
               {"prefix", out.hosts->prefix()}};
   return out;
 }

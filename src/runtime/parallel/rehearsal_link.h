@@ -7,8 +7,10 @@
 // host, below what the bridge and TCP carry unshaped here, so the shaping is what limits), then
 // measured by `trident bench` with one rank in each of two hosts; the prediction's cluster is the
 // machine's file with the hosts as nodes, the measured link as the network between them (its
-// ping-pong bandwidth and latency, its all-reduce share as network_efficiency) and each rank's
-// compute rate times cores / ranks (all hosts share this machine's cores).
+// ping-pong bandwidth, its all-reduce share as network_efficiency). Latency and compute are not
+// those of 2 ranks on 2 cores: the rehearsal's R ranks share the cores, so the placement probe
+// (placement_probe.h) measures them with every rank placed as the run places it, all active at
+// once, and the cluster takes each link kind's latency and each rank's compute share from it.
 #pragma once
 
 #include <functional>
