@@ -188,6 +188,34 @@ TEST(RehearsalVerdict, TpAcrossComparesTheMeasuredFactorWithThePredictedOne) {
   EXPECT_NE(tp_across_text(far, "tp-dp-pp", "dp-pp-tp").find("order dp-pp-tp"), std::string::npos);
 }
 
+// ep 2: the EP all-to-all is a measured term beside its prediction, and "other" is what is left
+// of the predicted step after it; ep 1: the term is marked as not in the run.
+TEST(RehearsalVerdict, EpAllToAllIsMeasuredBesideItsPrediction) {
+  nlohmann::json r = report(1.0, 0.1, 1.0, 0.1);
+  r["layout"]["ep"] = 2;
+  for (auto& s : r["steps"])
+    for (auto& rank : s["ranks"]) rank["ep_alltoall_s"] = 0.3;
+  r["predicted"]["terms_s"]["ep_alltoall"] = 0.2;
+  r["predicted"]["step_s"] = 1.3;
+  const Verdict v = judge_rehearsal(r, 0.25);
+  bool seen = false;
+  for (const auto& t : v.terms) {
+    if (t.key == "ep") {
+      seen = true;
+      EXPECT_NEAR(t.median_s, 0.3, 1e-12);
+      ASSERT_TRUE(t.predicted_s.has_value());
+      EXPECT_NEAR(*t.predicted_s, 0.2, 1e-12);
+      EXPECT_FALSE(t.holds);  // 1.5x its prediction, and 0.1 s is more than 5% of the step
+      EXPECT_TRUE(t.note.empty()) << t.note;
+    }
+    if (t.key == "other") EXPECT_NEAR(t.predicted_s.value_or(-1), 0.0, 1e-12);  // 1.3 - 1.0 - 0.1 - 0.2
+  }
+  EXPECT_TRUE(seen);
+  EXPECT_NE(v.sentence.find("EP all-to-all 1.50x the prediction"), std::string::npos) << v.sentence;
+  for (const auto& t : judge_rehearsal(report(1.0, 0.1, 1.0, 0.1), 0.25).terms)
+    if (t.key == "ep") EXPECT_EQ(t.note, "not in this run (ep 1)");
+}
+
 TEST(RehearsalVerdict, NoPredictionNoVerdict) {
   nlohmann::json r = report(1.0, 0.1, 1.0, 0.1);
   r["predicted"] = nullptr;
