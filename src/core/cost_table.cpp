@@ -118,6 +118,35 @@ bool set_fields(const toml::table& t, const std::string& where, CostTable& table
   return any;
 }
 
+// A GPU table's `borrow = "KEY"`: the table of the same file whose values it takes before its own
+// (one level: the borrowed table may not borrow in turn). Null, with a problem, when it is not that.
+const toml::table* borrowed_table(const toml::table& root, const std::string& name, const toml::table& t,
+                                  const std::string& origin, Problems& problems) {
+  const toml::node* b = t.get("borrow");
+  if (!b) return nullptr;
+  const auto other = b->value<std::string>();
+  const toml::table* to = other ? root[*other].as_table() : nullptr;
+  if (!to || *other == name || !is_gpu_preset(*other) || to->contains("borrow")) {
+    problems.add("borrow in [" + name + "] of " + origin + " must name another GPU's table of the same file that borrows none",
+                 "write borrow = \"gb200-186g\" with a [gb200-186g] table in the file, or give the keys themselves", "cost-key");
+    return nullptr;
+  }
+  return to;
+}
+
+// A GPU's table: the borrowed table's values, then its own keys over them.
+void set_gpu_table(const toml::table& root, const std::string& name, const toml::table& t, const std::string& origin,
+                   CostTable& table, Problems& problems) {
+  if (const toml::table* from = borrowed_table(root, name, t, origin, problems)) {
+    const std::string other = *t.get("borrow")->value<std::string>();
+    set_fields(*from, origin + " [" + other + "]", table, problems);
+    table.borrowed_from = other;
+  }
+  toml::table own = t;
+  own.erase("borrow");
+  set_fields(own, origin + " [" + name + "]", table, problems);
+}
+
 }  // namespace
 
 void apply_cost_toml(const std::string& text, const std::string& origin, const GpuSpec& gpu, CostTable& table,
@@ -154,10 +183,10 @@ void apply_cost_toml(const std::string& text, const std::string& origin, const G
       continue;
     }
     if (name == key) {
-      set_fields(*t, origin + " [" + name + "]", table, problems);
+      set_gpu_table(root, name, *t, origin, table, problems);
     } else {
       CostTable scratch;  // still check the keys of other GPUs' tables
-      set_fields(*t, origin + " [" + name + "]", scratch, problems);
+      set_gpu_table(root, name, *t, origin, scratch, problems);
     }
   }
 }
@@ -174,9 +203,10 @@ CostTable builtin_cost(const GpuSpec& gpu) {
   apply_cost_toml(builtin_cost_text(), "data/cost/builtin.toml", gpu, t, p);
   t.gpu = gpu_key(gpu);
   t.source = "built-in";
-  // [default] holds the A100's kernel efficiencies: another GPU without a table borrows them.
+  // [default] holds the A100's kernel efficiencies: another GPU without a table borrows them; a
+  // table that borrows another GPU's (`borrow`) is not fitted to this GPU either.
   const toml::table root = toml::parse(std::string_view(builtin_cost_text()), std::string_view("data/cost/builtin.toml"));
-  t.calibrated = root.contains(t.gpu) || t.gpu.rfind("a100", 0) == 0;
+  t.calibrated = (root.contains(t.gpu) && t.borrowed_from.empty()) || t.gpu.rfind("a100", 0) == 0;
   cache.emplace(gpu.name, t);
   return t;
 }
@@ -234,10 +264,11 @@ CostTable resolve_cost(const OptionValues& values, const GpuSpec& gpu, Problems&
 
 std::string calibration_warning(const CostTable& t) {
   if (t.calibrated) return "";
-  return fmt::format("no calibrated cost table for GPU {}: its times use the [default] table of "
-                     "data/cost/builtin.toml (the A100's kernel efficiencies){}, not fitted to any run on this GPU; "
+  const std::string used = t.borrowed_from.empty() ? "the [default] table of data/cost/builtin.toml (the A100's kernel efficiencies)"
+                                                    : "the [" + t.borrowed_from + "] table of data/cost/builtin.toml, borrowed";
+  return fmt::format("no calibrated cost table for GPU {}: its times use {}{}, not fitted to any run on this GPU; "
                      "give --cost FILE with a [{}] table",
-                     t.gpu, t.source == "built-in" ? "" : " with " + t.source, t.gpu);
+                     t.gpu, used, t.source == "built-in" ? "" : " with " + t.source, t.gpu);
 }
 
 std::string cost_toml(const CostTable& t, const std::vector<std::string>& comments) {

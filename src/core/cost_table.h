@@ -20,8 +20,12 @@ struct CostTable {
   std::string gpu = "default";   // catalog key the table was built for
   std::string source = "built-in";  // where its values came from, for the report
   // False when the GPU has no table of its own in data/cost/builtin.toml and the [default]
-  // (A100) values stand in for it: reports then warn (calibration_warning).
+  // (A100) values stand in for it, or its table borrows another GPU's: reports then warn
+  // (calibration_warning).
   bool calibrated = true;
+  // The table a GPU's own table borrows its values from (its `borrow` key: B200 takes GB200's),
+  // empty when it has none.
+  std::string borrowed_from;
   // GEMM efficiency curve: a large 16-bit GEMM reaches gemm_peak_efficiency of the dense peak;
   // each dimension d scales it by d / (d + gemm_half_dim) (tile and wave quantisation).
   double gemm_peak_efficiency = 0.80;

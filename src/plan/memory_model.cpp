@@ -119,6 +119,11 @@ double chunks_in_flight(ScheduleKind schedule, int64_t stage, int64_t pp, int64_
   return double(m);
 }
 
+double first_chunk_micro_batches_in_flight(ScheduleKind schedule, int64_t pp, int64_t v, int64_t m) {
+  if (schedule != ScheduleKind::Interleaved) return chunks_in_flight(schedule, 0, pp, 1, m);
+  return double(std::min(m, 2 * pp));
+}
+
 std::vector<StageMemory> stage_memory(const ModelSpec& full, const ExecutionSpec& e, const MemoryInputs& in) {
   const int64_t v = e.schedule == ScheduleKind::Interleaved ? e.virtual_stages : 1;
   const auto layers = stage_layers(full.layers, in.pp, v);
@@ -163,9 +168,11 @@ std::vector<StageMemory> stage_memory(const ModelSpec& full, const ExecutionSpec
     s.cp_ring_buffer_bytes = ring_bytes;
     s.activations_bytes += s.cp_ring_buffer_bytes;
     if (first) {
-      // Embedding dropout mask (GPT) of each micro-batch in flight.
+      // Embedding dropout mask (GPT, 1 byte per element) of each micro-batch in flight through the
+      // embedding's chunk: not every chunk in flight on the stage (interleaved: the others are later layers).
+      s.embedding_in_flight = first_chunk_micro_batches_in_flight(e.schedule, in.pp, v, micro);
       s.embedding_activation_bytes = m.family == ModelFamily::GPT
-                                         ? s.in_flight * sbh / (e.sequence_parallel ? t : 1.0)
+                                         ? s.embedding_in_flight * sbh / (e.sequence_parallel ? t : 1.0)
                                          : 0;
       s.activations_bytes += s.embedding_activation_bytes;
     }

@@ -58,6 +58,13 @@ LayerActivations layer_activations(const ModelSpec& model, const ExecutionSpec& 
 double chunks_in_flight(ScheduleKind schedule, int64_t stage, int64_t pp, int64_t virtual_stages,
                         int64_t micro_batches);
 
+// Micro-batches between their forward and their backward through the first model chunk of stage 0,
+// the one that holds the embedding (and so its dropout mask). Without interleaving that is stage
+// 0's chunks_in_flight; interleaved min(m, 2p): Megatron's warm-up runs groups of p micro-batches
+// chunk by chunk, and chunk 0's first backward comes after its second group's forwards.
+double first_chunk_micro_batches_in_flight(ScheduleKind schedule, int64_t pp, int64_t virtual_stages,
+                                           int64_t micro_batches);
+
 struct StageMemory {
   int64_t stage = 0;
   int64_t layers = 0;
@@ -70,7 +77,8 @@ struct StageMemory {
   double per_layer_activation_bytes = 0;
   double per_layer_fp8_copy_bytes = 0;  // of it, FP8 copies of GEMM inputs (--precision fp8)
   double logits_bytes = 0;        // last stage: fp32 logits (4 s b V / t) + loss (per chunk in flight under ZB-H1)
-  double embedding_activation_bytes = 0;  // first stage: embedding output of micro-batches in flight
+  double embedding_activation_bytes = 0;  // first stage: embedding dropout masks of micro-batches in flight
+  double embedding_in_flight = 0;         // those micro-batches (first_chunk_micro_batches_in_flight)
   double cp_ring_buffer_bytes = 0;  // cp > 1: KV blocks in flight round the ring (part of activations)
   double expert_state_bytes = 0;    // MoE: weights + gradients + optimizer states of the routed experts
                                     // (sharded over the edp ranks); the rest of the three is dense

@@ -81,6 +81,7 @@ std::string data_group_name(const RunSpec& r) {
 json cost_json(const CostTable& c) {
   json j = {{"gpu", c.gpu}, {"source", c.source}, {"calibrated", c.calibrated}};
   if (!c.calibrated) j["warning"] = calibration_warning(c);
+  if (!c.borrowed_from.empty()) j["borrowed_from"] = c.borrowed_from;
   for (const auto& f : cost_fields()) j[f.name] = c.*(f.member);
   return j;
 }
@@ -279,7 +280,11 @@ std::string memory_text(const Estimate& e, bool per_stage) {
                    double(pm.layers) / double(r.exec.schedule == ScheduleKind::Interleaved ? r.exec.virtual_stages : 1),
                    pm.per_layer_activation_bytes / kMiB,
                    pm.logits_bytes > 0 ? fmt::format(" + logits {:.2f} GiB", gib(pm.logits_bytes)) : "",
-                   pm.embedding_activation_bytes > 0 ? fmt::format(" + embedding {:.2f} GiB", gib(pm.embedding_activation_bytes)) : "");
+                   pm.embedding_activation_bytes > 0
+                       ? fmt::format(" + embedding dropout masks {:.2f} GiB ({:g} micro-batches x {:.1f} MiB)",
+                                     gib(pm.embedding_activation_bytes), pm.embedding_in_flight,
+                                     pm.embedding_activation_bytes / pm.embedding_in_flight / kMiB)
+                       : "");
   if (pm.per_layer_fp8_copy_bytes > 0)
     s += fmt::format("               (each layer's {:.1f} MiB include {:.1f} MiB of FP8 copies of its GEMM inputs, kept for\n"
                      "               the weight-gradient GEMMs: QKV, projection, MLP-in and MLP-out inputs, 1 byte each)\n",

@@ -113,6 +113,43 @@ TEST(MemoryModel, micro_batches_in_flight_are_the_schedule_lists_slots) {
               << to_string(kind) << " p " << p << " m " << m << " stage " << s;
 }
 
+// The embedding's dropout mask lives from a micro-batch's forward through chunk 0 of stage 0 to
+// that chunk's backward: the schedule lists' count, not every chunk in flight on the stage.
+TEST(MemoryModel, embedding_dropout_masks_are_the_first_chunks_micro_batches_in_flight) {
+  auto first_chunk_held = [](const PipelineSchedule& sc) {
+    int64_t now = 0, peak = 0;
+    for (const Action& a : sc.programs[0]) {
+      if (a.chunk != 0) continue;
+      if (a.kind == ActionKind::Forward) peak = std::max(peak, ++now);
+      if (a.kind == ActionKind::Backward || a.kind == ActionKind::BackwardWeight) --now;
+    }
+    return peak;
+  };
+  for (int64_t p : {2, 4, 8, 35})
+    for (int64_t k : {1, 2, 3, 8}) {
+      const int64_t m = k * p;  // interleaving needs a multiple of p
+      for (int64_t v : {2, 3, 5})
+        EXPECT_EQ(first_chunk_micro_batches_in_flight(ScheduleKind::Interleaved, p, v, m),
+                  double(first_chunk_held(build_schedule(ScheduleKind::Interleaved, p, m, v))))
+            << "p " << p << " v " << v << " m " << m;
+      for (ScheduleKind kind : {ScheduleKind::GPipe, ScheduleKind::OneFOneB, ScheduleKind::ZeroBubbleH1})
+        EXPECT_EQ(first_chunk_micro_batches_in_flight(kind, p, 1, m), double(first_chunk_held(build_schedule(kind, p, m, 1))))
+            << to_string(kind) << " p " << p << " m " << m;
+    }
+  // Korthikanti's 530B layout (p 35, v 3, m 280): 70 masks, not the stage's 139 chunks in flight.
+  const ModelSpec m{"530B", ModelFamily::GPT, 105, 20480, 128, 128, 4 * 20480, 2048, 51200};
+  ExecutionSpec e;
+  e.global_batch_size = 280;
+  e.schedule = ScheduleKind::Interleaved;
+  e.virtual_stages = 3;
+  e.recompute = Recompute::Selective;
+  e.sequence_parallel = true;
+  const auto st = stage_memory(m, e, {8, 35, 1, 0});
+  EXPECT_EQ(st[0].in_flight, 139);
+  EXPECT_EQ(st[0].embedding_in_flight, 70);
+  EXPECT_NEAR(st[0].embedding_activation_bytes, 70 * 2048.0 * 20480 / 8, 1);
+}
+
 TEST(MemoryModel, first_stage_of_1f1b_holds_one_whole_model_of_activations) {
   const ModelSpec m = gpt3();
   ExecutionSpec e;
