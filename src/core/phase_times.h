@@ -17,8 +17,9 @@ struct PhaseTimes {
   double cp = 0;           // waiting on the context-parallel ring's KV exchange (what attention did not hide)
   double cp_attention = 0; // ring attention's block compute (part of compute, listed apart)
   double zero_gather = 0;  // waits on ZeRO weight all-gathers (part of dp_exposed, listed apart)
-  double ep = 0;           // inside the expert-parallel all-to-alls (token dispatch and combine)
-  double other() const { return total - compute - tp - cp - ep - pp - bubble - dp_exposed; }
+  double ep = 0;           // expert-parallel all-to-alls (token dispatch and combine): their wire time
+  double ep_wait = 0;      // in those all-to-alls beyond the wire time (waiting for the slower EP peers)
+  double other() const { return total - compute - tp - cp - ep - ep_wait - pp - bubble - dp_exposed; }
 };
 
 }  // namespace trident

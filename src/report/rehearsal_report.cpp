@@ -14,7 +14,7 @@ namespace {
 
 struct Means {
   double total = 0, compute = 0, tp = 0, pp = 0, bubble = 0, dp = 0, optimizer = 0, weight = 0, other = 0;
-  double cp = 0, cp_attention = 0, gather = 0, ep = 0;
+  double cp = 0, cp_attention = 0, gather = 0, ep = 0, ep_wait = 0;
 };
 
 Means rank_means(const RehearsalData& d, size_t rank) {
@@ -24,11 +24,11 @@ Means rank_means(const RehearsalData& d, size_t rank) {
     const PhaseTimes& t = d.times[s][rank];
     m.total += t.total, m.compute += t.compute, m.tp += t.tp, m.pp += t.pp, m.bubble += t.bubble;
     m.dp += t.dp_exposed, m.optimizer += t.optimizer, m.weight += t.weight, m.other += t.other();
-    m.cp += t.cp, m.cp_attention += t.cp_attention, m.gather += t.zero_gather, m.ep += t.ep;
+    m.cp += t.cp, m.cp_attention += t.cp_attention, m.gather += t.zero_gather, m.ep += t.ep, m.ep_wait += t.ep_wait;
   }
   if (n > 0)
     for (double* x : {&m.total, &m.compute, &m.tp, &m.pp, &m.bubble, &m.dp, &m.optimizer, &m.weight, &m.other, &m.cp,
-                      &m.cp_attention, &m.gather, &m.ep})
+                      &m.cp_attention, &m.gather, &m.ep, &m.ep_wait})
       *x /= double(n);
   return m;
 }
@@ -39,11 +39,11 @@ Means overall(const RehearsalData& d) {
     Means m = rank_means(d, r);
     o.total += m.total, o.compute += m.compute, o.tp += m.tp, o.pp += m.pp, o.bubble += m.bubble;
     o.dp += m.dp, o.optimizer += m.optimizer, o.weight += m.weight, o.other += m.other;
-    o.cp += m.cp, o.cp_attention += m.cp_attention, o.gather += m.gather, o.ep += m.ep;
+    o.cp += m.cp, o.cp_attention += m.cp_attention, o.gather += m.gather, o.ep += m.ep, o.ep_wait += m.ep_wait;
   }
   const double n = double(std::max<size_t>(1, d.ranks.size()));
   for (double* x : {&o.total, &o.compute, &o.tp, &o.pp, &o.bubble, &o.dp, &o.optimizer, &o.weight, &o.other, &o.cp,
-                    &o.cp_attention, &o.gather, &o.ep})
+                    &o.cp_attention, &o.gather, &o.ep, &o.ep_wait})
     *x /= n;
   return o;
 }
@@ -79,7 +79,10 @@ std::vector<ShareRow> share_rows(const RehearsalData& d, const Means& o) {
     rows.push_back({"weight_grad", "  of which W passes", o.weight, std::nullopt, "compute"});
   rows.push_back({"tp", "TP collectives", o.tp, pred(p.tp_s), ""});
   if (L.cp > 1) rows.push_back({"cp_exchange", "CP ring exchange", o.cp, pred(p.cp_s), ""});
-  if (L.ep > 1) rows.push_back({"ep_alltoall", "EP all-to-all", o.ep, pred(p.ep_s), ""});
+  if (L.ep > 1) {  // the wire time, against the planner's; apart, the wait for slower peers (the planner's ranks are even)
+    rows.push_back({"ep_alltoall", "EP all-to-all", o.ep, pred(p.ep_s), ""});
+    rows.push_back({"ep_wait", "EP wait (peers)", o.ep_wait, pred(0.0), ""});
+  }
   rows.push_back({"pp", "PP transfers", o.pp, pred(p.pp_s), ""});
   rows.push_back({"bubble", "bubble idle", o.bubble, pred(p.bubble_s), ""});
   rows.push_back({"dp_exposed", "DP exposed", o.dp, pred(p.dp_s), ""});
@@ -161,7 +164,10 @@ std::string rehearsal_text(const RehearsalData& d) {
   if (d.prediction) out += fmt("; predicted %.1f MiB (planner's memory model, fp32)", p.peak_memory_bytes / (1 << 20));
   out += "\n";
   out += "  pipeline message wire time (measured ping-pong): " + fmt("%.3f ms", d.pp_message_s * 1e3) +
-         "; a receive wait beyond it counts as bubble\n";
+         "; a receive wait beyond it counts as bubble\n";  if (L.ep > 1)
+    out += "  EP all-to-all wire time (measured at start-up): " + fmt("%.3f ms", d.ep_wire_latency_s * 1e3) +
+           fmt(" + %.3f ms per MiB moved (the larger of sent and received)", d.ep_wire_per_byte_s * (1 << 20) * 1e3) +
+           "; a call's time beyond it counts as EP wait\n";
   if (d.load) {
     out += "  machine load (rank 0's node, /proc/stat over the run): the ranks there " + d.load->describe() + "\n";
     if (d.load->under_load())
@@ -189,6 +195,7 @@ nlohmann::json rehearsal_json(const RehearsalData& d) {
   j["pp_message_wire_s"] = d.pp_message_s;
   j["cp_block_wire_s"] = d.cp_block_s;
   j["cp_blocks_per_step"] = d.cp_blocks;
+  j["ep_alltoall_wire"] = {{"latency_s", d.ep_wire_latency_s}, {"per_byte_s", d.ep_wire_per_byte_s}};
   json steps = json::array();
   for (size_t s = 0; s < d.times.size(); ++s) {
     json ranks = json::array();
@@ -198,7 +205,7 @@ nlohmann::json rehearsal_json(const RehearsalData& d) {
                        {"pp_s", t.pp}, {"bubble_s", t.bubble}, {"dp_exposed_s", t.dp_exposed},
                        {"optimizer_s", t.optimizer}, {"weight_grad_s", t.weight}, {"other_s", t.other()},
                        {"cp_exchange_s", t.cp}, {"cp_attention_s", t.cp_attention}, {"zero_gather_s", t.zero_gather},
-                       {"ep_alltoall_s", t.ep}});
+                       {"ep_alltoall_s", t.ep}, {"ep_wait_s", t.ep_wait}});
     }
     steps.push_back({{"step", s}, {"loss", d.losses.at(s)}, {"ranks", ranks}});
   }
@@ -217,7 +224,8 @@ nlohmann::json rehearsal_json(const RehearsalData& d) {
                    {"shares", {{"compute", o.compute / o.total}, {"tp", o.tp / o.total}, {"pp", o.pp / o.total},
                                {"bubble", o.bubble / o.total}, {"dp_exposed", o.dp / o.total},
                                {"other", o.other / o.total}, {"weight_grad", o.weight / o.total},
-                               {"cp_exchange", o.cp / o.total}, {"zero_gathers", o.gather / o.total}}}};
+                               {"cp_exchange", o.cp / o.total}, {"zero_gathers", o.gather / o.total},
+                               {"ep_alltoall", o.ep / o.total}, {"ep_wait", o.ep_wait / o.total}}}};
   if (d.load && d.load->known)
     j["machine_load"] = {{"wall_s", d.load->wall_s}, {"cores", d.load->cores}, {"threads", d.load->threads},
                          {"ranks_cpu_s", d.load->self_cpu_s}, {"others_cpu_s", d.load->others_cpu_s()},

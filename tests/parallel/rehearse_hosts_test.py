@@ -49,7 +49,7 @@ def check_verdict(out, folder):
     with open(os.path.join(folder, "verdict.json")) as f:
         v = json.load(f)
     keys = [t["key"] for t in v["terms"]]
-    if keys != ["compute", "tp", "cp", "ep", "pp", "bubble", "dp", "optimizer", "other", "step"]:
+    if keys != ["compute", "tp", "cp", "ep", "ep_wait", "pp", "bubble", "dp", "optimizer", "other", "step"]:
         fail("verdict terms: %s" % keys)
     pred_step = v["terms"][-1]["predicted_s"]
     if not pred_step or pred_step <= 0:

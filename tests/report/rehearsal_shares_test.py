@@ -1,6 +1,8 @@
-"""A ZeRO-1 rehearsal (mpirun -np 2 trident train --dp 2 --zero 1) with a prediction: the text
-report, its JSON and its HTML page list the same share rows, and in each the rows of the step
-(all but the "of it" / "of which" parts) add to 100%, measured and predicted."""
+"""A ZeRO-1 rehearsal (mpirun -np 2 trident train --dp 2 --zero 1) and an expert-parallel one
+(--dp 2 --ep 2, 8 experts top-2) with a prediction: the text report, its JSON and its HTML page
+list the same share rows, and in each the rows of the step (all but the "of it" / "of which"
+parts) add to 100%, measured and predicted. The EP all-to-all's time is split into its wire time
+and the wait for the slower peer, per step and rank."""
 import json
 import os
 import re
@@ -22,38 +24,59 @@ open(cluster, "w").write("[cluster]\ngpu_memory_gib = 16\ngpu_bf16_tflops = 0.1\
                          "intra_gbytes_per_s = 5\nintra_latency_us = 5\ninter_link = \"ethernet\"\n"
                          "inter_node_gbytes_per_s = 1\ninter_latency_us = 50\n")
 env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-report, page = os.path.join(tmp, "r.json"), os.path.join(tmp, "r.html")
-p = subprocess.run(["mpirun", "--oversubscribe", "-np", "2", trident, "train", "--dp", "2", "--zero", "1",
-                    "--layers", "2", "--hidden", "32", "--heads", "2", "--seq-len", "16", "--global-batch-size", "4",
-                    "--micro-batch-size", "1", "--steps", "4", "--threads", "1", "--comm-timeout", "120",
-                    "--prediction-cluster", cluster, "--report", report, "--html", page],
-                   capture_output=True, text=True, env=env, timeout=240)
-if p.returncode != 0:
-    raise SystemExit(f"FAIL trident train: exit {p.returncode}\n{p.stdout[-2000:]}\n{p.stderr[-2000:]}")
 
-# Text: the rows between "share of step time" and "step time".
-text = p.stdout[p.stdout.index("share of step time"):]
-text_rows = re.findall(r"^  (\S.*?|  of .*?)\s+(-?[\d.]+)%\s+(-?[\d.]+%|-)\s*$", text.split("  step time")[0], re.M)
-labels_text = [r[0].strip() for r in text_rows]
-check("text: the ZeRO gathers are a row", "of it ZeRO gathers" in labels_text, labels_text)
 
-rows = json.load(open(report))["share_rows"]
-check("JSON and text: the same rows", [r["label"].strip() for r in rows] == labels_text,
-      ([r["label"] for r in rows], labels_text))
-whole = [r for r in rows if r["part_of"] is None]
-for column in ("measured", "predicted"):
-    total = sum(r[column] for r in whole)
-    check(f"JSON: the {column} shares add to 100% ({100 * total:.4f}%)", abs(total - 1) < 1e-9, total)
+def shares(name, layout, want_rows):
+    """Runs the rehearsal; checks its rows in the text, the JSON and the HTML; returns the JSON."""
+    report, page = os.path.join(tmp, name + ".json"), os.path.join(tmp, name + ".html")
+    p = subprocess.run(["mpirun", "--oversubscribe", "-np", "2", trident, "train", "--dp", "2", *layout,
+                        "--layers", "2", "--hidden", "32", "--heads", "2", "--seq-len", "16", "--global-batch-size", "4",
+                        "--micro-batch-size", "1", "--steps", "4", "--threads", "1", "--comm-timeout", "120",
+                        "--prediction-cluster", cluster, "--report", report, "--html", page],
+                       capture_output=True, text=True, env=env, timeout=240)
+    if p.returncode != 0:
+        raise SystemExit(f"FAIL trident train: exit {p.returncode}\n{p.stdout[-2000:]}\n{p.stderr[-2000:]}")
 
-html = open(page).read()
-table = html[html.index('id="rehearsal-shares"'):]
-table = table[:table.index("</table>")]
-cells = re.findall(r"<tr><td>([^<]*)</td><td>(-?[\d.]+)%</td><td>(-?[\d.]+)%</td></tr>", table)
-check("HTML and text: the same rows", [c[0].strip() for c in cells] == labels_text, (cells, labels_text))
-for i, column in ((1, "measured"), (2, "predicted")):
-    total = sum(float(c[i]) for c in cells if not c[0].strip().startswith("of "))
-    # Each cell is rounded to 0.1%: the sum is within half of that per row.
-    check(f"HTML: the {column} shares add to 100% ({total:.1f}%)", abs(total - 100) <= 0.05 * len(cells), total)
+    # Text: the rows between "share of step time" and "step time".
+    text = p.stdout[p.stdout.index("share of step time"):]
+    text_rows = re.findall(r"^  (\S.*?|  of .*?)\s+(-?[\d.]+)%\s+(-?[\d.]+%|-)\s*$", text.split("  step time")[0], re.M)
+    labels_text = [r[0].strip() for r in text_rows]
+    for label in want_rows:
+        check(f"{name} text: {label} is a row", label in labels_text, labels_text)
+
+    rows = json.load(open(report))["share_rows"]
+    check(f"{name} JSON and text: the same rows", [r["label"].strip() for r in rows] == labels_text,
+          ([r["label"] for r in rows], labels_text))
+    whole = [r for r in rows if r["part_of"] is None]
+    for column in ("measured", "predicted"):
+        total = sum(r[column] for r in whole)
+        check(f"{name} JSON: the {column} shares add to 100% ({100 * total:.4f}%)", abs(total - 1) < 1e-9, total)
+
+    html = open(page).read()
+    table = html[html.index('id="rehearsal-shares"'):]
+    table = table[:table.index("</table>")]
+    cells = re.findall(r"<tr><td>([^<]*)</td><td>(-?[\d.]+)%</td><td>(-?[\d.]+)%</td></tr>", table)
+    check(f"{name} HTML and text: the same rows", [c[0].strip() for c in cells] == labels_text, (cells, labels_text))
+    for i, column in ((1, "measured"), (2, "predicted")):
+        total = sum(float(c[i]) for c in cells if not c[0].strip().startswith("of "))
+        # Each cell is rounded to 0.1%: the sum is within half of that per row.
+        check(f"{name} HTML: the {column} shares add to 100% ({total:.1f}%)", abs(total - 100) <= 0.05 * len(cells), total)
+    return json.load(open(report))
+
+
+shares("ZeRO-1", ["--zero", "1"], ["of it ZeRO gathers"])
+j = shares("EP", ["--ep", "2", "--family", "llama", "--experts", "8", "--experts-per-token", "2",
+                  "--expert-ffn-hidden", "32", "--no-moe-drop"], ["EP all-to-all", "EP wait (peers)"])
+wire = j["ep_alltoall_wire"]
+check("EP: the all-to-all's wire time was measured (latency, seconds per byte)",
+      wire["latency_s"] > 0 and wire["per_byte_s"] >= 0, wire)
+cells = [r for s in j["steps"] for r in s["ranks"]]
+check("EP: every step and rank has a wire part and a wait part, neither negative",
+      all(r["ep_alltoall_s"] > 0 and r["ep_wait_s"] >= 0 for r in cells), cells[:2])
+# Two ranks never reach every all-to-all at the same instant: some wait reaches the report.
+check("EP: the wait for the peer is in the report", any(r["ep_wait_s"] > 0 for r in cells), cells[:2])
+check("EP: the planner predicts no wait (its ranks are even)",
+      [r["predicted"] for r in j["share_rows"] if r["key"] == "ep_wait"] == [0.0], j["share_rows"])
 
 shutil.rmtree(tmp, ignore_errors=True)
 finish()

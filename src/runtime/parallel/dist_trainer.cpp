@@ -6,6 +6,8 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <tuple>
+#include <utility>
 
 #include "runtime/parallel/device_buffer.h"
 #include "runtime/parallel/grad_sync.h"
@@ -93,6 +95,7 @@ struct DistTrainer::Impl {
   }
   double run_program(PhaseTimes& t, double pp_message_s);
   double measure_pp_message();  // a collective over pp: the slowest pair's seconds
+  std::pair<double, double> measure_ep_wire();  // a collective over the world: latency, seconds per byte
   // Routing statistics: zeroed for the step, added after each forward, summed over the world.
   void start_routing(RoutingStats& r) const;
   void count_routing(RoutingStats& r, const Chunk& ch, nn::Activations& acts, int64_t mb) const;
@@ -207,6 +210,10 @@ DistTrainer::DistTrainer(const RunSpec& run, ProcessGroups& groups, const BatchS
   }
 
   if (I.pp > 1) pp_message_s_ = I.measure_pp_message();
+  if (I.ep) {
+    std::tie(ep_wire_latency_s_, ep_wire_per_byte_s_) = I.measure_ep_wire();
+    I.ep->set_all_to_all_wire(ep_wire_latency_s_, ep_wire_per_byte_s_);
+  }
   if (I.context.active()) {
     double block = I.chunks.front().stage->ring()->probe_block_seconds(5);
     all_reduce_f64(*groups.world, &block, 1, comm::ReduceOp::Max);
@@ -351,6 +358,33 @@ double DistTrainer::Impl::measure_pp_message() {
   return g;
 }
 
+// Wire time of the expert-parallel all-to-all, so its time can be split into the wire and the
+// wait for the slower peers (as a pipeline receive into transfer and bubble): best of 5 on the
+// (untimed) EP group with no rows, the latency, and with one micro-batch's dispatch spread
+// evenly over the EP ranks (N tokens x top-k rows of C values), whose excess over the latency
+// gives the seconds per byte; the slowest rank's of each. Buffers in device memory (NCCL).
+std::pair<double, double> DistTrainer::Impl::measure_ep_wire() {
+  comm::Communicator& e = *groups.ep;
+  const nn::GptStage& st = *chunks.front().stage;
+  const size_t n = size_t(e.size()), per_peer = size_t(N() * run.model.experts_per_token * C()) / n;
+  const comm::DType dt = st.compute_dtype();
+  const size_t bytes = per_peer * n * comm::dtype_size(dt);
+  const DeviceBuffer send(*k, (bytes + 3) / 4), recv(*k, (bytes + 3) / 4);
+  const std::vector<size_t> none(n, 0), full(n, per_peer);
+  auto best_of_5 = [&](const std::vector<size_t>& counts) {
+    double best = 1e30;
+    for (int rep = 0; rep < 5; ++rep) {
+      const auto t0 = clock_type::now();
+      e.all_to_all_v(send.p, counts.data(), recv.p, counts.data(), dt);
+      best = std::min(best, since(t0));
+    }
+    return best;
+  };
+  double wire[2] = {best_of_5(none), best_of_5(full)};
+  all_reduce_f64(*groups.world, wire, 2, comm::ReduceOp::Max);
+  return {wire[0], bytes > 0 ? std::max(0.0, wire[1] - wire[0]) / double(bytes) : 0.0};
+}
+
 // Runs this stage's program of the step (forward, backward, the pipeline sends and receives),
 // adding where the time went to t; returns the loss summed over the micro-batches it finished.
 double DistTrainer::Impl::run_program(PhaseTimes& t, double pp_message_s) {
@@ -376,15 +410,18 @@ double DistTrainer::Impl::run_program(PhaseTimes& t, double pp_message_s) {
   for (auto& ch : I.chunks)
     if (nn::RingAttention* r = ch.stage->ring()) r->reset_times();
   auto ep_seconds = [&] { return I.ep ? I.ep->seconds() : 0.0; };
+  auto ep_wait = [&] { return I.ep ? I.ep->wait_seconds() : 0.0; };
   auto timed_compute = [&](auto&& f) {
-    const double tp0 = I.tp->seconds(), cp0 = I.ring_seconds(), ep0 = ep_seconds();
+    const double tp0 = I.tp->seconds(), cp0 = I.ring_seconds(), ep0 = ep_seconds(), wait0 = ep_wait();
     auto t0 = clock_type::now();
     f();
     const double dt = since(t0), dtp = I.tp->seconds() - tp0, dcp = I.ring_seconds() - cp0, dep = ep_seconds() - ep0;
+    const double dwait = ep_wait() - wait0;
     t.compute += dt - dtp - dcp - dep;
     t.tp += dtp;
     t.cp += dcp;
-    t.ep += dep;
+    t.ep += dep - dwait;
+    t.ep_wait += dwait;
   };
 
   double loss_sum = 0;

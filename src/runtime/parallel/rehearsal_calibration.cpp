@@ -74,7 +74,9 @@ std::vector<LinkCheck> link_checks(const CostFit& fit, const std::vector<Calibra
 std::map<std::string, double> measured_terms(const Verdict& v) {
   std::map<std::string, double> m;
   for (const auto& t : v.terms)
-    if (t.note.empty() && t.key != "other" && t.key != "ep" && t.key != "step") m[t.key] = t.median_s;
+    // The EP terms are not fitted (no cost field of their own); its wait is the peers' skew.
+    if (t.note.empty() && t.key != "other" && t.key != "ep" && t.key != "ep_wait" && t.key != "step")
+      m[t.key] = t.median_s;
   return m;
 }
 

@@ -35,6 +35,7 @@ const TermDef kTerms[] = {
     {"tp", "TP collectives", [](const nlohmann::json& r) { return at(r, "tp_s"); }, "tp"},
     {"cp", "CP ring exchange", [](const nlohmann::json& r) { return at(r, "cp_exchange_s"); }, "cp_exchange"},
     {"ep", "EP all-to-all", [](const nlohmann::json& r) { return at(r, "ep_alltoall_s"); }, "ep_alltoall"},
+    {"ep_wait", "EP wait (peers)", [](const nlohmann::json& r) { return at(r, "ep_wait_s"); }, ""},
     {"pp", "PP transfers", [](const nlohmann::json& r) { return at(r, "pp_s"); }, "pp"},
     {"bubble", "bubble", [](const nlohmann::json& r) { return at(r, "bubble_s"); }, "bubble"},
     {"dp", "DP exposed", [](const nlohmann::json& r) { return at(r, "dp_exposed_s"); }, "dp_exposed"},
@@ -89,7 +90,7 @@ Verdict judge_rehearsal(const nlohmann::json& report, double tolerance) {
     }
     summarise(per_step, t);
     if (v.predicted && *d.predicted) t.predicted_s = pred["terms_s"].value(d.predicted, 0.0), pred_listed += *t.predicted_s;
-    if (t.key == "ep" && layout.value("ep", 1) == 1) t.note = "not in this run (ep 1)";
+    if ((t.key == "ep" || t.key == "ep_wait") && layout.value("ep", 1) == 1) t.note = "not in this run (ep 1)";
     if (t.key == "cp" && layout.value("cp", 1) == 1) t.note = "not in this run (cp 1)";
     v.terms.push_back(t);
   }

@@ -1,5 +1,6 @@
 #include "runtime/parallel/timed_communicator.h"
 
+#include <algorithm>
 #include <chrono>
 
 namespace trident::parallel {
@@ -34,9 +35,13 @@ void TimedCommunicator::all_gather(const void* s, void* r, size_t n, DType t) {
   timed(n * comm::dtype_size(t) * size(), [&] { inner_.all_gather(s, r, n, t); });
 }
 void TimedCommunicator::all_to_all_v(const void* s, const size_t* sc, void* r, const size_t* rc, DType t) {
-  size_t sent = 0;
-  for (int p = 0; p < size(); ++p) sent += sc[p];
+  size_t sent = 0, received = 0;
+  for (int p = 0; p < size(); ++p) sent += sc[p], received += rc[p];
+  const double before = seconds_;
   timed(sent * comm::dtype_size(t), [&] { inner_.all_to_all_v(s, sc, r, rc, t); });
+  if (latency_s_ < 0) return;
+  const double wire = latency_s_ + double(std::max(sent, received) * comm::dtype_size(t)) * per_byte_s_;
+  wait_seconds_ += std::max(0.0, seconds_ - before - wire);
 }
 void TimedCommunicator::broadcast(void* b, size_t n, DType t, int root) {
   timed(n * comm::dtype_size(t), [&] { inner_.broadcast(b, n, t, root); });
