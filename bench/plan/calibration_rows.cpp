@@ -105,6 +105,9 @@ std::vector<Row> read_rows(const std::string& path) {
     if (!col("attention").empty()) parse_attention(col("attention"), x.attention);
     if (!col("overlap").empty()) parse_overlap(col("overlap"), x.overlap);
     if (!col("grad_bits").empty()) x.grad_bits = int(num("grad_bits"));
+    // Recipe settings over the stack's (0/1): the p2p volume and FP8 cast fusion a source states.
+    if (!col("pipeline_sends_whole_tensor").empty()) x.recipe.pipeline_sends_whole_tensor = num("pipeline_sends_whole_tensor") != 0;
+    if (!col("fp8_fused_casts").empty()) x.recipe.fp8_fused_casts = num("fp8_fused_casts") != 0;
     try {
       r.published_s = std::stod(col("iteration_s"));
     } catch (const std::exception&) {

@@ -119,8 +119,9 @@ const std::vector<StackPreset>& stack_presets() {
       {"megatron-core-te",
        "Megatron-Core / NeMo with Transformer Engine: flash attention, TP and DP overlap, PP overlap in the "
        "interleaved schedule (Megatron's 1F1B sends block), distributed optimizer (ZeRO 1), bf16 gradient reduction, selective recompute of the core attention, "
-       "each interleaved chunk's gradient reduction and weight gather overlapped on its own (overlap_grad_reduce)",
-       AttentionKind::Flash, {true, true, true, true}, 16, 1, false, true, {.dp_overlap_per_chunk = true}},
+       "each interleaved chunk's gradient reduction and weight gather overlapped on its own (overlap_grad_reduce), "
+       "FP8 casts of the QKV, FC1 and FC2 inputs fused into the norms and the activation (LayerNormLinear / LayerNormMLP)",
+       AttentionKind::Flash, {true, true, true, true}, 16, 1, false, true, {.dp_overlap_per_chunk = true, .fp8_fused_casts = true}},
       {"deepspeed",
        "DeepSpeed ZeRO with its pipeline engine (Megatron-DeepSpeed): flash attention, overlapped gradient "
        "reduction (overlap_comm), 16-bit gradients, ZeRO 1, TP collectives not overlapped, 1F1B only (no "

@@ -43,6 +43,10 @@ struct RecipeSettings {
   // engine); off, each TP rank sends its 1/tp share and the receiver all-gathers it on the fast
   // link inside the node (Megatron's scatter-gather, or sequence parallel's s/tp rows).
   bool pipeline_sends_whole_tensor = false;
+  // FP8: the casts of the QKV and FC1 inputs fused into the norms before them and the FC2 input's
+  // into the activation (Transformer Engine's LayerNormLinear / LayerNormMLP write FP8 outputs);
+  // off, each of the four GEMM inputs is cast by a kernel of its own.
+  bool fp8_fused_casts = false;
   bool operator==(const RecipeSettings&) const = default;
 };
 

@@ -102,6 +102,10 @@ std::vector<OptionDef> execution_options() {
        "pipeline sends carry the whole b x s x h activation from every TP rank (DeepSpeed's pipeline engine), "
        "not each TP rank's 1/tp share gathered on the receiver (Megatron's scatter-gather)",
        true, "", "on with --stack deepspeed, else off"},
+      {"fp8-fused-casts", "training",
+       "with --precision fp8, the casts of the QKV and FC1 inputs fused into the norms and the FC2 input's into the "
+       "activation (Transformer Engine's LayerNormLinear / LayerNormMLP); off, each GEMM input is cast on its own",
+       true, "", "on with --stack megatron-core-te, else off"},
       {"attention", "training", "attention kernels: unfused (scores stored) or flash (fused, never stores them)", false,
        "unfused|flash", "unfused"},
       {"overlap", "training", "communications hidden behind compute: any of tp,dp,pp, or none, or all", false,

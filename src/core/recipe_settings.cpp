@@ -2,13 +2,17 @@
 
 namespace trident {
 
-std::string recipe_text(const RecipeSettings& r, int64_t cp, int64_t pp, ScheduleKind schedule) {
+std::string recipe_text(const ExecutionSpec& e, int64_t cp, int64_t pp) {
+  const RecipeSettings& r = e.recipe;
+  const ScheduleKind schedule = e.schedule;
+  const Precision precision = e.precision;
   std::string s;
   if (r.fp8_params) s += ", FP8 weights";
   if (r.optimizer_state_bits != 32) s += ", " + std::to_string(r.optimizer_state_bits) + "-bit optimizer states";
   if (cp > 1) s += ", cp " + to_string(r.cp_kind);
   if (r.dp_overlap_per_chunk && schedule == ScheduleKind::Interleaved) s += ", DP overlap per chunk";
   if (r.pipeline_sends_whole_tensor && pp > 1) s += ", whole-tensor pipeline sends";
+  if (r.fp8_fused_casts && precision == Precision::FP8) s += ", FP8 casts fused";
   return s;
 }
 
@@ -17,7 +21,8 @@ nlohmann::json recipe_json(const RecipeSettings& r) {
           {"optimizer_state_bits", r.optimizer_state_bits},
           {"cp_kind", to_string(r.cp_kind)},
           {"dp_overlap_per_chunk", r.dp_overlap_per_chunk},
-          {"pipeline_sends_whole_tensor", r.pipeline_sends_whole_tensor}};
+          {"pipeline_sends_whole_tensor", r.pipeline_sends_whole_tensor},
+          {"fp8_fused_casts", r.fp8_fused_casts}};
 }
 
 }  // namespace trident

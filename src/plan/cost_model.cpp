@@ -161,9 +161,14 @@ LayerCompute layer_compute(const ModelSpec& full, const ExecutionSpec& e, int64_
   // The FP8 copies are the casts' output, counted in fp8_cast_s below.
   lc.elementwise_s = scale * (act.bytes - act.fp8_copy_bytes) / hbm;
   if (lc.fp8) {
-    // Each weight GEMM's input is quantised to FP8 first (the weights once per step: not counted).
-    const double inputs = T * (h + h / t + h + f / t);
-    lc.fp8_cast_s = c.fp8_cast_bytes_per_element * inputs / hbm;
+    // Each weight GEMM's input is quantised to FP8 first (the weights once per step: not counted):
+    // QKV and FC1 read the norms' outputs (T h each), the projection the attention's (T h / t),
+    // FC2 the activation's (T f / t). Fused, the norms and the activation write FP8 themselves.
+    const FusedCasts fc = fused_fp8_casts(m, e);
+    lc.fp8_cast_elements = T * ((fc.qkv ? 0 : h) + h / t + (fc.fc1 ? 0 : h) + (fc.fc2 ? 0 : f / t));
+    lc.fp8_fused_cast_elements = T * (h + h / t + h + f / t) - lc.fp8_cast_elements;
+    lc.fp8_cast_s = c.fp8_cast_bytes_per_element * lc.fp8_cast_elements / hbm;
+    lc.fp8_fused_cast_s = c.fp8_cast_bytes_per_element * lc.fp8_fused_cast_elements / hbm;
     lc.elementwise_s += lc.fp8_cast_s;
   }
   if (m.is_moe()) {

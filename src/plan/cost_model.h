@@ -105,6 +105,12 @@ struct LayerCompute {
   double elementwise_s = 0;        // memory-bound kernels, forward (FP8 casts included)
   double attention_elementwise_s = 0;  // softmax + dropout part of elementwise_s (0 with flash)
   double fp8_cast_s = 0;           // FP8 quantisation of the GEMM inputs, part of elementwise_s
+  // FP8 GEMM input elements cast by kernels of their own (fp8_cast_s), and those whose cast is
+  // fused into the kernel before the GEMM (recipe fp8_fused_casts: no traffic of their own).
+  double fp8_cast_elements = 0, fp8_fused_cast_elements = 0;
+  // What the fused casts would take on their own: the forward saves it, the backward does not
+  // (its gradient casts are cast-transposes of their own, paid 2x as the rest of its traffic).
+  double fp8_fused_cast_s = 0;
   // Fixed cost of each kernel call (kernel_launch_us), times the layer's calls per pass.
   KernelCalls kernels;
   double kernel_call_s = 0;
@@ -113,7 +119,9 @@ struct LayerCompute {
   double launch_recompute_s() const { return kernel_call_s * double(kernels.recompute.total()); }
   double forward_s() const { return gemm_s + attention_s + elementwise_s + launch_forward_s(); }
   // dgrad + wgrad for the weight GEMMs, 2x the memory traffic, attention per its kernels.
-  double backward_s() const { return 2 * (gemm_s + elementwise_s) + attention_backward_s + launch_backward_s(); }
+  double backward_s() const {
+    return 2 * (gemm_s + elementwise_s + fp8_fused_cast_s) + attention_backward_s + launch_backward_s();
+  }
   double forward_flops() const { return gemm_flops + attention_flops; }
 };
 

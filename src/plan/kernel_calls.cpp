@@ -41,6 +41,11 @@ int64_t attention_blocks(const ExecutionSpec& e, int64_t cp) {
 
 }  // namespace
 
+FusedCasts fused_fp8_casts(const ModelSpec& m, const ExecutionSpec& e) {
+  if (e.precision != Precision::FP8 || !e.recipe.fp8_fused_casts) return {};
+  return {true, !m.is_moe(), !m.is_moe()};
+}
+
 KernelCalls layer_kernel_calls(const ModelSpec& m, const ExecutionSpec& e, int64_t tp, int64_t cp) {
   KernelCalls k;
   cp = std::max<int64_t>(cp, 1);
@@ -57,7 +62,9 @@ KernelCalls layer_kernel_calls(const ModelSpec& m, const ExecutionSpec& e, int64
   // TP: two all-reduces, or with sequence parallel two all-gathers and two reduce-scatters; cp:
   // one send-receive per ring step, or one all-gather of K and V.
   f.collectives = (tp > 1 ? (e.sequence_parallel ? 4 : 2) : 0) + (gather ? 1 : cp - 1);
-  f.casts = fp8 ? 4 : 0;
+  // The four GEMM inputs, less those cast inside the norms and the activation (fused_fp8_casts).
+  const FusedCasts fused = fused_fp8_casts(m, e);
+  f.casts = fp8 ? 4 - int64_t(fused.qkv) - int64_t(fused.fc1) - int64_t(fused.fc2) : 0;
 
   KernelPass& b = k.backward;
   b.gemms = 2 * f.gemms;  // dgrad and wgrad
@@ -68,7 +75,7 @@ KernelCalls layer_kernel_calls(const ModelSpec& m, const ExecutionSpec& e, int64
   // cp: the KV blocks' gradients travel back too (all-gathered: K and V gathered again, their
   // gradients reduce-scattered).
   b.collectives = f.collectives + (cp > 1 ? (gather ? 1 : cp - 1) : 0);
-  b.casts = f.casts;  // the output gradients quantised for dgrad and wgrad
+  b.casts = fp8 ? 4 : 0;  // the output gradients quantised for dgrad and wgrad (cast-transposes of their own)
 
   if (e.recompute == Recompute::Full) {
     k.recompute = f;

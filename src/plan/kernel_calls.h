@@ -42,4 +42,13 @@ KernelCalls layer_kernel_calls(const ModelSpec& model, const ExecutionSpec& exec
 // recompute_flash_attention says so (one more fused forward per layer, as Megatron-Core runs it).
 bool recomputes_core_attention(const ExecutionSpec& exec);
 
+// Which GEMM inputs' FP8 casts run inside the kernel before the GEMM (recipe fp8_fused_casts):
+// QKV's in the attention norm, FC1's in the MLP norm, FC2's in the activation, as Transformer
+// Engine's LayerNormLinear and LayerNormMLP do. A MoE layer's experts read permuted tokens: only
+// the QKV input's cast is fused there. The projection's input (the attention output) never is.
+struct FusedCasts {
+  bool qkv = false, fc1 = false, fc2 = false;
+};
+FusedCasts fused_fp8_casts(const ModelSpec& model, const ExecutionSpec& exec);
+
 }  // namespace trident::plan

@@ -190,6 +190,10 @@ void recipe_args(const RunSpec& run, std::vector<std::string>& a, Problems& refu
   if (e.precision == Precision::FP16) a.push_back("--fp16");
   // FP8 matrix products in the layers (E4M3 forward, E5M2 gradients), bf16 elsewhere.
   if (e.precision == Precision::FP8) a.push_back("--fp8-format hybrid");
+  if (e.precision == Precision::FP8 && !e.recipe.fp8_fused_casts)
+    refuse.add("FP8 casts not fused: Megatron-Core's Transformer Engine layers cast the QKV, FC1 and FC2 inputs inside "
+               "the norms and the activation",
+               "replan with --fp8-fused-casts (or --stack megatron-core-te)", "megatron-fp8-casts");
   if (e.recipe.fp8_params) a.push_back("--fp8-param-gather");  // FP8 weights, gathered as FP8
   if (e.recipe.optimizer_state_bits == 16) {
     // Megatron-Core's precision-aware optimizer: its 16-bit master copy is fp16, the moments bf16.

@@ -31,7 +31,7 @@ std::string exec_summary(const RunSpec& r, int64_t m) {
                                                    : ""),
                      x.sequence_parallel ? ", sequence parallel" : "", to_string(x.precision), to_string(x.attention),
                      overlap_text(x.overlap, x.schedule), x.grad_bits,
-                     recipe_text(x.recipe, r.layout.cp, r.layout.pp, x.schedule) + (r.model.tied_embeddings() ? ", tied embeddings" : ""),
+                     recipe_text(x, r.layout.cp, r.layout.pp) + (r.model.tied_embeddings() ? ", tied embeddings" : ""),
                      x.stack.empty() ? "" : ", stack " + x.stack);
 }
 
@@ -154,6 +154,10 @@ json candidate_json(const RunSpec& run, const Estimate* e, const std::vector<Fin
                            {"slowest_stage_per_micro_batch", sl.kernel_calls},
                            {"kernel_launch_us", e->cost.kernel_launch_us},
                            {"seconds_per_step", round6(e->time.launch)}};
+      if (lc.fp8)  // one layer, one micro-batch: the casts kept as kernels and those fused away
+        j["fp8_casts"] = {{"kept_bytes", lc.fp8_cast_elements * e->cost.fp8_cast_bytes_per_element},
+                          {"removed_bytes", lc.fp8_fused_cast_elements * e->cost.fp8_cast_bytes_per_element},
+                          {"kept_s", round9(lc.fp8_cast_s)}};
     }
     if (run.layout.cp > 1) {
       const CpComm& cr = e->cp_ring;  // one layer, one micro-batch
@@ -391,6 +395,33 @@ std::string pp_sends_text(const Estimate& e) {
                      1e3 * st.pp_total_s, 1e3 * st.pp_comm_s, e.micro_batches, e.time.pp_comm);
 }
 
+// FP8: the GEMM inputs' casts of one layer, those kept as kernels of their own and those fused
+// into the norms and the activation, and what the kept ones add up to over the step.
+std::string fp8_casts_text(const Estimate& e) {
+  const RunSpec& r = e.run;
+  const LayerCompute lc = layer_compute(r.model, r.exec, r.layout.tp, r.cluster.gpu, e.cost, r.layout.cp, r.layout.ep);
+  if (!lc.fp8) return "";
+  const FusedCasts fc = fused_fp8_casts(r.model, r.exec);
+  std::string kept = "projection", fused;
+  for (auto [on, name] : {std::pair{fc.qkv, "QKV"}, {fc.fc1, "FC1"}, {fc.fc2, "FC2"}}) {
+    std::string& list = on ? fused : kept;
+    list += (list.empty() ? "" : ", ") + std::string(name);
+  }
+  const double B = e.cost.fp8_cast_bytes_per_element;
+  const StageTime& st = e.stages[e.pipeline.slowest_stage];
+  // The backward's gradient casts are not fused: 2x the traffic of all four, as its other kernels.
+  const double backward_s = 2 * (lc.fp8_cast_s + lc.fp8_fused_cast_s);
+  return fmt::format("  FP8 casts per layer and micro-batch: forward {:.2f} MiB kept ({:.4g} M elements of the {} inputs x {:g} "
+                     "B) = {:.3f} ms, {:.2f} MiB removed ({:.4g} M elements{}); backward 2 x {:.2f} MiB (gradient casts, "
+                     "not fused) = {:.3f} ms; x {} layers x {} micro-batches = {:.3f} s of the compute\n",
+                     lc.fp8_cast_elements * B / kMiB, lc.fp8_cast_elements / 1e6, kept, B, 1e3 * lc.fp8_cast_s,
+                     lc.fp8_fused_cast_elements * B / kMiB, lc.fp8_fused_cast_elements / 1e6,
+                     fused.empty() ? ": no cast fused, --fp8-fused-casts is off"
+                                   : " of the " + fused + " inputs, cast inside the norm or activation before them",
+                     (lc.fp8_cast_elements + lc.fp8_fused_cast_elements) * B / kMiB, 1e3 * backward_s, st.layers,
+                     e.micro_batches, double(st.layers) * double(e.micro_batches) * (lc.fp8_cast_s + backward_s));
+}
+
 // The slowest stage per micro-batch, then the data-parallel, kernel-launch, optimizer, overlap
 // and ZeRO-3 terms, each with what it was computed from.
 std::string stage_terms_text(const Estimate& e) {
@@ -436,6 +467,7 @@ std::string stage_terms_text(const Estimate& e) {
                      st.last ? fmt::format(" + logits {}", kLogitsKernels) : "", e.cost.kernel_launch_us,
                      e.micro_batches, e.time.launch);
   }
+  s += fp8_casts_text(e);
   s += fmt::format("  optimizer: {:.3f} B params x {:g} B of HBM traffic{}\n", e.optimizer.params / 1e9, e.optimizer.bytes_per_param,
                    e.optimizer.inputs.empty() ? "" : " (" + e.optimizer.inputs + ")");
   if (e.time.tp_hidden + e.time.pp_hidden > 0)

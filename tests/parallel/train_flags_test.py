@@ -117,6 +117,9 @@ rows = [
     # output activation as it holds it (no scatter-gather), so neither value changes what trains.
     ("--pipeline-sends-whole-tensor", None, "A", r"!pipeline-sends-whole-tensor"),
     ("--no-pipeline-sends-whole-tensor", None, "B", r"!pipeline-sends-whole-tensor"),
+    # FP8 cast fusion: a setting of FP8 recipes only (train refuses fp8 itself), nothing to do at bf16/fp32.
+    ("--fp8-fused-casts", None, "A", r"!fp8-fused-casts"),
+    ("--no-fp8-fused-casts", None, "B", r"!fp8-fused-casts"),
     ("--no-fp8-params", None, "B", r"!fp8-params"),  # the runtime's own setting: no FP8 weights
     # Refused: settings of layers a dense model does not have.
     ("--experts-per-token", "2", "moe-knobs", r"--experts-per-token .*applies to mixture-of-experts"),

@@ -251,3 +251,51 @@ TEST(StackTerms, the_search_considers_fsdp_with_pipeline_parallel) {
   EXPECT_EQ(res.best.front().run.exec.zero, 3);
   EXPECT_EQ(res.best.front().run.layout.pp, 2);
 }
+
+TEST(StackTerms, fp8_fused_casts_drop_the_qkv_fc1_and_fc2_input_casts) {
+  // h 8192, f 32768, tp 4, T 2048 tokens, 3 B per cast element at 3350 GB/s x 0.8.
+  const ModelSpec m = gpt(2, 8192, 64, 2048, 32000);
+  ExecutionSpec e;
+  e.precision = Precision::FP8;
+  const GpuSpec gpu = gpu_preset("h100-80g");
+  CostConstants c;
+  c.fp8_cast_bytes_per_element = 3;
+  const auto apart = layer_compute(m, e, 4, gpu, c);
+  e.recipe.fp8_fused_casts = true;
+  const auto fused = layer_compute(m, e, 4, gpu, c);
+  // By hand: apart, QKV 2048 x 8192 + projection 2048 x 2048 + FC1 2048 x 8192 + FC2 2048 x 8192
+  // = 54,525,952 elements; fused, the projection's 4,194,304 alone, 50,331,648 removed.
+  EXPECT_DOUBLE_EQ(apart.fp8_cast_elements, 54525952.0);
+  EXPECT_DOUBLE_EQ(apart.fp8_fused_cast_elements, 0.0);
+  EXPECT_DOUBLE_EQ(fused.fp8_cast_elements, 4194304.0);
+  EXPECT_DOUBLE_EQ(fused.fp8_fused_cast_elements, 50331648.0);
+  // 3 x 4,194,304 B = 12,582,912 B at 2680 GB/s: 4.6951 us.
+  EXPECT_NEAR(fused.fp8_cast_s, 12582912.0 / 2680e9, 1e-15);
+  EXPECT_NEAR(apart.elementwise_s - fused.elementwise_s, 3 * 50331648.0 / 2680e9, 1e-12);
+  EXPECT_NEAR(fused.fp8_fused_cast_s, 3 * 50331648.0 / 2680e9, 1e-15);
+  // The forward saves the fused casts' 56.34 us; the backward's gradient casts are paid as before.
+  EXPECT_NEAR(apart.forward_s() - fused.forward_s(), 3 * 50331648.0 / 2680e9 + 3 * c.kernel_overhead_s(), 1e-12);
+  EXPECT_NEAR(apart.backward_s(), fused.backward_s(), 1e-12);
+  // One forward cast kernel left (the projection's); the backward's gradient casts stay four.
+  EXPECT_EQ(apart.kernels.forward.casts, 4);
+  EXPECT_EQ(fused.kernels.forward.casts, 1);
+  EXPECT_EQ(fused.kernels.backward.casts, 4);
+  // bf16 has no casts, fused or not; a MoE layer's experts read permuted tokens: QKV fused alone.
+  e.precision = Precision::BF16;
+  EXPECT_EQ(layer_compute(m, e, 4, gpu, c).fp8_cast_elements, 0);
+  EXPECT_EQ(fused_fp8_casts(m, e).qkv, false);
+  e.precision = Precision::FP8;
+  ModelSpec moe = m;
+  moe.experts = 8;
+  moe.experts_per_token = 2;
+  const FusedCasts fm = fused_fp8_casts(moe, e);
+  EXPECT_TRUE(fm.qkv);
+  EXPECT_FALSE(fm.fc1);
+  EXPECT_FALSE(fm.fc2);
+  // The stacks: megatron-core-te fuses them (Transformer Engine), the others do not.
+  for (const auto& s : stack_presets()) {
+    ExecutionSpec x;
+    apply_stack(s, x);
+    EXPECT_EQ(x.recipe.fp8_fused_casts, s.name == "megatron-core-te") << s.name;
+  }
+}
