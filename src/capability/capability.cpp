@@ -42,15 +42,6 @@ void check_stage_split(int64_t model_layers, int64_t stages, const std::vector<i
                  "stage-split");
 }
 
-void check_moe_dropping(const RunSpec& r, bool drop, Problems& problems) {
-  const int64_t cp = r.layout.cp;
-  if (!r.model.is_moe() || cp <= 1 || !drop) return;
-  problems.add("token dropping at the capacity factor with context parallel (cp " + std::to_string(cp) +
-                   "): each cp rank holds 1/" + std::to_string(cp) + " of a sequence, so the capacity would be "
-                   "counted per share instead of per micro-batch",
-               "add --no-moe-drop with --cp " + std::to_string(cp) + ", or use --cp 1 to drop tokens", "train-moe");
-}
-
 void check_executable(const RunSpec& r, const std::string& device, const std::vector<int64_t>& stage_layers,
                       Problems& problems) {
   const auto& m = r.model;
@@ -88,7 +79,7 @@ void check_executable(const RunSpec& r, const std::string& device, const std::ve
   // A seq_len that 2 x cp does not divide is check_run's (cp-divides-sequence), said once.
   // The MoE layer (runtime/nn/moe_layer.cpp): routed experts (split over ep ranks when ep > 1,
   // replicated over tp: tp splits attention and dense MLPs only; under cp each rank routes its
-  // rows) without shared ones or a split backward yet.
+  // rows, dropping in one process's token order) without shared ones or a split backward yet.
   if (m.is_moe()) {
     const std::string what = "the mixture-of-experts layer (" + m.name + ", " + n(m.experts) + " experts)";
     if (m.shared_experts > 0)

@@ -35,9 +35,4 @@ void check_stage_split(int64_t model_layers, int64_t stages, const std::vector<i
 void check_executable(const RunSpec& run, const std::string& device, const std::vector<int64_t>& stage_layers,
                       Problems& problems);
 
-// A mixture-of-experts run that drops tokens at the capacity factor (`drop`; the planner's
-// recipes do) under context parallelism: each cp rank routes its share of a sequence, so the
-// capacity would be counted per share, not per micro-batch as one process counts it. Refused.
-void check_moe_dropping(const RunSpec& run, bool drop, Problems& problems);
-
 }  // namespace trident::capability

@@ -161,11 +161,10 @@ TEST(CheckDistRun, expert_parallel_trains_and_what_it_lacks_is_refused_with_a_re
   EXPECT_EQ(all_problems(s), "");
   s.run.exec.zero = 3;
   EXPECT_EQ(all_problems(s), "");
+  // Under cp with dropping the capacity is the whole micro-batch's (the ranks share the routing).
   s.run.exec.zero = 0;
   s.run.layout = Layout{.tp = 1, .cp = 2, .dp = 2, .pp = 1, .order = "tp-cp-ep-dp-pp", .ep = 2};
-  std::string text = all_problems(s);
-  EXPECT_NE(text.find("[train-moe]"), std::string::npos) << text;
-  EXPECT_EQ(text.find("[cp-"), std::string::npos) << text;
+  EXPECT_EQ(all_problems(s), "");
 }
 
 // Context parallel trains on the CPU when 2 x cp chunks cut the sequence (and, with sequence

@@ -1,7 +1,8 @@
 """plan marks whether `trident train` can rehearse the recipe it recommends: the runtime's own run
 check decides. A dense GPT recipe is rehearsable, with the stack settings a CPU rank replaces
-named (bf16 -> fp32); a mixture-of-experts recipe with expert parallelism is not, and says why by
-the run check's codes, in JSON and in the text report."""
+named (bf16 -> fp32); so is the Mixtral recipe with expert and context parallelism; a recipe with
+what the runtime lacks (shared experts) is not, and says why by the run check's codes, in JSON
+and in the text report."""
 import json
 import os
 import subprocess
@@ -25,15 +26,24 @@ r = dense.get("rehearsal", {})
 check("a dense GPT recipe is rehearsable", r.get("rehearsable") is True and r.get("refusals") == [], r)
 check("the CPU's substitutions are named", any(s.startswith("precision bf16 -> fp32") for s in r.get("substitutions", [])), r)
 
-moe = plan("--model", "mixtral-8x7b", "--cluster", "dgx-h100", "--nodes", "8", "--global-batch-size", "256", "--ep", "4")
+moe_args = ["--model", "mixtral-8x7b", "--cluster", "dgx-h100", "--nodes", "8", "--global-batch-size", "256", "--ep", "4"]
+moe = plan(*moe_args)
 r = moe.get("rehearsal", {})
+check("the Mixtral recipe with ep (and cp, dropping tokens) is rehearsable on CPU ranks",
+      r.get("rehearsable") is True and r.get("refusals") == [], r)
+
+# What the runtime still lacks is refused by the run check's codes: shared experts.
+shared = plan(*moe_args, "--shared-experts", "1")
+r = shared.get("rehearsal", {})
 codes = {x["code"] for x in r.get("refusals", [])}
-check("a MoE recipe with ep is marked not rehearsable", r.get("rehearsable") is False, r)
-check("with the run check's reasons (the MoE layer under cp)", "train-moe" in codes, codes)
+check("a MoE recipe with shared experts is marked not rehearsable", r.get("rehearsable") is False, r)
+check("with the run check's reason (the MoE layer's shared experts)", "train-moe" in codes, codes)
 check("each reason has a fix", all(x["fix"] for x in r.get("refusals", [])), r)
 
-text = subprocess.run([trident, "plan", "--model", "mixtral-8x7b", "--cluster", "dgx-h100", "--nodes", "8",
-                       "--global-batch-size", "256", "--ep", "4"], capture_output=True, text=True, timeout=300).stdout
+text = subprocess.run([trident, "plan", *moe_args, "--shared-experts", "1"], capture_output=True, text=True,
+                      timeout=300).stdout
 check("the text report says so too", "rehearsal: not rehearsable" in text and "[train-moe]" in text, text[-600:])
+text = subprocess.run([trident, "plan", *moe_args], capture_output=True, text=True, timeout=300).stdout
+check("and says the Mixtral recipe trains", "rehearsal: every setting of this recipe trains" in text, text[-600:])
 
 finish()

@@ -27,6 +27,11 @@ struct ContextSplit {
   // Position in the whole sequence of local chunk k (0: rows [0, c), 1: rows [c, 2c)) of rank r.
   int64_t first_position(int k, int64_t r) const { return (k == 0 ? r : 2 * cp - 1 - r) * chunk(); }
   int64_t first_position(int k) const { return first_position(k, rank); }
+  // Position in the whole sequence of rank r's local row j (0 <= j < local()).
+  int64_t position(int64_t j, int64_t r) const {
+    return j < chunk() ? first_position(0, r) + j : first_position(1, r) + (j - chunk());
+  }
+  int64_t position(int64_t j) const { return active() ? position(j, rank) : j; }
   // The block pair of this rank's queries against the keys and values rank `source` holds
   // (every pair has some work, so the ring never skips a step).
   kernels::Kernels::AttentionBlock block(int64_t source, int64_t B, int64_t nh, int64_t nkv, int64_t hd) const {

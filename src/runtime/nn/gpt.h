@@ -354,6 +354,7 @@ class GptStage {
   comm::Communicator* ep_ = nullptr;
   comm::Communicator* moe_cp_ = nullptr;  // context parallel: the ranks sharing each micro-batch's auxiliary losses
   void moe_whole_batch_aux(MoeRouting& r);  // the auxiliary losses over the cp ranks' tokens
+  std::vector<uint8_t> moe_cp_keep(const MoeRouting& r, int64_t capacity);  // dropping over the cp ranks' tokens
   float moe_aux_weight_ = 0;  // the running backward's weight of the auxiliary losses (dloss x N)
   float* wgrad(int64_t offset) const { return weights_now_ ? grad_at(offset) : nullptr; }
   // A linear's input, read only for its weight gradient: x, or a kept norm output's rows gathered.

@@ -79,7 +79,14 @@ void GptStage::moe_forward(const MoeActs& m, const LayerParams& p, const Tensor&
   std::vector<float> host(size_t(N * E));
   k_.to_host(host.data(), moe_f32_, host.size());
   MoeRouting& r = *m.route;
-  r = route_tokens(host.data(), N, E, k, s.moe);
+  if (moe_cp_ && s.moe.drop) {
+    // The capacity and the first-come order are the whole micro-batch's, as in one process.
+    r = score_tokens(host.data(), N, E, k, s.moe);
+    const int64_t capacity = capacity_of(N * moe_cp_->size(), E, k, s.moe);
+    place_rows(r, moe_cp_keep(r, capacity), capacity, s.moe);
+  } else {
+    r = route_tokens(host.data(), N, E, k, s.moe);
+  }
   if (moe_cp_) moe_whole_batch_aux(r);
   moe_exchange_counts(r);
   upload(k_, m.rows, r.token);
@@ -111,6 +118,28 @@ void GptStage::moe_whole_batch_aux(MoeRouting& r) {
     lse_squares += all[size_t(q * (E + 1) + E)];
   }
   set_aux_losses(r, routed, sums, lse_squares, r.N * n, shard().moe);
+}
+
+// Context parallelism with dropping: which of this rank's assignments their experts keep when
+// the whole micro-batch's assignments compete in one process's token order. The chosen experts
+// (N k int32 per rank, small) are all-gathered over cp and put in sequence order: local row j
+// of rank q holds position ContextSplit::position(j, q) of its sequence.
+std::vector<uint8_t> GptStage::moe_cp_keep(const MoeRouting& r, int64_t capacity) {
+  const int64_t n = moe_cp_->size(), k = r.k, T = ctx_.T, local = ctx_.local(), B = r.N / local;
+  const size_t mine = size_t(r.N * k);
+  std::vector<int32_t> all(mine * size_t(n)), whole(mine * size_t(n));
+  moe_cp_->all_gather(r.expert.data(), all.data(), mine, comm::DType::I32);
+  auto at = [&](int64_t q, int64_t t) {  // rank q's local token t -> token of the micro-batch
+    return (t / local) * T + ctx_.position(t % local, q);
+  };
+  for (int64_t q = 0; q < n; ++q)
+    for (int64_t t = 0; t < B * local; ++t)
+      for (int64_t j = 0; j < k; ++j) whole[size_t(at(q, t) * k + j)] = all[size_t(q) * mine + size_t(t * k + j)];
+  const std::vector<uint8_t> keep_all = keep_first(whole, r.E, capacity);
+  std::vector<uint8_t> keep(mine);
+  for (int64_t t = 0; t < B * local; ++t)
+    for (int64_t j = 0; j < k; ++j) keep[size_t(t * k + j)] = keep_all[size_t(at(ctx_.rank, t) * k + j)];
+  return keep;
 }
 
 // Tensor parallelism splits attention only: every tp rank routes the same (whole) rows through

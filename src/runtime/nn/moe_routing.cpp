@@ -19,13 +19,19 @@ void softmax_row(const float* x, int64_t E, float* p, float* lse) {
 }  // namespace
 
 MoeRouting route_tokens(const float* logits, int64_t N, int64_t E, int64_t k, const MoeOptions& o) {
+  MoeRouting r = score_tokens(logits, N, E, k, o);
+  const int64_t capacity = capacity_of(N, E, k, o);
+  place_rows(r, keep_first(r.expert, E, capacity), capacity, o);
+  return r;
+}
+
+MoeRouting score_tokens(const float* logits, int64_t N, int64_t E, int64_t k, const MoeOptions& o) {
   MoeRouting r;
   r.N = N, r.E = E, r.k = k;
   r.probs.resize(size_t(N * E));
   r.lse.resize(size_t(N));
   r.expert.resize(size_t(N * k));
   r.weight.resize(size_t(N * k));
-  r.pos.assign(size_t(N * k), -1);
   r.routed.assign(size_t(E), 0);
   std::vector<int32_t> order(static_cast<size_t>(E));
   for (int64_t t = 0; t < N; ++t) {
@@ -42,19 +48,36 @@ MoeRouting route_tokens(const float* logits, int64_t N, int64_t E, int64_t k, co
       ++r.routed[size_t(e)];
     }
   }
-  r.capacity = o.drop ? int64_t(std::ceil(o.capacity_factor * double(N * k) / double(E))) : N;
-  // Expert-order rows: expert by expert, its assignments in token order up to the capacity.
+  return r;
+}
+
+int64_t capacity_of(int64_t N, int64_t E, int64_t k, const MoeOptions& o) {
+  return o.drop ? int64_t(std::ceil(o.capacity_factor * double(N * k) / double(E))) : N;
+}
+
+std::vector<uint8_t> keep_first(const std::vector<int32_t>& expert, int64_t E, int64_t capacity) {
   std::vector<int64_t> kept(size_t(E), 0);
+  std::vector<uint8_t> keep(expert.size(), 0);
+  for (size_t a = 0; a < expert.size(); ++a)
+    if (kept[size_t(expert[a])] < capacity) ++kept[size_t(expert[a])], keep[a] = 1;
+  return keep;
+}
+
+void place_rows(MoeRouting& r, const std::vector<uint8_t>& keep, int64_t capacity, const MoeOptions& o) {
+  const int64_t N = r.N, E = r.E, k = r.k;
+  r.capacity = capacity;
+  r.dropped = 0;
+  r.pos.assign(size_t(N * k), -1);
+  r.token.clear(), r.slot.clear(), r.row_weight.clear();
+  // Expert-order rows: expert by expert, its kept assignments in token order.
   std::vector<std::vector<int32_t>> by_expert(static_cast<size_t>(E));
-  for (int64_t t = 0; t < N; ++t)
-    for (int64_t j = 0; j < k; ++j) {
-      const int32_t e = r.expert[size_t(t * k + j)];
-      if (kept[size_t(e)] < r.capacity) ++kept[size_t(e)], by_expert[size_t(e)].push_back(int32_t(t * k + j));
-      else ++r.dropped;
-    }
+  for (int64_t a = 0; a < N * k; ++a) {
+    if (keep[size_t(a)]) by_expert[size_t(r.expert[size_t(a)])].push_back(int32_t(a));
+    else ++r.dropped;
+  }
   r.offset.assign(size_t(E + 1), 0);
   for (int64_t e = 0; e < E; ++e) {
-    r.offset[size_t(e + 1)] = r.offset[size_t(e)] + kept[size_t(e)];
+    r.offset[size_t(e + 1)] = r.offset[size_t(e)] + int64_t(by_expert[size_t(e)].size());
     for (int32_t s : by_expert[size_t(e)]) {
       r.pos[size_t(s)] = int32_t(r.token.size());
       r.token.push_back(int32_t(s / k));
@@ -64,7 +87,6 @@ MoeRouting route_tokens(const float* logits, int64_t N, int64_t E, int64_t k, co
   }
   const std::vector<double> sums = aux_sums(r);
   set_aux_losses(r, r.routed, std::vector<double>(sums.begin(), sums.end() - 1), sums.back(), N, o);
-  return r;
 }
 
 std::vector<double> aux_sums(const MoeRouting& r) {

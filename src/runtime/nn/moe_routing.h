@@ -6,6 +6,8 @@
 // (normalise, Mixtral's). An expert keeps at most capacity = ceil(capacity_factor x N k / E)
 // of its assignments, the first in token order (Switch/GShard's position policy); the others are
 // dropped: their expert output is left out of the token's sum (the residual carries the token).
+// Under context parallelism N and the token order are the whole micro-batch's (one process's),
+// though each rank holds only its rows of it (GptStage::moe_cp_keep).
 // Without dropping every assignment is kept.
 //
 // Auxiliary losses of one micro-batch of N tokens (Megatron-LM's definitions):
@@ -60,8 +62,19 @@ struct MoeRouting {
   int64_t rows() const { return int64_t(token.size()); }
 };
 
-// Routes N tokens over E experts from their logits [N, E] (fp32, host).
+// Routes N tokens over E experts from their logits [N, E] (fp32, host): score_tokens, then
+// keep_first at capacity_of(N, ...), then place_rows.
 MoeRouting route_tokens(const float* logits, int64_t N, int64_t E, int64_t k, const MoeOptions& o);
+// The scores, the top-k choice and the assignments per expert (nothing placed yet).
+MoeRouting score_tokens(const float* logits, int64_t N, int64_t E, int64_t k, const MoeOptions& o);
+// Rows an expert keeps of N tokens' assignments (N: all of them, without dropping).
+int64_t capacity_of(int64_t N, int64_t E, int64_t k, const MoeOptions& o);
+// Which assignments (experts [t k + j], in priority order) their expert keeps at the capacity:
+// the first ones. Context parallelism passes the whole micro-batch's, in one process's order.
+std::vector<uint8_t> keep_first(const std::vector<int32_t>& expert, int64_t E, int64_t capacity);
+// The expert-order rows of r's kept assignments (keep: r.N k flags), the dropped count and the
+// auxiliary losses of r's tokens.
+void place_rows(MoeRouting& r, const std::vector<uint8_t>& keep, int64_t capacity, const MoeOptions& o);
 
 // Sets r's auxiliary losses (load balancing and z-loss, with their coefficients) from the whole
 // micro-batch's sums: assignments per expert, scores per expert, squared log-sum-exps, tokens.

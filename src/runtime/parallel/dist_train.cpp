@@ -229,7 +229,6 @@ static void check_moe_values(const TrainSettings& s, Problems& problems) {
     problems.add("--moe-aux-loss-coeff " + std::to_string(s.moe.aux_coeff) + " / --moe-z-loss-coeff " +
                      std::to_string(s.moe.z_coeff) + ": a coefficient is negative",
                  "give coefficients of 0 or more (0.01 and 0.001 are common)", "train-moe-coeff");
-  capability::check_moe_dropping(s.run, s.moe.drop, problems);
 }
 
 void check_trainable(const TrainSettings& s, Problems& problems) {

@@ -518,7 +518,7 @@ void DistTrainer::Impl::start_routing(RoutingStats& r) const {
 }
 
 // Micro-batch mb of this replica holds sequences dp_rank B/dp + mb b onward (cp 1: whole ones),
-// so its token t is token (first sequence) T + t of the global batch.
+// so its token t is token (first sequence) T + t of the global batch (under cp: its position).
 void DistTrainer::Impl::count_routing(RoutingStats& r, const Chunk& ch, nn::Activations& acts, int64_t mb) const {
   if (r.empty() || groups.coords.tp() != 0) return;  // tp ranks route the same tokens
   const nn::Shard& s = ch.stage->shard();
@@ -529,8 +529,14 @@ void DistTrainer::Impl::count_routing(RoutingStats& r, const Chunk& ch, nn::Acti
     const size_t at = size_t(std::find(r.layers.begin(), r.layers.end(), s.first_layer + i) - r.layers.begin());
     for (int64_t e = 0; e < route->E; ++e) r.tokens_per_expert[at][size_t(e)] += route->routed[size_t(e)];
     r.dropped[at] += route->dropped;
-    for (size_t a = 0; a < route->pos.size(); ++a)
-      if (route->pos[a] < 0) r.dropped_ids[at] += int64_t(nn::mix64(uint64_t(first_token * route->k) + a) >> 32);
+    // An assignment's identity: its token in the global batch (under cp local row j of a
+    // sequence is its position context.position(j)) and its place j among the token's k.
+    const int64_t k = route->k, local = context.local();
+    for (int64_t a = 0; a < int64_t(route->pos.size()); ++a) {
+      if (route->pos[size_t(a)] >= 0) continue;
+      const int64_t t = a / k, token = first_token + (t / local) * T + context.position(t % local);
+      r.dropped_ids[at] += int64_t(nn::mix64(uint64_t(token * k + a % k)) >> 32);
+    }
   }
 }
 
