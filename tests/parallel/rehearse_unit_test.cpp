@@ -2,6 +2,7 @@
 // file, and the verdict of a report (no MPI, no namespaces).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/mesh.h"
@@ -98,6 +99,27 @@ TEST(RehearsalShape, MixtureOfExpertsScalesTheExpertsWidthAndKeepsTheirCount) {
   EXPECT_EQ(s.run.model.experts_per_token, r.model.experts_per_token);
   EXPECT_LT(s.run.model.expert_ffn_hidden, r.model.expert_ffn_hidden / 20);
   EXPECT_LT(count_parameters(s.run.model).total, 50'000'000);
+}
+
+// The plan's ep stays in the rehearsal (dividing its dp x cp and the experts), with its own row,
+// and the recipe trains (nothing refused).
+TEST(RehearsalShape, MixtureOfExpertsKeepsExpertParallelInTheLayout) {
+  RunSpec r = gpt3_plan();
+  r.model = model_preset("mixtral-8x22b");
+  r.exec.sequence_parallel = false;
+  r.layout = Layout{.tp = 4, .cp = 1, .dp = 4, .pp = 4, .order = "tp-cp-ep-dp-pp", .ep = 2};
+  r.exec.schedule = ScheduleKind::OneFOneB, r.exec.virtual_stages = 1, r.exec.global_batch_size = 256;
+  Problems p;
+  const RehearsalShape s = derive_rehearsal(r, 4, 1, 1.0 / 48, 256, p);
+  ASSERT_TRUE(p.empty()) << p.list().front().what;
+  EXPECT_EQ(s.run.layout.ep, 2);
+  EXPECT_EQ((s.run.layout.dp * s.run.layout.cp) % s.run.layout.ep, 0);
+  EXPECT_EQ(s.run.model.experts % s.run.layout.ep, 0);
+  const auto row = std::find_if(s.rows.begin(), s.rows.end(), [](const ShapeRow& x) { return x.what == "ep"; });
+  ASSERT_NE(row, s.rows.end());
+  EXPECT_EQ(row->planned.substr(0, 1), "2");
+  EXPECT_EQ(row->rehearsed.substr(0, 1), "2");
+  EXPECT_TRUE(s.refusals.empty()) << s.refusals.front().what;
 }
 
 TEST(RehearsalShape, BadSizesAreProblemsNamingTheFlag) {

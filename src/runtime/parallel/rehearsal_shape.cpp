@@ -20,7 +20,7 @@ namespace {
 int64_t round_up(int64_t x, int64_t m) { return m <= 1 ? x : (x + m - 1) / m * m; }
 int64_t scaled(int64_t x, double f) { return std::max<int64_t>(1, std::llround(double(x) * f)); }
 
-constexpr Dim kDense[] = {Dim::TP, Dim::CP, Dim::DP, Dim::PP};
+constexpr Dim kDims[] = {Dim::TP, Dim::CP, Dim::DP, Dim::PP, Dim::EP};
 
 // The bubble's share of a pipeline of p stages, v chunks each, m micro-batches (1F1B's formula).
 double bubble_share(int64_t p, int64_t v, int64_t m) { return p > 1 ? double(p - 1) / double(v * m + p - 1) : 0.0; }
@@ -30,28 +30,32 @@ struct LayoutChoice {
   int mismatches = 0;  // dimensions whose crossing of hosts differs from the plan's
 };
 
-// Degrees no larger than the plan's that multiply to `ranks`: the fewest differences in which
-// groups cross hosts, then the most of the plan's dimensions kept, then the deepest pipeline, then tp.
+// Degrees no larger than the plan's that multiply to `ranks` (ep dividing dp x cp and the
+// experts, as the layout rules ask): the fewest differences in which groups cross hosts, then
+// the most of the plan's dimensions kept, then the deepest pipeline, then tp, then ep.
 std::optional<LayoutChoice> choose_layout(const RunSpec& plan, int64_t ranks, int64_t per_host) {
   const Layout& P = plan.layout;
   const int64_t plan_domain = plan.cluster.gpus_per_nvlink_domain();
   std::optional<LayoutChoice> best;
-  std::tuple<int, int, int64_t, int64_t> best_key{};
+  std::tuple<int, int, int64_t, int64_t, int64_t> best_key{};
   for (int64_t tp : divisors(ranks))
     for (int64_t cp : divisors(ranks / tp))
       for (int64_t pp : divisors(ranks / (tp * cp))) {
         const int64_t dp = ranks / (tp * cp * pp);
         if (tp > P.tp || cp > P.cp || pp > P.pp || dp > P.dp) continue;
-        Layout L = P;
-        L.tp = tp, L.cp = cp, L.pp = pp, L.dp = dp, L.ep = 1;
-        int mismatches = 0, collapsed = 0;
-        for (Dim d : kDense) {
-          if (P.size(d) == 1) continue;
-          collapsed += L.size(d) == 1;
-          mismatches += crosses_hosts(L, d, per_host) != crosses_hosts(P, d, plan_domain);
+        for (int64_t ep : divisors(dp * cp)) {
+          if (ep > P.ep || (ep > 1 && plan.model.experts % ep != 0)) continue;
+          Layout L = P;
+          L.tp = tp, L.cp = cp, L.pp = pp, L.dp = dp, L.ep = ep;
+          int mismatches = 0, collapsed = 0;
+          for (Dim d : kDims) {
+            if (P.size(d) == 1) continue;
+            collapsed += L.size(d) == 1;
+            mismatches += crosses_hosts(L, d, per_host) != crosses_hosts(P, d, plan_domain);
+          }
+          const auto key = std::make_tuple(mismatches, collapsed, -pp, -tp, -ep);
+          if (!best || key < best_key) best = LayoutChoice{L, mismatches}, best_key = key;
         }
-        const auto key = std::make_tuple(mismatches, collapsed, -pp, -tp);
-        if (!best || key < best_key) best = LayoutChoice{L, mismatches}, best_key = key;
       }
   return best;
 }
@@ -209,17 +213,18 @@ RehearsalShape derive_rehearsal(const RunSpec& plan, int64_t ranks, int64_t host
 
   // Layout rows: degree and whether the groups cross hosts, planned beside rehearsed.
   const int64_t plan_domain = plan.cluster.gpus_per_nvlink_domain();
-  for (Dim d : kDense) {
+  for (Dim d : kDims) {
     if (plan.layout.size(d) == 1 && L.size(d) == 1) continue;
+    const std::string why = d == Dim::TP ? fmt::format("hosts of {} ranks here, of {} GPUs in the plan", out.ranks_per_host, plan_domain)
+                            : d == Dim::EP ? fmt::format("divides dp x cp ({}) and the {} experts", L.dp * L.cp, m.experts)
+                                           : "";
     out.rows.push_back({to_string(d), n(plan.layout.size(d)) + (crosses_hosts(plan.layout, d, plan_domain) ? " (crosses hosts)" : " (in a host)"),
-                        n(L.size(d)) + (crosses_hosts(L, d, out.ranks_per_host) ? " (crosses hosts)" : " (in a host)"),
-                        d == Dim::TP ? fmt::format("hosts of {} ranks here, of {} GPUs in the plan", out.ranks_per_host, plan_domain) : ""});
+                        n(L.size(d)) + (crosses_hosts(L, d, out.ranks_per_host) ? " (crosses hosts)" : " (in a host)"), why});
   }
   out.rows.push_back({"order", plan.layout.order, L.order,
                       choice->mismatches == 0 ? "the same groups cross hosts as in the plan"
                                               : n(choice->mismatches) + " dimension(s) cross hosts differently: no shape of " +
                                                     n(ranks) + " ranks on " + n(hosts) + " hosts keeps them all"});
-  if (plan.layout.ep > 1) out.rows.push_back({"ep", n(plan.layout.ep), "1", "the runtime trains no expert parallel"});
 
   // Batch: the plan's bubble share.
   x.micro_batch_size = std::min<int64_t>(plan.exec.micro_batch_size, 2);

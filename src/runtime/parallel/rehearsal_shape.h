@@ -4,8 +4,9 @@
 //   model:  width (hidden, heads, kv-heads, ffn) and layers times --scale; heads and kv-heads
 //           multiples of the rehearsal's tp (their ratio kept), an even head size; the sequence
 //           in proportion to the width (at least 32); the vocabulary so that the embedding keeps
-//           its share of the parameters (at least the token file's vocabulary).
-//   layout: degrees no larger than the plan's, multiplying to --ranks, chosen so that the same
+//           its share of the parameters (at least the token file's vocabulary); a mixture of
+//           experts keeps its experts and top-k, their MLP width scaled as ffn.
+//   layout: degrees (ep among them, dividing dp x cp and the experts) no larger than the plan's, multiplying to --ranks, chosen so that the same
 //           groups cross hosts (--hosts emulated hosts of ranks / hosts each) as on the plan's
 //           cluster, then keeping as many of the plan's dimensions as possible; the rank order kept.
 //   batch:  micro-batches per pipeline chosen so the pipeline bubble's share (p-1)/(v m + p-1)
