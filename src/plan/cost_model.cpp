@@ -436,18 +436,20 @@ PipelineTime pipeline_time(const std::vector<StageTime>& stages, int64_t m, Sche
   return p;
 }
 
+double active_mlp_params_per_layer(const ModelSpec& m) {
+  const double h = double(m.hidden), dense = double(m.mlp_matrices()) * h * double(m.ffn_hidden);
+  if (!m.is_moe()) return dense;
+  const double share = moe_layer_share(m);
+  const double used = double(m.experts_per_token + m.shared_experts) * double(m.mlp_matrices()) * h *
+                          double(m.expert_ffn_hidden) +
+                      h * double(m.experts);
+  return share * used + (1 - share) * dense;
+}
+
 double model_flops_per_step(const ModelSpec& m, int64_t global_batch, int64_t vocab, bool causal_halved) {
   const double s = double(m.seq_len), h = double(m.hidden), B = double(global_batch);
-  const double kv = double(m.kv_dim()), f = double(m.ffn_hidden);
-  double mlp = double(m.mlp_matrices()) * h * f;
-  if (m.is_moe()) {
-    const double share = moe_layer_share(m);
-    const double used = double(m.experts_per_token + m.shared_experts) * double(m.mlp_matrices()) * h *
-                            double(m.expert_ffn_hidden) +
-                        h * double(m.experts);
-    mlp = share * used + (1 - share) * mlp;
-  }
-  const double matrix_params = h * (h + 2 * kv) + h * h + mlp;
+  const double kv = double(m.kv_dim());
+  const double matrix_params = h * (h + 2 * kv) + h * h + active_mlp_params_per_layer(m);
   const double per_layer_fwd = 2 * s * matrix_params + (causal_halved ? 2 : 4) * s * s * h;
   return 3 * B * (double(m.layers) * per_layer_fwd + 2 * s * h * double(vocab));
 }

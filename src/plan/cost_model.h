@@ -291,5 +291,9 @@ PipelineTime pipeline_time(const std::vector<StageTime>& stages, int64_t micro_b
 // half a causal mask keeps (2 s^2 h), as current Megatron-LM and Megatron-Bridge do.
 double model_flops_per_step(const ModelSpec& model, int64_t global_batch, int64_t vocab_padded,
                             bool causal_halved = false);
+// The MLP matrix parameters one token uses per layer, averaged over the layers: m h f for a
+// dense layer (m = 2 GELU, 3 SwiGLU matrices), (k + shared) m h f_e + h E (top-k routed experts,
+// the shared ones, the router) for a MoE layer.
+double active_mlp_params_per_layer(const ModelSpec& model);
 
 }  // namespace trident::plan

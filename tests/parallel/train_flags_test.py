@@ -130,7 +130,10 @@ rows = [
     ("--moe-drop", None, "moe-knobs", r"--moe-drop applies to mixture-of-experts layers, but .* is dense"),
     ("--moe-normalise", None, "moe-knobs", r"--moe-normalise applies to mixture-of-experts layers"),
     # M: a mixture-of-experts model (4 experts, top-2) trains; the start-up table counts its parameters.
-    ("--experts", "4", "M", r"experts +2 MoE layers \(the first 0 dense\).*top-2, no dropping(.|\n)*step +2/2"),
+    # ... and its step FLOPs count the MLP a token uses (top-k experts and the router), formula printed.
+    ("--experts", "4", "M", r"experts +2 MoE layers \(the first 0 dense\).*top-2, no dropping(.|\n)*"
+     r"step FLOPs +3 B \(L \(2 s \(h \(h \+ 2 kv\) \+ h\^2 \+ a\).*a = \d+ active MLP params per layer: MoE layers "
+     r"\(top-2 \+ 0 shared\)(.|\n)*step +2/2"),
     ("--moe-z-loss-coeff", "0.001", "M", r"z-loss x 0\.001"),
     ("--moe-aux-loss-coeff", "0.02", "M", r"router +softmax scores, chosen scores as weights, load-balancing loss x 0\.02"),
     ("--no-moe-normalise", None, "M", r"chosen scores as weights"),

@@ -278,7 +278,16 @@ void print_startup(const TrainSettings& s, int world, const DistTrainer& trainer
   if (!threads.empty()) std::printf("  threads     %s\n", threads.c_str());
   if (!s.make_device_kernels)
     std::printf("  BLAS        OpenBLAS core %s\n", launch::blas_core_note(kernels::blas_core_name()).c_str());
-  if (llama)  // plan::model_flops_per_step: Q h x h, K and V h x kv, projection h x h, three h x f MLP matrices
+  if (model.is_moe())  // plan::model_flops_per_step with the MLP a token uses: top-k experts and the router
+    std::printf("  step FLOPs  3 B (L (2 s (h (h + 2 kv) + h^2 + a) + 4 s^2 h) + 2 s h V) = %.2f GFLOP (B %lld, "
+                "kv %lld; a = %.0f active MLP params per layer: MoE layers (top-%lld + %lld shared) x %lld h f_e "
+                "+ h E, f_e %lld, E %lld; %lld of %lld layers MoE, the others %lld h f)\n",
+                step_flops / 1e9, (long long)x.global_batch_size, (long long)model.kv_dim(),
+                plan::active_mlp_params_per_layer(model), (long long)model.experts_per_token,
+                (long long)model.shared_experts, (long long)model.mlp_matrices(), (long long)model.expert_ffn_hidden,
+                (long long)model.experts, (long long)model.moe_layers(), (long long)model.layers,
+                (long long)model.mlp_matrices());
+  else if (llama)  // plan::model_flops_per_step: Q h x h, K and V h x kv, projection h x h, three h x f MLP matrices
     std::printf("  step FLOPs  3 B (L (2 s (h (h + 2 kv) + h^2 + 3 h f) + 4 s^2 h) + 2 s h V) = %.2f GFLOP (B %lld, "
                 "kv %lld, f %lld)\n",
                 step_flops / 1e9, (long long)x.global_batch_size, (long long)model.kv_dim(), (long long)model.ffn_hidden);
