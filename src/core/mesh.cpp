@@ -166,16 +166,14 @@ std::vector<Group> Mesh::groups(Dim kind) const {
   return out;
 }
 
-GroupLink Mesh::link_of(const std::vector<int64_t>& ranks, const ClusterSpec& cluster) const {
+namespace {
+
+// The link of a group touching `nodes` nodes in `domains` NVLink domains.
+GroupLink link_for(int64_t nodes, int64_t domains, const ClusterSpec& cluster) {
   GroupLink link;
-  const int64_t hosts_per_domain = std::max<int64_t>(cluster.hosts_per_nvlink_domain, 1);
-  for (int64_t r : ranks) link.nodes.push_back(node_of(r));
-  // Groups list their ranks ascending almost always: sort only when they do not.
-  if (!std::is_sorted(link.nodes.begin(), link.nodes.end())) std::sort(link.nodes.begin(), link.nodes.end());
-  link.nodes.erase(std::unique(link.nodes.begin(), link.nodes.end()), link.nodes.end());
-  for (int64_t n : link.nodes) link.domains.push_back(n / hosts_per_domain);
-  link.domains.erase(std::unique(link.domains.begin(), link.domains.end()), link.domains.end());
-  if (link.domains.size() <= 1) {
+  link.nodes = nodes;
+  link.domains = domains;
+  if (domains <= 1) {
     // One NVLink domain: every GPU reaches every other on its own NVLink ports, even across
     // hosts (GB200 NVL72: 18 hosts share the NVSwitch trays of one rack).
     link.kind = cluster.intra.kind;
@@ -188,6 +186,48 @@ GroupLink Mesh::link_of(const std::vector<int64_t>& ranks, const ClusterSpec& cl
     link.latency_s = std::max(cluster.intra.latency_s, cluster.inter.latency_s);
   }
   return link;
+}
+
+// Counts the distinct nodes and domains of ascending node numbers, fed one at a time.
+struct SpanCounter {
+  int64_t hosts_per_domain, nodes = 0, domains = 0, last_node = -1, last_domain = -1;
+  void add(int64_t node) {
+    if (node == last_node) return;
+    ++nodes, last_node = node;
+    if (node / hosts_per_domain != last_domain) ++domains, last_domain = node / hosts_per_domain;
+  }
+};
+
+}  // namespace
+
+std::vector<int64_t> Mesh::nodes_of(const std::vector<int64_t>& ranks) const {
+  std::vector<int64_t> nodes;
+  nodes.reserve(ranks.size());
+  for (int64_t r : ranks) nodes.push_back(node_of(r));
+  // Groups list their ranks ascending almost always: sort only when they do not.
+  if (!std::is_sorted(nodes.begin(), nodes.end())) std::sort(nodes.begin(), nodes.end());
+  nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
+  return nodes;
+}
+
+GroupLink Mesh::link_of(const std::vector<int64_t>& ranks, const ClusterSpec& cluster) const {
+  SpanCounter c{std::max<int64_t>(cluster.hosts_per_nvlink_domain, 1)};
+  bool ascending = true;
+  for (size_t i = 0; i < ranks.size() && ascending; ++i) {
+    ascending = i == 0 || ranks[i] >= ranks[i - 1];
+    if (ascending) c.add(node_of(ranks[i]));
+  }
+  if (!ascending) {  // count over the sorted node list instead
+    c = SpanCounter{c.hosts_per_domain};
+    for (int64_t n : nodes_of(ranks)) c.add(n);
+  }
+  return link_for(c.nodes, c.domains, cluster);
+}
+
+GroupLink Mesh::link_of_progression(int64_t first, int64_t stride, int64_t n, const ClusterSpec& cluster) const {
+  SpanCounter c{std::max<int64_t>(cluster.hosts_per_nvlink_domain, 1)};
+  for (int64_t j = 0; j < n; ++j) c.add(node_of(first + j * stride));
+  return link_for(c.nodes, c.domains, cluster);
 }
 
 }  // namespace trident

@@ -42,11 +42,12 @@ struct GroupLink {
   LinkKind kind = LinkKind::NVLink;
   double bandwidth_Bps = 0;       // bottleneck per-GPU bandwidth, per direction
   double latency_s = 0;
-  std::vector<int64_t> nodes;     // distinct nodes (hosts) the group touches, ascending
-  std::vector<int64_t> domains;   // distinct NVLink domains it touches (= nodes unless a domain spans hosts)
-  bool crosses_nodes() const { return nodes.size() > 1; }
+  // Counts, not lists: the search reads only how many (the topology table lists them, nodes_of).
+  int64_t nodes = 0;    // distinct nodes (hosts) the group touches
+  int64_t domains = 0;  // distinct NVLink domains it touches (= nodes unless a domain spans hosts)
+  bool crosses_nodes() const { return nodes > 1; }
   // A link built by hand with nodes only has one domain per node.
-  int64_t domain_count() const { return int64_t(domains.empty() ? nodes.size() : domains.size()); }
+  int64_t domain_count() const { return domains > 0 ? domains : nodes; }
   bool crosses_domains() const { return domain_count() > 1; }
 };
 
@@ -80,6 +81,10 @@ class Mesh {
   std::vector<Group> groups(Dim d) const;
 
   GroupLink link_of(const std::vector<int64_t>& ranks, const ClusterSpec& cluster) const;
+  // The same for the ranks first + j stride (j < n, stride > 0), without listing them.
+  GroupLink link_of_progression(int64_t first, int64_t stride, int64_t n, const ClusterSpec& cluster) const;
+  // The distinct nodes the ranks sit on, ascending.
+  std::vector<int64_t> nodes_of(const std::vector<int64_t>& ranks) const;
 
  private:
   Layout layout_;

@@ -28,16 +28,17 @@ TopologyTable build_topology(const Mesh& mesh, const ClusterSpec& cluster, bool 
   table.world = mesh.world_size();
   // cp and its dense gradient group (dp x cp) only exist with cp > 1; the expert groups with ep > 1.
   const bool cp = mesh.size(Dim::CP) > 1, ep = mesh.size(Dim::EP) > 1;
+  const int64_t hosts_per_domain = std::max<int64_t>(cluster.hosts_per_nvlink_domain, 1);
   for (Dim kind : {Dim::TP, Dim::PP, Dim::DP, Dim::CP, Dim::DCP, Dim::EP, Dim::EDP}) {
     if ((kind == Dim::CP || kind == Dim::DCP) && !cp) continue;
     if ((kind == Dim::EP || kind == Dim::EDP) && !ep) continue;
     std::map<LinkKind, TopologyRow> by_link;
     for (int64_t i = 0; i < mesh.group_count(kind); ++i) {
-      TopologyGroup g{mesh.group(kind, i), {}};
+      TopologyGroup g{mesh.group(kind, i), {}, {}, {}};
       g.link = mesh.link_of(g.group.ranks, cluster);
       auto [it, fresh] = by_link.try_emplace(g.link.kind);
       TopologyRow& row = it->second;
-      const int64_t nodes = int64_t(g.link.nodes.size()), domains = int64_t(g.link.domains.size());
+      const int64_t nodes = g.link.nodes, domains = g.link.domain_count();
       if (fresh) {
         row.kind = kind;
         row.group_size = mesh.size(kind);
@@ -52,7 +53,12 @@ TopologyTable build_topology(const Mesh& mesh, const ClusterSpec& cluster, bool 
       row.max_nodes = std::max(row.max_nodes, nodes);
       row.min_domains = std::min(row.min_domains, domains);
       row.max_domains = std::max(row.max_domains, domains);
-      if (list_all || int(row.examples.size()) < examples) row.examples.push_back(std::move(g));
+      if (list_all || int(row.examples.size()) < examples) {
+        g.nodes = mesh.nodes_of(g.group.ranks);
+        for (int64_t n : g.nodes)
+          if (g.domains.empty() || g.domains.back() != n / hosts_per_domain) g.domains.push_back(n / hosts_per_domain);
+        row.examples.push_back(std::move(g));
+      }
     }
     for (auto& [link, row] : by_link) table.rows.push_back(std::move(row));
   }

@@ -13,6 +13,7 @@ namespace trident {
 struct TopologyGroup {
   Group group;
   GroupLink link;
+  std::vector<int64_t> nodes, domains;  // the nodes and NVLink domains it touches, ascending
 };
 
 // All groups of one kind that share a link class, summarised.

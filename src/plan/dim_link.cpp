@@ -30,12 +30,6 @@ int64_t most_in_one_domain(int64_t rho, int64_t s, int64_t n, int64_t b) {
   return most;
 }
 
-GroupLink link_of_progression(const Mesh& mesh, int64_t first, int64_t stride, int64_t n, const ClusterSpec& cluster) {
-  std::vector<int64_t> ranks(static_cast<size_t>(n));
-  for (int64_t j = 0; j < n; ++j) ranks[size_t(j)] = first + j * stride;
-  return mesh.link_of(ranks, cluster);
-}
-
 // Groups {r + j s : j < n} starting at r = hi s n + lo (lo < s): r mod b repeats in hi with
 // period b / gcd(s n, b), and lo takes fewer than b values once s < b.
 DimLink stride_dim_link(const Mesh& mesh, Dim dim, const ClusterSpec& cluster, int64_t s) {
@@ -62,7 +56,7 @@ DimLink stride_dim_link(const Mesh& mesh, Dim dim, const ClusterSpec& cluster, i
       }
     }
   }
-  out.link = link_of_progression(mesh, std::max<int64_t>(first_crossing, 0), s, n, cluster);
+  out.link = mesh.link_of_progression(std::max<int64_t>(first_crossing, 0), s, n, cluster);
   return out;
 }
 

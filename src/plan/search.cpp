@@ -24,7 +24,7 @@ std::vector<int64_t> all_divisors(int64_t n) {
 // Two orders are the same candidate when every group lands on the same links.
 auto signature(const Links& l) {
   auto one = [](const DimLink& d) {
-    return std::make_tuple(int(d.link.kind), d.link.bandwidth_Bps, d.link.nodes.size(), d.members_per_node);
+    return std::make_tuple(int(d.link.kind), d.link.bandwidth_Bps, d.link.nodes, d.members_per_node);
   };
   return std::make_tuple(one(l.tp), one(l.pp), one(l.dp), int(l.embedding.kind), one(l.cp), one(l.ep), one(l.dcp),
                          one(l.edp));

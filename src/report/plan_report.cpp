@@ -37,7 +37,7 @@ std::string exec_summary(const RunSpec& r, int64_t m) {
 
 std::string link_text(const GroupLink& l) {
   return fmt::format("{} {:.3g} GB/s{}", to_string(l.kind), gbps(l.bandwidth_Bps),
-                     l.crosses_nodes() ? fmt::format(" across {} nodes", l.nodes.size()) : "");
+                     l.crosses_nodes() ? fmt::format(" across {} nodes", l.nodes) : "");
 }
 
 json stage_memory_json(const StageMemory& s) {

@@ -23,9 +23,9 @@ std::string describe_model(const ModelSpec& m) {
 
 static std::string example_text(const TopologyGroup& g, bool show_domains) {
   return fmt::format("#{}: GPUs {} on node{} {}{}", g.group.index, format_ranks(g.group.ranks),
-                     g.link.nodes.size() == 1 ? "" : "s", format_ranks(g.link.nodes),
-                     show_domains ? fmt::format(" (NVLink domain{} {})", g.link.domains.size() == 1 ? "" : "s",
-                                                format_ranks(g.link.domains))
+                     g.nodes.size() == 1 ? "" : "s", format_ranks(g.nodes),
+                     show_domains ? fmt::format(" (NVLink domain{} {})", g.domains.size() == 1 ? "" : "s",
+                                                format_ranks(g.domains))
                                   : "");
 }
 
@@ -77,8 +77,9 @@ std::string topology_text(const RunSpec& run, const Mesh& mesh, const TopologyTa
     c[Dim::TP] = 0;
     Group tp = mesh.group_of(Dim::TP, mesh.rank_of(c));
     GroupLink link = mesh.link_of(tp.ranks, run.cluster);
+    const std::vector<int64_t> nodes = mesh.nodes_of(tp.ranks);
     out += fmt::format("  stage {}: GPUs {} on node{} {}{}\n", s, format_ranks(tp.ranks),
-                       link.nodes.size() == 1 ? "" : "s", format_ranks(link.nodes),
+                       nodes.size() == 1 ? "" : "s", format_ranks(nodes),
                        l.tp > 1 ? fmt::format(", TP all-reduce over {}", to_string(link.kind)) : "");
     if (s + 1 < l.pp) {
       Coords next = c;
@@ -126,8 +127,8 @@ nlohmann::json topology_json(const RunSpec& run, const TopologyTable& table) {
       groups.push_back({{"kind", to_string(row.kind)},
                         {"index", g.group.index},
                         {"ranks", g.group.ranks},
-                        {"nodes", g.link.nodes},
-                        {"nvlink_domains", g.link.domains},
+                        {"nodes", g.nodes},
+                        {"nvlink_domains", g.domains},
                         {"link", to_string(g.link.kind)},
                         {"bandwidth_gbps", gbps(g.link.bandwidth_Bps)}});
   nlohmann::json summary = nlohmann::json::array();

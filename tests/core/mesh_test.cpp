@@ -96,11 +96,11 @@ TEST(Mesh, gpt3_example_places_stages_on_consecutive_nodes) {
   EXPECT_EQ(pp0.ranks[1], 8);  // stage 1 of replica 0 starts at GPU 8
   GroupLink pp_link = mesh.link_of(pp0.ranks, c);
   EXPECT_EQ(pp_link.kind, LinkKind::InfiniBand);
-  EXPECT_EQ(pp_link.nodes.size(), 8u);
+  EXPECT_EQ(pp_link.nodes, 8);
   EXPECT_DOUBLE_EQ(pp_link.bandwidth_Bps, 25e9);
   GroupLink dp_link = mesh.link_of(mesh.group_of(Dim::DP, 0).ranks, c);
   EXPECT_EQ(dp_link.kind, LinkKind::InfiniBand);
-  EXPECT_EQ(dp_link.nodes.size(), 64u);
+  EXPECT_EQ(dp_link.nodes, 64);
 }
 
 TEST(Mesh, tp_spanning_nodes_runs_at_network_speed) {
@@ -263,13 +263,13 @@ TEST(Mesh, tp_inside_an_nvl72_rack_stays_on_nvlink) {
   rack.nodes = 36;  // two racks
   Mesh mesh(l, rack.gpus_per_node);
   GroupLink link = mesh.link_of(mesh.group_of(Dim::TP, 0).ranks, rack);
-  EXPECT_EQ(link.nodes.size(), 4u);  // four trays of 4 GPUs
-  EXPECT_EQ(link.domains.size(), 1u);
+  EXPECT_EQ(link.nodes, 4);  // four trays of 4 GPUs
+  EXPECT_EQ(link.domains, 1);
   EXPECT_EQ(link.kind, LinkKind::NVLink);
   EXPECT_DOUBLE_EQ(link.bandwidth_Bps, 900e9);
   // The DP group runs over both racks: ranks 0, 16, ..., 128 span domains 0 and 1.
   GroupLink dp = mesh.link_of(mesh.group_of(Dim::DP, 0).ranks, rack);
-  EXPECT_EQ(dp.domains, (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(dp.domains, 2);  // domains 0 and 1
   EXPECT_EQ(dp.kind, LinkKind::InfiniBand);
   EXPECT_DOUBLE_EQ(dp.bandwidth_Bps, 50e9);
   ClusterSpec dgx = cluster_preset("dgx-h100");
@@ -291,4 +291,34 @@ TEST(Mesh, group_stride_describes_every_group_when_there_is_one) {
           EXPECT_EQ(g.ranks[i], g.ranks[0] + int64_t(i) * s) << to_string(kind) << " " << l.describe();
     }
   }
+}
+
+// The counting links agree with the node list: a progression counted without listing its ranks,
+// and a group listed out of order, touch the nodes and NVLink domains nodes_of finds.
+TEST(Mesh, link_counts_match_the_node_list) {
+  Layout l;
+  l.tp = 4, l.dp = 36, l.order = "tp-dp-pp";
+  ClusterSpec rack = cluster_preset("gb200-nvl72");
+  rack.nodes = 36;
+  const Mesh mesh(l, rack.gpus_per_node);
+  const int64_t hpd = rack.hosts_per_nvlink_domain;
+  for (int64_t first : {0, 1, 5, 70})
+    for (int64_t stride : {1, 3, 4, 7, 16, 72})
+      for (int64_t n : {1, 2, 5, 9}) {
+        if (first + (n - 1) * stride >= mesh.world_size()) continue;
+        std::vector<int64_t> ranks;
+        for (int64_t j = 0; j < n; ++j) ranks.push_back(first + j * stride);
+        const std::vector<int64_t> nodes = mesh.nodes_of(ranks);
+        std::vector<int64_t> domains;
+        for (int64_t x : nodes)
+          if (domains.empty() || domains.back() != x / hpd) domains.push_back(x / hpd);
+        const GroupLink p = mesh.link_of_progression(first, stride, n, rack);
+        std::reverse(ranks.begin(), ranks.end());  // out of order: counted over the sorted nodes
+        const GroupLink r = mesh.link_of(ranks, rack);
+        for (const GroupLink* g : {&p, &r}) {
+          EXPECT_EQ(g->nodes, int64_t(nodes.size())) << first << " " << stride << " " << n;
+          EXPECT_EQ(g->domains, int64_t(domains.size())) << first << " " << stride << " " << n;
+          EXPECT_EQ(g->kind, domains.size() > 1 ? rack.inter.kind : rack.intra.kind);
+        }
+      }
 }

@@ -23,7 +23,7 @@ GroupLink link(LinkKind kind, double bw, double latency, int nodes) {
   l.kind = kind;
   l.bandwidth_Bps = bw;
   l.latency_s = latency;
-  for (int i = 0; i < nodes; ++i) l.nodes.push_back(i);
+  l.nodes = nodes;
   return l;
 }
 

@@ -47,7 +47,7 @@ TEST(PipelineSends, megatron_sends_a_tp_share_deepspeed_the_whole_tensor) {
   ib.kind = LinkKind::InfiniBand;
   ib.bandwidth_Bps = 25e9;
   ib.latency_s = 5e-6;
-  ib.nodes = {0, 1};
+  ib.nodes = 2;
   CostConstants c;
   c.network_efficiency = 0.8;
   ExecutionSpec e;

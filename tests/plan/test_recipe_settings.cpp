@@ -103,7 +103,7 @@ TEST(RecipeSettings, cp_allgather_gathers_k_and_v_behind_the_local_block_and_sca
   l.kind = LinkKind::NVLink;
   l.bandwidth_Bps = 100e9;
   l.latency_s = 0;
-  l.nodes = {0};
+  l.nodes = 1;
   CostConstants c;
   c.nvlink_efficiency = 1;
   const double block = kv_block_bytes(m, x, 4, 4);

@@ -30,7 +30,7 @@ GroupLink link(LinkKind kind, double bw, double lat, int nodes = 1) {
   l.kind = kind;
   l.bandwidth_Bps = bw;
   l.latency_s = lat;
-  for (int i = 0; i < nodes; ++i) l.nodes.push_back(i);
+  l.nodes = nodes;
   return l;
 }
 
