@@ -7,7 +7,7 @@
 
 #include "core/run_spec.h"
 #include "fuzz/fuzz_input.h"
-#include "runtime/parallel/rehearsal_report.h"
+#include "runtime/parallel/rehearsal_prediction.h"
 
 using namespace trident;
 
