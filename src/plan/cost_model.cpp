@@ -265,7 +265,7 @@ std::vector<StageTime> stage_times(const ModelSpec& full, const ExecutionSpec& e
   const CpComm cpc = cp_comm_per_layer(full, e, in.tp, in.cp, in.cp_link, lc.block_attention_s,
                                        lc.block_attention_backward_s, c);
   const ModelSpec m = per_rank_sequence(full, in.cp);  // per-token terms below see s / cp
-  const EpComm epc = ep_comm_per_layer(m, e, in.tp, in.ep, in.ep_link, c);
+  const EpComm epc = ep_comm_per_layer(m, e, in.ep, in.ep_link, c);
   const TpComm tc = tp_comm_per_layer(m, e, in.tp, in.tp_link, c);
   const PpComm pc = pp_comm_per_message(m, e, in.tp, in.pp_link, c);
   const double peak = peak_flops(e, gpu);

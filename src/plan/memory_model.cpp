@@ -61,9 +61,11 @@ LayerActivations layer_activations(const ModelSpec& m, const ExecutionSpec& e, i
   // inputs (4sbh), two dropout masks (2sbh, GPT only).
   const double outside = (gpt ? 10 : 8) * sbh;
   // Inside (split by t): Q, K, V, projection input, MLP internals (GELU in + out 4sbf; SwiGLU 8sbf).
-  const double mlp = m.is_moe() ? moe_mlp_activation_elements(m, double(m.seq_len) * e.micro_batch_size)
-                                 : (gpt ? 4 : 8) * sbf;
-  const double inside = 2 * sbh + 4 * sbkv + 2 * sbh + mlp;
+  // A MoE layer's routed experts are whole on every tp rank (expert tensor parallel 1): their
+  // activations are not split (`whole`), the shared experts' and dense layers' are.
+  MoeActivationElements mlp{(gpt ? 4 : 8) * sbf, 0, sbf, 0};
+  if (m.is_moe()) mlp = moe_mlp_activation_elements(m, double(m.seq_len) * e.micro_batch_size);
+  const double inside = 2 * sbh + 4 * sbkv + 2 * sbh + mlp.split;
   // Attention scores: softmax output, dropout mask and output (5as^2b; 2as^2b without dropout).
   // Flash attention never stores them, only the softmax statistics (one fp32 per row and head).
   const bool flash = e.attention == AttentionKind::Flash;
@@ -73,14 +75,15 @@ LayerActivations layer_activations(const ModelSpec& m, const ExecutionSpec& e, i
   // weight-gradient GEMM TE keeps an FP8 (1-byte) transposed copy of each FP8 GEMM's input
   // besides the 16-bit activation the other kernels use: the QKV and MLP inputs (the norm
   // outputs, sbh each, outside the TP region), the projection input (sbh) and the MLP-out input
-  // (sbf). Full recomputation rebuilds them with the rest.
+  // (sbf; a routed expert's per token copy, whole). Full recomputation rebuilds them with the rest.
   const bool fp8 = e.precision == Precision::FP8;
   const double fp8_outside = fp8 ? 2 * sbh : 0.0;
-  const double fp8_inside = fp8 ? sbh + mlp / (gpt ? 4 : 8) : 0.0;
+  const double fp8_inside = fp8 ? sbh + mlp.fc2_split : 0.0;
+  const double fp8_whole = fp8 ? mlp.fc2_whole : 0.0;
   LayerActivations a;
   const double outside_held = e.sequence_parallel ? outside / t : outside;
-  const double fp8_copies = (e.sequence_parallel ? fp8_outside / t : fp8_outside) + fp8_inside / t;
-  a.full_layer_bytes = scale * (outside_held + (inside + softmax_stats) / t + scores / t) + fp8_copies;
+  const double fp8_copies = (e.sequence_parallel ? fp8_outside / t : fp8_outside) + fp8_inside / t + fp8_whole;
+  a.full_layer_bytes = scale * (outside_held + (inside + softmax_stats) / t + mlp.whole + scores / t) + fp8_copies;
   switch (e.recompute) {
     case Recompute::None:
       a.attention_scores_bytes = scale * scores / t;
@@ -88,7 +91,7 @@ LayerActivations layer_activations(const ModelSpec& m, const ExecutionSpec& e, i
       a.fp8_copy_bytes = fp8_copies;
       break;
     case Recompute::Selective:
-      a.bytes = scale * (outside_held + (inside + softmax_stats) / t) + fp8_copies;
+      a.bytes = scale * (outside_held + (inside + softmax_stats) / t + mlp.whole) + fp8_copies;
       a.fp8_copy_bytes = fp8_copies;
       break;
     case Recompute::Full:

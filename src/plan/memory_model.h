@@ -27,7 +27,7 @@ StateBytes state_bytes(const ExecutionSpec& exec);
 // tied output copy on the last when pp > 1, the final norm on the last).
 struct StageParams {
   double layer_params = 0;      // sum over its layers of per-layer params held by this GPU (dense part)
-  double expert_params = 0;     // MoE: its layers' routed experts on this GPU (E / ep of them, split over tp)
+  double expert_params = 0;     // MoE: its layers' routed experts on this GPU (E / ep of them, whole at every tp)
   double embedding_params = 0;  // token (padded vocab / t) + positions, first stage
   double output_params = 0;     // output layer (untied, or tied copy when pp > 1) + final norm, last stage
   double total() const { return layer_params + expert_params + embedding_params + output_params; }

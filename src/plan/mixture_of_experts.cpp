@@ -25,9 +25,10 @@ MoeCompute moe_compute(const ModelSpec& m, double T, int64_t tp, int64_t ep, dou
   const double batch = double(mc.local_experts);
   mc.router_s = gemm_time_s(T, h, E, 1, peak, peak_efficiency, c);
   mc.router_flops = 2 * T * h * E;
-  mc.routed_s = gemm_time_s(mc.tokens_per_expert, h, in_width * fe / t, batch, peak, peak_efficiency, c) +
-                gemm_time_s(mc.tokens_per_expert, fe / t, h, batch, peak, peak_efficiency, c);
-  mc.routed_flops = 2 * T * k * h * (in_width + 1) * fe / t;
+  // Whole experts (expert tensor parallel 1): full width fe on every tp rank.
+  mc.routed_s = gemm_time_s(mc.tokens_per_expert, h, in_width * fe, batch, peak, peak_efficiency, c) +
+                gemm_time_s(mc.tokens_per_expert, fe, h, batch, peak, peak_efficiency, c);
+  mc.routed_flops = 2 * T * k * h * (in_width + 1) * fe;
   if (m.shared_experts > 0) {
     const double fs = double(m.shared_experts) * fe;
     mc.shared_s = gemm_time_s(T, h, in_width * fs / t, 1, peak, peak_efficiency, c) + gemm_time_s(T, fs / t, h, 1, peak, peak_efficiency, c);
@@ -47,13 +48,14 @@ double alltoall_time_s(double bytes, int64_t n, const GroupLink& link, const Cos
   return double(n - 1) * link.latency_s + double(n - 1) / double(n) * bytes / bw;
 }
 
-EpComm ep_comm_per_layer(const ModelSpec& m, const ExecutionSpec& e, int64_t tp, int64_t ep, const GroupLink& link,
+EpComm ep_comm_per_layer(const ModelSpec& m, const ExecutionSpec& e, int64_t ep, const GroupLink& link,
                          const CostConstants& c) {
   EpComm ec;
   if (!m.is_moe() || ep <= 1) return ec;
   const double element = e.precision == Precision::FP32 ? 4 : 2;
-  // Megatron runs MoE with sequence parallel under tp: each tp rank dispatches its T / t tokens.
-  const double tokens = double(e.micro_batch_size) * double(m.seq_len) / double(std::max<int64_t>(tp, 1));
+  // Every tp rank routes the whole micro-batch (gathered under sequence parallel) and
+  // dispatches all of it over its own ep group, as the runtime does.
+  const double tokens = double(e.micro_batch_size) * double(m.seq_len);
   ec.message_bytes = tokens * double(m.experts_per_token) * m.capacity_factor * double(m.hidden) * element;
   ec.alltoall_s = alltoall_time_s(ec.message_bytes, ep, link, c);
   ec.forward_alltoalls = 2;
@@ -64,15 +66,18 @@ EpComm ep_comm_per_layer(const ModelSpec& m, const ExecutionSpec& e, int64_t tp,
   return ec;
 }
 
-double moe_mlp_activation_elements(const ModelSpec& m, double sb) {
+MoeActivationElements moe_mlp_activation_elements(const ModelSpec& m, double sb) {
   const bool gpt = m.family == ModelFamily::GPT;
   const double per_width = gpt ? 4 : 8;  // GELU in + out; SwiGLU gate, up, product, down input
   const double copies = double(m.experts_per_token) * m.capacity_factor;
-  const double fe = double(m.expert_ffn_hidden), h = double(m.hidden);
-  const double moe = per_width * sb * fe * (copies + double(m.shared_experts)) + 2 * sb * h * copies;
-  const double dense = per_width * sb * double(m.ffn_hidden);
-  const double share = moe_layer_share(m);
-  return share * moe + (1 - share) * dense;
+  const double fe = double(m.expert_ffn_hidden), h = double(m.hidden), f = double(m.ffn_hidden);
+  const double shared = double(m.shared_experts), share = moe_layer_share(m);
+  MoeActivationElements a;
+  a.whole = share * (per_width * sb * fe * copies + 2 * sb * h * copies);
+  a.split = share * per_width * sb * fe * shared + (1 - share) * per_width * sb * f;
+  a.fc2_whole = share * sb * fe * copies;
+  a.fc2_split = share * sb * fe * shared + (1 - share) * sb * f;
+  return a;
 }
 
 MoeParams moe_params_per_layer(const ModelSpec& m, int64_t tp, int64_t ep) {
@@ -86,7 +91,7 @@ MoeParams moe_params_per_layer(const ModelSpec& m, const ParamCount& pc, int64_t
   p.dense = double(pc.attention_per_layer) / t + double(pc.norms_per_layer) +
             share * (double(pc.router_per_layer) + double(pc.shared_experts_per_layer) / t) +
             (1 - share) * double(pc.mlp_per_layer) / t;
-  p.experts = share * double(pc.routed_experts_per_layer) / (double(std::max<int64_t>(ep, 1)) * t);
+  p.experts = share * double(pc.routed_experts_per_layer) / double(std::max<int64_t>(ep, 1));  // whole, not / tp
   return p;
 }
 

@@ -1,12 +1,17 @@
 // Mixture-of-experts terms of the memory and step-time models.
 //
 // A MoE layer routes each of the T tokens of a micro-batch to k of E experts. With expert
-// parallel each ep rank holds E / ep whole experts (split over tp like a dense MLP); tokens
-// reach their experts by an all-to-all on the ep group (dispatch) and come back by another
-// (combine), forward and backward. The capacity factor cf bounds an expert's tokens at cf x the
-// mean T k / E, and the busiest rank paces the group, so expert GEMMs and all-to-alls are
-// charged cf x the balanced load. FLOPs count what the tokens use: k routed experts plus the
-// shared ones (active parameters). Layers that keep a dense MLP (moe_dense_layers) are averaged
+// parallel each ep rank holds E / ep whole experts; tokens reach their experts by an all-to-all
+// on the ep group (dispatch) and come back by another (combine), forward and backward.
+// Expert tensor parallel 1, as the runtime trains them (runtime/nn/moe_layer.cpp): tp splits
+// attention and dense MLPs only. Each tp rank keeps its experts whole, routes the whole
+// micro-batch (gathered under sequence parallel) through them and dispatches all of it over its
+// ep group (the ranks of its tp rank in the dp x cp group); the tp ranks compute the same
+// thing, and the lead's result alone enters the layer's row reduction. The shared experts stay
+// split over tp, as a dense MLP (the runtime has none). The capacity factor cf bounds an
+// expert's tokens at cf x the mean T k / E, and the busiest rank paces the group, so expert
+// GEMMs and all-to-alls are charged cf x the balanced load. Model FLOPs count what the tokens
+// use: k routed experts plus the shared ones (active parameters). Layers that keep a dense MLP (moe_dense_layers) are averaged
 // into the per-layer terms with their share of the layers.
 #pragma once
 
@@ -24,10 +29,12 @@ double moe_layer_share(const ModelSpec& model);
 
 // The MLP part of one layer (forward, one micro-batch of `tokens` on one GPU), for a MoE model.
 struct MoeCompute {
-  int64_t local_experts = 0;       // E / ep on this GPU
+  int64_t local_experts = 0;       // E / ep on this GPU, whole
   double tokens_per_expert = 0;    // token copies the busiest local expert takes: T k ep / E x cf
   double router_s = 0, router_flops = 0;    // T x h x E logits
-  double routed_s = 0, routed_flops = 0;    // local experts' GEMMs (time with cf, FLOPs without)
+  // Local experts' GEMMs at full width on the whole micro-batch's copies (time with cf, FLOPs
+  // without): every tp rank executes them, so these are executed FLOPs, t times the model's.
+  double routed_s = 0, routed_flops = 0;
   double shared_s = 0, shared_flops = 0;    // shared experts, every token
   double dense_s = 0, dense_flops = 0;      // the dense MLP of a dense layer
   // Per layer, the dense layers averaged in.
@@ -42,24 +49,30 @@ MoeCompute moe_compute(const ModelSpec& model, double tokens, int64_t tp, int64_
 double alltoall_time_s(double bytes, int64_t n, const GroupLink& link, const CostConstants& c);
 
 struct EpComm {
-  double message_bytes = 0;   // token copies one GPU sends: T / t x k x cf x h x element bytes
+  double message_bytes = 0;   // token copies one GPU sends: T x k x cf x h x element bytes (every tp rank the whole T)
   double alltoall_s = 0;      // one all-to-all on the ep link
   int64_t forward_alltoalls = 0;   // dispatch + combine
   int64_t backward_alltoalls = 0;  // their gradients, and the recomputed forward ones
   double forward_s = 0;       // per layer, MoE share included
   double backward_s = 0;
 };
-EpComm ep_comm_per_layer(const ModelSpec& model, const ExecutionSpec& exec, int64_t tp, int64_t ep,
-                         const GroupLink& link, const CostConstants& c);
+EpComm ep_comm_per_layer(const ModelSpec& model, const ExecutionSpec& exec, int64_t ep, const GroupLink& link,
+                         const CostConstants& c);
 
-// Activation elements the MLP of one layer keeps per micro-batch, before the 1/t split and the
-// element size (Korthikanti's 8 s b f for SwiGLU, 4 s b f for GELU, per token copy), for a MoE
-// model: k x cf token copies through routed experts, every token through the shared ones, the
-// permuted input and output of the experts (2 s b h k cf), dense layers averaged in.
-double moe_mlp_activation_elements(const ModelSpec& model, double sb);
+// Activation elements the MLP of one layer keeps per micro-batch, before the element size
+// (Korthikanti's 8 s b f for SwiGLU, 4 s b f for GELU, per token copy), for a MoE model, dense
+// layers averaged in. The routed experts' (k x cf token copies, and their permuted input and
+// output, 2 s b h k cf) are whole on every tp rank; the shared experts' (every token) and the
+// dense MLP's are split over tp. fc2_* are the MLP-out inputs among them (FP8's extra copy).
+struct MoeActivationElements {
+  double split = 0, whole = 0;
+  double fc2_split = 0, fc2_whole = 0;
+};
+MoeActivationElements moe_mlp_activation_elements(const ModelSpec& model, double sb);
 
 // Parameters of one layer (averaged over the layers) on one GPU: the dense part (attention,
-// norms, router, shared experts, the dense MLP of dense layers) and the routed experts.
+// norms, router, shared experts, the dense MLP of dense layers) and the routed experts (E / ep
+// whole experts, the same at every tp).
 struct MoeParams {
   double dense = 0;
   double experts = 0;

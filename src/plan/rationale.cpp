@@ -279,7 +279,8 @@ std::string Flow::step_expert_parallel() const {
     const StageMemory& pm = win.peak_memory();
     std::string step6 = fmt::format(
         "6. Mixture of experts: add EP? {} experts (top-{}) hold {:.2f} B of the {:.2f} B parameters; at tp {} x pp {} "
-        "with ep 1 every GPU keeps all {} experts of its layers: {} of expert states, {} per GPU in all{}",
+        "with ep 1 every GPU keeps all {} experts of its layers, whole on each tp rank (expert tensor parallel 1, as "
+        "the runtime trains them): {} of expert states, {} per GPU in all{}",
         m.experts, m.experts_per_token, routed / 1e9, double(pcount.total) / 1e9, wl.tp, wl.pp, m.experts,
         gb(ep1_experts), gb(ep1_total), ep1_total > cap ? " (does not fit)" : "");
     if (wl.ep > 1)

@@ -60,7 +60,7 @@ void model_args(const ModelSpec& m, std::vector<std::string>& a) {
 }
 
 void moe_args(const ModelSpec& m, const Layout& l, bool sequence_parallel, std::vector<std::string>& a,
-              Problems& refuse) {
+              std::vector<std::string>& comments, Problems& refuse) {
   if (!m.is_moe()) return;
   a.push_back(fmt::format("--num-experts {}", m.experts));
   a.push_back(fmt::format("--moe-router-topk {}", m.experts_per_token));
@@ -75,8 +75,16 @@ void moe_args(const ModelSpec& m, const Layout& l, bool sequence_parallel, std::
     a.push_back(fmt::format("--moe-layer-freq ([0]*{}+[1]*{})", m.moe_dense_layers, m.layers - m.moe_dense_layers));
   }
   if (l.ep > 1) a.push_back(fmt::format("--expert-model-parallel-size {}", l.ep));
-  // The planner shards each expert's matrices over tp, as dense layers (Megatron's default too).
-  a.push_back(fmt::format("--expert-tensor-parallel-size {}", l.tp));
+  // The plan keeps each expert whole on every tp rank, as the runtime trains them (Megatron's
+  // default would shard them over tp like the dense layers).
+  a.push_back("--expert-tensor-parallel-size 1");
+  if (l.ep > 1 && l.tp > 1)
+    comments.push_back(fmt::format(
+        "experts whole on each tp rank (expert tensor parallel 1, as Trident's runtime trains them); Megatron then "
+        "carves its expert groups from the tp x dp x cp ranks (expert data parallel {} = world / (ep {} x pp {}), "
+        "the plan's {} = dp x cp / ep) and each tp rank dispatches its own sequence shard, where the plan and the "
+        "runtime route the whole micro-batch on every tp rank",
+        l.world_size() / (l.ep * l.pp), l.ep, l.pp, l.dp * l.cp / l.ep));
   if (l.ep > 1 && l.tp > 1 && !sequence_parallel)
     refuse.add("expert parallel with tp > 1 and no sequence parallel: Megatron requires --sequence-parallel then",
                "replan with --sequence-parallel", "megatron-ep-sequence-parallel");
@@ -264,7 +272,7 @@ FrameworkLaunch megatron_launch(const RunSpec& run) {
   model_args(m, f.args);
   parallel_args(run, f.args, f.refusals);
   pipeline_args(run, f.args, f.comments, f.refusals);
-  moe_args(m, l, run.exec.sequence_parallel, f.args, f.refusals);
+  moe_args(m, l, run.exec.sequence_parallel, f.args, f.comments, f.refusals);
   recipe_args(run, f.args, f.refusals);
   return f;
 }

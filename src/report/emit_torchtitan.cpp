@@ -77,10 +77,14 @@ void check_recipe(const RunSpec& run, bool toml, Problems& refuse) {
                                                                                    "around the norms",
                "replan with --sequence-parallel, or use --emit torchtitan (enable_sequence_parallel)",
                "torchtitan-sequence-parallel");
-  if (l.ep > 1 && l.tp > 1 && !toml)
-    refuse.add("expert parallel with tp > 1: the flag form has no expert_tensor_parallel_degree to shard experts over "
-               "tp as the plan does",
-               "use --emit torchtitan-toml, or replan with --tp 1", "torchtitan-expert-tp");
+  // The plan keeps experts whole on each tp rank with the ep group inside dp x cp, as the runtime
+  // trains them; torchtitan shards them over tp (expert_tensor_parallel_degree = tp) or, with 1,
+  // borrows the tp ranks into the ep group; the flag form has no such option at all.
+  if (l.ep > 1 && l.tp > 1)
+    refuse.add("expert parallel with tp > 1: torchtitan either shards each expert over tp or forms the ep group from "
+               "the tp ranks too, not the plan's whole experts on every tp rank (expert tensor parallel 1) with ep "
+               "inside dp x cp",
+               "replan with --tp 1 (or --ep 1)", "torchtitan-expert-tp");
 }
 
 const char* schedule_name(ScheduleKind s) {
@@ -153,7 +157,7 @@ std::vector<Setting> settings(const RunSpec& run, bool toml, Problems& refuse) {
   if (!toml && l.tp > 1) put("parallelism", "enable_sequence_parallel", e.sequence_parallel);
   put("parallelism", "context_parallel_degree", l.cp);
   put("parallelism", "expert_parallel_degree", l.ep);
-  if (toml && l.ep > 1) put("parallelism", "expert_tensor_parallel_degree", l.tp);
+  if (toml && l.ep > 1) put("parallelism", "expert_tensor_parallel_degree", int64_t(1));  // whole experts (tp 1 here)
   put("parallelism", "pipeline_parallel_degree", l.pp);
   pipeline_settings(run, s, refuse);
   // Per data-parallel rank: one micro-batch per step with one stage (gradient accumulation

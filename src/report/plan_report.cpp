@@ -187,7 +187,8 @@ json candidate_json(const RunSpec& run, const Estimate* e, const std::vector<Fin
                           {"forward_alltoalls", ea.forward_alltoalls},
                           {"backward_alltoalls", ea.backward_alltoalls},
                           {"moe_layer_share", moe_layer_share(run.model)},
-                          {"capacity_factor", run.model.capacity_factor}};
+                          {"capacity_factor", run.model.capacity_factor},
+                          {"expert_tensor_parallel", 1}};  // experts whole on each tp rank, as the runtime trains them
     }
     if (e->expert_dp.total_s > 0)
       j["expert_dp"] = {{"gradient_bytes", e->expert_dp.gradient_bytes},
@@ -301,7 +302,8 @@ std::string memory_text(const Estimate& e, bool per_stage) {
                      r.model.seq_len / r.layout.cp * r.exec.micro_batch_size);
   if (pm.params.expert_params > 0)
     s += fmt::format("  experts      {:7.2f} GiB  of the weights, gradients and optimizer above: {:.3f} B routed-expert "
-                     "params ({} of {} experts per GPU, ep {}){}\n",
+                     "params ({} of {} experts per GPU, ep {}; experts whole on each tp rank: expert tensor parallel "
+                     "1, as the runtime trains them){}\n",
                      gib(pm.expert_state_bytes), pm.params.expert_params / 1e9, r.model.experts / r.layout.ep,
                      r.model.experts, r.layout.ep,
                      r.exec.zero >= 1 ? fmt::format(", states sharded over edp {}", r.layout.dp * r.layout.cp / r.layout.ep) : "");
@@ -363,9 +365,11 @@ std::string step_text(const Estimate& e) {
   }
   if (r.layout.ep > 1) {
     const EpComm& ea = e.ep_alltoall;
-    const int64_t tokens = r.exec.micro_batch_size * (r.model.seq_len / r.layout.cp) / r.layout.tp;
-    s += fmt::format("  EP all-to-all per MoE layer and micro-batch: each GPU sends {:.2f} MiB ({} tokens of b x s/cp / tp "
-                     "x top-{} x capacity factor {:g} x hidden {} x {} B) over ep {} on {} = {:.3f} ms per all-to-all; "
+    const int64_t tokens = r.exec.micro_batch_size * (r.model.seq_len / r.layout.cp);
+    s += fmt::format("  EP all-to-all per MoE layer and micro-batch: each GPU sends {:.2f} MiB ({} tokens of b x s/cp, "
+                     "the whole micro-batch on every tp rank, x top-{} x capacity factor {:g} x hidden {} x {} B; "
+                     "experts whole on each tp rank: expert tensor parallel 1, as the runtime trains them) over ep {} "
+                     "on {} = {:.3f} ms per all-to-all; "
                      "{} forward (dispatch, combine) + {} backward, x {:.3g} MoE share of {:g} layers x {} micro-batches "
                      "= {:.3f} s\n",
                      ea.message_bytes / kMiB, tokens, r.model.experts_per_token, r.model.capacity_factor,

@@ -146,7 +146,7 @@ PlannedCosts costs_from_plan(const RunSpec& run, const plan::CostConstants& c, d
   // The cp ring and the ep all-to-alls run on their own groups' links, inside each layer.
   const plan::CpComm cpc = plan::cp_comm_per_layer(model, x, l.tp, l.cp, links.cp.link, lc.block_attention_s,
                                                        lc.block_attention_backward_s, c);
-  const plan::EpComm epc = plan::ep_comm_per_layer(local, x, l.tp, l.ep, links.ep.link, c);
+  const plan::EpComm epc = plan::ep_comm_per_layer(local, x, l.ep, links.ep.link, c);
   const std::vector<int64_t> chunk_layers = plan::chunk_layers(model.layers, p, v);
 
   const std::vector<double> p2p = add_boundaries(out, mesh, run, local, c);

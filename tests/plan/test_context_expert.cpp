@@ -115,15 +115,17 @@ TEST(MixtureOfExperts, alltoall_and_dispatch_volume_by_hand) {
   const GroupLink nv = link(LinkKind::NVLink, 450e9, 3e-6, 1);
   EXPECT_NEAR(alltoall_time_s(8e6, 8, nv, c), 7 * 3e-6 + 7.0 / 8 * 8e6 / (450e9 * c.nvlink_efficiency), 1e-15);
   EXPECT_DOUBLE_EQ(alltoall_time_s(8e6, 1, nv, c), 0);
-  // Mixtral 8x22B, one sequence of 4096 at tp 2: 2048 tokens x top-2 x cf 1.25 x h 6144 x 2 bytes.
+  // Mixtral 8x22B, one sequence of 4096, ep 8: every tp rank routes the whole micro-batch and
+  // dispatches all of it (the runtime's experts are whole on each tp rank), whatever tp is:
+  // 4096 tokens x top-2 x cf 1.25 x h 6144 x 2 bytes.
   ModelSpec m = model_preset("mixtral-8x22b");
   m.seq_len = 4096;
   m.capacity_factor = 1.25;
-  const EpComm ec = ep_comm_per_layer(m, exec(), 2, 8, nv, c);
-  EXPECT_DOUBLE_EQ(ec.message_bytes, 2048.0 * 2 * 1.25 * 6144 * 2);
+  const EpComm ec = ep_comm_per_layer(m, exec(), 8, nv, c);
+  EXPECT_DOUBLE_EQ(ec.message_bytes, 4096.0 * 2 * 1.25 * 6144 * 2);
   EXPECT_EQ(ec.forward_alltoalls, 2);
   EXPECT_NEAR(ec.forward_s, 2 * alltoall_time_s(ec.message_bytes, 8, nv, c), 1e-15);
-  EXPECT_DOUBLE_EQ(ep_comm_per_layer(m, exec(), 2, 1, nv, c).forward_s, 0);  // no ep: no all-to-all
+  EXPECT_DOUBLE_EQ(ep_comm_per_layer(m, exec(), 1, nv, c).forward_s, 0);  // no ep: no all-to-all
 }
 
 // FLOPs count the active parameters: Mixtral 8x7B's matrices per token are attention, two of
@@ -165,6 +167,40 @@ TEST(MixtureOfExperts, dense_and_expert_memory_are_separate) {
   const double edp = 16.0 / 8;
   EXPECT_NEAR(mem[0].expert_state_bytes, p.expert_params * (sb.weights + sb.gradients + sb.optimizer / edp), 1);
   EXPECT_NEAR(mem[0].optimizer_bytes, p.dense() * sb.optimizer / 16 + p.expert_params * sb.optimizer / edp, 1);
+}
+
+// Experts are whole on each tp rank (expert tensor parallel 1, as the runtime trains them): at
+// the same ep a GPU holds the same expert parameters and runs the same expert GEMMs at tp 2 as
+// at tp 1; only the dense part (attention) halves. Mixtral 8x7B, ep 4: 2 experts of
+// 3 x 4096 x 14336 = 176,160,768 per layer.
+TEST(MixtureOfExperts, experts_are_whole_on_every_tp_rank) {
+  const ModelSpec m = model_preset("mixtral-8x7b");
+  const MoeParams one = moe_params_per_layer(m, 1, 4), two = moe_params_per_layer(m, 2, 4);
+  EXPECT_DOUBLE_EQ(one.experts, 2.0 * 3 * 4096 * 14336);
+  EXPECT_DOUBLE_EQ(two.experts, one.experts);
+  EXPECT_LT(two.dense, one.dense);
+  const StageParams p1 = stage_params(m, 1, 1, 32, true, true, 4), p2 = stage_params(m, 2, 1, 32, true, true, 4);
+  EXPECT_DOUBLE_EQ(p2.expert_params, p1.expert_params);
+  // The expert GEMMs: T k ep / E x cf = 4096 x 2 x 4 / 8 = 4096 token copies per local expert
+  // at full width on every tp rank; the shared-free MLP time is then the same at tp 2.
+  const GpuSpec gpu = gpu_preset("h100-80g");
+  const CostConstants& c = default_constants();
+  const MoeCompute c1 = moe_compute(m, 4096, 1, 4, gpu.bf16_flops, c.gemm_peak_efficiency, c);
+  const MoeCompute c2 = moe_compute(m, 4096, 2, 4, gpu.bf16_flops, c.gemm_peak_efficiency, c);
+  EXPECT_DOUBLE_EQ(c1.tokens_per_expert, 4096.0 * 2 * 4 / 8);
+  EXPECT_DOUBLE_EQ(c2.routed_s, c1.routed_s);
+  EXPECT_DOUBLE_EQ(c2.routed_flops, 2 * 4096.0 * 2 * 4096 * 3 * 14336);  // 2 T k h (2 + 1) fe
+  // The routed experts' activations W are not split over tp either: with sequence parallel a
+  // layer keeps O / t + W (O: everything else), so tp 1 -> 2 saves (a1 - W) / 2, not a1 / 2.
+  ExecutionSpec e = exec();
+  e.precision = Precision::BF16;
+  e.sequence_parallel = true;
+  e.recompute = Recompute::Selective;
+  const double a1 = layer_activations(m, e, 1).bytes, a2 = layer_activations(m, e, 2).bytes;
+  const MoeActivationElements x = moe_mlp_activation_elements(m, double(m.seq_len));
+  EXPECT_DOUBLE_EQ(x.split, 0);  // no shared experts, no dense layers
+  EXPECT_GT(x.whole, 0);
+  EXPECT_NEAR(a1 - a2, (a1 - x.whole) / 2, 1e-9 * a1);
 }
 
 TEST(LintContextExpert, cp_on_the_network_and_ep_across_nodes_warn) {
@@ -264,11 +300,16 @@ TEST(ReportContextExpert, text_shows_the_ep_and_cp_terms_with_their_inputs) {
   ASSERT_TRUE(r.estimate);
   const Estimate& e = *r.estimate;
   const std::string text = estimate_text(e, false);
-  EXPECT_NE(text.find("each GPU sends 30.00 MiB (1024 tokens of b x s/cp / tp x top-2 x capacity factor 1.25 x hidden 6144"),
+  // 4096 tokens (the whole micro-batch on each of the tp 4 ranks) x 2 x 1.25 x 6144 x 2 B = 120 MiB.
+  EXPECT_NE(text.find("each GPU sends 120.00 MiB (4096 tokens of b x s/cp, the whole micro-batch on every tp rank, "
+                      "x top-2 x capacity factor 1.25 x hidden 6144"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("experts whole on each tp rank: expert tensor parallel 1, as the runtime trains them"),
             std::string::npos) << text;
   EXPECT_NEAR(e.time.ep_comm, 4 * e.ep_alltoall.alltoall_s * 14 * 64, 1e-9 * e.time.ep_comm);
   EXPECT_NE(text.find(fmt::format("= {:.3f} s\n", e.time.ep_comm)), std::string::npos) << text;
-  EXPECT_NE(text.find("0.359 B dense x 12 B / dp 4 + 4.228 B expert x 12 B / edp 2"), std::string::npos) << text;
+  // Experts: 4 of 8 per GPU (ep 2), whole at tp 4, 14 layers: 56 x 3 x 6144 x 16384 = 16.911 B.
+  EXPECT_NE(text.find("0.359 B dense x 12 B / dp 4 + 16.911 B expert x 12 B / edp 2"), std::string::npos) << text;
 
   const KV l405 = {{"model", "llama3-405b"}, {"seq-len", "131072"}, {"cluster", "dgx-h100"}, {"nodes", "2048"},
                    {"tp", "8"}, {"cp", "16"}, {"pp", "16"}, {"global-batch-size", "128"}, {"micro-batch-size", "1"},

@@ -170,6 +170,8 @@ def check_megatron_meaning(name, ns, lay, model):
         checks["rotary base 500000"] = ns["rotary_base"] == 500000 and ns["position_embedding_type"] == "rope"
     if model.startswith("mixtral"):
         checks["all-to-all token dispatcher"] = ns["moe_token_dispatcher_type"] == "alltoall"
+        # The plan keeps each expert whole on every tp rank, as the runtime trains them.
+        checks["experts whole on each tp rank"] = ns["expert_tensor_parallel_size"] == 1
     wrong = [k for k, ok in checks.items() if not ok]
     check(f"{name}: the settings mean the planned job", not wrong, (wrong, lay))
 
@@ -293,7 +295,7 @@ PLANS = {
     "Llama 3 405B cp 16": (["--config", ex("llama3-405b-cp16-h100.toml")], "llama3", 126),
     "Llama 3 405B pp 16 uneven": (["--config", ex("llama3-405b-cp16-h100.toml"), "--schedule", "1f1b",
                                    "--virtual-stages", "1"], "llama3", 126),
-    "Mixtral 8x22B ep 2": (["--config", ex("mixtral-8x22b-8-dgx-h100.toml")], "mixtral", 56),
+    "Mixtral 8x22B ep 8": (["--config", ex("mixtral-8x22b-8-dgx-h100.toml")], "mixtral", 56),
     "Llama 3 8B fp8": (["--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "2", "--global-batch-size", "64",
                         "--precision", "fp8"], "llama3", 32),
     "Llama 3 8B ZeRO-1": (["--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "2", "--global-batch-size", "64",
@@ -329,7 +331,7 @@ for name, (args, model, layers) in PLANS.items():
           ("export CUDA_DEVICE_MAX_CONNECTIONS=1" in script) == (lay["tp"] > 1 or lay["cp"] > 1), script[:800])
 
 # torchtitan: with the torchtitan stack the plans are ones torchtitan runs.
-TITAN_PLANS = ["GPT-3 175B", "Llama 3 405B cp 16", "Mixtral 8x22B ep 2", "Llama 3 8B ZeRO-3", "Llama 3 8B fp8"]
+TITAN_PLANS = ["GPT-3 175B", "Llama 3 405B cp 16", "Mixtral 8x22B ep 8", "Llama 3 8B ZeRO-3", "Llama 3 8B fp8"]
 for name in TITAN_PLANS:
     args = PLANS[name][0] + ["--stack", "torchtitan"]
     if name == "GPT-3 175B":
@@ -337,7 +339,7 @@ for name in TITAN_PLANS:
     lay = plan_layout(*args)
     check(f"{name}: --stack torchtitan plans ZeRO-3 (torchtitan has no ZeRO-1 or 2)", lay["zero"] == 3, lay)
     for form, version in (("torchtitan-toml", "toml-238fa99"), ("torchtitan", "head-b5bcd76")):
-        if form == "torchtitan" and (lay["precision"] == "fp8" or (lay["ep"] > 1 and lay["tp"] > 1)):
+        if (form == "torchtitan" and lay["precision"] == "fp8") or (lay["ep"] > 1 and lay["tp"] > 1):
             p = run("plan", *args, "--emit", form, want=2)
             check(f"{name} ({form}): refused, naming what the flag form lacks", "torchtitan" in p.stderr, p.stderr)
             continue
@@ -370,6 +372,9 @@ refusals = [
     ("torchtitan's selective checkpointing saves the SDPA output",
      PLANS["Llama 3 8B ZeRO-3"][0] + ["--stack", "torchtitan", "--recompute", "selective",
                                       "--recompute-flash-attention"], "torchtitan-toml", "saves the SDPA output"),
+    ("torchtitan has no whole experts on every tp rank with ep inside dp x cp",
+     ["--model", "mixtral-8x7b", "--seq-len", "4096", "--cluster", "dgx-h100", "--nodes", "4", "--tp", "2", "--ep", "2",
+      "--global-batch-size", "64", "--stack", "torchtitan"], "torchtitan-toml", "expert tensor parallel 1"),
     ("Megatron has no zero-bubble schedule", PLANS["Llama 3 8B ZeRO-1"][0] + ["--pp", "2", "--schedule", "zb-h1"],
      "slurm", "zb-h1"),
 ]
