@@ -128,7 +128,8 @@ void check_executable(const RunSpec& r, const std::string& device, const std::ve
                  "use --recompute-flash-attention, or --recompute none, for train", "train-selective-flash");
   if (!(x.overlap == Overlap{}))
     problems.add("--overlap " + to_string(x.overlap) + from_stack +
-                     ": the runtime overlaps the DP gradient reduction only; TP collectives and pipeline sends block",
+                     ": the runtime's overlap is its own: the DP gradient reduction in buckets, pipeline sends asynchronous, TP "
+                     "collectives blocking",
                  "use --overlap dp (the default) for train", "train-overlap");
   if (m.family == ModelFamily::GPT && !m.tied_embeddings())
     problems.add("an untied output layer: the runtime's GPT ties it to the token embedding",

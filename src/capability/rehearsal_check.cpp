@@ -19,7 +19,7 @@ RehearsalCheck rehearsal_check(const RunSpec& recipe) {
   }
   if (!(overlap_in_effect(x.overlap, x.schedule) == Overlap{})) {
     out.substitutions.push_back("overlap " + to_string(overlap_in_effect(x.overlap, x.schedule)) + " -> " + to_string(Overlap{}) +
-                                " (TP collectives and pipeline sends block on CPU ranks)");
+                                " (TP collectives block on CPU ranks; pipeline sends stay asynchronous there)");
     x.overlap = Overlap{};
   }
   if (x.grad_bits != 32) {

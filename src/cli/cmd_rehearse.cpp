@@ -214,7 +214,8 @@ int conclude(const RunSpec& plan, const RehearsalShape& shape, std::vector<Rehea
   for (const auto& rr : runs) calibration_runs.push_back({rr.run.layout.describe(), rr.run, &rr.verdict});
   std::optional<Calibration> cal;
   try {
-    cal = parallel::calibrate(calibration_runs, a.out + "/prediction-cluster.toml", cores, a.out + "/fitted-cost.toml");
+    cal = parallel::calibrate(calibration_runs, a.out + "/prediction-cluster.toml", cores, a.out + "/fitted-cost.toml",
+                              a.out + "/fitted-cluster.toml");
   } catch (const std::runtime_error& e) {
     std::fprintf(stderr, "trident rehearse: the self-calibration failed: %s\n", e.what());
   }

@@ -11,7 +11,7 @@ struct PhaseTimes {
   double pp = 0;           // pipeline sends/receives: the wire time of each message
   double bubble = 0;       // waiting on a pipeline receive beyond the wire time (peer still computing)
   double dp_exposed = 0;   // DP reduction / ZeRO gathers / tied-embedding sum left after backward
-  double optimizer = 0;    // clipping norm + AdamW (part of compute in shares, listed apart)
+  double optimizer = 0;    // the gradient norm's local sum + AdamW (part of compute in shares, listed apart)
   double weight = 0;       // ZB-H1's weight-gradient passes (W; part of compute, listed apart)
   double total = 0;        // wall time of the step
   double cp = 0;           // waiting on the context-parallel ring's KV exchange (what attention did not hide)
@@ -19,6 +19,9 @@ struct PhaseTimes {
   double zero_gather = 0;  // waits on ZeRO weight all-gathers (part of dp_exposed, listed apart)
   double ep = 0;           // expert-parallel all-to-alls (token dispatch and combine): their wire time
   double ep_wait = 0;      // in those all-to-alls beyond the wire time (waiting for the slower EP peers)
+  // The gradient norm's all-reduce over the world (part of bubble, listed apart): a rank that
+  // finishes its program early waits there for the last stage to drain, the pipeline's tail.
+  double norm_wait = 0;
   double other() const { return total - compute - tp - cp - ep - ep_wait - pp - bubble - dp_exposed; }
 };
 

@@ -29,6 +29,9 @@ std::string LinkCheck::text() const {
 std::string calibration_text(const Calibration& c) {
   std::string out = fit_text(c.fit) + "  written to " + c.cost_file + " (a [cost] file: plan, simulate and train read it "
                                                                       "with --cost)\n";
+  if (!c.cluster_file.empty())
+    out += "  fitted latencies written to " + c.cluster_file + " (the prediction's cluster with them; the predictions "
+           "after the fit use it)\n";
   out += "\nPrediction error (predicted / measured - 1), before and after the fit, ms per step\n";
   for (const auto& e : c.layouts) {
     out += "  " + heading(e) + "\n";
@@ -60,12 +63,14 @@ nlohmann::json calibration_json(const Calibration& c) {
     checks.push_back({{"field", k.field}, {"layout", k.layout}, {"terms", k.terms}, {"measured_s", k.measured_s},
                       {"predicted_before_s", k.before_s}, {"predicted_after_s", k.after_s}, {"improves", k.improves()},
                       {"text", k.text()}});
-  return {{"fit", fit_json(c.fit)}, {"cost_file", c.cost_file}, {"layouts", layouts}, {"link_checks", checks}};
+  return {{"fit", fit_json(c.fit)}, {"cost_file", c.cost_file},
+          {"cluster_file", c.cluster_file.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.cluster_file)}, {"layouts", layouts}, {"link_checks", checks}};
 }
 
 std::vector<HtmlSection> calibration_sections(const Calibration& c) {
   std::vector<HtmlSection> out = {fit_section(c.fit)};
   out.back().lines.push_back("written to " + c.cost_file);
+  if (!c.cluster_file.empty()) out.back().lines.push_back("fitted latencies written to " + c.cluster_file);
   for (const auto& k : c.checks) out.back().lines.push_back(k.text());
   for (size_t i = 0; i < c.layouts.size(); ++i) {
     const LayoutErrors& e = c.layouts[i];

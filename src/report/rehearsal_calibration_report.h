@@ -42,6 +42,7 @@ struct LinkCheck {
 struct Calibration {
   CostFit fit;
   std::string cost_file;
+  std::string cluster_file;  // the prediction's cluster with the fitted latencies ("" when none was fitted)
   std::vector<LayoutErrors> layouts;
   std::vector<LinkCheck> checks;  // one per fitted link share
 };

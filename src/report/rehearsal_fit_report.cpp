@@ -16,7 +16,9 @@ std::string joined(const std::vector<std::string>& v) {
 std::string ms(double s) { return fmt::format("{:.3f}", s * 1e3); }
 
 const char* kRule = "value' = value x S / (M - F): M the measured medians of its terms, P their prediction at the "
-                    "value before, S the part of P that scales with 1 / value (P at half the value, less P), F = P - S";
+                    "value before, S the part of P that scales with 1 / value (P at half the value, less P), F = P - S; "
+                    "a link latency (us): S the part of P that scales with it (twice P less P at half the latency), "
+                    "latency' = latency x (M - F) / S";
 
 }  // namespace
 
@@ -47,12 +49,14 @@ nlohmann::json fit_json(const CostFit& f) {
   for (const auto& s : f.steps)
     steps.push_back({{"field", s.field}, {"what", s.what}, {"terms", s.terms}, {"before", s.before}, {"after", s.after},
                      {"measured_s", s.measured_s}, {"predicted_s", s.predicted_s}, {"scaling_s", s.scaling_s},
-                     {"fixed_s", s.fixed_s}, {"fitted", s.fitted}, {"note", s.note.empty() ? json(nullptr) : json(s.note)}});
+                     {"fixed_s", s.fixed_s}, {"latency", s.latency}, {"fitted", s.fitted}, {"note", s.note.empty() ? json(nullptr) : json(s.note)}});
   json kept = json::array();
   for (const auto& [field, why] : f.kept) kept.push_back({{"field", field}, {"why", why}});
   json before, after;
   for (const auto& c : cost_fields()) before[c.name] = f.before.*(c.member), after[c.name] = f.after.*(c.member);
-  return {{"rule", kRule}, {"steps", steps}, {"kept", kept}, {"before", before}, {"after", after}};
+  json cluster = json::object();
+  for (const auto& [key, us] : f.cluster_after) cluster[key] = us;
+  return {{"rule", kRule}, {"steps", steps}, {"kept", kept}, {"before", before}, {"after", after}, {"cluster_after", cluster}};
 }
 
 HtmlSection fit_section(const CostFit& f) {

@@ -21,8 +21,11 @@ struct FitStep {
   double before = 0, after = 0;
   double measured_s = 0;   // M: those terms' medians, summed
   double predicted_s = 0;  // P: their prediction at `before`
-  double scaling_s = 0;    // S: of P, the part that scales with 1 / value
+  double scaling_s = 0;    // S: of P, the part that scales with 1 / value (a latency: with the value)
   double fixed_s = 0;      // F: the rest
+  // A link latency (microseconds, a [cluster] key) rather than a share: P = S + F with S
+  // proportional to the value, so value' = value x (M - F) / S.
+  bool latency = false;
   bool fitted = false;
   std::string note;  // why not fitted, or that it was clamped
 };
@@ -33,6 +36,8 @@ struct CostFit {
   std::vector<std::pair<std::string, std::string>> kept;  // field, why the rehearsal does not identify it
   // The rehearsal's link kinds: their efficiency field inside an emulated host and between them.
   std::string intra_field, inter_field;
+  // Fitted link latencies: [cluster] key ("intra-latency-us") -> microseconds.
+  std::vector<std::pair<std::string, double>> cluster_after;
 };
 
 std::string fit_text(const CostFit& f);

@@ -14,7 +14,7 @@ namespace {
 
 struct Means {
   double total = 0, compute = 0, tp = 0, pp = 0, bubble = 0, dp = 0, optimizer = 0, weight = 0, other = 0;
-  double cp = 0, cp_attention = 0, gather = 0, ep = 0, ep_wait = 0;
+  double cp = 0, cp_attention = 0, gather = 0, ep = 0, ep_wait = 0, norm_wait = 0;
 };
 
 Means rank_means(const RehearsalData& d, size_t rank) {
@@ -25,10 +25,11 @@ Means rank_means(const RehearsalData& d, size_t rank) {
     m.total += t.total, m.compute += t.compute, m.tp += t.tp, m.pp += t.pp, m.bubble += t.bubble;
     m.dp += t.dp_exposed, m.optimizer += t.optimizer, m.weight += t.weight, m.other += t.other();
     m.cp += t.cp, m.cp_attention += t.cp_attention, m.gather += t.zero_gather, m.ep += t.ep, m.ep_wait += t.ep_wait;
+    m.norm_wait += t.norm_wait;
   }
   if (n > 0)
     for (double* x : {&m.total, &m.compute, &m.tp, &m.pp, &m.bubble, &m.dp, &m.optimizer, &m.weight, &m.other, &m.cp,
-                      &m.cp_attention, &m.gather, &m.ep, &m.ep_wait})
+                      &m.cp_attention, &m.gather, &m.ep, &m.ep_wait, &m.norm_wait})
       *x /= double(n);
   return m;
 }
@@ -40,10 +41,11 @@ Means overall(const RehearsalData& d) {
     o.total += m.total, o.compute += m.compute, o.tp += m.tp, o.pp += m.pp, o.bubble += m.bubble;
     o.dp += m.dp, o.optimizer += m.optimizer, o.weight += m.weight, o.other += m.other;
     o.cp += m.cp, o.cp_attention += m.cp_attention, o.gather += m.gather, o.ep += m.ep, o.ep_wait += m.ep_wait;
+    o.norm_wait += m.norm_wait;
   }
   const double n = double(std::max<size_t>(1, d.ranks.size()));
   for (double* x : {&o.total, &o.compute, &o.tp, &o.pp, &o.bubble, &o.dp, &o.optimizer, &o.weight, &o.other, &o.cp,
-                    &o.cp_attention, &o.gather, &o.ep, &o.ep_wait})
+                    &o.cp_attention, &o.gather, &o.ep, &o.ep_wait, &o.norm_wait})
     *x /= n;
   return o;
 }
@@ -85,6 +87,9 @@ std::vector<ShareRow> share_rows(const RehearsalData& d, const Means& o) {
   }
   rows.push_back({"pp", "PP transfers", o.pp, pred(p.pp_s), ""});
   rows.push_back({"bubble", "bubble idle", o.bubble, pred(p.bubble_s), ""});
+  // The planner's bubble is the pipeline's fill and drain; at the step's end the drain shows as
+  // the wait in the gradient norm's all-reduce, so that wait is counted there (and listed).
+  rows.push_back({"norm_wait", "  of it in the norm all-reduce", o.norm_wait, std::nullopt, "bubble"});
   rows.push_back({"dp_exposed", "DP exposed", o.dp, pred(p.dp_s), ""});
   if (d.run.exec.zero >= 1 && L.dp > 1)  // waits on the weight all-gathers
     rows.push_back({"zero_gathers", "  of it ZeRO gathers", o.gather, pred(p.zero_gather_s), "dp_exposed"});
@@ -205,7 +210,8 @@ nlohmann::json rehearsal_json(const RehearsalData& d) {
                        {"pp_s", t.pp}, {"bubble_s", t.bubble}, {"dp_exposed_s", t.dp_exposed},
                        {"optimizer_s", t.optimizer}, {"weight_grad_s", t.weight}, {"other_s", t.other()},
                        {"cp_exchange_s", t.cp}, {"cp_attention_s", t.cp_attention}, {"zero_gather_s", t.zero_gather},
-                       {"ep_alltoall_s", t.ep}, {"ep_wait_s", t.ep_wait}});
+                       {"ep_alltoall_s", t.ep}, {"ep_wait_s", t.ep_wait},
+                       {"norm_wait_s", t.norm_wait}});
     }
     steps.push_back({{"step", s}, {"loss", d.losses.at(s)}, {"ranks", ranks}});
   }

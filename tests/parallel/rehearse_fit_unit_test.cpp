@@ -113,6 +113,34 @@ TEST(RehearsalFit, ValueAboveItsRangeIsClampedAndSaysSo) {
   EXPECT_NE(s->note.find("clamped to 1"), std::string::npos) << s->note;
 }
 
+// Ranks that share cores wait for their peer to be scheduled: the TP term is then almost all
+// latency, and a share fitted to it would stand for that wait. The latency is fitted instead (and
+// recovered), the share kept with the reason, and the fitted latency listed for the cluster file.
+TEST(RehearsalFit, LatencyBoundTermFitsTheLinkLatencyNotItsShare) {
+  RunSpec start = rehearsal_run(start_table()), truth = rehearsal_run(start_table());
+  start.cluster.intra.latency_s = 300e-6, truth.cluster.intra.latency_s = 450e-6;
+  const CostFit f = fit_cost(start, measured_by_planner(truth));
+  const FitStep* s = step_of(f, "intra-latency-us");
+  ASSERT_NE(s, nullptr);
+  EXPECT_TRUE(s->fitted) << s->note;
+  EXPECT_TRUE(s->latency);
+  EXPECT_EQ(s->terms, std::vector<std::string>{"tp"});
+  EXPECT_NEAR(s->after, 450.0, 1e-6 * 450);
+  EXPECT_NEAR(s->after, s->before * (s->measured_s - s->fixed_s) / s->scaling_s, 1e-9);  // the printed rule
+  EXPECT_EQ(step_of(f, "pcie_efficiency"), nullptr);
+  EXPECT_EQ(f.after.pcie_efficiency, start_table().pcie_efficiency);
+  bool kept = false;
+  for (const auto& [field, why] : f.kept) kept |= field == "pcie_efficiency" && why.find("latency-bound") != std::string::npos;
+  EXPECT_TRUE(kept);
+  ASSERT_EQ(f.cluster_after.size(), 1u);
+  EXPECT_EQ(f.cluster_after[0].first, "intra-latency-us");
+  EXPECT_NEAR(f.cluster_after[0].second, 450.0, 1e-6 * 450);
+  // A bandwidth-bound link still fits its share (the known-efficiencies case above): at 2 us no latency is fitted.
+  EXPECT_EQ(step_of(fit_cost(rehearsal_run(start_table()), measured_by_planner(rehearsal_run(known_table()))),
+                    "intra-latency-us"),
+            nullptr);
+}
+
 TEST(CostToml, ReadsBackToTheSameValues) {
   CostTable t = known_table();
   t.gemm_half_dim = 17.123456789, t.kernel_launch_us = 0.0123;

@@ -169,7 +169,7 @@ rows = [
     # The software stack: the runtime is the default one; others are refused, saying which setting.
     ("--tied-embeddings", None, "A", r"GPT gpt2-small"),
     ("--attention", "flash", "capability", r"flash attention is not in the CPU kernels"),
-    ("--overlap", "tp,dp", "capability", r"--overlap tp,dp: the runtime overlaps the DP gradient reduction only"),
+    ("--overlap", "tp,dp", "capability", r"--overlap tp,dp: the runtime's overlap is its own: the DP gradient reduction in buckets, pipeline sends asynchronous"),
     ("--no-tied-embeddings", None, "capability", r"an untied output layer"),
     ("--stack", "megatron-core-te", "stack", r"flash attention \(set by --stack megatron-core-te\)"),
 ]

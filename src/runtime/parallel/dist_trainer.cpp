@@ -101,7 +101,8 @@ struct DistTrainer::Impl {
   void count_routing(RoutingStats& r, const Chunk& ch, nn::Activations& acts, int64_t mb) const;
   void sum_routing(RoutingStats& r) const;
   void sum_tied_embedding();
-  double clip_and_update(int64_t step, bool sharded);
+  // norm_wait_s: seconds in the norm's all-reduce over the world (waiting for the slowest rank).
+  double clip_and_update(int64_t step, bool sharded, double& norm_wait_s);
   // Seconds of the step so far waiting on the ring attention's exchange (all chunks).
   double ring_seconds() const {
     double s = 0;
@@ -585,7 +586,7 @@ void DistTrainer::Impl::sum_tied_embedding() {
 // experts rank 0 of EDP), and the
 // last stage's copy of the tied embedding not at all. Then AdamW on the pieces this rank owns,
 // with the norm's clipping; returns the norm.
-double DistTrainer::Impl::clip_and_update(int64_t step, bool sharded) {
+double DistTrainer::Impl::clip_and_update(int64_t step, bool sharded, double& norm_wait_s) {
   Impl& I = *this;
   ProcessGroups& g = I.groups;
   double sq = 0;
@@ -605,7 +606,9 @@ double DistTrainer::Impl::clip_and_update(int64_t step, bool sharded) {
       }
     }
   }
+  const auto t_wait = clock_type::now();
   all_reduce_f64(*g.world, &sq, 1, comm::ReduceOp::Sum);
+  norm_wait_s = since(t_wait);
   const double grad_norm = std::sqrt(sq);
   const double lr = engine::learning_rate(I.opt.adamw, step);
   const double scale = engine::clip_scale(I.opt.adamw, grad_norm);
@@ -667,9 +670,12 @@ double DistTrainer::step(int64_t step) {
 
   // Global gradient norm, clipping and AdamW.
   auto t_opt = clock_type::now();
-  grad_norm_ = I.clip_and_update(step, sharded);
-  t.optimizer = since(t_opt);
+  double norm_wait = 0;
+  grad_norm_ = I.clip_and_update(step, sharded, norm_wait);
+  t.optimizer = since(t_opt) - norm_wait;
   t.compute += t.optimizer;
+  t.norm_wait = norm_wait;
+  t.bubble += norm_wait;
   if (sharded) {
     auto t0 = clock_type::now();
     for (auto& ch : I.chunks) ch.sync->all_gather_params(ch.stage->params());

@@ -2,16 +2,28 @@
 #include "runtime/parallel/rehearsal_calibration.h"
 
 #include <cmath>
+#include <fstream>
 #include <functional>
+#include <sstream>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
 #include "core/options.h"
 #include "core/output_path.h"
+#include "runtime/parallel/rehearsal_link.h"
 
 namespace trident::parallel {
 
 namespace {
+
+std::string read_text_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot read " + path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
 
 // The terms the planner predicts and the rehearsal measures ("other" is what is left of each).
 const char* const kErrorTerms[] = {"compute", "tp", "cp", "pp", "bubble", "dp", "optimizer", "step"};
@@ -81,7 +93,7 @@ std::map<std::string, double> measured_terms(const Verdict& v) {
 }
 
 Calibration calibrate(const std::vector<CalibrationRun>& runs, const std::string& cluster_file, int64_t cores,
-                      const std::string& cost_file) {
+                      const std::string& cost_file, const std::string& fitted_cluster_file) {
   Calibration c;
   c.cost_file = cost_file;
   c.fit = fit_cost(prediction_run(runs.at(0).run, cluster_file, cores, ""), measured_terms(*runs[0].verdict));
@@ -92,9 +104,18 @@ Calibration calibrate(const std::vector<CalibrationRun>& runs, const std::string
     comments.push_back(fmt::format("  {} {:.6g} -> {:.6g}{}", s.field, s.before, s.after, s.fitted ? "" : " (" + s.note + ")"));
   comments.push_back("The other values are the prediction's table before the fit (" + c.fit.before.source + ").");
   write_text_atomically(cost_file, cost_toml(c.fit.after, comments));
+  std::string after_cluster = cluster_file;
+  if (!c.fit.cluster_after.empty()) {
+    std::vector<std::pair<std::string, std::string>> keys;
+    for (const auto& [key, us] : c.fit.cluster_after) keys.emplace_back(key, fmt::format("{:.3f}", us));
+    write_text_atomically(fitted_cluster_file,
+                          "# " + cluster_file + " with the link latencies `trident rehearse` fitted to " + runs[0].label +
+                              " (see verdict.json's calibration)\n" + override_toml(read_text_file(cluster_file), keys, {}));
+    c.cluster_file = after_cluster = fitted_cluster_file;
+  }
   for (size_t i = 0; i < runs.size(); ++i) {
     const Prediction before = predict(runs[i].run, cluster_file, cores, "");
-    const Prediction after = predict_with_file(runs[i].run, cluster_file, cores, cost_file);
+    const Prediction after = predict_with_file(runs[i].run, after_cluster, cores, cost_file);
     c.layouts.push_back(errors_of(runs[i], i == 0, before, after));
     if (i == runs.size() - 1) c.checks = link_checks(c.fit, runs, cluster_file, cores, before, after);
   }

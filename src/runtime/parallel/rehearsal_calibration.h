@@ -24,8 +24,9 @@ struct CalibrationRun {
 // The verdict's measured medians by term key, for fit_cost (terms the run does not have left out).
 std::map<std::string, double> measured_terms(const Verdict& v);
 
-// Fits on runs[0], writes `cost_file`, predicts each run before and after with the planner.
+// Fits on runs[0], writes `cost_file` (and, when a link latency was fitted, `fitted_cluster_file`:
+// `cluster_file` with it), predicts each run before and after with the planner.
 Calibration calibrate(const std::vector<CalibrationRun>& runs, const std::string& cluster_file, int64_t cores,
-                      const std::string& cost_file);
+                      const std::string& cost_file, const std::string& fitted_cluster_file);
 
 }  // namespace trident::parallel

@@ -69,6 +69,50 @@ FitStep fit_one(RunSpec& r, Member m, const std::string& what, const std::vector
   return s;
 }
 
+// A link's latency as the fit sees it: its [cluster] key and where the run holds it.
+struct Latency {
+  const char* key;
+  bool inter;
+  double& of(RunSpec& r) const { return inter ? r.cluster.inter.latency_s : r.cluster.intra.latency_s; }
+};
+
+// S and F of the terms' prediction at r's latency (see the header): S = 2 (P - P(latency / 2)), F = P - S.
+std::pair<double, double> latency_split(const RunSpec& r, const Latency& l, const std::vector<std::string>& terms) {
+  RunSpec half = r;
+  l.of(half) /= 2;
+  const double p = predicted_sum(r, terms), s = 2 * (p - predicted_sum(half, terms));
+  return {s, p - s};
+}
+
+// Fits the latency `l` (kept in r's cluster) to the terms' measured sum and sets it there.
+FitStep fit_latency(RunSpec& r, const Latency& l, const std::string& what, const std::vector<std::string>& terms,
+                    const std::map<std::string, double>& measured) {
+  FitStep s;
+  s.field = l.key, s.what = what, s.terms = terms, s.latency = true;
+  s.before = s.after = l.of(r) * 1e6;
+  for (const auto& k : terms) s.measured_s += measured.at(k);
+  std::tie(s.scaling_s, s.fixed_s) = latency_split(r, l, terms);
+  s.predicted_s = s.scaling_s + s.fixed_s;
+  if (s.measured_s <= s.fixed_s) {
+    s.note = fmt::format("not fitted: measured {} ms is at or below the {} ms of the prediction the latency does not "
+                         "change", ms(s.measured_s), ms(s.fixed_s));
+    return s;
+  }
+  s.after = s.before * (s.measured_s - s.fixed_s) / s.scaling_s;
+  s.fitted = true;
+  l.of(r) = s.after * 1e-6;
+  return s;
+}
+
+// Whether the terms' prediction is latency-bound: the part the link's share scales under a fifth
+// of it and its latency's part over half. A share fitted to such a term would stand for latency
+// (and carry a latency's error to every bandwidth-bound term), so the latency is fitted instead.
+bool latency_bound(const RunSpec& r, Member share, const Latency& l, const std::vector<std::string>& terms) {
+  const double s = split(r, share, terms).first, lat = latency_split(r, l, terms).first;
+  const double p = predicted_sum(r, terms);
+  return p > 0 && s < 0.2 * p && lat > 0.5 * p;
+}
+
 // The measured communication terms whose prediction depends on `m` and not on `other`.
 std::vector<std::string> link_terms(const RunSpec& r, Member m, Member other, const std::map<std::string, double>& measured,
                                     std::string& left_out) {
@@ -133,17 +177,33 @@ CostFit fit_cost(const RunSpec& run, const std::map<std::string, double>& measur
                                  " link of the bench file: shared memory)";
   const std::string inter_what = "collectives and sends between emulated hosts (" + to_string(r.cluster.inter.kind) +
                                  " link: the shaped veth pair)";
-  std::vector<std::tuple<Member, Member, std::string>> links = {{intra, inter, intra_what}, {inter, intra, inter_what}};
-  if (intra == inter) links = {{intra, intra, "collectives and sends on either link (one share for both kinds)"}};
-  for (const auto& [m, other, what] : links) {
+  const Latency intra_latency{"intra-latency-us", false}, inter_latency{"inter-latency-us", true};
+  struct Link {
+    Member share, other;
+    std::string what;
+    Latency latency;
+  };
+  std::vector<Link> links = {{intra, inter, intra_what, intra_latency}, {inter, intra, inter_what, inter_latency}};
+  if (intra == inter) links = {{intra, intra, "collectives and sends on either link (one share for both kinds)", intra_latency}};
+  for (const Link& link : links) {
     std::string left_out;
-    const auto terms = link_terms(r, m, other, measured, left_out);
+    const auto terms = link_terms(r, link.share, link.other, measured, left_out);
     if (terms.empty()) {
-      out.kept.emplace_back(field_of(m).name, "no measured collective or send of this rehearsal depends on it alone" +
-                                                  (left_out.empty() ? std::string() : ": " + left_out));
+      out.kept.emplace_back(field_of(link.share).name, "no measured collective or send of this rehearsal depends on it alone" +
+                                                           (left_out.empty() ? std::string() : ": " + left_out));
       continue;
     }
-    out.steps.push_back(fit_one(r, m, what, terms, measured));
+    if (latency_bound(r, link.share, link.latency, terms)) {
+      out.steps.push_back(fit_latency(r, link.latency, "latency of the " + link.what, terms, measured));
+      if (out.steps.back().fitted) out.cluster_after.emplace_back(link.latency.key, out.steps.back().after);
+      out.kept.emplace_back(field_of(link.share).name, "its terms (" + [&] {
+        std::string t;
+        for (const auto& k : terms) t += (t.empty() ? "" : "+") + k;
+        return t;
+      }() + ") are latency-bound: under a fifth of their prediction scales with it, so the link's latency is fitted instead");
+    } else {
+      out.steps.push_back(fit_one(r, link.share, link.what, terms, measured));
+    }
     if (!left_out.empty()) out.steps.back().note += (out.steps.back().note.empty() ? "" : "; ") + ("left out: " + left_out);
   }
   out.kept.emplace_back("gemm_half_dim", "one compute term per layout cannot tell the GEMM curve's bend from its peak "

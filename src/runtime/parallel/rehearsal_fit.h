@@ -15,6 +15,12 @@
 // a value above the field's range is clamped to it and says so. The rest of the table (the
 // GEMM curve's half dimension, the kernel call cost: one compute term cannot tell them from
 // the peak share) is kept, each with the reason. No value is fitted to a constant of the run.
+//
+// A link whose terms are latency-bound (its share moves under a fifth of their prediction, its
+// latency over half: ranks sharing cores wait for their peer to be scheduled) has its latency
+// fitted instead of its share: P = S + F with S proportional to the latency (S = 2 (P - P at half
+// the latency)), latency' = latency x (M - F) / S, listed in CostFit::cluster_after as the
+// [cluster] key it replaces; the share is kept and says why.
 #pragma once
 
 #include <map>

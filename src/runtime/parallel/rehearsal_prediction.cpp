@@ -42,18 +42,26 @@ RunSpec prediction_run(const RunSpec& run, const std::string& cluster_toml, int6
   const int64_t world = run.layout.world_size();
   r.exec.precision = Precision::FP32;
   r.exec.grad_bits = 32;
+  // The runtime posts each pipeline send and computes on (it waits for them at the step's end):
+  // predicted as overlapped sends, whatever schedule.
+  if (run.layout.pp > 1 && !pp_overlapped(r.exec.overlap, r.exec.schedule)) {
+    r.exec.overlap.pp = true;
+    r.exec.overlap.pp_interleaved_only = false;
+    n = "pipeline sends asynchronous, as the runtime sends them; ";
+  }
   if (world > r.cluster.gpus_per_node * r.cluster.nodes || r.cluster.nodes == 1) {
     const double share = std::min(1.0, double(hardware_cores) / double(world));
     if (share < 1.0) {
       r.cluster.gpu.fp32_flops *= share;
       r.cluster.gpu.bf16_flops *= share;
-      n = std::to_string(world) + " ranks share " + std::to_string(hardware_cores) +
+      n += std::to_string(world) + " ranks share " + std::to_string(hardware_cores) +
           " cores: each rank's compute rate taken as the measured one x " + fmt("%.3f", share) + "; ";
     }
     r.cluster.gpus_per_node = std::max<int64_t>(world, 1);
     r.cluster.nodes = 1;
     n += "all ranks on one node; fp32 throughout";
   }
+  if (n.size() >= 2 && n.compare(n.size() - 2, 2, "; ") == 0) n.resize(n.size() - 2);
   if (note) *note = n;
   return r;
 }

@@ -473,17 +473,17 @@ TrainerOptions trainer_options(const TrainSettings& s, kernels::Kernels& kernels
 // Every rank's phase times of the step (one all-gather) and the step's seconds: the slowest
 // rank's.
 std::vector<PhaseTimes> gather_phase_times(const PhaseTimes& t, ProcessGroups& groups, int world, double& seconds) {
-  const int fields = 13;
+  const int fields = 14;
   float mine[fields] = {float(t.compute), float(t.tp), float(t.pp), float(t.bubble), float(t.dp_exposed),
                         float(t.optimizer), float(t.weight), float(t.total), float(t.cp), float(t.cp_attention),
-                        float(t.zero_gather), float(t.ep), float(t.ep_wait)};
+                        float(t.zero_gather), float(t.ep), float(t.ep_wait), float(t.norm_wait)};
   std::vector<float> all(size_t(fields) * world);
   groups.world->all_gather(mine, all.data(), fields, comm::DType::F32);
   std::vector<PhaseTimes> row(world);
   seconds = 0;
   for (int r = 0; r < world; ++r) {
     const float* x = &all[size_t(r) * fields];
-    row[r] = PhaseTimes{x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], x[8], x[9], x[10], x[11], x[12]};
+    row[r] = PhaseTimes{x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], x[8], x[9], x[10], x[11], x[12], x[13]};
     seconds = std::max(seconds, double(x[7]));
   }
   seconds = world == 1 ? t.total : seconds;
