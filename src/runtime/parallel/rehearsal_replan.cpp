@@ -38,6 +38,10 @@ LinkTransfer transfer(const std::string& where, const std::string& rehearsal_fie
   t.rehearsal_after = fit.after.*member_named(rehearsal_field);
   if (!s || !s->fitted) {
     t.note = "not fitted in the rehearsal: the plan keeps its value";
+    for (const auto& [field, why] : fit.kept)
+      if (field == rehearsal_field && why.find("latency-bound") != std::string::npos)
+        t.note = "not fitted in the rehearsal (its terms are latency-bound there: the link latency was fitted, and a "
+                 "CPU rank's latency is its wait for a core, not the target's link): the plan keeps its value";
     return t;
   }
   const LinkCheck* check = nullptr;
