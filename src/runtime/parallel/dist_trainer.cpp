@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <map>
 #include <tuple>
 #include <utility>
@@ -516,6 +517,7 @@ void DistTrainer::Impl::start_routing(RoutingStats& r) const {
   r.tokens_per_expert.assign(r.layers.size(), std::vector<int64_t>(size_t(run.model.experts), 0));
   r.dropped.assign(r.layers.size(), 0);
   r.dropped_ids.assign(r.layers.size(), 0);
+  r.closest_tie.assign(r.layers.size(), std::numeric_limits<double>::infinity());
 }
 
 // Micro-batch mb of this replica holds sequences dp_rank B/dp + mb b onward (cp 1: whole ones),
@@ -530,6 +532,16 @@ void DistTrainer::Impl::count_routing(RoutingStats& r, const Chunk& ch, nn::Acti
     const size_t at = size_t(std::find(r.layers.begin(), r.layers.end(), s.first_layer + i) - r.layers.begin());
     for (int64_t e = 0; e < route->E; ++e) r.tokens_per_expert[at][size_t(e)] += route->routed[size_t(e)];
     r.dropped[at] += route->dropped;
+    if (route->k < route->E) {  // the gap between each token's last chosen score and the best one left out
+      std::vector<float> row(size_t(route->E));
+      for (int64_t t = 0; t < route->N; ++t) {
+        std::copy_n(route->probs.begin() + t * route->E, route->E, row.begin());
+        std::nth_element(row.begin(), row.begin() + route->k, row.end(), std::greater<float>());
+        const float left_out = row[size_t(route->k)];
+        const float last_chosen = *std::min_element(row.begin(), row.begin() + route->k);
+        r.closest_tie[at] = std::min(r.closest_tie[at], double(last_chosen) - double(left_out));
+      }
+    }
     // An assignment's identity: its token in the global batch (under cp local row j of a
     // sequence is its position context.position(j)) and its place j among the token's k.
     const int64_t k = route->k, local = context.local();
@@ -553,6 +565,7 @@ void DistTrainer::Impl::sum_routing(RoutingStats& r) const {
     for (auto& x : row) x = all[at++];
   for (auto& x : r.dropped) x = all[at++];
   for (auto& x : r.dropped_ids) x = all[at++];
+  all_reduce_f64(*groups.world, r.closest_tie.data(), r.closest_tie.size(), comm::ReduceOp::Min);
 }
 
 // The tied embedding's gradient summed between the first and the last stage.

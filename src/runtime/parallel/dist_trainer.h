@@ -58,6 +58,10 @@ struct RoutingStats {
   // [layer] the dropped assignments' identity: the sum of a 32-bit hash of each one's place in
   // the global batch (sequence, position, choice), so two runs that drop other assignments differ.
   std::vector<int64_t> dropped_ids;
+  // [layer] the smallest gap, over the step's tokens, between a token's k-th and (k+1)-th router
+  // score: below the rounding of another layout's sums (about 1e-7), that layout may route the
+  // token to the other expert.
+  std::vector<double> closest_tie;
   bool empty() const { return layers.empty(); }
 };
 
