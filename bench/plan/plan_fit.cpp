@@ -148,9 +148,11 @@ int main(int argc, char** argv) try {
   }
   fmt::print("\nfitted table (paste the changed keys into data/cost/builtin.toml):\n");
   for (const auto& [gpu, t] : tables) {
-    fmt::print("[{}]\n", gpu);
+    // A GPU's table only where the fit changed a key of it (an A100 row held out fits none).
+    std::string keys;
     for (const auto& p : params)
-      if (p.gpu == gpu) fmt::print("{} = {:.3f}\n", p.field->name, t.*(p.field->member));
+      if (p.gpu == gpu) keys += fmt::format("{} = {:.3f}\n", p.field->name, t.*(p.field->member));
+    if (!keys.empty()) fmt::print("[{}]\n{}", gpu, keys);
   }
   return 0;
 } catch (const InputError& e) {
