@@ -137,6 +137,27 @@ TEST(RehearsalLink, OverrideReplacesKeysInTheirTableAndAddsMissingOnes) {
                  "network_efficiency = 0.8\n");
 }
 
+// The placement probe computes between two exchanges what the run does: a layer's forward and
+// backward over its TP ring steps and its EP all-to-alls. Without the all-to-alls a tp 1 MoE
+// rehearsal probed a whole layer per exchange, and its peers' compute read as a 6.5 ms latency.
+TEST(RehearsalLink, ProbeChunkSplitsTheLayerOverItsTpAndEpExchanges) {
+  RunSpec r = gpt3_plan();
+  r.model = model_preset("mixtral-8x22b");
+  r.model.layers = 8, r.model.hidden = 132, r.model.heads = 6, r.model.kv_heads = 1, r.model.ffn_hidden = 352;
+  r.model.expert_ffn_hidden = 352, r.model.seq_len = 96, r.model.vocab = 256;
+  r.exec.sequence_parallel = false, r.exec.recompute = Recompute::Full;
+  r.layout = Layout{.tp = 1, .cp = 1, .dp = 2, .pp = 4, .order = "tp-cp-ep-dp-pp", .ep = 2};
+  const ProbeSize with_ep = probe_size(r);
+  EXPECT_EQ(with_ep.exchanges, 6);  // dispatch + combine forward, and backward twice (full recompute repeats them)
+  r.layout.ep = 1;
+  const ProbeSize without = probe_size(r);
+  EXPECT_EQ(without.exchanges, 1);  // tp 1, no ep: one exchange per layer
+  EXPECT_NEAR(with_ep.flops * 6, without.flops, 1e-6 * without.flops);
+  r.layout.tp = 2, r.layout.dp = 1;
+  // tp 2: 2 forward + 4 backward collectives (full recompute repeats the forward's), 2 (tp - 1) ring steps each.
+  EXPECT_EQ(probe_size(r).exchanges, (2 + 4) * 2);
+}
+
 nlohmann::json report(double compute, double tp, double predicted_compute, double predicted_tp) {
   nlohmann::json steps = nlohmann::json::array();
   for (int s = 0; s < 5; ++s) {

@@ -2,6 +2,7 @@
 #include "runtime/parallel/rehearsal_link.h"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -13,6 +14,7 @@
 #include "core/options.h"
 #include "core/output_path.h"
 #include "plan/cost_model.h"
+#include "plan/mixture_of_experts.h"
 #include "runtime/parallel/placement_probe.h"
 
 namespace trident::parallel {
@@ -54,13 +56,14 @@ void run_bench(const LauncherLine& launcher, const std::vector<std::string>& pla
   if (rc != 0) throw std::runtime_error(fmt::format("`trident bench` measuring {} failed (exit {})", what, rc));
 }
 
+}  // namespace
+
 // The probe's exchange and compute chunk, from the rehearsed run as the planner costs it: the TP
 // message each rank sends per ring step (b s h x 4 bytes / tp), and the layer's forward and
-// backward FLOPs (3 x forward) per micro-batch over its TP ring steps (2 (tp - 1) per collective).
-struct ProbeSize {
-  double bytes = 0, flops = 0;
-  int64_t exchanges = 0;
-};
+// backward FLOPs (3 x forward) per micro-batch over the exchanges that split them: its TP ring
+// steps (2 (tp - 1) per collective) and its EP all-to-alls (dispatch and combine, forward and
+// backward, in the MoE layers' share). Ranks sharing cores wait for their peer about as long as
+// the compute between two exchanges, so the chunk must be the run's.
 ProbeSize probe_size(const RunSpec& run) {
   const int64_t tp = std::max<int64_t>(1, run.layout.tp);
   const CostTable cost = cost_table(run);
@@ -71,10 +74,17 @@ ProbeSize probe_size(const RunSpec& run) {
   const plan::TpComm tc = plan::tp_comm_per_layer(run.model, run.exec, tp, any, cost);
   ProbeSize s;
   s.bytes = double(run.exec.micro_batch_size) * double(run.model.seq_len) * double(run.model.hidden) * 4.0 / double(tp);
-  s.exchanges = std::max<int64_t>(1, (tc.forward_collectives + tc.backward_collectives) * 2 * (tp - 1));
+  double exchanges = double((tc.forward_collectives + tc.backward_collectives) * 2 * (tp - 1));
+  if (run.layout.ep > 1 && run.model.is_moe()) {
+    const plan::EpComm ec = plan::ep_comm_per_layer(run.model, run.exec, run.layout.ep, any, cost);
+    exchanges += plan::moe_layer_share(run.model) * double(ec.forward_alltoalls + ec.backward_alltoalls);
+  }
+  s.exchanges = std::max<int64_t>(1, std::llround(exchanges));
   s.flops = 3 * lc.forward_flops() / double(s.exchanges);
   return s;
 }
+
+namespace {
 
 // Runs the placement probe on every rank of the rehearsal as placed; returns its inputs.
 PlacementInputs run_probe(const LauncherLine& launcher, const std::vector<std::string>& placement, int64_t ranks,
@@ -92,7 +102,7 @@ PlacementInputs run_probe(const LauncherLine& launcher, const std::vector<std::s
   if (j.is_discarded()) throw std::runtime_error("cannot read the placement probe's file " + out);
   PlacementInputs inputs = placement_inputs(probe_from_json(j), intra_Bps, inter_Bps);
   inputs.text = fmt::format("  the probe's sizes: {:.0f} bytes = micro-batch {} x seq {} x hidden {} x 4 / tp {}; "
-                            "{:.4g} FLOPs = 3 x the layer's forward {:.4g} / its {} TP exchanges ({})\n",
+                            "{:.4g} FLOPs = 3 x the layer's forward {:.4g} / its {} exchanges (TP ring steps and EP all-to-alls) ({})\n",
                             size.bytes, run.exec.micro_batch_size, run.model.seq_len, run.model.hidden,
                             run.layout.tp, size.flops, size.flops * double(size.exchanges) / 3, size.exchanges, out) +
                 inputs.text;

@@ -37,6 +37,15 @@ struct RehearsalLinks {
 using LauncherLine = std::function<std::vector<std::string>(int64_t np, const std::vector<std::string>& placement,
                                                             const std::vector<std::string>& args)>;
 
+// The placement probe's sizes for `run`: the bytes a rank exchanges with its peer (the TP ring
+// step's message), and the FLOPs computed between two exchanges (3 x a layer's forward over the
+// layer's exchanges: TP ring steps and EP all-to-alls).
+struct ProbeSize {
+  double bytes = 0, flops = 0;
+  int64_t exchanges = 0;
+};
+ProbeSize probe_size(const RunSpec& run);
+
 // Measures and shapes as above; writes dir/prediction-cluster.toml. link_Bps > 0 sets the
 // shaped bandwidth. Throws std::runtime_error when a measurement fails.
 RehearsalLinks prepare_links(const RunSpec& plan, const RehearsalShape& shape, const std::string& bench_file,
