@@ -241,6 +241,19 @@ int run_rehearse(RehearseArgs& a) {
   Problems p;
   OptionValues values = a.options->collect(p);
   check_args(a, p);
+  {  // No file the rehearsal writes into --out may replace what it reads (--config, --cost, --bench).
+    std::vector<NamedPath> inputs = a.options->input_paths(values);
+    add_input(inputs, {a.bench, "--bench"});
+    std::vector<NamedPath> outputs;
+    for (const char* f : {"machine.toml", "link.toml", "placement.json", "prediction-cluster.toml", "fitted-cost.toml",
+                          "fitted-cluster.toml", "verdict.json", "rehearsal.html", "report.json", "report.html",
+                          "tp-across/report.json", "tp-across/report.html"})
+      // A folder not made yet holds no input: its files are checked once it exists (another run's --out).
+      if ((a.bench.empty() || std::string(f) != "machine.toml") &&
+          std::filesystem::is_directory(parent_directory(a.out + "/" + f)))
+        outputs.push_back({a.out + "/" + f, "--out's " + std::string(f)});
+    check_outputs(outputs, inputs, p);
+  }
   const double overhead_bytes = plan::resolve_output(values, p).overhead_bytes;  // the plan's, made again
   p.throw_if_any();
   const RunSpec plan = resolve_run(values, true);

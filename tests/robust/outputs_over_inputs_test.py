@@ -49,6 +49,16 @@ def main():
     refused("train --resume CK --metrics CK/manifest.json",
             run(trident, "train", "--resume", ck, "--steps", "3", "--metrics", manifest), "--metrics", ck)
     refused("export --checkpoint CK CK/hf", run(trident, "export", "--checkpoint", ck, os.path.join(ck, "hf")), "OUT", ck)
+    # rehearse writes its files into --out: a plan kept there under one of their names is refused.
+    reh = os.path.join(d, "reh")
+    os.makedirs(reh)
+    kept = os.path.join(reh, "fitted-cost.toml")
+    with open(kept, "w") as f:
+        f.write("[default]\ngemm_peak_efficiency = 0.7\n")
+    before[kept] = digest(kept)
+    refused("rehearse --cost OUT/fitted-cost.toml --out OUT",
+            run(trident, "rehearse", *PLAN, *LAYOUT, "--cost", kept, "--out", reh, "--hosts", "1", "--dry-run"),
+            "--cost '%s'" % kept)
     for p, h in before.items():
         check("input unchanged: " + os.path.basename(p), digest(p) == h)
     return finish()

@@ -2,10 +2,7 @@
 #include "runtime/parallel/rehearsal_calibration.h"
 
 #include <cmath>
-#include <fstream>
 #include <functional>
-#include <sstream>
-#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -16,14 +13,6 @@
 namespace trident::parallel {
 
 namespace {
-
-std::string read_text_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error("cannot read " + path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 // The terms the planner predicts and the rehearsal measures ("other" is what is left of each).
 const char* const kErrorTerms[] = {"compute", "tp", "cp", "pp", "bubble", "dp", "optimizer", "step"};

@@ -23,14 +23,6 @@ namespace {
 
 constexpr double kLinkCapBps = 0.1e9;  // below the ~0.2 GB/s the bridge and TCP carried unshaped here
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error("cannot read " + path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // A bench file's values, read by the loaders plan uses.
 OptionValues bench_values(const std::string& path) {
   std::vector<OptionDef> defs = cluster_options();
@@ -111,6 +103,14 @@ PlacementInputs run_probe(const LauncherLine& launcher, const std::vector<std::s
 
 }  // namespace
 
+std::string read_text_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot read " + path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
 std::string override_toml(const std::string& machine, const std::vector<std::pair<std::string, std::string>>& cluster,
                           const std::vector<std::pair<std::string, std::string>>& cost) {
   std::stringstream in(machine);
@@ -146,7 +146,7 @@ RehearsalLinks prepare_links(const RunSpec& plan, const RehearsalShape& shape, c
     run_bench(launcher, {}, machine, "this machine (2 ranks, shared memory)");
   }
   out.cluster_file = dir + "/prediction-cluster.toml";
-  const std::string machine_text = read_file(machine);
+  const std::string machine_text = read_text_file(machine);
   if (shape.hosts == 1) {
     write_text_atomically(out.cluster_file, machine_text);
     out.text = "links: one host, shared memory; prediction on " + machine + " as measured\n";

@@ -51,6 +51,9 @@ ProbeSize probe_size(const RunSpec& run);
 RehearsalLinks prepare_links(const RunSpec& plan, const RehearsalShape& shape, const std::string& bench_file,
                              const std::string& dir, double link_Bps, const LauncherLine& launcher);
 
+// A file's whole text (a bench or cluster file); std::runtime_error naming it when unreadable.
+std::string read_text_file(const std::string& path);
+
 // The cluster file of the prediction: `machine` (bench's TOML) with these [cluster] and [cost]
 // keys set (replaced where present, added where not).
 std::string override_toml(const std::string& machine, const std::vector<std::pair<std::string, std::string>>& cluster,
