@@ -108,6 +108,18 @@ std::vector<Row> read_rows(const std::string& path) {
     // Recipe settings over the stack's (0/1): the p2p volume and FP8 cast fusion a source states.
     if (!col("pipeline_sends_whole_tensor").empty()) x.recipe.pipeline_sends_whole_tensor = num("pipeline_sends_whole_tensor") != 0;
     if (!col("fp8_fused_casts").empty()) x.recipe.fp8_fused_casts = num("fp8_fused_casts") != 0;
+    if (!col("stack_compute_efficiency").empty()) {
+      double k = 0;
+      try {
+        k = std::stod(col("stack_compute_efficiency"));
+      } catch (const std::exception&) {
+      }
+      if (!(k > 0 && k <= 1))
+        throw InputError({{path + " line " + std::to_string(line_no) + ": stack_compute_efficiency '" +
+                               col("stack_compute_efficiency") + "' is not a number above 0 and at most 1",
+                           "fix the row", "calibration"}});
+      x.recipe.compute_efficiency = k;
+    }
     try {
       r.published_s = std::stod(col("iteration_s"));
     } catch (const std::exception&) {

@@ -47,6 +47,10 @@ struct RecipeSettings {
   // into the activation (Transformer Engine's LayerNormLinear / LayerNormMLP write FP8 outputs);
   // off, each of the four GEMM inputs is cast by a kernel of its own.
   bool fp8_fused_casts = false;
+  // The share of the cost table's compute rate the stack's kernels reach (1 = Megatron-LM's, on
+  // which the tables are measured). Below 1 where a stack runs the same layout measurably slower:
+  // every compute term (GEMMs, attention, element-wise work, recompute) is divided by it.
+  double compute_efficiency = 1.0;
   bool operator==(const RecipeSettings&) const = default;
 };
 

@@ -106,6 +106,10 @@ std::vector<OptionDef> execution_options() {
        "with --precision fp8, the casts of the QKV and FC1 inputs fused into the norms and the FC2 input's into the "
        "activation (Transformer Engine's LayerNormLinear / LayerNormMLP); off, each GEMM input is cast on its own",
        true, "", "on with --stack megatron-core-te, else off"},
+      {"stack-compute-efficiency", "training",
+       "share of the cost table's compute rate the software stack reaches on the same layout (1 = Megatron-LM's, "
+       "on which the tables are measured; --stack deepspeed sets the ratio measured between the two stacks)",
+       false, "NUM", "1 (--stack deepspeed: its measured ratio)", 0.05, 1},
       {"attention", "training", "attention kernels: unfused (scores stored) or flash (fused, never stores them)", false,
        "unfused|flash", "unfused"},
       {"overlap", "training", "communications hidden behind compute: any of tp,dp,pp, or none, or all", false,

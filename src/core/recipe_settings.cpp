@@ -1,5 +1,7 @@
 #include "core/recipe_settings.h"
 
+#include <fmt/format.h>
+
 namespace trident {
 
 std::string recipe_text(const ExecutionSpec& e, int64_t cp, int64_t pp) {
@@ -13,6 +15,7 @@ std::string recipe_text(const ExecutionSpec& e, int64_t cp, int64_t pp) {
   if (r.dp_overlap_per_chunk && schedule == ScheduleKind::Interleaved) s += ", DP overlap per chunk";
   if (r.pipeline_sends_whole_tensor && pp > 1) s += ", whole-tensor pipeline sends";
   if (r.fp8_fused_casts && precision == Precision::FP8) s += ", FP8 casts fused";
+  if (r.compute_efficiency != 1.0) s += fmt::format(", stack compute efficiency {:g}", r.compute_efficiency);
   return s;
 }
 
@@ -22,7 +25,8 @@ nlohmann::json recipe_json(const RecipeSettings& r) {
           {"cp_kind", to_string(r.cp_kind)},
           {"dp_overlap_per_chunk", r.dp_overlap_per_chunk},
           {"pipeline_sends_whole_tensor", r.pipeline_sends_whole_tensor},
-          {"fp8_fused_casts", r.fp8_fused_casts}};
+          {"fp8_fused_casts", r.fp8_fused_casts},
+          {"compute_efficiency", r.compute_efficiency}};
 }
 
 }  // namespace trident

@@ -110,10 +110,17 @@ double hierarchical_allreduce_time_s(double bytes, int64_t g, int64_t k, const L
 
 namespace {
 double activation_element_bytes(const ExecutionSpec& e) { return e.precision == Precision::FP32 ? 4 : 2; }
+// The rates a stack's forward and backward kernels run against: the GPU's, times the share of
+// them the stack reaches (RecipeSettings::compute_efficiency, 1 for the stack the tables measure).
 // The peak of everything but FP8's matrix products: bf16 (fp8 recipes keep attention, norms and
 // logits in bf16), or fp32.
 double peak_flops(const ExecutionSpec& e, const GpuSpec& gpu) {
-  return e.precision == Precision::FP32 ? gpu.fp32_flops : gpu.bf16_flops;
+  return (e.precision == Precision::FP32 ? gpu.fp32_flops : gpu.bf16_flops) * e.recipe.compute_efficiency;
+}
+double fp8_peak_flops(const ExecutionSpec& e, const GpuSpec& gpu) { return gpu.fp8_flops * e.recipe.compute_efficiency; }
+// HBM rate of the memory-bound kernels (norms, activations, softmax, casts, the loss).
+double kernel_hbm_Bps(const ExecutionSpec& e, const GpuSpec& gpu, const CostConstants& c) {
+  return gpu.hbm_Bps * c.hbm_efficiency * e.recipe.compute_efficiency;
 }
 }  // namespace
 
@@ -130,7 +137,7 @@ LayerCompute layer_compute(const ModelSpec& full, const ExecutionSpec& e, int64_
   const double T = double(lc.tokens), h = double(m.hidden), t = double(tp), f = double(m.ffn_hidden);
   const double kv = double(m.kv_dim()), s = double(m.seq_len), d = double(m.head_dim());
   const double peak = peak_flops(e, gpu);
-  const double gemm_peak = lc.fp8 ? gpu.fp8_flops : peak;
+  const double gemm_peak = lc.fp8 ? fp8_peak_flops(e, gpu) : peak;
   const double gemm_eff = lc.fp8 ? c.fp8_gemm_efficiency : c.gemm_peak_efficiency;
   // Weight GEMMs, forward, per GPU of the TP group: column-parallel QKV and MLP-in,
   // row-parallel projection and MLP-out.
@@ -155,7 +162,7 @@ LayerCompute layer_compute(const ModelSpec& full, const ExecutionSpec& e, int64_
   const LayerActivations act = layer_activations(m, plain, tp);
   lc.stored_activation_bytes = act.bytes;
   lc.attention_core_bytes = act.attention_scores_bytes;
-  const double hbm = gpu.hbm_Bps * c.hbm_efficiency;
+  const double hbm = kernel_hbm_Bps(e, gpu, c);
   const double scale = c.elementwise_traffic_per_stored_byte * activation_element_bytes(e) / 2;
   lc.attention_elementwise_s = scale * act.attention_scores_bytes / hbm;
   // The FP8 copies are the casts' output, counted in fp8_cast_s below.
@@ -288,7 +295,7 @@ std::vector<StageTime> stage_times(const ModelSpec& full, const ExecutionSpec& e
   // Output layer: logits GEMM (T x h x V/t), then the fp32 softmax cross-entropy over them.
   const double logits_gemm_s = gemm_time_s(T, h, V / t, 1, peak, c);
   const double logits_flops = 2 * T * h * V / t;
-  const double loss_s = c.elementwise_traffic_per_stored_byte * 4 * T * V / t / (gpu.hbm_Bps * c.hbm_efficiency);
+  const double loss_s = c.elementwise_traffic_per_stored_byte * 4 * T * V / t / kernel_hbm_Bps(e, gpu, c);
 
   const auto layers = stage_layers(m.layers, in.pp, v);
   const auto chunks = chunk_layers(m.layers, in.pp, v);

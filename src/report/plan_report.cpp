@@ -437,6 +437,11 @@ std::string stage_terms_text(const Estimate& e) {
                    st.stage, st.layers, 1e3 * st.compute_forward_s, 1e3 * st.compute_backward_s, 1e3 * st.recompute_s,
                    1e3 * st.tp_comm_s, link_text(e.links.tp.link), 1e3 * st.pp_comm_s, link_text(e.links.pp.link),
                    e.micro_batches);
+  if (const double k = r.exec.recipe.compute_efficiency; k != 1.0)
+    s += fmt::format("  stack compute efficiency {:g} (--stack-compute-efficiency): forward and backward kernels run at "
+                     "{:g} x the cost table's GEMM, attention and HBM rates, so the compute above, kernel launches aside, is 1/{:g} = {:.3f}x "
+                     "what the table gives\n",
+                     k, k, k, 1.0 / k);
   if (r.layout.pp > 1) s += pp_sends_text(e);
   if (r.layout.dp > 1)
     s += fmt::format("  DP: {:.2f} GiB of {}gradients over {} GPUs ({}) on {}{}{}: {:.3f} s, {:.3f} s hidden behind compute, "

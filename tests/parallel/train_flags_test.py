@@ -120,6 +120,9 @@ rows = [
     # FP8 cast fusion: a setting of FP8 recipes only (train refuses fp8 itself), nothing to do at bf16/fp32.
     ("--fp8-fused-casts", None, "A", r"!fp8-fused-casts"),
     ("--no-fp8-fused-casts", None, "B", r"!fp8-fused-casts"),
+    # The stack's compute efficiency: a planner setting of another stack's kernel rates (what a
+    # plan's written config carries); the runtime runs its own kernels: accepted, nothing refused.
+    ("--stack-compute-efficiency", "0.765", "A", r"!stack-compute-efficiency"),
     ("--no-fp8-params", None, "B", r"!fp8-params"),  # the runtime's own setting: no FP8 weights
     # Refused: settings of layers a dense model does not have.
     ("--experts-per-token", "2", "moe-knobs", r"--experts-per-token .*applies to mixture-of-experts"),

@@ -299,3 +299,40 @@ TEST(StackTerms, fp8_fused_casts_drop_the_qkv_fc1_and_fc2_input_casts) {
     EXPECT_EQ(x.recipe.fp8_fused_casts, s.name == "megatron-core-te") << s.name;
   }
 }
+
+TEST(StackTerms, stack_compute_efficiency_divides_every_compute_term_but_the_launches) {
+  // GPT 4096 wide, 2 layers, tp 2, flash and unfused, at 0.8 of the table's rates: the GEMM,
+  // attention and element-wise times are 1/0.8 = 1.25x, the per-call launch cost stays.
+  const ModelSpec m = gpt(2, 4096, 32, 2048, 32000);
+  const GpuSpec gpu = gpu_preset("a100-80g");
+  CostConstants c;
+  c.kernel_launch_us = 4;
+  for (AttentionKind a : {AttentionKind::Unfused, AttentionKind::Flash}) {
+    ExecutionSpec e;
+    e.attention = a;
+    const LayerCompute full = layer_compute(m, e, 2, gpu, c);
+    e.recipe.compute_efficiency = 0.8;
+    const LayerCompute slow = layer_compute(m, e, 2, gpu, c);
+    EXPECT_NEAR(slow.gemm_s, full.gemm_s / 0.8, 1e-15);
+    EXPECT_NEAR(slow.attention_s, full.attention_s / 0.8, 1e-15);
+    EXPECT_NEAR(slow.attention_backward_s, full.attention_backward_s / 0.8, 1e-15);
+    EXPECT_NEAR(slow.elementwise_s, full.elementwise_s / 0.8, 1e-15);
+    EXPECT_DOUBLE_EQ(slow.launch_forward_s(), full.launch_forward_s());
+    EXPECT_GT(slow.launch_forward_s(), 0);
+    // The last stage's logits GEMM and loss too: its compute less the launches, 1.25x.
+    StageInputs in{2, 1, {}, {}};
+    e.recipe.compute_efficiency = 1.0;
+    const StageTime a1 = stage_times(m, e, in, gpu, c).back();
+    e.recipe.compute_efficiency = 0.8;
+    const StageTime a8 = stage_times(m, e, in, gpu, c).back();
+    EXPECT_NEAR(a8.compute_forward_s + a8.compute_backward_s - a8.launch_s,
+                (a1.compute_forward_s + a1.compute_backward_s - a1.launch_s) / 0.8, 1e-12);
+  }
+  // Only --stack deepspeed carries a measured ratio; the stacks the tables measure run at 1.
+  for (const auto& s : stack_presets()) {
+    ExecutionSpec x;
+    apply_stack(s, x);
+    if (s.name == "deepspeed") EXPECT_LT(x.recipe.compute_efficiency, 1.0);
+    else EXPECT_EQ(x.recipe.compute_efficiency, 1.0) << s.name;
+  }
+}
