@@ -443,6 +443,27 @@ PipelineTime pipeline_time(const std::vector<StageTime>& stages, int64_t m, Sche
   return p;
 }
 
+double step_time_lower_bound(const ModelSpec& m, const ExecutionSpec& e, int64_t tp, int64_t pp, int64_t cp,
+                             int64_t ep, int64_t micro_batches, const std::vector<GroupLink>& tp_links,
+                             const GpuSpec& gpu, const CostConstants& c) {
+  const LayerCompute lc = layer_compute(m, e, tp, gpu, c, cp, ep);
+  // TP's cost grows with its collectives' time (overlapped or not): the fastest link's is the least.
+  double tp_s = tp_links.empty() ? 0.0 : 1e300;
+  for (const GroupLink& link : tp_links) {
+    const TpOverlap o = tp_overlap_per_layer(lc, tp_comm_per_layer(per_rank_sequence(m, cp), e, tp, link, c), e, tp, c);
+    tp_s = std::min(tp_s, o.forward.cost_s + o.backward.cost_s);
+  }
+  const double per_layer =
+      lc.forward_s() + lc.backward_s() + (e.recompute == Recompute::Full ? lc.forward_s() : 0.0) + tp_s;
+  const int64_t v = e.schedule == ScheduleKind::Interleaved ? e.virtual_stages : 1;
+  const auto layers = stage_layers(m.layers, pp, v);
+  const double fewest = double(*std::min_element(layers.begin(), layers.end()));
+  const double k = e.schedule == ScheduleKind::Interleaved ? double(std::max<int64_t>(v, 1))
+                   : e.schedule == ScheduleKind::ZeroBubbleH1 ? 3.0
+                                                             : 1.0;
+  return (double(micro_batches) + double(pp - 1) / k) * fewest * per_layer;
+}
+
 double active_mlp_params_per_layer(const ModelSpec& m) {
   const double h = double(m.hidden), dense = double(m.mlp_matrices()) * h * double(m.ffn_hidden);
   if (!m.is_moe()) return dense;

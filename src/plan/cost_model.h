@@ -284,6 +284,16 @@ struct PipelineTime {
 PipelineTime pipeline_time(const std::vector<StageTime>& stages, int64_t micro_batches, ScheduleKind schedule,
                            int64_t virtual_stages);
 
+// A step time no estimate of this recipe can beat, whatever its ZeRO stage and whichever of
+// `tp_links` (one per rank order) its TP group lands on: the pipeline above with every stage at
+// the least-loaded one's per-layer compute and TP cost (its fewest layers: forward, backward and
+// full recompute, the TP collectives as stage_times charges them on the fastest of the links; no
+// other communication, no embedding or logits, no DP or optimizer): (m + (p-1)/k) x that. The
+// search skips a recipe whose bound already loses.
+double step_time_lower_bound(const ModelSpec& model, const ExecutionSpec& exec, int64_t tp, int64_t pp, int64_t cp,
+                             int64_t ep, int64_t micro_batches, const std::vector<GroupLink>& tp_links,
+                             const GpuSpec& gpu, const CostConstants& c);
+
 // FLOPs of one step for the whole model (72 B s L h^2 (1 + s/6h + V/12Lh) for GPT). A MoE model
 // counts the matrices a token uses: router, k routed and the shared experts (active parameters).
 // Attention's score and value products (4 s^2 h per layer forward) are counted in full, as

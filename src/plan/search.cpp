@@ -192,6 +192,11 @@ struct Searcher {
   void recipes(int64_t tp, int64_t cp, int64_t dp, int64_t pp, int64_t ep, int64_t b, const Schedule& sch,
                const std::vector<std::pair<std::string, Links>>& layouts) {
     const int64_t n_orders = int64_t(layouts.size());
+    // The step-time bound of each recompute and sequence-parallel setting over these orders (ZeRO
+    // does not change it), worked out when first needed.
+    double bound_s[3][2] = {{-1, -1}, {-1, -1}, {-1, -1}};
+    std::vector<GroupLink> tp_links;
+    for (const auto& [order, links] : layouts) tp_links.push_back(links.tp.link);
     for (int zero = 0; zero <= 3; ++zero) {
       if (space.zero ? zero != *space.zero : false) continue;
       if (zero > 0 && dp == 1 && !space.zero) continue;  // nothing to shard over
@@ -224,6 +229,16 @@ struct Searcher {
             continue;
           }
           res.feasible += n_orders;
+          if (space.prune_by_bound) {
+            double& bound = bound_s[int(rc)][sp ? 1 : 0];
+            if (bound < 0)
+              bound = step_time_lower_bound(model, run.exec, tp, pp, cp, ep, global_batch / (dp * b), tp_links,
+                                            cluster.gpu, c);
+            if (loses_by_bound(double(global_batch) * double(model.seq_len) / bound, {tp, pp, cp, ep})) {
+              reject("pruned: slower at its bound than the best of its shape and the best kept", n_orders);
+              continue;
+            }
+          }
           for (const auto& [order, links] : layouts) {
             run.layout.order = order;
             ++res.estimated;
@@ -232,6 +247,15 @@ struct Searcher {
         }
       }
     }
+  }
+
+  // Whether no candidate of at most `tokens_per_s` can be kept: the best of its shape is faster
+  // and so is the last of the best `top` (the margin covers rounding between bound and estimate).
+  bool loses_by_bound(double tokens_per_s, const std::array<int64_t, 4>& shape_key) const {
+    const double most = tokens_per_s * (1 + 1e-9);
+    const auto shape = res.best_per_shape.find(shape_key);
+    if (shape == res.best_per_shape.end() || shape->second.tokens_per_s <= most) return false;
+    return !res.best.empty() && int(res.best.size()) >= top && res.best.back().tokens_per_s > most;
   }
 
   // Whether keep() stores `e` anywhere: the best of its shape so far, or a place among the best

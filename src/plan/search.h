@@ -37,6 +37,9 @@ struct SearchSpace {
   // Speed-ups that do not change the result (the benchmark turns them off to show what they save):
   bool prune_dominated = true;  // skip gpipe (1f1b is as fast with less memory) and sequence parallel off
   bool dedupe_orders = true;    // evaluate one order per distinct mapping of groups onto links
+  // Skip a recipe whose compute-only bound (step_time_lower_bound) cannot beat the best of its
+  // shape nor the last of the best `top`: best and best_per_shape stay what a full search gives.
+  bool prune_by_bound = true;
 
   // The stack's settings of `exec` (everything the search does not search), and its ZeRO stage
   // when the stack has no other.

@@ -143,3 +143,90 @@ TEST(Rationale, from_the_search_result_matches_searching_again) {
     EXPECT_EQ(from_result, searched_again) << c.model.name;
   }
 }
+
+// The bound the search prunes by is below every estimate it stands for: GPT-3 13B on 64 A100s,
+// 4 per node (tp 8 crosses nodes), every tp, pp, micro-batch, schedule, ZeRO stage and recompute
+// (sequence parallel on with tp), each on its own TP link.
+TEST(Search, step_time_bound_never_exceeds_the_estimate) {
+  const ModelSpec m = model_preset("gpt3-13b");
+  ClusterSpec cl = dgx(16);
+  cl.gpus_per_node = 4;
+  int checked = 0;
+  for (int64_t tp : {1, 2, 4, 8})
+    for (int64_t pp : {1, 2, 4, 8}) {
+      const int64_t dp = cl.world_size() / (tp * pp);
+      for (int64_t b : {1, 4})
+        for (auto [kind, v] : {std::pair{ScheduleKind::OneFOneB, int64_t(1)}, {ScheduleKind::ZeroBubbleH1, int64_t(1)},
+                               {ScheduleKind::Interleaved, int64_t(2)}})
+          for (int zero : {0, 1, 3})
+            for (Recompute rc : {Recompute::None, Recompute::Selective, Recompute::Full}) {
+              if (pp == 1 && kind != ScheduleKind::OneFOneB) continue;
+              RunSpec run;
+              run.model = m;
+              run.cluster = cl;
+              run.layout = Layout{tp, 1, dp, pp, "tp-dp-pp"};
+              run.exec.global_batch_size = 512;
+              run.exec.micro_batch_size = b;
+              run.exec.schedule = kind;
+              run.exec.virtual_stages = v;
+              run.exec.zero = zero;
+              run.exec.recompute = rc;
+              run.exec.sequence_parallel = tp > 1;
+              const Estimate e = estimate(run, kOverhead);
+              const double bound = step_time_lower_bound(m, run.exec, tp, pp, 1, 1, e.micro_batches, {e.links.tp.link},
+                                                         cl.gpu, e.cost);
+              EXPECT_GT(bound, 0);
+              EXPECT_LE(bound, e.time.step) << run.layout.describe() << " b " << b << " " << to_string(kind) << " zero "
+                                            << zero << " " << to_string(rc);
+              ++checked;
+            }
+    }
+  EXPECT_EQ(checked, 720);
+}
+
+namespace {
+// A candidate's layout (with its order) and every searched setting.
+std::string recipe_key(const Estimate& e) {
+  const ExecutionSpec& x = e.run.exec;
+  return e.run.layout.describe() + " b " + std::to_string(x.micro_batch_size) + " " + to_string(x.schedule) + " v " +
+         std::to_string(x.virtual_stages) + " zero " + std::to_string(x.zero) + " " + to_string(x.recompute) +
+         (x.sequence_parallel ? " sp" : "");
+}
+}  // namespace
+
+// Pruning by that bound skips estimates but keeps what a full search finds: the best layouts
+// (with their other orders) and the best of every shape the rationale asks about.
+TEST(Search, pruning_by_the_bound_keeps_the_best_and_every_shape_best) {
+  struct Case {
+    ModelSpec model;
+    ClusterSpec cluster;
+    int64_t batch;
+  };
+  ClusterSpec h100 = cluster_preset("dgx-h100");
+  h100.nodes = 512;
+  ClusterSpec h100_small = h100;
+  h100_small.nodes = 128;
+  const Case cases[] = {{model_preset("gpt3-175b"), dgx(64), 1536},
+                        {model_preset("llama3-405b"), h100, 2048},
+                        {model_preset("mixtral-8x22b"), h100_small, 512}};
+  for (const Case& c : cases) {
+    SearchSpace full;
+    full.prune_by_bound = false;
+    const SearchResult all = search(c.model, c.cluster, c.batch, full, 5, kOverhead);
+    const SearchResult pruned = search(c.model, c.cluster, c.batch, SearchSpace{}, 5, kOverhead);
+    EXPECT_LT(pruned.estimated, all.estimated) << c.model.name;
+    ASSERT_EQ(pruned.best.size(), all.best.size()) << c.model.name;
+    for (size_t i = 0; i < all.best.size(); ++i) {
+      EXPECT_EQ(recipe_key(pruned.best[i]), recipe_key(all.best[i])) << c.model.name << " #" << i;
+      EXPECT_EQ(pruned.best[i].tokens_per_s, all.best[i].tokens_per_s);
+      EXPECT_EQ(pruned.best[i].other_orders, all.best[i].other_orders) << c.model.name << " #" << i;
+    }
+    ASSERT_EQ(pruned.best_per_shape.size(), all.best_per_shape.size()) << c.model.name;
+    for (const auto& [shape, e] : all.best_per_shape) {
+      const auto it = pruned.best_per_shape.find(shape);
+      ASSERT_NE(it, pruned.best_per_shape.end());
+      EXPECT_EQ(recipe_key(it->second), recipe_key(e)) << c.model.name;
+      EXPECT_EQ(it->second.tokens_per_s, e.tokens_per_s);
+    }
+  }
+}
