@@ -220,15 +220,7 @@ struct Searcher {
           run.exec.zero = zero;
           run.exec.recompute = rc;
           run.exec.sequence_parallel = sp;
-          // Memory does not depend on the order: check it once.
-          const auto mem = stage_memory(model, run.exec, {tp, pp, dp, overhead, cp, ep});
-          double peak = 0;
-          for (const auto& s : mem) peak = std::max(peak, s.total_bytes());
-          if (peak > cluster.gpu.memory_bytes) {
-            reject("out of memory", n_orders);
-            continue;
-          }
-          res.feasible += n_orders;
+          // Before the memory check, which costs more: a pruned recipe is not counted as fitting or not.
           if (space.prune_by_bound) {
             double& bound = bound_s[int(rc)][sp ? 1 : 0];
             if (bound < 0)
@@ -239,6 +231,15 @@ struct Searcher {
               continue;
             }
           }
+          // Memory does not depend on the order: check it once.
+          const auto mem = stage_memory(model, run.exec, {tp, pp, dp, overhead, cp, ep});
+          double peak = 0;
+          for (const auto& s : mem) peak = std::max(peak, s.total_bytes());
+          if (peak > cluster.gpu.memory_bytes) {
+            reject("out of memory", n_orders);
+            continue;
+          }
+          res.feasible += n_orders;
           for (const auto& [order, links] : layouts) {
             run.layout.order = order;
             ++res.estimated;
