@@ -554,9 +554,9 @@ std::string plan_text(const ModelSpec& model, const ClusterSpec& cluster, int64_
                                                            pc.active / 1e9)
                                              : "",
                               global_batch, model.seq_len, cluster.describe());
-  s += fmt::format("Searched {} combinations in {:.3f} s: {} fit in memory, {} estimated ({} orders merged with "
-                   "identical links)\n",
-                   res.enumerated, res.seconds, res.feasible, res.estimated, res.duplicate_orders);
+  s += fmt::format("Searched {} combinations in {:.3f} s: {} fit in memory and were estimated, of those not pruned "
+                   "first by their step-time bound ({} orders merged with identical links)\n",
+                   res.enumerated, res.seconds, res.estimated, res.duplicate_orders);
   for (const auto& [reason, n] : res.rejected) s += fmt::format("  rejected {:>8}  {}\n", n, reason);
   if (res.best.empty()) {
     s += "\nNo layout fits.";
