@@ -26,9 +26,13 @@ std::vector<int64_t> chunk_layers(int64_t layers, int64_t pp, int64_t v) {
 }
 
 std::vector<int64_t> stage_layers(int64_t layers, int64_t pp, int64_t v) {
-  std::vector<int64_t> out(std::max<int64_t>(pp, 1), 0);
-  auto chunks = chunk_layers(layers, pp, v);
-  for (size_t c = 0; c < chunks.size(); ++c) out[c % out.size()] += chunks[c];
+  // Stage i holds chunks i, i + pp, ... (v of them): v x the base count, plus one for each of
+  // them among chunks 1 .. rest (chunk_layers), counted without listing the chunks.
+  const int64_t p = std::max<int64_t>(pp, 1), vs = std::max<int64_t>(v, 1), chunks = p * vs;
+  const int64_t base = layers / chunks, rest = layers % chunks;
+  std::vector<int64_t> out(size_t(p), vs * base);
+  out[0] += std::min(rest / p, vs - 1);  // chunks pp, 2 pp, ... up to rest
+  for (int64_t i = 1; i < p && i <= rest; ++i) out[size_t(i)] += std::min((rest - i) / p + 1, vs);
   return out;
 }
 
@@ -457,11 +461,16 @@ double step_time_lower_bound(const ModelSpec& m, const ExecutionSpec& e, int64_t
       lc.forward_s() + lc.backward_s() + (e.recompute == Recompute::Full ? lc.forward_s() : 0.0) + tp_s;
   const int64_t v = e.schedule == ScheduleKind::Interleaved ? e.virtual_stages : 1;
   const auto layers = stage_layers(m.layers, pp, v);
-  const double fewest = double(*std::min_element(layers.begin(), layers.end()));
+  const auto [fewest, most] = std::minmax_element(layers.begin(), layers.end());
   const double k = e.schedule == ScheduleKind::Interleaved ? double(std::max<int64_t>(v, 1))
                    : e.schedule == ScheduleKind::ZeroBubbleH1 ? 3.0
                                                              : 1.0;
-  return (double(micro_batches) + double(pp - 1) / k) * fewest * per_layer;
+  const double mb = double(micro_batches);
+  // The pipeline's m T_max + (sum T - T_max) / k = (m - 1/k) T_max + sum T / k grows with both:
+  // T_max is at least the fullest stage's layers, sum T all layers. ZeRO-3's per-layer traffic,
+  // in T but taken out of the step again, leaves only the least-loaded stage's share for each.
+  if (e.zero < 3) return ((mb - 1 / k) * double(*most) + double(m.layers) / k) * per_layer;
+  return (mb + double(pp - 1) / k) * double(*fewest) * per_layer;
 }
 
 double active_mlp_params_per_layer(const ModelSpec& m) {

@@ -284,12 +284,12 @@ struct PipelineTime {
 PipelineTime pipeline_time(const std::vector<StageTime>& stages, int64_t micro_batches, ScheduleKind schedule,
                            int64_t virtual_stages);
 
-// A step time no estimate of this recipe can beat, whatever its ZeRO stage and whichever of
-// `tp_links` (one per rank order) its TP group lands on: the pipeline above with every stage at
-// the least-loaded one's per-layer compute and TP cost (its fewest layers: forward, backward and
-// full recompute, the TP collectives as stage_times charges them on the fastest of the links; no
-// other communication, no embedding or logits, no DP or optimizer): (m + (p-1)/k) x that. The
-// search skips a recipe whose bound already loses.
+// A step time no estimate of this recipe can beat, whichever of `tp_links` (one per rank order)
+// its TP group lands on: the pipeline above over each layer's compute and TP cost alone (forward,
+// backward and full recompute, the TP collectives as stage_times charges them on the fastest of
+// the links; no other communication, no embedding or logits, no DP or optimizer). Below ZeRO 3:
+// (m - 1/k) x the fullest stage's layers + all layers / k; with ZeRO 3, (m + (p-1)/k) x the least
+// loaded stage's. The search skips a recipe whose bound already loses.
 double step_time_lower_bound(const ModelSpec& model, const ExecutionSpec& exec, int64_t tp, int64_t pp, int64_t cp,
                              int64_t ep, int64_t micro_batches, const std::vector<GroupLink>& tp_links,
                              const GpuSpec& gpu, const CostConstants& c);

@@ -99,16 +99,26 @@ class DerivedGroups {
   int64_t evaluate(int64_t fast0, int64_t rho) {
     int64_t& m = memo_[size_t(fast0 * b_ + rho)];
     if (m >= 0) return m;
-    int64_t most = 0, run = 0, prev = -1, first = 0;
-    for (int64_t i = 0; i < n_; ++i) {
+    auto offset = [&](int64_t i) {
       const int64_t j = fast0 + i * step_;
-      const int64_t domain = (rho + (j % F_) * mesh_.stride(fast_) + (j / F_) * mesh_.stride(slow_)) / b_;
-      if (i == 0) first = domain;
+      return rho + (j % F_) * mesh_.stride(fast_) + (j / F_) * mesh_.stride(slow_);
+    };
+    // The gaps between members repeat every T = F / gcd(step, F) members (they depend on j mod F
+    // alone), so the offsets mod b repeat every P periods, P = b / gcd(advance per period, b). A
+    // run of one domain holds at most b members (they ascend): every run is a copy of one that
+    // starts in the first two repeats, walked in full within 2 P T + b members.
+    const int64_t T = F_ / std::gcd(step_, F_);
+    const int64_t P = b_ / std::gcd((offset(T) - offset(0)) % b_, b_);
+    const int64_t walk = std::min(n_, 2 * P * T + b_ + 2);
+    int64_t most = 0, run = 0, prev = -1;
+    for (int64_t i = 0; i < walk; ++i) {
+      const int64_t domain = offset(i) / b_;
       run = domain == prev ? run + 1 : 1;
       prev = domain;
       most = std::max(most, run);
     }
-    m = prev != first ? most + kCrosses : most;
+    // Ascending members leave the first one's domain exactly when the last one is outside it.
+    m = offset(n_ - 1) / b_ != offset(0) / b_ ? most + kCrosses : most;
     return m;
   }
   static bool crosses(int64_t v) { return v >= kCrosses; }
@@ -202,8 +212,8 @@ Links mesh_links(const Mesh& mesh, const ClusterSpec& cluster) {
   } else {
     l.edp = l.dcp;  // every data rank holds every expert
   }
-  const Group pipe = mesh.group(Dim::PP, 0);
-  l.embedding = mesh.link_of({pipe.ranks.front(), pipe.ranks.back()}, cluster);
+  // The first and last stage of pipeline 0 (rank 0 and pp - 1 strides on), without listing it.
+  l.embedding = mesh.link_of({0, (mesh.size(Dim::PP) - 1) * mesh.stride(Dim::PP)}, cluster);
   return l;
 }
 

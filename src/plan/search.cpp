@@ -90,6 +90,11 @@ std::optional<std::optional<Estimate>> best_within(const SearchResult& searched,
   for (Dim d : kShapeDims)
     if (wide.size(d) && wide.size(d) != narrower.size(d)) return std::nullopt;
   if (!wide.size(Dim::CP) && narrower.size(Dim::CP) && *narrower.size(Dim::CP) > 1) return std::nullopt;
+  // Pruned by the bound, the bests are exact at each tp and pp with cp (and ep) 1 or above 1 in
+  // all, not for one cp or ep above 1.
+  if (wide.prune_by_bound)
+    for (Dim d : {Dim::CP, Dim::EP})
+      if (!wide.size(d) && narrower.size(d) && *narrower.size(d) != 1) return std::nullopt;
   std::optional<Estimate> best;
   // Shapes in search order (tp, pp, cp, ep ascending): the first of equals wins, as in a search.
   for (const auto& [shape, e] : searched.best_per_shape) {
@@ -188,15 +193,22 @@ struct Searcher {
     return out;
   }
 
-  // Every ZeRO stage, recompute and sequence-parallel setting of one schedule, on each order.
+  // One recipe of a shape waiting to be estimated on each of its orders, with its step-time bound.
+  struct Recipe {
+    int64_t b;
+    Schedule sch;
+    int zero;
+    Recompute rc;
+    bool sp;
+    double bound_s;  // step_time_lower_bound over the shape's orders (0 when not pruning by it)
+  };
+
+  // Every ZeRO stage, recompute and sequence-parallel setting of one schedule, added to `out`.
   void recipes(int64_t tp, int64_t cp, int64_t dp, int64_t pp, int64_t ep, int64_t b, const Schedule& sch,
-               const std::vector<std::pair<std::string, Links>>& layouts) {
-    const int64_t n_orders = int64_t(layouts.size());
-    // The step-time bound of each recompute and sequence-parallel setting over these orders (ZeRO
-    // does not change it), worked out when first needed.
-    double bound_s[3][2] = {{-1, -1}, {-1, -1}, {-1, -1}};
-    std::vector<GroupLink> tp_links;
-    for (const auto& [order, links] : layouts) tp_links.push_back(links.tp.link);
+               int64_t n_orders, const std::vector<GroupLink>& tp_links, std::vector<Recipe>& out) {
+    // The bound of each recompute and sequence-parallel setting, below ZeRO 3 and at it, worked
+    // out when first needed.
+    double bound_s[3][2][2] = {{{-1, -1}, {-1, -1}}, {{-1, -1}, {-1, -1}}, {{-1, -1}, {-1, -1}}};
     for (int zero = 0; zero <= 3; ++zero) {
       if (space.zero ? zero != *space.zero : false) continue;
       if (zero > 0 && dp == 1 && !space.zero) continue;  // nothing to shard over
@@ -214,48 +226,80 @@ struct Searcher {
             continue;
           }
           res.enumerated += n_orders;
-          run.exec.micro_batch_size = b;
-          run.exec.schedule = sch.kind;
-          run.exec.virtual_stages = sch.v;
-          run.exec.zero = zero;
-          run.exec.recompute = rc;
-          run.exec.sequence_parallel = sp;
-          // Before the memory check, which costs more: a pruned recipe is not counted as fitting or not.
+          Recipe r{b, sch, zero, rc, sp, 0.0};
           if (space.prune_by_bound) {
-            double& bound = bound_s[int(rc)][sp ? 1 : 0];
-            if (bound < 0)
+            double& bound = bound_s[int(rc)][sp ? 1 : 0][zero >= 3 ? 1 : 0];
+            if (bound < 0) {
+              set_recipe(r);
               bound = step_time_lower_bound(model, run.exec, tp, pp, cp, ep, global_batch / (dp * b), tp_links,
                                             cluster.gpu, c);
-            if (loses_by_bound(double(global_batch) * double(model.seq_len) / bound, {tp, pp, cp, ep})) {
-              reject("pruned: slower at its bound than the best of its shape and the best kept", n_orders);
-              continue;
             }
+            r.bound_s = bound;
           }
-          // Memory does not depend on the order: check it once.
-          const auto mem = stage_memory(model, run.exec, {tp, pp, dp, overhead, cp, ep});
-          double peak = 0;
-          for (const auto& s : mem) peak = std::max(peak, s.total_bytes());
-          if (peak > cluster.gpu.memory_bytes) {
-            reject("out of memory", n_orders);
-            continue;
-          }
-          res.feasible += n_orders;
-          for (const auto& [order, links] : layouts) {
-            run.layout.order = order;
-            ++res.estimated;
-            keep(estimate_without_links(run, links, mem, c), {tp, pp, cp, ep}, links);
-          }
+          out.push_back(r);
         }
       }
     }
   }
 
-  // Whether no candidate of at most `tokens_per_s` can be kept: the best of its shape is faster
-  // and so is the last of the best `top` (the margin covers rounding between bound and estimate).
-  bool loses_by_bound(double tokens_per_s, const std::array<int64_t, 4>& shape_key) const {
+  void set_recipe(const Recipe& r) {
+    run.exec.micro_batch_size = r.b;
+    run.exec.schedule = r.sch.kind;
+    run.exec.virtual_stages = r.sch.v;
+    run.exec.zero = r.zero;
+    run.exec.recompute = r.rc;
+    run.exec.sequence_parallel = r.sp;
+  }
+
+  // A shape's recipes, the most promising (least bound) first so that its best is found early
+  // and the bound prunes the most; each one's memory checked once, then estimated on each order.
+  void estimate_recipes(int64_t tp, int64_t cp, int64_t dp, int64_t pp, int64_t ep, std::vector<Recipe>& recipes,
+                        const std::vector<std::pair<std::string, Links>>& layouts) {
+    const int64_t n_orders = int64_t(layouts.size());
+    if (space.prune_by_bound)
+      std::stable_sort(recipes.begin(), recipes.end(),
+                       [](const Recipe& a, const Recipe& b) { return a.bound_s < b.bound_s; });
+    for (const Recipe& r : recipes) {
+      set_recipe(r);
+      // Before the memory check, which costs more: a pruned recipe is not counted as fitting or not.
+      if (space.prune_by_bound &&
+          loses_by_bound(double(global_batch) * double(model.seq_len) / r.bound_s, {tp, pp, cp, ep})) {
+        reject("pruned: slower at its bound than the best of its shape and the best kept", n_orders);
+        continue;
+      }
+      // Memory does not depend on the order: check it once.
+      const auto mem = stage_memory(model, run.exec, {tp, pp, dp, overhead, cp, ep});
+      double peak = 0;
+      for (const auto& s : mem) peak = std::max(peak, s.total_bytes());
+      if (peak > cluster.gpu.memory_bytes) {
+        reject("out of memory", n_orders);
+        continue;
+      }
+      res.feasible += n_orders;
+      for (const auto& [order, links] : layouts) {
+        run.layout.order = order;
+        ++res.estimated;
+        keep(estimate_without_links(run, links, mem, c), {tp, pp, cp, ep}, links);
+      }
+    }
+  }
+
+  // The most tokens per second estimated so far in each group of shapes the rationale's
+  // questions need exact (tp and pp fixed or not, cp and ep 1 or free): a tp, a pp, and whether
+  // cp and ep are 1. What the bound prunes by.
+  using Group = std::array<int64_t, 4>;
+  static Group group_of(const std::array<int64_t, 4>& shape) {
+    return {shape[0], shape[1], shape[2] == 1, shape[3] == 1};
+  }
+  std::map<Group, double> best_tokens_in_group;
+
+  // Whether no candidate of at most `tokens_per_s` of this shape can be kept: the best of its
+  // group is faster and so is the last of the best `top` (the margin covers rounding between
+  // bound and estimate).
+  bool loses_by_bound(double tokens_per_s, const std::array<int64_t, 4>& shape) const {
     const double most = tokens_per_s * (1 + 1e-9);
-    const auto shape = res.best_per_shape.find(shape_key);
-    if (shape == res.best_per_shape.end() || shape->second.tokens_per_s <= most) return false;
+    const auto known = best_tokens_in_group.find(group_of(shape));
+    if (known == best_tokens_in_group.end() || known->second <= most) return false;
     return !res.best.empty() && int(res.best.size()) >= top && res.best.back().tokens_per_s > most;
   }
 
@@ -276,6 +320,8 @@ struct Searcher {
   // candidate comes without its links: only a kept one gets a copy (each group's node list is
   // long on a large cluster, and most candidates are dropped).
   void keep(Estimate e, const std::array<int64_t, 4>& shape_key, const Links& links) {
+    double& in_group = best_tokens_in_group.try_emplace(group_of(shape_key), 0.0).first->second;
+    in_group = std::max(in_group, e.tokens_per_s);
     if (!kept(e, shape_key)) {
       if (!space.order) merge_order(res.best, e, better_estimate);  // its order may still be listed
       return;
@@ -321,11 +367,15 @@ struct Searcher {
         }
         run.layout = Layout{tp, cp, dp, pp, default_order(cp, ep), ep};
         const auto layouts = distinct_orders(tp, cp, dp, pp, ep);
+        std::vector<GroupLink> tp_links;
+        for (const auto& [order, links] : layouts) tp_links.push_back(links.tp.link);
+        std::vector<Recipe> found;
         for (int64_t b : all_divisors(global_batch / dp)) {
           if (space.micro_batch ? b != *space.micro_batch : b > space.max_micro_batch) continue;
           for (const Schedule& sch : schedules(pp, global_batch / (dp * b), int64_t(layouts.size())))
-            recipes(tp, cp, dp, pp, ep, b, sch, layouts);
+            recipes(tp, cp, dp, pp, ep, b, sch, int64_t(layouts.size()), tp_links, found);
         }
+        estimate_recipes(tp, cp, dp, pp, ep, found, layouts);
       }
     }
   }

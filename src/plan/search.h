@@ -37,8 +37,9 @@ struct SearchSpace {
   // Speed-ups that do not change the result (the benchmark turns them off to show what they save):
   bool prune_dominated = true;  // skip gpipe (1f1b is as fast with less memory) and sequence parallel off
   bool dedupe_orders = true;    // evaluate one order per distinct mapping of groups onto links
-  // Skip a recipe whose compute-only bound (step_time_lower_bound) cannot beat the best of its
-  // shape nor the last of the best `top`: best and best_per_shape stay what a full search gives.
+  // Skip a recipe whose step-time bound (step_time_lower_bound) cannot beat the best at its tp and
+  // pp (with cp 1 or above, ep 1 or above) nor the last of the best `top`: those bests and the
+  // best `top` stay what a full search gives (best_per_shape's entry for one cp or ep above 1 may not).
   bool prune_by_bound = true;
 
   // The stack's settings of `exec` (everything the search does not search), and its ZeRO stage
@@ -71,8 +72,9 @@ bool better_estimate(const Estimate& a, const Estimate& b);
 
 // What search(..., narrower, top 1, ...) would return first, from a search over a wider space of
 // the same model, cluster, batch, overhead and cost: `narrower` may fix more of tp, pp, cp and ep
-// than searched.space did and must equal it otherwise. Empty outer optional when it cannot tell
-// (narrower is not inside the space searched); inner empty when no layout fits.
+// than searched.space did (cp and ep above 1 only where the search did not prune by its bound) and must
+// equal it otherwise. Empty outer optional when it cannot tell (narrower is not inside the space
+// searched); inner empty when no layout fits.
 std::optional<std::optional<Estimate>> best_within(const SearchResult& searched, const SearchSpace& narrower);
 
 // Whether tp splits the model's heads, key/value heads and MLP widths evenly.

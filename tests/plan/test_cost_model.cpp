@@ -51,6 +51,16 @@ TEST(CostModel, chunks_split_layers_without_dropping_or_emptying_any) {
     sum += x;
   }
   EXPECT_EQ(sum, 105);
+  // Each stage holds the layers of its chunks i, i + pp, ...: counted by arithmetic, the same sums.
+  for (int64_t layers : {1, 7, 32, 61, 96, 105, 126})
+    for (int64_t pp : {1, 2, 3, 5, 8, 16, 35})
+      for (int64_t v : {1, 2, 3, 4, 7}) {
+        if (pp * v > layers) continue;
+        std::vector<int64_t> by_chunk(size_t(pp), 0);
+        const auto chunks = chunk_layers(layers, pp, v);
+        for (size_t c = 0; c < chunks.size(); ++c) by_chunk[c % size_t(pp)] += chunks[c];
+        EXPECT_EQ(stage_layers(layers, pp, v), by_chunk) << layers << " layers, pp " << pp << ", v " << v;
+      }
 }
 
 TEST(CostModel, gemm_efficiency_grows_with_size_towards_the_peak_share) {

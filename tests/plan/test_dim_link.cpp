@@ -108,6 +108,13 @@ TEST(DimLink, arithmetic_links_match_the_rank_walk_for_many_layouts_orders_and_c
       crossing += walked.groups_crossing_domains > 0 && walked.groups_crossing_domains < walked.groups;
       ++compared;
     }
+    // The tied embedding's link: pipeline 0's first and last stage, as its rank list gives them.
+    const Group pipe = mesh.group(Dim::PP, 0);
+    const GroupLink listed = mesh.link_of({pipe.ranks.front(), pipe.ranks.back()}, c);
+    const GroupLink embedding = mesh_links(mesh, c).embedding;
+    EXPECT_EQ(embedding.nodes, listed.nodes) << l.describe();
+    EXPECT_EQ(embedding.domains, listed.domains) << l.describe();
+    EXPECT_EQ(int(embedding.kind), int(listed.kind)) << l.describe();
     if (HasFailure()) break;
   }
   // The sample covers many cases, partly crossing ones (some groups of a kind in, some out).

@@ -1,6 +1,8 @@
 // Search and rationale on the source chapter's case and on a small model.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "core/units.h"
 #include "plan/plan_options.h"
 #include "plan/rationale.h"
@@ -195,7 +197,7 @@ std::string recipe_key(const Estimate& e) {
 }  // namespace
 
 // Pruning by that bound skips estimates but keeps what a full search finds: the best layouts
-// (with their other orders) and the best of every shape the rationale asks about.
+// (with their other orders) and the best at every tp and pp, which the rationale asks about.
 TEST(Search, pruning_by_the_bound_keeps_the_best_and_every_shape_best) {
   struct Case {
     ModelSpec model;
@@ -221,12 +223,31 @@ TEST(Search, pruning_by_the_bound_keeps_the_best_and_every_shape_best) {
       EXPECT_EQ(pruned.best[i].tokens_per_s, all.best[i].tokens_per_s);
       EXPECT_EQ(pruned.best[i].other_orders, all.best[i].other_orders) << c.model.name << " #" << i;
     }
-    ASSERT_EQ(pruned.best_per_shape.size(), all.best_per_shape.size()) << c.model.name;
-    for (const auto& [shape, e] : all.best_per_shape) {
-      const auto it = pruned.best_per_shape.find(shape);
-      ASSERT_NE(it, pruned.best_per_shape.end());
-      EXPECT_EQ(recipe_key(it->second), recipe_key(e)) << c.model.name;
-      EXPECT_EQ(it->second.tokens_per_s, e.tokens_per_s);
+    // Every tp and pp (and either alone, and neither) answered from the pruned search as from the
+    // full one.
+    std::set<std::pair<int64_t, int64_t>> tp_pp;
+    for (const auto& [shape, e] : all.best_per_shape) tp_pp.insert({shape[0], shape[1]});
+    EXPECT_GT(tp_pp.size(), 10u) << c.model.name;
+    auto answer = [](const SearchResult& r, std::optional<int64_t> tp, std::optional<int64_t> pp,
+                     bool plain = false) {
+      SearchSpace q = r.space;
+      q.size(Dim::TP) = tp;
+      q.size(Dim::PP) = pp;
+      if (plain) q.size(Dim::CP) = 1, q.size(Dim::EP) = 1;  // the rationale's steps 1-4
+      const auto known = best_within(r, q);
+      EXPECT_TRUE(known.has_value());
+      return known && *known ? recipe_key(**known) + " " + std::to_string((*known)->tokens_per_s) : "none";
+    };
+    for (const auto& [tp, pp] : tp_pp) {
+      EXPECT_EQ(answer(pruned, tp, pp), answer(all, tp, pp)) << c.model.name;
+      EXPECT_EQ(answer(pruned, tp, std::nullopt), answer(all, tp, std::nullopt)) << c.model.name;
+      EXPECT_EQ(answer(pruned, std::nullopt, pp), answer(all, std::nullopt, pp)) << c.model.name;
+      EXPECT_EQ(answer(pruned, tp, pp, true), answer(all, tp, pp, true)) << c.model.name;
+      EXPECT_EQ(answer(pruned, tp, std::nullopt, true), answer(all, tp, std::nullopt, true)) << c.model.name;
     }
+    // One cp or ep above 1 the search did not fix is not answered from the pruned search: searched again.
+    SearchSpace one_cp = pruned.space;
+    one_cp.size(Dim::CP) = 2;
+    EXPECT_FALSE(best_within(pruned, one_cp).has_value());
   }
 }
