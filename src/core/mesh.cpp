@@ -1,6 +1,7 @@
 #include "core/mesh.h"
 
 #include <algorithm>
+#include <numeric>
 
 namespace trident {
 
@@ -234,6 +235,54 @@ int64_t blocks_spanned(int64_t first, int64_t stride, int64_t n, int64_t block) 
   return (first + (n - 1) * stride) / block - first / block + 1;
 }
 }  // namespace
+
+namespace {
+// Distinct values of member(i) / block over i < n, for members that ascend with gaps repeating
+// every T (member(i + T) - member(i) = D for all i): whether member i starts a new block depends
+// on member(i - 1) mod block and the gap, which repeat every L = T x block / gcd(D, block)
+// members, so one repeat is counted and multiplied.
+template <class Member>
+int64_t blocks_of_repeating(const Member& member, int64_t n, int64_t T, int64_t block) {
+  auto starts_block = [&](int64_t i) { return member(i) / block != member(i - 1) / block; };
+  const int64_t steps = n - 1;
+  int64_t count = 1;
+  if (steps <= 2 * T * block) {
+    for (int64_t i = 1; i <= steps; ++i) count += starts_block(i);
+    return count;
+  }
+  const int64_t L = T * (block / std::gcd((member(T) - member(0)) % block, block));
+  int64_t per_repeat = 0, rest = 0;
+  for (int64_t i = 1; i <= L; ++i) per_repeat += starts_block(i);
+  for (int64_t i = 1; i <= steps % L; ++i) rest += starts_block(i);
+  return count + steps / L * per_repeat + rest;
+}
+}  // namespace
+
+GroupLink Mesh::link_of_group(Dim kind, int64_t index, const ClusterSpec& cluster) const {
+  const int64_t n = size(kind);
+  if (is_dense(kind) || n <= 1) return link_of(group(kind, index).ranks, cluster);
+  // Decoded as group() does: the other coordinates, and the complement q in the data fast slot.
+  const int64_t wanted = index;
+  Coords c;
+  int64_t q = 0;
+  for (Dim d : fastest_first_) {
+    if (d == data_slow_) continue;
+    const int64_t k = d == data_fast_ ? complement_size(kind) : size(d);
+    (d == data_fast_ ? q : c[d]) = index % k;
+    index /= k;
+  }
+  auto member = [&](int64_t i) { return rank_with_data(c, data_j(kind, i, q)); };
+  // Member i's data index is j0 + i step, its rank a fixed part + (j mod F) s_fast + (j div F)
+  // s_slow: the gaps depend on j mod F alone and repeat every T = F / gcd(step, F) members.
+  const int64_t F = size(data_fast_), step = data_j(kind, 1, q) - data_j(kind, 0, q);
+  const int64_t T = step > 0 ? F / std::gcd(step, F) : 0;
+  bool ascending = T > 0;
+  for (int64_t i = 1; i <= std::min(T, n - 1) && ascending; ++i) ascending = member(i) > member(i - 1);
+  if (!ascending) return link_of(group(kind, wanted).ranks, cluster);
+  const int64_t hosts = std::max<int64_t>(cluster.hosts_per_nvlink_domain, 1);
+  return link_for(blocks_of_repeating(member, n, T, gpus_per_node_),
+                  blocks_of_repeating(member, n, T, gpus_per_node_ * hosts), cluster);
+}
 
 GroupLink Mesh::link_of_progression(int64_t first, int64_t stride, int64_t n, const ClusterSpec& cluster) const {
   const int64_t hosts = std::max<int64_t>(cluster.hosts_per_nvlink_domain, 1);

@@ -83,6 +83,9 @@ class Mesh {
   GroupLink link_of(const std::vector<int64_t>& ranks, const ClusterSpec& cluster) const;
   // The same for the ranks first + j stride (j < n, stride > 0), without listing them.
   GroupLink link_of_progression(int64_t first, int64_t stride, int64_t n, const ClusterSpec& cluster) const;
+  // The same for group `index` of kind `kind`, without listing it when its members follow a
+  // pattern that repeats (an EP, EDP or DCP group whose gaps repeat with the faster data dimension).
+  GroupLink link_of_group(Dim kind, int64_t index, const ClusterSpec& cluster) const;
   // The distinct nodes the ranks sit on, ascending.
   std::vector<int64_t> nodes_of(const std::vector<int64_t>& ranks) const;
 

@@ -188,7 +188,7 @@ DimLink derived_dim_link(const Mesh& mesh, Dim dim, const ClusterSpec& cluster) 
     }
   }
   const int64_t first = out.groups_crossing_domains > 0 ? first_crossing_index(mesh, g) : 0;
-  out.link = mesh.link_of(mesh.group(dim, std::max<int64_t>(first, 0)).ranks, cluster);
+  out.link = mesh.link_of_group(dim, std::max<int64_t>(first, 0), cluster);
   return out;
 }
 

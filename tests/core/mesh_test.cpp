@@ -322,3 +322,36 @@ TEST(Mesh, link_counts_match_the_node_list) {
         }
       }
 }
+
+// An EP, EDP or DCP group's link counted from its repeating pattern equals its rank list's, on
+// groups large enough that one repeat is counted and multiplied (dp up to 384, cp fast or slow).
+TEST(Mesh, a_derived_groups_link_counted_by_its_repeats_matches_its_rank_list) {
+  int counted = 0;
+  for (const std::string order : {"tp-cp-pp-ep-dp", "tp-pp-cp-ep-dp", "tp-cp-ep-dp-pp", "tp-ep-dp-cp-pp"})
+    for (int64_t cp : {2, 3, 4})
+      for (int64_t dp : {48, 96, 384})
+        for (int64_t ep : {1, 2, 4, 8}) {
+          for (int64_t gpn : {4, 8}) {
+            Layout l{2, cp, dp, 3, order, ep};
+            Problems invalid;
+            validate_layout(l, invalid);
+            if (!invalid.empty()) continue;
+            ClusterSpec c = cluster_preset("dgx-h100");
+            c.gpus_per_node = gpn;
+            c.hosts_per_nvlink_domain = gpn == 4 ? 2 : 1;
+            const Mesh mesh(l, c.gpus_per_node);
+            for (Dim kind : {Dim::EP, Dim::EDP, Dim::DCP}) {
+              if (mesh.size(kind) <= 1) continue;
+              for (int64_t index : {int64_t(0), int64_t(1), mesh.group_count(kind) / 2, mesh.group_count(kind) - 1}) {
+                const GroupLink listed = mesh.link_of(mesh.group(kind, index).ranks, c);
+                const GroupLink counted_link = mesh.link_of_group(kind, index, c);
+                EXPECT_EQ(counted_link.nodes, listed.nodes) << l.describe() << " " << to_string(kind) << " " << index;
+                EXPECT_EQ(counted_link.domains, listed.domains) << l.describe() << " " << to_string(kind);
+                EXPECT_EQ(int(counted_link.kind), int(listed.kind)) << l.describe() << " " << to_string(kind);
+                ++counted;
+              }
+            }
+          }
+        }
+  EXPECT_GT(counted, 500);
+}
