@@ -122,6 +122,26 @@ TEST(RehearsalShape, MixtureOfExpertsKeepsExpertParallelInTheLayout) {
   EXPECT_TRUE(s.refusals.empty()) << s.refusals.front().what;
 }
 
+// examples/mixtral-8x22b-8-dgx-h100.toml on 2 ranks: ep 2 leaves no pipeline, so the plan's
+// interleaved schedule becomes 1F1B, named among the substitutions, and the recipe trains.
+TEST(RehearsalShape, AnInterleavedPlanRehearsedWithoutAPipelineRuns1F1B) {
+  RunSpec r = gpt3_plan();
+  r.model = model_preset("mixtral-8x22b");
+  r.exec.sequence_parallel = false;
+  r.layout = Layout{.tp = 1, .cp = 1, .dp = 16, .pp = 4, .order = "tp-cp-ep-dp-pp", .ep = 8};
+  r.exec.schedule = ScheduleKind::Interleaved, r.exec.virtual_stages = 14, r.exec.global_batch_size = 256;
+  Problems p;
+  const RehearsalShape s = derive_rehearsal(r, 2, 1, 1.0 / 48, 256, p);
+  ASSERT_TRUE(p.empty()) << p.list().front().what;
+  EXPECT_EQ(s.run.layout.pp, 1);
+  EXPECT_EQ(s.run.exec.schedule, ScheduleKind::OneFOneB);
+  EXPECT_EQ(s.run.exec.virtual_stages, 1);
+  EXPECT_NE(std::find(s.substitutions.begin(), s.substitutions.end(),
+                      "schedule interleaved -> 1f1b (the rehearsal's pp is 1: nothing to interleave)"),
+            s.substitutions.end());
+  EXPECT_TRUE(s.refusals.empty()) << s.refusals.front().what;
+}
+
 TEST(RehearsalShape, BadSizesAreProblemsNamingTheFlag) {
   Problems p;
   derive_rehearsal(gpt3_plan(), 6, 4, 2.0, 256, p);

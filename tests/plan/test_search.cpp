@@ -208,9 +208,12 @@ TEST(Search, pruning_by_the_bound_keeps_the_best_and_every_shape_best) {
   h100.nodes = 512;
   ClusterSpec h100_small = h100;
   h100_small.nodes = 128;
+  ClusterSpec h100_8 = h100;
+  h100_8.nodes = 8;  // examples/mixtral-8x22b-8-dgx-h100.toml
   const Case cases[] = {{model_preset("gpt3-175b"), dgx(64), 1536},
                         {model_preset("llama3-405b"), h100, 2048},
-                        {model_preset("mixtral-8x22b"), h100_small, 512}};
+                        {model_preset("mixtral-8x22b"), h100_small, 512},
+                        {model_preset("mixtral-8x22b"), h100_8, 256}};
   for (const Case& c : cases) {
     SearchSpace full;
     full.prune_by_bound = false;
@@ -227,7 +230,7 @@ TEST(Search, pruning_by_the_bound_keeps_the_best_and_every_shape_best) {
     // full one.
     std::set<std::pair<int64_t, int64_t>> tp_pp;
     for (const auto& [shape, e] : all.best_per_shape) tp_pp.insert({shape[0], shape[1]});
-    EXPECT_GT(tp_pp.size(), 10u) << c.model.name;
+    EXPECT_GE(tp_pp.size(), 5u) << c.model.name;
     auto answer = [](const SearchResult& r, std::optional<int64_t> tp, std::optional<int64_t> pp,
                      bool plain = false) {
       SearchSpace q = r.space;

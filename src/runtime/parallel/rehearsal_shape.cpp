@@ -196,6 +196,11 @@ RehearsalShape derive_rehearsal(const RunSpec& plan, int64_t ranks, int64_t host
   r.layout = choice->layout;
   const Layout& L = r.layout;
   ExecutionSpec& x = r.exec;
+  // One stage has nothing to interleave: 1F1B is what an interleaved plan runs without a pipeline.
+  if (L.pp == 1 && x.schedule == ScheduleKind::Interleaved) {
+    x.schedule = ScheduleKind::OneFOneB;
+    out.substitutions.push_back("schedule interleaved -> 1f1b (the rehearsal's pp is 1: nothing to interleave)");
+  }
   // Layers: a multiple of pp x virtual stages (the interleaved schedule keeps at least 2 chunks).
   const int64_t want_layers = scaled(plan.model.layers, scale);
   x.virtual_stages = x.schedule == ScheduleKind::Interleaved
