@@ -48,6 +48,8 @@ double since(clock_type::time_point t0) { return std::chrono::duration<double>(c
 struct BenchArgs {
   std::string out = "trident-cluster.toml";
   double mpi_mib = 8;
+  double alltoall_mib = 0;  // 0: mpi_mib
+  std::string family = "gpt";  // whose memory-bound kernels hbm_efficiency measures
   std::string placement_probe;  // the probe's JSON instead of the cluster file
   double probe_bytes = 8192, probe_flops = 2e6;
   int64_t probe_iterations = 200;
@@ -107,6 +109,23 @@ double allreduce_s(size_t bytes) {
   return best;
 }
 
+// Best time of an all-to-all of a `bytes` send buffer over every rank (bytes / n to each); the
+// slowest rank counts.
+double alltoall_s(size_t bytes, int world) {
+  const size_t each = std::max<size_t>(bytes / size_t(world), 1);
+  std::vector<char> send(each * size_t(world), 1), recv(send.size());
+  double best = 1e30;
+  for (int rep = 0; rep < 10; ++rep) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    auto t0 = clock_type::now();
+    MPI_Alltoall(send.data(), int(each), MPI_BYTE, recv.data(), int(each), MPI_BYTE, MPI_COMM_WORLD);
+    double t = since(t0), slowest = 0;
+    MPI_Allreduce(&t, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    best = std::min(best, slowest);
+  }
+  return best;
+}
+
 // The GEMM curve E (n/(n+H))^3 closest to the measured efficiencies: least squares on their
 // logarithms (relative errors alike for small and large sizes), H on a fine log grid, E exact.
 struct GemmCurve {
@@ -148,7 +167,7 @@ struct CoreRates {
   std::vector<engine::ElementwiseRate> elementwise;
 };
 
-CoreRates measure_core() {
+CoreRates measure_core(bool llama) {
   CoreRates r;
   auto k1 = kernels::make_cpu_kernels(1);
   r.peak_flops = engine::fma_peak_flops();
@@ -157,7 +176,7 @@ CoreRates measure_core() {
   const std::vector<int64_t> sizes = {16, 32, 64, 128, 192, 256};
   r.gemms = engine::gemm_rates(*k1, sizes, 0.1);
   r.copy_Bps = engine::copy_bandwidth_Bps(kCopyBytes);
-  r.elementwise = engine::elementwise_rates(*k1, kElementwiseFloats);
+  r.elementwise = engine::elementwise_rates(*k1, kElementwiseFloats, llama);
   // The peak again after the rest, the better of the two: a busy spell of the machine (or of the
   // host under a virtual machine, which even CPU time does not see) must not lower it.
   r.peak_flops = r.fma_flops = std::max(r.peak_flops, engine::fma_peak_flops());
@@ -185,11 +204,11 @@ struct QuietCore {
   int tries = 0;
 };
 
-QuietCore measure_core_quietly() {
+QuietCore measure_core_quietly(bool llama) {
   QuietCore best;
   for (int attempt = 1; attempt <= 3; ++attempt) {
     const engine::LoadProbe probe(1);
-    CoreRates r = measure_core();
+    CoreRates r = measure_core(llama);
     const MachineLoad load = probe.stop();
     if (attempt == 1 || load.other_cores_busy() < best.load.other_cores_busy()) best.rates = r, best.load = load;
     best.tries = attempt;
@@ -220,9 +239,10 @@ std::string load_lines(const QuietCore& q) {
 struct LinkRates {
   bool measured = false;
   double latency_s = 1e-6, bandwidth_Bps = 0, allreduce_s = 0, bus_Bps = 0, collective_efficiency = 0;
+  double alltoall_s = 0, alltoall_Bps = 0;
 };
 
-LinkRates measure_links(size_t bytes, int rank, int world) {
+LinkRates measure_links(size_t bytes, size_t alltoall_bytes, int rank, int world) {
   LinkRates l;
   if (world < 2) {
     l.bandwidth_Bps = engine::copy_bandwidth_Bps(bytes) / 2;  // one direction of one copy
@@ -239,6 +259,10 @@ LinkRates measure_links(size_t bytes, int rank, int world) {
   const double wire = std::max(l.allreduce_s - 2 * (n - 1) * l.latency_s, l.allreduce_s / 2);
   l.bus_Bps = 2 * (n - 1) / n * double(bytes) / wire;
   l.collective_efficiency = l.bus_Bps / l.bandwidth_Bps;
+  // All-to-all: (n-1) latencies + (n-1)/n S at its rate (the planner's alltoall_time_s).
+  l.alltoall_s = alltoall_s(alltoall_bytes, world);
+  const double a2a_wire = std::max(l.alltoall_s - (n - 1) * l.latency_s, l.alltoall_s / 2);
+  l.alltoall_Bps = (n - 1) / n * double(alltoall_bytes) / a2a_wire;
   return l;
 }
 
@@ -253,7 +277,8 @@ PeakShare within_one(double peak, double share) {
   return share > 1 ? PeakShare{peak * share, 1.0, true} : PeakShare{peak, share, false};
 }
 
-std::string bench_toml(const QuietCore& q, const LinkRates& l, int world, int cores, double ram, double mib) {
+std::string bench_toml(const QuietCore& q, const LinkRates& l, int world, int cores, double ram, double mib,
+                       double alltoall_mib) {
   const CoreRates& r = q.rates;
   const PeakShare flops = within_one(r.peak_flops, r.curve.peak_efficiency);
   const PeakShare hbm = within_one(r.copy_Bps, r.hbm_efficiency);
@@ -315,6 +340,11 @@ std::string bench_toml(const QuietCore& q, const LinkRates& l, int world, int co
                      "bus bandwidth {:.3f} GB/s = {:.3f} of the ping-pong's\n"
                      "#     (the planner applies the same share to point-to-point sends)\n",
                      mib, world, l.allreduce_s * 1e6, l.bus_Bps / 1e9, l.collective_efficiency);
+  if (l.measured)
+    s += fmt::format("#   alltoall_efficiency: an all-to-all of {:g} MiB over the {} ranks, {:.1f} us: {:.3f} GB/s "
+                     "((n-1)/n of it over the time less (n-1) latencies) = {:.3f} of the ping-pong's{}\n",
+                     alltoall_mib, world, l.alltoall_s * 1e6, l.alltoall_Bps / 1e9, l.alltoall_Bps / link.peak,
+                     link.raised ? " (raised peak)" : "");
   else
     s += "#   pcie_efficiency, network_efficiency: not measured (one rank): the built-in values apply\n";
   for (const auto& [raised, what] : {std::pair{flops.raised, "the GEMM curve's peak share and the FMA peak"},
@@ -334,7 +364,8 @@ std::string bench_toml(const QuietCore& q, const LinkRates& l, int world, int co
                    "hbm_efficiency = {:.4f}\n",
                    flops.share, r.curve.half_dim, r.call_s * 1e6, hbm.share);
   if (l.measured)
-    s += fmt::format("pcie_efficiency = {:.4f}\nnetwork_efficiency = {:.4f}\n", link.share, link.share);
+    s += fmt::format("pcie_efficiency = {:.4f}\nnetwork_efficiency = {:.4f}\nalltoall_efficiency = {:.4f}\n", link.share,
+                     link.share, std::min(4.0, l.alltoall_Bps / link.peak));  // 4: the cost table's range
   return s;
 }
 
@@ -349,12 +380,14 @@ int run_bench(const BenchArgs& a) {
   const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
   const double ram = double(pages) * double(page);
-  const QuietCore core = rank == 0 ? measure_core_quietly() : QuietCore{};
+  const QuietCore core = rank == 0 ? measure_core_quietly(a.family == "llama") : QuietCore{};
   comm::sleeping_barrier(MPI_COMM_WORLD);  // the others wait for rank 0's core measurements without taking a core
-  const LinkRates links = measure_links(size_t(a.mpi_mib * (1 << 20)), rank, world);
+  const double alltoall_mib = a.alltoall_mib > 0 ? a.alltoall_mib : a.mpi_mib;
+  const LinkRates links =
+      measure_links(size_t(a.mpi_mib * (1 << 20)), size_t(alltoall_mib * (1 << 20)), rank, world);
   int status = 0;
   if (rank == 0) {
-    const std::string text = bench_toml(core, links, world, cores, ram, a.mpi_mib);
+    const std::string text = bench_toml(core, links, world, cores, ram, a.mpi_mib, alltoall_mib);
     std::printf("%s", text.c_str());
     try {
       write_text_atomically(a.out, text);
@@ -373,6 +406,12 @@ Runner setup_bench(CLI::App& cmd) {
   auto args = std::make_shared<BenchArgs>();
   cmd.add_option("--out", args->out, "cluster and cost TOML to write (default trident-cluster.toml)");
   cmd.add_option("--mpi-mib", args->mpi_mib, "message size for the MPI bandwidth, MiB (default 8)");
+  cmd.add_option("--family", args->family,
+                 "whose memory-bound kernels hbm_efficiency measures: gpt (add, GELU, layer norm) or llama (add, "
+                 "SwiGLU, RMS norm) (default gpt; `trident rehearse` gives its model's)");
+  cmd.add_option("--alltoall-mib", args->alltoall_mib,
+                 "send buffer of the all-to-all measured for alltoall_efficiency, MiB (default: --mpi-mib's; "
+                 "`trident rehearse` gives its EP messages')");
   cmd.add_option("--placement-probe", args->placement_probe,
                  "measure instead every rank as placed, all at once (compute share, exchange times), into this JSON");
   cmd.add_option("--probe-bytes", args->probe_bytes, "the probe's exchange, bytes each way (default 8192)");
@@ -393,6 +432,11 @@ Runner setup_bench(CLI::App& cmd) {
     if (!(args->mpi_mib >= 0.001 && args->mpi_mib <= 1024))  // also refuses NaN
       p.add("--mpi-mib " + std::to_string(args->mpi_mib) + " is outside 0.001 .. 1024", "give e.g. --mpi-mib 8",
             "option-range");
+    if (args->family != "gpt" && args->family != "llama")
+      p.add("--family '" + args->family + "' is not gpt or llama", "give --family gpt or --family llama", "option-range");
+    if (!(args->alltoall_mib == 0 || (args->alltoall_mib >= 0.001 && args->alltoall_mib <= 1024)))
+      p.add("--alltoall-mib " + std::to_string(args->alltoall_mib) + " is outside 0.001 .. 1024",
+            "give e.g. --alltoall-mib 0.125, or leave it out for --mpi-mib's size", "option-range");
     check_outputs({{args->out, "--out"}}, {}, p);
     p.throw_if_any();
     return run_bench(*args);

@@ -44,6 +44,10 @@ const std::vector<CostField>& cost_fields() {
        true},
       {"network_efficiency", &CostTable::network_efficiency, "InfiniBand/Ethernet: bus bandwidth over link bandwidth",
        0, kShare, true},
+      {"alltoall_efficiency", &CostTable::alltoall_efficiency,
+       "EP all-to-all: achieved rate over link bandwidth (0: the link's collective share above; up to 4, both "
+       "directions of shared memory at once)",
+       0, 4 * kShare, false},
       {"kernel_launch_us", &CostTable::kernel_launch_us, "fixed cost per kernel call (launch, dispatch, ramp and tail), microseconds", 0, kDim, false},
       {"overlap_slowdown", &CostTable::overlap_slowdown, "slowdown of compute per second of hidden communication", 0,
        kShare, false},

@@ -44,6 +44,10 @@ struct CostTable {
   double nvlink_efficiency = 0.70;
   double pcie_efficiency = 0.75;
   double network_efficiency = 0.90;
+  // EP all-to-all: achieved rate over link bandwidth; 0 takes the link's collective share above
+  // (the all-reduce's). `trident bench` measures it: on shared memory an all-to-all moves both
+  // directions at once, past a one-way ping-pong and far past the all-reduce's share.
+  double alltoall_efficiency = 0;
   double kernel_launch_us = 0;       // fixed cost per kernel call (plan/kernel_calls.h counts them)
   double overlap_slowdown = 0.10;    // hidden communication slows the compute it overlaps by this share of itself
   double dp_bucket_mb = 160;         // gradient bucket (Megatron: 40M fp32 elements)

@@ -42,9 +42,13 @@ MoeCompute moe_compute(const ModelSpec& m, double T, int64_t tp, int64_t ep, dou
   return mc;
 }
 
+double alltoall_efficiency(const GroupLink& link, const CostConstants& c) {
+  return c.alltoall_efficiency > 0 ? c.alltoall_efficiency : link_efficiency(link.kind, c);
+}
+
 double alltoall_time_s(double bytes, int64_t n, const GroupLink& link, const CostConstants& c) {
   if (n <= 1 || bytes <= 0) return 0;
-  const double bw = link.bandwidth_Bps * link_efficiency(link.kind, c);
+  const double bw = link.bandwidth_Bps * alltoall_efficiency(link, c);
   return double(n - 1) * link.latency_s + double(n - 1) / double(n) * bytes / bw;
 }
 

@@ -47,6 +47,9 @@ MoeCompute moe_compute(const ModelSpec& model, double tokens, int64_t tp, int64_
 // All-to-all of an S-byte send buffer over n ranks: each rank keeps 1/n and sends the rest,
 // (n-1) alpha + (n-1)/n S / beta.
 double alltoall_time_s(double bytes, int64_t n, const GroupLink& link, const CostConstants& c);
+// The share of the link's bandwidth an all-to-all reaches: alltoall_efficiency where the cost table
+// sets it (above 0), else the link's collective share (nvlink, pcie or network_efficiency).
+double alltoall_efficiency(const GroupLink& link, const CostConstants& c);
 
 struct EpComm {
   double message_bytes = 0;   // token copies one GPU sends: T x k x cf x h x element bytes (every tp rank the whole T)

@@ -369,12 +369,15 @@ std::string step_text(const Estimate& e) {
     s += fmt::format("  EP all-to-all per MoE layer and micro-batch: each GPU sends {:.2f} MiB ({} tokens of b x s/cp, "
                      "the whole micro-batch on every tp rank, x top-{} x capacity factor {:g} x hidden {} x {} B; "
                      "experts whole on each tp rank: expert tensor parallel 1, as the runtime trains them) over ep {} "
-                     "on {} = {:.3f} ms per all-to-all; "
+                     "on {}: {} x {:.2f} us + {}/{} of it at {:.3g} GB/s x {:.3g} ({}) = {:.3f} ms per all-to-all; "
                      "{} forward (dispatch, combine) + {} backward, x {:.3g} MoE share of {:g} layers x {} micro-batches "
                      "= {:.3f} s\n",
                      ea.message_bytes / kMiB, tokens, r.model.experts_per_token, r.model.capacity_factor,
                      r.model.hidden, r.exec.precision == Precision::FP32 ? 4 : 2, r.layout.ep,
-                     link_text(e.links.ep.link), 1e3 * ea.alltoall_s, ea.forward_alltoalls, ea.backward_alltoalls,
+                     link_text(e.links.ep.link), r.layout.ep - 1, 1e6 * e.links.ep.link.latency_s, r.layout.ep - 1,
+                     r.layout.ep, e.links.ep.link.bandwidth_Bps / 1e9, alltoall_efficiency(e.links.ep.link, e.cost),
+                     e.cost.alltoall_efficiency > 0 ? "alltoall_efficiency" : "the link's collective share",
+                     1e3 * ea.alltoall_s, ea.forward_alltoalls, ea.backward_alltoalls,
                      moe_layer_share(r.model), layers, e.micro_batches, t.ep_comm);
   }
   return s;

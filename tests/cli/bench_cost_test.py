@@ -118,6 +118,18 @@ with tempfile.TemporaryDirectory() as tmp:
     check(lo * (1 - 3e-3) - 0.006 / copy_gbs <= hbm <= hi * (1 + 3e-3) + 0.006 / copy_gbs,
           f"hbm_efficiency {hbm} lies between the kernels' shares {lo:.4f} .. {hi:.4f}")
 
+    # A Llama model's memory-bound kernels: add, SwiGLU and RMS norm, measured with --family llama.
+    llama_bench = os.path.join(tmp, "bench-llama.toml")
+    run("bench", "--family", "llama", "--out", llama_bench)
+    llama_text = open(llama_bench).read()
+    m = one(r"hbm_efficiency: .*\((add [0-9.]+ GB/s, swiglu [0-9.]+ GB/s, rmsnorm [0-9.]+ GB/s)\): together ([0-9.]+)",
+            llama_text)
+    check(float(m.group(2)) > 0, f"--family llama measures {m.group(1)}: together {m.group(2)}")
+    bad = subprocess.run([trident, "bench", "--family", "mixtral", "--out", os.path.join(tmp, "x.toml")],
+                         capture_output=True, text=True, env=env)
+    check(bad.returncode == 2 and "--family 'mixtral' is not gpt or llama" in bad.stderr,
+          f"--family mixtral is refused naming it (exit {bad.returncode}: {bad.stderr.strip()})")
+
     # The machine's load during the measurement is recorded (as comments the readers skip), and
     # a share of the core below 0.90 is called load.
     m = one(r"^# measured_under_load = (true|false)\n# cpu_share = ([0-9.]+)\n# other_cores_busy = ([0-9.]+)$", text)

@@ -115,6 +115,12 @@ TEST(MixtureOfExperts, alltoall_and_dispatch_volume_by_hand) {
   const GroupLink nv = link(LinkKind::NVLink, 450e9, 3e-6, 1);
   EXPECT_NEAR(alltoall_time_s(8e6, 8, nv, c), 7 * 3e-6 + 7.0 / 8 * 8e6 / (450e9 * c.nvlink_efficiency), 1e-15);
   EXPECT_DOUBLE_EQ(alltoall_time_s(8e6, 1, nv, c), 0);
+  // A measured all-to-all share (trident bench's alltoall_efficiency) replaces the link's.
+  CostConstants measured = c;
+  measured.alltoall_efficiency = 1.3;
+  EXPECT_DOUBLE_EQ(alltoall_efficiency(nv, measured), 1.3);
+  EXPECT_DOUBLE_EQ(alltoall_efficiency(nv, c), c.nvlink_efficiency);
+  EXPECT_NEAR(alltoall_time_s(8e6, 8, nv, measured), 7 * 3e-6 + 7.0 / 8 * 8e6 / (450e9 * 1.3), 1e-15);
   // Mixtral 8x22B, one sequence of 4096, ep 8: every tp rank routes the whole micro-batch and
   // dispatches all of it (the runtime's experts are whole on each tp rank), whatever tp is:
   // 4096 tokens x top-2 x cf 1.25 x h 6144 x 2 bytes.

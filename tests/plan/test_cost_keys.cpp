@@ -23,7 +23,8 @@ OptionValues options(const std::vector<std::pair<std::string, std::string>>& kv)
 }
 
 // Runs that between them use every term of the step-time model: FP8 with flash attention and
-// overlapped TP / DP across InfiniBand nodes; ZeRO-1 with a fixed optimizer traffic; a PCIe box.
+// overlapped TP / DP across InfiniBand nodes; ZeRO-1 with a fixed optimizer traffic; a PCIe box;
+// a mixture of experts over ep 8.
 std::vector<RunSpec> runs() {
   const std::vector<std::pair<std::string, std::string>> base = {
       {"model", "gpt3-1.3b"}, {"global-batch-size", "64"}, {"micro-batch-size", "1"}};
@@ -38,6 +39,8 @@ std::vector<RunSpec> runs() {
             {"optimizer-bytes-per-param", "20"}}),
       with({{"cluster", "dgx-a100-80g"}, {"nodes", "1"}, {"tp", "2"}, {"dp", "4"}, {"kernel-launch-us", "5"}}),
       with({{"cluster", "pcie-a100-40g"}, {"nodes", "1"}, {"dp", "8"}, {"model", "gpt3-125m"}}),
+      // Expert parallel: the EP all-to-all (alltoall_efficiency).
+      with({{"cluster", "dgx-h100"}, {"nodes", "2"}, {"dp", "16"}, {"ep", "8"}, {"model", "mixtral-8x7b"}}),
   };
 }
 

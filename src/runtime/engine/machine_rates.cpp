@@ -129,7 +129,7 @@ double copy_bandwidth_Bps(size_t bytes) {
   return 2.0 * double(bytes) / t;
 }
 
-std::vector<ElementwiseRate> elementwise_rates(kernels::Kernels& k, size_t n) {
+std::vector<ElementwiseRate> elementwise_rates(kernels::Kernels& k, size_t n, bool llama) {
   using kernels::Tensor;
   const int64_t C = 1024, N = int64_t(n) / C;
   n = size_t(N * C);
@@ -152,10 +152,16 @@ std::vector<ElementwiseRate> elementwise_rates(kernels::Kernels& k, size_t n) {
     out.push_back({name, bytes, best_time([&] { call(), k.synchronize(); }, 5, 0.05)});
   };
   measure("add", 3 * f, [&] { k.add(Tensor(z, n), Tensor(x, n), Tensor(y, n)); });
-  measure("gelu", 2 * f, [&] { k.gelu_forward(Tensor(z, n), Tensor(x, n)); });
-  measure("layernorm", 2 * f, [&] {
-    k.layernorm_forward(Tensor(z, n), mean, rstd, Tensor(x, n), Tensor(w, size_t(C)), Tensor(bias, size_t(C)), N, C);
-  });
+  if (llama) {
+    // Gate and up halves of each row in, their SiLU(gate) x up out: 1.5 x the floats moved.
+    measure("swiglu", 1.5 * f, [&] { k.swiglu_forward(Tensor(z, n / 2), Tensor(x, n), N, C / 2); });
+    measure("rmsnorm", 2 * f, [&] { k.rmsnorm_forward(Tensor(z, n), rstd, Tensor(x, n), Tensor(w, size_t(C)), N, C); });
+  } else {
+    measure("gelu", 2 * f, [&] { k.gelu_forward(Tensor(z, n), Tensor(x, n)); });
+    measure("layernorm", 2 * f, [&] {
+      k.layernorm_forward(Tensor(z, n), mean, rstd, Tensor(x, n), Tensor(w, size_t(C)), Tensor(bias, size_t(C)), N, C);
+    });
+  }
   for (float* p : {x, y, z}) k.free(p, n);
   for (float* p : {w, bias}) k.free(p, size_t(C));
   k.free(mean, size_t(N));

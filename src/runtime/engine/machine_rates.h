@@ -36,7 +36,9 @@ struct ElementwiseRate {
   double bytes_moved = 0;  // read + written per call
   double seconds = 0;      // best call time
 };
-// The trainer's memory-bound kernels (add, GELU, layer norm) over `floats` elements each.
-std::vector<ElementwiseRate> elementwise_rates(kernels::Kernels& k, size_t floats);
+// The trainer's memory-bound kernels of a model family over `floats` elements each: add, GELU and
+// layer norm (GPT), or add, SwiGLU and RMS norm (Llama). On a CPU the activations' exponentials
+// make them compute-bound, so the family changes the memory-bound kernels' share.
+std::vector<ElementwiseRate> elementwise_rates(kernels::Kernels& k, size_t floats, bool llama = false);
 
 }  // namespace trident::engine

@@ -13,6 +13,7 @@
 #include "core/cost_table.h"
 #include "core/options.h"
 #include "core/output_path.h"
+#include "plan/context_parallel.h"
 #include "plan/cost_model.h"
 #include "plan/mixture_of_experts.h"
 #include "runtime/parallel/placement_probe.h"
@@ -42,10 +43,26 @@ double number(const OptionValues& v, const char* key, const std::string& file) {
 }
 
 void run_bench(const LauncherLine& launcher, const std::vector<std::string>& placement, const std::string& out,
-               const std::string& what) {
-  std::printf("measuring %s: trident bench --out %s\n", what.c_str(), out.c_str());
-  const int rc = run_launcher(launcher(2, placement, {"bench", "--out", out, "--mpi-mib", "2"}));
+               const std::string& what, double alltoall_bytes = 0, bool llama = false) {
+  std::vector<std::string> args = {"bench", "--out", out, "--mpi-mib", "2"};
+  if (llama) args.insert(args.end(), {"--family", "llama"});
+  if (alltoall_bytes > 0) args.insert(args.end(), {"--alltoall-mib", fmt::format("{:.6g}", alltoall_bytes / (1 << 20))});
+  std::string line;
+  for (const auto& a : args) line += " " + a;
+  std::printf("measuring %s: trident%s\n", what.c_str(), line.c_str());
+  const int rc = run_launcher(launcher(2, placement, args));
   if (rc != 0) throw std::runtime_error(fmt::format("`trident bench` measuring {} failed (exit {})", what, rc));
+}
+
+// The send buffer of one of the rehearsal's EP all-to-alls as the planner sizes it (0 without ep):
+// the bench measures alltoall_efficiency at it, as cache-resident small messages run faster.
+double ep_send_bytes(const RunSpec& run) {
+  if (run.layout.ep <= 1 || !run.model.is_moe()) return 0;
+  GroupLink any;  // only the message size is used
+  any.bandwidth_Bps = 1;
+  return plan::ep_comm_per_layer(plan::per_rank_sequence(run.model, run.layout.cp), run.exec, run.layout.ep, any,
+                                 cost_table(run))
+      .message_bytes;
 }
 
 }  // namespace
@@ -143,7 +160,8 @@ RehearsalLinks prepare_links(const RunSpec& plan, const RehearsalShape& shape, c
   std::string machine = bench_file;
   if (machine.empty()) {
     machine = dir + "/machine.toml";
-    run_bench(launcher, {}, machine, "this machine (2 ranks, shared memory)");
+    run_bench(launcher, {}, machine, "this machine (2 ranks, shared memory)", ep_send_bytes(shape.run),
+              shape.run.model.family == ModelFamily::Llama);
   }
   out.cluster_file = dir + "/prediction-cluster.toml";
   const std::string machine_text = read_text_file(machine);
