@@ -234,9 +234,7 @@ int64_t blocks_spanned(int64_t first, int64_t stride, int64_t n, int64_t block) 
   if (stride >= block) return n;
   return (first + (n - 1) * stride) / block - first / block + 1;
 }
-}  // namespace
 
-namespace {
 // Distinct values of member(i) / block over i < n, for members that ascend with gaps repeating
 // every T (member(i + T) - member(i) = D for all i): whether member i starts a new block depends
 // on member(i - 1) mod block and the gap, which repeat every L = T x block / gcd(D, block)
