@@ -147,17 +147,22 @@ Group Mesh::group(Dim kind, int64_t index) const {
     g.index = group_index_of(kind, rank_of(c));
     return g;
   }
-  const int64_t wanted = index;
   int64_t q = 0;
+  decode_derived_group(kind, index, c, q);
+  for (int64_t i = 0; i < size(kind); ++i) g.ranks.push_back(rank_with_data(c, data_j(kind, i, q)));
+  g.index = index;
+  return g;
+}
+
+void Mesh::decode_derived_group(Dim kind, int64_t index, Coords& c, int64_t& q) const {
+  // The mixed-radix number group_index_of builds: the complement q where the data ranks stand.
+  q = 0;
   for (Dim d : fastest_first_) {
     if (d == data_slow_) continue;
     const int64_t n = d == data_fast_ ? complement_size(kind) : size(d);
     (d == data_fast_ ? q : c[d]) = index % n;
     index /= n;
   }
-  for (int64_t i = 0; i < size(kind); ++i) g.ranks.push_back(rank_with_data(c, data_j(kind, i, q)));
-  g.index = wanted;
-  return g;
 }
 
 std::vector<Group> Mesh::groups(Dim kind) const {
@@ -259,16 +264,9 @@ int64_t blocks_of_repeating(const Member& member, int64_t n, int64_t T, int64_t 
 GroupLink Mesh::link_of_group(Dim kind, int64_t index, const ClusterSpec& cluster) const {
   const int64_t n = size(kind);
   if (is_dense(kind) || n <= 1) return link_of(group(kind, index).ranks, cluster);
-  // Decoded as group() does: the other coordinates, and the complement q in the data fast slot.
-  const int64_t wanted = index;
   Coords c;
   int64_t q = 0;
-  for (Dim d : fastest_first_) {
-    if (d == data_slow_) continue;
-    const int64_t k = d == data_fast_ ? complement_size(kind) : size(d);
-    (d == data_fast_ ? q : c[d]) = index % k;
-    index /= k;
-  }
+  decode_derived_group(kind, index, c, q);
   auto member = [&](int64_t i) { return rank_with_data(c, data_j(kind, i, q)); };
   // Member i's data index is j0 + i step, its rank a fixed part + (j mod F) s_fast + (j div F)
   // s_slow: the gaps depend on j mod F alone and repeat every T = F / gcd(step, F) members.
@@ -276,7 +274,7 @@ GroupLink Mesh::link_of_group(Dim kind, int64_t index, const ClusterSpec& cluste
   const int64_t T = step > 0 ? F / std::gcd(step, F) : 0;
   bool ascending = T > 0;
   for (int64_t i = 1; i <= std::min(T, n - 1) && ascending; ++i) ascending = member(i) > member(i - 1);
-  if (!ascending) return link_of(group(kind, wanted).ranks, cluster);
+  if (!ascending) return link_of(group(kind, index).ranks, cluster);
   const int64_t hosts = std::max<int64_t>(cluster.hosts_per_nvlink_domain, 1);
   return link_for(blocks_of_repeating(member, n, T, gpus_per_node_),
                   blocks_of_repeating(member, n, T, gpus_per_node_ * hosts), cluster);

@@ -102,6 +102,8 @@ class Mesh {
   void split_j(Dim kind, int64_t j, int64_t& i, int64_t& q) const;
   int64_t complement_size(Dim kind) const { return (layout_.cp * layout_.dp) / size(kind); }
   int64_t rank_with_data(Coords c, int64_t j) const;
+  // Group `index` of an EP/EDP/DCP kind: the other coordinates into c, the complement into q.
+  void decode_derived_group(Dim kind, int64_t index, Coords& c, int64_t& q) const;
 };
 
 }  // namespace trident

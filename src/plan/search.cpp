@@ -264,7 +264,7 @@ struct Searcher {
       // Before the memory check, which costs more: a pruned recipe is not counted as fitting or not.
       if (space.prune_by_bound &&
           loses_by_bound(double(global_batch) * double(model.seq_len) / r.bound_s, {tp, pp, cp, ep})) {
-        reject("pruned: slower at its bound than the best of its shape and the best kept", n_orders);
+        reject("pruned: slower at its bound than the best at its tp and pp and the best kept", n_orders);
         continue;
       }
       // Memory does not depend on the order: check it once.
