@@ -49,27 +49,60 @@ TEST(GradSync, zero1_slices_are_disjoint_cover_the_buffer_and_gather_back) {
   auto k = kernels::make_cpu_kernels(1);
   parallel::GradSync sync(*comm, L, /*zero=*/1, 5000, *k);
   ASSERT_TRUE(sync.sharded());
-  int64_t range[2] = {sync.owned_begin(), sync.owned_end()};
-  std::vector<int64_t> all(2 * comm->size());
-  comm->all_gather(range, all.data(), 2, comm::DType::I64);
-  std::sort(all.begin(), all.end());
-  EXPECT_EQ(all.front(), 0);
-  EXPECT_EQ(all.back(), L.total());
-  for (size_t i = 1; i + 1 < all.size(); i += 2) EXPECT_EQ(all[i], all[i + 1]) << "gap or overlap between slices";
+  ASSERT_GT(sync.bucket_count(), 2u);
+  // Every element owned by exactly one rank, each piece at its own place in the shard.
+  std::vector<int32_t> owners(size_t(L.total()), 0);
+  int64_t pieces_floats = 0;
+  for (const auto& p : sync.pieces()) {
+    for (int64_t i = p.begin; i < p.end; ++i) ++owners[size_t(i)];
+    EXPECT_EQ(p.shard, pieces_floats);
+    pieces_floats += p.end - p.begin;
+  }
+  EXPECT_EQ(pieces_floats, sync.shard_floats());
+  comm->all_reduce(owners.data(), owners.size(), comm::DType::I32, comm::ReduceOp::Sum);
+  for (int64_t i = 0; i < L.total(); ++i) ASSERT_EQ(owners[size_t(i)], 1) << "element " << i;
 
   std::vector<float> g(L.total());
   for (int64_t i = 0; i < L.total(); ++i) g[i] = float(i % 7) * float(comm->rank() + 1);
   sync.start_step();
+  // The top half is final first: its buckets' reduce-scatters start before finish().
+  sync.mark_ready(g.data(), L.layer(1).begin, L.total());
+  EXPECT_GT(sync.launched_buckets(), 0u);
+  EXPECT_LT(sync.launched_buckets(), sync.bucket_count());
   sync.finish(g.data());
-  for (int64_t i = sync.owned_begin(); i < sync.owned_end(); ++i) ASSERT_EQ(g[i], float(i % 7) * 3.0f);
+  for (const auto& p : sync.pieces())
+    for (int64_t i = p.begin; i < p.end; ++i) ASSERT_EQ(g[i], float(i % 7) * 3.0f) << "element " << i;
 
-  std::vector<float> params(L.total(), -1.0f);
-  for (int64_t i = sync.owned_begin(); i < sync.owned_end(); ++i) params[i] = float(i);
+  std::vector<float> params(L.total(), -1.0f), shard(size_t(sync.shard_floats()));
+  for (const auto& p : sync.pieces())
+    for (int64_t i = p.begin; i < p.end; ++i) params[i] = float(i), shard[size_t(p.shard + i - p.begin)] = float(i);
   sync.all_gather_params(params.data());
   for (int64_t i = 0; i < L.total(); ++i) ASSERT_EQ(params[i], float(i));
   // A moment held in slices comes back whole.
-  const std::vector<float> whole = sync.gather_to_host(params.data() + sync.owned_begin());
+  const std::vector<float> whole = sync.gather_to_host(shard.data());
   for (int64_t i = 0; i < L.total(); ++i) ASSERT_EQ(whole[size_t(i)], float(i));
+}
+
+// A held range (ZeRO-1's tied embedding) starts only in finish(), and is still summed.
+TEST(GradSync, zero1_held_bucket_waits_for_finish) {
+  auto comm = world();
+  nn::ParamLayout L = layout();
+  auto k = kernels::make_cpu_kernels(1);
+  parallel::GradSync sync(*comm, L, /*zero=*/1, 5000, *k);
+  sync.hold_until_finish(L.total() - 1, L.total());  // the top bucket: final first
+  std::vector<float> g(L.total(), float(comm->rank() + 1));
+  sync.start_step();
+  sync.mark_ready(g.data(), L.layer(1).begin, L.total());
+  const size_t started = sync.launched_buckets();
+  sync.finish(g.data());
+  parallel::GradSync free_sync(*comm, L, /*zero=*/1, 5000, *k);
+  std::vector<float> g2(L.total(), 1.0f);
+  free_sync.start_step();
+  free_sync.mark_ready(g2.data(), L.layer(1).begin, L.total());
+  EXPECT_EQ(started + 1, free_sync.launched_buckets());
+  free_sync.finish(g2.data());
+  for (const auto& p : sync.pieces())
+    for (int64_t i = p.begin; i < p.end; ++i) ASSERT_EQ(g[i], 3.0f) << "element " << i;
 }
 
 // DP overlap layer by layer: GptStage's grad-ready hook feeds GradSync during backward, so

@@ -102,6 +102,7 @@ struct DistTrainer::Impl {
   void count_routing(RoutingStats& r, const Chunk& ch, nn::Activations& acts, int64_t mb) const;
   void sum_routing(RoutingStats& r) const;
   void sum_tied_embedding();
+  void hold_tied_embedding();
   // norm_wait_s: seconds in the norm's all-reduce over the world (waiting for the slowest rank).
   double clip_and_update(int64_t step, bool sharded, double& norm_wait_s);
   // Seconds of the step so far waiting on the ring attention's exchange (all chunks).
@@ -211,6 +212,7 @@ DistTrainer::DistTrainer(const RunSpec& run, ProcessGroups& groups, const BatchS
     }
   }
 
+  I.hold_tied_embedding();
   if (I.pp > 1) pp_message_s_ = I.measure_pp_message();
   if (I.ep) {
     std::tie(ep_wire_latency_s_, ep_wire_per_byte_s_) = I.measure_ep_wire();
@@ -569,6 +571,19 @@ void DistTrainer::Impl::sum_routing(RoutingStats& r) const {
 }
 
 // The tied embedding's gradient summed between the first and the last stage.
+// ZeRO-1 starts a bucket's reduce-scatter as soon as backward finishes it; the tied embedding's
+// two copies are summed after the program, on whole gradients, so their buckets wait for finish().
+void DistTrainer::Impl::hold_tied_embedding() {
+  if (!run.model.tied_embeddings() || run.exec.zero != 1) return;
+  auto hold = [&](Chunk& ch, bool input) {
+    const auto& L = ch.stage->layout();
+    const int64_t off = input ? L.wte : L.head_wte;
+    ch.sync->hold_until_finish(off, off + L.shard().vocab_local() * C());
+  };
+  if (groups.embedding) hold(stage == 0 ? chunks.front() : chunks.back(), stage == 0);
+  else if (v > 1) hold(chunks.front(), true), hold(chunks.back(), false);
+}
+
 void DistTrainer::Impl::sum_tied_embedding() {
   Impl& I = *this;
   ProcessGroups& g = I.groups;

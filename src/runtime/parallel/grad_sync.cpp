@@ -27,14 +27,14 @@ GradSync::GradSync(comm::Communicator& dp, const nn::ParamLayout& layout, int ze
   }
   std::reverse(buckets_.begin(), buckets_.end());
 
-  owned_begin_ = 0, owned_end_ = total_;
   if (sharded() && zero_ == 1) {
-    zero1_ = std::make_unique<Zero1Shards>(spaces(), k_);
+    std::vector<std::vector<GroupRanges>> per_bucket;
+    for (const Bucket& b : buckets_) per_bucket.push_back(spaces(b.begin, b.end));
+    zero1_ = std::make_unique<Zero1Shards>(std::move(per_bucket), k_);
     pieces_ = zero1_->pieces();
     shard_floats_ = zero1_->shard_floats();
-    owned_begin_ = zero1_->whole_lo(), owned_end_ = zero1_->whole_hi();
   } else if (sharded() && zero_ >= 2) {
-    units_ = std::make_unique<ZeroShards>(spaces(), layout, zero_, k_);
+    units_ = std::make_unique<ZeroShards>(spaces(0, total_), layout, zero_, k_);
     pieces_ = units_->pieces();
     shard_floats_ = units_->shard_floats();
   } else {
@@ -43,16 +43,20 @@ GradSync::GradSync(comm::Communicator& dp, const nn::ParamLayout& layout, int ze
   }
 }
 
-// The ZeRO spaces: the whole buffer over dp, or the dense ranges over dp and the experts' over EDP.
-std::vector<GroupRanges> GradSync::spaces() const {
-  if (expert_ranges_.empty()) return {{&dp_, {{0, total_}}}};
-  GroupRanges dense{&dp_, {}}, experts{experts_, expert_ranges_};
-  int64_t at = 0;
+// The ZeRO spaces of [begin, end): all of it over dp, or its dense ranges over dp and its
+// experts' over EDP.
+std::vector<GroupRanges> GradSync::spaces(int64_t begin, int64_t end) const {
+  if (expert_ranges_.empty()) return {{&dp_, {{begin, end}}}};
+  GroupRanges dense{&dp_, {}}, experts{experts_, {}};
+  int64_t at = begin;
   for (const auto& e : expert_ranges_) {
-    if (e.begin > at) dense.ranges.push_back({at, e.begin});
-    at = e.end;
+    const int64_t lo = std::max(e.begin, begin), hi = std::min(e.end, end);
+    if (hi <= lo) continue;
+    if (lo > at) dense.ranges.push_back({at, lo});
+    experts.ranges.push_back({lo, hi});
+    at = hi;
   }
-  if (total_ > at) dense.ranges.push_back({at, total_});
+  if (end > at) dense.ranges.push_back({at, end});
   return {dense, experts};
 }
 
@@ -91,23 +95,38 @@ void GradSync::start_step() {
   if (units_) units_->start_step();
 }
 
+void GradSync::hold_until_finish(int64_t begin, int64_t end) {
+  for (auto& b : buckets_)
+    if (b.begin < end && begin < b.end) b.held = true;
+}
+
 void GradSync::mark_ready(float* grads, int64_t begin, int64_t end) {
   if (units_) return units_->mark_ready(begin);
-  if (dp_.size() == 1 || sharded()) return;
+  if (dp_.size() == 1) return;
   ready_from_ = std::min(ready_from_, begin);
-  for (auto it = buckets_.rbegin(); it != buckets_.rend(); ++it) {
-    if (it->begin < ready_from_) break;
-    if (it->launched) {
-      for (auto& r : it->requests) r->test();  // MPI progresses non-blocking collectives only inside MPI calls
-    } else {
-      launch(*it, grads);
-    }
+  advance(grads, false);
+}
+
+// Starts every final bucket not yet started (held ones only when finishing) and lets the
+// started ones progress.
+void GradSync::advance(float* grads, bool finishing) {
+  for (size_t i = buckets_.size(); i-- > 0;) {
+    Bucket& b = buckets_[i];
+    if (b.begin < ready_from_) break;
+    if (b.held && !finishing) continue;
+    if (!b.launched) launch(i, grads);
+    else if (zero1_) zero1_->progress(i);  // MPI progresses non-blocking collectives only inside MPI calls
+    else for (auto& r : b.requests) r->test();
   }
 }
 
-// A bucket's all-reduces: its dense parts over dp, its experts' parts over EDP (none when EDP is
-// one rank: each expert then lives on one rank of the pair).
-void GradSync::launch(Bucket& b, float* grads) {
+// A bucket's reductions. ZeRO-1: its reduce-scatters. Plain DP: its all-reduces, the dense parts
+// over dp, the experts' parts over EDP (none when EDP is one rank: each expert then lives on one
+// rank of the pair).
+void GradSync::launch(size_t index, float* grads) {
+  Bucket& b = buckets_[index];
+  b.launched = true;
+  if (zero1_) return zero1_->start(index, grads);
   auto reduce = [&](comm::Communicator& group, int64_t lo, int64_t hi) {
     if (hi > lo && group.size() > 1)
       b.requests.push_back(group.all_reduce_async(grads + lo, hi - lo, comm::DType::F32, comm::ReduceOp::Sum));
@@ -121,14 +140,17 @@ void GradSync::launch(Bucket& b, float* grads) {
     at = hi;
   }
   reduce(dp_, at, b.end);
-  b.launched = true;
 }
 
 void GradSync::finish(float* grads) {
   if (dp_.size() == 1) return;
   if (units_) return units_->finish();
-  if (zero1_) return zero1_->reduce(grads);
-  mark_ready(grads, 0, total_);
+  if (zero1_) {
+    for (auto& b : buckets_) b.launched = true;
+    return zero1_->reduce(grads);
+  }
+  ready_from_ = 0;
+  advance(grads, true);
   for (auto& b : buckets_)
     for (auto& r : b.requests) r->wait();
 }

@@ -7,10 +7,10 @@
 // what is still in flight (the "exposed" DP time) — replicas are summed, not averaged, because
 // each token's loss is already weighted by 1 / (tokens in the global batch).
 //
-// ZeRO-1: Zero1Shards (zero1_shards.h) reduce-scatters the buffer after backward (the experts'
-// ranges over EDP, the rest over dp); each rank updates only its slice (optimizer state of that
-// size), and all_gather_params() brings every rank the updated parameters. Without experts rank
-// r owns elements [owned_begin, owned_end).
+// ZeRO-1: Zero1Shards (zero1_shards.h) reduce-scatters the same buckets as they become final,
+// overlapping backward as plain DP does (the experts' ranges over EDP, the rest over dp); each
+// rank updates only its slice of each bucket (optimizer state of that size), and
+// all_gather_params() brings every rank the updated parameters.
 //
 // ZeRO-2 / ZeRO-3: ZeroShards (zero_shards.h) holds the gradients (and weights) unit by unit as
 // the stage's UnitStorage; GradSync forwards the hook, finish and gathers to it. Whatever the
@@ -41,8 +41,6 @@ class GradSync {
   GradSync(comm::Communicator& dp, const nn::ParamLayout& layout, int zero, int64_t bucket_floats,
            kernels::Kernels& k, comm::Communicator* experts = nullptr);
 
-  int64_t owned_begin() const { return owned_begin_; }  // ZeRO-1's slice (the whole buffer unsharded)
-  int64_t owned_end() const { return owned_end_; }
   bool sharded() const { return zero_ >= 1 && dp_.size() > 1; }
   int stage() const { return sharded() ? zero_ : 0; }  // the ZeRO stage in effect (0 when dp is 1)
   // What this rank updates: flat ranges and their place in the shard buffers (moments).
@@ -61,15 +59,18 @@ class GradSync {
   size_t launched_buckets() const;
 
   void start_step();  // forget last step's launches
+  // Buckets overlapping [begin, end) start only in finish(): ZeRO-1's tied-embedding gradient,
+  // summed between the first and last stage after backward and before the reduce-scatter.
+  void hold_until_finish(int64_t begin, int64_t end);
   // Gradients of [begin, end) are final for this step (called from inside backward).
   void mark_ready(float* grads, int64_t begin, int64_t end);
   // Launches what is left and waits for every reduction. Afterwards (plain DP) the whole buffer
-  // holds the sum over replicas, or (ZeRO-1) the owned slice does.
+  // holds the sum over replicas, or (ZeRO-1) the rank's pieces do.
   void finish(float* grads);
   // ZeRO-1: every rank receives the others' updated slices.
   void all_gather_params(float* params);
-  // Host copy of a whole buffer of this layout of which this rank holds [owned_begin, owned_end)
-  // at `owned` (device memory; e.g. an AdamW moment): gathered over DP under ZeRO-1 (a
+  // Host copy of a whole buffer of this layout of which this rank holds its pieces at `owned`
+  // (shard coordinates, device memory; e.g. an AdamW moment): gathered over DP under ZeRO-1 (a
   // collective: every DP rank calls it), copied as it is otherwise.
   std::vector<float> gather_to_host(const float* owned);
   // The reverse: this rank's part of a whole host buffer into `owned` (shard coordinates).
@@ -82,9 +83,11 @@ class GradSync {
     int64_t begin, end;
     std::vector<comm::RequestPtr> requests;  // one per dense or expert part
     bool launched = false;
+    bool held = false;  // starts only in finish()
   };
-  void launch(Bucket& b, float* grads);
-  std::vector<GroupRanges> spaces() const;
+  void advance(float* grads, bool finishing);
+  void launch(size_t bucket, float* grads);
+  std::vector<GroupRanges> spaces(int64_t begin, int64_t end) const;
   comm::Communicator& dp_;
   comm::Communicator* experts_ = nullptr;
   std::vector<nn::ParamLayout::Unit> expert_ranges_;  // only with experts_
@@ -93,7 +96,6 @@ class GradSync {
   int64_t total_;
   std::vector<Bucket> buckets_;  // ascending offsets
   int64_t ready_from_;           // lowest offset whose gradients are final
-  int64_t owned_begin_ = 0, owned_end_ = 0;
   std::unique_ptr<Zero1Shards> zero1_;
   std::vector<ShardPiece> pieces_;
   int64_t shard_floats_ = 0;

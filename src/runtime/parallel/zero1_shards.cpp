@@ -4,23 +4,26 @@
 
 namespace trident::parallel {
 
-Zero1Shards::Zero1Shards(std::vector<GroupRanges> spaces, kernels::Kernels& k) : k_(k) {
-  for (GroupRanges& spec : spaces) {
-    Space s;
-    s.group = spec.group;
-    s.ranges = std::move(spec.ranges);
-    for (const auto& r : s.ranges) s.size += r.size();
-    if (s.size == 0) continue;
-    const int64_t n = s.group->size(), rank = s.group->rank();
-    s.per = (s.size + n - 1) / n;
-    s.lo = std::min(s.size, rank * s.per);
-    s.hi = std::min(s.size, (rank + 1) * s.per);
-    s.shard = shard_floats_;
-    shard_floats_ += s.hi - s.lo;
-    s.packed = DeviceBuffer(k_, size_t(s.per * n));  // zeroed; the padding past size stays zero
-    s.slice = DeviceBuffer(k_, size_t(s.per));
-    walk(s, s.lo, s.hi, [&](int64_t flat, int64_t at, int64_t n) { pieces_.push_back({flat, flat + n, s.shard + at - s.lo}); });
-    spaces_.push_back(std::move(s));
+Zero1Shards::Zero1Shards(std::vector<std::vector<GroupRanges>> buckets, kernels::Kernels& k) : k_(k) {
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    for (GroupRanges& spec : buckets[b]) {
+      Space s;
+      s.bucket = b;
+      s.group = spec.group;
+      s.ranges = std::move(spec.ranges);
+      for (const auto& r : s.ranges) s.size += r.size();
+      if (s.size == 0) continue;
+      const int64_t n = s.group->size(), rank = s.group->rank();
+      s.per = (s.size + n - 1) / n;
+      s.lo = std::min(s.size, rank * s.per);
+      s.hi = std::min(s.size, (rank + 1) * s.per);
+      s.shard = shard_floats_;
+      shard_floats_ += s.hi - s.lo;
+      s.packed = DeviceBuffer(k_, size_t(s.per * n));  // zeroed; the padding past size stays zero
+      s.slice = DeviceBuffer(k_, size_t(s.per));
+      walk(s, s.lo, s.hi, [&](int64_t flat, int64_t at, int64_t m) { pieces_.push_back({flat, flat + m, s.shard + at - s.lo}); });
+      spaces_.push_back(std::move(s));
+    }
   }
 }
 
@@ -34,13 +37,6 @@ void Zero1Shards::walk(const Space& s, int64_t from, int64_t to, F&& f) {
   }
 }
 
-int64_t Zero1Shards::whole_lo() const {
-  return spaces_.size() == 1 && spaces_[0].ranges.size() == 1 && spaces_[0].ranges[0].begin == 0 ? spaces_[0].lo : 0;
-}
-int64_t Zero1Shards::whole_hi() const {
-  return spaces_.size() == 1 && spaces_[0].ranges.size() == 1 && spaces_[0].ranges[0].begin == 0 ? spaces_[0].hi : 0;
-}
-
 void Zero1Shards::pack(Space& s, const float* flat) {
   walk(s, 0, s.size, [&](int64_t f, int64_t at, int64_t n) { k_.copy(s.packed.p + at, flat + f, size_t(n)); });
 }
@@ -49,10 +45,25 @@ void Zero1Shards::unpack_all(Space& s, float* flat) {
   walk(s, 0, s.size, [&](int64_t f, int64_t at, int64_t n) { k_.copy(flat + f, s.packed.p + at, size_t(n)); });
 }
 
-void Zero1Shards::reduce(float* grads) {
+void Zero1Shards::start(size_t bucket, const float* grads) {
   for (Space& s : spaces_) {
+    if (s.bucket != bucket || s.reduction) continue;
     pack(s, grads);
-    s.group->reduce_scatter(s.packed.p, s.slice.p, size_t(s.per), comm::DType::F32, comm::ReduceOp::Sum);
+    s.reduction = s.group->reduce_scatter_async(s.packed.p, s.slice.p, size_t(s.per), comm::DType::F32, comm::ReduceOp::Sum);
+  }
+}
+
+void Zero1Shards::progress(size_t bucket) {
+  for (Space& s : spaces_)
+    if (s.bucket == bucket && s.reduction) s.reduction->test();
+}
+
+void Zero1Shards::reduce(float* grads) {
+  // In bucket order, as every rank starts them: a collective's order must agree across ranks.
+  for (const Space& s : spaces_) start(s.bucket, grads);
+  for (Space& s : spaces_) {
+    s.reduction->wait();
+    s.reduction.reset();
     walk(s, s.lo, s.hi, [&](int64_t f, int64_t at, int64_t n) { k_.copy(grads + f, s.slice.p + (at - s.lo), size_t(n)); });
   }
 }

@@ -1,14 +1,15 @@
-// ZeRO-1 of one model chunk: the gradients reduce-scattered after backward, each rank updating
-// its slice, the updated slices all-gathered back.
+// ZeRO-1 of one model chunk: the gradients reduce-scattered bucket by bucket as backward
+// finishes them (Megatron's distributed optimizer with overlap_grad_reduce), each rank updating
+// its slices, the updated slices all-gathered back after the step.
 //
-// The flat layout is cut into spaces, each reduced over its own group: without expert
-// parallelism one space, the whole buffer over dp (x cp); with it two, the dense ranges over
-// dp x cp and the experts' ranges (ParamLayout::expert_ranges) over the expert-data-parallel
-// group. A space packs its ranges one after another, pads to a multiple of its group's size and
-// gives group rank r the r-th equal slice [lo, hi) of the packed order; where that slice lies
-// in the flat layout are the rank's pieces (shard offsets: the spaces' slices one after
-// another). Staging (the packed buffer and the slice) is the kernels' device memory, so a GPU's
-// communicator (NCCL) is handed device memory only.
+// Each gradient bucket (GradSync's, cut at layer boundaries) is cut into spaces, each reduced
+// over its own group: without expert parallelism one, the bucket over dp (x cp); with it two,
+// the bucket's dense ranges over dp x cp and its experts' ranges (ParamLayout::expert_ranges)
+// over the expert-data-parallel group. A space packs its ranges one after another, pads to a
+// multiple of its group's size and gives group rank r the r-th equal slice [lo, hi) of the
+// packed order; where the slices lie in the flat layout are the rank's pieces (shard offsets:
+// the spaces' slices one after another). Staging (the packed buffer and the slice) is the
+// kernels' device memory, so a GPU's communicator (NCCL) is handed device memory only.
 #pragma once
 
 #include <cstdint>
@@ -24,15 +25,18 @@ namespace trident::parallel {
 
 class Zero1Shards {
  public:
-  Zero1Shards(std::vector<GroupRanges> spaces, kernels::Kernels& k);
+  // buckets[i]: bucket i's spaces.
+  Zero1Shards(std::vector<std::vector<GroupRanges>> buckets, kernels::Kernels& k);
 
   const std::vector<ShardPiece>& pieces() const { return pieces_; }
   int64_t shard_floats() const { return shard_floats_; }
-  // The one space's slice when it is the whole buffer (no expert ranges); else [0, 0).
-  int64_t whole_lo() const;
-  int64_t whole_hi() const;
 
-  // Reduce-scatter: afterwards the rank's pieces of grads hold the sums over their groups.
+  // Bucket i's gradients are final: pack them and start its reduce-scatters.
+  void start(size_t bucket, const float* grads);
+  // Lets the bucket's started reductions progress (MPI moves data only inside MPI calls).
+  void progress(size_t bucket);
+  // Starts what is left and waits: afterwards the rank's pieces of grads hold the sums over
+  // their groups.
   void reduce(float* grads);
   // Every rank receives the others' updated slices into the whole parameters.
   void gather_params(float* params);
@@ -43,10 +47,12 @@ class Zero1Shards {
 
  private:
   struct Space {
+    size_t bucket = 0;
     comm::Communicator* group;
     std::vector<nn::ParamLayout::Unit> ranges;
     int64_t size = 0, per = 0, lo = 0, hi = 0, shard = 0;  // packed floats, slice, its shard offset
     DeviceBuffer packed, slice;
+    comm::RequestPtr reduction;  // started this step, not yet copied back
   };
   // Calls f(flat begin, packed offset, floats) for each range's part inside packed [from, to).
   template <class F>
@@ -54,7 +60,7 @@ class Zero1Shards {
   void pack(Space& s, const float* flat);           // all ranges -> packed
   void unpack_all(Space& s, float* flat);           // packed -> all ranges
   kernels::Kernels& k_;
-  std::vector<Space> spaces_;
+  std::vector<Space> spaces_;  // bucket by bucket
   std::vector<ShardPiece> pieces_;
   int64_t shard_floats_ = 0;
 };
