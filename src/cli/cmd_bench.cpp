@@ -165,6 +165,7 @@ struct CoreRates {
   std::vector<double> gemm_efficiency;  // per size, launch cost taken out, of the FMA peak
   GemmCurve curve;
   std::vector<engine::ElementwiseRate> elementwise;
+  double optimizer_s = 0;  // the optimizer pass over kElementwiseFloats parameters
 };
 
 CoreRates measure_core(bool llama) {
@@ -177,6 +178,7 @@ CoreRates measure_core(bool llama) {
   r.gemms = engine::gemm_rates(*k1, sizes, 0.1);
   r.copy_Bps = engine::copy_bandwidth_Bps(kCopyBytes);
   r.elementwise = engine::elementwise_rates(*k1, kElementwiseFloats, llama);
+  r.optimizer_s = engine::optimizer_seconds(*k1, kElementwiseFloats);
   // The peak again after the rest, the better of the two: a busy spell of the machine (or of the
   // host under a virtual machine, which even CPU time does not see) must not lower it.
   r.peak_flops = r.fma_flops = std::max(r.peak_flops, engine::fma_peak_flops());
@@ -335,6 +337,14 @@ std::string bench_toml(const QuietCore& q, const LinkRates& l, int world, int co
   s += fmt::format("#   hbm_efficiency: the trainer's memory-bound kernels over {} Mi floats ({}): together {:.3f} of "
                    "the memcpy rate\n",
                    kElementwiseFloats >> 20, list, hbm.share);
+  // The planner's optimizer time is params x bytes per param / (memory peak x hbm_efficiency):
+  // the bytes per parameter that give the measured pass at the written peak and share.
+  const double optimizer_bpp = r.optimizer_s / double(kElementwiseFloats) * hbm.peak * hbm.share;
+  s += fmt::format("#   optimizer_bytes_per_param: the trainer's optimizer pass (gradient sum of squares + AdamW) over {} "
+                   "Mi floats, {:.1f} us = {:.2f} ns per parameter; x {:.2f} GB/s x {:.4f} = {:.1f} B per parameter "
+                   "(the update's 28 B at the memory rate would be {:.2f} ns)\n",
+                   kElementwiseFloats >> 20, r.optimizer_s * 1e6, r.optimizer_s / double(kElementwiseFloats) * 1e9,
+                   hbm.peak / 1e9, hbm.share, optimizer_bpp, 28 / (hbm.peak * hbm.share) * 1e9);
   if (l.measured)
     s += fmt::format("#   pcie_efficiency, network_efficiency: an all-reduce of {:g} MiB over the {} ranks, {:.1f} us: "
                      "bus bandwidth {:.3f} GB/s = {:.3f} of the ping-pong's\n"
@@ -361,8 +371,8 @@ std::string bench_toml(const QuietCore& q, const LinkRates& l, int world, int co
       cores, ram / double(1 << 30) / cores, flops.peak / 1e12, flops.peak / 1e12, hbm.peak / 1e9, link.peak / 1e9,
       l.latency_s * 1e6, link.peak / 1e9 * cores, l.latency_s * 1e6);
   s += fmt::format("\n[cost]\ngemm_peak_efficiency = {:.4f}\ngemm_half_dim = {:.2f}\nkernel_launch_us = {:.4f}\n"
-                   "hbm_efficiency = {:.4f}\n",
-                   flops.share, r.curve.half_dim, r.call_s * 1e6, hbm.share);
+                   "hbm_efficiency = {:.4f}\noptimizer_bytes_per_param = {:.3f}\n",
+                   flops.share, r.curve.half_dim, r.call_s * 1e6, hbm.share, optimizer_bpp);
   if (l.measured)
     s += fmt::format("pcie_efficiency = {:.4f}\nnetwork_efficiency = {:.4f}\nalltoall_efficiency = {:.4f}\n", link.share,
                      link.share, std::min(4.0, l.alltoall_Bps / link.peak));  // 4: the cost table's range

@@ -254,17 +254,16 @@ void Checked::check_cp_link(std::vector<Finding>& f) const {
 
 // ep-alltoall-slow: the EP all-to-alls on the network.
 void Checked::check_ep_link(std::vector<Finding>& f) const {
-  const ModelSpec& m = run.model;
   const Layout& l = run.layout;
   // Expert parallel: two all-to-alls forward and two backward in every MoE layer, exposed.
   if (l.ep > 1 && e.links.ep.link.crosses_domains()) {
     const StageTime& st = e.stages[e.pipeline.slowest_stage];
     add(f, Severity::Warning, "ep-alltoall-slow",
         fmt::format("EP groups of {} GPUs run their token all-to-alls on {} at {:.3g} GB/s per GPU ({} of {} groups "
-                    "leave their {}): {} per micro-batch, {:.1f}% of the step (capacity factor {:g} included)",
+                    "leave their {}): {} per micro-batch, {:.1f}% of the step",
                     l.ep, to_string(e.links.ep.link.kind), gbps(e.links.ep.link.bandwidth_Bps),
                     e.links.ep.groups_crossing_domains, e.links.ep.groups, domain, ms(st.ep_comm_s),
-                    100 * e.time.ep_comm / e.time.step, m.capacity_factor),
+                    100 * e.time.ep_comm / e.time.step),
         fmt::format("keep tp x ep inside the {} ({} GPUs): lower --ep (each GPU then holds more experts) or --tp", domain,
                     run.cluster.gpus_per_nvlink_domain()));
   }

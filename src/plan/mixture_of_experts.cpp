@@ -13,15 +13,14 @@ MoeCompute moe_compute(const ModelSpec& m, double T, int64_t tp, int64_t ep, dou
                        const CostConstants& c) {
   MoeCompute mc;
   const double h = double(m.hidden), t = double(std::max<int64_t>(tp, 1));
-  const double k = double(m.experts_per_token), E = double(m.experts), cf = m.capacity_factor;
+  const double k = double(m.experts_per_token), E = double(m.experts);
   const double fe = double(m.expert_ffn_hidden), f = double(m.ffn_hidden);
   const double in_width = double(m.mlp_matrices() - 1);  // GELU: f; SwiGLU: gate and up fused, 2f
   ep = std::max<int64_t>(ep, 1);
   mc.local_experts = m.experts / ep;
   // Each rank sends T k token copies over the ep group and takes as many back: T k ep / E per
-  // local expert when balanced, cf times that for the busiest.
-  const double balanced = T * k * double(ep) / E;
-  mc.tokens_per_expert = balanced * cf;
+  // local expert when balanced. Unpadded: an expert's GEMM runs on the rows it received.
+  mc.tokens_per_expert = T * k * double(ep) / E;
   const double batch = double(mc.local_experts);
   mc.router_s = gemm_time_s(T, h, E, 1, peak, peak_efficiency, c);
   mc.router_flops = 2 * T * h * E;
@@ -60,7 +59,8 @@ EpComm ep_comm_per_layer(const ModelSpec& m, const ExecutionSpec& e, int64_t ep,
   // Every tp rank routes the whole micro-batch (gathered under sequence parallel) and
   // dispatches all of it over its own ep group, as the runtime does.
   const double tokens = double(e.micro_batch_size) * double(m.seq_len);
-  ec.message_bytes = tokens * double(m.experts_per_token) * m.capacity_factor * double(m.hidden) * element;
+  // Unpadded (variable counts): the routed copies, k per token, whatever the capacity factor.
+  ec.message_bytes = tokens * double(m.experts_per_token) * double(m.hidden) * element;
   ec.alltoall_s = alltoall_time_s(ec.message_bytes, ep, link, c);
   ec.forward_alltoalls = 2;
   ec.backward_alltoalls = 2 + (e.recompute == Recompute::Full ? 2 : 0);

@@ -8,9 +8,12 @@
 // micro-batch (gathered under sequence parallel) through them and dispatches all of it over its
 // ep group (the ranks of its tp rank in the dp x cp group); the tp ranks compute the same
 // thing, and the lead's result alone enters the layer's row reduction. The shared experts stay
-// split over tp, as a dense MLP (the runtime has none). The capacity factor cf bounds an
-// expert's tokens at cf x the mean T k / E, and the busiest rank paces the group, so expert
-// GEMMs and all-to-alls are charged cf x the balanced load. Model FLOPs count what the tokens
+// split over tp, as a dense MLP (the runtime has none). The dispatch is unpadded, as the
+// runtime's (variable counts) and Megatron's without --moe-pad-expert-input-to-capacity: a
+// rank sends its T k routed copies and its experts' GEMMs run on the rows they receive, charged
+// at the balanced load T k ep / E per local expert (a router trained with the load-balancing
+// loss stays near it; an imbalance beyond it is not charged). The capacity factor cf bounds an
+// expert's rows at cf x the mean and only sizes the activation memory. Model FLOPs count what the tokens
 // use: k routed experts plus the shared ones (active parameters). Layers that keep a dense MLP (moe_dense_layers) are averaged
 // into the per-layer terms with their share of the layers.
 #pragma once
@@ -30,10 +33,9 @@ double moe_layer_share(const ModelSpec& model);
 // The MLP part of one layer (forward, one micro-batch of `tokens` on one GPU), for a MoE model.
 struct MoeCompute {
   int64_t local_experts = 0;       // E / ep on this GPU, whole
-  double tokens_per_expert = 0;    // token copies the busiest local expert takes: T k ep / E x cf
+  double tokens_per_expert = 0;    // token copies a local expert takes when balanced: T k ep / E
   double router_s = 0, router_flops = 0;    // T x h x E logits
-  // Local experts' GEMMs at full width on the whole micro-batch's copies (time with cf, FLOPs
-  // without): every tp rank executes them, so these are executed FLOPs, t times the model's.
+  // Local experts' GEMMs at full width on the whole micro-batch's copies: every tp rank executes them, so these are executed FLOPs, t times the model's.
   double routed_s = 0, routed_flops = 0;
   double shared_s = 0, shared_flops = 0;    // shared experts, every token
   double dense_s = 0, dense_flops = 0;      // the dense MLP of a dense layer
@@ -52,7 +54,7 @@ double alltoall_time_s(double bytes, int64_t n, const GroupLink& link, const Cos
 double alltoall_efficiency(const GroupLink& link, const CostConstants& c);
 
 struct EpComm {
-  double message_bytes = 0;   // token copies one GPU sends: T x k x cf x h x element bytes (every tp rank the whole T)
+  double message_bytes = 0;   // token copies one GPU sends: T x k x h x element bytes (every tp rank the whole T)
   double alltoall_s = 0;      // one all-to-all on the ep link
   int64_t forward_alltoalls = 0;   // dispatch + combine
   int64_t backward_alltoalls = 0;  // their gradients, and the recomputed forward ones

@@ -286,10 +286,10 @@ std::string Flow::step_expert_parallel() const {
     if (wl.ep > 1)
       step6 += fmt::format(
           ". Yes: ep {} leaves {} experts per GPU ({} of expert states, {} in all); dispatch and combine all-to-alls "
-          "on {} cost {:.3f} s ({:.1f}% of the step, capacity factor {:g}), and the expert gradients are reduced over "
+          "on {} cost {:.3f} s ({:.1f}% of the step), and the expert gradients are reduced over "
           "the {} GPUs holding the same experts",
           wl.ep, m.experts / wl.ep, gb(pm.expert_state_bytes), gb(pm.total_bytes()), to_string(win.links.ep.link.kind),
-          win.time.ep_comm, 100 * win.time.ep_comm / win.time.step, m.capacity_factor, wl.dp * wl.cp / wl.ep);
+          win.time.ep_comm, 100 * win.time.ep_comm / win.time.step, wl.dp * wl.cp / wl.ep);
     else
       step6 += ". No: that fits, and ep 1 needs no all-to-all";
     return step6;

@@ -367,13 +367,13 @@ std::string step_text(const Estimate& e) {
     const EpComm& ea = e.ep_alltoall;
     const int64_t tokens = r.exec.micro_batch_size * (r.model.seq_len / r.layout.cp);
     s += fmt::format("  EP all-to-all per MoE layer and micro-batch: each GPU sends {:.2f} MiB ({} tokens of b x s/cp, "
-                     "the whole micro-batch on every tp rank, x top-{} x capacity factor {:g} x hidden {} x {} B; "
+                     "the whole micro-batch on every tp rank, x top-{} x hidden {} x {} B, unpadded: the capacity factor bounds the "
+                     "drops, not the bytes; "
                      "experts whole on each tp rank: expert tensor parallel 1, as the runtime trains them) over ep {} "
                      "on {}: {} x {:.2f} us + {}/{} of it at {:.3g} GB/s x {:.3g} ({}) = {:.3f} ms per all-to-all; "
                      "{} forward (dispatch, combine) + {} backward, x {:.3g} MoE share of {:g} layers x {} micro-batches "
                      "= {:.3f} s\n",
-                     ea.message_bytes / kMiB, tokens, r.model.experts_per_token, r.model.capacity_factor,
-                     r.model.hidden, r.exec.precision == Precision::FP32 ? 4 : 2, r.layout.ep,
+                     ea.message_bytes / kMiB, tokens, r.model.experts_per_token, r.model.hidden, r.exec.precision == Precision::FP32 ? 4 : 2, r.layout.ep,
                      link_text(e.links.ep.link), r.layout.ep - 1, 1e6 * e.links.ep.link.latency_s, r.layout.ep - 1,
                      r.layout.ep, e.links.ep.link.bandwidth_Bps / 1e9, alltoall_efficiency(e.links.ep.link, e.cost),
                      e.cost.alltoall_efficiency > 0 ? "alltoall_efficiency" : "the link's collective share",

@@ -118,6 +118,19 @@ with tempfile.TemporaryDirectory() as tmp:
     check(lo * (1 - 3e-3) - 0.006 / copy_gbs <= hbm <= hi * (1 + 3e-3) + 0.006 / copy_gbs,
           f"hbm_efficiency {hbm} lies between the kernels' shares {lo:.4f} .. {hi:.4f}")
 
+    # The optimizer pass: its time per parameter x the written memory peak x hbm_efficiency is the
+    # bytes per parameter the planner divides by that rate again.
+    m = one(r"optimizer_bytes_per_param: .* over 1 Mi floats, ([0-9.]+) us = ([0-9.]+) ns per parameter; "
+            r"x ([0-9.]+) GB/s x ([0-9.]+) = ([0-9.]+) B per parameter", text)
+    us, ns, gbs, share, bpp = (float(m.group(i)) for i in range(1, 6))
+    check(near(us * 1e3 / (1 << 20), ns, 2e-2, 0.006), f"optimizer: {us} us over 2^20 parameters = {ns} ns each")
+    check(near(gbs, cluster_keys["gpu-hbm-gbytes-per-s"], 1e-3, 0.006) and near(share, hbm, 0, 0.0006),
+          f"optimizer: the rate {gbs} GB/s x {share} is the written peak and hbm_efficiency")
+    check(near(ns * gbs * share, bpp, 2e-2, 0.06) and near(cost.get("optimizer_bytes_per_param", 0), bpp, 2e-3, 0.06),
+          f"optimizer: {ns} ns x {gbs} GB/s x {share} = {bpp} B per parameter = [cost] optimizer_bytes_per_param "
+          f"{cost.get('optimizer_bytes_per_param')}")
+    check(bpp > 0, f"optimizer: {bpp} B per parameter is positive")
+
     # A Llama model's memory-bound kernels: add, SwiGLU and RMS norm, measured with --family llama.
     llama_bench = os.path.join(tmp, "bench-llama.toml")
     run("bench", "--family", "llama", "--out", llama_bench)

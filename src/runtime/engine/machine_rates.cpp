@@ -169,4 +169,25 @@ std::vector<ElementwiseRate> elementwise_rates(kernels::Kernels& k, size_t n, bo
   return out;
 }
 
+double optimizer_seconds(kernels::Kernels& k, size_t n) {
+  float* p = k.alloc(n);
+  float* g = k.alloc(n);
+  float* m = k.alloc(n);
+  float* v = k.alloc(n);
+  std::vector<float> host(n);
+  for (size_t i = 0; i < n; ++i) host[i] = 1e-3f * float(i % 89) - 0.04f;
+  for (float* x : {p, g}) k.from_host(x, host.data(), n);
+  int64_t t = 0;
+  volatile double sink = 0;
+  const double s = best_time(
+      [&] {
+        sink = sink + k.sum_squares(g, n);
+        k.adamw(p, g, m, v, n, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, ++t);
+        k.synchronize();
+      },
+      5, 0.05);
+  for (float* x : {p, g, m, v}) k.free(x, n);
+  return s;
+}
+
 }  // namespace trident::engine

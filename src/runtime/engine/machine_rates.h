@@ -41,4 +41,10 @@ struct ElementwiseRate {
 // make them compute-bound, so the family changes the memory-bound kernels' share.
 std::vector<ElementwiseRate> elementwise_rates(kernels::Kernels& k, size_t floats, bool llama = false);
 
+// Best time of the trainer's optimizer pass over `floats` parameters: the gradient's sum of
+// squares (the norm for clipping) and the AdamW update with the clip scale folded in, the two
+// calls the trainer makes per piece. On a CPU the update's square root and division make it
+// slower than its 28 bytes per parameter at the memory rate.
+double optimizer_seconds(kernels::Kernels& k, size_t floats);
+
 }  // namespace trident::engine
