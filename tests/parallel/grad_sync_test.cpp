@@ -3,12 +3,15 @@
 // all-gather after the sharded update gives every rank every slice; GptStage's grad-ready hook
 // starts the buckets during backward.
 #include <gtest/gtest.h>
+
+#include <stdexcept>
 #include <mpi.h>
 
 #include <algorithm>
 #include <set>
 
 #include "runtime/comm/mpi_communicator.h"
+#include "runtime/comm/self_communicator.h"
 #include "runtime/parallel/grad_sync.h"
 #include "runtime/kernels/ops.h"
 #include "runtime/nn/gpt.h"
@@ -103,6 +106,84 @@ TEST(GradSync, zero1_held_bucket_waits_for_finish) {
   free_sync.finish(g2.data());
   for (const auto& p : sync.pieces())
     for (int64_t i = p.begin; i < p.end; ++i) ASSERT_EQ(g[i], 3.0f) << "element " << i;
+}
+
+// ZeRO-1's weight all-gathers overlap the next forward: started together, completed bucket by
+// bucket where forward reads them, whole at the end.
+TEST(GradSync, zero1_weight_gathers_complete_bucket_by_bucket) {
+  auto comm = world();
+  nn::ParamLayout L = layout();
+  auto k = kernels::make_cpu_kernels(1);
+  parallel::GradSync sync(*comm, L, /*zero=*/1, 5000, *k);
+  ASSERT_GT(sync.bucket_count(), 2u);
+  std::vector<float> params(L.total(), -1.0f), shard(size_t(sync.shard_floats()));
+  for (const auto& p : sync.pieces())
+    for (int64_t i = p.begin; i < p.end; ++i) params[i] = float(i);
+  EXPECT_TRUE(sync.wait_params(params.data(), 0, L.total()).empty()) << "nothing in flight yet";
+  sync.start_param_gather(params.data());
+  ASSERT_TRUE(sync.gathering_params());
+  // The staging buffers are busy: a whole-buffer gather refuses (on every rank, before any call).
+  EXPECT_THROW(sync.gather_to_host(shard.data()), std::logic_error);
+  const auto first = sync.wait_params(params.data(), 0, 1);
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0].begin, 0);
+  for (int64_t i = 0; i < first[0].end; ++i) ASSERT_EQ(params[i], float(i)) << "element " << i;
+  int64_t stale = 0;
+  for (int64_t i = first[0].end; i < L.total(); ++i) stale += params[i] != float(i);
+  EXPECT_GT(stale, 0) << "the other buckets completed before forward reached them";
+  EXPECT_TRUE(sync.gathering_params());
+  const auto rest = sync.complete_params(params.data());
+  EXPECT_EQ(rest.size(), sync.bucket_count() - 1);
+  EXPECT_FALSE(sync.gathering_params());
+  for (int64_t i = 0; i < L.total(); ++i) ASSERT_EQ(params[i], float(i)) << "element " << i;
+}
+
+// Experts held by one rank of their expert-data-parallel group (ep = dp): ZeRO-1 leaves their
+// gradients and weights where they lie (no staging, no collective), still sums the dense ranges
+// over dp, and a moment's whole buffer still comes back with both kinds.
+TEST(GradSync, zero1_experts_alone_in_their_group_stay_in_place) {
+  auto comm = world();
+  ModelSpec m;
+  m.layers = 2, m.hidden = 32, m.heads = 4, m.kv_heads = 4, m.ffn_hidden = 64, m.seq_len = 16, m.vocab = 64;
+  m.experts = 4, m.experts_per_token = 2, m.expert_ffn_hidden = 48;
+  nn::Shard shard = nn::Shard::whole(m);
+  shard.ep_size = 2, shard.ep_rank = comm->rank();
+  const nn::ParamLayout L(shard);
+  ASSERT_FALSE(L.expert_ranges().empty());
+  comm::SelfCommunicator alone("edp");
+  auto k = kernels::make_cpu_kernels(1);
+  parallel::GradSync sync(*comm, L, /*zero=*/1, 2000, *k, &alone);
+  std::vector<uint8_t> expert(size_t(L.total()), 0);
+  for (const auto& e : L.expert_ranges())
+    for (int64_t i = e.begin; i < e.end; ++i) expert[size_t(i)] = 1;
+  parallel::ModelStateBytes with_experts;
+  sync.add_bytes(with_experts);
+  parallel::GradSync dense_only(*comm, L, /*zero=*/1, 2000, *k);
+  parallel::ModelStateBytes without;
+  dense_only.add_bytes(without);
+  EXPECT_LT(with_experts.staging, without.staging) << "the experts' group of one has no staging";
+
+  std::vector<float> g(L.total());
+  for (int64_t i = 0; i < L.total(); ++i) g[i] = float(i % 5) * float(comm->rank() + 1);
+  sync.start_step();
+  sync.finish(g.data());
+  int64_t experts_seen = 0;
+  for (const auto& p : sync.pieces())
+    for (int64_t i = p.begin; i < p.end; ++i) {
+      const float want = expert[size_t(i)] ? float(i % 5) * float(comm->rank() + 1) : float(i % 5) * 3.0f;
+      ASSERT_EQ(g[i], want) << "element " << i << (expert[size_t(i)] ? " (expert)" : " (dense)");
+      experts_seen += expert[size_t(i)];
+    }
+  EXPECT_EQ(experts_seen, int64_t(std::count(expert.begin(), expert.end(), 1))) << "each rank owns all its experts";
+
+  std::vector<float> params(L.total(), -1.0f), moment(size_t(sync.shard_floats()));
+  for (const auto& p : sync.pieces())
+    for (int64_t i = p.begin; i < p.end; ++i) params[i] = float(i), moment[size_t(p.shard + i - p.begin)] = float(i);
+  sync.start_param_gather(params.data());
+  sync.complete_params(params.data());
+  for (int64_t i = 0; i < L.total(); ++i) ASSERT_EQ(params[i], float(i)) << "element " << i;
+  const std::vector<float> whole = sync.gather_to_host(moment.data());
+  for (int64_t i = 0; i < L.total(); ++i) ASSERT_EQ(whole[size_t(i)], float(i)) << "element " << i;
 }
 
 // DP overlap layer by layer: GptStage's grad-ready hook feeds GradSync during backward, so

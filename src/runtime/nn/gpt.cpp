@@ -428,6 +428,11 @@ void GptStage::params_updated() {
   if (dt_ != DType::F32 && !ext_w_) k_.convert(w_, Tensor(params_, size_t(layout_.total())));
 }
 
+void GptStage::params_updated(int64_t begin, int64_t end) {
+  if (dt_ != DType::F32 && !ext_w_ && end > begin)
+    k_.convert(w_.slice(size_t(begin), size_t(end - begin)), Tensor(params_ + begin, size_t(end - begin)));
+}
+
 void GptStage::all_reduce_tp(const Tensor& x, comm::ReduceOp op) {
   if (tp_ && tp_->size() > 1) tp_->all_reduce(x.data, x.count, x.dtype, op);
 }
@@ -521,7 +526,13 @@ void GptStage::init_params(uint64_t seed) {
 
 void GptStage::forward(Activations& a, const int32_t* tokens, const int32_t* targets) {
   const Shard& s = shard();
-  const int64_t N = this->N(), C = s.C(), V = s.vocab_local();
+  const int64_t N = this->N(), C = s.C(), V = s.vocab_local(), L = layout_.num_layers();
+  // Ranges of the flat layout in the order forward reads them: before the first layer, each
+  // layer, after the last.
+  auto need = [&](int64_t begin, int64_t end) {
+    if (weights_hook_ && end > begin) weights_hook_(begin, end);
+  };
+  need(0, L > 0 ? layout_.layer(0).begin : layout_.total());
   // A stage without the input holds no wte (its offset is -1): no view of it is made.
   const Tensor wte = s.has_input ? W(layout_.wte, s.vocab_local() * C) : Tensor();
   if (s.has_input && sp_) {
@@ -536,11 +547,13 @@ void GptStage::forward(Activations& a, const int32_t* tokens, const int32_t* tar
   }  // else: the previous stage's output was received into res_in_
   Tensor res = a.res_in_;
   a.moe_aux_ = 0;
-  for (int64_t i = 0; i < layout_.num_layers(); ++i) {
+  for (int64_t i = 0; i < L; ++i) {
+    need(layout_.layer(i).begin, layout_.layer(i).end);
     layer_forward(a, i, res);
     if (const MoeRouting* r = a.routing(i)) a.moe_aux_ += r->aux_loss + r->z_loss;
     res = a.layers_[i].res_out;
   }
+  if (L > 0) need(layout_.layer(L - 1).end, layout_.total());
   if (s.has_output) {
     const Tensor lnf = norm_full(a.lnf_, a.lnf_mean_, a.lnf_rstd_, res, layout_.lnf_w, layout_.lnf_b);
     k_.linear_forward(a.logits_, lnf, W(layout_.head(), V * C), Tensor(), N, C, V);

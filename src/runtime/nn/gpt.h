@@ -234,12 +234,17 @@ class GptStage {
 
   // f(begin, end): gradients of [begin, end) are final for the running backward (nullptr: off).
   void set_grad_ready_hook(std::function<void(int64_t begin, int64_t end)> hook) { grad_hook_ = std::move(hook); }
+  // f(begin, end): forward is about to read the weights of [begin, end) (the embedding, each
+  // layer, the head): ZeRO-1's weight all-gathers complete there (nullptr: off).
+  void set_weights_needed_hook(std::function<void(int64_t begin, int64_t end)> hook) { weights_hook_ = std::move(hook); }
 
   float* params() { return params_; }  // fp32 master weights, flat, layout().total() floats
   float* grads() { return grads_; }    // fp32 gradients, same layout
   void zero_grads();
-  // params() changed (optimizer step, checkpoint load): refresh the compute copy (bf16 only).
+  // params() changed (optimizer step, checkpoint load): refresh the compute copy (bf16 only),
+  // of all of them or of flat [begin, end).
   void params_updated();
+  void params_updated(int64_t begin, int64_t end);
   // The stage's allocations (weights, gradients, backward scratch) by region.
   std::string memory_table() const { return plan_.table("model stage (" + std::string(comm::dtype_name(dt_)) + ")"); }
 
@@ -386,6 +391,7 @@ class GptStage {
   bool sp_ = false;
   kernels::DType dt_;
   std::function<void(int64_t, int64_t)> grad_hook_;
+  std::function<void(int64_t, int64_t)> weights_hook_;
   UnitStorage* storage_ = nullptr;
   bool ext_w_ = false, ext_g_ = false;  // weights / gradients live in storage_
   BufferPlan plan_;

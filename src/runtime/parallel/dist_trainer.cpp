@@ -103,6 +103,9 @@ struct DistTrainer::Impl {
   void sum_routing(RoutingStats& r) const;
   void sum_tied_embedding();
   void hold_tied_embedding();
+  // ZeRO-1's weight all-gathers: those of chunk c overlapping [begin, end) (forward's hook), or all.
+  void wait_weights(int64_t c, int64_t begin, int64_t end);
+  void complete_weights();
   // norm_wait_s: seconds in the norm's all-reduce over the world (waiting for the slowest rank).
   double clip_and_update(int64_t step, bool sharded, double& norm_wait_s);
   // Seconds of the step so far waiting on the ring attention's exchange (all chunks).
@@ -173,6 +176,8 @@ DistTrainer::DistTrainer(const RunSpec& run, ProcessGroups& groups, const BatchS
                         .compute = options.compute, .recompute = run.exec.recompute, .split_backward = split,
                         .cp = I.context.active() ? groups.cp.get() : nullptr, .storage = ch.sync->units()});
     if (I.ep) ch.stage->set_expert_group(I.ep.get());
+    if (ch.sync->stage() == 1)
+      ch.stage->set_weights_needed_hook([&I, c](int64_t begin, int64_t end) { I.wait_weights(c, begin, end); });
     if (ch.stage->params()) {
       ch.stage->init_params(options.seed);
     } else {  // ZeRO-3: the same initial values, this rank's pieces only
@@ -229,8 +234,14 @@ DistTrainer::~DistTrainer() = default;
 
 int64_t DistTrainer::chunks() const { return int64_t(impl_->chunks.size()); }
 const nn::ParamLayout& DistTrainer::chunk_layout(int64_t c) const { return impl_->chunks[c].stage->layout(); }
-const float* DistTrainer::chunk_params(int64_t c) const { return impl_->chunks[c].stage->params(); }
-nn::GptStage& DistTrainer::chunk_stage(int64_t c) { return *impl_->chunks[c].stage; }
+const float* DistTrainer::chunk_params(int64_t c) const {
+  impl_->complete_weights();
+  return impl_->chunks[c].stage->params();
+}
+nn::GptStage& DistTrainer::chunk_stage(int64_t c) {
+  impl_->complete_weights();
+  return *impl_->chunks[c].stage;
+}
 kernels::Kernels& DistTrainer::kernels() { return *impl_->k; }
 int DistTrainer::zero_stage() const { return impl_->chunks.front().sync->stage(); }
 ZeroShards::Counts DistTrainer::zero_counts(int64_t c) const {
@@ -238,6 +249,7 @@ ZeroShards::Counts DistTrainer::zero_counts(int64_t c) const {
   return units ? units->counts() : ZeroShards::Counts{};
 }
 std::vector<float> DistTrainer::whole_moment(int64_t c, int which) {
+  impl_->complete_weights();  // the moments' gather stages through the weight gathers' buffers
   Chunk& ch = impl_->chunks[c];
   return ch.sync->gather_to_host(which == 0 ? ch.m.p : ch.v.p);
 }
@@ -246,6 +258,7 @@ void DistTrainer::set_whole_moment(int64_t c, int which, const float* whole) {
   ch.sync->scatter_from_host(whole, which == 0 ? ch.m.p : ch.v.p);
 }
 std::vector<float> DistTrainer::whole_params(int64_t c) {
+  impl_->complete_weights();
   Chunk& ch = impl_->chunks[c];
   if (!ch.stage->params()) return ch.sync->gather_to_host(ch.sync->units()->param_shard());
   std::vector<float> out(size_t(ch.stage->layout().total()));
@@ -253,6 +266,7 @@ std::vector<float> DistTrainer::whole_params(int64_t c) {
   return out;
 }
 void DistTrainer::set_whole_params(int64_t c, const float* whole) {
+  impl_->complete_weights();  // a gather in flight would overwrite what is set
   Chunk& ch = impl_->chunks[c];
   if (!ch.stage->params()) return ch.sync->scatter_from_host(whole, ch.sync->units()->param_shard());
   impl_->k->from_host(ch.stage->params(), whole, size_t(ch.stage->layout().total()));
@@ -572,6 +586,15 @@ void DistTrainer::Impl::sum_routing(RoutingStats& r) const {
 }
 
 // The tied embedding's gradient summed between the first and the last stage.
+void DistTrainer::Impl::wait_weights(int64_t c, int64_t begin, int64_t end) {
+  Chunk& ch = chunks[size_t(c)];
+  for (const auto& r : ch.sync->wait_params(ch.stage->params(), begin, end)) ch.stage->params_updated(r.begin, r.end);
+}
+
+void DistTrainer::Impl::complete_weights() {
+  for (int64_t c = 0; c < int64_t(chunks.size()); ++c) wait_weights(c, 0, chunks[size_t(c)].stage->layout().total());
+}
+
 // ZeRO-1 starts a bucket's reduce-scatter as soon as backward finishes it; the tied embedding's
 // two copies are summed after the program, on whole gradients, so their buckets wait for finish().
 void DistTrainer::Impl::hold_tied_embedding() {
@@ -662,10 +685,11 @@ double DistTrainer::step(int64_t step) {
   I.tp->reset();
   if (I.ep) I.ep->reset();
 
-  double gather_wait0 = 0;  // ZeRO-3: seconds blocked on unit gathers before this step
+  double gather_wait0 = 0;  // ZeRO-1 and 3: seconds blocked on weight gathers before this step
   for (auto& ch : I.chunks) {
     ch.stage->zero_grads();
     ch.sync->start_step();
+    gather_wait0 += ch.sync->param_wait_s();
     if (ch.sync->units()) gather_wait0 += ch.sync->units()->gather_wait_s();
   }
   // This replica's share of the global batch: sequences [dp_rank*B/dp + j*b, +b) for micro-batch j.
@@ -705,20 +729,30 @@ double DistTrainer::step(int64_t step) {
   t.compute += t.optimizer;
   t.norm_wait = norm_wait;
   t.bubble += norm_wait;
-  if (sharded) {
-    auto t0 = clock_type::now();
-    for (auto& ch : I.chunks) ch.sync->all_gather_params(ch.stage->params());
-    t.dp_exposed += since(t0);
-    t.zero_gather += since(t0);
-  }
-  // ZeRO-3's gathers ran inside the forward and backward passes: exposed DP time, not compute.
+  // ZeRO-1's and 3's gathers the forward and backward passes waited for (ZeRO-1's started at
+  // the end of the step before): exposed DP time, not compute.
   double gather_wait = -gather_wait0;
-  for (auto& ch : I.chunks)
+  for (auto& ch : I.chunks) {
+    gather_wait += ch.sync->param_wait_s();
     if (ch.sync->units()) gather_wait += ch.sync->units()->gather_wait_s();
+  }
   t.compute -= gather_wait;
   t.dp_exposed += gather_wait;
   t.zero_gather += gather_wait;
-  for (auto& ch : I.chunks) ch.stage->params_updated();  // the bf16 compute copy (no-op in fp32)
+  if (sharded) {
+    // ZeRO-1: the updated slices' all-gathers start now and complete bucket by bucket as the
+    // next forward reaches them (ZeRO-2's are whole here; ZeRO-3 gathers each unit on use).
+    auto t0 = clock_type::now();
+    for (auto& ch : I.chunks) {
+      if (ch.sync->stage() == 1) ch.sync->start_param_gather(ch.stage->params());
+      else ch.sync->all_gather_params(ch.stage->params());
+    }
+    t.dp_exposed += since(t0);
+    t.zero_gather += since(t0);
+  }
+  // The bf16 compute copy (no-op in fp32); ZeRO-1 refreshes each bucket's as its gather completes.
+  for (auto& ch : I.chunks)
+    if (!ch.sync->gathering_params()) ch.stage->params_updated();
 
   // Mean loss over the global batch: the last stage's tp rank 0 of each replica contributes.
   const bool reporter = I.chunks.back().stage->shard().has_output && g.coords.tp() == 0;

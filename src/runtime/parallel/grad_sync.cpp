@@ -1,6 +1,7 @@
 #include "runtime/parallel/grad_sync.h"
 
 #include <algorithm>
+#include <chrono>
 #include <stdexcept>
 
 namespace trident::parallel {
@@ -160,6 +161,23 @@ void GradSync::all_gather_params(float* params) {
   if (units_) return units_->gather_params(params);
   zero1_->gather_params(params);
 }
+
+void GradSync::start_param_gather(float* params) {
+  if (zero1_) zero1_->start_gather(params);
+}
+
+std::vector<nn::ParamLayout::Unit> GradSync::wait_params(float* params, int64_t begin, int64_t end) {
+  std::vector<nn::ParamLayout::Unit> done;
+  if (!gathering_params()) return done;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (size_t i = 0; i < buckets_.size(); ++i)
+    if (buckets_[i].begin < end && begin < buckets_[i].end && zero1_->finish_gather(i, params))
+      done.push_back({buckets_[i].begin, buckets_[i].end});
+  param_wait_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return done;
+}
+
+std::vector<nn::ParamLayout::Unit> GradSync::complete_params(float* params) { return wait_params(params, 0, total_); }
 
 std::vector<float> GradSync::gather_to_host(const float* owned) {
   if (units_) return units_->gather_to_host(owned);

@@ -69,6 +69,16 @@ class GradSync {
   void finish(float* grads);
   // ZeRO-1: every rank receives the others' updated slices.
   void all_gather_params(float* params);
+  // The same overlapping the next forward (Megatron's overlap_param_gather): start_param_gather()
+  // starts every bucket's all-gather after the optimizer step; wait_params() completes those of
+  // the buckets overlapping [begin, end) (forward calls it before reading those weights) and
+  // returns the buckets' flat ranges (to refresh a compute copy); complete_params() completes
+  // the rest. Seconds blocked in them: param_wait_s(). No-ops but under ZeRO-1.
+  void start_param_gather(float* params);
+  std::vector<nn::ParamLayout::Unit> wait_params(float* params, int64_t begin, int64_t end);
+  std::vector<nn::ParamLayout::Unit> complete_params(float* params);
+  bool gathering_params() const { return zero1_ && zero1_->gathering(); }
+  double param_wait_s() const { return param_wait_s_; }
   // Host copy of a whole buffer of this layout of which this rank holds its pieces at `owned`
   // (shard coordinates, device memory; e.g. an AdamW moment): gathered over DP under ZeRO-1 (a
   // collective: every DP rank calls it), copied as it is otherwise.
@@ -99,6 +109,7 @@ class GradSync {
   std::unique_ptr<Zero1Shards> zero1_;
   std::vector<ShardPiece> pieces_;
   int64_t shard_floats_ = 0;
+  double param_wait_s_ = 0;
   std::unique_ptr<ZeroShards> units_;
 };
 

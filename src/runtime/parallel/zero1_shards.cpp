@@ -1,6 +1,7 @@
 #include "runtime/parallel/zero1_shards.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 namespace trident::parallel {
 
@@ -19,8 +20,12 @@ Zero1Shards::Zero1Shards(std::vector<std::vector<GroupRanges>> buckets, kernels:
       s.hi = std::min(s.size, (rank + 1) * s.per);
       s.shard = shard_floats_;
       shard_floats_ += s.hi - s.lo;
-      s.packed = DeviceBuffer(k_, size_t(s.per * n));  // zeroed; the padding past size stays zero
-      s.slice = DeviceBuffer(k_, size_t(s.per));
+      // A group of one (e.g. the experts' when ep = dp x cp) has nothing to reduce or gather:
+      // its gradients and weights are whole where they lie, and it needs no staging.
+      if (n > 1) {
+        s.packed = DeviceBuffer(k_, size_t(s.per * n));  // zeroed; the padding past size stays zero
+        s.slice = DeviceBuffer(k_, size_t(s.per));
+      }
       walk(s, s.lo, s.hi, [&](int64_t flat, int64_t at, int64_t m) { pieces_.push_back({flat, flat + m, s.shard + at - s.lo}); });
       spaces_.push_back(std::move(s));
     }
@@ -47,7 +52,8 @@ void Zero1Shards::unpack_all(Space& s, float* flat) {
 
 void Zero1Shards::start(size_t bucket, const float* grads) {
   for (Space& s : spaces_) {
-    if (s.bucket != bucket || s.reduction) continue;
+    if (s.bucket != bucket || s.reduction || alone(s)) continue;
+    if (s.gather) throw std::logic_error("ZeRO-1: a bucket's gradients reduced before its weights were gathered");
     pack(s, grads);
     s.reduction = s.group->reduce_scatter_async(s.packed.p, s.slice.p, size_t(s.per), comm::DType::F32, comm::ReduceOp::Sum);
   }
@@ -62,24 +68,50 @@ void Zero1Shards::reduce(float* grads) {
   // In bucket order, as every rank starts them: a collective's order must agree across ranks.
   for (const Space& s : spaces_) start(s.bucket, grads);
   for (Space& s : spaces_) {
+    if (alone(s)) continue;
     s.reduction->wait();
     s.reduction.reset();
     walk(s, s.lo, s.hi, [&](int64_t f, int64_t at, int64_t n) { k_.copy(grads + f, s.slice.p + (at - s.lo), size_t(n)); });
   }
 }
 
-void Zero1Shards::gather_params(float* params) {
+void Zero1Shards::start_gather(const float* params) {
   for (Space& s : spaces_) {
+    if (s.gather || alone(s)) continue;
     // The slice's tail past hi - lo stays zero (the padding's reduce-scatter result).
     walk(s, s.lo, s.hi, [&](int64_t f, int64_t at, int64_t n) { k_.copy(s.slice.p + (at - s.lo), params + f, size_t(n)); });
-    s.group->all_gather(s.slice.p, s.packed.p, size_t(s.per), comm::DType::F32);
-    unpack_all(s, params);
+    s.gather = s.group->all_gather_async(s.slice.p, s.packed.p, size_t(s.per), comm::DType::F32);
+    ++gathers_in_flight_;
   }
 }
 
+bool Zero1Shards::finish_gather(size_t bucket, float* params) {
+  bool any = false;
+  for (Space& s : spaces_) {
+    if (s.bucket != bucket || !s.gather) continue;
+    s.gather->wait();
+    s.gather.reset();
+    --gathers_in_flight_;
+    unpack_all(s, params);
+    any = true;
+  }
+  return any;
+}
+
+void Zero1Shards::gather_params(float* params) {
+  start_gather(params);
+  for (const Space& s : spaces_) finish_gather(s.bucket, params);
+}
+
 std::vector<float> Zero1Shards::gather_to_host(const float* shard, int64_t total) {
+  // The staging buffers are the weight gathers' too.
+  if (gathering()) throw std::logic_error("ZeRO-1: a whole buffer gathered while the weights' all-gathers are in flight");
   std::vector<float> out(static_cast<size_t>(total), 0.0f);
   for (Space& s : spaces_) {
+    if (alone(s)) {
+      walk(s, 0, s.size, [&](int64_t f, int64_t at, int64_t n) { k_.to_host(out.data() + f, shard + s.shard + at, size_t(n)); });
+      continue;
+    }
     if (s.hi > s.lo) k_.copy(s.slice.p, shard + s.shard, size_t(s.hi - s.lo));
     s.group->all_gather(s.slice.p, s.packed.p, size_t(s.per), comm::DType::F32);
     walk(s, 0, s.size, [&](int64_t f, int64_t at, int64_t n) { k_.to_host(out.data() + f, s.packed.p + at, size_t(n)); });

@@ -2,6 +2,10 @@
 // finishes them (Megatron's distributed optimizer with overlap_grad_reduce), each rank updating
 // its slices, the updated slices all-gathered back after the step.
 //
+// The weight all-gathers overlap the next forward (overlap_param_gather): start_gather() starts
+// every bucket's after the optimizer step, and a bucket's is completed (finish_gather) just
+// before forward first reads its weights.
+//
 // Each gradient bucket (GradSync's, cut at layer boundaries) is cut into spaces, each reduced
 // over its own group: without expert parallelism one, the bucket over dp (x cp); with it two,
 // the bucket's dense ranges over dp x cp and its experts' ranges (ParamLayout::expert_ranges)
@@ -40,6 +44,12 @@ class Zero1Shards {
   void reduce(float* grads);
   // Every rank receives the others' updated slices into the whole parameters.
   void gather_params(float* params);
+  // The same in two halves: every bucket's all-gather started (in bucket order, as every rank
+  // starts them), then bucket b's completed into params. finish_gather returns false when
+  // bucket b had none in flight.
+  void start_gather(const float* params);
+  bool finish_gather(size_t bucket, float* params);
+  bool gathering() const { return gathers_in_flight_ > 0; }
   // Whole buffer (host) from every rank's shard-coordinate buffer `shard` (a collective), and back.
   std::vector<float> gather_to_host(const float* shard, int64_t total);
   void scatter_from_host(const float* whole, float* shard);
@@ -53,16 +63,19 @@ class Zero1Shards {
     int64_t size = 0, per = 0, lo = 0, hi = 0, shard = 0;  // packed floats, slice, its shard offset
     DeviceBuffer packed, slice;
     comm::RequestPtr reduction;  // started this step, not yet copied back
+    comm::RequestPtr gather;     // the weights' all-gather, started, not yet unpacked
   };
   // Calls f(flat begin, packed offset, floats) for each range's part inside packed [from, to).
   template <class F>
   static void walk(const Space& s, int64_t from, int64_t to, F&& f);
+  static bool alone(const Space& s) { return s.group->size() == 1; }
   void pack(Space& s, const float* flat);           // all ranges -> packed
   void unpack_all(Space& s, float* flat);           // packed -> all ranges
   kernels::Kernels& k_;
   std::vector<Space> spaces_;  // bucket by bucket
   std::vector<ShardPiece> pieces_;
   int64_t shard_floats_ = 0;
+  int64_t gathers_in_flight_ = 0;
 };
 
 }  // namespace trident::parallel
