@@ -3,6 +3,9 @@
 # machine (same batch, threads, AdamW + clipping), both measured in this run, for a small model and
 # GPT-2 124M, at one and at two threads. Both sides run the same OpenBLAS kernels: PyTorch gets the
 # core type Trident's start-up table names (OPENBLAS_CORETYPE), and each prints the core it ran.
+# An OPENBLAS_CORETYPE in the environment (a CI's) is set aside for both sides: Trident chooses the
+# core from the CPU's features (cpuid), as it does for a user who sets none, and PyTorch runs the
+# same (BENCH_KEEP_CORETYPE=1 keeps the environment's for both instead).
 # PyTorch runs with jemalloc as its CPU tuning guide configures it. Also: the FP32 peak of the
 # machine at each thread count (FMA loop) and Trident's share of it; peak resident memory next to
 # the planner's prediction (fp32 recipe).
@@ -31,6 +34,10 @@ for t in 1 2; do peak[$t]=$( (measure_peak $t; measure_peak $t; measure_peak $t)
 echo "machine: $(nproc) cores, FP32 peak (FMA loop, best of 3): ${peak[1]} GFLOP/s at 1 thread, ${peak[2]} at 2"
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "environment: $(env | grep -E '^OPENBLAS' | tr '\n' ' ')"
+if [ -n "${OPENBLAS_CORETYPE:-}" ] && [ -z "${BENCH_KEEP_CORETYPE:-}" ]; then
+  echo "  OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE set aside for both sides: Trident chooses the core from cpuid, PyTorch runs the one Trident ran"
+  unset OPENBLAS_CORETYPE
+fi
 echo
 
 # name layers hidden heads seq vocab batch steps
