@@ -32,6 +32,17 @@ Zero1Shards::Zero1Shards(std::vector<std::vector<GroupRanges>> buckets, kernels:
   }
 }
 
+Zero1Shards::~Zero1Shards() {
+  for (Space& s : spaces_)
+    for (comm::RequestPtr* r : {&s.reduction, &s.gather}) {
+      if (!*r) continue;
+      try {
+        (*r)->wait();
+      } catch (...) {  // a failing run (a peer gone, a timeout): nothing left to save
+      }
+    }
+}
+
 template <class F>
 void Zero1Shards::walk(const Space& s, int64_t from, int64_t to, F&& f) {
   int64_t at = 0;

@@ -31,6 +31,11 @@ class Zero1Shards {
  public:
   // buckets[i]: bucket i's spaces.
   Zero1Shards(std::vector<std::vector<GroupRanges>> buckets, kernels::Kernels& k);
+  // Waits for the collectives still in flight (a weight all-gather started after the last
+  // step): MPI would otherwise go on reading and writing the staging buffers freed here.
+  ~Zero1Shards();
+  Zero1Shards(const Zero1Shards&) = delete;
+  Zero1Shards& operator=(const Zero1Shards&) = delete;
 
   const std::vector<ShardPiece>& pieces() const { return pieces_; }
   int64_t shard_floats() const { return shard_floats_; }
