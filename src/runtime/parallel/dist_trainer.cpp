@@ -711,9 +711,10 @@ double DistTrainer::step(int64_t step) {
     t.pp += since(t0);
   }
 
-  // Gradient reductions left after the program: DP (plain: wait for the buckets; ZeRO-1:
-  // reduce-scatter) and the tied embedding between the first and last stage. With ZeRO-1 the
-  // embedding sum comes first, while every rank still holds its whole gradient buffer.
+  // Gradient reductions left after the program: DP (plain: wait for the buckets; ZeRO-1: start
+  // the held buckets' reduce-scatters and wait for all) and the tied embedding between the first
+  // and last stage. With ZeRO-1 the embedding sum comes first, on the whole gradients its held
+  // buckets still keep.
   auto t_dp = clock_type::now();
   const bool sharded = I.chunks.front().sync->sharded();
   if (sharded) I.sum_tied_embedding();
