@@ -585,7 +585,6 @@ void DistTrainer::Impl::sum_routing(RoutingStats& r) const {
   all_reduce_f64(*groups.world, r.closest_tie.data(), r.closest_tie.size(), comm::ReduceOp::Min);
 }
 
-// The tied embedding's gradient summed between the first and the last stage.
 void DistTrainer::Impl::wait_weights(int64_t c, int64_t begin, int64_t end) {
   Chunk& ch = chunks[size_t(c)];
   for (const auto& r : ch.sync->wait_params(ch.stage->params(), begin, end)) ch.stage->params_updated(r.begin, r.end);
@@ -608,6 +607,7 @@ void DistTrainer::Impl::hold_tied_embedding() {
   else if (v > 1) hold(chunks.front(), true), hold(chunks.back(), false);
 }
 
+// The tied embedding's gradient summed between the first and the last stage.
 void DistTrainer::Impl::sum_tied_embedding() {
   Impl& I = *this;
   ProcessGroups& g = I.groups;
