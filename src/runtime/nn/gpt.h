@@ -60,7 +60,8 @@
 // used through a bf16 copy, activations and the residual stream are bf16, while params() and
 // grads() -- what the optimizer, the gradient sync and checkpoints see -- stay the fp32 master
 // weights and fp32 gradients, and the AdamW moments are fp32. After every optimizer step the
-// trainer calls params_updated(), which refreshes the bf16 copy (a no-op in fp32). Pipeline
+// trainer calls params_updated(), which refreshes the bf16 copy (a no-op in fp32; under ZeRO-1
+// params_updated(begin, end) for each bucket as its weight all-gather completes). Pipeline
 // boundary tensors stay fp32 in both precisions (converted at the stage's edges), so the
 // trainer's sends and receives do not depend on the precision.
 //
