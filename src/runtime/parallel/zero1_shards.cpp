@@ -7,9 +7,9 @@ namespace trident::parallel {
 
 Zero1Shards::Zero1Shards(std::vector<std::vector<GroupRanges>> buckets, kernels::Kernels& k) : k_(k) {
   for (size_t b = 0; b < buckets.size(); ++b) {
+    first_.push_back(spaces_.size());
     for (GroupRanges& spec : buckets[b]) {
       Space s;
-      s.bucket = b;
       s.group = spec.group;
       s.ranges = std::move(spec.ranges);
       for (const auto& r : s.ranges) s.size += r.size();
@@ -30,6 +30,7 @@ Zero1Shards::Zero1Shards(std::vector<std::vector<GroupRanges>> buckets, kernels:
       spaces_.push_back(std::move(s));
     }
   }
+  first_.push_back(spaces_.size());
 }
 
 Zero1Shards::~Zero1Shards() {
@@ -62,8 +63,9 @@ void Zero1Shards::unpack_all(Space& s, float* flat) {
 }
 
 void Zero1Shards::start(size_t bucket, const float* grads) {
-  for (Space& s : spaces_) {
-    if (s.bucket != bucket || s.reduction || alone(s)) continue;
+  for (size_t i = first_[bucket]; i < first_[bucket + 1]; ++i) {
+    Space& s = spaces_[i];
+    if (s.reduction || alone(s)) continue;
     if (s.gather) throw std::logic_error("ZeRO-1: a bucket's gradients reduced before its weights were gathered");
     pack(s, grads);
     s.reduction = s.group->reduce_scatter_async(s.packed.p, s.slice.p, size_t(s.per), comm::DType::F32, comm::ReduceOp::Sum);
@@ -71,13 +73,13 @@ void Zero1Shards::start(size_t bucket, const float* grads) {
 }
 
 void Zero1Shards::progress(size_t bucket) {
-  for (Space& s : spaces_)
-    if (s.bucket == bucket && s.reduction) s.reduction->test();
+  for (size_t i = first_[bucket]; i < first_[bucket + 1]; ++i)
+    if (spaces_[i].reduction) spaces_[i].reduction->test();
 }
 
 void Zero1Shards::reduce(float* grads) {
   // In bucket order, as every rank starts them: a collective's order must agree across ranks.
-  for (const Space& s : spaces_) start(s.bucket, grads);
+  for (size_t b = 0; b + 1 < first_.size(); ++b) start(b, grads);
   for (Space& s : spaces_) {
     if (alone(s)) continue;
     s.reduction->wait();
@@ -98,8 +100,9 @@ void Zero1Shards::start_gather(const float* params) {
 
 bool Zero1Shards::finish_gather(size_t bucket, float* params) {
   bool any = false;
-  for (Space& s : spaces_) {
-    if (s.bucket != bucket || !s.gather) continue;
+  for (size_t i = first_[bucket]; i < first_[bucket + 1]; ++i) {
+    Space& s = spaces_[i];
+    if (!s.gather) continue;
     s.gather->wait();
     s.gather.reset();
     --gathers_in_flight_;
@@ -111,7 +114,7 @@ bool Zero1Shards::finish_gather(size_t bucket, float* params) {
 
 void Zero1Shards::gather_params(float* params) {
   start_gather(params);
-  for (const Space& s : spaces_) finish_gather(s.bucket, params);
+  for (size_t b = 0; b + 1 < first_.size(); ++b) finish_gather(b, params);
 }
 
 std::vector<float> Zero1Shards::gather_to_host(const float* shard, int64_t total) {

@@ -62,7 +62,6 @@ class Zero1Shards {
 
  private:
   struct Space {
-    size_t bucket = 0;
     comm::Communicator* group;
     std::vector<nn::ParamLayout::Unit> ranges;
     int64_t size = 0, per = 0, lo = 0, hi = 0, shard = 0;  // packed floats, slice, its shard offset
@@ -78,6 +77,7 @@ class Zero1Shards {
   void unpack_all(Space& s, float* flat);           // packed -> all ranges
   kernels::Kernels& k_;
   std::vector<Space> spaces_;  // bucket by bucket
+  std::vector<size_t> first_;  // bucket b's spaces: spaces_[first_[b] .. first_[b + 1])
   std::vector<ShardPiece> pieces_;
   int64_t shard_floats_ = 0;
   int64_t gathers_in_flight_ = 0;
