@@ -76,6 +76,8 @@ std::vector<Row> read_rows(const std::string& path) {
     run.model.ffn_hidden = col("ffn_hidden").empty() ? 4 * run.model.hidden : num("ffn_hidden");
     run.model.seq_len = num("seq");
     run.model.vocab = num("vocab");
+    // 0: the run trained without dropout (no masks, no dropped attention probabilities stored).
+    if (!col("dropout").empty()) run.model.dropout = num("dropout") != 0 ? 1 : 0;
     run.cluster = cluster_for(col("gpu"));
     run.cluster.gpus_per_node = num("gpus_per_node");
     // Rack-scale systems: the hosts a run's NVLink domain spans (GB200 NVL72: up to 18).

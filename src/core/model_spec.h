@@ -51,6 +51,11 @@ struct ModelSpec {
   // LayerNorm / RMSNorm epsilon: 1e-5 in both families (GPT-2/3, Llama 3), as the runtime's kernels use.
   double norm_epsilon() const { return 1e-5; }
   bool learned_positions() const { return family == ModelFamily::GPT; }
+  // Hidden and attention dropout: -1 the family's default (GPT yes, Llama no), 0 off, 1 on. Off
+  // (p = 0, as BLOOM trained) PyTorch runs no dropout kernel and keeps no mask, so the layer stores
+  // neither the masks nor the dropped attention probabilities (memory_model.h, layer_activations).
+  int dropout = -1;
+  bool has_dropout() const { return dropout < 0 ? family == ModelFamily::GPT : dropout == 1; }
   bool has_biases() const { return family == ModelFamily::GPT; }
   // Number of matrices in the MLP: 2 for GELU (up, down), 3 for SwiGLU (gate, up, down).
   int64_t mlp_matrices() const { return family == ModelFamily::GPT ? 2 : 3; }

@@ -56,10 +56,11 @@ LayerActivations layer_activations(const ModelSpec& m, const ExecutionSpec& e, i
   const double as2b = double(m.heads) * m.seq_len * m.seq_len * e.micro_batch_size;
   const double t = double(tp);
   const bool gpt = m.family == ModelFamily::GPT;
+  const bool dropout = m.has_dropout();
   const double scale = e.precision == Precision::FP32 ? 2.0 : 1.0;  // Table 2 assumes 16-bit
   // Korthikanti Table 2 term by term. Outside the TP region: both norm inputs (4sbh), QKV and MLP
-  // inputs (4sbh), two dropout masks (2sbh, GPT only).
-  const double outside = (gpt ? 10 : 8) * sbh;
+  // inputs (4sbh), two dropout masks (2sbh, with dropout: GPT's default).
+  const double outside = (dropout ? 10 : 8) * sbh;
   // Inside (split by t): Q, K, V, projection input, MLP internals (GELU in + out 4sbf; SwiGLU 8sbf).
   // A MoE layer's routed experts are whole on every tp rank (expert tensor parallel 1): their
   // activations are not split (`whole`), the shared experts' and dense layers' are.
@@ -69,7 +70,7 @@ LayerActivations layer_activations(const ModelSpec& m, const ExecutionSpec& e, i
   // Attention scores: softmax output, dropout mask and output (5as^2b; 2as^2b without dropout).
   // Flash attention never stores them, only the softmax statistics (one fp32 per row and head).
   const bool flash = e.attention == AttentionKind::Flash;
-  const double scores = flash ? 0.0 : (gpt ? 5 : 2) * as2b;
+  const double scores = flash ? 0.0 : (dropout ? 5 : 2) * as2b;
   const double softmax_stats = flash ? 4.0 * double(m.heads) * m.seq_len * e.micro_batch_size : 0.0;  // fp32 bytes
   // FP8 (Transformer Engine): Hopper's FP8 GEMMs take their operands in one layout, so for the
   // weight-gradient GEMM TE keeps an FP8 (1-byte) transposed copy of each FP8 GEMM's input
@@ -171,10 +172,10 @@ std::vector<StageMemory> stage_memory(const ModelSpec& full, const ExecutionSpec
     s.cp_ring_buffer_bytes = ring_bytes;
     s.activations_bytes += s.cp_ring_buffer_bytes;
     if (first) {
-      // Embedding dropout mask (GPT, 1 byte per element) of each micro-batch in flight through the
+      // Embedding dropout mask (with dropout, 1 byte per element) of each micro-batch in flight through the
       // embedding's chunk: not every chunk in flight on the stage (interleaved: the others are later layers).
       s.embedding_in_flight = first_chunk_micro_batches_in_flight(e.schedule, in.pp, v, micro);
-      s.embedding_activation_bytes = m.family == ModelFamily::GPT
+      s.embedding_activation_bytes = m.has_dropout()
                                          ? s.embedding_in_flight * sbh / (e.sequence_parallel ? t : 1.0)
                                          : 0;
       s.activations_bytes += s.embedding_activation_bytes;

@@ -66,6 +66,37 @@ TEST(MemoryModel, activations_follow_korthikanti_table_2) {
   EXPECT_NEAR(bytes(Recompute::Full, true), 2 * sbh / t, 1);
 }
 
+// A GPT run without dropout (p = 0, as BLOOM trained): PyTorch runs no dropout kernel and keeps
+// no mask, so a layer stores neither the two hidden dropout masks (2sbh) nor the attention
+// probabilities' mask and dropped copy (3as^2b of the 5), and the first stage no embedding mask.
+// The memory-bound time that these bytes drive falls with them (unfused attention: by 3/5).
+TEST(MemoryModel, gpt_without_dropout_stores_no_masks_and_spends_less_on_the_attention_scores) {
+  ModelSpec m = gpt3();
+  ExecutionSpec e;
+  e.micro_batch_size = 1;
+  e.attention = AttentionKind::Unfused;
+  const double s = 2048, h = 12288, a = 96, t = 8, sbh = s * h;
+  EXPECT_TRUE(m.has_dropout());
+  const double with = layer_activations(m, e, 8).bytes;
+  const LayerCompute lc_with = layer_compute(m, e, 8, gpu_preset("a100-80g"), default_constants());
+  const double mask_with = stage_memory(m, e, {8, 8, 1, 0})[0].embedding_activation_bytes;
+  m.dropout = 0;
+  EXPECT_FALSE(m.has_dropout());
+  EXPECT_NEAR(layer_activations(m, e, 8).bytes, sbh * (8 + 24 / t + 2 * a * s / (h * t)), 1);
+  EXPECT_NEAR(with - layer_activations(m, e, 8).bytes, sbh * (2 + 3 * a * s / (h * t)), 1);
+  const LayerCompute lc = layer_compute(m, e, 8, gpu_preset("a100-80g"), default_constants());
+  EXPECT_GT(lc_with.attention_elementwise_s, 0);
+  EXPECT_NEAR(lc.attention_elementwise_s, 0.4 * lc_with.attention_elementwise_s, 1e-9 * lc_with.attention_elementwise_s);
+  EXPECT_LT(lc.forward_s(), lc_with.forward_s());
+  EXPECT_GT(mask_with, 0);
+  EXPECT_EQ(stage_memory(m, e, {8, 8, 1, 0})[0].embedding_activation_bytes, 0);
+  m.family = ModelFamily::Llama;  // Llama's default: no dropout; dropout 1 turns it on
+  m.dropout = -1;
+  EXPECT_FALSE(m.has_dropout());
+  m.dropout = 1;
+  EXPECT_TRUE(m.has_dropout());
+}
+
 TEST(MemoryModel, micro_batches_in_flight_per_schedule) {
   EXPECT_EQ(chunks_in_flight(ScheduleKind::GPipe, 0, 8, 1, 64), 64);
   EXPECT_EQ(chunks_in_flight(ScheduleKind::OneFOneB, 0, 8, 1, 64), 8);
