@@ -62,11 +62,16 @@ EpComm ep_comm_per_layer(const ModelSpec& m, const ExecutionSpec& e, int64_t ep,
   // Unpadded (variable counts): the routed copies, k per token, whatever the capacity factor.
   ec.message_bytes = tokens * double(m.experts_per_token) * double(m.hidden) * element;
   ec.alltoall_s = alltoall_time_s(ec.message_bytes, ep, link, c);
+  ec.count_exchange_s = alltoall_time_s(double(m.experts) * 4, ep, link, c);
+  const bool recompute = e.recompute == Recompute::Full;
   ec.forward_alltoalls = 2;
-  ec.backward_alltoalls = 2 + (e.recompute == Recompute::Full ? 2 : 0);
+  ec.backward_alltoalls = 2 + (recompute ? 2 : 0);
+  ec.forward_count_exchanges = 1;
+  ec.backward_count_exchanges = recompute ? 1 : 0;
   const double share = moe_layer_share(m);
-  ec.forward_s = share * double(ec.forward_alltoalls) * ec.alltoall_s;
-  ec.backward_s = share * double(ec.backward_alltoalls) * ec.alltoall_s;
+  ec.forward_s = share * (double(ec.forward_alltoalls) * ec.alltoall_s + double(ec.forward_count_exchanges) * ec.count_exchange_s);
+  ec.backward_s =
+      share * (double(ec.backward_alltoalls) * ec.alltoall_s + double(ec.backward_count_exchanges) * ec.count_exchange_s);
   return ec;
 }
 

@@ -58,6 +58,11 @@ struct EpComm {
   double alltoall_s = 0;      // one all-to-all on the ep link
   int64_t forward_alltoalls = 0;   // dispatch + combine
   int64_t backward_alltoalls = 0;  // their gradients, and the recomputed forward ones
+  // Before each dispatch (forward, and the recomputed one) the ranks exchange how many rows each
+  // expert gets, as variable counts need (Megatron's all-to-all dispatcher likewise exchanges its
+  // tokens per expert): an all-to-all of E int32 counts, its latency in effect.
+  double count_exchange_s = 0;
+  int64_t forward_count_exchanges = 0, backward_count_exchanges = 0;
   double forward_s = 0;       // per layer, MoE share included
   double backward_s = 0;
 };

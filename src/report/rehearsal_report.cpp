@@ -81,7 +81,7 @@ std::vector<ShareRow> share_rows(const RehearsalData& d, const Means& o) {
     rows.push_back({"weight_grad", "  of which W passes", o.weight, std::nullopt, "compute"});
   rows.push_back({"tp", "TP collectives", o.tp, pred(p.tp_s), ""});
   if (L.cp > 1) rows.push_back({"cp_exchange", "CP ring exchange", o.cp, pred(p.cp_s), ""});
-  if (L.ep > 1) {  // the wire time, against the planner's; apart, the wait for slower peers (the planner's ranks are even)
+  if (L.ep > 1) {  // the collective with every rank present, against the planner's; apart, the wait for slower peers (the planner's ranks are even)
     rows.push_back({"ep_alltoall", "EP all-to-all", o.ep, pred(p.ep_s), ""});
     rows.push_back({"ep_wait", "EP wait (peers)", o.ep_wait, pred(0.0), ""});
   }
@@ -170,9 +170,9 @@ std::string rehearsal_text(const RehearsalData& d) {
   out += "\n";
   out += "  pipeline message wire time (measured ping-pong): " + fmt("%.3f ms", d.pp_message_s * 1e3) +
          "; a receive wait beyond it counts as bubble\n";  if (L.ep > 1)
-    out += "  EP all-to-all wire time (measured at start-up): " + fmt("%.3f ms", d.ep_wire_latency_s * 1e3) +
-           fmt(" + %.3f ms per MiB moved (the larger of sent and received)", d.ep_wire_per_byte_s * (1 << 20) * 1e3) +
-           "; a call's time beyond it counts as EP wait\n";
+    out += "  EP all-to-all: from the last EP rank's entry to the last exit (every call's entry and exit, "
+           "gathered after each step on clocks aligned at start-up to " +
+           fmt("%.1f us", d.ep_clock_error_s * 1e6) + "); a call's time beyond it counts as EP wait\n";
   if (d.load) {
     out += "  machine load (rank 0's node, /proc/stat over the run): the ranks there " + d.load->describe() + "\n";
     if (d.load->under_load())
@@ -200,7 +200,7 @@ nlohmann::json rehearsal_json(const RehearsalData& d) {
   j["pp_message_wire_s"] = d.pp_message_s;
   j["cp_block_wire_s"] = d.cp_block_s;
   j["cp_blocks_per_step"] = d.cp_blocks;
-  j["ep_alltoall_wire"] = {{"latency_s", d.ep_wire_latency_s}, {"per_byte_s", d.ep_wire_per_byte_s}};
+  j["ep_clock_error_s"] = d.ep_clock_error_s;
   json steps = json::array();
   for (size_t s = 0; s < d.times.size(); ++s) {
     json ranks = json::array();

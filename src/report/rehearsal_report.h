@@ -53,9 +53,10 @@ struct RehearsalData {
   double pp_message_s = 0;
   double cp_block_s = 0;      // one KV block round the cp ring (measured ring shift)
   int64_t cp_blocks = 0;      // KV and KV-gradient blocks rank 0 sends per step
-  // An EP all-to-all's wire time: latency + bytes x per byte (measured at start-up); a call's
-  // time beyond it is the EP wait, counted apart like the bubble.
-  double ep_wire_latency_s = 0, ep_wire_per_byte_s = 0;
+  // An EP all-to-all's own time runs from the last rank's entry to the last exit; a call's time
+  // beyond it is the EP wait, counted apart like the bubble. The ranks' clocks are aligned at
+  // start-up to within this many seconds.
+  double ep_clock_error_s = 0;
   std::optional<Prediction> prediction;
   std::string prediction_missing;  // why there is no prediction
   // Rank 0's node over the run (start to end): the ranks there against every other process, so

@@ -67,9 +67,13 @@ check("mixtral: dispatch message = 4096 x 2 x 6144 x 2 B", a2a["message_bytes"] 
 nv = j["cost_table"]["nvlink_efficiency"]
 by_hand = (8 - 1) * 3e-6 + (8 - 1) / 8 * a2a["message_bytes"] / (450e9 * nv)  # NVLink 450 GB/s, 3 us
 check("mixtral: one all-to-all by hand", near(a2a["alltoall_s"], by_hand, 1e-4), (a2a, by_hand))
-# 2 forward + 4 backward all-to-alls per layer (full recomputation repeats the forward's),
-# 56 / pp 4 = 14 layers, 256 / dp 16 = 16 micro-batches.
-check("mixtral: EP time = 6 x a2a x 14 x 16", near(j["time_s"]["ep_comm"], 6 * a2a["alltoall_s"] * 14 * 16, 1e-4),
+# 2 forward + 4 backward all-to-alls per layer (full recomputation repeats the forward's), and
+# the row counts' exchange before the forward's dispatch and the recomputed one (8 int32 counts:
+# 7 latencies), 56 / pp 4 = 14 layers, 256 / dp 16 = 16 micro-batches.
+counts_by_hand = (8 - 1) * 3e-6 + (8 - 1) / 8 * 8 * 4 / (450e9 * nv)
+check("mixtral: the count exchange by hand", near(a2a["count_exchange_s"], counts_by_hand, 1e-4), (a2a, counts_by_hand))
+check("mixtral: EP time = (6 x a2a + 2 x counts) x 14 x 16",
+      near(j["time_s"]["ep_comm"], (6 * a2a["alltoall_s"] + 2 * a2a["count_exchange_s"]) * 14 * 16, 1e-4),
       (j["time_s"]["ep_comm"], a2a))
 check("mixtral: no ep-alltoall-slow inside a node", "ep-alltoall-slow" not in codes(j), codes(j))
 wide = lint("mixtral-8x22b-8-dgx-h100.toml", "--tp", "2", "--dp", "8", "--ep", "8")

@@ -130,7 +130,18 @@ TEST(MixtureOfExperts, alltoall_and_dispatch_volume_by_hand) {
   const EpComm ec = ep_comm_per_layer(m, exec(), 8, nv, c);
   EXPECT_DOUBLE_EQ(ec.message_bytes, 4096.0 * 2 * 6144 * 2);
   EXPECT_EQ(ec.forward_alltoalls, 2);
-  EXPECT_NEAR(ec.forward_s, 2 * alltoall_time_s(ec.message_bytes, 8, nv, c), 1e-15);
+  // Before the dispatch, the 8 experts' row counts (int32) go round: one latency-bound all-to-all.
+  EXPECT_EQ(ec.forward_count_exchanges, 1);
+  EXPECT_NEAR(ec.count_exchange_s, alltoall_time_s(8 * 4, 8, nv, c), 1e-15);
+  EXPECT_GT(ec.count_exchange_s, 7 * nv.latency_s);
+  EXPECT_NEAR(ec.forward_s, 2 * alltoall_time_s(ec.message_bytes, 8, nv, c) + ec.count_exchange_s, 1e-15);
+  // Full recompute runs the forward again: its dispatch, combine and count exchange.
+  ExecutionSpec full = exec();
+  full.recompute = Recompute::Full;
+  const EpComm er = ep_comm_per_layer(m, full, 8, nv, c);
+  EXPECT_EQ(er.backward_alltoalls, 4);
+  EXPECT_EQ(er.backward_count_exchanges, 1);
+  EXPECT_NEAR(er.backward_s, 4 * er.alltoall_s + er.count_exchange_s, 1e-15);
   EXPECT_DOUBLE_EQ(ep_comm_per_layer(m, exec(), 1, nv, c).forward_s, 0);  // no ep: no all-to-all
 }
 
@@ -314,7 +325,11 @@ TEST(ReportContextExpert, text_shows_the_ep_and_cp_terms_with_their_inputs) {
             std::string::npos) << text;
   EXPECT_NE(text.find("experts whole on each tp rank: expert tensor parallel 1, as the runtime trains them"),
             std::string::npos) << text;
-  EXPECT_NEAR(e.time.ep_comm, 4 * e.ep_alltoall.alltoall_s * 14 * 64, 1e-9 * e.time.ep_comm);
+  // 4 all-to-alls of the rows and the count exchange before the forward's dispatch, 14 layers x 64.
+  EXPECT_NEAR(e.time.ep_comm, (4 * e.ep_alltoall.alltoall_s + e.ep_alltoall.count_exchange_s) * 14 * 64,
+              1e-9 * e.time.ep_comm);
+  EXPECT_NE(text.find("and 1 + 0 exchanges of the 8 experts' row counts before a dispatch (all-to-all of 8 x 4 B: "),
+            std::string::npos) << text;
   EXPECT_NE(text.find(fmt::format("= {:.3f} s\n", e.time.ep_comm)), std::string::npos) << text;
   // Experts: 4 of 8 per GPU (ep 2), whole at tp 4, 14 layers: 56 x 3 x 6144 x 16384 = 16.911 B.
   EXPECT_NE(text.find("0.359 B dense x 12 B / dp 4 + 16.911 B expert x 12 B / edp 2"), std::string::npos) << text;

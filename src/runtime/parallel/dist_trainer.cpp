@@ -96,7 +96,10 @@ struct DistTrainer::Impl {
   }
   double run_program(PhaseTimes& t, double pp_message_s);
   double measure_pp_message();  // a collective over pp: the slowest pair's seconds
-  std::pair<double, double> measure_ep_wire();  // a collective over the world: latency, seconds per byte
+  // EP: this rank's steady clock minus EP rank 0's, and the error bound (the group's largest).
+  std::pair<double, double> measure_ep_clock_offset();
+  double ep_clock_offset = 0;
+  double ep_wait_seconds();  // a collective over EP: this rank's wait for its peers in the step
   // Routing statistics: zeroed for the step, added after each forward, summed over the world.
   void start_routing(RoutingStats& r) const;
   void count_routing(RoutingStats& r, const Chunk& ch, nn::Activations& acts, int64_t mb) const;
@@ -219,10 +222,7 @@ DistTrainer::DistTrainer(const RunSpec& run, ProcessGroups& groups, const BatchS
 
   I.hold_tied_embedding();
   if (I.pp > 1) pp_message_s_ = I.measure_pp_message();
-  if (I.ep) {
-    std::tie(ep_wire_latency_s_, ep_wire_per_byte_s_) = I.measure_ep_wire();
-    I.ep->set_all_to_all_wire(ep_wire_latency_s_, ep_wire_per_byte_s_);
-  }
+  if (I.ep) std::tie(I.ep_clock_offset, ep_clock_error_s_) = I.measure_ep_clock_offset();
   if (I.context.active()) {
     double block = I.chunks.front().stage->ring()->probe_block_seconds(5);
     all_reduce_f64(*groups.world, &block, 1, comm::ReduceOp::Max);
@@ -376,32 +376,65 @@ double DistTrainer::Impl::measure_pp_message() {
   return g;
 }
 
-// Wire time of the expert-parallel all-to-all, so its time can be split into the wire and the
-// wait for the slower peers (as a pipeline receive into transfer and bubble): best of 5 on the
-// (untimed) EP group with no rows, the latency, and with one micro-batch's dispatch spread
-// evenly over the EP ranks (N tokens x top-k rows of C values), whose excess over the latency
-// gives the seconds per byte; the slowest rank's of each. Buffers in device memory (NCCL).
-std::pair<double, double> DistTrainer::Impl::measure_ep_wire() {
+namespace {
+
+// Every rank's values, rank after rank, through device memory (an NCCL group needs it).
+std::vector<double> all_gather_doubles(kernels::Kernels& k, comm::Communicator& g, const std::vector<double>& mine) {
+  const size_t n = mine.size() * 2;  // as floats: the bits travel unchanged
+  std::vector<double> all(mine.size() * size_t(g.size()));
+  if (n == 0) return all;
+  const DeviceBuffer send(k, n), recv(k, n * size_t(g.size()));
+  k.from_host(send.p, reinterpret_cast<const float*>(mine.data()), n);
+  g.all_gather(send.p, recv.p, n, comm::DType::F32);
+  k.to_host(reinterpret_cast<float*>(all.data()), recv.p, all.size() * 2);
+  return all;
+}
+
+}  // namespace
+
+// So that the EP ranks' all-to-all entries and exits can be put on one clock (one host: the
+// offset is ~0; hosts' clocks differ): Cristian's method, 8 ping-pongs of each rank with EP rank
+// 0 on the (untimed) EP group, the one with the shortest round trip, half of which bounds the
+// error. Rank 0 serves its peers in turn. Buffers in device memory (NCCL).
+std::pair<double, double> DistTrainer::Impl::measure_ep_clock_offset() {
   comm::Communicator& e = *groups.ep;
-  const nn::GptStage& st = *chunks.front().stage;
-  const size_t n = size_t(e.size()), per_peer = size_t(N() * run.model.experts_per_token * C()) / n;
-  const comm::DType dt = st.compute_dtype();
-  const size_t bytes = per_peer * n * comm::dtype_size(dt);
-  const DeviceBuffer send(*k, (bytes + 3) / 4), recv(*k, (bytes + 3) / 4);
-  const std::vector<size_t> none(n, 0), full(n, per_peer);
-  // As `trident bench` times its all-to-all: each call started together (a barrier), the slowest
-  // rank's time, the best of 5 calls.
-  double times[10];
-  for (int rep = 0; rep < 10; ++rep) {
-    const std::vector<size_t>& counts = rep < 5 ? none : full;
-    e.barrier();
-    const auto t0 = clock_type::now();
-    e.all_to_all_v(send.p, counts.data(), recv.p, counts.data(), dt);
-    times[rep] = since(t0);
+  const DeviceBuffer msg(*k, 2);
+  double offset = 0, error = 0;
+  if (e.rank() == 0) {
+    for (int peer = 1; peer < e.size(); ++peer)
+      for (int rep = 0; rep < 8; ++rep) {
+        e.recv(msg.p, 2, comm::DType::F32, peer, 7);
+        const double t = steady_seconds();
+        k->from_host(msg.p, reinterpret_cast<const float*>(&t), 2);
+        e.send(msg.p, 2, comm::DType::F32, peer, 7);
+      }
+  } else {
+    double best = std::numeric_limits<double>::infinity();
+    for (int rep = 0; rep < 8; ++rep) {
+      const double t0 = steady_seconds();
+      e.send(msg.p, 2, comm::DType::F32, 0, 7);
+      e.recv(msg.p, 2, comm::DType::F32, 0, 7);
+      double server = 0;
+      k->to_host(reinterpret_cast<float*>(&server), msg.p, 2);
+      const double t1 = steady_seconds();
+      if (t1 - t0 < best) best = t1 - t0, offset = (t0 + t1) / 2 - server;
+    }
+    error = best / 2;
   }
-  all_reduce_f64(*groups.world, times, 10, comm::ReduceOp::Max);
-  const double wire[2] = {*std::min_element(times, times + 5), *std::min_element(times + 5, times + 10)};
-  return {wire[0], bytes > 0 ? std::max(0.0, wire[1] - wire[0]) / double(bytes) : 0.0};
+  for (double x : all_gather_doubles(*k, e, {error})) error = std::max(error, x);
+  return {offset, error};
+}
+
+// This rank's wait for its EP peers in the step's all-to-alls (all_to_all_wait_seconds): every
+// rank's entries and exits, on EP rank 0's clock, gathered over the EP group after the step.
+double DistTrainer::Impl::ep_wait_seconds() {
+  comm::Communicator& e = *groups.ep;
+  std::vector<double> mine = ep->all_to_all_spans();
+  const std::vector<double> counts = all_gather_doubles(*k, e, {double(mine.size())});
+  if (*std::min_element(counts.begin(), counts.end()) != *std::max_element(counts.begin(), counts.end()))
+    throw std::logic_error("EP ranks made different numbers of all-to-alls in a step");
+  for (double& x : mine) x -= ep_clock_offset;
+  return all_to_all_wait_seconds(all_gather_doubles(*k, e, mine), e.size(), e.rank());
 }
 
 // Runs this stage's program of the step (forward, backward, the pipeline sends and receives),
@@ -429,18 +462,16 @@ double DistTrainer::Impl::run_program(PhaseTimes& t, double pp_message_s) {
   for (auto& ch : I.chunks)
     if (nn::RingAttention* r = ch.stage->ring()) r->reset_times();
   auto ep_seconds = [&] { return I.ep ? I.ep->seconds() : 0.0; };
-  auto ep_wait = [&] { return I.ep ? I.ep->wait_seconds() : 0.0; };
+  // The EP all-to-alls' time, split into the collective and the wait for peers after the step.
   auto timed_compute = [&](auto&& f) {
-    const double tp0 = I.tp->seconds(), cp0 = I.ring_seconds(), ep0 = ep_seconds(), wait0 = ep_wait();
+    const double tp0 = I.tp->seconds(), cp0 = I.ring_seconds(), ep0 = ep_seconds();
     auto t0 = clock_type::now();
     f();
     const double dt = since(t0), dtp = I.tp->seconds() - tp0, dcp = I.ring_seconds() - cp0, dep = ep_seconds() - ep0;
-    const double dwait = ep_wait() - wait0;
     t.compute += dt - dtp - dcp - dep;
     t.tp += dtp;
     t.cp += dcp;
-    t.ep += dep - dwait;
-    t.ep_wait += dwait;
+    t.ep += dep;
   };
 
   double loss_sum = 0;
@@ -760,6 +791,10 @@ double DistTrainer::step(int64_t step) {
   double loss = reporter ? loss_sum : 0.0;
   all_reduce_f64(*g.world, &loss, 1, comm::ReduceOp::Sum);
   t.total = since(t_step);
+  if (I.ep) {  // untimed: the exchange of the all-to-alls' spans
+    t.ep_wait = I.ep_wait_seconds();
+    t.ep -= t.ep_wait;
+  }
   times_ = t;
   return loss / double(I.B * I.T);
 }

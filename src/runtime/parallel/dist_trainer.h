@@ -96,10 +96,10 @@ class DistTrainer {
   // Context parallel: seconds one KV block takes round the ring (measured at start-up, the
   // slowest rank's), and the KV and KV-gradient blocks this rank sent in the last step.
   double cp_block_s() const { return cp_block_s_; }
-  // Expert parallel: an all-to-all's wire time as latency + bytes x per byte (measured at
-  // start-up, the slowest EP rank's; 0 at ep 1). A call's time beyond it is PhaseTimes::ep_wait.
-  double ep_wire_latency_s() const { return ep_wire_latency_s_; }
-  double ep_wire_per_byte_s() const { return ep_wire_per_byte_s_; }
+  // Expert parallel: how far apart the EP ranks' clocks may still be after aligning them at
+  // start-up (0 at ep 1). Each step's all-to-alls are split on that clock into their own time
+  // and PhaseTimes::ep_wait, the waiting for later peers.
+  double ep_clock_error_s() const { return ep_clock_error_s_; }
   int64_t cp_blocks_per_step() const { return cp_blocks_; }
 
   // The chunks this rank holds (for tests comparing parameters).
@@ -127,7 +127,7 @@ class DistTrainer {
   double grad_norm_ = 0;
   double pp_message_s_ = 0;
   double cp_block_s_ = 0;
-  double ep_wire_latency_s_ = 0, ep_wire_per_byte_s_ = 0;
+  double ep_clock_error_s_ = 0;
   int64_t cp_blocks_ = 0;
 };
 

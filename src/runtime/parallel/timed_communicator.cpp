@@ -2,12 +2,17 @@
 
 #include <algorithm>
 #include <chrono>
+#include <stdexcept>
 
 namespace trident::parallel {
 
 using comm::DType;
 using comm::ReduceOp;
 using comm::RequestPtr;
+
+double steady_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 template <class F>
 auto TimedCommunicator::timed(size_t bytes, F&& f) {
@@ -35,13 +40,25 @@ void TimedCommunicator::all_gather(const void* s, void* r, size_t n, DType t) {
   timed(n * comm::dtype_size(t) * size(), [&] { inner_.all_gather(s, r, n, t); });
 }
 void TimedCommunicator::all_to_all_v(const void* s, const size_t* sc, void* r, const size_t* rc, DType t) {
-  size_t sent = 0, received = 0;
-  for (int p = 0; p < size(); ++p) sent += sc[p], received += rc[p];
-  const double before = seconds_;
+  size_t sent = 0;
+  for (int p = 0; p < size(); ++p) sent += sc[p];
+  spans_.push_back(steady_seconds());
   timed(sent * comm::dtype_size(t), [&] { inner_.all_to_all_v(s, sc, r, rc, t); });
-  if (latency_s_ < 0) return;
-  const double wire = latency_s_ + double(std::max(sent, received) * comm::dtype_size(t)) * per_byte_s_;
-  wait_seconds_ += std::max(0.0, seconds_ - before - wire);
+  spans_.push_back(steady_seconds());
+}
+
+double all_to_all_wait_seconds(const std::vector<double>& spans, int ranks, int me) {
+  if (ranks < 1 || me < 0 || me >= ranks || spans.size() % (2 * size_t(ranks)) != 0)
+    throw std::logic_error("all_to_all_wait_seconds: spans are not the same calls on every rank");
+  const size_t calls = spans.size() / 2 / size_t(ranks);
+  auto at = [&](int r, size_t call, int end) { return spans[(size_t(r) * calls + call) * 2 + size_t(end)]; };
+  double wait = 0;
+  for (size_t i = 0; i < calls; ++i) {
+    double last_in = at(0, i, 0), last_out = at(0, i, 1);
+    for (int r = 1; r < ranks; ++r) last_in = std::max(last_in, at(r, i, 0)), last_out = std::max(last_out, at(r, i, 1));
+    wait += std::max(0.0, (at(me, i, 1) - at(me, i, 0)) - std::max(0.0, last_out - last_in));
+  }
+  return wait;
 }
 void TimedCommunicator::broadcast(void* b, size_t n, DType t, int root) {
   timed(n * comm::dtype_size(t), [&] { inner_.broadcast(b, n, t, root); });

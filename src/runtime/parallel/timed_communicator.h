@@ -1,12 +1,18 @@
 // TimedCommunicator: forwards every call to another Communicator and adds the wall time spent
 // in it to a counter. The trainer wraps the TP group with it, so the rehearsal report can say
 // how much of the forward/backward time GptStage spent in its TP collectives, and the EP group,
-// whose all-to-alls it splits into the wire time and the wait for the slower peers.
+// whose all-to-alls it records (entry and exit of each call) so the trainer can split them into
+// the collective's own time and the wait for the slower peers.
 #pragma once
+
+#include <vector>
 
 #include "runtime/comm/communicator.h"
 
 namespace trident::parallel {
+
+// Steady-clock seconds: the clock all_to_all_spans() reads.
+double steady_seconds();
 
 class TimedCommunicator final : public comm::Communicator {
  public:
@@ -14,12 +20,9 @@ class TimedCommunicator final : public comm::Communicator {
   double seconds() const { return seconds_; }
   int64_t calls() const { return calls_; }
   double bytes() const { return bytes_; }
-  void reset() { seconds_ = 0, calls_ = 0, bytes_ = 0, wait_seconds_ = 0; }
-  // An all-to-all moving at most `bytes` (sent or received) takes latency_s + bytes x
-  // per_byte_s on the wire (measured at start-up); what a call takes beyond that is waiting for
-  // its peers to arrive, summed in wait_seconds() (a part of seconds()). Unset: no wait split.
-  void set_all_to_all_wire(double latency_s, double per_byte_s) { latency_s_ = latency_s, per_byte_s_ = per_byte_s; }
-  double wait_seconds() const { return wait_seconds_; }
+  void reset() { seconds_ = 0, calls_ = 0, bytes_ = 0, spans_.clear(); }
+  // Each all-to-all since reset(): its entry and exit, steady-clock seconds, two per call.
+  const std::vector<double>& all_to_all_spans() const { return spans_; }
 
   int rank() const override { return inner_.rank(); }
   int size() const override { return inner_.size(); }
@@ -45,8 +48,13 @@ class TimedCommunicator final : public comm::Communicator {
   double seconds_ = 0;
   int64_t calls_ = 0;
   double bytes_ = 0;
-  double latency_s_ = -1, per_byte_s_ = 0;  // the all-to-all's wire model (-1: none)
-  double wait_seconds_ = 0;
+  std::vector<double> spans_;
 };
+
+// Of rank `me`'s all-to-alls, the seconds it waited for its peers. spans holds every rank's
+// all_to_all_spans() on one clock, rank after rank, the same calls each. A call's own time is
+// from the last rank's entry to the last rank's exit (the collective with everyone present, what
+// the planner predicts); what a rank's call takes beyond it is waiting for the late peers.
+double all_to_all_wait_seconds(const std::vector<double>& spans, int ranks, int me);
 
 }  // namespace trident::parallel

@@ -557,8 +557,7 @@ RehearsalData start_report(const TrainSettings& s, const DistTrainer& trainer, i
                                       : std::min<int64_t>(2, run_steps / 4);
   report.pp_message_s = trainer.pp_message_s();
   report.cp_block_s = trainer.cp_block_s();
-  report.ep_wire_latency_s = trainer.ep_wire_latency_s();
-  report.ep_wire_per_byte_s = trainer.ep_wire_per_byte_s();
+  report.ep_clock_error_s = trainer.ep_clock_error_s();
   return report;
 }
 
