@@ -49,6 +49,7 @@ struct BenchArgs {
   std::string out = "trident-cluster.toml";
   double mpi_mib = 8;
   double alltoall_mib = 0;  // 0: mpi_mib
+  double alltoall_working_set_mib = 8;  // passed through the cache before each timed all-to-all
   std::string family = "gpt";  // whose memory-bound kernels hbm_efficiency measures
   std::string placement_probe;  // the probe's JSON instead of the cluster file
   double probe_bytes = 8192, probe_flops = 2e6;
@@ -114,14 +115,14 @@ double allreduce_s(size_t bytes) {
 constexpr size_t kCopyBytes = size_t(8) << 20;
 
 // Time of an all-to-all of a `bytes` send buffer over every rank (bytes / n to each) as a
-// training step calls it: between kernels, its send rows just written and a working set of
-// kCopyBytes through the cache since the last call (measured: 7.8 us instead of 6.1 for 50 KB
-// over 2 ranks here, out of L2). The median of 41 calls (a step's time is a sum of typical
-// calls, not of best ones); the slowest rank counts.
-double alltoall_s(size_t bytes, int world) {
+// training step calls it: between kernels, its send rows just written and the kernels' working
+// set through the cache since the last call (`working_set` bytes: 50 KB over 2 ranks took 6.1 us
+// hot here, 7.8 with 8 MiB between calls, out of L2, and 28 with 32 MiB, out of L3). The median
+// of 41 calls (a step's time is a sum of typical calls, not of best ones); the slowest rank counts.
+double alltoall_s(size_t bytes, int world, size_t working_set_bytes) {
   const size_t each = std::max<size_t>(bytes / size_t(world), 1);
   std::vector<char> send(each * size_t(world), 1), recv(send.size());
-  std::vector<char> working_set(kCopyBytes, 1);
+  std::vector<char> working_set(std::max<size_t>(working_set_bytes, 64), 1);
   std::vector<double> times;
   for (int rep = 0; rep < 41; ++rep) {
     for (size_t i = 0; i < send.size(); ++i) send[i] = char(rep + int(i));
@@ -252,7 +253,7 @@ struct LinkRates {
   double alltoall_s = 0, alltoall_Bps = 0;
 };
 
-LinkRates measure_links(size_t bytes, size_t alltoall_bytes, int rank, int world) {
+LinkRates measure_links(size_t bytes, size_t alltoall_bytes, size_t alltoall_working_set, int rank, int world) {
   LinkRates l;
   if (world < 2) {
     l.bandwidth_Bps = engine::copy_bandwidth_Bps(bytes) / 2;  // one direction of one copy
@@ -270,7 +271,7 @@ LinkRates measure_links(size_t bytes, size_t alltoall_bytes, int rank, int world
   l.bus_Bps = 2 * (n - 1) / n * double(bytes) / wire;
   l.collective_efficiency = l.bus_Bps / l.bandwidth_Bps;
   // All-to-all: (n-1) latencies + (n-1)/n S at its rate (the planner's alltoall_time_s).
-  l.alltoall_s = alltoall_s(alltoall_bytes, world);
+  l.alltoall_s = alltoall_s(alltoall_bytes, world, alltoall_working_set);
   const double a2a_wire = std::max(l.alltoall_s - (n - 1) * l.latency_s, l.alltoall_s / 2);
   l.alltoall_Bps = (n - 1) / n * double(alltoall_bytes) / a2a_wire;
   return l;
@@ -288,7 +289,7 @@ PeakShare within_one(double peak, double share) {
 }
 
 std::string bench_toml(const QuietCore& q, const LinkRates& l, int world, int cores, double ram, double mib,
-                       double alltoall_mib) {
+                       double alltoall_mib, double alltoall_working_set_mib) {
   const CoreRates& r = q.rates;
   const PeakShare flops = within_one(r.peak_flops, r.curve.peak_efficiency);
   const PeakShare hbm = within_one(r.copy_Bps, r.hbm_efficiency);
@@ -360,9 +361,9 @@ std::string bench_toml(const QuietCore& q, const LinkRates& l, int world, int co
                      mib, world, l.allreduce_s * 1e6, l.bus_Bps / 1e9, l.collective_efficiency);
   if (l.measured)
     s += fmt::format("#   alltoall_efficiency: an all-to-all of {:g} MiB over the {} ranks, {:.1f} us (median, called "
-                     "between kernels: {} MiB through the cache before each): {:.3f} GB/s "
+                     "between kernels: {:g} MiB through the cache before each): {:.3f} GB/s "
                      "((n-1)/n of it over the time less (n-1) latencies) = {:.3f} of the ping-pong's{}\n",
-                     alltoall_mib, world, l.alltoall_s * 1e6, kCopyBytes >> 20, l.alltoall_Bps / 1e9, l.alltoall_Bps / link.peak,
+                     alltoall_mib, world, l.alltoall_s * 1e6, alltoall_working_set_mib, l.alltoall_Bps / 1e9, l.alltoall_Bps / link.peak,
                      link.raised ? " (raised peak)" : "");
   else
     s += "#   pcie_efficiency, network_efficiency: not measured (one rank): the built-in values apply\n";
@@ -403,10 +404,11 @@ int run_bench(const BenchArgs& a) {
   comm::sleeping_barrier(MPI_COMM_WORLD);  // the others wait for rank 0's core measurements without taking a core
   const double alltoall_mib = a.alltoall_mib > 0 ? a.alltoall_mib : a.mpi_mib;
   const LinkRates links =
-      measure_links(size_t(a.mpi_mib * (1 << 20)), size_t(alltoall_mib * (1 << 20)), rank, world);
+      measure_links(size_t(a.mpi_mib * (1 << 20)), size_t(alltoall_mib * (1 << 20)),
+                    size_t(a.alltoall_working_set_mib * (1 << 20)), rank, world);
   int status = 0;
   if (rank == 0) {
-    const std::string text = bench_toml(core, links, world, cores, ram, a.mpi_mib, alltoall_mib);
+    const std::string text = bench_toml(core, links, world, cores, ram, a.mpi_mib, alltoall_mib, a.alltoall_working_set_mib);
     std::printf("%s", text.c_str());
     try {
       write_text_atomically(a.out, text);
@@ -431,6 +433,9 @@ Runner setup_bench(CLI::App& cmd) {
   cmd.add_option("--alltoall-mib", args->alltoall_mib,
                  "send buffer of the all-to-all measured for alltoall_efficiency, MiB (default: --mpi-mib's; "
                  "`trident rehearse` gives its EP messages')");
+  cmd.add_option("--alltoall-working-set-mib", args->alltoall_working_set_mib,
+                 "bytes passed through the cache before each timed all-to-all, as a step's kernels between two "
+                 "do, MiB (default 8; `trident rehearse` gives one layer's weights, gradients and activations)");
   cmd.add_option("--placement-probe", args->placement_probe,
                  "measure instead every rank as placed, all at once (compute share, exchange times), into this JSON");
   cmd.add_option("--probe-bytes", args->probe_bytes, "the probe's exchange, bytes each way (default 8192)");
@@ -456,6 +461,9 @@ Runner setup_bench(CLI::App& cmd) {
     if (!(args->alltoall_mib == 0 || (args->alltoall_mib >= 0.001 && args->alltoall_mib <= 1024)))
       p.add("--alltoall-mib " + std::to_string(args->alltoall_mib) + " is outside 0.001 .. 1024",
             "give e.g. --alltoall-mib 0.125, or leave it out for --mpi-mib's size", "option-range");
+    if (!(args->alltoall_working_set_mib >= 0 && args->alltoall_working_set_mib <= 1024))
+      p.add(fmt::format("--alltoall-working-set-mib {} is outside 0 .. 1024", args->alltoall_working_set_mib),
+            "give e.g. --alltoall-working-set-mib 8", "option-range");
     check_outputs({{args->out, "--out"}}, {}, p);
     p.throw_if_any();
     return run_bench(*args);

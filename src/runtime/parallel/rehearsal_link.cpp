@@ -15,6 +15,7 @@
 #include "core/output_path.h"
 #include "plan/context_parallel.h"
 #include "plan/cost_model.h"
+#include "plan/estimate.h"
 #include "plan/mixture_of_experts.h"
 #include "runtime/parallel/placement_probe.h"
 
@@ -43,10 +44,12 @@ double number(const OptionValues& v, const char* key, const std::string& file) {
 }
 
 void run_bench(const LauncherLine& launcher, const std::vector<std::string>& placement, const std::string& out,
-               const std::string& what, double alltoall_bytes = 0, bool llama = false) {
+               const std::string& what, double alltoall_bytes = 0, double alltoall_working_set = 0, bool llama = false) {
   std::vector<std::string> args = {"bench", "--out", out, "--mpi-mib", "2"};
   if (llama) args.insert(args.end(), {"--family", "llama"});
   if (alltoall_bytes > 0) args.insert(args.end(), {"--alltoall-mib", fmt::format("{:.6g}", alltoall_bytes / (1 << 20))});
+  if (alltoall_working_set > 0)
+    args.insert(args.end(), {"--alltoall-working-set-mib", fmt::format("{:.6g}", alltoall_working_set / (1 << 20))});
   std::string line;
   for (const auto& a : args) line += " " + a;
   std::printf("measuring %s: trident%s\n", what.c_str(), line.c_str());
@@ -63,6 +66,19 @@ double ep_send_bytes(const RunSpec& run) {
   return plan::ep_comm_per_layer(plan::per_rank_sequence(run.model, run.layout.cp), run.exec, run.layout.ep, any,
                                  cost_table(run))
       .message_bytes;
+}
+
+// What the kernels between two of the rehearsal's EP all-to-alls touch, as the planner sizes it
+// (0 without ep): one layer's weights, gradients and activations on the most loaded stage. The
+// bench passes that much through the cache before each all-to-all it times, as a step does; at
+// most 256 MiB, past any CPU's last-level cache (beyond it the call is as cold, and the sweep
+// only costs time and memory).
+double ep_working_set_bytes(const RunSpec& run) {
+  if (run.layout.ep <= 1 || !run.model.is_moe()) return 0;
+  const plan::StageMemory m = plan::estimate(run, 0.0).peak_memory();
+  const double layer =
+      (m.weights_bytes + m.gradients_bytes) / double(std::max<int64_t>(m.layers, 1)) + m.per_layer_activation_bytes;
+  return std::min(layer, 256.0 * (1 << 20));
 }
 
 }  // namespace
@@ -161,7 +177,7 @@ RehearsalLinks prepare_links(const RunSpec& plan, const RehearsalShape& shape, c
   if (machine.empty()) {
     machine = dir + "/machine.toml";
     run_bench(launcher, {}, machine, "this machine (2 ranks, shared memory)", ep_send_bytes(shape.run),
-              shape.run.model.family == ModelFamily::Llama);
+              ep_working_set_bytes(shape.run), shape.run.model.family == ModelFamily::Llama);
   }
   out.cluster_file = dir + "/prediction-cluster.toml";
   const std::string machine_text = read_text_file(machine);
