@@ -104,8 +104,13 @@ void tp_divides_ffn(const RunSpec& r, Problems& p) {
   tp_must_divide("ffn hidden", r.model.ffn_hidden, r.layout.tp, "tp-divides-ffn", p);
 }
 
+// The routed experts are whole on every tp rank (expert tensor parallel 1, as the runtime trains
+// them): any tp suits them. The shared experts, one MLP of shared x expert-ffn columns every
+// token passes, are split over tp like the dense MLP.
 void tp_divides_expert_ffn(const RunSpec& r, Problems& p) {
-  if (r.model.is_moe()) tp_must_divide("expert ffn hidden", r.model.expert_ffn_hidden, r.layout.tp, "tp-divides-expert-ffn", p);
+  if (r.model.is_moe() && r.model.shared_experts > 0)
+    tp_must_divide("the shared experts' ffn hidden (shared experts x expert ffn hidden)",
+                   r.model.shared_experts * r.model.expert_ffn_hidden, r.layout.tp, "tp-divides-expert-ffn", p);
 }
 
 void pp_within_layers(const RunSpec& r, Problems& p) {
@@ -184,7 +189,7 @@ const std::vector<LayoutRule>& layout_rules() {
       {"tp-divides-heads", "tp", RuleKind::Shape, "tp divides the attention heads", tp_divides_heads},
       {"tp-divides-kv-heads", "tp", RuleKind::Shape, "tp and the kv heads divide one another", tp_divides_kv_heads},
       {"tp-divides-ffn", "tp", RuleKind::Shape, "tp divides the MLP's hidden size", tp_divides_ffn},
-      {"tp-divides-expert-ffn", "tp", RuleKind::Shape, "tp divides an expert MLP's hidden size", tp_divides_expert_ffn},
+      {"tp-divides-expert-ffn", "tp", RuleKind::Shape, "tp divides the shared experts' MLP width (routed experts are whole on each tp rank)", tp_divides_expert_ffn},
       {"pp-exceeds-layers", "pp", RuleKind::Shape, "pp x virtual stages is at most the layers", pp_within_layers},
       {"cp-divides-sequence", "cp", RuleKind::Shape, "2 x cp divides the sequence (two chunks per cp rank)",
        cp_divides_sequence},

@@ -130,6 +130,7 @@ TEST(LayoutRules, each_rule_fires_once_under_its_own_code) {
   with("tp-divides-expert-ffn", [](RunSpec& r) {
     r.model = model_preset("mixtral-8x7b");
     r.model.expert_ffn_hidden = 14335;
+    r.model.shared_experts = 1;
   });
   with("pp-exceeds-layers", [](RunSpec& r) { r.model.layers = 4; });
   with("cp-divides-sequence", [](RunSpec& r) {
@@ -154,6 +155,17 @@ TEST(LayoutRules, each_rule_fires_once_under_its_own_code) {
     rule.check(good_run(), good);
     EXPECT_TRUE(good.empty()) << rule.code << " fires on the good run:\n" << listed(good);
   }
+}
+
+// Routed experts are whole on every tp rank: an expert width tp does not divide is no problem
+// without shared experts (those alone are split over tp).
+TEST(LayoutRules, routed_experts_whole_on_each_tp_rank_need_no_divisible_width) {
+  RunSpec r = good_run();
+  r.model = model_preset("mixtral-8x7b");
+  r.model.expert_ffn_hidden = 14335;
+  Problems p;
+  check_run(r, true, p);
+  EXPECT_EQ(count_code(p, "tp-divides-expert-ffn"), 0) << listed(p);
 }
 
 // One bad --seq-len through the whole resolution is said once.
