@@ -78,25 +78,21 @@ bool read_checked(int fd, char* into, size_t n, off_t offset, uint32_t& crc) {
   auto lo = [&](size_t k) { return std::min(n, k * piece); };
   std::vector<uint32_t> crcs(pieces, 0);
   std::vector<char> ok(pieces, 0);
-  auto read_pieces = [&](size_t first) {  // every threads-th piece from `first`
-    for (size_t k = first; k < pieces; k += threads) {
-      uint32_t c = 0;
-      size_t done = lo(k);
-      while (done < lo(k + 1)) {
-        const ssize_t got = ::pread(fd, into + done, std::min(lo(k + 1) - done, size_t(1) << 20), offset + off_t(done));
-        if (got < 0 && errno == EINTR) continue;
-        if (got <= 0) break;
-        c = crc32c(into + done, size_t(got), c);
-        done += size_t(got);
-      }
-      crcs[k] = c;
-      ok[k] = done == lo(k + 1);
+  // OpenMP's threads persist between calls: a slice's read does not start (and join) a thread.
+#pragma omp parallel for schedule(static, 1) num_threads(int(threads)) if (threads > 1)
+  for (size_t k = 0; k < pieces; ++k) {
+    uint32_t c = 0;
+    size_t done = lo(k);
+    while (done < lo(k + 1)) {
+      const ssize_t got = ::pread(fd, into + done, std::min(lo(k + 1) - done, size_t(1) << 20), offset + off_t(done));
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) break;
+      c = crc32c(into + done, size_t(got), c);
+      done += size_t(got);
     }
-  };
-  std::vector<std::thread> helpers;
-  for (size_t t = 1; t < threads; ++t) helpers.emplace_back(read_pieces, t);
-  read_pieces(0);
-  for (auto& t : helpers) t.join();
+    crcs[k] = c;
+    ok[k] = done == lo(k + 1);
+  }
   crc = 0;
   for (size_t k = 0; k < pieces; ++k) {
     if (!ok[k]) return false;
