@@ -79,12 +79,10 @@ void check_executable(const RunSpec& r, const std::string& device, const std::ve
   // A seq_len that 2 x cp does not divide is check_run's (cp-divides-sequence), said once.
   // The MoE layer (runtime/nn/moe_layer.cpp): routed experts (split over ep ranks when ep > 1,
   // replicated over tp: tp splits attention and dense MLPs only; under cp each rank routes its
-  // rows, dropping in one process's token order) without shared ones or a split backward yet.
+  // rows, dropping in one process's token order) and shared experts (split over tp like the dense
+  // MLP), without a split backward yet.
   if (m.is_moe()) {
     const std::string what = "the mixture-of-experts layer (" + m.name + ", " + n(m.experts) + " experts)";
-    if (m.shared_experts > 0)
-      problems.add(what + " has " + n(m.shared_experts) + " shared experts, which the runtime's MoE layer lacks",
-                   "use --shared-experts 0 for train", "train-moe");
     if (x.schedule == ScheduleKind::ZeroBubbleH1)
       problems.add(what + " has no split backward for the zb-h1 schedule",
                    "use --schedule 1f1b (or gpipe, interleaved)", "train-moe");

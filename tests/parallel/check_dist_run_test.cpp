@@ -130,18 +130,20 @@ TEST(CheckDistRun, zero_bubble_h1_and_recomputation_run) {
   EXPECT_EQ(all_problems(s), "");
 }
 
-// The MoE layer trains in one stage model with pp and dp; shared experts, tp, cp and a split
-// backward are refused by name.
-TEST(CheckDistRun, moe_trains_without_cp_and_shared_experts) {
+// The MoE layer trains in one stage model with pp and dp, shared experts included; a negative
+// coefficient and a split backward are refused by name.
+TEST(CheckDistRun, moe_trains_with_shared_experts_and_refuses_a_split_backward) {
   auto s = tiny();
   s.run.model.experts = 4;
   s.run.model.experts_per_token = 2;
   s.run.model.expert_ffn_hidden = 64;
   EXPECT_EQ(all_problems(s), "");
   s.run.model.shared_experts = 1;
+  EXPECT_EQ(all_problems(s), "");
   s.moe.aux_coeff = -1;
+  s.run.exec.schedule = ScheduleKind::ZeroBubbleH1;
   const std::string text = all_problems(s);
-  EXPECT_NE(text.find("1 shared experts"), std::string::npos) << text;
+  EXPECT_NE(text.find("no split backward for the zb-h1 schedule"), std::string::npos) << text;
   EXPECT_NE(text.find("[train-moe-coeff]"), std::string::npos) << text;
 }
 

@@ -39,6 +39,7 @@ struct Case {
   double param_tol = 2e-5;
   int64_t experts = 0;
   bool drop = false;
+  int64_t shared_experts = 0;  // besides the routed ones: one MLP of shared x 48 columns, split over tp
 };
 
 struct Result {

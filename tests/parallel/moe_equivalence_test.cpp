@@ -135,6 +135,33 @@ TEST(MoeEquivalence, llama_ep2_tp2_drop_matches_single_process) {
   expect_same_as_single_process(c);
 }
 
+// Shared experts (one MLP of 2 x 48 columns every token passes besides its top-2): split over
+// tp like the dense MLP (their output and input gradient partial sums in the layer's tp
+// reduction, beside the routed experts' counted once), replicated over ep and reduced over dp.
+Case shared(Case c) {
+  c.shared_experts = 2;
+  return c;
+}
+TEST(MoeEquivalence, shared_experts_tp2_matches_single_process) {
+  expect_same_as_single_process(shared(moe("moe shared tp2", 1, 1, 1, false, false, 2)));
+}
+TEST(MoeEquivalence, shared_experts_ep2_tp2_sequence_parallel_drop_matches_single_process) {
+  Case c = shared(moe("moe shared ep2xtp2 sp drop", 2, 2, 1, true, false, 2));
+  c.sequence_parallel = true;
+  expect_same_as_single_process(c);
+}
+TEST(MoeEquivalence, llama_shared_experts_ep2_pp2_zero1_matches_single_process) {
+  Case c = shared(moe("moe llama shared ep2xpp2 zero1", 2, 2, 2, false, true));
+  c.zero = 1;
+  expect_same_as_single_process(c);
+}
+TEST(MoeEquivalence, llama_shared_experts_ep2_tp2_sequence_parallel_full_recompute_matches_single_process) {
+  Case c = shared(moe("moe llama shared ep2xtp2 sp recompute", 2, 2, 1, false, true, 2));
+  c.sequence_parallel = true;
+  c.recompute = Recompute::Full;
+  expect_same_as_single_process(c);
+}
+
 }  // namespace
 
 namespace {
@@ -173,6 +200,37 @@ TEST(MoeCheckpoint, written_at_ep4_resumes_at_ep2_and_in_one_process) {
     }
     MPI_Barrier(MPI_COMM_WORLD);
   }
+}
+
+}  // namespace
+
+namespace {
+
+// The shared experts' tensors are split over tp: a checkpoint written at ep 2 x tp 2 (each tp
+// rank writing its columns) resumes in one process with the uninterrupted losses.
+TEST(MoeCheckpoint, shared_experts_written_at_ep2_tp2_resume_in_one_process) {
+  constexpr int64_t kSaveAt = kSteps / 2;
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const Case split = shared(moe("moe shared ep2xtp2", 2, 2, 1, false, false, 2));
+  const std::vector<double>& want = reference(split).losses;
+  const std::string dir = "moe_shared_resume_tp2.ckpt";
+  {
+    Result r = start(split, MPI_COMM_WORLD);
+    r.run(split, 0, kSaveAt);
+    trident::parallel::save_checkpoint(*r.trainer, r.groups, dir, {{"step", kSaveAt}}, r.losses.back());
+  }
+  const Case one = shared(moe("one process", 1, 1, 1));
+  if (rank == 0) {
+    Result r = start(one, MPI_COMM_NULL);
+    trident::parallel::load_checkpoint(*r.trainer, trident::checkpoint::CheckpointReader(dir));
+    r.run(one, kSaveAt, kSteps);
+    for (size_t i = 0; i < r.losses.size(); ++i) {
+      const double expect = want[size_t(kSaveAt) + i];
+      EXPECT_NEAR(r.losses[i], expect, 1e-5 * std::abs(expect)) << "step " << kSaveAt + int64_t(i);
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
 }
 
 }  // namespace

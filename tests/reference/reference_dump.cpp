@@ -5,6 +5,7 @@
 // --device cuda runs the same model on the GPU (CudaKernels), --precision bf16 in bf16 mixed
 // precision there (the arrays are still written as fp32: master weights, gradients, logits).
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -37,17 +38,19 @@ int main(int argc, char** argv) {
   std::vector<std::string> args;
   std::string device = "cpu", precision = "fp32", family = "gpt";
   bool moe = false;
+  int64_t shared_experts = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if ((a == "--device" || a == "--precision") && i + 1 < argc) (a == "--device" ? device : precision) = argv[++i];
     else if (a == "--family" && i + 1 < argc) family = argv[++i];
     else if (a == "--moe") moe = true;
+    else if (a == "--shared-experts" && i + 1 < argc) shared_experts = std::atoll(argv[++i]);
     else args.push_back(a);
   }
   if (args.empty() || args.size() > 2 || (device != "cpu" && device != "cuda") ||
       (precision != "fp32" && precision != "bf16") || (family != "gpt" && family != "llama")) {
     std::fprintf(stderr, "usage: reference_dump OUT_PREFIX [TOKEN_FILE] [--device cpu|cuda] [--precision fp32|bf16]"
-                         " [--family gpt|llama] [--moe]\n"
+                         " [--family gpt|llama] [--moe [--shared-experts N]]\n"
                          "  with a token file: the default `trident train` model on real text, 8 steps\n");
     return 2;
   }
@@ -68,6 +71,7 @@ int main(int argc, char** argv) {
     o.moe.aux_coeff = 0.05, o.moe.z_coeff = 0.01;
     o.moe.normalise = family == "llama";
     o.moe.drop = family != "llama";
+    m.shared_experts = shared_experts;  // every token's besides its top-k: one MLP of N x 48 columns
   }
   int64_t B = 3, accum = 2, steps = 10;
   engine::AdamWConfig opt;
@@ -135,6 +139,7 @@ int main(int argc, char** argv) {
                  {"decay_steps", opt.decay_steps}, {"weight_decay", opt.weight_decay}, {"grad_clip", opt.grad_clip},
                  {"beta1", opt.beta1}, {"beta2", opt.beta2}, {"eps", opt.eps}, {"experts", m.experts},
                  {"experts_per_token", m.experts_per_token}, {"expert_ffn_hidden", m.expert_ffn_hidden},
+                 {"shared_experts", m.shared_experts},
                  {"moe_dense_layers", m.moe_dense_layers}, {"capacity_factor", m.capacity_factor},
                  {"moe_normalise", o.moe.normalise}, {"moe_drop", o.moe.drop}, {"moe_aux_coeff", o.moe.aux_coeff},
                  {"moe_z_coeff", o.moe.z_coeff}};

@@ -42,6 +42,21 @@ class MoE(nn.Module):
         if not llama:
             self.fc_b = nn.Parameter(torch.zeros(E * Fe))
             self.fc_proj_b = nn.Parameter(torch.zeros(E * C))
+        # Shared experts (DeepSeek style): one MLP of shared x Fe columns every token passes,
+        # its output added to the routed experts' (no gate).
+        self.Fs = cfg.get("shared_experts", 0) * Fe
+        if self.Fs:
+            self.sfc = nn.Parameter(torch.zeros((2 if llama else 1) * self.Fs, C))
+            self.sfc_proj = nn.Parameter(torch.zeros(C, self.Fs))
+            if not llama:
+                self.sfc_b = nn.Parameter(torch.zeros(self.Fs))
+                self.sfc_proj_b = nn.Parameter(torch.zeros(C))
+
+    def shared(self, x):
+        if self.llama:
+            gu = x @ self.sfc.T
+            return (F.silu(gu[:, :self.Fs]) * gu[:, self.Fs:]) @ self.sfc_proj.T
+        return F.gelu(x @ self.sfc.T + self.sfc_b, approximate="tanh") @ self.sfc_proj.T + self.sfc_proj_b
 
     def expert(self, e, x):
         C, Fe = x.shape[1], self.Fe
@@ -64,7 +79,7 @@ class MoE(nn.Module):
         onehot = F.one_hot(idx.reshape(-1), E)  # assignments in token order
         position = (onehot.cumsum(0) - 1)[torch.arange(N * k), idx.reshape(-1)].view(N, k)
         keep = position < cap
-        out = torch.zeros_like(x)
+        out = self.shared(x) if self.Fs else torch.zeros_like(x)
         for e in range(E):
             t, j = torch.nonzero((idx == e) & keep, as_tuple=True)
             if len(t):
@@ -76,11 +91,17 @@ class MoE(nn.Module):
         return out.view(shape), aux + z
 
     def names(self, p):
+        shared = {}
+        if self.Fs and self.llama:
+            shared = {p + "shared.gate_up_w": self.sfc, p + "shared.fc_proj_w": self.sfc_proj}
+        elif self.Fs:
+            shared = {p + "shared.fc_w": self.sfc, p + "shared.fc_b": self.sfc_b, p + "shared.fc_proj_w": self.sfc_proj,
+                      p + "shared.fc_proj_b": self.sfc_proj_b}
         if self.llama:
             return {p + "router_w": self.router.weight, p + "experts.gate_up_w": self.fc,
-                    p + "experts.fc_proj_w": self.fc_proj}
+                    p + "experts.fc_proj_w": self.fc_proj, **shared}
         return {p + "router_w": self.router.weight, p + "experts.fc_w": self.fc, p + "experts.fc_b": self.fc_b,
-                p + "experts.fc_proj_w": self.fc_proj, p + "experts.fc_proj_b": self.fc_proj_b}
+                p + "experts.fc_proj_w": self.fc_proj, p + "experts.fc_proj_b": self.fc_proj_b, **shared}
 
 
 def is_moe_layer(cfg, i):

@@ -40,7 +40,7 @@ size_t moe_received_rows(const GptStage& stage) {
   return s.ep_size > 1 ? size_t(s.ep_size) * N * std::min(k, size_t(s.experts_local())) : N * k;
 }
 
-LayerRegions add_layer(BufferPlan& p, const GptStage& stage, Keep keep, bool moe) {
+LayerRegions add_layer(BufferPlan& p, const GptStage& stage, Keep keep, bool moe, bool scratch = false) {
   const Shard& s = stage.shard();
   const DType dt = stage.compute_dtype();
   const size_t N = size_t(stage.N()), C = size_t(s.C()), A = size_t(s.attn_local()), F = size_t(s.ffn_local());
@@ -71,6 +71,14 @@ LayerRegions add_layer(BufferPlan& p, const GptStage& stage, Keep keep, bool moe
     if (!llama) r.ln2_mean = p.add_f32(stats, Nl);
     r.ln2_rstd = p.add_f32(stats, Nl);
     if (moe) {
+      // The shared experts' MLP (this rank's Fs columns) keeps what a dense MLP does. The layer
+      // scratch (`scratch`) serves the stage's dense layers too.
+      const size_t Fs = s.has_shared_experts() ? size_t(s.shared_ffn_local()) : 0;
+      const size_t Fw = std::max(Fs, scratch && s.model.moe_dense_layers > 0 ? F : size_t(0));
+      if (Fw > 0) {
+        r.fch = p.add(llama ? "MLP gate and up" : "MLP pre-GELU", dt, N * (llama ? 2 * Fw : Fw));
+        r.fch_gelu = p.add(llama ? "MLP post-SwiGLU" : "MLP post-GELU", dt, N * Fw);
+      }
       // Every assignment may be kept (no dropping): N k rows in expert order.
       const size_t M = N * size_t(s.model.experts_per_token), Fe = size_t(s.expert_ffn()), R = moe_received_rows(stage);
       r.xs = p.add("experts' inputs and outputs", dt, M * C);
@@ -158,9 +166,10 @@ Activations::Activations(const GptStage& stage) : plan_(stage.kernels()) {
   routes_.resize(layers.size());
   for (size_t l = 0; l < layers.size(); ++l) {
     layers_.push_back(layer_views(p, layers[l], stage.rc_acts_));
-    // A MoE layer's routing: its own, or the layer scratch's under full recomputation.
+    // A MoE layer's routing (host, small): its own, kept for the routing statistics even under
+    // full recomputation, whose backward routes again into the layer scratch's (rc_route_).
     if (s.moe_layer(s.first_layer + int64_t(l)))
-      layers_.back().moe.route = stage.recompute() == Recompute::Full ? &stage.rc_route_ : &routes_[l];
+      layers_.back().moe.route = &routes_[l];
     else
       layers_.back().moe = MoeActs{};
   }
@@ -224,6 +233,9 @@ void check_stage(const Kernels& k, const Shard& s, const StageConfig& c) {
   if (s.has_moe() && s.model.experts % s.ep_size != 0)
     throw std::invalid_argument("GptStage: ep_size " + std::to_string(s.ep_size) + " must divide the " +
                                 std::to_string(s.model.experts) + " experts");
+  if (s.has_shared_experts() && (s.model.shared_experts * s.expert_ffn()) % s.tp_size != 0)
+    throw std::invalid_argument("GptStage: tp_size " + std::to_string(s.tp_size) + " must divide the shared experts' " +
+                                std::to_string(s.model.shared_experts * s.expert_ffn()) + " columns");
   if (s.has_moe() && c.split_backward)
     throw std::invalid_argument("GptStage: mixture-of-experts layers run without a split backward");
   const int64_t T_local = cp ? c.T / c.cp->size() : c.T;
@@ -276,7 +288,8 @@ void GptStage::allocate_stage_buffers() {
   const size_t r_dres = p.add("residual gradient", compute, Nl * C);
   const size_t r_dtmp = p.add("gradient scratch", compute, N * C);
   const bool llama = s.llama();
-  const size_t r_dbig = p.add("gradient scratch", compute, N * std::max(3 * A, llama ? 2 * F : F));
+  const size_t Fs = s.has_shared_experts() ? size_t(s.shared_ffn_local()) : 0, Fm = std::max(F, Fs);
+  const size_t r_dbig = p.add("gradient scratch", compute, N * std::max(3 * A, llama ? 2 * Fm : Fm));
   const size_t r_datty = p.add("gradient scratch", compute, N * A);
   const size_t r_dattn = p.add_f32("attention backward scratch",
                                    ring_ ? 1 : std::max<size_t>(1, k_.attention_scratch_size(B, T_, s.heads_local())));
@@ -290,13 +303,13 @@ void GptStage::allocate_stage_buffers() {
   size_t r_dmlp = 0, r_dkv = 0, r_dtmp2 = 0, r_kvgrad = 0;
   const bool kv_replicated = llama && s.kv_replicas() > 1;
   if (llama) {
-    r_dmlp = p.add("gradient scratch", compute, N * F);
+    r_dmlp = p.add("gradient scratch", compute, N * Fm);
     r_dkv = p.add("gradient scratch", compute, N * size_t(s.kv_local()));
     r_dtmp2 = p.add("gradient scratch", compute, N * C);
     if (kv_replicated) r_kvgrad = p.add_f32("replicated kv gradients", size_t(s.kv_heads() * s.kv_local() * s.C()));
   }
   size_t r_moe_logits = 0, r_moe_f32 = 0, r_dys = 0, r_dh = 0, r_dhpre = 0, r_dxs = 0, r_mdx = 0, r_dots = 0;
-  size_t r_dyr = 0, r_dxr = 0, r_counts = 0;
+  size_t r_dyr = 0, r_dxr = 0, r_counts = 0, r_shared = 0;
   if (s.has_moe()) {
     const size_t E = size_t(s.model.experts), M = N * size_t(s.model.experts_per_token), Fe = size_t(s.expert_ffn());
     const size_t R = moe_received_rows(*this);
@@ -313,6 +326,7 @@ void GptStage::allocate_stage_buffers() {
       r_dxr = p.add("experts' gradient scratch", compute, R * C);
     }
     r_counts = p.add_f32("router scratch", size_t(2 * s.ep_size * s.experts_local()));
+    if (Fs > 0) r_shared = p.add("shared experts' scratch", compute, N * C);
   }
   p.allocate();
   if (s.has_moe()) {
@@ -327,6 +341,7 @@ void GptStage::allocate_stage_buffers() {
     moe_dyr_ = s.ep_size > 1 ? p.tensor(r_dyr) : moe_dys_;
     moe_dxr_ = s.ep_size > 1 ? p.tensor(r_dxr) : moe_dxs_;
     moe_counts_ = p.f32(r_counts);
+    if (Fs > 0) shared_out_ = p.tensor(r_shared);
   }
   if (llama) {
     dmlp_ = p.tensor(r_dmlp);
@@ -358,7 +373,7 @@ void GptStage::allocate_layer_scratch() {
   if (rc_ != Recompute::None || s.llama() || s.has_moe()) {
     const Keep keep = kept_by_micro_batch(rc_, ring_ != nullptr);
     const LayerRegions r =
-        add_layer(rc_plan_, *this, {!keep.probs, !keep.internals, rc_ == Recompute::Full, true}, s.has_moe());
+        add_layer(rc_plan_, *this, {!keep.probs, !keep.internals, rc_ == Recompute::Full, true}, s.has_moe(), true);
     rc_plan_.allocate();
     rc_acts_ = layer_views(rc_plan_, r, LayerActs{});
     rc_acts_.moe.route = &rc_route_;
@@ -674,7 +689,7 @@ void GptStage::gpt_layer_forward(const LayerActs& x, int64_t i, const Tensor& re
   k_.add_inplace(x.res_mid, res_in);
   const Tensor ln2 = norm_full(x.ln2, x.ln2_mean, x.ln2_rstd, x.res_mid, p.ln2_w, p.ln2_b);
   if (p.moe) {
-    moe_forward(x.moe, p, ln2, out);
+    moe_mlp_forward(x, p, ln2, out);
   } else {
     k_.linear_forward(x.fch, ln2, W(p.fc_w, F * C), W(p.fc_b, F), N, C, F);
     k_.gelu_forward(x.fch_gelu, x.fch);
@@ -697,7 +712,7 @@ void GptStage::gpt_layer_backward(const LayerActs& x, int64_t i, const Tensor& r
   const int64_t Nl = tokens_local();
   keep(x.d_out, dres);
   if (p.moe) {
-    moe_backward(x.moe, p, x.ln2, full_grad(dres), dtmp_);
+    moe_mlp_backward(x, p, x.ln2, full_grad(dres), dtmp_);
   } else {
     k_.linear_backward(dbig_f, wgrad(p.fc_proj_w), wgrad(p.fc_proj_b), full_grad(dres), winput(x.fch_gelu),
                        W(p.fc_proj_w, C * F), N, F, C);

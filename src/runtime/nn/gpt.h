@@ -339,6 +339,15 @@ class GptStage {
   // the norm's rows as kept, this rank's under sequence parallelism).
   void moe_forward(const MoeActs& m, const LayerParams& p, const Tensor& inp, const Tensor& out);
   void moe_backward(const MoeActs& m, const LayerParams& p, const Tensor& inp, const Tensor& dout, const Tensor& dinp);
+  // A MoE layer's MLP: the routed experts and, where the model has them, the shared experts
+  // (split over tp, their activations in the layer's fch / fch_gelu), summed into out; and its
+  // backward. Same arguments as moe_forward / moe_backward.
+  void moe_mlp_forward(const LayerActs& x, const LayerParams& p, const Tensor& inp, const Tensor& out);
+  void moe_mlp_backward(const LayerActs& x, const LayerParams& p, const Tensor& inp, const Tensor& dout,
+                        const Tensor& dinp);
+  void shared_experts_forward(const LayerActs& x, const LayerParams& p, const Tensor& inp, const Tensor& out);
+  void shared_experts_backward(const LayerActs& x, const LayerParams& p, const Tensor& inp, const Tensor& dout,
+                               const Tensor& dinp);
   // Expert e (local index) on received rows [first, first + n).
   void moe_expert_forward(const MoeActs& m, const LayerParams& p, int64_t e, int64_t first, int64_t n);
   void replicated_once(const Tensor& t);  // zeros on tp ranks other than the lead (the experts are replicated over tp)
@@ -432,6 +441,7 @@ class GptStage {
   Tensor moe_dyr_, moe_dxr_;  // [R, C] received rows' gradients (moe_dys_, moe_dxs_ without ep)
   float* moe_counts_ = nullptr;  // [2 ep E/ep] row counts exchanged (int32)
   Tensor moe_dx_;             // [N, C] the router's input gradient
+  Tensor shared_out_;         // [N, C] the shared experts' output (forward) and input gradient (backward): partial sums over tp
   float* moe_dots_ = nullptr; // [Nk] combine-weight gradients, expert order
   mutable MoeRouting rc_route_;  // the routing of the layer scratch (full recomputation; micro-batches point here)
 };

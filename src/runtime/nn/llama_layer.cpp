@@ -23,7 +23,7 @@ void GptStage::llama_layer_forward(const LayerActs& x, int64_t i, const Tensor& 
   k_.add_inplace(x.res_mid, res_in);
   const Tensor ln2 = norm_full(x.ln2, nullptr, x.ln2_rstd, x.res_mid, p.ln2_w, -1);
   if (p.moe) {
-    moe_forward(x.moe, p, ln2, out);
+    moe_mlp_forward(x, p, ln2, out);
   } else {
     k_.linear_forward(x.fch, ln2, W(p.fc_w, 2 * F * C), Tensor(), N, C, 2 * F);
     k_.swiglu_forward(x.fch_gelu, x.fch, N, F);
@@ -42,7 +42,7 @@ void GptStage::llama_layer_backward(const LayerActs& x, int64_t i, const Tensor&
   // backward keeps the output gradients the weight pass needs instead (llama_layer_weights).
   keep(x.d_out, dres);
   if (p.moe) {
-    moe_backward(x.moe, p, x.ln2, full_grad(dres), dtmp_);
+    moe_mlp_backward(x, p, x.ln2, full_grad(dres), dtmp_);
   } else {
     k_.linear_backward(dmlp_, wgrad(p.fc_proj_w), nullptr, full_grad(dres), winput(x.fch_gelu), W(p.fc_proj_w, C * F),
                        N, F, C);

@@ -101,6 +101,77 @@ void GptStage::moe_forward(const MoeActs& m, const LayerParams& p, const Tensor&
   replicated_once(out.slice(0, size_t(N * C)));
 }
 
+// The layer's MLP when it is a MoE layer. The shared experts run first: under sequence
+// parallelism inp and out are the same gathered buffer, and the routed combine writes out only
+// after its own reads of inp. Their output is a partial sum over tp, like a dense MLP's, added
+// after the routed output's replicated_once, so the layer's tp reduction counts each once.
+void GptStage::moe_mlp_forward(const LayerActs& x, const LayerParams& p, const Tensor& inp, const Tensor& out) {
+  const size_t NC = size_t(N() * shard().C());
+  const bool shared = p.shared_fc_w >= 0;
+  if (shared) shared_experts_forward(x, p, inp, shared_out_);
+  moe_forward(x.moe, p, inp, out);
+  if (shared) k_.add_inplace(out.slice(0, NC), shared_out_.slice(0, NC));
+}
+
+// Its backward: the shared experts' first, while dout is whole (under sequence parallelism
+// moe_backward gathers its router input into dout's buffer); their input gradient, partial over
+// tp, is added to the routed one after its replicated_once.
+void GptStage::moe_mlp_backward(const LayerActs& x, const LayerParams& p, const Tensor& inp, const Tensor& dout,
+                                const Tensor& dinp) {
+  const size_t NC = size_t(N() * shard().C());
+  const bool shared = p.shared_fc_w >= 0;
+  if (shared) shared_experts_backward(x, p, inp, dout, shared_out_);
+  moe_backward(x.moe, p, inp, dout, dinp);
+  if (shared) k_.add_inplace(dinp.slice(0, NC), shared_out_.slice(0, NC));
+}
+
+// The shared experts: one MLP of this rank's Fs columns (column-parallel in, row-parallel out,
+// the output bias on the tp lead only), from the gathered inp into out [N, C].
+void GptStage::shared_experts_forward(const LayerActs& x, const LayerParams& p, const Tensor& inp, const Tensor& out) {
+  const Shard& s = shard();
+  const int64_t N = this->N(), C = s.C(), F = s.shared_ffn_local();
+  const Tensor y = out.slice(0, size_t(N * C)), h = x.fch_gelu.slice(0, size_t(N * F));
+  if (s.llama()) {
+    const Tensor gate_up = x.fch.slice(0, size_t(N * 2 * F));
+    k_.linear_forward(gate_up, inp, W(p.shared_fc_w, 2 * F * C), Tensor(), N, C, 2 * F);
+    k_.swiglu_forward(h, gate_up, N, F);
+    k_.linear_forward(y, h, W(p.shared_proj_w, C * F), Tensor(), N, F, C);
+  } else {
+    const Tensor pre = x.fch.slice(0, size_t(N * F));
+    k_.linear_forward(pre, inp, W(p.shared_fc_w, F * C), W(p.shared_fc_b, F), N, C, F);
+    k_.gelu_forward(h, pre);
+    k_.linear_forward(y, h, W(p.shared_proj_w, C * F), tp_lead() ? W(p.shared_proj_b, C) : Tensor(), N, F, C);
+  }
+}
+
+// Its backward from dout [N, C] (whole rows): the weight gradients, and the input gradient into
+// dinp [N, C], partial over tp. Its input, the norm's rows (this rank's under sequence
+// parallelism), is gathered into moe_dx_, free until moe_backward's router pass.
+void GptStage::shared_experts_backward(const LayerActs& x, const LayerParams& p, const Tensor& inp, const Tensor& dout,
+                                       const Tensor& dinp) {
+  const Shard& s = shard();
+  const int64_t N = this->N(), C = s.C(), F = s.shared_ffn_local();
+  const Tensor h = x.fch_gelu.slice(0, size_t(N * F)), dx = dinp.slice(0, size_t(N * C));
+  Tensor whole = inp;
+  if (sp_) {
+    whole = moe_dx_.slice(0, size_t(N * C));
+    sp_all_gather(whole, inp);
+  }
+  if (s.llama()) {
+    const Tensor dh = dmlp_.slice(0, size_t(N * F)), dgate_up = dbig_.slice(0, size_t(N * 2 * F));
+    k_.linear_backward(dh, grad_at(p.shared_proj_w), nullptr, dout, h, W(p.shared_proj_w, C * F), N, F, C);
+    k_.swiglu_backward(dgate_up, x.fch.slice(0, size_t(N * 2 * F)), dh, N, F);
+    k_.linear_backward(dx, grad_at(p.shared_fc_w), nullptr, dgate_up, whole, W(p.shared_fc_w, 2 * F * C), N, C, 2 * F);
+  } else {
+    const Tensor dpre = dbig_.slice(0, size_t(N * F));
+    k_.linear_backward(dpre, grad_at(p.shared_proj_w), grad_at(p.shared_proj_b), dout, h, W(p.shared_proj_w, C * F), N,
+                       F, C);
+    k_.gelu_backward(dpre, x.fch.slice(0, size_t(N * F)), dpre);
+    k_.linear_backward(dx, grad_at(p.shared_fc_w), grad_at(p.shared_fc_b), dpre, whole, W(p.shared_fc_w, F * C), N, C,
+                       F);
+  }
+}
+
 // Context parallelism: each cp rank routes its rows of the micro-batch (the capacity is its
 // rows'), but the auxiliary losses, like one process's, count the whole micro-batch: the
 // assignments per expert summed (exact integers), the score and log-sum-exp sums in rank order.

@@ -16,12 +16,25 @@ int64_t ParamLayout::add(const std::string& name, int64_t rows, int64_t cols, Pa
   return offset;
 }
 
-// The router and this shard's experts, replicated over tp (see param_layout.h).
+// The router, the shared experts (split over tp) and this shard's routed experts, replicated
+// over tp (see param_layout.h). The routed experts come last: [fc_w, end) is the expert range.
 void ParamLayout::add_experts(LayerParams& lp, const std::string& p) {
   const Shard& s = shard_;
   const int64_t C = s.C(), E = s.experts_local(), F = s.expert_ffn();
+  const bool tp = s.tp_size > 1;
   lp.moe = true;
   lp.router_w = add(p + "router_w", s.model.experts, C, ParamKind::Matrix, false);
+  if (s.has_shared_experts()) {
+    const int64_t Fs = s.shared_ffn_local();
+    if (s.llama()) {
+      lp.shared_fc_w = add(p + "shared.gate_up_w", 2 * Fs, C, ParamKind::Matrix, tp);
+    } else {
+      lp.shared_fc_w = add(p + "shared.fc_w", Fs, C, ParamKind::Matrix, tp);
+      lp.shared_fc_b = add(p + "shared.fc_b", Fs, 1, ParamKind::Bias, tp);
+    }
+    lp.shared_proj_w = add(p + "shared.fc_proj_w", C, Fs, ParamKind::Matrix, tp);
+    if (!s.llama()) lp.shared_proj_b = add(p + "shared.fc_proj_b", C, 1, ParamKind::Bias, false);
+  }
   if (s.llama()) {
     lp.fc_w = add(p + "experts.gate_up_w", E * 2 * F, C, ParamKind::Matrix, false);
   } else {
@@ -135,6 +148,13 @@ ParamLayout::Global ParamLayout::global_index(const Shard& s, const TensorView& 
     return g;
   }
   if (ends_with(n, "router_w")) return g;
+  if (n.find(".shared.") != std::string::npos) {  // one MLP of Fs columns, split over tp
+    const int64_t Fs = s.shared_ffn_local(), all = s.model.shared_experts * s.expert_ffn();
+    if (ends_with(n, "gate_up_w")) g.row = r < Fs ? tr * Fs + r : all + tr * Fs + (r - Fs), g.rows = 2 * all;
+    else if (ends_with(n, "fc_proj_w")) g.col = tr * Fs + c, g.cols = all;
+    else if (ends_with(n, "fc_w") || ends_with(n, "fc_b")) g.row = tr * Fs + r, g.rows = all;
+    return g;  // fc_proj_b: replicated
+  }
   if (n == "wte" || n == "head_w") g.row = s.vocab_offset() + r, g.rows = s.model.vocab;
   else if (ends_with(n, "qkv_w") || ends_with(n, "qkv_b")) g.row = (r / A) * C + tr * A + r % A, g.rows = 3 * C;
   else if (ends_with(n, "q_w")) g.row = tr * A + r, g.rows = C;

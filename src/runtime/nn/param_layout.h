@@ -24,7 +24,11 @@
 // Llama experts.gate_up_w [E 2F, C] (each expert's gate rows then up rows), experts.fc_proj_w
 // [E C, F] (F = expert_ffn_hidden). Experts are replicated over tp (tensor parallelism splits
 // attention only); under expert parallelism a shard stacks its E/ep experts only (rows
-// ep_rank x its rows onward of the logical tensor).
+// ep_rank x its rows onward of the logical tensor). Shared experts, where the model has them,
+// come between the router and the routed experts as one MLP of Fs = shared x expert_ffn_hidden
+// columns, split over tp like the dense MLP and reduced over dp like it: GPT shared.fc_w [Fs, C],
+// shared.fc_b [Fs], shared.fc_proj_w [C, Fs], shared.fc_proj_b [C]; Llama shared.gate_up_w
+// [2 Fs, C] (gate rows then up rows), shared.fc_proj_w [C, Fs].
 // Each tensor's offset is rounded up to 16 floats (64 bytes) for aligned vector loads.
 // Gradients and the AdamW moments use the same layout (same offsets) in their own buffers.
 //
@@ -88,6 +92,10 @@ struct Shard {
   bool has_moe() const { return model.is_moe() && end_layer() > model.moe_dense_layers; }
   int64_t experts_local() const { return model.experts / ep_size; }
   int64_t expert_ffn() const { return model.expert_ffn_hidden; }
+  // Shared experts (every token passes them besides its top-k): one MLP of shared x expert-ffn
+  // columns, split over tp like the dense MLP; this rank's columns.
+  bool has_shared_experts() const { return model.is_moe() && model.shared_experts > 0; }
+  int64_t shared_ffn_local() const { return model.shared_experts * model.expert_ffn_hidden / tp_size; }
 };
 
 // Kind of a parameter tensor: decides weight decay (matrices and embeddings decay; biases and
@@ -116,6 +124,7 @@ struct LayerParams {
           fc_w = -1, fc_b = -1, fc_proj_w = -1, fc_proj_b = -1;
   int64_t q_w = -1, kv_w = -1;
   int64_t router_w = -1;  // mixture of experts: fc_* are then the stacked experts' tensors
+  int64_t shared_fc_w = -1, shared_fc_b = -1, shared_proj_w = -1, shared_proj_b = -1;  // shared experts (or -1)
   bool moe = false;
   int64_t begin = 0, end = 0;  // [begin, end) of this layer in the flat buffer
 };

@@ -559,7 +559,7 @@ double DistTrainer::Impl::run_program(PhaseTimes& t, double pp_message_s) {
 void DistTrainer::Impl::start_routing(RoutingStats& r) const {
   r = RoutingStats{};
   const nn::Shard whole = nn::Shard::whole(run.model);
-  if (!run.model.is_moe() || run.exec.recompute == Recompute::Full) return;
+  if (!run.model.is_moe()) return;
   for (int64_t l = 0; l < run.model.layers; ++l)
     if (whole.moe_layer(l)) r.layers.push_back(l);
   r.tokens_per_expert.assign(r.layers.size(), std::vector<int64_t>(size_t(run.model.experts), 0));

@@ -49,8 +49,7 @@ struct ActivationMemory {
 };
 
 // Routing of the mixture-of-experts layers over one step's global batch, the same on every rank
-// (each token counted on the rank that routed it, summed over the world). Empty for a dense model
-// and under full recomputation (its forward keeps one layer's routing only).
+// (each token counted on the rank that routed it, summed over the world). Empty for a dense model.
 struct RoutingStats {
   std::vector<int64_t> layers;                           // the model's MoE layers (global index)
   std::vector<std::vector<int64_t>> tokens_per_expert;   // [layer][expert] assignments routed, before dropping
