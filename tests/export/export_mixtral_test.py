@@ -111,8 +111,8 @@ check("a refused export writes nothing", not os.path.exists(os.path.join(tmp, "h
 
 
 def edited(meta_edit, name):
-    """A copy of the checkpoint whose meta says what train does not write (shared experts, another
-    score function), as another writer's checkpoint might."""
+    """A copy of the checkpoint whose meta says what train does not write (another score
+    function), as another writer's checkpoint might."""
     copy = os.path.join(tmp, name)
     subprocess.run(["cp", "-r", ck, copy], check=True)
     path = os.path.join(copy, "manifest.json")
@@ -122,9 +122,10 @@ def edited(meta_edit, name):
     return copy
 
 
-shared = edited(lambda m: m["model"].update(shared_experts=1), "ck-shared")
+shared = os.path.join(tmp, "ck-shared")
+run("train", *small, "--family", "llama", "--shared-experts", "1", "--checkpoint", shared)
 p = run("export", "--checkpoint", shared, os.path.join(tmp, "hf-shared"), want=2)
-check("export refuses shared experts by name", "--shared-experts 1" in p.stderr, p.stderr)
+check("export refuses shared experts (trained) by name", "--shared-experts 1" in p.stderr, p.stderr)
 sigmoid = edited(lambda m: m["router"].update(scores="sigmoid"), "ck-sigmoid")
 p = run("export", "--checkpoint", sigmoid, os.path.join(tmp, "hf-sigmoid"), want=2)
 check("export refuses a sigmoid router by name", "'sigmoid' (meta.router.scores)" in p.stderr, p.stderr)
