@@ -76,8 +76,16 @@ std::vector<Row> read_rows(const std::string& path) {
     run.model.ffn_hidden = col("ffn_hidden").empty() ? 4 * run.model.hidden : num("ffn_hidden");
     run.model.seq_len = num("seq");
     run.model.vocab = num("vocab");
-    // 0: the run trained without dropout (no masks, no dropped attention probabilities stored).
-    if (!col("dropout").empty()) run.model.dropout = num("dropout") != 0 ? 1 : 0;
+    // 0: the run trained without dropout (no masks, no dropped attention probabilities stored);
+    // 1: with; empty: the family's default.
+    if (!col("dropout").empty()) {
+      const int64_t d = num("dropout");
+      if (d != 0 && d != 1)
+        throw InputError({{path + " line " + std::to_string(line_no) + ": column 'dropout' is '" + col("dropout") +
+                               "', not 0 or 1",
+                           "write 0 (no dropout), 1 (dropout) or leave it empty for the family's default", "calibration"}});
+      run.model.dropout = int(d);
+    }
     run.cluster = cluster_for(col("gpu"));
     run.cluster.gpus_per_node = num("gpus_per_node");
     // Rack-scale systems: the hosts a run's NVLink domain spans (GB200 NVL72: up to 18).
