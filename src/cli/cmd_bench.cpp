@@ -23,7 +23,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -115,13 +117,17 @@ double allreduce_s(size_t bytes) {
 constexpr size_t kCopyBytes = size_t(8) << 20;
 
 // Time of an all-to-all of a `bytes` send buffer over every rank (bytes / n to each) as a
-// training step calls it: between kernels, its send rows just written and the kernels' working
-// set through the cache since the last call (`working_set` bytes: 50 KB over 2 ranks took 6.1 us
-// hot here, 7.8 with 8 MiB between calls, out of L2, and 28 with 32 MiB, out of L3). The median
-// of 41 calls (a step's time is a sum of typical calls, not of best ones); the slowest rank counts.
-double alltoall_s(size_t bytes, int world, size_t working_set_bytes) {
+// training step calls it: through the trainer's own communicator (comm::MpiCommunicator:
+// MPI_Ialltoallv completed by polling, not the blocking MPI_Alltoall, whose fixed cost is lower),
+// between kernels, its send rows just written and the kernels' working set through the cache
+// since the last call (`working_set` bytes: 50 KB over 2 ranks took 6.1 us hot here, 7.8 with
+// 8 MiB between calls, out of L2, and 28 with 32 MiB, out of L3). The median of 41 calls (a
+// step's time is a sum of typical calls, not of best ones); the slowest rank counts.
+double alltoall_s(comm::Communicator& world_comm, size_t bytes, size_t working_set_bytes) {
+  const int world = world_comm.size();
   const size_t each = std::max<size_t>(bytes / size_t(world), 1);
   std::vector<char> send(each * size_t(world), 1), recv(send.size());
+  const std::vector<size_t> counts(size_t(world), each);
   std::vector<char> working_set(std::max<size_t>(working_set_bytes, 64), 1);
   std::vector<double> times;
   for (int rep = 0; rep < 41; ++rep) {
@@ -129,7 +135,7 @@ double alltoall_s(size_t bytes, int world, size_t working_set_bytes) {
     for (size_t i = 0; i < working_set.size(); i += 64) working_set[i] = char(working_set[i] + 1);
     MPI_Barrier(MPI_COMM_WORLD);
     auto t0 = clock_type::now();
-    MPI_Alltoall(send.data(), int(each), MPI_BYTE, recv.data(), int(each), MPI_BYTE, MPI_COMM_WORLD);
+    world_comm.all_to_all_v(send.data(), counts.data(), recv.data(), counts.data(), comm::DType::U8);
     double t = since(t0), slowest = 0;
     MPI_Allreduce(&t, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     times.push_back(slowest);
@@ -251,7 +257,13 @@ struct LinkRates {
   bool measured = false;
   double latency_s = 1e-6, bandwidth_Bps = 0, allreduce_s = 0, bus_Bps = 0, collective_efficiency = 0;
   double alltoall_s = 0, alltoall_Bps = 0;
+  // A row-count exchange's all-to-all (kCountBytes to each rank) over (n-1): the fixed cost of
+  // one all-to-all call per peer, which a ping-pong's latency leaves out (alltoall_latency_us).
+  double alltoall_count_s = 0, alltoall_latency_s = 0;
 };
+
+// What a MoE layer's row-count exchange sends each rank: 8 experts' int32 counts.
+constexpr size_t kCountBytes = 8 * sizeof(int32_t);
 
 LinkRates measure_links(size_t bytes, size_t alltoall_bytes, size_t alltoall_working_set, int rank, int world) {
   LinkRates l;
@@ -270,9 +282,16 @@ LinkRates measure_links(size_t bytes, size_t alltoall_bytes, size_t alltoall_wor
   const double wire = std::max(l.allreduce_s - 2 * (n - 1) * l.latency_s, l.allreduce_s / 2);
   l.bus_Bps = 2 * (n - 1) / n * double(bytes) / wire;
   l.collective_efficiency = l.bus_Bps / l.bandwidth_Bps;
-  // All-to-all: (n-1) latencies + (n-1)/n S at its rate (the planner's alltoall_time_s).
-  l.alltoall_s = alltoall_s(alltoall_bytes, world, alltoall_working_set);
-  const double a2a_wire = std::max(l.alltoall_s - (n - 1) * l.latency_s, l.alltoall_s / 2);
+  // All-to-all: (n-1) of its per-peer latencies + (n-1)/n S at its rate (the planner's
+  // alltoall_time_s), timed through the trainer's communicator; the latency from a call that
+  // moves almost nothing (a row-count exchange), the rate from the rest of the full call.
+  auto context = std::make_shared<comm::CommContext>();
+  context->world_rank = rank;
+  const auto world_comm = comm::MpiCommunicator::world(context);
+  l.alltoall_count_s = alltoall_s(*world_comm, kCountBytes * size_t(world), alltoall_working_set);
+  l.alltoall_latency_s = std::max(l.alltoall_count_s / (n - 1), l.latency_s);
+  l.alltoall_s = alltoall_s(*world_comm, alltoall_bytes, alltoall_working_set);
+  const double a2a_wire = std::max(l.alltoall_s - (n - 1) * l.alltoall_latency_s, l.alltoall_s / 2);
   l.alltoall_Bps = (n - 1) / n * double(alltoall_bytes) / a2a_wire;
   return l;
 }
@@ -360,10 +379,13 @@ std::string bench_toml(const QuietCore& q, const LinkRates& l, int world, int co
                      "#     (the planner applies the same share to point-to-point sends)\n",
                      mib, world, l.allreduce_s * 1e6, l.bus_Bps / 1e9, l.collective_efficiency);
   if (l.measured)
-    s += fmt::format("#   alltoall_efficiency: an all-to-all of {:g} MiB over the {} ranks, {:.1f} us (median, called "
-                     "between kernels: {:g} MiB through the cache before each): {:.3f} GB/s "
-                     "((n-1)/n of it over the time less (n-1) latencies) = {:.3f} of the ping-pong's{}\n",
-                     alltoall_mib, world, l.alltoall_s * 1e6, alltoall_working_set_mib, l.alltoall_Bps / 1e9, l.alltoall_Bps / link.peak,
+    s += fmt::format("#   alltoall_latency_us: an all-to-all of {} B to each of the {} ranks (a MoE layer's row-count "
+                     "exchange), {:.1f} us (median, called as below) over {} peer(s) (at least the ping-pong's latency)\n"
+                     "#   alltoall_efficiency: an all-to-all of {:g} MiB over the {} ranks, {:.1f} us (median, called "
+                     "between kernels through the trainer's communicator: {:g} MiB through the cache before each): {:.3f} GB/s "
+                     "((n-1)/n of it over the time less (n-1) x alltoall_latency_us) = {:.3f} of the ping-pong's{}\n",
+                     kCountBytes, world, l.alltoall_count_s * 1e6, world - 1, alltoall_mib, world, l.alltoall_s * 1e6,
+                     alltoall_working_set_mib, l.alltoall_Bps / 1e9, l.alltoall_Bps / link.peak,
                      link.raised ? " (raised peak)" : "");
   else
     s += "#   pcie_efficiency, network_efficiency: not measured (one rank): the built-in values apply\n";
@@ -384,8 +406,10 @@ std::string bench_toml(const QuietCore& q, const LinkRates& l, int world, int co
                    "hbm_efficiency = {:.4f}\noptimizer_bytes_per_param = {:.3f}\n",
                    flops.share, r.curve.half_dim, r.call_s * 1e6, hbm.share, optimizer_bpp);
   if (l.measured)
-    s += fmt::format("pcie_efficiency = {:.4f}\nnetwork_efficiency = {:.4f}\nalltoall_efficiency = {:.4f}\n", link.share,
-                     link.share, std::min(4.0, l.alltoall_Bps / link.peak));  // 4: the cost table's range
+    s += fmt::format("pcie_efficiency = {:.4f}\nnetwork_efficiency = {:.4f}\nalltoall_efficiency = {:.4f}\n"
+                     "alltoall_latency_us = {:.3f}\n",
+                     link.share, link.share, std::min(4.0, l.alltoall_Bps / link.peak),  // 4: the cost table's range
+                     l.alltoall_latency_s * 1e6);
   return s;
 }
 

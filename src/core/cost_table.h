@@ -48,6 +48,10 @@ struct CostTable {
   // (the all-reduce's). `trident bench` measures it: on shared memory an all-to-all moves both
   // directions at once, past a one-way ping-pong and far past the all-reduce's share.
   double alltoall_efficiency = 0;
+  // EP all-to-all: the fixed cost of one call per peer, microseconds (what an all-to-all that
+  // moves almost nothing takes, over n-1): request set-up, matching and completion that a
+  // ping-pong's latency leaves out. 0 takes the link's latency. `trident bench` measures it.
+  double alltoall_latency_us = 0;
   double kernel_launch_us = 0;       // fixed cost per kernel call (plan/kernel_calls.h counts them)
   double overlap_slowdown = 0.10;    // hidden communication slows the compute it overlaps by this share of itself
   double dp_bucket_mb = 160;         // gradient bucket (Megatron: 40M fp32 elements)

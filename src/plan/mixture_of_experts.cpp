@@ -45,10 +45,14 @@ double alltoall_efficiency(const GroupLink& link, const CostConstants& c) {
   return c.alltoall_efficiency > 0 ? c.alltoall_efficiency : link_efficiency(link.kind, c);
 }
 
+double alltoall_latency_s(const GroupLink& link, const CostConstants& c) {
+  return c.alltoall_latency_us > 0 ? c.alltoall_latency_us * 1e-6 : link.latency_s;
+}
+
 double alltoall_time_s(double bytes, int64_t n, const GroupLink& link, const CostConstants& c) {
   if (n <= 1 || bytes <= 0) return 0;
   const double bw = link.bandwidth_Bps * alltoall_efficiency(link, c);
-  return double(n - 1) * link.latency_s + double(n - 1) / double(n) * bytes / bw;
+  return double(n - 1) * alltoall_latency_s(link, c) + double(n - 1) / double(n) * bytes / bw;
 }
 
 EpComm ep_comm_per_layer(const ModelSpec& m, const ExecutionSpec& e, int64_t ep, const GroupLink& link,

@@ -184,6 +184,7 @@ json candidate_json(const RunSpec& run, const Estimate* e, const std::vector<Fin
       const EpComm& ea = e->ep_alltoall;  // one MoE layer, one micro-batch
       j["ep_alltoall"] = {{"message_bytes", ea.message_bytes},
                           {"alltoall_s", round9(ea.alltoall_s)},
+                          {"latency_per_peer_s", round9(alltoall_latency_s(e->links.ep.link, e->cost))},
                           {"forward_alltoalls", ea.forward_alltoalls},
                           {"backward_alltoalls", ea.backward_alltoalls},
                           {"count_exchange_s", round9(ea.count_exchange_s)},
@@ -373,12 +374,13 @@ std::string step_text(const Estimate& e) {
                      "the whole micro-batch on every tp rank, x top-{} x hidden {} x {} B, unpadded: the capacity factor bounds the "
                      "drops, not the bytes; "
                      "experts whole on each tp rank: expert tensor parallel 1, as the runtime trains them) over ep {} "
-                     "on {}: {} x {:.2f} us + {}/{} of it at {:.3g} GB/s x {:.3g} ({}) = {:.3f} ms per all-to-all; "
+                     "on {}: {} x {:.2f} us ({}) + {}/{} of it at {:.3g} GB/s x {:.3g} ({}) = {:.3f} ms per all-to-all; "
                      "{} forward (dispatch, combine) + {} backward, and {} + {} exchanges of the {} experts' row counts "
                      "before a dispatch (all-to-all of {} x 4 B: {:.2f} us), x {:.3g} MoE share of {:g} layers x {} micro-batches "
                      "= {:.3f} s\n",
                      ea.message_bytes / kMiB, tokens, r.model.experts_per_token, r.model.hidden, r.exec.precision == Precision::FP32 ? 4 : 2, r.layout.ep,
-                     link_text(e.links.ep.link), r.layout.ep - 1, 1e6 * e.links.ep.link.latency_s, r.layout.ep - 1,
+                     link_text(e.links.ep.link), r.layout.ep - 1, 1e6 * alltoall_latency_s(e.links.ep.link, e.cost),
+                     e.cost.alltoall_latency_us > 0 ? "alltoall_latency_us" : "the link's latency", r.layout.ep - 1,
                      r.layout.ep, e.links.ep.link.bandwidth_Bps / 1e9, alltoall_efficiency(e.links.ep.link, e.cost),
                      e.cost.alltoall_efficiency > 0 ? "alltoall_efficiency" : "the link's collective share",
                      1e3 * ea.alltoall_s, ea.forward_alltoalls, ea.backward_alltoalls, ea.forward_count_exchanges,

@@ -67,6 +67,8 @@ check("mixtral: dispatch message = 4096 x 2 x 6144 x 2 B", a2a["message_bytes"] 
 nv = j["cost_table"]["nvlink_efficiency"]
 by_hand = (8 - 1) * 3e-6 + (8 - 1) / 8 * a2a["message_bytes"] / (450e9 * nv)  # NVLink 450 GB/s, 3 us
 check("mixtral: one all-to-all by hand", near(a2a["alltoall_s"], by_hand, 1e-4), (a2a, by_hand))
+check("mixtral: no alltoall_latency_us in the built-in table: the link's 3 us per peer",
+      near(a2a["latency_per_peer_s"], 3e-6, 1e-4), a2a)
 # 2 forward + 4 backward all-to-alls per layer (full recomputation repeats the forward's), and
 # the row counts' exchange before the forward's dispatch and the recomputed one (8 int32 counts:
 # 7 latencies), 56 / pp 4 = 14 layers, 256 / dp 16 = 16 micro-batches.
