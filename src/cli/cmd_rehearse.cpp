@@ -91,6 +91,7 @@ std::vector<std::string> train_arguments(const RehearsalRun& rr, const RehearseA
     v.insert(v.end(), {"--experts", std::to_string(m.experts), "--experts-per-token", std::to_string(m.experts_per_token),
                        "--expert-ffn-hidden", std::to_string(m.expert_ffn_hidden), "--shared-experts",
                        std::to_string(m.shared_experts), "--moe-dense-layers", std::to_string(m.moe_dense_layers),
+                       "--moe-layer-freq", std::to_string(m.moe_layer_freq),
                        "--capacity-factor", fmt::format("{}", m.capacity_factor)});
   for (const auto& [key, text] : run_option_texts(r)) {
     if (key == "nodes" || key == "gpus-per-node") continue;

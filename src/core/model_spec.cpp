@@ -36,7 +36,7 @@ ParamCount count_parameters(const ModelSpec& m) {
     routed = E * expert;
     shared = C(m.shared_experts) * expert;
     per_layer = attention + router + routed + shared + norms;
-    total = C(m.moe_dense_layers) * dense_layer + C(m.moe_layers()) * per_layer + ends;
+    total = C(m.layers - m.moe_layers()) * dense_layer + C(m.moe_layers()) * per_layer + ends;
     active = total - C(m.moe_layers()) * (E - C(m.experts_per_token)) * expert;
   }
   // The message is built only when something overflowed: the planner counts parameters for every
@@ -206,6 +206,10 @@ void validate_model(const ModelSpec& m, Problems& p) {
       p.add("--moe-dense-layers " + std::to_string(m.moe_dense_layers) + " leaves no MoE layer of " +
                 std::to_string(m.layers),
             "give --moe-dense-layers between 0 and layers - 1");
+    if (m.moe_layer_freq < 1 || m.moe_layer_freq > m.layers)
+      p.add("--moe-layer-freq " + std::to_string(m.moe_layer_freq) + " is not between 1 and the " +
+                std::to_string(m.layers) + " layers",
+            "give --moe-layer-freq 1 (every layer a MoE layer) or N (every N-th, as Megatron's --moe-layer-freq N)");
     if (!(m.capacity_factor >= 1.0))
       p.add("capacity factor " + std::to_string(m.capacity_factor) + " is below 1",
             "give --capacity-factor 1 (perfect balance) or more (1.25 is common)");

@@ -4,11 +4,12 @@
 // biases everywhere, tied input/output embedding) and Llama (RoPE, RMSNorm, SwiGLU MLP,
 // grouped-query attention, no biases, untied output embedding).
 //
-// A mixture-of-experts model (experts > 0) replaces the MLP of each layer after the first
-// moe_dense_layers with a router and `experts` expert MLPs of width expert_ffn_hidden, of which
-// each token uses experts_per_token (top-k), plus shared_experts that every token uses. The
-// capacity factor bounds the tokens an expert takes at capacity_factor x the mean
-// (tokens x top-k / experts); the cost model charges the busiest rank that bound.
+// A mixture-of-experts model (experts > 0) replaces the MLP of every moe_layer_freq-th layer
+// after the first moe_dense_layers (Megatron's --moe-layer-freq) with a router and `experts`
+// expert MLPs of width expert_ffn_hidden, of which each token uses experts_per_token (top-k),
+// plus shared_experts that every token uses. The capacity factor bounds the tokens an expert
+// takes at capacity_factor x the mean (tokens x top-k / experts); it sizes the activation memory,
+// and the step-time model charges the balanced load (plan/mixture_of_experts.h).
 #pragma once
 
 #include <cstdint>
@@ -40,10 +41,22 @@ struct ModelSpec {
   int64_t expert_ffn_hidden = 0;   // width of one expert's MLP
   int64_t shared_experts = 0;      // experts every token passes through (DeepSeek), same width
   int64_t moe_dense_layers = 0;    // leading layers that keep a dense MLP of ffn_hidden
+  // After them, every moe_layer_freq-th layer is a MoE layer (1: all of them; 2: every other one,
+  // starting with the first), the rest keep the dense MLP.
+  int64_t moe_layer_freq = 1;
   double capacity_factor = 1.0;    // busiest expert's tokens over the mean, at most
 
   bool is_moe() const { return experts > 0; }
-  int64_t moe_layers() const { return is_moe() ? layers - moe_dense_layers : 0; }
+  // Layer l (0-based, of the whole model) is a MoE layer.
+  bool is_moe_layer(int64_t l) const {
+    return is_moe() && moe_layer_freq > 0 && l >= moe_dense_layers && l < layers &&
+           (l - moe_dense_layers) % moe_layer_freq == 0;
+  }
+  int64_t moe_layers() const {
+    return is_moe() && layers > moe_dense_layers && moe_layer_freq > 0
+               ? (layers - moe_dense_layers + moe_layer_freq - 1) / moe_layer_freq
+               : 0;
+  }
   int64_t head_dim() const { return hidden / heads; }
   int64_t kv_dim() const { return kv_heads * head_dim(); }  // width of K (and of V)
   int tied = -1;  // output layer tied to the token embedding: -1 the family's default (GPT yes, Llama no), 0 no, 1 yes
@@ -72,7 +85,7 @@ struct ParamCount {
   int64_t expert_params = 0;           // one expert's MLP
   int64_t routed_experts_per_layer = 0;  // experts x expert_params
   int64_t shared_experts_per_layer = 0;  // shared_experts x expert_params
-  int64_t dense_layer = 0;             // a dense layer of a MoE model (its first moe_dense_layers)
+  int64_t dense_layer = 0;             // a dense layer of a MoE model (its first moe_dense_layers, and between MoE layers)
   int64_t token_embedding = 0;      // V*h
   int64_t position_embedding = 0;   // s*h for learned positions, 0 for RoPE
   int64_t final_norm = 0;           // 2h (LayerNorm) or h (RMSNorm)

@@ -39,6 +39,7 @@ std::vector<OptionDef> model_options() {
       {"expert-ffn-hidden", "model", "MLP width of one expert", false, "INT", "ffn-hidden or preset", 0, kMaxWidth},
       {"shared-experts", "model", "experts every token uses besides its top-k (DeepSeek style)", false, "INT", "0 or preset", 0, kMaxHeads},
       {"moe-dense-layers", "model", "leading layers that keep a dense MLP", false, "INT", "0 or preset", 0, kMaxLayers},
+      {"moe-layer-freq", "model", "after them, every N-th layer is a MoE layer, the others dense (Megatron's --moe-layer-freq N)", false, "INT", "1", 0, kMaxLayers},
       {"capacity-factor", "model", "most tokens an expert takes, over the mean (1 = balanced)", false, "NUM", "1"},
   };
 }

@@ -65,7 +65,8 @@ ModelSpec resolve_model(const OptionValues& v, Problems& p) {
   if (auto x = v.get_int("ffn-hidden", p)) m.ffn_hidden = *x;
   else if (!preset || (hidden_given && m.family == ModelFamily::GPT)) m.ffn_hidden = 4 * m.hidden;
   const bool moe_given = v.has("experts") || v.has("experts-per-token") || v.has("expert-ffn-hidden") ||
-                         v.has("shared-experts") || v.has("moe-dense-layers") || v.has("capacity-factor");
+                         v.has("shared-experts") || v.has("moe-dense-layers") || v.has("moe-layer-freq") ||
+                         v.has("capacity-factor");
   if (auto x = v.get_int("experts", p)) m.experts = *x;
   if (auto x = v.get_int("experts-per-token", p)) m.experts_per_token = *x;
   else if (m.experts > 0 && m.experts_per_token == 0) m.experts_per_token = std::min<int64_t>(2, m.experts);
@@ -73,6 +74,7 @@ ModelSpec resolve_model(const OptionValues& v, Problems& p) {
   else if (m.experts > 0 && m.expert_ffn_hidden == 0) m.expert_ffn_hidden = m.ffn_hidden;
   if (auto x = v.get_int("shared-experts", p)) m.shared_experts = *x;
   if (auto x = v.get_int("moe-dense-layers", p)) m.moe_dense_layers = *x;
+  if (auto x = v.get_int("moe-layer-freq", p)) m.moe_layer_freq = *x;
   if (auto x = v.get_double("capacity-factor", p)) m.capacity_factor = *x;
   if (!preset) {
     m.name = "custom";
@@ -87,7 +89,8 @@ ModelSpec resolve_model(const OptionValues& v, Problems& p) {
   }
   // Settings of mixture-of-experts layers on a dense model would change nothing: refused.
   if (!m.is_moe())
-    for (const char* name : {"experts-per-token", "expert-ffn-hidden", "shared-experts", "moe-dense-layers", "capacity-factor"})
+    for (const char* name : {"experts-per-token", "expert-ffn-hidden", "shared-experts", "moe-dense-layers", "moe-layer-freq",
+                             "capacity-factor"})
       if (v.has(name))
         p.add(fmt::format("--{} (from {}) applies to mixture-of-experts layers, but {} is dense (it has no experts)",
                           name, v.source(name), m.name.empty() ? "the model" : m.name),

@@ -70,9 +70,15 @@ void moe_args(const ModelSpec& m, const Layout& l, bool sequence_parallel, std::
   if (m.shared_experts > 0)
     a.push_back(fmt::format("--moe-shared-expert-intermediate-size {}", m.shared_experts * m.expert_ffn_hidden));
   if (m.capacity_factor > 1.0) a.push_back(fmt::format("--moe-expert-capacity-factor {}", m.capacity_factor));
-  if (m.moe_dense_layers > 0) {
+  if (m.moe_dense_layers > 0 && m.moe_layer_freq == 1) {
     // "[0]*k+[1]*n": the first k layers keep a dense MLP.
     a.push_back(fmt::format("--moe-layer-freq ([0]*{}+[1]*{})", m.moe_dense_layers, m.layers - m.moe_dense_layers));
+  } else if (m.moe_dense_layers == 0 && m.moe_layer_freq > 1) {
+    a.push_back(fmt::format("--moe-layer-freq {}", m.moe_layer_freq));  // layer i is MoE when i % N == 0
+  } else if (m.moe_layer_freq > 1) {
+    std::string pattern;  // one 0/1 per layer: Megatron's list form
+    for (int64_t l = 0; l < m.layers; ++l) pattern += fmt::format("{}{}", l ? "," : "", m.is_moe_layer(l) ? 1 : 0);
+    a.push_back(fmt::format("--moe-layer-freq [{}]", pattern));
   }
   if (l.ep > 1) a.push_back(fmt::format("--expert-model-parallel-size {}", l.ep));
   // The plan keeps each expert whole on every tp rank, as the runtime trains them (Megatron's

@@ -11,9 +11,10 @@ std::string describe_model(const ModelSpec& m) {
   const ParamCount pc = count_parameters(m);
   std::string moe;
   if (m.is_moe())
-    moe = fmt::format(", {} experts of ffn {} (top-{}{}{}), capacity factor {:g}", m.experts, m.expert_ffn_hidden,
+    moe = fmt::format(", {} experts of ffn {} (top-{}{}{}{}), capacity factor {:g}", m.experts, m.expert_ffn_hidden,
                       m.experts_per_token, m.shared_experts > 0 ? fmt::format(", {} shared", m.shared_experts) : "",
                       m.moe_dense_layers > 0 ? fmt::format(", first {} layers dense", m.moe_dense_layers) : "",
+                      m.moe_layer_freq > 1 ? fmt::format(", one layer in {} MoE", m.moe_layer_freq) : "",
                       m.capacity_factor);
   return fmt::format("{} ({}): {} layers, hidden {}, {} heads ({} kv), ffn {}{}, seq {}, vocab {} = {:.2f} B parameters{}",
                      m.name, to_string(m.family), m.layers, m.hidden, m.heads, m.kv_heads, m.ffn_hidden, moe,

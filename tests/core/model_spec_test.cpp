@@ -116,3 +116,32 @@ TEST(ModelSpec, moe_validation_names_each_bad_size) {
   validate_model(m, p);
   EXPECT_EQ(p.size(), 3u);
 }
+
+// --moe-layer-freq N (Megatron's): after the dense leading layers, every N-th layer is a MoE
+// layer; the others keep the dense MLP and are counted as dense layers.
+TEST(ModelSpec, moe_layer_freq_makes_every_nth_layer_a_moe_layer) {
+  ModelSpec m = model_preset("mixtral-8x7b");  // 32 layers, every one a MoE layer
+  const ParamCount all = count_parameters(m);
+  m.moe_layer_freq = 2;
+  EXPECT_EQ(m.moe_layers(), 16);
+  EXPECT_TRUE(m.is_moe_layer(0));
+  EXPECT_FALSE(m.is_moe_layer(1));
+  EXPECT_TRUE(m.is_moe_layer(30));
+  EXPECT_FALSE(m.is_moe_layer(31));
+  const ParamCount half = count_parameters(m);
+  // 16 MoE layers became dense: each lost its router and 8 experts and gained one dense MLP.
+  EXPECT_EQ(all.total - half.total, 16 * (all.router_per_layer + all.routed_experts_per_layer - all.mlp_per_layer));
+  m.moe_dense_layers = 1, m.moe_layer_freq = 3;  // layers 1, 4, ..., 31: 11 of them
+  EXPECT_EQ(m.moe_layers(), 11);
+  EXPECT_FALSE(m.is_moe_layer(0));
+  EXPECT_TRUE(m.is_moe_layer(1));
+  EXPECT_FALSE(m.is_moe_layer(2));
+  EXPECT_TRUE(m.is_moe_layer(31));
+  for (int64_t bad : {0, 33}) {
+    m.moe_layer_freq = bad;
+    Problems p;
+    validate_model(m, p);
+    ASSERT_EQ(p.size(), 1u) << bad;
+    EXPECT_NE(p.list().front().what.find("--moe-layer-freq"), std::string::npos);
+  }
+}

@@ -35,6 +35,7 @@ ModelSpec tiny_model(const Case& c) {
     m.experts = c.experts, m.experts_per_token = 2, m.expert_ffn_hidden = 48, m.moe_dense_layers = 0;
     m.capacity_factor = 1.0;
     m.shared_experts = c.shared_experts;
+    m.moe_layer_freq = c.moe_layer_freq;
   }
   return m;
 }
@@ -98,13 +99,13 @@ Result train(const Case& c, MPI_Comm base) {
 }
 
 const Result& reference(const Case& c) {
-  static std::map<std::tuple<bool, int64_t, int64_t, bool, int64_t>, Result> refs;
-  const auto key = std::make_tuple(c.llama, c.vocab, c.experts, c.drop, c.shared_experts);
+  static std::map<std::tuple<bool, int64_t, int64_t, bool, int64_t, int64_t>, Result> refs;
+  const auto key = std::make_tuple(c.llama, c.vocab, c.experts, c.drop, c.shared_experts, c.moe_layer_freq);
   auto it = refs.find(key);
   if (it == refs.end()) {
     Case one{c.llama ? "single llama" : "single", Layout{}};
     one.llama = c.llama, one.vocab = c.vocab, one.experts = c.experts, one.drop = c.drop;
-    one.shared_experts = c.shared_experts;
+    one.shared_experts = c.shared_experts, one.moe_layer_freq = c.moe_layer_freq;
     it = refs.emplace(key, train(one, MPI_COMM_NULL)).first;
   }
   return it->second;

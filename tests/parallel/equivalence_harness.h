@@ -40,6 +40,7 @@ struct Case {
   int64_t experts = 0;
   bool drop = false;
   int64_t shared_experts = 0;  // besides the routed ones: one MLP of shared x 48 columns, split over tp
+  int64_t moe_layer_freq = 1;  // every N-th layer a MoE layer, the others dense
 };
 
 struct Result {

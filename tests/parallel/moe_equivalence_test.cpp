@@ -73,6 +73,19 @@ TEST(MoeEquivalence, llama_ep2_dp2_zero3_drop_matches_single_process) {
   c.zero = 3;
   expect_same_as_single_process(c);
 }
+// Every N-th layer a MoE layer (--moe-layer-freq N), the others dense. Every third: layers 0 and
+// 3 of 4, so the second pipeline stage (layers 2, 3) has its MoE layer second, which it finds
+// only by the global layer index.
+TEST(MoeEquivalence, llama_every_third_layer_ep2_pp2_matches_single_process) {
+  Case c = moe("moe llama freq3 ep2xpp2", 2, 2, 2, false, true);
+  c.moe_layer_freq = 3;
+  expect_same_as_single_process(c);
+}
+TEST(MoeEquivalence, every_second_layer_ep2_dp2_zero1_drop_matches_single_process) {
+  Case c = moe("moe freq2 ep2xdp2 zero1 drop", 4, 2, 1, true);
+  c.moe_layer_freq = 2, c.zero = 1;
+  expect_same_as_single_process(c);
+}
 TEST(MoeEquivalence, llama_ep2_pp2_zero3_matches_single_process) {
   Case c = moe("moe llama ep2xpp2 zero3", 2, 2, 2, false, true);
   c.zero = 3;

@@ -129,6 +129,7 @@ rows = [
     ("--expert-ffn-hidden", "64", "moe-knobs", r"--expert-ffn-hidden .*applies to mixture-of-experts"),
     ("--shared-experts", "1", "moe-knobs", r"--shared-experts .*applies to mixture-of-experts"),
     ("--moe-dense-layers", "1", "moe-knobs", r"--moe-dense-layers .*applies to mixture-of-experts"),
+    ("--moe-layer-freq", "2", "moe-knobs", r"--moe-layer-freq .*applies to mixture-of-experts"),
     ("--capacity-factor", "1.5", "moe-knobs", r"--capacity-factor .*applies to mixture-of-experts"),
     ("--moe-drop", None, "moe-knobs", r"--moe-drop applies to mixture-of-experts layers, but .* is dense"),
     ("--moe-normalise", None, "moe-knobs", r"--moe-normalise applies to mixture-of-experts layers"),
@@ -141,6 +142,8 @@ rows = [
     ("--moe-aux-loss-coeff", "0.02", "M", r"router +softmax scores, chosen scores as weights, load-balancing loss x 0\.02"),
     ("--no-moe-normalise", None, "M", r"chosen scores as weights"),
     ("--no-moe-drop", None, "M", r"top-2, no dropping"),
+    # MF: every second layer a MoE layer (Megatron's --moe-layer-freq 2): 1 of the 2 layers.
+    ("--moe-layer-freq", "2", "MF", r"experts +1 MoE layers \(the first 0 dense, then one layer in 2 a MoE layer\)(.|\n)*step +2/2"),
     # Refused: what the runtime cannot execute (the capability check), all reported together.
     # A MoE model drops tokens under cp 2 as one process does (the cp ranks share the routing).
     ("--experts", "2", "capability", r"!train-moe"),
@@ -194,10 +197,11 @@ extra = {
     "CP": small[:-2] + ["--eval-batches", "1"],
     "Z3": small[:-2] + ["--dp", "2", "--eval-batches", "1"],
     "M": small + ["--eval-batches", "1"],
+    "MF": small + ["--experts", "4", "--eval-batches", "1"],
     "EP": small[:-2] + ["--dp", "2", "--experts", "4", "--eval-batches", "1", "--metrics", EPM],
 }
-must_succeed = {"help", "A", "B", "C", "L", "P", "Z", "CP", "Z3", "M", "EP"}
-order = ["help", "A", "B", "C", "L", "P", "Z", "CP", "Z3", "M", "EP", "cost-missing", "moe-knobs", "capability", "llama-tied", "zb-full",
+must_succeed = {"help", "A", "B", "C", "L", "P", "Z", "CP", "Z3", "M", "MF", "EP"}
+order = ["help", "A", "B", "C", "L", "P", "Z", "CP", "Z3", "M", "MF", "EP", "cost-missing", "moe-knobs", "capability", "llama-tied", "zb-full",
          "device", "gpu-comm", "parse", "sp", "stack"]
 
 # Every option of `trident train --help` has a row.

@@ -38,19 +38,20 @@ int main(int argc, char** argv) {
   std::vector<std::string> args;
   std::string device = "cpu", precision = "fp32", family = "gpt";
   bool moe = false;
-  int64_t shared_experts = 0;
+  int64_t shared_experts = 0, moe_layer_freq = 1;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if ((a == "--device" || a == "--precision") && i + 1 < argc) (a == "--device" ? device : precision) = argv[++i];
     else if (a == "--family" && i + 1 < argc) family = argv[++i];
     else if (a == "--moe") moe = true;
     else if (a == "--shared-experts" && i + 1 < argc) shared_experts = std::atoll(argv[++i]);
+    else if (a == "--moe-layer-freq" && i + 1 < argc) moe_layer_freq = std::atoll(argv[++i]);
     else args.push_back(a);
   }
   if (args.empty() || args.size() > 2 || (device != "cpu" && device != "cuda") ||
       (precision != "fp32" && precision != "bf16") || (family != "gpt" && family != "llama")) {
     std::fprintf(stderr, "usage: reference_dump OUT_PREFIX [TOKEN_FILE] [--device cpu|cuda] [--precision fp32|bf16]"
-                         " [--family gpt|llama] [--moe [--shared-experts N]]\n"
+                         " [--family gpt|llama] [--moe [--shared-experts N] [--moe-layer-freq N]]\n"
                          "  with a token file: the default `trident train` model on real text, 8 steps\n");
     return 2;
   }
@@ -72,6 +73,10 @@ int main(int argc, char** argv) {
     o.moe.normalise = family == "llama";
     o.moe.drop = family != "llama";
     m.shared_experts = shared_experts;  // every token's besides its top-k: one MLP of N x 48 columns
+    if (moe_layer_freq > 1) {
+      // 4 layers, the first dense, then every N-th a MoE layer: dense layers between MoE ones.
+      m.layers = 4, m.moe_layer_freq = moe_layer_freq;
+    }
   }
   int64_t B = 3, accum = 2, steps = 10;
   engine::AdamWConfig opt;
@@ -140,7 +145,8 @@ int main(int argc, char** argv) {
                  {"beta1", opt.beta1}, {"beta2", opt.beta2}, {"eps", opt.eps}, {"experts", m.experts},
                  {"experts_per_token", m.experts_per_token}, {"expert_ffn_hidden", m.expert_ffn_hidden},
                  {"shared_experts", m.shared_experts},
-                 {"moe_dense_layers", m.moe_dense_layers}, {"capacity_factor", m.capacity_factor},
+                 {"moe_dense_layers", m.moe_dense_layers}, {"moe_layer_freq", m.moe_layer_freq},
+                 {"capacity_factor", m.capacity_factor},
                  {"moe_normalise", o.moe.normalise}, {"moe_drop", o.moe.drop}, {"moe_aux_coeff", o.moe.aux_coeff},
                  {"moe_z_coeff", o.moe.z_coeff}};
   j["device"] = device;

@@ -105,7 +105,8 @@ class MoE(nn.Module):
 
 
 def is_moe_layer(cfg, i):
-    return cfg.get("experts", 0) > 0 and i >= cfg.get("moe_dense_layers", 0)
+    dense, freq = cfg.get("moe_dense_layers", 0), cfg.get("moe_layer_freq", 1)
+    return cfg.get("experts", 0) > 0 and i >= dense and (i - dense) % freq == 0
 
 
 class Block(nn.Module):

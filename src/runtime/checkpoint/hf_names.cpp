@@ -226,6 +226,9 @@ void check_hf_exportable(const ModelSpec& m, const nn::MoeOptions& router, Probl
   if (m.moe_dense_layers > 0)
     p.add(fmt::format("--moe-dense-layers {}: every layer of {} is a mixture of experts", m.moe_dense_layers, cls),
           "train without --moe-dense-layers to export as Mixtral", "export-moe");
+  if (m.moe_layer_freq > 1)
+    p.add(fmt::format("--moe-layer-freq {}: every layer of {} is a mixture of experts", m.moe_layer_freq, cls),
+          "train with --moe-layer-freq 1 (the default) to export as Mixtral", "export-moe");
   if (!router.normalise)
     p.add("--no-moe-normalise: " + cls + " weighs a token's chosen experts by their scores over their sum",
           "train with --moe-normalise (the default) to export as Mixtral", "export-moe");

@@ -88,6 +88,7 @@ void check_model(const json& model, int64_t total_bytes, const std::string& wher
     m.expert_ffn_hidden = optional("expert_ffn_hidden");
     m.shared_experts = optional("shared_experts");
     m.moe_dense_layers = optional("moe_dense_layers");
+    m.moe_layer_freq = model.contains("moe_layer_freq") ? integer(model, "moe_layer_freq") : 1;
     if (model.contains("capacity_factor") && !model.at("capacity_factor").is_number())
       throw Malformed{"'capacity_factor' is not a number"};
     if (model.contains("capacity_factor")) m.capacity_factor = model.at("capacity_factor").get<double>();

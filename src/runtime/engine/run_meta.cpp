@@ -16,7 +16,8 @@ nlohmann::json model_to_json(const ModelSpec& m) {
   if (m.is_moe())
     j.update({{"experts", m.experts}, {"experts_per_token", m.experts_per_token},
               {"expert_ffn_hidden", m.expert_ffn_hidden}, {"shared_experts", m.shared_experts},
-              {"moe_dense_layers", m.moe_dense_layers}, {"capacity_factor", m.capacity_factor}});
+              {"moe_dense_layers", m.moe_dense_layers}, {"moe_layer_freq", m.moe_layer_freq},
+              {"capacity_factor", m.capacity_factor}});
   return j;
 }
 
@@ -42,6 +43,7 @@ ModelSpec model_from_json(const nlohmann::json& j) {
     m.expert_ffn_hidden = j.value("expert_ffn_hidden", int64_t(0));
     m.shared_experts = j.value("shared_experts", int64_t(0));
     m.moe_dense_layers = j.value("moe_dense_layers", int64_t(0));
+    m.moe_layer_freq = j.value("moe_layer_freq", int64_t(1));  // checkpoints before it: every layer
     m.capacity_factor = j.value("capacity_factor", m.capacity_factor);
   } catch (const std::exception&) {
     // The JSON library's text names its own internals; say what a model description needs.

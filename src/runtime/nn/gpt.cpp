@@ -74,7 +74,7 @@ LayerRegions add_layer(BufferPlan& p, const GptStage& stage, Keep keep, bool moe
       // The shared experts' MLP (this rank's Fs columns) keeps what a dense MLP does. The layer
       // scratch (`scratch`) serves the stage's dense layers too.
       const size_t Fs = s.has_shared_experts() ? size_t(s.shared_ffn_local()) : 0;
-      const size_t Fw = std::max(Fs, scratch && s.model.moe_dense_layers > 0 ? F : size_t(0));
+      const size_t Fw = std::max(Fs, scratch && s.model.moe_layers() < s.model.layers ? F : size_t(0));
       if (Fw > 0) {
         r.fch = p.add(llama ? "MLP gate and up" : "MLP pre-GELU", dt, N * (llama ? 2 * Fw : Fw));
         r.fch_gelu = p.add(llama ? "MLP post-SwiGLU" : "MLP post-GELU", dt, N * Fw);

@@ -86,10 +86,15 @@ struct Shard {
   int64_t kv_replicas() const { return kv_heads() >= tp_size ? 1 : tp_size / kv_heads(); }
   int64_t kv_head_first() const { return tp_rank / kv_replicas() * kv_heads_local(); }
   int64_t kv_local() const { return 2 * kv_heads_local() * head_dim(); }  // width of this rank's K and V
-  // Mixture of experts: whether global layer l has a router and experts (the layers after the
-  // model's moe_dense_layers), the experts this rank holds and one expert's MLP width.
-  bool moe_layer(int64_t l) const { return model.is_moe() && l >= model.moe_dense_layers; }
-  bool has_moe() const { return model.is_moe() && end_layer() > model.moe_dense_layers; }
+  // Mixture of experts: whether global layer l has a router and experts (every moe_layer_freq-th
+  // layer after the model's moe_dense_layers), whether this stage has one, the experts this rank
+  // holds and one expert's MLP width.
+  bool moe_layer(int64_t l) const { return model.is_moe_layer(l); }
+  bool has_moe() const {
+    for (int64_t l = first_layer; l < end_layer(); ++l)
+      if (moe_layer(l)) return true;
+    return false;
+  }
   int64_t experts_local() const { return model.experts / ep_size; }
   int64_t expert_ffn() const { return model.expert_ffn_hidden; }
   // Shared experts (every token passes them besides its top-k): one MLP of shared x expert-ffn

@@ -169,6 +169,7 @@ void check_resume(const TrainSettings& s, Problems& problems) {
       {"--expert-ffn-hidden", n(m.expert_ffn_hidden), n(cm.expert_ffn_hidden)},
       {"--shared-experts", n(m.shared_experts), n(cm.shared_experts)},
       {"--moe-dense-layers", n(m.moe_dense_layers), n(cm.moe_dense_layers)},
+      {"--moe-layer-freq", n(m.moe_layer_freq), n(cm.moe_layer_freq)},
       {"--capacity-factor", fmt::format("{}", m.capacity_factor), fmt::format("{}", cm.capacity_factor)}};
   std::string differ, flags;
   for (const auto& [flag, asked, stored] : sizes)

@@ -236,9 +236,11 @@ void print_startup(const TrainSettings& s, int world, const DistTrainer& trainer
         model.shared_experts > 0
             ? fmt::format(" + {} shared x {} (split over tp)", model.shared_experts, human_count(double(pc.expert_params)))
             : std::string();
-    std::printf("  experts     %lld MoE layers (the first %lld dense), each router %s + %lld experts x %s (ffn %lld)%s, "
+    const std::string freq =
+        model.moe_layer_freq > 1 ? fmt::format(", then one layer in {} a MoE layer", model.moe_layer_freq) : std::string();
+    std::printf("  experts     %lld MoE layers (the first %lld dense%s), each router %s + %lld experts x %s (ffn %lld)%s, "
                 "top-%lld, %s; active parameters %s of %s = total - %lld MoE layers x %lld unchosen experts x %s\n",
-                (long long)moe_layers, (long long)model.moe_dense_layers, human_count(double(pc.router_per_layer)).c_str(),
+                (long long)moe_layers, (long long)model.moe_dense_layers, freq.c_str(), human_count(double(pc.router_per_layer)).c_str(),
                 (long long)model.experts, human_count(double(pc.expert_params)).c_str(),
                 (long long)model.expert_ffn_hidden, shared.c_str(), (long long)model.experts_per_token,
                 s.moe.drop ? fmt::format("capacity factor {:g}", model.capacity_factor).c_str() : "no dropping",
