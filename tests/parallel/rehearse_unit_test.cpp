@@ -101,6 +101,26 @@ TEST(RehearsalShape, MixtureOfExpertsScalesTheExpertsWidthAndKeepsTheirCount) {
   EXPECT_LT(count_parameters(s.run.model).total, 50'000'000);
 }
 
+// Dense leading layers and --moe-layer-freq survive the scaling: at least the (scaled) dense
+// layers, one MoE layer and the dense ones after it, so the rehearsal's model is valid.
+TEST(RehearsalShape, MixtureOfExpertsKeepsItsLayerPattern) {
+  RunSpec r = gpt3_plan();
+  r.model = model_preset("mixtral-8x22b");
+  r.model.moe_dense_layers = 3, r.model.moe_layer_freq = 2;
+  r.exec.sequence_parallel = false;
+  Problems p;
+  const RehearsalShape s = derive_rehearsal(r, 2, 1, 1.0 / 48, 256, p);
+  ASSERT_TRUE(p.empty());
+  const ModelSpec& m = s.run.model;
+  EXPECT_EQ(m.moe_dense_layers, 1);
+  EXPECT_EQ(m.moe_layer_freq, 2);
+  EXPECT_GE(m.layers, 3);
+  EXPECT_GE(m.moe_layers(), 1);
+  Problems valid;
+  validate_model(m, valid);
+  EXPECT_TRUE(valid.empty()) << (valid.empty() ? "" : valid.list().front().what);
+}
+
 // The plan's ep stays in the rehearsal (dividing its dp x cp and the experts), with its own row,
 // and the recipe trains (nothing refused).
 TEST(RehearsalShape, MixtureOfExpertsKeepsExpertParallelInTheLayout) {

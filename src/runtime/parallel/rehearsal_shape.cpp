@@ -116,7 +116,12 @@ std::string params_text(const ModelSpec& m) {
 void model_rows(const ModelSpec& P, const ModelSpec& m, double f, int64_t data_vocab, int64_t tp, RehearsalShape& out) {
   auto n = [](int64_t v) { return std::to_string(v); };
   auto row = [&](std::string what, int64_t a, int64_t b, std::string why) { out.rows.push_back({what, n(a), n(b), why}); };
-  row("layers", P.layers, m.layers, fmt::format("x {:.4g}, a multiple of pp x virtual stages", f));
+  row("layers", P.layers, m.layers,
+      fmt::format("x {:.4g}, a multiple of pp x virtual stages{}", f,
+                  P.is_moe() && (P.moe_dense_layers > 0 || P.moe_layer_freq > 1)
+                      ? fmt::format(", at least the {} dense + 1 MoE{} layers of the pattern", m.moe_dense_layers,
+                                    P.moe_layer_freq > 1 ? fmt::format(" + {} dense", P.moe_layer_freq - 1) : "")
+                      : ""));
   row("hidden", P.hidden, m.hidden, fmt::format("x {:.4g}: heads x an even head size ({})", f, m.head_dim()));
   row("heads", P.heads, m.heads, "x scale, a multiple of tp " + n(tp) + " (kv-heads too), query heads per kv head kept");
   row("kv-heads", P.kv_heads > 0 ? P.kv_heads : P.heads, m.kv_heads > 0 ? m.kv_heads : m.heads, "");
@@ -208,7 +213,11 @@ RehearsalShape derive_rehearsal(const RunSpec& plan, int64_t ranks, int64_t host
                          : 1;
   ModelSpec& m = r.model;
   m.name = "rehearsal of " + plan.model.name;
-  m.layers = round_up(want_layers, L.pp * x.virtual_stages);
+  // A mixture of experts keeps its pattern: its dense leading layers (scaled, at least one if it
+  // has any) and one MoE layer with the dense ones --moe-layer-freq puts after it.
+  if (m.is_moe() && m.moe_dense_layers > 0) m.moe_dense_layers = scaled(plan.model.moe_dense_layers, scale);
+  const int64_t pattern_layers = m.is_moe() ? m.moe_dense_layers + m.moe_layer_freq : 1;
+  m.layers = round_up(std::max(want_layers, pattern_layers), L.pp * x.virtual_stages);
   scale_width(plan.model, scale, L.tp, m);
   const int64_t seq_unit = std::lcm<int64_t>(16, std::lcm<int64_t>(2 * L.cp, L.tp * L.cp));
   m.seq_len = round_up(std::max<int64_t>(32, std::llround(double(plan.model.seq_len) * double(m.hidden) /
