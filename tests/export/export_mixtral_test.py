@@ -103,9 +103,10 @@ small = ["--layers", "2", "--hidden", "64", "--heads", "4", "--seq-len", "32", "
          "4", "--micro-batch-size", "4", "--threads", "1", "--experts", "4", "--experts-per-token", "2",
          "--expert-ffn-hidden", "32"]
 odd = os.path.join(tmp, "ck-odd")
-run("train", *small, "--family", "llama", "--moe-dense-layers", "1", "--no-moe-normalise", "--checkpoint", odd)
+run("train", *small, "--family", "llama", "--moe-dense-layers", "1", "--moe-layer-freq", "2", "--no-moe-normalise",
+    "--checkpoint", odd)
 p = run("export", "--checkpoint", odd, os.path.join(tmp, "hf-odd"), want=2)
-for setting in ("--moe-dense-layers 1", "--no-moe-normalise"):
+for setting in ("--moe-dense-layers 1", "--moe-layer-freq 2", "--no-moe-normalise"):
     check(f"export refuses {setting} by name", setting in p.stderr and "MixtralForCausalLM" in p.stderr, p.stderr)
 check("a refused export writes nothing", not os.path.exists(os.path.join(tmp, "hf-odd")))
 
