@@ -49,7 +49,7 @@ const std::vector<CostField>& cost_fields() {
        "directions of shared memory at once)",
        0, 4 * kShare, false},
       {"alltoall_latency_us", &CostTable::alltoall_latency_us,
-       "EP all-to-all: fixed cost of one call per peer, microseconds (0: the link's latency)", 0, kDim, false},
+       "EP all-to-all: fixed cost of one call per peer, microseconds (the link's latency where larger)", 0, kDim, false},
       {"kernel_launch_us", &CostTable::kernel_launch_us, "fixed cost per kernel call (launch, dispatch, ramp and tail), microseconds", 0, kDim, false},
       {"overlap_slowdown", &CostTable::overlap_slowdown, "slowdown of compute per second of hidden communication", 0,
        kShare, false},

@@ -50,7 +50,8 @@ struct CostTable {
   double alltoall_efficiency = 0;
   // EP all-to-all: the fixed cost of one call per peer, microseconds (what an all-to-all that
   // moves almost nothing takes, over n-1): request set-up, matching and completion that a
-  // ping-pong's latency leaves out. 0 takes the link's latency. `trident bench` measures it.
+  // ping-pong's latency leaves out. The planner takes the link's latency where it is larger
+  // (0: always). `trident bench` measures it.
   double alltoall_latency_us = 0;
   double kernel_launch_us = 0;       // fixed cost per kernel call (plan/kernel_calls.h counts them)
   double overlap_slowdown = 0.10;    // hidden communication slows the compute it overlaps by this share of itself

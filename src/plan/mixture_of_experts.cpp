@@ -46,7 +46,8 @@ double alltoall_efficiency(const GroupLink& link, const CostConstants& c) {
 }
 
 double alltoall_latency_s(const GroupLink& link, const CostConstants& c) {
-  return c.alltoall_latency_us > 0 ? c.alltoall_latency_us * 1e-6 : link.latency_s;
+  // Never below the link's own latency: a slower link (another host) adds to the call's cost.
+  return std::max(c.alltoall_latency_us * 1e-6, link.latency_s);
 }
 
 double alltoall_time_s(double bytes, int64_t n, const GroupLink& link, const CostConstants& c) {

@@ -49,7 +49,7 @@ MoeCompute moe_compute(const ModelSpec& model, double tokens, int64_t tp, int64_
 // All-to-all of an S-byte send buffer over n ranks: each rank keeps 1/n and sends the rest,
 // (n-1) alpha + (n-1)/n S / beta, alpha the call's per-peer latency (alltoall_latency_s).
 double alltoall_time_s(double bytes, int64_t n, const GroupLink& link, const CostConstants& c);
-// alltoall_latency_us where the cost table sets it (above 0), else the link's latency.
+// The larger of alltoall_latency_us (0 where the cost table leaves it out) and the link's latency.
 double alltoall_latency_s(const GroupLink& link, const CostConstants& c);
 // The share of the link's bandwidth an all-to-all reaches: alltoall_efficiency where the cost table
 // sets it (above 0), else the link's collective share (nvlink, pcie or network_efficiency).

@@ -380,7 +380,7 @@ std::string step_text(const Estimate& e) {
                      "= {:.3f} s\n",
                      ea.message_bytes / kMiB, tokens, r.model.experts_per_token, r.model.hidden, r.exec.precision == Precision::FP32 ? 4 : 2, r.layout.ep,
                      link_text(e.links.ep.link), r.layout.ep - 1, 1e6 * alltoall_latency_s(e.links.ep.link, e.cost),
-                     e.cost.alltoall_latency_us > 0 ? "alltoall_latency_us" : "the link's latency", r.layout.ep - 1,
+                     e.cost.alltoall_latency_us * 1e-6 > e.links.ep.link.latency_s ? "alltoall_latency_us" : "the link's latency", r.layout.ep - 1,
                      r.layout.ep, e.links.ep.link.bandwidth_Bps / 1e9, alltoall_efficiency(e.links.ep.link, e.cost),
                      e.cost.alltoall_efficiency > 0 ? "alltoall_efficiency" : "the link's collective share",
                      1e3 * ea.alltoall_s, ea.forward_alltoalls, ea.backward_alltoalls, ea.forward_count_exchanges,

@@ -127,6 +127,9 @@ TEST(MixtureOfExperts, alltoall_and_dispatch_volume_by_hand) {
   EXPECT_DOUBLE_EQ(alltoall_latency_s(nv, c), 3e-6);
   EXPECT_NEAR(alltoall_time_s(8e6, 8, nv, measured), 7 * 15e-6 + 7.0 / 8 * 8e6 / (450e9 * 1.3), 1e-15);
   EXPECT_NEAR(alltoall_time_s(32, 2, nv, measured), 15e-6 + 16 / (450e9 * 1.3), 1e-15);
+  // ... but never below the link's own latency (a link to another host).
+  measured.alltoall_latency_us = 1;
+  EXPECT_DOUBLE_EQ(alltoall_latency_s(nv, measured), 3e-6);
   // Mixtral 8x22B, one sequence of 4096, ep 8: every tp rank routes the whole micro-batch and
   // dispatches all of it (the runtime's experts are whole on each tp rank), whatever tp is:
   // 4096 tokens x top-2 x h 6144 x 2 bytes, unpadded: the capacity factor does not enter.
