@@ -77,16 +77,10 @@ void check_executable(const RunSpec& r, const std::string& device, const std::ve
     problems.add("context parallel (cp " + n(L.cp) + ") needs the ring-attention kernels, which the " + device +
                      " backend lacks", "use --device cpu with --cp, or --cp 1", "cp-device");
   // A seq_len that 2 x cp does not divide is check_run's (cp-divides-sequence), said once.
-  // The MoE layer (runtime/nn/moe_layer.cpp): routed experts (split over ep ranks when ep > 1,
-  // replicated over tp: tp splits attention and dense MLPs only; under cp each rank routes its
-  // rows, dropping in one process's token order) and shared experts (split over tp like the dense
-  // MLP), without a split backward yet.
-  if (m.is_moe()) {
-    const std::string what = "the mixture-of-experts layer (" + m.name + ", " + n(m.experts) + " experts)";
-    if (x.schedule == ScheduleKind::ZeroBubbleH1)
-      problems.add(what + " has no split backward for the zb-h1 schedule",
-                   "use --schedule 1f1b (or gpipe, interleaved)", "train-moe");
-  }
+  // The MoE layer (runtime/nn/moe_layer.cpp) trains with every schedule, zb-h1's split backward
+  // included: routed experts (split over ep ranks when ep > 1, replicated over tp: tp splits
+  // attention and dense MLPs only; under cp each rank routes its rows, dropping in one process's
+  // token order) and shared experts (split over tp like the dense MLP).
   // ZeRO 1-3 train (grad_sync.h, zero_shards.h). ZeRO-3 gathers each unit's fp32 master weights
   // and the stage computes from them directly: there is no bf16 copy of a gathered unit yet.
   if (x.zero >= 3 && x.precision == Precision::BF16)

@@ -103,8 +103,11 @@ LayerActivations layer_activations(const ModelSpec& m, const ExecutionSpec& e, i
   // ZB-H1 defers the matrix gradients to the W pass, which needs each linear's output gradient:
   // the layer output's and the attention output's (2sbh, 4sbh bytes at 16-bit) are kept besides
   // the activations; the other linears' output gradients overwrite inputs the backward is done with.
+  // A MoE layer also keeps its router logits' gradient (sbE, replicated over tp) for the router's
+  // weight gradient; its experts' output gradients overwrite their outputs.
   if (e.schedule == ScheduleKind::ZeroBubbleH1 && e.recompute != Recompute::Full)
-    a.deferred_grad_bytes = scale * 4 * sbh / (e.sequence_parallel ? t : 1.0);
+    a.deferred_grad_bytes = scale * 4 * sbh / (e.sequence_parallel ? t : 1.0) +
+                            scale * 2 * double(m.seq_len) * e.micro_batch_size * double(m.experts) * moe_layer_share(m);
   a.bytes += a.deferred_grad_bytes;
   return a;
 }

@@ -175,6 +175,28 @@ TEST(MoeEquivalence, llama_shared_experts_ep2_tp2_sequence_parallel_full_recompu
   expect_same_as_single_process(c);
 }
 
+// ZB-H1 splits each backward in two: the input-gradient pass keeps the router logits' gradient,
+// each expert's output gradients (over its outputs) and its input projection's (over its
+// pre-activations), and the weight pass computes the router's, the experts' and the shared
+// experts' weight gradients from them, after the next micro-batch's backward has gone on.
+TEST(MoeEquivalence, zb_h1_ep2_pp2_shared_experts_zero1_drop_matches_single_process) {
+  Case c = moe("moe zb-h1 ep2xpp2 shared zero1 drop", 2, 2, 2, true);
+  c.schedule = ScheduleKind::ZeroBubbleH1, c.shared_experts = 2, c.zero = 1;
+  expect_same_as_single_process(c);
+}
+TEST(MoeEquivalence, llama_zb_h1_ep2_pp2_every_second_layer_selective_zero2_matches_single_process) {
+  Case c = moe("moe llama zb-h1 ep2xpp2 freq2 selective zero2", 2, 2, 2, false, true);
+  c.schedule = ScheduleKind::ZeroBubbleH1, c.moe_layer_freq = 2, c.recompute = Recompute::Selective, c.zero = 2;
+  expect_same_as_single_process(c);
+}
+// Under sequence parallelism the weight pass gathers the kept rows (the layer's output gradient
+// for the shared experts, the norm output for the router and the shared experts) again.
+TEST(MoeEquivalence, llama_zb_h1_tp2_pp2_sequence_parallel_shared_experts_drop_matches_single_process) {
+  Case c = shared(moe("moe llama zb-h1 tp2xpp2 sp shared drop", 1, 1, 2, true, true, 2));
+  c.schedule = ScheduleKind::ZeroBubbleH1, c.sequence_parallel = true;
+  expect_same_as_single_process(c);
+}
+
 }  // namespace
 
 namespace {

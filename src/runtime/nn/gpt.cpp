@@ -30,6 +30,7 @@ struct LayerRegions {
          atty = kNone, res_mid = kNone, ln2 = kNone, ln2_mean = kNone, ln2_rstd = kNone, fch = kNone,
          fch_gelu = kNone, res_out = kNone, d_out = kNone, d_mid = kNone;
   size_t xs = kNone, hpre = kNone, h = kNone, ys = kNone, xr = kNone, yr = kNone, rows = kNone, pos = kNone, weight = kNone, row_weight = kNone;
+  size_t dlogits = kNone;
 };
 
 // Rows this rank's experts may receive: every assignment of the micro-batch without ep; under
@@ -93,6 +94,8 @@ LayerRegions add_layer(BufferPlan& p, const GptStage& stage, Keep keep, bool moe
       r.pos = p.add_f32("routing", M);
       r.weight = p.add_f32("routing", M);
       r.row_weight = p.add_f32("routing", M);
+      if (keep.split_gradients)
+        r.dlogits = p.add("output gradients for the weight pass", dt, N * size_t(s.model.experts));
     } else {
       r.fch = p.add(llama ? "MLP gate and up" : "MLP pre-GELU", dt, N * F_in);
       r.fch_gelu = p.add(llama ? "MLP post-SwiGLU" : "MLP post-GELU", dt, N * F);
@@ -122,7 +125,7 @@ LayerActs layer_views(const BufferPlan& p, const LayerRegions& r, const LayerAct
   a.moe = {t(r.xs, o.xs),          t(r.hpre, o.hpre),         t(r.h, o.h),
            t(r.ys, o.ys),          t(r.xr, o.xr),             t(r.yr, o.yr),
            ints(r.rows, o.rows),   ints(r.pos, o.pos),        f(r.weight, o.weight),
-           f(r.row_weight, o.row_weight), o.route};
+           f(r.row_weight, o.row_weight), o.route,       t(r.dlogits, o.dlogits)};
   if (a.moe.xr.empty()) a.moe.xr = a.moe.xs, a.moe.yr = a.moe.ys;  // without ep the rows stay here
   return a;
 }
@@ -236,8 +239,6 @@ void check_stage(const Kernels& k, const Shard& s, const StageConfig& c) {
   if (s.has_shared_experts() && (s.model.shared_experts * s.expert_ffn()) % s.tp_size != 0)
     throw std::invalid_argument("GptStage: tp_size " + std::to_string(s.tp_size) + " must divide the shared experts' " +
                                 std::to_string(s.model.shared_experts * s.expert_ffn()) + " columns");
-  if (s.has_moe() && c.split_backward)
-    throw std::invalid_argument("GptStage: mixture-of-experts layers run without a split backward");
   const int64_t T_local = cp ? c.T / c.cp->size() : c.T;
   if (c.sequence_parallel && s.tp_size > 1 && T_local % s.tp_size != 0)
     throw std::invalid_argument("GptStage: sequence parallel needs T (" + std::to_string(T_local) +
@@ -741,10 +742,14 @@ void GptStage::gpt_layer_weights(const LayerActs& x, int64_t i) {
   const LayerParams& p = layout_.layer(i);
   auto G = [&](int64_t offset) { return grad_at(offset); };
   const Tensor none;
-  k_.linear_backward(none, G(p.fc_proj_w), G(p.fc_proj_b), gathered(x.d_out), x.fch_gelu, W(p.fc_proj_w, C * F), N,
-                     F, C);
-  k_.linear_backward(none, G(p.fc_w), G(p.fc_b), x.fch.slice(0, size_t(N * F)), gathered(x.ln2), W(p.fc_w, F * C), N,
-                     C, F);
+  if (p.moe) {
+    moe_mlp_weights(x, p);
+  } else {
+    k_.linear_backward(none, G(p.fc_proj_w), G(p.fc_proj_b), gathered(x.d_out), x.fch_gelu, W(p.fc_proj_w, C * F), N,
+                       F, C);
+    k_.linear_backward(none, G(p.fc_w), G(p.fc_b), x.fch.slice(0, size_t(N * F)), gathered(x.ln2), W(p.fc_w, F * C),
+                       N, C, F);
+  }
   k_.linear_backward(none, G(p.attn_proj_w), G(p.attn_proj_b), gathered(x.d_mid), x.atty, W(p.attn_proj_w, C * A), N,
                      A, C);
   k_.linear_backward(none, G(p.qkv_w), G(p.qkv_b), x.qkv, gathered(x.ln1), W(p.qkv_w, 3 * A * C), N, C, 3 * A);

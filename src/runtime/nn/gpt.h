@@ -119,6 +119,10 @@ struct MoeActs {
   float* weight = nullptr;     // [N k] combine weights
   float* row_weight = nullptr; // [M]
   MoeRouting* route = nullptr; // host
+  // Split backward (ZB-H1): the router logits' gradient [N, E], kept from the input-gradient
+  // pass for the weight pass. That pass also finds each expert's output gradients in yr and its
+  // input projection's output gradients in hpre (both dead once the input gradients are through).
+  Tensor dlogits;
 };
 
 // Per-layer activation views kept for the backward (regions of the Activations buffer). Tensors
@@ -348,6 +352,9 @@ class GptStage {
   void shared_experts_forward(const LayerActs& x, const LayerParams& p, const Tensor& inp, const Tensor& out);
   void shared_experts_backward(const LayerActs& x, const LayerParams& p, const Tensor& inp, const Tensor& dout,
                                const Tensor& dinp);
+  // A split backward's weight pass of a MoE layer's MLP (router, routed and shared experts),
+  // from what moe_mlp_backward kept in x (see MoeActs::dlogits).
+  void moe_mlp_weights(const LayerActs& x, const LayerParams& p);
   // Expert e (local index) on received rows [first, first + n).
   void moe_expert_forward(const MoeActs& m, const LayerParams& p, int64_t e, int64_t first, int64_t n);
   void replicated_once(const Tensor& t);  // zeros on tp ranks other than the lead (the experts are replicated over tp)

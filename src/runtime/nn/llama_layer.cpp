@@ -79,8 +79,12 @@ void GptStage::llama_layer_weights(const LayerActs& x, int64_t i) {
   const LayerParams& p = layout_.layer(i);
   auto G = [&](int64_t offset) { return grad_at(offset); };
   const Tensor none;
-  k_.linear_backward(none, G(p.fc_proj_w), nullptr, gathered(x.d_out), x.fch_gelu, W(p.fc_proj_w, C * F), N, F, C);
-  k_.linear_backward(none, G(p.fc_w), nullptr, x.fch, gathered(x.ln2), W(p.fc_w, 2 * F * C), N, C, 2 * F);
+  if (p.moe) {
+    moe_mlp_weights(x, p);
+  } else {
+    k_.linear_backward(none, G(p.fc_proj_w), nullptr, gathered(x.d_out), x.fch_gelu, W(p.fc_proj_w, C * F), N, F, C);
+    k_.linear_backward(none, G(p.fc_w), nullptr, x.fch, gathered(x.ln2), W(p.fc_w, 2 * F * C), N, C, 2 * F);
+  }
   k_.linear_backward(none, G(p.attn_proj_w), nullptr, gathered(x.d_mid), x.atty, W(p.attn_proj_w, C * A), N, A, C);
   const Tensor ln1 = gathered(x.ln1);
   float* dkv_w = kvgrad_ ? kvgrad_ + s.kv_head_first() * KV * C : G(p.kv_w);

@@ -146,29 +146,32 @@ void GptStage::shared_experts_forward(const LayerActs& x, const LayerParams& p, 
 
 // Its backward from dout [N, C] (whole rows): the weight gradients, and the input gradient into
 // dinp [N, C], partial over tp. Its input, the norm's rows (this rank's under sequence
-// parallelism), is gathered into moe_dx_, free until moe_backward's router pass.
+// parallelism), is gathered into moe_dx_, free until moe_backward's router pass. A split
+// backward's input pass leaves the weight gradients out and keeps the input projection's output
+// gradient in fch (the pre-activation, read by then), as the dense MLP does.
 void GptStage::shared_experts_backward(const LayerActs& x, const LayerParams& p, const Tensor& inp, const Tensor& dout,
                                        const Tensor& dinp) {
   const Shard& s = shard();
   const int64_t N = this->N(), C = s.C(), F = s.shared_ffn_local();
   const Tensor h = x.fch_gelu.slice(0, size_t(N * F)), dx = dinp.slice(0, size_t(N * C));
-  Tensor whole = inp;
-  if (sp_) {
+  Tensor whole = winput(inp);
+  if (sp_ && weights_now_) {
     whole = moe_dx_.slice(0, size_t(N * C));
     sp_all_gather(whole, inp);
   }
   if (s.llama()) {
     const Tensor dh = dmlp_.slice(0, size_t(N * F)), dgate_up = dbig_.slice(0, size_t(N * 2 * F));
-    k_.linear_backward(dh, grad_at(p.shared_proj_w), nullptr, dout, h, W(p.shared_proj_w, C * F), N, F, C);
+    k_.linear_backward(dh, wgrad(p.shared_proj_w), nullptr, dout, winput(h), W(p.shared_proj_w, C * F), N, F, C);
     k_.swiglu_backward(dgate_up, x.fch.slice(0, size_t(N * 2 * F)), dh, N, F);
-    k_.linear_backward(dx, grad_at(p.shared_fc_w), nullptr, dgate_up, whole, W(p.shared_fc_w, 2 * F * C), N, C, 2 * F);
+    keep(x.fch, dgate_up);
+    k_.linear_backward(dx, wgrad(p.shared_fc_w), nullptr, dgate_up, whole, W(p.shared_fc_w, 2 * F * C), N, C, 2 * F);
   } else {
     const Tensor dpre = dbig_.slice(0, size_t(N * F));
-    k_.linear_backward(dpre, grad_at(p.shared_proj_w), grad_at(p.shared_proj_b), dout, h, W(p.shared_proj_w, C * F), N,
-                       F, C);
+    k_.linear_backward(dpre, wgrad(p.shared_proj_w), wgrad(p.shared_proj_b), dout, winput(h), W(p.shared_proj_w, C * F),
+                       N, F, C);
     k_.gelu_backward(dpre, x.fch.slice(0, size_t(N * F)), dpre);
-    k_.linear_backward(dx, grad_at(p.shared_fc_w), grad_at(p.shared_fc_b), dpre, whole, W(p.shared_fc_w, F * C), N, C,
-                       F);
+    keep(x.fch, dpre);
+    k_.linear_backward(dx, wgrad(p.shared_fc_w), wgrad(p.shared_fc_b), dpre, whole, W(p.shared_fc_w, F * C), N, C, F);
   }
 }
 
@@ -222,19 +225,21 @@ void GptStage::replicated_once(const Tensor& t) {
 }
 
 // Output gradients of received rows [first, first + n) of local expert e (in moe_dyr_) -> the
-// expert's weight gradients and those rows of moe_dxr_.
+// expert's weight gradients and those rows of moe_dxr_. A split backward's input pass leaves the
+// weight gradients out and keeps the input projection's output gradients in hpre (read by then).
 void GptStage::moe_expert_backward(const MoeActs& m, const LayerParams& p, int64_t e, int64_t first, int64_t n) {
   const Shard& s = shard();
   const int64_t C = s.C(), F = s.expert_ffn(), Fin = s.llama() ? 2 * F : F;
   if (n == 0) return;
   auto rows = [&](const Tensor& t, int64_t width) { return t.slice(size_t(first * width), size_t(n * width)); };
   const Tensor dh = rows(moe_dh_, F), dhpre = s.llama() ? rows(moe_dhpre_, Fin) : dh;
-  k_.linear_backward(dh, grad_at(p.fc_proj_w + e * C * F), s.llama() ? nullptr : grad_at(p.fc_proj_b + e * C),
-                     rows(moe_dyr_, C), rows(m.h, F), W(p.fc_proj_w + e * C * F, C * F), n, F, C);
+  k_.linear_backward(dh, wgrad(p.fc_proj_w + e * C * F), s.llama() ? nullptr : wgrad(p.fc_proj_b + e * C),
+                     rows(moe_dyr_, C), winput(rows(m.h, F)), W(p.fc_proj_w + e * C * F, C * F), n, F, C);
   if (s.llama()) k_.swiglu_backward(dhpre, rows(m.hpre, Fin), dh, n, F);
   else k_.gelu_backward(dhpre, rows(m.hpre, Fin), dh);
-  k_.linear_backward(rows(moe_dxr_, C), grad_at(p.fc_w + e * Fin * C), s.llama() ? nullptr : grad_at(p.fc_b + e * F),
-                     dhpre, rows(m.xr, C), W(p.fc_w + e * Fin * C, Fin * C), n, C, Fin);
+  keep(rows(m.hpre, Fin), dhpre);
+  k_.linear_backward(rows(moe_dxr_, C), wgrad(p.fc_w + e * Fin * C), s.llama() ? nullptr : wgrad(p.fc_b + e * F),
+                     dhpre, winput(rows(m.xr, C)), W(p.fc_w + e * Fin * C, Fin * C), n, C, Fin);
 }
 
 void GptStage::moe_backward(const MoeActs& m, const LayerParams& p, const Tensor& inp, const Tensor& dout,
@@ -247,6 +252,11 @@ void GptStage::moe_backward(const MoeActs& m, const LayerParams& p, const Tensor
   k_.gather_rows(moe_dys_, dout, m.rows, m.row_weight, M, C);
   k_.gather_row_dots(moe_dots_, dout, m.rows, m.ys, M, C);
   moe_move(moe_dys_, moe_dyr_, r, false);
+  // A split backward keeps the received rows' output gradients for the weight pass where their
+  // outputs were (read by the dots above, the last time).
+  int64_t received = 0;
+  for (int64_t n : r.recv_expert_rows) received += n;
+  keep(m.yr, moe_dyr_.slice(0, size_t(received * C)));
   moe_chunks(r, [&](int64_t e, int64_t first, int64_t n) { moe_expert_backward(m, p, e, first, n); });
   moe_move(moe_dxr_, moe_dxs_, r, true);
   k_.combine_rows(dinp.slice(0, size_t(N * C)), moe_dxs_, m.pos, nullptr, N, k, C);
@@ -260,11 +270,44 @@ void GptStage::moe_backward(const MoeActs& m, const LayerParams& p, const Tensor
   const Tensor dlog = moe_logits_.slice(0, size_t(N * E));
   k_.convert(dlog, Tensor(moe_f32_, size_t(N * E)));
   const Tensor dx = moe_dx_.slice(0, size_t(N * C));
+  keep(m.dlogits, dlog);
   // Under sequence parallelism inp is this rank's rows: gathered now, into the buffer dout came
   // in (read for the last time above).
-  k_.linear_backward(dx, grad_at(p.router_w), nullptr, dlog, gathered(inp), W(p.router_w, E * C), N, C, E);
+  k_.linear_backward(dx, wgrad(p.router_w), nullptr, dlog, winput_rows(inp), W(p.router_w, E * C), N, C, E);
   k_.add_inplace(dinp.slice(0, size_t(N * C)), dx);
   replicated_once(dinp.slice(0, size_t(N * C)));
+}
+
+}  // namespace trident::nn
+
+namespace trident::nn {
+
+// The weight pass of a split backward (ZB-H1): the router's, the routed experts' and the shared
+// experts' weight gradients from what moe_mlp_backward's input pass kept: the router logits'
+// gradient (m.dlogits), each expert's output gradients (in yr) and its input projection's (in
+// hpre), the shared experts' input projection's (in fch) and the layer's output gradient (d_out).
+void GptStage::moe_mlp_weights(const LayerActs& x, const LayerParams& p) {
+  const Shard& s = shard();
+  const int64_t N = this->N(), C = s.C(), E = s.model.experts, F = s.expert_ffn(), Fin = s.llama() ? 2 * F : F;
+  const MoeActs& m = x.moe;
+  const Tensor none;
+  if (p.shared_fc_w >= 0) {
+    const int64_t Fs = s.shared_ffn_local(), Fs_in = s.llama() ? 2 * Fs : Fs;
+    k_.linear_backward(none, grad_at(p.shared_proj_w), s.llama() ? nullptr : grad_at(p.shared_proj_b),
+                       gathered(x.d_out), x.fch_gelu.slice(0, size_t(N * Fs)), W(p.shared_proj_w, C * Fs), N, Fs, C);
+    k_.linear_backward(none, grad_at(p.shared_fc_w), s.llama() ? nullptr : grad_at(p.shared_fc_b),
+                       x.fch.slice(0, size_t(N * Fs_in)), gathered(x.ln2), W(p.shared_fc_w, Fs_in * C), N, C, Fs_in);
+  }
+  k_.linear_backward(none, grad_at(p.router_w), nullptr, m.dlogits.slice(0, size_t(N * E)), gathered(x.ln2),
+                     W(p.router_w, E * C), N, C, E);
+  moe_chunks(*m.route, [&](int64_t e, int64_t first, int64_t n) {
+    if (n == 0) return;
+    auto rows = [&](const Tensor& t, int64_t width) { return t.slice(size_t(first * width), size_t(n * width)); };
+    k_.linear_backward(none, grad_at(p.fc_proj_w + e * C * F), s.llama() ? nullptr : grad_at(p.fc_proj_b + e * C),
+                       rows(m.yr, C), rows(m.h, F), W(p.fc_proj_w + e * C * F, C * F), n, F, C);
+    k_.linear_backward(none, grad_at(p.fc_w + e * Fin * C), s.llama() ? nullptr : grad_at(p.fc_b + e * F),
+                       rows(m.hpre, Fin), rows(m.xr, C), W(p.fc_w + e * Fin * C, Fin * C), n, C, Fin);
+  });
 }
 
 }  // namespace trident::nn
