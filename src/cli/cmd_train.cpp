@@ -122,6 +122,7 @@ int run_train(TrainArgs& args) {
   }
   if (!values.has("vocab") && !values.has("model") && s.data) values.set("vocab", std::to_string(s.data->vocab()), s.data_path);
   s.run.model = resolve_model(values, p);
+  s.moe_load_imbalance_given = values.has("moe-load-imbalance");
   if (resumed_model) s.run.model.name = resumed_model->name, s.run.model.rope_theta = resumed_model->rope_theta;
 
   auto get_int = [&](const char* name, int64_t def) { return values.get_int(name, p).value_or(def); };

@@ -2,6 +2,8 @@
 
 #include <map>
 
+#include <fmt/format.h>
+
 #include "core/checked_size.h"
 
 namespace trident {
@@ -213,6 +215,11 @@ void validate_model(const ModelSpec& m, Problems& p) {
     if (!(m.capacity_factor >= 1.0))
       p.add("capacity factor " + std::to_string(m.capacity_factor) + " is below 1",
             "give --capacity-factor 1 (perfect balance) or more (1.25 is common)");
+    if (!(m.moe_load_imbalance >= 1.0 && m.moe_load_imbalance <= double(m.experts)))
+      p.add("--moe-load-imbalance " + fmt::format("{:g}", m.moe_load_imbalance) + " is not between 1 (balanced) and the " +
+                std::to_string(m.experts) + " experts (every token on one rank's experts)",
+            "give --moe-load-imbalance 1, or the most loaded ep rank's rows over the mean that `trident train` "
+            "measures (its metrics file's ep_load_imbalance)");
   } else if (m.experts < 0) {
     p.add("--experts is " + std::to_string(m.experts) + ", must be 0 (dense) or more", "give --experts 0 or N");
   }

@@ -9,7 +9,9 @@
 // expert MLPs of width expert_ffn_hidden, of which each token uses experts_per_token (top-k),
 // plus shared_experts that every token uses. The capacity factor bounds the tokens an expert
 // takes at capacity_factor x the mean (tokens x top-k / experts); it sizes the activation memory,
-// and the step-time model charges the balanced load (plan/mixture_of_experts.h).
+// and the step-time model charges the balanced load (plan/mixture_of_experts.h), plus the wait
+// for the most loaded expert-parallel rank at moe_load_imbalance (a planning assumption: the
+// runtime routes as the router decides, and `trident train` measures it).
 #pragma once
 
 #include <cstdint>
@@ -45,6 +47,9 @@ struct ModelSpec {
   // starting with the first), the rest keep the dense MLP.
   int64_t moe_layer_freq = 1;
   double capacity_factor = 1.0;    // busiest expert's tokens over the mean, at most
+  // The rows the most loaded expert-parallel rank's experts take in a dispatch, over the mean
+  // over the ep ranks (1 = balanced): the other ranks wait for its expert GEMMs at the combine.
+  double moe_load_imbalance = 1.0;
 
   bool is_moe() const { return experts > 0; }
   // Layer l (0-based, of the whole model) is a MoE layer.

@@ -41,6 +41,7 @@ std::vector<OptionDef> model_options() {
       {"moe-dense-layers", "model", "leading layers that keep a dense MLP", false, "INT", "0 or preset", 0, kMaxLayers},
       {"moe-layer-freq", "model", "after them, every N-th layer is a MoE layer, the others dense (Megatron's --moe-layer-freq N)", false, "INT", "1", 0, kMaxLayers},
       {"capacity-factor", "model", "most tokens an expert takes, over the mean (1 = balanced)", false, "NUM", "1"},
+      {"moe-load-imbalance", "model", "rows the most loaded ep rank's experts take per dispatch, over the mean (1 = balanced; the planner charges the others' wait)", false, "NUM", "1"},
   };
 }
 

@@ -76,6 +76,7 @@ ModelSpec resolve_model(const OptionValues& v, Problems& p) {
   if (auto x = v.get_int("moe-dense-layers", p)) m.moe_dense_layers = *x;
   if (auto x = v.get_int("moe-layer-freq", p)) m.moe_layer_freq = *x;
   if (auto x = v.get_double("capacity-factor", p)) m.capacity_factor = *x;
+  if (auto x = v.get_double("moe-load-imbalance", p)) m.moe_load_imbalance = *x;
   if (!preset) {
     m.name = "custom";
     size_t before = p.size();
@@ -90,7 +91,7 @@ ModelSpec resolve_model(const OptionValues& v, Problems& p) {
   // Settings of mixture-of-experts layers on a dense model would change nothing: refused.
   if (!m.is_moe())
     for (const char* name : {"experts-per-token", "expert-ffn-hidden", "shared-experts", "moe-dense-layers", "moe-layer-freq",
-                             "capacity-factor"})
+                             "capacity-factor", "moe-load-imbalance"})
       if (v.has(name))
         p.add(fmt::format("--{} (from {}) applies to mixture-of-experts layers, but {} is dense (it has no experts)",
                           name, v.source(name), m.name.empty() ? "the model" : m.name),

@@ -188,6 +188,7 @@ LayerCompute layer_compute(const ModelSpec& full, const ExecutionSpec& e, int64_
     const MoeCompute mc = moe_compute(m, T, tp, ep, gemm_peak, gemm_eff, c);
     lc.gemm_s += mc.mlp_s - dense_mlp_s;
     lc.gemm_flops += mc.mlp_flops - 2 * T * h * (mlp_in + f / t);
+    lc.moe_routed_s = moe_layer_share(m) * mc.routed_s;
   }
   if (lc.cp > 1) {
     // Ring attention: the local queries against each of the cp KV blocks (with flash, the causal
@@ -277,6 +278,7 @@ std::vector<StageTime> stage_times(const ModelSpec& full, const ExecutionSpec& e
                                        lc.block_attention_backward_s, c);
   const ModelSpec m = per_rank_sequence(full, in.cp);  // per-token terms below see s / cp
   const EpComm epc = ep_comm_per_layer(m, e, in.ep, in.ep_link, c);
+  const EpWait epw = ep_wait_per_layer(m, e, in.ep, lc.moe_routed_s);
   const TpComm tc = tp_comm_per_layer(m, e, in.tp, in.tp_link, c);
   const PpComm pc = pp_comm_per_message(m, e, in.tp, in.pp_link, c);
   const double peak = peak_flops(e, gpu);
@@ -325,6 +327,7 @@ std::vector<StageTime> stage_times(const ModelSpec& full, const ExecutionSpec& e
     st.cp_comm_s = L * (cpc.forward_exposed_s + cpc.backward_exposed_s);
     st.cp_total_s = L * (cpc.forward_total_s + cpc.backward_total_s);
     st.ep_comm_s = L * (epc.forward_s + epc.backward_s);
+    st.ep_wait_s = L * (epw.forward_s + epw.backward_s);
     auto blocking_tp = [&](double x) {  // around the embedding and the logits: nothing to hide behind
       st.tp_total_s += x;
       st.tp_comm_s += x;

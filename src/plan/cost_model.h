@@ -111,6 +111,9 @@ struct LayerCompute {
   // What the fused casts would take on their own: the forward saves it, the backward does not
   // (its gradient casts are cast-transposes of their own, paid 2x as the rest of its traffic).
   double fp8_fused_cast_s = 0;
+  // Mixture of experts: the routed experts' forward GEMMs at the balanced load (part of gemm_s,
+  // the dense layers' share 0), what an imbalance makes the other ep ranks wait for.
+  double moe_routed_s = 0;
   // Fixed cost of each kernel call (kernel_launch_us), times the layer's calls per pass.
   KernelCalls kernels;
   double kernel_call_s = 0;
@@ -194,6 +197,7 @@ struct StageTime {
   double cp_comm_s = 0;           // ring exchange of KV blocks not hidden behind attention
   double cp_total_s = 0;          // the whole ring exchange (cp_total_s - cp_comm_s hides behind attention)
   double ep_comm_s = 0;           // MoE dispatch and combine all-to-alls (nothing to hide behind)
+  double ep_wait_s = 0;           // and the wait in them for the most loaded ep rank's experts (ep_wait_per_layer)
   // ZeRO-3 / FSDP per-layer gathers and reduce-scatters of this micro-batch (estimate() fills them
   // from zero3_stage): on the critical path (exposed + slowdown of the hidden part), and in all.
   double zero3_s = 0, zero3_total_s = 0, zero3_hidden_s = 0;
@@ -205,7 +209,7 @@ struct StageTime {
   int64_t kernel_calls = 0;
   double launch_s = 0;
   double total_s() const {
-    return compute_forward_s + compute_backward_s + tp_comm_s + pp_comm_s + cp_comm_s + ep_comm_s + zero3_s;
+    return compute_forward_s + compute_backward_s + tp_comm_s + pp_comm_s + cp_comm_s + ep_comm_s + ep_wait_s + zero3_s;
   }
 };
 

@@ -103,11 +103,13 @@ void time_pipeline(Estimate& e, const Links& links, const CostConstants& c) {
   e.time.bubble = e.pipeline.bubble_s;
   e.time.cp_comm = mb * slow.cp_comm_s;
   e.time.ep_comm = mb * slow.ep_comm_s;
+  e.time.ep_wait = mb * slow.ep_wait_s;
   e.time.cp_hidden = mb * (slow.cp_total_s - slow.cp_comm_s);
   if (l.cp > 1 || l.ep > 1) {  // the same calls stage_times makes, kept for the report
     const LayerCompute lc = layer_compute(m, x, l.tp, run.cluster.gpu, c, l.cp, l.ep);
     e.cp_ring = cp_comm_per_layer(m, x, l.tp, l.cp, links.cp.link, lc.block_attention_s, lc.block_attention_backward_s, c);
     e.ep_alltoall = ep_comm_per_layer(per_rank_sequence(m, l.cp), x, l.ep, links.ep.link, c);
+    e.ep_wait = ep_wait_per_layer(m, x, l.ep, lc.moe_routed_s);
   }
   if (l.pp > 1) e.pp_message = pp_comm_per_message(per_rank_sequence(m, l.cp), x, l.tp, links.pp.link, c);
 

@@ -24,6 +24,7 @@ struct TimeBreakdown {
   double bubble = 0;     // fill and drain of the pipeline
   double cp_comm = 0;    // m x its ring exchanges not hidden behind attention
   double ep_comm = 0;    // m x its MoE all-to-alls
+  double ep_wait = 0;    // m x its wait in them for the most loaded ep rank (moe_load_imbalance)
   double dp_comm = 0;    // exposed gradient reduction (ZeRO-3: and weight gathers) + tied-embedding sync
                          // + the expert gradients' reduction over edp
   double tp_hidden = 0;  // m x the slowest stage's TP time hidden behind compute (its slowdown is in tp_comm)
@@ -48,6 +49,7 @@ struct Estimate {
   // cp_comm_s and ep_comm_s add up over its layers), for the report's hand check.
   CpComm cp_ring;
   EpComm ep_alltoall;
+  EpWait ep_wait;     // one layer's wait for the most loaded ep rank (what ep_wait_s adds up)
   PpComm pp_message;  // one pipeline send of one micro-batch (what pp_comm_s adds up), for the same check
   DpComm dp;          // dense gradients over dp x cp
   DpComm expert_dp;   // MoE: routed experts' gradients over the edp group (empty when dense)

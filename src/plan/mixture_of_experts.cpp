@@ -66,7 +66,10 @@ EpComm ep_comm_per_layer(const ModelSpec& m, const ExecutionSpec& e, int64_t ep,
   const double tokens = double(e.micro_batch_size) * double(m.seq_len);
   // Unpadded (variable counts): the routed copies, k per token, whatever the capacity factor.
   ec.message_bytes = tokens * double(m.experts_per_token) * double(m.hidden) * element;
-  ec.alltoall_s = alltoall_time_s(ec.message_bytes, ep, link, c);
+  // The most loaded rank receives (dispatch) and sends back (combine) moe_load_imbalance times the
+  // mean rows: the call lasts as long as its share of the wire.
+  ec.load_imbalance = std::max(1.0, m.moe_load_imbalance);
+  ec.alltoall_s = alltoall_time_s(ec.message_bytes * ec.load_imbalance, ep, link, c);
   ec.count_exchange_s = alltoall_time_s(double(m.experts) * 4, ep, link, c);
   const bool recompute = e.recompute == Recompute::Full;
   ec.forward_alltoalls = 2;
@@ -78,6 +81,17 @@ EpComm ep_comm_per_layer(const ModelSpec& m, const ExecutionSpec& e, int64_t ep,
   ec.backward_s =
       share * (double(ec.backward_alltoalls) * ec.alltoall_s + double(ec.backward_count_exchanges) * ec.count_exchange_s);
   return ec;
+}
+
+EpWait ep_wait_per_layer(const ModelSpec& m, const ExecutionSpec& e, int64_t ep, double routed_forward_s) {
+  EpWait w;
+  w.imbalance = m.moe_load_imbalance;
+  w.routed_forward_s = routed_forward_s;
+  if (!m.is_moe() || ep <= 1 || !(m.moe_load_imbalance > 1)) return w;
+  const double extra = (m.moe_load_imbalance - 1) * routed_forward_s;
+  w.forward_s = extra;
+  w.backward_s = 2 * extra + (e.recompute == Recompute::Full ? extra : 0.0);
+  return w;
 }
 
 MoeActivationElements moe_mlp_activation_elements(const ModelSpec& m, double sb) {

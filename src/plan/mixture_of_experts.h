@@ -57,7 +57,8 @@ double alltoall_efficiency(const GroupLink& link, const CostConstants& c);
 
 struct EpComm {
   double message_bytes = 0;   // token copies one GPU sends: T x k x h x element bytes (every tp rank the whole T)
-  double alltoall_s = 0;      // one all-to-all on the ep link
+  double load_imbalance = 1;  // moe_load_imbalance: the busiest rank moves that many times its share of them
+  double alltoall_s = 0;      // one all-to-all on the ep link, the busiest rank's bytes
   int64_t forward_alltoalls = 0;   // dispatch + combine
   int64_t backward_alltoalls = 0;  // their gradients, and the recomputed forward ones
   // Before each dispatch (forward, and the recomputed one) the ranks exchange how many rows each
@@ -70,6 +71,20 @@ struct EpComm {
 };
 EpComm ep_comm_per_layer(const ModelSpec& model, const ExecutionSpec& exec, int64_t ep, const GroupLink& link,
                          const CostConstants& c);
+
+// Load imbalance (ModelSpec::moe_load_imbalance = x, ep > 1): the most loaded ep rank's experts
+// take x times the mean rows of a dispatch, and every all-to-all that follows their GEMMs waits
+// for them: (x - 1) times the balanced GEMM time, the mean over the ep ranks of how long each
+// waits (the slowest rank itself waits nothing, the step goes at its pace). Forward: the
+// experts' GEMMs once before the combine; backward: their input- and weight-gradient GEMMs
+// (twice the forward's) before the input gradients go back; full recomputation: the forward
+// again. Its extra rows on the wire are in the all-to-all's time (EpComm::load_imbalance).
+struct EpWait {
+  double imbalance = 1;         // x
+  double routed_forward_s = 0;  // the experts' forward GEMMs at the balanced load, per layer (MoE share in)
+  double forward_s = 0, backward_s = 0;  // per layer and micro-batch
+};
+EpWait ep_wait_per_layer(const ModelSpec& model, const ExecutionSpec& exec, int64_t ep, double routed_forward_s);
 
 // Activation elements the MLP of one layer keeps per micro-batch, before the element size
 // (Korthikanti's 8 s b f for SwiGLU, 4 s b f for GELU, per token copy), for a MoE model, dense

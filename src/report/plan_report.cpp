@@ -137,7 +137,7 @@ json candidate_json(const RunSpec& run, const Estimate* e, const std::vector<Fin
     j["time_s"] = {{"step", round6(e->time.step)},       {"compute", round6(e->time.compute)},
                    {"tp_comm", round6(e->time.tp_comm)}, {"pp_comm", round6(e->time.pp_comm)},
                    {"dp_comm", round6(e->time.dp_comm)}, {"bubble", round6(e->time.bubble)},
-                   {"cp_comm", round6(e->time.cp_comm)}, {"ep_comm", round6(e->time.ep_comm)},
+                   {"cp_comm", round6(e->time.cp_comm)}, {"ep_comm", round6(e->time.ep_comm)}, {"ep_wait", round6(e->time.ep_wait)},
                    {"optimizer", round6(e->time.optimizer)}, {"kernel_launch", round6(e->time.launch)}};
     {
       // One layer, one micro-batch, by pass: the inputs of the launch term (part of compute).
@@ -192,6 +192,9 @@ json candidate_json(const RunSpec& run, const Estimate* e, const std::vector<Fin
                           {"backward_count_exchanges", ea.backward_count_exchanges},
                           {"moe_layer_share", moe_layer_share(run.model)},
                           {"capacity_factor", run.model.capacity_factor},
+                          {"load_imbalance", run.model.moe_load_imbalance},
+                          {"wait_forward_s", round9(e->ep_wait.forward_s)},
+                          {"wait_backward_s", round9(e->ep_wait.backward_s)},
                           {"expert_tensor_parallel", 1}};  // experts whole on each tp rank, as the runtime trains them
     }
     if (e->expert_dp.total_s > 0)
@@ -215,6 +218,7 @@ json candidate_json(const RunSpec& run, const Estimate* e, const std::vector<Fin
         s["pp_comm_s"] = round6(t.pp_comm_s);
         s["cp_comm_s"] = round6(t.cp_comm_s);
         s["ep_comm_s"] = round6(t.ep_comm_s);
+        s["ep_wait_s"] = round6(t.ep_wait_s);
         stages.push_back(s);
       }
       j["stages"] = stages;
@@ -340,6 +344,7 @@ std::string step_text(const Estimate& e) {
     cp_ep_terms += fmt::format(" + CP {} {:.3f} ({:.1f}%)", r.exec.recipe.cp_kind == CpKind::AllGather ? "all-gather" : "ring",
                                t.cp_comm, pct(t.cp_comm));
   if (r.layout.ep > 1) cp_ep_terms += fmt::format(" + EP all-to-all {:.3f} ({:.1f}%)", t.ep_comm, pct(t.ep_comm));
+  if (t.ep_wait > 0) cp_ep_terms += fmt::format(" + EP wait {:.3f} ({:.1f}%)", t.ep_wait, pct(t.ep_wait));
   s += fmt::format("Step {:.3f} s = compute {:.3f} ({:.1f}%) + TP {:.3f} ({:.1f}%) + PP {:.3f} ({:.1f}%){} + bubble {:.3f} "
                    "({:.1f}%) + DP {:.3f} ({:.1f}%) + optimizer {:.3f} ({:.1f}%)\n",
                    t.step, t.compute, pct(t.compute), t.tp_comm, pct(t.tp_comm), t.pp_comm, pct(t.pp_comm), cp_ep_terms,
@@ -374,18 +379,29 @@ std::string step_text(const Estimate& e) {
                      "the whole micro-batch on every tp rank, x top-{} x hidden {} x {} B, unpadded: the capacity factor bounds the "
                      "drops, not the bytes; "
                      "experts whole on each tp rank: expert tensor parallel 1, as the runtime trains them) over ep {} "
-                     "on {}: {} x {:.2f} us ({}) + {}/{} of it at {:.3g} GB/s x {:.3g} ({}) = {:.3f} ms per all-to-all; "
+                     "on {}: {} x {:.2f} us ({}) + {}/{} of it{} at {:.3g} GB/s x {:.3g} ({}) = {:.3f} ms per all-to-all; "
                      "{} forward (dispatch, combine) + {} backward, and {} + {} exchanges of the {} experts' row counts "
                      "before a dispatch (all-to-all of {} x 4 B: {:.2f} us), x {:.3g} MoE share of {:g} layers x {} micro-batches "
                      "= {:.3f} s\n",
                      ea.message_bytes / kMiB, tokens, r.model.experts_per_token, r.model.hidden, r.exec.precision == Precision::FP32 ? 4 : 2, r.layout.ep,
                      link_text(e.links.ep.link), r.layout.ep - 1, 1e6 * alltoall_latency_s(e.links.ep.link, e.cost),
                      e.cost.alltoall_latency_us * 1e-6 > e.links.ep.link.latency_s ? "alltoall_latency_us" : "the link's latency", r.layout.ep - 1,
-                     r.layout.ep, e.links.ep.link.bandwidth_Bps / 1e9, alltoall_efficiency(e.links.ep.link, e.cost),
+                     r.layout.ep,
+                     ea.load_imbalance > 1 ? fmt::format(" x {:g} (the most loaded rank's rows, --moe-load-imbalance)", ea.load_imbalance) : "",
+                     e.links.ep.link.bandwidth_Bps / 1e9, alltoall_efficiency(e.links.ep.link, e.cost),
                      e.cost.alltoall_efficiency > 0 ? "alltoall_efficiency" : "the link's collective share",
                      1e3 * ea.alltoall_s, ea.forward_alltoalls, ea.backward_alltoalls, ea.forward_count_exchanges,
                      ea.backward_count_exchanges, r.model.experts, r.model.experts, 1e6 * ea.count_exchange_s,
                      moe_layer_share(r.model), layers, e.micro_batches, t.ep_comm);
+    const EpWait& w = e.ep_wait;
+    if (t.ep_wait > 0)
+      s += fmt::format("  EP wait per MoE layer and micro-batch: the most loaded ep rank's experts take {:g} x the mean rows "
+                       "(--moe-load-imbalance), so the others wait ({:g} - 1) x {:.3f} ms of the experts' forward GEMMs "
+                       "(balanced, MoE share in) before the combine = {:.3f} ms, and {:.3f} ms backward (their input- and "
+                       "weight-gradient GEMMs{}); x {:g} layers x {} micro-batches = {:.3f} s\n",
+                       w.imbalance, w.imbalance, 1e3 * w.routed_forward_s, 1e3 * w.forward_s, 1e3 * w.backward_s,
+                       r.exec.recompute == Recompute::Full ? ", and the recomputed forward" : "", layers, e.micro_batches,
+                       t.ep_wait);
   }
   return s;
 }

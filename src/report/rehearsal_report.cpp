@@ -83,7 +83,7 @@ std::vector<ShareRow> share_rows(const RehearsalData& d, const Means& o) {
   if (L.cp > 1) rows.push_back({"cp_exchange", "CP ring exchange", o.cp, pred(p.cp_s), ""});
   if (L.ep > 1) {  // the collective with every rank present, against the planner's; apart, the wait for slower peers (the planner's ranks are even)
     rows.push_back({"ep_alltoall", "EP all-to-all", o.ep, pred(p.ep_s), ""});
-    rows.push_back({"ep_wait", "EP wait (peers)", o.ep_wait, pred(0.0), ""});
+    rows.push_back({"ep_wait", "EP wait (peers)", o.ep_wait, pred(p.ep_wait_s), ""});
   }
   rows.push_back({"pp", "PP transfers", o.pp, pred(p.pp_s), ""});
   rows.push_back({"bubble", "bubble idle", o.bubble, pred(p.bubble_s), ""});
@@ -169,10 +169,22 @@ std::string rehearsal_text(const RehearsalData& d) {
   if (d.prediction) out += fmt("; predicted %.1f MiB (planner's memory model, fp32)", p.peak_memory_bytes / (1 << 20));
   out += "\n";
   out += "  pipeline message wire time (measured ping-pong): " + fmt("%.3f ms", d.pp_message_s * 1e3) +
-         "; a receive wait beyond it counts as bubble\n";  if (L.ep > 1)
+         "; a receive wait beyond it counts as bubble\n";
+  if (L.ep > 1) {
     out += "  EP all-to-all: from the last EP rank's entry to the last exit (every call's entry and exit, "
            "gathered after each step on clocks aligned at start-up to " +
            fmt("%.1f us", d.ep_clock_error_s * 1e6) + "); a call's time beyond it counts as EP wait\n";
+    if (!d.ep_load_imbalance.empty()) {
+      const auto [lo, hi] = std::minmax_element(d.ep_load_imbalance.begin(), d.ep_load_imbalance.end());
+      out += "  EP load imbalance: the most loaded EP rank received " + fmt("%.3f", *lo) + ".." + fmt("%.3f", *hi) +
+             " x the mean rows over the steps";
+      if (d.prediction)
+        out += "; the prediction takes " + fmt("%.3f", d.prediction->ep_load_imbalance) +
+               (d.ep_load_imbalance_given ? " (--moe-load-imbalance)" : " (the median over the measured steps)") +
+               ": its EP wait is (that - 1) x the experts' GEMMs at the balanced load, its all-to-alls that x the wire bytes";
+      out += "\n";
+    }
+  }
   if (d.load) {
     out += "  machine load (rank 0's node, /proc/stat over the run): the ranks there " + d.load->describe() + "\n";
     if (d.load->under_load())
@@ -232,6 +244,7 @@ nlohmann::json rehearsal_json(const RehearsalData& d) {
                                {"other", o.other / o.total}, {"weight_grad", o.weight / o.total},
                                {"cp_exchange", o.cp / o.total}, {"zero_gathers", o.gather / o.total},
                                {"ep_alltoall", o.ep / o.total}, {"ep_wait", o.ep_wait / o.total}}}};
+  if (!d.ep_load_imbalance.empty()) j["measured"]["ep_load_imbalance"] = d.ep_load_imbalance;  // per step
   if (d.load && d.load->known)
     j["machine_load"] = {{"wall_s", d.load->wall_s}, {"cores", d.load->cores}, {"threads", d.load->threads},
                          {"ranks_cpu_s", d.load->self_cpu_s}, {"others_cpu_s", d.load->others_cpu_s()},
@@ -254,11 +267,14 @@ nlohmann::json rehearsal_json(const RehearsalData& d) {
                       {"step_s", p.step_s}, {"peak_memory_bytes", p.peak_memory_bytes},
                       {"terms_s", {{"compute", p.compute_s}, {"optimizer", p.optimizer_s}, {"tp", p.tp_s},
                                    {"cp_exchange", p.cp_s}, {"pp", p.pp_s}, {"bubble", p.bubble_s},
-                                   {"dp_exposed", p.dp_s}, {"zero_gathers", p.zero_gather_s}, {"ep_alltoall", p.ep_s}}},
+                                   {"dp_exposed", p.dp_s}, {"zero_gathers", p.zero_gather_s}, {"ep_alltoall", p.ep_s},
+                                   {"ep_wait", p.ep_wait_s}}},
+                      {"ep_load_imbalance", p.ep_load_imbalance},
                       {"shares", {{"compute", (p.compute_s + p.optimizer_s) / p.step_s}, {"tp", p.tp_s / p.step_s},
                                   {"pp", p.pp_s / p.step_s}, {"bubble", p.bubble_s / p.step_s},
                                   {"dp_exposed", p.dp_s / p.step_s}, {"cp_exchange", p.cp_s / p.step_s},
-                                  {"zero_gathers", p.zero_gather_s / p.step_s}, {"ep_alltoall", p.ep_s / p.step_s}}}};
+                                  {"zero_gathers", p.zero_gather_s / p.step_s}, {"ep_alltoall", p.ep_s / p.step_s},
+                                  {"ep_wait", p.ep_wait_s / p.step_s}}}};
   } else {
     j["predicted"] = nullptr;
     j["prediction_missing"] = d.prediction_missing;

@@ -40,6 +40,8 @@ struct Prediction {
   double step_s = 0, compute_s = 0, tp_s = 0, pp_s = 0, bubble_s = 0, dp_s = 0, optimizer_s = 0;
   double cp_s = 0;  // the CP ring's exchange not hidden behind attention
   double ep_s = 0;  // the expert-parallel all-to-alls (dispatch and combine)
+  double ep_wait_s = 0;  // the wait in them for the most loaded ep rank's experts (at ep_load_imbalance)
+  double ep_load_imbalance = 1;  // the model's moe_load_imbalance the prediction used
   double zero_gather_s = 0;  // of dp_s: ZeRO's weight all-gathers
   double peak_memory_bytes = 0;
 };
@@ -57,6 +59,10 @@ struct RehearsalData {
   // beyond it is the EP wait, counted apart like the bubble. The ranks' clocks are aligned at
   // start-up to within this many seconds.
   double ep_clock_error_s = 0;
+  // Per step: the rows the most loaded ep rank received over the mean (RoutingStats), which the
+  // prediction takes (median over the measured steps) for the planner's --moe-load-imbalance.
+  std::vector<double> ep_load_imbalance;
+  bool ep_load_imbalance_given = false;  // the prediction took --moe-load-imbalance instead
   std::optional<Prediction> prediction;
   std::string prediction_missing;  // why there is no prediction
   // Rank 0's node over the run (start to end): the ranks there against every other process, so

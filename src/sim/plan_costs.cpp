@@ -147,6 +147,8 @@ PlannedCosts costs_from_plan(const RunSpec& run, const plan::CostConstants& c, d
   const plan::CpComm cpc = plan::cp_comm_per_layer(model, x, l.tp, l.cp, links.cp.link, lc.block_attention_s,
                                                        lc.block_attention_backward_s, c);
   const plan::EpComm epc = plan::ep_comm_per_layer(local, x, l.ep, links.ep.link, c);
+  // The wait in them for the most loaded ep rank's experts (moe_load_imbalance), as the planner's.
+  const plan::EpWait epw = plan::ep_wait_per_layer(model, x, l.ep, lc.moe_routed_s);
   const std::vector<int64_t> chunk_layers = plan::chunk_layers(model.layers, p, v);
 
   const std::vector<double> p2p = add_boundaries(out, mesh, run, local, c);
@@ -184,8 +186,8 @@ PlannedCosts costs_from_plan(const RunSpec& run, const plan::CostConstants& c, d
       }
       cc.cp_forward_s = n * cp_fwd;
       cc.cp_backward_s = n * cp_bwd;
-      cc.ep_forward_s = n * epc.forward_s;
-      cc.ep_backward_s = n * epc.backward_s;
+      cc.ep_forward_s = n * (epc.forward_s + epw.forward_s);
+      cc.ep_backward_s = n * (epc.backward_s + epw.backward_s);
       cc.forward_s =
           n * fwd_layer + cc.tp_forward_s + cc.cp_forward_s + cc.ep_forward_s + cc.dp_forward_s + send_slowdown;
       cc.backward_s = n * bwd_layer + cc.comm_backward_s() + send_slowdown;

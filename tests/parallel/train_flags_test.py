@@ -131,6 +131,7 @@ rows = [
     ("--moe-dense-layers", "1", "moe-knobs", r"--moe-dense-layers .*applies to mixture-of-experts"),
     ("--moe-layer-freq", "2", "moe-knobs", r"--moe-layer-freq .*applies to mixture-of-experts"),
     ("--capacity-factor", "1.5", "moe-knobs", r"--capacity-factor .*applies to mixture-of-experts"),
+    ("--moe-load-imbalance", "1.2", "moe-knobs", r"--moe-load-imbalance .*applies to mixture-of-experts"),
     ("--moe-drop", None, "moe-knobs", r"--moe-drop applies to mixture-of-experts layers, but .* is dense"),
     ("--moe-normalise", None, "moe-knobs", r"--moe-normalise applies to mixture-of-experts layers"),
     # M: a mixture-of-experts model (4 experts, top-2) trains; the start-up table counts its parameters.
@@ -159,6 +160,12 @@ rows = [
     # row; the metrics file has each layer's routing, 4 sequences x 16 tokens x top-2 = 128 assignments.
     ("--ep", "2", "EP", lambda out: re.search(r"tp 1 x pp 1 x dp 2(.|\n)*EP all-to-all +[0-9.]+%", out)
      and all(sum(layer["tokens_per_expert"]) == 128 for line in open(EPM) for layer in json.loads(line)["moe_routing"])),
+    # The planner's load imbalance: the rehearsal report's prediction takes it instead of the one
+    # the steps measured (each step's in the metrics file).
+    ("--moe-load-imbalance", "1.3", "EP", lambda out: re.search(
+        r"EP load imbalance: the most loaded EP rank received [0-9.]+\.\.[0-9.]+ x the mean rows over the steps; "
+        r"the prediction takes 1\.300 \(--moe-load-imbalance\)", out)
+     and all(json.loads(line)["ep_load_imbalance"] >= 1 for line in open(EPM))),
     # CP: context parallel on 2 ranks (each sequence in 4 chunks, ring attention).
     ("--cp", "2", "CP", r"tp 1 x pp 1 x dp 1 x cp 2(.|\n)*CP ring exchange"),
     # L: a Llama preset shrunk by flags (grouped-query attention, kv heads split over tp 2).
@@ -198,7 +205,8 @@ extra = {
     "Z3": small[:-2] + ["--dp", "2", "--eval-batches", "1"],
     "M": small + ["--eval-batches", "1"],
     "MF": small + ["--experts", "4", "--eval-batches", "1"],
-    "EP": small[:-2] + ["--dp", "2", "--experts", "4", "--eval-batches", "1", "--metrics", EPM],
+    "EP": small[:-2] + ["--dp", "2", "--experts", "4", "--eval-batches", "1", "--metrics", EPM,
+                        "--prediction-cluster", path("bench.toml")],
 }
 must_succeed = {"help", "A", "B", "C", "L", "P", "Z", "CP", "Z3", "M", "MF", "EP"}
 order = ["help", "A", "B", "C", "L", "P", "Z", "CP", "Z3", "M", "MF", "EP", "cost-missing", "moe-knobs", "capability", "llama-tied", "zb-full",

@@ -1,9 +1,9 @@
 """plan marks whether `trident train` can rehearse the recipe it recommends: the runtime's own run
 check decides. A dense GPT recipe is rehearsable, with the stack settings a CPU rank replaces
 named (bf16 -> fp32); so is the Mixtral recipe with expert and context parallelism, and with
-shared experts; a recipe with what the runtime lacks (a MoE model on the zb-h1 schedule, whose
-split backward the MoE layer has not) is not, and says why by the run check's codes, in JSON and
-in the text report."""
+shared experts, and on the zb-h1 schedule (the MoE layer's split backward); a recipe with what
+the runtime lacks (full recomputation on zb-h1, whose weight pass needs the activations it drops)
+is not, and says why by the run check's codes, in JSON and in the text report."""
 import json
 import os
 import subprocess
@@ -37,17 +37,22 @@ shared = plan(*moe_args, "--shared-experts", "1")
 r = shared.get("rehearsal", {})
 check("so is it with shared experts", r.get("rehearsable") is True and r.get("refusals") == [], r)
 
-# What the runtime still lacks is refused by the run check's codes: zb-h1 for a MoE model.
 zb = ["--schedule", "zb-h1"]
 r = plan(*moe_args, *zb).get("rehearsal", {})
+check("so is it on the zb-h1 schedule (the MoE layer's split backward)",
+      r.get("rehearsable") is True and r.get("refusals") == [], r)
+
+# What the runtime lacks is refused by the run check's codes: zb-h1 with full recomputation (its
+# weight pass needs the activations full recomputation drops).
+lacking = [*moe_args, *zb, "--recompute", "full"]
+r = plan(*lacking).get("rehearsal", {})
 codes = {x["code"] for x in r.get("refusals", [])}
-check("a MoE recipe on zb-h1 is marked not rehearsable", r.get("rehearsable") is False, r)
-check("with the run check's reason (the MoE layer's split backward)", "train-moe" in codes, codes)
+check("a zb-h1 recipe with full recomputation is marked not rehearsable", r.get("rehearsable") is False, r)
+check("with the run check's reason", "train-zb-h1" in codes, codes)
 check("each reason has a fix", all(x["fix"] for x in r.get("refusals", [])), r)
 
-text = subprocess.run([trident, "plan", *moe_args, *zb], capture_output=True, text=True,
-                      timeout=300).stdout
-check("the text report says so too", "rehearsal: not rehearsable" in text and "[train-moe]" in text, text[-600:])
+text = subprocess.run([trident, "plan", *lacking], capture_output=True, text=True, timeout=300).stdout
+check("the text report says so too", "rehearsal: not rehearsable" in text and "[train-zb-h1]" in text, text[-600:])
 text = subprocess.run([trident, "plan", *moe_args], capture_output=True, text=True, timeout=300).stdout
 check("and says the Mixtral recipe trains", "rehearsal: every setting of this recipe trains" in text, text[-600:])
 

@@ -40,6 +40,25 @@ LintResult lint(const KV& kv) {
   for (const auto& [k, x] : kv) v.set(k, x, "--" + k);
   return lint_options(v, kDefaultOverheadGiB * kGiB);
 }
+void set(KV& kv, const std::string& key, const std::string& value) {
+  for (auto& [k, x] : kv)
+    if (k == key) {
+      x = value;
+      return;
+    }
+  kv.emplace_back(key, value);
+}
+// What lint refuses the options with (InputError's text), or "" when it takes them.
+std::string refusal(const KV& kv) {
+  try {
+    lint(kv);
+  } catch (const InputError& e) {
+    std::string all;
+    for (const auto& p : e.problems()) all += p.what + " [" + p.code + "]\n";
+    return all;
+  }
+  return "";
+}
 const Finding* find(const LintResult& r, const std::string& code) {
   for (const auto& f : r.findings)
     if (f.code == code) return &f;
@@ -357,6 +376,53 @@ TEST(ReportContextExpert, text_shows_the_ep_and_cp_terms_with_their_inputs) {
 }
 
 // The decision flow says where cp and ep enter, in the chapter's step form, with the numbers.
+// --moe-load-imbalance x: the most loaded ep rank's experts take x times the mean rows, so the
+// other ranks wait (x - 1) x the experts' balanced forward GEMMs before the combine, twice that
+// backward (input- and weight-gradient GEMMs) and once more under full recomputation; and its
+// all-to-alls move x times the balanced wire bytes. Balanced (x = 1), at ep 1, or in a dense
+// model, nothing changes; outside [1, experts] it is refused, naming the flag.
+TEST(MixtureOfExperts, load_imbalance_makes_the_other_ranks_wait_by_hand) {
+  KV mix = {{"model", "mixtral-8x22b"}, {"seq-len", "4096"}, {"cluster", "dgx-h100"}, {"nodes", "8"}, {"tp", "4"},
+            {"pp", "4"}, {"dp", "4"}, {"ep", "2"}, {"global-batch-size", "256"}, {"micro-batch-size", "1"},
+            {"zero", "1"}, {"schedule", "1f1b"}, {"recompute", "full"}};
+  const LintResult even = lint(mix);
+  set(mix, "moe-load-imbalance", "1.25");
+  const LintResult loaded = lint(mix);
+  ASSERT_TRUE(even.estimate && loaded.estimate);
+  const Estimate &a = *even.estimate, &b = *loaded.estimate;
+  EXPECT_EQ(a.time.ep_wait, 0.0);
+  const LayerCompute lc = layer_compute(b.run.model, b.run.exec, 4, b.run.cluster.gpu, b.cost, 1, 2);
+  ASSERT_GT(lc.moe_routed_s, 0.0);
+  // Every layer is a MoE layer: 0.25 x routed GEMMs x (1 forward + 2 backward + 1 recomputed).
+  EXPECT_NEAR(b.ep_wait.forward_s, 0.25 * lc.moe_routed_s, 1e-12);
+  EXPECT_NEAR(b.ep_wait.backward_s, 0.25 * lc.moe_routed_s * 3, 1e-12);
+  EXPECT_NEAR(b.time.ep_wait, 0.25 * lc.moe_routed_s * 4 * 14 * 64, 1e-9 * b.time.ep_wait);
+  // The wire part of each all-to-all (its time less the per-peer latency) grows by 1.25.
+  const double lat = alltoall_latency_s(b.links.ep.link, b.cost);
+  EXPECT_NEAR(b.ep_alltoall.alltoall_s - lat, 1.25 * (a.ep_alltoall.alltoall_s - lat), 1e-12);
+  EXPECT_EQ(b.ep_alltoall.count_exchange_s, a.ep_alltoall.count_exchange_s);
+  // The step carries both: the slowest stage's extra time, m times, plus the bubble's share.
+  EXPECT_GT(b.time.step - a.time.step, b.time.ep_wait + (b.time.ep_comm - a.time.ep_comm) - 1e-9);
+  const std::string text = estimate_text(b, false);
+  EXPECT_NE(text.find(fmt::format(" + EP wait {:.3f} (", b.time.ep_wait)), std::string::npos) << text;
+  EXPECT_NE(text.find("the most loaded ep rank's experts take 1.25 x the mean rows"), std::string::npos) << text;
+  EXPECT_NE(text.find("1/2 of it x 1.25 (the most loaded rank's rows, --moe-load-imbalance)"), std::string::npos) << text;
+
+  set(mix, "ep", "1");  // one rank holds every expert: its load is the whole batch's, whatever the routing
+  const LintResult one = lint(mix);
+  ASSERT_TRUE(one.estimate);
+  EXPECT_EQ(one.estimate->time.ep_wait, 0.0);
+
+  for (const char* bad : {"0.9", "9"}) {  // below balance; above the 8 experts
+    set(mix, "moe-load-imbalance", bad);
+    const std::string why = refusal(mix);
+    EXPECT_NE(why.find("--moe-load-imbalance"), std::string::npos) << bad << ": " << why;
+  }
+  const std::string why = refusal({{"model", "gpt3-1.3b"}, {"cluster", "dgx-a100-80g"}, {"nodes", "1"},
+                                   {"moe-load-imbalance", "1.2"}});
+  EXPECT_NE(why.find("moe-settings-on-dense"), std::string::npos) << why;
+}
+
 TEST(RationaleContextExpert, steps_5_and_6_say_where_cp_and_ep_enter) {
   ClusterSpec cl = cluster_preset("dgx-h100");
   cl.nodes = 8;

@@ -2,7 +2,9 @@
 (--dp 2 --ep 2, 8 experts top-2) with a prediction: the text report, its JSON and its HTML page
 list the same share rows, and in each the rows of the step (all but the "of it" / "of which"
 parts) add to 100%, measured and predicted. The EP all-to-all's time is split into the collective's
-own time (last entry to last exit) and the wait for the slower peer, per step and rank."""
+own time (last entry to last exit) and the wait for the slower peer, per step and rank; the
+planner's prediction of that wait takes the load imbalance the steps measured, checked by hand
+against the metrics file's tokens per expert."""
 import json
 import os
 import re
@@ -76,8 +78,37 @@ check("EP: every step and rank has a collective part and a wait part, neither ne
       all(r["ep_alltoall_s"] > 0 and r["ep_wait_s"] >= 0 for r in cells), cells[:2])
 # Two ranks never reach every all-to-all at the same instant: some wait reaches the report.
 check("EP: the wait for the peer is in the report", any(r["ep_wait_s"] > 0 for r in cells), cells[:2])
-check("EP: the planner predicts no wait (its ranks are even)",
-      [r["predicted"] for r in j["share_rows"] if r["key"] == "ep_wait"] == [0.0], j["share_rows"])
+# The planner's wait comes from the load imbalance the steps measured (the most loaded rank's rows
+# over the mean, per step; the median after the warm-up): positive exactly when it is above 1.
+per_step = j["measured"].get("ep_load_imbalance", [])
+check("EP: each step's load imbalance is measured (at least 1, at most the ep size)",
+      len(per_step) == len(j["steps"]) and all(1 <= x <= 2 for x in per_step), per_step)
+used = j["predicted"]["ep_load_imbalance"]
+after = sorted(per_step[j["warmup_steps"]:])
+mid = (after[(len(after) - 1) // 2] + after[len(after) // 2]) / 2
+check("EP: the prediction takes the median over the measured steps", abs(used - max(1.0, mid)) < 1e-12, (used, after))
+wait = [r["predicted"] for r in j["share_rows"] if r["key"] == "ep_wait"]
+check("EP: the planner predicts a wait for the most loaded rank exactly when it is loaded more",
+      len(wait) == 1 and (wait[0] > 0) == (used > 1), (wait, used))
+
+# By hand: one MoE layer and one micro-batch per rank (global batch 2 over dp 2 = ep 2), no dropping:
+# rank q's experts (4q .. 4q+3) receive every assignment routed to them, so each step's imbalance is
+# the larger rank's sum of tokens_per_expert over the mean of the two, from the metrics file.
+metrics = os.path.join(tmp, "metrics.jsonl")
+p = subprocess.run(["mpirun", "--oversubscribe", "-np", "2", trident, "train", "--dp", "2", "--ep", "2", "--family", "llama",
+                    "--experts", "8", "--experts-per-token", "2", "--expert-ffn-hidden", "32", "--no-moe-drop",
+                    "--layers", "1", "--hidden", "32", "--heads", "2", "--seq-len", "16", "--global-batch-size", "2",
+                    "--micro-batch-size", "1", "--steps", "4", "--threads", "1", "--comm-timeout", "120",
+                    "--metrics", metrics], capture_output=True, text=True, env=env, timeout=240)
+check("EP by hand: the run trains", p.returncode == 0, p.stdout[-1500:] + p.stderr[-1500:])
+lines = [json.loads(x) for x in open(metrics)] if p.returncode == 0 else []
+for line in lines:
+    tpe = line["moe_routing"][0]["tokens_per_expert"]
+    rows = [sum(tpe[0:4]), sum(tpe[4:8])]
+    want = max(rows) / (sum(rows) / 2)
+    check(f"EP by hand: step {line['step']}'s load imbalance is the busier rank's rows over the mean ({want:.6f})",
+          abs(line.get("ep_load_imbalance", 0) - want) < 1e-12, (line.get("ep_load_imbalance"), rows))
+check("EP by hand: every step has its line", len(lines) == 4, len(lines))
 
 shutil.rmtree(tmp, ignore_errors=True)
 finish()

@@ -104,6 +104,11 @@ struct DistTrainer::Impl {
   void start_routing(RoutingStats& r) const;
   void count_routing(RoutingStats& r, const Chunk& ch, nn::Activations& acts, int64_t mb) const;
   void sum_routing(RoutingStats& r) const;
+  // Expert parallel: the rows this rank's experts received in each dispatch of the step, and
+  // after it (a collective over ep, then the world) the step's load imbalance.
+  std::vector<double> ep_rows;
+  void count_ep_rows(const Chunk& ch, nn::Activations& acts);
+  void ep_load_imbalance(RoutingStats& r);
   void sum_tied_embedding();
   void hold_tied_embedding();
   // ZeRO-1's weight all-gathers: those of chunk c overlapping [begin, end) (forward's hook), or all.
@@ -393,35 +398,43 @@ std::vector<double> all_gather_doubles(kernels::Kernels& k, comm::Communicator& 
 }  // namespace
 
 // So that the EP ranks' all-to-all entries and exits can be put on one clock (one host: the
-// offset is ~0; hosts' clocks differ): Cristian's method, 8 ping-pongs of each rank with EP rank
-// 0 on the (untimed) EP group, the one with the shortest round trip, half of which bounds the
-// error. Rank 0 serves its peers in turn. Buffers in device memory (NCCL).
+// offset is ~0; hosts' clocks differ): Cristian's method, rounds of 8 ping-pongs of each rank
+// with EP rank 0 on the (untimed) EP group, the one with the shortest round trip, half of which
+// bounds the error. A busy machine can delay every round trip of a round: more rounds follow
+// (at most 25) until every rank's bound is under 50 us. Rank 0 serves its peers in turn.
+// Buffers in device memory (NCCL).
 std::pair<double, double> DistTrainer::Impl::measure_ep_clock_offset() {
   comm::Communicator& e = *groups.ep;
   const DeviceBuffer msg(*k, 2);
-  double offset = 0, error = 0;
-  if (e.rank() == 0) {
-    for (int peer = 1; peer < e.size(); ++peer)
+  double offset = 0, error = 0, best = std::numeric_limits<double>::infinity();
+  for (int round = 0; round < 25; ++round) {
+    if (e.rank() == 0) {
+      for (int peer = 1; peer < e.size(); ++peer)
+        for (int rep = 0; rep < 8; ++rep) {
+          e.recv(msg.p, 2, comm::DType::F32, peer, 7);
+          const double t = steady_seconds();
+          k->from_host(msg.p, reinterpret_cast<const float*>(&t), 2);
+          e.send(msg.p, 2, comm::DType::F32, peer, 7);
+        }
+    } else {
       for (int rep = 0; rep < 8; ++rep) {
-        e.recv(msg.p, 2, comm::DType::F32, peer, 7);
-        const double t = steady_seconds();
-        k->from_host(msg.p, reinterpret_cast<const float*>(&t), 2);
-        e.send(msg.p, 2, comm::DType::F32, peer, 7);
+        const double t0 = steady_seconds();
+        e.send(msg.p, 2, comm::DType::F32, 0, 7);
+        e.recv(msg.p, 2, comm::DType::F32, 0, 7);
+        double server = 0;
+        k->to_host(reinterpret_cast<float*>(&server), msg.p, 2);
+        const double t1 = steady_seconds();
+        if (t1 - t0 < best) best = t1 - t0, offset = (t0 + t1) / 2 - server;
       }
-  } else {
-    double best = std::numeric_limits<double>::infinity();
-    for (int rep = 0; rep < 8; ++rep) {
-      const double t0 = steady_seconds();
-      e.send(msg.p, 2, comm::DType::F32, 0, 7);
-      e.recv(msg.p, 2, comm::DType::F32, 0, 7);
-      double server = 0;
-      k->to_host(reinterpret_cast<float*>(&server), msg.p, 2);
-      const double t1 = steady_seconds();
-      if (t1 - t0 < best) best = t1 - t0, offset = (t0 + t1) / 2 - server;
+      error = best / 2;
     }
-    error = best / 2;
+    double worst = 0;
+    for (double x : all_gather_doubles(*k, e, {error})) worst = std::max(worst, x);
+    if (worst <= 50e-6 || round == 24) {
+      error = worst;
+      break;
+    }
   }
-  for (double x : all_gather_doubles(*k, e, {error})) error = std::max(error, x);
   return {offset, error};
 }
 
@@ -495,6 +508,7 @@ double DistTrainer::Impl::run_program(PhaseTimes& t, double pp_message_s) {
           if (st.shard().has_output) loss_sum += st.loss_sum(acts);
         });
         I.count_routing(*I.routing, ch, acts, mb);
+        I.count_ep_rows(ch, acts);
         break;
       }
       case ActionKind::SendActivation: {
@@ -599,6 +613,38 @@ void DistTrainer::Impl::count_routing(RoutingStats& r, const Chunk& ch, nn::Acti
       r.dropped_ids[at] += int64_t(nn::mix64(uint64_t(token * k + a % k)) >> 32);
     }
   }
+}
+
+void DistTrainer::Impl::count_ep_rows(const Chunk& ch, nn::Activations& acts) {
+  if (!ep) return;
+  for (int64_t i = 0; i < ch.stage->shard().num_layers(); ++i)
+    if (const nn::MoeRouting* route = acts.routing(i)) {
+      double rows = 0;
+      for (size_t n : route->recv_rows) rows += double(n);
+      ep_rows.push_back(rows);
+    }
+}
+
+// Every ep rank makes the same dispatches in the same order (the same schedule over the same
+// layers): dispatch i's rows, gathered over the group, give its most loaded rank and the mean.
+void DistTrainer::Impl::ep_load_imbalance(RoutingStats& r) {
+  std::vector<double> sums = {0, 0};  // most loaded, mean
+  if (ep) {
+    comm::Communicator& e = *groups.ep;
+    const std::vector<double> counts = all_gather_doubles(*k, e, {double(ep_rows.size())});
+    if (*std::min_element(counts.begin(), counts.end()) != *std::max_element(counts.begin(), counts.end()))
+      throw std::logic_error("EP ranks made different numbers of dispatches in a step");
+    const std::vector<double> all = all_gather_doubles(*k, e, ep_rows);
+    const size_t n = ep_rows.size();
+    for (size_t i = 0; i < n; ++i) {
+      double most = 0, total = 0;
+      for (int q = 0; q < e.size(); ++q) most = std::max(most, all[size_t(q) * n + i]), total += all[size_t(q) * n + i];
+      sums[0] += most, sums[1] += total / e.size();
+    }
+  }
+  ep_rows.clear();
+  all_reduce_f64(*groups.world, sums.data(), sums.size(), comm::ReduceOp::Sum);
+  r.ep_load_imbalance = sums[1] > 0 ? sums[0] / sums[1] : 0.0;
 }
 
 void DistTrainer::Impl::sum_routing(RoutingStats& r) const {
@@ -795,6 +841,7 @@ double DistTrainer::step(int64_t step) {
     t.ep_wait = I.ep_wait_seconds();
     t.ep -= t.ep_wait;
   }
+  if (!routing_.empty()) I.ep_load_imbalance(routing_);  // untimed; every rank (a world collective)
   times_ = t;
   return loss / double(I.B * I.T);
 }

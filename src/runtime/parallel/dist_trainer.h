@@ -61,6 +61,10 @@ struct RoutingStats {
   // score: below the rounding of another layout's sums (about 1e-7), that layout may route the
   // token to the other expert.
   std::vector<double> closest_tie;
+  // Expert parallel: over the step's dispatches (each MoE layer of each micro-batch, on every ep
+  // group), the rows the most loaded ep rank received summed, over the mean rank's summed: what
+  // the planner's --moe-load-imbalance assumes (1 = balanced; 0 at ep 1).
+  double ep_load_imbalance = 0;
   bool empty() const { return layers.empty(); }
 };
 

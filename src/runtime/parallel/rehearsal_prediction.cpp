@@ -82,6 +82,8 @@ Prediction prediction_of(const RunSpec& r) {
   p.dp_s = e.time.dp_comm;
   p.cp_s = e.time.cp_comm;
   p.ep_s = e.time.ep_comm;
+  p.ep_wait_s = e.time.ep_wait;
+  p.ep_load_imbalance = r.model.moe_load_imbalance;
   p.zero_gather_s = e.dp.weight_gather_exposed_s;
   p.optimizer_s = e.time.optimizer;
   p.peak_memory_bytes = e.peak_memory().total_bytes();

@@ -35,7 +35,7 @@ const TermDef kTerms[] = {
     {"tp", "TP collectives", [](const nlohmann::json& r) { return at(r, "tp_s"); }, "tp"},
     {"cp", "CP ring exchange", [](const nlohmann::json& r) { return at(r, "cp_exchange_s"); }, "cp_exchange"},
     {"ep", "EP all-to-all", [](const nlohmann::json& r) { return at(r, "ep_alltoall_s"); }, "ep_alltoall"},
-    {"ep_wait", "EP wait (peers)", [](const nlohmann::json& r) { return at(r, "ep_wait_s"); }, ""},
+    {"ep_wait", "EP wait (peers)", [](const nlohmann::json& r) { return at(r, "ep_wait_s"); }, "ep_wait"},
     {"pp", "PP transfers", [](const nlohmann::json& r) { return at(r, "pp_s"); }, "pp"},
     {"bubble", "bubble", [](const nlohmann::json& r) { return at(r, "bubble_s"); }, "bubble"},
     {"dp", "DP exposed", [](const nlohmann::json& r) { return at(r, "dp_exposed_s"); }, "dp_exposed"},

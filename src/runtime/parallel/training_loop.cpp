@@ -437,6 +437,20 @@ nlohmann::json metrics_line(int64_t done, double loss, double lr, double tps, do
   return j;
 }
 
+// The run as the prediction sees it: under expert parallelism with the load imbalance the steps
+// measured (the median after the warm-up steps; the router's, at this run's weights), unless
+// --moe-load-imbalance gave one.
+RunSpec rehearsed_routing(const RunSpec& run, const RehearsalData& report) {
+  RunSpec r = run;
+  if (report.ep_load_imbalance_given) return r;
+  std::vector<double> measured(report.ep_load_imbalance.begin() +
+                                   std::min<ptrdiff_t>(report.warmup, ptrdiff_t(report.ep_load_imbalance.size())),
+                               report.ep_load_imbalance.end());
+  if (measured.empty()) measured = report.ep_load_imbalance;
+  if (r.layout.ep > 1 && !measured.empty()) r.model.moe_load_imbalance = std::max(1.0, median(measured));
+  return r;
+}
+
 // Rank 0's rehearsal report: the measured shares beside the planner's prediction, as text
 // (several ranks), JSON (--report) and a page (--html).
 void write_rehearsal(RehearsalData& report, const TrainSettings& s, const Mesh& mesh, const std::vector<float>& mems,
@@ -445,10 +459,11 @@ void write_rehearsal(RehearsalData& report, const TrainSettings& s, const Mesh& 
     report.ranks.push_back({r, mesh.coords_of(r), mems[size_t(r) * 2], mems[size_t(r) * 2 + 1]});
   try {
     // Not opened here: a FIFO would block; the cluster file's reader refuses special files.
+    report.ep_load_imbalance_given = s.moe_load_imbalance_given;
     if (special_file_kind(s.prediction_cluster) == "missing") report.prediction_missing = "no cluster file '" + s.prediction_cluster + "': run `trident bench` first";
     else
-      report.prediction = predict(s.run, s.prediction_cluster, std::max(1u, std::thread::hardware_concurrency()),
-                                  s.prediction_cost);
+      report.prediction = predict(rehearsed_routing(s.run, report), s.prediction_cluster,
+                                  std::max(1u, std::thread::hardware_concurrency()), s.prediction_cost);
   } catch (const std::exception& e) {
     report.prediction_missing = std::string("planner failed: ") + e.what();
   }
@@ -571,6 +586,7 @@ void add_report_step(RehearsalData& report, const DistTrainer& trainer, double l
   report.losses.push_back(loss);
   report.cp_blocks = trainer.cp_blocks_per_step();
   report.times.push_back(row);
+  if (trainer.routing_stats().ep_load_imbalance > 0) report.ep_load_imbalance.push_back(trainer.routing_stats().ep_load_imbalance);
 }
 
 // Every rank's trainer buffers and peak resident bytes, as pairs (one all-gather).
@@ -630,6 +646,7 @@ void add_routing(nlohmann::json& j, const RoutingStats& r) {
   for (size_t i = 0; i < r.layers.size(); ++i)
     layers.push_back({{"layer", r.layers[i]}, {"tokens_per_expert", r.tokens_per_expert[i]}, {"dropped", r.dropped[i]}});
   j["moe_routing"] = layers;
+  if (r.ep_load_imbalance > 0) j["ep_load_imbalance"] = r.ep_load_imbalance;
 }
 
 int train(const TrainSettings& settings, const Problems& parsed, bool mpi) {

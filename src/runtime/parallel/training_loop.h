@@ -76,6 +76,9 @@ struct TrainSettings {
   std::string prediction_cost;  // --cost FILE for the prediction (empty: the cluster file's [cost])
   double bucket_mib = 4;        // DP gradient bucket
   nn::MoeOptions moe;           // router settings of MoE models (--moe-*)
+  // --moe-load-imbalance was given: the rehearsal report's prediction takes it rather than the
+  // imbalance the steps measured.
+  bool moe_load_imbalance_given = false;
   int64_t warmup_steps = -1;    // steps left out of the report's means; -1 = min(2, steps/4)
   // Fault injection for the multi-rank tests (a rank dying or stalling mid-run): called on every
   // rank before each step with (step, world rank). Empty in real runs.
