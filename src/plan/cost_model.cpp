@@ -148,6 +148,7 @@ LayerCompute layer_compute(const ModelSpec& full, const ExecutionSpec& e, int64_
   const double mlp_in = double(m.mlp_matrices() - 1) * f / t;  // GELU: f/t; SwiGLU gate+up fused: 2f/t
   auto gemm = [&](double k, double n) { return gemm_time_s(T, k, n, 1, gemm_peak, gemm_eff, c); };
   lc.gemm_s = gemm(h, (h + 2 * kv) / t) + gemm(h / t, h) + gemm(h, mlp_in) + gemm(f / t, h);
+  lc.column_gemm_s = gemm(h, (h + 2 * kv) / t) + (1 - moe_layer_share(m)) * gemm(h, mlp_in);
   lc.gemm_flops = 2 * T * h * ((h + 2 * kv) / t + h / t + mlp_in + f / t);
   // Attention: per head of this GPU, QK^T (s x d x s) and scores x V (s x s x d).
   const double batch = double(e.micro_batch_size) * double(m.heads) / t;
@@ -241,6 +242,15 @@ TpOverlap tp_overlap_per_layer(const LayerCompute& lc, const TpComm& tc, const E
     return o;
   }
   const bool recomputes_tp = tc.backward_collectives > 2;  // full recomputation repeats the forward's
+  if (!e.sequence_parallel) {
+    o.forward = not_overlapped(tc.forward_s);
+    const double async_s = 2 * tc.collective_s;  // QKV's and MLP-in's input gradients
+    const Overlapped behind = overlap_with(async_s, lc.column_gemm_s, 0, c);
+    const Overlapped blocking = not_overlapped(tc.backward_s - async_s);
+    o.backward = {behind.total_s + blocking.total_s, behind.exposed_s + blocking.exposed_s,
+                  behind.hidden_s + blocking.hidden_s, behind.cost_s + blocking.cost_s};
+    return o;
+  }
   o.forward = overlap_with(tc.forward_s, lc.gemm_s, double(tp), c);
   o.backward = overlap_with(tc.backward_s, 2 * lc.gemm_s + (recomputes_tp ? lc.gemm_s : 0), double(tp), c);
   return o;

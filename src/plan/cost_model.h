@@ -98,6 +98,7 @@ struct LayerCompute {
   double gemm_flops = 0;           // QKV, projection, MLP: 24 b s h^2 / t (GPT); Llama per its shapes
   double attention_flops = 0;      // QK^T and AV as model FLOPs: 4 b s^2 h / t (flash executes half: causal)
   double gemm_s = 0;               // time of the four weight GEMMs
+  double column_gemm_s = 0;        // of it the column-parallel ones, QKV and the dense MLP-in (their weight-gradient GEMMs take as long)
   double attention_s = 0;          // unfused: the two batched GEMMs; flash: the fused forward kernel
   double attention_backward_s = 0; // unfused: 2 x attention_s; flash: flash_backward_factor x attention_s
   double stored_activation_bytes = 0;  // what the layer keeps for backward (Korthikanti Table 2)
@@ -149,7 +150,11 @@ TpComm tp_comm_per_layer(const ModelSpec& model, const ExecutionSpec& exec, int6
 
 // The TP collectives of one layer after overlap (the stack's --overlap tp): forward behind its
 // weight GEMMs, backward behind dgrad + wgrad (and full recomputation's GEMMs), pipelined in tp
-// pieces of which the first waits; without overlap all exposed.
+// pieces of which the first waits; without overlap all exposed. The overlap needs sequence
+// parallelism (Megatron-Core's --tp-comm-overlap, Transformer Engine's userbuffers, refuses to
+// run without it); without it the forward's all-reduces block and backward only the column-
+// parallel layers' input-gradient all-reduces run, each whole, behind their weight-gradient
+// GEMMs (Megatron's asynchronous all-reduce); full recomputation's forward all-reduces block.
 struct TpOverlap {
   Overlapped forward, backward;
 };

@@ -1,6 +1,9 @@
 // Each cost-model term against a hand computation.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
+#include "core/cluster_spec.h"
 #include "core/units.h"
 #include "plan/cost_model.h"
 
@@ -127,6 +130,39 @@ TEST(CostModel, tp_collectives_are_two_per_pass_plus_two_for_full_recompute) {
   e.recompute = Recompute::Full;
   EXPECT_EQ(tp_comm_per_layer(m, e, 8, nv, default_constants()).backward_collectives, 4);
   EXPECT_EQ(tp_comm_per_layer(m, e, 1, nv, default_constants()).forward_s, 0);
+}
+
+// TP overlap (--overlap tp) runs every TP collective behind the GEMMs only under sequence
+// parallelism (Megatron-Core's --tp-comm-overlap needs it). Without it the forward's two
+// all-reduces block; backward the two column-parallel input-gradient all-reduces run behind the
+// QKV and MLP-in weight-gradient GEMMs, and full recomputation's forward all-reduces block.
+TEST(CostModel, tp_overlap_without_sequence_parallel_hides_only_the_input_gradient_all_reduces) {
+  const ModelSpec m = gpt(96, 12288, 96, 2048, 50257);
+  const GpuSpec gpu = gpu_preset("h100-80g");
+  const GroupLink nv = link(LinkKind::NVLink, 450e9, 3e-6);
+  const CostConstants c = default_constants();
+  for (Recompute r : {Recompute::None, Recompute::Full}) {
+    ExecutionSpec e;
+    e.overlap.tp = true;
+    e.recompute = r;
+    const LayerCompute lc = layer_compute(m, e, 8, gpu, c);
+    const TpComm tc = tp_comm_per_layer(m, e, 8, nv, c);
+    // QKV (h x 3h/8) and MLP-in (h x 4h/8): 7 of the layer's 12 h^2/8 GEMM parts, about 7/12 of its time.
+    EXPECT_GT(lc.column_gemm_s, 0.5 * lc.gemm_s);
+    EXPECT_LT(lc.column_gemm_s, 0.65 * lc.gemm_s);
+    const TpOverlap o = tp_overlap_per_layer(lc, tc, e, 8, c);
+    EXPECT_DOUBLE_EQ(o.forward.exposed_s, tc.forward_s);
+    EXPECT_EQ(o.forward.hidden_s, 0);
+    const double async_s = 2 * tc.collective_s;
+    const double hidden = std::min(async_s, lc.column_gemm_s);
+    EXPECT_NEAR(o.backward.hidden_s, hidden, 1e-15);
+    EXPECT_NEAR(o.backward.exposed_s, tc.backward_s - hidden, 1e-15);
+    EXPECT_NEAR(o.backward.cost_s, tc.backward_s - hidden + c.overlap_slowdown * hidden, 1e-15);
+    e.sequence_parallel = true;  // all of it behind the GEMMs, in tp pieces of which the first waits
+    const TpComm sp = tp_comm_per_layer(m, e, 8, nv, c);
+    const TpOverlap all = tp_overlap_per_layer(lc, sp, e, 8, c);
+    EXPECT_NEAR(all.forward.exposed_s, sp.forward_s / 8, 1e-15);
+  }
 }
 
 TEST(CostModel, pipeline_message_is_bsh_over_t) {
