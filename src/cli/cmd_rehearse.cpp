@@ -145,6 +145,10 @@ int run_one(RehearsalRun& rr, const RehearseArgs& a, int64_t ranks, const std::v
   if (report.is_discarded()) throw std::runtime_error("cannot read the rehearsal report " + rr.dir + "/report.json");
   rr.verdict = parallel::judge_rehearsal(report, a.tolerance);
   rr.verdict.load_start = start, rr.verdict.load_end = end;
+  // The self-calibration predicts the run again: with the load imbalance train's prediction took
+  // (the one its steps measured), so its step and EP wait are the verdict's.
+  if (report.contains("predicted") && report["predicted"].is_object())
+    rr.run.model.moe_load_imbalance = report["predicted"].value("ep_load_imbalance", rr.run.model.moe_load_imbalance);
   return 0;
 }
 
