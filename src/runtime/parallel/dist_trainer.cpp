@@ -395,6 +395,16 @@ std::vector<double> all_gather_doubles(kernels::Kernels& k, comm::Communicator& 
   return all;
 }
 
+// The same, for per-call records every rank of g must hold as many of (the same calls in the
+// same order): a rank that made more or fewer is a logic error, named by `what`.
+std::vector<double> all_gather_same_calls(kernels::Kernels& k, comm::Communicator& g, const std::vector<double>& mine,
+                                          const char* what) {
+  const std::vector<double> counts = all_gather_doubles(k, g, {double(mine.size())});
+  if (*std::min_element(counts.begin(), counts.end()) != *std::max_element(counts.begin(), counts.end()))
+    throw std::logic_error(std::string("EP ranks made different numbers of ") + what + " in a step");
+  return all_gather_doubles(k, g, mine);
+}
+
 }  // namespace
 
 // So that the EP ranks' all-to-all entries and exits can be put on one clock (one host: the
@@ -443,11 +453,8 @@ std::pair<double, double> DistTrainer::Impl::measure_ep_clock_offset() {
 double DistTrainer::Impl::ep_wait_seconds() {
   comm::Communicator& e = *groups.ep;
   std::vector<double> mine = ep->all_to_all_spans();
-  const std::vector<double> counts = all_gather_doubles(*k, e, {double(mine.size())});
-  if (*std::min_element(counts.begin(), counts.end()) != *std::max_element(counts.begin(), counts.end()))
-    throw std::logic_error("EP ranks made different numbers of all-to-alls in a step");
   for (double& x : mine) x -= ep_clock_offset;
-  return all_to_all_wait_seconds(all_gather_doubles(*k, e, mine), e.size(), e.rank());
+  return all_to_all_wait_seconds(all_gather_same_calls(*k, e, mine, "all-to-alls"), e.size(), e.rank());
 }
 
 // Runs this stage's program of the step (forward, backward, the pipeline sends and receives),
@@ -627,20 +634,16 @@ void DistTrainer::Impl::count_ep_rows(const Chunk& ch, nn::Activations& acts) {
 
 // Every ep rank makes the same dispatches in the same order (the same schedule over the same
 // layers): dispatch i's rows, gathered over the group, give its most loaded rank and the mean.
+// Called at ep > 1 only (every rank of the world has an EP group then).
 void DistTrainer::Impl::ep_load_imbalance(RoutingStats& r) {
+  comm::Communicator& e = *groups.ep;
+  const std::vector<double> all = all_gather_same_calls(*k, e, ep_rows, "dispatches");
   std::vector<double> sums = {0, 0};  // most loaded, mean
-  if (ep) {
-    comm::Communicator& e = *groups.ep;
-    const std::vector<double> counts = all_gather_doubles(*k, e, {double(ep_rows.size())});
-    if (*std::min_element(counts.begin(), counts.end()) != *std::max_element(counts.begin(), counts.end()))
-      throw std::logic_error("EP ranks made different numbers of dispatches in a step");
-    const std::vector<double> all = all_gather_doubles(*k, e, ep_rows);
-    const size_t n = ep_rows.size();
-    for (size_t i = 0; i < n; ++i) {
-      double most = 0, total = 0;
-      for (int q = 0; q < e.size(); ++q) most = std::max(most, all[size_t(q) * n + i]), total += all[size_t(q) * n + i];
-      sums[0] += most, sums[1] += total / e.size();
-    }
+  const size_t n = ep_rows.size();
+  for (size_t i = 0; i < n; ++i) {
+    double most = 0, total = 0;
+    for (int q = 0; q < e.size(); ++q) most = std::max(most, all[size_t(q) * n + i]), total += all[size_t(q) * n + i];
+    sums[0] += most, sums[1] += total / e.size();
   }
   ep_rows.clear();
   all_reduce_f64(*groups.world, sums.data(), sums.size(), comm::ReduceOp::Sum);
@@ -837,11 +840,11 @@ double DistTrainer::step(int64_t step) {
   double loss = reporter ? loss_sum : 0.0;
   all_reduce_f64(*g.world, &loss, 1, comm::ReduceOp::Sum);
   t.total = since(t_step);
-  if (I.ep) {  // untimed: the exchange of the all-to-alls' spans
+  if (I.ep) {  // untimed: the exchange of the all-to-alls' spans and of the dispatches' rows
     t.ep_wait = I.ep_wait_seconds();
     t.ep -= t.ep_wait;
+    I.ep_load_imbalance(routing_);
   }
-  if (!routing_.empty()) I.ep_load_imbalance(routing_);  // untimed; every rank (a world collective)
   times_ = t;
   return loss / double(I.B * I.T);
 }
