@@ -278,10 +278,6 @@ void GptStage::moe_backward(const MoeActs& m, const LayerParams& p, const Tensor
   replicated_once(dinp.slice(0, size_t(N * C)));
 }
 
-}  // namespace trident::nn
-
-namespace trident::nn {
-
 // The weight pass of a split backward (ZB-H1): the router's, the routed experts' and the shared
 // experts' weight gradients from what moe_mlp_backward's input pass kept: the router logits'
 // gradient (m.dlogits), each expert's output gradients (in yr) and its input projection's (in
