@@ -52,6 +52,8 @@ struct BenchArgs {
   double mpi_mib = 8;
   double alltoall_mib = 0;  // 0: mpi_mib
   double alltoall_working_set_mib = 8;  // passed through the cache before each timed all-to-all
+  int64_t alltoall_step_calls = 1;       // all-to-alls of a step, timed in sequence
+  double alltoall_first_working_set_mib = -1;  // before a step's first one (-1: the working set's)
   std::string family = "gpt";  // whose memory-bound kernels hbm_efficiency measures
   std::string placement_probe;  // the probe's JSON instead of the cluster file
   double probe_bytes = 8192, probe_flops = 2e6;
@@ -116,32 +118,52 @@ double allreduce_s(size_t bytes) {
 // the memory figures are those its kernels see.
 constexpr size_t kCopyBytes = size_t(8) << 20;
 
+// How a step calls its EP all-to-alls: `per_step` calls of the measured size, each after
+// `working_set` bytes through the cache (the kernels between two calls), the step's first after
+// `first_working_set` (the optimizer's pass over the rank's weights, gradients and states, and
+// the forward up to the first dispatch).
+struct AlltoallCalls {
+  size_t working_set = 0, first_working_set = 0;
+  int64_t per_step = 1;
+};
+
 // Time of an all-to-all of a `bytes` send buffer over every rank (bytes / n to each) as a
 // training step calls it: through the trainer's own communicator (comm::MpiCommunicator:
 // MPI_Ialltoallv completed by polling, not the blocking MPI_Alltoall, whose fixed cost is lower),
 // between kernels, its send rows just written and the kernels' working set through the cache
-// since the last call (`working_set` bytes: 50 KB over 2 ranks took 6.1 us hot here, 7.8 with
-// 8 MiB between calls, out of L2, and 28 with 32 MiB, out of L3). The median of 41 calls (a
-// step's time is a sum of typical calls, not of best ones); the slowest rank counts.
-double alltoall_s(comm::Communicator& world_comm, size_t bytes, size_t working_set_bytes) {
+// since the last call (50 KB over 2 ranks took 6.1 us hot here, 7.8 with 8 MiB between calls,
+// out of L2, and 28 with 32 MiB, out of L3). The step's first call finds the cache as the
+// optimizer left it: a 0.1 MiB dispatch took 31 us there against 15-20 us for the step's later
+// ones. So the calls are timed in steps as `calls` describes, and the mean call of the median
+// step counts (a step's time is a sum of typical calls, not of best ones): at least 41 calls;
+// the slowest rank counts.
+double alltoall_s(comm::Communicator& world_comm, size_t bytes, const AlltoallCalls& calls) {
   const int world = world_comm.size();
   const size_t each = std::max<size_t>(bytes / size_t(world), 1);
   std::vector<char> send(each * size_t(world), 1), recv(send.size());
   const std::vector<size_t> counts(size_t(world), each);
-  std::vector<char> working_set(std::max<size_t>(working_set_bytes, 64), 1);
-  std::vector<double> times;
-  for (int rep = 0; rep < 41; ++rep) {
-    for (size_t i = 0; i < send.size(); ++i) send[i] = char(rep + int(i));
-    for (size_t i = 0; i < working_set.size(); i += 64) working_set[i] = char(working_set[i] + 1);
-    MPI_Barrier(MPI_COMM_WORLD);
-    auto t0 = clock_type::now();
-    world_comm.all_to_all_v(send.data(), counts.data(), recv.data(), counts.data(), comm::DType::U8);
-    double t = since(t0), slowest = 0;
-    MPI_Allreduce(&t, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    times.push_back(slowest);
+  std::vector<char> working_set(std::max<size_t>(std::max(calls.working_set, calls.first_working_set), 64), 1);
+  const int64_t per_step = std::max<int64_t>(calls.per_step, 1);
+  const int64_t steps = std::max<int64_t>(5, (41 + per_step - 1) / per_step) | 1;  // odd: one median step
+  std::vector<double> step_times;
+  for (int64_t step = 0; step < steps; ++step) {
+    double sum = 0;
+    for (int64_t call = 0; call < per_step; ++call) {
+      const size_t through = std::max<size_t>(call == 0 ? calls.first_working_set : calls.working_set, 64);
+      for (size_t i = 0; i < send.size(); ++i) send[i] = char(step + call + int64_t(i));
+      for (size_t i = 0; i < through; i += 64) working_set[i] = char(working_set[i] + 1);
+      MPI_Barrier(MPI_COMM_WORLD);
+      auto t0 = clock_type::now();
+      world_comm.all_to_all_v(send.data(), counts.data(), recv.data(), counts.data(), comm::DType::U8);
+      double t = since(t0), slowest = 0;
+      MPI_Allreduce(&t, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+      sum += slowest;
+    }
+    step_times.push_back(sum);
   }
-  std::nth_element(times.begin(), times.begin() + 20, times.end());
-  return times[20];
+  const size_t mid = step_times.size() / 2;
+  std::nth_element(step_times.begin(), step_times.begin() + long(mid), step_times.end());
+  return step_times[mid] / double(per_step);
 }
 
 // The GEMM curve E (n/(n+H))^3 closest to the measured efficiencies: least squares on their
@@ -265,7 +287,7 @@ struct LinkRates {
 // What a MoE layer's row-count exchange sends each rank: 8 experts' int32 counts.
 constexpr size_t kCountBytes = 8 * sizeof(int32_t);
 
-LinkRates measure_links(size_t bytes, size_t alltoall_bytes, size_t alltoall_working_set, int rank, int world) {
+LinkRates measure_links(size_t bytes, size_t alltoall_bytes, const AlltoallCalls& calls, int rank, int world) {
   LinkRates l;
   if (world < 2) {
     l.bandwidth_Bps = engine::copy_bandwidth_Bps(bytes) / 2;  // one direction of one copy
@@ -288,9 +310,10 @@ LinkRates measure_links(size_t bytes, size_t alltoall_bytes, size_t alltoall_wor
   auto context = std::make_shared<comm::CommContext>();
   context->world_rank = rank;
   const auto world_comm = comm::MpiCommunicator::world(context);
-  l.alltoall_count_s = alltoall_s(*world_comm, kCountBytes * size_t(world), alltoall_working_set);
+  // The row-count exchange's fixed cost: one call at a time, after a layer's working set.
+  l.alltoall_count_s = alltoall_s(*world_comm, kCountBytes * size_t(world), {calls.working_set, calls.working_set, 1});
   l.alltoall_latency_s = std::max(l.alltoall_count_s / (n - 1), l.latency_s);
-  l.alltoall_s = alltoall_s(*world_comm, alltoall_bytes, alltoall_working_set);
+  l.alltoall_s = alltoall_s(*world_comm, alltoall_bytes, calls);
   const double a2a_wire = std::max(l.alltoall_s - (n - 1) * l.alltoall_latency_s, l.alltoall_s / 2);
   l.alltoall_Bps = (n - 1) / n * double(alltoall_bytes) / a2a_wire;
   return l;
@@ -308,7 +331,7 @@ PeakShare within_one(double peak, double share) {
 }
 
 std::string bench_toml(const QuietCore& q, const LinkRates& l, int world, int cores, double ram, double mib,
-                       double alltoall_mib, double alltoall_working_set_mib) {
+                       double alltoall_mib, const AlltoallCalls& calls) {
   const CoreRates& r = q.rates;
   const PeakShare flops = within_one(r.peak_flops, r.curve.peak_efficiency);
   const PeakShare hbm = within_one(r.copy_Bps, r.hbm_efficiency);
@@ -381,12 +404,13 @@ std::string bench_toml(const QuietCore& q, const LinkRates& l, int world, int co
   if (l.measured)
     s += fmt::format("#   alltoall_latency_us: an all-to-all of {} B to each of the {} ranks (a MoE layer's row-count "
                      "exchange), {:.1f} us (median, called as below) over {} peer(s) (at least the ping-pong's latency)\n"
-                     "#   alltoall_efficiency: an all-to-all of {:g} MiB over the {} ranks, {:.1f} us (median, called "
-                     "between kernels through the trainer's communicator: {:g} MiB through the cache before each): {:.3f} GB/s "
+                     "#   alltoall_efficiency: an all-to-all of {:g} MiB over the {} ranks, {:.1f} us (the mean call of "
+                     "the median of steps of {} call(s) between kernels through the trainer's communicator: {:g} MiB "
+                     "through the cache before each, {:g} MiB before a step's first): {:.3f} GB/s "
                      "((n-1)/n of it over the time less (n-1) x alltoall_latency_us) = {:.3f} of the ping-pong's{}\n",
                      kCountBytes, world, l.alltoall_count_s * 1e6, world - 1, alltoall_mib, world, l.alltoall_s * 1e6,
-                     alltoall_working_set_mib, l.alltoall_Bps / 1e9, l.alltoall_Bps / link.peak,
-                     link.raised ? " (raised peak)" : "");
+                     calls.per_step, double(calls.working_set) / (1 << 20), double(calls.first_working_set) / (1 << 20),
+                     l.alltoall_Bps / 1e9, l.alltoall_Bps / link.peak, link.raised ? " (raised peak)" : "");
   else
     s += "#   pcie_efficiency, network_efficiency: not measured (one rank): the built-in values apply\n";
   for (const auto& [raised, what] : {std::pair{flops.raised, "the GEMM curve's peak share and the FMA peak"},
@@ -427,12 +451,15 @@ int run_bench(const BenchArgs& a) {
   const QuietCore core = rank == 0 ? measure_core_quietly(a.family == "llama") : QuietCore{};
   comm::sleeping_barrier(MPI_COMM_WORLD);  // the others wait for rank 0's core measurements without taking a core
   const double alltoall_mib = a.alltoall_mib > 0 ? a.alltoall_mib : a.mpi_mib;
-  const LinkRates links =
-      measure_links(size_t(a.mpi_mib * (1 << 20)), size_t(alltoall_mib * (1 << 20)),
-                    size_t(a.alltoall_working_set_mib * (1 << 20)), rank, world);
+  AlltoallCalls calls;
+  calls.working_set = size_t(a.alltoall_working_set_mib * (1 << 20));
+  calls.first_working_set =
+      a.alltoall_first_working_set_mib < 0 ? calls.working_set : size_t(a.alltoall_first_working_set_mib * (1 << 20));
+  calls.per_step = a.alltoall_step_calls;
+  const LinkRates links = measure_links(size_t(a.mpi_mib * (1 << 20)), size_t(alltoall_mib * (1 << 20)), calls, rank, world);
   int status = 0;
   if (rank == 0) {
-    const std::string text = bench_toml(core, links, world, cores, ram, a.mpi_mib, alltoall_mib, a.alltoall_working_set_mib);
+    const std::string text = bench_toml(core, links, world, cores, ram, a.mpi_mib, alltoall_mib, calls);
     std::printf("%s", text.c_str());
     try {
       write_text_atomically(a.out, text);
@@ -460,6 +487,12 @@ Runner setup_bench(CLI::App& cmd) {
   cmd.add_option("--alltoall-working-set-mib", args->alltoall_working_set_mib,
                  "bytes passed through the cache before each timed all-to-all, as a step's kernels between two "
                  "do, MiB (default 8; `trident rehearse` gives one layer's weights, gradients and activations)");
+  cmd.add_option("--alltoall-step-calls", args->alltoall_step_calls,
+                 "the all-to-alls of one step, timed in sequence as the step makes them (default 1; `trident "
+                 "rehearse` gives its run's data all-to-alls per step)");
+  cmd.add_option("--alltoall-first-working-set-mib", args->alltoall_first_working_set_mib,
+                 "bytes through the cache before a step's first all-to-all, MiB (default: --alltoall-working-set-mib's; "
+                 "`trident rehearse` gives the optimizer's pass over the rank's weights, gradients and states)");
   cmd.add_option("--placement-probe", args->placement_probe,
                  "measure instead every rank as placed, all at once (compute share, exchange times), into this JSON");
   cmd.add_option("--probe-bytes", args->probe_bytes, "the probe's exchange, bytes each way (default 8192)");
@@ -488,6 +521,14 @@ Runner setup_bench(CLI::App& cmd) {
     if (!(args->alltoall_working_set_mib >= 0 && args->alltoall_working_set_mib <= 1024))
       p.add(fmt::format("--alltoall-working-set-mib {} is outside 0 .. 1024", args->alltoall_working_set_mib),
             "give e.g. --alltoall-working-set-mib 8", "option-range");
+    if (args->alltoall_step_calls < 1 || args->alltoall_step_calls > 4096)
+      p.add(fmt::format("--alltoall-step-calls {} is outside 1 .. 4096", args->alltoall_step_calls),
+            "give e.g. --alltoall-step-calls 6", "option-range");
+    if (!(args->alltoall_first_working_set_mib == -1 ||
+          (args->alltoall_first_working_set_mib >= 0 && args->alltoall_first_working_set_mib <= 1024)))
+      p.add(fmt::format("--alltoall-first-working-set-mib {} is outside 0 .. 1024", args->alltoall_first_working_set_mib),
+            "give e.g. --alltoall-first-working-set-mib 32, or leave it out for --alltoall-working-set-mib's",
+            "option-range");
     check_outputs({{args->out, "--out"}}, {}, p);
     p.throw_if_any();
     return run_bench(*args);

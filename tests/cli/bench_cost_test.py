@@ -142,6 +142,12 @@ with tempfile.TemporaryDirectory() as tmp:
                          capture_output=True, text=True, env=env)
     check(bad.returncode == 2 and "--family 'mixtral' is not gpt or llama" in bad.stderr,
           f"--family mixtral is refused naming it (exit {bad.returncode}: {bad.stderr.strip()})")
+    # The all-to-all's step sequence: both values refused outside their range, together.
+    bad = subprocess.run([trident, "bench", "--alltoall-step-calls", "0", "--alltoall-first-working-set-mib", "2000",
+                          "--out", os.path.join(tmp, "x.toml")], capture_output=True, text=True, env=env)
+    check(bad.returncode == 2 and "--alltoall-step-calls 0 is outside 1 .. 4096" in bad.stderr and
+          "--alltoall-first-working-set-mib 2000 is outside 0 .. 1024" in bad.stderr,
+          f"a step of 0 calls and a 2000 MiB first working set are refused (exit {bad.returncode}: {bad.stderr.strip()})")
 
     # The machine's load during the measurement is recorded (as comments the readers skip), and
     # a share of the core below 0.90 is called load.

@@ -43,13 +43,22 @@ double number(const OptionValues& v, const char* key, const std::string& file) {
   return *x;
 }
 
+// How the rehearsed step calls its EP all-to-alls, for the bench to time them so (0: no ep).
+struct EpCalls {
+  double send_bytes = 0, working_set = 0, first_working_set = 0;
+  int64_t per_step = 0;
+};
+
 void run_bench(const LauncherLine& launcher, const std::vector<std::string>& placement, const std::string& out,
-               const std::string& what, double alltoall_bytes = 0, double alltoall_working_set = 0, bool llama = false) {
+               const std::string& what, const EpCalls& ep = {}, bool llama = false) {
   std::vector<std::string> args = {"bench", "--out", out, "--mpi-mib", "2"};
   if (llama) args.insert(args.end(), {"--family", "llama"});
-  if (alltoall_bytes > 0) args.insert(args.end(), {"--alltoall-mib", fmt::format("{:.6g}", alltoall_bytes / (1 << 20))});
-  if (alltoall_working_set > 0)
-    args.insert(args.end(), {"--alltoall-working-set-mib", fmt::format("{:.6g}", alltoall_working_set / (1 << 20))});
+  if (ep.send_bytes > 0) {
+    auto mib = [](double bytes) { return fmt::format("{:.6g}", bytes / (1 << 20)); };
+    args.insert(args.end(), {"--alltoall-mib", mib(ep.send_bytes), "--alltoall-working-set-mib", mib(ep.working_set),
+                             "--alltoall-first-working-set-mib", mib(ep.first_working_set), "--alltoall-step-calls",
+                             std::to_string(ep.per_step)});
+  }
   std::string line;
   for (const auto& a : args) line += " " + a;
   std::printf("measuring %s: trident%s\n", what.c_str(), line.c_str());
@@ -57,28 +66,36 @@ void run_bench(const LauncherLine& launcher, const std::vector<std::string>& pla
   if (rc != 0) throw std::runtime_error(fmt::format("`trident bench` measuring {} failed (exit {})", what, rc));
 }
 
-// The send buffer of one of the rehearsal's EP all-to-alls as the planner sizes it (0 without ep):
-// the bench measures alltoall_efficiency at it, as cache-resident small messages run faster.
-double ep_send_bytes(const RunSpec& run) {
-  if (run.layout.ep <= 1 || !run.model.is_moe()) return 0;
-  GroupLink any;  // only the message size is used
+// The rehearsal's EP all-to-alls as the planner sizes them (none without ep), for the bench to
+// time as the step makes them:
+// - the send buffer of one (small messages run faster cache-resident);
+// - what the kernels between two calls touch: one layer's weights, gradients and activations on
+//   the most loaded stage;
+// - what comes before the step's first: the optimizer's pass over the stage's weights,
+//   gradients and optimizer states;
+// - the calls of a step: the data all-to-alls of a MoE layer (forward, backward, recomputed)
+//   times the stage's MoE layers and its micro-batches.
+// Working sets at most 256 MiB, past any CPU's last-level cache (beyond it the call is as cold,
+// and the sweep only costs time and memory).
+EpCalls ep_calls(const RunSpec& run) {
+  EpCalls c;
+  if (run.layout.ep <= 1 || !run.model.is_moe()) return c;
+  GroupLink any;  // only the message size and the calls are used
   any.bandwidth_Bps = 1;
-  return plan::ep_comm_per_layer(plan::per_rank_sequence(run.model, run.layout.cp), run.exec, run.layout.ep, any,
-                                 cost_table(run))
-      .message_bytes;
-}
-
-// What the kernels between two of the rehearsal's EP all-to-alls touch, as the planner sizes it
-// (0 without ep): one layer's weights, gradients and activations on the most loaded stage. The
-// bench passes that much through the cache before each all-to-all it times, as a step does; at
-// most 256 MiB, past any CPU's last-level cache (beyond it the call is as cold, and the sweep
-// only costs time and memory).
-double ep_working_set_bytes(const RunSpec& run) {
-  if (run.layout.ep <= 1 || !run.model.is_moe()) return 0;
-  const plan::StageMemory m = plan::estimate(run, 0.0).peak_memory();
+  const plan::EpComm ec =
+      plan::ep_comm_per_layer(plan::per_rank_sequence(run.model, run.layout.cp), run.exec, run.layout.ep, any, cost_table(run));
+  c.send_bytes = ec.message_bytes;
+  const plan::Estimate e = plan::estimate(run, 0.0);
+  const plan::StageMemory m = e.peak_memory();
+  const double cap = 256.0 * (1 << 20);
   const double layer =
       (m.weights_bytes + m.gradients_bytes) / double(std::max<int64_t>(m.layers, 1)) + m.per_layer_activation_bytes;
-  return std::min(layer, 256.0 * (1 << 20));
+  c.working_set = std::min(layer, cap);
+  c.first_working_set = std::min(m.weights_bytes + m.gradients_bytes + m.optimizer_bytes, cap);
+  const double moe_layers = std::ceil(plan::moe_layer_share(run.model) * double(m.layers));
+  c.per_step = std::max<int64_t>(
+      1, std::llround(moe_layers * double(e.micro_batches) * double(ec.forward_alltoalls + ec.backward_alltoalls)));
+  return c;
 }
 
 }  // namespace
@@ -176,8 +193,8 @@ RehearsalLinks prepare_links(const RunSpec& plan, const RehearsalShape& shape, c
   std::string machine = bench_file;
   if (machine.empty()) {
     machine = dir + "/machine.toml";
-    run_bench(launcher, {}, machine, "this machine (2 ranks, shared memory)", ep_send_bytes(shape.run),
-              ep_working_set_bytes(shape.run), shape.run.model.family == ModelFamily::Llama);
+    run_bench(launcher, {}, machine, "this machine (2 ranks, shared memory)", ep_calls(shape.run),
+              shape.run.model.family == ModelFamily::Llama);
   }
   out.cluster_file = dir + "/prediction-cluster.toml";
   const std::string machine_text = read_text_file(machine);
