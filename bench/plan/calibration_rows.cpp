@@ -108,12 +108,22 @@ std::vector<Row> read_rows(const std::string& path) {
     x.micro_batch_size = num("micro_batch");
     x.virtual_stages = num("virtual_stages");
     x.schedule = x.virtual_stages > 1 ? ScheduleKind::Interleaved : ScheduleKind::OneFOneB;
-    parse_recompute(col("recompute"), x.recompute);
+    // A setting the parser does not know is an error, never the default.
+    auto parsed = [&](bool ok, const std::string& name, const char* fix) {
+      if (!ok)
+        throw InputError({{path + " line " + std::to_string(line_no) + ": column '" + name + "' is '" + col(name) + "'",
+                           fix, "calibration"}});
+    };
+    parsed(parse_recompute(col("recompute"), x.recompute), "recompute", "write none, selective or full");
     x.sequence_parallel = col("sequence_parallel") == "1";
-    if (!col("precision").empty()) parse_precision(col("precision"), x.precision);
+    if (!col("precision").empty())
+      parsed(parse_precision(col("precision"), x.precision), "precision", "write bf16, fp16, fp32 or fp8");
     if (!col("zero").empty()) x.zero = int(num("zero"));
-    if (!col("attention").empty()) parse_attention(col("attention"), x.attention);
-    if (!col("overlap").empty()) parse_overlap(col("overlap"), x.overlap);
+    if (!col("attention").empty())
+      parsed(parse_attention(col("attention"), x.attention), "attention", "write flash or unfused");
+    if (!col("overlap").empty())
+      parsed(parse_overlap(col("overlap"), x.overlap), "overlap",
+             "write tp, dp, pp joined by + (a comma would split the cell), none or all");
     if (!col("grad_bits").empty()) x.grad_bits = int(num("grad_bits"));
     // Recipe settings over the stack's (0/1): the p2p volume and FP8 cast fusion a source states.
     if (!col("pipeline_sends_whole_tensor").empty()) x.recipe.pipeline_sends_whole_tensor = num("pipeline_sends_whole_tensor") != 0;

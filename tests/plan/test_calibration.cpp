@@ -1,6 +1,9 @@
 // Guards the cost model's calibration: the 8 published Megatron-LM iteration times of
 // Korthikanti et al. 2022 (Table 5, the rows of data/calibration/korthikanti2022-table5.csv)
-// must stay better than Calculon's 3.65% mean and 8.87% max error with the default constants.
+// must stay within 5% each and 3% on average (Calculon, SC'23: 3.65% mean, 8.87% max) with the
+// default constants. The full-recompute rows (no sequence parallel) run Megatron-LM's asynchronous
+// all-reduce of the column-parallel layers' input gradients behind their weight-gradient GEMMs
+// (on by default since 2021), which --overlap tp without sequence parallel expresses.
 // These rows are held out (column fitted = 0): no cost-table value was fitted to them, so this
 // tests a prediction; the NeMo H100 rows the Hopper table was fitted to are calibration checks
 // (tests/plan/check_nemo_recipe.py). bench/plan/plan_calibration prints the full table.
@@ -32,7 +35,7 @@ const Row kRows[] = {
 };
 }  // namespace
 
-TEST(Calibration, published_megatron_runs_are_predicted_better_than_calculon) {
+TEST(Calibration, published_megatron_runs_are_predicted_within_5_percent) {
   double sum = 0, worst = 0;
   for (const Row& r : kRows) {
     RunSpec run;
@@ -46,13 +49,13 @@ TEST(Calibration, published_megatron_runs_are_predicted_better_than_calculon) {
     run.exec.virtual_stages = r.v;
     run.exec.recompute = r.recompute;
     run.exec.sequence_parallel = r.sp;
+    run.exec.overlap.tp = !r.sp;
     const double err = std::fabs(plan::estimate(run, 0).time.step - r.published_s) / r.published_s;
-    EXPECT_LT(err, 0.0887) << r.name;
+    EXPECT_LT(err, 0.05) << r.name;
     sum += err;
     worst = std::max(worst, err);
   }
-  EXPECT_LT(sum / 8, 0.0365);
-  EXPECT_LT(worst, 0.0887);
+  EXPECT_LT(sum / 8, 0.03);
 }
 
 // The held-out Megatron-DeepSpeed runs (data/calibration/deepspeed-megatron-a100.csv: MT-NLG 530B
