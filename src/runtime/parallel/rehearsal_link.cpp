@@ -80,12 +80,9 @@ void run_bench(const LauncherLine& launcher, const std::vector<std::string>& pla
 EpCalls ep_calls(const RunSpec& run) {
   EpCalls c;
   if (run.layout.ep <= 1 || !run.model.is_moe()) return c;
-  GroupLink any;  // only the message size and the calls are used
-  any.bandwidth_Bps = 1;
-  const plan::EpComm ec =
-      plan::ep_comm_per_layer(plan::per_rank_sequence(run.model, run.layout.cp), run.exec, run.layout.ep, any, cost_table(run));
-  c.send_bytes = ec.message_bytes;
   const plan::Estimate e = plan::estimate(run, 0.0);
+  const plan::EpComm& ec = e.ep_alltoall;  // one layer's, as the step time adds them up
+  c.send_bytes = ec.message_bytes;
   const plan::StageMemory m = e.peak_memory();
   const double cap = 256.0 * (1 << 20);
   const double layer =
