@@ -3,10 +3,10 @@
 // or any other implementation of the family loads them. Whatever layout wrote the checkpoint, its
 // one reader (runtime/checkpoint) gives whole logical tensors.
 //
-// GPT -> GPT-2 names, Llama -> Llama names, a Llama-family mixture of experts -> Mixtral names
-// (runtime/checkpoint/hf_names.cpp spells out each mapping). What a model has that its Hugging
-// Face class cannot compute (shared experts, dense leading layers, unnormalised weights, GELU
-// experts) is refused by name rather than exported wrong.
+// GPT -> GPT-2 names, Llama -> Llama names, a Llama-family mixture of experts -> Mixtral names, or
+// Qwen2-MoE's when it has shared experts, dense layers or unnormalised weights
+// (runtime/checkpoint/hf_names.cpp spells out each mapping). What no Hugging Face class computes
+// (GELU experts, a tied Llama head) is refused by name rather than exported wrong.
 #include <fmt/format.h>
 
 #include <cerrno>
@@ -85,7 +85,7 @@ int run_export(const ExportArgs& a) {
   const checkpoint::CheckpointReader reader(a.checkpoint);
   const ModelSpec m = checkpoint::checked_model(reader);  // its tensors are the model its meta describes
   const nn::MoeOptions router = engine::router_from_json(reader.meta().value("router", nlohmann::json()));
-  checkpoint::check_hf_exportable(m, router, p);
+  checkpoint::check_hf_exportable(m, p);
   p.throw_if_any();
   const checkpoint::HfModel hf = checkpoint::hf_model(reader, m, router);
   const std::string weights =

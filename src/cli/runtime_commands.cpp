@@ -13,7 +13,7 @@ const std::vector<RuntimeCommand>& runtime_commands() {
       {"train", "train a GPT: one process, or any dp x tp x pp layout under mpirun (bundled corpus by default)",
        capability::train_command_options},
       {"generate", "sample text from a checkpoint of `trident train`"},
-      {"export", "write a checkpoint's weights as Hugging Face safetensors + config.json (GPT-2, Llama or Mixtral names)"},
+      {"export", "write a checkpoint's weights as Hugging Face safetensors + config.json (GPT-2, Llama, Mixtral or Qwen2-MoE names)"},
       {"data", "prepare token files for training (`trident data prepare TEXT OUT`)"},
       {"rehearse", "rehearse a plan on this machine (scaled down, emulated hosts with shaped links) and judge its "
                    "prediction"},

@@ -51,13 +51,20 @@ def rotate_half(x):
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
+def linear(x, w, name):
+    """nn.Linear by Hugging Face's names: name.weight [out, in], and name.bias when the file has one."""
+    y = x @ w[name + ".weight"].T
+    return y + w[name + ".bias"] if name + ".bias" in w else y
+
+
 def hf_llama(w, c, ids, mlp):
-    """Logits [T, V] of the Llama-shaped model Hugging Face's LlamaForCausalLM and
-    MixtralForCausalLM compute (rotate_half rotary embeddings, repeat_kv grouped-query attention,
-    RMSNorm, untied head), from the config c and the tensors w by HF's names. mlp(h, prefix) is
-    the layer's MLP on the normed rows h, prefix "model.layers.{i}."."""
+    """Logits [T, V] of the Llama-shaped model Hugging Face's LlamaForCausalLM,
+    MixtralForCausalLM and Qwen2MoeForCausalLM (q/k/v with biases; head_dim = hidden / heads,
+    as its config has none) compute (rotate_half rotary embeddings, repeat_kv grouped-query
+    attention, RMSNorm, untied head), from the config c and the tensors w by HF's names.
+    mlp(h, prefix) is the layer's MLP on the normed rows h, prefix "model.layers.{i}."."""
     T, C, H, KV = len(ids), c["hidden_size"], c["num_attention_heads"], c["num_key_value_heads"]
-    hd, eps = c["head_dim"], c["rms_norm_eps"]
+    hd, eps = c.get("head_dim", C // H), c["rms_norm_eps"]
     inv_freq = 1.0 / (c["rope_theta"] ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd))
     angles = torch.arange(T, dtype=torch.float64)[:, None] * inv_freq[None, :]
     emb = torch.cat((angles, angles), dim=-1)
@@ -67,9 +74,8 @@ def hf_llama(w, c, ids, mlp):
     for i in range(c["num_hidden_layers"]):
         p = f"model.layers.{i}."
         h = rms(x, w[p + "input_layernorm.weight"], eps)
-        q = (h @ w[p + "self_attn.q_proj.weight"].T).view(T, H, hd).transpose(0, 1)
-        k = (h @ w[p + "self_attn.k_proj.weight"].T).view(T, KV, hd).transpose(0, 1)
-        v = (h @ w[p + "self_attn.v_proj.weight"].T).view(T, KV, hd).transpose(0, 1)
+        q, k, v = (linear(h, w, p + f"self_attn.{n}_proj").view(T, heads, hd).transpose(0, 1)
+                   for n, heads in (("q", H), ("k", KV), ("v", KV)))
         q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
         k, v = k.repeat_interleave(H // KV, dim=0), v.repeat_interleave(H // KV, dim=0)  # repeat_kv
         att = torch.softmax(q @ k.transpose(-1, -2) / hd ** 0.5 + mask, dim=-1)

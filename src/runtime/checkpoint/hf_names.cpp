@@ -34,6 +34,22 @@
 //   layers.i.experts.fc_proj_w [E C, F]     -> ...block_sparse_moe.experts.j.w2.weight (rows C j ..)
 // Mixtral's router is Trident's softmax router with the chosen weights normalised; it never
 // drops a token, so dropping, the capacity factor and the z-loss only shaped training.
+//
+// A Llama-family mixture of experts Mixtral cannot hold (shared experts, dense layers, MoE every
+// N-th layer, unnormalised weights) -> Qwen2-MoE names (Qwen2MoeForCausalLM): attention as Llama
+// plus q/k/v biases, written as zeros; a dense layer's MLP as Llama's under model.layers.i.mlp.;
+// a MoE layer's under model.layers.i.mlp.:
+//   layers.i.router_w                   -> gate.weight
+//   layers.i.experts.gate_up_w / fc_proj_w -> experts.j.gate_proj / up_proj / down_proj.weight
+//   layers.i.shared.gate_up_w [2Fs, C]  -> shared_expert.gate_proj.weight (first Fs rows), up_proj
+//   layers.i.shared.fc_proj_w [C, Fs]   -> shared_expert.down_proj.weight, times 2
+//   (none)                              -> shared_expert_gate.weight [1, C], zeros
+// Qwen2-MoE scales its one shared expert by sigmoid(shared_expert_gate x); a zero gate gives 1/2
+// for every token and the doubled down projection makes it 1: both scalings are powers of two,
+// so the product is Trident's unscaled shared experts to the bit. Trident's shared experts are
+// one MLP of Fs = shared_experts x expert_ffn_hidden columns, Qwen2-MoE's one shared expert of
+// shared_expert_intermediate_size = Fs (zero without shared experts: empty tensors). Dense layers
+// are listed in mlp_only_layers (decoder_sparse_step 1); norm_topk_prob is --moe-normalise.
 #include "runtime/checkpoint/hf_names.h"
 
 #include <fmt/format.h>
@@ -101,23 +117,61 @@ void to_half_rotary(NamedTensor& t, int64_t head_dim) {
   t.data = std::move(out);
 }
 
-// Layer l's router and experts under Mixtral's names (see the top).
-void mixtral_experts(const CheckpointReader& reader, const ModelSpec& m, int64_t l, std::vector<NamedTensor>& t) {
+// Which Hugging Face class holds a Llama-family mixture of experts (see the top).
+enum class MoeClass { Mixtral, Qwen2Moe };
+
+MoeClass moe_class(const ModelSpec& m, const nn::MoeOptions& router) {
+  const bool every_layer = m.moe_dense_layers == 0 && m.moe_layer_freq == 1;
+  return every_layer && m.shared_experts == 0 && router.normalise ? MoeClass::Mixtral : MoeClass::Qwen2Moe;
+}
+
+// Layer l's router and experts under Mixtral's (w1 gate, w2 down, w3 up, under block_sparse_moe.)
+// or Qwen2-MoE's names (gate_proj, down_proj, up_proj, under mlp.), see the top.
+void routed_experts(const CheckpointReader& reader, const ModelSpec& m, int64_t l, MoeClass cls,
+                    std::vector<NamedTensor>& t) {
   const int64_t F = m.expert_ffn_hidden, C = m.hidden;
-  const std::string p = fmt::format("layers.{}.", l), h = fmt::format("model.layers.{}.block_sparse_moe.", l);
+  const bool mixtral = cls == MoeClass::Mixtral;
+  const std::string p = fmt::format("layers.{}.", l),
+                    h = fmt::format("model.layers.{}.{}", l, mixtral ? "block_sparse_moe." : "mlp.");
+  const char* gate = mixtral ? "w1" : "gate_proj";
+  const char* down = mixtral ? "w2" : "down_proj";
+  const char* up = mixtral ? "w3" : "up_proj";
   t.push_back(read_tensor(reader, p + "router_w", h + "gate.weight", false));
   const NamedTensor gate_up = read_tensor(reader, p + "experts.gate_up_w", "", false);
-  const NamedTensor down = read_tensor(reader, p + "experts.fc_proj_w", "", false);
+  const NamedTensor proj = read_tensor(reader, p + "experts.fc_proj_w", "", false);
   for (int64_t j = 0; j < m.experts; ++j) {
     const std::string e = fmt::format("{}experts.{}.", h, j);
-    t.push_back(row_block(gate_up, j * 2 * F, F, e + "w1.weight"));
-    t.push_back(row_block(down, j * C, C, e + "w2.weight"));
-    t.push_back(row_block(gate_up, j * 2 * F + F, F, e + "w3.weight"));
+    t.push_back(row_block(gate_up, j * 2 * F, F, e + gate + ".weight"));
+    t.push_back(row_block(proj, j * C, C, e + down + ".weight"));
+    t.push_back(row_block(gate_up, j * 2 * F + F, F, e + up + ".weight"));
   }
 }
 
-std::vector<NamedTensor> llama_tensors(const CheckpointReader& reader, const ModelSpec& m) {
+// Layer l's shared experts as Qwen2-MoE's one gated shared expert (see the top): the gate's zero
+// weights give every token 1/2, the doubled down projection brings it back to 1.
+void qwen2_moe_shared_expert(const CheckpointReader& reader, const ModelSpec& m, int64_t l,
+                             std::vector<NamedTensor>& t) {
+  const int64_t C = m.hidden, Fs = m.shared_experts * m.expert_ffn_hidden;
+  const std::string p = fmt::format("layers.{}.shared.", l), h = fmt::format("model.layers.{}.mlp.shared_expert", l);
+  if (Fs == 0) {  // the class always builds a shared expert: an empty one adds nothing
+    t.push_back({h + ".gate_proj.weight", {0, C}, {}});
+    t.push_back({h + ".up_proj.weight", {0, C}, {}});
+    t.push_back({h + ".down_proj.weight", {C, 0}, {}});
+  } else {
+    const NamedTensor gate_up = read_tensor(reader, p + "gate_up_w", "", false);
+    t.push_back(row_block(gate_up, 0, Fs, h + ".gate_proj.weight"));
+    t.push_back(row_block(gate_up, Fs, Fs, h + ".up_proj.weight"));
+    t.push_back(read_tensor(reader, p + "fc_proj_w", h + ".down_proj.weight", false));
+    for (float& v : t.back().data) v *= 2.0f;
+  }
+  t.push_back({h + "_gate.weight", {1, C}, std::vector<float>(size_t(C), 0.0f)});
+}
+
+// Llama's tensors; a mixture of experts' MoE layers under cls's names, and under Qwen2-MoE's the
+// zero q/k/v biases and the dense layers' MLPs under mlp. as Llama's.
+std::vector<NamedTensor> llama_tensors(const CheckpointReader& reader, const ModelSpec& m, MoeClass cls) {
   const int64_t hd = m.head_dim(), kv = m.kv_dim(), F = m.ffn_hidden;
+  const bool qwen2 = m.is_moe() && cls == MoeClass::Qwen2Moe;
   std::vector<NamedTensor> t;
   t.push_back(read_tensor(reader, "wte", "model.embed_tokens.weight", false));
   for (int64_t l = 0; l < m.layers; ++l) {
@@ -129,10 +183,14 @@ std::vector<NamedTensor> llama_tensors(const CheckpointReader& reader, const Mod
     t.push_back(row_block(kv_w, 0, kv, h + "self_attn.k_proj.weight"));
     to_half_rotary(t.back(), hd);
     t.push_back(row_block(kv_w, kv, kv, h + "self_attn.v_proj.weight"));
+    if (qwen2)
+      for (const auto& [bias, rows] : {std::pair{"q_proj", m.hidden}, {"k_proj", kv}, {"v_proj", kv}})
+        t.push_back({h + "self_attn." + bias + ".bias", {rows}, std::vector<float>(size_t(rows), 0.0f)});
     t.push_back(read_tensor(reader, p + "attn_proj_w", h + "self_attn.o_proj.weight", false));
     t.push_back(read_tensor(reader, p + "ln2_w", h + "post_attention_layernorm.weight", false));
-    if (m.is_moe()) {
-      mixtral_experts(reader, m, l, t);
+    if (m.is_moe_layer(l)) {
+      routed_experts(reader, m, l, cls, t);
+      if (qwen2) qwen2_moe_shared_expert(reader, m, l, t);
       continue;
     }
     const NamedTensor gate_up = read_tensor(reader, p + "gate_up_w", "", false);
@@ -165,7 +223,8 @@ nlohmann::json llama_config(const ModelSpec& m) {
           {"torch_dtype", "float32"}};
 }
 
-// Llama's attention and norms, Mixtral's experts. Hugging Face's load-balancing loss is
+// Llama's attention and norms, Mixtral's experts. Hugging Face's load-balancing loss (Mixtral's
+// and Qwen2-MoE's) is
 // E x sum_e P_e f_e with f_e the expert's share of the N x k assignments' tokens, summed over
 // the k choices: k times Trident's (Megatron's) E / k x sum_e P_e f_e for the same coefficient,
 // hence router_aux_loss_coef = Trident's coefficient / k.
@@ -181,6 +240,33 @@ nlohmann::json mixtral_config(const ModelSpec& m, const nn::MoeOptions& router) 
             {"router_jitter_noise", 0.0},
             {"output_router_logits", false},
             {"sliding_window", nullptr},
+            {"attention_dropout", 0.0}});
+  return c;
+}
+
+// Llama's attention (with the zero q/k/v biases Qwen2 always has), Qwen2-MoE's MLPs; its
+// load-balancing loss is Mixtral's, so its coefficient too.
+nlohmann::json qwen2_moe_config(const ModelSpec& m, const nn::MoeOptions& router) {
+  nlohmann::json c = llama_config(m);
+  for (const char* key : {"attention_bias", "mlp_bias", "head_dim"}) c.erase(key);  // head_dim = hidden / heads
+  nlohmann::json dense = nlohmann::json::array();
+  for (int64_t l = 0; l < m.layers; ++l)
+    if (!m.is_moe_layer(l)) dense.push_back(l);
+  c.update({{"architectures", {"Qwen2MoeForCausalLM"}},
+            {"model_type", "qwen2_moe"},
+            {"intermediate_size", m.ffn_hidden},
+            {"moe_intermediate_size", m.expert_ffn_hidden},
+            {"shared_expert_intermediate_size", m.shared_experts * m.expert_ffn_hidden},
+            {"num_experts", m.experts},
+            {"num_experts_per_tok", m.experts_per_token},
+            {"norm_topk_prob", router.normalise},
+            {"decoder_sparse_step", 1},
+            {"mlp_only_layers", dense},
+            {"router_aux_loss_coef", router.aux_coeff / double(m.experts_per_token)},
+            {"output_router_logits", false},
+            {"use_sliding_window", false},
+            {"sliding_window", nullptr},
+            {"max_window_layers", m.layers},
             {"attention_dropout", 0.0}});
   return c;
 }
@@ -206,38 +292,26 @@ nlohmann::json gpt2_config(const ModelSpec& m) {
 
 }  // namespace
 
-void check_hf_exportable(const ModelSpec& m, const nn::MoeOptions& router, Problems& p) {
+void check_hf_exportable(const ModelSpec& m, Problems& p) {
   const bool llama = m.family == ModelFamily::Llama;
   if (llama && m.tied_embeddings())
     p.add("the checkpoint holds a Llama model with a tied head, which Hugging Face's Llama does not load",
           "export a Llama checkpoint with its own head (the runtime's default)", "export-family");
-  if (!m.is_moe()) return;
-  if (!llama) {
+  if (m.is_moe() && !llama)
     p.add(fmt::format("the checkpoint holds a GPT-family mixture of experts ({} GELU experts per layer), which no "
-                      "Hugging Face class loads (MixtralForCausalLM is Llama-shaped: SwiGLU experts, RMSNorm, RoPE)",
+                      "Hugging Face class loads (MixtralForCausalLM and Qwen2MoeForCausalLM are Llama-shaped: SwiGLU "
+                      "experts, RMSNorm, RoPE)",
                       m.experts),
-          "train the mixture of experts with --family llama to export it as Mixtral", "export-moe");
-    return;
-  }
-  const std::string cls = "MixtralForCausalLM";
-  if (m.shared_experts > 0)
-    p.add(fmt::format("--shared-experts {}: {} has no shared experts", m.shared_experts, cls),
-          "train without --shared-experts to export as Mixtral", "export-moe");
-  if (m.moe_dense_layers > 0)
-    p.add(fmt::format("--moe-dense-layers {}: every layer of {} is a mixture of experts", m.moe_dense_layers, cls),
-          "train without --moe-dense-layers to export as Mixtral", "export-moe");
-  if (m.moe_layer_freq > 1)
-    p.add(fmt::format("--moe-layer-freq {}: every layer of {} is a mixture of experts", m.moe_layer_freq, cls),
-          "train with --moe-layer-freq 1 (the default) to export as Mixtral", "export-moe");
-  if (!router.normalise)
-    p.add("--no-moe-normalise: " + cls + " weighs a token's chosen experts by their scores over their sum",
-          "train with --moe-normalise (the default) to export as Mixtral", "export-moe");
+          "train the mixture of experts with --family llama to export it as Mixtral or Qwen2-MoE", "export-moe");
 }
 
 HfModel hf_model(const CheckpointReader& reader, const ModelSpec& m, const nn::MoeOptions& router) {
   if (m.family == ModelFamily::GPT) return {"GPT-2", gpt2_tensors(reader, m), gpt2_config(m)};
-  if (m.is_moe()) return {"Hugging Face Mixtral", llama_tensors(reader, m), mixtral_config(m, router)};
-  return {"Hugging Face Llama", llama_tensors(reader, m), llama_config(m)};
+  const MoeClass cls = moe_class(m, router);
+  if (!m.is_moe()) return {"Hugging Face Llama", llama_tensors(reader, m, cls), llama_config(m)};
+  if (cls == MoeClass::Mixtral)
+    return {"Hugging Face Mixtral", llama_tensors(reader, m, cls), mixtral_config(m, router)};
+  return {"Hugging Face Qwen2-MoE", llama_tensors(reader, m, cls), qwen2_moe_config(m, router)};
 }
 
 }  // namespace trident::checkpoint
