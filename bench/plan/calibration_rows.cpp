@@ -128,6 +128,7 @@ std::vector<Row> read_rows(const std::string& path) {
     // Recipe settings over the stack's (0/1): the p2p volume and FP8 cast fusion a source states.
     if (!col("pipeline_sends_whole_tensor").empty()) x.recipe.pipeline_sends_whole_tensor = num("pipeline_sends_whole_tensor") != 0;
     if (!col("fp8_fused_casts").empty()) x.recipe.fp8_fused_casts = num("fp8_fused_casts") != 0;
+    if (!col("fused_swiglu").empty()) x.recipe.fused_swiglu = num("fused_swiglu") != 0;
     if (!col("stack_compute_efficiency").empty()) {
       double k = 0;
       try {

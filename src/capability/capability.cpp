@@ -106,6 +106,10 @@ void check_executable(const RunSpec& r, const std::string& device, const std::ve
   if (x.recipe.optimizer_state_bits != 32)
     problems.add("--optimizer-state-bits " + n(x.recipe.optimizer_state_bits) + ": the runtime's Adam keeps fp32 moments",
                  "use --optimizer-state-bits 32 for train", "train-optimizer-state");
+  if (m.family == ModelFamily::Llama && !x.recipe.fused_swiglu)
+    problems.add("--no-fused-swiglu" + from_stack + ": the runtime's SwiGLU kernel is fused (it keeps the gate and up "
+                                                    "output and the product, not silu(gate))",
+                 "use --fused-swiglu (the default) for train", "train-swiglu");
   if (L.cp > 1 && x.recipe.cp_kind != CpKind::Ring)
     problems.add("--cp-kind " + to_string(x.recipe.cp_kind) + from_stack + ": the runtime passes KV blocks round a ring",
                  "use --cp-kind ring for train", "train-cp-kind");

@@ -125,19 +125,21 @@ const std::vector<StackPreset>& stack_presets() {
       {"deepspeed",
        "DeepSpeed ZeRO with its pipeline engine (Megatron-DeepSpeed): flash attention, overlapped gradient "
        "reduction (overlap_comm), 16-bit gradients, ZeRO 1, TP collectives not overlapped, 1F1B only (no "
-       "interleaving), pipeline sends of the whole activation from every TP rank, compute at 0.765 of "
+       "interleaving), pipeline sends of the whole activation from every TP rank, SwiGLU in eager PyTorch ops, compute at 0.765 of "
        "Megatron-LM's rates (measured: MT-NLG 530B on 2240 GPUs against Megatron's 530B on the same tp 8 x pp 35)",
        AttentionKind::Flash, {false, true, false}, 16, 1, false, false,
        // 0.765: the one value that gives MT-NLG 530B's published 60.1 s on 2240 A100s (Smith et al.
        // 2022; data/calibration marks that row fitted). The same model and tp 8 x pp 35 under
        // Megatron-LM (Korthikanti 2022, 530B full recompute, predicted within 0.1% at 1) takes
        // 0.168 s per micro-batch against MT-NLG's 0.219 s (bubbles taken out): 0.77, the same ratio.
-       {.pipeline_sends_whole_tensor = true, .compute_efficiency = 0.765},
+       {.pipeline_sends_whole_tensor = true, .fused_swiglu = false, .compute_efficiency = 0.765},
        ScheduleKind::OneFOneB},
       {"torchtitan",
        "torchtitan: FSDP2 (ZeRO 3 only: torchtitan has no ZeRO 1 or 2) with prefetched all-gathers, PyTorch SDPA flash attention, async TP, fp32 "
-       "gradient reduction, context parallel by all-gathering K and V (its default rotate method)",
-       AttentionKind::Flash, {true, true, false}, 32, 3, true, false, {.cp_kind = CpKind::AllGather}},
+       "gradient reduction, context parallel by all-gathering K and V (its default rotate method), SwiGLU in eager "
+       "PyTorch ops (no torch.compile)",
+       AttentionKind::Flash, {true, true, false}, 32, 3, true, false,
+       {.cp_kind = CpKind::AllGather, .fused_swiglu = false}},
   };
   return stacks;
 }

@@ -47,6 +47,12 @@ struct RecipeSettings {
   // into the activation (Transformer Engine's LayerNormLinear / LayerNormMLP write FP8 outputs);
   // off, each of the four GEMM inputs is cast by a kernel of its own.
   bool fp8_fused_casts = false;
+  // A SwiGLU MLP's activation in one kernel that keeps only its input (the gate and up
+  // projections' output) for the backward, which recomputes silu: 6 s b f bytes with the product
+  // (FC2's input). Megatron-Core's bias_swiglu_fusion, Transformer Engine's LayerNormMLP and
+  // Trident's own kernel do this; eager PyTorch (silu, then a product: DeepSpeed-Megatron's and
+  // torchtitan's MLPs) also keeps silu(gate), 8 s b f.
+  bool fused_swiglu = true;
   // The share of the cost table's compute rate the stack's kernels reach (1 = Megatron-LM's, on
   // which the tables are measured). Below 1 where a stack runs the same layout measurably slower:
   // every compute term (GEMMs, attention, element-wise work, recompute) is divided by it.

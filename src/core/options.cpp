@@ -108,6 +108,11 @@ std::vector<OptionDef> execution_options() {
        "with --precision fp8, the casts of the QKV and FC1 inputs fused into the norms and the FC2 input's into the "
        "activation (Transformer Engine's LayerNormLinear / LayerNormMLP); off, each GEMM input is cast on its own",
        true, "", "on with --stack megatron-core-te, else off"},
+      {"fused-swiglu", "training",
+       "a SwiGLU MLP's activation fused into one kernel that keeps only the gate and up projections' output for the "
+       "backward (Megatron-Core's bias_swiglu_fusion, Transformer Engine's LayerNormMLP, Trident's kernel): 6 s b f "
+       "bytes stored; off, eager silu then product also keep silu(gate): 8 s b f",
+       true, "", "on, off with --stack deepspeed or torchtitan"},
       {"stack-compute-efficiency", "training",
        "share of the cost table's compute rate the software stack reaches on the same layout (1 = Megatron-LM's, "
        "on which the tables are measured; --stack deepspeed sets the ratio measured between the two stacks)",

@@ -15,6 +15,7 @@ std::string recipe_text(const ExecutionSpec& e, int64_t cp, int64_t pp) {
   if (r.dp_overlap_per_chunk && schedule == ScheduleKind::Interleaved) s += ", DP overlap per chunk";
   if (r.pipeline_sends_whole_tensor && pp > 1) s += ", whole-tensor pipeline sends";
   if (r.fp8_fused_casts && precision == Precision::FP8) s += ", FP8 casts fused";
+  if (!r.fused_swiglu) s += ", SwiGLU unfused";
   if (r.compute_efficiency != 1.0) s += fmt::format(", stack compute efficiency {:g}", r.compute_efficiency);
   return s;
 }
@@ -26,6 +27,7 @@ nlohmann::json recipe_json(const RecipeSettings& r) {
           {"dp_overlap_per_chunk", r.dp_overlap_per_chunk},
           {"pipeline_sends_whole_tensor", r.pipeline_sends_whole_tensor},
           {"fp8_fused_casts", r.fp8_fused_casts},
+          {"fused_swiglu", r.fused_swiglu},
           {"compute_efficiency", r.compute_efficiency}};
 }
 

@@ -170,8 +170,9 @@ LayerCompute layer_compute(const ModelSpec& full, const ExecutionSpec& e, int64_
   const double hbm = kernel_hbm_Bps(e, gpu, c);
   const double scale = c.elementwise_traffic_per_stored_byte * activation_element_bytes(e) / 2;
   lc.attention_elementwise_s = scale * act.attention_scores_bytes / hbm;
-  // The FP8 copies are the casts' output, counted in fp8_cast_s below.
-  lc.elementwise_s = scale * (act.bytes - act.fp8_copy_bytes) / hbm;
+  // The FP8 copies are the casts' output, counted in fp8_cast_s below; the 16-bit inputs they
+  // stand in for are still written by the forward's kernels (the norms, the activation).
+  lc.elementwise_s = scale * (act.bytes + act.fp8_given_up_bytes - act.fp8_copy_bytes) / hbm;
   if (lc.fp8) {
     // Each weight GEMM's input is quantised to FP8 first (the weights once per step: not counted):
     // QKV and FC1 read the norms' outputs (T h each), the projection the attention's (T h / t),

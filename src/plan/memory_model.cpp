@@ -55,45 +55,57 @@ LayerActivations layer_activations(const ModelSpec& m, const ExecutionSpec& e, i
   const double sbkv = double(m.seq_len) * e.micro_batch_size * m.kv_dim();
   const double as2b = double(m.heads) * m.seq_len * m.seq_len * e.micro_batch_size;
   const double t = double(tp);
-  const bool gpt = m.family == ModelFamily::GPT;
   const bool dropout = m.has_dropout();
   const double scale = e.precision == Precision::FP32 ? 2.0 : 1.0;  // Table 2 assumes 16-bit
   // Korthikanti Table 2 term by term. Outside the TP region: both norm inputs (4sbh), QKV and MLP
   // inputs (4sbh), two dropout masks (2sbh, with dropout: GPT's default).
   const double outside = (dropout ? 10 : 8) * sbh;
-  // Inside (split by t): Q, K, V, projection input, MLP internals (GELU in + out 4sbf; SwiGLU 8sbf).
-  // A MoE layer's routed experts are whole on every tp rank (expert tensor parallel 1): their
-  // activations are not split (`whole`), the shared experts' and dense layers' are.
-  MoeActivationElements mlp{(gpt ? 4 : 8) * sbf, 0, sbf, 0};
-  if (m.is_moe()) mlp = moe_mlp_activation_elements(m, double(m.seq_len) * e.micro_batch_size);
-  const double inside = 2 * sbh + 4 * sbkv + 2 * sbh + mlp.split;
+  // Inside (split by t): Q, K, V, projection input, MLP internals (GELU in + out 4sbf; SwiGLU
+  // 6sbf fused, 8sbf eager: mlp_activation_width). A MoE layer's routed experts are whole on every
+  // tp rank (expert tensor parallel 1): their activations are not split (`whole`), the shared
+  // experts' and dense layers' are.
+  MoeActivationElements mlp{mlp_activation_width(m, e.recipe) * sbf, 0, sbf, 0};
+  if (m.is_moe()) mlp = moe_mlp_activation_elements(m, e.recipe, double(m.seq_len) * e.micro_batch_size);
+  // Grouped-query attention: flash kernels read each K and V head for its group of query heads;
+  // unfused attention repeats K and V to every query head first (Megatron's repeat_interleave, the
+  // runtime's kernels) and its matrix products keep the repeated ones.
+  const bool flash = e.attention == AttentionKind::Flash;
+  const double kv_held = flash ? sbkv : sbh;
+  const double inside = 2 * sbh + 4 * kv_held + 2 * sbh + mlp.split;
   // Attention scores: softmax output, dropout mask and output (5as^2b; 2as^2b without dropout).
   // Flash attention never stores them, only the softmax statistics (one fp32 per row and head).
-  const bool flash = e.attention == AttentionKind::Flash;
   const double scores = flash ? 0.0 : (dropout ? 5 : 2) * as2b;
   const double softmax_stats = flash ? 4.0 * double(m.heads) * m.seq_len * e.micro_batch_size : 0.0;  // fp32 bytes
-  // FP8 (Transformer Engine): Hopper's FP8 GEMMs take their operands in one layout, so for the
-  // weight-gradient GEMM TE keeps an FP8 (1-byte) transposed copy of each FP8 GEMM's input
-  // besides the 16-bit activation the other kernels use: the QKV and MLP inputs (the norm
-  // outputs, sbh each, outside the TP region), the projection input (sbh) and the MLP-out input
-  // (sbf; a routed expert's per token copy, whole). Full recomputation rebuilds them with the rest.
+  // FP8 (Transformer Engine): for the weight-gradient GEMM, TE's Linear and LayerNormLinear keep
+  // the FP8 (1-byte) cast of each FP8 GEMM's input (saved_inputmat is the FP8 tensor), not the
+  // 16-bit one. So the QKV and MLP inputs (the norm outputs, sbh each, outside the TP region) and
+  // the MLP-out input (sbf; a routed expert's per token copy, whole) are held as FP8 only: no
+  // other kernel's backward reads them (the norms and the activation keep their inputs). The
+  // projection input (sbh) is held twice: the attention's backward reads it in 16-bit. Full
+  // recomputation rebuilds them with the rest.
   const bool fp8 = e.precision == Precision::FP8;
   const double fp8_outside = fp8 ? 2 * sbh : 0.0;
   const double fp8_inside = fp8 ? sbh + mlp.fc2_split : 0.0;
   const double fp8_whole = fp8 ? mlp.fc2_whole : 0.0;
+  const double given_up_inside = fp8 ? mlp.fc2_split : 0.0;  // 16-bit elements, the projection input kept
   LayerActivations a;
   const double outside_held = e.sequence_parallel ? outside / t : outside;
   const double fp8_copies = (e.sequence_parallel ? fp8_outside / t : fp8_outside) + fp8_inside / t + fp8_whole;
-  a.full_layer_bytes = scale * (outside_held + (inside + softmax_stats) / t + mlp.whole + scores / t) + fp8_copies;
+  const double fp8_given_up =
+      2 * ((e.sequence_parallel ? fp8_outside / t : fp8_outside) + given_up_inside / t + fp8_whole);
+  a.full_layer_bytes =
+      scale * (outside_held + (inside + softmax_stats) / t + mlp.whole + scores / t) + fp8_copies - fp8_given_up;
   switch (e.recompute) {
     case Recompute::None:
       a.attention_scores_bytes = scale * scores / t;
       a.bytes = a.full_layer_bytes;
       a.fp8_copy_bytes = fp8_copies;
+      a.fp8_given_up_bytes = fp8_given_up;
       break;
     case Recompute::Selective:
-      a.bytes = scale * (outside_held + (inside + softmax_stats) / t + mlp.whole) + fp8_copies;
+      a.bytes = scale * (outside_held + (inside + softmax_stats) / t + mlp.whole) + fp8_copies - fp8_given_up;
       a.fp8_copy_bytes = fp8_copies;
+      a.fp8_given_up_bytes = fp8_given_up;
       break;
     case Recompute::Full:
       a.bytes = scale * 2 * sbh / (e.sequence_parallel ? t : 1.0);

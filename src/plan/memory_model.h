@@ -49,6 +49,7 @@ struct LayerActivations {
   double full_layer_bytes = 0;      // a whole layer's activations (needed while recomputing one)
   double deferred_grad_bytes = 0;   // ZB-H1: output gradients kept until the weight-gradient pass (in bytes)
   double fp8_copy_bytes = 0;        // FP8: the 1-byte copies of the FP8 GEMMs' inputs, part of bytes
+  double fp8_given_up_bytes = 0;    // FP8: the 16-bit GEMM inputs held as those copies only, not in bytes
 };
 LayerActivations layer_activations(const ModelSpec& model, const ExecutionSpec& exec, int64_t tp);
 

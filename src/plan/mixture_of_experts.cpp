@@ -94,9 +94,13 @@ EpWait ep_wait_per_layer(const ModelSpec& m, const ExecutionSpec& e, int64_t ep,
   return w;
 }
 
-MoeActivationElements moe_mlp_activation_elements(const ModelSpec& m, double sb) {
-  const bool gpt = m.family == ModelFamily::GPT;
-  const double per_width = gpt ? 4 : 8;  // GELU in + out; SwiGLU gate, up, product, down input
+double mlp_activation_width(const ModelSpec& m, const RecipeSettings& r) {
+  if (m.family == ModelFamily::GPT) return 4;  // GELU in + out
+  return r.fused_swiglu ? 6 : 8;              // gate and up, product (eager: and silu(gate))
+}
+
+MoeActivationElements moe_mlp_activation_elements(const ModelSpec& m, const RecipeSettings& r, double sb) {
+  const double per_width = mlp_activation_width(m, r);
   const double copies = double(m.experts_per_token) * m.capacity_factor;
   const double fe = double(m.expert_ffn_hidden), h = double(m.hidden), f = double(m.ffn_hidden);
   const double shared = double(m.shared_experts), share = moe_layer_share(m);

@@ -95,7 +95,11 @@ struct MoeActivationElements {
   double split = 0, whole = 0;
   double fc2_split = 0, fc2_whole = 0;
 };
-MoeActivationElements moe_mlp_activation_elements(const ModelSpec& model, double sb);
+MoeActivationElements moe_mlp_activation_elements(const ModelSpec& model, const RecipeSettings& recipe, double sb);
+// 16-bit bytes an MLP stores per token per unit of its width: GELU 4 (input and output); SwiGLU
+// 6 fused (the gate and up projections' output, and the product FC2 reads), 8 in eager ops,
+// which also keep silu(gate) for the product's backward (recipe fused_swiglu).
+double mlp_activation_width(const ModelSpec& model, const RecipeSettings& recipe);
 
 // Parameters of one layer (averaged over the layers) on one GPU: the dense part (attention,
 // norms, router, shared experts, the dense MLP of dense layers) and the routed experts (E / ep

@@ -208,6 +208,8 @@ void recipe_args(const RunSpec& run, std::vector<std::string>& a, Problems& refu
     refuse.add("FP8 casts not fused: Megatron-Core's Transformer Engine layers cast the QKV, FC1 and FC2 inputs inside "
                "the norms and the activation",
                "replan with --fp8-fused-casts (or --stack megatron-core-te)", "megatron-fp8-casts");
+  // Megatron-Core fuses SwiGLU by default (bias_swiglu_fusion: keeps the gate and up output only).
+  if (run.model.family == ModelFamily::Llama && !e.recipe.fused_swiglu) a.push_back("--no-bias-swiglu-fusion");
   if (e.recipe.fp8_params) a.push_back("--fp8-param-gather");  // FP8 weights, gathered as FP8
   if (e.recipe.optimizer_state_bits == 16) {
     // Megatron-Core's precision-aware optimizer: its 16-bit master copy is fp16, the moments bf16.

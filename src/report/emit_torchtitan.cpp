@@ -69,6 +69,10 @@ void check_recipe(const RunSpec& run, bool toml, Problems& refuse) {
     refuse.add("context parallel as a ring: torchtitan's context parallel all-gathers K and V (its default rotate "
                "method, which the written config keeps)",
                "replan with --cp-kind allgather (or --stack torchtitan)", "torchtitan-cp-kind");
+  if (run.model.family == ModelFamily::Llama && e.recipe.fused_swiglu)
+    refuse.add("fused SwiGLU: torchtitan's FeedForward runs silu and the product as eager ops (no torch.compile in "
+               "the written job), which keep w1's and w3's outputs and silu(w1 x) besides the product",
+               "replan with --no-fused-swiglu (or --stack torchtitan)", "torchtitan-swiglu");
   if (e.attention == AttentionKind::Unfused)
     refuse.add("unfused attention: torchtitan runs PyTorch SDPA (flash / cuDNN kernels that never store the scores)",
                "replan with --attention flash (or --stack torchtitan)", "torchtitan-attention");

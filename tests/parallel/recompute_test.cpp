@@ -116,7 +116,11 @@ TEST(Recompute, dp2_pp2_gpt_is_bit_identical) {
 
 // Measured activation memory of every rank against the planner's activations of its stage,
 // within 10%, except where the runtime and the planner's recipe differ by a known term (the
-// tolerance given for that recipe, the term named where it is called).
+// tolerance given for that recipe, the term named where it is called). Without full
+// recomputation the measure is the micro-batches' slots: the runtime's gradient scratch is a
+// fixed working set the planner leaves to its overhead line (0.03-0.09 MiB here, up to 10% of
+// this 128-wide model's activations). With it, slots and scratch: the scratch then holds the
+// layer being recomputed, which the planner counts (a whole layer's activations).
 void expect_memory_as_planned(bool llama, Layout layout, bool sp, double none_tolerance = 0.10,
                               double full_tolerance = 0.10, ScheduleKind schedule = ScheduleKind::OneFOneB) {
   for (Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full}) {
@@ -127,27 +131,32 @@ void expect_memory_as_planned(bool llama, Layout layout, bool sp, double none_to
     const auto planned = plan::stage_memory(run.model, run.exec, plan::MemoryInputs{layout.tp, layout.pp, layout.dp, 0});
     if (world_rank() < int(layout.world_size())) {
       const double want = planned.at(size_t(got.stage)).activations_bytes;
-      const double ratio = got.memory.total() / want;
+      const double measured = r == Recompute::Full ? got.memory.total() : got.memory.slot_bytes;
+      const double ratio = measured / want;
       std::printf("[ memory  ] %-5s %-22s %-5s recompute %-9s rank %d stage %lld: %lld slots %.3f MiB + scratch "
-                  "%.3f MiB = %.3f MiB, planner %.3f MiB, measured / planner %.3f\n",
+                  "%.3f MiB = %.3f MiB, planner %.3f MiB, measured (%s) / planner %.3f\n",
                   llama ? "llama" : "gpt", layout.describe().c_str(), to_string(schedule).c_str(), to_string(r).c_str(),
                   world_rank(),
                   (long long)got.stage, (long long)got.memory.slots, got.memory.slot_bytes / 1048576.0,
-                  got.memory.scratch_bytes / 1048576.0, got.memory.total() / 1048576.0, want / 1048576.0, ratio);
+                  got.memory.scratch_bytes / 1048576.0, got.memory.total() / 1048576.0, want / 1048576.0,
+                  r == Recompute::Full ? "slots + scratch" : "slots", ratio);
       EXPECT_NEAR(ratio, 1.0, tolerance) << to_string(r) << " rank " << world_rank();
     }
     MPI_Barrier(MPI_COMM_WORLD);
   }
 }
 
-// Llama, full recomputation with pp > 1: each micro-batch also keeps the stage's output until
-// its send completes (the next stage's input, which the planner counts there), and the layer
-// scratch holds the kv heads repeated for their query heads: up to 16% above the planner here
-// (15.2% measured at tp 2 x pp 2; every other recipe within 10%).
-TEST(Recompute, llama_activation_memory_is_the_planners_within_10_percent_or_16_with_full_recompute_on_pp) {
-  expect_memory_as_planned(true, Layout{}, false);
-  expect_memory_as_planned(true, Layout{.tp = 1, .dp = 1, .pp = 2}, false, 0.10, 0.16);
-  expect_memory_as_planned(true, Layout{.tp = 2, .dp = 1, .pp = 2}, true, 0.10, 0.16);
+// Llama, full recomputation: the scratch recomputing a layer also holds its q and kv before RoPE
+// (forward only; A + KV per token, 11% of a layer here), which the planner's whole layer leaves
+// out: up to 16% above it in one process (14.5% measured). With pp > 1 each micro-batch also
+// keeps the stage's output until its send completes (the next stage's input, which the planner
+// counts there): up to 22% (21.2% measured at tp 2 x pp 2). Without full recomputation the
+// slots are within 4% (the runtime keeps the same regions the planner counts: a fused SwiGLU's
+// gate, up and product, the kv heads repeated for unfused attention).
+TEST(Recompute, llama_activation_memory_is_the_planners_within_10_percent_or_22_with_full_recompute) {
+  expect_memory_as_planned(true, Layout{}, false, 0.10, 0.16);
+  expect_memory_as_planned(true, Layout{.tp = 1, .dp = 1, .pp = 2}, false, 0.10, 0.22);
+  expect_memory_as_planned(true, Layout{.tp = 2, .dp = 1, .pp = 2}, true, 0.10, 0.22);
 }
 // ZB-H1 holds each micro-batch's slot until its deferred weight gradient: every stage of pp4
 // keeps 4 slots (1F1B's last stage keeps 1), each with the two output gradients W needs (and the

@@ -118,6 +118,10 @@ rows = [
     ("--pipeline-sends-whole-tensor", None, "A", r"!pipeline-sends-whole-tensor"),
     ("--no-pipeline-sends-whole-tensor", None, "B", r"!pipeline-sends-whole-tensor"),
     # FP8 cast fusion: a setting of FP8 recipes only (train refuses fp8 itself), nothing to do at bf16/fp32.
+    # SwiGLU fusion: the runtime's kernel is fused (the Llama run L takes the default); eager
+    # storage is another stack's, refused for a Llama model.
+    ("--fused-swiglu", None, "L", r"trident train: Llama"),
+    ("--no-fused-swiglu", None, "swiglu", r"--no-fused-swiglu: the runtime's SwiGLU kernel is fused"),
     ("--fp8-fused-casts", None, "A", r"!fp8-fused-casts"),
     ("--no-fp8-fused-casts", None, "B", r"!fp8-fused-casts"),
     # The stack's compute efficiency: a planner setting of another stack's kernel rates (what a
@@ -198,6 +202,7 @@ extra = {
           "--seq-len", "64", "--global-batch-size", "2", "--micro-batch-size", "1", "--steps", "2", "--threads", "1",
           "--eval-batches", "1", "--tp", "2"],
     "llama-tied": small + ["--family", "llama"],
+    "swiglu": small + ["--family", "llama"],
     "P": small + ["--prediction-cluster", path("bench.toml")],
     "Z": small + ["--eval-batches", "1"],
     "zb-full": small + ["--schedule", "zb-h1"],
@@ -209,7 +214,7 @@ extra = {
                         "--prediction-cluster", path("bench.toml")],
 }
 must_succeed = {"help", "A", "B", "C", "L", "P", "Z", "CP", "Z3", "M", "MF", "EP"}
-order = ["help", "A", "B", "C", "L", "P", "Z", "CP", "Z3", "M", "MF", "EP", "cost-missing", "moe-knobs", "capability", "llama-tied", "zb-full",
+order = ["help", "A", "B", "C", "L", "P", "Z", "CP", "Z3", "M", "MF", "EP", "cost-missing", "moe-knobs", "capability", "llama-tied", "swiglu", "zb-full",
          "device", "gpu-comm", "parse", "sp", "stack"]
 
 # Every option of `trident train --help` has a row.

@@ -244,7 +244,7 @@ TEST(MixtureOfExperts, experts_are_whole_on_every_tp_rank) {
   e.sequence_parallel = true;
   e.recompute = Recompute::Selective;
   const double a1 = layer_activations(m, e, 1).bytes, a2 = layer_activations(m, e, 2).bytes;
-  const MoeActivationElements x = moe_mlp_activation_elements(m, double(m.seq_len));
+  const MoeActivationElements x = moe_mlp_activation_elements(m, RecipeSettings{}, double(m.seq_len));
   EXPECT_DOUBLE_EQ(x.split, 0);  // no shared experts, no dense layers
   EXPECT_GT(x.whole, 0);
   EXPECT_NEAR(a1 - a2, (a1 - x.whole) / 2, 1e-9 * a1);

@@ -96,7 +96,7 @@ TEST(StackTerms, fp8_runs_weight_gemms_at_the_fp8_peak_and_pays_the_casts) {
   EXPECT_EQ(state_bytes(Precision::FP8, 32).weights, 3);
 }
 
-TEST(StackTerms, fp8_keeps_fp8_copies_of_the_gemm_inputs_for_the_weight_gradients) {
+TEST(StackTerms, fp8_keeps_fp8_copies_of_the_gemm_inputs_for_the_weight_gradients_instead_of_16_bit_ones) {
   const ModelSpec m = model_preset("gpt3-175b");
   ExecutionSpec e;
   e.attention = AttentionKind::Flash;
@@ -108,8 +108,11 @@ TEST(StackTerms, fp8_keeps_fp8_copies_of_the_gemm_inputs_for_the_weight_gradient
   // One byte per element of the QKV and MLP inputs (2sbh), the projection input (sbh) and the
   // MLP-out input (sbf = 4sbh), all split by t with sequence parallel: 7 sbh / t.
   EXPECT_NEAR(fp8.fp8_copy_bytes, 7 * sbh / t, 1);
-  EXPECT_NEAR(fp8.bytes, 34 * sbh / t + 4 * a * s * b / t + 7 * sbh / t, 1);
-  EXPECT_NEAR(fp8.bytes - bf16, fp8.fp8_copy_bytes, 1);
+  // Transformer Engine keeps those copies instead of the 16-bit QKV and MLP inputs (2 x 2sbh) and
+  // MLP-out input (2 x 4sbh); the projection input stays 16-bit too (the attention's backward).
+  EXPECT_NEAR(fp8.fp8_given_up_bytes, 12 * sbh / t, 1);
+  EXPECT_NEAR(fp8.bytes, 34 * sbh / t + 4 * a * s * b / t + 7 * sbh / t - 12 * sbh / t, 1);
+  EXPECT_NEAR(fp8.bytes - bf16, fp8.fp8_copy_bytes - fp8.fp8_given_up_bytes, 1);
   // Full recomputation keeps only the layer input: the copies are rebuilt with the rest.
   e.recompute = Recompute::Full;
   EXPECT_EQ(layer_activations(m, e, 4).fp8_copy_bytes, 0);
@@ -297,6 +300,34 @@ TEST(StackTerms, fp8_fused_casts_drop_the_qkv_fc1_and_fc2_input_casts) {
     ExecutionSpec x;
     apply_stack(s, x);
     EXPECT_EQ(x.recipe.fp8_fused_casts, s.name == "megatron-core-te") << s.name;
+  }
+}
+
+TEST(StackTerms, a_fused_swiglu_keeps_the_gate_and_up_output_and_the_product_eager_ops_also_silu) {
+  // Llama 3 70B at tp 4 with sequence parallel and flash attention, one 8192-token sequence.
+  ModelSpec m = model_preset("llama3-70b");
+  m.seq_len = 8192;
+  ExecutionSpec e;
+  e.attention = AttentionKind::Flash;
+  e.sequence_parallel = true;
+  const double t = 4, sb = 8192, h = 8192, kv = 1024, f = 28672;
+  const double fused = layer_activations(m, e, 4).bytes;
+  // Outside the TP region (split by t): the two norm inputs and outputs, 8 sbh; inside: Q (2sbh),
+  // K and V (4 s b kv), the projection input (2sbh), the MLP's gate and up output (4sbf) and the
+  // product (2sbf); the softmax statistics (4 bytes per row and head).
+  EXPECT_NEAR(fused, (8 * sb * h + 2 * sb * h + 4 * sb * kv + 2 * sb * h + 6 * sb * f + 4 * 64 * sb) / t, 1);
+  e.recipe.fused_swiglu = false;  // silu(gate) kept too
+  EXPECT_NEAR(layer_activations(m, e, 4).bytes - fused, 2 * sb * f / t, 1);
+  // GPT's GELU MLP keeps its input and output either way.
+  const ModelSpec g = model_preset("gpt3-175b");
+  const double eager_gelu = layer_activations(g, e, 4).bytes;
+  e.recipe.fused_swiglu = true;
+  EXPECT_EQ(layer_activations(g, e, 4).bytes, eager_gelu);
+  // The stacks: eager PyTorch in DeepSpeed-Megatron's and torchtitan's MLPs, fused elsewhere.
+  for (const auto& s : stack_presets()) {
+    ExecutionSpec x;
+    apply_stack(s, x);
+    EXPECT_EQ(x.recipe.fused_swiglu, s.name != "deepspeed" && s.name != "torchtitan") << s.name;
   }
 }
 
