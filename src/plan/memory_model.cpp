@@ -87,12 +87,11 @@ LayerActivations layer_activations(const ModelSpec& m, const ExecutionSpec& e, i
   const double fp8_outside = fp8 ? 2 * sbh : 0.0;
   const double fp8_inside = fp8 ? sbh + mlp.fc2_split : 0.0;
   const double fp8_whole = fp8 ? mlp.fc2_whole : 0.0;
-  const double given_up_inside = fp8 ? mlp.fc2_split : 0.0;  // 16-bit elements, the projection input kept
   LayerActivations a;
   const double outside_held = e.sequence_parallel ? outside / t : outside;
   const double fp8_copies = (e.sequence_parallel ? fp8_outside / t : fp8_outside) + fp8_inside / t + fp8_whole;
-  const double fp8_given_up =
-      2 * ((e.sequence_parallel ? fp8_outside / t : fp8_outside) + given_up_inside / t + fp8_whole);
+  // The 16-bit tensors (2 bytes) of every copy but the projection input's.
+  const double fp8_given_up = fp8 ? 2 * (fp8_copies - sbh / t) : 0.0;
   a.full_layer_bytes =
       scale * (outside_held + (inside + softmax_stats) / t + mlp.whole + scores / t) + fp8_copies - fp8_given_up;
   switch (e.recompute) {

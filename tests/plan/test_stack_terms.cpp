@@ -318,6 +318,12 @@ TEST(StackTerms, a_fused_swiglu_keeps_the_gate_and_up_output_and_the_product_eag
   EXPECT_NEAR(fused, (8 * sb * h + 2 * sb * h + 4 * sb * kv + 2 * sb * h + 6 * sb * f + 4 * 64 * sb) / t, 1);
   e.recipe.fused_swiglu = false;  // silu(gate) kept too
   EXPECT_NEAR(layer_activations(m, e, 4).bytes - fused, 2 * sb * f / t, 1);
+  // Unfused attention repeats the 8 kv heads to the 64 query heads and keeps them (4 s b h, not
+  // 4 s b kv) and the softmax output (2 a s^2 b, Llama has no dropout), not the statistics.
+  ExecutionSpec unfused = e;
+  unfused.attention = AttentionKind::Unfused;
+  EXPECT_NEAR(layer_activations(m, unfused, 4).bytes - layer_activations(m, e, 4).bytes,
+              (4 * sb * h - 4 * sb * kv + 2 * 64 * sb * sb - 4 * 64 * sb) / t, 1);
   // GPT's GELU MLP keeps its input and output either way.
   const ModelSpec g = model_preset("gpt3-175b");
   const double eager_gelu = layer_activations(g, e, 4).bytes;
