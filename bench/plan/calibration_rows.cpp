@@ -127,6 +127,7 @@ std::vector<Row> read_rows(const std::string& path) {
     if (!col("grad_bits").empty()) x.grad_bits = int(num("grad_bits"));
     // Recipe settings over the stack's (0/1): the p2p volume and FP8 cast fusion a source states.
     if (!col("pipeline_sends_whole_tensor").empty()) x.recipe.pipeline_sends_whole_tensor = num("pipeline_sends_whole_tensor") != 0;
+    if (!col("dp_after_pipeline_flush").empty()) x.recipe.dp_after_pipeline_flush = num("dp_after_pipeline_flush") != 0;
     if (!col("fp8_fused_casts").empty()) x.recipe.fp8_fused_casts = num("fp8_fused_casts") != 0;
     if (!col("fused_swiglu").empty()) x.recipe.fused_swiglu = num("fused_swiglu") != 0;
     if (!col("stack_compute_efficiency").empty()) {

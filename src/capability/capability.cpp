@@ -127,6 +127,11 @@ void check_executable(const RunSpec& r, const std::string& device, const std::ve
                      ": the runtime's overlap is its own: the DP gradient reduction in buckets, pipeline sends asynchronous, TP "
                      "collectives blocking",
                  "use --overlap dp (the default) for train", "train-overlap");
+  if (x.recipe.dp_after_pipeline_flush && L.pp > 1)
+    problems.add("--dp-after-pipeline-flush" + from_stack +
+                     ": the runtime reduces each gradient bucket as soon as the last micro-batch's backward has "
+                     "written it (its grad-ready hook), not after the pipeline flush",
+                 "use --no-dp-after-pipeline-flush for train", "train-dp-after-flush");
   if (m.family == ModelFamily::GPT && !m.tied_embeddings())
     problems.add("an untied output layer: the runtime's GPT ties it to the token embedding",
                  "drop --no-tied-embeddings for train", "train-tied-embeddings");

@@ -31,6 +31,11 @@ RehearsalCheck rehearsal_check(const RunSpec& recipe) {
     x.recipe.fp8_params = false;
     x.recipe.optimizer_state_bits = 32;
   }
+  if (x.recipe.dp_after_pipeline_flush && r.layout.pp > 1) {
+    out.substitutions.push_back("gradient reduction after the pipeline flush -> behind the last backward (the "
+                                "runtime's grad-ready hook)");
+    x.recipe.dp_after_pipeline_flush = false;
+  }
   if (x.recipe.cp_kind != CpKind::Ring && r.layout.cp > 1) {
     out.substitutions.push_back("cp " + to_string(x.recipe.cp_kind) + " -> ring (the runtime's ring attention)");
     x.recipe.cp_kind = CpKind::Ring;

@@ -43,6 +43,10 @@ struct RecipeSettings {
   // engine); off, each TP rank sends its 1/tp share and the receiver all-gathers it on the fast
   // link inside the node (Megatron's scatter-gather, or sequence parallel's s/tp rows).
   bool pipeline_sends_whole_tensor = false;
+  // With pp > 1 the gradient reduction waits for the pipeline flush instead of running behind the
+  // last micro-batch's backward (DeepSpeed's pipeline engine: its ReduceGrads instruction follows
+  // the last backward, and ZeRO 1-2's overlap_comm hooks stay off under it). No effect at pp 1.
+  bool dp_after_pipeline_flush = false;
   // FP8: the casts of the QKV and FC1 inputs fused into the norms before them and the FC2 input's
   // into the activation (Transformer Engine's LayerNormLinear / LayerNormMLP write FP8 outputs);
   // off, each of the four GEMM inputs is cast by a kernel of its own.
@@ -125,6 +129,10 @@ struct ExecutionSpec {
   // Micro-batches per pipeline per step: B / (b * dp).
   int64_t micro_batches(int64_t dp) const { return global_batch_size / (micro_batch_size * dp); }
 };
+
+// Whether the gradient reduction (and ZeRO's weight gather) runs behind compute at `pp` stages:
+// --overlap dp, unless the stack reduces after the pipeline flush (dp_after_pipeline_flush).
+bool dp_overlapped(const ExecutionSpec& e, int64_t pp);
 
 // Named software stacks: each sets several of the settings above together (explicit flags win).
 struct StackPreset {

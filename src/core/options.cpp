@@ -104,6 +104,10 @@ std::vector<OptionDef> execution_options() {
        "pipeline sends carry the whole b x s x h activation from every TP rank (DeepSpeed's pipeline engine), "
        "not each TP rank's 1/tp share gathered on the receiver (Megatron's scatter-gather)",
        true, "", "on with --stack deepspeed, else off"},
+      {"dp-after-pipeline-flush", "training",
+       "with pp > 1, reduce the gradients after the pipeline flush instead of behind the last micro-batch's backward "
+       "(DeepSpeed's pipeline engine: its ReduceGrads step follows the last backward)",
+       true, "", "on with --stack deepspeed, else off"},
       {"fp8-fused-casts", "training",
        "with --precision fp8, the casts of the QKV and FC1 inputs fused into the norms and the FC2 input's into the "
        "activation (Transformer Engine's LayerNormLinear / LayerNormMLP); off, each GEMM input is cast on its own",

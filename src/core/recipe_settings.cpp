@@ -14,6 +14,7 @@ std::string recipe_text(const ExecutionSpec& e, int64_t cp, int64_t pp) {
   if (cp > 1) s += ", cp " + to_string(r.cp_kind);
   if (r.dp_overlap_per_chunk && schedule == ScheduleKind::Interleaved) s += ", DP overlap per chunk";
   if (r.pipeline_sends_whole_tensor && pp > 1) s += ", whole-tensor pipeline sends";
+  if (r.dp_after_pipeline_flush && pp > 1) s += ", gradients reduced after the pipeline flush";
   if (r.fp8_fused_casts && precision == Precision::FP8) s += ", FP8 casts fused";
   if (!r.fused_swiglu) s += ", SwiGLU unfused";
   if (r.compute_efficiency != 1.0) s += fmt::format(", stack compute efficiency {:g}", r.compute_efficiency);
@@ -26,6 +27,7 @@ nlohmann::json recipe_json(const RecipeSettings& r) {
           {"cp_kind", to_string(r.cp_kind)},
           {"dp_overlap_per_chunk", r.dp_overlap_per_chunk},
           {"pipeline_sends_whole_tensor", r.pipeline_sends_whole_tensor},
+          {"dp_after_pipeline_flush", r.dp_after_pipeline_flush},
           {"fp8_fused_casts", r.fp8_fused_casts},
           {"fused_swiglu", r.fused_swiglu},
           {"compute_efficiency", r.compute_efficiency}};

@@ -279,6 +279,7 @@ void resolve_recipe(const OptionValues& v, Problems& p, ExecutionSpec& e) {
   }
   if (auto b = v.get_bool("dp-overlap-per-chunk", p)) r.dp_overlap_per_chunk = *b;
   if (auto b = v.get_bool("pipeline-sends-whole-tensor", p)) r.pipeline_sends_whole_tensor = *b;
+  if (auto b = v.get_bool("dp-after-pipeline-flush", p)) r.dp_after_pipeline_flush = *b;
   if (auto b = v.get_bool("fp8-fused-casts", p)) r.fp8_fused_casts = *b;
   if (auto b = v.get_bool("fused-swiglu", p)) r.fused_swiglu = *b;
   if (auto x = v.get_double("stack-compute-efficiency", p)) r.compute_efficiency = *x;

@@ -27,6 +27,7 @@ std::map<std::string, std::string> run_option_texts(const RunSpec& run) {
       {"cp-kind", to_string(e.recipe.cp_kind)},
       {"dp-overlap-per-chunk", e.recipe.dp_overlap_per_chunk ? "true" : "false"},
       {"pipeline-sends-whole-tensor", e.recipe.pipeline_sends_whole_tensor ? "true" : "false"},
+      {"dp-after-pipeline-flush", e.recipe.dp_after_pipeline_flush ? "true" : "false"},
       {"fp8-fused-casts", e.recipe.fp8_fused_casts ? "true" : "false"},
       {"fused-swiglu", e.recipe.fused_swiglu ? "true" : "false"},
       {"stack-compute-efficiency", fmt::format("{}", e.recipe.compute_efficiency)},

@@ -35,7 +35,8 @@ std::vector<Zero3Chunk> zero3_stage(const Estimate& e, const DimLink& dcp, int64
   const double fwd_layer = (st.compute_forward_s + st.tp_comm_s / 3) / L;
   const double bwd_layer = (st.compute_backward_s + 2 * st.tp_comm_s / 3) / L;
   for (size_t ch = size_t(stage); ch < chunks.size(); ch += size_t(l.pp))
-    out.push_back(zero3_chunk(memo.gather_s, memo.scatter_s, double(chunks[ch]), fwd_layer, bwd_layer, x.overlap.dp, e.cost));
+    out.push_back(zero3_chunk(memo.gather_s, memo.scatter_s, double(chunks[ch]), fwd_layer, bwd_layer,
+                               dp_overlapped(x, l.pp), e.cost));
   return out;
 }
 
@@ -137,12 +138,14 @@ void time_data_parallel(Estimate& e, const Links& links, const CostConstants& c)
   const DimLink& grad_link = links.dcp;
   const StateBytes sb = state_bytes(x);
   const StageTime& bst = e.stages[biggest];
-  // The backward it hides behind (none when the stack does not overlap DP).
-  const double window = x.overlap.dp ? bst.compute_backward_s + bst.tp_comm_s / 2 : 0.0;
+  // The backward it hides behind (none when the stack does not overlap DP, or reduces after the
+  // pipeline flush).
+  const bool overlapped = dp_overlapped(x, l.pp);
+  const double window = overlapped ? bst.compute_backward_s + bst.tp_comm_s / 2 : 0.0;
   e.dp = dp_comm(params * sb.gradients, data, grad_link.link, grad_link.members_per_node, run.cluster,
                  window, c);
   // Per-chunk overlap (interleaved): each chunk's piece behind the backwards after its last one.
-  const int64_t dp_chunks = x.overlap.dp && x.recipe.dp_overlap_per_chunk ? v : 1;
+  const int64_t dp_chunks = overlapped && x.recipe.dp_overlap_per_chunk ? v : 1;
   const int64_t dp_group = std::min<int64_t>(e.micro_batches, l.pp);
   auto exposed_behind = [&](double t, double bytes, double behind) {
     const double last_bucket = t * std::min(1.0, c.dp_bucket_bytes() / std::max(bytes, 1.0));
@@ -151,7 +154,7 @@ void time_data_parallel(Estimate& e, const Links& links, const CostConstants& c)
   e.dp.chunks = dp_chunks;
   e.dp.chunk_group = dp_group;
   if (dp_chunks > 1) e.dp.exposed_s = exposed_behind(e.dp.total_s, params * sb.gradients, window);
-  if (!x.overlap.dp) e.dp.exposed_s = e.dp.total_s;
+  if (!overlapped) e.dp.exposed_s = e.dp.total_s;
   auto half_allreduce = [&](double bytes) {
     return dp_comm(bytes, data, grad_link.link, grad_link.members_per_node, run.cluster, 0, c).total_s / 2;
   };
@@ -162,7 +165,7 @@ void time_data_parallel(Estimate& e, const Links& links, const CostConstants& c)
     const DpPhases ph = dp_phases(params * sb.gradients, params * sb.gathered, data, x.zero, e.micro_batches,
                                   grad_link.link, grad_link.members_per_node, run.cluster, c);
     const double rs_exposed = exposed_behind(ph.reduce_scatter_s, params * sb.gradients, window);
-    const double gather_exposed = x.overlap.dp ? exposed_behind(ph.gather_weights_s, params * sb.gathered, bst.compute_forward_s)
+    const double gather_exposed = overlapped ? exposed_behind(ph.gather_weights_s, params * sb.gathered, bst.compute_forward_s)
                                                : ph.gather_weights_s;
     e.dp.total_s = double(ph.reduce_scatters_per_step) * ph.reduce_scatter_s +
                    double(ph.weight_gathers_per_step) * ph.gather_weights_s;

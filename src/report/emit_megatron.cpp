@@ -227,7 +227,7 @@ void recipe_args(const RunSpec& run, std::vector<std::string>& a, Problems& refu
   }
   // flash: fused kernels that never store the scores (cuDNN's, shipped with Transformer Engine).
   a.push_back(fmt::format("--attention-backend {}", e.attention == AttentionKind::Flash ? "fused" : "unfused"));
-  if (e.overlap.dp && e.schedule == ScheduleKind::Interleaved && l.pp > 1 && !e.recipe.dp_overlap_per_chunk)
+  if (dp_overlapped(e, l.pp) && e.schedule == ScheduleKind::Interleaved && l.pp > 1 && !e.recipe.dp_overlap_per_chunk)
     refuse.add("DP overlap behind one micro-batch in the interleaved schedule: Megatron's overlap_grad_reduce "
                "reduces and gathers each model chunk on its own",
                "replan with --dp-overlap-per-chunk (or --stack megatron-core-te)", "megatron-dp-per-chunk");
@@ -235,7 +235,9 @@ void recipe_args(const RunSpec& run, std::vector<std::string>& a, Problems& refu
   if (e.recipe.pipeline_sends_whole_tensor && e.sequence_parallel && l.pp > 1 && l.tp > 1)
     refuse.add("whole-tensor pipeline sends with sequence parallel: Megatron sends each TP rank's s/tp rows",
                "replan with --no-pipeline-sends-whole-tensor (or without --stack deepspeed)", "megatron-pp-whole-tensor");
-  if (e.overlap.dp) {
+  // Without --overlap-grad-reduce Megatron reduces after the pipeline flush: what
+  // dp_after_pipeline_flush asks for.
+  if (dp_overlapped(e, l.pp)) {
     a.push_back("--overlap-grad-reduce");
     if (e.zero >= 1) a.push_back("--overlap-param-gather");
   }

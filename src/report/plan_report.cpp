@@ -478,6 +478,9 @@ std::string stage_terms_text(const Estimate& e) {
                      : r.exec.zero == 2 ? fmt::format(" (ZeRO 2: a reduce-scatter per micro-batch, {} + one weight all-gather)", e.micro_batches)
                                         : fmt::format(" (ZeRO 3: a reduce-scatter per micro-batch and a weight all-gather per pass, {} + {})", e.micro_batches, 2 * e.micro_batches),
                      (e.dp.hierarchical ? fmt::format(" (hierarchical: {} per node x {} nodes)", e.dp.gpus_per_node_in_group, e.dp.nodes) : "") +
+                         (dp_overlapped(r.exec, r.layout.pp) ? ""
+                          : r.exec.overlap.dp ? " (after the pipeline flush: the stack reduces there with pp > 1)"
+                                              : " (not overlapped: after the last backward)") +
                          (e.dp.chunks > 1 ? fmt::format(" (per chunk: {} pieces, each after its chunk's last backward, {} micro-batches x "
                                                         "{:.2f} ms apart)", e.dp.chunks, e.dp.chunk_group,
                                                         1e3 * e.dp.overlap_window_s / double(e.dp.chunks))

@@ -35,6 +35,9 @@ struct StageCost {
   double p2p_s = 0;
   double dp_reduce_s = 0;       // gradient reduction across replicas; overlaps the last backwards
   int64_t dp_buckets = 1;       // it runs in this many equal buckets, each as soon as its layers are done
+  // false: every bucket waits for the stage's last backward (--overlap without dp, or a stack that
+  // reduces after the pipeline flush).
+  bool dp_overlapped = true;
   double embedding_sync_s = 0;  // tied-embedding all-reduce between first and last stage (after backward)
   double optimizer_s = 0;
   double dp_after_optimizer_s = 0;  // ZeRO / distributed optimizer: all-gather of the updated weights

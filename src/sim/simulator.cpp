@@ -173,8 +173,9 @@ WgradTimes play_programs(const PipelineSchedule& sc, const SimCosts& costs, cons
   return last_wgrad;
 }
 
-// After the pipeline, each stage's DP buckets in the order they became ready, one at a time on
-// the DP stream; returns when each stage's gradients are reduced.
+// After the pipeline, each stage's DP buckets in the order they became ready (all at the stage's
+// pipeline end when it does not overlap DP), one at a time on the DP stream; returns when each
+// stage's gradients are reduced.
 std::vector<double> reduce_gradients(const SimCosts& costs, int64_t v, const WgradTimes& last_wgrad,
                                      const SpanRecorder& span, SimResult& r) {
   const int64_t p = int64_t(costs.stages.size());
@@ -189,7 +190,8 @@ std::vector<double> reduce_gradients(const SimCosts& costs, int64_t v, const Wgr
       std::vector<double> ready;
       for (int64_t c = 0; c < v; ++c) {
         auto [b0, b1] = last_wgrad[s][c];
-        for (int64_t k = 0; k < per_chunk; ++k) ready.push_back(b0 + (b1 - b0) * double(k + 1) / double(per_chunk));
+        for (int64_t k = 0; k < per_chunk; ++k)
+          ready.push_back(cost.dp_overlapped ? b0 + (b1 - b0) * double(k + 1) / double(per_chunk) : st.pipeline_end_s);
       }
       std::sort(ready.begin(), ready.end());
       double free_at = 0;

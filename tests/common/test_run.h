@@ -4,6 +4,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/run_spec.h"
 
@@ -20,6 +22,14 @@ inline RunSpec run_on(const ModelSpec& model, const std::string& cluster, int64_
   run.layout.dp = dp;
   run.layout.order = order;
   return run;
+}
+
+// The planner's options (model, cluster, layout, execution, cost) set as flags would set them:
+// what resolve_execution and the run readers take in the option tests.
+inline OptionValues planner_values(const std::vector<std::pair<std::string, std::string>>& kv) {
+  OptionValues v(concat({model_options(), cluster_options(), layout_options(), execution_options(), cost_options()}));
+  for (const auto& [k, x] : kv) v.set(k, x, "--" + k);
+  return v;
 }
 
 }  // namespace trident::tests

@@ -122,11 +122,15 @@ rows = [
     # storage is another stack's, refused for a Llama model.
     ("--fused-swiglu", None, "L", r"trident train: Llama"),
     ("--no-fused-swiglu", None, "swiglu", r"--no-fused-swiglu: the runtime's SwiGLU kernel is fused"),
+    # Reducing after the pipeline flush (DeepSpeed's pipeline engine): the runtime's hook reduces
+    # each bucket behind the last backward, so on a pipeline it is refused; off is its own way.
+    ("--dp-after-pipeline-flush", None, "capability", r"--dp-after-pipeline-flush: the runtime reduces each gradient bucket"),
+    ("--no-dp-after-pipeline-flush", None, "A", r"!dp-after-pipeline-flush"),
     ("--fp8-fused-casts", None, "A", r"!fp8-fused-casts"),
     ("--no-fp8-fused-casts", None, "B", r"!fp8-fused-casts"),
     # The stack's compute efficiency: a planner setting of another stack's kernel rates (what a
     # plan's written config carries); the runtime runs its own kernels: accepted, nothing refused.
-    ("--stack-compute-efficiency", "0.765", "A", r"!stack-compute-efficiency"),
+    ("--stack-compute-efficiency", "0.767", "A", r"!stack-compute-efficiency"),
     ("--no-fp8-params", None, "B", r"!fp8-params"),  # the runtime's own setting: no FP8 weights
     # Refused: settings of layers a dense model does not have.
     ("--experts-per-token", "2", "moe-knobs", r"--experts-per-token .*applies to mixture-of-experts"),

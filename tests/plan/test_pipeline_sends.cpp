@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "core/run_spec.h"
+#include "../common/test_run.h"
 #include "plan/cost_model.h"
 #include "plan/estimate.h"
 #include "plan/search.h"
@@ -13,11 +14,7 @@ using namespace trident::plan;
 
 namespace {
 
-OptionValues values(std::vector<std::pair<std::string, std::string>> kv) {
-  OptionValues v(concat({model_options(), cluster_options(), layout_options(), execution_options(), cost_options()}));
-  for (auto& [k, x] : kv) v.set(k, x, "--" + k);
-  return v;
-}
+OptionValues values(std::vector<std::pair<std::string, std::string>> kv) { return tests::planner_values(kv); }
 
 // BLOOM 176B's layout on 48 DGX A100 nodes: tp 4 x pp 12 x dp 8, micro-batch 2, 1F1B.
 RunSpec bloom_layout() {

@@ -28,11 +28,7 @@ RunSpec llama_run(Precision precision) {
   return run;
 }
 
-OptionValues values(std::vector<std::pair<std::string, std::string>> kv) {
-  OptionValues v(concat({model_options(), cluster_options(), layout_options(), execution_options(), cost_options()}));
-  for (auto& [k, x] : kv) v.set(k, x, "--" + k);
-  return v;
-}
+OptionValues values(std::vector<std::pair<std::string, std::string>> kv) { return tests::planner_values(kv); }
 
 }  // namespace
 

@@ -8,15 +8,12 @@
 
 #include "core/cost_table.h"
 #include "core/run_spec.h"
+#include "../common/test_run.h"
 
 using namespace trident;
 
 namespace {
-OptionValues values(std::vector<std::pair<std::string, std::string>> kv) {
-  OptionValues v(concat({model_options(), cluster_options(), layout_options(), execution_options(), cost_options()}));
-  for (auto& [k, x] : kv) v.set(k, x, "--" + k);
-  return v;
-}
+OptionValues values(std::vector<std::pair<std::string, std::string>> kv) { return tests::planner_values(kv); }
 }  // namespace
 
 TEST(StackOptions, overlap_lists_parse_and_print) {

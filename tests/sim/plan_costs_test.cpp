@@ -276,5 +276,29 @@ TEST(PlanCosts, tp_and_pp_overlap_shorten_the_simulated_step) {
   EXPECT_GT(rh.exposed_tp_s(), 0.0);  // the hidden part still slows the GEMMs
 }
 
+// A stack that does not overlap DP (--overlap without dp, or --dp-after-pipeline-flush with pp >
+// 1) reduces every bucket after the stage's last backward: all of the reduction is exposed.
+TEST(PlanCosts, a_reduction_without_overlap_starts_after_the_pipeline) {
+  RunSpec behind = gpt3_4096();
+  const SimResult rb = play(costs_from_plan(behind), behind);
+  for (int way = 0; way < 2; ++way) {
+    RunSpec after = behind;
+    if (way == 0) after.exec.overlap.dp = false;
+    else after.exec.recipe.dp_after_pipeline_flush = true;
+    const PlannedCosts pa = costs_from_plan(after);
+    const SimResult ra = play(pa, after);
+    for (size_t s = 0; s < pa.costs.stages.size(); ++s) {
+      const StageCost& c = pa.costs.stages[s];
+      EXPECT_FALSE(c.dp_overlapped) << way;
+      ASSERT_GT(c.dp_reduce_s, 0) << way;
+      // Past the pipeline: the whole reduction, then the embedding sync on the first and last stage.
+      EXPECT_GE(ra.stages[s].exposed_dp_s, c.dp_reduce_s - 1e-12) << way << " stage " << s;
+    }
+    EXPECT_GT(ra.step_s, rb.step_s) << way;
+    EXPECT_GT(ra.exposed_dp_s(), rb.exposed_dp_s()) << way;  // behind, the last backward hid some of it
+    EXPECT_NEAR(ra.step_s / pa.estimate.time.step, 1.0, 0.03) << way;
+  }
+}
+
 }  // namespace
 }  // namespace trident::sim
