@@ -141,10 +141,11 @@ const std::vector<StackPreset>& stack_presets() {
        {.pipeline_sends_whole_tensor = true, .dp_after_pipeline_flush = true, .fused_swiglu = false, .compute_efficiency = 0.767},
        ScheduleKind::OneFOneB},
       {"torchtitan",
-       "torchtitan: FSDP2 (ZeRO 3 only: torchtitan has no ZeRO 1 or 2) with prefetched all-gathers, PyTorch SDPA flash attention, async TP, fp32 "
+       "torchtitan: FSDP2 (ZeRO 3 only: torchtitan has no ZeRO 1 or 2) with prefetched all-gathers, PyTorch SDPA flash attention, TP "
+       "collectives blocking (its default: async TP needs torch.compile, which it leaves off), fp32 "
        "gradient reduction, context parallel by all-gathering K and V (its default rotate method), SwiGLU in eager "
        "PyTorch ops (no torch.compile)",
-       AttentionKind::Flash, {true, true, false}, 32, 3, true, false,
+       AttentionKind::Flash, {false, true, false}, 32, 3, true, false,
        {.cp_kind = CpKind::AllGather, .fused_swiglu = false}},
   };
   return stacks;

@@ -69,10 +69,16 @@ void check_recipe(const RunSpec& run, bool toml, Problems& refuse) {
     refuse.add("context parallel as a ring: torchtitan's context parallel all-gathers K and V (its default rotate "
                "method, which the written config keeps)",
                "replan with --cp-kind allgather (or --stack torchtitan)", "torchtitan-cp-kind");
-  if (e.recipe.dp_after_pipeline_flush && l.pp > 1 && l.dp * l.cp > 1)
-    refuse.add("gradients reduced after the pipeline flush: torchtitan's FSDP reduce-scatters each unit's gradients "
-               "in the last micro-batch's backward",
-               "replan with --no-dp-after-pipeline-flush (or --stack torchtitan)", "torchtitan-dp-after-flush");
+  // The overlap the prediction assumed must be the one the written job runs: torchtitan's FSDP
+  // and DDP always reduce behind the backward, and its async TP needs torch.compile (left off).
+  if (!dp_overlapped(e, l.pp) && l.dp * l.cp > 1)
+    refuse.add(std::string(e.overlap.dp ? "gradients reduced after the pipeline flush" : "DP not overlapped") +
+                   ": torchtitan's FSDP and DDP reduce each unit's gradients in the (last micro-batch's) backward",
+               "replan with --overlap dp and --no-dp-after-pipeline-flush (or --stack torchtitan)", "torchtitan-dp-overlap");
+  if (e.overlap.tp && l.tp > 1)
+    refuse.add("TP overlap: torchtitan overlaps TP collectives only with async TP, which needs torch.compile, and the "
+               "written job keeps compile off (eager ops, as its memory assumes)",
+               "replan with --overlap dp (or --stack torchtitan)", "torchtitan-tp-overlap");
   if (run.model.family == ModelFamily::Llama && e.recipe.fused_swiglu)
     refuse.add("fused SwiGLU: torchtitan's FeedForward runs silu and the product as eager ops (no torch.compile in "
                "the written job), which keep w1's and w3's outputs and silu(w1 x) besides the product",

@@ -218,7 +218,7 @@ TEST(PlanCosts, plan_and_simulate_agree_on_step_time_across_recipes) {
     r.layout.dp = 64;
     r.exec.global_batch_size = 128;
     r.exec.micro_batch_size = 2;
-    apply_stack(*find_stack("torchtitan"), r.exec);  // flash, overlap tp,dp, ZeRO 3
+    apply_stack(*find_stack("torchtitan"), r.exec);  // flash, overlap dp, ZeRO 3
     recipes.push_back({"torchtitan fsdp llama2-7b", r});
   }
   {
