@@ -63,6 +63,15 @@ std::vector<Row> read_rows(const std::string& path) {
                            "fix the row", "calibration"}});
       }
     };
+    // A 0/1 switch: anything else is an error, never read as on or off.
+    auto zero_or_one = [&](const std::string& name) -> bool {
+      const int64_t x = num(name);
+      if (x != 0 && x != 1)
+        throw InputError({{path + " line " + std::to_string(line_no) + ": column '" + name + "' is '" + col(name) +
+                               "', not 0 or 1",
+                           "write 0 (off) or 1 (on), or leave it empty for the default", "calibration"}});
+      return x == 1;
+    };
     Row r;
     r.source = source;
     r.name = col("name");
@@ -78,14 +87,7 @@ std::vector<Row> read_rows(const std::string& path) {
     run.model.vocab = num("vocab");
     // 0: the run trained without dropout (no masks, no dropped attention probabilities stored);
     // 1: with; empty: the family's default.
-    if (!col("dropout").empty()) {
-      const int64_t d = num("dropout");
-      if (d != 0 && d != 1)
-        throw InputError({{path + " line " + std::to_string(line_no) + ": column 'dropout' is '" + col("dropout") +
-                               "', not 0 or 1",
-                           "write 0 (no dropout), 1 (dropout) or leave it empty for the family's default", "calibration"}});
-      run.model.dropout = int(d);
-    }
+    if (!col("dropout").empty()) run.model.dropout = zero_or_one("dropout") ? 1 : 0;
     run.cluster = cluster_for(col("gpu"));
     run.cluster.gpus_per_node = num("gpus_per_node");
     // Rack-scale systems: the hosts a run's NVLink domain spans (GB200 NVL72: up to 18).
@@ -115,7 +117,7 @@ std::vector<Row> read_rows(const std::string& path) {
                            fix, "calibration"}});
     };
     parsed(parse_recompute(col("recompute"), x.recompute), "recompute", "write none, selective or full");
-    x.sequence_parallel = col("sequence_parallel") == "1";
+    x.sequence_parallel = zero_or_one("sequence_parallel");
     if (!col("precision").empty())
       parsed(parse_precision(col("precision"), x.precision), "precision", "write bf16, fp16, fp32 or fp8");
     if (!col("zero").empty()) x.zero = int(num("zero"));
@@ -126,10 +128,11 @@ std::vector<Row> read_rows(const std::string& path) {
              "write tp, dp, pp joined by + (a comma would split the cell), none or all");
     if (!col("grad_bits").empty()) x.grad_bits = int(num("grad_bits"));
     // Recipe settings over the stack's (0/1): the p2p volume and FP8 cast fusion a source states.
-    if (!col("pipeline_sends_whole_tensor").empty()) x.recipe.pipeline_sends_whole_tensor = num("pipeline_sends_whole_tensor") != 0;
-    if (!col("dp_after_pipeline_flush").empty()) x.recipe.dp_after_pipeline_flush = num("dp_after_pipeline_flush") != 0;
-    if (!col("fp8_fused_casts").empty()) x.recipe.fp8_fused_casts = num("fp8_fused_casts") != 0;
-    if (!col("fused_swiglu").empty()) x.recipe.fused_swiglu = num("fused_swiglu") != 0;
+    for (auto [name, setting] : {std::pair{"pipeline_sends_whole_tensor", &x.recipe.pipeline_sends_whole_tensor},
+                                 {"dp_after_pipeline_flush", &x.recipe.dp_after_pipeline_flush},
+                                 {"fp8_fused_casts", &x.recipe.fp8_fused_casts},
+                                 {"fused_swiglu", &x.recipe.fused_swiglu}})
+      if (!col(name).empty()) *setting = zero_or_one(name);
     if (!col("stack_compute_efficiency").empty()) {
       double k = 0;
       try {

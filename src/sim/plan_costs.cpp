@@ -95,11 +95,11 @@ void data_parallel_costs(StageCost& sc, const plan::Estimate& est, int64_t s, co
     // rule for it (plan::chunked_dp, behind this stage's forward of one micro-batch).
     const double gather_s = dp.total_s / 2 * (sb.gathered / sb.gradients);
     const int64_t v = x.schedule == ScheduleKind::Interleaved ? x.virtual_stages : 1;
-    const int64_t chunks = dp_overlapped(x, l.pp) && x.recipe.dp_overlap_per_chunk ? v : 1;
+    const int64_t chunks = sc.dp_overlapped && x.recipe.dp_overlap_per_chunk ? v : 1;
     const double gathered_bytes = params * sb.gathered;
     const double last_bucket = gather_s * std::min(1.0, c.dp_bucket_bytes() / std::max(gathered_bytes, 1.0));
     sc.dp_after_optimizer_s =
-        dp_overlapped(x, l.pp) ? plan::chunked_dp(gather_s, last_bucket, chunks, std::min<int64_t>(est.micro_batches, l.pp),
+        sc.dp_overlapped ? plan::chunked_dp(gather_s, last_bucket, chunks, std::min<int64_t>(est.micro_batches, l.pp),
                                         est.stages[s].compute_forward_s)
                            .exposed_s
                      : gather_s;
