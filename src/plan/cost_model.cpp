@@ -224,13 +224,15 @@ TpComm tp_comm_per_layer(const ModelSpec& m, const ExecutionSpec& e, int64_t tp,
   return tc;
 }
 
-PpComm pp_comm_per_message(const ModelSpec& m, const ExecutionSpec& e, int64_t tp, const GroupLink& link,
-                           const CostConstants& c) {
+PpComm pp_comm_per_message(const ModelSpec& m, const ExecutionSpec& e, int64_t tp, const GroupLink& pp_link,
+                           const GroupLink& tp_link, const CostConstants& c) {
   PpComm pc;
   pc.activation_bytes = double(e.micro_batch_size) * m.seq_len * m.hidden * activation_element_bytes(e);
   pc.split = e.recipe.pipeline_sends_whole_tensor ? 1 : std::max<int64_t>(tp, 1);
   pc.message_bytes = pc.activation_bytes / double(pc.split);
-  pc.message_s = p2p_time_s(pc.message_bytes, link, c);
+  pc.wire_s = p2p_time_s(pc.message_bytes, pp_link, c);
+  if (pc.split > 1 && !e.sequence_parallel) pc.gather_s = ring_allgather_time_s(pc.activation_bytes, pc.split, tp_link, c);
+  pc.message_s = pc.wire_s + pc.gather_s;
   return pc;
 }
 
@@ -291,7 +293,7 @@ std::vector<StageTime> stage_times(const ModelSpec& full, const ExecutionSpec& e
   const EpComm epc = ep_comm_per_layer(m, e, in.ep, in.ep_link, c);
   const EpWait epw = ep_wait_per_layer(m, e, in.ep, lc.moe_routed_s);
   const TpComm tc = tp_comm_per_layer(m, e, in.tp, in.tp_link, c);
-  const PpComm pc = pp_comm_per_message(m, e, in.tp, in.pp_link, c);
+  const PpComm pc = pp_comm_per_message(m, e, in.tp, in.pp_link, in.tp_link, c);
   const double peak = peak_flops(e, gpu);
   const double T = double(lc.tokens), h = double(m.hidden), t = double(in.tp);
   const double V = double(padded_vocab(m.vocab, in.tp));

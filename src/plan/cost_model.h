@@ -175,17 +175,21 @@ Zero3Chunk zero3_chunk(double gather_s, double scatter_s, double layers, double 
                        double backward_layer_s, bool overlap, const CostConstants& c);
 
 // Pipeline sends of one micro-batch at one stage boundary: b*s*h 16-bit activations forward and
-// as many gradient bytes backward. Megatron divides them by t (each TP rank sends its share, the
-// receiver all-gathers it over NVLink: scatter/gather, or sequence parallel's rows); DeepSpeed's
-// pipeline engine (pipeline_sends_whole_tensor) sends the whole tensor from every TP rank.
+// as many gradient bytes backward. Megatron divides them by t: under sequence parallelism each TP
+// rank sends its own s/t rows; without it each sends 1/t of the tensor and the receiver all-gathers
+// the shares over the TP link before using them (Megatron-LM's scatter/gather optimisation:
+// gather_split_1d_tensor after the blocking exchange, on the critical path). DeepSpeed's pipeline
+// engine (pipeline_sends_whole_tensor) sends the whole tensor from every TP rank.
 struct PpComm {
   double activation_bytes = 0;  // b x s x h x element bytes: the whole tensor
   int64_t split = 1;            // what each TP rank sends of it: 1/split (tp, or 1 for the whole tensor)
   double message_bytes = 0;     // activation_bytes / split
-  double message_s = 0;         // one send on the PP link
+  double wire_s = 0;            // one send on the PP link
+  double gather_s = 0;          // the receiver's all-gather of the split shares on the TP link (0 with SP)
+  double message_s = 0;         // wire_s + gather_s: one message on the critical path
 };
-PpComm pp_comm_per_message(const ModelSpec& model, const ExecutionSpec& exec, int64_t tp, const GroupLink& link,
-                           const CostConstants& c);
+PpComm pp_comm_per_message(const ModelSpec& model, const ExecutionSpec& exec, int64_t tp, const GroupLink& pp_link,
+                           const GroupLink& tp_link, const CostConstants& c);
 
 // One pipeline stage's work for one micro-batch (all its chunks together).
 struct StageTime {

@@ -112,7 +112,7 @@ void time_pipeline(Estimate& e, const Links& links, const CostConstants& c) {
     e.ep_alltoall = ep_comm_per_layer(per_rank_sequence(m, l.cp), x, l.ep, links.ep.link, c);
     e.ep_wait = ep_wait_per_layer(m, x, l.ep, lc.moe_routed_s);
   }
-  if (l.pp > 1) e.pp_message = pp_comm_per_message(per_rank_sequence(m, l.cp), x, l.tp, links.pp.link, c);
+  if (l.pp > 1) e.pp_message = pp_comm_per_message(per_rank_sequence(m, l.cp), x, l.tp, links.pp.link, links.tp.link, c);
 
 }
 

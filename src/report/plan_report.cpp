@@ -177,6 +177,8 @@ json candidate_json(const RunSpec& run, const Estimate* e, const std::vector<Fin
       j["pp_sends"] = {{"activation_bytes", pm.activation_bytes},
                        {"split", pm.split},
                        {"message_bytes", pm.message_bytes},
+                       {"wire_s", round9(pm.wire_s)},
+                       {"gather_s", round9(pm.gather_s)},
                        {"message_s", round9(pm.message_s)},
                        {"whole_tensor", run.exec.recipe.pipeline_sends_whole_tensor}};
     }
@@ -414,15 +416,23 @@ std::string pp_sends_text(const Estimate& e) {
   const int64_t tp = r.layout.tp, v = r.exec.schedule == ScheduleKind::Interleaved ? r.exec.virtual_stages : 1;
   const int64_t s_rank = r.model.seq_len / r.layout.cp;
   const double element = pm.activation_bytes / (double(r.exec.micro_batch_size) * double(s_rank) * double(r.model.hidden));
-  const std::string split = pm.split > 1 ? fmt::format(" / tp {}: each TP rank sends its share, the receiver gathers it", pm.split)
-                            : tp > 1    ? fmt::format(", whole, from each of the tp {} ranks", tp)
-                                        : "";
+  const std::string split = pm.split > 1 && r.exec.sequence_parallel
+                                ? fmt::format(" / tp {}: each TP rank sends its own s/tp rows", pm.split)
+                            : pm.split > 1 ? fmt::format(" / tp {}: each TP rank sends its share", pm.split)
+                            : tp > 1       ? fmt::format(", whole, from each of the tp {} ranks", tp)
+                                           : "";
+  // Without sequence parallel the receiver all-gathers the shares on the TP link before using them.
+  const std::string gather =
+      pm.gather_s > 0 ? fmt::format(" + the receiver's all-gather of the {} shares ({:.2f} MiB) on {} {:.3f} ms = {:.3f} ms",
+                                    pm.split, pm.activation_bytes / kMiB, link_text(e.links.tp.link), 1e3 * pm.gather_s,
+                                    1e3 * pm.message_s)
+                      : "";
   return fmt::format("  PP sends per micro-batch: {:.2f} MiB per message (b {} x s/cp {} x h {} x {:g} B = {:.2f} MiB{}) on {} "
-                     "= {:.3f} ms; 2 per chunk (activation forward, gradient backward) x {} chunk{} = {:.3f} ms, {:.3f} ms "
+                     "= {:.3f} ms{}; 2 per chunk (activation forward, gradient backward) x {} chunk{} = {:.3f} ms, {:.3f} ms "
                      "of it on the critical path; x {} micro-batches = {:.3f} s\n",
                      pm.message_bytes / kMiB, r.exec.micro_batch_size, s_rank, r.model.hidden, element,
-                     pm.activation_bytes / kMiB, split, link_text(e.links.pp.link), 1e3 * pm.message_s, v, v > 1 ? "s" : "",
-                     1e3 * st.pp_total_s, 1e3 * st.pp_comm_s, e.micro_batches, e.time.pp_comm);
+                     pm.activation_bytes / kMiB, split, link_text(e.links.pp.link), 1e3 * pm.wire_s, gather, v,
+                     v > 1 ? "s" : "", 1e3 * st.pp_total_s, 1e3 * st.pp_comm_s, e.micro_batches, e.time.pp_comm);
 }
 
 // FP8: the GEMM inputs' casts of one layer, those kept as kernels of their own and those fused

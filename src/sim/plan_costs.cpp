@@ -43,7 +43,7 @@ GroupLink boundary_link(const Mesh& mesh, const ClusterSpec& cluster, int64_t fr
 // Pipeline boundaries: i -> i+1, and p-1 -> 0 when interleaving wraps round; each one's link
 // and message into out.boundaries. Returns the message seconds each stage sends.
 std::vector<double> add_boundaries(PlannedCosts& out, const Mesh& mesh, const RunSpec& run, const ModelSpec& local,
-                                   const plan::CostConstants& c) {
+                                   const GroupLink& tp_link, const plan::CostConstants& c) {
   const ExecutionSpec& x = run.exec;
   const Layout& l = run.layout;
   const int64_t p = l.pp;
@@ -55,7 +55,7 @@ std::vector<double> add_boundaries(PlannedCosts& out, const Mesh& mesh, const Ru
     b.from_stage = i;
     b.to_stage = (i + 1) % p;
     b.link = boundary_link(mesh, run.cluster, b.from_stage, b.to_stage);
-    const plan::PpComm pc = plan::pp_comm_per_message(local, x, l.tp, b.link, c);
+    const plan::PpComm pc = plan::pp_comm_per_message(local, x, l.tp, b.link, tp_link, c);
     b.message_bytes = pc.message_bytes;
     b.message_s = pc.message_s;
     p2p[i] = pc.message_s;
@@ -153,7 +153,7 @@ PlannedCosts costs_from_plan(const RunSpec& run, const plan::CostConstants& c, d
   const plan::EpWait epw = plan::ep_wait_per_layer(model, x, l.ep, lc.moe_routed_s);
   const std::vector<int64_t> chunk_layers = plan::chunk_layers(model.layers, p, v);
 
-  const std::vector<double> p2p = add_boundaries(out, mesh, run, local, c);
+  const std::vector<double> p2p = add_boundaries(out, mesh, run, local, links.tp.link, c);
 
   // Megatron's p2p blocks the sender; with --overlap pp the sends run on their own stream (only
   // the receiver waits) and slow the compute they overlap by overlap_slowdown of themselves.

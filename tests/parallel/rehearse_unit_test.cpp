@@ -75,6 +75,33 @@ TEST(RehearsalShape, Gpt3PlanOnTwoHostsKeepsTpInsideAndPpAcross) {
     EXPECT_NE(table.find(row), std::string::npos) << row << "\n" << table;
 }
 
+// The runtime sends each TP rank's activation as it holds it: the plan's pipeline messages are
+// rehearsed as the runtime sends them, and the change is named.
+TEST(RehearsalShape, PipelineSendsAreRehearsedAsTheRuntimeSendsThem) {
+  auto has = [](const RehearsalShape& s, const char* what) {
+    return std::any_of(s.substitutions.begin(), s.substitutions.end(),
+                       [&](const std::string& x) { return x.find(what) != std::string::npos; });
+  };
+  RunSpec plan = gpt3_plan();
+  plan.exec.sequence_parallel = false;  // Megatron-LM 2021's 1/tp shares, gathered by the receiver
+  plan.exec.recipe.pipeline_sends_whole_tensor = false;
+  Problems p;
+  RehearsalShape s = derive_rehearsal(plan, 8, 2, 128.0 / 12288, 256, p);
+  ASSERT_TRUE(p.empty());
+  ASSERT_GT(s.run.layout.tp, 1);
+  ASSERT_GT(s.run.layout.pp, 1);
+  EXPECT_TRUE(s.run.exec.recipe.pipeline_sends_whole_tensor);
+  EXPECT_TRUE(has(s, "the whole tensor from every TP rank"));
+  plan.exec.sequence_parallel = true;  // DeepSpeed's whole tensor under sequence parallel
+  plan.exec.recipe.pipeline_sends_whole_tensor = true;
+  s = derive_rehearsal(plan, 8, 2, 128.0 / 12288, 256, p);
+  EXPECT_FALSE(s.run.exec.recipe.pipeline_sends_whole_tensor);
+  EXPECT_TRUE(has(s, "own s/tp rows"));
+  plan.exec.recipe.pipeline_sends_whole_tensor = false;  // already what the runtime does
+  s = derive_rehearsal(plan, 8, 2, 128.0 / 12288, 256, p);
+  EXPECT_FALSE(has(s, "the activation each rank holds"));
+}
+
 TEST(RehearsalShape, GqaKeepsQueryHeadsPerKvHeadAndTpDivides) {
   RunSpec r = gpt3_plan();
   r.model = model_preset("llama3-70b");

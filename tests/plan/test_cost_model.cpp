@@ -169,9 +169,28 @@ TEST(CostModel, pipeline_message_is_bsh_over_t) {
   const ModelSpec m = gpt(96, 12288, 96, 2048, 50257);
   ExecutionSpec e;
   const GroupLink ib = link(LinkKind::InfiniBand, 25e9, 5e-6, 2);
-  auto pc = pp_comm_per_message(m, e, 8, ib, default_constants());
+  const GroupLink nvlink = link(LinkKind::NVLink, 300e9, 3e-6);
+  const auto& c = default_constants();
+  const double wire = 5e-6 + 2048.0 * 12288 * 2 / 8 / (25e9 * c.network_efficiency);
+  // Sequence parallel: each TP rank sends its own s/t rows and keeps them; nothing to gather.
+  e.sequence_parallel = true;
+  auto pc = pp_comm_per_message(m, e, 8, ib, nvlink, c);
   EXPECT_DOUBLE_EQ(pc.message_bytes, 2048.0 * 12288 * 2 / 8);
-  EXPECT_NEAR(pc.message_s, 5e-6 + pc.message_bytes / (25e9 * default_constants().network_efficiency), 1e-15);
+  EXPECT_NEAR(pc.message_s, wire, 1e-15);
+  EXPECT_EQ(pc.gather_s, 0.0);
+  // Without it (Megatron-LM's scatter/gather) the receiver all-gathers the 8 shares of the
+  // 48 MiB tensor on NVLink: 7 latencies + 7/8 x 48 MiB at 300 GB/s x nvlink_efficiency.
+  e.sequence_parallel = false;
+  pc = pp_comm_per_message(m, e, 8, ib, nvlink, c);
+  const double gather = 7 * 3e-6 + 7.0 / 8 * 2048.0 * 12288 * 2 / (300e9 * c.nvlink_efficiency);
+  EXPECT_NEAR(pc.wire_s, wire, 1e-15);
+  EXPECT_NEAR(pc.gather_s, gather, 1e-15);
+  EXPECT_NEAR(pc.message_s, wire + gather, 1e-15);
+  // DeepSpeed's whole tensor from every rank: nothing to gather either.
+  e.recipe.pipeline_sends_whole_tensor = true;
+  pc = pp_comm_per_message(m, e, 8, ib, nvlink, c);
+  EXPECT_DOUBLE_EQ(pc.message_bytes, 2048.0 * 12288 * 2);
+  EXPECT_EQ(pc.gather_s, 0.0);
 }
 
 TEST(CostModel, pipeline_time_of_uniform_stages_is_the_closed_form) {
@@ -247,7 +266,7 @@ TEST(CostModel, stage_times_add_embedding_logits_and_two_sends_per_chunk) {
   const auto& c = default_constants();
   auto st = stage_times(m, e, in, gpu, c);
   ASSERT_EQ(st.size(), 2u);
-  const auto pc = pp_comm_per_message(m, e, 8, in.pp_link, c);
+  const auto pc = pp_comm_per_message(m, e, 8, in.pp_link, in.tp_link, c);
   EXPECT_NEAR(st[0].pp_comm_s, 2 * 2 * pc.message_s, 1e-15);  // 2 sends x v 2 chunks
   const auto tc = tp_comm_per_layer(m, e, 8, in.tp_link, c);
   EXPECT_NEAR(st[0].tp_comm_s, 4 * (tc.forward_s + tc.backward_s) + tc.collective_s, 1e-12);  // + embedding all-reduce

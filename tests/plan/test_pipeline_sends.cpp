@@ -48,15 +48,17 @@ TEST(PipelineSends, megatron_sends_a_tp_share_deepspeed_the_whole_tensor) {
   CostConstants c;
   c.network_efficiency = 0.8;
   ExecutionSpec e;
+  e.sequence_parallel = true;  // each rank's own s/t rows: no gather on the receiver
+  const GroupLink nvlink{LinkKind::NVLink, 300e9, 3e-6};
   // By hand: 2048 x 12288 x 2 B = 50,331,648 B; / 8 = 6,291,456 B; at 20 GB/s 314.5728 us + 5 us.
-  const PpComm share = pp_comm_per_message(m, e, 8, ib, c);
+  const PpComm share = pp_comm_per_message(m, e, 8, ib, nvlink, c);
   EXPECT_DOUBLE_EQ(share.activation_bytes, 50331648.0);
   EXPECT_EQ(share.split, 8);
   EXPECT_DOUBLE_EQ(share.message_bytes, 6291456.0);
   EXPECT_NEAR(share.message_s, 319.5728e-6, 1e-12);
   // Whole tensor: 50,331,648 B at 20 GB/s = 2516.5824 us + 5 us, eight times the bytes.
   e.recipe.pipeline_sends_whole_tensor = true;
-  const PpComm whole = pp_comm_per_message(m, e, 8, ib, c);
+  const PpComm whole = pp_comm_per_message(m, e, 8, ib, nvlink, c);
   EXPECT_EQ(whole.split, 1);
   EXPECT_DOUBLE_EQ(whole.message_bytes, 50331648.0);
   EXPECT_NEAR(whole.message_s, 2521.5824e-6, 1e-12);
@@ -74,7 +76,12 @@ TEST(PipelineSends, the_step_carries_two_blocking_sends_per_micro_batch_of_the_w
   EXPECT_EQ(whole.micro_batches, 128);
   EXPECT_NEAR(whole.time.pp_comm, 128 * 2 * whole.pp_message.message_s, 1e-9);
   EXPECT_NEAR(share.time.pp_comm, 128 * 2 * share.pp_message.message_s, 1e-9);
-  EXPECT_GT(whole.time.pp_comm, 3.5 * share.time.pp_comm);  // 4x the bytes, latency once per send
+  // 4x the bytes on the wire (latency once per send); the shares, without sequence parallel, also
+  // wait for the receiver's all-gather on NVLink, which the whole tensor does not need.
+  EXPECT_GT(whole.pp_message.wire_s, 3.5 * share.pp_message.wire_s);
+  EXPECT_GT(share.pp_message.gather_s, 0.0);
+  EXPECT_EQ(whole.pp_message.gather_s, 0.0);
+  EXPECT_GT(whole.time.pp_comm, 2 * share.time.pp_comm);
   EXPECT_NEAR(whole.time.step - share.time.step,
               (whole.time.pp_comm - share.time.pp_comm) + (whole.time.bubble - share.time.bubble), 1e-9);
 }

@@ -178,7 +178,7 @@ TEST(StackTerms, tp_and_pp_overlap_in_stage_times) {
   const auto over = stage_times(m, e, in, gpu, c);
   const auto lc = layer_compute(m, e, 4, gpu, c);
   const auto tc = tp_comm_per_layer(m, e, 4, in.tp_link, c);
-  const auto pc = pp_comm_per_message(m, e, 4, in.pp_link, c);
+  const auto pc = pp_comm_per_message(m, e, 4, in.pp_link, in.tp_link, c);
   // Stage 1 (last, 4 layers): TP per layer behind the forward GEMMs and the backward's 2x.
   const double tp = 4 * (overlap_with(tc.forward_s, lc.gemm_s, 4, c).cost_s +
                          overlap_with(tc.backward_s, 2 * lc.gemm_s, 4, c).cost_s) +
