@@ -191,9 +191,16 @@ std::string to_text(const RunSpec& run, const Mesh& mesh, const sim::PlannedCost
                      sc.embedding_sync_s > 0 ? ", embedding sync " + ms(sc.embedding_sync_s) : "",
                      sc.dp_after_optimizer_s > 0 ? ", weight all-gather " + ms(sc.dp_after_optimizer_s) : "");
   }
-  for (const auto& b : pc.boundaries)
-    s += fmt::format("    stage {} -> {}: {:.1f} MB per message over {} ({:.0f} GB/s): {}\n", b.from_stage, b.to_stage,
-                     b.message_bytes / 1e6, to_string(b.link.kind), b.link.bandwidth_Bps / 1e9, ms(b.message_s));
+  for (const auto& b : pc.boundaries) {
+    const plan::PpComm& m = b.message;
+    // Without sequence parallel the receiver all-gathers the 1/tp shares before it can go on.
+    const std::string gather =
+        m.gather_s > 0 ? fmt::format(" + the receiver's all-gather of {:.1f} MB {} = {}", m.activation_bytes / 1e6,
+                                     ms(m.gather_s), ms(m.message_s))
+                       : "";
+    s += fmt::format("    stage {} -> {}: {:.1f} MB per message over {} ({:.0f} GB/s): {}{}\n", b.from_stage, b.to_stage,
+                     m.message_bytes / 1e6, to_string(b.link.kind), b.link.bandwidth_Bps / 1e9, ms(m.wire_s), gather);
+  }
   // ZeRO-3's per-layer traffic is inside the stage times (the pipeline); the rest of DP after it.
   const plan::Estimate& est = pc.estimate;
   const double zero3_s = double(est.micro_batches) * est.stages[est.pipeline.slowest_stage].zero3_s;

@@ -55,10 +55,8 @@ std::vector<double> add_boundaries(PlannedCosts& out, const Mesh& mesh, const Ru
     b.from_stage = i;
     b.to_stage = (i + 1) % p;
     b.link = boundary_link(mesh, run.cluster, b.from_stage, b.to_stage);
-    const plan::PpComm pc = plan::pp_comm_per_message(local, x, l.tp, b.link, tp_link, c);
-    b.message_bytes = pc.message_bytes;
-    b.message_s = pc.message_s;
-    p2p[i] = pc.message_s;
+    b.message = plan::pp_comm_per_message(local, x, l.tp, b.link, tp_link, c);
+    p2p[i] = b.message.message_s;
     out.boundaries.push_back(b);
   }
   return p2p;

@@ -21,8 +21,7 @@ namespace trident::sim {
 struct BoundaryLink {
   int64_t from_stage = 0, to_stage = 0;  // to = from + 1, or 0 for the interleaved wrap
   GroupLink link;                        // slowest over all replicas and TP ranks
-  double message_bytes = 0;
-  double message_s = 0;
+  plan::PpComm message;                  // one message on that link (and the receiver's gather)
 };
 
 struct PlannedCosts {
