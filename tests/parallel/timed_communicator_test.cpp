@@ -33,7 +33,11 @@ TEST(TimedCommunicator, records_each_all_to_all_entry_and_exit_and_reset_clears_
   EXPECT_LE(s[0], s[1]);
   EXPECT_LE(s[1], s[2]);
   EXPECT_LE(s[2], s[3]);
-  EXPECT_NEAR((s[1] - s[0]) + (s[3] - s[2]), c.seconds(), 1e-4);
+  // Each span encloses its call's timed region (recorded just outside it, on the same clock), so
+  // the spans add up to at least the timed seconds; how much more depends on preemption between
+  // the two readings (over 100 us seen under the sanitizers on a loaded machine), so no upper bound.
+  EXPECT_GT(c.seconds(), 0.0);
+  EXPECT_LE(c.seconds(), (s[1] - s[0]) + (s[3] - s[2]) + 1e-9);
   c.reset();
   EXPECT_TRUE(c.all_to_all_spans().empty());
   EXPECT_EQ(c.seconds(), 0.0);
