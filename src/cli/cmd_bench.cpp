@@ -135,8 +135,9 @@ struct AlltoallCalls {
 // out of L2, and 28 with 32 MiB, out of L3). The step's first call finds the cache as the
 // optimizer left it: a 0.1 MiB dispatch took 31 us there against 15-20 us for the step's later
 // ones. So the calls are timed in steps as `calls` describes, and the mean call of the median
-// step counts (a step's time is a sum of typical calls, not of best ones): at least 41 calls;
-// the slowest rank counts.
+// step counts (a step's time is a sum of typical calls, not of best ones): at least 401 calls
+// (with 41, the median of 7 steps of 6 came out 15.9-23.8 us across launches of the same bench on a
+// quiet machine; with 401, 17.8-18.5 us, for about 30 ms more); the slowest rank counts.
 double alltoall_s(comm::Communicator& world_comm, size_t bytes, const AlltoallCalls& calls) {
   const int world = world_comm.size();
   const size_t each = std::max<size_t>(bytes / size_t(world), 1);
@@ -144,7 +145,7 @@ double alltoall_s(comm::Communicator& world_comm, size_t bytes, const AlltoallCa
   const std::vector<size_t> counts(size_t(world), each);
   std::vector<char> working_set(std::max<size_t>(std::max(calls.working_set, calls.first_working_set), 64), 1);
   const int64_t per_step = std::max<int64_t>(calls.per_step, 1);
-  const int64_t steps = std::max<int64_t>(5, (41 + per_step - 1) / per_step) | 1;  // odd: one median step
+  const int64_t steps = std::max<int64_t>(5, (401 + per_step - 1) / per_step) | 1;  // odd: one median step
   std::vector<double> step_times;
   for (int64_t step = 0; step < steps; ++step) {
     double sum = 0;
