@@ -42,13 +42,10 @@ RehearsalCheck rehearsal_check(const RunSpec& recipe) {
   }
   // The runtime sends each TP rank's boundary activation as it holds it: its own s/tp rows under
   // sequence parallel, the whole tensor without (no scatter/gather), as Megatron-Core does.
-  const bool runtime_whole = !x.sequence_parallel;
-  if (r.layout.pp > 1 && r.layout.tp > 1 && x.recipe.pipeline_sends_whole_tensor != runtime_whole) {
-    out.substitutions.push_back(std::string("pipeline sends ") +
-                                (runtime_whole ? "1/tp shares gathered by the receiver -> the whole tensor from every TP rank"
-                                               : "of the whole tensor -> each TP rank's own s/tp rows") +
-                                " (the runtime sends the activation each rank holds)");
-    x.recipe.pipeline_sends_whole_tensor = runtime_whole;
+  if (r.layout.pp > 1 && r.layout.tp > 1 && !x.sequence_parallel && !x.recipe.pipeline_sends_whole_tensor) {
+    out.substitutions.push_back("pipeline sends 1/tp shares gathered by the receiver -> the whole tensor from every TP "
+                                "rank (the runtime sends the activation each rank holds)");
+    x.recipe.pipeline_sends_whole_tensor = true;
   }
   // The runtime's capability check, as `trident train` runs it on CPU ranks (no data, paths or
   // resume: those are the rehearsal's own, not the recipe's).

@@ -119,8 +119,9 @@ const std::vector<StackPreset>& stack_presets() {
        AttentionKind::Unfused, {false, true, false}, 32, -1},
       {"megatron-lm-2021",
        "Megatron-LM as in Narayanan 2021 / Korthikanti 2022: unfused attention, fp32 main grads, gradients all-reduced "
-       "after the pipeline flush, not behind the backward (its local DDP; overlap_grad_reduce came with Megatron-Core)",
-       AttentionKind::Unfused, {false, false, false}, 32, -1},
+       "after the pipeline flush, not behind the backward (its local DDP; overlap_grad_reduce came with Megatron-Core), "
+       "pipeline sends of 1/tp shares gathered by the receiver without sequence parallel (its scatter/gather)",
+       AttentionKind::Unfused, {false, false, false}, 32, -1, false, false, {.pipeline_sends_whole_tensor = false}},
       {"megatron-core-te",
        "Megatron-Core / NeMo with Transformer Engine: flash attention, TP and DP overlap, PP overlap in the "
        "interleaved schedule (Megatron's 1F1B sends block), distributed optimizer (ZeRO 1), bf16 gradient reduction, selective recompute of the core attention, "

@@ -39,10 +39,12 @@ struct RecipeSettings {
   // and its weight all-gather before its first forward (Megatron's overlap_grad_reduce /
   // overlap_param_gather per chunk); off, the stage's whole reduction hides behind one micro-batch.
   bool dp_overlap_per_chunk = false;
-  // Pipeline sends carry the whole b x s x h activation from every TP rank (DeepSpeed's pipeline
-  // engine); off, each TP rank sends its 1/tp share and the receiver all-gathers it on the fast
-  // link inside the node (Megatron's scatter-gather, or sequence parallel's s/tp rows).
-  bool pipeline_sends_whole_tensor = false;
+  // Each TP rank sends the boundary activation as it holds it: without sequence parallel the
+  // whole b x s x h from every TP rank, under it its own s/tp rows (Megatron-Core, DeepSpeed's
+  // pipeline engine, torchtitan, Trident's runtime). Off: Megatron-LM's scatter/gather (up to
+  // 2022): without sequence parallel each TP rank sends 1/tp of the tensor and the receiver
+  // all-gathers the shares on the TP link (the same s/tp rows as on under sequence parallel).
+  bool pipeline_sends_whole_tensor = true;
   // With pp > 1 the gradient reduction waits for the pipeline flush instead of running behind the
   // last micro-batch's backward (DeepSpeed's pipeline engine: its ReduceGrads instruction follows
   // the last backward, and ZeRO 1-2's overlap_comm hooks stay off under it). No effect at pp 1.

@@ -101,9 +101,10 @@ std::vector<OptionDef> execution_options() {
        "(Megatron's overlap_grad_reduce per chunk)",
        true, "", "on with --stack megatron-core-te, else off"},
       {"pipeline-sends-whole-tensor", "training",
-       "pipeline sends carry the whole b x s x h activation from every TP rank (DeepSpeed's pipeline engine), "
-       "not each TP rank's 1/tp share gathered on the receiver (Megatron's scatter-gather)",
-       true, "", "on with --stack deepspeed, else off"},
+       "without sequence parallel, pipeline sends carry the whole b x s x h activation from every TP rank (Megatron-Core, "
+       "DeepSpeed's pipeline engine, torchtitan, trident train); off, each TP rank sends a 1/tp share that the receiver "
+       "all-gathers (Megatron-LM's scatter/gather up to 2022). Under sequence parallel each TP rank sends its s/tp rows either way",
+       true, "", "off with --stack megatron-lm-2021, else on"},
       {"dp-after-pipeline-flush", "training",
        "with pp > 1, reduce the gradients after the pipeline flush instead of behind the last micro-batch's backward "
        "(DeepSpeed's pipeline engine: its ReduceGrads step follows the last backward)",

@@ -228,7 +228,10 @@ PpComm pp_comm_per_message(const ModelSpec& m, const ExecutionSpec& e, int64_t t
                            const GroupLink& tp_link, const CostConstants& c) {
   PpComm pc;
   pc.activation_bytes = double(e.micro_batch_size) * m.seq_len * m.hidden * activation_element_bytes(e);
-  pc.split = e.recipe.pipeline_sends_whole_tensor ? 1 : std::max<int64_t>(tp, 1);
+  // Under sequence parallel every stack sends each TP rank's s/tp rows; without it the whole
+  // tensor, or (scatter/gather) 1/tp shares the receiver all-gathers.
+  const bool whole = e.recipe.pipeline_sends_whole_tensor && !e.sequence_parallel;
+  pc.split = whole ? 1 : std::max<int64_t>(tp, 1);
   pc.message_bytes = pc.activation_bytes / double(pc.split);
   pc.wire_s = p2p_time_s(pc.message_bytes, pp_link, c);
   if (pc.split > 1 && !e.sequence_parallel) pc.gather_s = ring_allgather_time_s(pc.activation_bytes, pc.split, tp_link, c);

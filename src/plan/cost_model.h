@@ -175,11 +175,11 @@ Zero3Chunk zero3_chunk(double gather_s, double scatter_s, double layers, double 
                        double backward_layer_s, bool overlap, const CostConstants& c);
 
 // Pipeline sends of one micro-batch at one stage boundary: b*s*h 16-bit activations forward and
-// as many gradient bytes backward. Megatron divides them by t: under sequence parallelism each TP
-// rank sends its own s/t rows; without it each sends 1/t of the tensor and the receiver all-gathers
-// the shares over the TP link before using them (Megatron-LM's scatter/gather optimisation:
-// gather_split_1d_tensor after the blocking exchange, on the critical path). DeepSpeed's pipeline
-// engine (pipeline_sends_whole_tensor) sends the whole tensor from every TP rank.
+// as many gradient bytes backward. Under sequence parallelism each TP rank sends its own s/t rows.
+// Without it each TP rank sends the whole tensor (pipeline_sends_whole_tensor: Megatron-Core,
+// DeepSpeed's pipeline engine, torchtitan), or 1/t of it and the receiver all-gathers the shares
+// over the TP link before using them (Megatron-LM's scatter/gather up to 2022:
+// gather_split_1d_tensor after the blocking exchange, on the critical path).
 struct PpComm {
   double activation_bytes = 0;  // b x s x h x element bytes: the whole tensor
   int64_t split = 1;            // what each TP rank sends of it: 1/split (tp, or 1 for the whole tensor)

@@ -92,12 +92,16 @@ TEST(RehearsalShape, PipelineSendsAreRehearsedAsTheRuntimeSendsThem) {
   ASSERT_GT(s.run.layout.pp, 1);
   EXPECT_TRUE(s.run.exec.recipe.pipeline_sends_whole_tensor);
   EXPECT_TRUE(has(s, "the whole tensor from every TP rank"));
-  plan.exec.sequence_parallel = true;  // DeepSpeed's whole tensor under sequence parallel
+  // Under sequence parallel both settings send each TP rank's s/tp rows: nothing to change.
+  plan.exec.sequence_parallel = true;
+  for (bool whole : {true, false}) {
+    plan.exec.recipe.pipeline_sends_whole_tensor = whole;
+    s = derive_rehearsal(plan, 8, 2, 128.0 / 12288, 256, p);
+    EXPECT_EQ(s.run.exec.recipe.pipeline_sends_whole_tensor, whole);
+    EXPECT_FALSE(has(s, "the activation each rank holds"));
+  }
+  plan.exec.sequence_parallel = false;  // Megatron-Core's whole tensor: already what the runtime does
   plan.exec.recipe.pipeline_sends_whole_tensor = true;
-  s = derive_rehearsal(plan, 8, 2, 128.0 / 12288, 256, p);
-  EXPECT_FALSE(s.run.exec.recipe.pipeline_sends_whole_tensor);
-  EXPECT_TRUE(has(s, "own s/tp rows"));
-  plan.exec.recipe.pipeline_sends_whole_tensor = false;  // already what the runtime does
   s = derive_rehearsal(plan, 8, 2, 128.0 / 12288, 256, p);
   EXPECT_FALSE(has(s, "the activation each rank holds"));
 }

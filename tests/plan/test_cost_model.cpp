@@ -178,6 +178,11 @@ TEST(CostModel, pipeline_message_is_bsh_over_t) {
   EXPECT_DOUBLE_EQ(pc.message_bytes, 2048.0 * 12288 * 2 / 8);
   EXPECT_NEAR(pc.message_s, wire, 1e-15);
   EXPECT_EQ(pc.gather_s, 0.0);
+  // The same rows whether or not the stack sends whole tensors without it.
+  e.recipe.pipeline_sends_whole_tensor = false;
+  const PpComm rows = pp_comm_per_message(m, e, 8, ib, nvlink, c);
+  EXPECT_EQ(rows.split, 8);
+  EXPECT_EQ(rows.message_s, pc.message_s);
   // Without it (Megatron-LM's scatter/gather) the receiver all-gathers the 8 shares of the
   // 48 MiB tensor on NVLink: 7 latencies + 7/8 x 48 MiB at 300 GB/s x nvlink_efficiency.
   e.sequence_parallel = false;
@@ -186,7 +191,7 @@ TEST(CostModel, pipeline_message_is_bsh_over_t) {
   EXPECT_NEAR(pc.wire_s, wire, 1e-15);
   EXPECT_NEAR(pc.gather_s, gather, 1e-15);
   EXPECT_NEAR(pc.message_s, wire + gather, 1e-15);
-  // DeepSpeed's whole tensor from every rank: nothing to gather either.
+  // Megatron-Core's and DeepSpeed's whole tensor from every rank: nothing to gather either.
   e.recipe.pipeline_sends_whole_tensor = true;
   pc = pp_comm_per_message(m, e, 8, ib, nvlink, c);
   EXPECT_DOUBLE_EQ(pc.message_bytes, 2048.0 * 12288 * 2);

@@ -1,5 +1,6 @@
-// Pipeline sends against hand computations: Megatron's 1/tp share per TP rank and DeepSpeed's
-// whole tensor (--pipeline-sends-whole-tensor, on in --stack deepspeed), the step term they make,
+// Pipeline sends against hand computations: each TP rank's s/tp rows under sequence parallel,
+// without it Megatron-LM's 1/tp share (scatter/gather, --stack megatron-lm-2021) or the whole
+// tensor (--pipeline-sends-whole-tensor, every other stack), the step term they make,
 // and the deepspeed stack's one schedule (1F1B: interleaved and zb-h1 refused, the search keeps it).
 #include <gtest/gtest.h>
 
@@ -56,7 +57,11 @@ TEST(PipelineSends, megatron_sends_a_tp_share_deepspeed_the_whole_tensor) {
   EXPECT_EQ(share.split, 8);
   EXPECT_DOUBLE_EQ(share.message_bytes, 6291456.0);
   EXPECT_NEAR(share.message_s, 319.5728e-6, 1e-12);
-  // Whole tensor: 50,331,648 B at 20 GB/s = 2516.5824 us + 5 us, eight times the bytes.
+  // Under sequence parallel every stack sends those rows, whole-tensor sends or not.
+  e.recipe.pipeline_sends_whole_tensor = false;
+  EXPECT_EQ(pp_comm_per_message(m, e, 8, ib, nvlink, c).message_bytes, share.message_bytes);
+  // Without it, the whole tensor: 50,331,648 B at 20 GB/s = 2516.5824 us + 5 us, eight times the bytes.
+  e.sequence_parallel = false;
   e.recipe.pipeline_sends_whole_tensor = true;
   const PpComm whole = pp_comm_per_message(m, e, 8, ib, nvlink, c);
   EXPECT_EQ(whole.split, 1);
@@ -66,6 +71,7 @@ TEST(PipelineSends, megatron_sends_a_tp_share_deepspeed_the_whole_tensor) {
 
 TEST(PipelineSends, the_step_carries_two_blocking_sends_per_micro_batch_of_the_whole_tensor) {
   RunSpec run = bloom_layout();
+  run.exec.recipe.pipeline_sends_whole_tensor = false;  // Megatron-LM's scatter/gather
   const Estimate share = estimate(run, 0);
   run.exec.recipe.pipeline_sends_whole_tensor = true;
   const Estimate whole = estimate(run, 0);
@@ -95,7 +101,11 @@ TEST(PipelineSends, the_deepspeed_stack_sends_whole_tensors_and_runs_1f1b_only) 
   EXPECT_FALSE(e.overlap.tp);
   e = resolve_execution(values({{"stack", "deepspeed"}, {"pipeline-sends-whole-tensor", "false"}}), p);
   EXPECT_FALSE(e.recipe.pipeline_sends_whole_tensor);  // an explicit flag wins
-  e = resolve_execution(values({{"pipeline-sends-whole-tensor", "true"}}), p);
+  e = resolve_execution(values({}), p);  // what every stack but Megatron-LM 2021 does
+  EXPECT_TRUE(e.recipe.pipeline_sends_whole_tensor);
+  e = resolve_execution(values({{"stack", "megatron-lm-2021"}}), p);
+  EXPECT_FALSE(e.recipe.pipeline_sends_whole_tensor);
+  e = resolve_execution(values({{"stack", "megatron-lm-2021"}, {"pipeline-sends-whole-tensor", "true"}}), p);
   EXPECT_TRUE(e.recipe.pipeline_sends_whole_tensor);
   ASSERT_TRUE(p.empty());
   for (const char* schedule : {"interleaved", "zb-h1"}) {

@@ -385,7 +385,8 @@ refusals = [
      "after the pipeline flush"),
     ("Megatron-Core sends whole tensors without sequence parallel",
      ["--model", "gpt3-1.3b", "--cluster", "dgx-a100-80g", "--nodes", "2", "--tp", "2", "--pp", "2", "--dp", "4",
-      "--global-batch-size", "64", "--no-sequence-parallel"], "megatron", "sends the whole tensor"),
+      "--global-batch-size", "64", "--no-sequence-parallel", "--no-pipeline-sends-whole-tensor"], "megatron",
+     "sends the whole tensor"),
     ("Megatron has no zero-bubble schedule", PLANS["Llama 3 8B ZeRO-1"][0] + ["--pp", "2", "--schedule", "zb-h1"],
      "slurm", "zb-h1"),
 ]
