@@ -132,11 +132,6 @@ void check_executable(const RunSpec& r, const std::string& device, const std::ve
                      ": the runtime reduces each gradient bucket as soon as the last micro-batch's backward has "
                      "written it (its grad-ready hook), not after the pipeline flush",
                  "use --no-dp-after-pipeline-flush for train", "train-dp-after-flush");
-  if (!x.recipe.pipeline_sends_whole_tensor && !x.sequence_parallel && L.pp > 1 && L.tp > 1)
-    problems.add("--no-pipeline-sends-whole-tensor" + from_stack +
-                     " without sequence parallel: the runtime sends the whole activation from every TP rank (no "
-                     "scatter/gather of 1/tp shares)",
-                 "use --pipeline-sends-whole-tensor (or --sequence-parallel) for train", "train-pp-scatter-gather");
   if (m.family == ModelFamily::GPT && !m.tied_embeddings())
     problems.add("an untied output layer: the runtime's GPT ties it to the token embedding",
                  "drop --no-tied-embeddings for train", "train-tied-embeddings");

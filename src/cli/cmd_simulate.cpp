@@ -143,7 +143,7 @@ std::string to_text(const RunSpec& run, const Mesh& mesh, const sim::PlannedCost
                    x.micro_batch_size);
   s += fmt::format("  {} attention, overlap {}, {}, {}-bit grads, ZeRO {}{}{}{}\n", to_string(x.attention), overlap_text(x.overlap, x.schedule),
                    to_string(x.precision), x.grad_bits, x.zero, x.sequence_parallel ? ", sequence parallel" : "",
-                   recipe_text(x, run.layout.cp, run.layout.pp),
+                   recipe_text(x, run.layout.tp, run.layout.cp, run.layout.pp),
                    x.stack.empty() ? "" : ", stack " + x.stack);
   s += "  (one pipeline simulated: every DP replica and TP rank of a stage runs the same program)\n\n";
   const double planner = pc.estimate.time.step;

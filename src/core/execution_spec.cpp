@@ -115,8 +115,10 @@ bool parse_overlap(const std::string& text, Overlap& out) {
 
 const std::vector<StackPreset>& stack_presets() {
   static const std::vector<StackPreset> stacks = {
-      {"trident", "what `trident train` runs (the defaults): unfused attention, DP overlap only, fp32 grads",
-       AttentionKind::Unfused, {false, true, false}, 32, -1},
+      {"trident",
+       "what `trident train` runs (the defaults): unfused attention, DP overlap only, fp32 grads, pipeline sends of "
+       "the activation each TP rank holds",
+       AttentionKind::Unfused, {false, true, false}, 32, -1, false, false, {.pipeline_sends_whole_tensor = true}},
       {"megatron-lm-2021",
        "Megatron-LM as in Narayanan 2021 / Korthikanti 2022: unfused attention, fp32 main grads, gradients all-reduced "
        "after the pipeline flush, not behind the backward (its local DDP; overlap_grad_reduce came with Megatron-Core), "
@@ -127,7 +129,8 @@ const std::vector<StackPreset>& stack_presets() {
        "interleaved schedule (Megatron's 1F1B sends block), distributed optimizer (ZeRO 1), bf16 gradient reduction, selective recompute of the core attention, "
        "each interleaved chunk's gradient reduction and weight gather overlapped on its own (overlap_grad_reduce), "
        "FP8 casts of the QKV, FC1 and FC2 inputs fused into the norms and the activation (LayerNormLinear / LayerNormMLP)",
-       AttentionKind::Flash, {true, true, true, true}, 16, 1, false, true, {.dp_overlap_per_chunk = true, .fp8_fused_casts = true}},
+       AttentionKind::Flash, {true, true, true, true}, 16, 1, false, true,
+       {.dp_overlap_per_chunk = true, .pipeline_sends_whole_tensor = true, .fp8_fused_casts = true}},
       {"deepspeed",
        "DeepSpeed ZeRO with its pipeline engine (Megatron-DeepSpeed): flash attention, overlapped gradient "
        "reduction (overlap_comm) without pipeline parallelism, after the pipeline flush with it (the engine's "
@@ -147,7 +150,7 @@ const std::vector<StackPreset>& stack_presets() {
        "gradient reduction, context parallel by all-gathering K and V (its default rotate method), SwiGLU in eager "
        "PyTorch ops (no torch.compile)",
        AttentionKind::Flash, {false, true, false}, 32, 3, true, false,
-       {.cp_kind = CpKind::AllGather, .fused_swiglu = false}},
+       {.cp_kind = CpKind::AllGather, .pipeline_sends_whole_tensor = true, .fused_swiglu = false}},
   };
   return stacks;
 }

@@ -41,10 +41,11 @@ struct RecipeSettings {
   bool dp_overlap_per_chunk = false;
   // Each TP rank sends the boundary activation as it holds it: without sequence parallel the
   // whole b x s x h from every TP rank, under it its own s/tp rows (Megatron-Core, DeepSpeed's
-  // pipeline engine, torchtitan, Trident's runtime). Off: Megatron-LM's scatter/gather (up to
-  // 2022): without sequence parallel each TP rank sends 1/tp of the tensor and the receiver
-  // all-gathers the shares on the TP link (the same s/tp rows as on under sequence parallel).
-  bool pipeline_sends_whole_tensor = true;
+  // pipeline engine, torchtitan, Trident's runtime: every stack preset but megatron-lm-2021).
+  // Off, the default of a run or calibration row that names no stack: Megatron-LM's
+  // scatter/gather (up to 2022): without sequence parallel each TP rank sends 1/tp of the tensor
+  // and the receiver all-gathers the shares on the TP link (under it, the same s/tp rows).
+  bool pipeline_sends_whole_tensor = false;
   // With pp > 1 the gradient reduction waits for the pipeline flush instead of running behind the
   // last micro-batch's backward (DeepSpeed's pipeline engine: its ReduceGrads instruction follows
   // the last backward, and ZeRO 1-2's overlap_comm hooks stay off under it). No effect at pp 1.

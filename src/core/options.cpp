@@ -104,7 +104,7 @@ std::vector<OptionDef> execution_options() {
        "without sequence parallel, pipeline sends carry the whole b x s x h activation from every TP rank (Megatron-Core, "
        "DeepSpeed's pipeline engine, torchtitan, trident train); off, each TP rank sends a 1/tp share that the receiver "
        "all-gathers (Megatron-LM's scatter/gather up to 2022). Under sequence parallel each TP rank sends its s/tp rows either way",
-       true, "", "off with --stack megatron-lm-2021, else on"},
+       true, "", "on with every --stack but megatron-lm-2021; off without one"},
       {"dp-after-pipeline-flush", "training",
        "with pp > 1, reduce the gradients after the pipeline flush instead of behind the last micro-batch's backward "
        "(DeepSpeed's pipeline engine: its ReduceGrads step follows the last backward)",

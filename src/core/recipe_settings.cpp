@@ -4,7 +4,7 @@
 
 namespace trident {
 
-std::string recipe_text(const ExecutionSpec& e, int64_t cp, int64_t pp) {
+std::string recipe_text(const ExecutionSpec& e, int64_t tp, int64_t cp, int64_t pp) {
   const RecipeSettings& r = e.recipe;
   const ScheduleKind schedule = e.schedule;
   const Precision precision = e.precision;
@@ -13,7 +13,8 @@ std::string recipe_text(const ExecutionSpec& e, int64_t cp, int64_t pp) {
   if (r.optimizer_state_bits != 32) s += ", " + std::to_string(r.optimizer_state_bits) + "-bit optimizer states";
   if (cp > 1) s += ", cp " + to_string(r.cp_kind);
   if (r.dp_overlap_per_chunk && schedule == ScheduleKind::Interleaved) s += ", DP overlap per chunk";
-  if (!r.pipeline_sends_whole_tensor && pp > 1) s += ", pipeline sends scattered and gathered";
+  // Under sequence parallel (or at tp 1) both ways send the same rows: said only where they differ.
+  if (r.pipeline_sends_whole_tensor && pp > 1 && tp > 1 && !e.sequence_parallel) s += ", whole-tensor pipeline sends";
   if (r.dp_after_pipeline_flush && pp > 1) s += ", gradients reduced after the pipeline flush";
   if (r.fp8_fused_casts && precision == Precision::FP8) s += ", FP8 casts fused";
   if (!r.fused_swiglu) s += ", SwiGLU unfused";

@@ -12,9 +12,9 @@ namespace trident {
 // ", FP8 weights, 16-bit optimizer states, cp allgather, DP overlap per chunk, whole-tensor pipeline
 // sends, gradients reduced after the pipeline flush, FP8 casts fused, SwiGLU unfused": e.recipe's
 // settings away from their defaults (cp kind only when cp > 1, per-chunk overlap only when
-// interleaved, whole-tensor sends and the reduction after the flush only when pp > 1, fused casts
-// only with fp8), "" when none.
-std::string recipe_text(const ExecutionSpec& e, int64_t cp, int64_t pp);
+// interleaved, whole-tensor sends only at tp x pp without sequence parallel, the reduction after
+// the flush only when pp > 1, fused casts only with fp8), "" when none.
+std::string recipe_text(const ExecutionSpec& e, int64_t tp, int64_t cp, int64_t pp);
 // fp8_params, optimizer_state_bits, cp_kind, dp_overlap_per_chunk, pipeline_sends_whole_tensor,
 // dp_after_pipeline_flush, fp8_fused_casts, fused_swiglu, compute_efficiency: always all nine.
 nlohmann::json recipe_json(const RecipeSettings& r);

@@ -31,7 +31,7 @@ std::string exec_summary(const RunSpec& r, int64_t m) {
                                                    : ""),
                      x.sequence_parallel ? ", sequence parallel" : "", to_string(x.precision), to_string(x.attention),
                      overlap_text(x.overlap, x.schedule), x.grad_bits,
-                     recipe_text(x, r.layout.cp, r.layout.pp) + (r.model.tied_embeddings() ? ", tied embeddings" : ""),
+                     recipe_text(x, r.layout.tp, r.layout.cp, r.layout.pp) + (r.model.tied_embeddings() ? ", tied embeddings" : ""),
                      x.stack.empty() ? "" : ", stack " + x.stack);
 }
 

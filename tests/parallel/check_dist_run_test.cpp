@@ -103,23 +103,6 @@ TEST(CheckDistRun, what_the_runtime_cannot_execute_is_refused_with_its_fix) {
   EXPECT_EQ(all_problems(s), "");
 }
 
-// The runtime sends the activation each TP rank holds: Megatron-LM's scatter/gather of 1/tp
-// shares (only without sequence parallel) would be a prediction of sends it does not make.
-TEST(CheckDistRun, scattered_pipeline_sends_are_refused_where_they_would_differ) {
-  auto s = tiny();
-  s.run.layout = Layout{.tp = 2, .pp = 2};
-  s.run.exec.recipe.pipeline_sends_whole_tensor = false;
-  EXPECT_NE(all_problems(s).find("[train-pp-scatter-gather]"), std::string::npos) << all_problems(s);
-  s.run.exec.sequence_parallel = true;  // each TP rank's s/tp rows either way
-  EXPECT_EQ(all_problems(s), "");
-  s.run.exec.sequence_parallel = false;
-  s.run.layout = Layout{.dp = 2, .pp = 2};  // tp 1: nothing to scatter
-  EXPECT_EQ(all_problems(s), "");
-  s.run.layout = Layout{.tp = 2, .pp = 2};
-  s.run.exec.recipe.pipeline_sends_whole_tensor = true;
-  EXPECT_EQ(all_problems(s), "");
-}
-
 TEST(CheckDistRun, llama_with_grouped_query_attention_trains_on_every_layout_the_kv_heads_allow) {
   auto s = tiny();
   s.run.model.family = ModelFamily::Llama;

@@ -4,11 +4,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <fstream>
 
 #include "core/mesh.h"
 #include "core/model_spec.h"
 #include "report/rehearsal_report.h"
 #include "runtime/parallel/rehearsal_link.h"
+#include "runtime/parallel/rehearsal_prediction.h"
 #include "rehearse_test_plan.h"
 #include "runtime/parallel/rehearsal_shape.h"
 #include "runtime/parallel/rehearsal_verdict.h"
@@ -104,6 +107,29 @@ TEST(RehearsalShape, PipelineSendsAreRehearsedAsTheRuntimeSendsThem) {
   plan.exec.recipe.pipeline_sends_whole_tensor = true;
   s = derive_rehearsal(plan, 8, 2, 128.0 / 12288, 256, p);
   EXPECT_FALSE(has(s, "the activation each rank holds"));
+}
+
+// `trident train`'s own prediction (the rehearsal report) takes the sends the runtime makes: the
+// whole tensor from every TP rank without sequence parallel, whatever the recipe asked.
+TEST(RehearsalPrediction, PipelineSendsAreThoseTheRuntimeMakes) {
+  const std::string cluster = ::testing::TempDir() + "prediction_cluster.toml";
+  std::ofstream(cluster) << "[cluster]\nnodes = 1\ngpus-per-node = 4\ngpu-memory-gib = 4\ngpu-fp32-tflops = 0.05\n"
+                            "gpu-bf16-tflops = 0.05\ngpu-hbm-gbytes-per-s = 20\nintra-link = \"pcie\"\n"
+                            "intra-gbytes-per-s = 5\nintra-latency-us = 1\ninter-link = \"ethernet\"\n"
+                            "inter-node-gbytes-per-s = 10\ninter-latency-us = 10\n";
+  RunSpec run = gpt3_plan();
+  run.layout = Layout{.tp = 2, .pp = 2};
+  run.exec.sequence_parallel = false;
+  run.exec.recipe.pipeline_sends_whole_tensor = false;  // what a run naming no stack predicts
+  std::string note;
+  RunSpec r = prediction_run(run, cluster, 4, "", &note);
+  EXPECT_TRUE(r.exec.recipe.pipeline_sends_whole_tensor);
+  EXPECT_NE(note.find("whole tensor from every TP rank"), std::string::npos) << note;
+  run.exec.sequence_parallel = true;  // each TP rank's s/tp rows either way: nothing to change
+  r = prediction_run(run, cluster, 4, "", &note);
+  EXPECT_FALSE(r.exec.recipe.pipeline_sends_whole_tensor);
+  EXPECT_EQ(note.find("whole tensor"), std::string::npos) << note;
+  std::remove(cluster.c_str());
 }
 
 TEST(RehearsalShape, GqaKeepsQueryHeadsPerKvHeadAndTpDivides) {

@@ -114,8 +114,8 @@ rows = [
     ("--dp-overlap-per-chunk", None, "A", r"!dp-overlap-per-chunk"),
     ("--no-dp-overlap-per-chunk", None, "B", r"!dp-overlap-per-chunk"),
     # Whole-tensor pipeline sends: a planner setting of the p2p volume; the runtime sends each rank's
-    # output activation as it holds it (no scatter-gather). Off is refused at tp x pp without sequence
-    # parallel (4 ranks: check_dist_run_test); on 2 ranks neither value changes what trains.
+    # output activation as it holds it (no scatter-gather), so neither value changes what trains; the
+    # run's prediction takes the runtime's sends (rehearse_unit_test).
     ("--pipeline-sends-whole-tensor", None, "A", r"!pipeline-sends-whole-tensor"),
     ("--no-pipeline-sends-whole-tensor", None, "B", r"!pipeline-sends-whole-tensor"),
     # FP8 cast fusion: a setting of FP8 recipes only (train refuses fp8 itself), nothing to do at bf16/fp32.

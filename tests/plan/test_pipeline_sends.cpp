@@ -1,6 +1,6 @@
 // Pipeline sends against hand computations: each TP rank's s/tp rows under sequence parallel,
-// without it Megatron-LM's 1/tp share (scatter/gather, --stack megatron-lm-2021) or the whole
-// tensor (--pipeline-sends-whole-tensor, every other stack), the step term they make,
+// without it Megatron-LM's 1/tp share (scatter/gather: no stack named, or megatron-lm-2021) or the
+// whole tensor (--pipeline-sends-whole-tensor, every other stack), the step term they make,
 // and the deepspeed stack's one schedule (1F1B: interleaved and zb-h1 refused, the search keeps it).
 #include <gtest/gtest.h>
 
@@ -101,8 +101,10 @@ TEST(PipelineSends, the_deepspeed_stack_sends_whole_tensors_and_runs_1f1b_only) 
   EXPECT_FALSE(e.overlap.tp);
   e = resolve_execution(values({{"stack", "deepspeed"}, {"pipeline-sends-whole-tensor", "false"}}), p);
   EXPECT_FALSE(e.recipe.pipeline_sends_whole_tensor);  // an explicit flag wins
-  e = resolve_execution(values({}), p);  // what every stack but Megatron-LM 2021 does
+  e = resolve_execution(values({{"stack", "megatron-core-te"}}), p);  // every stack but Megatron-LM 2021
   EXPECT_TRUE(e.recipe.pipeline_sends_whole_tensor);
+  e = resolve_execution(values({}), p);  // no stack named: Megatron-LM's scatter/gather
+  EXPECT_FALSE(e.recipe.pipeline_sends_whole_tensor);
   e = resolve_execution(values({{"stack", "megatron-lm-2021"}}), p);
   EXPECT_FALSE(e.recipe.pipeline_sends_whole_tensor);
   e = resolve_execution(values({{"stack", "megatron-lm-2021"}, {"pipeline-sends-whole-tensor", "true"}}), p);

@@ -49,6 +49,12 @@ RunSpec prediction_run(const RunSpec& run, const std::string& cluster_toml, int6
     r.exec.overlap.pp_interleaved_only = false;
     n = "pipeline sends asynchronous, as the runtime sends them; ";
   }
+  // It sends the activation each TP rank holds: without sequence parallel the whole tensor, not
+  // 1/tp shares the receiver gathers.
+  if (run.layout.pp > 1 && run.layout.tp > 1 && !r.exec.sequence_parallel && !r.exec.recipe.pipeline_sends_whole_tensor) {
+    r.exec.recipe.pipeline_sends_whole_tensor = true;
+    n += "pipeline sends of the whole tensor from every TP rank, as the runtime sends them; ";
+  }
   if (world > r.cluster.gpus_per_node * r.cluster.nodes || r.cluster.nodes == 1) {
     const double share = std::min(1.0, double(hardware_cores) / double(world));
     if (share < 1.0) {
