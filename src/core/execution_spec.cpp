@@ -128,7 +128,8 @@ const std::vector<StackPreset>& stack_presets() {
        "Megatron-Core / NeMo with Transformer Engine: flash attention, TP and DP overlap, PP overlap in the "
        "interleaved schedule (Megatron's 1F1B sends block), distributed optimizer (ZeRO 1), bf16 gradient reduction, selective recompute of the core attention, "
        "each interleaved chunk's gradient reduction and weight gather overlapped on its own (overlap_grad_reduce), "
-       "FP8 casts of the QKV, FC1 and FC2 inputs fused into the norms and the activation (LayerNormLinear / LayerNormMLP)",
+       "FP8 casts of the QKV, FC1 and FC2 inputs fused into the norms and the activation (LayerNormLinear / LayerNormMLP), "
+       "pipeline sends of the whole activation from every TP rank without sequence parallel (no scatter/gather)",
        AttentionKind::Flash, {true, true, true, true}, 16, 1, false, true,
        {.dp_overlap_per_chunk = true, .pipeline_sends_whole_tensor = true, .fp8_fused_casts = true}},
       {"deepspeed",
@@ -148,7 +149,7 @@ const std::vector<StackPreset>& stack_presets() {
        "torchtitan: FSDP2 (ZeRO 3 only: torchtitan has no ZeRO 1 or 2) with prefetched all-gathers, PyTorch SDPA flash attention, TP "
        "collectives blocking (its default: async TP needs torch.compile, which it leaves off), fp32 "
        "gradient reduction, context parallel by all-gathering K and V (its default rotate method), SwiGLU in eager "
-       "PyTorch ops (no torch.compile)",
+       "PyTorch ops (no torch.compile), pipeline sends of the activation each TP rank holds",
        AttentionKind::Flash, {false, true, false}, 32, 3, true, false,
        {.cp_kind = CpKind::AllGather, .pipeline_sends_whole_tensor = true, .fused_swiglu = false}},
   };
