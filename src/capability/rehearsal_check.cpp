@@ -42,7 +42,7 @@ RehearsalCheck rehearsal_check(const RunSpec& recipe) {
   }
   // The runtime sends each TP rank's boundary activation as it holds it: its own s/tp rows under
   // sequence parallel, the whole tensor without (no scatter/gather), as Megatron-Core does.
-  if (r.layout.pp > 1 && r.layout.tp > 1 && !x.sequence_parallel && !x.recipe.pipeline_sends_whole_tensor) {
+  if (pipeline_sends_scattered(x, r.layout.tp, r.layout.pp)) {
     out.substitutions.push_back("pipeline sends 1/tp shares gathered by the receiver -> the whole tensor from every TP "
                                 "rank (the runtime sends the activation each rank holds)");
     x.recipe.pipeline_sends_whole_tensor = true;

@@ -75,6 +75,10 @@ bool dp_overlapped(const ExecutionSpec& e, int64_t pp) {
   return e.overlap.dp && !(e.recipe.dp_after_pipeline_flush && pp > 1);
 }
 
+bool pipeline_sends_scattered(const ExecutionSpec& e, int64_t tp, int64_t pp) {
+  return pp > 1 && tp > 1 && !e.sequence_parallel && !e.recipe.pipeline_sends_whole_tensor;
+}
+
 Overlap overlap_in_effect(const Overlap& o, ScheduleKind s) {
   Overlap e = o;
   e.pp = pp_overlapped(o, s);

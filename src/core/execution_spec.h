@@ -137,6 +137,11 @@ struct ExecutionSpec {
 // --overlap dp, unless the stack reduces after the pipeline flush (dp_after_pipeline_flush).
 bool dp_overlapped(const ExecutionSpec& e, int64_t pp);
 
+// Whether pipeline messages at tp x pp are 1/tp shares the receiver all-gathers (Megatron-LM's
+// scatter/gather): only without sequence parallel and without whole-tensor sends. Trident's
+// runtime and Megatron-Core never send them.
+bool pipeline_sends_scattered(const ExecutionSpec& e, int64_t tp, int64_t pp);
+
 // Named software stacks: each sets several of the settings above together (explicit flags win).
 struct StackPreset {
   std::string name;

@@ -233,7 +233,7 @@ void recipe_args(const RunSpec& run, std::vector<std::string>& a, Problems& refu
                "replan with --dp-overlap-per-chunk (or --stack megatron-core-te)", "megatron-dp-per-chunk");
   // Megatron-Core sends each TP rank's s/tp rows under sequence parallelism and the whole tensor
   // from every TP rank without it (its pipeline has no scatter/gather of 1/tp shares).
-  if (!e.recipe.pipeline_sends_whole_tensor && !e.sequence_parallel && l.pp > 1 && l.tp > 1)
+  if (pipeline_sends_scattered(e, l.tp, l.pp))
     refuse.add("pipeline sends of 1/tp shares gathered by the receiver without sequence parallel: Megatron-Core "
                "sends the whole tensor from every TP rank (its pipeline has no scatter/gather)",
                "replan with --sequence-parallel, or --pipeline-sends-whole-tensor", "megatron-pp-shares");

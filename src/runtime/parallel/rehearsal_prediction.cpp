@@ -51,7 +51,7 @@ RunSpec prediction_run(const RunSpec& run, const std::string& cluster_toml, int6
   }
   // It sends the activation each TP rank holds: without sequence parallel the whole tensor, not
   // 1/tp shares the receiver gathers.
-  if (run.layout.pp > 1 && run.layout.tp > 1 && !r.exec.sequence_parallel && !r.exec.recipe.pipeline_sends_whole_tensor) {
+  if (pipeline_sends_scattered(r.exec, run.layout.tp, run.layout.pp)) {
     r.exec.recipe.pipeline_sends_whole_tensor = true;
     n += "pipeline sends of the whole tensor from every TP rank, as the runtime sends them; ";
   }
