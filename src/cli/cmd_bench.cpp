@@ -138,6 +138,17 @@ struct AlltoallCalls {
 // step counts (a step's time is a sum of typical calls, not of best ones): at least 401 calls
 // (with 41, the median of 7 steps of 6 came out 15.9-23.8 us across launches of the same bench on a
 // quiet machine; with 401, 17.8-18.5 us, for about 30 ms more); the slowest rank counts.
+int64_t alltoall_steps(int64_t per_step) {
+  per_step = std::max<int64_t>(per_step, 1);
+  return std::max<int64_t>(5, (401 + per_step - 1) / per_step) | 1;  // odd: one median step
+}
+
+// The bytes the timed sweep writes: each call's send buffer and the working set before it.
+double alltoall_sweep_bytes(double send_bytes, const AlltoallCalls& calls) {
+  const double steps = double(alltoall_steps(calls.per_step)), per_step = double(std::max<int64_t>(calls.per_step, 1));
+  return steps * (double(calls.first_working_set) + (per_step - 1) * double(calls.working_set) + per_step * send_bytes);
+}
+
 double alltoall_s(comm::Communicator& world_comm, size_t bytes, const AlltoallCalls& calls) {
   const int world = world_comm.size();
   const size_t each = std::max<size_t>(bytes / size_t(world), 1);
@@ -145,7 +156,7 @@ double alltoall_s(comm::Communicator& world_comm, size_t bytes, const AlltoallCa
   const std::vector<size_t> counts(size_t(world), each);
   std::vector<char> working_set(std::max<size_t>(std::max(calls.working_set, calls.first_working_set), 64), 1);
   const int64_t per_step = std::max<int64_t>(calls.per_step, 1);
-  const int64_t steps = std::max<int64_t>(5, (401 + per_step - 1) / per_step) | 1;  // odd: one median step
+  const int64_t steps = alltoall_steps(per_step);
   std::vector<double> step_times;
   for (int64_t step = 0; step < steps; ++step) {
     double sum = 0;
@@ -475,6 +486,28 @@ int run_bench(const BenchArgs& a) {
   return status;
 }
 
+// The all-to-all sweep writes its working sets and send buffers at memory speed: more than
+// kSweepBytesLimit (a few seconds at the 10-20 GB/s of one core here; 4096 calls after 1 GiB each
+// wrote 20 TiB and ran for hours) is refused before anything runs.
+constexpr double kSweepBytesLimit = 32.0 * (1 << 30);
+
+void check_sweep(const BenchArgs& a, Problems& p) {
+  AlltoallCalls calls;
+  calls.working_set = size_t(a.alltoall_working_set_mib * (1 << 20));
+  calls.first_working_set =
+      a.alltoall_first_working_set_mib < 0 ? calls.working_set : size_t(a.alltoall_first_working_set_mib * (1 << 20));
+  calls.per_step = a.alltoall_step_calls;
+  const double send = (a.alltoall_mib > 0 ? a.alltoall_mib : a.mpi_mib) * (1 << 20);
+  const double bytes = alltoall_sweep_bytes(send, calls);
+  if (bytes > kSweepBytesLimit)
+    p.add(fmt::format("--alltoall-step-calls {} with --alltoall-working-set-mib {} (and --alltoall-mib {}) writes "
+                      "{:.1f} GiB in the all-to-all sweep ({} steps of {} calls, each after its working set), more "
+                      "than the {:.0f} GiB it may take",
+                      a.alltoall_step_calls, a.alltoall_working_set_mib, send / (1 << 20), bytes / (1 << 30),
+                      alltoall_steps(calls.per_step), calls.per_step, kSweepBytesLimit / (1 << 30)),
+          "give fewer --alltoall-step-calls or a smaller --alltoall-working-set-mib", "option-range");
+}
+
 Runner setup_bench(CLI::App& cmd) {
   auto args = std::make_shared<BenchArgs>();
   cmd.add_option("--out", args->out, "cluster and cost TOML to write (default trident-cluster.toml)");
@@ -530,6 +563,7 @@ Runner setup_bench(CLI::App& cmd) {
       p.add(fmt::format("--alltoall-first-working-set-mib {} is outside 0 .. 1024", args->alltoall_first_working_set_mib),
             "give e.g. --alltoall-first-working-set-mib 32, or leave it out for --alltoall-working-set-mib's",
             "option-range");
+    if (p.empty()) check_sweep(*args, p);
     check_outputs({{args->out, "--out"}}, {}, p);
     p.throw_if_any();
     return run_bench(*args);

@@ -5,6 +5,7 @@
 // report's measured terms against the planner's prediction for this run on these links, fits the
 // cost table to them (rehearsal_calibration.h) and makes the full-scale plan again with what
 // transfers (rehearsal_replan.h).
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -31,8 +32,11 @@
 #include "runtime/parallel/emulated_hosts.h"
 #include "runtime/parallel/rehearsal_calibration.h"
 #include "runtime/parallel/rehearsal_replan.h"
+#include "runtime/parallel/dist_train.h"
 #include "runtime/parallel/rehearsal_link.h"
+#include "runtime/parallel/rehearsal_prediction.h"
 #include "runtime/parallel/rehearsal_shape.h"
+#include "runtime/parallel/rehearsal_summary.h"
 #include "runtime/parallel/rehearsal_verdict.h"
 #include "runtime/parallel/resource_check.h"
 
@@ -45,7 +49,12 @@ struct RehearseArgs {
   double scale = 0, tolerance = 0.25, link_gbps = 0;
   std::string out = "rehearsal", bench;
   bool dry_run = false, tp_across = false;
+  CLI::Option *ranks_given = nullptr, *scale_given = nullptr, *link_given = nullptr;  // given, or the default
 };
+
+// The default rank count looks no further than this: 8 ranks oversubscribe a small machine's
+// cores (mpirun --oversubscribe) and still measure; more only slow the rehearsal down.
+constexpr int64_t kDefaultMostRanks = 8;
 
 // plan's --overhead-gib: the memory the plan made again keeps free per GPU.
 std::vector<OptionDef> overhead_option() {
@@ -56,14 +65,21 @@ std::vector<OptionDef> overhead_option() {
 
 void check_args(const RehearseArgs& a, Problems& p) {
   if (a.hosts < 1 || a.hosts > 8) p.add(fmt::format("--hosts {} is outside 1 .. 8", a.hosts), "use e.g. --hosts 2", "rehearse-hosts");
-  if (a.ranks < 0 || a.ranks > 64) p.add(fmt::format("--ranks {} is outside 1 .. 64", a.ranks), "use e.g. --ranks 8", "rehearse-ranks");
+  if (a.ranks_given->count() && (a.ranks < 1 || a.ranks > 64))
+    p.add(fmt::format("--ranks {} is outside 1 .. 64", a.ranks), "use e.g. --ranks 8, or drop it for the default", "rehearse-ranks");
+  if (a.scale_given->count() && !(a.scale > 0 && a.scale <= 1))  // also refuses NaN
+    p.add(fmt::format("--scale {} is outside (0, 1]", a.scale), "give e.g. --scale 0.01, or drop it for the default",
+          "rehearse-scale");
   if (a.steps < 3 || a.steps > 1000)
     p.add(fmt::format("--steps {} is outside 3 .. 1000 (the first steps are warm-up)", a.steps), "use e.g. --steps 8", "rehearse-steps");
   if (!(a.tolerance > 0 && a.tolerance < 10))
     p.add(fmt::format("--tolerance {} is outside (0, 10)", a.tolerance), "use e.g. --tolerance 0.25", "rehearse-tolerance");
-  if (!(a.link_gbps >= 0 && a.link_gbps <= 100))
-    p.add(fmt::format("--link-gbytes-per-s {} is outside 0 .. 100", a.link_gbps), "use e.g. --link-gbytes-per-s 0.05",
+  if (a.link_given->count() && !(a.link_gbps > 0 && a.link_gbps <= 100))
+    p.add(fmt::format("--link-gbytes-per-s {} is outside (0, 100]", a.link_gbps), "use e.g. --link-gbytes-per-s 0.05",
           "rehearse-link");
+  else if (a.link_given->count() && a.hosts < 2)
+    p.add("--link-gbytes-per-s shapes the link between emulated hosts, and --hosts is 1 (no link)",
+          "add --hosts 2 or more, or drop --link-gbytes-per-s", "rehearse-link");
   if (const std::string kind = a.bench.empty() ? "" : special_file_kind(a.bench); !kind.empty())
     p.add("--bench '" + a.bench + "' is " + (kind == "missing" ? "missing" : kind), "give the file `trident bench` wrote, or drop --bench "
           "(rehearse then measures this machine itself)", "rehearse-bench");
@@ -134,11 +150,17 @@ int run_one(RehearsalRun& rr, const RehearseArgs& a, int64_t ranks, const std::v
             const std::string& cluster_file) {
   std::filesystem::create_directories(rr.dir);
   const auto launch = mpirun(ranks, placement, train_arguments(rr, a, cluster_file));
+  // Bounded: ten times the predicted steps and two minutes to start, past which the run is stopped.
+  const int64_t cores = std::max<int64_t>(1, int64_t(std::thread::hardware_concurrency()));
+  const double limit_s = 120 + 10 * double(a.steps) * parallel::predict(rr.run, cluster_file, cores).step_s;
   const auto start = probe_load();
   std::printf("running the rehearsal%s: %s\n", rr.label.empty() ? "" : (" (" + rr.label + ")").c_str(),
               shell_words(launch).c_str());
-  const int rc = parallel::run_launcher(launch);
+  const int rc = parallel::run_launcher(launch, limit_s);
   const auto end = probe_load();
+  if (rc == parallel::kLauncherTimedOut)
+    std::fprintf(stderr, "trident rehearse: the training run did not finish within %.0f s (120 s + 10 x its %lld "
+                 "predicted steps) and was stopped\n", limit_s, (long long)a.steps);
   if (parallel::interrupting_signal() || rc != 0) return rc == 0 ? 1 : rc;
   std::ifstream in(rr.dir + "/report.json");
   const nlohmann::json report = nlohmann::json::parse(in, nullptr, false);
@@ -156,7 +178,8 @@ int run_one(RehearsalRun& rr, const RehearseArgs& a, int64_t ranks, const std::v
 // hosts. Returns 0, or the exit code of a failed or interrupted run.
 int rehearse_on_links(const RunSpec& plan, const RehearsalShape& shape, const RehearseArgs& a, int64_t ranks,
                       std::vector<RehearsalRun>& runs, nlohmann::json& links_json, std::string& links_text) {
-  const parallel::RehearsalLinks links = parallel::prepare_links(plan, shape, a.bench, a.out, a.link_gbps * 1e9, mpirun);
+  const parallel::RehearsalLinks links = parallel::prepare_links(plan, shape, a.bench, a.out, a.link_gbps * 1e9, a.steps,
+                                                                         int64_t(runs.size()), mpirun);
   std::printf("%s", links.text.c_str());
   links_json = links.json;
   links_text = links.text;
@@ -179,12 +202,13 @@ int rehearse_on_links(const RunSpec& plan, const RehearsalShape& shape, const Re
 // One page: the verdict (and the TP comparison), the derivation, the links, then train's own
 // rehearsal report of the first run (measured beside predicted shares, ranks, losses).
 void write_page(const RehearsalShape& shape, const std::vector<RehearsalRun>& runs, const RehearseArgs& a,
-                const std::string& links_text, const std::vector<HtmlSection>& calibration) {
+                const std::string& links_text, const std::vector<HtmlSection>& calibration, const std::string& full_scale) {
   std::ifstream in(runs[0].dir + "/report.json");
   std::stringstream report;
   report << in.rdbuf();
   HtmlPage page = rehearsal_page(report.str());
   page.title = "trident rehearse: " + shape.run.model.name;
+  page.sections.push_back(HtmlSection{"full-scale", "For the full-scale plan", {full_scale}, std::nullopt});
   page.sections.push_back(verdict_section(runs[0].verdict, "verdict", "Verdict"));
   if (runs.size() > 1 && runs[1].comparison) {
     page.sections.push_back(tp_across_section(*runs[1].comparison, runs[0].run.layout.order, runs[1].run.layout.order));
@@ -225,51 +249,105 @@ int conclude(const RunSpec& plan, const RehearsalShape& shape, std::vector<Rehea
     std::fprintf(stderr, "trident rehearse: the self-calibration failed: %s\n", e.what());
   }
   std::vector<HtmlSection> sections;
+  std::optional<Replan> back;
   if (cal) {
     std::printf("%s", calibration_text(*cal).c_str());
     if (runs.size() < 2) std::printf("  (no second layout to test the fit out of sample: add --tp-across)\n");
     j["calibration"] = calibration_json(*cal);
     sections = calibration_sections(*cal);
-    const Replan back = parallel::replan(plan, cal->fit, cal->checks, overhead_bytes);
-    std::printf("%s", replan_text(back).c_str());
-    j["back_to_the_plan"] = replan_json(back);
-    sections.push_back(replan_section(back));
+    back = parallel::replan(plan, cal->fit, cal->checks, overhead_bytes);
+    std::printf("%s", replan_text(*back).c_str());
+    j["back_to_the_plan"] = replan_json(*back);
+    sections.push_back(replan_section(*back));
   }
+  // One plain sentence on the full-scale plan, last in the text and first on the page.
+  const std::string full_scale = parallel::full_scale_sentence(plan, shape, runs[0].verdict, back ? &*back : nullptr);
+  std::printf("\nFor the full-scale plan: %s\n", full_scale.c_str());
+  j["full_scale"] = full_scale;
+
   write_text_atomically(a.out + "/verdict.json", j.dump(2) + "\n");
-  write_page(shape, runs, a, links_text, sections);
+  write_page(shape, runs, a, links_text, sections, full_scale);
   std::printf("verdict written to %s/verdict.json and %s/rehearsal.html (train's report: %s/report.json)\n",
               a.out.c_str(), a.out.c_str(), a.out.c_str());
   return cal ? 0 : 1;
 }
 
+// The one run check of `trident train` on a rehearsal run (no output paths: the rehearsal's own
+// are checked above), so that --dry-run refuses what the run would.
+void check_train_run(const RunSpec& run, const RehearseArgs& a, const std::shared_ptr<const data::TokenFile>& corpus,
+                     const std::string& corpus_path, const std::string& label, Problems& p) {
+  parallel::TrainSettings s;
+  s.run = run;
+  s.steps = a.steps, s.eval_every = 0, s.eval_batches = 1, s.log_every = a.steps;
+  s.data_path = corpus_path, s.data = corpus;
+  s.prediction_cluster.clear();
+  Problems train;
+  parallel::check_trainable(s, train);
+  for (const Problem& x : train.list()) p.add("not rehearsable" + label + ": " + x.what, x.fix, x.code);
+}
+
+// Checks of the inputs before anything runs: the arguments, the bench file, no output over an
+// input (--out a folder, none of its files one the rehearsal reads).
+void check_inputs(const RehearseArgs& a, const OptionValues& values, Problems& p) {
+  check_args(a, p);
+  if (!a.bench.empty() && special_file_kind(a.bench).empty()) parallel::check_bench_file(a.bench, "--bench", p);
+  std::vector<NamedPath> inputs = a.options->input_paths(values);
+  add_input(inputs, {a.bench, "--bench"});
+  std::error_code ec;
+  const auto same = std::find_if(inputs.begin(), inputs.end(), [&](const NamedPath& in) {
+    return !in.path.empty() && std::filesystem::equivalent(a.out, in.path, ec);
+  });
+  if (same != inputs.end())  // the folder would be made over the input
+    p.add("--out '" + a.out + "' is " + same->what + " '" + same->path + "', which this command reads",
+          "give --out a folder of its own for the rehearsal's files, e.g. --out rehearsal", "output-path");
+  else
+    check_outputs({{a.out, "--out"}}, inputs, p, OutputKind::Directory);
+  std::vector<NamedPath> outputs;
+  for (const char* f : {"machine.toml", "link.toml", "placement.json", "prediction-cluster.toml", "fitted-cost.toml",
+                        "fitted-cluster.toml", "verdict.json", "rehearsal.html", "report.json", "report.html",
+                        "tp-across/report.json", "tp-across/report.html"})
+    // A folder not made yet holds no input: its files are checked once it exists (another run's --out).
+    if ((a.bench.empty() || std::string(f) != "machine.toml") &&
+        std::filesystem::is_directory(parent_directory(a.out + "/" + f)))
+      outputs.push_back({a.out + "/" + f, "--out's " + std::string(f)});
+  check_outputs(outputs, inputs, p);
+}
+
 int run_rehearse(RehearseArgs& a) {
   Problems p;
   OptionValues values = a.options->collect(p);
-  check_args(a, p);
-  {  // No file the rehearsal writes into --out may replace what it reads (--config, --cost, --bench).
-    std::vector<NamedPath> inputs = a.options->input_paths(values);
-    add_input(inputs, {a.bench, "--bench"});
-    std::vector<NamedPath> outputs;
-    for (const char* f : {"machine.toml", "link.toml", "placement.json", "prediction-cluster.toml", "fitted-cost.toml",
-                          "fitted-cluster.toml", "verdict.json", "rehearsal.html", "report.json", "report.html",
-                          "tp-across/report.json", "tp-across/report.html"})
-      // A folder not made yet holds no input: its files are checked once it exists (another run's --out).
-      if ((a.bench.empty() || std::string(f) != "machine.toml") &&
-          std::filesystem::is_directory(parent_directory(a.out + "/" + f)))
-        outputs.push_back({a.out + "/" + f, "--out's " + std::string(f)});
-    check_outputs(outputs, inputs, p);
-  }
+  check_inputs(a, values, p);
   const double overhead_bytes = plan::resolve_output(values, p).overhead_bytes;  // the plan's, made again
   p.throw_if_any();
   const RunSpec plan = resolve_run(values, true);
   const int64_t cores = std::max<int64_t>(1, int64_t(std::thread::hardware_concurrency()));
-  // Default: one rank per core, 2 .. 8, a multiple of the hosts.
-  const int64_t ranks = a.ranks > 0 ? a.ranks : std::max<int64_t>(2, std::min<int64_t>(8, cores)) / a.hosts * a.hosts +
-                                                    (std::max<int64_t>(2, std::min<int64_t>(8, cores)) < a.hosts ? a.hosts : 0);
-  const double scale = a.scale > 0 ? a.scale : parallel::default_scale(plan.model, cores);
-  const data::TokenFile corpus(data::bundled_token_file(false));
-  RehearsalShape shape = parallel::derive_rehearsal(plan, ranks, a.hosts, scale, corpus.vocab(), p);
+  const parallel::RankChoice choice = a.ranks_given->count()
+                                          ? parallel::RankChoice{a.ranks, "--ranks " + std::to_string(a.ranks)}
+                                          : parallel::default_ranks(plan, a.hosts, kDefaultMostRanks);
+  const int64_t ranks = choice.ranks;
+  const double scale = a.scale_given->count() ? a.scale : parallel::default_scale(plan.model, cores);
+  const std::string corpus_path = data::bundled_token_file(false);
+  const auto corpus = std::make_shared<const data::TokenFile>(corpus_path);
+  RehearsalShape shape = parallel::derive_rehearsal(plan, ranks, a.hosts, scale, corpus->vocab(), p);
+  shape.ranks_why = choice.why;
   for (const auto& r : shape.refusals) p.add("not rehearsable: " + r.what, r.fix, r.code);
+  std::vector<RehearsalRun> runs = {{"", shape.run, a.out, {}, {}}};
+  if (a.tp_across && p.empty()) {
+    const auto order = parallel::tp_across_order(shape.run.layout, shape.ranks_per_host);
+    if (a.hosts < 2 || !order) {
+      p.add("--tp-across: no rank order of " + shape.run.layout.describe() + " puts its TP groups across hosts of " +
+                std::to_string(shape.ranks_per_host) + " ranks",
+            "use --hosts 2 or more with a rehearsal whose tp is above 1, or drop --tp-across", "rehearse-tp-across");
+    } else {
+      RunSpec across = shape.run;
+      across.layout.order = *order;
+      runs.push_back({"TP across hosts, order " + *order, across, a.out + "/tp-across", {}, {}});
+    }
+  }
+  if (p.empty())
+    for (const auto& rr : runs) check_train_run(rr.run, a, corpus, corpus_path, rr.label.empty() ? "" : " (" + rr.label + ")", p);
+  if (p.empty() && !a.bench.empty())
+    parallel::check_link_time(plan, shape, a.bench, a.link_gbps * 1e9, a.steps, int64_t(runs.size()), cores, p);
   if (a.hosts > 1 && !a.dry_run)
     if (auto why = parallel::emulated_hosts_unavailable()) p.add(*why, "run as root on Linux with iproute2, or use --hosts 1 (no emulated hosts)", "rehearse-hosts");
   p.throw_if_any();
@@ -277,19 +355,8 @@ int run_rehearse(RehearseArgs& a) {
   std::printf("Rehearsal of %s, %s on %s\n", plan.model.name.c_str(), plan.layout.describe().c_str(), plan.cluster.describe().c_str());
   std::printf("as %lld ranks on %lld %s host%s (%lld ranks each), width scale %.4g%s:\n", (long long)ranks,
               (long long)a.hosts, a.hosts > 1 ? "emulated" : "", a.hosts > 1 ? "s" : "", (long long)shape.ranks_per_host,
-              scale, a.scale > 0 ? "" : fmt::format(" (default for {} cores: hidden about 64 per core)", cores).c_str());
+              scale, a.scale_given->count() ? "" : fmt::format(" (default for {} cores: hidden about 64 per core)", cores).c_str());
   std::printf("%s", shape_table(shape).c_str());
-  std::vector<RehearsalRun> runs = {{"", shape.run, a.out, {}, {}}};
-  if (a.tp_across) {
-    const auto order = parallel::tp_across_order(shape.run.layout, shape.ranks_per_host);
-    if (a.hosts < 2 || !order)
-      throw InputError({{"--tp-across: no rank order of " + shape.run.layout.describe() + " puts its TP groups across "
-                         "hosts of " + std::to_string(shape.ranks_per_host) + " ranks",
-                         "use --hosts 2 or more with a rehearsal whose tp is above 1, or drop --tp-across", "rehearse-tp-across"}});
-    RunSpec across = shape.run;
-    across.layout.order = *order;
-    runs.push_back({"TP across hosts, order " + *order, across, a.out + "/tp-across", {}, {}});
-  }
   for (const auto& rr : runs)
     std::printf("train%s: %s\n", rr.label.empty() ? "" : (" (" + rr.label + ")").c_str(),
                 shell_words(train_arguments(rr, a, a.out + "/prediction-cluster.toml")).c_str());
@@ -314,11 +381,15 @@ Runner setup_rehearse(CLI::App& cmd) {
   args->options = std::make_unique<CliOptions>(
       cmd, concat({model_options(), cluster_options(), layout_options(), execution_options(), cost_options(),
                    overhead_option()}));
-  cmd.add_option("--ranks", args->ranks, "MPI ranks of the rehearsal (default: this machine's cores, 2 .. 8)")->type_name("INT");
+  args->ranks_given = cmd.add_option("--ranks", args->ranks,
+                                     "MPI ranks of the rehearsal (default: the fewest, up to 8, that exercise every "
+                                     "dimension and host crossing of the plan, or the most of them)")
+                          ->type_name("INT");
   cmd.add_option("--hosts", args->hosts, "emulated hosts (network namespaces with shaped links; root); 1 = no emulation")
       ->type_name("INT");
-  cmd.add_option("--scale", args->scale, "width and depth scale of the model (default: hidden about 64 per core)")
-      ->type_name("NUM");
+  args->scale_given = cmd.add_option("--scale", args->scale,
+                                     "width and depth scale of the model, in (0, 1] (default: hidden about 64 per core)")
+                          ->type_name("NUM");
   cmd.add_option("--steps", args->steps, "training steps of the rehearsal (default 8; the first are warm-up)")->type_name("INT");
   cmd.add_option("--out", args->out, "folder for the report, the verdict and the files of the run (default rehearsal)")
       ->type_name("DIR");
@@ -326,7 +397,7 @@ Runner setup_rehearse(CLI::App& cmd) {
       ->type_name("FILE");
   cmd.add_option("--tolerance", args->tolerance, "a term holds within this share of its prediction (default 0.25)")
       ->type_name("NUM");
-  cmd.add_option("--link-gbytes-per-s", args->link_gbps,
+  args->link_given = cmd.add_option("--link-gbytes-per-s", args->link_gbps,
                  "bandwidth of each emulated host's link, GB/s (default: the plan's inside/between-host ratio, at most 0.1)")
       ->type_name("NUM");
   cmd.add_flag("--tp-across", args->tp_across,

@@ -61,7 +61,7 @@ nlohmann::json verdict_json(const Verdict& v) {
     terms.push_back({{"key", t.key}, {"label", t.label}, {"measured_median_s", t.median_s}, {"measured_low_s", t.low_s},
                      {"measured_high_s", t.high_s},
                      {"predicted_s", t.predicted_s ? json(*t.predicted_s) : json(nullptr)},
-                     {"holds", t.predicted_s ? json(t.holds) : json(nullptr)},
+                     {"holds", t.predicted_s && t.exercised ? json(t.holds) : json(nullptr)},
                      {"note", t.note.empty() ? json(nullptr) : json(t.note)}});
   auto load = [](const std::optional<MachineLoad>& l) -> json {
     if (!l || !l->known) return nullptr;

@@ -20,7 +20,8 @@ struct TermVerdict {
   double median_s = 0, low_s = 0, high_s = 0;  // over the measured steps
   std::optional<double> predicted_s;
   bool holds = true;
-  std::string note;  // "not in this run (ep 1)"
+  bool exercised = true;  // false: its dimension is 1 in this run (not judged; holds is null in the JSON)
+  std::string note;       // "not exercised (dp 1)"
 };
 
 struct Verdict {

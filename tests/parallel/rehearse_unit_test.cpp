@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -42,6 +43,61 @@ TEST(RehearsalShape, TpAcrossOrderPutsTpOverHostsAndKeepsTheRest) {
   EXPECT_FALSE(crosses_hosts(across, Dim::PP, 2));  // pp 2 x tp 2 on hosts of 2: one of them stays inside
   L.tp = 1;
   EXPECT_FALSE(tp_across_order(L, 2).has_value());
+}
+
+// The plan's order names ep (at 1): the permutation that sorts first with TP across,
+// cp-dp-pp-ep-tp, is one train refuses (ep not next to dp); the order chosen is one it takes.
+TEST(RehearsalShape, TpAcrossOrderIsOneTrainAccepts) {
+  Layout L;
+  L.tp = 2, L.dp = 2, L.pp = 2, L.order = "tp-cp-ep-dp-pp";
+  const auto order = tp_across_order(L, 4);
+  ASSERT_TRUE(order.has_value());
+  std::array<Dim, kNumDims> dims{};
+  Problems p;
+  EXPECT_TRUE(parse_order(*order, dims, p)) << *order << ": " << (p.empty() ? "" : p.list()[0].what);
+  Layout across = L;
+  across.order = *order;
+  EXPECT_TRUE(crosses_hosts(across, Dim::TP, 4));
+}
+
+// The default rank count for the Llama 3 70B plan (tp 4, cp 2, dp 32 and pp 2 across nodes):
+// exercising all four takes 16 ranks, so 8 is the most; on one host no crossing can be
+// exercised; on 4 hosts of 2 both the plan's crossings are. The shape names what it leaves out.
+TEST(RehearsalShape, DefaultRanksExerciseTheMostOfThePlanAndSayWhatNot) {
+  const RunSpec plan = llama70b_plan();
+  const RankChoice one = default_ranks(plan, 1, 8);
+  EXPECT_EQ(one.ranks, 8);
+  EXPECT_NE(one.why.find("take 16 ranks"), std::string::npos) << one.why;
+  EXPECT_NE(one.why.find("--hosts 2"), std::string::npos) << one.why;
+  Problems p;
+  const RehearsalShape s1 = derive_rehearsal(plan, one.ranks, 1, 0.0156, 256, p);
+  ASSERT_TRUE(p.empty());
+  int at_one = 0;
+  for (Dim d : {Dim::TP, Dim::CP, Dim::DP, Dim::PP}) at_one += s1.run.layout.size(d) == 1;
+  EXPECT_EQ(at_one, 1);  // three of the four dimensions at 2
+  ASSERT_FALSE(s1.not_exercised.empty());
+  std::string all;
+  for (const auto& x : s1.not_exercised) all += x.text + "\n";
+  EXPECT_NE(all.find("across hosts"), std::string::npos) << all;  // one host: a crossing the plan has is left out
+  EXPECT_NE(all.find(" 1 here"), std::string::npos) << all;
+
+  const RankChoice four = default_ranks(plan, 4, 8);
+  EXPECT_EQ(four.ranks, 8);
+  const RehearsalShape s4 = derive_rehearsal(plan, four.ranks, 4, 0.0156, 256, p);
+  ASSERT_TRUE(p.empty());
+  ASSERT_EQ(s4.not_exercised.size(), 1u);  // only the dimension 8 ranks cannot add: no crossing differs
+  EXPECT_NE(s4.not_exercised[0].text.find(" 1 here"), std::string::npos) << s4.not_exercised[0].text;
+  EXPECT_FALSE(s4.not_exercised[0].crossing);
+  EXPECT_TRUE(crosses_hosts(s4.run.layout, Dim::DP, 2));
+  EXPECT_TRUE(crosses_hosts(s4.run.layout, Dim::PP, 2));
+
+  // A plan 2 ranks exercise whole (tp 2 in a node): 2 is the default, and nothing is left out.
+  RunSpec small = gpt3_plan();
+  small.layout.tp = 2, small.layout.pp = 1, small.layout.dp = 1;
+  small.cluster.nodes = 1, small.cluster.gpus_per_node = 2;
+  const RankChoice two = default_ranks(small, 1, 8);
+  EXPECT_EQ(two.ranks, 2) << two.why;
+  EXPECT_TRUE(derive_rehearsal(small, 2, 1, 0.01, 256, p).not_exercised.empty());
 }
 
 TEST(RehearsalShape, Gpt3PlanOnTwoHostsKeepsTpInsideAndPpAcross) {
@@ -264,7 +320,7 @@ nlohmann::json report(double compute, double tp, double predicted_compute, doubl
                        {"optimizer_s", 0.0}, {"other_s", 0.0}});
     steps.push_back({{"step", s}, {"ranks", ranks}});
   }
-  return {{"warmup_steps", 1}, {"layout", {{"cp", 1}}}, {"steps", steps},
+  return {{"warmup_steps", 1}, {"layout", {{"tp", 2}, {"cp", 1}}}, {"steps", steps},
           {"predicted", {{"step_s", predicted_compute + predicted_tp},
                          {"terms_s", {{"compute", predicted_compute}, {"tp", predicted_tp}}}}}};
 }
@@ -353,7 +409,34 @@ TEST(RehearsalVerdict, EpAllToAllIsMeasuredBesideItsPrediction) {
   EXPECT_TRUE(seen);
   EXPECT_NE(v.sentence.find("EP all-to-all 1.50x the prediction"), std::string::npos) << v.sentence;
   for (const auto& t : judge_rehearsal(report(1.0, 0.1, 1.0, 0.1), 0.25).terms)
-    if (t.key == "ep") EXPECT_EQ(t.note, "not in this run (ep 1)");
+    if (t.key == "ep") EXPECT_EQ(t.note, "not exercised (ep 1)");
+}
+
+// A dimension at size 1 is not exercised: its terms are not judged (DP does not "hold" at dp 1,
+// whatever its numbers), the JSON's holds is null, and the sentence names them.
+TEST(RehearsalVerdict, ADimensionAtOneIsNotExercisedNotHolding) {
+  nlohmann::json r = report(1.0, 0.1, 1.0, 0.1);
+  r["layout"]["dp"] = 1;
+  for (auto& s : r["steps"])
+    for (auto& rank : s["ranks"]) rank["dp_exposed_s"] = 0.5;  // far from its prediction (none)
+  const Verdict v = judge_rehearsal(r, 0.25);
+  EXPECT_TRUE(v.holds) << v.sentence;
+  bool seen = false;
+  for (const auto& t : v.terms)
+    if (t.key == "dp") {
+      seen = true;
+      EXPECT_FALSE(t.exercised);
+      EXPECT_EQ(t.note, "not exercised (dp 1)");
+    }
+  EXPECT_TRUE(seen);
+  const nlohmann::json j = verdict_json(v);
+  for (const auto& t : j["terms"])
+    if (t["key"] == "dp" || t["key"] == "pp" || t["key"] == "bubble") EXPECT_TRUE(t["holds"].is_null()) << t.dump();
+  EXPECT_NE(v.sentence.find("every term exercised is within"), std::string::npos) << v.sentence;
+  EXPECT_NE(v.sentence.find("DP exposed"), std::string::npos) << v.sentence;
+  EXPECT_NE(verdict_text(v).find("not exercised (dp 1)"), std::string::npos);
+  r["layout"]["dp"] = 2;  // exercised: the same numbers miss
+  EXPECT_FALSE(judge_rehearsal(r, 0.25).holds);
 }
 
 TEST(RehearsalVerdict, NoPredictionNoVerdict) {

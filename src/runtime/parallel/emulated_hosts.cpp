@@ -1,10 +1,12 @@
 // Emulated hosts (see emulated_hosts.h).
 #include "runtime/parallel/emulated_hosts.h"
 
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -12,8 +14,11 @@
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
+#include <thread>
 
 #include <fmt/format.h>
+
+#include "runtime/parallel/launch_supervisor.h"
 
 namespace trident::parallel {
 
@@ -71,14 +76,20 @@ std::optional<std::string> emulated_hosts_unavailable() {
   return std::nullopt;
 }
 
-EmulatedHosts::EmulatedHosts(int hosts, int ranks_per_host, double link_Bps, const std::string& dir)
-    : hosts_(hosts), per_host_(ranks_per_host), link_Bps_(link_Bps), dir_(dir) {
+EmulatedHosts::EmulatedHosts(int hosts, int ranks_per_host, double link_Bps)
+    : hosts_(hosts), per_host_(ranks_per_host), link_Bps_(link_Bps) {
   install_handlers();
   const int id = int(getpid() % 100000);
   prefix_ = fmt::format("tr{}", id);
   subnet_ = fmt::format("10.{}.{}", 100 + id % 100, (id / 100) % 250);
+  // The hostfiles and the launch agent in a folder of our own: Open MPI splits plm_rsh_agent at
+  // spaces, so the agent's path must not be the user's --out (a space there ended mpirun).
+  char dir[] = "/tmp/trident-hosts-XXXXXX";
+  if (!mkdtemp(dir)) throw std::runtime_error(std::string("cannot make a folder in /tmp: ") + std::strerror(errno));
+  dir_ = dir;
   g_live = this;
   up_ = true;
+  supervise_hosts(prefix_, hosts, dir_);  // removed by the supervisor if this process dies without stop()
   const std::string P = prefix_;
   // tbf: rate in bits; a small bucket (16 KiB, or 0.1 ms of traffic when that is more), so that
   // even a pipeline message of a few tens of KiB waits for the rate instead of passing as a burst.
@@ -131,6 +142,9 @@ void EmulatedHosts::stop() {
     shell(fmt::format("ip link del {}v{}", prefix_, h));    // a pair not yet moved into its namespace
   }
   shell("ip link del " + prefix_ + "b");
+  std::error_code ec;
+  std::filesystem::remove_all(dir_, ec);
+  release_hosts(prefix_);
   if (g_live == this) g_live = nullptr;
 }
 
@@ -152,14 +166,18 @@ std::string EmulatedHosts::describe() const {
                      hosts_, prefix_, prefix_, hosts_ - 1, per_host_, prefix_, subnet_, link_Bps_ / 1e9);
 }
 
-int run_launcher(const std::vector<std::string>& argv) {
+int run_launcher(const std::vector<std::string>& argv, double limit_s) {
   install_handlers();
   if (g_signal) return 128 + g_signal;
   std::fflush(stdout);
   std::fflush(stderr);
+  const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid < 0) return 127;
   if (pid == 0) {
+    // SIGTERM when this process dies, however: mpirun then ends its ranks its own way.
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent) _exit(128 + SIGTERM);
     std::vector<char*> args;
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
@@ -168,10 +186,27 @@ int run_launcher(const std::vector<std::string>& argv) {
     _exit(127);
   }
   g_child = pid;
+  supervise_process(pid);
+  // Bounded: past limit_s SIGTERM, and SIGKILL 10 s later if it still runs.
+  using clock = std::chrono::steady_clock;
+  const auto start = clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(clock::now() - start).count(); };
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  bool timed_out = false;
+  for (;;) {
+    const pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid || (r < 0 && errno != EINTR)) break;
+    if (limit_s > 0 && !timed_out && elapsed() > limit_s) {
+      timed_out = true;
+      kill(pid, SIGTERM);
+    } else if (timed_out && elapsed() > limit_s + 10) {
+      kill(pid, SIGKILL);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   g_child = 0;
+  release_process(pid);
+  if (timed_out) return kLauncherTimedOut;
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }

@@ -11,7 +11,8 @@
 // Root is needed (ip netns, ip link, tc). Names carry a per-process prefix (tr<pid>), so runs
 // in parallel do not collide. Everything made is removed by the destructor, by stop(), at exit
 // and on SIGINT / SIGTERM / SIGHUP (the handler forwards the signal to the running launcher,
-// whose exit the caller then sees): no namespace, link or qdisc is left behind.
+// whose exit the caller then sees), and by the supervisor (launch_supervisor.h) when this process
+// dies without doing so (SIGKILL): no namespace, link or qdisc is left behind.
 #pragma once
 
 #include <cstdint>
@@ -27,9 +28,10 @@ std::optional<std::string> emulated_hosts_unavailable();
 class EmulatedHosts {
  public:
   // Makes `hosts` namespaces of `ranks_per_host` slots each, links shaped to `link_Bps` bytes/s
-  // per direction; the hostfile and launch agent go into `dir`. Throws std::runtime_error with
-  // the failing command's output (after removing what was made).
-  EmulatedHosts(int hosts, int ranks_per_host, double link_Bps, const std::string& dir);
+  // per direction; the hostfiles and launch agent go into a folder of its own in /tmp (removed
+  // with the rest). Throws std::runtime_error with the failing command's output (after removing
+  // what was made).
+  EmulatedHosts(int hosts, int ranks_per_host, double link_Bps);
   ~EmulatedHosts();
   EmulatedHosts(const EmulatedHosts&) = delete;
   EmulatedHosts& operator=(const EmulatedHosts&) = delete;
@@ -50,9 +52,12 @@ class EmulatedHosts {
   bool up_ = false;
 };
 
-// Runs argv (execvp), waiting for it; the signal handlers of EmulatedHosts forward SIGINT and
-// SIGTERM to it. Returns its exit status (128 + signal when killed), or 127 when it cannot start.
-int run_launcher(const std::vector<std::string>& argv);
+// Runs argv (execvp), waiting for it at most limit_s seconds (0: no limit); the signal handlers
+// of EmulatedHosts forward SIGINT and SIGTERM to it, and the supervisor (launch_supervisor.h)
+// ends it if this process dies. Returns its exit status (128 + signal when killed), 127 when it
+// cannot start, kLauncherTimedOut (-1) when it ran past limit_s (then it was ended).
+constexpr int kLauncherTimedOut = -1;
+int run_launcher(const std::vector<std::string>& argv, double limit_s = 0);
 
 // This program's own path (/proc/self/exe), for launching its subcommands under mpirun.
 std::string self_executable();

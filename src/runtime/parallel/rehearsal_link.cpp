@@ -18,12 +18,24 @@
 #include "plan/estimate.h"
 #include "plan/mixture_of_experts.h"
 #include "runtime/parallel/placement_probe.h"
+#include "runtime/parallel/rehearsal_prediction.h"
 
 namespace trident::parallel {
 
 namespace {
 
 constexpr double kLinkCapBps = 0.1e9;  // below the ~0.2 GB/s the bridge and TCP carried unshaped here
+// A bench run (this machine, the link, the placement probe) takes under a minute here; one that
+// has not ended in five is stopped and the rehearsal fails naming it (bounded waits everywhere).
+constexpr double kBenchLimitS = 300;
+
+void run_measurement(const std::vector<std::string>& launch, const std::string& what) {
+  const int rc = run_launcher(launch, kBenchLimitS);
+  if (rc == kLauncherTimedOut)
+    throw std::runtime_error(fmt::format("`trident bench` measuring {} did not finish within {:.0f} s and was stopped",
+                                         what, kBenchLimitS));
+  if (rc != 0) throw std::runtime_error(fmt::format("`trident bench` measuring {} failed (exit {})", what, rc));
+}
 
 // A bench file's values, read by the loaders plan uses.
 OptionValues bench_values(const std::string& path) {
@@ -49,10 +61,18 @@ struct EpCalls {
   int64_t per_step = 0;
 };
 
+// The link measurement's messages (bench --mpi-mib) and the time they take on a link of
+// `Bps` each way: cmd_bench's 20 ping-pong round trips (one message each way, one after the
+// other) and 10 ring all-reduces over two ranks (one message each way); its all-to-alls, unused
+// here, are made 1 KiB.
+constexpr double kBenchMib = 2;
+double link_bench_s(double Bps) { return (2 * 20 + 10) * kBenchMib * (1 << 20) / Bps; }
+
 void run_bench(const LauncherLine& launcher, const std::vector<std::string>& placement, const std::string& out,
-               const std::string& what, const EpCalls& ep = {}, bool llama = false) {
-  std::vector<std::string> args = {"bench", "--out", out, "--mpi-mib", "2"};
+               const std::string& what, const EpCalls& ep = {}, bool llama = false, bool link = false) {
+  std::vector<std::string> args = {"bench", "--out", out, "--mpi-mib", fmt::format("{}", kBenchMib)};
   if (llama) args.insert(args.end(), {"--family", "llama"});
+  if (link) args.insert(args.end(), {"--alltoall-mib", "0.001"});
   if (ep.send_bytes > 0) {
     auto mib = [](double bytes) { return fmt::format("{:.6g}", bytes / (1 << 20)); };
     args.insert(args.end(), {"--alltoall-mib", mib(ep.send_bytes), "--alltoall-working-set-mib", mib(ep.working_set),
@@ -62,8 +82,7 @@ void run_bench(const LauncherLine& launcher, const std::vector<std::string>& pla
   std::string line;
   for (const auto& a : args) line += " " + a;
   std::printf("measuring %s: trident%s\n", what.c_str(), line.c_str());
-  const int rc = run_launcher(launcher(2, placement, args));
-  if (rc != 0) throw std::runtime_error(fmt::format("`trident bench` measuring {} failed (exit {})", what, rc));
+  run_measurement(launcher(2, placement, args), what);
 }
 
 // The rehearsal's EP all-to-alls as the planner sizes them (none without ep), for the bench to
@@ -134,8 +153,7 @@ PlacementInputs run_probe(const LauncherLine& launcher, const std::vector<std::s
                                          fmt::format("{:.6g}", size.flops)};
   std::printf("measuring the %lld ranks as the rehearsal places them: trident %s\n", (long long)ranks,
               [&] { std::string s; for (const auto& a : args) s += (s.empty() ? "" : " ") + a; return s; }().c_str());
-  const int rc = run_launcher(launcher(ranks, placement, args));
-  if (rc != 0) throw std::runtime_error(fmt::format("`trident bench --placement-probe` failed (exit {})", rc));
+  run_measurement(launcher(ranks, placement, args), "the ranks as placed (--placement-probe)");
   std::ifstream in(out);
   const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
   if (j.is_discarded()) throw std::runtime_error("cannot read the placement probe's file " + out);
@@ -149,6 +167,74 @@ PlacementInputs run_probe(const LauncherLine& launcher, const std::vector<std::s
 }
 
 }  // namespace
+
+void check_bench_file(const std::string& path, const std::string& flag, Problems& problems) {
+  std::vector<OptionDef> defs = cluster_options();
+  for (const auto& d : cost_options()) defs.push_back(d);
+  OptionValues v(defs);
+  Problems read;
+  v.load_toml_file(path, read);
+  const std::string named = flag + " '" + path + "'";
+  for (const Problem& x : read.list()) problems.add(named + ": " + x.what, x.fix, "rehearse-bench");
+  if (!read.empty()) return;
+  // What the links and the prediction take from it: the peaks bench measures and the shares of
+  // them its kernels and MPI reach ([cost]'s keys read with dashes).
+  std::string missing;
+  for (const char* key : {"gpu-fp32-tflops", "gpu-hbm-gbytes-per-s", "intra-gbytes-per-s", "intra-latency-us",
+                          "gemm-peak-efficiency", "hbm-efficiency", "pcie-efficiency", "kernel-launch-us"})
+    if (!v.has(key)) missing += std::string(missing.empty() ? "" : ", ") + key;
+  if (!missing.empty()) {
+    problems.add(named + " holds no measurement of " + missing + " (each `trident bench` writes)",
+                 "give the file `mpirun -np 2 trident bench --out FILE` wrote on this machine, or drop " + flag +
+                     " (rehearse then measures this machine itself)",
+                 "rehearse-bench");
+    return;
+  }
+  Problems range;
+  const ClusterSpec c = resolve_cluster(v, range);
+  resolve_cost(v, c.gpu, range);
+  for (const Problem& x : range.list()) problems.add(named + ": " + x.what, x.fix, "rehearse-bench");
+}
+
+LinkRate link_rate(const RunSpec& plan, const RehearsalShape& shape, double shm_Bps, double link_Bps) {
+  LinkRate r;
+  const ClusterSpec& pc = plan.cluster;
+  r.ratio = pc.intra.bandwidth_Bps / pc.inter_bandwidth_per_gpu_Bps();
+  r.target_Bps = shm_Bps * double(shape.ranks_per_host) / r.ratio;
+  r.rate_Bps = link_Bps > 0 ? link_Bps : std::min(r.target_Bps, kLinkCapBps);
+  return r;
+}
+
+void check_link_time(const RunSpec& plan, const RehearsalShape& shape, const std::string& machine, double link_Bps,
+                     int64_t steps, int64_t runs, int64_t cores, Problems& problems) {
+  if (shape.hosts < 2) return;
+  const double rate_Bps =
+      link_rate(plan, shape, number(bench_values(machine), "intra-gbytes-per-s", machine) * 1e9, link_Bps).rate_Bps;
+  // The rehearsal on the machine's file with its hosts as nodes joined by the shaped link.
+  auto predicted_s = [&](double Bps) {
+    RunSpec r = prediction_run(shape.run, machine, cores, "");
+    r.cluster.nodes = shape.hosts;
+    r.cluster.gpus_per_node = shape.ranks_per_host;
+    r.cluster.inter.bandwidth_Bps = Bps;
+    return link_bench_s(Bps) + double(steps * runs) * prediction_of(r).step_s;
+  };
+  const double total = predicted_s(rate_Bps);
+  if (total <= kRehearsalLimitS) return;
+  // The time is fixed work plus the traffic over the rate: F + B / rate. Solved for the rate
+  // that takes the limit, from the time at this rate and at a thousand times it.
+  const double fast = predicted_s(rate_Bps * 1e3);
+  const double traffic = (total - fast) / (1 / rate_Bps - 1 / (rate_Bps * 1e3));
+  const double fixed = std::max(0.0, total - traffic / rate_Bps);
+  const std::string fix =
+      fixed < kRehearsalLimitS
+          ? fmt::format("give --link-gbytes-per-s {:.3g} or more (or fewer --steps)", traffic / (kRehearsalLimitS - fixed) / 1e9)
+          : "rehearse fewer --steps or a smaller --scale";
+  problems.add(fmt::format("a link of {:.3g} GB/s per host is too slow to finish: its measurement ({:.0f} MiB each way) "
+                           "and {} run(s) of {} steps as the planner predicts them take {:.3g} s, more than the {:.0f} s "
+                           "a rehearsal may take",
+                           rate_Bps / 1e9, (2 * 20 + 10) * kBenchMib, runs, steps, total, kRehearsalLimitS),
+               fix, "rehearse-link");
+}
 
 std::string read_text_file(const std::string& path) {
   std::ifstream in(path);
@@ -185,13 +271,17 @@ std::string override_toml(const std::string& machine, const std::vector<std::pai
 }
 
 RehearsalLinks prepare_links(const RunSpec& plan, const RehearsalShape& shape, const std::string& bench_file,
-                             const std::string& dir, double link_Bps, const LauncherLine& launcher) {
+                             const std::string& dir, double link_Bps, int64_t steps, int64_t runs,
+                             const LauncherLine& launcher) {
   RehearsalLinks out;
   std::string machine = bench_file;
   if (machine.empty()) {
     machine = dir + "/machine.toml";
     run_bench(launcher, {}, machine, "this machine (2 ranks, shared memory)", ep_calls(shape.run),
               shape.run.model.family == ModelFamily::Llama);
+    Problems p;
+    check_bench_file(machine, "the bench file measured", p);
+    p.throw_if_any();
   }
   out.cluster_file = dir + "/prediction-cluster.toml";
   const std::string machine_text = read_text_file(machine);
@@ -204,13 +294,19 @@ RehearsalLinks prepare_links(const RunSpec& plan, const RehearsalShape& shape, c
   const OptionValues mv = bench_values(machine);
   const double shm_Bps = number(mv, "intra-gbytes-per-s", machine) * 1e9;
   const ClusterSpec& pc = plan.cluster;
-  const double ratio = pc.intra.bandwidth_Bps / pc.inter_bandwidth_per_gpu_Bps();
-  const double target = shm_Bps * double(shape.ranks_per_host) / ratio;
-  const double rate = link_Bps > 0 ? link_Bps : std::min(target, kLinkCapBps);
-  out.hosts = std::make_unique<EmulatedHosts>(int(shape.hosts), int(shape.ranks_per_host), rate, dir);
+  const LinkRate lr = link_rate(plan, shape, shm_Bps, link_Bps);
+  const double ratio = lr.ratio, target = lr.target_Bps, rate = lr.rate_Bps;
+  const int64_t cores = std::max<int64_t>(1, int64_t(std::thread::hardware_concurrency()));
+  {
+    Problems p;
+    check_link_time(plan, shape, machine, link_Bps, steps, runs, cores, p);
+    p.throw_if_any();
+  }
+  out.hosts = std::make_unique<EmulatedHosts>(int(shape.hosts), int(shape.ranks_per_host), rate);
   std::printf("emulated hosts: %s\n", out.hosts->describe().c_str());
   const std::string link_file = dir + "/link.toml";
-  run_bench(launcher, out.hosts->mpirun_options_one_per_host(), link_file, "the link between two emulated hosts");
+  run_bench(launcher, out.hosts->mpirun_options_one_per_host(), link_file, "the link between two emulated hosts", {},
+            false, true);
   const OptionValues lv = bench_values(link_file);
   const double link_meas = number(lv, "intra-gbytes-per-s", link_file) * 1e9;
   const double link_lat = number(lv, "intra-latency-us", link_file);
@@ -219,7 +315,6 @@ RehearsalLinks prepare_links(const RunSpec& plan, const RehearsalShape& shape, c
   const double link_eff = std::min(1.0, lv.get_double("network-efficiency", p).value_or(CostTable{}.network_efficiency));
   const double shm_eff = mv.get_double("pcie-efficiency", p).value_or(CostTable{}.pcie_efficiency);
   const int64_t world = shape.run.layout.world_size();
-  const int64_t cores = std::max<int64_t>(1, int64_t(std::thread::hardware_concurrency()));
   const PlacementInputs probe =
       run_probe(launcher, out.hosts->mpirun_options(), world, shape.run, dir + "/placement.json", shm_Bps * shm_eff,
                 link_meas / double(shape.ranks_per_host) * link_eff);

@@ -20,6 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/problems.h"
 #include "core/run_spec.h"
 #include "runtime/parallel/emulated_hosts.h"
 #include "runtime/parallel/rehearsal_shape.h"
@@ -48,8 +49,35 @@ ProbeSize probe_size(const RunSpec& run);
 
 // Measures and shapes as above; writes dir/prediction-cluster.toml. link_Bps > 0 sets the
 // shaped bandwidth. Throws std::runtime_error when a measurement fails.
+// Refuses (InputError) a bench file or a link that check_bench_file or check_link_time refuse.
 RehearsalLinks prepare_links(const RunSpec& plan, const RehearsalShape& shape, const std::string& bench_file,
-                             const std::string& dir, double link_Bps, const LauncherLine& launcher);
+                             const std::string& dir, double link_Bps, int64_t steps, int64_t runs,
+                             const LauncherLine& launcher);
+
+// The bench file the rehearsal's links and prediction are made from (--bench, or the one it
+// measured): every measurement they take from it present, as `trident bench` writes it, and the
+// cluster and cost tables it makes in range (as plan checks a cluster file). Adds a problem
+// naming the file and each key missing or out of range.
+void check_bench_file(const std::string& path, const std::string& flag, Problems& problems);
+
+// The longest the rehearsal's training runs may take, together, on their predicted step.
+constexpr double kRehearsalLimitS = 600;
+
+// The rate each emulated host's link is shaped to: link_Bps when given, else the plan's ratio
+// of inside-node to between-node bandwidth per GPU applied to the machine's shared memory per
+// rank (`shm_Bps`, the bench file's), at most 0.1 GB/s.
+struct LinkRate {
+  double ratio = 0, target_Bps = 0, rate_Bps = 0;
+};
+LinkRate link_rate(const RunSpec& plan, const RehearsalShape& shape, double shm_Bps, double link_Bps);
+
+// Adds a problem when, on the link link_rate() shapes (link_Bps: --link-gbytes-per-s, 0 for the
+// default) from the bench file `machine`, the planner predicts `runs` runs of `steps` steps of the
+// rehearsal (`cores` cores), with the link measurement before them, to take longer than
+// kRehearsalLimitS: such a link is refused before
+// anything is shaped, naming the slowest rate that finishes in time. One host: nothing to check.
+void check_link_time(const RunSpec& plan, const RehearsalShape& shape, const std::string& machine, double link_Bps,
+                     int64_t steps, int64_t runs, int64_t cores, Problems& problems);
 
 // A file's whole text (a bench or cluster file); std::runtime_error naming it when unreadable.
 std::string read_text_file(const std::string& path);

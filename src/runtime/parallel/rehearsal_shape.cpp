@@ -2,9 +2,12 @@
 #include "runtime/parallel/rehearsal_shape.h"
 
 #include <algorithm>
+#include <array>
+#include <cctype>
 #include <cmath>
 #include <numeric>
 #include <tuple>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -30,14 +33,52 @@ struct LayoutChoice {
   int mismatches = 0;  // dimensions whose crossing of hosts differs from the plan's
 };
 
+std::string upper(Dim d) {
+  std::string s = to_string(d);
+  for (char& c : s) c = char(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// What of the plan's parallelism the rehearsed layout L (hosts of per_host ranks) leaves out:
+// each dimension the plan has (size above 1) that runs at size 1 here, and each whose groups
+// cross hosts in the plan and not here, or here and not in the plan.
+struct Coverage {
+  std::vector<NotExercised> lines;
+  int dims = 0, crossings = 0;  // dimensions at 1 here; dimensions that cross hosts differently
+  std::pair<int, int> key() const { return {dims, crossings}; }  // dimensions first: the fewest left out
+};
+Coverage not_exercised(const RunSpec& plan, const Layout& L, int64_t per_host, int64_t hosts) {
+  const Layout& P = plan.layout;
+  const int64_t plan_domain = plan.cluster.gpus_per_nvlink_domain();
+  Coverage out;
+  for (Dim d : kDims) {
+    if (P.size(d) == 1) continue;
+    const std::string name = to_string(d), plan_text = fmt::format("the plan's {} {}", name, P.size(d));
+    const bool plan_crosses = crosses_hosts(P, d, plan_domain), here_crosses = crosses_hosts(L, d, per_host);
+    if (L.size(d) == 1) {
+      ++out.dims;
+      out.lines.push_back({d, false, fmt::format("{} ({}{}): {} 1 here", upper(d), plan_text, plan_crosses ? ", across nodes" : "", name)});
+    } else if (plan_crosses != here_crosses) {
+      ++out.crossings;
+      out.lines.push_back({d, true,
+          plan_crosses ? fmt::format("{} across hosts ({} crosses nodes): its groups stay in a host here{}", upper(d),
+                                     plan_text, hosts == 1 ? " (one host: --hosts 2 or more emulates the crossing)" : "")
+                       : fmt::format("{} inside a node ({} stays in a node): its groups cross hosts here", upper(d), plan_text)});
+    }
+  }
+  return out;
+}
+
 // Degrees no larger than the plan's that multiply to `ranks` (ep dividing dp x cp and the
-// experts, as the layout rules ask): the fewest differences in which groups cross hosts, then
-// the most of the plan's dimensions kept, then the deepest pipeline, then tp, then ep.
+// experts, as the layout rules ask): the fewest of the plan's dimensions and crossings left out
+// (not_exercised), then the fewest differences in which groups cross hosts, then the most of
+// the plan's dimensions kept, then the deepest pipeline, then tp, then ep.
 std::optional<LayoutChoice> choose_layout(const RunSpec& plan, int64_t ranks, int64_t per_host) {
   const Layout& P = plan.layout;
   const int64_t plan_domain = plan.cluster.gpus_per_nvlink_domain();
+  const int64_t hosts = std::max<int64_t>(1, ranks / std::max<int64_t>(1, per_host));
   std::optional<LayoutChoice> best;
-  std::tuple<int, int, int64_t, int64_t, int64_t> best_key{};
+  std::tuple<std::pair<int, int>, int, int, int64_t, int64_t, int64_t> best_key{};
   for (int64_t tp : divisors(ranks))
     for (int64_t cp : divisors(ranks / tp))
       for (int64_t pp : divisors(ranks / (tp * cp))) {
@@ -53,7 +94,7 @@ std::optional<LayoutChoice> choose_layout(const RunSpec& plan, int64_t ranks, in
             collapsed += L.size(d) == 1;
             mismatches += crosses_hosts(L, d, per_host) != crosses_hosts(P, d, plan_domain);
           }
-          const auto key = std::make_tuple(mismatches, collapsed, -pp, -tp, -ep);
+          const auto key = std::make_tuple(not_exercised(plan, L, per_host, hosts).key(), mismatches, collapsed, -pp, -tp, -ep);
           if (!best || key < best_key) best = LayoutChoice{L, mismatches}, best_key = key;
         }
       }
@@ -166,11 +207,40 @@ std::optional<std::string> tp_across_order(const Layout& layout, int64_t per_hos
     Layout L = layout;
     L.order.clear();
     for (const auto& d : dims) L.order += (L.order.empty() ? "" : "-") + d;
-    if (!crosses_hosts(L, Dim::TP, per_host)) continue;
+    // Only orders train accepts (ep next to dp): the permutation cp-dp-pp-ep-tp would be refused.
+    std::array<Dim, kNumDims> parsed{};
+    Problems refused;
+    if (!parse_order(L.order, parsed, refused) || !crosses_hosts(L, Dim::TP, per_host)) continue;
     int changes = 0;
     for (Dim d : {Dim::CP, Dim::DP, Dim::PP}) changes += crosses_hosts(L, d, per_host) != crosses_hosts(layout, d, per_host);
     if (!best || changes < best_changes) best = L.order, best_changes = changes;
   } while (std::next_permutation(dims.begin(), dims.end()));
+  return best;
+}
+
+RankChoice default_ranks(const RunSpec& plan, int64_t hosts, int64_t most) {
+  RankChoice best;
+  std::pair<int, int> best_missing{};
+  const int64_t world = plan.layout.world_size();
+  for (int64_t ranks = std::max<int64_t>(2, hosts); ranks <= std::max(most, hosts); ++ranks) {
+    if (ranks % hosts != 0 || (ranks > world && best.ranks > 0)) continue;
+    const auto choice = choose_layout(plan, ranks, ranks / hosts);
+    if (!choice) continue;
+    const std::pair<int, int> missing = not_exercised(plan, choice->layout, ranks / hosts, hosts).key();
+    if (best.ranks == 0 || missing < best_missing) best.ranks = ranks, best_missing = missing;
+  }
+  if (best.ranks == 0) best.ranks = std::max<int64_t>(2, hosts) / hosts * hosts;
+  // Every dimension the plan has at 2 at least: the fewest ranks that could exercise them all.
+  int64_t needed = 1;
+  std::string dims;
+  for (Dim d : {Dim::TP, Dim::CP, Dim::DP, Dim::PP})
+    if (plan.layout.size(d) > 1) needed *= 2, dims += (dims.empty() ? "" : ", ") + to_string(d);
+  best.why = best_missing == std::pair<int, int>{0, 0}
+                 ? fmt::format("the fewest ranks (up to {}) that exercise every dimension and host crossing of the plan", most)
+                 : fmt::format("of up to {} ranks on {} host{}, the fewest that exercise the most of the plan "
+                               "(its {} at 2 each take {} ranks{})",
+                               most, hosts, hosts > 1 ? "s" : "", dims, needed,
+                               hosts == 1 ? "; its host crossings need --hosts 2 or more" : "");
   return best;
 }
 
@@ -235,6 +305,7 @@ RehearsalShape derive_rehearsal(const RunSpec& plan, int64_t ranks, int64_t host
     out.rows.push_back({to_string(d), n(plan.layout.size(d)) + (crosses_hosts(plan.layout, d, plan_domain) ? " (crosses hosts)" : " (in a host)"),
                         n(L.size(d)) + (crosses_hosts(L, d, out.ranks_per_host) ? " (crosses hosts)" : " (in a host)"), why});
   }
+  out.not_exercised = not_exercised(plan, L, out.ranks_per_host, hosts).lines;
   out.rows.push_back({"order", plan.layout.order, L.order,
                       choice->mismatches == 0 ? "the same groups cross hosts as in the plan"
                                               : n(choice->mismatches) + " dimension(s) cross hosts differently: no shape of " +

@@ -32,6 +32,15 @@ bool crosses_hosts(const Layout& layout, Dim dim, int64_t per_host);
 // host holds the whole world).
 std::optional<std::string> tp_across_order(const Layout& layout, int64_t per_host);
 
+// The default rank count: the fewest ranks (a multiple of `hosts`, from 2 up to `most`, at most the
+// plan's world) whose rehearsal exercises every dimension and host crossing of the plan, or, when
+// none does, the fewest that leave out the least (RehearsalShape::not_exercised names what).
+struct RankChoice {
+  int64_t ranks = 0;
+  std::string why;  // how it was chosen, for the report
+};
+RankChoice default_ranks(const RunSpec& plan, int64_t hosts, int64_t most);
+
 // The default width scale for this machine: a hidden size of 64 per core (64 .. 512).
 double default_scale(const ModelSpec& model, int64_t cores);
 

@@ -90,8 +90,12 @@ Verdict judge_rehearsal(const nlohmann::json& report, double tolerance) {
     }
     summarise(per_step, t);
     if (v.predicted && *d.predicted) t.predicted_s = pred["terms_s"].value(d.predicted, 0.0), pred_listed += *t.predicted_s;
-    if ((t.key == "ep" || t.key == "ep_wait") && layout.value("ep", 1) == 1) t.note = "not in this run (ep 1)";
-    if (t.key == "cp" && layout.value("cp", 1) == 1) t.note = "not in this run (cp 1)";
+    // A dimension at size 1 is not exercised: its terms are shown, not judged (0 against 0 says nothing).
+    const std::string dim = t.key == "ep_wait" ? "ep" : t.key == "bubble" ? "pp" : t.key;
+    if ((dim == "tp" || dim == "cp" || dim == "ep" || dim == "pp" || dim == "dp") && layout.value(dim, 1) == 1) {
+      t.note = "not exercised (" + dim + " 1)";
+      t.exercised = false;
+    }
     v.terms.push_back(t);
   }
   for (auto& t : v.terms)
@@ -114,6 +118,7 @@ Verdict judge_rehearsal(const nlohmann::json& report, double tolerance) {
   }
   std::vector<const TermVerdict*> misses;
   for (auto& t : v.terms) {
+    if (!t.exercised) continue;
     judge(t, tolerance, pred_step);
     if (!t.holds) misses.push_back(&t);
   }
@@ -122,8 +127,12 @@ Verdict judge_rehearsal(const nlohmann::json& report, double tolerance) {
   });
   v.holds = misses.empty();
   const std::string rule = fmt::format("within {:.0f}% of its prediction or 5% of the predicted step", 100 * tolerance);
+  std::string unexercised;
+  for (const auto& t : v.terms)
+    if (!t.exercised) unexercised += (unexercised.empty() ? "" : ", ") + t.label;
   if (v.holds) {
-    v.sentence = "The prediction holds: every term is " + rule + ".";
+    v.sentence = "The prediction holds: every term " + std::string(unexercised.empty() ? "" : "exercised ") + "is " + rule +
+                 (unexercised.empty() ? "." : " (" + unexercised + ": not exercised).");
   } else {
     v.sentence = "The prediction does not hold (each term must be " + rule + "): ";
     for (size_t i = 0; i < misses.size(); ++i) v.sentence += (i ? "; " : "") + miss_text(*misses[i]);
