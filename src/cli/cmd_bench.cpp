@@ -34,6 +34,7 @@
 #include "core/output_path.h"
 #include "core/problems.h"
 #include "launch/blas_core.h"
+#include "launch/fma_peak.h"
 #include "plan/cost_model.h"
 #include "runtime/engine/machine_load.h"
 #include "runtime/engine/machine_rates.h"
@@ -209,7 +210,7 @@ constexpr size_t kElementwiseFloats = size_t(1) << 20;
 // What rank 0 measured on its core.
 struct CoreRates {
   double peak_flops = 0, call_s = 0, copy_Bps = 0, hbm_efficiency = 0;
-  double fma_flops = 0;  // the FMA chains' rate (peak_flops: the higher of it and sgemm's best)
+  launch::FmaPeak fma;  // the FMA chains' rate and loop (peak_flops: the higher of it and sgemm's best)
   std::vector<engine::GemmRate> gemms;
   std::vector<double> gemm_efficiency;  // per size, launch cost taken out, of the FMA peak
   GemmCurve curve;
@@ -220,7 +221,7 @@ struct CoreRates {
 CoreRates measure_core(bool llama) {
   CoreRates r;
   auto k1 = kernels::make_cpu_kernels(1);
-  r.peak_flops = engine::fma_peak_flops();
+  r.fma = launch::fma_peak();
   r.call_s = engine::kernel_call_s(*k1);
   // Calls of at most a few milliseconds: a best time survives a loaded machine's preemptions.
   const std::vector<int64_t> sizes = {16, 32, 64, 128, 192, 256};
@@ -230,7 +231,8 @@ CoreRates measure_core(bool llama) {
   r.optimizer_s = engine::optimizer_seconds(*k1, kElementwiseFloats);
   // The peak again after the rest, the better of the two: a busy spell of the machine (or of the
   // host under a virtual machine, which even CPU time does not see) must not lower it.
-  r.peak_flops = r.fma_flops = std::max(r.peak_flops, engine::fma_peak_flops());
+  if (const launch::FmaPeak again = launch::fma_peak(); again.flops_per_s > r.fma.flops_per_s) r.fma = again;
+  r.peak_flops = r.fma.flops_per_s;
   // Each size's rate without the call cost (never more than half the time taken out: a loaded
   // machine can lengthen the 1x1x1 call's best time). A physical peak is not below what a kernel
   // reached: where sgemm outruns the FMA chains (a CPU whose widest FMAs the chains do not keep
@@ -368,10 +370,9 @@ std::string bench_toml(const QuietCore& q, const LinkRates& l, int world, int co
   s += load_lines(q);
   s += "# The sgemm rates below are OpenBLAS's kernels for core " + launch::blas_core_note(kernels::blas_core_name()) +
        ".\n";
-  s += fmt::format("# Peaks ([cluster]): FMA chains in registers {:.2f} GFLOP/s{}{}; a {} MiB memcpy {:.2f} GB/s{} "
-                   "(read + write).\n",
-                   r.fma_flops / 1e9,
-                   r.peak_flops > r.fma_flops ? fmt::format(", sgemm's best {:.2f} GFLOP/s (without the call cost; the peak: the higher)",
+  s += fmt::format("# Peaks ([cluster]): FMA chains in registers {}{}{}; a {} MiB memcpy {:.2f} GB/s{} (read + write).\n",
+                   r.fma.describe(),
+                   r.peak_flops > r.fma.flops_per_s ? fmt::format(", sgemm's best {:.2f} GFLOP/s (without the call cost; the peak: the higher)",
                                                             r.peak_flops / 1e9)
                                               : "",
                    flops_raised, kCopyBytes >> 20, r.copy_Bps / 1e9, hbm_raised);

@@ -77,10 +77,18 @@ with tempfile.TemporaryDirectory() as tmp:
     # The FLOP peak: the FMA chains' rate, or sgemm's best where that is higher.
     # Where the fitted curve's E (or the kernels' memory share) came out above 1, the peak is
     # raised to it and the file says so: the shares below are then of the raised peak.
-    m = one(r"FMA chains in registers ([0-9.]+) GFLOP/s(?:, sgemm's best ([0-9.]+) GFLOP/s \([^)]*\))?"
+    # The FMA peak names its loop: the widest FMA this CPU's cpuid flags allow (the probe that read
+    # 42.7 GFLOP/s where AVX-512 FMAs reach 111 named none), chains that cover the FMA latency.
+    m = one(r"FMA chains in registers ([0-9.]+) GFLOP/s per core \((AVX-512|AVX2|SSE) (FMA|multiply \+ add), "
+            r"(\d+) chains of (\d+) floats\)(?:, sgemm's best ([0-9.]+) GFLOP/s \([^)]*\))?"
             r"(?:, raised to ([0-9.]+) GFLOP/s)?", text)
     fma_gflops = float(m.group(1))
-    peak_gflops = float(m.group(3) or m.group(2) or m.group(1))
+    peak_gflops = float(m.group(7) or m.group(6) or m.group(1))
+    flags = open("/proc/cpuinfo").read().split("flags")[1].split("\n")[0].split()
+    widest = ("AVX-512", 16) if "avx512f" in flags else ("AVX2", 8) if "avx2" in flags and "fma" in flags else ("SSE", 4)
+    check((m.group(2), int(m.group(5))) == widest,
+          f"the FMA peak runs {m.group(2)} ({m.group(5)} floats), the widest of this CPU's flags: {widest}")
+    check(int(m.group(4)) >= 8, f"{m.group(4)} chains cover 4 cycles of FMA latency on 2 FMA units")
     check(peak_gflops >= fma_gflops, f"the peak {peak_gflops} GFLOP/s is at least the FMA chains' {fma_gflops}")
     m = one(r"MiB memcpy ([0-9.]+) GB/s(?:, raised to ([0-9.]+) GB/s)?", text)
     copy_gbs = float(m.group(2) or m.group(1))

@@ -38,41 +38,6 @@ double best_time(F&& f, int min_reps, double budget_s) {
 }
 }  // namespace
 
-double fma_peak_flops() {
-  // 12 independent chains of the widest vectors hide the FMA latency; -ffp-contract=fast and
-  // -march=native (this file's flags) make a*m+c one fused instruction. The empty asm keeps
-  // every chain in a register and alive, so nothing is folded or dropped.
-#if defined(__AVX512F__)
-  typedef float vf __attribute__((vector_size(64)));
-  constexpr int width = 16;
-#else
-  typedef float vf __attribute__((vector_size(32)));
-  constexpr int width = 8;
-#endif
-  constexpr int chains = 12;
-  // Many short runs (about a millisecond each): the best one survives a loaded machine.
-  const long iters = 100000;
-  double best = 0, spent = 0;
-  for (int rep = 0; rep < 20 || (spent < 0.4 && rep < 4000); ++rep) {
-    vf a[chains], m, add;
-    for (int i = 0; i < width; ++i) m[i] = 0.999999f, add[i] = 1e-7f;
-    for (int c = 0; c < chains; ++c)
-      for (int i = 0; i < width; ++i) a[c][i] = 1.0f + 0.01f * float(c + i);
-    const auto t0 = clock_type::now();
-    for (long it = 0; it < iters; ++it) {
-#pragma GCC unroll 12
-      for (int c = 0; c < chains; ++c) {
-        a[c] = a[c] * m + add;
-        asm volatile("" : "+v"(a[c]));
-      }
-    }
-    const double dt = since(t0);
-    spent += dt;
-    best = std::max(best, 2.0 * chains * width * double(iters) / dt);
-  }
-  return best;
-}
-
 std::vector<GemmRate> gemm_rates(kernels::Kernels& k, const std::vector<int64_t>& sizes, double budget_s) {
   std::vector<GemmRate> out;
   for (int64_t n : sizes) {

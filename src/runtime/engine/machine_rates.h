@@ -1,5 +1,5 @@
-// What one CPU core of this machine reaches, measured through the kernels the trainer runs:
-// the FMA peak (the physical limit), matrix-product rates per size, the rate of the memory-bound
+// What one CPU core of this machine reaches, measured through the kernels the trainer runs
+// (the FMA peak, the physical limit, is launch/fma_peak's): matrix-product rates per size, the rate of the memory-bound
 // kernels against a plain copy, and the fixed cost of one kernel call. `trident bench` turns
 // them into a cluster description (peaks) and a cost table (achieved over peak). Times are of
 // the calling thread's CPU clock, best of several calls: other processes on a loaded machine
@@ -12,10 +12,6 @@
 #include "runtime/kernels/ops.h"
 
 namespace trident::engine {
-
-// FP32 FLOP/s of independent FMA chains in registers on this thread: no memory traffic, the
-// widest vectors the build targets. The peak the efficiencies are shares of.
-double fma_peak_flops();
 
 struct GemmRate {
   int64_t n = 0;        // n x n times n x n

@@ -41,6 +41,7 @@
 #include "runtime/parallel/rehearsal_prediction.h"
 #include "runtime/parallel/resource_check.h"
 #include "launch/blas_core.h"
+#include "launch/fma_peak.h"
 #include "launch/openmp_wait.h"
 #include "runtime/parallel/run_agreement.h"
 
@@ -171,31 +172,42 @@ double median(std::vector<double> v) {
 struct Peak {
   double flops = 0;
   std::string how;
+  std::string which;  // the summary's short name of it: "AVX-512 FMA, 16 chains, x 2 cores"
 };
 
 Peak measure_peak(const TrainSettings& s, kernels::Kernels& k, comm::Communicator& world, int threads,
                   int64_t node_ranks) {
   Peak p;
   const int64_t cores = affinity_cores(), hardware = std::max(1u, std::thread::hardware_concurrency());
-  double core_peak = 0, rank_cores = 1;
+  double rank_cores = 1, fma_share = 0;
+  launch::FmaPeak fma;
   if (!s.make_device_kernels) {
-    core_peak = engine::fma_peak_flops();
+    fma = launch::fma_peak();
     // Pinned ranks have their cores; unpinned ones share the node's (4 ranks on 2 cores: half each).
     const double share = cores < hardware ? double(cores) : double(cores) / double(std::max<int64_t>(1, node_ranks));
     rank_cores = std::min(double(threads), share);
-    // As bench: the higher of the chains and sgemm (OpenBLAS outruns the chains on some CPUs).
-    p.flops = std::max(core_peak * rank_cores, engine::measure_matmul_flops(k));
+    // As bench: the higher of the chains and sgemm (where OpenBLAS outruns the chains, the
+    // chains' loop is not the CPU's widest and sgemm's rate is the better bound).
+    p.flops = std::max(fma.flops_per_s * rank_cores, engine::measure_matmul_flops(k));
+    fma_share = fma.flops_per_s * rank_cores;
   } else {
     p.flops = engine::measure_matmul_flops(k);
   }
-  double sums[2] = {p.flops, rank_cores};
-  all_reduce_f64(world, sums, 2, comm::ReduceOp::Sum);
+  double sums[3] = {p.flops, rank_cores, fma_share};
+  all_reduce_f64(world, sums, 3, comm::ReduceOp::Sum);
   p.flops = sums[0];
-  p.how = s.make_device_kernels
-              ? "the best 1536^3 sgemm of every rank, summed"
-              : fmt::format("per rank the higher of the FMA peak {:.2f} GFLOP/s per core x the cores it uses ({:.3g} "
-                            "in all) and its best 1536^3 sgemm, as trident bench takes the peak",
-                            core_peak / 1e9, sums[1]);
+  if (s.make_device_kernels) {
+    p.how = "the best 1536^3 sgemm of every rank, summed";
+    p.which = "best 1536^3 sgemm";
+    return p;
+  }
+  p.how = fmt::format("per rank the higher of the FMA peak {} x the cores it uses ({:.3g} in all) and its best "
+                      "1536^3 sgemm, as trident bench takes the peak",
+                      fma.describe(), sums[1]);
+  p.which = sums[2] >= p.flops * (1 - 1e-9)
+                ? fmt::format("{:.1f} GFLOP/s/core, {} {}, {} chains, x {:.3g} cores", fma.flops_per_s / 1e9,
+                              fma.loop.isa, fma.loop.fused ? "FMA" : "multiply + add", fma.loop.chains, sums[1])
+                : fmt::format("sgemm above the {} FMA peak on some rank", fma.loop.isa);
   return p;
 }
 
@@ -604,6 +616,7 @@ struct RunTotals {
   std::vector<double> timed;  // seconds of the steps after the first
   double measured_peak = 0, peak_flops = 0;
   bool peak_raised = false;
+  std::string peak_which;  // which peak: Peak::which
   double last_val = 0;
 };
 
@@ -619,9 +632,9 @@ void print_summary(const TrainSettings& s, const RunTotals& r, const std::vector
   const plan::Mfu mfu = plan::mfu_of(s.run.model, s.run.exec.global_batch_size, step_s, r.peak_flops);
   const int64_t tokens_per_step = s.run.exec.global_batch_size * s.run.model.seq_len;
   std::printf("done: %lld steps in %s; %.0f tokens/s, %s: median of the %zu steps after the first, %.4g s (mean "
-              "%.4g s, slowest %.4g s), against a peak of %.1f GFLOP/s%s; validation loss %.4f\n",
+              "%.4g s, slowest %.4g s), against a peak of %.1f GFLOP/s (%s)%s; validation loss %.4f\n",
               (long long)r.steps, duration(total_s).c_str(), double(tokens_per_step) / step_s,
-              plan::mfu_text(mfu).c_str(), timed.size(), step_s, mean_s, slowest, r.peak_flops / 1e9,
+              plan::mfu_text(mfu).c_str(), timed.size(), step_s, mean_s, slowest, r.peak_flops / 1e9, r.peak_which.c_str(),
               r.peak_raised ? fmt::format(" (raised from the measured {:.1f}: a step ran faster than it)", r.measured_peak / 1e9).c_str()
                             : "",
               r.last_val);
@@ -763,7 +776,7 @@ int train(const TrainSettings& settings, const Problems& parsed, bool mpi) {
   const std::vector<float> mems = gather_memory(trainer, groups, world);
   if (rank == 0) {
     const RunTotals totals{run_steps, std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count(),
-                           timed, peak.flops, peak_flops, peak_raised, last_val};
+                           timed, peak.flops, peak_flops, peak_raised, peak.which, last_val};
     print_summary(s, totals, mems);
     if (world > 1 || !s.report_path.empty() || !s.html_path.empty()) write_rehearsal(report, s, mesh, mems, world);
     std::fflush(stdout);
