@@ -3,6 +3,7 @@
 // 2 unusable input.
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <memory>
 
 #include <fmt/format.h>
@@ -13,11 +14,13 @@
 #include "core/dimensions.h"
 #include "core/layout_rules.h"
 #include "core/run_spec.h"
+#include "plan/goodput.h"
 #include "plan/lint.h"
 #include "plan/plan_options.h"
 #include "plan/rationale.h"
 #include "plan/search.h"
 #include "report/html_report.h"
+#include "report/goodput_report.h"
 #include "report/launch_config.h"
 #include "report/output_file.h"
 #include "report/plan_report.h"
@@ -110,7 +113,7 @@ Runner setup_plan(CLI::App& cmd) {
   auto args = std::make_shared<PlanArgs>();
   args->options = std::make_unique<CliOptions>(
       cmd, concat({model_options(), cluster_options(), layout_options(), execution_options(), cost_options(), plan::plan_options(),
-                   time_to_train_options()}));
+                   time_to_train_options(), plan::resilience_options(), {plan::rank_by_option()}}));
   cmd.add_option("--emit", args->emit,
                  "write the best layout as FILE.toml (runs unchanged in lint, topo, simulate, train), or print its "
                  "launch: Megatron-LM arguments, torchtitan flags (torchtitan-toml: the TOML job file of the last "
@@ -135,6 +138,8 @@ Runner setup_plan(CLI::App& cmd) {
       check_dimension_rules({"cp", "ep"}, fixed, p);
     }
     const TrainBudget budget = resolve_train_budget(values, p);
+    const plan::ResilienceInputs resilience = plan::resolve_resilience(values, p);
+    const bool by_goodput = plan::rank_by_goodput(values, p);
     if (!args->emit.empty() && emit_is_file(args->emit) &&
         (args->emit.size() < 5 || args->emit.compare(args->emit.size() - 5, 5, ".toml") != 0))
       p.add("--emit '" + args->emit + "' is neither a .toml file nor one of " + join_choices(kEmitFrameworks),
@@ -150,8 +155,17 @@ Runner setup_plan(CLI::App& cmd) {
             "lower --micro-batch-size or raise --global-batch-size", "batch-divisibility");
     p.throw_if_any();
 
-    const plan::SearchResult result =
-        plan::search(model, cluster, exec.global_batch_size, space, out.top, out.overhead_bytes, cost);
+    // Ranked by goodput: every feasible candidate (no pruning by the throughput bound), re-ranked.
+    plan::SearchSpace searched_space = space;
+    if (by_goodput) searched_space.prune_by_bound = false;
+    plan::SearchResult result = plan::search(model, cluster, exec.global_batch_size, searched_space,
+                                             by_goodput ? std::numeric_limits<int>::max() : out.top, out.overhead_bytes, cost);
+    std::vector<plan::RankedByGoodput> ranked;
+    if (by_goodput) {
+      ranked = plan::rank_by_goodput(result.best, resilience, size_t(out.top));
+      result.best.clear();
+      for (const auto& r : ranked) result.best.push_back(r.estimate);
+    }
     std::optional<plan::NoFitAdvice> no_fit;
     if (result.best.empty())
       no_fit = plan::advise_no_fit(result, model, cluster, exec.global_batch_size, space, out.overhead_bytes, cost);
@@ -169,12 +183,17 @@ Runner setup_plan(CLI::App& cmd) {
       ttt = time_to_train(budget, exec.global_batch_size, model.seq_len, b.time.step, b.run.layout.world_size(),
                           "planner, best layout");
     }
+    std::optional<plan::Goodput> good;
+    if ((budget.train_tokens || by_goodput || plan::resilience_given(values)) && !result.best.empty())
+      good = plan::goodput(result.best.front().run, resilience, result.best.front().time.step, ttt ? ttt->seconds : 0);
     if (!args->html.empty()) {
       HtmlPage page;
       if (!result.best.empty()) {
         page = run_page(result.best.front().run, result.best.front(), "trident plan: " + describe_model(model));
         page.findings = findings_table(findings.front());
         if (ttt) page.summary.push_back(time_to_train_text(*ttt));
+        if (good) page.summary.push_back(goodput_text(*good));
+        if (by_goodput) page.summary.push_back(ranked_by_goodput_text(ranked));
         if (rehearsal) page.summary.push_back(rehearsal_text(*rehearsal, result.best.front().run));
       } else {
         page.title = "trident plan: " + describe_model(model);
@@ -198,13 +217,17 @@ Runner setup_plan(CLI::App& cmd) {
     if (out.json) {
       nlohmann::json j = plan_json(result, findings, why, out.per_stage, no_fit ? &*no_fit : nullptr);
       if (ttt) j["time_to_train"] = time_to_train_json(*ttt);
+      if (good) j["goodput"] = goodput_json(*good);
+      j["rank_by"] = by_goodput ? "goodput" : "throughput";
       if (rehearsal) j["rehearsal"] = rehearsal_json(*rehearsal);
       std::printf("%s\n", j.dump(2).c_str());
     } else {
       std::printf("%s", stack_line(exec, values.has("stack")).c_str());
       std::printf("%s", plan_text(model, cluster, exec.global_batch_size, result, findings, why, out.per_stage,
                                                   no_fit ? &*no_fit : nullptr).c_str());
+      if (by_goodput) std::printf("\n%s", ranked_by_goodput_text(ranked).c_str());
       if (ttt) std::printf("\n%s", time_to_train_text(*ttt).c_str());
+      if (good) std::printf("\n%s", goodput_text(*good).c_str());
       if (rehearsal) std::printf("\n%s", rehearsal_text(*rehearsal, result.best.front().run).c_str());
       if (!args->emit.empty() && !result.best.empty()) std::printf("\nwrote the best layout to %s\n", args->emit.c_str());
     }

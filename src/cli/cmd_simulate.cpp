@@ -21,6 +21,8 @@
 #include "report/sim_timeline.h"
 #include "report/simulated_step.h"
 #include "report/time_to_train.h"
+#include "report/goodput_report.h"
+#include "plan/goodput.h"
 #include "report/topology_report.h"
 #include "schedule/schedule.h"
 #include "sim/plan_costs.h"
@@ -222,7 +224,7 @@ Runner setup_simulate(CLI::App& cmd) {
   auto args = std::make_shared<SimulateArgs>();
   args->options = std::make_unique<CliOptions>(
       cmd, concat({model_options(), cluster_options(), layout_options(), execution_options(), cost_options(),
-                   time_to_train_options(), overhead_option()}));
+                   time_to_train_options(), overhead_option(), plan::resilience_options()}));
   cmd.add_flag("--json", args->json, "print JSON instead of the table");
   cmd.add_option("--trace", args->trace_path, "write a Chrome trace (open in ui.perfetto.dev) to FILE.json")
       ->type_name("FILE");
@@ -237,6 +239,7 @@ Runner setup_simulate(CLI::App& cmd) {
       problems.add("no global batch size given",
                    "give --global-batch-size (sequences per step; GPT-3 175B used 1536)", "batch-missing");
     const TrainBudget budget = resolve_train_budget(values, problems);
+    const plan::ResilienceInputs resilience = plan::resolve_resilience(values, problems);
     check_outputs({{args->trace_path, "--trace"}, {args->svg_path, "--svg"}, {args->html_path, "--html"}},
                   args->options->input_paths(values), problems);
     const plan::OutputOptions out = plan::resolve_output(values, problems);  // --overhead-gib
@@ -265,6 +268,13 @@ Runner setup_simulate(CLI::App& cmd) {
     const sim::SimResult& r = step.result;
     const double closed = step.closed_form_bubble;
 
+    std::optional<TimeToTrain> ttt;
+    if (budget.train_tokens)
+      ttt = time_to_train(budget, run.exec.global_batch_size, run.model.seq_len, r.step_s, run.layout.world_size(),
+                          "simulator");
+    std::optional<plan::Goodput> good;
+    if (budget.train_tokens || plan::resilience_given(values))
+      good = plan::goodput(run, resilience, r.step_s, ttt ? ttt->seconds : 0);
     if (!args->trace_path.empty() || !args->svg_path.empty() || !args->html_path.empty()) {
       const Timeline tl = step_timeline(run, mesh, step);
       std::string error;
@@ -274,21 +284,21 @@ Runner setup_simulate(CLI::App& cmd) {
         throw InputError({{error, "give a writable path to --svg", "output-path"}});
       if (!args->html_path.empty()) {
         HtmlPage page = run_page(run, pc.estimate, "trident simulate: " + describe_model(run.model), &step);
+        if (ttt) page.summary.push_back(time_to_train_text(*ttt));
+        if (good) page.summary.push_back(goodput_text(*good));
         write_html(args->html_path, page);
       }
     }
-    std::optional<TimeToTrain> ttt;
-    if (budget.train_tokens)
-      ttt = time_to_train(budget, run.exec.global_batch_size, run.model.seq_len, r.step_s, run.layout.world_size(),
-                          "simulator");
     if (args->json) {
       nlohmann::json j = to_json(run, pc, r, closed);
       if (ttt) j["time_to_train"] = time_to_train_json(*ttt);
+      if (good) j["goodput"] = goodput_json(*good);
       std::printf("%s\n", j.dump(2).c_str());
     } else {
       std::printf("%s", stack_line(run.exec, values.has("stack")).c_str());
       std::printf("%s", to_text(run, mesh, pc, r, closed).c_str());
       if (ttt) std::printf("\n%s", time_to_train_text(*ttt).c_str());
+      if (good) std::printf("\n%s", goodput_text(*good).c_str());
     }
     if (args->show_schedule && !args->json) std::printf("\nschedule (compute actions per stage):\n%s", format_schedule(schedule).c_str());
     return 0;
