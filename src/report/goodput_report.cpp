@@ -27,9 +27,13 @@ std::string goodput_text(const plan::Goodput& g) {
                      g.days, g.days_low, g.days_high, pct(g.goodput), g.days_ideal);
   else
     s += fmt::format("goodput with failures: {} (give --train-tokens for the days)\n", pct(g.goodput));
-  s += fmt::format("  failures: {:.4g} per 1000 GPU-days ({}) x {} GPUs -> job MTBF = 1 / (rate x GPUs) = {:.0f} s "
-                   "({:.2f} h)\n",
-                   g.in.failures_per_1000_gpu_days, g.in.failure_source, g.gpus, g.mtbf_s, g.mtbf_s / 3600);
+  if (!std::isfinite(g.mtbf_s))
+    s += fmt::format("  failures: none ({} per 1000 GPU-days, {}): nothing is lost, no save is needed for them\n",
+                     g.in.failures_per_1000_gpu_days, g.in.failure_source);
+  else
+    s += fmt::format("  failures: {:.4g} per 1000 GPU-days ({}) x {} GPUs -> job MTBF = 1 / (rate x GPUs) = {:.0f} s "
+                     "({:.2f} h)\n",
+                     g.in.failures_per_1000_gpu_days, g.in.failure_source, g.gpus, g.mtbf_s, g.mtbf_s / 3600);
   s += fmt::format("  checkpoint: {} per rank (stage {}: ({:.4g} dense params / dp x cp {:g}{}) x ({:g} B weights + "
                    "{:g} B optimizer per param)); {} from all {} ranks; {} from a node\n",
                    gb(c.bytes_per_rank), c.stage, c.dense_params, c.replicas,
@@ -40,13 +44,14 @@ std::string goodput_text(const plan::Goodput& g) {
                    "= {:.3g} s\n",
                    gb(c.total_bytes), g.in.storage_Bps / 1e9, g.in.storage_source, g.save_aggregate_s, gb(c.node_bytes),
                    g.in.storage_node_Bps / 1e9, g.save_node_s, g.save_s);
-  s += fmt::format("  interval (Young/Daly): sqrt(2 x save {:.3g} s x MTBF {:.0f} s) = {:.0f} s -> every {} steps of "
-                   "{:.3f} s = {:.0f} s\n",
-                   g.save_s, g.mtbf_s, g.young_interval_s, g.interval_steps, g.step_s, g.interval_s);
+  if (std::isfinite(g.mtbf_s))
+    s += fmt::format("  interval (Young/Daly): sqrt(2 x save {:.3g} s x MTBF {:.0f} s) = {:.0f} s -> every {} steps of "
+                     "{:.3f} s = {:.0f} s\n",
+                     g.save_s, g.mtbf_s, g.young_interval_s, g.interval_steps, g.step_s, g.interval_s);
   s += fmt::format("  restart: start-up {:g} s + load {:.3g} s = {:.0f} s; lost per failure = restart + (interval + "
                    "save) / 2 = {:.0f} s\n",
                    g.in.startup_s, g.load_s, g.restart_s, g.lost_per_failure_s);
-  if (g.feasible) {
+  if (g.feasible && std::isfinite(g.mtbf_s)) {
     s += fmt::format("  goodput = (1 - lost per failure / MTBF {}) / (1 + save / interval {}) = {}\n",
                      pct(g.failure_share), pct(g.save_overhead), pct(g.goodput));
     if (g.ideal_s > 0)

@@ -107,4 +107,7 @@ assert "storage-gbytes-per-s" in bad, bad
 # A rate so high the run never ends: said, not a crash.
 out = run("plan", *l70, "--failures-per-1000-gpu-days", "5000")
 assert "never finishes" in out, out[-2000:]
+# No failures: nothing lost, no infinite MTBF printed.
+out = run("plan", *l70, "--failures-per-1000-gpu-days", "0")
+assert "failures: none" in out and "inf" not in out.split("time to train with failures")[1], out[-2000:]
 print("ok")
