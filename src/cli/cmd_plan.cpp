@@ -46,10 +46,12 @@ bool emit_is_file(const std::string& e) {
 
 // The launch (megatron, torchtitan[-toml], slurm[-framework]) of the best run, printed; exit 2 with
 // each refusal when the framework cannot express what the plan assumed.
-int print_launch(const std::string& emit, const RunSpec& best, const std::optional<TimeToTrain>& ttt) {
+// The launch saves at the goodput's interval into ckpt.dir (and, in an sbatch script, requeues).
+int print_launch(const std::string& emit, const RunSpec& best, const std::optional<TimeToTrain>& ttt,
+                 const LaunchCheckpoint& ckpt) {
   const std::string framework = emit.rfind("slurm", 0) == 0 ? (emit == "slurm" ? "megatron" : emit.substr(6)) : emit;
-  const FrameworkLaunch f =
-      framework == "megatron" ? megatron_launch(best) : torchtitan_launch(best, framework == "torchtitan-toml");
+  FrameworkLaunch f = framework == "megatron" ? megatron_launch(best)
+                                              : torchtitan_launch(best, framework == "torchtitan-toml", &ckpt);
   if (!f.refusals.empty()) {
     Problems p;
     for (const auto& r : f.refusals.list())
@@ -57,9 +59,10 @@ int print_launch(const std::string& emit, const RunSpec& best, const std::option
             r.code);
     p.throw_if_any();
   }
+  // The steps --train-tokens asks for, else a short run to try the launch.
+  const int64_t iters = ttt ? int64_t(ttt->steps) : 100;
+  add_checkpointing(f, ckpt, iters);
   if (emit.rfind("slurm", 0) == 0) {
-    // The steps --train-tokens asks for, else a short run to try the launch.
-    const int64_t iters = ttt ? int64_t(ttt->steps) : 100;
     std::printf("%s", slurm_script(best, f, iters).c_str());
   } else {
     std::printf("%s", launch_text(f).c_str());
@@ -113,7 +116,8 @@ Runner setup_plan(CLI::App& cmd) {
   auto args = std::make_shared<PlanArgs>();
   args->options = std::make_unique<CliOptions>(
       cmd, concat({model_options(), cluster_options(), layout_options(), execution_options(), cost_options(), plan::plan_options(),
-                   time_to_train_options(), plan::resilience_options(), {plan::rank_by_option()}}));
+                   time_to_train_options(), plan::resilience_options(), {plan::rank_by_option()},
+                   launch_checkpoint_options()}));
   cmd.add_option("--emit", args->emit,
                  "write the best layout as FILE.toml (runs unchanged in lint, topo, simulate, train), or print its "
                  "launch: Megatron-LM arguments, torchtitan flags (torchtitan-toml: the TOML job file of the last "
@@ -140,6 +144,7 @@ Runner setup_plan(CLI::App& cmd) {
     const TrainBudget budget = resolve_train_budget(values, p);
     const plan::ResilienceInputs resilience = plan::resolve_resilience(values, p);
     const bool by_goodput = plan::rank_by_goodput(values, p);
+    const LaunchCheckpointOptions launch_ckpt = read_launch_checkpoint(values, args->emit, emit_is_file(args->emit), p);
     if (!args->emit.empty() && emit_is_file(args->emit) &&
         (args->emit.size() < 5 || args->emit.compare(args->emit.size() - 5, 5, ".toml") != 0))
       p.add("--emit '" + args->emit + "' is neither a .toml file nor one of " + join_choices(kEmitFrameworks),
@@ -204,7 +209,14 @@ Runner setup_plan(CLI::App& cmd) {
     }
     if (!args->emit.empty() && !result.best.empty()) {
       const RunSpec& best = result.best.front().run;
-      if (!emit_is_file(args->emit)) return print_launch(args->emit, best, ttt);
+      if (!emit_is_file(args->emit)) {
+        const auto& b = result.best.front();
+        const plan::Goodput g = good ? *good : plan::goodput(best, resilience, b.time.step, 0);
+        const int64_t iters = ttt ? int64_t(ttt->steps) : 100;
+        return print_launch(args->emit, best, ttt,
+                            launch_checkpoint(launch_ckpt, g.interval_steps, g.save_s,
+                                              g.goodput > 0 ? b.time.step / g.goodput : b.time.step, iters));
+      }
       const auto& t = result.best.front();
       const std::vector<std::string> header = {
           fmt::format("Written by trident plan: the best of {} feasible layouts for {}.", result.feasible, best.model.name),

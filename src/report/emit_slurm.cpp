@@ -26,6 +26,7 @@ std::string slurm_script(const RunSpec& run, const FrameworkLaunch& f, int64_t t
   s += "#SBATCH --ntasks-per-node=1\n";  // torchrun on each node starts its GPUs' processes
   s += fmt::format("#SBATCH --gpus-per-node={}\n", c.gpus_per_node);
   s += "#SBATCH --exclusive\n";
+  for (const auto& option : f.sbatch) s += "#SBATCH " + option + "\n";
   s += "# Written by trident plan --emit slurm.\n";
   for (const auto& line : f.comments) s += "# " + line + "\n";
   s += "set -euo pipefail\n\n";
@@ -48,21 +49,21 @@ std::string slurm_script(const RunSpec& run, const FrameworkLaunch& f, int64_t t
                      "\"${{WARMUP_ITERS:-0}}\"\n  --log-interval 1\n  --eval-iters 0\n)\n\n",
                      train_iters);
     s += torchrun + "  \"$MEGATRON_LM/pretrain_gpt.py\" \"${PLAN_ARGS[@]}\" \"${DATA_ARGS[@]}\" \"${TRAIN_ARGS[@]}\"\n";
-    return s;
+    return s + f.after_run;
   }
   if (!f.toml.empty()) {
     s += "CONFIG=\"${SLURM_SUBMIT_DIR:-.}/trident-torchtitan-$SLURM_JOB_ID.toml\"\n";
     s += "cat > \"$CONFIG\" <<'TOML'\n" + f.toml + "TOML\n\n";
     s += torchrun + fmt::format("  -m torchtitan.train --job.config_file \"$CONFIG\" --training.steps \"${{TRAIN_ITERS:-{}}}\"\n",
                                 train_iters);
-    return s;
+    return s + f.after_run;
   }
   s += "# The model comes from torchtitan's Python config: name yours in MODEL_ARGS.\n";
   s += "read -r -a MODEL_ARGS <<< \"${MODEL_ARGS:-}\"\n\n";
   s += torchrun + fmt::format("  -m torchtitan.train \"${{MODEL_ARGS[@]}}\" \"${{PLAN_ARGS[@]}}\" --training.steps "
                               "\"${{TRAIN_ITERS:-{}}}\"\n",
                               train_iters);
-  return s;
+  return s + f.after_run;
 }
 
 }  // namespace trident

@@ -227,7 +227,7 @@ void insert(toml::table& t, const std::string& key, const Value& v) {
 
 }  // namespace
 
-FrameworkLaunch torchtitan_launch(const RunSpec& run, bool toml) {
+FrameworkLaunch torchtitan_launch(const RunSpec& run, bool toml, const LaunchCheckpoint* ckpt) {
   const ModelSpec& m = run.model;
   const Layout& l = run.layout;
   FrameworkLaunch f;
@@ -249,11 +249,19 @@ FrameworkLaunch torchtitan_launch(const RunSpec& run, bool toml) {
   if (e.zero == 3)
     f.comments.push_back(fmt::format("ZeRO-3: FSDP2 over dp_shard {}{} ranks", l.dp,
                                      l.cp > 1 ? fmt::format(" x cp {} = {}", l.cp, l.dp * l.cp) : ""));
+  if (!toml && ckpt && ckpt->interval_steps > 0)
+    f.comments.push_back("--checkpoint.*: the field names of the TOML version's [checkpoint] (the listing of this "
+                         "version's configs.py holds no checkpoint config)");
   if (!toml)
     f.comments.push_back("--activation_checkpoint.*: the field names of the TOML version's [activation_checkpoint] "
                          "(the listing of this version's configs.py holds no activation-checkpoint config)");
   check_recipe(run, toml, f.refusals);
-  const std::vector<Setting> s = settings(run, toml, f.refusals);
+  std::vector<Setting> s = settings(run, toml, f.refusals);
+  if (ckpt && ckpt->interval_steps > 0) {  // saving for failures: torchtitan resumes from the folder's latest step
+    s.push_back({"checkpoint", "enable", true});
+    s.push_back({"checkpoint", "folder", ckpt->dir});
+    s.push_back({"checkpoint", "interval", ckpt->interval_steps});
+  }
   if (!toml) {
     for (const auto& x : s) f.args.push_back(fmt::format("--{}.{} {}", x.section, x.key, flag_value(x.value)));
     return f;
@@ -272,7 +280,7 @@ FrameworkLaunch torchtitan_launch(const RunSpec& run, bool toml) {
     insert(*t, x.key, x.value);
   }
   std::ostringstream out;
-  for (const char* top : {"model", "training", "parallelism", "activation_checkpoint", "quantize"}) {
+  for (const char* top : {"model", "training", "parallelism", "activation_checkpoint", "quantize", "checkpoint"}) {
     if (!root.contains(top)) continue;
     toml::table one;
     one.insert(top, *root[top].as_table());

@@ -3,6 +3,7 @@
 // The mapping to the other frameworks is documented in docs/launch-mapping.md.
 #pragma once
 
+#include <optional>
 #include <set>
 #include <utility>
 #include <string>
@@ -32,14 +33,46 @@ struct FrameworkLaunch {
   std::vector<std::string> args;                           // "--flag value" or "--switch"
   std::string toml;                                        // torchtitan's TOML form: the job file
   Problems refusals;                                       // what the framework cannot express
+  std::vector<std::string> sbatch;  // sbatch options beyond the nodes and GPUs ("--time=...", "--requeue")
+  std::string after_run;            // shell lines the sbatch script runs after the job (requeue until done)
 };
+
+// Saving for failures in a launch (report/emit_checkpoint.cpp): where the checkpoints go, how
+// often (the Young/Daly interval of plan/goodput.h), and the job's time limit.
+struct LaunchCheckpoint {
+  std::string dir;              // relative paths are under the directory the job starts in (sbatch: the submit directory)
+  int64_t interval_steps = 0;   // save every N steps (0: never, no failures expected)
+  int64_t time_limit_min = 0;   // the sbatch --time
+  int64_t exit_margin_min = 0;  // Megatron saves and exits this long before the limit (--exit-duration-in-mins)
+  std::string why;              // one comment line: where the interval and limit come from
+};
+std::vector<OptionDef> launch_checkpoint_options();  // --checkpoint-dir --time
+// The options as given, checked before the search; `emit` is plan's --emit value (the options
+// apply to a framework's launch, --time to an sbatch script or Megatron's exit, or to a FILE.toml that keeps them).
+struct LaunchCheckpointOptions {
+  std::string dir = "checkpoints";
+  std::optional<int64_t> time_limit_min;
+  std::string time_text;
+};
+LaunchCheckpointOptions read_launch_checkpoint(const OptionValues& values, const std::string& emit, bool emit_is_file,
+                                               Problems& problems);
+// interval_steps from the goodput, the time limit from --time or the predicted time (with failures)
+// of `train_iters` steps, capped at two days (the script requeues itself until the last step is saved).
+LaunchCheckpoint launch_checkpoint(const LaunchCheckpointOptions& given, int64_t interval_steps, double save_s,
+                                   double seconds_per_step_with_failures, int64_t train_iters);
+// Adds the framework's save/load/interval settings, the sbatch time limit and requeue, and the
+// requeue-until-done lines to a launch.
+void add_checkpointing(FrameworkLaunch& launch, const LaunchCheckpoint& ckpt, int64_t train_iters);
+// "D-HH:MM:SS" for Slurm's --time.
+std::string slurm_time(int64_t minutes);
 
 // Megatron-LM (Megatron-Core) pretrain_gpt.py: every setting the prediction assumes, or refusals.
 FrameworkLaunch megatron_launch(const RunSpec& run);
 
 // torchtitan: the current --section.option flag form, or (toml) the last version that reads a
 // TOML job file.
-FrameworkLaunch torchtitan_launch(const RunSpec& run, bool toml);
+// With ckpt: its [checkpoint] settings (enable, folder, interval) too.
+FrameworkLaunch torchtitan_launch(const RunSpec& run, bool toml, const LaunchCheckpoint* ckpt = nullptr);
 
 // "--flag value" as shell words: the value single-quoted when it holds shell characters.
 std::string shell_arg(const std::string& arg);
