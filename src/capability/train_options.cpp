@@ -26,8 +26,11 @@ std::vector<OptionDef> train_options() {
       {"checkpoint", "training", "write a checkpoint directory here at the end (any layout can load it)", false, "DIR", "none"},
       {"checkpoint-every", "training", "also write it every N steps", false, "INT", "0"},
       {"stop-at", "training", "stop after this step (the schedule still runs to --steps; resume later)", false, "INT", "steps"},
-      input_path({"resume", "training", "continue from this checkpoint directory (same settings give bit-identical losses)",
-                  false, "DIR", "none"}),
+      input_path({"resume", "training", "continue the run of this checkpoint directory: every setting not given is the "
+                  "checkpoint's (bit-identical losses); more --steps or a new layout are applied and printed, another "
+                  "value of a setting that defines the run is refused", false, "DIR", "none"}),
+      input_path({"init-from", "training", "start a new run from this checkpoint's model and weights (any layout wrote "
+                  "it): step 0, new optimizer moments, this run's own schedule", false, "DIR", "none"}),
       {"threads", "training", "CPU threads per rank (default: OMP_NUM_THREADS when set, else the node's cores / its ranks)", false, "INT", "OMP_NUM_THREADS or cores / ranks"},
       {"device", "training", "cpu (default) or cuda (one GPU, chosen by the node-local rank)", false, "cpu|cuda", "cpu"},
       {"gpu-comm", "training", "how GPU ranks talk: nccl (one GPU per rank) or mpi-host (ranks share GPUs through host-staged MPI; for tests)", false, "nccl|mpi-host", "nccl"},

@@ -17,6 +17,7 @@
 #include "runtime/data/tokenizer.h"
 #include "runtime/engine/run_meta.h"
 #include "runtime/parallel/dist_train.h"
+#include "runtime/parallel/resumed_run.h"
 #include "runtime/parallel/training_loop.h"
 #ifdef TRIDENT_HAVE_CUDA
 #include "runtime/cuda/cuda_kernels.h"
@@ -77,33 +78,25 @@ int run_train(TrainArgs& args) {
   OptionValues values = args.options->collect(p);
   parallel::TrainSettings s;
 
-  // Resume: the checkpoint supplies the model when no model option is given.
+  // Resume: the checkpoint's run supplies every setting not given (resumed_run.h); --init-from
+  // its model only. A setting given that differs is compared after resolving, below.
   std::optional<checkpoint::CheckpointReader> resume;
   // No flag sets a model's name or rotary base: a resumed model keeps the checkpoint's own.
   std::optional<ModelSpec> resumed_model;
-  if (auto r = values.get_string("resume")) {
-    s.resume_path = *r;
-    reading_for_defaults([&] { resume.emplace(*r); });
+  const std::optional<std::string> resume_path = values.get_string("resume"), init_path = values.get_string("init-from");
+  if (resume_path) s.resume_path = *resume_path;
+  if (init_path) s.init_from_path = *init_path;
+  if (resume_path || init_path) {
+    const std::string& dir = resume_path ? *resume_path : *init_path;
+    reading_for_defaults([&] { resume.emplace(dir); });
     if (resume) {
-      s.resume_meta = resume->meta();
-      // The checkpoint fills the model sizes no flag gave (a --model preset is a whole model of
-      // its own): a flag that differs from the checkpoint is refused by the run check, naming both.
-      if (!values.has("model")) {
-        ModelSpec cm = engine::model_from_json(resume->meta()["model"]);
-        resumed_model = cm;
-        const std::pair<const char*, std::string> sizes[] = {
-            {"tied-embeddings", cm.tied_embeddings() ? "true" : "false"},
-            {"family", to_string(cm.family)},
-            {"kv-heads", std::to_string(cm.kv_heads)},
-            {"layers", std::to_string(cm.layers)},
-            {"hidden", std::to_string(cm.hidden)},
-            {"heads", std::to_string(cm.heads)},
-            {"ffn-hidden", std::to_string(cm.ffn_hidden)},
-            {"seq-len", std::to_string(cm.seq_len)},
-            {"vocab", std::to_string(cm.vocab)}};
-        for (const auto& [key, value] : sizes)
-          if (!values.has(key)) values.set(key, value, *r);
-      }
+      (resume_path ? s.resume_meta : s.init_from_meta) = resume->meta();
+      reading(p, [&] {
+        if (!values.has("model")) resumed_model = engine::model_from_json(resume->meta()["model"]);
+        s.resume_taken = parallel::fill_from_checkpoint(values, resume->meta(), dir, parallel::launcher_world_size(),
+                                                        !resume_path);
+      });
+      if (!resume_path) s.resume_taken.clear();
     }
   }
 
@@ -191,6 +184,7 @@ int run_train(TrainArgs& args) {
 #endif
   parallel::read_dist_train_options(values, s, p);
   if (!values.has("global-batch-size")) s.run.exec.global_batch_size = micro * std::max<int64_t>(1, s.run.layout.dp);
+  if (resume && resume_path) s.resume_changes = parallel::compare_with_checkpoint(s, values, p);
   return parallel::run_training(s, p);
 }
 

@@ -98,6 +98,8 @@ rows = [
     # B: resume A's pipeline checkpoint on another layout (dp 2, ZeRO-1): it continues at step 6.
     ("--resume", C, "B", r"resume +from .*ckpt at step 5(.|\n)*step +6/6 \|"),
     ("--zero", "1", "B", r"tp 1 x pp 1 x dp 2(.|\n)*ZeRO 1,"),
+    # I: a new run from A's weights on another layout: step 0, its own schedule.
+    ("--init-from", C, "I", r"init from +.*ckpt: its weights \(step 5 of its run\)(.|\n)*step +1/2 \|"),
     # Z3: ZeRO-3 on dp 2 (weights gathered unit by unit): trains, the report lists the gathers.
     ("--zero", "3", "Z3", r"tp 1 x pp 1 x dp 2(.|\n)*ZeRO 3,(.|\n)*of it ZeRO gathers +[0-9.]+%"),
     # C: tensor parallel with sequence parallel, a setting from a config file, no tracing.
@@ -203,6 +205,8 @@ extra = {
     "B": ["--data", tok, "--steps", "6", "--micro-batch-size", "1", "--global-batch-size", "4", "--threads", "1",
           "--eval-batches", "1", "--pp", "1", "--dp", "2"],
     "C": small[:-2] + ["--tp", "2", "--eval-batches", "1"],
+    "I": ["--data", tok, "--steps", "2", "--micro-batch-size", "1", "--global-batch-size", "4", "--threads", "1",
+          "--eval-batches", "1", "--pp", "1", "--dp", "2"],
     "L": ["--data", tok, "--layers", "2", "--hidden", "256", "--heads", "4", "--ffn-hidden", "512", "--vocab", "512",
           "--seq-len", "64", "--global-batch-size", "2", "--micro-batch-size", "1", "--steps", "2", "--threads", "1",
           "--eval-batches", "1", "--tp", "2"],
@@ -218,8 +222,8 @@ extra = {
     "EP": small[:-2] + ["--dp", "2", "--experts", "4", "--eval-batches", "1", "--metrics", EPM,
                         "--prediction-cluster", path("bench.toml")],
 }
-must_succeed = {"help", "A", "B", "C", "L", "P", "Z", "CP", "Z3", "M", "MF", "EP"}
-order = ["help", "A", "B", "C", "L", "P", "Z", "CP", "Z3", "M", "MF", "EP", "cost-missing", "moe-knobs", "capability", "llama-tied", "swiglu", "zb-full",
+must_succeed = {"help", "A", "B", "I", "C", "L", "P", "Z", "CP", "Z3", "M", "MF", "EP"}
+order = ["help", "A", "B", "I", "C", "L", "P", "Z", "CP", "Z3", "M", "MF", "EP", "cost-missing", "moe-knobs", "capability", "llama-tied", "swiglu", "zb-full",
          "device", "gpu-comm", "parse", "sp", "stack"]
 
 # Every option of `trident train --help` has a row.

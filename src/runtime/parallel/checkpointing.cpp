@@ -105,10 +105,11 @@ void save_checkpoint(DistTrainer& t, ProcessGroups& g, const std::string& dir, c
   phase(rank0, [&] { checkpoint::finish_save(dir, meta); });
 }
 
-void load_checkpoint(DistTrainer& t, const checkpoint::CheckpointReader& reader) {
+void load_checkpoint(DistTrainer& t, const checkpoint::CheckpointReader& reader, bool weights_only) {
   for (int64_t c = 0; c < t.chunks(); ++c) {
     const nn::ParamLayout& L = t.chunk_layout(c);
     t.set_whole_params(c, checkpoint::read_shard(reader, L, "").data());
+    if (weights_only) continue;
     for (int which = 0; which < 2; ++which)
       t.set_whole_moment(c, which, checkpoint::read_shard(reader, L, kMoment[which]).data());
   }

@@ -26,8 +26,9 @@ struct SaveRefused : std::runtime_error {
 void save_checkpoint(DistTrainer& trainer, ProcessGroups& groups, const std::string& dir, const nlohmann::json& meta,
                      double loss);
 
-// Loads parameters and optimizer moments. Throws InputError when the checkpoint's tensors do
-// not fit this model (another shape, a missing tensor).
-void load_checkpoint(DistTrainer& trainer, const checkpoint::CheckpointReader& reader);
+// Loads parameters and optimizer moments (with `weights_only`, --init-from: the parameters; the
+// moments stay the new run's zeros). Throws InputError when the checkpoint's tensors do not fit
+// this model (another shape, a missing tensor).
+void load_checkpoint(DistTrainer& trainer, const checkpoint::CheckpointReader& reader, bool weights_only = false);
 
 }  // namespace trident::parallel

@@ -23,13 +23,11 @@ namespace trident::parallel {
 using capability::check_executable;
 using capability::layout_ranks;
 
-namespace {
 int64_t launcher_world_size() {
   for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"})
     if (const char* x = std::getenv(v)) return std::max(1LL, std::atoll(x));
   return 1;
 }
-}  // namespace
 
 bool launched_by_mpi() {
   for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "SLURM_NTASKS"})
@@ -146,9 +144,18 @@ void check_data(const TrainSettings& s, Problems& problems) {
 
 // The checkpoint to resume: the same model, and steps left to train.
 void check_resume(const TrainSettings& s, Problems& problems) {
-  if (s.resume_meta.is_null()) return;
+  if (!s.resume_path.empty() && !s.init_from_path.empty())
+    problems.add("--init-from '" + s.init_from_path + "' and --resume '" + s.resume_path +
+                     "' both given: --resume continues a run (its weights, optimizer state and schedule), "
+                     "--init-from starts a new one from a checkpoint's weights",
+                 "drop one of them", "resume-init-from");
+  // --init-from: the checkpoint's weights only, so only its model must be this run's.
+  const bool init = s.resume_meta.is_null();
+  const nlohmann::json& meta = init ? s.init_from_meta : s.resume_meta;
+  const std::string& path = init ? s.init_from_path : s.resume_path;
+  if (meta.is_null()) return;
   const ModelSpec& m = s.run.model;
-  const ModelSpec cm = engine::model_from_json(s.resume_meta["model"]);
+  const ModelSpec cm = engine::model_from_json(meta["model"]);
   // Each size the run asks for against the checkpoint's, by its flag: resuming never changes the
   // model (the stored tensors have the checkpoint's shapes), so any difference is refused.
   const auto n = [](int64_t v) { return std::to_string(v); };
@@ -179,9 +186,13 @@ void check_resume(const TrainSettings& s, Problems& problems) {
       if (flags.find(f) == std::string::npos) flags += (flags.empty() ? "" : ", ") + f;
     }
   if (!differ.empty())
-    problems.add(fmt::format("the checkpoint '{}' holds another model than the one asked for: {}", s.resume_path, differ),
-                 "drop " + flags + " (a resumed run keeps the checkpoint's model), or start a new run without --resume",
+    problems.add(fmt::format("the checkpoint '{}' holds another model than the one asked for: {}", path, differ),
+                 "drop " + flags + (init ? " (--init-from takes the checkpoint's model with its weights), or start "
+                                           "without --init-from"
+                                         : " (a resumed run keeps the checkpoint's model), or start a new run without "
+                                           "--resume"),
                  "resume-model");
+  if (init) return;
   const int64_t done = s.resume_meta.value("step", int64_t(0));
   if (done >= s.steps)
     problems.add(fmt::format("the checkpoint is already at step {}, --steps is {}", done, s.steps),
@@ -197,7 +208,7 @@ void check_output_paths(const TrainSettings& s, Problems& problems) {
   // reads besides (the token file's tokenizer, the bundled corpus, the checkpoint's files).
   std::vector<NamedPath> inputs;
   for (const auto& in : s.input_files)
-    if (in.path != s.resume_path) add_input(inputs, in);
+    if (in.path != s.resume_path && in.path != s.init_from_path) add_input(inputs, in);
   add_input(inputs, {s.data_path, "the token file"});
   if (!s.data_path.empty()) add_input(inputs, {s.data_path + ".tokenizer", "the token file's tokenizer"});
   add_input(inputs, {s.prediction_cluster, "--prediction-cluster"});
@@ -206,6 +217,7 @@ void check_output_paths(const TrainSettings& s, Problems& problems) {
   // and every save swaps a complete new directory in (the previous one stays until then).
   const std::vector<NamedPath> ckpt_inputs = inputs;
   add_folder_input(inputs, {s.resume_path, "--resume"});
+  add_folder_input(inputs, {s.init_from_path, "--init-from"});
   const std::vector<NamedPath> files = {{s.metrics_path, "--metrics"}, {s.report_path, "--report"}, {s.html_path, "--html"}};
   check_outputs(files, inputs, problems);
   if (s.checkpoint_path.empty()) return;
@@ -215,6 +227,7 @@ void check_output_paths(const TrainSettings& s, Problems& problems) {
   // either, or a --resume of DIR.saving, would be lost (other inputs in DIR are refused above).
   std::vector<NamedPath> kept = files;
   kept.push_back({s.resume_path, "--resume"});
+  kept.push_back({s.init_from_path, "--init-from"});
   check_outside(kept, {s.checkpoint_path, "--checkpoint"}, checkpoint::temporary_dir(s.checkpoint_path), problems);
   std::error_code ec;  // a save replaces a checkpoint directory whole: never another folder or file
   if (std::filesystem::exists(s.checkpoint_path, ec) && !checkpoint::is_checkpoint(s.checkpoint_path))

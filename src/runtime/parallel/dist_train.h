@@ -20,6 +20,8 @@ using capability::dist_train_options;
 
 // True when started by mpirun/mpiexec/srun (OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_RANK or SLURM_NTASKS set).
 bool launched_by_mpi();
+// The ranks the launcher started (1 when not started by one).
+int64_t launcher_world_size();
 
 // Reads the options of dist_train_options() into s.run.layout, s.run.exec and s. dp defaults to
 // the launcher's world size / (tp * cp * pp).

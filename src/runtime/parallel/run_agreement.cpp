@@ -58,7 +58,7 @@ std::vector<std::pair<std::string, std::string>> run_fingerprint(const TrainSett
       {"--steps", n(s.steps)}, {"--stop-at", n(s.stop_at)}, {"--seed", std::to_string(s.seed)},
       {"--eval-every", n(s.eval_every)}, {"--eval-batches", n(s.eval_batches)}, {"--log-every", n(s.log_every)},
       {"--checkpoint", s.checkpoint_path}, {"--checkpoint-every", n(s.checkpoint_every)},
-      {"--resume", s.resume_path}, {"--device", s.device}, {"--comm-timeout", exact(s.comm_timeout_s)},
+      {"--resume", s.resume_path}, {"--init-from", s.init_from_path}, {"--device", s.device}, {"--comm-timeout", exact(s.comm_timeout_s)},
       {"--bucket-mib", exact(s.bucket_mib)}, {"--stage-layers", stages},
       {"--trace-comm", s.trace_comm ? "on" : "off"},
       {"the token file's contents", data_identity(s)},

@@ -43,6 +43,7 @@
 #include "launch/blas_core.h"
 #include "launch/fma_peak.h"
 #include "launch/openmp_wait.h"
+#include "runtime/parallel/resumed_run.h"
 #include "runtime/parallel/run_agreement.h"
 
 namespace trident::parallel {
@@ -76,46 +77,6 @@ std::unique_ptr<BatchSource> validation_source(const TrainSettings& s) {
   const auto& m = s.run.model;
   return s.data ? token_file_validation_source(s.data, m.seq_len, s.seed)
                 : synthetic_source(m.vocab, m.seq_len, s.seed + 1);
-}
-
-// The layout that wrote a checkpoint (every dimension and the schedule), for a person reading it:
-// the checkpoint itself holds logical tensors that resume under any layout.
-nlohmann::json written_by_layout(const TrainSettings& s) {
-  nlohmann::json j = layout_json(s.run.layout);
-  j.update({{"zero", s.run.exec.zero}, {"schedule", to_string(s.run.exec.schedule)},
-            {"virtual_stages", s.run.exec.virtual_stages}});
-  return j;
-}
-
-nlohmann::json checkpoint_meta(const TrainSettings& s, int64_t step) {
-  const auto& x = s.run.exec;
-  nlohmann::json meta = {
-      {"model", engine::model_to_json(s.run.model)},
-      {"step", step},
-      {"seed", s.seed},
-      {"steps", s.steps},
-      {"data", s.data_path},
-      {"sampler",
-       {{"kind", s.data_path.empty() ? "synthetic" : "token-file"},
-        {"seed", s.seed},
-        {"next_step", step}}},
-      {"micro_batch", x.micro_batch_size},
-      {"global_batch", x.global_batch_size},
-      {"optimizer",
-       {{"lr", s.adamw.lr},
-        {"min_lr", s.adamw.min_lr},
-        {"warmup", s.adamw.warmup_steps},
-        {"decay_steps", s.adamw.decay_steps},
-        {"beta1", s.adamw.beta1},
-        {"beta2", s.adamw.beta2},
-        {"eps", s.adamw.eps},
-        {"weight_decay", s.adamw.weight_decay},
-        {"grad_clip", s.adamw.grad_clip}}},
-      {"written_by_layout", written_by_layout(s)},
-      {"tokenizer", s.tokenizer}};
-  if (s.run.model.is_moe())
-    meta["router"] = engine::router_to_json(s.moe);
-  return meta;
 }
 
 // The planner's memory of each pipeline stage for this run (fp32 recipe, no overhead).
@@ -317,7 +278,17 @@ void print_startup(const TrainSettings& s, int world, const DistTrainer& trainer
               "(plan::stage_memory, fp32 recipe, no overhead)\n",
               mib(bytes).c_str(), mib(planned_max).c_str());
   print_activations(s, activations);
-  if (!s.resume_path.empty()) std::printf("  resume      from %s at step %lld\n", s.resume_path.c_str(), (long long)first_step);
+  if (!s.resume_path.empty()) {
+    std::string taken;
+    for (const std::string& o : s.resume_taken) taken += (taken.empty() ? "" : ", ") + o;
+    std::printf("  resume      from %s at step %lld; the checkpoint's run: every setting not given is its own (%s)\n",
+                s.resume_path.c_str(), (long long)first_step, taken.empty() ? "all were given" : taken.c_str());
+    for (const std::string& c : s.resume_changes) std::printf("              changed: %s\n", c.c_str());
+  }
+  if (!s.init_from_path.empty())
+    std::printf("  init from   %s: its weights (step %lld of its run); a new run from step 0, new AdamW moments, this "
+                "run's schedule\n",
+                s.init_from_path.c_str(), (long long)s.init_from_meta.value("step", int64_t(0)));
   std::fflush(stdout);
 }
 
@@ -335,6 +306,10 @@ std::optional<checkpoint::CheckpointReader> open_inputs(TrainSettings& s, Proble
       resume.emplace(s.resume_path);
       if (s.resume_meta.is_null()) s.resume_meta = resume->meta();
       checkpoint::checked_model(*resume);  // its tensors are the model its meta describes
+    } else if (!s.init_from_path.empty()) {  // the weights of a new run
+      resume.emplace(s.init_from_path);
+      if (s.init_from_meta.is_null()) s.init_from_meta = resume->meta();
+      checkpoint::checked_model(*resume);
     }
   } catch (const InputError& e) {
     for (const auto& p : e.problems()) problems.add(p.what, p.fix, p.code);
@@ -377,13 +352,15 @@ std::optional<checkpoint::CheckpointReader> check_on_every_rank(TrainSettings& s
   return resume;
 }
 
-// Loads the checkpoint into the trainer on every rank; returns the step it holds.
+// Loads the checkpoint into the trainer on every rank; returns the step it holds (--init-from:
+// its weights only, and step 0 of the new run).
 int64_t resume_from(DistTrainer& trainer, ProcessGroups& groups, checkpoint::CheckpointReader& resume,
                     const TrainSettings& s) {
+  const bool weights_only = s.resume_path.empty();
   // A checkpoint that does not fit is found by some ranks only: all agree before going on.
   std::optional<InputError> error;
   try {
-    load_checkpoint(trainer, resume);
+    load_checkpoint(trainer, resume, weights_only);
   } catch (const InputError& e) {
     error = e;
   }
@@ -392,11 +369,11 @@ int64_t resume_from(DistTrainer& trainer, ProcessGroups& groups, checkpoint::Che
   if (error) throw *error;
   if (ok < 0.5) {
     Problems p;
-    p.add("checkpoint '" + s.resume_path + "' does not fit this model on another rank", "see rank 0's message",
+    p.add("checkpoint '" + resume.dir() + "' does not fit this model on another rank", "see rank 0's message",
           "resume-model");
     p.throw_if_any();
   }
-  return resume.meta().value("step", int64_t(0));
+  return weights_only ? 0 : resume.meta().value("step", int64_t(0));
 }
 
 // Metrics file: opened by rank 0 before any step; every rank learns whether it could.

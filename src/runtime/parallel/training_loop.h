@@ -52,6 +52,12 @@ struct TrainSettings {
   int64_t checkpoint_every = 0; // and every N steps
   std::string resume_path;      // continue from this checkpoint
   nlohmann::json resume_meta;   // its meta (model, step), for the run check; null: run_training reads it
+  // What the start-up table says of the resume: the options taken from the checkpoint, and the
+  // settings this run changes ("steps 12 -> 14 (given)"; resumed_run.h).
+  std::vector<std::string> resume_taken, resume_changes;
+  // --init-from: a new run that starts from this checkpoint's weights (step 0, new optimizer state).
+  std::string init_from_path;
+  nlohmann::json init_from_meta;  // its meta (the model), for the run check; null: run_training reads it
   int64_t threads = 0;          // CPU kernel threads per rank; 0 = the node's cores / its ranks
   bool threads_given = false;   // --threads (or OMP_NUM_THREADS) was given (then it must be 1 or more)
   std::string threads_from = "--threads";  // which of the two gave it, for the start-up table
