@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/dimensions.h"
+#include "report/palette.h"
 #include "report/pipeline_svg.h"
 #include "report/xml_escape.h"
 
@@ -74,16 +75,10 @@ function tridentZoom(id) {
 }
 )";
 
-// One colour per part name, the same in every bar and every section.
-std::string colour(const std::string& name) {
-  static const std::map<std::string, std::string> known = {
-      {"weights", "#4e79a7"},   {"gradients", "#59a14f"}, {"optimizer", "#f28e2b"}, {"activations", "#e15759"},
-      {"overhead", "#9c9c9c"},  {"compute", "#4e79a7"},   {"tp", "#f28e2b"},        {"pp", "#e15759"},
-      {"bubble", "#bab0ac"},    {"dp", "#76b7b2"},        {"dp_exposed", "#76b7b2"}, {"other", "#9c755f"}};
-  auto it = known.find(name);
-  if (it != known.end()) return it->second;
-  static const char* spare[] = {"#edc948", "#b07aa1", "#ff9da7", "#9c755f"};
-  return spare[std::hash<std::string>{}(name) % 4];
+// A part's palette term: its own name, or the one the bars map it to (a rehearsal row's label).
+std::string term_of(const HtmlBars& b, const std::string& name) {
+  const auto it = b.terms.find(name);
+  return it == b.terms.end() ? name : it->second;
 }
 
 std::string table_html(const HtmlTable& t, const std::string& id, int highlight_row = -1) {
@@ -126,10 +121,10 @@ std::string bars_svg(const HtmlBars& b, const std::string& id) {
       const double w = value * scale;
       s += fmt::format("<rect class=\"part\" x=\"{:.1f}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" fill=\"{}\">"
                        "<title>{}: {:.4g} {}</title></rect>\n",
-                       x, y, w, bar_h, colour(name), xml_escape(name), value, xml_escape(b.unit));
+                       x, y, w, bar_h, term_colour(term_of(b, name)).fill, xml_escape(name), value, xml_escape(b.unit));
       if (w > 46)
-        s += fmt::format("<text x=\"{:.1f}\" y=\"{}\" font-size=\"11\" fill=\"#fff\" text-anchor=\"middle\">{:.3g}</text>\n",
-                         x + w / 2, y + bar_h / 2 + 4, value);
+        s += fmt::format("<text x=\"{:.1f}\" y=\"{}\" font-size=\"11\" fill=\"{}\" text-anchor=\"middle\">{:.3g}</text>\n",
+                         x + w / 2, y + bar_h / 2 + 4, term_colour(term_of(b, name)).ink, value);
       x += w;
       total += value;
     }
@@ -154,7 +149,8 @@ std::string bars_svg(const HtmlBars& b, const std::string& id) {
       if (std::find(names.begin(), names.end(), p.first) == names.end()) names.push_back(p.first);
   s += "<div class=\"legend\">";
   for (const auto& n : names)
-    s += fmt::format("<span><i style=\"background:{}\"></i>{}</span>", colour(n), xml_escape(n));
+    s += fmt::format("<span data-term=\"{}\"><i style=\"background:{}\"></i>{}</span>", xml_escape(term_of(b, n)),
+                     term_colour(term_of(b, n)).fill, xml_escape(n));
   return s + "</div>\n";
 }
 
@@ -221,6 +217,7 @@ std::string html_page(const HtmlPage& p) {
     for (const auto& sh : p.rehearsal) {
       t.rows.push_back({sh.name, pct(sh.measured), sh.predicted ? pct(*sh.predicted) : "-"});
       if (sh.part) continue;  // counted in the row it is part of: the bars add to 100%
+      if (!sh.key.empty()) bars.terms[sh.name] = sh.key;
       measured.parts.push_back({sh.name, 100 * sh.measured});
       if (sh.predicted) {
         predicted.parts.push_back({sh.name, 100 * *sh.predicted});
@@ -264,7 +261,8 @@ HtmlPage rehearsal_page(const std::string& text) {
                                     j["losses"].back().get<double>(), j["losses"].size()));
   // The text report's rows (share_rows): the parts of the step, each column adding to 100%.
   for (const auto& r : j.at("share_rows")) {
-    HtmlShare sh{r.value("label", std::string()), r.value("measured", 0.0), std::nullopt, !r["part_of"].is_null()};
+    HtmlShare sh{r.value("label", std::string()), r.value("measured", 0.0), std::nullopt, !r["part_of"].is_null(),
+                 r.value("key", std::string())};
     if (r.contains("predicted") && !r["predicted"].is_null()) sh.predicted = r["predicted"].get<double>();
     p.rehearsal.push_back(sh);
   }

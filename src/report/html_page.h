@@ -9,6 +9,7 @@
 // The page carries numbers only; the commands fill it (report/html_report.cpp).
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -36,6 +37,7 @@ struct HtmlBars {
   double limit = 0;          // drawn as a red line when > 0 ("capacity 80 GiB")
   std::string limit_label;
   std::vector<HtmlBar> bars;
+  std::map<std::string, std::string> terms;  // a part's palette term (report/palette.h) where its name is not one
 };
 
 struct HtmlShare {
@@ -43,6 +45,7 @@ struct HtmlShare {
   double measured = 0;
   std::optional<double> predicted;
   bool part = false;  // a part of the row above (ZeRO gathers of DP exposed): in the table, not the bars
+  std::string key;    // the row's key ("dp_exposed"): its palette term
 };
 
 // A section of lines and a table under a heading (`trident rehearse`'s verdict, derivation, links).

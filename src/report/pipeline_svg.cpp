@@ -7,41 +7,18 @@
 #include <vector>
 
 #include "core/output_path.h"
+#include "report/palette.h"
 #include "report/xml_escape.h"
 
 namespace trident {
 namespace {
 
-// Fill colour of a block: hue by kind, lighter for later chunks, alternating by micro-batch so
-// neighbours stay apart. Text colour chosen for contrast.
-struct Paint {
-  std::string fill;
-  std::string text;
-};
-
-// Compute kinds keep their hue family (blue forward, green backward, orange weight gradient),
-// far from the legend's other colours (red sends, purple DP, brown embedding, greys); an
-// interleaved schedule's chunks step through the family, dark to light, one shade each.
-Paint paint(const TimelineBlock& b, int chunks = 1) {
-  int hue = 0, sat = 0;
-  double light = 45;
-  if (b.kind == "F") hue = 212, sat = 72, light = 44;
-  else if (b.kind == "B") hue = 140, sat = 55, light = 36;
-  else if (b.kind == "W") hue = 33, sat = 90, light = 48;
-  else if (b.kind == "send" || b.kind == "recv") return {"#d62728", "#fff"};
-  else if (b.kind == "dp") return {"#8e6cc0", "#fff"};
-  else if (b.kind == "gather") return {"#b39ddb", "#000"};
-  else if (b.kind == "emb") return {"#8c564b", "#fff"};
-  else if (b.kind == "opt") return {"#444444", "#fff"};
-  else return {"#999999", "#000"};
-  if (chunks > 1 && b.chunk >= 0) {
-    const double t = double(std::min<int32_t>(b.chunk, chunks - 1)) / double(chunks - 1);  // 0 .. 1
-    hue += int(std::lround(-12 + 24 * t));
-    light = 28 + 44 * t;
-  }
-  if (b.micro_batch >= 0 && b.micro_batch % 2 == 1) light += chunks > 1 ? 3 : 7;
-  light = std::min(light, 85.0);
-  return {fmt::format("hsl({},{}%,{:.0f}%)", hue, sat, light), light > 60 ? "#000" : "#fff"};
+// Fill and text colour of a block: its kind's palette colour (report/palette.h); an interleaved
+// schedule's chunks in lighter shades of it, chunk 0 the darkest.
+TermColour paint(const TimelineBlock& b, int chunks = 1) {
+  const TermColour& base = term_colour(b.kind);
+  const bool compute = b.kind == "F" || b.kind == "B" || b.kind == "W";
+  return compute && chunks > 1 && b.chunk >= 0 ? chunk_shade(base, b.chunk, chunks) : base;
 }
 
 std::string format_time(double t, double unit, const char* suffix) {
@@ -94,8 +71,7 @@ namespace {
 struct Frame {
   double step_end = 0, from = 0, to = 0, end = 0;  // end: the span drawn
   int chunks = 1;
-  bool grouped = false;
-  int left = 0, right = 24, top = 92, axis = 46, rows = 0, lane_h = 6, sub_h = 18, band_h = 0, rh = 0;
+  int left = 0, right = 24, top = 92, axis = 46, rows = 0, lane_h = 6, band_h = 0, rh = 0;
   int width = 0, height = 0;
   double plot_w = 0, scale = 0;
   std::string idle, clip;  // ids of the hatch pattern and the clip path
@@ -108,18 +84,18 @@ Frame frame_for(const Timeline& tl, const SvgOptions& opt) {
   f.from = std::clamp(opt.from_s, 0.0, f.step_end);
   f.to = opt.to_s > f.from ? std::min(opt.to_s, f.step_end) : f.step_end;
   f.end = std::max(f.to - f.from, 1e-12);
-  // Interleaved: each stage is a group of one sub-row per chunk (the chunks' blocks would
-  // otherwise alternate on one row into a striped texture), its DP lane under the group.
+  // Interleaved: still one row per GPU (a row per chunk read as a GPU idle while it ran another
+  // chunk); the chunks are told apart by shade and by the label "c<chunk>/<micro-batch>".
   f.chunks = chunk_count(tl);
-  f.grouped = f.chunks > 1;
+  if (f.chunks > 1) f.top += 18;  // the chunks' line of the legend
   // Row names are measured (about 0.62 em per character at 12 px), so "stage 7  ranks 12288-12295"
   // is never clipped.
   size_t longest = 0;
   for (const auto& r : tl.rows) longest = std::max(longest, r.size());
-  f.left = std::max(120, int(7.6 * double(longest)) + 20 + (f.grouped ? 60 : 0));
+  f.left = std::max(120, int(7.6 * double(longest)) + 20);
   f.rows = int(tl.rows.size());
-  f.band_h = f.grouped ? f.chunks * f.sub_h : opt.row_height_px - f.lane_h - 8;  // a group's compute rows
-  f.rh = f.grouped ? f.band_h + f.lane_h + 12 : opt.row_height_px;
+  f.band_h = opt.row_height_px - f.lane_h - 8;  // the row's compute stream
+  f.rh = opt.row_height_px;
   f.width = std::max(opt.width_px, f.left + 400);
   f.height = f.top + f.rows * f.rh + f.axis;
   f.plot_w = f.width - f.left - f.right;
@@ -165,37 +141,31 @@ void draw_legend(std::string& s, const Frame& f) {
   }
   s += fmt::format("<rect x=\"{:.1f}\" y=\"58\" width=\"14\" height=\"12\" fill=\"url(#{})\" stroke=\"#bbb\"/>", lx, f.idle);
   s += fmt::format("<text x=\"{:.1f}\" y=\"68\" font-size=\"11\">idle (bubble)</text>\n", lx + 18);
-  if (!f.grouped) return;
-  // The shades of the chunks, forward's.
-  lx += 110;
-  s += fmt::format("<text x=\"{:.1f}\" y=\"68\" font-size=\"11\">chunks</text>", lx);
+  if (f.chunks <= 1) return;
+  // On a line of its own: the shades of the chunks, forward's, and how a block names its chunk.
+  lx = 12;
+  s += fmt::format("<text x=\"{:.1f}\" y=\"88\" font-size=\"11\">chunks</text>", lx);
   lx += 46;
   for (int c = 0; c < f.chunks; ++c) {
     TimelineBlock b;
     b.kind = "F", b.chunk = c;
-    const Paint pt = paint(b, f.chunks);
-    s += fmt::format("<rect class=\"chunk-key\" x=\"{:.1f}\" y=\"56\" width=\"18\" height=\"15\" fill=\"{}\"/>"
-                     "<text x=\"{:.1f}\" y=\"67\" font-size=\"10\" text-anchor=\"middle\" fill=\"{}\">{}</text>",
-                     lx, pt.fill, lx + 9, pt.text, c);
+    const TermColour pt = paint(b, f.chunks);
+    s += fmt::format("<rect class=\"chunk-key\" x=\"{:.1f}\" y=\"76\" width=\"18\" height=\"15\" fill=\"{}\"/>"
+                     "<text x=\"{:.1f}\" y=\"87\" font-size=\"10\" text-anchor=\"middle\" fill=\"{}\">{}</text>",
+                     lx, pt.fill, lx + 9, pt.ink, c);
     lx += 20;
   }
-  s += "\n";
+  s += fmt::format("<text x=\"{:.1f}\" y=\"88\" font-size=\"11\">(one row per GPU, its chunks in shades; a block reads "
+                   "c&lt;chunk&gt;/&lt;micro-batch&gt;, or c&lt;chunk&gt; where narrow)</text>\n",
+                   lx + 6);
 }
 
-// Rows (groups): name, idle background, the DP lane; in a group each chunk's name.
+// Rows: name, idle background, the DP lane.
 void draw_rows(std::string& s, const Timeline& tl, const Frame& f) {
   for (int r = 0; r < f.rows; ++r) {
     const int y = f.top + r * f.rh;
     s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"12\" text-anchor=\"end\">{}</text>\n",
-                     f.left - 8 - (f.grouped ? 60 : 0), y + (f.grouped ? f.sub_h / 2 : f.band_h / 2) + 4,
-                     xml_escape(tl.rows[r]));
-    if (f.grouped) {
-      for (int c = 0; c < f.chunks; ++c)
-        s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"10\" fill=\"#555\" text-anchor=\"end\">chunk {}</text>",
-                         f.left - 8, y + c * f.sub_h + f.sub_h / 2 + 4, c);
-      s += fmt::format("<line x1=\"12\" y1=\"{}\" x2=\"{:.1f}\" y2=\"{}\" stroke=\"#ccc\"/>\n", y - 5, f.left + f.plot_w,
-                       y - 5);
-    }
+                     f.left - 8, y + f.band_h / 2 + 4, xml_escape(tl.rows[r]));
     s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" fill=\"url(#{})\"/>\n", f.left, y, f.plot_w,
                      f.band_h, f.idle);
     s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" fill=\"#fafafa\" stroke=\"#e0e0e0\" stroke-width=\"0.5\"/>\n",
@@ -223,13 +193,15 @@ void open_plot(std::string& s, const Frame& f, const SvgOptions& opt) {
 void draw_block(std::string& s, const TimelineBlock& b, const Frame& f, const SvgOptions& opt) {
   if (b.row < 0 || b.row >= f.rows) return;
   if (b.end_s < f.from || b.start_s > f.to) return;  // outside the zoom window
-  const Paint pt = paint(b, f.chunks);
+  const TermColour pt = paint(b, f.chunks);
   const double x0 = f.X(std::max(b.start_s, f.from)),
                w = std::max((std::min(b.end_s, f.to) - std::max(b.start_s, f.from)) * f.scale, 0.6);
-  // A block of one chunk on its sub-row; one of none (a send, the optimizer) across the group.
-  const bool own_row = f.grouped && b.lane == 0 && b.chunk >= 0 && b.chunk < f.chunks;
-  const int y = f.top + int(b.row) * f.rh + (b.lane != 0 ? f.band_h + 2 : own_row ? int(b.chunk) * f.sub_h + 1 : 0);
-  const int h = b.lane != 0 ? f.lane_h : own_row ? f.sub_h - 2 : f.band_h;
+  const int y = f.top + int(b.row) * f.rh + (b.lane != 0 ? f.band_h + 2 : 0);
+  const int h = b.lane != 0 ? f.lane_h : f.band_h;
+  // Interleaved: the chunk in the label, whole ("c1/3": chunk 1, micro-batch 3) or alone ("c1").
+  const bool chunked = f.chunks > 1 && b.chunk >= 0 && b.lane == 0;
+  const std::string label = chunked ? fmt::format("c{}/{}", b.chunk, b.label) : b.label;
+  const std::string narrow = chunked ? fmt::format("c{}", b.chunk) : "";
   const std::string tip = fmt::format("{} {}{} ({:.3f} ms)", b.kind, b.label,
                                       b.chunk >= 0 ? fmt::format(" chunk {}", b.chunk) : "", (b.end_s - b.start_s) * 1e3);
   const char* stroke = !opt.zoomable ? " stroke=\"#ffffff\" stroke-width=\"0.6\""
@@ -239,20 +211,22 @@ void draw_block(std::string& s, const TimelineBlock& b, const Frame& f, const Sv
   if (opt.zoomable && b.lane == 0 && !b.label.empty()) {
     // Every label written; the script shows those whose block is wide enough at its zoom.
     const int size = h >= 11 ? 11 : 8;
-    const double need = 0.6 * size * double(b.label.size()) + 1.5;
+    const double need = 0.6 * size * double(label.size()) + 1.5;
     s += fmt::format("<text x=\"{:.2f}\" y=\"{}\" font-size=\"{}\" text-anchor=\"middle\" fill=\"{}\" data-w=\"{:.2f}\" "
                      "data-need=\"{:.1f}\"{}>{}</text>\n",
-                     x0 + w / 2, y + h / 2 + size / 3, size, pt.text, w, need, w < need ? " style=\"display:none\"" : "",
-                     xml_escape(b.label));
+                     x0 + w / 2, y + h / 2 + size / 3, size, pt.ink, w, need, w < need ? " style=\"display:none\"" : "",
+                     xml_escape(label));
     return;
   }
-  // Label at 11 px when it fits, else 8 px (about 0.6 em per digit), else none.
-  for (int size : {11, 8}) {
-    if (b.lane != 0 || b.label.empty() || w < 0.6 * size * double(b.label.size()) + 1.5 || size > h) continue;
-    s += fmt::format("<text x=\"{:.2f}\" y=\"{}\" font-size=\"{}\" text-anchor=\"middle\" fill=\"{}\">{}</text>\n",
-                     x0 + w / 2, y + h / 2 + size / 3, size, pt.text, xml_escape(b.label));
-    break;
-  }
+  // Label at 11 px when it fits, else 8 px (about 0.6 em per character), else the chunk alone, else none.
+  for (const std::string& text : {label, narrow})
+    for (int size : {11, 8}) {
+      if (b.lane != 0 || b.label.empty() || text.empty() || w < 0.6 * size * double(text.size()) + 1.5 || size > h)
+        continue;
+      s += fmt::format("<text x=\"{:.2f}\" y=\"{}\" font-size=\"{}\" text-anchor=\"middle\" fill=\"{}\">{}</text>\n",
+                       x0 + w / 2, y + h / 2 + size / 3, size, pt.ink, xml_escape(text));
+      return;
+    }
 }
 
 // The time axis, its ticks and grid lines (and, zoomable, the finer ticks the script reveals).

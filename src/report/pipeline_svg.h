@@ -1,8 +1,9 @@
-// Pipeline timeline as SVG: one row per stage (or rank; a group of one sub-row per chunk for an
-// interleaved schedule), forward / backward / weight-gradient blocks coloured by kind (the
-// chunks in steps of shade, alternating slightly by micro-batch) and labelled with
-// the micro-batch when they are wide enough; row names are measured so they are never clipped; pipeline messages in red on the row, the DP stream as a
-// thin lane under it; idle time (bubbles) hatched grey; a time axis and a legend.
+// Pipeline timeline as SVG: one row per stage (or rank) — under an interleaved schedule too, so a
+// row shows what its GPU does: forward / backward / weight-gradient blocks in their palette colours
+// (report/palette.h; an interleaved schedule's chunks in lighter shades, labelled "c<chunk>/<micro
+// -batch>"), labelled with the micro-batch when they are wide enough; row names are measured so
+// they are never clipped; pipeline messages on the row in PP's colour, the DP stream as a thin
+// lane under it; idle time (bubbles) hatched grey; a time axis and a legend.
 // Works for any Timeline: simulated (report/sim_timeline.h) or measured by the runtime.
 #pragma once
 
@@ -37,7 +38,6 @@ double zoom_window_end(const Timeline& timeline);
 // the pipeline filling with blocks wide enough to label. 0 when the row has fewer blocks.
 double compute_window_end(const Timeline& timeline, int64_t row, int n);
 
-// Interleaved timelines group each stage's rows by chunk (one sub-row per chunk).
 std::string pipeline_svg(const Timeline& timeline, const SvgOptions& options = {});
 // What --svg writes: the drawing, and below it the window of zoom_window_end when there is one.
 std::string pipeline_svg_file(const Timeline& timeline, const SvgOptions& options = {});

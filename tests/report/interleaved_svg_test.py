@@ -1,7 +1,8 @@
-"""The interleaved timeline SVG reads: each stage is a group of one sub-row per chunk (no
-striped texture of alternating chunks on one row), the file holds a window on the start of the
-step where the blocks are wide enough to read, and the chunks' colours differ from each other
-and from the legend's other colours."""
+"""The interleaved timeline SVG shows what each GPU does: one row per stage (GPU) holding the
+blocks of all its chunks (a row per chunk read as a GPU idle while it ran another chunk), each
+block naming its chunk (label "c<chunk>/<micro-batch>", or "c<chunk>" where narrow) and shaded
+by it; the file holds a window on the start of the step where the blocks are wide enough to
+read, and the chunks' colours differ from each other and from the legend's other colours."""
 import colorsys
 import os
 import re
@@ -39,24 +40,35 @@ if p.returncode != 0:
 text = open(svg).read()
 whole = text[:text.find('<svg id="zoom"')] if '<svg id="zoom"' in text else text
 
-labels = re.findall(r">chunk (\d+)</text>", whole)
-check(f"one sub-row per chunk in each of the {pp} stage groups", labels == [str(c) for _ in range(pp) for c in range(v)],
-      labels)
+rows = re.findall(r'<text x="\d+" y="(\d+)" font-size="12" text-anchor="end">(stage \d+[^<]*)</text>', whole)
+check(f"one row per stage ({pp}), no row per chunk", len(rows) == pp and ">chunk " not in whole, rows)
 
-# Every forward block of one stage and chunk on one sub-row; the chunks of a stage on different ones.
-rows = {}
-for y, fill, tip in re.findall(r'<rect x="[\d.]+" y="(\d+)" width="[\d.]+" height="\d+" fill="([^"]+)"[^>]*>'
-                               r'<title>F (\d+ chunk \d+)', whole):
-    rows.setdefault(int(tip.split()[-1]), set()).add(int(y))
-check("each chunk's forward blocks keep to their sub-rows (one y per stage)",
-      sorted(rows) == list(range(v)) and all(len(ys) == pp for ys in rows.values()), rows)
-check("the chunks' sub-rows differ", len(set().union(*rows.values())) == pp * v if rows else False, rows)
+# Every forward and backward block of a stage, whatever its chunk, on that stage's one row.
+blocks = re.findall(r'<rect x="[\d.]+" y="(\d+)" width="[\d.]+" height="(\d+)" fill="([^"]+)"[^>]*>'
+                    r'<title>([FB]) (\d+) chunk (\d+)', whole)
+on_row = {}
+for y, h, fill, kind, mb, chunk in blocks:
+    on_row.setdefault(int(y), set()).add(int(chunk))
+check(f"the compute blocks lie on {pp} rows, one per stage", len(on_row) == pp, sorted(on_row))
+check("each row holds the blocks of every chunk", all(cs == set(range(v)) for cs in on_row.values()), on_row)
+heights = {int(h) for _, h, *_ in blocks}
+check("a block fills its row's height (no sub-row)", len(heights) == 1, heights)
+shade = {}
+for _, _, fill, kind, _, chunk in blocks:
+    shade.setdefault((kind, int(chunk)), set()).add(fill)
+check("one shade per kind and chunk", all(len(f) == 1 for f in shade.values()), shade)
+check("the chunks of a kind differ in shade", len({next(iter(shade[("F", c)])) for c in range(v)}) == v, shade)
 
 check("the file holds a window on the start of the step", '<svg id="zoom"' in text and 'id="zoom-caption"' in text)
 zoom = text[text.find('<svg id="zoom"'):]
-wide = re.findall(r'<rect x="[\d.]+" y="\d+" width="([\d.]+)" height="\d+" fill="hsl[^>]*><title>F ', zoom)
+wide = re.findall(r'<rect x="[\d.]+" y="\d+" width="([\d.]+)" height="\d+" fill="#[^>]*><title>F ', zoom)
 check("in the window the forward blocks are wide enough to label (12 px or more)",
       wide and min(float(w) for w in wide[:10]) >= 12, wide[:10])
+# Each block's label names its chunk (and micro-batch where it fits): the tooltip's.
+labelled = re.findall(r'<title>F (\d+) chunk (\d+) [^<]*</title></rect>\n<text [^>]*>(c\d+(?:/\d+)?)</text>', zoom)
+check("in the window the forward blocks are labelled c<chunk>/<micro-batch>",
+      len(labelled) >= 10 and all(t in (f"c{c}/{m}", f"c{c}") for m, c, t in labelled)
+      and any("/" in t for _, _, t in labelled), labelled[:10])
 
 keys = re.findall(r'<rect class="chunk-key" [^>]*fill="([^"]+)"', whole)
 others = re.findall(r'<rect class="key" [^>]*fill="([^"]+)"', whole)[1:]  # all but forward's own

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "report/chrome_trace.h"
+#include "report/palette.h"
 #include "report/pipeline_svg.h"
 #include "report/sim_timeline.h"
 
@@ -80,8 +81,13 @@ TEST(PipelineSvg, draws_rows_blocks_axis_and_escapes_text) {
   EXPECT_EQ(occurrences(svg, "<title>"), tl.blocks.size());
   EXPECT_NE(svg.find(">stage 2</text>"), std::string::npos);
   EXPECT_NE(svg.find("url(#idle)"), std::string::npos);
-  // Weight-gradient blocks exist in ZB-H1 and get their own colour (hue 33).
-  EXPECT_NE(svg.find("hsl(33,"), std::string::npos);
+  // Weight-gradient blocks exist in ZB-H1 and get their own palette colour.
+  const size_t w_block = svg.find("<title>W ");
+  ASSERT_NE(w_block, std::string::npos);
+  const std::string w_rect = svg.substr(svg.rfind("<rect", w_block), w_block - svg.rfind("<rect", w_block));
+  EXPECT_NE(w_rect.find("fill=\"" + term_colour("W").fill + "\""), std::string::npos) << w_rect;
+  EXPECT_NE(term_colour("W").fill, term_colour("F").fill);
+  EXPECT_NE(term_colour("W").fill, term_colour("B").fill);
   // The step lasts ~20 ms: the axis is in ms.
   EXPECT_NE(svg.find(" ms</text>"), std::string::npos);
 }
