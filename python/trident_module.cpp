@@ -8,11 +8,13 @@
 // Each keyword (or key of a dict) is an option name with '_' or '-'; True passes a switch, False
 // its --no- form. The call runs the CLI's own command (src/cli/run_cli.h) with --json and returns
 // the JSON as a dict (help=True and emit="megatron" / "torchtitan" return their text as a str);
-// unusable input raises ValueError with every problem and its fix.
+// unusable input raises ValueError with every problem and its fix; so do an option given twice and
+// True or False for an option that takes a value (html=True: give the file, html="page.html").
 #include <pybind11/pybind11.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -68,12 +70,28 @@ std::string option_name(std::string key) {
                         "' holds a NUL character, which no command-line argument can carry: remove it");
 }
 
-std::vector<std::string> arguments(const std::string& command, const py::dict& options) {
+// The options of one call, in the order given: the dict's, then the keywords.
+using Options = std::vector<std::pair<std::string, py::object>>;
+
+std::vector<std::string> arguments(const std::string& command, const Options& options) {
   std::vector<std::string> args = {"trident", command};
-  for (const auto& [k, v] : options) {
-    const std::string name = option_name(py::str(k));
+  std::map<std::string, std::string> seen;  // option name -> the key that gave it
+  for (const auto& [key, v] : options) {
+    const std::string name = option_name(key);
     if (name.find('\0') != std::string::npos) refuse_nul(name);
+    // The same option twice ('global_batch_size' and 'global-batch-size', or in the dict and as
+    // a keyword): the command would take one silently or fail in the parser's words.
+    if (auto [it, fresh] = seen.emplace(name, key); !fresh)
+      throw py::value_error("trident." + command + "(): option --" + name + " is given twice (as '" + it->second +
+                            "' and as '" + key + "'): give it once");
     if (py::isinstance<py::bool_>(v)) {
+      // True passes a switch and False its --no- form; an option that takes a value (--html
+      // FILE) would take the next argument as its value.
+      if (trident::cli::flag_kind(command, name) == trident::cli::FlagKind::Value)
+        throw py::value_error("trident." + command + "(" + key + "=" + (v.cast<bool>() ? "True" : "False") +
+                              "): --" + name + " takes a value (FILE, a number or a name), not True or False: give " +
+                              key + "='" + (name == "svg" ? "timeline.svg" : name == "html" ? "page.html" : "VALUE") +
+                              "' (see trident." + command + "(help=True))");
       args.push_back((v.cast<bool>() ? "--" : "--no-") + name);
       continue;
     }
@@ -88,9 +106,9 @@ std::vector<std::string> arguments(const std::string& command, const py::dict& o
 
 // help=True prints the command's help, emit="megatron" (any emit but a .toml file) a framework's
 // settings: text, returned as a str rather than parsed as JSON.
-bool text_output(const py::dict& options) {
+bool text_output(const Options& options) {
   for (const auto& [k, v] : options) {
-    const std::string name = option_name(py::str(k));
+    const std::string name = option_name(k);
     if (name == "help" && py::isinstance<py::bool_>(v) && v.cast<bool>()) return true;
     if (name == "emit" && !v.is_none()) {
       const std::string e = py::str(v);
@@ -101,13 +119,13 @@ bool text_output(const py::dict& options) {
 }
 
 py::object run(const std::string& command, py::object options, const py::kwargs& kwargs) {
-  py::dict all;
+  Options all;
   if (!options.is_none()) {
     if (!py::isinstance<py::dict>(options))
       throw py::type_error("trident." + command + "() takes a dict of options and/or keyword arguments");
-    for (const auto& [k, v] : options.cast<py::dict>()) all[k] = v;
+    for (const auto& [k, v] : options.cast<py::dict>()) all.emplace_back(py::str(k), py::reinterpret_borrow<py::object>(v));
   }
-  for (const auto& [k, v] : kwargs) all[k] = v;
+  for (const auto& [k, v] : kwargs) all.emplace_back(py::str(k), py::reinterpret_borrow<py::object>(v));
   std::vector<std::string> args = arguments(command, all);
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());

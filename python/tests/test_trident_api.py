@@ -143,3 +143,31 @@ def test_emit_and_help_return_their_text():
     assert isinstance(titan, str) and "parallel" in titan
     text = trident.plan(help=True)
     assert isinstance(text, str) and "--global-batch-size" in text
+
+
+@pytest.mark.parametrize("command,option", [("plan", "html"), ("simulate", "svg"), ("simulate", "html")])
+def test_true_for_an_option_that_takes_a_file_is_refused_by_name(command, option, tmp_path, monkeypatch):
+    # --html / --svg take a FILE: True would pass the bare flag, and the next argument became the
+    # file's name (a page written to a file called '--json', then a JSON decode error).
+    monkeypatch.chdir(tmp_path)
+    options = dict(model="gpt3-1.3b", nodes=1, global_batch_size=64)
+    if command == "simulate":
+        options.update(tp=1, pp=1, dp=8)
+    for value in (True, False):
+        with pytest.raises(ValueError) as e:
+            getattr(trident, command)(**options, **{option: value})
+        text = str(e.value)
+        assert f"--{option}" in text and "FILE" in text and f"{option}='" in text, text
+    assert list(tmp_path.iterdir()) == [], "nothing written"
+
+
+def test_an_option_given_twice_is_refused_naming_it():
+    # The same option under both spellings, or in the dict and as a keyword: which one holds?
+    for args, kwargs in [(({"global_batch_size": 64, "global-batch-size": 128},), {}),
+                         (({"global-batch-size": 64},), {"global_batch_size": 128}),
+                         (({"tp": 2},), {"tp": 4})]:
+        with pytest.raises(ValueError) as e:
+            trident.plan(*args, model="gpt3-1.3b", nodes=1, **kwargs)
+        text = str(e.value)
+        assert "given twice" in text and ("--global-batch-size" in text or "--tp" in text), text
+        assert "At Most" not in text

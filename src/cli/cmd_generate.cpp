@@ -13,6 +13,7 @@
 #include "cli/runtime_commands.h"
 #include "core/output_path.h"
 #include "core/problems.h"
+#include "core/standard_output.h"
 #include "report/output_file.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/logical_tensors.h"
@@ -125,9 +126,11 @@ int run_generate(const GenerateArgs& a) {
       if ((r -= prob[size_t(j)]) <= 0) { next = ids[size_t(j)]; break; }
     context.push_back(next);
     std::printf("%s", tok.decode({next}).c_str());
-    std::fflush(stdout);
+    // Each token as it comes; a text that cannot be written (a full disk) stops the sampling.
+    if (!standard_output_written("generate", "the generated text")) return 1;
   }
   std::printf("\n");
+  if (!standard_output_written("generate", "the generated text")) return 1;
   if (!a.logits_path.empty()) write_output_file(a.logits_path, logits_dump, "--logits");
   return 0;
 }

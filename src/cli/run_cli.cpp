@@ -22,24 +22,46 @@ static void print_problems(const InputError& e) {
   }
 }
 
+// Every command as a subcommand of `app`, each with its runner.
+static std::vector<std::pair<CLI::App*, Runner>> add_commands(CLI::App& app) {
+  std::vector<std::pair<CLI::App*, Runner>> runners;
+  // A config file may hold the runtime commands' options, wherever they are built.
+  for (const RuntimeCommand& c : runtime_commands())
+    if (c.config_options) add_config_vocabulary(c.config_options());
+  // By name: the registration order is the link order, which says nothing to a user.
+  std::vector<const Command*> commands;
+  for (const Command& c : command_registry()) commands.push_back(&c);
+  std::sort(commands.begin(), commands.end(), [](const Command* a, const Command* b) { return a->name < b->name; });
+  for (const Command* cp : commands) {
+    const Command& c = *cp;
+    CLI::App* sub = app.add_subcommand(c.name, c.help);
+    runners.emplace_back(sub, c.setup(*sub));
+  }
+  return runners;
+}
+
+FlagKind flag_kind(const std::string& command, const std::string& name) {
+  CLI::App app;
+  try {
+    add_commands(app);
+    const CLI::App* sub = nullptr;
+    for (const CLI::App* c : app.get_subcommands({}))
+      if (c->get_name() == command) sub = c;
+    const CLI::Option* opt = sub ? sub->get_option_no_throw("--" + name) : nullptr;
+    if (!opt) return FlagKind::Unknown;
+    return opt->get_expected_min() == 0 ? FlagKind::Switch : FlagKind::Value;  // a flag expects no value
+  } catch (const std::exception&) {
+    return FlagKind::Unknown;  // the command itself then reports what is wrong
+  }
+}
+
 int run_cli(int argc, char** argv) {
   CLI::App app{"Trident: plan, check, simulate and train data / tensor / pipeline parallel transformer layouts"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "trident 0.1.0");
   std::vector<std::pair<CLI::App*, Runner>> runners;
   try {
-    // A config file may hold the runtime commands' options, wherever they are built.
-    for (const RuntimeCommand& c : runtime_commands())
-      if (c.config_options) add_config_vocabulary(c.config_options());
-    // By name: the registration order is the link order, which says nothing to a user.
-    std::vector<const Command*> commands;
-    for (const Command& c : command_registry()) commands.push_back(&c);
-    std::sort(commands.begin(), commands.end(), [](const Command* a, const Command* b) { return a->name < b->name; });
-    for (const Command* cp : commands) {
-      const Command& c = *cp;
-      CLI::App* sub = app.add_subcommand(c.name, c.help);
-      runners.emplace_back(sub, c.setup(*sub));
-    }
+    runners = add_commands(app);
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     // A mistyped flag or command (CLI11: "not expected", or "a subcommand is required"): name
