@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -154,6 +155,59 @@ std::string bars_svg(const HtmlBars& b, const std::string& id) {
   return s + "</div>\n";
 }
 
+// The curve's axes span every series' points (the y axis padded 5%, so no line runs along an
+// edge); the svg carries that span and the plot's box (data-*), from which a reader (or a test)
+// turns any point back into its values.
+std::string curve_svg(const HtmlCurve& c, const std::string& id) {
+  const int left = 70, right = 20, top = 12, bottom = 44, plot_w = 900, plot_h = 260;
+  const int width = left + plot_w + right, height = top + plot_h + bottom;
+  double x0 = 1e300, x1 = -1e300, y0 = 1e300, y1 = -1e300;
+  for (const auto& sr : c.series)
+    for (const auto& [x, y] : sr.points) x0 = std::min(x0, x), x1 = std::max(x1, x), y0 = std::min(y0, y), y1 = std::max(y1, y);
+  if (x0 > x1) x0 = 0, x1 = 1, y0 = 0, y1 = 1;  // no point at all
+  if (x1 - x0 <= 0) x0 -= 0.5, x1 += 0.5;
+  const double pad = y1 - y0 > 0 ? 0.05 * (y1 - y0) : std::max(0.05 * std::fabs(y0), 0.5);
+  y0 -= pad, y1 += pad;
+  auto X = [&](double x) { return left + (x - x0) / (x1 - x0) * plot_w; };
+  auto Y = [&](double y) { return top + (y1 - y) / (y1 - y0) * plot_h; };
+  std::string s = fmt::format("<svg id=\"{}\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" "
+                              "viewBox=\"0 0 {} {}\" font-family=\"DejaVu Sans, Arial, sans-serif\" data-x-min=\"{:.17g}\" "
+                              "data-x-max=\"{:.17g}\" data-y-min=\"{:.17g}\" data-y-max=\"{:.17g}\" data-plot=\"{} {} {} {}\">\n",
+                              id, width, height, width, height, x0, x1, y0, y1, left, top, plot_w, plot_h);
+  s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"#fff\" stroke=\"#bbb\"/>\n", left, top,
+                   plot_w, plot_h);
+  const double xs = std::max(1.0, nice_tick_step(x1 - x0, 8)), ys = nice_tick_step(y1 - y0, 6);
+  for (double t = std::ceil(x0 / xs) * xs; t <= x1 + 1e-9 * xs; t += xs)
+    s += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1}\" x2=\"{0:.1f}\" y2=\"{2}\" stroke=\"#000\" stroke-opacity=\"0.08\"/>"
+                     "<text x=\"{0:.1f}\" y=\"{3}\" font-size=\"11\" text-anchor=\"middle\">{4:g}</text>\n",
+                     X(t), top, top + plot_h, top + plot_h + 16, t);
+  for (double t = std::ceil(y0 / ys) * ys; t <= y1 + 1e-9 * ys; t += ys)
+    s += fmt::format("<line x1=\"{0}\" y1=\"{1:.1f}\" x2=\"{2}\" y2=\"{1:.1f}\" stroke=\"#000\" stroke-opacity=\"0.08\"/>"
+                     "<text x=\"{3}\" y=\"{4:.1f}\" font-size=\"11\" text-anchor=\"end\">{5:.4g}</text>\n",
+                     left, Y(t), left + plot_w, left - 6, Y(t) + 4, t);
+  s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"12\" text-anchor=\"middle\">{}</text>\n", left + plot_w / 2,
+                   height - 8, xml_escape(c.x_label));
+  s += fmt::format("<text x=\"14\" y=\"{}\" font-size=\"12\" text-anchor=\"middle\" transform=\"rotate(-90 14 {})\">{}</text>\n",
+                   top + plot_h / 2, top + plot_h / 2, xml_escape(c.y_label));
+  for (const auto& sr : c.series) {
+    const std::string& colour = term_colour(sr.term).fill;
+    std::string pts;
+    for (const auto& [x, y] : sr.points) pts += fmt::format("{:.2f},{:.2f} ", X(x), Y(y));
+    s += fmt::format("<polyline class=\"series\" data-term=\"{}\" points=\"{}\" fill=\"none\" stroke=\"{}\" "
+                     "stroke-width=\"2\"/>\n",
+                     xml_escape(sr.term), pts, colour);
+    if (sr.markers || sr.points.size() == 1)
+      for (const auto& [x, y] : sr.points)
+        s += fmt::format("<circle cx=\"{:.2f}\" cy=\"{:.2f}\" r=\"3.5\" fill=\"{}\"><title>{} {:g}: {:.4f}</title></circle>\n",
+                         X(x), Y(y), colour, xml_escape(c.x_label), x, y);
+  }
+  s += "</svg>\n<div class=\"legend\">";
+  for (const auto& sr : c.series)
+    s += fmt::format("<span data-term=\"{}\"><i style=\"background:{}\"></i>{}</span>", xml_escape(sr.term),
+                     term_colour(sr.term).fill, xml_escape(sr.name));
+  return s + "</div>\n";
+}
+
 std::string pct(double x) { return fmt::format("{:.1f}%", 100 * x); }
 
 }  // namespace
@@ -205,6 +259,11 @@ std::string html_page(const HtmlPage& p) {
       s += pipeline_svg(*p.timeline, z) + "<script>" + kZoomScript + "tridentZoom('zoom-window');</script></div>\n";
     }
     s += "</div>\n";
+  }
+  if (p.loss_curve) {
+    s += "<h2>Loss</h2>\n<div id=\"loss-curve\">";
+    if (!p.loss_curve->caption.empty()) s += "<p>" + xml_escape(p.loss_curve->caption) + "</p>";
+    s += curve_svg(*p.loss_curve, "loss-svg") + "</div>\n";
   }
   if (!p.rehearsal.empty()) {
     s += "<h2>Rehearsal: measured beside predicted</h2>\n<div id=\"rehearsal\">";
@@ -259,6 +318,25 @@ HtmlPage rehearsal_page(const std::string& text) {
   if (j.contains("losses") && !j["losses"].empty())
     p.summary.push_back(fmt::format("loss {:.4f} -> {:.4f} over {} steps", j["losses"].front().get<double>(),
                                     j["losses"].back().get<double>(), j["losses"].size()));
+  // The loss curve: each step's training loss (rank 0's, as the log prints it) and each
+  // evaluation's validation loss, steps counted from 1 (a resumed run's from the checkpoint's).
+  if (j.contains("losses") && !j["losses"].empty()) {
+    HtmlCurve c;
+    c.x_label = "step", c.y_label = "loss";
+    const int64_t first = j.value("first_step", int64_t(0));
+    HtmlSeries train{"training loss (per step)", "loss", {}, false};
+    for (size_t i = 0; i < j["losses"].size(); ++i)
+      train.points.push_back({double(first + int64_t(i) + 1), j["losses"][i].get<double>()});
+    c.series.push_back(train);
+    if (j.contains("val_losses") && !j["val_losses"].empty()) {
+      HtmlSeries val{"validation loss", "val_loss", {}, true};
+      for (const auto& v : j["val_losses"]) val.points.push_back({v.value("step", 0.0), v.value("loss", 0.0)});
+      c.series.push_back(val);
+    }
+    c.caption = fmt::format("{} steps ({} - {}){}", j["losses"].size(), first + 1, first + int64_t(j["losses"].size()),
+                            c.series.size() > 1 ? fmt::format(", {} evaluations", c.series[1].points.size()) : "");
+    p.loss_curve = c;
+  }
   // The text report's rows (share_rows): the parts of the step, each column adding to 100%.
   for (const auto& r : j.at("share_rows")) {
     HtmlShare sh{r.value("label", std::string()), r.value("measured", 0.0), std::nullopt, !r["part_of"].is_null(),

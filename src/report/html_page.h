@@ -5,7 +5,8 @@
 //   #time-breakdown (the step as a stacked bar and a table), #topology (strategy <-> topology),
 //   #timeline (pipeline SVG, whole step; #timeline-zoom: a window on it that a slider or a drag zooms
 //   and moves, opening on the first micro-batches),
-//   #rehearsal (measured beside predicted shares).
+//   #loss-curve (the training and validation loss of a train run), #rehearsal (measured beside
+//   predicted shares).
 // The page carries numbers only; the commands fill it (report/html_report.cpp).
 #pragma once
 
@@ -48,6 +49,19 @@ struct HtmlShare {
   std::string key;    // the row's key ("dp_exposed"): its palette term
 };
 
+// A line chart (the train page's loss curve): series of (x, y) points on shared axes.
+struct HtmlSeries {
+  std::string name;  // the legend's label
+  std::string term;  // its palette term (report/palette.h)
+  std::vector<std::pair<double, double>> points;
+  bool markers = false;  // a dot per point, with its values as a tooltip (few points: the evaluations)
+};
+
+struct HtmlCurve {
+  std::string caption, x_label, y_label;
+  std::vector<HtmlSeries> series;
+};
+
 // A section of lines and a table under a heading (`trident rehearse`'s verdict, derivation, links).
 struct HtmlSection {
   std::string id, heading;
@@ -68,6 +82,7 @@ struct HtmlPage {
   std::optional<Timeline> timeline;
   double timeline_zoom_to_s = 0;          // > 0: the timeline again in a zoomable window opening on [0, this]
   std::string timeline_zoom_caption;
+  std::optional<HtmlCurve> loss_curve;    // #loss-curve (train: loss per step, validation loss)
   std::vector<HtmlShare> rehearsal;       // empty: no rehearsal section
   std::optional<HtmlTable> rehearsal_table;
   std::vector<std::string> notes;         // what could not be drawn, and why

@@ -72,6 +72,9 @@ const std::map<std::string, TermColour>& table() {
     add("gather", kCyan);
     add("emb", kPurple);
     add("opt", kOlive);
+    // The loss curve: training loss per step, validation loss per evaluation.
+    add("loss", kIndigo);
+    add("val_loss", kRose);
     return m;
   }();
   return t;

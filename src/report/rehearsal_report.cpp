@@ -209,6 +209,10 @@ nlohmann::json rehearsal_json(const RehearsalData& d) {
   j["micro_batches"] = d.run.exec.micro_batches(d.run.layout.dp);
   j["warmup_steps"] = d.warmup;
   j["losses"] = d.losses;
+  j["first_step"] = d.first_step;
+  json val = json::array();
+  for (const auto& [step, loss] : d.val_losses) val.push_back({{"step", step}, {"loss", loss}});
+  j["val_losses"] = val;
   j["pp_message_wire_s"] = d.pp_message_s;
   j["cp_block_wire_s"] = d.cp_block_s;
   j["cp_blocks_per_step"] = d.cp_blocks;

@@ -49,7 +49,9 @@ struct Prediction {
 struct RehearsalData {
   RunSpec run;
   int64_t warmup = 0;
-  std::vector<double> losses;
+  std::vector<double> losses;  // of the steps first_step + 1, first_step + 2, ... (counted from 1)
+  int64_t first_step = 0;      // steps done before this run (a resumed checkpoint's)
+  std::vector<std::pair<int64_t, double>> val_losses;  // (step, validation loss) of each evaluation
   std::vector<std::vector<PhaseTimes>> times;  // [step][rank]
   std::vector<RankInfo> ranks;
   double pp_message_s = 0;

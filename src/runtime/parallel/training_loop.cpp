@@ -691,6 +691,7 @@ int train(const TrainSettings& settings, const Problems& parsed, bool mpi) {
   }
   const int64_t run_steps = stop_at - first;
   RehearsalData report = start_report(s, trainer, run_steps);
+  report.first_step = first;  // a resumed run's losses start after the checkpoint's steps
 
   int64_t saved_at = -1;
   auto save = [&](double loss, int64_t done) {
@@ -730,6 +731,7 @@ int train(const TrainSettings& settings, const Problems& parsed, bool mpi) {
     std::optional<double> v;
     if ((eval_every > 0 && done % eval_every == 0) || done == stop_at)
       v = last_val = trainer.evaluate(*val, s.eval_batches);
+    if (v) report.val_losses.push_back({done, *v});
     if (rank == 0) {
       const plan::Mfu mfu = plan::mfu_of(s.run.model, s.run.exec.global_batch_size, seconds, peak_flops);
       const double tps = double(tokens_per_step) / seconds;
