@@ -4,3 +4,5 @@
 set -eu
 build=${1:-build}
 "$build/bench/checkpoint/checkpoint_rate" "${CKPT_BENCH_DIR:-${TMPDIR:-/tmp}}"
+# What the user waits for: the save and the load inside `trident train`, end to end, against dd.
+bash "$(dirname "$0")/train_save.sh" "$build/src/cli/trident" "${CKPT_BENCH_DIR:-${TMPDIR:-/tmp}}"

@@ -1,5 +1,6 @@
 #include "runtime/parallel/checkpointing.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -28,14 +29,27 @@ void save_checkpoint(DistTrainer& t, ProcessGroups& g, const std::string& dir, c
     throw SaveRefused(fmt::format("checkpoint not written at step {}: the loss is {} (the previous checkpoint in '{}', "
                                   "if any, is untouched); lower --lr or raise --warmup",
                                   step, loss, dir));
-  // Whole parameters and moments of every chunk, gathered over DP where they are sharded (a
-  // collective: every DP rank takes part); replica 0 writes them.
-  std::vector<std::vector<float>> params, moments[2];
+  // Whole parameters and moments of every chunk: the trainer's own host buffers where it holds
+  // them whole (CPU, no ZeRO sharding: no copy, so the disk starts at once), else copies
+  // gathered over DP (a collective: every DP rank takes part); replica 0 writes them.
+  const int64_t chunks = t.chunks();
+  std::vector<std::vector<float>> copies;
+  copies.reserve(size_t(3 * chunks));
+  std::vector<const float*> source[3];  // [which + 1][chunk]
+  auto whole = [&](int64_t c, int which) {
+    const float* p = t.host_whole(c, which);
+    if (!p) {
+      copies.push_back(which < 0 ? t.whole_params(c) : t.whole_moment(c, which));
+      p = copies.back().data();
+    }
+    source[which + 1].push_back(p);
+  };
   bool finite = true;
-  for (int64_t c = 0; c < t.chunks(); ++c) {
-    params.push_back(t.whole_params(c));
+  for (int64_t c = 0; c < chunks; ++c) {
+    whole(c, -1);
+    const float* p = source[0].back();
     double sq = 0;
-    for (float x : params.back()) sq += double(x) * double(x);
+    for (int64_t i = 0, n = t.chunk_layout(c).total(); i < n; ++i) sq += double(p[i]) * double(p[i]);
     finite = finite && std::isfinite(sq);
   }
   if (!all_ok(g, finite))
@@ -77,24 +91,27 @@ void save_checkpoint(DistTrainer& t, ProcessGroups& g, const std::string& dir, c
   // cp ranks hold the same weights), the experts' tensors the first rank of each EDP group (each
   // EP rank of replica 0 its own experts).
   for (int which = 0; which < 2; ++which)
-    for (int64_t c = 0; c < t.chunks(); ++c) moments[which].push_back(t.whole_moment(c, which));
+    for (int64_t c = 0; c < chunks; ++c) whole(c, which);
   const bool dense_writer = g.dense_grads().rank() == 0;
   phase(g.expert_grads().rank() == 0, [&] {
     checkpoint::ShardWriter w(dir, g.world->rank());
-    for (int64_t c = 0; c < t.chunks(); ++c) {
+    std::vector<float> block;  // a block of whole rows is written in place; others are gathered here
+    for (int64_t c = 0; c < chunks; ++c) {
       const nn::ParamLayout& L = t.chunk_layout(c);
       for (const auto& view : L.tensors()) {
         const checkpoint::LogicalSlice s = checkpoint::logical_slice(L.shard(), view);
         if (!s.primary || !(view.expert || dense_writer)) continue;
         for (const auto& b : s.blocks) {
-          std::vector<float> block(size_t(b.rows * b.cols));
           for (int which = -1; which < 2; ++which) {
-            const float* src = which < 0 ? params[size_t(c)].data() : moments[which][size_t(c)].data();
-            for (int64_t r = 0; r < b.rows; ++r)
-              for (int64_t col = 0; col < b.cols; ++col)
-                block[size_t(r * b.cols + col)] = src[view.offset + (b.local_row + r) * view.cols + b.local_col + col];
-            w.add(which < 0 ? s.name : kMoment[which] + s.name, s.rows, s.cols, b.row, b.col, b.rows, b.cols,
-                  block.data());
+            const float* src = source[which + 1][size_t(c)] + view.offset + b.local_row * view.cols + b.local_col;
+            const float* data = src;
+            if (b.cols != view.cols) {  // a column block: its rows are strided in the tensor
+              block.resize(size_t(b.rows * b.cols));
+              for (int64_t r = 0; r < b.rows; ++r)
+                std::copy(src + r * view.cols, src + r * view.cols + b.cols, block.data() + r * b.cols);
+              data = block.data();
+            }
+            w.add(which < 0 ? s.name : kMoment[which] + s.name, s.rows, s.cols, b.row, b.col, b.rows, b.cols, data);
           }
         }
       }

@@ -270,6 +270,14 @@ std::vector<float> DistTrainer::whole_params(int64_t c) {
   impl_->k->to_host(out.data(), ch.stage->params(), out.size());
   return out;
 }
+const float* DistTrainer::host_whole(int64_t c, int which) {
+  // CPU kernels' device memory is host memory (runtime/kernels/cpu); a GPU's is not.
+  if (impl_->k->device_name().rfind("cpu", 0) != 0) return nullptr;
+  impl_->complete_weights();
+  Chunk& ch = impl_->chunks[c];
+  if (which < 0) return ch.stage->params();  // null under ZeRO-3
+  return ch.sync->holds_whole() ? (which == 0 ? ch.m.p : ch.v.p) : nullptr;
+}
 void DistTrainer::set_whole_params(int64_t c, const float* whole) {
   impl_->complete_weights();  // a gather in flight would overwrite what is set
   Chunk& ch = impl_->chunks[c];

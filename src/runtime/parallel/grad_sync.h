@@ -83,6 +83,8 @@ class GradSync {
   // (shard coordinates, device memory; e.g. an AdamW moment): gathered over DP under ZeRO-1 (a
   // collective: every DP rank calls it), copied as it is otherwise.
   std::vector<float> gather_to_host(const float* owned);
+  // Whether `owned` buffers (the moments) hold the whole flat layout: no ZeRO sharding.
+  bool holds_whole() const { return !units_ && !zero1_; }
   // The reverse: this rank's part of a whole host buffer into `owned` (shard coordinates).
   void scatter_from_host(const float* whole, float* owned);
   // Bytes of the model states this sync holds (shards, unit buffers, staging); adds them to b.
