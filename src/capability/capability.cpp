@@ -72,6 +72,16 @@ void check_executable(const RunSpec& r, const std::string& device, const std::ve
                        n(m.hidden) + " / heads " + n(m.heads) + ") is odd",
                    "use --hidden and --heads whose quotient is even", "train-rope-head-dim");
   }
+  // The runtime's two families as they are: a model read from a config.json (or given
+  // --head-dim, --qk-norm, ...) that departs from them would train as a different model.
+  if (const auto beyond = m.beyond_family(); !beyond.empty()) {
+    std::string list;
+    for (const auto& b : beyond) list += (list.empty() ? "" : ", ") + b;
+    problems.add("the runtime trains plain GPT and Llama layers; " + m.name + " has " + list,
+                 "plan, lint, simulate or emit it; train a plain " + to_string(m.family) +
+                     " model of its sizes (--layers --hidden --heads ...) instead",
+                 "train-architecture");
+  }
   // Context parallel: ring attention over the cp group, each sequence cut into 2 cp chunks.
   if (L.cp > 1 && device != "cpu")
     problems.add("context parallel (cp " + n(L.cp) + ") needs the ring-attention kernels, which the " + device +

@@ -1,5 +1,6 @@
 #include "core/model_spec.h"
 
+#include <algorithm>
 #include <map>
 
 #include <fmt/format.h>
@@ -14,38 +15,55 @@ ParamCount count_parameters(const ModelSpec& m) {
   // Every term in checked arithmetic: sizes that each fit an int still overflow 64 bits when
   // multiplied (layers x hidden^2), and a wrapped count would print as a negative model.
   using C = CheckedCount;
-  const C h = m.hidden, f = m.ffn_hidden, kv = C(m.kv_heads) * C(m.heads > 0 ? m.hidden / m.heads : 0);
-  const C bias = m.has_biases() ? 1 : 0, V = m.vocab, L = m.layers;
-  // Q is h x h, K and V are h x kv each, the output projection is h x h.
-  const C attention = h * (h + C(2) * kv) + bias * (h + C(2) * kv) + h * h + bias * h;
-  // GELU MLP: h->f and f->h with biases. SwiGLU: gate and up h->f, down f->h, no biases.
-  const C mlp = C(m.mlp_matrices()) * h * f + bias * (f + h);
+  const C h = m.hidden, f = m.ffn_hidden, q = C(m.heads) * C(m.head_dim()), kv = C(m.kv_heads) * C(m.head_dim());
+  const C V = m.vocab, L = m.layers;
+  const C qkv_bias = m.has_qkv_bias() ? 1 : 0, proj_bias = m.has_proj_bias() ? 1 : 0, mlp_bias = m.has_mlp_bias() ? 1 : 0;
+  C attention = 0;
+  if (m.is_mla()) {
+    // MLA: queries from h (or through the q_lora_rank latent and its RMSNorm) to heads x (nope + rope);
+    // the kv latent (kv_lora_rank, RMSNorm) plus one shared rope key from h; keys' nope part and
+    // values up from the latent; the output projection from heads x v_head_dim.
+    const C H = m.heads, qk = C(m.qk_nope_head_dim) + C(m.qk_rope_head_dim), qr = m.q_lora_rank, kvr = m.kv_lora_rank;
+    attention = (m.q_lora_rank > 0 ? h * qr + qr + qr * H * qk : h * H * qk) + h * (kvr + C(m.qk_rope_head_dim)) +
+                kvr + kvr * H * (C(m.qk_nope_head_dim) + C(m.v_head_dim)) + H * C(m.v_head_dim) * h + proj_bias * h;
+  } else {
+    // Q is h x (heads x head_dim), K and V are h x kv each, the output projection (heads x head_dim) x h.
+    attention = h * (q + C(2) * kv) + qkv_bias * (q + C(2) * kv) + q * h + proj_bias * h;
+  }
+  if (m.qk_norm) attention = attention + C(2) * C(m.head_dim());  // one RMSNorm weight for queries, one for keys
+  if (m.attention_sinks) attention = attention + C(m.heads);
+  // GELU MLP: h->f and f->h. SwiGLU: gate and up h->f, down f->h. Biases on every output when it has them.
+  auto mlp_of = [&](const C& width) { return C(m.mlp_matrices()) * h * width + mlp_bias * (C(m.mlp_matrices() - 1) * width + h); };
+  const C mlp = mlp_of(f);
   // Two norms per layer: LayerNorm has weight and bias, RMSNorm only a weight.
-  const C norms = C(2) * (m.has_biases() ? C(2) * h : h);
+  const C norm = m.has_layer_norm() ? C(2) * h : h;
+  const C norms = C(2) * norm;
   const C dense_layer = attention + mlp + norms;
   const C token_embedding = V * h;
   const C position_embedding = m.learned_positions() ? C(m.seq_len) * h : C(0);
-  const C final_norm = m.has_biases() ? C(2) * h : h;
+  const C final_norm = norm;
   const C output_layer = m.tied_embeddings() ? C(0) : V * h;
   const C ends = token_embedding + position_embedding + final_norm + output_layer;
   C per_layer = dense_layer, total = L * dense_layer + ends, active = total;
   C router = 0, expert = 0, routed = 0, shared = 0;
   if (m.is_moe()) {
-    // A MoE layer: the router (h -> experts, no bias), the routed and the shared experts.
-    const C E = m.experts, ef = m.expert_ffn_hidden;
-    router = h * E;
-    expert = C(m.mlp_matrices()) * h * ef + bias * (ef + h);
+    // A MoE layer: the router (h -> experts, its bias and score-correction bias when it has
+    // them), the routed and the shared experts (with their gate when they have one).
+    const C E = m.experts;
+    router = h * E + C(m.router_bias ? 1 : 0) * E + C(m.router_expert_bias ? 1 : 0) * E;
+    expert = mlp_of(m.expert_ffn_hidden);
     routed = E * expert;
-    shared = C(m.shared_experts) * expert;
+    shared = C(m.shared_experts) * mlp_of(m.shared_expert_width()) + (m.shared_expert_gate ? h : C(0));
     per_layer = attention + router + routed + shared + norms;
     total = C(m.layers - m.moe_layers()) * dense_layer + C(m.moe_layers()) * per_layer + ends;
     active = total - C(m.moe_layers()) * (E - C(m.experts_per_token)) * expert;
   }
+  const C mtp = C(m.mtp_layers) * (C(2) * h + C(2) * h * h + (m.is_moe() ? per_layer : dense_layer) + norm);
   // The message is built only when something overflowed: the planner counts parameters for every
   // candidate it estimates.
   std::string what;
   for (const C& x : {total, active, attention, mlp, norms, per_layer, token_embedding, position_embedding, final_norm,
-                     output_layer, dense_layer, router, expert, routed, shared})
+                     output_layer, dense_layer, router, expert, routed, shared, mtp})
     if (!x.ok() && what.empty())
       what = "the parameter count of " + m.name + " (" + std::to_string(m.layers) + " layers, hidden " +
              std::to_string(m.hidden) + ", ffn " + std::to_string(m.ffn_hidden) + ", vocab " +
@@ -61,6 +79,7 @@ ParamCount count_parameters(const ModelSpec& m) {
   c.position_embedding = position_embedding.value(what);
   c.final_norm = final_norm.value(what);
   c.output_layer = output_layer.value(what);
+  c.mtp = mtp.value(what);
   if (m.is_moe()) {
     c.dense_layer = dense_layer.value(what);
     c.router_per_layer = router.value(what);
@@ -178,6 +197,39 @@ ModelSpec model_preset(const std::string& name) {
   return it->second;
 }
 
+std::vector<std::string> ModelSpec::beyond_family() const {
+  std::vector<std::string> out;
+  const bool gpt = family == ModelFamily::GPT;
+  if (head_size > 0 && heads > 0 && head_size * heads != hidden)
+    out.push_back(fmt::format("head_dim {} (hidden / heads = {})", head_size, hidden / heads));
+  if (qk_norm) out.push_back("QK-norm");
+  if (is_mla()) out.push_back("multi-head latent attention");
+  if (sliding_window > 0) out.push_back(fmt::format("sliding-window attention ({} tokens)", sliding_window));
+  if (attention_sinks) out.push_back("attention sinks");
+  if (mtp_layers > 0) out.push_back(fmt::format("{} multi-token-prediction layer{}", mtp_layers, mtp_layers > 1 ? "s" : ""));
+  if (!rope_scaling.type.empty()) out.push_back("rope scaling '" + rope_scaling.type + "'");
+  if (rotary_percent != 1.0) out.push_back(fmt::format("rotary on {:g} of each head", rotary_percent));
+  if (norm_eps != 1e-5) out.push_back(fmt::format("norm epsilon {:g}", norm_eps));
+  if (has_qkv_bias() != gpt) out.push_back(has_qkv_bias() ? "Q/K/V biases" : "no Q/K/V biases");
+  if (has_proj_bias() != gpt) out.push_back(has_proj_bias() ? "an output-projection bias" : "no output-projection bias");
+  if (has_mlp_bias() != gpt) out.push_back(has_mlp_bias() ? "MLP biases" : "no MLP biases");
+  if (has_layer_norm() != gpt) out.push_back(has_layer_norm() ? "LayerNorm" : "RMSNorm");
+  if (is_gated_mlp() == gpt) out.push_back(is_gated_mlp() ? "a gated MLP" : "a two-matrix MLP");
+  if (!activation.empty()) out.push_back("activation " + activation);
+  if (is_moe()) {
+    if (moe_layer_phase != 0) out.push_back(fmt::format("MoE layers at phase {} of {}", moe_layer_phase, moe_layer_freq));
+    if (shared_experts > 0 && shared_expert_width() != expert_ffn_hidden)
+      out.push_back(fmt::format("shared experts of width {} (routed {})", shared_expert_width(), expert_ffn_hidden));
+    if (shared_expert_gate) out.push_back("a shared-expert gate");
+    if (router_score != "softmax") out.push_back("router scoring " + router_score);
+    if (router_bias) out.push_back("a router bias");
+    if (router_expert_bias) out.push_back("a router expert-score bias");
+    if (router_groups > 0) out.push_back(fmt::format("group-limited routing ({} groups, top {})", router_groups, router_group_topk));
+    if (router_topk_scaling != 1.0) out.push_back(fmt::format("routed weights scaled by {:g}", router_topk_scaling));
+  }
+  return out;
+}
+
 void validate_model(const ModelSpec& m, Problems& p) {
   auto positive = [&](const char* flag, int64_t v) {
     if (v <= 0) p.add(std::string("--") + flag + " is " + std::to_string(v) + ", must be positive",
@@ -190,7 +242,9 @@ void validate_model(const ModelSpec& m, Problems& p) {
   positive("ffn-hidden", m.ffn_hidden);
   positive("seq-len", m.seq_len);
   positive("vocab", m.vocab);
-  if (m.hidden > 0 && m.heads > 0 && m.hidden % m.heads != 0)
+  if (m.head_size < 0) p.add("--head-dim is " + std::to_string(m.head_size) + ", must be positive",
+                             "give --head-dim a value above 0, or leave it out for hidden / heads");
+  if (m.head_size == 0 && !m.is_mla() && m.hidden > 0 && m.heads > 0 && m.hidden % m.heads != 0)
     p.add("hidden (" + std::to_string(m.hidden) + ") is not divisible by heads (" +
               std::to_string(m.heads) + ")",
           "choose --heads that divides --hidden, e.g. " + std::to_string(m.hidden / 64 > 0 ? m.hidden / 64 : 1) +
@@ -223,6 +277,23 @@ void validate_model(const ModelSpec& m, Problems& p) {
   } else if (m.experts < 0) {
     p.add("--experts is " + std::to_string(m.experts) + ", must be 0 (dense) or more", "give --experts 0 or N");
   }
+  if (m.is_mla() && (m.qk_nope_head_dim <= 0 || m.qk_rope_head_dim <= 0 || m.v_head_dim <= 0 || m.q_lora_rank < 0))
+    p.add(fmt::format("multi-head latent attention (kv_lora_rank {}) needs positive qk_nope_head_dim ({}), "
+                      "qk_rope_head_dim ({}) and v_head_dim ({}), and q_lora_rank ({}) of 0 or more",
+                      m.kv_lora_rank, m.qk_nope_head_dim, m.qk_rope_head_dim, m.v_head_dim, m.q_lora_rank),
+          "give all four (DeepSeek-V3: 128, 64, 128, q_lora_rank 1536)", "mla-sizes");
+  if (m.sliding_window < 0 || m.full_attention_every < 0)
+    p.add(fmt::format("sliding window {} (full attention every {} layers) is negative", m.sliding_window,
+                      m.full_attention_every),
+          "give --sliding-window 0 (none) or the window in tokens, --full-attention-every 0 or N");
+  if (!(m.norm_eps > 0 && m.norm_eps < 1))
+    p.add(fmt::format("--norm-epsilon {:g} is not between 0 and 1", m.norm_eps), "give --norm-epsilon 1e-5 or 1e-6");
+  if (!(m.rope_theta > 0)) p.add(fmt::format("--rope-theta {:g} is not positive", m.rope_theta), "give --rope-theta 10000 or 500000");
+  if (m.is_moe() && (m.moe_layer_phase < 0 || m.moe_layer_phase >= std::max<int64_t>(m.moe_layer_freq, 1)))
+    p.add(fmt::format("MoE layer phase {} is not below --moe-layer-freq {}", m.moe_layer_phase, m.moe_layer_freq),
+          "give a phase from 0 (the first layer of each group) to moe-layer-freq - 1");
+  if (m.router_score != "softmax" && m.router_score != "sigmoid")
+    p.add("router scoring '" + m.router_score + "' is unknown", "use softmax or sigmoid", "router-score");
   if (m.heads > 0 && m.kv_heads > 0 && m.heads % m.kv_heads != 0)
     p.add("heads (" + std::to_string(m.heads) + ") is not divisible by kv-heads (" +
               std::to_string(m.kv_heads) + ")",

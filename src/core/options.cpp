@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "core/dimensions.h"
+#include "core/hf_config.h"
 #include "core/input_file.h"
 #include "core/suggest.h"
 
@@ -26,10 +27,17 @@ constexpr double kMaxLayers = 1 << 12, kMaxWidth = 1 << 22, kMaxHeads = 1 << 16,
 std::vector<OptionDef> model_options() {
   return {
       {"model", "model", "model preset (gpt3-175b, gpt2-small, llama3-8b, ...)", false, "NAME", "none"},
+      input_path({"hf-config", "model", "the model of a Hugging Face config.json (GPT-2, Llama 2/3/4, Mistral, Mixtral, "
+                  "Qwen2/3 dense and MoE, DeepSeek-V2/V3, GPT-OSS, Grok-1, Nemotron-4); flags override its sizes",
+                  false, "FILE", "none"}),
       {"family", "model", "gpt or llama (for a model described by its sizes)", false, "gpt|llama", "gpt"},
       {"layers", "model", "transformer layers", false, "INT", "preset", 0, kMaxLayers},
       {"hidden", "model", "hidden size h", false, "INT", "preset", 0, kMaxWidth},
       {"heads", "model", "attention heads", false, "INT", "preset", 0, kMaxHeads},
+      {"head-dim", "model", "width of one attention head (Qwen3: 128 on hidden 2048 x 32 heads)", false, "INT", "hidden/heads", 1, kMaxWidth},
+      {"qk-norm", "model", "RMSNorm over each head's queries and keys (Qwen3)", true, "", "off, or the config's"},
+      {"rope-theta", "model", "base of the rotary embedding angles", false, "NUM", "10000, Llama 3: 500000", 1, 1e12},
+      {"norm-epsilon", "model", "LayerNorm / RMSNorm epsilon", false, "NUM", "1e-5", 1e-12, 0.1},
       {"kv-heads", "model", "key/value heads (grouped-query attention); default = heads", false, "INT", "heads", 0, kMaxHeads},
       {"ffn-hidden", "model", "MLP width; default 4h", false, "INT", "4*hidden", 0, kMaxWidth},
       {"seq-len", "model", "sequence length in tokens", false, "INT", "preset or 2048", 0, kMaxSequence},
@@ -192,6 +200,13 @@ void OptionValues::load_toml_text(const std::string& text, const std::string& or
   try {
     root = toml::parse(text, origin);
   } catch (const toml::parse_error& e) {
+    if (looks_like_json(text)) {
+      problems.add(origin + " is JSON, not TOML: a Hugging Face config.json describes only the model",
+                   "give it as --hf-config " + origin + " (or hf-config = \"" + origin +
+                       "\" in the [model] table of a TOML config)",
+                   "config-is-json");
+      return;
+    }
     const auto& where = e.source().begin;
     problems.add("malformed TOML in " + origin + " at line " + std::to_string(where.line) + ", column " +
                      std::to_string(where.column) + ": " + std::string(e.description()),

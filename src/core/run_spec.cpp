@@ -7,6 +7,7 @@
 
 #include "core/checked_size.h"
 #include "core/dimensions.h"
+#include "core/hf_config.h"
 #include "core/layout_rules.h"
 #include "core/suggest.h"
 #include "core/units.h"
@@ -30,8 +31,24 @@ static std::string list_of(const std::vector<int64_t>& v) {
 ModelSpec resolve_model(const OptionValues& v, Problems& p) {
   ModelSpec m;
   auto preset = v.get_string("model");
+  const auto hf = v.get_string("hf-config");
   bool described = v.has("layers") || v.has("hidden") || v.has("heads");
-  if (preset) {
+  if (preset && hf) {
+    p.add(fmt::format("--model {} (from {}) and --hf-config {} (from {}) both name the model", *preset, v.source("model"),
+                      *hf, v.source("hf-config")),
+          "keep one of them", "model-twice");
+    return m;
+  }
+  if (hf) {
+    Problems q, said_below;  // a bad --seq-len is reported once, where it is read below
+    std::optional<int64_t> seq;
+    if (v.has("seq-len")) seq = v.get_int("seq-len", said_below);
+    auto read = model_from_hf_config_file(*hf, "--hf-config", q, seq);
+    p.add_all(q);
+    if (!read) return m;
+    m = *read;
+    preset = m.name;  // flags below override its sizes, as they do a preset's
+  } else if (preset) {
     if (!is_model_preset(*preset)) {
       p.add("unknown model preset '" + *preset + "'",
             did_you_mean(*preset, model_preset_names()) + "use one of " + join_choices(model_preset_names()) +
@@ -59,6 +76,10 @@ ModelSpec resolve_model(const OptionValues& v, Problems& p) {
   if (auto x = v.get_int("seq-len", p)) m.seq_len = *x;
   if (auto x = v.get_int("vocab", p)) m.vocab = *x;
   if (auto x = v.get_bool("tied-embeddings", p)) m.tied = *x ? 1 : 0;
+  if (auto x = v.get_int("head-dim", p)) m.head_size = *x;
+  if (auto x = v.get_bool("qk-norm", p)) m.qk_norm = *x;
+  if (auto x = v.get_double("rope-theta", p)) m.rope_theta = *x;
+  if (auto x = v.get_double("norm-epsilon", p)) m.norm_eps = *x;
   // Dependent sizes follow the overridden ones unless given themselves.
   if (auto x = v.get_int("kv-heads", p)) m.kv_heads = *x;
   else if (!preset || (heads_given && m.family == ModelFamily::GPT)) m.kv_heads = m.heads;
@@ -84,8 +105,8 @@ ModelSpec resolve_model(const OptionValues& v, Problems& p) {
     if (!v.has("hidden")) p.add("custom model has no --hidden", "give --hidden, or use --model NAME");
     if (!v.has("heads")) p.add("custom model has no --heads", "give --heads, or use --model NAME");
     if (p.size() > before) return m;  // the missing sizes say it all
-  } else if (described || v.has("seq-len") || v.has("vocab") || v.has("ffn-hidden") || v.has("kv-heads") ||
-             moe_given) {
+  } else if (described || (v.has("seq-len") && !hf) || v.has("vocab") || v.has("ffn-hidden") || v.has("kv-heads") ||
+             v.has("head-dim") || moe_given) {
     m.name += " (modified)";
   }
   // Settings of mixture-of-experts layers on a dense model would change nothing: refused.

@@ -139,7 +139,9 @@ LayerCompute layer_compute(const ModelSpec& full, const ExecutionSpec& e, int64_
   lc.fp8 = e.precision == Precision::FP8 && gpu.fp8_flops > 0;
   lc.tokens = e.micro_batch_size * m.seq_len;
   const double T = double(lc.tokens), h = double(m.hidden), t = double(tp), f = double(m.ffn_hidden);
-  const double kv = double(m.kv_dim()), s = double(m.seq_len), d = double(m.head_dim());
+  // q: the width of Q and of the projection's input, heads x head_dim (= h unless the model
+  // sets its own head_dim: Qwen3's 32 x 128 on h 2048).
+  const double kv = double(m.kv_dim()), q = double(m.q_dim()), s = double(m.seq_len), d = double(m.head_dim());
   const double peak = peak_flops(e, gpu);
   const double gemm_peak = lc.fp8 ? fp8_peak_flops(e, gpu) : peak;
   const double gemm_eff = lc.fp8 ? c.fp8_gemm_efficiency : c.gemm_peak_efficiency;
@@ -147,9 +149,9 @@ LayerCompute layer_compute(const ModelSpec& full, const ExecutionSpec& e, int64_
   // row-parallel projection and MLP-out.
   const double mlp_in = double(m.mlp_matrices() - 1) * f / t;  // GELU: f/t; SwiGLU gate+up fused: 2f/t
   auto gemm = [&](double k, double n) { return gemm_time_s(T, k, n, 1, gemm_peak, gemm_eff, c); };
-  lc.gemm_s = gemm(h, (h + 2 * kv) / t) + gemm(h / t, h) + gemm(h, mlp_in) + gemm(f / t, h);
-  lc.column_gemm_s = gemm(h, (h + 2 * kv) / t) + (1 - moe_layer_share(m)) * gemm(h, mlp_in);
-  lc.gemm_flops = 2 * T * h * ((h + 2 * kv) / t + h / t + mlp_in + f / t);
+  lc.gemm_s = gemm(h, (q + 2 * kv) / t) + gemm(q / t, h) + gemm(h, mlp_in) + gemm(f / t, h);
+  lc.column_gemm_s = gemm(h, (q + 2 * kv) / t) + (1 - moe_layer_share(m)) * gemm(h, mlp_in);
+  lc.gemm_flops = 2 * T * h * ((q + 2 * kv) / t + q / t + mlp_in + f / t);
   // Attention: per head of this GPU, QK^T (s x d x s) and scores x V (s x s x d).
   const double batch = double(e.micro_batch_size) * double(m.heads) / t;
   lc.attention_flops = 4 * batch * s * s * d;
@@ -178,8 +180,8 @@ LayerCompute layer_compute(const ModelSpec& full, const ExecutionSpec& e, int64_
     // QKV and FC1 read the norms' outputs (T h each), the projection the attention's (T h / t),
     // FC2 the activation's (T f / t). Fused, the norms and the activation write FP8 themselves.
     const FusedCasts fc = fused_fp8_casts(m, e);
-    lc.fp8_cast_elements = T * ((fc.qkv ? 0 : h) + h / t + (fc.fc1 ? 0 : h) + (fc.fc2 ? 0 : f / t));
-    lc.fp8_fused_cast_elements = T * (h + h / t + h + f / t) - lc.fp8_cast_elements;
+    lc.fp8_cast_elements = T * ((fc.qkv ? 0 : h) + q / t + (fc.fc1 ? 0 : h) + (fc.fc2 ? 0 : f / t));
+    lc.fp8_fused_cast_elements = T * (h + q / t + h + f / t) - lc.fp8_cast_elements;
     lc.fp8_cast_s = c.fp8_cast_bytes_per_element * lc.fp8_cast_elements / hbm;
     lc.fp8_fused_cast_s = c.fp8_cast_bytes_per_element * lc.fp8_fused_cast_elements / hbm;
     lc.elementwise_s += lc.fp8_cast_s;
@@ -504,9 +506,10 @@ double active_mlp_params_per_layer(const ModelSpec& m) {
 
 double model_flops_per_step(const ModelSpec& m, int64_t global_batch, int64_t vocab, bool causal_halved) {
   const double s = double(m.seq_len), h = double(m.hidden), B = double(global_batch);
-  const double kv = double(m.kv_dim());
-  const double matrix_params = h * (h + 2 * kv) + h * h + active_mlp_params_per_layer(m);
-  const double per_layer_fwd = 2 * s * matrix_params + (causal_halved ? 2 : 4) * s * s * h;
+  const double kv = double(m.kv_dim()), q = double(m.q_dim());
+  const double matrix_params = h * (q + 2 * kv) + q * h + active_mlp_params_per_layer(m);
+  // Scores and their product with V: 2 x 2 s^2 per query feature (heads x head_dim).
+  const double per_layer_fwd = 2 * s * matrix_params + (causal_halved ? 2 : 4) * s * s * q;
   return 3 * B * (double(m.layers) * per_layer_fwd + 2 * s * h * double(vocab));
 }
 

@@ -53,6 +53,7 @@ LayerActivations layer_activations(const ModelSpec& m, const ExecutionSpec& e, i
   const double sbh = double(m.seq_len) * e.micro_batch_size * m.hidden;
   const double sbf = double(m.seq_len) * e.micro_batch_size * m.ffn_hidden;
   const double sbkv = double(m.seq_len) * e.micro_batch_size * m.kv_dim();
+  const double sbq = double(m.seq_len) * e.micro_batch_size * m.q_dim();  // Q and the projection input (= sbh unless head_dim is the model's own)
   const double as2b = double(m.heads) * m.seq_len * m.seq_len * e.micro_batch_size;
   const double t = double(tp);
   const bool dropout = m.has_dropout();
@@ -70,8 +71,8 @@ LayerActivations layer_activations(const ModelSpec& m, const ExecutionSpec& e, i
   // unfused attention repeats K and V to every query head first (Megatron's repeat_interleave, the
   // runtime's kernels) and its matrix products keep the repeated ones.
   const bool flash = e.attention == AttentionKind::Flash;
-  const double kv_held = flash ? sbkv : sbh;
-  const double inside = 2 * sbh + 4 * kv_held + 2 * sbh + mlp.split;
+  const double kv_held = flash ? sbkv : sbq;
+  const double inside = 2 * sbq + 4 * kv_held + 2 * sbq + mlp.split;
   // Attention scores: softmax output, dropout mask and output (5as^2b; 2as^2b without dropout).
   // Flash attention never stores them, only the softmax statistics (one fp32 per row and head).
   const double scores = flash ? 0.0 : (dropout ? 5 : 2) * as2b;
@@ -85,13 +86,13 @@ LayerActivations layer_activations(const ModelSpec& m, const ExecutionSpec& e, i
   // recomputation rebuilds them with the rest.
   const bool fp8 = e.precision == Precision::FP8;
   const double fp8_outside = fp8 ? 2 * sbh : 0.0;
-  const double fp8_inside = fp8 ? sbh + mlp.fc2_split : 0.0;
+  const double fp8_inside = fp8 ? sbq + mlp.fc2_split : 0.0;
   const double fp8_whole = fp8 ? mlp.fc2_whole : 0.0;
   LayerActivations a;
   const double outside_held = e.sequence_parallel ? outside / t : outside;
   const double fp8_copies = (e.sequence_parallel ? fp8_outside / t : fp8_outside) + fp8_inside / t + fp8_whole;
   // The 16-bit tensors (2 bytes) of every copy but the projection input's.
-  const double fp8_given_up = fp8 ? 2 * (fp8_copies - sbh / t) : 0.0;
+  const double fp8_given_up = fp8 ? 2 * (fp8_copies - sbq / t) : 0.0;
   a.full_layer_bytes =
       scale * (outside_held + (inside + softmax_stats) / t + mlp.whole + scores / t) + fp8_copies - fp8_given_up;
   switch (e.recompute) {

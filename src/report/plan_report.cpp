@@ -587,12 +587,17 @@ std::string plan_text(const ModelSpec& model, const ClusterSpec& cluster, int64_
                       const SearchResult& res, const std::vector<std::vector<Finding>>& findings,
                       const std::vector<std::string>& rationale, bool per_stage, const NoFitAdvice* no_fit) {
   const ParamCount pc = count_parameters(model);
-  std::string s = fmt::format("Model {} ({:.1f} B params{}), global batch {} x {} tokens\n{}\n", model.name,
+  std::string s = fmt::format("Model {} ({:.2f} B params{}), global batch {} x {} tokens\n{}\n", model.name,
                               pc.total / 1e9,
-                              model.is_moe() ? fmt::format(", {:.1f} B active per token: FLOPs and MFU count these",
+                              model.is_moe() ? fmt::format(", {:.2f} B active per token: FLOPs and MFU count these",
                                                            pc.active / 1e9)
                                              : "",
                               global_batch, model.seq_len, cluster.describe());
+  if (const auto beyond = model.beyond_family(); !beyond.empty()) {
+    std::string list;
+    for (const auto& b : beyond) list += (list.empty() ? "" : ", ") + b;
+    s += "Architecture (beyond a plain " + to_string(model.family) + " layer): " + list + "\n";
+  }
   s += fmt::format("Searched {} combinations in {:.3f} s: {} fit in memory and were estimated, of those not pruned "
                    "first by their step-time bound ({} orders merged with identical links)\n",
                    res.enumerated, res.seconds, res.estimated, res.duplicate_orders);

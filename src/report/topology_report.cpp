@@ -16,8 +16,10 @@ std::string describe_model(const ModelSpec& m) {
                       m.moe_dense_layers > 0 ? fmt::format(", first {} layers dense", m.moe_dense_layers) : "",
                       m.moe_layer_freq > 1 ? fmt::format(", one layer in {} MoE", m.moe_layer_freq) : "",
                       m.capacity_factor);
-  return fmt::format("{} ({}): {} layers, hidden {}, {} heads ({} kv), ffn {}{}, seq {}, vocab {} = {:.2f} B parameters{}",
-                     m.name, to_string(m.family), m.layers, m.hidden, m.heads, m.kv_heads, m.ffn_hidden, moe,
+  std::string arch;
+  for (const auto& b : m.beyond_family()) arch += ", " + b;
+  return fmt::format("{} ({}): {} layers, hidden {}, {} heads ({} kv){}, ffn {}{}, seq {}, vocab {} = {:.2f} B parameters{}",
+                     m.name, to_string(m.family), m.layers, m.hidden, m.heads, m.kv_heads, arch, m.ffn_hidden, moe,
                      m.seq_len, m.vocab, double(pc.total) / 1e9,
                      m.is_moe() ? fmt::format(" ({:.2f} B active per token)", double(pc.active) / 1e9) : "");
 }
