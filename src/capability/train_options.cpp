@@ -3,6 +3,8 @@
 // planning commands know every key a config file for train may hold.
 #include "capability/train_options.h"
 
+#include "core/failure_rate.h"
+
 namespace trident::capability {
 
 namespace {
@@ -24,7 +26,11 @@ std::vector<OptionDef> train_options() {
       {"eval-every", "training", "validation loss every N steps (default steps/5; 0 = only at the end)", false, "INT", "steps/5"},
       {"eval-batches", "training", "micro-batches per validation (default 4)", false, "INT", "4"},
       {"checkpoint", "training", "write a checkpoint directory here at the end (any layout can load it)", false, "DIR", "none"},
-      {"checkpoint-every", "training", "also write it every N steps", false, "INT", "0"},
+      {"checkpoint-every", "training",
+       "also write it every N steps; auto: after the second step, timed, then every sqrt(2 x save time x MTBF) / step "
+       "time steps (Young/Daly; MTBF from --failures-per-1000-gpu-days and the ranks)",
+       false, "INT|auto", "0"},
+      failure_rate_option(),
       {"stop-at", "training", "stop after this step (the schedule still runs to --steps; resume later)", false, "INT", "steps"},
       input_path({"resume", "training", "continue the run of this checkpoint directory: every setting not given is the "
                   "checkpoint's (bit-identical losses); more --steps or a new layout are applied and printed, another "

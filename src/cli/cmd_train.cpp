@@ -18,6 +18,7 @@
 #include "runtime/engine/run_meta.h"
 #include "runtime/parallel/dist_train.h"
 #include "runtime/parallel/resumed_run.h"
+#include "runtime/parallel/save_interval.h"
 #include "runtime/parallel/training_loop.h"
 #ifdef TRIDENT_HAVE_CUDA
 #include "runtime/cuda/cuda_kernels.h"
@@ -135,7 +136,21 @@ int run_train(TrainArgs& args) {
   s.seed = uint64_t(get_int("seed", 1));
   s.eval_every = get_int("eval-every", std::max<int64_t>(1, s.steps / 5));
   s.eval_batches = get_int("eval-batches", 4);
-  s.checkpoint_every = get_int("checkpoint-every", 0);
+  if (values.get_string("checkpoint-every") == "auto") {
+    s.checkpoint_every = parallel::kCheckpointEveryAuto;
+    if (!values.has("checkpoint"))
+      p.add("--checkpoint-every auto (from " + values.source("checkpoint-every") + ") saves into --checkpoint, which is not given",
+            "add --checkpoint DIR", "checkpoint-every-auto");
+  } else {
+    s.checkpoint_every = get_int("checkpoint-every", 0);
+  }
+  s.failures_per_1000_gpu_days = get_double("failures-per-1000-gpu-days", kLlama3FailuresPer1000GpuDays);
+  // The rate sets only the auto interval: a flag that would change nothing is refused (a config
+  // file's key, plan's, is not).
+  if (values.has("failures-per-1000-gpu-days") && s.checkpoint_every != parallel::kCheckpointEveryAuto &&
+      values.source("failures-per-1000-gpu-days").rfind("--", 0) == 0)
+    p.add("--failures-per-1000-gpu-days sets the interval of --checkpoint-every auto, which is not given",
+          "add --checkpoint-every auto --checkpoint DIR, or drop it", "failure-rate-unused");
   s.threads = get_int("threads", 0);  // 0: the runtime shares the node's cores among its ranks
   s.threads_given = values.has("threads");
   if (!s.threads_given) threads_from_environment(s, p);

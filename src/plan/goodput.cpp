@@ -11,9 +11,7 @@ namespace trident::plan {
 
 std::vector<OptionDef> resilience_options() {
   return {
-      {"failures-per-1000-gpu-days", "cluster",
-       "unexpected job interruptions per 1,000 GPU-days (time to train with failures)", false, "NUM",
-       fmt::format("{:.4f}: Llama 3's 419 in 54 days on 16,384 H100s", kLlama3FailuresPer1000GpuDays)},
+      failure_rate_option(),
       {"storage-gbytes-per-s", "cluster", "checkpoint storage bandwidth of the whole cluster, GB/s (save and load)",
        false, "NUM", fmt::format("{:g}: Llama 3's Tectonic, sustained", kLlama3StorageGBps), 1e-9},
       {"storage-node-gbytes-per-s", "cluster", "one node's bandwidth to the checkpoint storage, GB/s", false, "NUM",
@@ -86,6 +84,19 @@ int64_t poisson_quantile(double mean, double q) {
   }
 }
 
+double job_mtbf_s(double failures_per_1000_gpu_days, int64_t gpus) {
+  const double failures_per_gpu_s = failures_per_1000_gpu_days / 1000.0 / 86400.0;
+  return failures_per_gpu_s > 0 && gpus > 0 ? 1.0 / (failures_per_gpu_s * double(gpus)) : INFINITY;
+}
+
+double young_daly_interval_s(double save_s, double mtbf_s) { return std::sqrt(2 * save_s * mtbf_s); }
+
+int64_t interval_in_steps(double interval_s, double step_s) {
+  if (!std::isfinite(interval_s) || !(step_s > 0)) return 0;  // no failures: no reason to save for them
+  const double steps = std::round(interval_s / step_s);
+  return steps >= double(INT64_MAX / 2) ? INT64_MAX / 2 : std::max<int64_t>(1, int64_t(steps));
+}
+
 Goodput goodput(const CheckpointSize& ckpt, const ResilienceInputs& in, int64_t gpus, int64_t nodes, double step_s,
                 double ideal_s) {
   Goodput g;
@@ -99,12 +110,9 @@ Goodput goodput(const CheckpointSize& ckpt, const ResilienceInputs& in, int64_t 
   g.save_node_s = ckpt.node_bytes / in.storage_node_Bps;
   g.save_s = std::max(g.save_aggregate_s, g.save_node_s);
   g.load_s = g.save_s;
-  const double failures_per_gpu_s = in.failures_per_1000_gpu_days / 1000.0 / 86400.0;
-  g.mtbf_s = failures_per_gpu_s > 0 ? 1.0 / (failures_per_gpu_s * double(gpus)) : INFINITY;
-  g.young_interval_s = std::sqrt(2 * g.save_s * g.mtbf_s);
-  g.interval_steps = std::isfinite(g.young_interval_s) && step_s > 0
-                         ? std::max<int64_t>(1, std::llround(g.young_interval_s / step_s))
-                         : 0;  // no failures: no reason to save for them
+  g.mtbf_s = job_mtbf_s(in.failures_per_1000_gpu_days, gpus);
+  g.young_interval_s = young_daly_interval_s(g.save_s, g.mtbf_s);
+  g.interval_steps = interval_in_steps(g.young_interval_s, step_s);
   g.interval_s = double(g.interval_steps) * step_s;
   g.restart_s = in.startup_s + g.load_s;
   g.lost_per_failure_s = g.restart_s + (g.interval_s + g.save_s) / 2;

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "core/failure_rate.h"
 #include "core/options.h"
 #include "core/run_spec.h"
 #include "plan/estimate.h"
@@ -27,9 +28,6 @@ namespace trident::plan {
 // --failures-per-1000-gpu-days --storage-gbytes-per-s --storage-node-gbytes-per-s --restart-startup-s
 std::vector<OptionDef> resilience_options();
 
-// Llama 3 (Dubey et al. 2024, section 3.3.4): 419 unexpected interruptions in 54 days on 16,384 H100s.
-inline constexpr double kLlama3Failures = 419, kLlama3Days = 54, kLlama3Gpus = 16384;
-inline constexpr double kLlama3FailuresPer1000GpuDays = kLlama3Failures / (kLlama3Days * kLlama3Gpus) * 1000;
 // Llama 3 (section 3.3.1): Tectonic sustains 2 TB/s (7 TB/s peak) for the checkpoint writes.
 inline constexpr double kLlama3StorageGBps = 2000;
 // A node's storage network: two 200 Gb/s ports (a DGX's storage NICs) = 50 GB/s.
@@ -90,6 +88,13 @@ struct Goodput {
 Goodput goodput(const CheckpointSize& ckpt, const ResilienceInputs& in, int64_t gpus, int64_t nodes, double step_s,
                 double ideal_s);
 Goodput goodput(const RunSpec& run, const ResilienceInputs& in, double step_s, double ideal_s);
+
+// The job's mean time between failures: 1 / (failures per GPU-second x GPUs); infinite without failures.
+double job_mtbf_s(double failures_per_1000_gpu_days, int64_t gpus);
+// Young/Daly: the interval between saves that loses least, sqrt(2 x save x MTBF), in whole steps
+// (at least 1; 0 without failures: no save is needed for them).
+double young_daly_interval_s(double save_s, double mtbf_s);
+int64_t interval_in_steps(double interval_s, double step_s);
 
 // Smallest k with P(Poisson(mean) <= k) >= q.
 int64_t poisson_quantile(double mean, double q);

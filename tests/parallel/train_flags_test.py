@@ -38,6 +38,19 @@ with open(path("cost.toml"), "w") as f:
     f.write("[cost]\nhbm_efficiency = 0.3\ngemm_half_dim = 99\n")
 
 
+def auto_interval_holds(out):
+    m = re.search(r"sqrt\(2 x save ([0-9.]+) s \(measured\) x MTBF ([0-9.e+-]+) s .* = ([0-9.e+-]+) s / step ([0-9.]+) s "
+                  r"\(measured\) = every (\d+) steps", out)
+    if not m or "(step 2)" not in out:
+        return False
+    save, mtbf, interval, step, n = float(m[1]), float(m[2]), float(m[3]), float(m[4]), int(m[5])
+    saves = [int(x) for x in re.findall(r"checkpoint: .*\(step (\d+)\)", out)]
+    # Printed to 3 decimals: the interval and the steps within that rounding; saves at multiples of n, and at the end.
+    return (abs(interval - (2 * save * mtbf) ** 0.5) <= 0.01 * interval + 1e-3 and n >= 1
+            and abs(n - interval / step) <= 0.5 + interval * 0.0005 / step ** 2 + 0.01 * n
+            and saves == sorted(set([2] + [k for k in range(n, 8, n) if k > 2] + [8])))
+
+
 def metrics():
     return [json.loads(line) for line in open(M)]
 
@@ -73,6 +86,12 @@ rows = [
     ("--eval-batches", "2", "A", r"validation +every 3 steps and at the end, 2 micro-batches"),
     ("--checkpoint", C, "A", lambda out: json.load(open(os.path.join(C, "manifest.json")))["meta"]["step"] == 5),
     ("--checkpoint-every", "2", "A", r"checkpoint: .*\(step 2\)(.|\n)*checkpoint: .*\(step 4\)"),
+    # AUTO: --checkpoint-every auto saves after step 2, timed, then every round(sqrt(2 x save x MTBF) / step)
+    # steps, the MTBF of --failures-per-1000-gpu-days on 2 ranks (the printed inputs give the printed interval).
+    ("--checkpoint-every", "auto", "AUTO", lambda out: auto_interval_holds(out)),
+    ("--failures-per-1000-gpu-days", "1e10", "AUTO", r"MTBF 0\.00432 s \(1 / \(1e\+10 failures per 1000 GPU-days x 2 ranks\)\)"),
+    ("--failures-per-1000-gpu-days", "5", "rate-unused", r"sets the interval of --checkpoint-every auto, which is not given"),
+    ("--checkpoint-every", "auto", "auto-no-checkpoint", r"--checkpoint-every auto .*saves into --checkpoint, which is not given"),
     ("--threads", "1", "A", r"cpu \(1 OpenMP threads"),
     ("--device", "cpu", "A", r"device +cpu"),
     ("--log-every", "4", "A", lambda out: re.search(r"step +4/6 \|", out) and not re.search(r"step +2/6 \|", out)),
@@ -219,11 +238,13 @@ extra = {
     "Z3": small[:-2] + ["--dp", "2", "--eval-batches", "1"],
     "M": small + ["--eval-batches", "1"],
     "MF": small + ["--experts", "4", "--eval-batches", "1"],
+    "AUTO": [a if a != "2" or small[i - 1] != "--steps" else "8" for i, a in enumerate(small[:-2])]
+            + ["--dp", "2", "--eval-batches", "1", "--checkpoint", path("auto.ckpt")],
     "EP": small[:-2] + ["--dp", "2", "--experts", "4", "--eval-batches", "1", "--metrics", EPM,
                         "--prediction-cluster", path("bench.toml")],
 }
-must_succeed = {"help", "A", "B", "I", "C", "L", "P", "Z", "CP", "Z3", "M", "MF", "EP"}
-order = ["help", "A", "B", "I", "C", "L", "P", "Z", "CP", "Z3", "M", "MF", "EP", "cost-missing", "moe-knobs", "capability", "llama-tied", "swiglu", "zb-full",
+must_succeed = {"help", "A", "B", "I", "C", "L", "P", "Z", "CP", "Z3", "M", "MF", "EP", "AUTO"}
+order = ["help", "A", "B", "I", "C", "L", "P", "Z", "CP", "Z3", "M", "MF", "EP", "AUTO", "rate-unused", "auto-no-checkpoint", "cost-missing", "moe-knobs", "capability", "llama-tied", "swiglu", "zb-full",
          "device", "gpu-comm", "parse", "sp", "stack"]
 
 # Every option of `trident train --help` has a row.

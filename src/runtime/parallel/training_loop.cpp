@@ -40,6 +40,7 @@
 #include "report/rehearsal_report.h"
 #include "runtime/parallel/rehearsal_prediction.h"
 #include "runtime/parallel/resource_check.h"
+#include "runtime/parallel/save_interval.h"
 #include "launch/blas_core.h"
 #include "launch/fma_peak.h"
 #include "launch/openmp_wait.h"
@@ -694,6 +695,7 @@ int train(const TrainSettings& settings, const Problems& parsed, bool mpi) {
   report.first_step = first;  // a resumed run's losses start after the checkpoint's steps
 
   int64_t saved_at = -1;
+  int64_t every = s.checkpoint_every;  // auto: set after the first save, from its measured time
   auto save = [&](double loss, int64_t done) {
     save_checkpoint(trainer, groups, s.checkpoint_path, checkpoint_meta(s, done), loss);
     saved_at = done;
@@ -746,8 +748,19 @@ int train(const TrainSettings& settings, const Problems& parsed, bool mpi) {
         write_metrics(metrics, j, metrics_error);
       }
     }
-    if (s.checkpoint_every > 0 && done % s.checkpoint_every == 0 && done < stop_at && !s.checkpoint_path.empty())
+    if (every == kCheckpointEveryAuto && done >= first + 2 && done < stop_at && !s.checkpoint_path.empty()) {
+      // --checkpoint-every auto: save after the second step (the first warms caches), timed, then
+      // at the Young/Daly interval.
+      const auto t0 = std::chrono::steady_clock::now();
       save(loss, done);
+      double measured[2] = {std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), seconds};
+      all_reduce_f64(*groups.world, measured, 2, comm::ReduceOp::Max);
+      const AutoSaveInterval a = auto_save_interval(measured[0], measured[1], s.failures_per_1000_gpu_days, world);
+      every = a.steps;
+      if (rank == 0) std::printf("%s\n", auto_save_interval_text(a).c_str()), std::fflush(stdout);
+    } else if (every > 0 && done % every == 0 && done < stop_at && !s.checkpoint_path.empty()) {
+      save(loss, done);
+    }
     if (done == stop_at && rank == 0) close_metrics(metrics, metrics_error);
     stop_if_metrics_failed(loss, done);
   }

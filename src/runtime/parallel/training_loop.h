@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/failure_rate.h"
 #include "core/output_path.h"
 #include "core/run_spec.h"
 #include "runtime/data/token_file.h"
@@ -49,7 +50,8 @@ struct TrainSettings {
   int64_t log_every = -1;       // progress line every N steps; -1 = steps/20
   std::string metrics_path;     // JSON lines, one per step (rank 0)
   std::string checkpoint_path;  // checkpoint directory, written at the end
-  int64_t checkpoint_every = 0; // and every N steps
+  int64_t checkpoint_every = 0; // and every N steps; kCheckpointEveryAuto (-1): Young/Daly (save_interval.h)
+  double failures_per_1000_gpu_days = kLlama3FailuresPer1000GpuDays;  // for the auto interval
   std::string resume_path;      // continue from this checkpoint
   nlohmann::json resume_meta;   // its meta (model, step), for the run check; null: run_training reads it
   // What the start-up table says of the resume: the options taken from the checkpoint, and the
