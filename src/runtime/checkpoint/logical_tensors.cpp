@@ -91,7 +91,14 @@ ModelSpec checked_model(const CheckpointReader& reader) {
 }
 
 std::vector<float> read_shard(const CheckpointReader& reader, const nn::ParamLayout& layout, const std::string& prefix) {
-  std::vector<float> image(size_t(layout.total()), 0.0f);
+  std::vector<float> image(size_t(layout.total()));
+  read_shard_into(reader, layout, prefix, image.data());
+  return image;
+}
+
+void read_shard_into(const CheckpointReader& reader, const nn::ParamLayout& layout, const std::string& prefix,
+                     float* image) {
+  std::fill(image, image + layout.total(), 0.0f);  // what no block covers (vocabulary padding) is zero
   for (const auto& view : layout.tensors()) {
     const LogicalSlice s = logical_slice(layout.shard(), view);
     const std::string name = prefix + s.name;
@@ -101,9 +108,8 @@ std::vector<float> read_shard(const CheckpointReader& reader, const nn::ParamLay
     // Only this shard's blocks are read, never the whole logical tensor.
     for (const auto& b : s.blocks)
       reader.read_block(name, b.row, b.col, b.rows, b.cols,
-                        image.data() + view.offset + b.local_row * view.cols + b.local_col, view.cols);
+                        image + view.offset + b.local_row * view.cols + b.local_col, view.cols);
   }
-  return image;
 }
 
 }  // namespace trident::checkpoint

@@ -54,5 +54,9 @@ ModelSpec checked_model(const CheckpointReader& reader);
 // from a checkpoint: prefix "" for the parameters, "optimizer.m." / "optimizer.v." for the
 // AdamW moments. Throws InputError when a tensor is missing or has another shape.
 std::vector<float> read_shard(const CheckpointReader& reader, const nn::ParamLayout& layout, const std::string& prefix);
+// The same into `image` (layout.total() floats, e.g. the trainer's own buffer): zeroed, then
+// each block read straight into place, no copy of the shard in between.
+void read_shard_into(const CheckpointReader& reader, const nn::ParamLayout& layout, const std::string& prefix,
+                     float* image);
 
 }  // namespace trident::checkpoint

@@ -125,10 +125,19 @@ void save_checkpoint(DistTrainer& t, ProcessGroups& g, const std::string& dir, c
 void load_checkpoint(DistTrainer& t, const checkpoint::CheckpointReader& reader, bool weights_only) {
   for (int64_t c = 0; c < t.chunks(); ++c) {
     const nn::ParamLayout& L = t.chunk_layout(c);
-    t.set_whole_params(c, checkpoint::read_shard(reader, L, "").data());
+    // Straight into the trainer's own host buffers where it holds them whole (CPU, no ZeRO
+    // sharding), as the save writes from them; else through a whole copy it keeps its part of.
+    if (float* own = t.host_whole(c, -1)) {
+      checkpoint::read_shard_into(reader, L, "", own);
+      t.chunk_stage(c).params_updated();
+    } else {
+      t.set_whole_params(c, checkpoint::read_shard(reader, L, "").data());
+    }
     if (weights_only) continue;
-    for (int which = 0; which < 2; ++which)
-      t.set_whole_moment(c, which, checkpoint::read_shard(reader, L, kMoment[which]).data());
+    for (int which = 0; which < 2; ++which) {
+      if (float* own = t.host_whole(c, which)) checkpoint::read_shard_into(reader, L, kMoment[which], own);
+      else t.set_whole_moment(c, which, checkpoint::read_shard(reader, L, kMoment[which]).data());
+    }
   }
 }
 

@@ -270,7 +270,7 @@ std::vector<float> DistTrainer::whole_params(int64_t c) {
   impl_->k->to_host(out.data(), ch.stage->params(), out.size());
   return out;
 }
-const float* DistTrainer::host_whole(int64_t c, int which) {
+float* DistTrainer::host_whole(int64_t c, int which) {
   // CPU kernels' device memory is host memory (runtime/kernels/cpu); a GPU's is not.
   if (impl_->k->device_name().rfind("cpu", 0) != 0) return nullptr;
   impl_->complete_weights();

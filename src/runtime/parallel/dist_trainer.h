@@ -120,7 +120,8 @@ class DistTrainer {
   // The same whole parameters (which -1) or moment (0 = m, 1 = v) where this rank already holds
   // them so in host memory (CPU kernels, not sharded by ZeRO): a pointer into the trainer's own
   // buffer, no copy and no collective (a save writes from it). Null otherwise: use whole_*.
-  const float* host_whole(int64_t chunk, int which);
+  // A load may write there (then, for the parameters, chunk_stage(c).params_updated()).
+  float* host_whole(int64_t chunk, int which);
   void set_whole_moment(int64_t chunk, int which, const float* whole);
   void set_whole_params(int64_t chunk, const float* whole);
   kernels::Kernels& kernels();

@@ -697,9 +697,14 @@ int train(const TrainSettings& settings, const Problems& parsed, bool mpi) {
   int64_t saved_at = -1;
   int64_t every = s.checkpoint_every;  // auto: set after the first save, from its measured time
   auto save = [&](double loss, int64_t done) {
+    const auto t0 = std::chrono::steady_clock::now();
     save_checkpoint(trainer, groups, s.checkpoint_path, checkpoint_meta(s, done), loss);
     saved_at = done;
-    if (rank == 0) std::printf("checkpoint: %s (step %lld)\n", s.checkpoint_path.c_str(), (long long)done), std::fflush(stdout);
+    // The time the run waited for it: every rank's slices written, synced, and the directory swapped in.
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (rank == 0)
+      std::printf("checkpoint: %s (step %lld) saved in %.2f s\n", s.checkpoint_path.c_str(), (long long)done, took),
+          std::fflush(stdout);
   };
   // A write error on the metrics file (a full disk) stops every rank at that step, after saving
   // the checkpoint there, so the steps done are kept and the run resumes from them.
