@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "capability/train_options.h"
+#include "plan/survivor_replan.h"
 
 namespace trident::cli {
 
@@ -17,6 +18,9 @@ const std::vector<RuntimeCommand>& runtime_commands() {
       {"data", "prepare token files for training (`trident data prepare TEXT OUT`)"},
       {"rehearse", "rehearse a plan on this machine (scaled down, emulated hosts with shaped links) and judge its "
                    "prediction"},
+      {"replan", "the best layout for the GPUs left after a failure (a count, lost nodes or a Slurm node list), its "
+                 "slowdown, and whether the last checkpoint reshards into it",
+       plan::replan_options},
       {"bench", "measure this machine (peaks, and the shares of them matmuls, memory-bound kernels and MPI reach) "
                 "and write a cluster and cost TOML"},
   };
