@@ -7,6 +7,7 @@
 #include <memory>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "capability/rehearsal_check.h"
 #include "cli/cli_options.h"
@@ -23,6 +24,7 @@
 #include "report/goodput_report.h"
 #include "report/launch_config.h"
 #include "report/output_file.h"
+#include "report/plan_questions.h"
 #include "report/plan_report.h"
 #include "report/time_to_train.h"
 #include "report/topology_report.h"
@@ -34,6 +36,8 @@ struct PlanArgs {
   std::unique_ptr<CliOptions> options;
   std::string emit;
   std::string html;
+  std::vector<std::string> compare;
+  std::optional<double> days;
 };
 
 // --emit FILE.toml writes the winner as a config every command reads; the framework names print
@@ -112,6 +116,28 @@ plan::SearchSpace fixed_dimensions(const OptionValues& v, const ExecutionSpec& e
   return s;
 }
 
+// The launch --emit prints runs only its framework's schedules (those of the stack preset that
+// predicts it): the search keeps to them, so that the launch never refuses the winner; a schedule
+// fixed by hand outside them is refused up front.
+void keep_to_framework_schedules(const std::string& emit, plan::SearchSpace& space, Problems& p) {
+  const bool megatron = emit == "megatron" || emit == "slurm";
+  const StackPreset* framework = find_stack(megatron ? "megatron-core-te" : "torchtitan");
+  std::vector<ScheduleKind> keep;
+  for (ScheduleKind k : framework->schedules)
+    if (space.stack_schedules.empty() ||
+        std::find(space.stack_schedules.begin(), space.stack_schedules.end(), k) != space.stack_schedules.end())
+      keep.push_back(k);
+  space.stack_schedules = keep;
+  if (space.schedule && !framework->runs(*space.schedule)) {
+    std::vector<std::string> names;
+    for (ScheduleKind k : keep) names.push_back(to_string(k));
+    p.add(fmt::format("--schedule {} with --emit {}: {} runs {} only", to_string(*space.schedule), emit,
+                      megatron ? "Megatron-LM" : "torchtitan", fmt::join(names, " and ")),
+          fmt::format("leave --schedule out (the search then picks the best of {})", fmt::join(names, " and ")),
+          "emit-schedule");
+  }
+}
+
 Runner setup_plan(CLI::App& cmd) {
   auto args = std::make_shared<PlanArgs>();
   args->options = std::make_unique<CliOptions>(
@@ -127,6 +153,16 @@ Runner setup_plan(CLI::App& cmd) {
   cmd.add_option("--html", args->html, "write the report (candidates, memory, step time, topology, timeline) as one "
                                        "self-contained HTML page")
       ->type_name("FILE");
+  cmd.add_option("--compare", args->compare,
+                 "plan two or more given layouts side by side instead of the search's best: each a list of sizes "
+                 "joined by '-' (e.g. --compare tp8-pp4,tp4-pp8-dp16), the rest of each searched")
+      ->delimiter(',')
+      ->type_name("LAYOUT,LAYOUT[,...]")
+      ->default_str("none");
+  cmd.add_option("--days", args->days,
+                 "the fewest GPUs (whole nodes of the cluster) whose best layout trains --train-tokens in N days")
+      ->type_name("NUM")
+      ->default_str("none");
   return [args] {
     Problems p;
     OptionValues values = args->options->collect(p);
@@ -134,7 +170,8 @@ Runner setup_plan(CLI::App& cmd) {
     const ModelSpec model = resolve_model(values, p);
     const ClusterSpec cluster = resolve_cluster(values, p);
     const ExecutionSpec exec = resolve_execution(values, p, default_stack(cluster));
-    const plan::SearchSpace space = fixed_dimensions(values, exec, p);
+    plan::SearchSpace space = fixed_dimensions(values, exec, p);
+    if (!emit_is_file(args->emit)) keep_to_framework_schedules(args->emit, space, p);
     {
       RunSpec fixed;  // cp, ep and etp against the model, before the search sets the rest
       fixed.model = model;
@@ -153,6 +190,16 @@ Runner setup_plan(CLI::App& cmd) {
     check_outputs({{emit_is_file(args->emit) ? args->emit : "", "--emit"}, {args->html, "--html"}},
                   args->options->input_paths(values), p);
     const CostTable cost = resolve_cost(values, cluster.gpu, p);
+    if (args->days && !(*args->days > 0 && *args->days < 1e6))
+      p.add(fmt::format("--days {} is not a positive number of days", *args->days), "give e.g. --days 30", "option-range");
+    if (args->days && !budget.train_tokens)
+      p.add("--days asks for the GPUs that train --train-tokens in that time, and --train-tokens is not given",
+            "add --train-tokens (e.g. 15T)", "days-without-tokens");
+    if ((args->days || !args->compare.empty()) && !args->emit.empty())
+      p.add("--emit writes the search's best layout, not a --compare or --days answer", "drop --emit, or run it apart",
+            "plan-question");
+    if (args->days && !args->compare.empty())
+      p.add("--days and --compare are two questions", "ask one of them per run", "plan-question");
     if (!values.has("global-batch-size"))
       p.add("no global batch size given", "give --global-batch-size (sequences per step; GPT-3 175B used 1536)");
     if (exec.global_batch_size > 0 && space.micro_batch && *space.micro_batch > exec.global_batch_size)
@@ -160,6 +207,26 @@ Runner setup_plan(CLI::App& cmd) {
                         exec.global_batch_size),
             "lower --micro-batch-size or raise --global-batch-size", "batch-divisibility");
     p.throw_if_any();
+
+    if (!args->compare.empty() || args->days) {
+      std::string text;
+      nlohmann::json j;
+      bool answered = true;
+      if (!args->compare.empty()) {
+        const auto c = compare_layouts(args->compare, model, cluster, exec.global_batch_size, space, out.overhead_bytes,
+                                       cost, p);
+        text = compare_text(c), j = {{"compare", compare_json(c)}};
+        answered = std::all_of(c.begin(), c.end(), [](const Compared& x) { return x.best.has_value(); });
+      } else {
+        const FewestGpus f = fewest_gpus(*args->days, budget, model, cluster, exec.global_batch_size, space,
+                                         out.overhead_bytes, cost);
+        text = fewest_gpus_text(f, cluster), j = {{"fewest_gpus", fewest_gpus_json(f, cluster)}};
+        answered = f.nodes.has_value();
+      }
+      if (out.json) std::printf("%s\n", j.dump(2).c_str());
+      else std::printf("%s%s", stack_line(exec, values.has("stack")).c_str(), text.c_str());
+      return answered ? 0 : 1;
+    }
 
     // Ranked by goodput: every feasible candidate (no pruning by the throughput bound), re-ranked.
     plan::SearchSpace searched_space = space;

@@ -10,6 +10,7 @@
 #include "cli/runtime_commands.h"
 #include "cli/unknown_arguments.h"
 #include "core/problems.h"
+#include "core/standard_output.h"
 
 namespace trident::cli {
 
@@ -80,8 +81,12 @@ int run_cli(int argc, char** argv) {
     return 2;
   }
   try {
+    // A report that did not reach standard output (a full disk, a closed pipe) fails the run.
     for (auto& [sub, run] : runners)
-      if (sub->parsed()) return run();
+      if (sub->parsed()) {
+        const int code = run();
+        return standard_output_written(sub->get_name(), "the report") ? code : 1;
+      }
   } catch (const trident::InputError& e) {
     print_problems(e);
     return 2;

@@ -1,5 +1,6 @@
 #include "cli/unknown_arguments.h"
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,8 @@ Problems unknown_arguments(const CLI::App& app, int argc, char** argv) {
     return p;
   }
   const std::string help = "trident " + name + " --help lists its flags";
+  std::map<const CLI::Option*, int> given;
+  std::vector<const CLI::Option*> repeated;
   for (++i; i < argc; ++i) {
     const std::string word = argv[i];
     const bool is_long = word.rfind("--", 0) == 0 && word.size() > 2;
@@ -49,6 +52,9 @@ Problems unknown_arguments(const CLI::App& app, int argc, char** argv) {
     const bool inline_value = flag.size() < word.size();
     if (const CLI::Option* o = cmd->get_option_no_throw(flag)) {
       if (!inline_value && o->get_expected_min() > 0) ++i;  // its value, whatever it looks like
+      // Given again where it takes one value (CLI11 alone: "At Most 1 required but received 2").
+      if (o->get_multi_option_policy() == CLI::MultiOptionPolicy::Throw && ++given[o] == 2)
+        repeated.push_back(o);
       continue;
     }
     // An unknown flag: the word after it is taken as its value, not reported a second time.
@@ -57,6 +63,11 @@ Problems unknown_arguments(const CLI::App& app, int argc, char** argv) {
     const std::string bare = flag.substr(is_long ? 2 : 1);
     p.add("trident " + name + " has no flag " + flag + (value.empty() ? "" : " (given '" + value + "')"),
           did_you_mean(bare, flag_names(*cmd), "--") + help, "unknown-flag");
+  }
+  for (const CLI::Option* o : repeated) {
+    const std::string flag = "--" + o->get_lnames().front();
+    p.add(flag + " is given " + std::to_string(given[o]) + " times to trident " + name + "; it takes one value",
+          "give " + flag + " once", "option-repeated");
   }
   return p;
 }

@@ -9,6 +9,7 @@
 
 namespace trident::cli {
 
+// And each option given more than once where it takes one value.
 // Empty when every word is known (the parse failed for another reason).
 Problems unknown_arguments(const CLI::App& app, int argc, char** argv);
 

@@ -1,5 +1,6 @@
 #include "core/execution_spec.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace trident {
@@ -117,6 +118,16 @@ bool parse_overlap(const std::string& text, Overlap& out) {
   return true;
 }
 
+namespace {
+// Megatron-LM's pretrain_gpt.py: 1F1B, or 1F1B interleaved over virtual stages (no GPipe, no
+// zero-bubble schedule), as its emitted launch (report/emit_megatron.cpp) refuses the others.
+const std::vector<ScheduleKind> kMegatronSchedules = {ScheduleKind::OneFOneB, ScheduleKind::Interleaved};
+}  // namespace
+
+bool StackPreset::runs(ScheduleKind s) const {
+  return schedules.empty() || std::find(schedules.begin(), schedules.end(), s) != schedules.end();
+}
+
 const std::vector<StackPreset>& stack_presets() {
   static const std::vector<StackPreset> stacks = {
       {"trident",
@@ -127,7 +138,8 @@ const std::vector<StackPreset>& stack_presets() {
        "Megatron-LM as in Narayanan 2021 / Korthikanti 2022: unfused attention, fp32 main grads, gradients all-reduced "
        "after the pipeline flush, not behind the backward (its local DDP; overlap_grad_reduce came with Megatron-Core), "
        "pipeline sends of 1/tp shares gathered by the receiver without sequence parallel (its scatter/gather)",
-       AttentionKind::Unfused, {false, false, false}, 32, -1, false, false, {.pipeline_sends_whole_tensor = false}},
+       AttentionKind::Unfused, {false, false, false}, 32, -1, false, false, {.pipeline_sends_whole_tensor = false},
+       kMegatronSchedules, true},
       {"megatron-core-te",
        "Megatron-Core / NeMo with Transformer Engine: flash attention, TP and DP overlap, PP overlap in the "
        "interleaved schedule (Megatron's 1F1B sends block), distributed optimizer (ZeRO 1), bf16 gradient reduction, selective recompute of the core attention, "
@@ -135,7 +147,8 @@ const std::vector<StackPreset>& stack_presets() {
        "FP8 casts of the QKV, FC1 and FC2 inputs fused into the norms and the activation (LayerNormLinear / LayerNormMLP), "
        "pipeline sends of the whole activation from every TP rank without sequence parallel (no scatter/gather)",
        AttentionKind::Flash, {true, true, true, true}, 16, 1, false, true,
-       {.dp_overlap_per_chunk = true, .pipeline_sends_whole_tensor = true, .fp8_fused_casts = true}},
+       {.dp_overlap_per_chunk = true, .pipeline_sends_whole_tensor = true, .fp8_fused_casts = true},
+       kMegatronSchedules, true},
       {"deepspeed",
        "DeepSpeed ZeRO with its pipeline engine (Megatron-DeepSpeed): flash attention, overlapped gradient "
        "reduction (overlap_comm) without pipeline parallelism, after the pipeline flush with it (the engine's "
@@ -148,14 +161,16 @@ const std::vector<StackPreset>& stack_presets() {
        // Megatron-LM (Korthikanti 2022, 530B full recompute, predicted within 0.1% at 1) takes
        // 0.168 s per micro-batch against MT-NLG's 0.219 s (bubbles taken out): 0.77, the same ratio.
        {.pipeline_sends_whole_tensor = true, .dp_after_pipeline_flush = true, .fused_swiglu = false, .compute_efficiency = 0.767},
-       ScheduleKind::OneFOneB},
+       {ScheduleKind::OneFOneB}},
       {"torchtitan",
        "torchtitan: FSDP2 (ZeRO 3 only: torchtitan has no ZeRO 1 or 2) with prefetched all-gathers, PyTorch SDPA flash attention, TP "
        "collectives blocking (its default: async TP needs torch.compile, which it leaves off), fp32 "
        "gradient reduction, context parallel by all-gathering K and V (its default rotate method), SwiGLU in eager "
        "PyTorch ops (no torch.compile), pipeline sends of the activation each TP rank holds",
        AttentionKind::Flash, {false, true, false}, 32, 3, true, false,
-       {.cp_kind = CpKind::AllGather, .pipeline_sends_whole_tensor = true, .fused_swiglu = false}},
+       {.cp_kind = CpKind::AllGather, .pipeline_sends_whole_tensor = true, .fused_swiglu = false},
+       // Its zero-bubble schedules split the model into several chunks per rank; zb-h1 has one.
+       {ScheduleKind::GPipe, ScheduleKind::OneFOneB, ScheduleKind::Interleaved}},
   };
   return stacks;
 }
@@ -179,7 +194,7 @@ void apply_stack(const StackPreset& s, ExecutionSpec& e) {
   if (s.zero >= 0) e.zero = s.zero;
   e.recompute_flash_attention = s.recompute_flash_attention;
   e.recipe = s.recipe;
-  if (s.only_schedule) e.schedule = *s.only_schedule;
+  if (!s.runs(e.schedule)) e.schedule = s.schedules.front();
 }
 
 }  // namespace trident

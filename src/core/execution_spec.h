@@ -153,9 +153,14 @@ struct StackPreset {
   bool zero_fixed = false;  // the framework has no other stage: the search keeps `zero`
   bool recompute_flash_attention = false;  // selective recompute reruns the fused attention forward
   RecipeSettings recipe{};                 // what the framework does by default
-  // The one pipeline schedule the framework has (DeepSpeed's pipeline engine: 1F1B only): another
-  // one asked for is refused, the search tries this one alone. Empty: every schedule.
-  std::optional<ScheduleKind> only_schedule{};
+  // The pipeline schedules the framework runs (DeepSpeed's pipeline engine: 1F1B only; Megatron:
+  // 1F1B and interleaved, no GPipe or zero-bubble): another one asked for is refused, the search
+  // tries these alone. Empty: every schedule.
+  std::vector<ScheduleKind> schedules{};
+  // Under fp16 the framework reduces gradients in fp32 even where it reduces bf16 ones in 16 bits
+  // (Megatron: --grad-reduce-in-bf16 exists, an fp16 reduction does not).
+  bool fp16_grads_in_fp32 = false;
+  bool runs(ScheduleKind s) const;  // whether `schedules` holds s (or is empty)
 };
 const std::vector<StackPreset>& stack_presets();
 const StackPreset* find_stack(const std::string& name);

@@ -66,10 +66,10 @@ std::vector<OptionDef> cluster_options() {
       {"gpu-fp8-tflops", "cluster", "dense FP8 peak, TFLOP/s (0: no FP8)", false, "NUM", "preset"},
       {"gpu-hbm-gbytes-per-s", "cluster", "memory bandwidth, GB/s", false, "NUM", "preset"},
       {"intra-link", "cluster", "link inside a node: nvlink or pcie", false, "nvlink|pcie", "preset"},
-      {"intra-gbytes-per-s", "cluster", "per-GPU bandwidth inside a node, GB/s per direction", false, "NUM", "preset"},
+      {"intra-gbytes-per-s", "cluster", "per-GPU bandwidth inside a node, GB/s per direction (or with a unit: 900GB/s, 400Gb/s)", false, "NUM", "preset"},
       {"intra-latency-us", "cluster", "latency inside a node, microseconds", false, "NUM", "preset"},
       {"inter-link", "cluster", "link between nodes: infiniband or ethernet", false, "infiniband|ethernet", "preset"},
-      {"inter-node-gbytes-per-s", "cluster", "a node's total network bandwidth, GB/s per direction", false, "NUM", "preset"},
+      {"inter-node-gbytes-per-s", "cluster", "a node's total network bandwidth, GB/s per direction; or per GPU with a unit as vendors quote it (400Gb/s: one 400 Gb/s NIC per GPU)", false, "NUM", "preset"},
       {"inter-latency-us", "cluster", "latency between nodes, microseconds", false, "NUM", "preset"},
   };
 }
@@ -84,7 +84,7 @@ std::vector<OptionDef> execution_options() {
       {"virtual-stages", "training", "model chunks per GPU for the interleaved schedule", false, "INT", "1 (2 if interleaved)", 0, kMaxLayers},
       {"zero", "training", "ZeRO stage 0-3 (1 = distributed optimizer)", false, "0|1|2|3", "0", -1e18},  // its own check names the stages
       {"recompute", "training", "activation recomputation: none, selective or full", false, "none|selective|full", "none"},
-      {"sequence-parallel", "training", "sequence parallel around LayerNorm and dropout", true, "", "off"},
+      {"sequence-parallel", "training", "sequence parallel around LayerNorm and dropout", true, "", "on with tp > 1 (train: off)"},
       {"recompute-flash-attention", "training",
        "with --recompute selective and flash attention, rerun the fused attention forward before the backward "
        "(Megatron-Core's core-attention checkpoint)",
@@ -224,6 +224,8 @@ void OptionValues::load_toml_text(const std::string& text, const std::string& or
   };
 
   std::map<std::string, std::string> seen;  // canonical key -> where this file set it
+  constexpr int64_t kUnknownKeysListed = 10;
+  int64_t unknown_keys = 0, unknown_tables = 0;
   auto take = [&](const std::string& raw_key, const toml::node& node, const std::string& table) {
     const std::string key = canonical(raw_key);
     const std::string where = origin + (table.empty() ? "" : " [" + table + "]");
@@ -241,6 +243,9 @@ void OptionValues::load_toml_text(const std::string& text, const std::string& or
       return;
     }
     if (!def) {
+      // The first few named with a suggestion, the rest counted: a file of a million unknown keys
+      // is refused in the time it takes to read, with a list one can read.
+      if (++unknown_keys > kUnknownKeysListed) return;
       std::vector<std::string> known;
       for (const auto* defs : {&defs_, &elsewhere_})
         for (const auto& d : *defs) {
@@ -271,6 +276,7 @@ void OptionValues::load_toml_text(const std::string& text, const std::string& or
     const std::string key(k.str());
     if (const toml::table* t = node.as_table()) {
       if (std::find(sections.begin(), sections.end(), key) == sections.end()) {
+        if (++unknown_tables > kUnknownKeysListed) continue;
         problems.add("unknown table [" + key + "] in " + origin,
                      did_you_mean(key, sections) + "use one of " + join_choices([&] {
                        std::vector<std::string> s;
@@ -284,6 +290,11 @@ void OptionValues::load_toml_text(const std::string& text, const std::string& or
       take(key, node, "");
     }
   }
+  for (const auto& [n, what] : {std::pair{unknown_keys, "keys"}, {unknown_tables, "tables"}})
+    if (n > kUnknownKeysListed)
+      problems.add(fmt::format("{} unknown {} in {} in all; the first {} are listed above", n, what, origin,
+                               kUnknownKeysListed),
+                   "remove them or use known names; run with --help to list them", std::string("unknown-") + what);
 }
 
 std::optional<std::string> OptionValues::get_string(const std::string& name) const {

@@ -1,11 +1,13 @@
 #include "core/run_spec.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cctype>
 
 #include "core/checked_size.h"
+#include "core/count_text.h"
 #include "core/dimensions.h"
 #include "core/hf_config.h"
 #include "core/layout_rules.h"
@@ -176,6 +178,24 @@ void check_link_overrides(const OptionValues& v, const std::string& preset, Prob
   }
 }
 
+// A link's bandwidth in bytes per second: the option's own unit (GB/s, of `per` GPUs), or as
+// vendors quote it per GPU with its unit (400Gb/s: one 400 Gb/s NIC per GPU; 50GB/s), times `per`.
+std::optional<double> link_rate_Bps(const OptionValues& v, const std::string& name, int64_t per, Problems& p) {
+  const std::optional<std::string> text = v.get_string(name);
+  if (!text) return std::nullopt;
+  if (const std::optional<double> per_gpu = parse_rate_with_unit(*text)) {
+    if (!(*per_gpu > 0) || *per_gpu > 1e15) {
+      p.add(fmt::format("--{} '{}' is not a positive link speed", name, *text),
+            fmt::format("give --{} in GB/s, or per GPU with its unit such as 400Gb/s", name), "option-range");
+      return std::nullopt;
+    }
+    return *per_gpu * double(std::max<int64_t>(per, 1));
+  }
+  const std::optional<double> x = v.get_double(name, p);
+  if (!x) return std::nullopt;
+  return *x * kGB;
+}
+
 }  // namespace
 
 ClusterSpec resolve_cluster(const OptionValues& v, Problems& p) {
@@ -221,9 +241,9 @@ ClusterSpec resolve_cluster(const OptionValues& v, Problems& p) {
     else p.add("--inter-link '" + *k + "' is unknown", "use infiniband or ethernet");
   }
   if (preset || (!v.has("gpu") && !custom_gpu_given(v))) check_link_overrides(v, c.name, p);
-  if (auto x = v.get_double("intra-gbytes-per-s", p)) c.intra.bandwidth_Bps = *x * kGB;
+  if (auto x = link_rate_Bps(v, "intra-gbytes-per-s", 1, p)) c.intra.bandwidth_Bps = *x;
   if (auto x = v.get_double("intra-latency-us", p)) c.intra.latency_s = *x * kMicro;
-  if (auto x = v.get_double("inter-node-gbytes-per-s", p)) c.inter.bandwidth_Bps = *x * kGB;
+  if (auto x = link_rate_Bps(v, "inter-node-gbytes-per-s", c.gpus_per_node, p)) c.inter.bandwidth_Bps = *x;
   if (auto x = v.get_double("inter-latency-us", p)) c.inter.latency_s = *x * kMicro;
   validate_cluster(c, p);
   if (c.nodes > 0 && c.gpus_per_node > 0 && c.hosts_per_nvlink_domain > 0) {
@@ -343,6 +363,9 @@ ExecutionSpec resolve_execution(const OptionValues& v, Problems& p, const std::s
       p.add("--precision '" + *s + "' is unknown", did_you_mean(*s, precision_names()) + "use " + join_choices(precision_names()));
   }
   if (e.precision == Precision::FP32) e.grad_bits = 32;
+  // A stack that reduces only bf16 gradients in 16 bits keeps fp16 ones in fp32 (--grad-bits wins).
+  if (const StackPreset* s = find_stack(e.stack); s && s->fp16_grads_in_fp32 && e.precision == Precision::FP16)
+    e.grad_bits = 32;
   if (auto s = v.get_string("attention")) {
     if (!parse_attention(*s, e.attention))
       p.add("--attention '" + *s + "' is unknown", did_you_mean(*s, attention_names()) + "use " + join_choices(attention_names()));
@@ -368,12 +391,22 @@ ExecutionSpec resolve_execution(const OptionValues& v, Problems& p, const std::s
     p.add(fmt::format("--virtual-stages {} needs the interleaved schedule, not {}", e.virtual_stages,
                       to_string(e.schedule)),
           "add --schedule interleaved, or use --virtual-stages 1");
-  if (const StackPreset* s = find_stack(e.stack); s && s->only_schedule && e.schedule != *s->only_schedule)
-    p.add(fmt::format("--stack {} with --schedule {}: the {} stack's pipeline engine runs {} only", e.stack,
-                      to_string(e.schedule), e.stack, to_string(*s->only_schedule)),
-          fmt::format("use --schedule {}, or a stack that has the {} schedule (megatron-core-te)",
-                      to_string(*s->only_schedule), to_string(e.schedule)),
+  if (const StackPreset* s = find_stack(e.stack); s && !s->runs(e.schedule)) {
+    std::vector<std::string> runs, others;
+    for (ScheduleKind k : s->schedules) runs.push_back(to_string(k));
+    for (const StackPreset& o : stack_presets())
+      if (o.runs(e.schedule)) others.push_back(o.name);
+    p.add(fmt::format("--stack {} with --schedule {}: the {} stack runs {} only", e.stack, to_string(e.schedule),
+                      e.stack, fmt::join(runs, " and ")),
+          // Not "--schedule X" among several: one forced by hand may plan worse than the search's pick.
+          fmt::format("{} (plan then picks the best of {}; lint and simulate run {}), or use a stack that has the {} "
+                      "schedule ({})",
+                      runs.size() == 1 ? "use --schedule " + runs.front() + " or leave --schedule out"
+                                       : std::string("leave --schedule out"),
+                      fmt::join(runs, " and "), to_string(s->schedules.front()), to_string(e.schedule),
+                      fmt::join(others, ", ")),
           "stack-schedule");
+  }
   return e;
 }
 
@@ -406,6 +439,12 @@ void check_run(const RunSpec& r, bool check_batch, Problems& p) {
   if (check_batch) check_rules(RuleKind::Batch, r, p);
 }
 
+bool sequence_parallel_by_default(int64_t tp) { return tp > 1; }
+
+void default_sequence_parallel(const OptionValues& values, RunSpec& run) {
+  if (!values.has("sequence-parallel")) run.exec.sequence_parallel = sequence_parallel_by_default(run.layout.tp);
+}
+
 RunSpec resolve_run(const OptionValues& values, bool check_batch) {
   Problems p;
   RunSpec r;
@@ -413,6 +452,7 @@ RunSpec resolve_run(const OptionValues& values, bool check_batch) {
   r.cluster = resolve_cluster(values, p);
   r.layout = resolve_layout(values, r.cluster, p);
   r.exec = resolve_execution(values, p, default_stack(r.cluster));
+  default_sequence_parallel(values, r);
   r.cost = resolve_cost(values, r.cluster.gpu, p);
   check_run(r, check_batch, p);
   p.throw_if_any();

@@ -35,4 +35,8 @@ struct Links {
 };
 Links mesh_links(const Mesh& mesh, const ClusterSpec& cluster);
 
+// TP groups that leave their node (or NVLink domain): lint's error tp-crosses-nodes, which the
+// search therefore never ranks (a plan is a layout its own lint passes).
+inline bool tp_crosses_domains(int64_t tp, const GroupLink& tp_link) { return tp > 1 && tp_link.crosses_domains(); }
+
 }  // namespace trident::plan

@@ -214,7 +214,7 @@ void Checked::check_tp_link(std::vector<Finding>& f) const {
   if (l.tp > 1 && (tpl.crosses_domains() || tpl.kind != LinkKind::NVLink)) {
     const StageTime& st = e.stages[e.pipeline.slowest_stage];
     const double fwd = (st.compute_forward_s + st.compute_backward_s);
-    add(f, tpl.crosses_domains() ? Severity::Error : Severity::Warning, "tp-crosses-nodes",
+    add(f, tp_crosses_domains(l.tp, tpl) ? Severity::Error : Severity::Warning, "tp-crosses-nodes",
         fmt::format("TP groups of {} GPUs run on {} at {:.3g} GB/s per GPU{}: {} of {} TP groups leave their {} "
                     "({} GPUs); TP all-reduces take {} per micro-batch against {} of compute ({:.0f}% of the step)",
                     l.tp, to_string(tpl.kind), gbps(tpl.bandwidth_Bps),
@@ -463,6 +463,7 @@ RunSpec resolve_all(const OptionValues& values, Problems& all) {
   r.cluster = resolve_cluster(values, all);
   r.layout = resolve_layout(values, r.cluster, all);
   r.exec = resolve_execution(values, all, default_stack(r.cluster));
+  default_sequence_parallel(values, r);  // as plan's search takes it
   r.cost = resolve_cost(values, r.cluster.gpu, all);
   return r;
 }

@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "core/dimensions.h"
+#include "core/run_spec.h"
 
 namespace trident::plan {
 
@@ -70,7 +71,7 @@ void SearchSpace::use_stack(const ExecutionSpec& exec) {
   settings = exec;
   const StackPreset* preset = find_stack(exec.stack);
   if (preset && preset->zero_fixed) zero = exec.zero;
-  if (preset && preset->only_schedule) schedule = preset->only_schedule;  // the framework has no other
+  if (preset) stack_schedules = preset->schedules;  // the framework has no other
 }
 
 void SearchSpace::fix_layout(const Layout& l) {
@@ -131,7 +132,9 @@ struct Searcher {
   SearchResult& res;
   RunSpec run;  // the candidate being built
 
-  void reject(const std::string& reason, int64_t n = 1) { res.rejected[reason] += n; }
+  void reject(const std::string& reason, int64_t n = 1) {
+    if (n > 0) res.rejected[reason] += n;
+  }
   int64_t etp() const { return space.size(Dim::ETP).value_or(1); }
 
   // The rank orders of a shape whose groups land on distinct links, each with its links.
@@ -155,6 +158,10 @@ struct Searcher {
       }
       Mesh mesh(l, cluster.gpus_per_node);
       Links links = mesh_links(mesh, cluster);
+      if (tp_crosses_domains(tp, links.tp.link)) {
+        reject("TP groups leave their node (lint's error tp-crosses-nodes)");
+        continue;
+      }
       bool dup = false;
       for (const auto& [o, other] : layouts) dup = dup || signature(other) == signature(links);
       if (dup && space.dedupe_orders) {
@@ -169,7 +176,11 @@ struct Searcher {
   // The pipeline schedules to try at pp stages and m micro-batches per pipeline.
   std::vector<Schedule> schedules(int64_t pp, int64_t m, int64_t n_orders) {
     std::vector<Schedule> out;
-    auto want = [&](ScheduleKind k) { return !space.schedule || *space.schedule == k; };
+    auto want = [&](ScheduleKind k) {
+      return (!space.schedule || *space.schedule == k) &&
+             (space.stack_schedules.empty() ||
+              std::find(space.stack_schedules.begin(), space.stack_schedules.end(), k) != space.stack_schedules.end());
+    };
     if (want(ScheduleKind::OneFOneB)) out.push_back({ScheduleKind::OneFOneB, 1});
     if (pp == 1) return out;
     if (want(ScheduleKind::GPipe)) {
@@ -222,7 +233,8 @@ struct Searcher {
         if (space.recompute && rc != *space.recompute) continue;
         for (bool sp : {false, true}) {
           if (space.sequence_parallel ? sp != *space.sequence_parallel : (sp && tp == 1)) continue;
-          if (!space.sequence_parallel && !sp && tp > 1 && space.prune_dominated) {
+          // Not given, the other commands take sequence_parallel_by_default(tp): what this keeps.
+          if (!space.sequence_parallel && sp != sequence_parallel_by_default(tp) && space.prune_dominated) {
             reject("dominated: sequence parallel off (same traffic, more memory and time)", n_orders);
             continue;
           }

@@ -24,6 +24,8 @@ struct SearchSpace {
   std::array<std::optional<int64_t>, 8> sizes;
   std::optional<int64_t> micro_batch, virtual_stages;
   std::optional<ScheduleKind> schedule;
+  // The schedules the stack (or the launch --emit writes) runs; empty: every schedule.
+  std::vector<ScheduleKind> stack_schedules;
   std::optional<int> zero;
   std::optional<Recompute> recompute;
   std::optional<bool> sequence_parallel;

@@ -106,10 +106,12 @@ void pipeline_args(const RunSpec& run, std::vector<std::string>& a, std::vector<
   const int64_t v = e.schedule == ScheduleKind::Interleaved ? e.virtual_stages : 1;
   if (e.schedule == ScheduleKind::ZeroBubbleH1 && l.pp > 1)
     refuse.add("schedule zb-h1: Megatron-LM's pretrain_gpt.py has no zero-bubble schedule",
-               "replan with --schedule 1f1b or --schedule interleaved", "megatron-schedule");
+               "replan without --schedule: with --emit megatron the search keeps to the schedules Megatron runs",
+               "megatron-schedule");
   if (e.schedule == ScheduleKind::GPipe && l.pp > 1)
     refuse.add("schedule gpipe: Megatron always runs 1F1B (the plan's activation memory differs)",
-               "replan with --schedule 1f1b", "megatron-schedule");
+               "replan without --schedule: with --emit megatron the search keeps to the schedules Megatron runs",
+               "megatron-schedule");
   if (l.pp == 1) return;
   const std::vector<int64_t> chunks = plan::chunk_layers(m.layers, l.pp, v);
   const bool even = std::all_of(chunks.begin(), chunks.end(), [&](int64_t c) { return c == chunks.front(); });

@@ -58,8 +58,14 @@ std::string slurm_script(const RunSpec& run, const FrameworkLaunch& f, int64_t t
                                 train_iters);
     return s + f.after_run;
   }
-  s += "# The model comes from torchtitan's Python config: name yours in MODEL_ARGS.\n";
-  s += "read -r -a MODEL_ARGS <<< \"${MODEL_ARGS:-}\"\n\n";
+  // This torchtitan version takes its model from a Python config: the job stops before starting
+  // anything unless MODEL_ARGS names it (else torchtitan would train its own default model).
+  s += "# The model comes from torchtitan's Python config: name it in MODEL_ARGS.\n";
+  s += fmt::format("if [ -z \"${{MODEL_ARGS:-}}\" ]; then\n  echo \"MODEL_ARGS is empty: set it to the torchtitan "
+                   "config of {} (layers {}, hidden {}, heads {}, kv heads {}, ffn {}, vocab {})\" >&2\n  exit 2\nfi\n",
+                   run.model.name, run.model.layers, run.model.hidden, run.model.heads, run.model.kv_heads,
+                   run.model.ffn_hidden, run.model.vocab);
+  s += "read -r -a MODEL_ARGS <<< \"$MODEL_ARGS\"\n\n";
   s += torchrun + fmt::format("  -m torchtitan.train \"${{MODEL_ARGS[@]}}\" \"${{PLAN_ARGS[@]}}\" --training.steps "
                               "\"${{TRAIN_ITERS:-{}}}\"\n",
                               train_iters);

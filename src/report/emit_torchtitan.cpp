@@ -122,7 +122,8 @@ void pipeline_settings(const RunSpec& run, std::vector<Setting>& s, Problems& re
   if (e.schedule == ScheduleKind::ZeroBubbleH1)
     refuse.add("schedule zb-h1 on one chunk per rank: torchtitan's zero-bubble schedules are multi-stage "
                "(InterleavedZeroBubble, 2 stages or more per rank)",
-               "replan with --schedule 1f1b or --schedule interleaved", "torchtitan-schedule");
+               "replan without --schedule: with --emit torchtitan the search keeps to the schedules torchtitan runs",
+               "torchtitan-schedule");
   const int64_t v = e.schedule == ScheduleKind::Interleaved ? e.virtual_stages : 1;
   const std::vector<int64_t> chunks = plan::chunk_layers(m.layers, l.pp, v);
   const int64_t n = int64_t(chunks.size()), base = *std::max_element(chunks.begin(), chunks.end());

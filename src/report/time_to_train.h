@@ -21,7 +21,15 @@ std::vector<OptionDef> time_to_train_options();  // --train-tokens --gpu-hour-co
 struct TrainBudget {
   std::optional<double> train_tokens;   // unset: no time-to-train figures
   std::optional<double> gpu_hour_cost;  // unset: no cost
+  std::string currency;                 // of gpu_hour_cost ("USD"); "" when the price named none
 };
+
+// A price as given: an amount and its currency (an ISO code before or after it, or $, €, £, ¥ first).
+struct Price {
+  double amount = 0;
+  std::string currency;  // "" when none was named
+};
+std::optional<Price> parse_price(const std::string& text);
 
 TrainBudget resolve_train_budget(const OptionValues& values, Problems& problems);
 
@@ -35,6 +43,7 @@ struct TimeToTrain {
   double days = 0;
   double gpu_hours = 0;
   std::optional<double> gpu_hour_cost, cost;
+  std::string currency;  // of both
   std::string step_source;  // whose step time: "planner", "simulator"
 };
 

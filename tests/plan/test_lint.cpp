@@ -50,17 +50,18 @@ const KV kExplicitClean = {{"micro-batch-size", "1"}, {"schedule", "1f1b"},  {"z
 }  // namespace
 
 TEST(Lint, settings_not_given_take_the_runtime_defaults_and_an_oom_fix_names_the_cheapest_change) {
-  // The chapter's layout alone: the runtime's defaults (ZeRO 0, no recompute, no SP) do not fit.
+  // The chapter's layout alone: the runtime's defaults (ZeRO 0, no recompute; sequence parallel
+  // on at tp 8, as plan takes it) do not fit.
   auto r = lint(gpt3_layout());
   ASSERT_TRUE(r.estimate.has_value());
   EXPECT_EQ(r.run.exec.zero, 0);
-  EXPECT_FALSE(r.run.exec.sequence_parallel);
+  EXPECT_TRUE(r.run.exec.sequence_parallel);
   EXPECT_EQ(r.run.exec.recompute, Recompute::None);
   const Finding* d = find(r, "execution-defaults");
   ASSERT_NE(d, nullptr);
   EXPECT_NE(d->message.find("runtime's defaults"), std::string::npos) << d->message;
   EXPECT_NE(d->message.find("--zero 0"), std::string::npos) << d->message;
-  EXPECT_NE(d->message.find("--no-sequence-parallel"), std::string::npos) << d->message;
+  EXPECT_NE(d->message.find("--sequence-parallel"), std::string::npos) << d->message;
   const Finding* oom = find(r, "out-of-memory");
   ASSERT_NE(oom, nullptr);
   // The recipe search's cheapest fitting change: one setting, ZeRO 1 (shards the optimizer states).
@@ -83,10 +84,11 @@ TEST(Lint, without_a_stack_a_gpu_cluster_takes_megatron_core_te_and_says_so) {
 }
 
 TEST(Lint, a_published_run_without_sequence_parallel_is_checked_without_it) {
-  // Korthikanti et al.'s 175B full-recompute run: no sequence parallel, and lint keeps it so.
+  // Korthikanti et al.'s 175B full-recompute run: no sequence parallel, and lint keeps it so
+  // (given: without it lint takes plan's default, on at tp 8).
   auto r = lint({{"model", "gpt3-175b"}, {"cluster", "dgx-a100-80g"}, {"nodes", "8"}, {"tp", "8"}, {"pp", "8"},
                  {"global-batch-size", "64"}, {"schedule", "interleaved"}, {"virtual-stages", "3"},
-                 {"recompute", "full"}});
+                 {"recompute", "full"}, {"sequence-parallel", "false"}});
   ASSERT_TRUE(r.estimate.has_value());
   EXPECT_FALSE(r.estimate->run.exec.sequence_parallel);
   EXPECT_EQ(r.estimate->run.exec.recompute, Recompute::Full);
@@ -169,7 +171,9 @@ TEST(Lint, too_few_microbatches_fires_below_twice_the_stages_with_the_bubble_sha
 }
 
 TEST(Lint, activations_in_flight_fires_when_gpipe_holds_every_micro_batch) {
-  auto r = lint(with(gpt3_layout(), with(kExplicitClean, {{"schedule", "gpipe"}, {"recompute", "none"}})));
+  // The runtime's stack: Megatron (the GPU cluster's default) has no GPipe schedule.
+  auto r = lint(with(gpt3_layout(),
+                     with(kExplicitClean, {{"schedule", "gpipe"}, {"recompute", "none"}, {"stack", "trident"}})));
   ASSERT_NE(find(r, "activations-in-flight"), nullptr);
   EXPECT_NE(find(r, "out-of-memory"), nullptr);
 }

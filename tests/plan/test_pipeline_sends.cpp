@@ -131,10 +131,11 @@ TEST(PipelineSends, the_search_with_the_deepspeed_stack_tries_1f1b_alone) {
   run.exec.global_batch_size = 2048;
   SearchSpace space;
   space.use_stack(run.exec);
-  ASSERT_TRUE(space.schedule.has_value());
-  EXPECT_EQ(*space.schedule, ScheduleKind::OneFOneB);
+  EXPECT_EQ(space.stack_schedules, std::vector<ScheduleKind>{ScheduleKind::OneFOneB});
+  // Megatron: 1F1B and interleaved (no GPipe, no zero-bubble schedule).
   SearchSpace megatron;
   run.exec = resolve_execution(values({{"stack", "megatron-core-te"}}), p);
   megatron.use_stack(run.exec);
   EXPECT_FALSE(megatron.schedule.has_value());
+  EXPECT_EQ(megatron.stack_schedules, (std::vector<ScheduleKind>{ScheduleKind::OneFOneB, ScheduleKind::Interleaved}));
 }

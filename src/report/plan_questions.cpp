@@ -1,0 +1,208 @@
+#include "report/plan_questions.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+
+#include "core/dimensions.h"
+#include "core/units.h"
+#include "plan/rationale.h"
+
+namespace trident {
+
+std::optional<plan::SearchSpace> parse_compared_layout(const std::string& text, const plan::SearchSpace& base,
+                                                       Problems& p) {
+  plan::SearchSpace s = base;
+  std::string t = text;
+  std::replace(t.begin(), t.end(), 'x', '-');
+  size_t at = 0;
+  std::vector<Dim> named;
+  while (at <= t.size()) {
+    const size_t end = std::min(t.find('-', at), t.size());
+    const std::string part = t.substr(at, end - at);
+    size_t digits = part.find_first_of("0123456789");
+    const std::string name = part.substr(0, digits);
+    const Dimension* dim = nullptr;
+    for (const Dimension& d : dimensions())
+      if (name == d.name) dim = &d;
+    const std::string number = digits == std::string::npos ? "" : part.substr(digits);
+    const bool whole = !number.empty() && number.size() <= 6 &&
+                       std::all_of(number.begin(), number.end(), [](char c) { return std::isdigit(c); });
+    if (!dim || !whole || std::stoll(number) <= 0) {
+      p.add(fmt::format("--compare '{}': '{}' is not a dimension and its size", text, part),
+            "write each layout as sizes joined by '-', e.g. --compare tp8-pp4,tp4-pp8-dp16 (tp, pp, dp, cp, ep)",
+            "compare-layout");
+      return std::nullopt;
+    }
+    if (std::find(named.begin(), named.end(), dim->dim) != named.end()) {
+      p.add(fmt::format("--compare '{}' gives {} twice", text, dim->name), "give each dimension once", "compare-layout");
+      return std::nullopt;
+    }
+    s.size(dim->dim) = std::stoll(number);
+    named.push_back(dim->dim);
+    at = end + 1;
+  }
+  return s;
+}
+
+std::vector<Compared> compare_layouts(const std::vector<std::string>& layouts, const ModelSpec& model,
+                                      const ClusterSpec& cluster, int64_t global_batch, const plan::SearchSpace& base,
+                                      double overhead, const plan::CostConstants& cost, Problems& p) {
+  std::vector<plan::SearchSpace> spaces;
+  for (const auto& l : layouts)
+    if (auto s = parse_compared_layout(l, base, p)) spaces.push_back(*s);
+  if (layouts.size() < 2)
+    p.add(fmt::format("--compare has {} layout: it compares two or more", layouts.size()),
+          "give e.g. --compare tp8-pp4,tp4-pp8", "compare-layout");
+  p.throw_if_any();
+  std::vector<Compared> out;
+  for (size_t i = 0; i < layouts.size(); ++i) {
+    const plan::SearchResult r = plan::search(model, cluster, global_batch, spaces[i], 1, overhead, cost);
+    Compared c{layouts[i], std::nullopt, ""};
+    if (!r.best.empty()) c.best = r.best.front();
+    int64_t most = 0;
+    for (const auto& [reason, n] : r.rejected)
+      if (reason.rfind("pruned:", 0) != 0 && reason.rfind("dominated:", 0) != 0 && n > most) most = n, c.why_not = reason;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+std::string compare_text(const std::vector<Compared>& cs) {
+  // One column per layout, one row per figure: the step's terms add up to its step time.
+  std::vector<std::pair<std::string, std::vector<std::string>>> rows = {
+      {"layout", {}},         {"recipe", {}},       {"step s", {}},       {"= compute", {}}, {"+ TP", {}},
+      {"+ PP", {}},           {"+ CP + EP", {}},    {"+ bubble", {}},     {"+ DP", {}},      {"+ optimizer", {}},
+      {"tokens/s", {}},       {"MFU", {}},          {"memory GiB", {}},   {"vs first", {}}};
+  const double first = cs.front().best ? cs.front().best->tokens_per_s : 0;
+  for (const Compared& c : cs) {
+    std::vector<std::string> v(rows.size(), "-");
+    v[0] = c.asked;
+    if (!c.best) {
+      v[1] = "no layout fits: " + c.why_not;
+    } else {
+      const plan::Estimate& e = *c.best;
+      const plan::TimeBreakdown& t = e.time;
+      v[0] = layout_sizes_text(e.run.layout);
+      v[1] = plan::short_layout(e);
+      v[2] = fmt::format("{:.3f}", t.step);
+      v[3] = fmt::format("{:.3f}", t.compute);
+      v[4] = fmt::format("{:.3f}", t.tp_comm);
+      v[5] = fmt::format("{:.3f}", t.pp_comm);
+      v[6] = fmt::format("{:.3f}", t.cp_comm + t.ep_comm + t.ep_wait);
+      v[7] = fmt::format("{:.3f}", t.bubble);
+      v[8] = fmt::format("{:.3f}", t.dp_comm);
+      v[9] = fmt::format("{:.3f}", t.optimizer);
+      v[10] = fmt::format("{:.0f}", e.tokens_per_s);
+      v[11] = fmt::format("{:.1f}%", 100 * e.mfu);
+      v[12] = fmt::format("{:.1f} of {:.1f}", gib(e.peak_memory().total_bytes()), gib(e.capacity_bytes));
+      v[13] = first > 0 ? fmt::format("{:.2f}x", e.tokens_per_s / first) : "-";
+    }
+    for (size_t i = 0; i < rows.size(); ++i) rows[i].second.push_back(v[i]);
+  }
+  std::string s = fmt::format("Compared layouts ({}), each with the best recipe the search finds for it "
+                              "(the sizes given fixed, the rest searched):\n",
+                              cs.size());
+  // Each layout as a block: long recipe texts do not fit side by side in a terminal.
+  size_t label = 0;
+  for (const auto& [name, v] : rows) label = std::max(label, name.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (i == 1) continue;  // the recipe goes under the table
+    s += fmt::format("  {:<{}}", rows[i].first, label);
+    for (const auto& x : rows[i].second) s += fmt::format("  {:>22}", x.size() > 22 ? x.substr(0, 22) : x);
+    s += "\n";
+  }
+  for (size_t k = 0; k < cs.size(); ++k) s += fmt::format("  #{} {}: {}\n", k + 1, rows[0].second[k], rows[1].second[k]);
+  return s;
+}
+
+nlohmann::json compare_json(const std::vector<Compared>& cs) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const Compared& c : cs) {
+    nlohmann::json j = {{"asked", c.asked}, {"fits", c.best.has_value()}};
+    if (!c.best) {
+      j["rejected_most_by"] = c.why_not;
+    } else {
+      const plan::Estimate& e = *c.best;
+      j["layout"] = e.run.layout.describe();
+      j["recipe"] = plan::short_layout(e);
+      j["step_s"] = e.time.step;
+      j["time_s"] = {{"compute", e.time.compute}, {"tp_comm", e.time.tp_comm}, {"pp_comm", e.time.pp_comm},
+                     {"cp_comm", e.time.cp_comm}, {"ep_comm", e.time.ep_comm + e.time.ep_wait},
+                     {"bubble", e.time.bubble},   {"dp_comm", e.time.dp_comm}, {"optimizer", e.time.optimizer}};
+      j["tokens_per_s"] = e.tokens_per_s;
+      j["mfu"] = e.mfu;
+      j["memory_gib"] = gib(e.peak_memory().total_bytes());
+    }
+    out.push_back(j);
+  }
+  return out;
+}
+
+namespace {
+constexpr int64_t kMostNodes = 1 << 16;
+}
+
+FewestGpus fewest_gpus(double days, const TrainBudget& budget, const ModelSpec& model, const ClusterSpec& cluster,
+                       int64_t global_batch, const plan::SearchSpace& space, double overhead, const plan::CostConstants& cost) {
+  FewestGpus f;
+  f.days = days;
+  // Days at a node count (empty: no layout fits), with its best and time kept for the answer.
+  auto at = [&](int64_t nodes) -> std::optional<double> {
+    ClusterSpec c = cluster;
+    c.nodes = nodes;
+    const plan::SearchResult r = plan::search(model, c, global_batch, space, 1, overhead, cost);
+    std::optional<double> d;
+    if (!r.best.empty()) {
+      const TimeToTrain t = time_to_train(budget, global_batch, model.seq_len, r.best.front().time.step,
+                                          c.world_size(), "planner, best layout at " + std::to_string(nodes) + " nodes");
+      d = t.days;
+      if (t.days <= days && (!f.nodes || nodes < *f.nodes)) f.nodes = nodes, f.best = r.best.front(), f.time = t;
+    }
+    f.tried.emplace_back(nodes, d);
+    return d;
+  };
+  auto meets = [&](int64_t n) {
+    const auto d = at(n);
+    return d && *d <= days;
+  };
+  int64_t hi = 1;
+  while (hi <= kMostNodes && !meets(hi)) hi *= 2;
+  if (hi > kMostNodes) return f;
+  // Bisect (hi / 2, hi]: the fewest nodes that meet the deadline, where more nodes never slow
+  // the best layout down by more than the divisibility of the batch allows.
+  int64_t lo = hi / 2;  // does not meet it (or 0)
+  while (hi - lo > 1) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (meets(mid)) hi = mid;
+    else lo = mid;
+  }
+  return f;
+}
+
+std::string fewest_gpus_text(const FewestGpus& f, const ClusterSpec& cluster) {
+  std::string tried;
+  for (const auto& [n, d] : f.tried)
+    tried += fmt::format("{}{} -> {}", tried.empty() ? "" : ", ", n, d ? fmt::format("{:.1f} d", *d) : "no fit");
+  if (!f.nodes)
+    return fmt::format("--days {:g}: no node count up to {} trains it in time (nodes tried -> days: {})\n", f.days,
+                       kMostNodes, tried);
+  return fmt::format("--days {:g}: the fewest GPUs found: {} nodes x {} = {} GPUs, {:.1f} days with {}\n"
+                     "  (node counts doubled from 1, then bisected; nodes tried -> days of the best layout: {})\n{}",
+                     f.days, *f.nodes, cluster.gpus_per_node, *f.nodes * cluster.gpus_per_node, f.time->days,
+                     plan::short_layout(*f.best), tried, time_to_train_text(*f.time));
+}
+
+nlohmann::json fewest_gpus_json(const FewestGpus& f, const ClusterSpec& cluster) {
+  nlohmann::json tried = nlohmann::json::array();
+  for (const auto& [n, d] : f.tried) tried.push_back({{"nodes", n}, {"days", d ? nlohmann::json(*d) : nlohmann::json(nullptr)}});
+  nlohmann::json j = {{"days", f.days}, {"tried", tried}};
+  j["nodes"] = f.nodes ? nlohmann::json(*f.nodes) : nlohmann::json(nullptr);
+  j["gpus"] = f.nodes ? nlohmann::json(*f.nodes * cluster.gpus_per_node) : nlohmann::json(nullptr);
+  if (f.best) j["layout"] = plan::short_layout(*f.best);
+  if (f.time) j["time_to_train"] = time_to_train_json(*f.time);
+  return j;
+}
+
+}  // namespace trident
