@@ -106,6 +106,8 @@ nlohmann::json to_json(const RunSpec& run, const sim::PlannedCosts& pc, const si
                       {"embedding_sync_s", sc.embedding_sync_s},
                       {"optimizer_s", sc.optimizer_s},
                       {"dp_after_optimizer_s", sc.dp_after_optimizer_s}});
+    if (sc.dp_reduce_each_backward_s > 0)  // ZeRO-2 only, so other runs' JSON stays as it was
+      inputs.back()["dp_reduce_each_backward_s"] = sc.dp_reduce_each_backward_s;
   }
   nlohmann::json j = {{"step_s", r.step_s},
           {"bubble_share", r.bubble_share},
@@ -188,6 +190,9 @@ std::string to_text(const RunSpec& run, const Mesh& mesh, const sim::PlannedCost
     for (const auto& cc : sc.chunks) per_layer_dp = per_layer_dp || cc.dp_forward_s + cc.dp_backward_s > 0;
     const std::string dp = per_layer_dp && sc.dp_reduce_s <= 0
                                ? std::string("DP reduce-scatter per layer (the ZeRO-3 DP above)")
+                           : sc.dp_reduce_each_backward_s > 0  // ZeRO-2: a reduce-scatter per micro-batch
+                               ? fmt::format("DP reduce-scatter {} after each of the {} backwards, in {} buckets",
+                                             ms(sc.dp_reduce_each_backward_s), pc.micro_batches, sc.dp_buckets)
                                : fmt::format("DP reduce {} in {} buckets", ms(sc.dp_reduce_s), sc.dp_buckets);
     s += fmt::format("    stage {}: {} | {}, optimizer {}{}{}\n", i, chunks, dp, ms(sc.optimizer_s),
                      sc.embedding_sync_s > 0 ? ", embedding sync " + ms(sc.embedding_sync_s) : "",

@@ -420,10 +420,15 @@ DpPhases dp_phases(double gradient_bytes, double weight_bytes, int64_t dp, int z
   // Ring and hierarchical reduce-scatter / all-gather move half an all-reduce each.
   d.reduce_scatter_s = d.allreduce_s / 2;
   d.gather_weights_s = allreduce(weight_bytes) / 2;
-  if (zero == 1) d.reduce_scatters_per_step = 1;
-  if (zero >= 2) d.reduce_scatters_per_step = m;
-  if (zero == 1 || zero == 2) d.weight_gathers_per_step = 1;
-  if (zero >= 3) d.weight_gathers_per_step = 2 * m;
+  d.phases = zero_phases(zero, m, gradient_bytes, weight_bytes, dp);
+  for (ZeroPhase& p : d.phases) {
+    const bool gradients = p.buffer == DpBuffer::Gradients;
+    p.seconds = p.collective == DpCollective::AllReduce ? d.allreduce_s
+                : gradients                             ? d.reduce_scatter_s
+                                                        : d.gather_weights_s;
+    if (p.collective == DpCollective::ReduceScatter) d.reduce_scatters_per_step += p.per_step;
+    if (p.collective == DpCollective::AllGather) d.weight_gathers_per_step += p.per_step;
+  }
   return d;
 }
 

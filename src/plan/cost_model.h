@@ -18,6 +18,7 @@
 #include "core/model_spec.h"
 #include "core/vocab_padding.h"
 #include "plan/kernel_calls.h"
+#include "plan/zero_phases.h"
 
 namespace trident::plan {
 
@@ -253,19 +254,16 @@ struct DpComm {
 DpComm dp_comm(double gradient_bytes, int64_t dp, const GroupLink& dp_link, int64_t members_per_node,
                const ClusterSpec& cluster, double overlap_window_s, const CostConstants& c);
 
-// When each part of the data-parallel traffic happens, per ZeRO stage (the step's exposed DP time
-// is built from these in estimate.cpp):
-//   ZeRO 0: one all-reduce of the gradients after the last backward (bucketed, partly hidden);
-//   ZeRO 1: one reduce-scatter of the gradients (same), then an all-gather of the new 16-bit weights;
-//   ZeRO 2: gradients are not kept whole, so every micro-batch's backward ends with a reduce-scatter
-//           (hidden behind that backward), then the weight all-gather after the step;
-//   ZeRO 3: as ZeRO 2, and the weights are all-gathered again before every forward and backward.
+// The data-parallel phases of one step (zero_phases.h says which, when and how often), each
+// timed on the group's link; the step's exposed DP time is built from these in estimate.cpp and
+// the simulator plays them (sim/plan_costs.cpp).
 struct DpPhases {
   double allreduce_s = 0;       // one full all-reduce of the gradient buffer (ring or hierarchical)
   double reduce_scatter_s = 0;  // one reduce-scatter of the gradient buffer
   double gather_weights_s = 0;  // one all-gather of the 16-bit weights
   int64_t reduce_scatters_per_step = 0;  // 0, 1 (ZeRO 1) or m (ZeRO 2/3)
   int64_t weight_gathers_per_step = 0;   // 1 (ZeRO 1/2) or 2m (ZeRO 3)
+  std::vector<ZeroPhase> phases;         // zero_phases(), seconds filled
 };
 DpPhases dp_phases(double gradient_bytes, double weight_bytes, int64_t dp, int zero, int64_t micro_batches,
                    const GroupLink& dp_link, int64_t members_per_node, const ClusterSpec& cluster,

@@ -158,12 +158,13 @@ void time_data_parallel(Estimate& e, const Links& links, const CostConstants& c)
   auto half_allreduce = [&](double bytes) {
     return dp_comm(bytes, data, grad_link.link, grad_link.members_per_node, run.cluster, 0, c).total_s / 2;
   };
+  e.dp_phases = dp_phases(params * sb.gradients, params * sb.gathered, data, x.zero, e.micro_batches,
+                          grad_link.link, grad_link.members_per_node, run.cluster, c);
   if (x.zero >= 1 && x.zero <= 2 && data > 1) {
     // Sharded states: reduce-scatters hidden behind the backward they follow (all but the last
     // bucket), the weight all-gather after the step, hidden behind the next step's first forward
     // when the stack overlaps it (Megatron's overlap_param_gather).
-    const DpPhases ph = dp_phases(params * sb.gradients, params * sb.gathered, data, x.zero, e.micro_batches,
-                                  grad_link.link, grad_link.members_per_node, run.cluster, c);
+    const DpPhases& ph = e.dp_phases;
     const double rs_exposed = exposed_behind(ph.reduce_scatter_s, params * sb.gradients, window);
     const double gather_exposed = overlapped ? exposed_behind(ph.gather_weights_s, params * sb.gathered, bst.compute_forward_s)
                                                : ph.gather_weights_s;

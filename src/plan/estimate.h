@@ -52,6 +52,7 @@ struct Estimate {
   EpWait ep_wait;     // one layer's wait for the most loaded ep rank (what ep_wait_s adds up)
   PpComm pp_message;  // one pipeline send of one micro-batch (what pp_comm_s adds up), for the same check
   DpComm dp;          // dense gradients over dp x cp
+  DpPhases dp_phases; // its phases per ZeRO stage (zero_phases.h), of the stage with the most parameters
   DpComm expert_dp;   // MoE: routed experts' gradients over the edp group (empty when dense)
   OptimizerTime optimizer;
   TimeBreakdown time;

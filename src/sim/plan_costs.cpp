@@ -76,33 +76,39 @@ void data_parallel_costs(StageCost& sc, const plan::Estimate& est, int64_t s, co
   const double params = est.memory[s].params.dense(), experts = est.memory[s].params.expert_params;
   const double grad_bytes = params * sb.gradients;
   const int64_t data = l.dp * l.cp, edp = data / std::max<int64_t>(l.ep, 1);
-  const plan::DpComm dp = plan::dp_comm(grad_bytes, data, links.dcp.link, links.dcp.members_per_node,
-                                        run.cluster, 0, c);
   const double expert_reduce_s =
       experts > 0 && edp > 1 ? plan::dp_comm(experts * sb.gradients, edp, links.edp.link,
                                              links.edp.members_per_node, run.cluster, 0, c)
                                    .total_s
                              : 0;
-  if (x.zero >= 3 && data > 1) {
-    sc.dp_reduce_s = 0;  // ZeRO-3: the reduce-scatters and gathers are per layer, in the chunks
-  } else if (x.zero >= 1 && data > 1) {
-    sc.dp_reduce_s = dp.total_s / 2;                                   // reduce-scatter
-    // The all-gather of the new weights overlaps the next step's first forwards when the stack
-    // overlaps DP (Megatron's overlap_param_gather, per chunk with --dp-overlap-per-chunk). This
-    // one-step simulation does not play the next step, so what stays exposed is the planner's
-    // rule for it (plan::chunked_dp, behind this stage's forward of one micro-batch).
-    const double gather_s = dp.total_s / 2 * (sb.gathered / sb.gradients);
-    const int64_t v = x.schedule == ScheduleKind::Interleaved ? x.virtual_stages : 1;
-    const int64_t chunks = sc.dp_overlapped && x.recipe.dp_overlap_per_chunk ? v : 1;
-    const double gathered_bytes = params * sb.gathered;
-    const double last_bucket = gather_s * std::min(1.0, c.dp_bucket_bytes() / std::max(gathered_bytes, 1.0));
-    sc.dp_after_optimizer_s =
-        sc.dp_overlapped ? plan::chunked_dp(gather_s, last_bucket, chunks, std::min<int64_t>(est.micro_batches, l.pp),
-                                        est.stages[s].compute_forward_s)
-                           .exposed_s
-                     : gather_s;
-  } else {
-    sc.dp_reduce_s = dp.total_s;
+  // The planner's phases of this stage's buffer (zero_phases.h), each played where it happens.
+  const plan::DpPhases phases = plan::dp_phases(grad_bytes, params * sb.gathered, data, x.zero, est.micro_batches,
+                                                links.dcp.link, links.dcp.members_per_node, run.cluster, c);
+  for (const plan::ZeroPhase& ph : phases.phases) {
+    switch (ph.when) {
+      case plan::DpWhen::AfterLastBackward: sc.dp_reduce_s += ph.seconds * double(ph.per_step); break;
+      case plan::DpWhen::AfterEveryBackward:
+        sc.dp_reduce_each_backward_s += ph.seconds * double(ph.per_step) / double(std::max<int64_t>(est.micro_batches, 1));
+        break;
+      case plan::DpWhen::AfterOptimizer: {
+        // The all-gather of the new weights overlaps the next step's first forwards when the
+        // stack overlaps DP (Megatron's overlap_param_gather, per chunk with
+        // --dp-overlap-per-chunk). This one-step simulation does not play the next step, so what
+        // stays exposed is the planner's rule for it (plan::chunked_dp, behind this stage's
+        // forward of one micro-batch).
+        const double gather_s = ph.seconds * double(ph.per_step);
+        const int64_t v = x.schedule == ScheduleKind::Interleaved ? x.virtual_stages : 1;
+        const int64_t chunks = sc.dp_overlapped && x.recipe.dp_overlap_per_chunk ? v : 1;
+        const double last_bucket = gather_s * std::min(1.0, c.dp_bucket_bytes() / std::max(ph.bytes, 1.0));
+        sc.dp_after_optimizer_s =
+            sc.dp_overlapped ? plan::chunked_dp(gather_s, last_bucket, chunks, std::min<int64_t>(est.micro_batches, l.pp),
+                                                est.stages[s].compute_forward_s)
+                                   .exposed_s
+                             : gather_s;
+        break;
+      }
+      case plan::DpWhen::InsideEveryPass: break;  // ZeRO-3: per layer, in the chunks (zero3_stage)
+    }
   }
   sc.dp_reduce_s += expert_reduce_s;
   // A count the cost table must not turn into an endless loop (dp_bucket_mb 1e-9): past 4096

@@ -34,6 +34,7 @@ struct StageCost {
   // (stage p-1's next is stage 0: interleaving wraps round). The same time in both directions.
   double p2p_s = 0;
   double dp_reduce_s = 0;       // gradient reduction across replicas; overlaps the last backwards
+  double dp_reduce_each_backward_s = 0;  // ZeRO-2: a reduce-scatter after every micro-batch's backward
   int64_t dp_buckets = 1;       // it runs in this many equal buckets, each as soon as its layers are done
   // false: every bucket waits for the stage's last backward (--overlap without dp, or a stack that
   // reduces after the pipeline flush).

@@ -86,7 +86,8 @@ struct SpanRecorder {
 
 // The start and end of the last weight-producing backward of each (stage, chunk): where its DP
 // buckets become ready.
-using WgradTimes = std::vector<std::vector<std::pair<double, double>>>;
+// Per stage and chunk, every weight-gradient window (Backward or BackwardWeight) in order.
+using WgradTimes = std::vector<std::vector<std::vector<std::pair<double, double>>>>;
 
 // The pipeline phase: each stage runs its program as far as its receives allow, round after
 // round, until every program is done (or none can advance: a deadlock, an InputError).
@@ -96,7 +97,7 @@ WgradTimes play_programs(const PipelineSchedule& sc, const SimCosts& costs, cons
   std::vector<size_t> pc(p, 0);
   std::vector<Message> messages(size_t(m * p * v * 2));
   std::map<std::tuple<int64_t, int64_t, bool>, double> channel_free;  // (src, dst, activation) -> free at
-  WgradTimes last_wgrad(p, std::vector<std::pair<double, double>>(v, {0, 0}));
+  WgradTimes last_wgrad(p, std::vector<std::vector<std::pair<double, double>>>(v));
 
   bool progress = true;
   while (progress) {
@@ -150,7 +151,7 @@ WgradTimes play_programs(const PipelineSchedule& sc, const SimCosts& costs, cons
             default: break;
           }
           span(s, k, &a, t, t + d);
-          if (a.kind == ActionKind::Backward || a.kind == ActionKind::BackwardWeight) last_wgrad[s][a.chunk] = {t, t + d};
+          if (a.kind == ActionKind::Backward || a.kind == ActionKind::BackwardWeight) last_wgrad[s][a.chunk].push_back({t, t + d});
           st.compute_s += d;
           st.exposed_tp_s += tp;
           st.exposed_cp_s += cpx;
@@ -175,8 +176,9 @@ WgradTimes play_programs(const PipelineSchedule& sc, const SimCosts& costs, cons
 
 // After the pipeline, each stage's DP buckets in the order they became ready (all at the stage's
 // pipeline end when it does not overlap DP), one at a time on the DP stream; returns when each
-// stage's gradients are reduced.
-std::vector<double> reduce_gradients(const SimCosts& costs, int64_t v, const WgradTimes& last_wgrad,
+// stage's gradients are reduced. The step-end reduction follows each chunk's last backward, the
+// per-micro-batch one (ZeRO-2) every backward of each chunk.
+std::vector<double> reduce_gradients(const SimCosts& costs, int64_t v, const WgradTimes& wgrad,
                                      const SpanRecorder& span, SimResult& r) {
   const int64_t p = int64_t(costs.stages.size());
   std::vector<double> grads_done(p);
@@ -184,24 +186,37 @@ std::vector<double> reduce_gradients(const SimCosts& costs, int64_t v, const Wgr
     const StageCost& cost = costs.stages[s];
     StageResult& st = r.stages[s];
     double dp_end = st.pipeline_end_s;
-    if (cost.dp_reduce_s > 0) {
-      const int64_t per_chunk = std::max<int64_t>(1, cost.dp_buckets / v);
-      const double bucket_s = cost.dp_reduce_s / double(per_chunk * v);
-      std::vector<double> ready;
-      for (int64_t c = 0; c < v; ++c) {
-        auto [b0, b1] = last_wgrad[s][c];
-        for (int64_t k = 0; k < per_chunk; ++k)
-          ready.push_back(cost.dp_overlapped ? b0 + (b1 - b0) * double(k + 1) / double(per_chunk) : st.pipeline_end_s);
-      }
-      std::sort(ready.begin(), ready.end());
-      double free_at = 0;
-      for (double t : ready) {
-        const double start = std::max(t, free_at);
-        free_at = start + bucket_s;
-        span(s, SpanKind::DpReduce, nullptr, start, free_at, true);
-      }
-      dp_end = std::max(dp_end, free_at);
+    const int64_t per_chunk = std::max<int64_t>(1, cost.dp_buckets / v);
+    std::vector<std::pair<double, double>> ready;  // (ready at, seconds)
+    auto add_buckets = [&](double reduce_s, std::pair<double, double> window) {
+      const double bucket_s = reduce_s / double(per_chunk * v);
+      for (int64_t k = 0; k < per_chunk; ++k)
+        ready.push_back({cost.dp_overlapped ? window.first + (window.second - window.first) * double(k + 1) / double(per_chunk)
+                                            : st.pipeline_end_s,
+                         bucket_s});
+    };
+    for (int64_t c = 0; c < v; ++c) {
+      const auto& windows = wgrad[s][size_t(c)];
+      if (windows.empty()) continue;
+      if (cost.dp_reduce_each_backward_s > 0)
+        for (const auto& w : windows) add_buckets(cost.dp_reduce_each_backward_s, w);
+      if (cost.dp_reduce_s > 0) add_buckets(cost.dp_reduce_s, windows.back());
     }
+    if (cost.dp_reduce_s > 0) st.dp_reductions += 1;
+    if (cost.dp_reduce_each_backward_s > 0 && v > 0) {
+      size_t windows = 0;
+      for (const auto& w : wgrad[s]) windows += w.size();
+      st.dp_reductions += int64_t(windows) / v;  // one reduction of the stage's buffer: a piece per chunk
+    }
+    std::stable_sort(ready.begin(), ready.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    double free_at = 0;
+    for (const auto& [t, bucket_s] : ready) {
+      const double start = std::max(t, free_at);
+      free_at = start + bucket_s;
+      st.dp_reduce_played_s += bucket_s;
+      span(s, SpanKind::DpReduce, nullptr, start, free_at, true);
+    }
+    if (!ready.empty()) dp_end = std::max(dp_end, free_at);
     grads_done[s] = dp_end;
   }
   return grads_done;

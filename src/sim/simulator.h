@@ -8,8 +8,9 @@
 //   - a send starts when its stage reaches it and when the previous message on the same channel
 //     (stage pair and direction) has left; it takes p2p_s; with blocking_sends the stage waits
 //     for it; a receive waits until the message has arrived;
-//   - after a stage's last backward of a chunk, that chunk's gradient buckets are reduced on a
-//     separate DP stream, bucket k ready once (k+1)/n of that last backward is done;
+//   - after a stage's last backward of a chunk (ZeRO-2: after every backward), that chunk's
+//     gradient buckets are reduced on a separate DP stream, bucket k ready once (k+1)/n of that
+//     backward is done;
 //   - then the tied-embedding sync (first and last stage together), the optimizer, and the
 //     ZeRO all-gather. The step ends when the last stage is done.
 #pragma once
@@ -63,6 +64,10 @@ struct StageResult {
   double exposed_layer_dp_s = 0;  // ZeRO-3 per-layer gathers / reduce-scatters inside the passes
   double exposed_cp_s = 0;    // KV ring exchange not hidden behind attention (context parallel)
   double exposed_ep_s = 0;    // MoE all-to-alls on the ep group
+  // What the DP stream played: reductions of the stage's whole gradient buffer (each split in
+  // buckets and, interleaved, in a piece per chunk) and their seconds (hidden or not).
+  int64_t dp_reductions = 0;
+  double dp_reduce_played_s = 0;
 };
 
 struct SimResult {
