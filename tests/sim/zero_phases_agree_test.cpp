@@ -1,5 +1,5 @@
 // The planner and the simulator charge the same data-parallel phases (plan/zero_phases.h): over
-// ZeRO stage x schedule x stack x (dp, tp, pp), the simulator's DP stream plays as many gradient
+// ZeRO stage x schedule (those each stack runs) x stack x (dp, tp, pp), the simulator's DP stream plays as many gradient
 // reductions as the planner counts, for the same seconds on the same link (so the same bytes),
 // ZeRO-3's per-layer traffic is the planner's in every pass, and the step times stay close.
 #include <gtest/gtest.h>
@@ -63,7 +63,7 @@ TEST(ZeroPhases, simulator_plays_the_planners_dp_phases_for_every_stage_schedule
     for (ScheduleKind kind : schedules)
       for (int zero = 0; zero <= 3; ++zero)
         for (const Dims& d : dims) {
-          if (stack.only_schedule && *stack.only_schedule != kind) continue;
+          if (!stack.runs(kind)) continue;  // a schedule the stack refuses
           if (stack.zero_fixed && zero != stack.zero) continue;
           if (kind != ScheduleKind::OneFOneB && kind != ScheduleKind::GPipe && d.pp == 1) continue;
           const int64_t world = d.dp * d.tp * d.pp;
@@ -122,8 +122,8 @@ TEST(ZeroPhases, simulator_plays_the_planners_dp_phases_for_every_stage_schedule
         }
   std::printf("played %d combinations (%d of them ZeRO-2 over dp > 1), %d refused by check_run\n", played, zero2_played, refused);
   EXPECT_EQ(refused, 0);
-  EXPECT_GE(played, 300);
-  EXPECT_GE(zero2_played, 60);
+  EXPECT_GE(played, 250);
+  EXPECT_GE(zero2_played, 50);
 }
 
 }  // namespace
