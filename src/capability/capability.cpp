@@ -88,18 +88,9 @@ void check_executable(const RunSpec& r, const std::string& device, const std::ve
                      " backend lacks", "use --device cpu with --cp, or --cp 1", "cp-device");
   // A seq_len that 2 x cp does not divide is check_run's (cp-divides-sequence), said once.
   // The MoE layer (runtime/nn/moe_layer.cpp) trains with every schedule, zb-h1's split backward
-  // included: routed experts (split over ep ranks when ep > 1; under cp each rank routes its
-  // rows, dropping in one process's token order) and shared experts (split over tp like the
-  // dense MLP). At tp > 1 it keeps every routed expert whole on each tp rank and repeats its
-  // work there (ep groups of Megatron's etp = tp grid): neither the split experts of --etp nor
-  // the folded ones of etp 1 that plan and simulate price (issue 48 item 1).
-  if (m.is_moe() && (L.tp > 1 || L.etp > 1))
-    problems.add("expert layout tp " + n(L.tp) + ", etp " + n(L.etp) + ", ep " + n(L.ep) +
-                     ": the runtime keeps each routed expert whole on every tp rank and repeats its work there; it "
-                     "trains neither experts split over --etp nor experts folded over tp (etp 1, Megatron-Core's MoE "
-                     "parallel folding) as plan and simulate price them",
-                 "use --tp 1 --etp 1 for a mixture-of-experts model in train (plan and simulate take this layout)",
-                 "train-expert-layout");
+  // included: routed experts (split over ep ranks when ep > 1, replicated over tp: tp splits
+  // attention and dense MLPs only; under cp each rank routes its rows, dropping in one process's
+  // token order) and shared experts (split over tp like the dense MLP).
   // ZeRO 1-3 train (grad_sync.h, zero_shards.h). ZeRO-3 gathers each unit's fp32 master weights
   // and the stage computes from them directly: there is no bf16 copy of a gathered unit yet.
   if (x.zero >= 3 && x.precision == Precision::BF16)

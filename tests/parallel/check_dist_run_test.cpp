@@ -237,23 +237,3 @@ TEST(CheckDistRun, selective_recompute_under_flash_reruns_the_attention_or_is_re
   s.run.exec.recompute_flash_attention = false;
   EXPECT_NE(all_problems(s).find("[train-selective-flash]"), std::string::npos) << all_problems(s);
 }
-
-// The runtime keeps each routed expert whole on every tp rank and repeats its work there (issue
-// 48 item 1): a MoE layout with tp above 1, folded (etp 1) or split (etp = tp), or etp above 1,
-// is refused by name rather than trained unlike what plan and simulate price; tp 1 etp 1 trains.
-TEST(CheckDistRun, moe_layouts_the_runtime_does_not_lay_out_as_planned_are_refused) {
-  auto s = tiny();
-  s.run.model.experts = 4;
-  s.run.model.experts_per_token = 2;
-  s.run.model.expert_ffn_hidden = 64;
-  s.run.layout = Layout{.tp = 1, .cp = 1, .dp = 4, .pp = 1, .order = "tp-cp-ep-dp-pp", .ep = 2};
-  EXPECT_EQ(all_problems(s), "");
-  for (int64_t etp : {1, 2}) {
-    s.run.layout = Layout{.tp = 2, .cp = 1, .dp = 2, .pp = 1, .order = "tp-cp-ep-dp-pp", .ep = 2, .etp = etp};
-    const std::string text = all_problems(s);
-    EXPECT_NE(text.find("[train-expert-layout]"), std::string::npos) << text;
-    EXPECT_NE(text.find("use --tp 1 --etp 1"), std::string::npos) << text;
-  }
-  s.run.layout = Layout{.tp = 1, .cp = 1, .dp = 4, .pp = 1, .order = "tp-cp-ep-dp-pp", .ep = 2, .etp = 2};
-  EXPECT_NE(all_problems(s).find("[train-expert-layout]"), std::string::npos);
-}

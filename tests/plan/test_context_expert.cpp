@@ -271,8 +271,7 @@ TEST(LintContextExpert, cp_on_the_network_and_ep_across_nodes_warn) {
   EXPECT_EQ(cps->severity, Severity::Warning) << cps->message;
   EXPECT_GT(rs.estimate->time.cp_comm, 0.01 * rs.estimate->time.step);
   const KV mix = {{"model", "mixtral-8x22b"}, {"seq-len", "4096"}, {"cluster", "dgx-h100"}, {"nodes", "8"},
-                  {"tp", "2"},     {"pp", "4"},     {"ep", "8"},     {"etp", "2"},  // ep groups inside a tp rank
-                  {"global-batch-size", "256"},
+                  {"tp", "2"},     {"pp", "4"},     {"ep", "8"},     {"global-batch-size", "256"},
                   {"micro-batch-size", "1"}, {"recompute", "full"}, {"sequence-parallel", "true"},
                   {"zero", "1"}, {"schedule", "1f1b"}};
   const LintResult wide = lint(mix);
