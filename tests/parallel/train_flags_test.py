@@ -215,6 +215,15 @@ rows = [
     ("--overlap", "tp,dp", "capability", r"--overlap tp,dp: the runtime's overlap is its own: the DP gradient reduction in buckets, pipeline sends asynchronous"),
     ("--no-tied-embeddings", None, "capability", r"an untied output layer"),
     ("--stack", "megatron-core-te", "stack", r"flash attention \(set by --stack megatron-core-te\)"),
+    # The model description's architecture fields: the runtime trains plain GPT and Llama layers, so any
+    # departure is refused by name (train-architecture); the RoPE base is a Llama setting it honours.
+    ("--head-dim", "32", "capability", r"head_dim 32 \(hidden / heads = 16\)"),
+    ("--qk-norm", None, "capability", r"QK-norm"),
+    ("--norm-epsilon", "1e-6", "capability", r"norm epsilon 1e-06"),
+    ("--no-qk-norm", None, "L", r"!QK-norm"),
+    ("--rope-theta", "500000", "L", r"RoPE theta 500000"),
+    ("--hf-config", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "data", "models", "hf",
+                                 "qwen3-30b-a3b.json"), "hf", r"the runtime trains plain GPT and Llama layers; .*QK-norm"),
 ]
 
 # Arguments a refused run needs besides its rows (a small model that would otherwise train).
@@ -230,6 +239,8 @@ extra = {
           "--seq-len", "64", "--global-batch-size", "2", "--micro-batch-size", "1", "--steps", "2", "--threads", "1",
           "--eval-batches", "1", "--tp", "2"],
     "llama-tied": small + ["--family", "llama"],
+    "hf": ["--data", tok, "--steps", "2", "--threads", "1", "--seq-len", "16", "--global-batch-size", "4",
+           "--micro-batch-size", "1"],
     "swiglu": small + ["--family", "llama"],
     "P": small + ["--prediction-cluster", path("bench.toml")],
     "Z": small + ["--eval-batches", "1"],
