@@ -65,6 +65,14 @@ std::vector<OptionDef> run_options() {
                   "the --prediction-cluster file's [cost]"}),
       {"bucket-mib", "distributed", "data-parallel gradient bucket of the plain-DP all-reduce, MiB (default 4; "
        "ZeRO-1 reduces the whole buffer, ZeRO-2/3 layer by layer)", false, "NUM", "4"},
+      // --elastic: this process supervises; its ranks are started by the launcher (mpirun / srun).
+      {"elastic", "elastic", "run without mpirun: start the ranks with the launcher, and when ranks die or hang re-plan "
+       "on the nodes left (as trident replan, keeping the global batch), reshard the last checkpoint and resume there "
+       "(docs/resilience.md)", true, "", "off"},
+      {"ranks-per-node", "elastic", "with elastic: ranks per node (a node is what fails: one lost rank loses its node; "
+       "rank r is on node r / N, the launcher's by-slot order; under Slurm SLURM_NTASKS_PER_NODE)", false, "INT", "1", 1},
+      {"launcher", "elastic", "with elastic: the command that starts the ranks, before its rank count "
+       "(default mpirun, srun under Slurm)", false, "TEXT", "mpirun"},
   };
 }
 

@@ -17,6 +17,7 @@
 #include "runtime/data/tokenizer.h"
 #include "runtime/engine/run_meta.h"
 #include "runtime/parallel/dist_train.h"
+#include "runtime/parallel/elastic_supervisor.h"
 #include "runtime/parallel/resumed_run.h"
 #include "runtime/parallel/save_interval.h"
 #include "runtime/parallel/training_loop.h"
@@ -200,6 +201,18 @@ int run_train(TrainArgs& args) {
   parallel::read_dist_train_options(values, s, p);
   if (!values.has("global-batch-size")) s.run.exec.global_batch_size = micro * std::max<int64_t>(1, s.run.layout.dp);
   if (resume && resume_path) s.resume_changes = parallel::compare_with_checkpoint(s, values, p);
+  const bool elastic = values.get_bool("elastic", p).value_or(false);
+  for (const char* name : {"ranks-per-node", "launcher"})
+    if (!elastic && values.has(name))
+      p.add(std::string("--") + name + " (from " + values.source(name) + ") applies to --elastic, which is not given",
+            std::string("add --elastic (this process then starts the ranks), or drop --") + name, "elastic-only");
+  if (elastic) {
+    // The supervisor: the ranks it launches run the checks of the run (and report them).
+    parallel::ElasticSetup e{args.options->defs(), values, s, 1, {}};
+    parallel::read_elastic_options(values, e, p);
+    p.throw_if_any();
+    return parallel::run_elastic(e);
+  }
   return parallel::run_training(s, p);
 }
 

@@ -222,6 +222,13 @@ rows = [
     ("--norm-epsilon", "1e-6", "capability", r"norm epsilon 1e-06"),
     ("--no-qk-norm", None, "L", r"!QK-norm"),
     ("--rope-theta", "500000", "L", r"RoPE theta 500000"),
+    # --elastic: this process supervises and starts the ranks: under mpirun it is a rank, refused
+    # with its other problems; its options without it are refused (tests/parallel/elastic_kill_test.py runs it).
+    ("--elastic", None, "elastic-rank", r"--elastic starts the ranks itself, but this process is a rank"),
+    ("--ranks-per-node", "3", "elastic-rank", r"--ranks-per-node 3 does not divide the 2 ranks"),
+    ("--launcher", " ", "elastic-rank", r"--launcher is empty"),
+    ("--launcher", "srun", "elastic-only", r"--launcher \(from --launcher\) applies to --elastic, which is not given"),
+    ("--no-elastic", None, "elastic-only", r"applies to --elastic, which is not given"),
     ("--hf-config", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "data", "models", "hf",
                                  "qwen3-30b-a3b.json"), "hf", r"the runtime trains plain GPT and Llama layers; .*QK-norm"),
 ]
@@ -256,7 +263,7 @@ extra = {
 }
 must_succeed = {"help", "A", "B", "I", "C", "L", "P", "Z", "CP", "Z3", "M", "MF", "EP", "AUTO"}
 order = ["help", "A", "B", "I", "C", "L", "P", "Z", "CP", "Z3", "M", "MF", "EP", "AUTO", "rate-unused", "auto-no-checkpoint", "cost-missing", "moe-knobs", "capability", "llama-tied", "swiglu", "zb-full",
-         "device", "gpu-comm", "parse", "sp", "stack"]
+         "device", "gpu-comm", "parse", "sp", "stack", "elastic-rank", "elastic-only"]
 
 # Every option of `trident train --help` has a row.
 help_text = subprocess.run([trident, "train", "--help"], capture_output=True, text=True).stdout

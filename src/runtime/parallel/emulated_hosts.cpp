@@ -1,6 +1,7 @@
 // Emulated hosts (see emulated_hosts.h).
 #include "runtime/parallel/emulated_hosts.h"
 
+#include <fcntl.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -166,18 +167,24 @@ std::string EmulatedHosts::describe() const {
                      hosts_, prefix_, prefix_, hosts_ - 1, per_host_, prefix_, subnet_, link_Bps_ / 1e9);
 }
 
-int run_launcher(const std::vector<std::string>& argv, double limit_s) {
+int run_launcher(const std::vector<std::string>& argv, double limit_s, std::string* stderr_copy) {
   install_handlers();
   if (g_signal) return 128 + g_signal;
   std::fflush(stdout);
   std::fflush(stderr);
+  int err_pipe[2] = {-1, -1};
+  if (stderr_copy && pipe2(err_pipe, O_CLOEXEC) != 0) return 127;
   const pid_t parent = getpid();
   const pid_t pid = fork();
-  if (pid < 0) return 127;
+  if (pid < 0) {
+    if (stderr_copy) close(err_pipe[0]), close(err_pipe[1]);
+    return 127;
+  }
   if (pid == 0) {
     // SIGTERM when this process dies, however: mpirun then ends its ranks its own way.
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() != parent) _exit(128 + SIGTERM);
+    if (stderr_copy) dup2(err_pipe[1], STDERR_FILENO);  // dup2 clears O_CLOEXEC on the copy
     std::vector<char*> args;
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
@@ -187,6 +194,21 @@ int run_launcher(const std::vector<std::string>& argv, double limit_s) {
   }
   g_child = pid;
   supervise_process(pid);
+  // The child's standard error, passed on to ours and kept (the last 64 KiB). Non-blocking: a
+  // grandchild that outlives the launcher may hold the pipe open, so the end is the child's exit.
+  if (stderr_copy) {
+    close(err_pipe[1]);
+    fcntl(err_pipe[0], F_SETFL, fcntl(err_pipe[0], F_GETFL) | O_NONBLOCK);
+  }
+  auto drain = [&] {
+    if (!stderr_copy) return;
+    char buf[4096];
+    for (ssize_t n; (n = read(err_pipe[0], buf, sizeof buf)) > 0;) {
+      (void)!write(STDERR_FILENO, buf, size_t(n));
+      stderr_copy->append(buf, size_t(n));
+      if (stderr_copy->size() > (128u << 10)) stderr_copy->erase(0, stderr_copy->size() - (64u << 10));
+    }
+  };
   // Bounded: past limit_s SIGTERM, and SIGKILL 10 s later if it still runs.
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
@@ -194,6 +216,7 @@ int run_launcher(const std::vector<std::string>& argv, double limit_s) {
   int status = 0;
   bool timed_out = false;
   for (;;) {
+    drain();
     const pid_t r = waitpid(pid, &status, WNOHANG);
     if (r == pid || (r < 0 && errno != EINTR)) break;
     if (limit_s > 0 && !timed_out && elapsed() > limit_s) {
@@ -206,6 +229,7 @@ int run_launcher(const std::vector<std::string>& argv, double limit_s) {
   }
   g_child = 0;
   release_process(pid);
+  if (stderr_copy) drain(), close(err_pipe[0]);
   if (timed_out) return kLauncherTimedOut;
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return WIFEXITED(status) ? WEXITSTATUS(status) : 1;

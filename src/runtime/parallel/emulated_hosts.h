@@ -56,8 +56,10 @@ class EmulatedHosts {
 // of EmulatedHosts forward SIGINT and SIGTERM to it, and the supervisor (launch_supervisor.h)
 // ends it if this process dies. Returns its exit status (128 + signal when killed), 127 when it
 // cannot start, kLauncherTimedOut (-1) when it ran past limit_s (then it was ended).
+// With `stderr_copy`, the child's standard error still reaches this process's, and its last
+// 64 KiB are kept there too (what mpirun or srun said about a rank that died: `trident train --elastic`).
 constexpr int kLauncherTimedOut = -1;
-int run_launcher(const std::vector<std::string>& argv, double limit_s = 0);
+int run_launcher(const std::vector<std::string>& argv, double limit_s = 0, std::string* stderr_copy = nullptr);
 
 // This program's own path (/proc/self/exe), for launching its subcommands under mpirun.
 std::string self_executable();

@@ -749,6 +749,8 @@ int train(const TrainSettings& settings, const Problems& parsed, bool mpi) {
         nlohmann::json j =
             metrics_line(done, loss, lr, tps, mfu.full(), trainer.last_grad_norm(), seconds, v, row, world);
         j["mfu_causal_halved"] = mfu.causal();
+        // When the step ended (wall clock): `train --elastic` measures the time a failure lost from it.
+        j["unix_time"] = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
         add_routing(j, trainer.routing_stats());
         write_metrics(metrics, j, metrics_error);
       }
