@@ -24,8 +24,14 @@ cmake --build "$build" -j "$jobs"
 # allocated through frames without frame pointers, so LeakSanitizer can neither unwind nor
 # suppress them by name. Every other check (addresses, lifetimes, undefined behaviour) stays on.
 asan_common=abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1
+# Thread-local storage is left out of LeakSanitizer's roots (use_tls=0): clang 14's LSan reads a
+# bogus dynamic-TLS range for OpenMP's worker threads (libomp comes in with the dlopen'ed runtime
+# library) under Debian 12's glibc and its tracer dies with SIGSEGV at exit of any run with two or
+# more OpenMP threads ("Tracer caught signal 11"). Without TLS as a root a leak is only reported
+# more often, never missed; glibc's own dlopen bookkeeping, held in TLS, is suppressed by name.
+export LSAN_OPTIONS=${LSAN_OPTIONS:-use_tls=0:suppressions=$PWD/scripts/lsan.supp}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-mpi_tests='^dist_|^report_rehearsal_shares_add_up|^robust_ranks_that_disagree|^robust_one_run_check_reports_every_problem_the_same_under_mpirun|^robust_metrics_write_error|^export_mixtral_ep2'
+mpi_tests='^dist_|^report_rehearsal_shares_add_up|^robust_ranks_that_disagree|^robust_one_run_check_reports_every_problem_the_same_under_mpirun|^robust_metrics_write_error|^export_mixtral_ep2|^robust_resume_is_the_run|^cli_replan_for_the_gpus_left|^report_chart_legends'
 
 # Left out, each for its reason (the normal `make test` runs them all):
 skip=(
