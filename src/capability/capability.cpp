@@ -82,6 +82,15 @@ void check_executable(const RunSpec& r, const std::string& device, const std::ve
                      " model of its sizes (--layers --hidden --heads ...) instead",
                  "train-architecture");
   }
+  // Megatron's embedding / loss pipeline units only change which splits are allowed (the split
+  // itself is plan::chunk_layers either way); the runtime's stages each run at least one layer.
+  if (x.embedding_in_pipeline_split || x.loss_in_pipeline_split)
+    problems.add(std::string(x.embedding_in_pipeline_split ? "--account-for-embedding-in-pipeline-split " : "") +
+                     (x.loss_in_pipeline_split ? "--account-for-loss-in-pipeline-split " : "") +
+                     "(Megatron's pipeline units): the runtime splits the layers alone and runs no pipeline chunk "
+                     "that holds only the embedding or the loss",
+                 "drop the flag for train: without it the runtime splits the layers as the planner does",
+                 "train-pipeline-units");
   // Context parallel: ring attention over the cp group, each sequence cut into 2 cp chunks.
   if (L.cp > 1 && device != "cpu")
     problems.add("context parallel (cp " + n(L.cp) + ") needs the ring-attention kernels, which the " + device +

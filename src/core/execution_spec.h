@@ -115,6 +115,12 @@ struct ExecutionSpec {
   int64_t micro_batch_size = 1;   // sequences per micro-batch per pipeline
   ScheduleKind schedule = ScheduleKind::OneFOneB;
   int64_t virtual_stages = 1;     // model chunks per GPU (interleaved schedule)
+  // Megatron's --account-for-embedding-in-pipeline-split / --account-for-loss-in-pipeline-split:
+  // the embedding (loss) counts as one layer when the layers are split, so the first (last) chunk
+  // holds one layer less; (layers + units) must divide over pp x v chunks (126 layers + 2 over
+  // NVIDIA's pp 16 x v 8 for Llama 3.1 405B: a chunk of the embedding alone, one of the loss alone).
+  bool embedding_in_pipeline_split = false;
+  bool loss_in_pipeline_split = false;
   int zero = 0;                   // ZeRO stage 0..3 (1 = distributed optimizer)
   Recompute recompute = Recompute::None;
   bool sequence_parallel = false;

@@ -299,7 +299,7 @@ ModelSpec read_family(const std::string& type, Reader& r, std::optional<int64_t>
     m.router_bias = true;
     m.attention_sinks = true;  // a learned logit per head ("sinks")
     m.router_norm_topk = true;
-    r.number("swiglu_limit");  // the clamp of the gated activation: no change to cost (written in the launch)
+    m.activation_clamp = r.number("swiglu_limit").value_or(0.0);  // no change to cost; written in the launch
     if (const json* lt = r.raw("layer_types")) {
       // "sliding_attention" / "full_attention" per layer: expressible when the full layers are every N-th.
       int64_t every = 0;

@@ -7,6 +7,7 @@
 
 #include "core/checked_size.h"
 #include "core/dimensions.h"
+#include "core/pipeline_units.h"
 #include "core/run_spec.h"
 
 namespace trident {
@@ -118,10 +119,32 @@ void pp_within_layers(const RunSpec& r, Problems& p) {
       checked_product("model chunks", {{"pp", r.layout.pp}, {"virtual-stages", r.exec.virtual_stages}}, kMaxCount,
                       "use a smaller --virtual-stages", p)
           .value_or(0);
-  if (r.model.layers > 0 && chunks > r.model.layers)
+  const ExecutionSpec& e = r.exec;
+  const int64_t units = r.model.layers + pipeline_split_extra_units(e);
+  if (r.model.layers <= 0 || chunks <= 0) return;
+  if (units > r.model.layers) {
+    // Megatron's split with the embedding and/or the loss as units: (layers + units) / chunks each,
+    // the first (last) chunk one less; the planner's split equals it when the loss goes with the embedding.
+    if (units % chunks != 0)
+      p.add(fmt::format("{} layers + {} (embedding / loss) = {} pipeline units do not divide over pp {} x virtual stages {} "
+                        "= {} chunks (Megatron requires it when it accounts for them)",
+                        r.model.layers, units - r.model.layers, units, r.layout.pp, e.virtual_stages, chunks),
+            "choose pp x virtual stages dividing " + std::to_string(units) + ", or drop --account-for-*-in-pipeline-split",
+            "pp-exceeds-layers");
+    else if (!e.embedding_in_pipeline_split)
+      p.add("--account-for-loss-in-pipeline-split without the embedding: the planner's split (the first and last "
+            "chunks keep the fewer layers) is Megatron's with both or with the embedding only",
+            "add --account-for-embedding-in-pipeline-split", "pp-exceeds-layers");
+    return;
+  }
+  if (chunks > r.model.layers)
     p.add(fmt::format("pp {} x virtual stages {} = {} stages but the model has only {} layers", r.layout.pp,
                       r.exec.virtual_stages, chunks, r.model.layers),
-          fmt::format("use --pp of at most {}", r.model.layers), "pp-exceeds-layers");
+          fmt::format("use --pp of at most {}, or count the embedding and the loss as pipeline units "
+                      "(--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split, as Megatron) "
+                      "when pp x virtual stages = layers + 2",
+                      r.model.layers),
+          "pp-exceeds-layers");
 }
 
 void cp_divides_sequence(const RunSpec& r, Problems& p) {

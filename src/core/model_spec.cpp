@@ -197,10 +197,20 @@ ModelSpec model_preset(const std::string& name) {
   return it->second;
 }
 
+double ModelSpec::attended_key_share() const {
+  if (sliding_window <= 0 || seq_len <= sliding_window || layers <= 0) return 1.0;
+  const double s = double(seq_len), w = double(sliding_window);
+  // Query i sees min(i + 1, w) keys: w (w + 1) / 2 over the first w, then w each.
+  const double windowed = (w * (w + 1) / 2 + (s - w) * w) / s / ((s + 1) / 2);
+  int64_t windowed_layers = 0;
+  for (int64_t l = 0; l < layers; ++l) windowed_layers += is_window_layer(l) ? 1 : 0;
+  return (double(windowed_layers) * windowed + double(layers - windowed_layers)) / double(layers);
+}
+
 std::vector<std::string> ModelSpec::beyond_family() const {
   std::vector<std::string> out;
   const bool gpt = family == ModelFamily::GPT;
-  if (head_size > 0 && heads > 0 && head_size * heads != hidden)
+  if (head_size > 0 && !is_mla() && heads > 0 && head_size * heads != hidden)
     out.push_back(fmt::format("head_dim {} (hidden / heads = {})", head_size, hidden / heads));
   if (qk_norm) out.push_back("QK-norm");
   if (is_mla()) out.push_back("multi-head latent attention");
@@ -216,6 +226,7 @@ std::vector<std::string> ModelSpec::beyond_family() const {
   if (has_layer_norm() != gpt) out.push_back(has_layer_norm() ? "LayerNorm" : "RMSNorm");
   if (is_gated_mlp() == gpt) out.push_back(is_gated_mlp() ? "a gated MLP" : "a two-matrix MLP");
   if (!activation.empty()) out.push_back("activation " + activation);
+  if (activation_clamp > 0) out.push_back(fmt::format("gated unit clamped at {:g}", activation_clamp));
   if (is_moe()) {
     if (moe_layer_phase != 0) out.push_back(fmt::format("MoE layers at phase {} of {}", moe_layer_phase, moe_layer_freq));
     if (shared_experts > 0 && shared_expert_width() != expert_ffn_hidden)

@@ -58,6 +58,7 @@ struct ModelSpec {
   int gated_mlp = -1;           // -1 the family's (GPT: GELU, 2 matrices; Llama: SwiGLU, 3), 0 two matrices (Nemotron-4's squared ReLU), 1 gated
   int layer_norm = -1;          // -1 the family's (GPT LayerNorm with bias, Llama RMSNorm), 1 LayerNorm (Nemotron-4)
   std::string activation;       // "" the family's (gelu / silu); "relu2" squared ReLU (Nemotron-4)
+  double activation_clamp = 0;  // GPT-OSS: the gated unit's inputs clamped to this (swiglu_limit), its linear half offset by 1; 0 none
   // Multi-head latent attention (DeepSeek-V2/V3): kv_lora_rank > 0 turns it on; heads of
   // qk_nope_head_dim + qk_rope_head_dim for queries and keys and v_head_dim for values, keys
   // and values projected up from a shared latent of kv_lora_rank (+ one rope key of
@@ -112,13 +113,23 @@ struct ModelSpec {
                : 0;
   }
   int64_t head_dim() const { return head_size > 0 ? head_size : heads > 0 ? hidden / heads : 0; }
-  int64_t q_dim() const { return heads * head_dim(); }      // width of Q and of the projection's input
-  int64_t kv_dim() const { return kv_heads * head_dim(); }  // width of K (and of V)
+  // Widths of Q (and K per query head), of K and V, and of the projection's input (= V's per
+  // query head). MLA (DeepSeek): Q and K of heads x (nope + rope), V of heads x v_head_dim, so
+  // kv_dim is their mean (K and V together are 2 kv_dim wide, what a KV block or cache holds).
+  int64_t q_dim() const { return is_mla() ? heads * (qk_nope_head_dim + qk_rope_head_dim) : heads * head_dim(); }
+  int64_t kv_dim() const {
+    return is_mla() ? heads * (qk_nope_head_dim + qk_rope_head_dim + v_head_dim) / 2 : kv_heads * head_dim();
+  }
+  int64_t v_dim() const { return is_mla() ? heads * v_head_dim : heads * head_dim(); }
   bool is_mla() const { return kv_lora_rank > 0; }
   // Layer l attends through a sliding window (of sliding_window keys).
   bool is_window_layer(int64_t l) const {
     return sliding_window > 0 && (full_attention_every <= 0 || (l + 1) % full_attention_every != 0);
   }
+  // Keys a query attends to, averaged over the layers and the sequence, over those of causal
+  // attention without a window ((s + 1) / 2): 1 without sliding windows; GPT-OSS's 128-token
+  // window on every other layer of a 4096-token sequence about 0.53.
+  double attended_key_share() const;
   int64_t shared_expert_width() const { return shared_expert_ffn_hidden > 0 ? shared_expert_ffn_hidden : expert_ffn_hidden; }
   int tied = -1;  // output layer tied to the token embedding: -1 the family's default (GPT yes, Llama no), 0 no, 1 yes
   bool tied_embeddings() const { return tied < 0 ? family == ModelFamily::GPT : tied == 1; }

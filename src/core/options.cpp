@@ -82,6 +82,12 @@ std::vector<OptionDef> execution_options() {
       {"micro-batch-size", "training", "sequences per micro-batch", false, "INT", "1", 0, kMaxBatch},
       {"schedule", "training", "pipeline schedule: gpipe, 1f1b, interleaved or zb-h1", false, "gpipe|1f1b|interleaved|zb-h1", "1f1b"},
       {"virtual-stages", "training", "model chunks per GPU for the interleaved schedule", false, "INT", "1 (2 if interleaved)", 0, kMaxLayers},
+      {"account-for-embedding-in-pipeline-split", "training",
+       "count the embedding as a layer when splitting layers over pipeline chunks (Megatron's flag): the first chunk holds one layer less",
+       true, "", "off"},
+      {"account-for-loss-in-pipeline-split", "training",
+       "count the loss as a layer when splitting layers over pipeline chunks (Megatron's flag): the last chunk holds one layer less",
+       true, "", "off"},
       {"zero", "training", "ZeRO stage 0-3 (1 = distributed optimizer)", false, "0|1|2|3", "0", -1e18},  // its own check names the stages
       {"recompute", "training", "activation recomputation: none, selective or full", false, "none|selective|full", "none"},
       {"sequence-parallel", "training", "sequence parallel around LayerNorm and dropout", true, "", "on with tp > 1 (train: off)"},

@@ -141,7 +141,8 @@ LayerCompute layer_compute(const ModelSpec& full, const ExecutionSpec& e, int64_
   const double T = double(lc.tokens), h = double(m.hidden), t = double(tp), f = double(m.ffn_hidden);
   // q: the width of Q and of the projection's input, heads x head_dim (= h unless the model
   // sets its own head_dim: Qwen3's 32 x 128 on h 2048).
-  const double kv = double(m.kv_dim()), q = double(m.q_dim()), s = double(m.seq_len), d = double(m.head_dim());
+  const double kv = double(m.kv_dim()), q = double(m.q_dim()), vw = double(m.v_dim()), s = double(m.seq_len),
+               d = double(m.head_dim());
   const double peak = peak_flops(e, gpu);
   const double gemm_peak = lc.fp8 ? fp8_peak_flops(e, gpu) : peak;
   const double gemm_eff = lc.fp8 ? c.fp8_gemm_efficiency : c.gemm_peak_efficiency;
@@ -149,13 +150,28 @@ LayerCompute layer_compute(const ModelSpec& full, const ExecutionSpec& e, int64_
   // row-parallel projection and MLP-out.
   const double mlp_in = double(m.mlp_matrices() - 1) * f / t;  // GELU: f/t; SwiGLU gate+up fused: 2f/t
   auto gemm = [&](double k, double n) { return gemm_time_s(T, k, n, 1, gemm_peak, gemm_eff, c); };
-  lc.gemm_s = gemm(h, (q + 2 * kv) / t) + gemm(q / t, h) + gemm(h, mlp_in) + gemm(f / t, h);
-  lc.column_gemm_s = gemm(h, (q + 2 * kv) / t) + (1 - moe_layer_share(m)) * gemm(h, mlp_in);
-  lc.gemm_flops = 2 * T * h * ((q + 2 * kv) / t + q / t + mlp_in + f / t);
-  // Attention: per head of this GPU, QK^T (s x d x s) and scores x V (s x s x d).
+  double qkv_s = gemm(h, (q + 2 * kv) / t), qkv_flops = 2 * T * h * (q + 2 * kv) / t;
+  if (m.is_mla()) {
+    // MLA: the down projections to the query latent and to the kv latent plus the rope key are
+    // whole on every tp rank (Megatron's duplicated linears); the up projections split by heads.
+    const double H = double(m.heads), qr = double(m.q_lora_rank), kvr = double(m.kv_lora_rank);
+    const double qk = double(m.qk_nope_head_dim + m.qk_rope_head_dim), rope = double(m.qk_rope_head_dim);
+    const double up_kv = H * double(m.qk_nope_head_dim + m.v_head_dim) / t;
+    qkv_s = (qr > 0 ? gemm(h, qr) + gemm(qr, H * qk / t) : gemm(h, H * qk / t)) + gemm(h, kvr + rope) + gemm(kvr, up_kv);
+    qkv_flops = 2 * T * ((qr > 0 ? h * qr + qr * H * qk / t : h * H * qk / t) + h * (kvr + rope) + kvr * up_kv);
+  }
+  lc.gemm_s = qkv_s + gemm(vw / t, h) + gemm(h, mlp_in) + gemm(f / t, h);
+  lc.column_gemm_s = qkv_s + (1 - moe_layer_share(m)) * gemm(h, mlp_in);
+  lc.gemm_flops = qkv_flops + 2 * T * h * (vw / t + mlp_in + f / t);
+  // Attention: per head of this GPU, QK^T (s x d x s) and scores x V (s x s x d); MLA's scores
+  // over nope + rope features, its values v_head_dim wide.
   const double batch = double(e.micro_batch_size) * double(m.heads) / t;
-  lc.attention_flops = 4 * batch * s * s * d;
+  lc.attention_flops = m.is_mla() ? 2 * batch * s * s * (q + vw) / double(m.heads) : 4 * batch * s * s * d;
   if (e.attention == AttentionKind::Flash) {
+    // Sliding-window layers (GPT-OSS, Mistral) skip the keys outside their window: the fused
+    // kernel's work is the share of keys attended (1 without windows; unfused kernels compute
+    // every score and mask them).
+    lc.attention_flops *= m.attended_key_share();
     // One fused kernel over the causal half of the scores; backward recomputes them.
     lc.attention_s = lc.attention_flops / 2 / (peak * c.attention_efficiency);
     lc.attention_backward_s = c.flash_backward_factor * lc.attention_s;
@@ -180,8 +196,8 @@ LayerCompute layer_compute(const ModelSpec& full, const ExecutionSpec& e, int64_
     // QKV and FC1 read the norms' outputs (T h each), the projection the attention's (T h / t),
     // FC2 the activation's (T f / t). Fused, the norms and the activation write FP8 themselves.
     const FusedCasts fc = fused_fp8_casts(m, e);
-    lc.fp8_cast_elements = T * ((fc.qkv ? 0 : h) + q / t + (fc.fc1 ? 0 : h) + (fc.fc2 ? 0 : f / t));
-    lc.fp8_fused_cast_elements = T * (h + q / t + h + f / t) - lc.fp8_cast_elements;
+    lc.fp8_cast_elements = T * ((fc.qkv ? 0 : h) + vw / t + (fc.fc1 ? 0 : h) + (fc.fc2 ? 0 : f / t));
+    lc.fp8_fused_cast_elements = T * (h + vw / t + h + f / t) - lc.fp8_cast_elements;
     lc.fp8_cast_s = c.fp8_cast_bytes_per_element * lc.fp8_cast_elements / hbm;
     lc.fp8_fused_cast_s = c.fp8_cast_bytes_per_element * lc.fp8_fused_cast_elements / hbm;
     lc.elementwise_s += lc.fp8_cast_s;
@@ -365,6 +381,22 @@ std::vector<StageTime> stage_times(const ModelSpec& full, const ExecutionSpec& e
       st.model_flops += 3 * logits_flops;
       st.executed_flops += 3 * logits_flops;
       if (in.tp > 1 && e.sequence_parallel) blocking_tp(tc.collective_s);  // gather before logits, scatter back
+      if (m.mtp_layers > 0) {
+        // Multi-token prediction (DeepSeek-V3) after the last layer, on the last stage as Megatron
+        // places it: per module its 2h -> h projection (split over tp), one layer like the model's
+        // (its TP and EP traffic too) and another pass through the shared output layer and loss.
+        const double k = double(m.mtp_layers);
+        const double proj_s = gemm_time_s(T, 2 * h, h / t, 1, peak, c), proj_flops = 2 * T * 2 * h * h / t;
+        st.compute_forward_s += k * (lc.forward_s() + proj_s + logits_gemm_s + loss_s);
+        st.compute_backward_s += k * (lc.backward_s() + recompute_per_layer + 2 * proj_s + 2 * logits_gemm_s + loss_s);
+        st.model_flops += k * 3 * (lc.forward_flops() + proj_flops + logits_flops);
+        st.executed_flops += k * (3 * (lc.forward_flops() + proj_flops + logits_flops) + recompute_flops_per_layer);
+        st.tp_total_s += k * (tc.forward_s + tc.backward_s);
+        st.tp_comm_s += k * (tp_fwd.cost_s + tp_bwd.cost_s);
+        st.tp_hidden_s += k * (tp_fwd.hidden_s + tp_bwd.hidden_s);
+        st.ep_comm_s += k * (epc.forward_s + epc.backward_s);
+        st.ep_wait_s += k * (epw.forward_s + epw.backward_s);
+      }
     }
     if (in.pp > 1) {
       st.pp_total_s = 2.0 * double(v) * pc.message_s;
@@ -511,10 +543,17 @@ double active_mlp_params_per_layer(const ModelSpec& m) {
 
 double model_flops_per_step(const ModelSpec& m, int64_t global_batch, int64_t vocab, bool causal_halved) {
   const double s = double(m.seq_len), h = double(m.hidden), B = double(global_batch);
-  const double kv = double(m.kv_dim()), q = double(m.q_dim());
-  const double matrix_params = h * (q + 2 * kv) + q * h + active_mlp_params_per_layer(m);
-  // Scores and their product with V: 2 x 2 s^2 per query feature (heads x head_dim).
-  const double per_layer_fwd = 2 * s * matrix_params + (causal_halved ? 2 : 4) * s * s * q;
+  const double kv = double(m.kv_dim()), q = double(m.q_dim()), vw = double(m.v_dim());
+  double attention_params = h * (q + 2 * kv) + vw * h;
+  if (m.is_mla()) {
+    const double H = double(m.heads), qr = double(m.q_lora_rank), kvr = double(m.kv_lora_rank);
+    attention_params = (qr > 0 ? h * qr + qr * q : h * q) + h * (kvr + double(m.qk_rope_head_dim)) +
+                       kvr * H * double(m.qk_nope_head_dim + m.v_head_dim) + vw * h;
+  }
+  const double matrix_params = attention_params + active_mlp_params_per_layer(m);
+  // Scores (s^2 per Q/K feature) and their product with V (s^2 per V feature), 2 FLOPs each:
+  // 4 s^2 heads x head_dim unless MLA's V is narrower.
+  const double per_layer_fwd = 2 * s * matrix_params + (causal_halved ? 1 : 2) * s * s * (q + vw);
   return 3 * B * (double(m.layers) * per_layer_fwd + 2 * s * h * double(vocab));
 }
 

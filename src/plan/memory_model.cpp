@@ -45,6 +45,19 @@ StageParams stage_params(const ModelSpec& m, const ParamCount& pc, int64_t tp, i
     sp.output_params = double(pc.final_norm);
     // Untied output layer always; a tied one needs its own copy when it lives on another stage.
     if (!m.tied_embeddings() || pp > 1) sp.output_params += vocab * m.hidden / t;
+    if (m.mtp_layers > 0) {
+      // MTP modules after the last layer (Megatron's place): each a layer like the model's (the
+      // MoE layers' mean split when it has them), its 2h -> h projection over tp and three norms.
+      const double k = double(m.mtp_layers), h = double(m.hidden);
+      if (m.is_moe()) {
+        const MoeParams mp = moe_params_per_layer(m, pc, tp, ep);
+        sp.output_params += k * mp.dense;
+        sp.expert_params += k * mp.experts;
+      } else {
+        sp.output_params += k * (double(pc.attention_per_layer + pc.mlp_per_layer) / t + double(pc.norms_per_layer));
+      }
+      sp.output_params += k * (2 * h * h / t + 3 * h);
+    }
   }
   return sp;
 }
@@ -53,7 +66,13 @@ LayerActivations layer_activations(const ModelSpec& m, const ExecutionSpec& e, i
   const double sbh = double(m.seq_len) * e.micro_batch_size * m.hidden;
   const double sbf = double(m.seq_len) * e.micro_batch_size * m.ffn_hidden;
   const double sbkv = double(m.seq_len) * e.micro_batch_size * m.kv_dim();
-  const double sbq = double(m.seq_len) * e.micro_batch_size * m.q_dim();  // Q and the projection input (= sbh unless head_dim is the model's own)
+  const double sbq = double(m.seq_len) * e.micro_batch_size * m.q_dim();  // Q (= sbh unless head_dim is the model's own)
+  const double sbv = double(m.seq_len) * e.micro_batch_size * m.v_dim();  // the projection input
+  // MLA keeps the query and kv latents (and the rope key) for its up projections' backward,
+  // whole on every tp rank as the down projections that write them.
+  const double latents = m.is_mla() ? double(m.seq_len) * e.micro_batch_size *
+                                          double(m.q_lora_rank + m.kv_lora_rank + m.qk_rope_head_dim)
+                                    : 0.0;
   const double as2b = double(m.heads) * m.seq_len * m.seq_len * e.micro_batch_size;
   const double t = double(tp);
   const bool dropout = m.has_dropout();
@@ -72,7 +91,7 @@ LayerActivations layer_activations(const ModelSpec& m, const ExecutionSpec& e, i
   // runtime's kernels) and its matrix products keep the repeated ones.
   const bool flash = e.attention == AttentionKind::Flash;
   const double kv_held = flash ? sbkv : sbq;
-  const double inside = 2 * sbq + 4 * kv_held + 2 * sbq + mlp.split;
+  const double inside = 2 * sbq + 4 * kv_held + 2 * sbv + mlp.split;
   // Attention scores: softmax output, dropout mask and output (5as^2b; 2as^2b without dropout).
   // Flash attention never stores them, only the softmax statistics (one fp32 per row and head).
   const double scores = flash ? 0.0 : (dropout ? 5 : 2) * as2b;
@@ -86,15 +105,16 @@ LayerActivations layer_activations(const ModelSpec& m, const ExecutionSpec& e, i
   // recomputation rebuilds them with the rest.
   const bool fp8 = e.precision == Precision::FP8;
   const double fp8_outside = fp8 ? 2 * sbh : 0.0;
-  const double fp8_inside = fp8 ? sbq + mlp.fc2_split : 0.0;
+  const double fp8_inside = fp8 ? sbv + mlp.fc2_split : 0.0;
   const double fp8_whole = fp8 ? mlp.fc2_whole : 0.0;
   LayerActivations a;
   const double outside_held = e.sequence_parallel ? outside / t : outside;
   const double fp8_copies = (e.sequence_parallel ? fp8_outside / t : fp8_outside) + fp8_inside / t + fp8_whole;
   // The 16-bit tensors (2 bytes) of every copy but the projection input's.
-  const double fp8_given_up = fp8 ? 2 * (fp8_copies - sbq / t) : 0.0;
+  const double fp8_given_up = fp8 ? 2 * (fp8_copies - sbv / t) : 0.0;
   a.full_layer_bytes =
-      scale * (outside_held + (inside + softmax_stats) / t + mlp.whole + scores / t) + fp8_copies - fp8_given_up;
+      scale * (outside_held + (inside + softmax_stats) / t + mlp.whole + 2 * latents + scores / t) + fp8_copies -
+      fp8_given_up;
   switch (e.recompute) {
     case Recompute::None:
       a.attention_scores_bytes = scale * scores / t;
@@ -103,7 +123,7 @@ LayerActivations layer_activations(const ModelSpec& m, const ExecutionSpec& e, i
       a.fp8_given_up_bytes = fp8_given_up;
       break;
     case Recompute::Selective:
-      a.bytes = scale * (outside_held + (inside + softmax_stats) / t + mlp.whole) + fp8_copies - fp8_given_up;
+      a.bytes = scale * (outside_held + (inside + softmax_stats) / t + mlp.whole + 2 * latents) + fp8_copies - fp8_given_up;
       a.fp8_copy_bytes = fp8_copies;
       a.fp8_given_up_bytes = fp8_given_up;
       break;
@@ -201,6 +221,9 @@ std::vector<StageMemory> stage_memory(const ModelSpec& full, const ExecutionSpec
                        el * sbh / (e.sequence_parallel ? t : 1.0);
       // ZB-H1 defers the output layer's weight gradient too: every micro-batch in flight keeps them.
       if (e.schedule == ScheduleKind::ZeroBubbleH1) s.logits_bytes *= s.in_flight;
+      // MTP: each module's layer activations and its own logits, for the micro-batch on the last chunk.
+      s.logits_bytes *= double(1 + m.mtp_layers);
+      s.activations_bytes += double(m.mtp_layers) * act.bytes;
       s.activations_bytes += s.logits_bytes;
     }
     s.overhead_bytes = in.overhead_bytes;

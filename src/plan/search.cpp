@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "core/dimensions.h"
+#include "core/pipeline_units.h"
 #include "core/run_spec.h"
 
 namespace trident::plan {
@@ -180,6 +181,15 @@ struct Searcher {
              (space.stack_schedules.empty() ||
               std::find(space.stack_schedules.begin(), space.stack_schedules.end(), k) != space.stack_schedules.end());
     };
+    // With the embedding and/or the loss counted as pipeline units (Megatron's
+    // --account-for-*-in-pipeline-split), the layers + units divide over the chunks, as Megatron
+    // requires (lint's pp-exceeds-layers); without them the chunks are at most the layers.
+    const int64_t extra = pipeline_split_extra_units(space.settings), units = model.layers + extra;
+    auto splits = [&](int64_t v) { return extra == 0 ? pp * v <= units : units % (pp * v) == 0; };
+    if (!splits(1)) {
+      reject("layers + embedding / loss units do not divide over pp", n_orders);
+      return out;
+    }
     if (want(ScheduleKind::OneFOneB)) out.push_back({ScheduleKind::OneFOneB, 1});
     if (pp == 1) return out;
     if (want(ScheduleKind::GPipe)) {
@@ -188,13 +198,14 @@ struct Searcher {
     }
     if (want(ScheduleKind::ZeroBubbleH1)) out.push_back({ScheduleKind::ZeroBubbleH1, 1});
     if (!want(ScheduleKind::Interleaved)) return out;
-    for (int64_t v = 2; pp * v <= model.layers && v <= 16; ++v) {
+    for (int64_t v = 2; pp * v <= units && v <= 16; ++v) {
       if (space.virtual_stages && v != *space.virtual_stages) continue;
+      if (!splits(v)) continue;
       // Unasked, the search interleaves equal chunks only (uneven ones are a deliberate choice,
       // as Megatron's first/last-stage layer counts are); asked for by --schedule interleaved or
       // --virtual-stages, uneven chunks are estimated as lint does (the slowest chunk paces).
       const bool asked = space.virtual_stages || space.schedule == ScheduleKind::Interleaved;
-      if (model.layers % (pp * v) != 0 && !asked) continue;
+      if (extra == 0 && model.layers % (pp * v) != 0 && !asked) continue;
       if (m % pp != 0) {
         reject("interleaved needs micro-batches divisible by pp", n_orders);
         continue;
@@ -420,7 +431,7 @@ SearchResult search(const ModelSpec& model, const ClusterSpec& cluster, int64_t 
     }
     for (int64_t pp : all_divisors(world / tp)) {
       if (space.size(Dim::PP) && pp != *space.size(Dim::PP)) continue;
-      if (pp > model.layers) {
+      if (pp > model.layers + pipeline_split_extra_units(space.settings)) {
         s.reject("pp exceeds layers");
         continue;
       }

@@ -7,8 +7,10 @@
 #include <algorithm>
 
 #include "core/dimensions.h"
+#include "core/pipeline_units.h"
 #include "plan/cost_model.h"
 #include "report/launch_config.h"
+#include "report/megatron_architecture.h"
 #include "report/topology_report.h"
 
 namespace trident {
@@ -46,11 +48,12 @@ void model_args(const ModelSpec& m, std::vector<std::string>& a) {
   a.push_back(fmt::format("--seq-length {}", m.seq_len));
   a.push_back(fmt::format("--max-position-embeddings {}", m.seq_len));
   if (m.family == ModelFamily::Llama) {
-    a.push_back("--swiglu");
-    a.push_back("--normalization RMSNorm");
-    a.push_back("--position-embedding-type rope");
+    if (m.is_gated_mlp()) a.push_back("--swiglu");
+    a.push_back(m.has_layer_norm() ? "--normalization LayerNorm" : "--normalization RMSNorm");
+    // YaRN-scaled rotary embeddings are their own type (MLA takes them as --rope-type instead).
+    a.push_back(m.rope_scaling.type == "yarn" && !m.is_mla() ? "--position-embedding-type yarn"
+                                                             : "--position-embedding-type rope");
     a.push_back(fmt::format("--rotary-base {}", int64_t(m.rope_theta)));
-    a.push_back("--disable-bias-linear");
   } else {
     a.push_back("--normalization LayerNorm");
     a.push_back("--position-embedding-type learned_absolute");
@@ -68,12 +71,12 @@ void moe_args(const ModelSpec& m, const Layout& l, bool sequence_parallel, std::
   // The plan costs the tokens' all-to-all between expert ranks (Megatron's default is allgather).
   a.push_back("--moe-token-dispatcher-type alltoall");
   if (m.shared_experts > 0)
-    a.push_back(fmt::format("--moe-shared-expert-intermediate-size {}", m.shared_experts * m.expert_ffn_hidden));
+    a.push_back(fmt::format("--moe-shared-expert-intermediate-size {}", m.shared_experts * m.shared_expert_width()));
   if (m.capacity_factor > 1.0) a.push_back(fmt::format("--moe-expert-capacity-factor {}", m.capacity_factor));
   if (m.moe_dense_layers > 0 && m.moe_layer_freq == 1) {
     // "[0]*k+[1]*n": the first k layers keep a dense MLP.
     a.push_back(fmt::format("--moe-layer-freq ([0]*{}+[1]*{})", m.moe_dense_layers, m.layers - m.moe_dense_layers));
-  } else if (m.moe_dense_layers == 0 && m.moe_layer_freq > 1) {
+  } else if (m.moe_dense_layers == 0 && m.moe_layer_freq > 1 && m.moe_layer_phase == 0) {
     a.push_back(fmt::format("--moe-layer-freq {}", m.moe_layer_freq));  // layer i is MoE when i % N == 0
   } else if (m.moe_layer_freq > 1) {
     std::string pattern;  // one 0/1 per layer: Megatron's list form
@@ -113,29 +116,44 @@ void pipeline_args(const RunSpec& run, std::vector<std::string>& a, std::vector<
                "replan without --schedule: with --emit megatron the search keeps to the schedules Megatron runs",
                "megatron-schedule");
   if (l.pp == 1) return;
+  if (e.embedding_in_pipeline_split || e.loss_in_pipeline_split) {
+    // Megatron splits layers + the units evenly, the first (last) chunk holding one layer less:
+    // the planner's split (pp_within_layers checked that they divide).
+    const int64_t units = m.layers + pipeline_split_extra_units(e);
+    if (e.embedding_in_pipeline_split) a.push_back("--account-for-embedding-in-pipeline-split");
+    if (e.loss_in_pipeline_split) a.push_back("--account-for-loss-in-pipeline-split");
+    if (v > 1) a.push_back(fmt::format("--num-layers-per-virtual-pipeline-stage {}", units / (l.pp * v)));
+    comments.push_back(fmt::format("{} layers and {} pipeline units (embedding / loss) in {} chunks of {} (pp {} x v {})",
+                                   m.layers, units - m.layers, l.pp * v, units / (l.pp * v), l.pp, v));
+    return;
+  }
   const std::vector<int64_t> chunks = plan::chunk_layers(m.layers, l.pp, v);
   const bool even = std::all_of(chunks.begin(), chunks.end(), [&](int64_t c) { return c == chunks.front(); });
   if (even) {
     if (v > 1) a.push_back(fmt::format("--num-layers-per-virtual-pipeline-stage {}", chunks.front()));
     return;
   }
-  if (v == 1) {
-    // First and last stages keep the base count; the middle ones must then be even.
-    const std::vector<int64_t> stages = plan::stage_layers(m.layers, l.pp, 1);
+  const std::vector<int64_t> stages = plan::stage_layers(m.layers, l.pp, 1);
+  // Megatron's first/last flags split the layers left evenly over the middle stages: they say the
+  // planner's split only when its middle stages are equal (61 layers on pp 8 is 7, 8 x 5, 7, 7: not).
+  const bool middle_even = l.pp > 2 && std::all_of(stages.begin() + 1, stages.end() - 1,
+                                                   [&](int64_t s) { return s == stages[1]; });
+  if (v == 1 && middle_even) {
     a.push_back(fmt::format("--decoder-first-pipeline-num-layers {}", stages.front()));
     a.push_back(fmt::format("--decoder-last-pipeline-num-layers {}", stages.back()));
     comments.push_back(fmt::format("pipeline stages of {} layers: first {}, last {}, the {} others {} each", m.layers,
                                    stages.front(), stages.back(), l.pp - 2, l.pp > 2 ? stages[1] : 0));
     return;
   }
-  // Interleaved and uneven: every chunk spelled out (E embedding, t a layer, L the loss), in
-  // Megatron's order of virtual stage then pipeline rank, the planner's chunk order too.
+  // Otherwise every chunk spelled out (E embedding, t a layer, m an MTP module, L the loss), in
+  // Megatron's order of virtual stage then pipeline rank, the planner's chunk order too; the MTP
+  // modules sit before the loss on the last chunk, where the plan costs them.
   std::string layout;
   for (size_t c = 0; c < chunks.size(); ++c) {
     if (c > 0) layout += "|";
     if (c == 0) layout += "E";
     layout += std::string(size_t(chunks[c]), 't');
-    if (c + 1 == chunks.size()) layout += "L";
+    if (c + 1 == chunks.size()) layout += std::string(size_t(std::max<int64_t>(m.mtp_layers, 0)), 'm') + "L";
   }
   a.push_back(fmt::format("--pipeline-model-parallel-layout {}", layout));
   comments.push_back(fmt::format("{} layers in {} chunks of {} to {} (pp {} x v {}): written as a layout string",
@@ -284,6 +302,7 @@ FrameworkLaunch megatron_launch(const RunSpec& run) {
   // for the communication/compute overlap).
   if (l.tp > 1 || l.cp > 1) f.env.push_back({"CUDA_DEVICE_MAX_CONNECTIONS", "1"});
   model_args(m, f.args);
+  megatron_architecture_args(m, f.args, f.comments, f.refusals);
   parallel_args(run, f.args, f.refusals);
   pipeline_args(run, f.args, f.comments, f.refusals);
   moe_args(m, l, run.exec.sequence_parallel, f.args, f.comments, f.refusals);

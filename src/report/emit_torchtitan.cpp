@@ -239,9 +239,21 @@ FrameworkLaunch torchtitan_launch(const RunSpec& run, bool toml, const LaunchChe
                                    l.world_size(), run.cluster.nodes, run.cluster.gpus_per_node, l.describe()));
   f.comments.push_back("written for " + f.version + "; checked against its config fields kept in data/frameworks/");
   f.comments.push_back(fmt::format("world size {}; model sizes (layers {}, hidden {}, heads {}, kv heads {}, ffn {}, "
-                                   "vocab {}) are the model flavor's; start with torchrun --nproc_per_node {} --nnodes {}",
+                                   "vocab {}, rope theta {:g}, norm epsilon {:g}) are the model flavor's; start with "
+                                   "torchrun --nproc_per_node {} --nnodes {}",
                                    l.world_size(), m.layers, m.hidden, m.heads, m.kv_heads, m.ffn_hidden, m.vocab,
-                                   run.cluster.gpus_per_node, run.cluster.nodes));
+                                   m.rope_theta, m.norm_epsilon(), run.cluster.gpus_per_node, run.cluster.nodes));
+  // The job's settings name a registered model flavor and nothing of its architecture: a model
+  // beyond the llama3 flavors' (a head width of its own, QK-norm, MLA, windows, ...) is refused by name.
+  if (const auto beyond = m.beyond_family(); !beyond.empty()) {
+    std::string list;
+    for (const auto& b : beyond) list += (list.empty() ? "" : ", ") + b;
+    f.refusals.add("torchtitan's settings name a model flavor and carry none of its architecture; " + m.name +
+                       " has " + list + ", which no llama3 flavor has",
+                   "launch it with --emit megatron, or register a torchtitan flavor with these fields and write its "
+                   "name in [model]",
+                   "torchtitan-architecture");
+  }
   const ExecutionSpec& e = run.exec;
   if (!toml || llama3_flavor(m).empty())
     f.comments.push_back("the model: " + (llama3_flavor(m).empty() ? std::string("a model and flavor with the sizes above")

@@ -221,6 +221,12 @@ rows = [
     ("--qk-norm", None, "capability", r"QK-norm"),
     ("--norm-epsilon", "1e-6", "capability", r"norm epsilon 1e-06"),
     ("--no-qk-norm", None, "L", r"!QK-norm"),
+    # Megatron's embedding / loss pipeline units (plan, lint, the launch): the runtime runs no chunk
+    # without a layer, so train refuses them; their --no- forms are the default.
+    ("--account-for-embedding-in-pipeline-split", None, "capability", r"--account-for-embedding-in-pipeline-split (--account-for-loss-in-pipeline-split )?\(Megatron's pipeline units\): the runtime splits the layers alone"),
+    ("--account-for-loss-in-pipeline-split", None, "capability", r"--account-for-loss-in-pipeline-split \(Megatron's pipeline units\): the runtime splits the layers alone"),
+    ("--no-account-for-embedding-in-pipeline-split", None, "L", r"!pipeline-split"),
+    ("--no-account-for-loss-in-pipeline-split", None, "L", r"!pipeline-split"),
     ("--rope-theta", "500000", "L", r"RoPE theta 500000"),
     # --elastic: this process supervises and starts the ranks: under mpirun it is a rank, refused
     # with its other problems; its options without it are refused (tests/parallel/elastic_kill_test.py runs it).

@@ -330,6 +330,82 @@ for name, (args, model, layers) in PLANS.items():
     check(f"{name}: sbatch script exports what Megatron needs",
           ("export CUDA_DEVICE_MAX_CONNECTIONS=1" in script) == (lay["tp"] > 1 or lay["cp"] > 1), script[:800])
 
+# Models read from their config.json: the launch carries their architecture (issue 47), not the
+# family's defaults (Qwen3 was written as --rotary-base 10000 --norm-epsilon 1e-05 and kv-channels
+# = hidden / heads: a different model).
+hf = lambda name: os.path.join(root, "data", "models", "hf", name)
+ARCH = {
+    "Qwen3-30B-A3B": (["--hf-config", hf("qwen3-30b-a3b.json"), "--seq-len", "4096", "--cluster", "dgx-h100",
+                       "--nodes", "4", "--tp", "2", "--pp", "1", "--ep", "8", "--dp", "16", "--sequence-parallel",
+                       "--global-batch-size", "256"],
+                      {"kv_channels": 128, "qk_layernorm": True, "rotary_base": 1000000, "layernorm_epsilon": 1e-6,
+                       "num_experts": 128, "moe_router_topk": 8, "moe_ffn_hidden_size": 768, "ffn_hidden_size": 6144,
+                       "num_query_groups": 4, "add_bias_linear": False, "add_qkv_bias": False,
+                       "untie_embeddings_and_output_weights": True, "moe_router_pre_softmax": False}),
+    "DeepSeek-V3": (["--hf-config", hf("deepseek-v3.json"), "--seq-len", "4096", "--cluster", "dgx-h100",
+                     "--nodes", "128", "--tp", "2", "--pp", "8", "--ep", "64", "--dp", "64", "--sequence-parallel", "--schedule", "1f1b",
+                     "--global-batch-size", "8192"],
+                    {"multi_latent_attention": True, "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_head_dim": 128,
+                     "qk_pos_emb_head_dim": 64, "v_head_dim": 128, "moe_layer_freq": "([0]*3+[1]*58)",
+                     "mtp_num_layers": 1, "moe_router_score_function": "sigmoid", "moe_router_enable_expert_bias": True,
+                     "moe_router_num_groups": 8, "moe_router_group_topk": 4, "moe_router_topk_scaling_factor": 2.5,
+                     "moe_shared_expert_intermediate_size": 2048, "rope_type": "yarn", "rotary_scaling_factor": 40.0,
+                     "mscale_all_dim": 1.0, "layernorm_epsilon": 1e-6, "ffn_hidden_size": 18432}),
+    "gpt-oss-120b": (["--hf-config", hf("gpt-oss-120b.json"), "--seq-len", "4096", "--cluster", "dgx-h100",
+                      "--nodes", "8", "--tp", "1", "--pp", "1", "--ep", "8", "--dp", "64", "--global-batch-size", "512"],
+                     {"kv_channels": 64, "add_bias_linear": True, "window_size": "(128,0)", "window_attn_skip_freq": "2",
+                      "softmax_type": "learnable", "position_embedding_type": "yarn", "rotary_scaling_factor": 32.0,
+                      "activation_func_clamp_value": 7.0, "glu_linear_offset": 1.0, "rotary_base": 150000}),
+}
+for name, (args, want) in ARCH.items():
+    text = run("plan", *args, "--emit", "megatron").stdout
+    ns = check_megatron(name + " (megatron)", text)
+    wrong = {k: (ns.get(k), v) for k, v in want.items() if ns.get(k) != v}
+    check(f"{name} (megatron): the launch carries the model's architecture", not wrong, wrong)
+# DeepSeek-V3's 61 layers on pp 8 split 7, 8 x 5, 7, 7: the middle stages are not equal, so
+# Megatron's first/last-stage flags cannot say it (Megatron would refuse them); the launch writes
+# the split as a layout string, the MTP module on the last stage before the loss.
+text = run("plan", *ARCH["DeepSeek-V3"][0], "--emit", "megatron").stdout
+ns = check_megatron("DeepSeek-V3 pp 8 (megatron)", text)
+chunks = (ns.get("pipeline_model_parallel_layout") or "").split("|")
+check("DeepSeek-V3 pp 8 (megatron): a layout string of 8 stages, 61 layers, the MTP module with the loss",
+      len(chunks) == 8 and [c.count("t") for c in chunks] == [7, 8, 8, 8, 8, 8, 7, 7]
+      and chunks[0].startswith("E") and chunks[-1].endswith("mL") and ns["decoder_first_pipeline_num_layers"] is None,
+      chunks)
+p = run("plan", *ARCH["Qwen3-30B-A3B"][0], "--stack", "torchtitan", "--emit", "torchtitan-toml", want=2)
+check("Qwen3-30B-A3B (torchtitan): refused, naming the architecture no flavor carries",
+      "head_dim 128" in p.stderr and "QK-norm" in p.stderr and not p.stdout.strip(), p.stderr)
+
+# NVIDIA's GB200 run of Llama 3.1 405B (Megatron-Bridge 26.06, 256 GB200, MXFP8: pp 16 x v 8 = 128
+# chunks on 126 layers, the embedding and the loss each counted as a layer; Trident's fp8 keeps the
+# same one-byte copies of the GEMM inputs). Refused before (128 stages but 126 layers); lint names
+# the flags without them (an error finding: exit 1, on stdout) and accepts the layout with them; the
+# plan's search keeps v 8 with them and the launch carries them.
+R405 = ["--hf-config", hf("llama3.1-405b.json"), "--seq-len", "8192", "--cluster", "gb200-nvl72", "--nodes", "64",
+        "--tp", "4", "--pp", "16", "--dp", "4", "--schedule", "interleaved", "--virtual-stages", "8",
+        "--global-batch-size", "1536", "--micro-batch-size", "1", "--sequence-parallel", "--precision", "fp8"]
+UNITS = ["--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"]
+p = subprocess.run([trident, "lint", *R405], capture_output=True, text=True)
+check("405B pp 16 x v 8 without the units: lint's error, naming the flags", p.returncode == 1
+      and "error[pp-exceeds-layers]" in p.stdout and "--account-for-embedding-in-pipeline-split" in p.stdout,
+      p.stdout[-800:] + p.stderr)
+p = subprocess.run([trident, "lint", *R405, *UNITS], capture_output=True, text=True)
+check("405B pp 16 x v 8 with the units: lint accepts it", p.returncode == 0 and "pp-exceeds-layers" not in p.stdout,
+      p.stdout[-800:] + p.stderr)
+text = run("plan", *R405, *UNITS, "--emit", "megatron").stdout
+ns = check_megatron("405B pp 16 x v 8 (megatron)", text)
+check("405B pp 16 x v 8 (megatron): the split's flags, one layer per virtual stage, Llama 3.1's rope scaling",
+      ns["account_for_embedding_in_pipeline_split"] and ns["account_for_loss_in_pipeline_split"]
+      and ns["num_layers_per_virtual_pipeline_stage"] == 1 and ns["pipeline_model_parallel_layout"] is None
+      and ns["use_rope_scaling"] and ns["rope_scaling_factor"] == 8.0, text[-1500:])
+p = subprocess.run([trident, "lint", *R405, *UNITS[:1]], capture_output=True, text=True)
+check("405B with the embedding alone: 127 units do not divide over 128 chunks, lint's error", p.returncode == 1
+      and "error[pp-exceeds-layers] 126 layers + 1 (embedding / loss) = 127 pipeline units" in p.stdout,
+      p.stdout[-800:] + p.stderr)
+p = subprocess.run([trident, "plan", *R405, *UNITS[:1], "--emit", "megatron"], capture_output=True, text=True)
+check("405B with the embedding alone: the plan finds no layout and writes no launch", p.returncode != 0
+      and "--pipeline-model-parallel-size" not in p.stdout, p.stdout[-800:] + p.stderr)
+
 # torchtitan: with the torchtitan stack the plans are ones torchtitan runs.
 TITAN_PLANS = ["GPT-3 175B", "Llama 3 405B cp 16", "Mixtral 8x22B ep 8", "Llama 3 8B ZeRO-3", "Llama 3 8B fp8"]
 for name in TITAN_PLANS:

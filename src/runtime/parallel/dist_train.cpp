@@ -51,6 +51,8 @@ void read_dist_train_options(const OptionValues& values, TrainSettings& s, Probl
   ExecutionSpec& x = s.run.exec;
   x.schedule = e.schedule;
   x.virtual_stages = e.virtual_stages;
+  x.embedding_in_pipeline_split = e.embedding_in_pipeline_split;  // refused by the capability check
+  x.loss_in_pipeline_split = e.loss_in_pipeline_split;
   x.zero = e.zero;
   x.recompute = e.recompute;
   x.sequence_parallel = e.sequence_parallel;
