@@ -34,6 +34,14 @@ const std::map<std::string, GpuSpec>& gpus() {
       // GB200 NVL72 datasheet per rack / 72 GPUs: 180 PFLOP/s dense FP16/BF16 -> 2.5 PFLOP/s,
       // 5,760 TFLOP/s FP32 -> 80, 13.4 TB HBM3e -> 186 GB, 576 TB/s -> 8 TB/s, 360 PFLOP/s FP8 -> 5.
       {"gb200-186g", {"B200-GB200-186GB", 186 * kGB, 2500 * kTera, 80 * kTera, 8000 * kGB, 5000 * kTera}},
+      // Blackwell Ultra, from NVIDIA's HGX B300 and GB300 NVL72 datasheets (as quoted; not re-read
+      // in this copy, made without network access). Dense 16-bit and FP8 peaks as Blackwell's (the
+      // gain is in FP4 and the attention's exponentials); 288 GB HBM3e at 8 TB/s per GPU.
+      // HGX B300 per 8 GPUs: 36 / 72 PFLOP/s sparse FP16 / FP8 -> 2.25 / 4.5 dense, 600 TFLOP/s FP32,
+      // 2.3 TB HBM3e. GB300 NVL72 per rack / 72: 360 / 720 PFLOP/s sparse FP16 / FP8 -> 2.5 / 5 dense,
+      // 6 PFLOP/s FP32 -> 83, 21 TB HBM3e (288 GB per GPU), 576 TB/s -> 8 TB/s.
+      {"b300-288g", {"B300-SXM-288GB", 288 * kGB, 2250 * kTera, 75 * kTera, 8000 * kGB, 4500 * kTera}},
+      {"gb300-288g", {"B300-GB300-288GB", 288 * kGB, 2500 * kTera, 83 * kTera, 8000 * kGB, 5000 * kTera}},
   };
   return table;
 }
@@ -71,6 +79,11 @@ const std::map<std::string, ClusterSpec>& clusters() {
     // GB200 NVL72: 18 compute trays (hosts) of 4 GPUs in one NVLink domain; each tray has 4
     // ConnectX-7 400 Gb/s NICs (200 GB/s) to the next rack. One preset node is one tray.
     put(node("gb200-nvl72", "gb200-186g", nvlink5, {LinkKind::InfiniBand, 4 * 50 * kGB, 5 * kMicro}, 4, 18));
+    // Blackwell Ultra: one ConnectX-8 800 Gb/s SuperNIC per GPU (HGX B300: 8 per node; GB300 NVL72:
+    // 4 per compute tray of 4 GPUs, 18 trays per NVLink domain as GB200's).
+    const LinkSpec xdr8{LinkKind::InfiniBand, 8 * 100 * kGB, 5 * kMicro};  // 8 x 800 Gb/s
+    put(node("hgx-b300", "b300-288g", nvlink5, xdr8));
+    put(node("gb300-nvl72", "gb300-288g", nvlink5, {LinkKind::InfiniBand, 4 * 100 * kGB, 5 * kMicro}, 4, 18));
     put(node("pcie-a100-40g", "a100-pcie-40g", pcie4, hdr2));
     put(node("gigabit-ethernet", "a100-pcie-40g", pcie4, gige));
     return t;
