@@ -1,0 +1,233 @@
+"""NVIDIA's published Megatron-Bridge runs on DGX-B200 and DGX-GB200, each planned in its published
+layout: predicted against published tokens/s per GPU, per row, per model and per release.
+
+Every row of the file is printed with one status: `accepted` (estimated and fits), `not-fit` (the
+planner says the layout does not fit in memory, with the memory it needs), `refused` (the planner
+refuses the layout or the model, with its reason) or `cannot-express` (the model, precision or
+recipe has something Trident does not model: what is missing is named). Only accepted rows enter the
+errors. The layout is the row's (tp, pp, cp, ep, vp, micro-batch, global batch, sequence, GPUs);
+the settings a row does not state are the `megatron-core-te` stack's (Megatron-Bridge's recipes
+run Megatron-Core with Transformer Engine: distributed optimizer, flash attention, overlaps), ZeRO 3
+where the row names FSDP. Recomputation: the row's when stated (full), else none, or the least
+(selective, then full) that fits when none does not: said in the row's note.
+
+Fitted or held out: no constant of the cost model was fitted to any row of this file (the built-in
+cost tables, data/cost/builtin.toml, are fitted to the NeMo H100 rows and the NeMo 25.02 GB200 BF16
+row of data/calibration/); every row here is held out. The `fit` column says so per row.
+
+usage: blackwell_error_table.py TRIDENT CSV [--json OUT]
+"""
+import csv
+import json
+import os
+import subprocess
+import sys
+from collections import defaultdict
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+HF = os.path.join(ROOT, "data", "models", "hf")
+
+# The model of each model_key: a config.json of data/models/hf or a preset, with its layer count
+# (for Megatron's embedding / loss pipeline units).
+MODELS = {
+    "deepseek-v3-671b": (["--hf-config", os.path.join(HF, "deepseek-v3.json")], 61),
+    "qwen3-30b-a3b": (["--hf-config", os.path.join(HF, "qwen3-30b-a3b.json")], 48),
+    "qwen3-235b-a22b": (["--hf-config", os.path.join(HF, "qwen3-235b-a22b.json")], 94),
+    "gpt-oss-120b": (["--hf-config", os.path.join(HF, "gpt-oss-120b.json")], 36),
+    "llama3.1-405b": (["--hf-config", os.path.join(HF, "llama3.1-405b.json")], 126),
+    "llama3-70b": (["--model", "llama3-70b"], 80),
+    "llama3-8b": (["--model", "llama3-8b"], 32),
+}
+# Models Trident cannot describe, and what is missing (data/models/models.csv says what is known).
+MISSING_MODEL = {
+    "nemotron-3-nano-30b-a3b": "Mamba-2 layers (hybrid Mamba-2 / attention / MoE layer pattern)",
+    "nemotron-3-super-120b-a12b": "Mamba-2 layers and LatentMoE (hybrid pattern); its architecture is not collected",
+    "nemotron-3-ultra-550b-a55b": "Mamba-2 layers and LatentMoE (hybrid pattern); its architecture is not collected",
+    "nemotron-3.5-lightning-30b-a3b": "its architecture (no authoritative config collected)",
+    "deepseek-v4-flash": "its architecture (no authoritative config collected)",
+}
+SYSTEMS = {"DGX-B200": ("dgx-b200", 8), "DGX-GB200": ("gb200-nvl72", 4)}
+# Published precision -> Trident's, and the note when it is an approximation.
+PRECISIONS = {
+    "BF16": ("bf16", ""),
+    "FP8": ("fp8", ""),
+    "FP8-CS": ("fp8", ""),
+    "MXFP8": ("fp8", "MXFP8 planned as fp8 (per-tensor scales; no mxfp8 precision)"),
+    "FP8-MX": ("fp8", "MXFP8 planned as fp8 (per-tensor scales; no mxfp8 precision)"),
+    "": ("fp8", "precision unstated (25.09 table, FP8 with MXFP8 variants in parentheses): planned as fp8"),
+}
+MISSING_PRECISION = {"NVFP4": "NVFP4 precision"}
+
+
+def settings(row):
+    """recipe_settings as a dict: 'a=1; b=[x, y]' -> {'a': '1', 'b': '[x, y]'}."""
+    out = {}
+    for part in row["recipe_settings"].split(";"):
+        if "=" in part:
+            k, v = part.split("=", 1)
+            out[k.strip()] = v.strip()
+    return out
+
+
+def whole(text, default):
+    return int(text) if text not in ("", "n/a", "None") else default
+
+
+def missing(row, s):
+    """What Trident cannot express of a row (empty: it can)."""
+    out = []
+    if row["model_key"] in MISSING_MODEL:
+        out.append(MISSING_MODEL[row["model_key"]])
+    elif row["model_key"] not in MODELS:
+        out.append(f"model '{row['model_key']}' (no config in data/models/hf)")
+    if row["precision"] in MISSING_PRECISION:
+        out.append(MISSING_PRECISION[row["precision"]])
+    elif row["precision"] not in PRECISIONS:
+        out.append(f"precision '{row['precision']}'")
+    if s.get("peft", "none") not in ("none", ""):
+        out.append(f"parameter-efficient fine-tuning ({s['peft']}: frozen base weights)")
+    if whole(s.get("cpu_offloading_num_layers", ""), 0) > 0:
+        out.append(f"activation offloading to the CPU ({s['cpu_offloading_num_layers']} layers)")
+    if row["system"] not in SYSTEMS:
+        out.append(f"system '{row['system']}'")
+    return out
+
+
+def arguments(row, s):
+    """The row's layout and recipe as trident arguments, and the notes on approximations."""
+    model_args, layers = MODELS[row["model_key"]]
+    cluster, per_node = SYSTEMS[row["system"]]
+    gpus = int(row["num_gpus"])
+    tp, pp, cp = whole(row["tp"], 1), whole(row["pp"], 1), whole(row["cp"], 1)
+    ep, vp = whole(row["ep"], 1), whole(row["vp"], 1)
+    dp = whole(row["dp"], gpus // (tp * pp * cp))
+    precision, note = PRECISIONS[row["precision"]]
+    notes = [note] if note else []
+    args = [*model_args, "--seq-len", row["seq_len"], "--cluster", cluster, "--nodes", str(max(gpus // per_node, 1)),
+            "--tp", str(tp), "--pp", str(pp), "--cp", str(cp), "--dp", str(dp), "--ep", str(ep),
+            "--global-batch-size", row["gbs"], "--micro-batch-size", row["mbs"], "--precision", precision,
+            "--stack", "megatron-core-te"]
+    if gpus % per_node:
+        notes.append(f"{gpus} GPUs are not whole {cluster} nodes of {per_node}")
+    if pp > 1:
+        args += ["--schedule", "interleaved", "--virtual-stages", str(vp)] if vp > 1 else ["--schedule", "1f1b"]
+    chunks = pp * max(vp, 1)
+    if chunks > 1 and layers % chunks and (layers + 2) % chunks == 0:
+        # Megatron-Bridge counts the embedding and the loss as pipeline units (its Llama recipes).
+        args += ["--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"]
+        notes.append("embedding and loss as pipeline units")
+    fsdp = whole(row["fsdp"], 0) > 0 or s.get("use_megatron_fsdp") == "True"
+    args += ["--zero", "3" if fsdp else "1"]
+    if s.get("pp_layout"):
+        notes.append(f"published pp layout {s['pp_layout']} not followed: the planner's split")
+    return args, notes
+
+
+def lint(trident, args):
+    p = subprocess.run([trident, "lint", "--json", *args], capture_output=True, text=True)
+    if p.returncode == 2 or not p.stdout.strip():
+        return None, " ".join(p.stderr.split())[:300] or f"exit {p.returncode}"
+    return json.loads(p.stdout), ""
+
+
+def plan_row(trident, row):
+    s = settings(row)
+    gaps = missing(row, s)
+    result = {"run_id": row["run_id"], "release": row["release"], "model": row["model_key"], "system": row["system"],
+              "gpus": int(row["num_gpus"]), "precision": row["precision"] or "?",
+              "layout": f"tp{row['tp']} pp{row['pp']} cp{row['cp']} ep{row['ep']} vp{row['vp']} mbs{row['mbs']} gbs{row['gbs']}",
+              "published": float(row["tokens_per_sec_per_gpu"]), "fit": "held out", "notes": []}
+    if gaps:
+        result.update(status="cannot-express", reason="missing: " + "; ".join(gaps))
+        return result
+    args, notes = arguments(row, s)
+    result["notes"] = notes
+    stated = "full" if s.get("model.recompute_granularity") == "full" else None
+    tries = [stated] if stated else ["none", "selective", "full"]
+    for i, recompute in enumerate(tries):
+        j, refusal = lint(trident, [*args, "--recompute", recompute])
+        if j is None:
+            result.update(status="refused", reason=refusal)
+            return result
+        errors = [f for f in j["findings"] if f["severity"] == "error"]
+        if j["fits"] and not errors:
+            if i > 0:
+                result["notes"].append(f"recompute {recompute} (none does not fit; the recipe's is not stated)")
+            result.update(status="accepted", recompute=recompute,
+                          predicted=j["tokens_per_s"] / result["gpus"], reason="")
+            result["error"] = result["predicted"] / result["published"] - 1
+            return result
+        if [f for f in errors if f["code"] != "out-of-memory"]:
+            result.update(status="refused", reason="; ".join(f"{f['code']}: {f['message']}" for f in errors)[:300])
+            return result
+        mem = j["memory_gib"]
+        result.update(status="not-fit", recompute=recompute,
+                      reason=f"needs {mem['total']:.1f} GiB of {mem['capacity']:.1f} GiB per GPU (recompute {recompute})")
+    return result
+
+
+def summary(rows, key):
+    groups = defaultdict(list)
+    for r in rows:
+        groups[key(r)].append(r)
+    out = []
+    for k in sorted(groups):
+        g = groups[k]
+        ok = [abs(r["error"]) for r in g if r["status"] == "accepted"]
+        out.append({"group": k, "rows": len(g), "accepted": len(ok),
+                    "not_fit": sum(r["status"] == "not-fit" for r in g),
+                    "refused": sum(r["status"] == "refused" for r in g),
+                    "cannot_express": sum(r["status"] == "cannot-express" for r in g),
+                    "mean_abs_error": sum(ok) / len(ok) if ok else None, "max_abs_error": max(ok) if ok else None})
+    return out
+
+
+def release_key(release):
+    return tuple(int(x) for x in release.split("."))
+
+
+def main():
+    if len(sys.argv) < 3:
+        sys.exit(__doc__)
+    trident, path = sys.argv[1], sys.argv[2]
+    rows = list(csv.DictReader(l for l in open(path) if not l.startswith("#")))
+    results = [plan_row(trident, r) for r in rows]
+    results.sort(key=lambda r: (r["model"], release_key(r["release"]), r["run_id"]))
+    print(f"{len(results)} published runs of {os.path.basename(path)}, each planned in its layout "
+          "(predicted / published tokens/s per GPU - 1; fit: every row held out, no constant fitted to this file)")
+    print(f"{'run':6} {'release':9} {'model':28} {'system':9} {'gpus':>4} {'prec':6} {'layout':38} "
+          f"{'published':>9} {'predicted':>9} {'error':>7}  {'fit':8}  status: reason / notes")
+    for r in results:
+        pred = f"{r['predicted']:9.0f}" if "predicted" in r else f"{'-':>9}"
+        err = f"{100 * r['error']:+6.1f}%" if "error" in r else f"{'-':>7}"
+        detail = "; ".join(x for x in [r.get("reason", "")] + r["notes"] if x)
+        print(f"{r['run_id']:6} {r['release']:9} {r['model']:28} {r['system'][4:]:9} {r['gpus']:4} {r['precision']:6} "
+              f"{r['layout']:38} {r['published']:9.0f} {pred} {err}  {r['fit']:8}  {r['status']}"
+              + (f": {detail}" if detail else ""))
+    latest = max((r["release"] for r in results), key=release_key, default="")
+
+    def table(title, groups):
+        print(f"\n{title}")
+        print(f"{'':34} {'rows':>4} {'accepted':>8} {'not-fit':>7} {'refused':>7} {'cannot':>6} {'mean|err|':>9} {'max|err|':>8}")
+        for g in groups:
+            mean = f"{100 * g['mean_abs_error']:8.1f}%" if g["mean_abs_error"] is not None else f"{'-':>9}"
+            mx = f"{100 * g['max_abs_error']:7.1f}%" if g["max_abs_error"] is not None else f"{'-':>8}"
+            print(f"{g['group']:34} {g['rows']:4} {g['accepted']:8} {g['not_fit']:7} {g['refused']:7} "
+                  f"{g['cannot_express']:6} {mean} {mx}")
+    per_model = summary(results, lambda r: r["model"])
+    per_release = summary(results, lambda r: r["release"])
+    per_model_latest = summary([r for r in results if r["release"] == latest], lambda r: r["model"])
+    every = summary(results, lambda r: "all rows")
+    table("Per model (all releases; errors of accepted rows, all held out)", per_model)
+    table("Per release", sorted(per_release, key=lambda g: release_key(g["group"])))
+    table(f"Latest release {latest}, per model", per_model_latest)
+    table("Everything", every)
+    if "--json" in sys.argv:
+        out = sys.argv[sys.argv.index("--json") + 1]
+        with open(out, "w") as f:
+            json.dump({"rows": results, "per_model": per_model, "per_release": per_release,
+                       "latest_release": latest, "per_model_latest": per_model_latest, "all": every}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
