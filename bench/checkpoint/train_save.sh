@@ -1,39 +1,70 @@
 #!/usr/bin/env bash
-# What the user waits for: a checkpoint save (and load) inside `trident train`, end to end,
-# against dd on the same disk in the same run. Saving: the wall time of a one-step run with
-# --checkpoint minus the same run without (best of 3 each) against `dd conv=fdatasync` of the
-# checkpoint's bytes. Loading: a --resume run of one more step minus a fresh one-step run against
-# `dd of=/dev/null` of the shard (from the page cache the save left, as the resume reads it).
-# Model: 4 layers, hidden 1024 (51 M parameters; weights + AdamW m, v = 0.6 GB).
-# usage: train_save.sh TRIDENT [FOLDER]
+# What the user waits for: checkpoint saves (and the load) inside `trident train`, end to end,
+# against dd on the same disk in the same run. Best of 3 rounds for every figure.
+#   The last save (the run waits for it whole: every byte durable, the folder swapped in): a
+#     one-step run with --checkpoint minus the same run without, and the run's own "saved in" line.
+#   Saves during the run (written in the background while training goes on): a 3-step run with
+#     --checkpoint-every 1 minus the same run saving only at the end, per save: what they cost the
+#     run (the copy it waits for, and the steps slowed by the write on the same cores); beside it the
+#     run's own figures: the copy the loop waits for, and how long until the save was durable.
+#   The peer: `dd if=/dev/zero conv=fdatasync` of the checkpoint's bytes, and dd of the checkpoint's
+#     own bytes (a copy of its shard, read from the page cache) with conv=fdatasync.
+#   Loading: a --resume run of one more step minus a fresh one-step run against `dd of=/dev/null`
+#     of the shard (from the page cache the save left, as the resume reads it).
+# Model: LAYERS (4) layers, hidden 1024: 51 M parameters, weights + AdamW m, v = 0.6 GB (12: 1.7 GB).
+# usage: train_save.sh TRIDENT [FOLDER] [LAYERS]
 set -eu
 trident=$1
 root=${2:-${TMPDIR:-/tmp}}
+layers=${3:-4}
 dir=$(mktemp -d "$root/trident-train-save-XXXXXX")
 trap 'rm -rf "$dir"' EXIT
-run=(--layers 4 --hidden 1024 --heads 16 --seq-len 16 --micro-batch-size 1 --global-batch-size 1
+run=(--layers "$layers" --hidden 1024 --heads 16 --seq-len 16 --micro-batch-size 1 --global-batch-size 1
      --eval-every 0 --eval-batches 1 --threads "${BENCH_THREADS:-2}" --seed 5)
 now() { date +%s.%N; }
 seconds() { local t0; t0=$(now); "$@" >/dev/null || { echo "failed: $*" >&2; exit 1; }; echo "$(now) - $t0" | bc -l; }
+timed() {  # timed OUT CMD...: the command's seconds; its output in OUT
+  local out=$1 t0; shift; t0=$(now)
+  "$@" >"$out" || { cat "$out"; exit 1; }
+  echo "$(now) - $t0" | bc -l
+}
 best() { printf '%s\n' "$@" | sort -g | head -1; }
-without=() with=() inside=() dd_w=() resumed=() dd_r=()
+field() { sed -n "$2" "$1" | sort -g | head -1; }  # the smallest number a sed expression picks from a file
+without=() with=() inside=() dd_w=() dd_s=() resumed=() dd_r=() end_only=() every=() copied=() first=() durable=()
 for round in 1 2 3; do
-  rm -rf "$dir/ck" "$dir/ck.saving" "$dir/dd"
+  rm -rf "$dir/ck" "$dir/ck.saving" "$dir/dd" "$dir/shard"
   without+=("$(seconds "$trident" train "${run[@]}" --steps 1)")
-  t0=$(now)
-  "$trident" train "${run[@]}" --steps 1 --checkpoint "$dir/ck" >"$dir/with.out" || { cat "$dir/with.out"; exit 1; }
-  with+=("$(echo "$(now) - $t0" | bc -l)")
-  inside+=("$(sed -n 's/^checkpoint: .* saved in \([0-9.]*\) s$/\1/p' "$dir/with.out")")
+  with+=("$(timed "$dir/with.out" "$trident" train "${run[@]}" --steps 1 --checkpoint "$dir/ck")")
+  inside+=("$(field "$dir/with.out" 's/^checkpoint: .* saved in \([0-9.]*\) s$/\1/p')")
   bytes=$(du -cb "$dir"/ck/shard-* | tail -1 | cut -f1)
+  sync
   dd_w+=("$(seconds dd if=/dev/zero of="$dir/dd" bs=4M count=$(( (bytes + 4194303) / 4194304 )) conv=fdatasync status=none)")
+  rm -f "$dir/dd"; cat "$dir"/ck/shard-* > "$dir/shard"; sync
+  dd_s+=("$(seconds dd if="$dir/shard" of="$dir/dd" bs=4M conv=fdatasync status=none)")
+  rm -f "$dir/dd" "$dir/shard"
   resumed+=("$(seconds "$trident" train --resume "$dir/ck" --steps 2 --threads "${BENCH_THREADS:-2}")")
   dd_r+=("$(seconds dd if="$dir/ck/shard-00000.bin" of=/dev/null bs=4M status=none)")
+  rm -rf "$dir/ck"
+  end_only+=("$(seconds "$trident" train "${run[@]}" --steps 3 --checkpoint "$dir/ck")")
+  rm -rf "$dir/ck"
+  every+=("$(timed "$dir/every.out" "$trident" train "${run[@]}" --steps 3 --checkpoint-every 1 --checkpoint "$dir/ck")")
+  copied+=("$(field "$dir/every.out" 's/^checkpoint: .* (step 2) state copied in \([0-9.]*\) s .*/\1/p')")
+  first+=("$(field "$dir/every.out" 's/^checkpoint: .* (step 1) state copied in \([0-9.]*\) s .*/\1/p')")
+  durable+=("$(field "$dir/every.out" 's/^checkpoint: .* written in the background: durable \([0-9.]*\) s after it began)$/\1/p')")
 done
-i=$(best "${inside[@]}") w=$(best "${without[@]}") s=$(best "${with[@]}") d=$(best "${dd_w[@]}") r=$(best "${resumed[@]}") dr=$(best "${dd_r[@]}")
-save=$(echo "$s - $w" | bc -l) load=$(echo "$r - $w" | bc -l)
-printf 'train save: checkpoint of %d bytes (4 layers, hidden 1024, AdamW): run with --checkpoint %.2f s - without %.2f s = save %.2f s; dd conv=fdatasync of the same bytes %.2f s; dd / save = %.2f (target >= 0.8)\n' \
-  "$bytes" "$s" "$w" "$save" "$d" "$(echo "$d / $save" | bc -l)"
-# The same save as the run itself timed it (its "saved in" line): free of the start-up's noise on a busy machine.
-printf 'train save as the run times it: %.2f s (best of 3); dd / save = %.2f\n' "$i" "$(echo "$d / $i" | bc -l)"
+i=$(best "${inside[@]}") w=$(best "${without[@]}") s=$(best "${with[@]}") d=$(best "${dd_w[@]}") ds=$(best "${dd_s[@]}")
+r=$(best "${resumed[@]}") dr=$(best "${dd_r[@]}") e=$(best "${end_only[@]}") v=$(best "${every[@]}")
+c=$(best "${copied[@]}") f=$(best "${first[@]}") u=$(best "${durable[@]}")
+save=$(echo "$s - $w" | bc -l) load=$(echo "$r - $w" | bc -l) bg=$(echo "($v - $e) / 2" | bc -l)
+ratio() { echo "$1 / $2" | bc -l; }
+printf 'peer: dd if=/dev/zero conv=fdatasync of the checkpoint'"'"'s %d bytes %.2f s; dd of its own bytes (a copy of the shard) conv=fdatasync %.2f s\n' "$bytes" "$d" "$ds"
+printf 'last save (the run waits until durable and in place): run with --checkpoint %.2f s - without %.2f s = %.2f s; dd / save = %.2f (target >= 0.8)\n' \
+  "$s" "$w" "$save" "$(ratio "$d" "$save")"
+printf '  the same save as the run times it (its "saved in" line, free of the start-up'"'"'s noise): %.2f s; dd / save = %.2f; dd of its own bytes / save = %.2f\n' \
+  "$i" "$(ratio "$d" "$i")" "$(ratio "$ds" "$i")"
+printf 'saves during the run (background): 3 steps saving after each %.2f s - saving at the end only %.2f s = %.2f s per save (2 saves); dd / that = %.2f\n' \
+  "$v" "$e" "$bg" "$(ratio "$d" "$bg")"
+printf '  as the run times them: the loop waits %.2f s for the state'"'"'s copy (the first save %.2f s: it allocates the copy; dd / wait = %.2f); durable and in place %.2f s after the save began (dd / that = %.2f)\n' \
+  "$c" "$f" "$(ratio "$d" "$c")" "$u" "$(ratio "$d" "$u")"
 printf 'train load: --resume run of one more step %.2f s - fresh one-step run %.2f s = load %.2f s (negative: within the noise); dd of the shard to /dev/null %.2f s; dd / load = %.2f\n' \
-  "$r" "$w" "$load" "$dr" "$(echo "$dr / $load" | bc -l)"
+  "$r" "$w" "$load" "$dr" "$(ratio "$dr" "$load")"

@@ -3,7 +3,9 @@
 marker) is refused before any work and kept; --resume DIR.saving --checkpoint DIR is refused
 (the first save would clear it); --metrics / --report inside the --checkpoint folder are refused
 (each save swaps the folder away); a save stopped by a full disk (a file-size limit) leaves no
-partial DIR.saving; an export stopped by one leaves no half-written OUT.
+partial DIR.saving; saves during the run go on in the background, each completed before the
+next, and one stopped by a full disk is reported with the previous checkpoint kept; an export
+stopped by one leaves no half-written OUT.
 usage: save_protocol_test.py TRIDENT"""
 import os
 import resource
@@ -57,6 +59,25 @@ def main():
                       "--threads", "1", "--steps", "2", "--checkpoint", p("full.ckpt"))
     check("a save on a full disk fails with exit 2", rc == 2 and "full.ckpt.saving" in out, out[-800:])
     check("a save on a full disk leaves no partial full.ckpt.saving", not os.path.lexists(p("full.ckpt.saving")))
+    # Saves during the run go on in the background (the run waits for the state's copy only), each
+    # completed before the next; the last the run waits for whole.
+    small = ["--layers", "1", "--hidden", "64", "--heads", "2", "--seq-len", "32", "--threads", "1"]
+    rc, out = run(trident, "train", *small, "--steps", "4", "--checkpoint-every", "1", "--checkpoint", p("bg.ckpt"))
+    check("saves in the background: each copied, then durable and in place before the next",
+          rc == 0 and all(("(step %d) state copied in" % k) in out and
+                          ("in place (the save of step %d, written in the background: durable" % k) in out for k in (1, 2, 3))
+          and "(step 4) saved in" in out, out[-1500:])
+    check("the last save is in place, no bg.ckpt.saving left",
+          '"step": 4' in open(p("bg.ckpt/manifest.json")).read() and not os.path.lexists(p("bg.ckpt.saving")))
+    # A background save stopped by a full disk: reported (exit 2), the previous checkpoint kept.
+    rc, out = run(trident, "train", *small, "--steps", "2", "--checkpoint", p("keep.ckpt"))
+    check("a checkpoint to keep", rc == 0, out[-800:])
+    rc, out = limited(trident, 16, "train", "--resume", p("keep.ckpt"), "--steps", "4", "--checkpoint-every", "1",
+                      "--checkpoint", p("keep.ckpt"))
+    check("a background save on a full disk fails with exit 2 naming the shard",
+          rc == 2 and "(step 3) state copied" in out and "shard-00000.bin" in out, out[-800:])
+    check("the previous checkpoint is kept, no partial keep.ckpt.saving",
+          '"step": 2' in open(p("keep.ckpt/manifest.json")).read() and not os.path.lexists(p("keep.ckpt.saving")))
     # An export stopped half-way (the safetensors file over the limit) leaves no OUT.
     rc, out = limited(trident, 16, "export", "--checkpoint", p("r.ckpt"), p("hf"))
     check("an export on a full disk fails with exit 2", rc == 2, out[-800:])

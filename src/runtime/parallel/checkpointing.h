@@ -7,7 +7,9 @@
 // checkpoint. Both are collective over the world.
 #pragma once
 
+#include <memory>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -22,9 +24,57 @@ struct SaveRefused : std::runtime_error {
 };
 
 // meta: the run settings; "step" must be the optimizer steps done. Throws SaveRefused (same on
-// every rank) when `loss` or any weight is not finite, InputError on I/O failure.
+// every rank) when `loss` or any weight is not finite, InputError on I/O failure. Returns when the
+// checkpoint is durable and in place.
 void save_checkpoint(DistTrainer& trainer, ProcessGroups& groups, const std::string& dir, const nlohmann::json& meta,
                      double loss);
+
+// Saves that overlap training (as torch.distributed.checkpoint's async_save): start() checks the
+// state, makes DIR.saving and copies the state into host buffers of its own (the snapshot: the
+// only part the training loop waits for), then a thread writes the shard from the snapshot while
+// training goes on. complete() waits for that thread and, on every rank alike, writes the
+// manifest and swaps DIR.saving in (collective); poll() does it only once every writer is done. A save is in place only once completed, so an
+// interrupted one leaves the previous checkpoint as it was. One save at a time: start() completes
+// the one before it. The destructor (a run that failed elsewhere) joins the thread and removes
+// that save's DIR.saving without swapping it in (no collective on an error path).
+class AsyncSaver {
+ public:
+  AsyncSaver(DistTrainer& trainer, ProcessGroups& groups, std::string dir);
+  ~AsyncSaver();
+  AsyncSaver(const AsyncSaver&) = delete;
+  AsyncSaver& operator=(const AsyncSaver&) = delete;
+  // Throws like save_checkpoint (SaveRefused, InputError), the previous save's errors included.
+  void start(const nlohmann::json& meta, double loss);
+  void complete();  // no-op when no save is in flight
+  // Completes the save in flight if every rank's writer has finished (a collective: every rank
+  // calls it at the same step); true when it did. The run calls it after every step, so a save is
+  // in place as soon as it is durable, not only at the next save.
+  bool poll();
+  // A save the caller waits for whole (no snapshot: the state does not change meanwhile).
+  void save_now(const nlohmann::json& meta, double loss);
+  bool in_flight() const;
+  // Of the last completed save: seconds from start() until this rank's shard was durable.
+  double last_durable_seconds() const { return last_durable_s_; }
+
+ private:
+  struct Flight;
+  void begin(const nlohmann::json& meta, double loss, bool snapshot);
+  DistTrainer& trainer_;
+  ProcessGroups& groups_;
+  std::string dir_;
+  std::unique_ptr<Flight> flight_;
+  struct Snapshot {  // host memory (kernels::host_alloc: huge pages, faulted in)
+    Snapshot() = default;
+    explicit Snapshot(int64_t count);
+    ~Snapshot();
+    Snapshot(Snapshot&& o) noexcept { *this = std::move(o); }
+    Snapshot& operator=(Snapshot&& o) noexcept;
+    float* data = nullptr;
+    int64_t n = 0;
+  };
+  std::vector<Snapshot> snapshot_;  // of the trainer's whole buffers; reused by every save (allocated by the first)
+  double last_durable_s_ = 0;
+};
 
 // Loads parameters and optimizer moments (with `weights_only`, --init-from: the parameters; the
 // moments stay the new run's zeros). Throws InputError when the checkpoint's tensors do not fit

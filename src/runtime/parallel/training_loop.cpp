@@ -696,14 +696,38 @@ int train(const TrainSettings& settings, const Problems& parsed, bool mpi) {
 
   int64_t saved_at = -1;
   int64_t every = s.checkpoint_every;  // auto: set after the first save, from its measured time
-  auto save = [&](double loss, int64_t done) {
-    const auto t0 = std::chrono::steady_clock::now();
-    save_checkpoint(trainer, groups, s.checkpoint_path, checkpoint_meta(s, done), loss);
-    saved_at = done;
-    // The time the run waited for it: every rank's slices written, synced, and the directory swapped in.
-    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  // Saves during the run overlap the next steps (the run waits for the state's copy only); the
+  // last one, and one before a stop, the run waits for whole. Declared after the trainer: a save
+  // in flight is joined (and, not completed, removed) before the trainer goes.
+  AsyncSaver saver(trainer, groups, s.checkpoint_path);
+  int64_t in_flight_step = -1;
+  // wait: until the save in flight is in place; else only if every writer is done (after each step).
+  auto complete_in_flight = [&](bool wait = true) {
+    if (!saver.in_flight()) return;
+    if (wait) saver.complete();
+    else if (!saver.poll()) return;
     if (rank == 0)
+      std::printf("checkpoint: %s in place (the save of step %lld, written in the background: durable %.2f s after "
+                  "it began)\n",
+                  s.checkpoint_path.c_str(), (long long)in_flight_step, saver.last_durable_seconds()),
+          std::fflush(stdout);
+  };
+  // background: the run goes on while the shard is written (else it returns once the save is in place).
+  auto save = [&](double loss, int64_t done, bool background = false) {
+    complete_in_flight();
+    const auto t0 = std::chrono::steady_clock::now();
+    if (background) saver.start(checkpoint_meta(s, done), loss), in_flight_step = done;
+    else saver.save_now(checkpoint_meta(s, done), loss);
+    saved_at = done;
+    // The time the run waited for it: whole (every rank's slices written, synced, and the directory
+    // swapped in), or in the background the state's copy only.
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (rank == 0 && !background)
       std::printf("checkpoint: %s (step %lld) saved in %.2f s\n", s.checkpoint_path.c_str(), (long long)done, took),
+          std::fflush(stdout);
+    else if (rank == 0)
+      std::printf("checkpoint: %s (step %lld) state copied in %.2f s (the run's wait); writing it in the background\n",
+                  s.checkpoint_path.c_str(), (long long)done, took),
           std::fflush(stdout);
   };
   // A write error on the metrics file (a full disk) stops every rank at that step, after saving
@@ -717,6 +741,7 @@ int train(const TrainSettings& settings, const Problems& parsed, bool mpi) {
     std::string kept = "no --checkpoint was given: the steps are lost";
     if (!s.checkpoint_path.empty()) {
       if (saved_at != done) save(loss, done);
+      else complete_in_flight();  // the save at this step, started in the background, put in place
       kept = fmt::format("the checkpoint '{}' holds step {}: continue with --resume {}", s.checkpoint_path, done,
                          s.checkpoint_path);
     }
@@ -755,18 +780,19 @@ int train(const TrainSettings& settings, const Problems& parsed, bool mpi) {
         write_metrics(metrics, j, metrics_error);
       }
     }
+    complete_in_flight(false);  // a background save in place as soon as it is durable
     if (every == kCheckpointEveryAuto && done >= first + 2 && done < stop_at && !s.checkpoint_path.empty()) {
       // --checkpoint-every auto: save after the second step (the first warms caches), timed, then
       // at the Young/Daly interval.
       const auto t0 = std::chrono::steady_clock::now();
-      save(loss, done);
+      save(loss, done, true);
       double measured[2] = {std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), seconds};
       all_reduce_f64(*groups.world, measured, 2, comm::ReduceOp::Max);
       const AutoSaveInterval a = auto_save_interval(measured[0], measured[1], s.failures_per_1000_gpu_days, world);
       every = a.steps;
       if (rank == 0) std::printf("%s\n", auto_save_interval_text(a).c_str()), std::fflush(stdout);
     } else if (every > 0 && done % every == 0 && done < stop_at && !s.checkpoint_path.empty()) {
-      save(loss, done);
+      save(loss, done, true);
     }
     if (done == stop_at && rank == 0) close_metrics(metrics, metrics_error);
     stop_if_metrics_failed(loss, done);
