@@ -71,6 +71,11 @@ std::vector<OptionDef> run_options() {
        "(docs/resilience.md)", true, "", "off"},
       {"ranks-per-node", "elastic", "with elastic: ranks per node (a node is what fails: one lost rank loses its node; "
        "rank r is on node r / N, the launcher's by-slot order; under Slurm SLURM_NTASKS_PER_NODE)", false, "INT", "1", 1},
+      {"evict-stragglers", "elastic", "with elastic: a rank named a straggler (slower than its stage's prediction, "
+       "see straggler-factor) stops the run there after a save, and the run resumes without its node", true, "", "off"},
+      {"straggler-factor", "distributed", "a rank is named a straggler when its compute over its stage's predicted "
+       "compute (median of its last 5 steps) is above this many times the median rank's (needs a prediction cluster)",
+       false, "NUM", "1.5", 1},
       {"launcher", "elastic", "with elastic: the command that starts the ranks, before its rank count "
        "(default mpirun, srun under Slurm)", false, "TEXT", "mpirun"},
   };

@@ -202,8 +202,12 @@ int run_train(TrainArgs& args) {
   if (!values.has("global-batch-size")) s.run.exec.global_batch_size = micro * std::max<int64_t>(1, s.run.layout.dp);
   if (resume && resume_path) s.resume_changes = parallel::compare_with_checkpoint(s, values, p);
   const bool elastic = values.get_bool("elastic", p).value_or(false);
-  for (const char* name : {"ranks-per-node", "launcher"})
-    if (!elastic && values.has(name))
+  s.evict_stragglers = values.get_bool("evict-stragglers", p).value_or(false);
+  s.straggler_factor = get_double("straggler-factor", 1.5);
+  // The ranks `train --elastic` starts carry its --evict-stragglers (and are marked by it).
+  const bool elastic_rank = std::getenv("TRIDENT_ELASTIC_ATTEMPT") != nullptr;
+  for (const char* name : {"ranks-per-node", "launcher", "evict-stragglers"})
+    if (!elastic && values.has(name) && !(elastic_rank && std::string(name) == "evict-stragglers"))
       p.add(std::string("--") + name + " (from " + values.source(name) + ") applies to --elastic, which is not given",
             std::string("add --elastic (this process then starts the ranks), or drop --") + name, "elastic-only");
   if (elastic) {

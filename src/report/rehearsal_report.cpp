@@ -197,6 +197,10 @@ std::string rehearsal_text(const RehearsalData& d) {
   } else {
     out += "prediction: none (" + d.prediction_missing + ")\n";
   }
+  if (!d.straggler_rule.empty()) {
+    out += "stragglers (" + d.straggler_rule + "): " + (d.stragglers.empty() ? "none\n" : "\n");
+    for (const auto& x : d.stragglers) out += "  " + x + "\n";
+  }
   return out;
 }
 
@@ -254,6 +258,9 @@ nlohmann::json rehearsal_json(const RehearsalData& d) {
                          {"ranks_cpu_s", d.load->self_cpu_s}, {"others_cpu_s", d.load->others_cpu_s()},
                          {"cpu_share", d.load->cpu_share()}, {"other_cores_busy", d.load->other_cores_busy()},
                          {"measured_under_load", d.load->under_load()}};
+  j["stragglers"] = {{"rule", d.straggler_rule.empty() ? json(nullptr) : json(d.straggler_rule)},
+                     {"not_watched", d.straggler_off.empty() ? json(nullptr) : json(d.straggler_off)},
+                     {"named", d.stragglers}};
   json rows = json::array();
   for (const ShareRow& r : share_rows(d, o)) {
     const double step = d.prediction ? d.prediction->step_s : 0;

@@ -70,6 +70,10 @@ struct RehearsalData {
   // Rank 0's node over the run (start to end): the ranks there against every other process, so
   // a report measured on a busy machine says so.
   std::optional<MachineLoad> load;
+  // Ranks slower than their stage's prediction (runtime/parallel/straggler_watch.h): the rule,
+  // and one sentence per rank named (empty rule: not watched, `straggler_off` says why).
+  std::string straggler_rule, straggler_off;
+  std::vector<std::string> stragglers;
 };
 
 std::string rehearsal_text(const RehearsalData& d);

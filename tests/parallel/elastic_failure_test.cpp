@@ -29,6 +29,12 @@ TEST(ElasticFailure, AHungRankIsThePeerItsNeighboursWaitedOn) {
   EXPECT_EQ(r.ranks, std::vector<int>({1}));
 }
 
+TEST(ElasticFailure, AnEvictedStragglerIsLost) {
+  const LostRanks r = lost_ranks_from_output(
+      "trident train: evicting straggler rank 3: rank 3 (stage 1) is a straggler from step 9: ...\n");
+  EXPECT_EQ(r.ranks, std::vector<int>({3}));
+}
+
 TEST(ElasticFailure, TridentsOwnErrorsLoseNoRank) {
   EXPECT_TRUE(lost_ranks_from_output("trident train: error: cannot write the metrics file 'm.jsonl'\n").ranks.empty());
   EXPECT_TRUE(lost_ranks_from_output("").ranks.empty());

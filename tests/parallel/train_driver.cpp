@@ -1,6 +1,7 @@
 // A small launcher of run_training for the multi-rank tests: the same entry point
 // `trident train` calls, with a tiny GPT and fault injection (--kill R:S ends rank R abruptly at
-// step S, --stall R:S makes it stop talking) to prove the others stop with an error naming it.
+// step S, --stall R:S makes it stop talking) to prove the others stop with an error naming it;
+// --slow R:F makes rank R's compute F times as long (a slow GPU: the straggler watch names it).
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -24,7 +25,8 @@ int main(int argc, char** argv) {
   s.adamw.lr = 3e-3, s.adamw.warmup_steps = 2, s.adamw.decay_steps = 20;
   s.steps = 6;
   s.prediction_cluster = "";
-  int kill_rank = -1, kill_step = -1, stall_rank = -1, stall_step = -1;
+  int kill_rank = -1, kill_step = -1, stall_rank = -1, stall_step = -1, slow_rank = -1;
+  double slow_factor = 1;
   for (int i = 1; i + 1 < argc + 1; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -49,6 +51,14 @@ int main(int argc, char** argv) {
     else if (a == "--trace-comm") s.trace_comm = true;
     else if (a == "--kill") std::sscanf(next().c_str(), "%d:%d", &kill_rank, &kill_step);
     else if (a == "--stall") std::sscanf(next().c_str(), "%d:%d", &stall_rank, &stall_step);
+    else if (a == "--slow") std::sscanf(next().c_str(), "%d:%lf", &slow_rank, &slow_factor);
+    else if (a == "--log-every") s.log_every = std::stoll(next());
+    else if (a == "--straggler-factor") s.straggler_factor = std::stod(next());
+    else if (a == "--evict-stragglers") s.evict_stragglers = true;
+    else if (a == "--checkpoint") s.checkpoint_path = next();
+    else if (a == "--stage-layers")
+      for (std::string x = next(), item; !x.empty(); x = x.find(',') == std::string::npos ? "" : x.substr(x.find(',') + 1))
+        s.stage_layers.push_back(std::stoll(x.substr(0, x.find(','))));
     else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
       return 64;
@@ -58,5 +68,6 @@ int main(int argc, char** argv) {
     if (rank == kill_rank && step == kill_step) std::raise(SIGKILL);
     if (rank == stall_rank && step == stall_step) std::this_thread::sleep_for(std::chrono::hours(1));
   };
+  s.compute_slowdown = [=](int rank) { return rank == slow_rank ? slow_factor : 1.0; };
   return parallel::run_training(s);
 }

@@ -235,6 +235,9 @@ rows = [
     ("--launcher", " ", "elastic-rank", r"--launcher is empty"),
     ("--launcher", "srun", "elastic-only", r"--launcher \(from --launcher\) applies to --elastic, which is not given"),
     ("--no-elastic", None, "elastic-only", r"applies to --elastic, which is not given"),
+    ("--evict-stragglers", None, "elastic-only", r"--evict-stragglers \(from --evict-stragglers\) applies to --elastic"),
+    ("--no-evict-stragglers", None, "elastic-only", r"applies to --elastic, which is not given"),
+    ("--straggler-factor", "2.5", "P", r"above 2\.5 x the median rank's"),
     ("--hf-config", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "data", "models", "hf",
                                  "qwen3-30b-a3b.json"), "hf", r"the runtime trains plain GPT and Llama layers; .*QK-norm"),
 ]

@@ -37,6 +37,9 @@ struct TrainerOptions {
   kernels::Kernels* kernels = nullptr;     // the device's kernels (not owned); null = CPU kernels
   kernels::DType compute = kernels::DType::F32;  // the model's compute dtype (BF16: mixed precision)
   nn::MoeOptions moe;                      // router settings of MoE models (the capacity factor is the model's)
+  // Fault injection for the tests (a slow GPU): each compute phase of this rank takes this many
+  // times as long (it sleeps (x - 1) x the phase after it, timed as compute). 1 in real runs.
+  double compute_slowdown = 1;
 };
 
 // Activation memory of this rank: the micro-batch slots its schedule keeps in flight (each one

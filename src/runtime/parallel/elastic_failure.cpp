@@ -11,13 +11,15 @@ namespace trident::parallel {
 LostRanks lost_ranks_from_output(const std::string& text) {
   static const std::regex mpirun_died(R"(process rank ([0-9]+) with PID [0-9]+ on node \S+ exited on signal)");
   static const std::regex srun_died(R"(srun: error: \S+: tasks? ([0-9]+): (Killed|Segmentation|Aborted|Bus error|Terminated))");
+  static const std::regex evicted(R"(evicting straggler rank ([0-9]+))");
   static const std::regex waited_on(R"(failed: communication timeout: rank [0-9]+ waited .* (from|to) rank ([0-9]+))");
   std::set<int> died, hung;
   std::string died_lines, hung_lines;
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);) {
     std::smatch m;
-    if (std::regex_search(line, m, mpirun_died) || std::regex_search(line, m, srun_died)) {
+    if (std::regex_search(line, m, mpirun_died) || std::regex_search(line, m, srun_died) ||
+        std::regex_search(line, m, evicted)) {
       died.insert(std::stoi(m[1]));
       died_lines += line + "\n";
     } else if (std::regex_search(line, m, waited_on)) {

@@ -3,6 +3,7 @@
 //   - Open MPI's mpirun: "mpirun noticed that process rank 5 with PID 123 on node n1 exited on signal 9"
 //   - Slurm's srun:      "srun: error: n1: task 5: Killed" (or "... task 5: Exited with exit code 1" for
 //                        a rank that ended by itself)
+//   - a straggler evicted (--evict-stragglers): "trident train: evicting straggler rank 3: ..."
 //   - a hung rank: its peers' own stop (training_loop.cpp), "trident train: rank 0 (...) failed:
 //     communication timeout: rank 0 waited 20 s at step 3 on pp[0/2] recv ... from rank 1": the peer
 //     waited on (rank 1) is lost when no rank died.

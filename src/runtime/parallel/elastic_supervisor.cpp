@@ -203,7 +203,7 @@ int run_elastic(const ElasticSetup& e) {
     const std::string attempt_metrics = fmt::format("{}/attempt-{}-metrics.jsonl", folder, attempt);
     values.set("metrics", attempt_metrics, "--elastic");
     const std::optional<int64_t> resume_step = attempt > 1 ? checkpoint_step(s.checkpoint_path) : std::nullopt;
-    std::set<std::string> skip = {"elastic", "ranks-per-node", "launcher", "config"};
+    std::set<std::string> skip = {"elastic", "ranks-per-node", "launcher", "config"};  // evict-stragglers goes on
     if (resume_step) skip.insert("init-from"), skip.insert("resume");
     const std::string config = fmt::format("{}/attempt-{}.toml", folder, attempt);
     {
@@ -228,6 +228,8 @@ int run_elastic(const ElasticSetup& e) {
                 (long long)(run.layout.world_size() / e.ranks_per_node), layout_text(run).c_str(),
                 resume_step ? fmt::format(", resuming at step {}", *resume_step + 1).c_str() : "");
     std::fflush(stdout);
+    // Marks the ranks as this supervisor's (they take its --evict-stragglers).
+    setenv("TRIDENT_ELASTIC_ATTEMPT", std::to_string(attempt).c_str(), 1);
     std::string said;
     const int code = run_launcher(argv, 0, &said);
     const double exit_time = unix_now();

@@ -21,6 +21,7 @@
 #include "core/input_file.h"
 #include "core/vocab_padding.h"
 #include "plan/cost_model.h"
+#include "plan/estimate.h"
 #include "plan/memory_model.h"
 #include "plan/mfu.h"
 #include "report/html_page.h"
@@ -41,6 +42,7 @@
 #include "runtime/parallel/rehearsal_prediction.h"
 #include "runtime/parallel/resource_check.h"
 #include "runtime/parallel/save_interval.h"
+#include "runtime/parallel/straggler_watch.h"
 #include "launch/blas_core.h"
 #include "launch/fma_peak.h"
 #include "launch/openmp_wait.h"
@@ -441,6 +443,55 @@ RunSpec rehearsed_routing(const RunSpec& run, const RehearsalData& report) {
   return r;
 }
 
+// The straggler watch: each rank's stage's compute as the planner predicts it on the prediction
+// cluster (the rehearsal's prediction run); off without one, `off` says why. With --stage-layers
+// (one per stage) stage s is predicted as stage s of the same run with that many layers in every
+// stage (its own layers, and the embedding or logits where it is first or last).
+StragglerWatch straggler_watch(const TrainSettings& s, const Mesh& mesh, int world, std::string& off) {
+  if (s.prediction_cluster.empty() || special_file_kind(s.prediction_cluster) == "missing") {
+    off = "no prediction cluster file ('" + s.prediction_cluster + "': run `trident bench` first)";
+    return {};
+  }
+  const int64_t pp = s.run.layout.pp;
+  if (!s.stage_layers.empty() && int64_t(s.stage_layers.size()) != pp) {
+    off = "--stage-layers splits virtual stages, which the prediction does not split so";
+    return {};
+  }
+  try {
+    const RunSpec r = prediction_run(s.run, s.prediction_cluster, std::max(1u, std::thread::hardware_concurrency()),
+                                     s.prediction_cost);
+    std::vector<double> stage_s(static_cast<size_t>(pp));
+    for (int64_t st = 0; st < pp; ++st) {
+      RunSpec even = r;
+      if (!s.stage_layers.empty()) even.model.layers = s.stage_layers[size_t(st)] * pp;
+      const plan::Estimate e = plan::estimate(even, 0.0);
+      if (int64_t(e.stages.size()) != pp) {
+        off = "the prediction has no time per pipeline stage";
+        return {};
+      }
+      const plan::StageTime& t = e.stages[size_t(st)];
+      stage_s[size_t(st)] = double(e.micro_batches) * (t.compute_forward_s + t.compute_backward_s);
+    }
+    std::vector<double> predicted;
+    std::vector<int64_t> stage_of;
+    for (int rank = 0; rank < world; ++rank) {
+      stage_of.push_back(mesh.coords_of(rank).pp());
+      predicted.push_back(stage_s[size_t(stage_of.back())]);
+    }
+    StragglerRule rule;
+    rule.factor = s.straggler_factor;
+    return StragglerWatch(predicted, stage_of, rule);
+  } catch (const std::exception& x) {
+    off = std::string("the planner failed: ") + x.what();
+    return {};
+  }
+}
+
+// Thrown on every rank at the same step when --evict-stragglers stops the run for a straggler.
+struct StragglersEvicted : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 // Rank 0's rehearsal report: the measured shares beside the planner's prediction, as text
 // (several ranks), JSON (--report) and a page (--html).
 void write_rehearsal(RehearsalData& report, const TrainSettings& s, const Mesh& mesh, const std::vector<float>& mems,
@@ -667,7 +718,8 @@ int train(const TrainSettings& settings, const Problems& parsed, bool mpi) {
   auto data = s.data ? token_file_source(s.data, s.run.model.seq_len, s.seed)
                      : synthetic_source(s.run.model.vocab, s.run.model.seq_len, s.seed);
   auto val = validation_source(s);
-  const TrainerOptions o = trainer_options(s, *kernels);
+  TrainerOptions o = trainer_options(s, *kernels);
+  if (s.compute_slowdown) o.compute_slowdown = s.compute_slowdown(rank);
   DistTrainer trainer(s.run, groups, *data, o);
   const int64_t first = resume ? resume_from(trainer, groups, *resume, s) : 0;
 
@@ -692,6 +744,28 @@ int train(const TrainSettings& settings, const Problems& parsed, bool mpi) {
   }
   const int64_t run_steps = stop_at - first;
   RehearsalData report = start_report(s, trainer, run_steps);
+  StragglerWatch watch = world > 1 ? straggler_watch(s, mesh, world, report.straggler_off) : StragglerWatch();
+  if (watch.active()) report.straggler_rule = watch.rule().text();
+  if (rank == 0 && world > 1) {
+    if (watch.active()) {
+      std::string per_stage;
+      for (int r = 0; r < world; ++r)
+        if (mesh.coords_of(r).tp() == 0 && mesh.coords_of(r).dp() == 0 && mesh.coords_of(r)[Dim::CP] == 0)
+          per_stage += fmt::format("{}stage {} {:.2f} ms", per_stage.empty() ? "" : ", ", mesh.coords_of(r).pp(),
+                                   watch.predicted(r) * 1e3);
+      std::printf("stragglers  %s (the first step not judged); predicted compute per step: %s\n",
+                  report.straggler_rule.c_str(), per_stage.c_str());
+    } else {
+      std::printf("stragglers  not watched: %s\n", report.straggler_off.c_str());
+    }
+  }
+  if (s.evict_stragglers && !watch.active()) {
+    Problems p;
+    p.add("--evict-stragglers evicts ranks slower than their stage's prediction, but there is none: " +
+              report.straggler_off,
+          "give --prediction-cluster FILE (`trident bench` writes it), or drop --evict-stragglers", "evict-stragglers");
+    p.throw_if_any();
+  }
   report.first_step = first;  // a resumed run's losses start after the checkpoint's steps
 
   int64_t saved_at = -1;
@@ -758,6 +832,12 @@ int train(const TrainSettings& settings, const Problems& parsed, bool mpi) {
     double seconds = 0;
     const std::vector<PhaseTimes> row = gather_phase_times(trainer.last_times(), groups, world, seconds);
     add_report_step(report, trainer, loss, row);
+    std::vector<Straggler> named;
+    if (watch.active() && done > first + 1) named = watch.observe(done, row);
+    for (const Straggler& x : named) {
+      report.stragglers.push_back(x.text());
+      if (rank == 0) std::printf("straggler: %s\n", x.text().c_str()), std::fflush(stdout);
+    }
     if (done > first + 1 || stop_at - first == 1) timed.push_back(seconds);  // the first step warms caches
     if (step_flops / seconds > peak_flops) peak_flops = step_flops / seconds, peak_raised = true;
     std::optional<double> v;
@@ -777,6 +857,17 @@ int train(const TrainSettings& settings, const Problems& parsed, bool mpi) {
         // When the step ended (wall clock): `train --elastic` measures the time a failure lost from it.
         j["unix_time"] = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
         add_routing(j, trainer.routing_stats());
+        if (watch.active() && done > first + 1) {
+          const auto& ratios = watch.ratios();
+          const auto worst = std::max_element(ratios.begin(), ratios.end());
+          j["compute_vs_predicted"] = {{"median", watch.median_ratio()}, {"max", *worst},
+                                       {"max_rank", worst - ratios.begin()}};
+          if (!named.empty()) {
+            std::vector<int> ranks;
+            for (const Straggler& x : named) ranks.push_back(x.rank);
+            j["stragglers"] = ranks;
+          }
+        }
         write_metrics(metrics, j, metrics_error);
       }
     }
@@ -796,6 +887,14 @@ int train(const TrainSettings& settings, const Problems& parsed, bool mpi) {
     }
     if (done == stop_at && rank == 0) close_metrics(metrics, metrics_error);
     stop_if_metrics_failed(loss, done);
+    if (s.evict_stragglers && !named.empty() && done < stop_at) {
+      // Every rank named the same ranks at this step: save here (no step is lost) and stop, so the
+      // supervisor (`train --elastic`) restarts without their nodes.
+      if (!s.checkpoint_path.empty() && saved_at != done) save(loss, done);
+      std::string which;
+      for (const Straggler& x : named) which += fmt::format("{}evicting straggler rank {}: {}", which.empty() ? "" : "; ", x.rank, x.text());
+      throw StragglersEvicted(which);
+    }
   }
   record_load(load_probe, groups, resources, world, threads.threads, report);
   const std::vector<float> mems = gather_memory(trainer, groups, world);
@@ -837,6 +936,9 @@ int run_training(const TrainSettings& s, const Problems& parsed) {
   } catch (const SaveRefused& e) {
     if (world_rank(mpi) == 0) std::fprintf(stderr, "trident train: %s\n", e.what());
     code = 1;
+  } catch (const StragglersEvicted& e) {
+    if (world_rank(mpi) == 0) std::fprintf(stderr, "trident train: %s\n", e.what()), std::fflush(stderr);
+    code = 3;
   } catch (const std::exception& e) {
     if (!mpi) throw;
     char host[256] = "?";

@@ -88,9 +88,15 @@ struct TrainSettings {
   // imbalance the steps measured.
   bool moe_load_imbalance_given = false;
   int64_t warmup_steps = -1;    // steps left out of the report's means; -1 = min(2, steps/4)
+  // --evict-stragglers (under `train --elastic`): a rank named a straggler (straggler_watch.h)
+  // stops the run at that step, after saving, so the supervisor restarts without its node.
+  bool evict_stragglers = false;
+  double straggler_factor = 1.5;  // --straggler-factor: the rule's k (straggler_watch.h)
   // Fault injection for the multi-rank tests (a rank dying or stalling mid-run): called on every
   // rank before each step with (step, world rank). Empty in real runs.
   std::function<void(int64_t step, int rank)> before_step;
+  // And a slow GPU: the factor by which a rank's compute is slowed (TrainerOptions::compute_slowdown).
+  std::function<double(int rank)> compute_slowdown;
 };
 
 // Initialises MPI when started by mpirun/srun, runs the one run check (check_trainable, the
