@@ -4,9 +4,31 @@
 #include <algorithm>
 
 #include "core/checked_size.h"
+#include "core/mesh.h"
 #include "schedule/schedule.h"
 
 namespace trident::capability {
+
+namespace {
+
+// The runtime's MoE layer keeps whole experts on every tp rank: each ep and edp group must hold
+// ranks of one tp coordinate (different data), as Megatron's expert grid at etp = tp gives when
+// its etp ranks are attention's tp ranks, i.e. the two grids give tp and etp the same stride
+// (tp first in --order, as Megatron's default). Without ep the experts' gradients go over the
+// dense dp x cp group, whatever the grid. A constant-time test on the Mesh's own strides,
+// the groups the runtime's process groups are built from (the pipeline groups' agreement is core's
+// expert-grid-keeps-stages). A layout check_run refuses is left to it (true).
+bool expert_groups_keep_tp_ranks(const Layout& L) {
+  if (L.tp <= 1 || L.ep <= 1 || L.etp != L.tp) return true;
+  try {
+    const Mesh mesh(L, 1);
+    return mesh.stride(Dim::TP) == mesh.group_stride(Dim::ETP);
+  } catch (const InputError&) {
+    return true;  // said by check_run
+  }
+}
+
+}  // namespace
 
 bool device_computes(const std::string& device, Precision p) {
   if (device == "cpu") return p == Precision::FP32;
@@ -97,9 +119,25 @@ void check_executable(const RunSpec& r, const std::string& device, const std::ve
                      " backend lacks", "use --device cpu with --cp, or --cp 1", "cp-device");
   // A seq_len that 2 x cp does not divide is check_run's (cp-divides-sequence), said once.
   // The MoE layer (runtime/nn/moe_layer.cpp) trains with every schedule, zb-h1's split backward
-  // included: routed experts (split over ep ranks when ep > 1, replicated over tp: tp splits
-  // attention and dense MLPs only; under cp each rank routes its rows, dropping in one process's
-  // token order) and shared experts (split over tp like the dense MLP).
+  // included: routed experts (split over ep ranks when ep > 1; under cp each rank routes its
+  // rows, dropping in one process's token order) and shared experts (split over tp like the
+  // dense MLP). At tp > 1 it keeps every routed expert whole on each tp rank and repeats its
+  // work there, its ep and edp groups those of Megatron's expert grid at etp = tp (core/mesh.h:
+  // the same groups plan and topo list): that layout trains. Experts folded over tp (etp below
+  // tp) or split over an etp group the runtime does not build are issue 48 item 1.
+  if (m.is_moe() && L.etp != L.tp)
+    problems.add("expert layout tp " + n(L.tp) + ", etp " + n(L.etp) + ", ep " + n(L.ep) +
+                     ": the runtime lays its experts out on the expert grid with etp = tp (each routed expert whole "
+                     "on every tp rank, its work repeated there); it trains neither experts folded over tp (etp below "
+                     "tp, Megatron-Core's MoE parallel folding) nor experts split over an etp group",
+                 "use --etp " + n(L.tp) + " (= --tp) for a mixture-of-experts model in train (plan and simulate take "
+                     "--etp " + n(L.etp) + ")",
+                 "train-expert-layout");
+  else if (m.is_moe() && !expert_groups_keep_tp_ranks(L))
+    problems.add("expert layout tp " + n(L.tp) + ", etp " + n(L.etp) + ", ep " + n(L.ep) + " in --order " + L.order +
+                     ": its ep or edp groups hold ranks of different tp coordinates or stages, where the runtime's "
+                     "experts (whole on every tp rank) need each group inside one tp rank's data ranks",
+                 "put tp first in --order, e.g. --order tp-cp-ep-dp-pp (Megatron-Core's default)", "train-expert-layout");
   // ZeRO 1-3 train (grad_sync.h, zero_shards.h). ZeRO-3 gathers each unit's fp32 master weights
   // and the stage computes from them directly: there is no bf16 copy of a gathered unit yet.
   if (x.zero >= 3 && x.precision == Precision::BF16)

@@ -173,10 +173,11 @@ Runner setup_plan(CLI::App& cmd) {
     plan::SearchSpace space = fixed_dimensions(values, exec, p);
     if (!emit_is_file(args->emit)) keep_to_framework_schedules(args->emit, space, p);
     {
-      RunSpec fixed;  // cp and ep against the model, before the search sets the rest
+      RunSpec fixed;  // cp, ep and etp against the model, before the search sets the rest
       fixed.model = model;
       fixed.layout.cp = space.size(Dim::CP).value_or(1), fixed.layout.ep = space.size(Dim::EP).value_or(1);
-      check_dimension_rules({"cp", "ep"}, fixed, p);
+      fixed.layout.etp = space.size(Dim::ETP).value_or(1);
+      check_dimension_rules({"cp", "ep", "etp"}, fixed, p);
     }
     const TrainBudget budget = resolve_train_budget(values, p);
     const plan::ResilienceInputs resilience = plan::resolve_resilience(values, p);

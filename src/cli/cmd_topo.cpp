@@ -29,7 +29,7 @@ Runner setup_topo(CLI::App& cmd) {
     problems.throw_if_any();
     RunSpec run = resolve_run(values, /*check_batch=*/false);
     Mesh mesh(run.layout, run.cluster.gpus_per_node);
-    TopologyTable table = build_topology(mesh, run.cluster, args->all || args->json ? args->all : false);
+    TopologyTable table = build_topology(mesh, run.cluster, args->all || args->json ? args->all : false, run.model.is_moe());
     if (args->json) std::printf("%s\n", topology_json(run, table).dump(2).c_str());
     else std::printf("%s", topology_text(run, mesh, table).c_str());
     return 0;

@@ -7,25 +7,32 @@ namespace trident {
 const std::vector<Dimension>& dimensions() {
   static const std::vector<Dimension> table = {
       {.dim = Dim::TP, .name = "tp", .title = "tensor parallel", .help = "tensor-parallel size", .default_text = "1",
-       .dense = true, .size = &Layout::tp, .order_optional = false, .riders = {"sequence-parallel"}, .support = {},
+       .dense = true, .size = &Layout::tp, .order_optional = false, .ordered = true, .riders = {"sequence-parallel"}, .support = {},
        .megatron_flag = "--tensor-model-parallel-size", .torchtitan_key = "parallelism.tensor_parallel_degree"},
       {.dim = Dim::PP, .name = "pp", .title = "pipeline parallel", .help = "pipeline-parallel size (stages)",
-       .default_text = "1", .dense = true, .size = &Layout::pp, .order_optional = false,
+       .default_text = "1", .dense = true, .size = &Layout::pp, .order_optional = false, .ordered = true,
        .riders = {"schedule", "virtual-stages"}, .support = {}, .megatron_flag = "--pipeline-model-parallel-size",
        .torchtitan_key = "parallelism.pipeline_parallel_degree"},
       {.dim = Dim::DP, .name = "dp", .title = "data parallel",
        .help = "data-parallel size (replicas); default world / (tp*cp*pp)", .default_text = "world/(tp*cp*pp)",
-       .dense = true, .size = &Layout::dp, .order_optional = false, .riders = {"zero"}, .support = {},
+       .dense = true, .size = &Layout::dp, .order_optional = false, .ordered = true, .riders = {"zero"}, .support = {},
        .megatron_flag = "", .torchtitan_key = "parallelism.data_parallel_shard_degree"},  // Megatron derives dp
       {.dim = Dim::CP, .name = "cp", .title = "context parallel",
        .help = "context-parallel size (sequence split over ranks, ring attention)", .default_text = "1",
-       .dense = true, .size = &Layout::cp, .order_optional = true, .riders = {}, .support = {},
+       .dense = true, .size = &Layout::cp, .order_optional = true, .ordered = true, .riders = {}, .support = {},
        .megatron_flag = "--context-parallel-size", .torchtitan_key = "parallelism.context_parallel_degree"},
       {.dim = Dim::EP, .name = "ep", .title = "expert parallel",
-       .help = "expert-parallel size (experts sharded over the dp x cp ranks)", .default_text = "1", .dense = false,
-       .size = &Layout::ep, .order_optional = true, .riders = {},
+       .help = "expert-parallel size (experts sharded over ep ranks of the expert grid; ep x etp divides tp x cp x dp)", .default_text = "1", .dense = false,
+       .size = &Layout::ep, .order_optional = true, .ordered = true, .riders = {},
        .support = {},
        .megatron_flag = "--expert-model-parallel-size", .torchtitan_key = "parallelism.expert_parallel_degree"},
+      {.dim = Dim::ETP, .name = "etp", .title = "expert tensor parallel",
+       .help = "expert-tensor-parallel size: each routed expert split over etp ranks; the expert grid etp x ep x edp "
+               "lays out each stage's tp x cp x dp ranks again (default 1: whole experts folded over tp, Megatron-Core's "
+               "MoE parallel folding; Megatron's own default is etp = tp)",
+       .default_text = "1", .dense = false, .size = &Layout::etp, .order_optional = true, .ordered = false,
+       .riders = {}, .support = {}, .megatron_flag = "--expert-tensor-parallel-size",
+       .torchtitan_key = "parallelism.expert_tensor_parallel_degree"},
   };
   return table;
 }
@@ -39,7 +46,7 @@ const Dimension* find_dimension(std::string_view name) {
 const Dimension& dimension(Dim dim) {
   for (const Dimension& d : dimensions())
     if (d.dim == dim) return d;
-  return dimensions().front();  // EDP and DCP are groups, not dimensions: callers pass the five
+  return dimensions().front();  // EDP and DCP are groups, not dimensions: callers pass the six
 }
 
 std::vector<OptionDef> dimension_options() {
@@ -47,7 +54,8 @@ std::vector<OptionDef> dimension_options() {
   // Group sizes: 1 or more (a group of 0 ranks is no layout), so the range says so.
   for (const Dimension& d : dimensions()) out.push_back({d.name, "layout", d.help, false, "INT", d.default_text, 1});
   std::string tokens;
-  for (const Dimension& d : dimensions()) tokens += std::string(tokens.empty() ? "" : ", ") + d.name;
+  for (const Dimension& d : dimensions())
+    if (d.ordered) tokens += std::string(tokens.empty() ? "" : ", ") + d.name;
   out.push_back({"order", "layout", "rank order, fastest-varying first, of " + tokens + " (tp-cp-ep-dp-pp with cp or ep)",
                  false, "DIMS", "tp-dp-pp"});
   return out;

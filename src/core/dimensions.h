@@ -39,12 +39,14 @@ struct Dimension {
   const char* title;  // "tensor parallel"
   const char* help;   // the flag's help text
   const char* default_text;  // what --help shows as the default
-  // A rank coordinate: tp x cp x dp x pp is the world size. ep is not: it splits the data
-  // ranks (dp x cp) of the expert layers, as in Megatron-Core.
+  // A rank coordinate: tp x cp x dp x pp is the world size. ep and etp are not: they lay the
+  // tp x cp x dp ranks of a stage out again for the expert layers, as in Megatron-Core.
   bool dense;
   int64_t Layout::*size;
   // --order must name it (tp, dp, pp), or may leave it out while its size is 1 (cp, ep).
   bool order_optional;
+  // A token of --order; etp is not: it takes tp's place in the expert grid.
+  bool ordered;
   // The options that ride on the dimension (their own flags, in execution_options).
   std::vector<const char*> riders;
   DimensionSupport support;
@@ -53,13 +55,13 @@ struct Dimension {
   const char* torchtitan_key;
 };
 
-// Every dimension, in the order reports list them: tp, pp, dp, cp, ep.
+// Every dimension, in the order reports list them: tp, pp, dp, cp, ep, etp.
 const std::vector<Dimension>& dimensions();
-// The row of `dim` (TP, CP, DP, PP or EP) or of a name ("tp"); nullptr for other names.
+// The row of `dim` (TP, CP, DP, PP, EP or ETP) or of a name ("tp"); nullptr for other names.
 const Dimension& dimension(Dim dim);
 const Dimension* find_dimension(std::string_view name);
 
-// --tp --pp --dp --cp --ep and --order, generated from the table.
+// --tp --pp --dp --cp --ep --etp and --order, generated from the table.
 std::vector<OptionDef> dimension_options();
 
 // The sizes the options give (unset: not given) and the order: the one reader of the layout

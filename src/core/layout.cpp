@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <sstream>
 
 namespace trident {
@@ -18,7 +19,7 @@ std::string to_string(Dim dim) {
 
 int64_t Layout::size(Dim dim) const {
   switch (dim) {
-    case Dim::EDP: return ep > 0 ? cp * dp / ep : 0;
+    case Dim::EDP: return ep > 0 && etp > 0 ? tp * cp * dp / (ep * etp) : 0;
     case Dim::DCP: return cp * dp;
     default: return this->*dimension(dim).size;
   }
@@ -41,9 +42,10 @@ bool parse_order(const std::string& order, std::array<Dim, kNumDims>& dims, Prob
   bool ok = true;
   for (const std::string& token : tokens_of(order)) {
     const Dimension* d = find_dimension(token);
-    if (!d) {
+    if (!d || !d->ordered) {
       std::string names;
-      for (const Dimension& x : dimensions()) names += std::string(names.empty() ? "" : ", ") + x.name;
+      for (const Dimension& x : dimensions())
+        if (x.ordered) names += std::string(names.empty() ? "" : ", ") + x.name;
       problems.add("order '" + order + "' has unknown dimension '" + token + "'",
                    "use " + names + " joined by '-', e.g. --order tp-dp-pp or tp-cp-ep-dp-pp", "order-malformed");
       ok = false;
@@ -58,29 +60,18 @@ bool parse_order(const std::string& order, std::array<Dim, kNumDims>& dims, Prob
   }
   std::string required;
   for (const Dimension& x : dimensions())
-    if (!x.order_optional) required += std::string(required.empty() ? "" : ", ") + x.name;
+    if (x.ordered && !x.order_optional) required += std::string(required.empty() ? "" : ", ") + x.name;
   for (const Dimension& need : dimensions()) {
     bool found = false;
     for (const Dimension* s : seen) found = found || s == &need;
-    if (!found && !need.order_optional) {
+    if (!found && need.ordered && !need.order_optional) {
       problems.add("order '" + order + "' is missing '" + need.name + "'",
                    "name all of " + required + ", e.g. --order tp-dp-pp or --order tp-pp-dp", "order-malformed");
       ok = false;
     }
   }
-  // A dimension that is no rank coordinate (ep) splits the data ranks: it stands next to dp.
-  for (size_t i = 0; i < seen.size(); ++i) {
-    if (seen[i]->dense) continue;
-    const bool adjacent = (i > 0 && seen[i - 1]->dim == Dim::DP) || (i + 1 < seen.size() && seen[i + 1]->dim == Dim::DP);
-    if (!adjacent) {
-      problems.add(fmt::format("order '{}' does not put {} next to dp", order, seen[i]->name),
-                   fmt::format("{} splits the data-parallel ranks: write it just before or after dp, e.g. --order "
-                               "tp-cp-ep-dp-pp",
-                               seen[i]->name),
-                   "order-malformed");
-      ok = false;
-    }
-  }
+  // ep may stand anywhere: the expert grid reads the order with tp as etp and dp as edp
+  // (expert_dims_fastest_first); the pipeline rule (expert-grid-keeps-stages) checks the stages.
   if (!ok) return false;
   // A dense dimension the string omits (cp) is placed first: its size is 1, so its position changes no rank.
   size_t i = 0;
@@ -101,14 +92,24 @@ std::array<Dim, kNumDims> Layout::dims_fastest_first() const {
   return dims;
 }
 
-bool Layout::ep_inner() const {
-  const size_t e = order.find("ep"), d = order.find("dp");
-  return e == std::string::npos || d == std::string::npos || e < d;
+std::array<Dim, kNumDims> Layout::expert_dims_fastest_first() const {
+  std::array<Dim, kNumDims> out{Dim::EP, Dim::ETP, Dim::EDP, Dim::PP};
+  const std::vector<std::string> tokens = tokens_of(order);
+  size_t i = std::find(tokens.begin(), tokens.end(), "ep") == tokens.end() ? 1 : 0;  // an omitted ep (size 1) first
+  for (const std::string& token : tokens) {
+    if (i >= out.size()) break;
+    if (token == "tp") out[i++] = Dim::ETP;
+    else if (token == "ep") out[i++] = Dim::EP;
+    else if (token == "dp") out[i++] = Dim::EDP;
+    else if (token == "pp") out[i++] = Dim::PP;
+  }
+  return out;
 }
 
 std::string Layout::describe() const {
-  // "tp 8 x pp 8 x dp 64 x cp 2, ep 4 (order ...)": the dimensions --order must name always, the
-  // others when above 1; ep after a comma, as it splits the data ranks rather than multiplying.
+  // "tp 8 x pp 8 x dp 64 x cp 2, ep 4, etp 2 (order ...)": the dimensions --order must name
+  // always, the others when above 1; ep and etp after a comma, as they lay the ranks out again
+  // for the experts rather than multiplying.
   std::string s;
   for (const Dimension& d : dimensions()) {
     const int64_t n = this->*d.size;

@@ -23,14 +23,13 @@
 
 namespace trident {
 
-// The four dense dimensions (TP..PP) index Coords; EP, EDP and DCP are groups carved from the
-// data ranks: EP the expert-parallel group, EDP the expert-data-parallel group (expert
-// gradients), DCP the dense gradient group (dp x cp, Megatron's data-parallel group with
-// context parallel).
-enum class Dim { TP = 0, CP = 1, DP = 2, PP = 3, EP = 4, EDP = 5, DCP = 6 };
+// The four dense dimensions (TP..PP) index Coords; ETP, EP and EDP are the expert grid's groups
+// (expert tensor parallel, expert parallel, expert data parallel: the expert gradients), DCP the
+// dense gradient group (dp x cp, Megatron's data-parallel group with context parallel).
+enum class Dim { TP = 0, CP = 1, DP = 2, PP = 3, EP = 4, EDP = 5, DCP = 6, ETP = 7 };
 constexpr int kNumDims = 4;  // dense dimensions, the ones a rank has a coordinate in
 
-std::string to_string(Dim dim);  // "tp", "cp", "dp", "pp", "ep", "edp", "dp-cp"
+std::string to_string(Dim dim);  // "tp", "cp", "dp", "pp", "ep", "edp", "dp-cp", "etp"
 
 struct Layout {
   int64_t tp = 1;
@@ -39,13 +38,15 @@ struct Layout {
   int64_t pp = 1;
   std::string order = "tp-dp-pp";
   int64_t ep = 1;
+  int64_t etp = 1;  // expert tensor parallel: 1 keeps each routed expert whole (folded over tp)
 
   int64_t size(Dim dim) const;
   int64_t world_size() const { return tp * cp * dp * pp; }
   // Dense dimensions from fastest to slowest varying, all four (cp placed first when the string omits it).
   std::array<Dim, kNumDims> dims_fastest_first() const;
-  // True when each ep group takes consecutive data ranks ("ep-dp", or ep not named).
-  bool ep_inner() const;
+  // The expert grid's dimensions (ETP, EP, EDP, PP) from fastest to slowest varying: the order
+  // string with tp read as etp, dp as edp, cp left out (ep placed first when the string omits it).
+  std::array<Dim, kNumDims> expert_dims_fastest_first() const;
   std::string describe() const;  // "tp 8 x pp 8 x dp 64 (order tp-pp-dp)"
 };
 

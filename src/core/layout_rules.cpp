@@ -48,7 +48,7 @@ void order_places_every_dimension(const RunSpec& r, Problems& p) {
   Problems malformed;  // said by order_parses
   if (!parse_order(l.order, dims, malformed)) return;
   for (const Dimension& d : dimensions()) {
-    if (!d.order_optional || l.*d.size <= 1 || order_names(l, d.name)) continue;
+    if (!d.ordered || !d.order_optional || l.*d.size <= 1 || order_names(l, d.name)) continue;
     p.add(fmt::format("{} is {} but order '{}' does not place it", d.name, l.*d.size, l.order),
           d.dense ? fmt::format("add {} to the order, e.g. --order tp-cp-dp-pp (Megatron's default is tp-cp-ep-dp-pp)",
                                 d.name)
@@ -57,12 +57,51 @@ void order_places_every_dimension(const RunSpec& r, Problems& p) {
   }
 }
 
-void ep_divides_data_ranks(const RunSpec& r, Problems& p) {
+// Megatron-Core's rule (parallel_state.initialize_model_parallel): the expert grid etp x ep x
+// edp x pp covers the world, so etp x ep divides each stage's tp x cp x dp ranks.
+void expert_grid_divides_ranks(const RunSpec& r, Problems& p) {
   const Layout& l = r.layout;
-  if (l.ep > 0 && l.cp > 0 && l.dp > 0 && (l.cp * l.dp) % l.ep != 0)
-    p.add(fmt::format("ep {} does not divide the {} data ranks (dp {} x cp {})", l.ep, l.cp * l.dp, l.dp, l.cp),
-          fmt::format("expert parallel splits the dp x cp ranks: use --ep dividing {}", l.cp * l.dp),
-          "ep-divides-data-ranks");
+  if (l.ep <= 0 || l.etp <= 0 || l.tp <= 0 || l.cp <= 0 || l.dp <= 0) return;  // dimension-positive says it
+  const int64_t ranks = l.tp * l.cp * l.dp, grid = l.ep * l.etp;
+  if (ranks % grid == 0) return;
+  const int64_t folded_ep = ranks % l.ep == 0 ? l.ep : 0;
+  p.add(fmt::format("ep {} x etp {} = {} does not divide a stage's {} ranks (tp {} x cp {} x dp {})", l.ep, l.etp, grid,
+                    ranks, l.tp, l.cp, l.dp),
+        folded_ep ? fmt::format("use --etp {} (1: experts whole, folded over tp)", list_of(divisors(ranks / l.ep)))
+                  : fmt::format("the expert grid etp x ep x edp lays out the tp x cp x dp ranks again: use --ep and "
+                                "--etp whose product divides {}",
+                                ranks),
+        "expert-grid-divides-ranks");
+}
+
+// Megatron-Core asserts that the expert grid keeps the dense grid's pipeline groups, and that
+// an order not ending in pp gives the expert layers attention's data-parallel size. A model
+// without experts has no expert grid (Megatron builds one at etp = tp, which always holds).
+void expert_grid_keeps_stages(const RunSpec& r, Problems& p) {
+  const Layout& l = r.layout;
+  std::array<Dim, kNumDims> dims;
+  Problems malformed;  // said by order_parses
+  if (!r.model.is_moe() || l.pp <= 1 || !parse_order(l.order, dims, malformed) || l.ep <= 0 || l.etp <= 0 ||
+      (l.tp * l.cp * l.dp) % (l.ep * l.etp) != 0)
+    return;
+  int64_t dense_below = 1, expert_below = 1;
+  for (Dim d : l.dims_fastest_first()) {
+    if (d == Dim::PP) break;
+    dense_below *= l.size(d);
+  }
+  for (Dim d : l.expert_dims_fastest_first()) {
+    if (d == Dim::PP) break;
+    expert_below *= l.size(d);
+  }
+  const bool pp_last = dims[kNumDims - 1] == Dim::PP;
+  if (dense_below == expert_below && (pp_last || l.size(Dim::EDP) == l.dp)) return;
+  p.add(fmt::format("order '{}' gives the expert layers other pipeline stages than attention (ranks below pp: {} "
+                    "dense, {} in the expert grid etp {} x ep {}{})",
+                    l.order, dense_below, expert_below, l.etp, l.ep,
+                    pp_last ? "" : fmt::format("; pp not last, so edp {} must equal dp {}", l.size(Dim::EDP), l.dp)),
+        fmt::format("put pp last, e.g. --order tp-cp-ep-dp-pp (Megatron-Core's default), or use --etp {} with ep 1",
+                    l.tp),
+        "expert-grid-keeps-stages");
 }
 
 // --- against the cluster and the model ---
@@ -105,9 +144,8 @@ void tp_divides_ffn(const RunSpec& r, Problems& p) {
   tp_must_divide("ffn hidden", r.model.ffn_hidden, r.layout.tp, "tp-divides-ffn", p);
 }
 
-// The routed experts are whole on every tp rank (expert tensor parallel 1, as the runtime trains
-// them): any tp suits them. The shared experts, one MLP of shared x expert-ffn columns every
-// token passes, are split over tp like the dense MLP.
+// The routed experts are split over etp (etp-divides-expert-ffn), not tp. The shared experts,
+// one MLP of shared x expert-ffn columns every token passes, are split over tp like the dense MLP.
 void tp_divides_expert_ffn(const RunSpec& r, Problems& p) {
   if (r.model.is_moe() && r.model.shared_experts > 0)
     tp_must_divide("the shared experts' ffn hidden (shared experts x expert ffn hidden)",
@@ -164,6 +202,19 @@ void ep_needs_experts(const RunSpec& r, Problems& p) {
           "use --ep 1, or a mixture-of-experts model (--model mixtral-8x7b, or --experts N)", "ep-needs-experts");
 }
 
+void etp_needs_experts(const RunSpec& r, Problems& p) {
+  if (r.layout.etp > 1 && !r.model.is_moe())
+    p.add(fmt::format("etp is {} but {} has no experts", r.layout.etp, r.model.name),
+          "use --etp 1, or a mixture-of-experts model (--model mixtral-8x7b, or --experts N)", "etp-needs-experts");
+}
+
+void etp_divides_expert_ffn(const RunSpec& r, Problems& p) {
+  const int64_t etp = r.layout.etp, fe = r.model.expert_ffn_hidden;
+  if (etp > 1 && r.model.is_moe() && fe > 0 && fe % etp != 0)
+    p.add(fmt::format("expert ffn hidden ({}) not divisible by expert-tensor-parallel size ({})", fe, etp),
+          fmt::format("use --etp {}", list_of(divisors(fe))), "etp-divides-expert-ffn");
+}
+
 void ep_divides_experts(const RunSpec& r, Problems& p) {
   const int64_t ep = r.layout.ep;
   if (ep > 1 && r.model.is_moe() && r.model.experts % ep != 0)
@@ -204,20 +255,26 @@ const std::vector<LayoutRule>& layout_rules() {
   static const std::vector<LayoutRule> rules = {
       {"dimension-positive", "layout", RuleKind::Layout, "every dimension's size is 1 or more", sizes_positive},
       {"order-malformed", "layout", RuleKind::Layout,
-       "--order names tp, dp and pp once each (cp and ep at most once), ep next to dp", order_parses},
+       "--order names tp, dp and pp once each (cp and ep at most once)", order_parses},
       {"order-omits-dimension", "layout", RuleKind::Layout, "a cp or ep above 1 is placed in --order",
        order_places_every_dimension},
-      {"ep-divides-data-ranks", "ep", RuleKind::Layout, "ep divides the data ranks dp x cp", ep_divides_data_ranks},
+      {"expert-grid-divides-ranks", "ep", RuleKind::Layout,
+       "ep x etp divides a stage's tp x cp x dp ranks (Megatron-Core's expert grid)", expert_grid_divides_ranks},
+      {"expert-grid-keeps-stages", "ep", RuleKind::Shape,
+       "the expert grid keeps attention's pipeline groups (pp last, or edp = dp)", expert_grid_keeps_stages},
       {"world-size", "layout", RuleKind::Shape, "tp x cp x pp x dp equals the cluster's GPUs", world_size},
       {"tp-divides-heads", "tp", RuleKind::Shape, "tp divides the attention heads", tp_divides_heads},
       {"tp-divides-kv-heads", "tp", RuleKind::Shape, "tp and the kv heads divide one another", tp_divides_kv_heads},
       {"tp-divides-ffn", "tp", RuleKind::Shape, "tp divides the MLP's hidden size", tp_divides_ffn},
-      {"tp-divides-expert-ffn", "tp", RuleKind::Shape, "tp divides the shared experts' MLP width (routed experts are whole on each tp rank)", tp_divides_expert_ffn},
+      {"tp-divides-expert-ffn", "tp", RuleKind::Shape, "tp divides the shared experts' MLP width (routed experts split over etp)", tp_divides_expert_ffn},
       {"pp-exceeds-layers", "pp", RuleKind::Shape, "pp x virtual stages is at most the layers", pp_within_layers},
       {"cp-divides-sequence", "cp", RuleKind::Shape, "2 x cp divides the sequence (two chunks per cp rank)",
        cp_divides_sequence},
       {"ep-needs-experts", "ep", RuleKind::Shape, "ep above 1 needs a mixture-of-experts model", ep_needs_experts},
       {"ep-divides-experts", "ep", RuleKind::Shape, "ep divides the experts", ep_divides_experts},
+      {"etp-needs-experts", "etp", RuleKind::Shape, "etp above 1 needs a mixture-of-experts model", etp_needs_experts},
+      {"etp-divides-expert-ffn", "etp", RuleKind::Shape, "etp divides the routed experts' ffn hidden",
+       etp_divides_expert_ffn},
       {"batch-divisibility", "dp", RuleKind::Batch, "micro-batch x dp divides the global batch", batch_divides},
   };
   return rules;

@@ -7,6 +7,7 @@ namespace trident {
 
 namespace {
 bool is_dense(Dim d) { return static_cast<int>(d) < kNumDims; }
+bool is_expert(Dim d) { return d == Dim::ETP || d == Dim::EP || d == Dim::EDP; }
 }  // namespace
 
 Mesh::Mesh(const Layout& layout, int64_t gpus_per_node) : layout_(layout), gpus_per_node_(gpus_per_node) {
@@ -28,6 +29,31 @@ Mesh::Mesh(const Layout& layout, int64_t gpus_per_node) : layout_(layout), gpus_
       first_data = false;
     }
   }
+  // Megatron-Core's expert rank generator: the same order over etp, ep, edp and pp.
+  expert_fastest_first_ = layout.expert_dims_fastest_first();
+  stride = 1;
+  for (size_t i = 0; i < expert_fastest_first_.size(); ++i) {
+    expert_stride_[i] = stride;
+    stride *= layout.size(expert_fastest_first_[i]);
+  }
+}
+
+int64_t Mesh::expert_stride(Dim d) const {
+  for (size_t i = 0; i < expert_fastest_first_.size(); ++i)
+    if (expert_fastest_first_[i] == d) return expert_stride_[i];
+  return 0;
+}
+
+int64_t Mesh::expert_group_base(Dim kind, int64_t index) const {
+  // The other expert coordinates as a mixed-radix number, fastest first: groups numbered by their lowest rank.
+  int64_t base = 0;
+  for (size_t i = 0; i < expert_fastest_first_.size(); ++i) {
+    const Dim d = expert_fastest_first_[i];
+    if (d == kind) continue;
+    base += (index % size(d)) * expert_stride_[i];
+    index /= size(d);
+  }
+  return base;
 }
 
 int64_t Mesh::rank_of(const Coords& coords) const {
@@ -50,34 +76,6 @@ int64_t Mesh::data_index(int64_t rank) const {
   return c[data_fast_] + size(data_fast_) * c[data_slow_];
 }
 
-int64_t Mesh::data_j(Dim kind, int64_t i, int64_t q) const {
-  const int64_t ep = layout_.ep, edp = size(Dim::EDP);
-  const bool inner = layout_.ep_inner();
-  switch (kind) {
-    case Dim::EP: return inner ? q * ep + i : i * edp + q;
-    case Dim::EDP: return inner ? i * ep + q : q * edp + i;
-    default: return i;  // DCP: every data rank, no complement
-  }
-}
-
-void Mesh::split_j(Dim kind, int64_t j, int64_t& i, int64_t& q) const {
-  const int64_t ep = layout_.ep, edp = size(Dim::EDP);
-  const bool inner = layout_.ep_inner();
-  switch (kind) {
-    case Dim::EP:
-      i = inner ? j % ep : j / edp;
-      q = inner ? j / ep : j % edp;
-      return;
-    case Dim::EDP:
-      i = inner ? j / ep : j % edp;
-      q = inner ? j % ep : j / edp;
-      return;
-    default:
-      i = j;
-      q = 0;
-  }
-}
-
 int64_t Mesh::rank_with_data(Coords c, int64_t j) const {
   c[data_fast_] = j % size(data_fast_);
   c[data_slow_] = j / size(data_fast_);
@@ -86,27 +84,30 @@ int64_t Mesh::rank_with_data(Coords c, int64_t j) const {
 
 int64_t Mesh::group_stride(Dim kind) const {
   if (is_dense(kind)) return stride(kind);
-  const int64_t s = stride(data_fast_);
+  if (is_expert(kind)) return expert_stride(kind);
+  const int64_t s = stride(data_fast_);  // DCP: a progression when cp and dp are adjacent
   if (size(data_slow_) > 1 && stride(data_slow_) != s * size(data_fast_)) return 0;
-  const bool inner = layout_.ep_inner();
-  switch (kind) {
-    case Dim::EP: return inner ? s : s * size(Dim::EDP);
-    case Dim::EDP: return inner ? s * layout_.ep : s;
-    default: return s;  // DCP
-  }
+  return s;
 }
 
 int64_t Mesh::coord_in(Dim kind, int64_t rank) const {
   if (is_dense(kind)) return coords_of(rank)[kind];
-  int64_t i, q;
-  split_j(kind, data_index(rank), i, q);
-  return i;
+  if (is_expert(kind)) return rank / expert_stride(kind) % size(kind);
+  return data_index(rank);  // DCP
 }
 
 int64_t Mesh::group_index_of(Dim kind, int64_t rank) const {
-  // Mixed-radix number of the other coordinates, fastest first: the dense groups are numbered in
-  // the order of their lowest ranks. For EP/EDP/DCP the complement q stands where the data
-  // ranks stand in the order (the same order of lowest ranks when cp and dp are adjacent).
+  // Mixed-radix number of the other coordinates, fastest first: the dense and expert groups are
+  // numbered in the order of their lowest ranks. DCP groups by the tp and pp coordinates.
+  if (is_expert(kind)) {
+    int64_t index = 0, radix = 1;
+    for (Dim d : expert_fastest_first_) {
+      if (d == kind) continue;
+      index += rank / expert_stride(d) % size(d) * radix;  // the expert grid's own pp coordinate too
+      radix *= size(d);
+    }
+    return index;
+  }
   Coords c = coords_of(rank);
   int64_t index = 0, radix = 1;
   if (is_dense(kind)) {
@@ -117,13 +118,10 @@ int64_t Mesh::group_index_of(Dim kind, int64_t rank) const {
     }
     return index;
   }
-  int64_t i, q;
-  split_j(kind, data_index(rank), i, q);
   for (Dim d : fastest_first_) {
-    if (d == data_slow_) continue;
-    const bool data = d == data_fast_;
-    index += (data ? q : c[d]) * radix;
-    radix *= data ? complement_size(kind) : size(d);
+    if (d == Dim::CP || d == Dim::DP) continue;
+    index += c[d] * radix;
+    radix *= size(d);
   }
   return index;
 }
@@ -147,21 +145,23 @@ Group Mesh::group(Dim kind, int64_t index) const {
     g.index = group_index_of(kind, rank_of(c));
     return g;
   }
-  int64_t q = 0;
-  decode_derived_group(kind, index, c, q);
-  for (int64_t i = 0; i < size(kind); ++i) g.ranks.push_back(rank_with_data(c, data_j(kind, i, q)));
   g.index = index;
+  if (is_expert(kind)) {
+    const int64_t base = expert_group_base(kind, index), s = expert_stride(kind);
+    for (int64_t i = 0; i < size(kind); ++i) g.ranks.push_back(base + i * s);
+    return g;
+  }
+  decode_dcp_group(index, c);
+  for (int64_t j = 0; j < size(kind); ++j) g.ranks.push_back(rank_with_data(c, j));
   return g;
 }
 
-void Mesh::decode_derived_group(Dim kind, int64_t index, Coords& c, int64_t& q) const {
-  // The mixed-radix number group_index_of builds: the complement q where the data ranks stand.
-  q = 0;
+void Mesh::decode_dcp_group(int64_t index, Coords& c) const {
+  // The mixed-radix number group_index_of builds over the tp and pp coordinates.
   for (Dim d : fastest_first_) {
-    if (d == data_slow_) continue;
-    const int64_t n = d == data_fast_ ? complement_size(kind) : size(d);
-    (d == data_fast_ ? q : c[d]) = index % n;
-    index /= n;
+    if (d == Dim::CP || d == Dim::DP) continue;
+    c[d] = index % size(d);
+    index /= size(d);
   }
 }
 
@@ -264,14 +264,13 @@ int64_t blocks_of_repeating(const Member& member, int64_t n, int64_t T, int64_t 
 GroupLink Mesh::link_of_group(Dim kind, int64_t index, const ClusterSpec& cluster) const {
   const int64_t n = size(kind);
   if (is_dense(kind) || n <= 1) return link_of(group(kind, index).ranks, cluster);
+  if (is_expert(kind)) return link_of_progression(expert_group_base(kind, index), expert_stride(kind), n, cluster);
   Coords c;
-  int64_t q = 0;
-  decode_derived_group(kind, index, c, q);
-  auto member = [&](int64_t i) { return rank_with_data(c, data_j(kind, i, q)); };
-  // Member i's data index is j0 + i step, its rank a fixed part + (j mod F) s_fast + (j div F)
-  // s_slow: the gaps depend on j mod F alone and repeat every T = F / gcd(step, F) members.
-  const int64_t F = size(data_fast_), step = data_j(kind, 1, q) - data_j(kind, 0, q);
-  const int64_t T = step > 0 ? F / std::gcd(step, F) : 0;
+  decode_dcp_group(index, c);
+  auto member = [&](int64_t j) { return rank_with_data(c, j); };
+  // Member j's rank is a fixed part + (j mod F) s_fast + (j div F) s_slow: the gaps depend on
+  // j mod F alone and repeat every T = F members.
+  const int64_t F = size(data_fast_), T = F;
   bool ascending = T > 0;
   for (int64_t i = 1; i <= std::min(T, n - 1) && ascending; ++i) ascending = member(i) > member(i - 1);
   if (!ascending) return link_of(group(kind, index).ranks, cluster);

@@ -2,11 +2,13 @@
 //
 // rank = sum over dims of coord[d] * stride[d], strides built from the order string with the
 // fastest dimension first. Every TP/CP/DP/PP group is the set of ranks that differ only in that
-// dimension's coordinate. The expert groups split the data ranks of one (tp, pp) pair: their
-// data index j = the cp and dp coordinates as one mixed-radix number (the faster of the two
-// first). With ep inner ("ep-dp") the EP group is j = q*ep + i (i = 0..ep-1), the EDP group
-// j = i*ep + q; with ep outer ("dp-ep") the roles swap (Megatron-Core's expert rank generator
-// for tp-cp-ep-dp-pp). DCP is all data ranks of the pair. The node (host) of a rank is
+// dimension's coordinate. The expert groups (ETP, EP, EDP) are those of a second grid over the
+// same ranks, Megatron-Core's expert rank generator: the order string with tp read as etp, dp
+// as edp and cp left out (sizes etp, ep, edp = tp cp dp / (etp ep), pp), so every expert group
+// is a progression r, r + s, ... too, and its groups fold over attention's tp and cp ranks when
+// etp < tp. DCP (the dense gradient group) is all cp x dp data ranks of a (tp, pp) pair, their
+// data index j = the cp and dp coordinates as one mixed-radix number (the faster first). The
+// node (host) of a rank is
 // rank / gpus_per_node, its NVLink domain host / hosts_per_nvlink_domain, and a group's link is
 // the slowest link any two of its members use: the NVLink domain's own link while the group
 // stays inside one domain, the network once it leaves it. Planner, simulator and runtime all take their groups
@@ -73,7 +75,7 @@ class Mesh {
   // The data index j of a rank (0 .. cp*dp-1), see above.
   int64_t data_index(int64_t rank) const;
   // Members of every group of kind d are r, r + s, ..., r + (size-1) s for this s, or 0 when they
-  // are not (an EP/EDP/DCP group when cp and dp are not adjacent in the order).
+  // are not (a DCP group when cp and dp are not adjacent in the order).
   int64_t group_stride(Dim d) const;
   int64_t group_index_of(Dim d, int64_t rank) const;
   Group group(Dim d, int64_t index) const;
@@ -84,7 +86,7 @@ class Mesh {
   // The same for the ranks first + j stride (j < n, stride > 0), without listing them.
   GroupLink link_of_progression(int64_t first, int64_t stride, int64_t n, const ClusterSpec& cluster) const;
   // The same for group `index` of kind `kind`, without listing it when its members follow a
-  // pattern that repeats (an EP, EDP or DCP group whose gaps repeat with the faster data dimension).
+  // pattern (a progression, or a DCP group whose gaps repeat with the faster data dimension).
   GroupLink link_of_group(Dim kind, int64_t index, const ClusterSpec& cluster) const;
   // The distinct nodes the ranks sit on, ascending.
   std::vector<int64_t> nodes_of(const std::vector<int64_t>& ranks) const;
@@ -96,14 +98,16 @@ class Mesh {
   std::array<int64_t, kNumDims> stride_{};
   std::array<Dim, kNumDims> fastest_first_{};
   Dim data_fast_ = Dim::CP, data_slow_ = Dim::DP;  // the faster and slower of cp and dp
+  // The expert grid: ETP, EP, EDP, PP fastest first and the stride of each (indexed like it).
+  std::array<Dim, kNumDims> expert_fastest_first_{};
+  std::array<int64_t, kNumDims> expert_stride_{};
 
-  // EP/EDP/DCP: a member's coordinate i and the complement q (which group) <-> data index j.
-  int64_t data_j(Dim kind, int64_t i, int64_t q) const;
-  void split_j(Dim kind, int64_t j, int64_t& i, int64_t& q) const;
-  int64_t complement_size(Dim kind) const { return (layout_.cp * layout_.dp) / size(kind); }
+  int64_t expert_stride(Dim d) const;
   int64_t rank_with_data(Coords c, int64_t j) const;
-  // Group `index` of an EP/EDP/DCP kind: the other coordinates into c, the complement into q.
-  void decode_derived_group(Dim kind, int64_t index, Coords& c, int64_t& q) const;
+  // DCP group `index`: the tp and pp coordinates into c.
+  void decode_dcp_group(int64_t index, Coords& c) const;
+  // The expert grid's group `index` of kind d: its lowest rank.
+  int64_t expert_group_base(Dim d, int64_t index) const;
 };
 
 }  // namespace trident

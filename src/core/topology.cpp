@@ -23,15 +23,17 @@ std::string format_ranks(const std::vector<int64_t>& r) {
   return s;
 }
 
-TopologyTable build_topology(const Mesh& mesh, const ClusterSpec& cluster, bool list_all, int examples) {
+TopologyTable build_topology(const Mesh& mesh, const ClusterSpec& cluster, bool list_all, bool experts, int examples) {
   TopologyTable table;
   table.world = mesh.world_size();
-  // cp and its dense gradient group (dp x cp) only exist with cp > 1; the expert groups with ep > 1.
-  const bool cp = mesh.size(Dim::CP) > 1, ep = mesh.size(Dim::EP) > 1;
+  // cp and its dense gradient group (dp x cp) only exist with cp > 1; the expert grid's groups
+  // with experts: etp and ep above 1, edp always (folded over tp it is no dense group).
+  const bool cp = mesh.size(Dim::CP) > 1;
   const int64_t hosts_per_domain = std::max<int64_t>(cluster.hosts_per_nvlink_domain, 1);
-  for (Dim kind : {Dim::TP, Dim::PP, Dim::DP, Dim::CP, Dim::DCP, Dim::EP, Dim::EDP}) {
+  for (Dim kind : {Dim::TP, Dim::PP, Dim::DP, Dim::CP, Dim::DCP, Dim::ETP, Dim::EP, Dim::EDP}) {
     if ((kind == Dim::CP || kind == Dim::DCP) && !cp) continue;
-    if ((kind == Dim::EP || kind == Dim::EDP) && !ep) continue;
+    if ((kind == Dim::ETP || kind == Dim::EP || kind == Dim::EDP) && !experts) continue;
+    if ((kind == Dim::ETP || kind == Dim::EP) && mesh.size(kind) <= 1) continue;
     std::map<LinkKind, TopologyRow> by_link;
     for (int64_t i = 0; i < mesh.group_count(kind); ++i) {
       TopologyGroup g{mesh.group(kind, i), {}, {}, {}};

@@ -30,12 +30,13 @@ struct TopologyRow {
 
 struct TopologyTable {
   int64_t world = 0;
-  std::vector<TopologyRow> rows;  // tp, pp, dp, cp, dp-cp, ep, edp; one row per (kind, link class)
+  std::vector<TopologyRow> rows;  // tp, pp, dp, cp, dp-cp, etp, ep, edp; one row per (kind, link class)
 };
 
 // Walks every group (O(world) per kind). With list_all each row keeps all its groups,
-// otherwise the first `examples` ones.
-TopologyTable build_topology(const Mesh& mesh, const ClusterSpec& cluster, bool list_all, int examples = 2);
+// otherwise the first `examples` ones. `experts` (a MoE model) adds the expert grid's groups.
+TopologyTable build_topology(const Mesh& mesh, const ClusterSpec& cluster, bool list_all, bool experts,
+                             int examples = 2);
 
 // "0-7", "0,8,...,56 (step 8)" or "0,3,5": compact, exact text for a rank or node list.
 std::string format_ranks(const std::vector<int64_t>& ranks);

@@ -129,7 +129,7 @@ double kernel_hbm_Bps(const ExecutionSpec& e, const GpuSpec& gpu, const CostCons
 }  // namespace
 
 LayerCompute layer_compute(const ModelSpec& full, const ExecutionSpec& e, int64_t tp, const GpuSpec& gpu,
-                           const CostConstants& c, int64_t cp, int64_t ep) {
+                           const CostConstants& c, int64_t cp, int64_t ep, int64_t etp) {
   // Everything below is one cp rank's share: a sequence of s / cp, attention one block of it.
   const ModelSpec m = per_rank_sequence(full, cp);
   LayerCompute lc;
@@ -182,7 +182,7 @@ LayerCompute layer_compute(const ModelSpec& full, const ExecutionSpec& e, int64_
   // Stored activations without recomputation (what the forward kernels write).
   ExecutionSpec plain = e;
   plain.recompute = Recompute::None;
-  const LayerActivations act = layer_activations(m, plain, tp);
+  const LayerActivations act = layer_activations(m, plain, tp, etp);
   lc.stored_activation_bytes = act.bytes;
   lc.attention_core_bytes = act.attention_scores_bytes;
   const double hbm = kernel_hbm_Bps(e, gpu, c);
@@ -205,7 +205,7 @@ LayerCompute layer_compute(const ModelSpec& full, const ExecutionSpec& e, int64_
   if (m.is_moe()) {
     // The dense MLP GEMMs give way to the router and the experts (dense layers averaged in).
     const double dense_mlp_s = gemm(h, mlp_in) + gemm(f / t, h);
-    const MoeCompute mc = moe_compute(m, T, tp, ep, gemm_peak, gemm_eff, c);
+    const MoeCompute mc = moe_compute(m, T, tp, ep, gemm_peak, gemm_eff, c, etp);
     lc.gemm_s += mc.mlp_s - dense_mlp_s;
     lc.gemm_flops += mc.mlp_flops - 2 * T * h * (mlp_in + f / t);
     lc.moe_routed_s = moe_layer_share(m) * mc.routed_s;
@@ -307,11 +307,11 @@ Zero3Chunk zero3_chunk(double gather_s, double scatter_s, double layers, double 
 
 std::vector<StageTime> stage_times(const ModelSpec& full, const ExecutionSpec& e, const StageInputs& in,
                                    const GpuSpec& gpu, const CostConstants& c) {
-  const LayerCompute lc = layer_compute(full, e, in.tp, gpu, c, in.cp, in.ep);
+  const LayerCompute lc = layer_compute(full, e, in.tp, gpu, c, in.cp, in.ep, in.etp);
   const CpComm cpc = cp_comm_per_layer(full, e, in.tp, in.cp, in.cp_link, lc.block_attention_s,
                                        lc.block_attention_backward_s, c);
   const ModelSpec m = per_rank_sequence(full, in.cp);  // per-token terms below see s / cp
-  const EpComm epc = ep_comm_per_layer(m, e, in.ep, in.ep_link, c);
+  const EpComm epc = ep_comm_per_layer(m, e, in.ep, in.ep_link, c, in.tp, in.etp, in.etp_link);
   const EpWait epw = ep_wait_per_layer(m, e, in.ep, lc.moe_routed_s);
   const TpComm tc = tp_comm_per_layer(m, e, in.tp, in.tp_link, c);
   const PpComm pc = pp_comm_per_message(m, e, in.tp, in.pp_link, in.tp_link, c);
@@ -507,8 +507,8 @@ PipelineTime pipeline_time(const std::vector<StageTime>& stages, int64_t m, Sche
 
 double step_time_lower_bound(const ModelSpec& m, const ExecutionSpec& e, int64_t tp, int64_t pp, int64_t cp,
                              int64_t ep, int64_t micro_batches, const std::vector<GroupLink>& tp_links,
-                             const GpuSpec& gpu, const CostConstants& c) {
-  const LayerCompute lc = layer_compute(m, e, tp, gpu, c, cp, ep);
+                             const GpuSpec& gpu, const CostConstants& c, int64_t etp) {
+  const LayerCompute lc = layer_compute(m, e, tp, gpu, c, cp, ep, etp);
   // TP's cost grows with its collectives' time (overlapped or not): the fastest link's is the least.
   double tp_s = tp_links.empty() ? 0.0 : 1e300;
   for (const GroupLink& link : tp_links) {

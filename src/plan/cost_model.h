@@ -133,7 +133,7 @@ struct LayerCompute {
 // With cp > 1 the rank holds s / cp tokens and runs attention as cp blocks (context_parallel.h);
 // a MoE model's MLP is its router and experts (mixture_of_experts.h), ep ranks sharing them.
 LayerCompute layer_compute(const ModelSpec& model, const ExecutionSpec& exec, int64_t tp, const GpuSpec& gpu,
-                           const CostConstants& c, int64_t cp = 1, int64_t ep = 1);
+                           const CostConstants& c, int64_t cp = 1, int64_t ep = 1, int64_t etp = 1);
 
 // TP collectives of one layer for one micro-batch. Megatron: 2 all-reduces forward and 2
 // backward of b*s*h 16-bit elements; with sequence parallel each is a reduce-scatter plus an
@@ -228,6 +228,8 @@ struct StageInputs {
   GroupLink tp_link, pp_link;
   int64_t cp = 1, ep = 1;
   GroupLink cp_link, ep_link;
+  int64_t etp = 1;  // expert tensor parallel (the expert grid's, core/mesh.h)
+  GroupLink etp_link;
 };
 std::vector<StageTime> stage_times(const ModelSpec& model, const ExecutionSpec& exec, const StageInputs& in,
                                    const GpuSpec& gpu, const CostConstants& c);
@@ -303,7 +305,7 @@ PipelineTime pipeline_time(const std::vector<StageTime>& stages, int64_t micro_b
 // loaded stage's. The search skips a recipe whose bound already loses.
 double step_time_lower_bound(const ModelSpec& model, const ExecutionSpec& exec, int64_t tp, int64_t pp, int64_t cp,
                              int64_t ep, int64_t micro_batches, const std::vector<GroupLink>& tp_links,
-                             const GpuSpec& gpu, const CostConstants& c);
+                             const GpuSpec& gpu, const CostConstants& c, int64_t etp = 1);
 
 // FLOPs of one step for the whole model (72 B s L h^2 (1 + s/6h + V/12Lh) for GPT). A MoE model
 // counts the matrices a token uses: router, k routed and the shared experts (active parameters).

@@ -60,7 +60,7 @@ DimLink stride_dim_link(const Mesh& mesh, Dim dim, const ClusterSpec& cluster, i
   return out;
 }
 
-// EP, EDP and DCP groups when cp and dp are not adjacent in the order: member i of group q has
+// DCP groups when cp and dp are not adjacent in the order: member i of group q has
 // data index j = j0 + i step with j0 = q a, and rank t s_tp + p s_pp + (j mod F) s_fast +
 // (j div F) s_slow (F the faster data dimension's size). Relative to (j0 div F) s_slow the
 // members depend only on j0 mod F, so a group's class is (j0 mod F, its offset mod b): the tp and
@@ -78,11 +78,7 @@ class DerivedGroups {
     F_ = mesh.size(fast_);
     n_ = mesh.size(dim);
     Q_ = l.cp * l.dp / n_;
-    const int64_t ep = l.ep, edp = mesh.size(Dim::EDP);
-    const bool inner = l.ep_inner();
-    if (dim == Dim::EP) a_ = inner ? ep : 1, step_ = inner ? 1 : edp;
-    else if (dim == Dim::EDP) a_ = inner ? 1 : edp, step_ = inner ? ep : 1;
-    else a_ = 0, step_ = 1;  // DCP: one group per (tp, pp) pair, every data rank
+    a_ = 0, step_ = 1;  // DCP: one group per (tp, pp) pair, every data rank (the expert groups are progressions)
     q_period_ = a_ == 0 ? 1 : F_ * b_ / std::gcd(a_, F_ * b_);
     memo_.assign(size_t(F_ * b_), -1);
   }
@@ -206,12 +202,11 @@ Links mesh_links(const Mesh& mesh, const ClusterSpec& cluster) {
   l.dp = dim_link(mesh, Dim::DP, cluster);
   l.cp = mesh.size(Dim::CP) > 1 ? dim_link(mesh, Dim::CP, cluster) : DimLink{};
   l.dcp = mesh.size(Dim::CP) > 1 ? dim_link(mesh, Dim::DCP, cluster) : l.dp;
-  if (mesh.size(Dim::EP) > 1) {
-    l.ep = dim_link(mesh, Dim::EP, cluster);
-    l.edp = dim_link(mesh, Dim::EDP, cluster);
-  } else {
-    l.edp = l.dcp;  // every data rank holds every expert
-  }
+  // The expert grid's groups (progressions): ep and etp when above 1, edp always (with etp < tp
+  // it takes tp ranks too, so it is no dense group even at ep 1).
+  if (mesh.size(Dim::EP) > 1) l.ep = dim_link(mesh, Dim::EP, cluster);
+  if (mesh.size(Dim::ETP) > 1) l.etp = dim_link(mesh, Dim::ETP, cluster);
+  l.edp = dim_link(mesh, Dim::EDP, cluster);
   // The first and last stage of pipeline 0 (rank 0 and pp - 1 strides on), without listing it.
   l.embedding = mesh.link_of({0, (mesh.size(Dim::PP) - 1) * mesh.stride(Dim::PP)}, cluster);
   return l;

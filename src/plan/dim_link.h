@@ -22,15 +22,15 @@ struct DimLink {
   int64_t groups_crossing_domains = 0;  // groups that leave their NVLink domain (a node, unless it spans hosts)
   int64_t groups = 0;
 };
-// The link is the first group (lowest rank; for EP/EDP/DCP the lowest group index) that leaves its
+// The link is the first group (lowest rank; for DCP the lowest group index) that leaves its
 // domain, else group 0.
 DimLink dim_link(const Mesh& mesh, Dim dim, const ClusterSpec& cluster);
 
 struct Links {
   DimLink tp, pp, dp;
-  DimLink cp, ep;   // default (size 1) when the layout has no cp / ep
+  DimLink cp, ep, etp;  // default (size 1) when the layout has no cp / ep / etp
   DimLink dcp;      // dense gradients: dp x cp (= dp without cp)
-  DimLink edp;      // expert gradients: dp x cp / ep (= dcp without ep)
+  DimLink edp;      // expert gradients: the expert grid's tp x cp x dp / (ep x etp)
   GroupLink embedding;  // first <-> last stage of pipeline 0 (tied embedding sync)
 };
 Links mesh_links(const Mesh& mesh, const ClusterSpec& cluster);

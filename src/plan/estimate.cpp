@@ -66,7 +66,7 @@ Estimate estimate_with_links(const RunSpec& run, const Links& links, double over
 Estimate estimate_with_links(const RunSpec& run, const Links& links, double overhead_bytes,
                              const CostConstants& c) {
   const Layout& l = run.layout;
-  return estimate_with_links(run, links, stage_memory(run.model, run.exec, {l.tp, l.pp, l.dp, overhead_bytes, l.cp, l.ep}),
+  return estimate_with_links(run, links, stage_memory(run.model, run.exec, {l.tp, l.pp, l.dp, overhead_bytes, l.cp, l.ep, l.etp}),
                              c);
 }
 
@@ -79,7 +79,7 @@ void time_pipeline(Estimate& e, const Links& links, const CostConstants& c) {
   const ExecutionSpec& x = run.exec;
   const Layout& l = run.layout;
   const int64_t v = x.schedule == ScheduleKind::Interleaved ? x.virtual_stages : 1;
-  StageInputs in{l.tp, l.pp, links.tp.link, links.pp.link, l.cp, l.ep, links.cp.link, links.ep.link};
+  StageInputs in{l.tp, l.pp, links.tp.link, links.pp.link, l.cp, l.ep, links.cp.link, links.ep.link, l.etp, links.etp.link};
   e.stages = stage_times(m, x, in, run.cluster.gpu, c);
   // ZeRO-3 / FSDP traffic runs inside each layer's passes: part of every stage's time per
   // micro-batch (so the pipeline's fill and drain carry it too), as the simulator plays it.
@@ -106,10 +106,10 @@ void time_pipeline(Estimate& e, const Links& links, const CostConstants& c) {
   e.time.ep_comm = mb * slow.ep_comm_s;
   e.time.ep_wait = mb * slow.ep_wait_s;
   e.time.cp_hidden = mb * (slow.cp_total_s - slow.cp_comm_s);
-  if (l.cp > 1 || l.ep > 1) {  // the same calls stage_times makes, kept for the report
-    const LayerCompute lc = layer_compute(m, x, l.tp, run.cluster.gpu, c, l.cp, l.ep);
+  if (l.cp > 1 || l.ep > 1 || l.etp > 1) {  // the same calls stage_times makes, kept for the report
+    const LayerCompute lc = layer_compute(m, x, l.tp, run.cluster.gpu, c, l.cp, l.ep, l.etp);
     e.cp_ring = cp_comm_per_layer(m, x, l.tp, l.cp, links.cp.link, lc.block_attention_s, lc.block_attention_backward_s, c);
-    e.ep_alltoall = ep_comm_per_layer(per_rank_sequence(m, l.cp), x, l.ep, links.ep.link, c);
+    e.ep_alltoall = ep_comm_per_layer(per_rank_sequence(m, l.cp), x, l.ep, links.ep.link, c, l.tp, l.etp, links.etp.link);
     e.ep_wait = ep_wait_per_layer(m, x, l.ep, lc.moe_routed_s);
   }
   if (l.pp > 1) e.pp_message = pp_comm_per_message(per_rank_sequence(m, l.cp), x, l.tp, links.pp.link, links.tp.link, c);
@@ -188,7 +188,7 @@ void time_data_parallel(Estimate& e, const Links& links, const CostConstants& c)
   e.dp.exposed_s += c.overlap_slowdown * e.dp.hidden_s;
   // Expert gradients: one more reduction over the edp group, after the dense one (exposed
   // beyond the same backward window; with ZeRO a reduce-scatter and a gather of half the volume each).
-  const int64_t edp = data / std::max<int64_t>(l.ep, 1);
+  const int64_t edp = l.size(Dim::EDP);  // the expert grid's: tp x cp x dp / (ep x etp)
   if (expert_params > 0 && edp > 1) {
     e.expert_dp = dp_comm(expert_params * sb.gradients, edp, links.edp.link, links.edp.members_per_node,
                           run.cluster, std::max(0.0, window - e.dp.total_s), c);

@@ -48,14 +48,14 @@ CheckpointSize checkpoint_size(const RunSpec& run) {
   const Layout& l = run.layout;
   const StateBytes sb = state_bytes(e);
   // The stages' parameters as the memory model splits them (the overhead plays no part here).
-  const std::vector<StageMemory> stages = stage_memory(run.model, e, {l.tp, l.pp, l.dp, 0, l.cp, l.ep});
+  const std::vector<StageMemory> stages = stage_memory(run.model, e, {l.tp, l.pp, l.dp, 0, l.cp, l.ep, l.etp});
   CheckpointSize c;
   // The persistent weights (what a DP all-gather moves: no FP8 cache) and the optimizer's states.
   c.weight_bytes_per_param = sb.gathered;
   c.optimizer_bytes_per_param = sb.optimizer;
   c.bytes_per_param = sb.gathered + sb.optimizer;
   c.replicas = double(l.dp * l.cp);
-  c.expert_replicas = std::max(1.0, c.replicas / double(std::max<int64_t>(l.ep, 1)));
+  c.expert_replicas = std::max(1.0, double(l.size(Dim::EDP)));  // the expert grid's edp
   const double ranks_per_stage = double(l.world_size()) / double(std::max<int64_t>(l.pp, 1));
   for (size_t i = 0; i < stages.size(); ++i) {
     const StageParams& sp = stages[i].params;

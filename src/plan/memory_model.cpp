@@ -23,12 +23,12 @@ StateBytes state_bytes(Precision precision, int grad_bits, const RecipeSettings&
 StateBytes state_bytes(const ExecutionSpec& e) { return state_bytes(e.precision, e.grad_bits, e.recipe); }
 
 StageParams stage_params(const ModelSpec& m, int64_t tp, int64_t pp, int64_t layers_on_stage, bool first,
-                         bool last, int64_t ep) {
-  return stage_params(m, count_parameters(m), tp, pp, layers_on_stage, first, last, ep);
+                         bool last, int64_t ep, int64_t etp) {
+  return stage_params(m, count_parameters(m), tp, pp, layers_on_stage, first, last, ep, etp);
 }
 
 StageParams stage_params(const ModelSpec& m, const ParamCount& pc, int64_t tp, int64_t pp, int64_t layers_on_stage,
-                         bool first, bool last, int64_t ep) {
+                         bool first, bool last, int64_t ep, int64_t etp) {
   const double t = double(tp);
   const double vocab = double(padded_vocab(m.vocab, tp));
   StageParams sp;
@@ -36,7 +36,7 @@ StageParams stage_params(const ModelSpec& m, const ParamCount& pc, int64_t tp, i
   sp.layer_params = double(layers_on_stage) * (double(pc.attention_per_layer + pc.mlp_per_layer) / t +
                                                double(pc.norms_per_layer));
   if (m.is_moe()) {
-    const MoeParams mp = moe_params_per_layer(m, pc, tp, ep);
+    const MoeParams mp = moe_params_per_layer(m, pc, tp, ep, etp);
     sp.layer_params = double(layers_on_stage) * mp.dense;
     sp.expert_params = double(layers_on_stage) * mp.experts;
   }
@@ -62,7 +62,7 @@ StageParams stage_params(const ModelSpec& m, const ParamCount& pc, int64_t tp, i
   return sp;
 }
 
-LayerActivations layer_activations(const ModelSpec& m, const ExecutionSpec& e, int64_t tp) {
+LayerActivations layer_activations(const ModelSpec& m, const ExecutionSpec& e, int64_t tp, int64_t etp) {
   const double sbh = double(m.seq_len) * e.micro_batch_size * m.hidden;
   const double sbf = double(m.seq_len) * e.micro_batch_size * m.ffn_hidden;
   const double sbkv = double(m.seq_len) * e.micro_batch_size * m.kv_dim();
@@ -81,11 +81,11 @@ LayerActivations layer_activations(const ModelSpec& m, const ExecutionSpec& e, i
   // inputs (4sbh), two dropout masks (2sbh, with dropout: GPT's default).
   const double outside = (dropout ? 10 : 8) * sbh;
   // Inside (split by t): Q, K, V, projection input, MLP internals (GELU in + out 4sbf; SwiGLU
-  // 6sbf fused, 8sbf eager: mlp_activation_width). A MoE layer's routed experts are whole on every
-  // tp rank (expert tensor parallel 1): their activations are not split (`whole`), the shared
-  // experts' and dense layers' are.
+  // 6sbf fused, 8sbf eager: mlp_activation_width). A MoE layer's routed experts hold their own
+  // share (`whole`, already per GPU: moe_mlp_activation_elements), the shared experts' and dense
+  // layers' are split over tp.
   MoeActivationElements mlp{mlp_activation_width(m, e.recipe) * sbf, 0, sbf, 0};
-  if (m.is_moe()) mlp = moe_mlp_activation_elements(m, e.recipe, double(m.seq_len) * e.micro_batch_size);
+  if (m.is_moe()) mlp = moe_mlp_activation_elements(m, e.recipe, double(m.seq_len) * e.micro_batch_size, tp, etp);
   // Grouped-query attention: flash kernels read each K and V head for its group of query heads;
   // unfused attention repeats K and V to every query head first (Megatron's repeat_interleave, the
   // runtime's kernels) and its matrix products keep the repeated ones.
@@ -169,10 +169,11 @@ std::vector<StageMemory> stage_memory(const ModelSpec& full, const ExecutionSpec
   const StateBytes sb = state_bytes(e);
   const int64_t cp = std::max<int64_t>(in.cp, 1), ep = std::max<int64_t>(in.ep, 1);
   const ModelSpec m = per_rank_sequence(full, cp);  // activations: s / cp tokens per sequence
-  const LayerActivations act = layer_activations(m, e, in.tp);
+  const LayerActivations act = layer_activations(m, e, in.tp, in.etp);
   const int64_t micro = std::max<int64_t>(e.micro_batches(std::max<int64_t>(in.dp, 1)), 1);
   const double t = double(in.tp), d = double(std::max<int64_t>(in.dp, 1) * cp);
-  const double edp = d / double(ep);  // ranks sharing the same experts
+  // The ranks holding the same expert shard (Megatron's expert data parallel group).
+  const double edp = double(Layout{in.tp, cp, std::max<int64_t>(in.dp, 1), in.pp, "", ep, in.etp}.size(Dim::EDP));
   const double sbh = double(m.seq_len) * e.micro_batch_size * m.hidden;
   const double el = e.precision == Precision::FP32 ? 4 : 2;
   const ParamCount pc = count_parameters(full);  // once for every stage
@@ -187,7 +188,7 @@ std::vector<StageMemory> stage_memory(const ModelSpec& full, const ExecutionSpec
     s.layers = layers[i];
     // The middle stages of a split mostly hold equal layers, and so equal parameters.
     const bool like_previous = i > 1 && !last && layers[i] == layers[i - 1];
-    s.params = like_previous ? out[i - 1].params : stage_params(full, pc, in.tp, in.pp, layers[i], first, last, ep);
+    s.params = like_previous ? out[i - 1].params : stage_params(full, pc, in.tp, in.pp, layers[i], first, last, ep, in.etp);
     const double p = s.params.dense(), x = s.params.expert_params;
     s.weights_bytes = p * sb.weights / (e.zero >= 3 ? d : 1.0);
     s.gradients_bytes = p * sb.gradients / (e.zero >= 2 ? d : 1.0);

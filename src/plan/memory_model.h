@@ -27,18 +27,18 @@ StateBytes state_bytes(const ExecutionSpec& exec);
 // tied output copy on the last when pp > 1, the final norm on the last).
 struct StageParams {
   double layer_params = 0;      // sum over its layers of per-layer params held by this GPU (dense part)
-  double expert_params = 0;     // MoE: its layers' routed experts on this GPU (E / ep of them, whole at every tp)
+  double expert_params = 0;     // MoE: its layers' routed experts on this GPU (E / ep of them, each 1 / etp of one)
   double embedding_params = 0;  // token (padded vocab / t) + positions, first stage
   double output_params = 0;     // output layer (untied, or tied copy when pp > 1) + final norm, last stage
   double total() const { return layer_params + expert_params + embedding_params + output_params; }
   double dense() const { return total() - expert_params; }
 };
 StageParams stage_params(const ModelSpec& model, int64_t tp, int64_t pp, int64_t layers_on_stage, bool first,
-                         bool last, int64_t ep = 1);
+                         bool last, int64_t ep = 1, int64_t etp = 1);
 // Same with the model's parameter count already made (count_parameters(model)): a stage split
 // counts the model once, not once per stage.
 StageParams stage_params(const ModelSpec& model, const ParamCount& pc, int64_t tp, int64_t pp, int64_t layers_on_stage,
-                         bool first, bool last, int64_t ep);
+                         bool first, bool last, int64_t ep, int64_t etp = 1);
 
 // Activation bytes one layer keeps for one micro-batch, per GPU (Korthikanti Table 2). With
 // context parallel pass the per-rank model (per_rank_sequence): s / cp tokens, and the scores
@@ -51,7 +51,7 @@ struct LayerActivations {
   double fp8_copy_bytes = 0;        // FP8: the 1-byte copies of the FP8 GEMMs' inputs, part of bytes
   double fp8_given_up_bytes = 0;    // FP8: the 16-bit GEMM inputs held as those copies only, not in bytes
 };
-LayerActivations layer_activations(const ModelSpec& model, const ExecutionSpec& exec, int64_t tp);
+LayerActivations layer_activations(const ModelSpec& model, const ExecutionSpec& exec, int64_t tp, int64_t etp = 1);
 
 // Micro-batches (in layer-chunk units: each counts chunk_layers layers) in flight on stage i.
 // GPipe m; 1F1B min(m, p - i); ZB-H1 min(m, p) (held until the deferred weight gradient); interleaved min(m v, 2(p - i - 1) + (v - 1) p + 1)
@@ -97,6 +97,7 @@ struct MemoryInputs {
   int64_t tp = 1, pp = 1, dp = 1;
   double overhead_bytes = 0;
   int64_t cp = 1, ep = 1;
+  int64_t etp = 1;  // expert tensor parallel: the routed experts' split, and with ep their edp group
 };
 std::vector<StageMemory> stage_memory(const ModelSpec& model, const ExecutionSpec& exec, const MemoryInputs& in);
 

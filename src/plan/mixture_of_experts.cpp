@@ -10,24 +10,25 @@ double moe_layer_share(const ModelSpec& m) {
 }
 
 MoeCompute moe_compute(const ModelSpec& m, double T, int64_t tp, int64_t ep, double peak, double peak_efficiency,
-                       const CostConstants& c) {
+                       const CostConstants& c, int64_t etp) {
   MoeCompute mc;
-  const double h = double(m.hidden), t = double(std::max<int64_t>(tp, 1));
+  const double h = double(m.hidden), t = double(std::max<int64_t>(tp, 1)), et = double(std::max<int64_t>(etp, 1));
   const double k = double(m.experts_per_token), E = double(m.experts);
   const double fe = double(m.expert_ffn_hidden), f = double(m.ffn_hidden);
   const double in_width = double(m.mlp_matrices() - 1);  // GELU: f; SwiGLU: gate and up fused, 2f
   ep = std::max<int64_t>(ep, 1);
   mc.local_experts = m.experts / ep;
-  // Each rank sends T k token copies over the ep group and takes as many back: T k ep / E per
-  // local expert when balanced. Unpadded: an expert's GEMM runs on the rows it received.
-  mc.tokens_per_expert = T * k * double(ep) / E;
+  // Each tp rank routes its own T / tp tokens and sends their T k / tp copies over the ep group;
+  // the etp group gathers what its ranks received: T k ep etp / (tp E) rows per local expert when
+  // balanced, at width fe / etp. Unpadded: an expert's GEMM runs on the rows it received.
+  const double own = T / t;
+  mc.tokens_per_expert = own * k * double(ep) * et / E;
   const double batch = double(mc.local_experts);
-  mc.router_s = gemm_time_s(T, h, E, 1, peak, peak_efficiency, c);
-  mc.router_flops = 2 * T * h * E;
-  // Whole experts (expert tensor parallel 1): full width fe on every tp rank.
-  mc.routed_s = gemm_time_s(mc.tokens_per_expert, h, in_width * fe, batch, peak, peak_efficiency, c) +
-                gemm_time_s(mc.tokens_per_expert, fe, h, batch, peak, peak_efficiency, c);
-  mc.routed_flops = 2 * T * k * h * (in_width + 1) * fe;
+  mc.router_s = gemm_time_s(own, h, E, 1, peak, peak_efficiency, c);
+  mc.router_flops = 2 * own * h * E;
+  mc.routed_s = gemm_time_s(mc.tokens_per_expert, h, in_width * fe / et, batch, peak, peak_efficiency, c) +
+                gemm_time_s(mc.tokens_per_expert, fe / et, h, batch, peak, peak_efficiency, c);
+  mc.routed_flops = 2 * own * k * h * (in_width + 1) * fe;  // the model's routed FLOPs / tp, at any etp
   if (m.shared_experts > 0) {
     const double fs = double(m.shared_experts) * fe;
     mc.shared_s = gemm_time_s(T, h, in_width * fs / t, 1, peak, peak_efficiency, c) + gemm_time_s(T, fs / t, h, 1, peak, peak_efficiency, c);
@@ -57,13 +58,12 @@ double alltoall_time_s(double bytes, int64_t n, const GroupLink& link, const Cos
 }
 
 EpComm ep_comm_per_layer(const ModelSpec& m, const ExecutionSpec& e, int64_t ep, const GroupLink& link,
-                         const CostConstants& c) {
+                         const CostConstants& c, int64_t tp, int64_t etp, const GroupLink& etp_link) {
   EpComm ec;
-  if (!m.is_moe() || ep <= 1) return ec;
+  if (!m.is_moe() || (ep <= 1 && etp <= 1)) return ec;
   const double element = e.precision == Precision::FP32 ? 4 : 2;
-  // Every tp rank routes the whole micro-batch (gathered under sequence parallel) and
-  // dispatches all of it over its own ep group, as the runtime does.
-  const double tokens = double(e.micro_batch_size) * double(m.seq_len);
+  // Each tp rank dispatches its own T / tp tokens (Megatron-Core's MoE with sequence parallel).
+  const double tokens = double(e.micro_batch_size) * double(m.seq_len) / double(std::max<int64_t>(tp, 1));
   // Unpadded (variable counts): the routed copies, k per token, whatever the capacity factor.
   ec.message_bytes = tokens * double(m.experts_per_token) * double(m.hidden) * element;
   // The most loaded rank receives (dispatch) and sends back (combine) moe_load_imbalance times the
@@ -71,15 +71,20 @@ EpComm ep_comm_per_layer(const ModelSpec& m, const ExecutionSpec& e, int64_t ep,
   ec.load_imbalance = std::max(1.0, m.moe_load_imbalance);
   ec.alltoall_s = alltoall_time_s(ec.message_bytes * ec.load_imbalance, ep, link, c);
   ec.count_exchange_s = alltoall_time_s(double(m.experts) * 4, ep, link, c);
+  if (etp > 1) {
+    ec.etp_gather_bytes = double(etp) * ec.message_bytes * ec.load_imbalance;
+    ec.etp_gather_s = ring_allgather_time_s(ec.etp_gather_bytes, etp, etp_link, c);
+  }
   const bool recompute = e.recompute == Recompute::Full;
   ec.forward_alltoalls = 2;
   ec.backward_alltoalls = 2 + (recompute ? 2 : 0);
   ec.forward_count_exchanges = 1;
   ec.backward_count_exchanges = recompute ? 1 : 0;
   const double share = moe_layer_share(m);
-  ec.forward_s = share * (double(ec.forward_alltoalls) * ec.alltoall_s + double(ec.forward_count_exchanges) * ec.count_exchange_s);
+  const double call_s = ec.alltoall_s + ec.etp_gather_s;  // each all-to-all with its etp gather or scatter
+  ec.forward_s = share * (double(ec.forward_alltoalls) * call_s + double(ec.forward_count_exchanges) * ec.count_exchange_s);
   ec.backward_s =
-      share * (double(ec.backward_alltoalls) * ec.alltoall_s + double(ec.backward_count_exchanges) * ec.count_exchange_s);
+      share * (double(ec.backward_alltoalls) * call_s + double(ec.backward_count_exchanges) * ec.count_exchange_s);
   return ec;
 }
 
@@ -99,31 +104,36 @@ double mlp_activation_width(const ModelSpec& m, const RecipeSettings& r) {
   return r.fused_swiglu ? 6 : 8;              // gate and up, product (eager: and silu(gate))
 }
 
-MoeActivationElements moe_mlp_activation_elements(const ModelSpec& m, const RecipeSettings& r, double sb) {
+MoeActivationElements moe_mlp_activation_elements(const ModelSpec& m, const RecipeSettings& r, double sb, int64_t tp,
+                                                  int64_t etp) {
   const double per_width = mlp_activation_width(m, r);
   const double copies = double(m.experts_per_token) * m.capacity_factor;
   const double fe = double(m.expert_ffn_hidden), h = double(m.hidden), f = double(m.ffn_hidden);
   const double shared = double(m.shared_experts), share = moe_layer_share(m);
+  // Routed experts per GPU: the T k cf / tp copies of its own tokens, gathered over etp
+  // (x etp rows) at width fe / etp: the MLP's elements / tp, the permuted rows x etp / tp.
+  const double t = double(std::max<int64_t>(tp, 1)), et = double(std::max<int64_t>(etp, 1));
   MoeActivationElements a;
-  a.whole = share * (per_width * sb * fe * copies + 2 * sb * h * copies);
+  a.whole = share * (per_width * sb * fe * copies / t + 2 * sb * h * copies * et / t);
   a.split = share * per_width * sb * fe * shared + (1 - share) * per_width * sb * f;
-  a.fc2_whole = share * sb * fe * copies;
+  a.fc2_whole = share * sb * fe * copies / t;
   a.fc2_split = share * sb * fe * shared + (1 - share) * sb * f;
   return a;
 }
 
-MoeParams moe_params_per_layer(const ModelSpec& m, int64_t tp, int64_t ep) {
-  return moe_params_per_layer(m, count_parameters(m), tp, ep);
+MoeParams moe_params_per_layer(const ModelSpec& m, int64_t tp, int64_t ep, int64_t etp) {
+  return moe_params_per_layer(m, count_parameters(m), tp, ep, etp);
 }
 
-MoeParams moe_params_per_layer(const ModelSpec& m, const ParamCount& pc, int64_t tp, int64_t ep) {
+MoeParams moe_params_per_layer(const ModelSpec& m, const ParamCount& pc, int64_t tp, int64_t ep, int64_t etp) {
   const double t = double(std::max<int64_t>(tp, 1)), share = moe_layer_share(m);
   MoeParams p;
   // Matrices split over tp, the norms and the router replicated.
   p.dense = double(pc.attention_per_layer) / t + double(pc.norms_per_layer) +
             share * (double(pc.router_per_layer) + double(pc.shared_experts_per_layer) / t) +
             (1 - share) * double(pc.mlp_per_layer) / t;
-  p.experts = share * double(pc.routed_experts_per_layer) / double(std::max<int64_t>(ep, 1));  // whole, not / tp
+  p.experts = share * double(pc.routed_experts_per_layer) /
+              (double(std::max<int64_t>(ep, 1)) * double(std::max<int64_t>(etp, 1)));  // split over etp, not tp
   return p;
 }
 

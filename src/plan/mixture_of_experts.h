@@ -1,14 +1,16 @@
 // Mixture-of-experts terms of the memory and step-time models.
 //
-// A MoE layer routes each of the T tokens of a micro-batch to k of E experts. With expert
-// parallel each ep rank holds E / ep whole experts; tokens reach their experts by an all-to-all
-// on the ep group (dispatch) and come back by another (combine), forward and backward.
-// Expert tensor parallel 1, as the runtime trains them (runtime/nn/moe_layer.cpp): tp splits
-// attention and dense MLPs only. Each tp rank keeps its experts whole, routes the whole
-// micro-batch (gathered under sequence parallel) through them and dispatches all of it over its
-// ep group (the ranks of its tp rank in the dp x cp group); the tp ranks compute the same
-// thing, and the lead's result alone enters the layer's row reduction. The shared experts stay
-// split over tp, as a dense MLP (the runtime has none). The dispatch is unpadded, as the
+// A MoE layer routes each of the T tokens of a micro-batch to k of E experts. The experts are
+// laid out on Megatron-Core's expert grid (core/mesh.h): each ep rank holds E / ep experts, each
+// split over etp ranks (expert tensor parallel; etp 1: whole). As in Megatron-Core (which needs
+// sequence parallel for MoE with tp > 1) each tp rank routes its own T / tp tokens and
+// dispatches their T k / tp copies by an all-to-all on its ep group (and back: combine); with
+// etp > 1 the etp group all-gathers the rows it received (a reduce-scatter on the way back), so
+// a local expert runs on T k ep etp / (tp E) rows at width fe / etp. The expert work is done
+// once, not on every tp rank: routed FLOPs per GPU are the model's / tp at any etp (folding, etp
+// 1, or the old etp = tp). The runtime still keeps whole experts on every tp rank (issue 48
+// item 1; train refuses such layouts). The shared experts stay split over tp, as a dense MLP.
+// The dispatch is unpadded, as the
 // runtime's (variable counts) and Megatron's without --moe-pad-expert-input-to-capacity: a
 // rank sends its T k routed copies and its experts' GEMMs run on the rows they receive, charged
 // at the balanced load T k ep / E per local expert (a router trained with the load-balancing
@@ -44,7 +46,7 @@ struct MoeCompute {
 };
 // peak_flops and peak_efficiency: those of the weight GEMMs (FP8 when the run uses it).
 MoeCompute moe_compute(const ModelSpec& model, double tokens, int64_t tp, int64_t ep, double peak_flops,
-                       double peak_efficiency, const CostConstants& c);
+                       double peak_efficiency, const CostConstants& c, int64_t etp = 1);
 
 // All-to-all of an S-byte send buffer over n ranks: each rank keeps 1/n and sends the rest,
 // (n-1) alpha + (n-1)/n S / beta, alpha the call's per-peer latency (alltoall_latency_s).
@@ -56,7 +58,7 @@ double alltoall_latency_s(const GroupLink& link, const CostConstants& c);
 double alltoall_efficiency(const GroupLink& link, const CostConstants& c);
 
 struct EpComm {
-  double message_bytes = 0;   // token copies one GPU sends: T x k x h x element bytes (every tp rank the whole T)
+  double message_bytes = 0;   // token copies one GPU sends: T / tp x k x h x element bytes (its own tokens)
   double load_imbalance = 1;  // moe_load_imbalance: the busiest rank moves that many times its share of them
   double alltoall_s = 0;      // one all-to-all on the ep link, the busiest rank's bytes
   int64_t forward_alltoalls = 0;   // dispatch + combine
@@ -66,11 +68,15 @@ struct EpComm {
   // tokens per expert): an all-to-all of E int32 counts, its latency in effect.
   double count_exchange_s = 0;
   int64_t forward_count_exchanges = 0, backward_count_exchanges = 0;
+  // etp > 1: the etp group all-gathers the rows its ranks received (dispatch) and
+  // reduce-scatters their outputs (combine), ring collectives of etp x message_bytes on the etp
+  // link, as often as the all-to-alls.
+  double etp_gather_bytes = 0, etp_gather_s = 0;
   double forward_s = 0;       // per layer, MoE share included
   double backward_s = 0;
 };
 EpComm ep_comm_per_layer(const ModelSpec& model, const ExecutionSpec& exec, int64_t ep, const GroupLink& link,
-                         const CostConstants& c);
+                         const CostConstants& c, int64_t tp = 1, int64_t etp = 1, const GroupLink& etp_link = {});
 
 // Load imbalance (ModelSpec::moe_load_imbalance = x, ep > 1): the most loaded ep rank's experts
 // take x times the mean rows of a dispatch, and every all-to-all that follows their GEMMs waits
@@ -95,7 +101,8 @@ struct MoeActivationElements {
   double split = 0, whole = 0;
   double fc2_split = 0, fc2_whole = 0;
 };
-MoeActivationElements moe_mlp_activation_elements(const ModelSpec& model, const RecipeSettings& recipe, double sb);
+MoeActivationElements moe_mlp_activation_elements(const ModelSpec& model, const RecipeSettings& recipe, double sb,
+                                                  int64_t tp = 1, int64_t etp = 1);
 // 16-bit bytes an MLP stores per token per unit of its width: GELU 4 (input and output); SwiGLU
 // 6 fused (the gate and up projections' output, and the product FC2 reads), 8 in eager ops,
 // which also keep silu(gate) for the product's backward (recipe fused_swiglu).
@@ -103,13 +110,13 @@ double mlp_activation_width(const ModelSpec& model, const RecipeSettings& recipe
 
 // Parameters of one layer (averaged over the layers) on one GPU: the dense part (attention,
 // norms, router, shared experts, the dense MLP of dense layers) and the routed experts (E / ep
-// whole experts, the same at every tp).
+// experts, each 1 / etp of one; tp does not split them).
 struct MoeParams {
   double dense = 0;
   double experts = 0;
 };
-MoeParams moe_params_per_layer(const ModelSpec& model, int64_t tp, int64_t ep);
+MoeParams moe_params_per_layer(const ModelSpec& model, int64_t tp, int64_t ep, int64_t etp = 1);
 // Same with the model's parameter count already made (count_parameters(model)).
-MoeParams moe_params_per_layer(const ModelSpec& model, const ParamCount& pc, int64_t tp, int64_t ep);
+MoeParams moe_params_per_layer(const ModelSpec& model, const ParamCount& pc, int64_t tp, int64_t ep, int64_t etp = 1);
 
 }  // namespace trident::plan

@@ -280,9 +280,9 @@ std::string Flow::step_expert_parallel() const {
     const StageMemory& pm = win.peak_memory();
     std::string step6 = fmt::format(
         "6. Mixture of experts: add EP? {} experts (top-{}) hold {:.2f} B of the {:.2f} B parameters; at tp {} x pp {} "
-        "with ep 1 every GPU keeps all {} experts of its layers, whole on each tp rank (expert tensor parallel 1, as "
-        "the runtime trains them): {} of expert states, {} per GPU in all{}",
+        "with ep 1 every GPU keeps all {} experts of its layers ({}): {} of expert states, {} per GPU in all{}",
         m.experts, m.experts_per_token, routed / 1e9, double(pcount.total) / 1e9, wl.tp, wl.pp, m.experts,
+        wl.etp > 1 ? fmt::format("each split over etp {}", wl.etp) : std::string("whole: etp 1"),
         gb(ep1_experts), gb(ep1_total), ep1_total > cap ? " (does not fit)" : "");
     if (wl.ep > 1)
       step6 += fmt::format(
@@ -290,7 +290,7 @@ std::string Flow::step_expert_parallel() const {
           "on {} cost {:.3f} s ({:.1f}% of the step), and the expert gradients are reduced over "
           "the {} GPUs holding the same experts",
           wl.ep, m.experts / wl.ep, gb(pm.expert_state_bytes), gb(pm.total_bytes()), to_string(win.links.ep.link.kind),
-          win.time.ep_comm, 100 * win.time.ep_comm / win.time.step, wl.dp * wl.cp / wl.ep);
+          win.time.ep_comm, 100 * win.time.ep_comm / win.time.step, wl.size(Dim::EDP));
     else
       step6 += ". No: that fits, and ep 1 needs no all-to-all";
     return step6;

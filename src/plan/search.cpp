@@ -29,14 +29,14 @@ auto signature(const Links& l) {
     return std::make_tuple(int(d.link.kind), d.link.bandwidth_Bps, d.link.nodes, d.members_per_node);
   };
   return std::make_tuple(one(l.tp), one(l.pp), one(l.dp), int(l.embedding.kind), one(l.cp), one(l.ep), one(l.dcp),
-                         one(l.edp));
+                         one(l.edp), one(l.etp));
 }
 
 // The same candidate but for the rank order.
 bool same_but_order(const RunSpec& a, const RunSpec& b) {
   const Layout &x = a.layout, &y = b.layout;
   const ExecutionSpec &p = a.exec, &q = b.exec;
-  return x.tp == y.tp && x.pp == y.pp && x.dp == y.dp && x.cp == y.cp && x.ep == y.ep &&
+  return x.tp == y.tp && x.pp == y.pp && x.dp == y.dp && x.cp == y.cp && x.ep == y.ep && x.etp == y.etp &&
          p.micro_batch_size == q.micro_batch_size && p.schedule == q.schedule && p.virtual_stages == q.virtual_stages &&
          p.zero == q.zero && p.recompute == q.recompute && p.sequence_parallel == q.sequence_parallel;
 }
@@ -136,6 +136,7 @@ struct Searcher {
   void reject(const std::string& reason, int64_t n = 1) {
     if (n > 0) res.rejected[reason] += n;
   }
+  int64_t etp() const { return space.size(Dim::ETP).value_or(1); }
 
   // The rank orders of a shape whose groups land on distinct links, each with its links.
   std::vector<std::pair<std::string, Links>> distinct_orders(int64_t tp, int64_t cp, int64_t dp, int64_t pp,
@@ -149,7 +150,7 @@ struct Searcher {
     const std::vector<std::string>& orders =
         space.order ? std::vector<std::string>{*space.order} : (cp > 1 || ep > 1 ? cp_ep_orders : all_orders);
     for (const auto& order : orders) {
-      Layout l{tp, cp, dp, pp, order, ep};
+      Layout l{tp, cp, dp, pp, order, ep, etp()};
       Problems invalid;
       validate_layout(l, invalid);
       if (!invalid.empty()) {
@@ -255,7 +256,7 @@ struct Searcher {
             if (bound < 0) {
               set_recipe(r);
               bound = step_time_lower_bound(model, run.exec, tp, pp, cp, ep, global_batch / (dp * b), tp_links,
-                                            cluster.gpu, c);
+                                            cluster.gpu, c, etp());
             }
             r.bound_s = bound;
           }
@@ -291,7 +292,7 @@ struct Searcher {
         continue;
       }
       // Memory does not depend on the order: check it once.
-      const auto mem = stage_memory(model, run.exec, {tp, pp, dp, overhead, cp, ep});
+      const auto mem = stage_memory(model, run.exec, {tp, pp, dp, overhead, cp, ep, etp()});
       double peak = 0;
       for (const auto& s : mem) peak = std::max(peak, s.total_bytes());
       if (peak > cluster.gpu.memory_bytes) {
@@ -384,11 +385,11 @@ struct Searcher {
       }
       for (int64_t ep : model.is_moe() ? all_divisors(model.experts) : std::vector<int64_t>{1}) {
         if (space.size(Dim::EP) && ep != *space.size(Dim::EP)) continue;
-        if ((cp * dp) % ep != 0) {
-          reject("ep does not divide dp x cp");
+        if ((tp * cp * dp) % (ep * etp()) != 0) {
+          reject("ep x etp does not divide tp x cp x dp");
           continue;
         }
-        run.layout = Layout{tp, cp, dp, pp, default_order(cp, ep), ep};
+        run.layout = Layout{tp, cp, dp, pp, default_order(cp, ep), ep, etp()};
         const auto layouts = distinct_orders(tp, cp, dp, pp, ep);
         std::vector<GroupLink> tp_links;
         for (const auto& [order, links] : layouts) tp_links.push_back(links.tp.link);

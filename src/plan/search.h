@@ -19,8 +19,9 @@ namespace trident::plan {
 
 // Dimensions the user fixed; everything left empty is searched.
 struct SearchSpace {
-  // The size of each parallel dimension (by Dim: TP, CP, DP, PP, EP), fixed or unset when searched.
-  std::array<std::optional<int64_t>, 5> sizes;
+  // The size of each parallel dimension (by Dim: TP, CP, DP, PP, EP, ETP), fixed or unset when
+  // searched (EDP and DCP, groups, stay unset).
+  std::array<std::optional<int64_t>, 8> sizes;
   std::optional<int64_t> micro_batch, virtual_stages;
   std::optional<ScheduleKind> schedule;
   // The schedules the stack (or the launch --emit writes) runs; empty: every schedule.
@@ -49,7 +50,7 @@ struct SearchSpace {
   void use_stack(const ExecutionSpec& exec);
   // Every dimension of `layout` fixed (tp, pp, dp, cp, ep, order); the rest stays searched.
   void fix_layout(const Layout& layout);
-  // The size of a dimension (TP, PP, DP, CP or EP): fixed, or unset when searched.
+  // The size of a dimension (TP, PP, DP, CP, EP or ETP): fixed, or unset when searched.
   std::optional<int64_t>& size(Dim d) { return sizes.at(size_t(d)); }
   const std::optional<int64_t>& size(Dim d) const { return sizes.at(size_t(d)); }
 };

@@ -84,16 +84,13 @@ void moe_args(const ModelSpec& m, const Layout& l, bool sequence_parallel, std::
     a.push_back(fmt::format("--moe-layer-freq [{}]", pattern));
   }
   if (l.ep > 1) a.push_back(fmt::format("--expert-model-parallel-size {}", l.ep));
-  // The plan keeps each expert whole on every tp rank, as the runtime trains them (Megatron's
-  // default would shard them over tp like the dense layers).
-  a.push_back("--expert-tensor-parallel-size 1");
-  if (l.ep > 1 && l.tp > 1)
-    comments.push_back(fmt::format(
-        "experts whole on each tp rank (expert tensor parallel 1, as Trident's runtime trains them); Megatron then "
-        "carves its expert groups from the tp x dp x cp ranks (expert data parallel {} = world / (ep {} x pp {}), "
-        "the plan's {} = dp x cp / ep) and each tp rank dispatches its own sequence shard, where the plan and the "
-        "runtime route the whole micro-batch on every tp rank",
-        l.world_size() / (l.ep * l.pp), l.ep, l.pp, l.dp * l.cp / l.ep));
+  // Always written: the plan's expert grid (core/mesh.h) is Megatron's for this etp, whose own
+  // default (etp = tp) would differ from the plan's where the plan folds (etp 1).
+  if (m.is_moe()) a.push_back(fmt::format("--expert-tensor-parallel-size {}", l.etp));
+  if (m.is_moe() && l.etp != l.tp)
+    comments.push_back(fmt::format("experts folded over attention's tp {}: the expert grid etp {} x ep {} x edp {} "
+                                   "lays out each stage's tp x cp x dp ranks again (MoE parallel folding)",
+                                   l.tp, l.etp, l.ep, l.size(Dim::EDP)));
   if (l.ep > 1 && l.tp > 1 && !sequence_parallel)
     refuse.add("expert parallel with tp > 1 and no sequence parallel: Megatron requires --sequence-parallel then",
                "replan with --sequence-parallel", "megatron-ep-sequence-parallel");

@@ -91,13 +91,13 @@ void check_recipe(const RunSpec& run, bool toml, Problems& refuse) {
                                                                                    "around the norms",
                "replan with --sequence-parallel, or use --emit torchtitan (enable_sequence_parallel)",
                "torchtitan-sequence-parallel");
-  // The plan keeps experts whole on each tp rank with the ep group inside dp x cp, as the runtime
-  // trains them; torchtitan shards them over tp (expert_tensor_parallel_degree = tp) or, with 1,
-  // borrows the tp ranks into the ep group; the flag form has no such option at all.
+  // The plan lays experts out on Megatron-Core's expert grid (core/mesh.h); torchtitan's expert
+  // mesh (expert_tensor_parallel_degree tp or 1) is its own, not checked against it, and the flag
+  // form has no such option at all.
   if (l.ep > 1 && l.tp > 1)
-    refuse.add("expert parallel with tp > 1: torchtitan either shards each expert over tp or forms the ep group from "
-               "the tp ranks too, not the plan's whole experts on every tp rank (expert tensor parallel 1) with ep "
-               "inside dp x cp",
+    refuse.add("expert parallel with tp > 1: torchtitan forms its expert groups on its own device mesh, not "
+               "checked against the plan's expert grid (etp " + std::to_string(l.etp) + " x ep " + std::to_string(l.ep) +
+               " over tp x cp x dp)",
                "replan with --tp 1 (or --ep 1)", "torchtitan-expert-tp");
 }
 

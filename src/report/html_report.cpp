@@ -130,7 +130,7 @@ HtmlPage run_page(const RunSpec& run, const plan::Estimate& e, const std::string
   p.time_breakdown = tb;
   p.time_table = tt;
 
-  const TopologyTable topo = build_topology(mesh, run.cluster, false);
+  const TopologyTable topo = build_topology(mesh, run.cluster, false, run.model.is_moe());
   HtmlTable tp;
   tp.header = {"group", "size", "groups", "link", "GB/s per GPU", "nodes per group", "example GPUs"};
   for (const auto& row : topo.rows) {

@@ -142,7 +142,7 @@ json candidate_json(const RunSpec& run, const Estimate* e, const std::vector<Fin
     {
       // One layer, one micro-batch, by pass: the inputs of the launch term (part of compute).
       const LayerCompute lc = layer_compute(run.model, run.exec, run.layout.tp, run.cluster.gpu, e->cost,
-                                            run.layout.cp, run.layout.ep);
+                                            run.layout.cp, run.layout.ep, run.layout.etp);
       auto pass = [](const KernelPass& k) {
         return json{{"gemms", k.gemms},           {"attention", k.attention}, {"elementwise", k.elementwise},
                     {"collectives", k.collectives}, {"casts", k.casts},       {"total", k.total()}};
@@ -182,7 +182,7 @@ json candidate_json(const RunSpec& run, const Estimate* e, const std::vector<Fin
                        {"message_s", round9(pm.message_s)},
                        {"whole_tensor", run.exec.recipe.pipeline_sends_whole_tensor}};
     }
-    if (run.layout.ep > 1) {
+    if (run.layout.ep > 1 || run.layout.etp > 1) {
       const EpComm& ea = e->ep_alltoall;  // one MoE layer, one micro-batch
       j["ep_alltoall"] = {{"message_bytes", ea.message_bytes},
                           {"alltoall_s", round9(ea.alltoall_s)},
@@ -197,7 +197,9 @@ json candidate_json(const RunSpec& run, const Estimate* e, const std::vector<Fin
                           {"load_imbalance", run.model.moe_load_imbalance},
                           {"wait_forward_s", round9(e->ep_wait.forward_s)},
                           {"wait_backward_s", round9(e->ep_wait.backward_s)},
-                          {"expert_tensor_parallel", 1}};  // experts whole on each tp rank, as the runtime trains them
+                          {"expert_tensor_parallel", run.layout.etp},
+                          {"etp_gather_bytes", ea.etp_gather_bytes},
+                          {"etp_gather_s", round9(ea.etp_gather_s)}};
     }
     if (e->expert_dp.total_s > 0)
       j["expert_dp"] = {{"gradient_bytes", e->expert_dp.gradient_bytes},
@@ -276,7 +278,7 @@ std::string memory_text(const Estimate& e, bool per_stage) {
                    e.fits ? "fits" : "DOES NOT FIT");
   // Dense states are sharded over dp x cp, a MoE model's routed experts over the edp ranks that
   // hold the same experts: each line names the params, bytes per param and divisor it used.
-  const int64_t data = r.layout.dp * r.layout.cp, edp = data / std::max<int64_t>(r.layout.ep, 1);
+  const int64_t data = r.layout.dp * r.layout.cp, edp = r.layout.size(Dim::EDP);  // the expert grid's
   const double x = pm.params.expert_params;
   const std::string data_name = data_group_name(r);
   auto states = [&](double bytes_per_param, int zero_from) {
@@ -312,11 +314,12 @@ std::string memory_text(const Estimate& e, bool per_stage) {
                      r.model.seq_len / r.layout.cp * r.exec.micro_batch_size);
   if (pm.params.expert_params > 0)
     s += fmt::format("  experts      {:7.2f} GiB  of the weights, gradients and optimizer above: {:.3f} B routed-expert "
-                     "params ({} of {} experts per GPU, ep {}; experts whole on each tp rank: expert tensor parallel "
-                     "1, as the runtime trains them){}\n",
+                     "params ({} of {} experts per GPU, ep {}, {}){}\n",
                      gib(pm.expert_state_bytes), pm.params.expert_params / 1e9, r.model.experts / r.layout.ep,
                      r.model.experts, r.layout.ep,
-                     r.exec.zero >= 1 ? fmt::format(", states sharded over edp {}", r.layout.dp * r.layout.cp / r.layout.ep) : "");
+                     r.layout.etp > 1 ? fmt::format("each 1/{} of an expert: etp {}", r.layout.etp, r.layout.etp)
+                                      : "whole: etp 1",
+                     r.exec.zero >= 1 ? fmt::format(", states sharded over edp {} (tp x cp x dp / (ep x etp))", r.layout.size(Dim::EDP)) : "");
   s += fmt::format("  overhead     {:7.2f} GiB  context, buffers, fragmentation (--overhead-gib)\n", gib(pm.overhead_bytes));
   if (per_stage)
     for (const auto& m : e.memory)
@@ -345,7 +348,7 @@ std::string step_text(const Estimate& e) {
   if (r.layout.cp > 1)
     cp_ep_terms += fmt::format(" + CP {} {:.3f} ({:.1f}%)", r.exec.recipe.cp_kind == CpKind::AllGather ? "all-gather" : "ring",
                                t.cp_comm, pct(t.cp_comm));
-  if (r.layout.ep > 1) cp_ep_terms += fmt::format(" + EP all-to-all {:.3f} ({:.1f}%)", t.ep_comm, pct(t.ep_comm));
+  if (r.layout.ep > 1 || r.layout.etp > 1) cp_ep_terms += fmt::format(" + EP all-to-all {:.3f} ({:.1f}%)", t.ep_comm, pct(t.ep_comm));
   if (t.ep_wait > 0) cp_ep_terms += fmt::format(" + EP wait {:.3f} ({:.1f}%)", t.ep_wait, pct(t.ep_wait));
   s += fmt::format("Step {:.3f} s = compute {:.3f} ({:.1f}%) + TP {:.3f} ({:.1f}%) + PP {:.3f} ({:.1f}%){} + bubble {:.3f} "
                    "({:.1f}%) + DP {:.3f} ({:.1f}%) + optimizer {:.3f} ({:.1f}%)\n",
@@ -374,14 +377,13 @@ std::string step_text(const Estimate& e) {
                      1e3 * cr.forward_exposed_s, 1e3 * cr.backward_total_s, 1e3 * cr.backward_exposed_s, layers,
                      e.micro_batches, t.cp_comm, t.cp_hidden);
   }
-  if (r.layout.ep > 1) {
+  if (r.layout.ep > 1 || r.layout.etp > 1) {
     const EpComm& ea = e.ep_alltoall;
-    const int64_t tokens = r.exec.micro_batch_size * (r.model.seq_len / r.layout.cp);
-    s += fmt::format("  EP all-to-all per MoE layer and micro-batch: each GPU sends {:.2f} MiB ({} tokens of b x s/cp, "
-                     "the whole micro-batch on every tp rank, x top-{} x hidden {} x {} B, unpadded: the capacity factor bounds the "
-                     "drops, not the bytes; "
-                     "experts whole on each tp rank: expert tensor parallel 1, as the runtime trains them) over ep {} "
-                     "on {}: {} x {:.2f} us ({}) + {}/{} of it{} at {:.3g} GB/s x {:.3g} ({}) = {:.3f} ms per all-to-all; "
+    const double tokens = double(r.exec.micro_batch_size) * double(r.model.seq_len / r.layout.cp) / double(r.layout.tp);
+    s += fmt::format("  EP all-to-all per MoE layer and micro-batch: each GPU sends {:.2f} MiB ({:g} tokens of b x s/cp / tp, "
+                     "its own share, x top-{} x hidden {} x {} B, unpadded: the capacity factor bounds the "
+                     "drops, not the bytes) over ep {} "
+                     "on {}: {} x {:.2f} us ({}) + {}/{} of it{} at {:.3g} GB/s x {:.3g} ({}) = {:.3f} ms per all-to-all{}; "
                      "{} forward (dispatch, combine) + {} backward, and {} + {} exchanges of the {} experts' row counts "
                      "before a dispatch (all-to-all of {} x 4 B: {:.2f} us), x {:.3g} MoE share of {:g} layers x {} micro-batches "
                      "= {:.3f} s\n",
@@ -392,7 +394,13 @@ std::string step_text(const Estimate& e) {
                      ea.load_imbalance > 1 ? fmt::format(" x {:g} (the most loaded rank's rows, --moe-load-imbalance)", ea.load_imbalance) : "",
                      e.links.ep.link.bandwidth_Bps / 1e9, alltoall_efficiency(e.links.ep.link, e.cost),
                      e.cost.alltoall_efficiency > 0 ? "alltoall_efficiency" : "the link's collective share",
-                     1e3 * ea.alltoall_s, ea.forward_alltoalls, ea.backward_alltoalls, ea.forward_count_exchanges,
+                     1e3 * ea.alltoall_s,
+                     ea.etp_gather_s > 0 ? fmt::format(", each with the etp {} group's ring all-gather (reduce-scatter) of "
+                                                       "etp x its bytes, {:.2f} MiB on {}: {:.3f} ms",
+                                                       r.layout.etp, ea.etp_gather_bytes / kMiB, link_text(e.links.etp.link),
+                                                       1e3 * ea.etp_gather_s)
+                                         : std::string(),
+                     ea.forward_alltoalls, ea.backward_alltoalls, ea.forward_count_exchanges,
                      ea.backward_count_exchanges, r.model.experts, r.model.experts, 1e6 * ea.count_exchange_s,
                      moe_layer_share(r.model), layers, e.micro_batches, t.ep_comm);
     const EpWait& w = e.ep_wait;
@@ -439,7 +447,7 @@ std::string pp_sends_text(const Estimate& e) {
 // into the norms and the activation, and what the kept ones add up to over the step.
 std::string fp8_casts_text(const Estimate& e) {
   const RunSpec& r = e.run;
-  const LayerCompute lc = layer_compute(r.model, r.exec, r.layout.tp, r.cluster.gpu, e.cost, r.layout.cp, r.layout.ep);
+  const LayerCompute lc = layer_compute(r.model, r.exec, r.layout.tp, r.cluster.gpu, e.cost, r.layout.cp, r.layout.ep, r.layout.etp);
   if (!lc.fp8) return "";
   const FusedCasts fc = fused_fp8_casts(r.model, r.exec);
   std::string kept = "projection", fused;
@@ -503,7 +511,7 @@ std::string stage_terms_text(const Estimate& e) {
                      gib(e.expert_dp.gradient_bytes), e.expert_dp.dp, link_text(e.links.edp.link), e.expert_dp.total_s,
                      e.expert_dp.exposed_s);
   if (e.time.launch > 0) {
-    const LayerCompute lc = layer_compute(r.model, r.exec, r.layout.tp, r.cluster.gpu, e.cost, r.layout.cp, r.layout.ep);
+    const LayerCompute lc = layer_compute(r.model, r.exec, r.layout.tp, r.cluster.gpu, e.cost, r.layout.cp, r.layout.ep, r.layout.etp);
     s += fmt::format("  kernel calls per layer and micro-batch: forward {} ({}), backward {} ({}){}; slowest stage {} "
                      "calls per micro-batch ({} layers{}{}) x {:g} us x {} micro-batches = {:.3f} s of the compute\n",
                      lc.kernels.forward.total(), lc.kernels.forward.describe(), lc.kernels.backward.total(),

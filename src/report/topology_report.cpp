@@ -98,12 +98,19 @@ std::string topology_text(const RunSpec& run, const Mesh& mesh, const TopologyTa
                        "their key/value blocks round a ring over {}\n",
                        l.cp, format_ranks(cp.ranks), to_string(link.kind));
   }
-  if (l.ep > 1) {
+  if (run.model.is_moe() && (l.ep > 1 || l.etp > 1)) {
+    // The expert grid lays the stage's ranks out again (Megatron-Core's expert rank generator).
     Group ep = mesh.group_of(Dim::EP, 0);
     GroupLink link = mesh.link_of(ep.ranks, run.cluster);
+    const std::string fold = l.etp == l.tp ? "" : fmt::format(", folded over attention's tp {}", l.tp);
     out += fmt::format("  in every MoE layer tokens go to their experts and back by all-to-all over {} ep ranks (EP "
-                       "group of GPU 0: {}) over {}\n",
-                       l.ep, format_ranks(ep.ranks), to_string(link.kind));
+                       "group of GPU 0: {}{}) over {}\n",
+                       l.ep, format_ranks(ep.ranks), fold, to_string(link.kind));
+    if (l.etp > 1) {
+      Group etp = mesh.group_of(Dim::ETP, 0);
+      out += fmt::format("  each expert is split over {} etp ranks (ETP group of GPU 0: {}) over {}\n", l.etp,
+                         format_ranks(etp.ranks), to_string(mesh.link_of(etp.ranks, run.cluster).kind));
+    }
   }
   if (l.dp * l.cp > 1) {
     const Dim grad = l.cp > 1 ? Dim::DCP : Dim::DP;
@@ -112,7 +119,7 @@ std::string topology_text(const RunSpec& run, const Mesh& mesh, const TopologyTa
     out += fmt::format("  then gradients are averaged over {} replicas{} ({} group of GPU 0: {}) over {}\n", l.dp,
                        l.cp > 1 ? fmt::format(" x {} cp ranks", l.cp) : "", l.cp > 1 ? "DP x CP" : "DP",
                        format_ranks(dp.ranks), to_string(link.kind));
-    if (l.ep > 1) {
+    if (run.model.is_moe() && mesh.size(Dim::EDP) > 1 && (l.ep > 1 || l.etp != l.tp)) {
       Group edp = mesh.group_of(Dim::EDP, 0);
       GroupLink elink = mesh.link_of(edp.ranks, run.cluster);
       out += fmt::format("  and expert gradients over the {} ranks holding the same experts (EDP group of GPU 0: {}) "

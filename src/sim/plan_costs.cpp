@@ -75,7 +75,7 @@ void data_parallel_costs(StageCost& sc, const plan::Estimate& est, int64_t s, co
   sc.dp_overlapped = dp_overlapped(x, p);
   const double params = est.memory[s].params.dense(), experts = est.memory[s].params.expert_params;
   const double grad_bytes = params * sb.gradients;
-  const int64_t data = l.dp * l.cp, edp = data / std::max<int64_t>(l.ep, 1);
+  const int64_t data = l.dp * l.cp, edp = l.size(Dim::EDP);  // the expert grid's tp x cp x dp / (ep x etp)
   const double expert_reduce_s =
       experts > 0 && edp > 1 ? plan::dp_comm(experts * sb.gradients, edp, links.edp.link,
                                              links.edp.members_per_node, run.cluster, 0, c)
@@ -144,7 +144,7 @@ PlannedCosts costs_from_plan(const RunSpec& run, const plan::CostConstants& c, d
   out.micro_batches = est.micro_batches;
   out.virtual_stages = v;
 
-  const plan::LayerCompute lc = plan::layer_compute(model, x, l.tp, run.cluster.gpu, c, l.cp, l.ep);
+  const plan::LayerCompute lc = plan::layer_compute(model, x, l.tp, run.cluster.gpu, c, l.cp, l.ep, l.etp);
   const ModelSpec local = plan::per_rank_sequence(model, l.cp);  // what one cp rank's messages carry
   const plan::TpComm tc = plan::tp_comm_per_layer(local, x, l.tp, links.tp.link, c);
   // After overlap (--overlap tp): what the planner's stage times hold per layer.
@@ -152,7 +152,7 @@ PlannedCosts costs_from_plan(const RunSpec& run, const plan::CostConstants& c, d
   // The cp ring and the ep all-to-alls run on their own groups' links, inside each layer.
   const plan::CpComm cpc = plan::cp_comm_per_layer(model, x, l.tp, l.cp, links.cp.link, lc.block_attention_s,
                                                        lc.block_attention_backward_s, c);
-  const plan::EpComm epc = plan::ep_comm_per_layer(local, x, l.ep, links.ep.link, c);
+  const plan::EpComm epc = plan::ep_comm_per_layer(local, x, l.ep, links.ep.link, c, l.tp, l.etp, links.etp.link);
   // The wait in them for the most loaded ep rank's experts (moe_load_imbalance), as the planner's.
   const plan::EpWait epw = plan::ep_wait_per_layer(model, x, l.ep, lc.moe_routed_s);
   const std::vector<int64_t> chunk_layers = plan::chunk_layers(model.layers, p, v);

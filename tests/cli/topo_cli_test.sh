@@ -33,9 +33,15 @@ l405=(--model llama3-405b --seq-len 131072 --cluster dgx-h100 --nodes 2048 --tp 
 check cp-order 0 "order tp-cp-ep-dp-pp\) = 16384 GPUs; rank = tp \+ 8\*cp \+ 128\*dp \+ 1024\*pp" "$trident" topo "${l405[@]}"
 check cp-row 0 "^cp +1024 +16  InfiniBand" "$trident" topo "${l405[@]}"
 check cp-json 0 '"kind": "dp-cp"' "$trident" topo "${l405[@]}" --json
-mix=(--model mixtral-8x22b --seq-len 4096 --cluster dgx-h100 --nodes 8 --tp 2 --pp 2 --ep 8)
+# etp 2 = tp: each ep group inside one tp rank's data ranks (Megatron-Core's default grid), 8 of them
+# strided by 2 over 2 nodes; folded (etp 1) the ep group is GPUs 0-7, one node.
+mix=(--model mixtral-8x22b --seq-len 4096 --cluster dgx-h100 --nodes 8 --tp 2 --pp 2 --ep 8 --etp 2)
 check ep-row 0 "^ep +8 +8  InfiniBand" "$trident" topo "${mix[@]}"
 check edp-row 0 "^edp +32 +2  InfiniBand" "$trident" topo "${mix[@]}"
+check etp-row 0 "^etp +32 +2  NVLink" "$trident" topo "${mix[@]}"
+fold=(--model mixtral-8x22b --seq-len 4096 --cluster dgx-h100 --nodes 8 --tp 2 --pp 2 --ep 8)
+check ep-folded-row 0 "^ep +8 +8  NVLink" "$trident" topo "${fold[@]}"
+check ep-folded-text 0 "EP group of GPU 0: 0-7, folded over attention's tp 2" "$trident" topo "${fold[@]}"
 check ep-json 0 '"ep": 8' "$trident" topo "${mix[@]}" --json
 check ep-divides-experts 2 "ep 3 does not divide the 8 experts" "$trident" topo --model mixtral-8x7b --cluster dgx-h100 --nodes 3 --ep 3
 check cp-divides-seq 2 "sequence length 8196 is not divisible by 2 x cp = 8" "$trident" topo --model llama3-8b --seq-len 8196 --nodes 2 --cp 4

@@ -18,7 +18,7 @@ namespace {
 
 // Every dimension at a size of its own, so a report that drops or swaps one is seen.
 Layout all_distinct() {
-  Layout l{.tp = 2, .cp = 5, .dp = 4, .pp = 3, .order = "tp-cp-ep-dp-pp", .ep = 10};
+  Layout l{.tp = 2, .cp = 5, .dp = 4, .pp = 3, .order = "tp-cp-ep-dp-pp", .ep = 10, .etp = 6};
   return l;
 }
 
@@ -71,7 +71,7 @@ TEST(Dimensions, every_layout_text_names_every_dimension_above_one) {
       EXPECT_NE(text.find(std::string(d.name) + " " + std::to_string(l.*d.size)), std::string::npos)
           << d.name << " missing in '" << text << "'";
   // The texts keep their published form.
-  EXPECT_EQ(l.describe(), "tp 2 x pp 3 x dp 4 x cp 5, ep 10 (order tp-cp-ep-dp-pp)");
+  EXPECT_EQ(l.describe(), "tp 2 x pp 3 x dp 4 x cp 5, ep 10, etp 6 (order tp-cp-ep-dp-pp)");
   EXPECT_EQ(layout_sizes_text(Layout{.tp = 8, .dp = 64, .pp = 8}), "tp 8 pp 8 dp 64");
 }
 
@@ -122,7 +122,19 @@ TEST(LayoutRules, each_rule_fires_once_under_its_own_code) {
   with("dimension-positive", [](RunSpec& r) { r.layout.tp = 0; });
   with("order-malformed", [](RunSpec& r) { r.layout.order = "tp-dp-pp-xx"; });
   with("order-omits-dimension", [](RunSpec& r) { r.layout.cp = 2, r.layout.dp = 1, r.layout.order = "tp-dp-pp"; });
-  with("ep-divides-data-ranks", [](RunSpec& r) { r.layout.ep = 3, r.layout.order = "tp-ep-dp-pp"; });
+  // ep 3 x etp 1 does not divide tp 8 x dp 2 (Megatron's rule; ep-needs-experts fires too).
+  with("expert-grid-divides-ranks", [](RunSpec& r) { r.layout.ep = 3, r.layout.order = "tp-ep-dp-pp"; });
+  // tp 8, pp 8 before dp: the expert grid (etp 1) would put pp at stride 1, attention at 8.
+  with("expert-grid-keeps-stages", [](RunSpec& r) {
+    r.model = model_preset("mixtral-8x7b");
+    r.layout.order = "tp-pp-dp";
+  });
+  with("etp-needs-experts", [](RunSpec& r) { r.layout.etp = 2; });
+  with("etp-divides-expert-ffn", [](RunSpec& r) {
+    r.model = model_preset("mixtral-8x7b");
+    r.model.expert_ffn_hidden = 14335;
+    r.layout.etp = 2;
+  });
   with("world-size", [](RunSpec& r) { r.layout.dp = 3; });
   with("tp-divides-heads", [](RunSpec& r) { r.model.heads = r.model.kv_heads = 90; });
   with("tp-divides-kv-heads", [](RunSpec& r) { r.model.kv_heads = 6; });
@@ -157,8 +169,8 @@ TEST(LayoutRules, each_rule_fires_once_under_its_own_code) {
   }
 }
 
-// Routed experts are whole on every tp rank: an expert width tp does not divide is no problem
-// without shared experts (those alone are split over tp).
+// Routed experts are split over etp, not tp: an expert width tp does not divide is no problem
+// at etp 1 without shared experts (those alone are split over tp).
 TEST(LayoutRules, routed_experts_whole_on_each_tp_rank_need_no_divisible_width) {
   RunSpec r = good_run();
   r.model = model_preset("mixtral-8x7b");

@@ -20,7 +20,7 @@ RunSpec gpt3_example() {
 TEST(Topology, gpt3_example_keeps_tp_on_nvlink_and_pp_dp_on_infiniband) {
   RunSpec r = gpt3_example();
   Mesh mesh(r.layout, r.cluster.gpus_per_node);
-  TopologyTable t = build_topology(mesh, r.cluster, false);
+  TopologyTable t = build_topology(mesh, r.cluster, false, r.model.is_moe());
   ASSERT_EQ(t.world, 4096);
   ASSERT_EQ(t.rows.size(), 3u);  // one link class per kind
   EXPECT_EQ(t.rows[0].kind, Dim::TP);
@@ -41,7 +41,7 @@ TEST(Topology, gpt3_example_keeps_tp_on_nvlink_and_pp_dp_on_infiniband) {
 TEST(Topology, json_with_all_lists_every_group) {
   RunSpec r = gpt3_example();
   Mesh mesh(r.layout, r.cluster.gpus_per_node);
-  nlohmann::json j = topology_json(r, build_topology(mesh, r.cluster, true));
+  nlohmann::json j = topology_json(r, build_topology(mesh, r.cluster, true, r.model.is_moe()));
   EXPECT_EQ(j["world"], 4096);
   EXPECT_EQ(j["groups"].size(), 512u + 512u + 64u);
   const auto& g = j["groups"][0];

@@ -162,21 +162,26 @@ TEST(ProcessGroups, groups_are_the_mesh_groups_for_every_order) {
 }
 
 // The EP and EDP communicators hold the ranks Megatron-Core's expert rank generator gives for
-// tp-cp-ep-dp-pp (written out here, not taken from the Mesh): the data ranks j of one (tp, pp)
-// pair sit at t + tp j (cp fastest); EP takes ep consecutive j, EDP every ep-th.
+// tp-cp-ep-dp-pp (written out here, not taken from the Mesh): the expert grid etp-ep-edp-pp over
+// each stage's tp x cp x dp ranks (cp left out), a stage-local rank e + etp (i + ep q) at expert
+// tensor rank e, ep rank i, edp rank q. At etp = tp (what train runs) these are ep consecutive data
+// ranks of one tp rank and every ep-th; at etp 1 the ep group folds over attention's tp ranks.
 TEST(ProcessGroups, expert_groups_are_megatrons_expert_rank_generator) {
   int world_size = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);
   ASSERT_EQ(world_size, 4) << "this test is written for mpirun -np 4";
-  struct Sizes { int64_t tp, cp, dp, pp, ep; };
-  for (Sizes z : {Sizes{1, 1, 4, 1, 2}, {1, 1, 4, 1, 4}, {2, 1, 2, 1, 2}, {1, 1, 2, 2, 2}, {1, 2, 2, 1, 2},
-                  {1, 2, 2, 1, 4}, {1, 2, 1, 2, 2}}) {
-    Layout layout{.tp = z.tp, .cp = z.cp, .dp = z.dp, .pp = z.pp, .order = "tp-cp-ep-dp-pp", .ep = z.ep};
+  struct Sizes { int64_t tp, cp, dp, pp, ep, etp; };
+  for (Sizes z : {Sizes{1, 1, 4, 1, 2, 1}, {1, 1, 4, 1, 4, 1}, {2, 1, 2, 1, 2, 2}, {1, 1, 2, 2, 2, 1}, {1, 2, 2, 1, 2, 1},
+                  {1, 2, 2, 1, 4, 1}, {1, 2, 1, 2, 2, 1}, {2, 1, 2, 1, 2, 1}, {2, 1, 2, 1, 4, 1}, {2, 2, 1, 1, 2, 1},
+                  {2, 1, 1, 2, 2, 1}, {2, 2, 1, 1, 2, 2}}) {
+    Layout layout{.tp = z.tp, .cp = z.cp, .dp = z.dp, .pp = z.pp, .order = "tp-cp-ep-dp-pp", .ep = z.ep, .etp = z.etp};
     auto g = parallel::make_process_groups(Mesh(layout, 8), context());
-    const int64_t r = g.world_rank, data = z.cp * z.dp, t = r % z.tp, j = (r / z.tp) % data, s = r / (z.tp * data);
+    const int64_t r = g.world_rank, stage = z.tp * z.cp * z.dp, edp = stage / (z.ep * z.etp);
+    const int64_t s = r / stage, local = r % stage, e = local % z.etp, i = local / z.etp % z.ep, q = local / (z.etp * z.ep);
+    auto rank = [&](int64_t ii, int64_t qq) { return s * stage + e + z.etp * (ii + z.ep * qq); };
     std::vector<int64_t> ep_ranks, edp_ranks;
-    for (int64_t i = 0; i < z.ep; ++i) ep_ranks.push_back(t + z.tp * (j / z.ep * z.ep + i) + z.tp * data * s);
-    for (int64_t i = 0; i < data / z.ep; ++i) edp_ranks.push_back(t + z.tp * (j % z.ep + z.ep * i) + z.tp * data * s);
+    for (int64_t ii = 0; ii < z.ep; ++ii) ep_ranks.push_back(rank(ii, q));
+    for (int64_t qq = 0; qq < edp; ++qq) edp_ranks.push_back(rank(i, qq));
     for (auto [comm, expect] : {std::pair{g.ep.get(), ep_ranks}, {g.edp.get(), edp_ranks}}) {
       ASSERT_NE(comm, nullptr) << layout.describe();
       ASSERT_EQ(comm->size(), int(expect.size())) << layout.describe();

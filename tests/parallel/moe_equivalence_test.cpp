@@ -22,7 +22,8 @@ using namespace trident::parallel::testing;
 namespace {
 
 Case moe(std::string name, int64_t dp, int64_t ep, int64_t pp, bool drop = false, bool llama = false, int64_t tp = 1) {
-  Case c{std::move(name), Layout{.tp = tp, .cp = 1, .dp = dp, .pp = pp, .order = "tp-cp-ep-dp-pp", .ep = ep}};
+  // etp = tp: the ep groups inside one tp rank's data ranks, where the runtime keeps its whole experts.
+  Case c{std::move(name), Layout{.tp = tp, .cp = 1, .dp = dp, .pp = pp, .order = "tp-cp-ep-dp-pp", .ep = ep, .etp = tp}};
   c.experts = 8, c.drop = drop, c.llama = llama;
   return c;
 }

@@ -196,6 +196,10 @@ rows = [
         r"EP load imbalance: the most loaded EP rank received [0-9.]+\.\.[0-9.]+ x the mean rows over the steps; "
         r"the prediction takes 1\.300 \(--moe-load-imbalance\)", out)
      and all(json.loads(line)["ep_load_imbalance"] >= 1 for line in open(EPM))),
+    # ETP: the runtime's expert grid is etp = tp (each routed expert whole on both tp ranks); experts
+    # folded over tp (etp 1 < tp) are refused, naming --etp and the value that trains.
+    ("--etp", "2", "ETP", r"tp 2 x pp 1 x dp 1, etp 2 "),
+    ("--etp", "1", "etp-fold", r"expert layout tp 2, etp 1(.|\n)*use --etp 2 \(= --tp\)(.|\n)*train-expert-layout"),
     # CP: context parallel on 2 ranks (each sequence in 4 chunks, ring attention).
     ("--cp", "2", "CP", r"tp 1 x pp 1 x dp 1 x cp 2(.|\n)*CP ring exchange"),
     # L: a Llama preset shrunk by flags (grouped-query attention, kv heads split over tp 2).
@@ -267,11 +271,13 @@ extra = {
     "MF": small + ["--experts", "4", "--eval-batches", "1"],
     "AUTO": [a if a != "2" or small[i - 1] != "--steps" else "8" for i, a in enumerate(small[:-2])]
             + ["--dp", "2", "--eval-batches", "1", "--checkpoint", path("auto.ckpt")],
+    "ETP": small[:-2] + ["--tp", "2", "--experts", "4", "--eval-batches", "1"],
+    "etp-fold": small[:-2] + ["--tp", "2", "--experts", "4"],
     "EP": small[:-2] + ["--dp", "2", "--experts", "4", "--eval-batches", "1", "--metrics", EPM,
                         "--prediction-cluster", path("bench.toml")],
 }
-must_succeed = {"help", "A", "B", "I", "C", "L", "P", "Z", "CP", "Z3", "M", "MF", "EP", "AUTO"}
-order = ["help", "A", "B", "I", "C", "L", "P", "Z", "CP", "Z3", "M", "MF", "EP", "AUTO", "rate-unused", "auto-no-checkpoint", "cost-missing", "moe-knobs", "capability", "llama-tied", "swiglu", "zb-full",
+must_succeed = {"help", "A", "B", "I", "C", "L", "P", "Z", "CP", "Z3", "M", "MF", "EP", "ETP", "AUTO"}
+order = ["help", "A", "B", "I", "C", "L", "P", "Z", "CP", "Z3", "M", "MF", "EP", "ETP", "etp-fold", "AUTO", "rate-unused", "auto-no-checkpoint", "cost-missing", "moe-knobs", "capability", "llama-tied", "swiglu", "zb-full",
          "device", "gpu-comm", "parse", "sp", "stack", "elastic-rank", "elastic-only"]
 
 # Every option of `trident train --help` has a row.

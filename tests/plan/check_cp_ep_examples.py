@@ -59,10 +59,9 @@ print(f"mixtral-8x22b: step {j['time_s']['step']:.3f} s, {j['memory_gib']['total
       f"({j['memory_gib']['expert_states']} GiB expert states), MFU {100 * j['mfu']:.1f}%")
 check("mixtral: fits", j["fits"], j["memory_gib"])
 a2a = j["ep_alltoall"]
-# Experts whole on each tp rank (expert tensor parallel 1, as the runtime trains them): every tp
-# rank dispatches the whole micro-batch, b 1 x 4096 tokens, x top-2 x hidden 6144 x 2 B
-# (unpadded: the capacity factor bounds the drops, not the bytes).
-check("mixtral: experts whole on each tp rank", a2a.get("expert_tensor_parallel") == 1, a2a)
+# Experts whole (etp 1) at tp 1: each rank dispatches its own b 1 x 4096 tokens, x top-2 x hidden
+# 6144 x 2 B (unpadded: the capacity factor bounds the drops, not the bytes).
+check("mixtral: experts whole (etp 1)", a2a.get("expert_tensor_parallel") == 1, a2a)
 check("mixtral: dispatch message = 4096 x 2 x 6144 x 2 B", a2a["message_bytes"] == 4096 * 2 * 6144 * 2, a2a)
 nv = j["cost_table"]["nvlink_efficiency"]
 by_hand = (8 - 1) * 3e-6 + (8 - 1) / 8 * a2a["message_bytes"] / (450e9 * nv)  # NVLink 450 GB/s, 3 us
@@ -78,7 +77,7 @@ check("mixtral: EP time = (6 x a2a + 2 x counts) x 14 x 16",
       near(j["time_s"]["ep_comm"], (6 * a2a["alltoall_s"] + 2 * a2a["count_exchange_s"]) * 14 * 16, 1e-4),
       (j["time_s"]["ep_comm"], a2a))
 check("mixtral: no ep-alltoall-slow inside a node", "ep-alltoall-slow" not in codes(j), codes(j))
-wide = lint("mixtral-8x22b-8-dgx-h100.toml", "--tp", "2", "--dp", "8", "--ep", "8")
+wide = lint("mixtral-8x22b-8-dgx-h100.toml", "--tp", "2", "--dp", "8", "--ep", "8", "--etp", "2")  # ep inside a tp rank
 check("mixtral: tp 2 x ep 8 across nodes warns ep-alltoall-slow", "ep-alltoall-slow" in codes(wide, "warning"),
       codes(wide))
 

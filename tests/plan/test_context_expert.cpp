@@ -216,38 +216,85 @@ TEST(MixtureOfExperts, dense_and_expert_memory_are_separate) {
   EXPECT_NEAR(mem[0].optimizer_bytes, p.dense() * sb.optimizer / 16 + p.expert_params * sb.optimizer / edp, 1);
 }
 
-// Experts are whole on each tp rank (expert tensor parallel 1, as the runtime trains them): at
-// the same ep a GPU holds the same expert parameters and runs the same expert GEMMs at tp 2 as
-// at tp 1; only the dense part (attention) halves. Mixtral 8x7B, ep 4: 2 experts of
-// 3 x 4096 x 14336 = 176,160,768 per layer.
-TEST(MixtureOfExperts, experts_are_whole_on_every_tp_rank) {
+// The experts as Megatron-Core lays them out (core/mesh.h's expert grid): each tp rank routes
+// its own T / tp tokens, so the routed work is done once, not on every tp rank, whatever etp is;
+// etp splits each expert's weights and widths. Mixtral 8x7B, ep 4: 2 experts of
+// 3 x 4096 x 14336 = 176,160,768 per layer. (The old model kept experts whole on every tp rank
+// and ran them on the whole micro-batch there: tp times the routed FLOPs and activations.)
+TEST(MixtureOfExperts, experts_fold_over_tp_and_split_over_etp) {
   const ModelSpec m = model_preset("mixtral-8x7b");
   const MoeParams one = moe_params_per_layer(m, 1, 4), two = moe_params_per_layer(m, 2, 4);
   EXPECT_DOUBLE_EQ(one.experts, 2.0 * 3 * 4096 * 14336);
-  EXPECT_DOUBLE_EQ(two.experts, one.experts);
+  EXPECT_DOUBLE_EQ(two.experts, one.experts);  // etp 1: whole experts at any tp
+  EXPECT_DOUBLE_EQ(moe_params_per_layer(m, 2, 4, 2).experts, one.experts / 2);  // etp 2 halves them
   EXPECT_LT(two.dense, one.dense);
-  const StageParams p1 = stage_params(m, 1, 1, 32, true, true, 4), p2 = stage_params(m, 2, 1, 32, true, true, 4);
-  EXPECT_DOUBLE_EQ(p2.expert_params, p1.expert_params);
-  // The expert GEMMs: T k ep / E x cf = 4096 x 2 x 4 / 8 = 4096 token copies per local expert
-  // at full width on every tp rank; the shared-free MLP time is then the same at tp 2.
+  EXPECT_DOUBLE_EQ(stage_params(m, 2, 1, 32, true, true, 4, 2).expert_params,
+                   stage_params(m, 1, 1, 32, true, true, 4).expert_params / 2);
+  // Routed work per GPU at tp t: the model's / t. tp 4 folded (etp 1) and split (etp 4) alike:
+  // T k ep etp / (tp E) rows per local expert at width fe / etp.
   const GpuSpec gpu = gpu_preset("h100-80g");
   const CostConstants& c = default_constants();
-  const MoeCompute c1 = moe_compute(m, 4096, 1, 4, gpu.bf16_flops, c.gemm_peak_efficiency, c);
-  const MoeCompute c2 = moe_compute(m, 4096, 2, 4, gpu.bf16_flops, c.gemm_peak_efficiency, c);
-  EXPECT_DOUBLE_EQ(c1.tokens_per_expert, 4096.0 * 2 * 4 / 8);
-  EXPECT_DOUBLE_EQ(c2.routed_s, c1.routed_s);
-  EXPECT_DOUBLE_EQ(c2.routed_flops, 2 * 4096.0 * 2 * 4096 * 3 * 14336);  // 2 T k h (2 + 1) fe
-  // The routed experts' activations W are not split over tp either: with sequence parallel a
-  // layer keeps O / t + W (O: everything else), so tp 1 -> 2 saves (a1 - W) / 2, not a1 / 2.
+  const double T = 4096, routed = 2 * T * 2 * 4096 * 3 * 14336;  // 2 T k h (2 + 1) fe
+  const MoeCompute c1 = moe_compute(m, T, 1, 4, gpu.bf16_flops, c.gemm_peak_efficiency, c);
+  const MoeCompute fold = moe_compute(m, T, 4, 4, gpu.bf16_flops, c.gemm_peak_efficiency, c, 1);
+  const MoeCompute split = moe_compute(m, T, 4, 4, gpu.bf16_flops, c.gemm_peak_efficiency, c, 4);
+  EXPECT_DOUBLE_EQ(c1.routed_flops, routed);
+  EXPECT_DOUBLE_EQ(fold.routed_flops, routed / 4);
+  EXPECT_DOUBLE_EQ(split.routed_flops, routed / 4);
+  EXPECT_DOUBLE_EQ(c1.tokens_per_expert, T * 2 * 4 / 8);
+  EXPECT_DOUBLE_EQ(fold.tokens_per_expert, T / 4 * 2 * 4 / 8);
+  EXPECT_DOUBLE_EQ(split.tokens_per_expert, T * 2 * 4 / 8);
+  // Time follows the FLOPs while the GEMMs stay large (1024 rows per expert at tp 4).
+  EXPECT_NEAR(fold.routed_s, c1.routed_s / 4, 0.1 * c1.routed_s / 4);
+  EXPECT_DOUBLE_EQ(fold.router_flops, c1.router_flops / 4);
+  // The dispatch carries each tp rank's own tokens: tp 4 sends a quarter; etp 4 adds the etp
+  // group's ring all-gather of the rows received (etp x the message, on the etp link).
+  const GroupLink nv = link(LinkKind::NVLink, 450e9, 3e-6, 1);
+  const EpComm e1 = ep_comm_per_layer(m, exec(), 4, nv, c), e4 = ep_comm_per_layer(m, exec(), 4, nv, c, 4, 1);
+  EXPECT_DOUBLE_EQ(e4.message_bytes, e1.message_bytes / 4);
+  EXPECT_DOUBLE_EQ(e4.etp_gather_s, 0);
+  const EpComm es = ep_comm_per_layer(m, exec(), 4, nv, c, 4, 4, nv);
+  EXPECT_DOUBLE_EQ(es.etp_gather_bytes, 4 * es.message_bytes);
+  EXPECT_NEAR(es.etp_gather_s, ring_allgather_time_s(4 * es.message_bytes, 4, nv, c), 1e-15);
+  EXPECT_NEAR(es.forward_s, 2 * (es.alltoall_s + es.etp_gather_s) + es.count_exchange_s, 1e-15);
+  // Activations: the routed experts' are per GPU too, so under sequence parallel tp 2 halves
+  // the whole layer (the old model kept them whole on each tp rank).
   ExecutionSpec e = exec();
   e.precision = Precision::BF16;
   e.sequence_parallel = true;
   e.recompute = Recompute::Selective;
   const double a1 = layer_activations(m, e, 1).bytes, a2 = layer_activations(m, e, 2).bytes;
-  const MoeActivationElements x = moe_mlp_activation_elements(m, RecipeSettings{}, double(m.seq_len));
-  EXPECT_DOUBLE_EQ(x.split, 0);  // no shared experts, no dense layers
-  EXPECT_GT(x.whole, 0);
-  EXPECT_NEAR(a1 - a2, (a1 - x.whole) / 2, 1e-9 * a1);
+  EXPECT_NEAR(a2, a1 / 2, 1e-9 * a1);
+  const MoeActivationElements x1 = moe_mlp_activation_elements(m, RecipeSettings{}, double(m.seq_len));
+  const MoeActivationElements x2 = moe_mlp_activation_elements(m, RecipeSettings{}, double(m.seq_len), 2, 2);
+  // etp 2 at tp 2: the MLP width halves, the gathered permuted rows do not.
+  EXPECT_NEAR(x2.whole, x1.whole / 2 + 0.5 * 2 * double(m.seq_len) * 4096 * 2 * m.capacity_factor, 1e-6 * x1.whole);
+  // ZeRO 1 shards the expert optimizer states over the expert grid's edp: tp 2 x dp 8 / (ep 4 x etp 1) = 4.
+  ExecutionSpec z = exec();
+  z.zero = 1;
+  z.global_batch_size = 64;
+  const auto mem = stage_memory(m, z, {2, 1, 8, 0, 1, 4, 1});
+  const StateBytes sb = state_bytes(z.precision, z.grad_bits);
+  EXPECT_NEAR(mem[0].expert_state_bytes, mem[0].params.expert_params * (sb.weights + sb.gradients + sb.optimizer / 4), 1);
+}
+
+// A Grok-1-like model (8 experts of width 32768, top-2, hidden 6144) at tp 4 on H100: the layer's
+// GEMM time falls by the routed experts' share x 3/4 against the same experts run on every tp
+// rank (tp 1's routed time), as the formula says: routed(tp 4) = routed(tp 1) / 4.
+TEST(MixtureOfExperts, a_grok_like_layer_at_tp_4_runs_its_experts_once) {
+  ModelSpec m = model_preset("mixtral-8x22b");
+  m.hidden = 6144, m.heads = 48, m.kv_heads = 8, m.experts = 8, m.experts_per_token = 2;
+  m.expert_ffn_hidden = m.ffn_hidden = 32768, m.layers = 64, m.seq_len = 8192;
+  const GpuSpec gpu = gpu_preset("h100-80g");
+  const CostConstants& c = default_constants();
+  const double T = 8192;
+  const MoeCompute at1 = moe_compute(m, T, 1, 8, gpu.bf16_flops, c.gemm_peak_efficiency, c);
+  const MoeCompute at4 = moe_compute(m, T, 4, 8, gpu.bf16_flops, c.gemm_peak_efficiency, c);
+  const LayerCompute lc = layer_compute(m, exec(), 4, gpu, c, 1, 8);
+  // What the layer would take with every tp rank running the experts on the whole micro-batch.
+  const double replicated_gemm_s = lc.gemm_s - at4.routed_s + at1.routed_s;
+  EXPECT_NEAR(at4.routed_s, at1.routed_s / 4, 0.05 * at1.routed_s / 4);
+  EXPECT_GT(replicated_gemm_s / lc.gemm_s, 2.0);  // the experts dominate a Grok-1 layer
 }
 
 TEST(LintContextExpert, cp_on_the_network_and_ep_across_nodes_warn) {
@@ -271,7 +318,8 @@ TEST(LintContextExpert, cp_on_the_network_and_ep_across_nodes_warn) {
   EXPECT_EQ(cps->severity, Severity::Warning) << cps->message;
   EXPECT_GT(rs.estimate->time.cp_comm, 0.01 * rs.estimate->time.step);
   const KV mix = {{"model", "mixtral-8x22b"}, {"seq-len", "4096"}, {"cluster", "dgx-h100"}, {"nodes", "8"},
-                  {"tp", "2"},     {"pp", "4"},     {"ep", "8"},     {"global-batch-size", "256"},
+                  {"tp", "2"},     {"pp", "4"},     {"ep", "8"},     {"etp", "2"},  // ep groups inside a tp rank
+                  {"global-batch-size", "256"},
                   {"micro-batch-size", "1"}, {"recompute", "full"}, {"sequence-parallel", "true"},
                   {"zero", "1"}, {"schedule", "1f1b"}};
   const LintResult wide = lint(mix);
@@ -347,11 +395,11 @@ TEST(ReportContextExpert, text_shows_the_ep_and_cp_terms_with_their_inputs) {
   ASSERT_TRUE(r.estimate);
   const Estimate& e = *r.estimate;
   const std::string text = estimate_text(e, false);
-  // 4096 tokens (the whole micro-batch on each of the tp 4 ranks) x 2 x 6144 x 2 B = 96 MiB.
-  EXPECT_NE(text.find("each GPU sends 96.00 MiB (4096 tokens of b x s/cp, the whole micro-batch on every tp rank, "
+  // 4096 / tp 4 = 1024 tokens (each tp rank its own) x 2 x 6144 x 2 B = 24 MiB.
+  EXPECT_NE(text.find("each GPU sends 24.00 MiB (1024 tokens of b x s/cp / tp, its own share, "
                       "x top-2 x hidden 6144 x 2 B, unpadded"),
             std::string::npos) << text;
-  EXPECT_NE(text.find("experts whole on each tp rank: expert tensor parallel 1, as the runtime trains them"),
+  EXPECT_NE(text.find("(4 of 8 experts per GPU, ep 2, whole: etp 1), states sharded over edp 8 (tp x cp x dp / (ep x etp))"),
             std::string::npos) << text;
   // 4 all-to-alls of the rows and the count exchange before the forward's dispatch, 14 layers x 64.
   EXPECT_NEAR(e.time.ep_comm, (4 * e.ep_alltoall.alltoall_s + e.ep_alltoall.count_exchange_s) * 14 * 64,
@@ -359,8 +407,9 @@ TEST(ReportContextExpert, text_shows_the_ep_and_cp_terms_with_their_inputs) {
   EXPECT_NE(text.find("and 1 + 0 exchanges of the 8 experts' row counts before a dispatch (all-to-all of 8 x 4 B: "),
             std::string::npos) << text;
   EXPECT_NE(text.find(fmt::format("= {:.3f} s\n", e.time.ep_comm)), std::string::npos) << text;
-  // Experts: 4 of 8 per GPU (ep 2), whole at tp 4, 14 layers: 56 x 3 x 6144 x 16384 = 16.911 B.
-  EXPECT_NE(text.find("0.359 B dense x 12 B / dp 4 + 16.911 B expert x 12 B / edp 2"), std::string::npos) << text;
+  // Experts: 4 of 8 per GPU (ep 2), whole (etp 1), 14 layers: 56 x 3 x 6144 x 16384 = 16.911 B;
+  // their states over the expert grid's edp = tp 4 x dp 4 / ep 2 = 8 (it was dp / ep = 2).
+  EXPECT_NE(text.find("0.359 B dense x 12 B / dp 4 + 16.911 B expert x 12 B / edp 8"), std::string::npos) << text;
 
   const KV l405 = {{"model", "llama3-405b"}, {"seq-len", "131072"}, {"cluster", "dgx-h100"}, {"nodes", "2048"},
                    {"tp", "8"}, {"cp", "16"}, {"pp", "16"}, {"global-batch-size", "128"}, {"micro-batch-size", "1"},

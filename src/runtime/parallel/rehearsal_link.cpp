@@ -126,7 +126,7 @@ ProbeSize probe_size(const RunSpec& run) {
   const int64_t tp = std::max<int64_t>(1, run.layout.tp);
   const CostTable cost = cost_table(run);
   const plan::LayerCompute lc =
-      plan::layer_compute(run.model, run.exec, tp, run.cluster.gpu, cost, run.layout.cp, run.layout.ep);
+      plan::layer_compute(run.model, run.exec, tp, run.cluster.gpu, cost, run.layout.cp, run.layout.ep, run.layout.etp);
   GroupLink any;  // only the collectives' count is used
   any.bandwidth_Bps = 1;
   const plan::TpComm tc = plan::tp_comm_per_layer(run.model, run.exec, tp, any, cost);
