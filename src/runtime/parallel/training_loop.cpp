@@ -891,6 +891,7 @@ int train(const TrainSettings& settings, const Problems& parsed, bool mpi) {
       // Every rank named the same ranks at this step: save here (no step is lost) and stop, so the
       // supervisor (`train --elastic`) restarts without their nodes.
       if (!s.checkpoint_path.empty() && saved_at != done) save(loss, done);
+      complete_in_flight();  // a background save of this step: in place before the stop
       std::string which;
       for (const Straggler& x : named) which += fmt::format("{}evicting straggler rank {}: {}", which.empty() ? "" : "; ", x.rank, x.text());
       throw StragglersEvicted(which);
