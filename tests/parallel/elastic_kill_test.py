@@ -108,6 +108,12 @@ for pid in victims:
     os.kill(pid, signal.SIGKILL)
 killed_after = last_step(attempt1)
 # The checkpoint the restart resumes from (step 10), kept for the reference run.
+# Saves go on in the background: the step-10 save is put in place when every rank's writer is done,
+# which may be after the kill (by the ranks' stop, or not at all): wait for it, up to 20 s (the
+# resumed run's own first save is at step 20, well after that).
+end = time.time() + 20
+while not os.path.isfile(os.path.join(work, "ck", "manifest.json")) and time.time() < end:
+    time.sleep(0.05)
 have_ck = os.path.isdir(os.path.join(work, "ck"))
 if have_ck:
     shutil.copytree(os.path.join(work, "ck"), os.path.join(work, "ck-at-kill"))
