@@ -15,6 +15,8 @@ const std::vector<RuntimeCommand>& runtime_commands() {
        capability::train_command_options},
       {"generate", "sample text from a checkpoint of `trident train`"},
       {"export", "write a checkpoint's weights as Hugging Face safetensors + config.json (GPT-2, Llama, Mixtral or Qwen2-MoE names)"},
+      {"import", "read a Hugging Face model folder (config.json, *.safetensors, tokenizer.json) into a new checkpoint "
+                 "for train --init-from, generate and export"},
       {"data", "prepare token files for training (`trident data prepare TEXT OUT`)"},
       {"rehearse", "rehearse a plan on this machine (scaled down, emulated hosts with shaped links) and judge its "
                    "prediction"},

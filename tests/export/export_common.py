@@ -19,7 +19,7 @@ tmp = tempfile.mkdtemp()
 
 
 def run(*args, want=0):
-    p = subprocess.run([trident, *args], capture_output=True, text=True, timeout=300)
+    p = subprocess.run([trident, *args], capture_output=True, text=True, errors="replace", timeout=300)
     if p.returncode != want:
         raise SystemExit(f"FAIL {' '.join(args)}: exit {p.returncode}, want {want}\n{p.stdout[-1500:]}\n{p.stderr[-1500:]}")
     return p

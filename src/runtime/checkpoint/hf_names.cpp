@@ -54,153 +54,120 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <map>
+
 namespace trident::checkpoint {
 namespace {
 
-// The one place export touches the checkpoint: a whole logical tensor by name.
-NamedTensor read_tensor(const CheckpointReader& reader, const std::string& name, const std::string& hf_name,
-                        bool transpose) {
-  CheckpointReader::Tensor t = reader.tensor(name);
-  NamedTensor out{hf_name, t.shape, std::move(t.data)};
-  if (transpose && t.shape.size() == 2) {
-    const int64_t r = t.shape[0], c = t.shape[1];
-    std::vector<float> tr(out.data.size());
-    for (int64_t i = 0; i < r; ++i)
-      for (int64_t j = 0; j < c; ++j) tr[size_t(j * r + i)] = out.data[size_t(i * c + j)];
-    out.data = std::move(tr);
-    out.shape = {c, r};
-  }
-  return out;
-}
+using Op = HfPiece::Op;
 
-std::vector<NamedTensor> gpt2_tensors(const CheckpointReader& reader, const ModelSpec& m) {
-  std::vector<NamedTensor> t;
-  t.push_back(read_tensor(reader, "wte", "transformer.wte.weight", false));
-  t.push_back(read_tensor(reader, "wpe", "transformer.wpe.weight", false));
+// The pieces of one logical tensor, appended in the order the export writes them.
+struct Pieces {
+  std::vector<HfPiece>& out;
+  void whole(const std::string& name, const std::string& hf, std::vector<int64_t> shape, Op op = Op::Copy) {
+    out.push_back({hf, std::move(shape), name, 0, op, 0});
+  }
+  void rows(const std::string& name, int64_t row, const std::string& hf, std::vector<int64_t> shape, Op op = Op::Copy,
+            int64_t head_dim = 0) {
+    out.push_back({hf, std::move(shape), name, row, op, head_dim});
+  }
+  void zeros(const std::string& hf, std::vector<int64_t> shape) { out.push_back({hf, std::move(shape), "", 0, Op::Zeros, 0}); }
+};
+
+std::vector<HfPiece> gpt2_pieces(const ModelSpec& m) {
+  std::vector<HfPiece> out;
+  Pieces t{out};
+  const int64_t C = m.hidden, F = m.ffn_hidden;
+  t.whole("wte", "transformer.wte.weight", {m.vocab, C});
+  t.whole("wpe", "transformer.wpe.weight", {m.seq_len, C});
   for (int64_t l = 0; l < m.layers; ++l) {
     const std::string p = fmt::format("layers.{}.", l), h = fmt::format("transformer.h.{}.", l);
-    t.push_back(read_tensor(reader, p + "ln1_w", h + "ln_1.weight", false));
-    t.push_back(read_tensor(reader, p + "ln1_b", h + "ln_1.bias", false));
-    t.push_back(read_tensor(reader, p + "qkv_w", h + "attn.c_attn.weight", true));
-    t.push_back(read_tensor(reader, p + "qkv_b", h + "attn.c_attn.bias", false));
-    t.push_back(read_tensor(reader, p + "attn_proj_w", h + "attn.c_proj.weight", true));
-    t.push_back(read_tensor(reader, p + "attn_proj_b", h + "attn.c_proj.bias", false));
-    t.push_back(read_tensor(reader, p + "ln2_w", h + "ln_2.weight", false));
-    t.push_back(read_tensor(reader, p + "ln2_b", h + "ln_2.bias", false));
-    t.push_back(read_tensor(reader, p + "fc_w", h + "mlp.c_fc.weight", true));
-    t.push_back(read_tensor(reader, p + "fc_b", h + "mlp.c_fc.bias", false));
-    t.push_back(read_tensor(reader, p + "fc_proj_w", h + "mlp.c_proj.weight", true));
-    t.push_back(read_tensor(reader, p + "fc_proj_b", h + "mlp.c_proj.bias", false));
+    t.whole(p + "ln1_w", h + "ln_1.weight", {C});
+    t.whole(p + "ln1_b", h + "ln_1.bias", {C});
+    t.whole(p + "qkv_w", h + "attn.c_attn.weight", {C, 3 * C}, Op::Transpose);
+    t.whole(p + "qkv_b", h + "attn.c_attn.bias", {3 * C});
+    t.whole(p + "attn_proj_w", h + "attn.c_proj.weight", {C, C}, Op::Transpose);
+    t.whole(p + "attn_proj_b", h + "attn.c_proj.bias", {C});
+    t.whole(p + "ln2_w", h + "ln_2.weight", {C});
+    t.whole(p + "ln2_b", h + "ln_2.bias", {C});
+    t.whole(p + "fc_w", h + "mlp.c_fc.weight", {C, F}, Op::Transpose);
+    t.whole(p + "fc_b", h + "mlp.c_fc.bias", {F});
+    t.whole(p + "fc_proj_w", h + "mlp.c_proj.weight", {F, C}, Op::Transpose);
+    t.whole(p + "fc_proj_b", h + "mlp.c_proj.bias", {C});
   }
-  t.push_back(read_tensor(reader, "lnf_w", "transformer.ln_f.weight", false));
-  t.push_back(read_tensor(reader, "lnf_b", "transformer.ln_f.bias", false));
-  return t;
-}
-
-// Rows [first, first + rows) of a [R, C] tensor.
-NamedTensor row_block(const NamedTensor& t, int64_t first, int64_t rows, const std::string& name) {
-  const int64_t C = t.shape.size() > 1 ? t.shape[1] : 1;
-  NamedTensor out{name, t.shape.size() > 1 ? std::vector<int64_t>{rows, C} : std::vector<int64_t>{rows}, {}};
-  out.data.assign(t.data.begin() + first * C, t.data.begin() + (first + rows) * C);
+  t.whole("lnf_w", "transformer.ln_f.weight", {C});
+  t.whole("lnf_b", "transformer.ln_f.bias", {C});
   return out;
-}
-
-// Interleaved rotary pairs (2i, 2i+1) to halves (i, i + hd/2), head by head (see the top).
-void to_half_rotary(NamedTensor& t, int64_t head_dim) {
-  const int64_t R = t.shape[0], C = t.shape[1], half = head_dim / 2;
-  std::vector<float> out(t.data.size());
-  for (int64_t r = 0; r < R; ++r) {
-    const int64_t head = r / head_dim, j = r % head_dim;
-    const int64_t to = head * head_dim + (j % 2 == 0 ? j / 2 : half + j / 2);
-    std::copy(t.data.begin() + r * C, t.data.begin() + (r + 1) * C, out.begin() + to * C);
-  }
-  t.data = std::move(out);
-}
-
-// Which Hugging Face class holds a Llama-family mixture of experts (see the top).
-enum class MoeClass { Mixtral, Qwen2Moe };
-
-MoeClass moe_class(const ModelSpec& m, const nn::MoeOptions& router) {
-  const bool every_layer = m.moe_dense_layers == 0 && m.moe_layer_freq == 1;
-  return every_layer && m.shared_experts == 0 && router.normalise ? MoeClass::Mixtral : MoeClass::Qwen2Moe;
 }
 
 // Layer l's router and experts under Mixtral's (w1 gate, w2 down, w3 up, under block_sparse_moe.)
 // or Qwen2-MoE's names (gate_proj, down_proj, up_proj, under mlp.), see the top.
-void routed_experts(const CheckpointReader& reader, const ModelSpec& m, int64_t l, MoeClass cls,
-                    std::vector<NamedTensor>& t) {
+void routed_experts(const ModelSpec& m, int64_t l, HfClass cls, Pieces& t) {
   const int64_t F = m.expert_ffn_hidden, C = m.hidden;
-  const bool mixtral = cls == MoeClass::Mixtral;
+  const bool mixtral = cls == HfClass::Mixtral;
   const std::string p = fmt::format("layers.{}.", l),
                     h = fmt::format("model.layers.{}.{}", l, mixtral ? "block_sparse_moe." : "mlp.");
   const char* gate = mixtral ? "w1" : "gate_proj";
   const char* down = mixtral ? "w2" : "down_proj";
   const char* up = mixtral ? "w3" : "up_proj";
-  t.push_back(read_tensor(reader, p + "router_w", h + "gate.weight", false));
-  const NamedTensor gate_up = read_tensor(reader, p + "experts.gate_up_w", "", false);
-  const NamedTensor proj = read_tensor(reader, p + "experts.fc_proj_w", "", false);
+  t.whole(p + "router_w", h + "gate.weight", {m.experts, C});
   for (int64_t j = 0; j < m.experts; ++j) {
     const std::string e = fmt::format("{}experts.{}.", h, j);
-    t.push_back(row_block(gate_up, j * 2 * F, F, e + gate + ".weight"));
-    t.push_back(row_block(proj, j * C, C, e + down + ".weight"));
-    t.push_back(row_block(gate_up, j * 2 * F + F, F, e + up + ".weight"));
+    t.rows(p + "experts.gate_up_w", j * 2 * F, e + gate + ".weight", {F, C});
+    t.rows(p + "experts.fc_proj_w", j * C, e + down + ".weight", {C, F});
+    t.rows(p + "experts.gate_up_w", j * 2 * F + F, e + up + ".weight", {F, C});
   }
 }
 
 // Layer l's shared experts as Qwen2-MoE's one gated shared expert (see the top): the gate's zero
 // weights give every token 1/2, the doubled down projection brings it back to 1.
-void qwen2_moe_shared_expert(const CheckpointReader& reader, const ModelSpec& m, int64_t l,
-                             std::vector<NamedTensor>& t) {
+void qwen2_moe_shared_expert(const ModelSpec& m, int64_t l, Pieces& t) {
   const int64_t C = m.hidden, Fs = m.shared_experts * m.expert_ffn_hidden;
   const std::string p = fmt::format("layers.{}.shared.", l), h = fmt::format("model.layers.{}.mlp.shared_expert", l);
   if (Fs == 0) {  // the class always builds a shared expert: an empty one adds nothing
-    t.push_back({h + ".gate_proj.weight", {0, C}, {}});
-    t.push_back({h + ".up_proj.weight", {0, C}, {}});
-    t.push_back({h + ".down_proj.weight", {C, 0}, {}});
+    t.zeros(h + ".gate_proj.weight", {0, C});
+    t.zeros(h + ".up_proj.weight", {0, C});
+    t.zeros(h + ".down_proj.weight", {C, 0});
   } else {
-    const NamedTensor gate_up = read_tensor(reader, p + "gate_up_w", "", false);
-    t.push_back(row_block(gate_up, 0, Fs, h + ".gate_proj.weight"));
-    t.push_back(row_block(gate_up, Fs, Fs, h + ".up_proj.weight"));
-    t.push_back(read_tensor(reader, p + "fc_proj_w", h + ".down_proj.weight", false));
-    for (float& v : t.back().data) v *= 2.0f;
+    t.rows(p + "gate_up_w", 0, h + ".gate_proj.weight", {Fs, C});
+    t.rows(p + "gate_up_w", Fs, h + ".up_proj.weight", {Fs, C});
+    t.whole(p + "fc_proj_w", h + ".down_proj.weight", {C, Fs}, Op::Doubled);
   }
-  t.push_back({h + "_gate.weight", {1, C}, std::vector<float>(size_t(C), 0.0f)});
+  t.zeros(h + "_gate.weight", {1, C});
 }
 
 // Llama's tensors; a mixture of experts' MoE layers under cls's names, and under Qwen2-MoE's the
 // zero q/k/v biases and the dense layers' MLPs under mlp. as Llama's.
-std::vector<NamedTensor> llama_tensors(const CheckpointReader& reader, const ModelSpec& m, MoeClass cls) {
-  const int64_t hd = m.head_dim(), kv = m.kv_dim(), F = m.ffn_hidden;
-  const bool qwen2 = m.is_moe() && cls == MoeClass::Qwen2Moe;
-  std::vector<NamedTensor> t;
-  t.push_back(read_tensor(reader, "wte", "model.embed_tokens.weight", false));
+std::vector<HfPiece> llama_pieces(const ModelSpec& m, HfClass cls) {
+  const int64_t hd = m.head_dim(), kv = m.kv_dim(), F = m.ffn_hidden, C = m.hidden;
+  const bool qwen2 = m.is_moe() && cls == HfClass::Qwen2Moe;
+  std::vector<HfPiece> out;
+  Pieces t{out};
+  t.whole("wte", "model.embed_tokens.weight", {m.vocab, C});
   for (int64_t l = 0; l < m.layers; ++l) {
     const std::string p = fmt::format("layers.{}.", l), h = fmt::format("model.layers.{}.", l);
-    t.push_back(read_tensor(reader, p + "ln1_w", h + "input_layernorm.weight", false));
-    t.push_back(read_tensor(reader, p + "q_w", h + "self_attn.q_proj.weight", false));
-    to_half_rotary(t.back(), hd);
-    const NamedTensor kv_w = read_tensor(reader, p + "kv_w", "", false);
-    t.push_back(row_block(kv_w, 0, kv, h + "self_attn.k_proj.weight"));
-    to_half_rotary(t.back(), hd);
-    t.push_back(row_block(kv_w, kv, kv, h + "self_attn.v_proj.weight"));
+    t.whole(p + "ln1_w", h + "input_layernorm.weight", {C});
+    t.rows(p + "q_w", 0, h + "self_attn.q_proj.weight", {m.q_dim(), C}, Op::HalfRotary, hd);
+    t.rows(p + "kv_w", 0, h + "self_attn.k_proj.weight", {kv, C}, Op::HalfRotary, hd);
+    t.rows(p + "kv_w", kv, h + "self_attn.v_proj.weight", {kv, C});
     if (qwen2)
       for (const auto& [bias, rows] : {std::pair{"q_proj", m.hidden}, {"k_proj", kv}, {"v_proj", kv}})
-        t.push_back({h + "self_attn." + bias + ".bias", {rows}, std::vector<float>(size_t(rows), 0.0f)});
-    t.push_back(read_tensor(reader, p + "attn_proj_w", h + "self_attn.o_proj.weight", false));
-    t.push_back(read_tensor(reader, p + "ln2_w", h + "post_attention_layernorm.weight", false));
+        t.zeros(h + "self_attn." + bias + ".bias", {rows});
+    t.whole(p + "attn_proj_w", h + "self_attn.o_proj.weight", {C, m.v_dim()});
+    t.whole(p + "ln2_w", h + "post_attention_layernorm.weight", {C});
     if (m.is_moe_layer(l)) {
-      routed_experts(reader, m, l, cls, t);
-      if (qwen2) qwen2_moe_shared_expert(reader, m, l, t);
+      routed_experts(m, l, cls, t);
+      if (qwen2) qwen2_moe_shared_expert(m, l, t);
       continue;
     }
-    const NamedTensor gate_up = read_tensor(reader, p + "gate_up_w", "", false);
-    t.push_back(row_block(gate_up, 0, F, h + "mlp.gate_proj.weight"));
-    t.push_back(row_block(gate_up, F, F, h + "mlp.up_proj.weight"));
-    t.push_back(read_tensor(reader, p + "fc_proj_w", h + "mlp.down_proj.weight", false));
+    t.rows(p + "gate_up_w", 0, h + "mlp.gate_proj.weight", {F, C});
+    t.rows(p + "gate_up_w", F, h + "mlp.up_proj.weight", {F, C});
+    t.whole(p + "fc_proj_w", h + "mlp.down_proj.weight", {C, F});
   }
-  t.push_back(read_tensor(reader, "lnf_w", "model.norm.weight", false));
-  t.push_back(read_tensor(reader, "head_w", "lm_head.weight", false));
-  return t;
+  t.whole("lnf_w", "model.norm.weight", {C});
+  t.whole("head_w", "lm_head.weight", {m.vocab, C});
+  return out;
 }
 
 nlohmann::json llama_config(const ModelSpec& m) {
@@ -292,6 +259,37 @@ nlohmann::json gpt2_config(const ModelSpec& m) {
 
 }  // namespace
 
+HfClass hf_class(const ModelSpec& m, const nn::MoeOptions& router) {
+  if (m.family == ModelFamily::GPT) return HfClass::Gpt2;
+  if (!m.is_moe()) return HfClass::Llama;
+  const bool every_layer = m.moe_dense_layers == 0 && m.moe_layer_freq == 1;
+  return every_layer && m.shared_experts == 0 && router.normalise ? HfClass::Mixtral : HfClass::Qwen2Moe;
+}
+
+const char* hf_class_names(HfClass cls) {
+  switch (cls) {
+    case HfClass::Gpt2: return "GPT-2";
+    case HfClass::Llama: return "Hugging Face Llama";
+    case HfClass::Mixtral: return "Hugging Face Mixtral";
+    case HfClass::Qwen2Moe: return "Hugging Face Qwen2-MoE";
+  }
+  return "";
+}
+
+std::vector<HfPiece> hf_pieces(const ModelSpec& m, HfClass cls) {
+  return cls == HfClass::Gpt2 ? gpt2_pieces(m) : llama_pieces(m, cls);
+}
+
+nlohmann::json hf_config(const ModelSpec& m, HfClass cls, const nn::MoeOptions& router) {
+  switch (cls) {
+    case HfClass::Gpt2: return gpt2_config(m);
+    case HfClass::Llama: return llama_config(m);
+    case HfClass::Mixtral: return mixtral_config(m, router);
+    case HfClass::Qwen2Moe: return qwen2_moe_config(m, router);
+  }
+  return {};
+}
+
 void check_hf_exportable(const ModelSpec& m, Problems& p) {
   const bool llama = m.family == ModelFamily::Llama;
   if (llama && m.tied_embeddings())
@@ -306,12 +304,79 @@ void check_hf_exportable(const ModelSpec& m, Problems& p) {
 }
 
 HfModel hf_model(const CheckpointReader& reader, const ModelSpec& m, const nn::MoeOptions& router) {
-  if (m.family == ModelFamily::GPT) return {"GPT-2", gpt2_tensors(reader, m), gpt2_config(m)};
-  const MoeClass cls = moe_class(m, router);
-  if (!m.is_moe()) return {"Hugging Face Llama", llama_tensors(reader, m, cls), llama_config(m)};
-  if (cls == MoeClass::Mixtral)
-    return {"Hugging Face Mixtral", llama_tensors(reader, m, cls), mixtral_config(m, router)};
-  return {"Hugging Face Qwen2-MoE", llama_tensors(reader, m, cls), qwen2_moe_config(m, router)};
+  const HfClass cls = hf_class(m, router);
+  HfModel out{hf_class_names(cls), {}, hf_config(m, cls, router)};
+  // Pieces of one logical tensor come together (a layer's experts alternate between two): a
+  // small cache reads each logical tensor once.
+  std::map<std::string, CheckpointReader::Tensor> cache;
+  for (const HfPiece& piece : hf_pieces(m, cls)) {
+    if (piece.op == HfPiece::Op::Zeros) {
+      int64_t n = 1;
+      for (int64_t d : piece.hf_shape) n *= d;
+      out.tensors.push_back({piece.hf_name, piece.hf_shape, std::vector<float>(size_t(n), 0.0f)});
+      continue;
+    }
+    if (!cache.count(piece.name)) {
+      if (cache.size() >= 2) cache.clear();
+      cache.emplace(piece.name, reader.tensor(piece.name));
+    }
+    const CheckpointReader::Tensor& t = cache.at(piece.name);
+    out.tensors.push_back({piece.hf_name, piece.hf_shape, to_hf(piece, t.data.data(), t.cols())});
+  }
+  return out;
+}
+
+std::vector<float> to_hf(const HfPiece& piece, const float* tensor, int64_t cols) {
+  int64_t n = 1;
+  for (int64_t d : piece.hf_shape) n *= d;
+  std::vector<float> out(static_cast<size_t>(n));
+  const float* src = tensor + piece.row * cols;
+  const int64_t rows = cols > 0 ? n / cols : 0;
+  switch (piece.op) {
+    case HfPiece::Op::Zeros: break;
+    case HfPiece::Op::Copy: std::copy(src, src + n, out.begin()); break;
+    case HfPiece::Op::Doubled:
+      for (int64_t i = 0; i < n; ++i) out[size_t(i)] = 2.0f * src[i];
+      break;
+    case HfPiece::Op::Transpose:  // [r, c] -> [c, r]
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < cols; ++j) out[size_t(j * rows + i)] = src[i * cols + j];
+      break;
+    case HfPiece::Op::HalfRotary:
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t to = half_rotary_row(r, piece.head_dim);
+        std::copy(src + r * cols, src + (r + 1) * cols, out.begin() + to * cols);
+      }
+      break;
+  }
+  return out;
+}
+
+void from_hf(const HfPiece& piece, const std::vector<float>& hf, float* tensor, int64_t cols) {
+  const int64_t n = int64_t(hf.size()), rows = cols > 0 ? n / cols : 0;
+  float* dst = tensor + piece.row * cols;
+  switch (piece.op) {
+    case HfPiece::Op::Zeros: break;
+    case HfPiece::Op::Copy: std::copy(hf.begin(), hf.end(), dst); break;
+    case HfPiece::Op::Doubled:  // a power of two: halving undoes the export exactly
+      for (int64_t i = 0; i < n; ++i) dst[i] = 0.5f * hf[size_t(i)];
+      break;
+    case HfPiece::Op::Transpose:  // [c, r] -> [r, c]
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < cols; ++j) dst[i * cols + j] = hf[size_t(j * rows + i)];
+      break;
+    case HfPiece::Op::HalfRotary:
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t from = half_rotary_row(r, piece.head_dim);
+        std::copy(hf.begin() + from * cols, hf.begin() + (from + 1) * cols, dst + r * cols);
+      }
+      break;
+  }
+}
+
+int64_t half_rotary_row(int64_t row, int64_t head_dim) {
+  const int64_t head = row / head_dim, j = row % head_dim;
+  return head * head_dim + (j % 2 == 0 ? j / 2 : head_dim / 2 + j / 2);
 }
 
 }  // namespace trident::checkpoint

@@ -5,6 +5,7 @@
 // each mapping.
 #pragma once
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -22,6 +23,39 @@ struct HfModel {
   std::vector<NamedTensor> tensors;
   nlohmann::json config;
 };
+
+// The Hugging Face class that holds a model (see the top).
+enum class HfClass { Gpt2, Llama, Mixtral, Qwen2Moe };
+HfClass hf_class(const ModelSpec& m, const nn::MoeOptions& router);
+const char* hf_class_names(HfClass cls);  // "GPT-2", "Hugging Face Llama", ...
+
+// One Hugging Face tensor and where it sits in a logical tensor: THE mapping, read one way by
+// export and the other by import, so both agree by construction.
+struct HfPiece {
+  enum class Op {
+    Copy,        // rows [row, row + hf_shape[0]) of `name`, as they are
+    Transpose,   // the whole of `name` transposed (GPT-2's Conv1D keeps [in, out])
+    HalfRotary,  // rows from `row`, each head's rotary pairs (2i, 2i+1) moved to (i, i + hd/2)
+    Doubled,     // rows from `row` times 2 (Qwen2-MoE's shared expert behind its zero gate)
+    Zeros,       // a tensor the class has and Trident's model lacks: zeros (name is empty)
+  };
+  std::string hf_name;
+  std::vector<int64_t> hf_shape;
+  std::string name;  // logical tensor
+  int64_t row = 0;
+  Op op = Op::Copy;
+  int64_t head_dim = 0;  // HalfRotary
+};
+
+// Every tensor of the class's checkpoint of model m, in the order export writes them.
+std::vector<HfPiece> hf_pieces(const ModelSpec& m, HfClass cls);
+// The class's config.json for m.
+nlohmann::json hf_config(const ModelSpec& m, HfClass cls, const nn::MoeOptions& router);
+// A piece's values from its logical tensor (row-major, `cols` columns), and back into it.
+std::vector<float> to_hf(const HfPiece& piece, const float* tensor, int64_t cols);
+void from_hf(const HfPiece& piece, const std::vector<float>& hf, float* tensor, int64_t cols);
+// The row Hugging Face's rotate-half layout gives row `row` of Meta's interleaved one.
+int64_t half_rotary_row(int64_t row, int64_t head_dim);
 
 // What the model has that no Hugging Face class computes: one problem per setting, naming it.
 // Nothing added = exportable. (A router of another score function is refused when the meta is

@@ -1,0 +1,109 @@
+"""trident import: a Hugging Face Llama folder written here (config.json, two safetensors shards
+with their index) imports into a checkpoint that `trident generate` runs to the logits of an
+independent PyTorch Llama on the same files (Hugging Face's conventions: rotate_half rotary,
+repeat_kv), and `trident export` writes back byte-identical weights; a bf16 folder imports to its
+exact f32 values; bad folders are refused by name, every problem together, exit 2."""
+import json
+import os
+import shutil
+import struct
+
+import torch
+
+from export_common import against_generate, check, finish, hf_llama, run, tmp
+from hf_folder import as_float32, llama_config, llama_weights, raw_tensors, safetensors, write_folder
+
+c = llama_config(V=256)  # the byte tokenizer generate decodes with (no tokenizer.json here)
+w = llama_weights(c)
+src = os.path.join(tmp, "hf")
+write_folder(src, c, w, shards=2)
+ck = os.path.join(tmp, "ck")
+printed = run("import", src, ck).stdout
+check("import names what it read", "imported 21 tensors" in printed and "from 2 safetensors files" in printed
+      and "Hugging Face Llama names" in printed, printed)
+
+
+def swiglu(h, p):
+    g = torch.nn.functional.silu(h @ w[p + "mlp.gate_proj.weight"].T) * (h @ w[p + "mlp.up_proj.weight"].T)
+    return g @ w[p + "mlp.down_proj.weight"].T
+
+
+worst, greedy, _, _ = against_generate(ck, lambda ids: hf_llama(w, c, ids, swiglu), c["vocab_size"])
+check(f"generate on the imported checkpoint = PyTorch Llama on the folder (worst relative error {worst:.2e})",
+      worst < 1e-4, worst)
+check("same greedy token at every step", all(greedy), greedy)
+
+# import -> export: every tensor's bytes as they were.
+out = os.path.join(tmp, "out")
+run("export", "--checkpoint", ck, out)
+back = raw_tensors(os.path.join(out, "model.safetensors"))
+given = {}
+for f in os.listdir(src):
+    if f.endswith(".safetensors"):
+        given.update(raw_tensors(os.path.join(src, f)))
+check("export writes back the same tensor names", set(back) == set(given), set(back) ^ set(given))
+same = [n for n in given if n in back and back[n] == given[n]]
+check(f"import -> export gives byte-identical weights ({len(same)} of {len(given)} tensors)", len(same) == len(given),
+      sorted(set(given) - set(same))[:5])
+
+# bf16 weights (one file): imported as their exact f32 values.
+src16, ck16, out16 = (os.path.join(tmp, n) for n in ("hf16", "ck16", "out16"))
+write_folder(src16, dict(c, torch_dtype="bfloat16"), w, shards=1, dtype="BF16")
+printed = run("import", src16, ck16).stdout
+check("a bf16 folder imports", "BF16" in printed, printed)
+run("export", "--checkpoint", ck16, out16)
+back16, given16 = raw_tensors(os.path.join(out16, "model.safetensors")), raw_tensors(os.path.join(src16, "model.safetensors"))
+exact = all(torch.equal(as_float32(*back16[n]), as_float32(*given16[n])) for n in given16)
+check("bf16 weights widen exactly to f32", exact)
+
+
+def refused(folder, *needles, extra=()):
+    p = run("import", folder, os.path.join(tmp, "never"), *extra, want=2)
+    missing = [n for n in needles if n not in p.stderr]
+    check(f"refused naming {', '.join(needles)}", not missing and not os.path.exists(os.path.join(tmp, "never")),
+          (missing, p.stderr[-1500:]))
+
+
+# A missing, an extra and a mis-shaped tensor: all three named in one refusal.
+bad = os.path.join(tmp, "bad")
+ww = dict(w)
+del ww["model.layers.1.mlp.up_proj.weight"]
+ww["model.layers.0.self_attn.q_norm.weight"] = torch.ones(16)
+ww["model.layers.0.self_attn.k_proj.weight"] = torch.zeros(16, 64)
+write_folder(bad, c, ww, shards=2)
+refused(bad, "no tensor 'model.layers.1.mlp.up_proj.weight'", "tensor 'model.layers.0.self_attn.q_norm.weight'",
+        "tensor 'model.layers.0.self_attn.k_proj.weight'", "[16, 64]", "[32, 64]")
+
+# An index naming a tensor its file lacks.
+idx = os.path.join(tmp, "idx")
+shutil.copytree(src, idx)
+m = json.load(open(os.path.join(idx, "model.safetensors.index.json")))
+m["weight_map"]["model.norm.weight"] = "model-00001-of-00002.safetensors" if m["weight_map"]["model.norm.weight"].startswith("model-00002") else "model-00002-of-00002.safetensors"
+json.dump(m, open(os.path.join(idx, "model.safetensors.index.json"), "w"))
+refused(idx, "does not hold it", "model.norm.weight")
+
+# What the runtime cannot train yet, by field: head_dim other than hidden / heads, QK-norm.
+qwen3 = os.path.join(tmp, "qwen3")
+c3 = llama_config(model_type="qwen3", head_dim=32, architectures=["Qwen3ForCausalLM"])
+write_folder(qwen3, c3, llama_weights(c3))
+refused(qwen3, "head_dim 32 (hidden / heads = 16): the runtime cannot train it yet", "QK-norm")
+
+# A header whose offsets run past the file, and one whose shape does not match its bytes.
+hdr = os.path.join(tmp, "hdr")
+shutil.copytree(src16, hdr)
+blob = bytearray(safetensors(w))
+(n,) = struct.unpack("<Q", blob[:8])
+header = json.loads(blob[8:8 + n])
+header["lm_head.weight"]["data_offsets"][1] += 1 << 40
+header["model.norm.weight"]["shape"] = [2 ** 40, 2 ** 40]
+h = json.dumps(header).encode()
+h += b" " * ((8 - len(h) % 8) % 8)
+open(os.path.join(hdr, "model.safetensors"), "wb").write(struct.pack("<Q", len(h)) + h + blob[8 + n:])
+refused(hdr, "'lm_head.weight'", "outside the file's", "'model.norm.weight'")
+
+# An output never replaces anything: an existing checkpoint is refused, left as it was.
+before = sorted(os.listdir(ck))
+p = run("import", src, ck, want=2)
+check("an existing CKPT is refused and kept", "exists" in p.stderr and sorted(os.listdir(ck)) == before, p.stderr)
+
+finish()
