@@ -121,23 +121,30 @@ void check_executable(const RunSpec& r, const std::string& device, const std::ve
   // The MoE layer (runtime/nn/moe_layer.cpp) trains with every schedule, zb-h1's split backward
   // included: routed experts (split over ep ranks when ep > 1; under cp each rank routes its
   // rows, dropping in one process's token order) and shared experts (split over tp like the
-  // dense MLP). At tp > 1 it keeps every routed expert whole on each tp rank and repeats its
-  // work there, its ep and edp groups those of Megatron's expert grid at etp = tp (core/mesh.h:
-  // the same groups plan and topo list): that layout trains. Experts folded over tp (etp below
-  // tp) or split over an etp group the runtime does not build are issue 48 item 1.
-  if (m.is_moe() && L.etp != L.tp)
+  // dense MLP), on Megatron-Core's expert grid (core/mesh.h: the groups plan and topo list) at
+  // two settings: etp 1 (experts whole, folded over tp x cp x dp: each tp rank dispatches its own
+  // tokens over the EP group, which may mix tp and dp ranks) and etp = tp (every tp rank holds the
+  // same whole experts and repeats their work). An etp group that splits each expert is issue 48
+  // item 1's second part.
+  const bool folded = L.etp == 1 && L.tp > 1;
+  if (m.is_moe() && folded && L.ep == 1)
+    problems.add("expert layout tp " + n(L.tp) + ", etp 1, ep 1: experts folded over tp with no expert parallelism "
+                     "reduce their gradients over tp x cp x dp, an EDP group the runtime builds only at ep > 1",
+                 "use --ep 2 or more (experts folded over tp x cp x dp), or --etp " + n(L.tp) + " (= --tp)",
+                 "train-expert-layout");
+  else if (m.is_moe() && L.etp != L.tp && !folded)
     problems.add("expert layout tp " + n(L.tp) + ", etp " + n(L.etp) + ", ep " + n(L.ep) +
-                     ": the runtime lays its experts out on the expert grid with etp = tp (each routed expert whole "
-                     "on every tp rank, its work repeated there); it trains neither experts folded over tp (etp below "
-                     "tp, Megatron-Core's MoE parallel folding) nor experts split over an etp group",
-                 "use --etp " + n(L.tp) + " (= --tp) for a mixture-of-experts model in train (plan and simulate take "
-                     "--etp " + n(L.etp) + ")",
+                     ": the runtime trains experts whole (etp 1, folded over tp x cp x dp) or replicated on every tp "
+                     "rank (etp = tp); it does not split each expert's MLP over an etp group",
+                 "use --etp 1 (Megatron-Core's default, experts folded) or --etp " + n(L.tp) +
+                     " (= --tp) for a mixture-of-experts model in train (plan and simulate take --etp " + n(L.etp) + ")",
                  "train-expert-layout");
   else if (m.is_moe() && !expert_groups_keep_tp_ranks(L))
     problems.add("expert layout tp " + n(L.tp) + ", etp " + n(L.etp) + ", ep " + n(L.ep) + " in --order " + L.order +
                      ": its ep or edp groups hold ranks of different tp coordinates or stages, where the runtime's "
                      "experts (whole on every tp rank) need each group inside one tp rank's data ranks",
-                 "put tp first in --order, e.g. --order tp-cp-ep-dp-pp (Megatron-Core's default)", "train-expert-layout");
+                 "put tp first in --order, e.g. --order tp-cp-ep-dp-pp (Megatron-Core's default), or use --etp 1 "
+                 "(experts folded over tp)", "train-expert-layout");
   // ZeRO 1-3 train (grad_sync.h, zero_shards.h). ZeRO-3 gathers each unit's fp32 master weights
   // and the stage computes from them directly: there is no bf16 copy of a gathered unit yet.
   if (x.zero >= 3 && x.precision == Precision::BF16)

@@ -47,14 +47,16 @@ RehearsalCheck rehearsal_check(const RunSpec& recipe) {
                                 "rank (the runtime sends the activation each rank holds)");
     x.recipe.pipeline_sends_whole_tensor = true;
   }
-  // The runtime lays experts out on the expert grid at etp = tp (capability.cpp,
-  // train-expert-layout): a plan's folded (etp below tp) or split experts are rehearsed there,
-  // the same ep groups over each tp rank's data ranks, when ep still divides them.
+  // The runtime lays experts out on the expert grid at etp 1 (folded over tp x cp x dp, at ep > 1)
+  // or etp = tp (capability.cpp, train-expert-layout): those are rehearsed as planned; a plan's
+  // split experts (1 < etp) or folded ones without ep are rehearsed at etp = tp, the same ep
+  // groups over each tp rank's data ranks, when ep still divides them.
   Layout& L = r.layout;
-  if (r.model.is_moe() && L.etp != L.tp && L.tp > 0 && L.ep > 0 && (L.cp * L.dp) % L.ep == 0) {
+  const bool trained = L.etp == L.tp || (L.etp == 1 && L.ep > 1);
+  if (r.model.is_moe() && !trained && L.tp > 0 && L.ep > 0 && (L.cp * L.dp) % L.ep == 0) {
     out.substitutions.push_back("expert layout etp " + std::to_string(L.etp) + " -> " + std::to_string(L.tp) +
-                                " (= tp: the runtime keeps each routed expert whole on every tp rank; folded and split "
-                                "experts are issue 48 item 1)");
+                                " (= tp: the runtime keeps each routed expert whole on every tp rank; experts split "
+                                "over an etp group, or folded without ep, are issue 48 item 1)");
     L.etp = L.tp;
   }
   // The runtime's capability check, as `trident train` runs it on CPU ranks (no data, paths or

@@ -240,8 +240,8 @@ TEST(CheckDistRun, selective_recompute_under_flash_reruns_the_attention_or_is_re
 
 // The runtime keeps each routed expert whole on every tp rank and repeats its work there, on the
 // expert grid at etp = tp (ep groups over one tp rank's data ranks): that trains, at tp 1 and at
-// tp 2. Experts folded over tp (etp 1 < tp), split over an etp group other than tp, or an order
-// whose etp = tp grid mixes tp ranks in an ep group are refused by name (issue 48 item 1).
+// tp 2, and folded over tp (etp 1, ep > 1). Experts folded without ep, split over an etp group
+// other than tp, or an order whose etp = tp grid mixes tp ranks in an ep group are refused by name.
 TEST(CheckDistRun, moe_layouts_the_runtime_does_not_lay_out_as_planned_are_refused) {
   auto s = tiny();
   s.run.model.experts = 4;
@@ -253,14 +253,21 @@ TEST(CheckDistRun, moe_layouts_the_runtime_does_not_lay_out_as_planned_are_refus
   EXPECT_EQ(all_problems(s), "");
   s.run.layout = Layout{.tp = 2, .cp = 1, .dp = 2, .pp = 1, .order = "tp-cp-dp-pp", .ep = 1, .etp = 2};
   EXPECT_EQ(all_problems(s), "");
-  for (int64_t ep : {1, 2}) {
+  // Folded over tp (etp 1) at ep 2 and 4: trains (moe_equivalence_test's folded cases).
+  for (int64_t ep : {2, 4}) {
     s.run.layout = Layout{.tp = 2, .cp = 1, .dp = 2, .pp = 1, .order = "tp-cp-ep-dp-pp", .ep = ep, .etp = 1};
-    const std::string text = all_problems(s);
-    EXPECT_NE(text.find("[train-expert-layout]"), std::string::npos) << text;
-    EXPECT_NE(text.find("use --etp 2 (= --tp)"), std::string::npos) << text;
+    EXPECT_EQ(all_problems(s), "") << "ep " << ep;
   }
+  // Folded without ep: no EDP group over tp x dp is built.
+  s.run.layout = Layout{.tp = 2, .cp = 1, .dp = 2, .pp = 1, .order = "tp-cp-ep-dp-pp", .ep = 1, .etp = 1};
+  const std::string no_ep = all_problems(s);
+  EXPECT_NE(no_ep.find("[train-expert-layout]"), std::string::npos) << no_ep;
+  EXPECT_NE(no_ep.find("use --ep 2 or more"), std::string::npos) << no_ep;
+  // Split over an etp group: not trained.
   s.run.layout = Layout{.tp = 1, .cp = 1, .dp = 4, .pp = 1, .order = "tp-cp-ep-dp-pp", .ep = 2, .etp = 2};
-  EXPECT_NE(all_problems(s).find("[train-expert-layout]"), std::string::npos);
+  const std::string split = all_problems(s);
+  EXPECT_NE(split.find("[train-expert-layout]"), std::string::npos) << split;
+  EXPECT_NE(split.find("use --etp 1"), std::string::npos) << split;
   // etp = tp, but ep before tp in the order: the ep group {0, 1} holds both tp ranks of one data rank.
   s.run.layout = Layout{.tp = 2, .cp = 1, .dp = 2, .pp = 1, .order = "ep-tp-dp-pp", .ep = 2, .etp = 2};
   const std::string mixed = all_problems(s);

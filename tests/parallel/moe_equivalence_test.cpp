@@ -149,6 +149,38 @@ TEST(MoeEquivalence, llama_ep2_tp2_drop_matches_single_process) {
   expect_same_as_single_process(c);
 }
 
+// Experts folded over tp (etp 1, Megatron-Core's default and MoE parallel folding): the EP group
+// of Megatron's expert grid mixes tp and dp ranks; each tp rank dispatches only its own T/tp
+// tokens (every tp rank routes the whole micro-batch alike, so the drops are one process's), the
+// experts' gradients reduce over EDP, the router's are the same on every tp rank. "ep 2 over tp
+// 2" puts both tp ranks of a replica in one EP group; "ep 4 over tp 2 x dp 2" all four ranks.
+Case folded(std::string name, int64_t dp, int64_t ep, bool drop = false, bool llama = false) {
+  Case c = moe(std::move(name), dp, ep, 1, drop, llama, 2);
+  c.layout.etp = 1;
+  return c;
+}
+TEST(MoeEquivalence, folded_ep2_over_tp2_matches_single_process) {
+  expect_same_as_single_process(folded("moe folded ep2 over tp2", 1, 2));
+}
+TEST(MoeEquivalence, folded_ep4_over_tp2_dp2_drop_matches_single_process) {
+  expect_same_as_single_process(folded("moe folded ep4 over tp2xdp2 drop", 2, 4, true));
+}
+TEST(MoeEquivalence, llama_folded_ep2_over_tp2_dp2_sequence_parallel_zero1_matches_single_process) {
+  Case c = folded("moe llama folded ep2 over tp2xdp2 sp zero1", 2, 2, false, true);
+  c.sequence_parallel = true, c.zero = 1;
+  expect_same_as_single_process(c);
+}
+TEST(MoeEquivalence, folded_ep2_over_tp2_dp2_shared_experts_zero2_drop_matches_single_process) {
+  Case c = folded("moe folded ep2 over tp2xdp2 shared zero2 drop", 2, 2, true);
+  c.shared_experts = 2, c.zero = 2;
+  expect_same_as_single_process(c);
+}
+TEST(MoeEquivalence, llama_folded_ep4_over_tp2_dp2_zero3_matches_single_process) {
+  Case c = folded("moe llama folded ep4 over tp2xdp2 zero3", 2, 4, false, true);
+  c.zero = 3;
+  expect_same_as_single_process(c);
+}
+
 // Shared experts (one MLP of 2 x 48 columns every token passes besides its top-2): split over
 // tp like the dense MLP (their output and input gradient partial sums in the layer's tp
 // reduction, beside the routed experts' counted once), replicated over ep and reduced over dp.
@@ -241,6 +273,44 @@ TEST(MoeCheckpoint, written_at_ep4_resumes_at_ep2_and_in_one_process) {
 }  // namespace
 
 namespace {
+
+// Expert tensors reshard across folding choices: a checkpoint written with the experts folded
+// over tp 2 x dp 2 (ep 4, etp 1: each rank its 2 experts, the tp ranks different ones) resumes
+// folded at ep 2 over tp 2, at etp = tp (ep 2, experts replicated on both tp ranks) and in one
+// process, each with the uninterrupted one-process losses.
+TEST(MoeCheckpoint, written_folded_over_tp2_dp2_resumes_folded_replicated_and_in_one_process) {
+  constexpr int64_t kSaveAt = kSteps / 2;
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const Case at = folded("moe folded ep4 over tp2xdp2", 2, 4);
+  const std::vector<double>& want = reference(at).losses;
+  const std::string dir = "moe_resume_folded.ckpt";
+  {
+    Result r = start(at, MPI_COMM_WORLD);
+    r.run(at, 0, kSaveAt);
+    trident::parallel::save_checkpoint(*r.trainer, r.groups, dir, {{"step", kSaveAt}}, r.losses.back());
+  }
+  for (const Case& c : {folded("folded ep2 over tp2", 1, 2), moe("ep2 x tp2 (etp 2)", 2, 2, 1, false, false, 2),
+                        moe("one process", 1, 1, 1)}) {
+    const int w = int(c.layout.world_size());
+    MPI_Comm base = MPI_COMM_NULL;
+    if (w > 1) MPI_Comm_split(MPI_COMM_WORLD, rank < w ? 0 : MPI_UNDEFINED, rank, &base);
+    if (rank < w) {
+      Result r = start(c, base);
+      trident::parallel::load_checkpoint(*r.trainer, trident::checkpoint::CheckpointReader(dir));
+      r.run(c, kSaveAt, kSteps);
+      double worst = 0;
+      for (size_t i = 0; i < r.losses.size(); ++i) {
+        const double expect = want[size_t(kSaveAt) + i];
+        EXPECT_NEAR(r.losses[i], expect, 1e-5 * std::abs(expect)) << c.name << " step " << kSaveAt + int64_t(i);
+        worst = std::max(worst, std::abs(r.losses[i] - expect) / std::abs(expect));
+      }
+      if (rank == 0) std::printf("[ resume  ] folded ep4 -> %-20s max relative loss error: %.2e\n", c.name.c_str(), worst);
+      if (base != MPI_COMM_NULL) MPI_Comm_free(&base);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+}
 
 // The shared experts' tensors are split over tp: a checkpoint written at ep 2 x tp 2 (each tp
 // rank writing its columns) resumes in one process with the uninterrupted losses.

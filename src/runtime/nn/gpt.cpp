@@ -236,6 +236,9 @@ void check_stage(const Kernels& k, const Shard& s, const StageConfig& c) {
   if (s.has_moe() && s.model.experts % s.ep_size != 0)
     throw std::invalid_argument("GptStage: ep_size " + std::to_string(s.ep_size) + " must divide the " +
                                 std::to_string(s.model.experts) + " experts");
+  if (s.experts_folded && (!c.tp || c.tp->size() != s.tp_size || s.tp_size < 2))
+    throw std::invalid_argument("GptStage: folded experts need the tp group (tp_size " + std::to_string(s.tp_size) +
+                                " > 1)");
   if (s.has_shared_experts() && (s.model.shared_experts * s.expert_ffn()) % s.tp_size != 0)
     throw std::invalid_argument("GptStage: tp_size " + std::to_string(s.tp_size) + " must divide the shared experts' " +
                                 std::to_string(s.model.shared_experts * s.expert_ffn()) + " columns");

@@ -357,6 +357,7 @@ class GptStage {
   void moe_mlp_weights(const LayerActs& x, const LayerParams& p);
   // Expert e (local index) on received rows [first, first + n).
   void moe_expert_forward(const MoeActs& m, const LayerParams& p, int64_t e, int64_t first, int64_t n);
+  std::vector<uint8_t> own_tokens() const;  // folded experts: this tp rank's tokens [N]
   void replicated_once(const Tensor& t);  // zeros on tp ranks other than the lead (the experts are replicated over tp)
   void moe_expert_backward(const MoeActs& m, const LayerParams& p, int64_t e, int64_t first, int64_t n);
   // Runs f(local expert, first received row, rows) over the received chunks (rank-major).

@@ -9,6 +9,12 @@
 // with one all-to-all (variable counts), q runs its experts on what it received, chunk by
 // (source rank, local expert), and a second all-to-all brings the outputs back; the backward
 // moves the output gradients there and the input gradients back the same way.
+//
+// Folded experts (Shard::experts_folded, etp 1 under tp > 1): the EP group may mix tp and dp
+// ranks. Every tp rank routes the whole micro-batch alike (the router is N x E, small; the
+// drops and auxiliary losses are then one process's), but dispatches only its own tokens'
+// assignments (own_tokens), so each expert row is computed once in the tp group. The combine
+// weights' gradients are summed over tp before the router's backward.
 #include <cstring>
 
 #include "runtime/nn/gpt.h"
@@ -88,6 +94,7 @@ void GptStage::moe_forward(const MoeActs& m, const LayerParams& p, const Tensor&
     r = route_tokens(host.data(), N, E, k, s.moe);
   }
   if (moe_cp_) moe_whole_batch_aux(r);
+  if (s.experts_folded) keep_own_rows(r, own_tokens());
   moe_exchange_counts(r);
   upload(k_, m.rows, r.token);
   upload(k_, m.pos, r.pos);
@@ -98,7 +105,18 @@ void GptStage::moe_forward(const MoeActs& m, const LayerParams& p, const Tensor&
   moe_chunks(r, [&](int64_t e, int64_t first, int64_t n) { moe_expert_forward(m, p, e, first, n); });
   moe_move(m.yr, m.ys, r, true);
   k_.combine_rows(out, m.ys, m.pos, m.weight, N, k, C);
-  replicated_once(out.slice(0, size_t(N * C)));
+  if (!s.experts_folded) replicated_once(out.slice(0, size_t(N * C)));
+}
+
+// Folded experts: this tp rank's tokens, its sequence-parallel rows (b, tp_rank T/tp + t) of the
+// micro-batch (without sequence parallelism the same slice). Its expert output rows are its
+// tokens', zeros elsewhere: the layer's tp reduction puts each token's sum together, exactly.
+std::vector<uint8_t> GptStage::own_tokens() const {
+  const Shard& s = shard();
+  const int64_t N = this->N(), tp = s.tp_size;
+  std::vector<uint8_t> mine(static_cast<size_t>(N));
+  for (int64_t t = 0; t < N; ++t) mine[size_t(t)] = (t % T_) * tp / T_ == s.tp_rank;
+  return mine;
 }
 
 // The layer's MLP when it is a MoE layer. The shared experts run first: under sequence
@@ -216,8 +234,8 @@ std::vector<uint8_t> GptStage::moe_cp_keep(const MoeRouting& r, int64_t capacity
   return keep;
 }
 
-// Tensor parallelism splits attention only: every tp rank routes the same (whole) rows through
-// the same replicated experts. The layer's row reduction that follows (all-reduce, or
+// Tensor parallelism at etp = tp (experts not folded): every tp rank routes the same (whole) rows
+// through the same replicated experts. The layer's row reduction that follows (all-reduce, or
 // reduce-scatter under sequence parallelism) sums the tp ranks, so only the lead keeps its
 // result and the others give zeros: the sum is the result once, exactly.
 void GptStage::replicated_once(const Tensor& t) {
@@ -265,6 +283,14 @@ void GptStage::moe_backward(const MoeActs& m, const LayerParams& p, const Tensor
       dlogits(static_cast<size_t>(N * E));
   if (M > 0) k_.to_host(dots.data(), moe_dots_, size_t(M));
   for (int64_t i = 0; i < M; ++i) dweight[size_t(r.slot[size_t(i)])] = dots[size_t(i)];
+  if (s.experts_folded) {
+    // Each tp rank has its tokens' combine-weight gradients (zeros for the others'): summed over
+    // tp (exact), every tp rank holds the whole micro-batch's, its router gradient the same.
+    float* buf = moe_f32_;  // [N E] >= [N k], through device memory for a device group
+    k_.from_host(buf, dweight.data(), dweight.size());
+    tp_->all_reduce(buf, dweight.size(), comm::DType::F32, comm::ReduceOp::Sum);
+    k_.to_host(dweight.data(), buf, dweight.size());
+  }
   route_backward(r, dweight.data(), moe_aux_weight_, s.moe, dlogits.data());
   k_.from_host(moe_f32_, dlogits.data(), dlogits.size());
   const Tensor dlog = moe_logits_.slice(0, size_t(N * E));
@@ -274,8 +300,14 @@ void GptStage::moe_backward(const MoeActs& m, const LayerParams& p, const Tensor
   // Under sequence parallelism inp is this rank's rows: gathered now, into the buffer dout came
   // in (read for the last time above).
   k_.linear_backward(dx, wgrad(p.router_w), nullptr, dlog, winput_rows(inp), W(p.router_w, E * C), N, C, E);
-  k_.add_inplace(dinp.slice(0, size_t(N * C)), dx);
-  replicated_once(dinp.slice(0, size_t(N * C)));
+  // The router's input gradient is the same on every tp rank: counted once in the layer's tp
+  // reduction (the lead's), as are replicated experts' (folded ones give their own tokens' rows).
+  if (!s.experts_folded) {
+    k_.add_inplace(dinp.slice(0, size_t(N * C)), dx);
+    replicated_once(dinp.slice(0, size_t(N * C)));
+  } else if (tp_lead()) {
+    k_.add_inplace(dinp.slice(0, size_t(N * C)), dx);
+  }
 }
 
 // The weight pass of a split backward (ZB-H1): the router's, the routed experts' and the shared

@@ -67,7 +67,7 @@ void place_rows(MoeRouting& r, const std::vector<uint8_t>& keep, int64_t capacit
   const int64_t N = r.N, E = r.E, k = r.k;
   r.capacity = capacity;
   r.dropped = 0;
-  r.pos.assign(size_t(N * k), -1);
+  r.pos.assign(size_t(N * k), kDropped);
   r.token.clear(), r.slot.clear(), r.row_weight.clear();
   // Expert-order rows: expert by expert, its kept assignments in token order.
   std::vector<std::vector<int32_t>> by_expert(static_cast<size_t>(E));
@@ -87,6 +87,25 @@ void place_rows(MoeRouting& r, const std::vector<uint8_t>& keep, int64_t capacit
   }
   const std::vector<double> sums = aux_sums(r);
   set_aux_losses(r, r.routed, std::vector<double>(sums.begin(), sums.end() - 1), sums.back(), N, o);
+}
+
+void keep_own_rows(MoeRouting& r, const std::vector<uint8_t>& mine) {
+  std::vector<int32_t> token, slot;
+  std::vector<float> row_weight;
+  std::vector<int64_t> offset(size_t(r.E + 1), 0);
+  for (int64_t e = 0; e < r.E; ++e) {
+    for (int64_t i = r.offset[size_t(e)]; i < r.offset[size_t(e + 1)]; ++i) {
+      const int32_t s = r.slot[size_t(i)];
+      if (!mine[size_t(r.token[size_t(i)])]) {
+        r.pos[size_t(s)] = kOtherRank;
+        continue;
+      }
+      r.pos[size_t(s)] = int32_t(token.size());
+      token.push_back(r.token[size_t(i)]), slot.push_back(s), row_weight.push_back(r.row_weight[size_t(i)]);
+    }
+    offset[size_t(e + 1)] = int64_t(token.size());
+  }
+  r.token = std::move(token), r.slot = std::move(slot), r.row_weight = std::move(row_weight), r.offset = std::move(offset);
 }
 
 std::vector<double> aux_sums(const MoeRouting& r) {

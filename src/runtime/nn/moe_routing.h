@@ -42,7 +42,8 @@ struct MoeRouting {
   std::vector<float> lse;          // [N] log-sum-exp of each token's logits
   std::vector<int32_t> expert;     // [N k] chosen experts, best first
   std::vector<float> weight;       // [N k] combine weights
-  std::vector<int32_t> pos;        // [N k] the assignment's row in expert order, -1 when dropped
+  std::vector<int32_t> pos;        // [N k] the assignment's row in expert order, kDropped (-1) when
+                                   // dropped, kOtherRank (-2) when another tp rank dispatches it (folded)
   std::vector<int32_t> token;      // [M] token of each expert-order row
   std::vector<int32_t> slot;       // [M] t k + j of each expert-order row
   std::vector<float> row_weight;   // [M] combine weight of each expert-order row
@@ -62,6 +63,10 @@ struct MoeRouting {
   int64_t rows() const { return int64_t(token.size()); }
 };
 
+// pos of an assignment no expert row holds here: dropped at the capacity, or kept but dispatched
+// by another tp rank (folded experts, keep_own_rows). Kernels skip every negative pos.
+constexpr int32_t kDropped = -1, kOtherRank = -2;
+
 // Routes N tokens over E experts from their logits [N, E] (fp32, host): score_tokens, then
 // keep_first at capacity_of(N, ...), then place_rows.
 MoeRouting route_tokens(const float* logits, int64_t N, int64_t E, int64_t k, const MoeOptions& o);
@@ -75,6 +80,12 @@ std::vector<uint8_t> keep_first(const std::vector<int32_t>& expert, int64_t E, i
 // The expert-order rows of r's kept assignments (keep: r.N k flags), the dropped count and the
 // auxiliary losses of r's tokens.
 void place_rows(MoeRouting& r, const std::vector<uint8_t>& keep, int64_t capacity, const MoeOptions& o);
+
+// Folded experts (etp 1 under tp > 1, Megatron-Core's MoE parallel folding): every tp rank routes
+// the whole micro-batch alike (the routing, its drops and auxiliary losses are one process's),
+// but dispatches only the assignments of its own tokens (mine: [N] flags). Keeps those expert-order
+// rows in their order, recomputes offset and renumbers pos (the others' assignments: kOtherRank).
+void keep_own_rows(MoeRouting& r, const std::vector<uint8_t>& mine);
 
 // Sets r's auxiliary losses (load balancing and z-loss, with their coefficients) from the whole
 // micro-batch's sums: assignments per expert, scores per expert, squared log-sum-exps, tokens.

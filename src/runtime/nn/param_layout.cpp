@@ -35,14 +35,16 @@ void ParamLayout::add_experts(LayerParams& lp, const std::string& p) {
     lp.shared_proj_w = add(p + "shared.fc_proj_w", C, Fs, ParamKind::Matrix, tp);
     if (!s.llama()) lp.shared_proj_b = add(p + "shared.fc_proj_b", C, 1, ParamKind::Bias, false);
   }
+  // Folded, tp ranks hold different experts (or EDP replicas): each counts once as its own.
+  const bool own = tp && s.experts_folded;
   if (s.llama()) {
-    lp.fc_w = add(p + "experts.gate_up_w", E * 2 * F, C, ParamKind::Matrix, false);
+    lp.fc_w = add(p + "experts.gate_up_w", E * 2 * F, C, ParamKind::Matrix, own);
   } else {
-    lp.fc_w = add(p + "experts.fc_w", E * F, C, ParamKind::Matrix, false);
-    lp.fc_b = add(p + "experts.fc_b", E * F, 1, ParamKind::Bias, false);
+    lp.fc_w = add(p + "experts.fc_w", E * F, C, ParamKind::Matrix, own);
+    lp.fc_b = add(p + "experts.fc_b", E * F, 1, ParamKind::Bias, own);
   }
-  lp.fc_proj_w = add(p + "experts.fc_proj_w", E * C, F, ParamKind::Matrix, false);
-  if (!s.llama()) lp.fc_proj_b = add(p + "experts.fc_proj_b", E * C, 1, ParamKind::Bias, false);
+  lp.fc_proj_w = add(p + "experts.fc_proj_w", E * C, F, ParamKind::Matrix, own);
+  if (!s.llama()) lp.fc_proj_b = add(p + "experts.fc_proj_b", E * C, 1, ParamKind::Bias, own);
   for (auto it = tensors_.rbegin(); it != tensors_.rend() && it->offset >= lp.fc_w; ++it) it->expert = true;
 }
 

@@ -23,7 +23,8 @@
 // experts.fc_w [E F, C], experts.fc_b [E F], experts.fc_proj_w [E C, F], experts.fc_proj_b [E C];
 // Llama experts.gate_up_w [E 2F, C] (each expert's gate rows then up rows), experts.fc_proj_w
 // [E C, F] (F = expert_ffn_hidden). Experts are replicated over tp (tensor parallelism splits
-// attention only); under expert parallelism a shard stacks its E/ep experts only (rows
+// attention only) unless folded (Shard::experts_folded: each tp rank its EP position's, tp_copies
+// 1); under expert parallelism a shard stacks its E/ep experts only (rows
 // ep_rank x its rows onward of the logical tensor). Shared experts, where the model has them,
 // come between the router and the routed experts as one MLP of Fs = shared x expert_ffn_hidden
 // columns, split over tp like the dense MLP and reduced over dp like it: GPT shared.fc_w [Fs, C],
@@ -59,6 +60,11 @@ struct Shard {
   MoeOptions moe;           // router settings (mixture-of-experts models)
   int64_t ep_size = 1;      // expert parallel: this rank holds experts [ep_rank E/ep, (ep_rank+1) E/ep)
   int64_t ep_rank = 0;
+  // Folded experts (etp 1 under tp > 1, Megatron-Core's MoE parallel folding): the EP group may
+  // mix tp ranks, so each tp rank holds its own EP position's experts (not a replica of the tp
+  // lead's) and dispatches only its own tokens' assignments; false: every tp rank holds the same
+  // experts and the lead's work counts (etp = tp).
+  bool experts_folded = false;
 
   static Shard whole(const ModelSpec& m) { Shard s; s.model = m; s.last_layer = m.layers; return s; }
   int64_t end_layer() const { return last_layer < 0 ? model.layers : last_layer; }

@@ -151,7 +151,10 @@ void AsyncSaver::begin(const nlohmann::json& meta, double loss, bool snapshot) {
   auto f = std::make_unique<Flight>();
   f->meta = meta;
   f->t0 = std::chrono::steady_clock::now();
-  f->writer = g.expert_grads().rank() == 0;
+  // The first rank of each EDP group writes its experts, of each dp x cp group its dense tensors
+  // (with experts folded over tp the two need not coincide).
+  const bool expert_writer = g.expert_grads().rank() == 0, dense_writer = g.dense_grads().rank() == 0;
+  f->writer = expert_writer || dense_writer;
   // Whole parameters and moments of every chunk: the trainer's own host buffers where it holds
   // them whole (CPU, no ZeRO sharding), copied into the snapshot when training goes on during
   // the write (else written in place); elsewhere copies gathered over DP (a collective: every
@@ -200,13 +203,12 @@ void AsyncSaver::begin(const nlohmann::json& meta, double loss, bool snapshot) {
   // EP rank of replica 0 its own experts).
   for (int which = 0; which < 2; ++which)
     for (int64_t c = 0; c < chunks; ++c) whole(c, which);
-  const bool dense_writer = g.dense_grads().rank() == 0;
   if (f->writer)
     for (int64_t c = 0; c < chunks; ++c) {
       const nn::ParamLayout& L = t.chunk_layout(c);
       for (const auto& view : L.tensors()) {
         const checkpoint::LogicalSlice s = checkpoint::logical_slice(L.shard(), view);
-        if (!s.primary || !(view.expert || dense_writer)) continue;
+        if (!s.primary || !(view.expert ? expert_writer : dense_writer)) continue;
         for (const auto& b : s.blocks)
           for (int which = -1; which < 2; ++which)
             f->blocks.push_back({which < 0 ? s.name : kMoment[which] + s.name, s.rows, s.cols, b.row, b.col, b.rows,

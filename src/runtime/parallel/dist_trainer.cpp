@@ -171,6 +171,10 @@ DistTrainer::DistTrainer(const RunSpec& run, ProcessGroups& groups, const BatchS
     shard.moe.capacity_factor = run.model.capacity_factor;
     // Expert parallel: this rank holds its EP group position's experts (ParamLayout's stacking).
     if (groups.ep) shard.ep_size = groups.ep->size(), shard.ep_rank = groups.ep->rank();
+    // etp 1 under tp > 1: the experts folded over tp (the EP group from the Mesh mixes tp ranks).
+    shard.experts_folded = run.model.is_moe() && run.layout.tp > 1 && run.layout.etp == 1;
+    if (shard.experts_folded && !groups.edp)  // capability's train-expert-layout says it first
+      throw std::logic_error("DistTrainer: experts folded over tp need the EDP group (ep > 1)");
     // ZB-H1 runs the backward in its two halves, as the schedule lists them.
     const bool split = run.exec.schedule == ScheduleKind::ZeroBubbleH1;
     // The DP sync first: under ZeRO-2/3 it holds the stage's gradients (and weights) by unit.
@@ -628,7 +632,7 @@ void DistTrainer::Impl::count_routing(RoutingStats& r, const Chunk& ch, nn::Acti
     // sequence is its position context.position(j)) and its place j among the token's k.
     const int64_t k = route->k, local = context.local();
     for (int64_t a = 0; a < int64_t(route->pos.size()); ++a) {
-      if (route->pos[size_t(a)] >= 0) continue;
+      if (route->pos[size_t(a)] != nn::kDropped) continue;
       const int64_t t = a / k, token = first_token + (t / local) * T + context.position(t % local);
       r.dropped_ids[at] += int64_t(nn::mix64(uint64_t(token * k + a % k)) >> 32);
     }
