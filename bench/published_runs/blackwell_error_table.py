@@ -47,6 +47,11 @@ MISSING_MODEL = {
     "deepseek-v4-flash": "its architecture (no authoritative config collected)",
 }
 SYSTEMS = {"DGX-B200": ("dgx-b200", 8), "DGX-GB200": ("gb200-nvl72", 4)}
+# Hosts per NVLink domain: NVIDIA's pages do not say how the GB200 trays group into racks; as
+# data/calibration (README, nemo-gb200-llama31-405b) and examples/llama3-405b-gb200-nvl72.toml,
+# 16 trays (64 GPUs) per rack, so that ep 32 / 64 groups tile the racks (the NVL72's 72 GPUs are
+# 18 trays; jobs use 16 of them).
+HOSTS_PER_NVLINK_DOMAIN = {"DGX-B200": 1, "DGX-GB200": 16}
 # Published precision -> Trident's, and the note when it is an approximation.
 PRECISIONS = {
     "BF16": ("bf16", ""),
@@ -106,7 +111,7 @@ def arguments(row, s):
     args = [*model_args, "--seq-len", row["seq_len"], "--cluster", cluster, "--nodes", str(max(gpus // per_node, 1)),
             "--tp", str(tp), "--pp", str(pp), "--cp", str(cp), "--dp", str(dp), "--ep", str(ep),
             "--global-batch-size", row["gbs"], "--micro-batch-size", row["mbs"], "--precision", precision,
-            "--stack", "megatron-core-te"]
+            "--stack", "megatron-core-te", "--hosts-per-nvlink-domain", str(HOSTS_PER_NVLINK_DOMAIN[row["system"]])]
     if gpus % per_node:
         notes.append(f"{gpus} GPUs are not whole {cluster} nodes of {per_node}")
     if pp > 1:

@@ -311,7 +311,8 @@ std::vector<StageTime> stage_times(const ModelSpec& full, const ExecutionSpec& e
   const CpComm cpc = cp_comm_per_layer(full, e, in.tp, in.cp, in.cp_link, lc.block_attention_s,
                                        lc.block_attention_backward_s, c);
   const ModelSpec m = per_rank_sequence(full, in.cp);  // per-token terms below see s / cp
-  const EpComm epc = ep_comm_per_layer(m, e, in.ep, in.ep_link, c, in.tp, in.etp, in.etp_link);
+  const EpComm epc = ep_comm_per_layer(m, e, in.ep, EpLinks(in.ep_link, in.ep_members_in_domain, in.ep_domain_link), c,
+                                       in.tp, in.etp, in.etp_link);
   const EpWait epw = ep_wait_per_layer(m, e, in.ep, lc.moe_routed_s);
   const TpComm tc = tp_comm_per_layer(m, e, in.tp, in.tp_link, c);
   const PpComm pc = pp_comm_per_message(m, e, in.tp, in.pp_link, in.tp_link, c);

@@ -230,6 +230,10 @@ struct StageInputs {
   GroupLink cp_link, ep_link;
   int64_t etp = 1;  // expert tensor parallel (the expert grid's, core/mesh.h)
   GroupLink etp_link;
+  // The ep group's members in one NVLink domain and the NVLink between them (plan::ep_links):
+  // its all-to-all is hierarchical when the group leaves its domain; 0: all on ep_link.
+  int64_t ep_members_in_domain = 0;
+  GroupLink ep_domain_link;
 };
 std::vector<StageTime> stage_times(const ModelSpec& model, const ExecutionSpec& exec, const StageInputs& in,
                                    const GpuSpec& gpu, const CostConstants& c);

@@ -30,6 +30,22 @@ int64_t most_in_one_domain(int64_t rho, int64_t s, int64_t n, int64_t b) {
   return most;
 }
 
+// Fewest members of {rho + j s : j < n} in one of the domains of b GPUs it touches (a walk of
+// its n members: evaluated once per residue rho, at most b of them).
+int64_t fewest_in_one_domain(int64_t rho, int64_t s, int64_t n, int64_t b) {
+  int64_t fewest = n, run = 0, prev = -1;
+  for (int64_t j = 0; j < n; ++j) {
+    const int64_t domain = (rho + j * s) / b;
+    if (domain != prev && prev >= 0) {
+      fewest = std::min(fewest, run);
+      run = 0;
+    }
+    prev = domain;
+    ++run;
+  }
+  return std::min(fewest, run);
+}
+
 // Groups {r + j s : j < n} starting at r = hi s n + lo (lo < s): r mod b repeats in hi with
 // period b / gcd(s n, b), and lo takes fewer than b values once s < b.
 DimLink stride_dim_link(const Mesh& mesh, Dim dim, const ClusterSpec& cluster, int64_t s) {
@@ -39,6 +55,7 @@ DimLink stride_dim_link(const Mesh& mesh, Dim dim, const ClusterSpec& cluster, i
   int64_t first_crossing = -1;
   if (n > 1 && s >= b) {  // every member in its own domain
     out.groups_crossing_domains = out.groups;
+    out.fewest_members_in_domain = 1;
     first_crossing = 0;
   } else if (n > 1) {
     const int64_t blocks = world / (s * n), period = b / std::gcd(s * n, b);
@@ -51,6 +68,9 @@ DimLink stride_dim_link(const Mesh& mesh, Dim dim, const ClusterSpec& cluster, i
         out.members_per_node = std::max(out.members_per_node, most[size_t(rho)]);
         if (rho + (n - 1) * s >= b) {
           out.groups_crossing_domains += copies;
+          const int64_t fewest = fewest_in_one_domain(rho, s, n, b);
+          out.fewest_members_in_domain =
+              out.fewest_members_in_domain > 0 ? std::min(out.fewest_members_in_domain, fewest) : fewest;
           if (first_crossing < 0) first_crossing = r;  // hi and lo ascend: the lowest rank
         }
       }

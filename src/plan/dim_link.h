@@ -20,6 +20,10 @@ struct DimLink {
   GroupLink link;
   int64_t members_per_node = 1;  // largest number of the group's GPUs sharing a node (NVLink domain)
   int64_t groups_crossing_domains = 0;  // groups that leave their NVLink domain (a node, unless it spans hosts)
+  // Of the groups that leave their domain, the fewest members one of them has in one domain: the
+  // NVLink peers (+ 1) of the rank that sends most over the network (an all-to-all waits for it).
+  // Progression groups only (0 when none crosses, or for a DCP group that is not a progression).
+  int64_t fewest_members_in_domain = 0;
   int64_t groups = 0;
 };
 // The link is the first group (lowest rank; for DCP the lowest group index) that leaves its

@@ -79,7 +79,9 @@ void time_pipeline(Estimate& e, const Links& links, const CostConstants& c) {
   const ExecutionSpec& x = run.exec;
   const Layout& l = run.layout;
   const int64_t v = x.schedule == ScheduleKind::Interleaved ? x.virtual_stages : 1;
-  StageInputs in{l.tp, l.pp, links.tp.link, links.pp.link, l.cp, l.ep, links.cp.link, links.ep.link, l.etp, links.etp.link};
+  const EpLinks epl = ep_links(links.ep, run.cluster);
+  StageInputs in{l.tp, l.pp, links.tp.link, links.pp.link, l.cp, l.ep, links.cp.link, links.ep.link, l.etp, links.etp.link,
+                 epl.members_in_domain, epl.domain_link};
   e.stages = stage_times(m, x, in, run.cluster.gpu, c);
   // ZeRO-3 / FSDP traffic runs inside each layer's passes: part of every stage's time per
   // micro-batch (so the pipeline's fill and drain carry it too), as the simulator plays it.
@@ -109,7 +111,7 @@ void time_pipeline(Estimate& e, const Links& links, const CostConstants& c) {
   if (l.cp > 1 || l.ep > 1 || l.etp > 1) {  // the same calls stage_times makes, kept for the report
     const LayerCompute lc = layer_compute(m, x, l.tp, run.cluster.gpu, c, l.cp, l.ep, l.etp);
     e.cp_ring = cp_comm_per_layer(m, x, l.tp, l.cp, links.cp.link, lc.block_attention_s, lc.block_attention_backward_s, c);
-    e.ep_alltoall = ep_comm_per_layer(per_rank_sequence(m, l.cp), x, l.ep, links.ep.link, c, l.tp, l.etp, links.etp.link);
+    e.ep_alltoall = ep_comm_per_layer(per_rank_sequence(m, l.cp), x, l.ep, epl, c, l.tp, l.etp, links.etp.link);
     e.ep_wait = ep_wait_per_layer(m, x, l.ep, lc.moe_routed_s);
   }
   if (l.pp > 1) e.pp_message = pp_comm_per_message(per_rank_sequence(m, l.cp), x, l.tp, links.pp.link, links.tp.link, c);

@@ -57,7 +57,46 @@ double alltoall_time_s(double bytes, int64_t n, const GroupLink& link, const Cos
   return double(n - 1) * alltoall_latency_s(link, c) + double(n - 1) / double(n) * bytes / bw;
 }
 
-EpComm ep_comm_per_layer(const ModelSpec& m, const ExecutionSpec& e, int64_t ep, const GroupLink& link,
+EpLinks ep_links(const DimLink& ep, const ClusterSpec& cluster) {
+  if (!ep.link.crosses_domains()) return EpLinks(ep.link);
+  GroupLink nvlink;
+  nvlink.kind = cluster.intra.kind;
+  nvlink.bandwidth_Bps = cluster.intra.bandwidth_Bps;
+  nvlink.latency_s = cluster.intra.latency_s;
+  nvlink.nodes = nvlink.domains = 1;
+  // The slowest rank's NVLink peers (+ 1): where the groups tile the domains unevenly some rank
+  // has fewer of them than the most a group has in one domain.
+  const int64_t g = ep.fewest_members_in_domain > 0 ? ep.fewest_members_in_domain : ep.members_per_node;
+  return EpLinks(ep.link, g, nvlink);
+}
+
+AlltoallTime hierarchical_alltoall(double bytes, int64_t n, const EpLinks& links, const CostConstants& c) {
+  AlltoallTime a;
+  a.n = std::max<int64_t>(n, 1);
+  const int64_t g = links.members_in_domain > 0 && links.domain_link.bandwidth_Bps > 0
+                        ? std::min(links.members_in_domain, a.n) : a.n;
+  a.g = g;
+  if (n <= 1 || bytes <= 0) return a;
+  if (g >= n) {  // every peer on the group's own link
+    a.total_s = alltoall_time_s(bytes, n, links.link, c);
+    const bool network = links.link.kind == LinkKind::InfiniBand || links.link.kind == LinkKind::Ethernet;
+    (network ? a.network_bytes : a.nvlink_bytes) = double(n - 1) / double(n) * bytes;
+    a.latency_s = double(n - 1) * alltoall_latency_s(links.link, c);
+    (network ? a.network_s : a.nvlink_s) = a.total_s - a.latency_s;
+    return a;
+  }
+  const double nvlink_bw = links.domain_link.bandwidth_Bps * alltoall_efficiency(links.domain_link, c);
+  const double network_bw = links.link.bandwidth_Bps * alltoall_efficiency(links.link, c);
+  a.nvlink_bytes = double(g - 1) / double(n) * bytes;
+  a.network_bytes = double(n - g) / double(n) * bytes;
+  a.nvlink_s = a.nvlink_bytes / nvlink_bw;
+  a.network_s = a.network_bytes / network_bw;
+  a.latency_s = double(g - 1) * alltoall_latency_s(links.domain_link, c) + double(n - g) * alltoall_latency_s(links.link, c);
+  a.total_s = a.latency_s + std::max(a.nvlink_s, a.network_s);
+  return a;
+}
+
+EpComm ep_comm_per_layer(const ModelSpec& m, const ExecutionSpec& e, int64_t ep, const EpLinks& links,
                          const CostConstants& c, int64_t tp, int64_t etp, const GroupLink& etp_link) {
   EpComm ec;
   if (!m.is_moe() || (ep <= 1 && etp <= 1)) return ec;
@@ -69,8 +108,9 @@ EpComm ep_comm_per_layer(const ModelSpec& m, const ExecutionSpec& e, int64_t ep,
   // The most loaded rank receives (dispatch) and sends back (combine) moe_load_imbalance times the
   // mean rows: the call lasts as long as its share of the wire.
   ec.load_imbalance = std::max(1.0, m.moe_load_imbalance);
-  ec.alltoall_s = alltoall_time_s(ec.message_bytes * ec.load_imbalance, ep, link, c);
-  ec.count_exchange_s = alltoall_time_s(double(m.experts) * 4, ep, link, c);
+  ec.alltoall = hierarchical_alltoall(ec.message_bytes * ec.load_imbalance, ep, links, c);
+  ec.alltoall_s = ec.alltoall.total_s;
+  ec.count_exchange_s = hierarchical_alltoall(double(m.experts) * 4, ep, links, c).total_s;
   if (etp > 1) {
     ec.etp_gather_bytes = double(etp) * ec.message_bytes * ec.load_imbalance;
     ec.etp_gather_s = ring_allgather_time_s(ec.etp_gather_bytes, etp, etp_link, c);

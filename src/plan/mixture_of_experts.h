@@ -26,6 +26,7 @@
 #include "core/mesh.h"
 #include "core/model_spec.h"
 #include "plan/cost_model.h"
+#include "plan/dim_link.h"
 
 namespace trident::plan {
 
@@ -57,10 +58,39 @@ double alltoall_latency_s(const GroupLink& link, const CostConstants& c);
 // sets it (above 0), else the link's collective share (nvlink, pcie or network_efficiency).
 double alltoall_efficiency(const GroupLink& link, const CostConstants& c);
 
+// The ep group's links as its all-to-all uses them: NVLink between the g members that share an
+// NVLink domain (a DGX node of 8, a GB200 NVL72 rack), the network between domains.
+struct EpLinks {
+  GroupLink link;                 // the slowest group's: the network (per-GPU share) when it leaves its domain
+  int64_t members_in_domain = 0;  // g: its members in one NVLink domain (0: every peer on `link`)
+  GroupLink domain_link;          // between the g members of one domain (the cluster's intra link)
+  EpLinks() = default;
+  EpLinks(const GroupLink& l) : link(l) {}  // NOLINT: one link for every peer
+  EpLinks(const GroupLink& l, int64_t g, const GroupLink& d) : link(l), members_in_domain(g), domain_link(d) {}
+};
+// g: the fewest members a crossing ep group has in one domain (DimLink::fewest_members_in_domain:
+// the rank that sends most over the network, which the all-to-all waits for); where the groups
+// tile the domains evenly (ep 64 on 8-GPU nodes, ep 32 in a 64-GPU rack) every rank has g.
+EpLinks ep_links(const DimLink& ep, const ClusterSpec& cluster);
+
+// Hierarchical all-to-all of an S-byte send buffer over n ranks, g of them in the sender's NVLink
+// domain: (g-1)/n of S goes over NVLink, (n-g)/n over the network, both at once:
+// time = (g-1) alpha_nvlink + (n-g) alpha_network + max((g-1)/n S / nvlink bw, (n-g)/n S / network bw).
+// A group inside one domain (g = n, or no domain link): alltoall_time_s on its link.
+struct AlltoallTime {
+  int64_t n = 1, g = 1;
+  double nvlink_bytes = 0, network_bytes = 0;  // what one rank sends on each
+  double nvlink_s = 0, network_s = 0;          // their wire times (the larger counts)
+  double latency_s = 0;                        // (g-1) alpha_nvlink + (n-g) alpha_network
+  double total_s = 0;
+};
+AlltoallTime hierarchical_alltoall(double bytes, int64_t n, const EpLinks& links, const CostConstants& c);
+
 struct EpComm {
   double message_bytes = 0;   // token copies one GPU sends: T / tp x k x h x element bytes (its own tokens)
   double load_imbalance = 1;  // moe_load_imbalance: the busiest rank moves that many times its share of them
   double alltoall_s = 0;      // one all-to-all on the ep link, the busiest rank's bytes
+  AlltoallTime alltoall;      // its parts: NVLink inside the domain, network between (hierarchical_alltoall)
   int64_t forward_alltoalls = 0;   // dispatch + combine
   int64_t backward_alltoalls = 0;  // their gradients, and the recomputed forward ones
   // Before each dispatch (forward, and the recomputed one) the ranks exchange how many rows each
@@ -75,7 +105,7 @@ struct EpComm {
   double forward_s = 0;       // per layer, MoE share included
   double backward_s = 0;
 };
-EpComm ep_comm_per_layer(const ModelSpec& model, const ExecutionSpec& exec, int64_t ep, const GroupLink& link,
+EpComm ep_comm_per_layer(const ModelSpec& model, const ExecutionSpec& exec, int64_t ep, const EpLinks& links,
                          const CostConstants& c, int64_t tp = 1, int64_t etp = 1, const GroupLink& etp_link = {});
 
 // Load imbalance (ModelSpec::moe_load_imbalance = x, ep > 1): the most loaded ep rank's experts

@@ -186,6 +186,12 @@ json candidate_json(const RunSpec& run, const Estimate* e, const std::vector<Fin
       const EpComm& ea = e->ep_alltoall;  // one MoE layer, one micro-batch
       j["ep_alltoall"] = {{"message_bytes", ea.message_bytes},
                           {"alltoall_s", round9(ea.alltoall_s)},
+                          {"hierarchical", {{"ranks", ea.alltoall.n}, {"members_in_domain", ea.alltoall.g},
+                                            {"nvlink_bytes", ea.alltoall.nvlink_bytes},
+                                            {"network_bytes", ea.alltoall.network_bytes},
+                                            {"nvlink_s", round9(ea.alltoall.nvlink_s)},
+                                            {"network_s", round9(ea.alltoall.network_s)},
+                                            {"latency_s", round9(ea.alltoall.latency_s)}}},
                           {"latency_per_peer_s", round9(alltoall_latency_s(e->links.ep.link, e->cost))},
                           {"forward_alltoalls", ea.forward_alltoalls},
                           {"backward_alltoalls", ea.backward_alltoalls},
@@ -338,6 +344,30 @@ std::string kv_block_text(const RunSpec& r, const CpComm& cr, const char* each) 
                      std::min<int64_t>(r.layout.tp, r.model.kv_heads), r.exec.precision == Precision::FP32 ? 4 : 2);
 }
 
+// The wire part of one EP all-to-all: on one link, or hierarchical (NVLink inside the domain,
+// the network between, the larger of the two).
+std::string ep_wire_text(const EpComm& ea, const Estimate& e) {
+  const RunSpec& r = e.run;
+  const AlltoallTime& a = ea.alltoall;
+  const std::string imbalance =
+      ea.load_imbalance > 1 ? fmt::format(" x {:g} (the most loaded rank's rows, --moe-load-imbalance)", ea.load_imbalance) : "";
+  const std::string share = e.cost.alltoall_efficiency > 0 ? "alltoall_efficiency" : "the link's collective share";
+  if (a.g >= a.n)
+    return fmt::format("on {}: {} x {:.2f} us ({}) + {}/{} of it{} at {:.3g} GB/s x {:.3g} ({})", link_text(e.links.ep.link),
+                       r.layout.ep - 1, 1e6 * alltoall_latency_s(e.links.ep.link, e.cost),
+                       e.cost.alltoall_latency_us * 1e-6 > e.links.ep.link.latency_s ? "alltoall_latency_us" : "the link's latency",
+                       r.layout.ep - 1, r.layout.ep, imbalance, e.links.ep.link.bandwidth_Bps / 1e9,
+                       alltoall_efficiency(e.links.ep.link, e.cost), share);
+  const EpLinks l = ep_links(e.links.ep, r.cluster);
+  return fmt::format("hierarchically, {} of its peers in its NVLink domain and {} beyond it: {}/{} of it{} on NVLink at "
+                     "{:.3g} GB/s x {:.3g} = {:.3f} ms while {}/{} of it goes on {} at {:.3g} GB/s x {:.3g} ({}) = {:.3f} ms; "
+                     "the larger + {} x {:.2f} us + {} x {:.2f} us of latency",
+                     a.g - 1, a.n - a.g, a.g - 1, a.n, imbalance, l.domain_link.bandwidth_Bps / 1e9,
+                     alltoall_efficiency(l.domain_link, e.cost), 1e3 * a.nvlink_s, a.n - a.g, a.n, link_text(l.link),
+                     l.link.bandwidth_Bps / 1e9, alltoall_efficiency(l.link, e.cost), share, 1e3 * a.network_s, a.g - 1,
+                     1e6 * alltoall_latency_s(l.domain_link, e.cost), a.n - a.g, 1e6 * alltoall_latency_s(l.link, e.cost));
+}
+
 // The step line, with the cp ring's and the ep all-to-all's inputs when they are there.
 std::string step_text(const Estimate& e) {
   const RunSpec& r = e.run;
@@ -383,18 +413,12 @@ std::string step_text(const Estimate& e) {
     s += fmt::format("  EP all-to-all per MoE layer and micro-batch: each GPU sends {:.2f} MiB ({:g} tokens of b x s/cp / tp, "
                      "its own share, x top-{} x hidden {} x {} B, unpadded: the capacity factor bounds the "
                      "drops, not the bytes) over ep {} "
-                     "on {}: {} x {:.2f} us ({}) + {}/{} of it{} at {:.3g} GB/s x {:.3g} ({}) = {:.3f} ms per all-to-all{}; "
+                     "{} = {:.3f} ms per all-to-all{}; "
                      "{} forward (dispatch, combine) + {} backward, and {} + {} exchanges of the {} experts' row counts "
                      "before a dispatch (all-to-all of {} x 4 B: {:.2f} us), x {:.3g} MoE share of {:g} layers x {} micro-batches "
                      "= {:.3f} s\n",
                      ea.message_bytes / kMiB, tokens, r.model.experts_per_token, r.model.hidden, r.exec.precision == Precision::FP32 ? 4 : 2, r.layout.ep,
-                     link_text(e.links.ep.link), r.layout.ep - 1, 1e6 * alltoall_latency_s(e.links.ep.link, e.cost),
-                     e.cost.alltoall_latency_us * 1e-6 > e.links.ep.link.latency_s ? "alltoall_latency_us" : "the link's latency", r.layout.ep - 1,
-                     r.layout.ep,
-                     ea.load_imbalance > 1 ? fmt::format(" x {:g} (the most loaded rank's rows, --moe-load-imbalance)", ea.load_imbalance) : "",
-                     e.links.ep.link.bandwidth_Bps / 1e9, alltoall_efficiency(e.links.ep.link, e.cost),
-                     e.cost.alltoall_efficiency > 0 ? "alltoall_efficiency" : "the link's collective share",
-                     1e3 * ea.alltoall_s,
+                     ep_wire_text(ea, e), 1e3 * ea.alltoall_s,
                      ea.etp_gather_s > 0 ? fmt::format(", each with the etp {} group's ring all-gather (reduce-scatter) of "
                                                        "etp x its bytes, {:.2f} MiB on {}: {:.3f} ms",
                                                        r.layout.etp, ea.etp_gather_bytes / kMiB, link_text(e.links.etp.link),

@@ -152,7 +152,8 @@ PlannedCosts costs_from_plan(const RunSpec& run, const plan::CostConstants& c, d
   // The cp ring and the ep all-to-alls run on their own groups' links, inside each layer.
   const plan::CpComm cpc = plan::cp_comm_per_layer(model, x, l.tp, l.cp, links.cp.link, lc.block_attention_s,
                                                        lc.block_attention_backward_s, c);
-  const plan::EpComm epc = plan::ep_comm_per_layer(local, x, l.ep, links.ep.link, c, l.tp, l.etp, links.etp.link);
+  const plan::EpComm epc = plan::ep_comm_per_layer(local, x, l.ep, plan::ep_links(links.ep, run.cluster), c, l.tp,
+                                                   l.etp, links.etp.link);
   // The wait in them for the most loaded ep rank's experts (moe_load_imbalance), as the planner's.
   const plan::EpWait epw = plan::ep_wait_per_layer(model, x, l.ep, lc.moe_routed_s);
   const std::vector<int64_t> chunk_layers = plan::chunk_layers(model.layers, p, v);

@@ -5,6 +5,7 @@
 #include "core/cluster_spec.h"
 #include "core/execution_spec.h"
 #include "core/model_spec.h"
+#include "plan/mixture_of_experts.h"
 #include "sim/plan_costs.h"
 #include "sim/simulator.h"
 #include "../common/test_run.h"
@@ -52,6 +53,31 @@ TEST(PlanCosts, ep_alltoalls_are_played_as_communication_on_their_group) {
   EXPECT_DOUBLE_EQ(r.exposed_cp_s(), 0);
   // Close to the planner's step, as for dense layouts.
   EXPECT_NEAR(r.step_s / pc.estimate.time.step, 1.0, 0.1);
+}
+
+// ep 64 over 8 DGX nodes: the all-to-all is hierarchical (NVLink inside the node, the network
+// between), and the simulator plays the planner's term.
+TEST(PlanCosts, hierarchical_ep_alltoalls_agree_with_the_planner) {
+  RunSpec run;
+  run.model = model_preset("mixtral-8x22b");
+  run.model.seq_len = 4096;
+  run.model.experts = 64;
+  run.cluster = cluster_preset("dgx-h100");
+  run.cluster.nodes = 8;
+  run.layout = Layout{1, 1, 64, 1, "tp-cp-ep-dp-pp", 64};
+  run.exec.global_batch_size = 256;
+  run.exec.micro_batch_size = 1;
+  run.exec.recompute = Recompute::Full;
+  run.exec.zero = 1;
+  const PlannedCosts pc = costs_from_plan(run);
+  ASSERT_EQ(pc.estimate.ep_alltoall.alltoall.g, 8);
+  EXPECT_GT(pc.estimate.ep_alltoall.alltoall.nvlink_bytes, 0);
+  const SimResult r = play(pc, run);
+  const auto& st = pc.estimate.stages[0];
+  const auto& cc = pc.costs.stages[0].chunks[0];
+  EXPECT_NEAR(cc.ep_forward_s + cc.ep_backward_s, st.ep_comm_s + st.ep_wait_s, 1e-9);
+  EXPECT_NEAR(r.exposed_ep_s(), pc.estimate.time.ep_comm + pc.estimate.time.ep_wait, 1e-6);
+  EXPECT_NEAR(r.step_s / pc.estimate.time.step, 1.0, 0.03);
 }
 
 TEST(PlanCosts, chunk_costs_add_up_to_the_planners_stage_times) {
