@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <filesystem>
 #include <sstream>
 #include <toml++/toml.h>
 
@@ -60,6 +61,9 @@ std::string config_toml(const std::vector<OptionDef>& defs, const OptionValues& 
     if (auto it = chosen_texts.find(d.name); it != chosen_texts.end()) text = it->second;
     else text = given.get_string(d.name);
     if (!text) continue;
+    // A file the run reads (--hf-config, --cost, --data) by its absolute path: the emitted config
+    // is read from wherever the user runs it, not only from where the plan ran.
+    if (d.reads_path && !text->empty()) text = std::filesystem::absolute(*text).lexically_normal().string();
     if (!root.contains(d.section)) {
       root.insert(d.section, toml::table{});
       sections.push_back(d.section);

@@ -136,4 +136,21 @@ h = run("plan", "--help").stdout
 check("--help shows e.g. --tp INT=1 and the schedule choices",
       re.search(r"--tp INT=1\b", h) and "--schedule gpipe|1f1b|interleaved|zb-h1=1f1b" in h, h[:400])
 
+# A model from a Hugging Face config round-trips too: the emitted file names the config by an
+# absolute path (given relative here), so it plans the same from any folder.
+hf_rel = os.path.relpath(os.path.join(root, "data", "models", "hf", "qwen3-30b-a3b.json"))
+hf_args = ["--hf-config", hf_rel, "--cluster", "dgx-h100", "--nodes", "8", "--global-batch-size", "512"]
+hf_emitted = os.path.join(tmp, "sub", "qwen3.toml")
+os.makedirs(os.path.dirname(hf_emitted))
+hf_plan = json.loads(run("plan", *hf_args, "--json", "--top", "1", "--emit", hf_emitted).stdout)["candidates"][0]
+elsewhere = subprocess.run([trident, "plan", "--config", "qwen3.toml", "--json", "--top", "1"], capture_output=True,
+                           text=True, cwd=os.path.dirname(hf_emitted))
+check("an --hf-config plan's file plans from another folder", elsewhere.returncode == 0, elsewhere.stderr)
+if elsewhere.returncode == 0:
+    again = json.loads(elsewhere.stdout)["candidates"][0]
+    check("... the same layout", again["layout"] == hf_plan["layout"], (again["layout"], hf_plan["layout"]))
+    check("... the same step and memory", abs(again["time_s"]["step"] - hf_plan["time_s"]["step"]) < 1e-9 * hf_plan["time_s"]["step"]
+          and again["memory_gib"] == hf_plan["memory_gib"], (again["time_s"], hf_plan["time_s"]))
+    check("... the same model FLOPs", again["model_flops"] == hf_plan["model_flops"])
+
 finish()
