@@ -250,6 +250,10 @@ Runner setup_plan(CLI::App& cmd) {
     // The planner marks a recipe the runtime cannot rehearse (the runtime's own run check says why).
     std::optional<capability::RehearsalCheck> rehearsal;
     if (!result.best.empty()) rehearsal = capability::rehearsal_check(result.best.front().run);
+    // NVIDIA's (or another vendor's) published layout for this model, GPU and GPU count, planned beside the best.
+    std::vector<PublishedPlanned> published;
+    if (!result.best.empty())
+      published = plan_published_layouts(model, cluster, exec.global_batch_size, space, out.overhead_bytes, cost);
     std::optional<TimeToTrain> ttt;
     if (budget.train_tokens && !result.best.empty()) {
       const auto& b = result.best.front();
@@ -300,11 +304,13 @@ Runner setup_plan(CLI::App& cmd) {
       if (good) j["goodput"] = goodput_json(*good);
       j["rank_by"] = by_goodput ? "goodput" : "throughput";
       if (rehearsal) j["rehearsal"] = rehearsal_json(*rehearsal);
+      if (!published.empty()) j["published_layouts"] = published_json(published, result.best.front());
       std::printf("%s\n", j.dump(2).c_str());
     } else {
       std::printf("%s", stack_line(exec, values.has("stack")).c_str());
       std::printf("%s", plan_text(model, cluster, exec.global_batch_size, result, findings, why, out.per_stage,
                                                   no_fit ? &*no_fit : nullptr).c_str());
+      if (!published.empty()) std::printf("%s", published_text(published, result.best.front()).c_str());
       if (by_goodput) std::printf("\n%s", ranked_by_goodput_text(ranked).c_str());
       if (ttt) std::printf("\n%s", time_to_train_text(*ttt).c_str());
       if (good) std::printf("\n%s", goodput_text(*good).c_str());

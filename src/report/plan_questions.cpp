@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 
 #include "core/dimensions.h"
 #include "core/units.h"
@@ -135,6 +136,119 @@ nlohmann::json compare_json(const std::vector<Compared>& cs) {
       j["mfu"] = e.mfu;
       j["memory_gib"] = gib(e.peak_memory().total_bytes());
     }
+    out.push_back(j);
+  }
+  return out;
+}
+
+std::vector<PublishedPlanned> plan_published_layouts(const ModelSpec& model, const ClusterSpec& cluster,
+                                                     int64_t global_batch, const plan::SearchSpace& base,
+                                                     double overhead, const plan::CostConstants& cost) {
+  std::vector<PublishedPlanned> out;
+  for (const plan::PublishedLayout& pub : plan::published_layouts_for(model, cluster)) {
+    plan::SearchSpace s = base;
+    const int64_t model_ranks = pub.tp * pub.pp * pub.cp;
+    s.size(Dim::TP) = pub.tp, s.size(Dim::PP) = pub.pp, s.size(Dim::CP) = pub.cp, s.size(Dim::EP) = pub.ep;
+    s.size(Dim::ETP) = 1;  // Megatron's default: experts whole, folded over tp x cp x dp
+    s.size(Dim::DP) = cluster.world_size() / model_ranks;
+    s.virtual_stages = pub.vp;
+    if (pub.vp > 1) s.schedule = ScheduleKind::Interleaved;
+    if (pub.micro_batch > 0) s.micro_batch = pub.micro_batch;
+    s.zero = pub.zero;
+    // Megatron-Bridge's recipes count the embedding and the loss as pipeline units where the
+    // layers alone do not divide over the chunks (Llama 3.1 405B: 126 + 2 over pp 16 x v 8).
+    const int64_t chunks = pub.pp * pub.vp;
+    if (chunks > 1 && model.layers % chunks != 0 && (model.layers + 2) % chunks == 0)
+      s.settings.embedding_in_pipeline_split = s.settings.loss_in_pipeline_split = true;
+    std::string asked = fmt::format("tp{}-pp{}-cp{}-ep{}", pub.tp, pub.pp, pub.cp, pub.ep);
+    Compared c{asked, std::nullopt, ""};
+    const plan::SearchResult r = plan::search(model, cluster, global_batch, s, 1, overhead, cost);
+    if (!r.best.empty()) c.best = r.best.front();
+    int64_t most = 0;
+    for (const auto& [reason, n] : r.rejected)
+      if (reason.rfind("pruned:", 0) != 0 && reason.rfind("dominated:", 0) != 0 && n > most) most = n, c.why_not = reason;
+    out.push_back({pub, std::move(c)});
+  }
+  return out;
+}
+
+namespace {
+
+std::string published_name(const plan::PublishedLayout& p) {
+  return fmt::format("{} on {} {}: tp {} pp {} (virtual {}) cp {} ep {}, {}, micro-batch {}, global batch {}, {} ({})",
+                     p.model, p.gpus, p.gpu, p.tp, p.pp, p.vp, p.cp, p.ep, p.zero == 3 ? "FSDP" : "distributed optimizer",
+                     p.micro_batch > 0 ? std::to_string(p.micro_batch) : "not stated",
+                     p.global_batch > 0 ? std::to_string(p.global_batch) : "not stated",
+                     p.precision.empty() ? "precision not stated" : p.precision, p.source);
+}
+
+// The step's terms where the best and the published layout differ most, larger first.
+std::string term_differences(const nlohmann::json& best, const nlohmann::json& pub) {
+  std::vector<std::pair<double, std::string>> d;
+  for (const auto& [term, value] : best["time_s"].items()) {
+    const double b = value.get<double>(), q = pub["time_s"][term].get<double>();
+    if (std::abs(b - q) >= 0.0005)
+      d.push_back({b - q, fmt::format("{} {:.3f} -> {:.3f} s ({:+.3f})", term, q, b, b - q)});
+  }
+  std::sort(d.begin(), d.end(), [](const auto& x, const auto& y) { return std::abs(x.first) > std::abs(y.first); });
+  std::string s;
+  for (const auto& [delta, text] : d) s += (s.empty() ? "" : "; ") + text;
+  return s.empty() ? "no term differs" : s;
+}
+
+// Why the search's own space leaves a published layout out, where it can tell.
+std::string unreached_because(const plan::PublishedLayout& p, int64_t layers) {
+  const int64_t chunks = p.pp * p.vp;
+  if (p.vp <= 1 || layers % chunks == 0) return "";
+  if ((layers + 2) % chunks == 0)
+    return fmt::format(" ({} layers divide over pp {} x v {} only with the embedding and the loss as pipeline units, "
+                       "which the search counts only when asked: --account-for-embedding-in-pipeline-split "
+                       "--account-for-loss-in-pipeline-split)", layers, p.pp, p.vp);
+  return fmt::format(" ({} layers over pp {} x v {} are uneven chunks, which the search interleaves only when asked: "
+                     "--virtual-stages {})", layers, p.pp, p.vp, p.vp);
+}
+
+}  // namespace
+
+std::string published_text(const std::vector<PublishedPlanned>& ps, const plan::Estimate& best) {
+  std::string s;
+  const int64_t model_layers = best.run.model.layers;
+  for (const PublishedPlanned& p : ps) {
+    s += "\nPublished layout: " + published_name(p.published) + "\n";
+    if (p.published.global_batch > 0 && p.published.global_batch != best.run.exec.global_batch_size)
+      s += fmt::format("  (published at global batch {}; planned here at yours, {})\n", p.published.global_batch,
+                       best.run.exec.global_batch_size);
+    const std::vector<Compared> side = {{"search's #1", best, ""}, p.planned};
+    s += compare_text(side);
+    if (!p.planned.best) continue;
+    const nlohmann::json j = compare_json(side);
+    const double ratio = best.tokens_per_s / p.planned.best->tokens_per_s;
+    if (ratio > 1.0005)
+      s += fmt::format("  The search's #1 is {:.2f}x the published layout's predicted throughput; by term (published -> "
+                       "#1): {}\n", ratio, term_differences(j[0], j[1]));
+    else if (ratio > 0.9995)
+      s += "  The published layout is as fast as the search's #1 here (it is, or ties with, the best).\n";
+    else
+      s += fmt::format("  The published layout is predicted {:.2f}x faster than the search's #1: the search did not "
+                       "reach it{}; by term (#1 -> published): {}\n",
+                       1 / ratio,
+                       unreached_because(p.published, model_layers),
+                       term_differences(j[1], j[0]));
+  }
+  return s;
+}
+
+nlohmann::json published_json(const std::vector<PublishedPlanned>& ps, const plan::Estimate& best) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const PublishedPlanned& p : ps) {
+    const plan::PublishedLayout& q = p.published;
+    nlohmann::json j = {{"model", q.model}, {"gpu", q.gpu}, {"gpus", q.gpus}, {"tp", q.tp}, {"pp", q.pp},
+                        {"vp", q.vp},       {"cp", q.cp},   {"ep", q.ep},     {"zero", q.zero},
+                        {"micro_batch", q.micro_batch},     {"global_batch", q.global_batch},
+                        {"precision", q.precision},         {"source", q.source}};
+    const nlohmann::json side = compare_json({{"search's #1", best, ""}, p.planned});
+    j["planned"] = side[1];
+    if (p.planned.best) j["best_over_published"] = best.tokens_per_s / p.planned.best->tokens_per_s;
     out.push_back(j);
   }
   return out;

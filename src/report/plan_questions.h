@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "plan/published_layouts.h"
 #include "plan/search.h"
 #include "report/time_to_train.h"
 
@@ -29,6 +30,19 @@ std::vector<Compared> compare_layouts(const std::vector<std::string>& layouts, c
                                       double overhead, const plan::CostConstants& cost, Problems& problems);
 std::string compare_text(const std::vector<Compared>& c);
 nlohmann::json compare_json(const std::vector<Compared>& c);
+
+// The layouts vendors published for this model on this GPU and GPU count (plan/published_layouts.h),
+// each planned with its published sizes, virtual stages, micro-batch and ZeRO fixed and the rest
+// searched, beside the search's best: what it would run at, and term by term why the best differs.
+struct PublishedPlanned {
+  plan::PublishedLayout published;
+  Compared planned;
+};
+std::vector<PublishedPlanned> plan_published_layouts(const ModelSpec& model, const ClusterSpec& cluster,
+                                                     int64_t global_batch, const plan::SearchSpace& base,
+                                                     double overhead, const plan::CostConstants& cost);
+std::string published_text(const std::vector<PublishedPlanned>& p, const plan::Estimate& best);
+nlohmann::json published_json(const std::vector<PublishedPlanned>& p, const plan::Estimate& best);
 
 // --days: node counts doubled from 1 until the plan's best trains the budget in `days`, then
 // bisected between the last count that did not and the first that did. Each count tried is
