@@ -11,15 +11,15 @@ namespace trident::capability {
 
 namespace {
 
-// The runtime's MoE layer keeps whole experts on every tp rank: each ep and edp group must hold
-// ranks of one tp coordinate (different data), as Megatron's expert grid at etp = tp gives when
-// its etp ranks are attention's tp ranks, i.e. the two grids give tp and etp the same stride
-// (tp first in --order, as Megatron's default). Without ep the experts' gradients go over the
-// dense dp x cp group, whatever the grid. A constant-time test on the Mesh's own strides,
-// the groups the runtime's process groups are built from (the pipeline groups' agreement is core's
-// expert-grid-keeps-stages). A layout check_run refuses is left to it (true).
-bool expert_groups_keep_tp_ranks(const Layout& L) {
-  if (L.tp <= 1 || L.ep <= 1 || L.etp != L.tp) return true;
+// Without ep the runtime reduces the experts' gradients over the dense dp x cp group, which is
+// the expert grid's EDP group only when etp = tp and the etp groups are attention's tp groups
+// (the two grids give tp and etp the same stride: tp first in --order, Megatron's default).
+// With ep > 1 it builds EP, EDP and ETP from the Mesh whatever the grid. A constant-time test on
+// the Mesh's own strides; a layout check_run refuses is left to it (true).
+bool experts_without_ep_reduce_over_dense_ranks(const Layout& L) {
+  if (L.ep > 1) return true;
+  if (L.etp != L.tp) return false;
+  if (L.tp <= 1) return true;
   try {
     const Mesh mesh(L, 1);
     return mesh.stride(Dim::TP) == mesh.group_stride(Dim::ETP);
@@ -119,32 +119,24 @@ void check_executable(const RunSpec& r, const std::string& device, const std::ve
                      " backend lacks", "use --device cpu with --cp, or --cp 1", "cp-device");
   // A seq_len that 2 x cp does not divide is check_run's (cp-divides-sequence), said once.
   // The MoE layer (runtime/nn/moe_layer.cpp) trains with every schedule, zb-h1's split backward
-  // included: routed experts (split over ep ranks when ep > 1; under cp each rank routes its
-  // rows, dropping in one process's token order) and shared experts (split over tp like the
-  // dense MLP), on Megatron-Core's expert grid (core/mesh.h: the groups plan and topo list) at
-  // two settings: etp 1 (experts whole, folded over tp x cp x dp: each tp rank dispatches its own
-  // tokens over the EP group, which may mix tp and dp ranks) and etp = tp (every tp rank holds the
-  // same whole experts and repeats their work). An etp group that splits each expert is issue 48
-  // item 1's second part.
-  const bool folded = L.etp == 1 && L.tp > 1;
-  if (m.is_moe() && folded && L.ep == 1)
-    problems.add("expert layout tp " + n(L.tp) + ", etp 1, ep 1: experts folded over tp with no expert parallelism "
-                     "reduce their gradients over tp x cp x dp, an EDP group the runtime builds only at ep > 1",
-                 "use --ep 2 or more (experts folded over tp x cp x dp), or --etp " + n(L.tp) + " (= --tp)",
+  // included (at etp 1): routed experts on Megatron-Core's expert grid (core/mesh.h: the groups
+  // plan and topo list), each tp rank dispatching its own tokens over its EP group (which may mix
+  // tp and dp ranks: etp 1 folds the experts over tp x cp x dp), each expert split over its ETP
+  // group (FC1 by columns, FC2 by rows; the received rows all-gathered, the outputs
+  // reduce-scattered); under cp each rank routes its rows, dropping in one process's token order;
+  // shared experts split over tp like the dense MLP.
+  if (m.is_moe() && !experts_without_ep_reduce_over_dense_ranks(L))
+    problems.add("expert layout tp " + n(L.tp) + ", etp " + n(L.etp) + ", ep 1 in --order " + L.order +
+                     ": without expert parallelism the runtime reduces the experts' gradients over the dense dp x cp "
+                     "ranks, which are the expert grid's EDP group only at etp = tp with tp and etp on the same ranks",
+                 "use --ep 2 or more (the runtime builds EP, EDP and ETP from the expert grid then), or --etp " +
+                     n(L.tp) + " (= --tp) with tp first in --order",
                  "train-expert-layout");
-  else if (m.is_moe() && L.etp != L.tp && !folded)
-    problems.add("expert layout tp " + n(L.tp) + ", etp " + n(L.etp) + ", ep " + n(L.ep) +
-                     ": the runtime trains experts whole (etp 1, folded over tp x cp x dp) or replicated on every tp "
-                     "rank (etp = tp); it does not split each expert's MLP over an etp group",
-                 "use --etp 1 (Megatron-Core's default, experts folded) or --etp " + n(L.tp) +
-                     " (= --tp) for a mixture-of-experts model in train (plan and simulate take --etp " + n(L.etp) + ")",
+  if (m.is_moe() && L.etp > 1 && x.schedule == ScheduleKind::ZeroBubbleH1)
+    problems.add("zb-h1 with experts split over etp " + n(L.etp) + ": the split backward's weight pass of experts "
+                     "split over an etp group is not implemented",
+                 "use --etp 1 (experts whole, folded over tp) with --schedule zb-h1, or another schedule",
                  "train-expert-layout");
-  else if (m.is_moe() && !expert_groups_keep_tp_ranks(L))
-    problems.add("expert layout tp " + n(L.tp) + ", etp " + n(L.etp) + ", ep " + n(L.ep) + " in --order " + L.order +
-                     ": its ep or edp groups hold ranks of different tp coordinates or stages, where the runtime's "
-                     "experts (whole on every tp rank) need each group inside one tp rank's data ranks",
-                 "put tp first in --order, e.g. --order tp-cp-ep-dp-pp (Megatron-Core's default), or use --etp 1 "
-                 "(experts folded over tp)", "train-expert-layout");
   // ZeRO 1-3 train (grad_sync.h, zero_shards.h). ZeRO-3 gathers each unit's fp32 master weights
   // and the stage computes from them directly: there is no bf16 copy of a gathered unit yet.
   if (x.zero >= 3 && x.precision == Precision::BF16)

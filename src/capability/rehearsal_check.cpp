@@ -47,16 +47,13 @@ RehearsalCheck rehearsal_check(const RunSpec& recipe) {
                                 "rank (the runtime sends the activation each rank holds)");
     x.recipe.pipeline_sends_whole_tensor = true;
   }
-  // The runtime lays experts out on the expert grid at etp 1 (folded over tp x cp x dp, at ep > 1)
-  // or etp = tp (capability.cpp, train-expert-layout): those are rehearsed as planned; a plan's
-  // split experts (1 < etp) or folded ones without ep are rehearsed at etp = tp, the same ep
-  // groups over each tp rank's data ranks, when ep still divides them.
+  // The runtime lays experts out on the plan's expert grid (capability.cpp, train-expert-layout)
+  // except without ep, where it needs etp = tp: such a plan is rehearsed at etp = tp.
   Layout& L = r.layout;
-  const bool trained = L.etp == L.tp || (L.etp == 1 && L.ep > 1);
-  if (r.model.is_moe() && !trained && L.tp > 0 && L.ep > 0 && (L.cp * L.dp) % L.ep == 0) {
+  if (r.model.is_moe() && L.ep == 1 && L.etp != L.tp && L.tp > 0) {
     out.substitutions.push_back("expert layout etp " + std::to_string(L.etp) + " -> " + std::to_string(L.tp) +
-                                " (= tp: the runtime keeps each routed expert whole on every tp rank; experts split "
-                                "over an etp group, or folded without ep, are issue 48 item 1)");
+                                " (= tp: without ep the runtime reduces the experts' gradients over the dense dp x cp "
+                                "ranks, the EDP group at etp = tp)");
     L.etp = L.tp;
   }
   // The runtime's capability check, as `trident train` runs it on CPU ranks (no data, paths or

@@ -22,7 +22,7 @@ using namespace trident::parallel::testing;
 namespace {
 
 Case moe(std::string name, int64_t dp, int64_t ep, int64_t pp, bool drop = false, bool llama = false, int64_t tp = 1) {
-  // etp = tp: the ep groups inside one tp rank's data ranks, where the runtime keeps its whole experts.
+  // etp = tp (Megatron-Core's layout without folding): each expert split over the tp ranks.
   Case c{std::move(name), Layout{.tp = tp, .cp = 1, .dp = dp, .pp = pp, .order = "tp-cp-ep-dp-pp", .ep = ep, .etp = tp}};
   c.experts = 8, c.drop = drop, c.llama = llama;
   return c;
@@ -126,9 +126,10 @@ TEST(MoeEquivalence, llama_cp2_dp2_ep2_zero2_drop_matches_single_process) {
   expect_same_as_single_process(c);
 }
 
-// Tensor parallelism splits attention only: the experts (and the router) are replicated over the
-// tp ranks, each routing the same rows; the MoE output and input gradient count once in the
-// layer's tp reduction. The EP groups are per tp rank.
+// Expert tensor parallelism at etp = tp (Megatron-Core's expert layers): each tp rank dispatches
+// its own tokens over its EP group (per tp rank here), each expert's FC1 split by columns and FC2
+// by rows over the etp (= tp) ranks, which all-gather the rows they received and reduce-scatter
+// the outputs. The router is replicated, every tp rank routing the whole micro-batch alike.
 TEST(MoeEquivalence, tp2_matches_single_process) { expect_same_as_single_process(moe("moe tp2", 1, 1, 1, false, false, 2)); }
 TEST(MoeEquivalence, ep2_tp2_matches_single_process) {
   expect_same_as_single_process(moe("moe ep2xtp2", 2, 2, 1, false, false, 2));
@@ -146,6 +147,23 @@ TEST(MoeEquivalence, ep2_tp2_sequence_parallel_drop_matches_single_process) {
 TEST(MoeEquivalence, llama_ep2_tp2_drop_matches_single_process) {
   Case c = moe("moe llama ep2xtp2 drop", 2, 2, 1, true, true, 2);
   c.param_tol = 1e-4;
+  expect_same_as_single_process(c);
+}
+
+// ep 2 x etp 2 without tp: the etp groups are data-parallel ranks (expert grid etp-ep-edp over dp 4).
+TEST(MoeEquivalence, ep2_etp2_over_dp4_drop_matches_single_process) {
+  Case c = moe("moe ep2 x etp2 over dp4 drop", 4, 2, 1, true);
+  c.layout.etp = 2;
+  expect_same_as_single_process(c);
+}
+TEST(MoeEquivalence, llama_ep2_etp2_tp2_dp2_sequence_parallel_zero1_matches_single_process) {
+  Case c = moe("moe llama ep2 x etp2 tp2xdp2 sp zero1", 2, 2, 1, false, true, 2);
+  c.sequence_parallel = true, c.zero = 1;
+  expect_same_as_single_process(c);
+}
+TEST(MoeEquivalence, ep2_etp2_over_dp4_zero3_matches_single_process) {
+  Case c = moe("moe ep2 x etp2 over dp4 zero3", 4, 2, 1);
+  c.layout.etp = 2, c.zero = 3;
   expect_same_as_single_process(c);
 }
 
@@ -224,8 +242,10 @@ TEST(MoeEquivalence, llama_zb_h1_ep2_pp2_every_second_layer_selective_zero2_matc
 }
 // Under sequence parallelism the weight pass gathers the kept rows (the layer's output gradient
 // for the shared experts, the norm output for the router and the shared experts) again.
-TEST(MoeEquivalence, llama_zb_h1_tp2_pp2_sequence_parallel_shared_experts_drop_matches_single_process) {
-  Case c = shared(moe("moe llama zb-h1 tp2xpp2 sp shared drop", 1, 1, 2, true, true, 2));
+// Experts folded over tp (etp 1; each tp rank its own tokens' rows) at ep 2 over the tp ranks.
+TEST(MoeEquivalence, llama_zb_h1_folded_ep2_over_tp2_pp2_sequence_parallel_shared_experts_drop_matches_single_process) {
+  Case c = shared(moe("moe llama zb-h1 folded ep2/tp2xpp2 sp shared drop", 1, 2, 2, true, true, 2));
+  c.layout.etp = 1;
   c.schedule = ScheduleKind::ZeroBubbleH1, c.sequence_parallel = true;
   expect_same_as_single_process(c);
 }
@@ -274,11 +294,11 @@ TEST(MoeCheckpoint, written_at_ep4_resumes_at_ep2_and_in_one_process) {
 
 namespace {
 
-// Expert tensors reshard across folding choices: a checkpoint written with the experts folded
-// over tp 2 x dp 2 (ep 4, etp 1: each rank its 2 experts, the tp ranks different ones) resumes
-// folded at ep 2 over tp 2, at etp = tp (ep 2, experts replicated on both tp ranks) and in one
+// Expert tensors reshard across ep, etp and folding choices: a checkpoint written with the experts
+// folded over tp 2 x dp 2 (ep 4, etp 1: each rank its 2 experts whole) resumes folded at ep 2 over
+// tp 2, at ep 2 x etp 2 (each expert split over the tp ranks), at ep 2 x etp 2 over dp 4 and in one
 // process, each with the uninterrupted one-process losses.
-TEST(MoeCheckpoint, written_folded_over_tp2_dp2_resumes_folded_replicated_and_in_one_process) {
+TEST(MoeCheckpoint, written_folded_over_tp2_dp2_resumes_folded_split_over_etp_and_in_one_process) {
   constexpr int64_t kSaveAt = kSteps / 2;
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -290,7 +310,9 @@ TEST(MoeCheckpoint, written_folded_over_tp2_dp2_resumes_folded_replicated_and_in
     r.run(at, 0, kSaveAt);
     trident::parallel::save_checkpoint(*r.trainer, r.groups, dir, {{"step", kSaveAt}}, r.losses.back());
   }
-  for (const Case& c : {folded("folded ep2 over tp2", 1, 2), moe("ep2 x tp2 (etp 2)", 2, 2, 1, false, false, 2),
+  Case etp_dp = moe("ep2 x etp2 over dp4", 4, 2, 1);
+  etp_dp.layout.etp = 2;
+  for (const Case& c : {folded("folded ep2 over tp2", 1, 2), moe("ep2 x etp2 (tp 2)", 2, 2, 1, false, false, 2), etp_dp,
                         moe("one process", 1, 1, 1)}) {
     const int w = int(c.layout.world_size());
     MPI_Comm base = MPI_COMM_NULL;

@@ -19,7 +19,7 @@ LogicalSlice logical_slice(const nn::Shard& s, const nn::TensorView& view) {
   out.name = g0.name;
   out.rows = g0.rows;
   out.cols = g0.cols;
-  out.primary = view.name != "head_wte" && view.tp_primary(s.tp_rank);
+  out.primary = view.name != "head_wte" && view.primary(s);
   for (int64_t r = 0; r < view.rows; ++r) {
     const nn::ParamLayout::Global g = r == 0 ? g0 : nn::ParamLayout::global_index(s, view, r, 0);
     if (g.row >= g.rows) break;  // vocabulary padding (the last rows of wte / head_w): not stored, read back as zero

@@ -30,7 +30,7 @@ struct LayerRegions {
          atty = kNone, res_mid = kNone, ln2 = kNone, ln2_mean = kNone, ln2_rstd = kNone, fch = kNone,
          fch_gelu = kNone, res_out = kNone, d_out = kNone, d_mid = kNone;
   size_t xs = kNone, hpre = kNone, h = kNone, ys = kNone, xr = kNone, yr = kNone, rows = kNone, pos = kNone, weight = kNone, row_weight = kNone;
-  size_t dlogits = kNone;
+  size_t dlogits = kNone, xg = kNone;
 };
 
 // Rows this rank's experts may receive: every assignment of the micro-batch without ep; under
@@ -90,6 +90,7 @@ LayerRegions add_layer(BufferPlan& p, const GptStage& stage, Keep keep, bool moe
         r.xr = p.add("experts' received rows", dt, R * C);
         r.yr = p.add("experts' received rows", dt, R * C);
       }
+      if (s.etp_size > 1) r.xg = p.add("experts' rows gathered over etp", dt, size_t(s.etp_size) * R * C);
       r.rows = p.add_f32("routing", M);
       r.pos = p.add_f32("routing", M);
       r.weight = p.add_f32("routing", M);
@@ -125,8 +126,9 @@ LayerActs layer_views(const BufferPlan& p, const LayerRegions& r, const LayerAct
   a.moe = {t(r.xs, o.xs),          t(r.hpre, o.hpre),         t(r.h, o.h),
            t(r.ys, o.ys),          t(r.xr, o.xr),             t(r.yr, o.yr),
            ints(r.rows, o.rows),   ints(r.pos, o.pos),        f(r.weight, o.weight),
-           f(r.row_weight, o.row_weight), o.route,       t(r.dlogits, o.dlogits)};
+           f(r.row_weight, o.row_weight), o.route,       t(r.dlogits, o.dlogits), t(r.xg, o.xg)};
   if (a.moe.xr.empty()) a.moe.xr = a.moe.xs, a.moe.yr = a.moe.ys;  // without ep the rows stay here
+  if (a.moe.xg.empty()) a.moe.xg = a.moe.xr;                        // without etp the experts run on them
   return a;
 }
 
@@ -236,9 +238,11 @@ void check_stage(const Kernels& k, const Shard& s, const StageConfig& c) {
   if (s.has_moe() && s.model.experts % s.ep_size != 0)
     throw std::invalid_argument("GptStage: ep_size " + std::to_string(s.ep_size) + " must divide the " +
                                 std::to_string(s.model.experts) + " experts");
-  if (s.experts_folded && (!c.tp || c.tp->size() != s.tp_size || s.tp_size < 2))
-    throw std::invalid_argument("GptStage: folded experts need the tp group (tp_size " + std::to_string(s.tp_size) +
-                                " > 1)");
+  if (s.has_moe() && (s.etp_size < 1 || s.expert_ffn() % s.etp_size != 0))
+    throw std::invalid_argument("GptStage: etp_size " + std::to_string(s.etp_size) + " must divide the experts' " +
+                                std::to_string(s.expert_ffn()) + " columns");
+  if (s.has_moe() && s.etp_size > 1 && c.split_backward)
+    throw std::invalid_argument("GptStage: a split backward (zb-h1) with experts split over etp is not implemented");
   if (s.has_shared_experts() && (s.model.shared_experts * s.expert_ffn()) % s.tp_size != 0)
     throw std::invalid_argument("GptStage: tp_size " + std::to_string(s.tp_size) + " must divide the shared experts' " +
                                 std::to_string(s.model.shared_experts * s.expert_ffn()) + " columns");
@@ -313,7 +317,7 @@ void GptStage::allocate_stage_buffers() {
     if (kv_replicated) r_kvgrad = p.add_f32("replicated kv gradients", size_t(s.kv_heads() * s.kv_local() * s.C()));
   }
   size_t r_moe_logits = 0, r_moe_f32 = 0, r_dys = 0, r_dh = 0, r_dhpre = 0, r_dxs = 0, r_mdx = 0, r_dots = 0;
-  size_t r_dyr = 0, r_dxr = 0, r_counts = 0, r_shared = 0;
+  size_t r_dyr = 0, r_dxr = 0, r_counts = 0, r_shared = 0, r_yg = 0, r_dyg = 0;
   if (s.has_moe()) {
     const size_t E = size_t(s.model.experts), M = N * size_t(s.model.experts_per_token), Fe = size_t(s.expert_ffn());
     const size_t R = moe_received_rows(*this);
@@ -329,7 +333,11 @@ void GptStage::allocate_stage_buffers() {
       r_dyr = p.add("experts' gradient scratch", compute, R * C);
       r_dxr = p.add("experts' gradient scratch", compute, R * C);
     }
-    r_counts = p.add_f32("router scratch", size_t(2 * s.ep_size * s.experts_local()));
+    r_counts = p.add_f32("router scratch", size_t((3 + s.etp_size) * s.ep_size * s.experts_local()));
+    if (s.etp_size > 1) {
+      r_yg = p.add("experts' rows gathered over etp", compute, size_t(s.etp_size) * R * C);
+      r_dyg = p.add("experts' rows gathered over etp", compute, size_t(s.etp_size) * R * C);
+    }
     if (Fs > 0) r_shared = p.add("shared experts' scratch", compute, N * C);
   }
   p.allocate();
@@ -345,6 +353,7 @@ void GptStage::allocate_stage_buffers() {
     moe_dyr_ = s.ep_size > 1 ? p.tensor(r_dyr) : moe_dys_;
     moe_dxr_ = s.ep_size > 1 ? p.tensor(r_dxr) : moe_dxs_;
     moe_counts_ = p.f32(r_counts);
+    if (s.etp_size > 1) moe_yg_ = p.tensor(r_yg), moe_dyg_ = p.tensor(r_dyg);
     if (Fs > 0) shared_out_ = p.tensor(r_shared);
   }
   if (llama) {

@@ -87,6 +87,7 @@
 // loss in the objective (1 / tokens in the global batch for a mean over the global batch).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
@@ -123,6 +124,9 @@ struct MoeActs {
   // pass for the weight pass. That pass also finds each expert's output gradients in yr and its
   // input projection's output gradients in hpre (both dead once the input gradients are through).
   Tensor dlogits;
+  // Expert tensor parallel (etp > 1): the etp group's received rows, gathered ([etp R, C], each
+  // member's R padded to the group's largest), which this rank's expert slices run on; else xr.
+  Tensor xg;
 };
 
 // Per-layer activation views kept for the backward (regions of the Activations buffer). Tensors
@@ -236,6 +240,8 @@ class GptStage {
 
   // Expert parallelism: the EP group (size Shard::ep_size; before the first forward).
   void set_expert_group(comm::Communicator* ep) { ep_ = ep; }
+  // Expert tensor parallelism: the ETP group (size Shard::etp_size; before the first forward).
+  void set_expert_tensor_group(comm::Communicator* etp) { etp_ = etp; }
 
   // f(begin, end): gradients of [begin, end) are final for the running backward (nullptr: off).
   void set_grad_ready_hook(std::function<void(int64_t begin, int64_t end)> hook) { grad_hook_ = std::move(hook); }
@@ -357,19 +363,30 @@ class GptStage {
   void moe_mlp_weights(const LayerActs& x, const LayerParams& p);
   // Expert e (local index) on received rows [first, first + n).
   void moe_expert_forward(const MoeActs& m, const LayerParams& p, int64_t e, int64_t first, int64_t n);
-  std::vector<uint8_t> own_tokens() const;  // folded experts: this tp rank's tokens [N]
-  void replicated_once(const Tensor& t);  // zeros on tp ranks other than the lead (the experts are replicated over tp)
+  std::vector<uint8_t> own_tokens() const;  // tp > 1: this tp rank's tokens [N], the ones it dispatches
   void moe_expert_backward(const MoeActs& m, const LayerParams& p, int64_t e, int64_t first, int64_t n);
-  // Runs f(local expert, first received row, rows) over the received chunks (rank-major).
+  // Runs f(local expert, first row, rows) over the chunks the experts run on: the received ones
+  // (rank-major); under etp > 1 those of each etp member in turn, member i's from row i x stride.
   template <class F>
   void moe_chunks(const MoeRouting& r, F&& f) {
-    const int64_t El = shard().experts_local();
-    int64_t first = 0;
-    for (size_t c = 0; c < r.recv_expert_rows.size(); ++c) {
-      f(int64_t(c) % El, first, r.recv_expert_rows[c]);
-      first += r.recv_expert_rows[c];
+    const int64_t El = shard().experts_local(), per = int64_t(r.recv_expert_rows.size());
+    const std::vector<int64_t>& rows = shard().etp_size > 1 ? r.etp_rows : r.recv_expert_rows;
+    for (int64_t i = 0; i < int64_t(rows.size()) / std::max<int64_t>(per, 1); ++i) {
+      int64_t first = i * r.etp_stride;
+      for (int64_t c = 0; c < per; ++c) {
+        f(c % El, first, rows[size_t(i * per + c)]);
+        first += rows[size_t(i * per + c)];
+      }
     }
   }
+  // Expert tensor parallel: the rows the experts run on (xg) and their outputs (partial sums over
+  // etp until reduce-scattered into yr), the output gradients (gathered) and input gradients.
+  Tensor expert_out(const MoeActs& m) const { return shard().etp_size > 1 ? moe_yg_ : m.yr; }
+  Tensor expert_dy() const { return shard().etp_size > 1 ? moe_dyg_ : moe_dyr_; }
+  Tensor expert_dx() const { return shard().etp_size > 1 ? moe_yg_ : moe_dxr_; }
+  void etp_gather(const Tensor& rows, const Tensor& gathered, const MoeRouting& r);
+  void etp_reduce(const Tensor& partial, const Tensor& rows, const MoeRouting& r);
+  comm::Communicator* etp_ = nullptr;
   // Expert parallel: the row counts of each (rank, local expert) exchanged (r.send_rows etc.),
   // and rows of C values moved from this rank's expert order to the experts' ranks (or back).
   void moe_exchange_counts(MoeRouting& r);
@@ -447,7 +464,9 @@ class GptStage {
   float* moe_f32_ = nullptr;  // [N, E] the same in fp32, for the host
   Tensor moe_dys_, moe_dh_, moe_dhpre_, moe_dxs_;  // [Nk, C], [R, F], [R, F_in], [Nk, C]
   Tensor moe_dyr_, moe_dxr_;  // [R, C] received rows' gradients (moe_dys_, moe_dxs_ without ep)
-  float* moe_counts_ = nullptr;  // [2 ep E/ep] row counts exchanged (int32)
+  Tensor moe_yg_, moe_dyg_;   // etp > 1: [etp R, C] the experts' partial outputs (forward) or input
+                              // gradients (backward), and the gathered output gradients
+  float* moe_counts_ = nullptr;  // [(3 + etp) ep E/ep] row counts exchanged (int32): sent, received, gathered over etp
   Tensor moe_dx_;             // [N, C] the router's input gradient
   Tensor shared_out_;         // [N, C] the shared experts' output (forward) and input gradient (backward): partial sums over tp
   float* moe_dots_ = nullptr; // [Nk] combine-weight gradients, expert order

@@ -10,11 +10,17 @@
 // (source rank, local expert), and a second all-to-all brings the outputs back; the backward
 // moves the output gradients there and the input gradients back the same way.
 //
-// Folded experts (Shard::experts_folded, etp 1 under tp > 1): the EP group may mix tp and dp
-// ranks. Every tp rank routes the whole micro-batch alike (the router is N x E, small; the
-// drops and auxiliary losses are then one process's), but dispatches only its own tokens'
-// assignments (own_tokens), so each expert row is computed once in the tp group. The combine
-// weights' gradients are summed over tp before the router's backward.
+// Tensor parallelism (tp > 1): the EP group of Megatron-Core's expert grid may mix tp and dp
+// ranks (etp 1: experts folded over tp x cp x dp). Every tp rank routes the whole micro-batch
+// alike (the router is N x E, small; the drops and auxiliary losses are then one process's), but
+// dispatches only its own tokens' assignments (own_tokens), so each expert row is computed once
+// in the tp group. The combine weights' gradients are summed over tp before the router's backward.
+//
+// Expert tensor parallelism (Shard::etp_size > 1, Megatron-Core's expert layers): the etp ranks
+// hold column slices of the same experts' FC1 and row slices of FC2. Each all-gathers the rows
+// the etp group received (padded to the largest member's), runs its slices on all of them, and
+// reduce-scatters the partial outputs back to their receivers (FC2's bias on etp rank 0 only);
+// the backward all-gathers the output gradients and reduce-scatters the input gradients.
 #include <cstring>
 
 #include "runtime/nn/gpt.h"
@@ -53,6 +59,33 @@ void GptStage::moe_exchange_counts(MoeRouting& r) {
   }
   r.recv_expert_rows.assign(theirs.begin(), theirs.end());
   for (int64_t c = 0; c < ep * El; ++c) r.recv_rows[size_t(c / El)] += size_t(theirs[size_t(c)]);
+  const int64_t etp = s.etp_size;
+  if (etp == 1) return;
+  if (!etp_ || etp_->size() != etp)
+    throw std::logic_error("GptStage: expert tensor parallel (etp " + std::to_string(etp) + ") needs its ETP group");
+  std::vector<int32_t> all(size_t(etp * ep * El));
+  float* send = moe_counts_ + 2 * ep * El;
+  k_.from_host(send, reinterpret_cast<const float*>(theirs.data()), theirs.size());
+  etp_->all_gather(send, send + ep * El, size_t(ep * El), comm::DType::I32);
+  k_.to_host(reinterpret_cast<float*>(all.data()), send + ep * El, all.size());
+  r.etp_rows.assign(all.begin(), all.end());
+  r.etp_stride = 0;
+  for (int64_t i = 0; i < etp; ++i) {
+    int64_t rows = 0;
+    for (int64_t c = 0; c < ep * El; ++c) rows += r.etp_rows[size_t(i * ep * El + c)];
+    r.etp_stride = std::max(r.etp_stride, rows);
+  }
+}
+
+// The etp group's received rows, each member's block etp_stride rows long (the rows past a
+// member's own count are left as they are: no chunk reads them), and the partial sums back.
+void GptStage::etp_gather(const Tensor& rows, const Tensor& gathered, const MoeRouting& r) {
+  etp_->all_gather(rows.data, gathered.data, size_t(r.etp_stride * shard().C()), rows.dtype);
+}
+
+void GptStage::etp_reduce(const Tensor& partial, const Tensor& rows, const MoeRouting& r) {
+  etp_->reduce_scatter(partial.data, rows.data, size_t(r.etp_stride * shard().C()), partial.dtype,
+                       comm::ReduceOp::Sum);
 }
 
 void GptStage::moe_move(const Tensor& from, const Tensor& to, const MoeRouting& r, bool back) {
@@ -66,14 +99,16 @@ void GptStage::moe_move(const Tensor& from, const Tensor& to, const MoeRouting& 
 
 void GptStage::moe_expert_forward(const MoeActs& m, const LayerParams& p, int64_t e, int64_t first, int64_t n) {
   const Shard& s = shard();
-  const int64_t C = s.C(), F = s.expert_ffn(), Fin = s.llama() ? 2 * F : F;
+  const int64_t C = s.C(), F = s.expert_ffn_local(), Fin = s.llama() ? 2 * F : F;
   if (n == 0) return;
-  const Tensor xs = m.xr.slice(size_t(first * C), size_t(n * C)), ys = m.yr.slice(size_t(first * C), size_t(n * C));
+  const Tensor xs = m.xg.slice(size_t(first * C), size_t(n * C));
+  const Tensor ys = expert_out(m).slice(size_t(first * C), size_t(n * C));
+  const bool bias = !s.llama() && s.etp_rank == 0;  // FC2's bias once in the etp group's sum
   const Tensor hpre = m.hpre.slice(size_t(first * Fin), size_t(n * Fin)), h = m.h.slice(size_t(first * F), size_t(n * F));
   k_.linear_forward(hpre, xs, W(p.fc_w + e * Fin * C, Fin * C), s.llama() ? Tensor() : W(p.fc_b + e * F, F), n, C, Fin);
   if (s.llama()) k_.swiglu_forward(h, hpre, n, F);
   else k_.gelu_forward(h, hpre);
-  k_.linear_forward(ys, h, W(p.fc_proj_w + e * C * F, C * F), s.llama() ? Tensor() : W(p.fc_proj_b + e * C, C), n, F, C);
+  k_.linear_forward(ys, h, W(p.fc_proj_w + e * C * F, C * F), bias ? W(p.fc_proj_b + e * C, C) : Tensor(), n, F, C);
 }
 
 void GptStage::moe_forward(const MoeActs& m, const LayerParams& p, const Tensor& inp, const Tensor& out) {
@@ -94,7 +129,7 @@ void GptStage::moe_forward(const MoeActs& m, const LayerParams& p, const Tensor&
     r = route_tokens(host.data(), N, E, k, s.moe);
   }
   if (moe_cp_) moe_whole_batch_aux(r);
-  if (s.experts_folded) keep_own_rows(r, own_tokens());
+  if (s.tp_size > 1) keep_own_rows(r, own_tokens());
   moe_exchange_counts(r);
   upload(k_, m.rows, r.token);
   upload(k_, m.pos, r.pos);
@@ -102,13 +137,14 @@ void GptStage::moe_forward(const MoeActs& m, const LayerParams& p, const Tensor&
   if (r.rows() > 0) k_.from_host(m.row_weight, r.row_weight.data(), r.row_weight.size());
   k_.gather_rows(m.xs, inp, m.rows, nullptr, r.rows(), C);
   moe_move(m.xs, m.xr, r, false);
+  if (s.etp_size > 1) etp_gather(m.xr, m.xg, r);
   moe_chunks(r, [&](int64_t e, int64_t first, int64_t n) { moe_expert_forward(m, p, e, first, n); });
+  if (s.etp_size > 1) etp_reduce(moe_yg_, m.yr, r);
   moe_move(m.yr, m.ys, r, true);
   k_.combine_rows(out, m.ys, m.pos, m.weight, N, k, C);
-  if (!s.experts_folded) replicated_once(out.slice(0, size_t(N * C)));
 }
 
-// Folded experts: this tp rank's tokens, its sequence-parallel rows (b, tp_rank T/tp + t) of the
+// Under tp > 1: this tp rank's tokens, its sequence-parallel rows (b, tp_rank T/tp + t) of the
 // micro-batch (without sequence parallelism the same slice). Its expert output rows are its
 // tokens', zeros elsewhere: the layer's tp reduction puts each token's sum together, exactly.
 std::vector<uint8_t> GptStage::own_tokens() const {
@@ -122,7 +158,7 @@ std::vector<uint8_t> GptStage::own_tokens() const {
 // The layer's MLP when it is a MoE layer. The shared experts run first: under sequence
 // parallelism inp and out are the same gathered buffer, and the routed combine writes out only
 // after its own reads of inp. Their output is a partial sum over tp, like a dense MLP's, added
-// after the routed output's replicated_once, so the layer's tp reduction counts each once.
+// to the routed output (this rank's tokens' rows), so the layer's tp reduction counts each once.
 void GptStage::moe_mlp_forward(const LayerActs& x, const LayerParams& p, const Tensor& inp, const Tensor& out) {
   const size_t NC = size_t(N() * shard().C());
   const bool shared = p.shared_fc_w >= 0;
@@ -133,7 +169,7 @@ void GptStage::moe_mlp_forward(const LayerActs& x, const LayerParams& p, const T
 
 // Its backward: the shared experts' first, while dout is whole (under sequence parallelism
 // moe_backward gathers its router input into dout's buffer); their input gradient, partial over
-// tp, is added to the routed one after its replicated_once.
+// tp, is added to the routed one (this rank's tokens' rows, and the router's on the tp lead).
 void GptStage::moe_mlp_backward(const LayerActs& x, const LayerParams& p, const Tensor& inp, const Tensor& dout,
                                 const Tensor& dinp) {
   const size_t NC = size_t(N() * shard().C());
@@ -234,30 +270,23 @@ std::vector<uint8_t> GptStage::moe_cp_keep(const MoeRouting& r, int64_t capacity
   return keep;
 }
 
-// Tensor parallelism at etp = tp (experts not folded): every tp rank routes the same (whole) rows
-// through the same replicated experts. The layer's row reduction that follows (all-reduce, or
-// reduce-scatter under sequence parallelism) sums the tp ranks, so only the lead keeps its
-// result and the others give zeros: the sum is the result once, exactly.
-void GptStage::replicated_once(const Tensor& t) {
-  if (!tp_lead()) k_.zero(static_cast<float*>(t.data), (t.bytes() + 3) / sizeof(float));
-}
-
-// Output gradients of received rows [first, first + n) of local expert e (in moe_dyr_) -> the
-// expert's weight gradients and those rows of moe_dxr_. A split backward's input pass leaves the
-// weight gradients out and keeps the input projection's output gradients in hpre (read by then).
+// Output gradients of rows [first, first + n) of local expert e (expert_dy: moe_dyr_, or the etp
+// group's gathered) -> the expert's weight gradients (its slices) and those rows of expert_dx
+// (partial over etp). A split backward's input pass leaves the weight gradients out and keeps the
+// input projection's output gradients in hpre (read by then).
 void GptStage::moe_expert_backward(const MoeActs& m, const LayerParams& p, int64_t e, int64_t first, int64_t n) {
   const Shard& s = shard();
-  const int64_t C = s.C(), F = s.expert_ffn(), Fin = s.llama() ? 2 * F : F;
+  const int64_t C = s.C(), F = s.expert_ffn_local(), Fin = s.llama() ? 2 * F : F;
   if (n == 0) return;
   auto rows = [&](const Tensor& t, int64_t width) { return t.slice(size_t(first * width), size_t(n * width)); };
   const Tensor dh = rows(moe_dh_, F), dhpre = s.llama() ? rows(moe_dhpre_, Fin) : dh;
   k_.linear_backward(dh, wgrad(p.fc_proj_w + e * C * F), s.llama() ? nullptr : wgrad(p.fc_proj_b + e * C),
-                     rows(moe_dyr_, C), winput(rows(m.h, F)), W(p.fc_proj_w + e * C * F, C * F), n, F, C);
+                     rows(expert_dy(), C), winput(rows(m.h, F)), W(p.fc_proj_w + e * C * F, C * F), n, F, C);
   if (s.llama()) k_.swiglu_backward(dhpre, rows(m.hpre, Fin), dh, n, F);
   else k_.gelu_backward(dhpre, rows(m.hpre, Fin), dh);
   keep(rows(m.hpre, Fin), dhpre);
-  k_.linear_backward(rows(moe_dxr_, C), wgrad(p.fc_w + e * Fin * C), s.llama() ? nullptr : wgrad(p.fc_b + e * F),
-                     dhpre, winput(rows(m.xr, C)), W(p.fc_w + e * Fin * C, Fin * C), n, C, Fin);
+  k_.linear_backward(rows(expert_dx(), C), wgrad(p.fc_w + e * Fin * C), s.llama() ? nullptr : wgrad(p.fc_b + e * F),
+                     dhpre, winput(rows(m.xg, C)), W(p.fc_w + e * Fin * C, Fin * C), n, C, Fin);
 }
 
 void GptStage::moe_backward(const MoeActs& m, const LayerParams& p, const Tensor& inp, const Tensor& dout,
@@ -275,7 +304,9 @@ void GptStage::moe_backward(const MoeActs& m, const LayerParams& p, const Tensor
   int64_t received = 0;
   for (int64_t n : r.recv_expert_rows) received += n;
   keep(m.yr, moe_dyr_.slice(0, size_t(received * C)));
+  if (s.etp_size > 1) etp_gather(moe_dyr_, moe_dyg_, r);
   moe_chunks(r, [&](int64_t e, int64_t first, int64_t n) { moe_expert_backward(m, p, e, first, n); });
+  if (s.etp_size > 1) etp_reduce(expert_dx(), moe_dxr_, r);
   moe_move(moe_dxr_, moe_dxs_, r, true);
   k_.combine_rows(dinp.slice(0, size_t(N * C)), moe_dxs_, m.pos, nullptr, N, k, C);
   // Router: the combine weights' gradients by assignment (0 when dropped), then the logits'.
@@ -283,7 +314,7 @@ void GptStage::moe_backward(const MoeActs& m, const LayerParams& p, const Tensor
       dlogits(static_cast<size_t>(N * E));
   if (M > 0) k_.to_host(dots.data(), moe_dots_, size_t(M));
   for (int64_t i = 0; i < M; ++i) dweight[size_t(r.slot[size_t(i)])] = dots[size_t(i)];
-  if (s.experts_folded) {
+  if (s.tp_size > 1) {
     // Each tp rank has its tokens' combine-weight gradients (zeros for the others'): summed over
     // tp (exact), every tp rank holds the whole micro-batch's, its router gradient the same.
     float* buf = moe_f32_;  // [N E] >= [N k], through device memory for a device group
@@ -301,13 +332,8 @@ void GptStage::moe_backward(const MoeActs& m, const LayerParams& p, const Tensor
   // in (read for the last time above).
   k_.linear_backward(dx, wgrad(p.router_w), nullptr, dlog, winput_rows(inp), W(p.router_w, E * C), N, C, E);
   // The router's input gradient is the same on every tp rank: counted once in the layer's tp
-  // reduction (the lead's), as are replicated experts' (folded ones give their own tokens' rows).
-  if (!s.experts_folded) {
-    k_.add_inplace(dinp.slice(0, size_t(N * C)), dx);
-    replicated_once(dinp.slice(0, size_t(N * C)));
-  } else if (tp_lead()) {
-    k_.add_inplace(dinp.slice(0, size_t(N * C)), dx);
-  }
+  // reduction (the lead's); the experts' rows are each tp rank's own tokens'.
+  if (tp_lead()) k_.add_inplace(dinp.slice(0, size_t(N * C)), dx);
 }
 
 // The weight pass of a split backward (ZB-H1): the router's, the routed experts' and the shared
@@ -316,7 +342,7 @@ void GptStage::moe_backward(const MoeActs& m, const LayerParams& p, const Tensor
 // hpre), the shared experts' input projection's (in fch) and the layer's output gradient (d_out).
 void GptStage::moe_mlp_weights(const LayerActs& x, const LayerParams& p) {
   const Shard& s = shard();
-  const int64_t N = this->N(), C = s.C(), E = s.model.experts, F = s.expert_ffn(), Fin = s.llama() ? 2 * F : F;
+  const int64_t N = this->N(), C = s.C(), E = s.model.experts, F = s.expert_ffn_local(), Fin = s.llama() ? 2 * F : F;
   const MoeActs& m = x.moe;
   const Tensor none;
   if (p.shared_fc_w >= 0) {

@@ -60,6 +60,10 @@ struct MoeRouting {
   // received rows by (rank, local expert), rank-major. Without ep: this rank's rows per expert.
   std::vector<size_t> send_rows, recv_rows;
   std::vector<int64_t> recv_expert_rows;
+  // Expert tensor parallel (etp > 1): every etp member's recv_expert_rows, member-major, and the
+  // largest member's received rows (each member's block of the gathered rows is that long).
+  std::vector<int64_t> etp_rows;
+  int64_t etp_stride = 0;
   int64_t rows() const { return int64_t(token.size()); }
 };
 

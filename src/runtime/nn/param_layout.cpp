@@ -16,11 +16,11 @@ int64_t ParamLayout::add(const std::string& name, int64_t rows, int64_t cols, Pa
   return offset;
 }
 
-// The router, the shared experts (split over tp) and this shard's routed experts, replicated
-// over tp (see param_layout.h). The routed experts come last: [fc_w, end) is the expert range.
+// The router, the shared experts (split over tp) and this shard's routed experts, its slices of
+// them over etp (see param_layout.h). The routed experts come last: [fc_w, end) is the expert range.
 void ParamLayout::add_experts(LayerParams& lp, const std::string& p) {
   const Shard& s = shard_;
-  const int64_t C = s.C(), E = s.experts_local(), F = s.expert_ffn();
+  const int64_t C = s.C(), E = s.experts_local(), F = s.expert_ffn_local();
   const bool tp = s.tp_size > 1;
   lp.moe = true;
   lp.router_w = add(p + "router_w", s.model.experts, C, ParamKind::Matrix, false);
@@ -35,8 +35,8 @@ void ParamLayout::add_experts(LayerParams& lp, const std::string& p) {
     lp.shared_proj_w = add(p + "shared.fc_proj_w", C, Fs, ParamKind::Matrix, tp);
     if (!s.llama()) lp.shared_proj_b = add(p + "shared.fc_proj_b", C, 1, ParamKind::Bias, false);
   }
-  // Folded, tp ranks hold different experts (or EDP replicas): each counts once as its own.
-  const bool own = tp && s.experts_folded;
+  // tp ranks hold different experts (or slices, or EDP replicas): not tp copies of one another.
+  const bool own = tp;
   if (s.llama()) {
     lp.fc_w = add(p + "experts.gate_up_w", E * 2 * F, C, ParamKind::Matrix, own);
   } else {
@@ -44,7 +44,10 @@ void ParamLayout::add_experts(LayerParams& lp, const std::string& p) {
     lp.fc_b = add(p + "experts.fc_b", E * F, 1, ParamKind::Bias, own);
   }
   lp.fc_proj_w = add(p + "experts.fc_proj_w", E * C, F, ParamKind::Matrix, own);
-  if (!s.llama()) lp.fc_proj_b = add(p + "experts.fc_proj_b", E * C, 1, ParamKind::Bias, own);
+  if (!s.llama()) {
+    lp.fc_proj_b = add(p + "experts.fc_proj_b", E * C, 1, ParamKind::Bias, own);
+    tensors_.back().etp_copies = s.etp_size;
+  }
   for (auto it = tensors_.rbegin(); it != tensors_.rend() && it->offset >= lp.fc_w; ++it) it->expert = true;
 }
 
@@ -145,8 +148,15 @@ ParamLayout::Global ParamLayout::global_index(const Shard& s, const TensorView& 
   const int64_t C = s.C(), A = s.attn_local(), F = s.ffn_local(), hd = s.head_dim(), tr = s.tp_rank;
   Global g{view.name == "head_wte" ? "wte" : view.name, r, c, view.rows, view.cols};
   const std::string& n = g.name;
-  if (n.find(".experts.") != std::string::npos) {  // replicated over tp, split by expert over ep
-    g.row = s.ep_rank * view.rows + r, g.rows = view.rows * s.ep_size;
+  if (n.find(".experts.") != std::string::npos) {  // split by expert over ep, each expert over etp
+    // Local row r is row `within` of local expert r / per, global expert e.
+    const int64_t El = s.experts_local(), per = view.rows / El, e = s.ep_rank * El + r / per, within = r % per;
+    const int64_t F = s.expert_ffn(), Fl = s.expert_ffn_local(), at = s.etp_rank * Fl;
+    g.rows = per * s.etp_size * s.model.experts;  // FC1's rows are split over etp, FC2's are not
+    if (ends_with(n, "gate_up_w")) g.row = e * 2 * F + (within < Fl ? at + within : F + at + within - Fl);
+    else if (ends_with(n, "fc_w") || ends_with(n, "fc_b")) g.row = e * F + at + within;
+    else g.rows = per * s.model.experts, g.row = e * per + within;  // fc_proj_w, fc_proj_b: [C] per expert
+    if (ends_with(n, "fc_proj_w")) g.col = at + c, g.cols = F;
     return g;
   }
   if (ends_with(n, "router_w")) return g;

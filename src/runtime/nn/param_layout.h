@@ -22,9 +22,9 @@
 // and the experts' MLPs stacked expert by expert along the rows, under "experts.": GPT
 // experts.fc_w [E F, C], experts.fc_b [E F], experts.fc_proj_w [E C, F], experts.fc_proj_b [E C];
 // Llama experts.gate_up_w [E 2F, C] (each expert's gate rows then up rows), experts.fc_proj_w
-// [E C, F] (F = expert_ffn_hidden). Experts are replicated over tp (tensor parallelism splits
-// attention only) unless folded (Shard::experts_folded: each tp rank its EP position's, tp_copies
-// 1); under expert parallelism a shard stacks its E/ep experts only (rows
+// [E C, F] (F = expert_ffn_hidden). Each rank holds its expert-grid position's experts (ep) and
+// slices of them (etp: F / etp rows of fc_w and fc_b, gate and up rows of gate_up_w, columns of
+// fc_proj_w, each expert's block in turn; fc_proj_b whole); under expert parallelism a shard stacks its E/ep experts only (rows
 // ep_rank x its rows onward of the logical tensor). Shared experts, where the model has them,
 // come between the router and the routed experts as one MLP of Fs = shared x expert_ffn_hidden
 // columns, split over tp like the dense MLP and reduced over dp like it: GPT shared.fc_w [Fs, C],
@@ -60,11 +60,12 @@ struct Shard {
   MoeOptions moe;           // router settings (mixture-of-experts models)
   int64_t ep_size = 1;      // expert parallel: this rank holds experts [ep_rank E/ep, (ep_rank+1) E/ep)
   int64_t ep_rank = 0;
-  // Folded experts (etp 1 under tp > 1, Megatron-Core's MoE parallel folding): the EP group may
-  // mix tp ranks, so each tp rank holds its own EP position's experts (not a replica of the tp
-  // lead's) and dispatches only its own tokens' assignments; false: every tp rank holds the same
-  // experts and the lead's work counts (etp = tp).
-  bool experts_folded = false;
+  // Expert tensor parallel (Megatron-Core's expert grid): each of this rank's experts is split over
+  // etp ranks, FC1 by columns (its F / etp slice etp_rank, column-parallel), FC2 by rows
+  // (row-parallel; its output bias replicated over etp). etp 1: whole experts. Under tp > 1 each
+  // tp rank dispatches its own tokens (the EP group may mix tp and dp ranks: MoE parallel folding).
+  int64_t etp_size = 1;
+  int64_t etp_rank = 0;
 
   static Shard whole(const ModelSpec& m) { Shard s; s.model = m; s.last_layer = m.layers; return s; }
   int64_t end_layer() const { return last_layer < 0 ? model.layers : last_layer; }
@@ -103,6 +104,7 @@ struct Shard {
   }
   int64_t experts_local() const { return model.experts / ep_size; }
   int64_t expert_ffn() const { return model.expert_ffn_hidden; }
+  int64_t expert_ffn_local() const { return model.expert_ffn_hidden / etp_size; }  // this rank's slice of it
   // Shared experts (every token passes them besides its top-k): one MLP of shared x expert-ffn
   // columns, split over tp like the dense MLP; this rank's columns.
   bool has_shared_experts() const { return model.is_moe() && model.shared_experts > 0; }
@@ -121,9 +123,11 @@ struct TensorView {
   bool tp_sharded = false;  // differs between tp ranks (false: replicated across the TP group)
   int64_t tp_copies = 1;    // TP ranks holding these same values: 1 when sharded, tp when replicated,
                             // tp/kv_heads for Llama's kv_w when tp exceeds the kv heads
-  // Whether tp rank r holds the copy that counts (once per logical value: norms, checkpoints).
-  bool tp_primary(int64_t tp_rank) const { return tp_rank % tp_copies == 0; }
   bool expert = false;      // one of the experts' stacked tensors: split over ep, reduced over EDP
+  int64_t etp_copies = 1;   // experts: etp ranks holding these same values (etp for FC2's bias, else 1)
+  // Whether this rank holds the copy that counts (once per logical value: norms, checkpoints): the
+  // dense tensors' first tp rank of their copies, the experts' first etp rank of theirs.
+  bool primary(const Shard& s) const { return expert ? s.etp_rank % etp_copies == 0 : s.tp_rank % tp_copies == 0; }
   int64_t size() const { return rows * cols; }
   bool decays() const { return kind == ParamKind::Embedding || kind == ParamKind::Matrix; }
 };

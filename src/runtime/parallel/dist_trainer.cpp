@@ -76,6 +76,7 @@ struct DistTrainer::Impl {
   kernels::Kernels* k = nullptr;
   std::unique_ptr<TimedCommunicator> tp;
   std::unique_ptr<TimedCommunicator> ep;  // expert parallel: the token dispatch's all-to-alls (null at ep 1)
+  std::unique_ptr<TimedCommunicator> etp;  // expert tensor parallel: the rows' gathers and reductions (null at etp 1)
   StageSplit split;
   PipelineSchedule schedule;
   int64_t stage = 0, pp = 1, v = 1, m = 1, b = 1, T = 1, B = 1, dp = 1, dp_rank = 0;
@@ -160,6 +161,7 @@ DistTrainer::DistTrainer(const RunSpec& run, ProcessGroups& groups, const BatchS
   I.tp = std::make_unique<TimedCommunicator>(*groups.tp);
   comm::Communicator* tp_comm = run.layout.tp > 1 ? I.tp.get() : nullptr;
   if (groups.ep) I.ep = std::make_unique<TimedCommunicator>(*groups.ep);
+  if (groups.etp) I.etp = std::make_unique<TimedCommunicator>(*groups.etp);
 
   I.tokens.assign(I.m, std::vector<int32_t>(I.N()));
   I.targets.assign(I.m, std::vector<int32_t>(I.N()));
@@ -171,10 +173,11 @@ DistTrainer::DistTrainer(const RunSpec& run, ProcessGroups& groups, const BatchS
     shard.moe.capacity_factor = run.model.capacity_factor;
     // Expert parallel: this rank holds its EP group position's experts (ParamLayout's stacking).
     if (groups.ep) shard.ep_size = groups.ep->size(), shard.ep_rank = groups.ep->rank();
-    // etp 1 under tp > 1: the experts folded over tp (the EP group from the Mesh mixes tp ranks).
-    shard.experts_folded = run.model.is_moe() && run.layout.tp > 1 && run.layout.etp == 1;
-    if (shard.experts_folded && !groups.edp)  // capability's train-expert-layout says it first
-      throw std::logic_error("DistTrainer: experts folded over tp need the EDP group (ep > 1)");
+    // Expert tensor parallel: this rank's slices of its experts (its ETP group position).
+    if (groups.etp) shard.etp_size = groups.etp->size(), shard.etp_rank = groups.etp->rank();
+    // Without ep the experts' gradients go over the dense group, which is EDP only at etp = tp.
+    if (run.model.is_moe() && !groups.edp && run.layout.etp != run.layout.tp)  // train-expert-layout says it first
+      throw std::logic_error("DistTrainer: ep 1 with etp != tp needs an EDP group the runtime builds at ep > 1 only");
     // ZB-H1 runs the backward in its two halves, as the schedule lists them.
     const bool split = run.exec.schedule == ScheduleKind::ZeroBubbleH1;
     // The DP sync first: under ZeRO-2/3 it holds the stage's gradients (and weights) by unit.
@@ -189,6 +192,7 @@ DistTrainer::DistTrainer(const RunSpec& run, ProcessGroups& groups, const BatchS
                         .compute = options.compute, .recompute = run.exec.recompute, .split_backward = split,
                         .cp = I.context.active() ? groups.cp.get() : nullptr, .storage = ch.sync->units()});
     if (I.ep) ch.stage->set_expert_group(I.ep.get());
+    if (I.etp) ch.stage->set_expert_tensor_group(I.etp.get());
     if (ch.sync->stage() == 1)
       ch.stage->set_weights_needed_hook([&I, c](int64_t begin, int64_t end) { I.wait_weights(c, begin, end); });
     if (ch.stage->params()) {
@@ -494,7 +498,7 @@ double DistTrainer::Impl::run_program(PhaseTimes& t, double pp_message_s) {
   };
   for (auto& ch : I.chunks)
     if (nn::RingAttention* r = ch.stage->ring()) r->reset_times();
-  auto ep_seconds = [&] { return I.ep ? I.ep->seconds() : 0.0; };
+  auto ep_seconds = [&] { return (I.ep ? I.ep->seconds() : 0.0) + (I.etp ? I.etp->seconds() : 0.0); };
   // The EP all-to-alls' time, split into the collective and the wait for peers after the step.
   auto timed_compute = [&](auto&& f) {
     const double tp0 = I.tp->seconds(), cp0 = I.ring_seconds(), ep0 = ep_seconds();
@@ -748,7 +752,7 @@ double DistTrainer::Impl::clip_and_update(int64_t step, bool sharded, double& no
     for (const ShardPiece& p : ch.sync->pieces()) {
       const float* grads = ch.sync->piece_grads(ch.stage->grads(), p);  // the piece's first element
       for (const auto& view : L.tensors()) {
-        if (!view.tp_primary(g.coords.tp()) || !(view.expert ? experts_count : dense_counts)) continue;
+        if (!view.primary(L.shard()) || !(view.expert ? experts_count : dense_counts)) continue;
         if (view.offset == L.head_wte && L.head_wte != L.wte) continue;
         const int64_t lo = std::max(view.offset, p.begin), hi = std::min(view.offset + view.size(), p.end);
         if (hi > lo) sq += I.k->sum_squares(grads + (lo - p.begin), size_t(hi - lo));
@@ -781,6 +785,7 @@ double DistTrainer::step(int64_t step) {
   g.context->step = step;
   I.tp->reset();
   if (I.ep) I.ep->reset();
+  if (I.etp) I.etp->reset();
 
   double gather_wait0 = 0;  // ZeRO-1 and 3: seconds blocked on weight gathers before this step
   for (auto& ch : I.chunks) {

@@ -62,6 +62,7 @@ ProcessGroups make_process_groups(const Mesh& mesh, std::shared_ptr<comm::CommCo
     g.ep = adopt(split(base, mesh, Dim::EP, world_rank, context));
     g.edp = adopt(split(base, mesh, Dim::EDP, world_rank, context));
   }
+  if (mesh.size(Dim::ETP) > 1) g.etp = adopt(split(base, mesh, Dim::ETP, world_rank, context));
 
   // Embedding group: the first and last stage of each pipeline. Every rank takes part in the
   // split (MPI requires it); middle stages pass MPI_UNDEFINED.

@@ -37,6 +37,9 @@ struct ProcessGroups {
   // expert rank generator does (Mesh::group_of(Dim::EP / Dim::EDP)).
   std::unique_ptr<comm::Communicator> ep;
   std::unique_ptr<comm::Communicator> edp;
+  // Expert tensor parallel (etp > 1, else null): the ranks holding slices of the same experts
+  // (Mesh::group_of(Dim::ETP)).
+  std::unique_ptr<comm::Communicator> etp;
 
   bool first_stage() const { return coords.pp() == 0; }
   bool last_stage() const { return pp && coords.pp() == pp->size() - 1; }
@@ -51,7 +54,7 @@ using GroupWrap = std::function<std::unique_ptr<comm::Communicator>(std::unique_
 
 // Collective over `base` (MPI_COMM_WORLD in a run; tests pass a sub-communicator). Throws
 // InputError (before any work) when base's size is not the layout's tp * cp * dp * pp, naming both
-// and the fix. Mesh ranks are base's ranks. wrap (when set) turns the tp, cp, dp, dp x cp, pp, embedding, ep and edp
+// and the fix. Mesh ranks are base's ranks. wrap (when set) turns the tp, cp, dp, dp x cp, pp, embedding, ep, edp and etp
 // groups into the device's communicators; world stays MPI (host scalars).
 ProcessGroups make_process_groups(const Mesh& mesh, std::shared_ptr<comm::CommContext> context,
                                   MPI_Comm base = MPI_COMM_WORLD, const GroupWrap& wrap = {});
