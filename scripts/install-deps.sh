@@ -7,6 +7,7 @@ packages=(
   libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libfmt-dev
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev libopenmpi-dev openmpi-bin
+  libpcre2-dev python3-regex
   fortunes
   python3-torch python3-numpy
   libjemalloc2

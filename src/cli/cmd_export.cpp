@@ -90,11 +90,34 @@ int run_export(const ExportArgs& a) {
   const checkpoint::HfModel hf = checkpoint::hf_model(reader, m, router);
   const std::string weights =
       checkpoint::safetensors_bytes(hf.tensors, {{"format", "pt"}, {"source", "trident export"}});
-  write_export(a.out, {{"model.safetensors", weights}, {"config.json", hf.config.dump(2) + "\n"}});
+  std::vector<std::pair<std::string, std::string>> files = {{"model.safetensors", weights},
+                                                             {"config.json", hf.config.dump(2) + "\n"}};
+  // A Hugging Face tokenizer (imported, or one a run trained with): its tokenizer.json as it was
+  // read, and the tokenizer_config.json import kept (else one that names the fast tokenizer), so
+  // AutoTokenizer loads the folder.
+  const nlohmann::json tok = reader.meta().value("tokenizer", nlohmann::json::object());
+  std::string tokenizer_note;
+  if (tok.is_object() && tok.value("kind", std::string()) == "hf-bpe") {
+    const data::Tokenizer t = engine::tokenizer_from_json(tok);  // checked before it is written
+    files.push_back({"tokenizer.json", t.hf()->json_text()});
+    const nlohmann::json kept = reader.meta().value("hf_tokenizer_config", nlohmann::json());
+    files.push_back({"tokenizer_config.json",
+                     kept.is_string() ? kept.get<std::string>()
+                                      : nlohmann::json{{"tokenizer_class", "PreTrainedTokenizerFast"},
+                                                       {"model_max_length", m.seq_len},
+                                                       {"clean_up_tokenization_spaces", false}}
+                                                .dump(2) + "\n"});
+    tokenizer_note = ", tokenizer.json and tokenizer_config.json";
+  }
+  write_export(a.out, files);
   int64_t values = 0;
   for (const auto& t : hf.tensors) values += int64_t(t.data.size());
-  std::printf("exported %zu tensors (%lld parameters, %s names) from %s to %s/model.safetensors and config.json\n",
-              hf.tensors.size(), static_cast<long long>(values), hf.names.c_str(), a.checkpoint.c_str(), a.out.c_str());
+  std::printf("exported %zu tensors (%lld parameters, %s names) from %s to %s/model.safetensors and config.json%s\n",
+              hf.tensors.size(), static_cast<long long>(values), hf.names.c_str(), a.checkpoint.c_str(), a.out.c_str(),
+              tokenizer_note.c_str());
+  if (tokenizer_note.empty())
+    std::printf("no tokenizer files: the checkpoint's tokenizer is Trident's own (%s), not a tokenizer.json\n",
+                tok.value("kind", std::string("bytes")).c_str());
   return 0;
 }
 

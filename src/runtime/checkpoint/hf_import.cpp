@@ -98,12 +98,49 @@ Weights open_weights(const std::string& dir, Problems& p) {
   return w;
 }
 
+// The folder's tokenizer.json (and tokenizer_config.json, kept as text for export), or bytes.
+struct ImportedTokenizer {
+  data::Tokenizer tokenizer = data::Tokenizer::bytes();
+  std::optional<std::string> config;
+  std::string summary = "bytes (the folder has no tokenizer.json)";
+};
+
+ImportedTokenizer read_tokenizer(const std::string& dir, const ModelSpec& m, Problems& p) {
+  ImportedTokenizer t;
+  const std::string path = dir + "/tokenizer.json";
+  if (!fs::exists(path)) return t;
+  const auto text = read_input_file({path, "tokenizer.json", "HF_DIR", "hf-tokenizer-file"}, uint64_t(64) << 20, p);
+  if (!text) return t;
+  try {
+    t.tokenizer = data::Tokenizer::from_hf_json(*text, path);
+  } catch (const InputError& e) {
+    for (const auto& problem : e.problems()) p.add(problem.what, problem.fix, problem.code);
+    return t;
+  }
+  const data::HfTokenizer& hf = *t.tokenizer.hf();
+  if (hf.vocab() > m.vocab)
+    p.add(fmt::format("{} has ids up to {}, past the model's vocab_size {}", path, hf.vocab() - 1, m.vocab),
+          "give the tokenizer.json of this model", "hf-tokenizer-vocab");
+  t.summary = fmt::format("{}: byte-level BPE, {} ids ({} merges, {} added tokens)", path, hf.vocab(), hf.merges(), hf.added());
+  const std::string config_path = dir + "/tokenizer_config.json";
+  if (fs::exists(config_path))
+    t.config = read_input_file({config_path, "tokenizer_config.json", "HF_DIR", "hf-tokenizer-file"}, uint64_t(16) << 20, p);
+  return t;
+}
+
+// A number config.json may hold, or `fallback` when it is absent (model_from_hf_config checked the
+// keys it reads; these two it leaves to import).
+double number_or(const nlohmann::json& config, const char* key, double fallback) {
+  return config.contains(key) && config[key].is_number() ? config[key].get<double>() : fallback;
+}
+
 nlohmann::json meta_of(const ModelSpec& m, HfClass cls, const nn::MoeOptions& router, const std::string& hf_dir,
-                       const nlohmann::json& tokenizer) {
+                       const ImportedTokenizer& tokenizer) {
   nlohmann::json meta = {{"model", engine::model_to_json(m)},
                          {"step", 0},
                          {"imported_from", {{"path", hf_dir}, {"names", hf_class_names(cls)}}},
-                         {"tokenizer", tokenizer}};
+                         {"tokenizer", engine::tokenizer_to_json(tokenizer.tokenizer)}};
+  if (tokenizer.config) meta["hf_tokenizer_config"] = *tokenizer.config;  // export writes it back as it was
   if (m.is_moe()) meta["router"] = engine::router_to_json(router);
   return meta;
 }
@@ -120,7 +157,8 @@ ImportSummary import_hf(const std::string& hf_dir, const std::string& out, std::
   const auto text = read_input_file({config_path, "Hugging Face config", "HF_DIR", "hf-config-file"}, uint64_t(16) << 20, p);
   p.throw_if_any();
   const nlohmann::json config = nlohmann::json::parse(*text, nullptr, false);
-  const std::string type = config.value("model_type", std::string());
+  const std::string type =
+      config.contains("model_type") && config["model_type"].is_string() ? config["model_type"].get<std::string>() : "";
   const std::optional<HfClass> cls = class_of(type);
   if (!cls)
     p.add(fmt::format("{}: model_type '{}' is not one import reads (gpt2, llama, mistral, mixtral, qwen2_moe: the "
@@ -132,9 +170,10 @@ ImportSummary import_hf(const std::string& hf_dir, const std::string& out, std::
     p.add(fmt::format("{}: {}: the runtime cannot train it yet", config_path, what),
           "import a model of the families the runtime trains (plain GPT-2, Llama, Mixtral layers)", "import-architecture");
   check_hf_exportable(m, p);
-  if (cls == HfClass::Gpt2 && seq_len && config.value("n_positions", int64_t(0)) != *seq_len)
+  const int64_t positions = int64_t(number_or(config, "n_positions", 0));
+  if (cls == HfClass::Gpt2 && seq_len && positions != *seq_len)
     p.add(fmt::format("--seq-len {}: GPT-2's learned positions (transformer.wpe) hold n_positions {} rows", *seq_len,
-                      config.value("n_positions", int64_t(0))),
+                      positions),
           "drop --seq-len for a GPT-2 model", "import-seq-len");
   p.throw_if_any();
 
@@ -143,8 +182,8 @@ ImportSummary import_hf(const std::string& hf_dir, const std::string& out, std::
     router.normalise = m.router_norm_topk;
     router.drop = false;  // Hugging Face's MoE classes never drop a token
     // Hugging Face's load-balancing loss is k x Trident's for the same coefficient (hf_names.cpp).
-    router.aux_coeff = config.value("router_aux_loss_coef", 0.0) * double(m.experts_per_token);
-    router.z_coeff = config.value("router_z_loss_coef", 0.0);
+    router.aux_coeff = number_or(config, "router_aux_loss_coef", 0.0) * double(m.experts_per_token);
+    router.z_coeff = number_or(config, "router_z_loss_coef", 0.0);
   }
   if (cls && hf_class(m, router) != *cls)
     p.add(fmt::format("{}: a {} model whose settings Trident exports as {} names (shared experts, dense layers or "
@@ -152,7 +191,9 @@ ImportSummary import_hf(const std::string& hf_dir, const std::string& out, std::
           "import the model as its own class", "import-family");
   p.throw_if_any();
 
-  // Every tensor against the mapping: missing, mis-shaped and extra ones, all together.
+  // Every tensor against the mapping: missing, mis-shaped and extra ones, all together (and the
+  // tokenizer's problems with them).
+  const ImportedTokenizer tokenizer = read_tokenizer(hf_dir, m, p);
   Weights w = open_weights(hf_dir, p);
   const std::vector<HfPiece> pieces = hf_pieces(m, *cls);
   std::set<std::string> expected;
@@ -195,7 +236,6 @@ ImportSummary import_hf(const std::string& hf_dir, const std::string& out, std::
   for (const HfPiece& piece : pieces)
     if (piece.op != HfPiece::Op::Zeros) of[piece.name].push_back(&piece);
   const nn::ParamLayout layout(nn::Shard::whole(m));
-  nlohmann::json tokenizer = engine::tokenizer_to_json(data::Tokenizer::bytes());
   begin_save(out);
   try {
     ShardWriter writer(out, 0);
@@ -224,7 +264,7 @@ ImportSummary import_hf(const std::string& hf_dir, const std::string& out, std::
   }
   // Read back by the readers' own check: the meta describes the tensors written.
   checked_model(CheckpointReader(out));
-  ImportSummary sum{m, *cls, int64_t(expected.size()), values, int64_t(w.files.size()), "", "bytes (no tokenizer.json)"};
+  ImportSummary sum{m, *cls, int64_t(expected.size()), values, int64_t(w.files.size()), "", tokenizer.summary};
   for (const std::string& d : dtypes) sum.dtypes += (sum.dtypes.empty() ? "" : " + ") + d;
   return sum;
 }

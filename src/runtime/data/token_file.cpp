@@ -170,7 +170,8 @@ uint64_t fnv1a64(const unsigned char* bytes, size_t n) {
 
 
 Tokenizer tokenizer_of(const TokenFile& file) {
-  if (file.tokenizer_kind() != uint32_t(TokenizerKind::Bpe)) return Tokenizer::bytes();
+  const uint32_t kind = file.tokenizer_kind();
+  if (kind != uint32_t(TokenizerKind::Bpe) && kind != uint32_t(TokenizerKind::HfBpe)) return Tokenizer::bytes();
   const std::string path = file.path() + ".tokenizer";
   const std::string fix = "keep the .tokenizer file that `trident data prepare` wrote beside the token file, or prepare "
                           "it again";
@@ -179,10 +180,18 @@ Tokenizer tokenizer_of(const TokenFile& file) {
     fail("token file '" + file.path() + "' holds BPE tokens but its tokenizer '" + path + "' is missing", fix,
          "tokenizer-missing");
   Tokenizer t = Tokenizer::load(path);
+  if (uint32_t(t.kind()) != kind)
+    fail(fmt::format("token file '{}' says its tokens are {} ids but '{}' is {}", file.path(),
+                     kind == uint32_t(TokenizerKind::HfBpe) ? "tokenizer.json" : "Trident BPE", path,
+                     t.hf() ? "a tokenizer.json" : "a Trident BPE tokenizer"),
+         fix, "tokenizer-kind");
   if (file.largest_token() >= t.vocab())
-    fail(fmt::format("tokenizer '{}' knows {} tokens (256 bytes + {} merges) but '{}' holds token id {}: the tokenizer "
+    fail(fmt::format("tokenizer '{}' knows {} tokens ({}) but '{}' holds token id {}: the tokenizer "
                      "is truncated or belongs to other data",
-                     path, t.vocab(), t.merges().size(), file.path(), file.largest_token()),
+                     path, t.vocab(),
+                     t.hf() ? fmt::format("a tokenizer.json of {} merges", t.hf()->merges())
+                            : fmt::format("256 bytes + {} merges", t.merges().size()),
+                     file.path(), file.largest_token()),
          fix, "tokenizer-truncated");
   return t;
 }

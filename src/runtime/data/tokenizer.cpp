@@ -7,6 +7,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "core/hf_config.h"
 #include "core/input_file.h"
 #include "core/output_path.h"
 #include "core/problems.h"
@@ -120,7 +121,14 @@ Tokenizer Tokenizer::train_bpe(const std::string& text, int64_t vocab) {
   return from_merges(std::move(merges));
 }
 
+Tokenizer Tokenizer::from_hf_json(const std::string& text, const std::string& origin) {
+  Tokenizer t;
+  t.hf_ = HfTokenizer::from_json(text, origin);
+  return t;
+}
+
 std::vector<int32_t> Tokenizer::encode(const std::string& text) const {
+  if (hf_) return hf_->encode(text);
   std::vector<int32_t> out;
   if (merges_.empty()) {
     for (unsigned char c : text) out.push_back(c);
@@ -157,6 +165,7 @@ std::vector<int32_t> Tokenizer::encode(const std::string& text) const {
 }
 
 std::string Tokenizer::decode(const std::vector<int32_t>& tokens) const {
+  if (hf_) return hf_->decode(tokens);
   std::string s;
   for (int32_t t : tokens)
     if (t >= 0 && t < int32_t(pieces_.size())) s += pieces_[size_t(t)];
@@ -164,6 +173,10 @@ std::string Tokenizer::decode(const std::vector<int32_t>& tokens) const {
 }
 
 void Tokenizer::save(const std::string& path) const {
+  if (hf_) {
+    write_text_atomically(path, hf_->json_text());
+    return;
+  }
   std::ostringstream f;
   f << "trident-tokenizer 1 " << (kind() == TokenizerKind::Bpe ? "bpe" : "bytes") << "\n";
   for (auto [a, b] : merges_) f << a << ' ' << b << '\n';
@@ -172,11 +185,13 @@ void Tokenizer::save(const std::string& path) const {
 
 Tokenizer Tokenizer::load(const std::string& path) {
   Problems p;
-  // At most 65536 - 256 merges of two ids: well under 1 MiB; a device or a FIFO is refused unread.
-  constexpr uint64_t kMaxTokenizerBytes = 16u << 20;
+  // At most 65536 - 256 merges of two ids: well under 1 MiB; a tokenizer.json of 150k tokens and
+  // merges (Qwen2's, Llama 3's) about 10 MiB; a device or a FIFO is refused unread.
+  constexpr uint64_t kMaxTokenizerBytes = 64u << 20;
   const auto text = read_input_file({path, "tokenizer", "the token file's .tokenizer", "tokenizer-file"},
                                     kMaxTokenizerBytes, p);
   p.throw_if_any();
+  if (looks_like_json(*text)) return from_hf_json(*text, "tokenizer '" + path + "'");
   std::istringstream f(*text);
   std::string magic, kind;
   int version = 0;

@@ -1,16 +1,20 @@
 // Tokenizers: byte-level (vocabulary 256, nothing to train) and byte-pair encoding trained on
 // the corpus (GPT-2 style: text is cut into words that keep their leading space, merges never
-// cross a word boundary). Token ids of a BPE: 0-255 the bytes, 256+i the i-th merge.
+// cross a word boundary). Token ids of a BPE: 0-255 the bytes, 256+i the i-th merge. Or a
+// Hugging Face byte-level BPE read from a tokenizer.json (hf_tokenizer.h: its own ids).
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "runtime/data/hf_tokenizer.h"
+
 namespace trident::data {
 
-enum class TokenizerKind : uint32_t { Bytes = 0, Bpe = 1 };
+enum class TokenizerKind : uint32_t { Bytes = 0, Bpe = 1, HfBpe = 2 };
 
 class Tokenizer {
  public:
@@ -23,16 +27,22 @@ class Tokenizer {
   static Tokenizer from_merges(std::vector<std::pair<int32_t, int32_t>> merges,
                                const std::string& origin = "the tokenizer");
   static constexpr int64_t kMaxTokenBytes = int64_t(64) << 20;
+  // A tokenizer.json's byte-level BPE (throws InputError naming `origin` and every problem).
+  static Tokenizer from_hf_json(const std::string& text, const std::string& origin);
 
-  TokenizerKind kind() const { return merges_.empty() ? TokenizerKind::Bytes : TokenizerKind::Bpe; }
-  int64_t vocab() const { return 256 + int64_t(merges_.size()); }
+  TokenizerKind kind() const {
+    return hf_ ? TokenizerKind::HfBpe : merges_.empty() ? TokenizerKind::Bytes : TokenizerKind::Bpe;
+  }
+  int64_t vocab() const { return hf_ ? hf_->vocab() : 256 + int64_t(merges_.size()); }
+  const HfTokenizer* hf() const { return hf_.get(); }  // the tokenizer.json one, or null
   const std::vector<std::pair<int32_t, int32_t>>& merges() const { return merges_; }
 
   std::vector<int32_t> encode(const std::string& text) const;
   std::string decode(const std::vector<int32_t>& tokens) const;
-  const std::string& token_bytes(int32_t id) const { return pieces_[size_t(id)]; }
+  const std::string& token_bytes(int32_t id) const { return pieces_[size_t(id)]; }  // Bytes and Bpe
 
-  // Text file: "trident-tokenizer 1 KIND", then one merge "a b" per line. Throws InputError.
+  // Text file: "trident-tokenizer 1 KIND", then one merge "a b" per line; a Hugging Face one is
+  // its tokenizer.json as it was read. Throws InputError.
   void save(const std::string& path) const;
   static Tokenizer load(const std::string& path);
 
@@ -40,6 +50,7 @@ class Tokenizer {
   void build_pieces();
   std::vector<std::pair<int32_t, int32_t>> merges_;
   std::vector<std::string> pieces_;
+  std::shared_ptr<const HfTokenizer> hf_;
 };
 
 // Cuts text into GPT-2-like words: a run of letters/digits or of other non-space bytes, with

@@ -90,12 +90,23 @@ nn::MoeOptions router_from_json(const nlohmann::json& j) {
 }
 
 nlohmann::json tokenizer_to_json(const data::Tokenizer& t) {
+  // A tokenizer.json as it was read: export writes it back byte for byte.
+  if (t.hf()) return {{"kind", "hf-bpe"}, {"tokenizer_json", t.hf()->json_text()}};
   nlohmann::json merges = nlohmann::json::array();
   for (auto [a, b] : t.merges()) merges.push_back({a, b});
   return {{"kind", t.kind() == data::TokenizerKind::Bpe ? "bpe" : "bytes"}, {"merges", merges}};
 }
 
 data::Tokenizer tokenizer_from_json(const nlohmann::json& j) {
+  if (j.is_object() && j.value("kind", std::string()) == "hf-bpe") {
+    if (!j.contains("tokenizer_json") || !j["tokenizer_json"].is_string()) {
+      Problems p;
+      p.add("the checkpoint's tokenizer says hf-bpe but holds no tokenizer_json text", "import the model again",
+            "checkpoint-meta");
+      p.throw_if_any();
+    }
+    return data::Tokenizer::from_hf_json(j["tokenizer_json"].get<std::string>(), "the checkpoint's tokenizer.json");
+  }
   std::vector<std::pair<int32_t, int32_t>> merges;
   if (j.is_object() && j.contains("merges")) {
     const nlohmann::json& list = j.at("merges");
