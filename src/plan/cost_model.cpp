@@ -128,6 +128,15 @@ double kernel_hbm_Bps(const ExecutionSpec& e, const GpuSpec& gpu, const CostCons
 }
 }  // namespace
 
+MoeCompute layer_moe_compute(const ModelSpec& m, const ExecutionSpec& e, int64_t tp, const GpuSpec& gpu,
+                             const CostConstants& c, int64_t ep, int64_t etp) {
+  const bool fp8 = e.precision == Precision::FP8 && gpu.fp8_flops > 0;
+  const double element = fp8 ? 1 : activation_element_bytes(e);  // FP8 GEMMs read FP8 weights and rows
+  return moe_compute(m, double(e.micro_batch_size) * double(m.seq_len), tp, ep,
+                     fp8 ? fp8_peak_flops(e, gpu) : peak_flops(e, gpu), fp8 ? c.fp8_gemm_efficiency : c.gemm_peak_efficiency,
+                     c, etp, kernel_hbm_Bps(e, gpu, c), element, element);
+}
+
 LayerCompute layer_compute(const ModelSpec& full, const ExecutionSpec& e, int64_t tp, const GpuSpec& gpu,
                            const CostConstants& c, int64_t cp, int64_t ep, int64_t etp) {
   // Everything below is one cp rank's share: a sequence of s / cp, attention one block of it.
@@ -203,12 +212,15 @@ LayerCompute layer_compute(const ModelSpec& full, const ExecutionSpec& e, int64_
     lc.elementwise_s += lc.fp8_cast_s;
   }
   if (m.is_moe()) {
-    // The dense MLP GEMMs give way to the router and the experts (dense layers averaged in).
+    // The dense MLP GEMMs give way to the router and the experts (dense layers averaged in); the
+    // router's score function and top-k are memory-bound kernels of their own.
     const double dense_mlp_s = gemm(h, mlp_in) + gemm(f / t, h);
-    const MoeCompute mc = moe_compute(m, T, tp, ep, gemm_peak, gemm_eff, c, etp);
+    const MoeCompute mc = layer_moe_compute(m, e, tp, gpu, c, ep, etp);
     lc.gemm_s += mc.mlp_s - dense_mlp_s;
     lc.gemm_flops += mc.mlp_flops - 2 * T * h * (mlp_in + f / t);
     lc.moe_routed_s = moe_layer_share(m) * mc.routed_s;
+    lc.moe_score_s = mc.score_s;
+    lc.elementwise_s += mc.score_s;
   }
   if (lc.cp > 1) {
     // Ring attention: the local queries against each of the cp KV blocks (with flash, the causal
@@ -222,7 +234,7 @@ LayerCompute layer_compute(const ModelSpec& full, const ExecutionSpec& e, int64_
     lc.attention_flops *= k;
     lc.attention_elementwise_s *= k;
   }
-  lc.kernels = layer_kernel_calls(full, e, tp, cp);
+  lc.kernels = layer_kernel_calls(full, e, tp, cp, ep);
   lc.kernel_call_s = c.kernel_overhead_s();
   return lc;
 }

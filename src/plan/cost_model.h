@@ -116,6 +116,8 @@ struct LayerCompute {
   // Mixture of experts: the routed experts' forward GEMMs at the balanced load (part of gemm_s,
   // the dense layers' share 0), what an imbalance makes the other ep ranks wait for.
   double moe_routed_s = 0;
+  // The router's score function and top-k (MoeCompute::score_s), part of elementwise_s.
+  double moe_score_s = 0;
   // Fixed cost of each kernel call (kernel_launch_us), times the layer's calls per pass.
   KernelCalls kernels;
   double kernel_call_s = 0;
@@ -252,6 +254,10 @@ struct DpComm {
   double embedding_sync_s = 0;     // tied embedding all-reduce between first and last stage
   double layer_gather_s = 0;       // ZeRO-3: one layer's weight all-gather
   double layer_scatter_s = 0;      // ZeRO-3: one layer's gradient reduce-scatter
+  // ZeRO-3, MoE: one layer's local routed experts (their parameters on one GPU), all-gathered
+  // over the expert data parallel group and their gradients reduce-scattered there, besides the
+  // dense gather and scatter above.
+  double expert_layer_params = 0, expert_layer_gather_s = 0, expert_layer_scatter_s = 0;
   int64_t chunks = 1;              // pieces overlapped on their own (dp_overlap.h): v with per-chunk overlap
   int64_t chunk_group = 1;         // micro-batches per chunk in turn, min(m, pp)
   double weight_gather_exposed_s = 0;  // ZeRO 1-3: the weight all-gathers' part of exposed_s (before

@@ -10,11 +10,21 @@ namespace {
 
 // ZeRO-3's per-layer gather and reduce-scatter times of the dp x cp group for a layer of
 // `layer_params`: the stages of a split mostly hold equal layers, so the last answer is kept.
+// A MoE model's routed experts are sharded over their own group (edp: the expert grid's
+// tp x cp x dp / (ep x etp), Megatron's expert data parallel group), so each layer also gathers
+// its local experts' `expert_params` over edp and reduce-scatters their gradients there.
 struct Zero3Layer {
   double layer_params = -1, gather_s = 0, scatter_s = 0;
+  double expert_params = -1, expert_gather_s = 0, expert_scatter_s = 0;
 };
 
-std::vector<Zero3Chunk> zero3_stage(const Estimate& e, const DimLink& dcp, int64_t stage,
+// Half of an all-reduce of `bytes` over the group (an all-gather or a reduce-scatter of it).
+double half_allreduce_s(double bytes, int64_t members, const DimLink& link, const ClusterSpec& cluster,
+                        const CostConstants& c) {
+  return dp_comm(bytes, members, link.link, link.members_per_node, cluster, 0, c).total_s / 2;
+}
+
+std::vector<Zero3Chunk> zero3_stage(const Estimate& e, const DimLink& dcp, const DimLink& edp_link, int64_t stage,
                                     const std::vector<int64_t>& chunks, Zero3Layer& memo) {
   const RunSpec& run = e.run;
   const ExecutionSpec& x = run.exec;
@@ -25,18 +35,27 @@ std::vector<Zero3Chunk> zero3_stage(const Estimate& e, const DimLink& dcp, int64
   if (x.zero < 3 || data <= 1 || st.layers <= 0) return out;
   const StateBytes sb = state_bytes(x);
   const double layer_params = e.memory.at(size_t(stage)).params.layer_params / double(st.layers);
-  auto half_allreduce = [&](double bytes) {
-    return dp_comm(bytes, data, dcp.link, dcp.members_per_node, run.cluster, 0, e.cost).total_s / 2;
-  };
-  if (layer_params != memo.layer_params)
-    memo = {layer_params, half_allreduce(layer_params * sb.gathered), half_allreduce(layer_params * sb.gradients)};
+  auto half_allreduce = [&](double bytes) { return half_allreduce_s(bytes, data, dcp, run.cluster, e.cost); };
+  if (layer_params != memo.layer_params) {
+    memo.layer_params = layer_params;
+    memo.gather_s = half_allreduce(layer_params * sb.gathered);
+    memo.scatter_s = half_allreduce(layer_params * sb.gradients);
+  }
+  const int64_t edp = l.size(Dim::EDP);
+  const double expert_params = e.memory.at(size_t(stage)).params.expert_params / double(st.layers);
+  if (expert_params != memo.expert_params) {
+    memo.expert_params = expert_params;
+    const bool sharded = expert_params > 0 && edp > 1;
+    memo.expert_gather_s = sharded ? half_allreduce_s(expert_params * sb.gathered, edp, edp_link, run.cluster, e.cost) : 0.0;
+    memo.expert_scatter_s = sharded ? half_allreduce_s(expert_params * sb.gradients, edp, edp_link, run.cluster, e.cost) : 0.0;
+  }
   // Per-layer compute it hides behind: the stage's, with its TP share (a third forward).
   const double L = double(st.layers);
   const double fwd_layer = (st.compute_forward_s + st.tp_comm_s / 3) / L;
   const double bwd_layer = (st.compute_backward_s + 2 * st.tp_comm_s / 3) / L;
   for (size_t ch = size_t(stage); ch < chunks.size(); ch += size_t(l.pp))
-    out.push_back(zero3_chunk(memo.gather_s, memo.scatter_s, double(chunks[ch]), fwd_layer, bwd_layer,
-                               dp_overlapped(x, l.pp), e.cost));
+    out.push_back(zero3_chunk(memo.gather_s + memo.expert_gather_s, memo.scatter_s + memo.expert_scatter_s,
+                              double(chunks[ch]), fwd_layer, bwd_layer, dp_overlapped(x, l.pp), e.cost));
   return out;
 }
 
@@ -49,7 +68,7 @@ std::vector<int64_t> chunks_of(const RunSpec& run) {
 
 std::vector<Zero3Chunk> zero3_stage(const Estimate& e, int64_t stage) {
   Zero3Layer memo;
-  return zero3_stage(e, e.links.dcp, stage, chunks_of(e.run), memo);
+  return zero3_stage(e, e.links.dcp, e.links.edp, stage, chunks_of(e.run), memo);
 }
 
 Estimate estimate(const RunSpec& run, double overhead_bytes) { return estimate(run, overhead_bytes, cost_table(run)); }
@@ -88,7 +107,7 @@ void time_pipeline(Estimate& e, const Links& links, const CostConstants& c) {
   const std::vector<int64_t> chunks = chunks_of(run);
   Zero3Layer zero3_memo;
   for (size_t s = 0; s < e.stages.size(); ++s)
-    for (const Zero3Chunk& z : zero3_stage(e, links.dcp, int64_t(s), chunks, zero3_memo)) {
+    for (const Zero3Chunk& z : zero3_stage(e, links.dcp, links.edp, int64_t(s), chunks, zero3_memo)) {
       StageTime& st = e.stages[s];
       st.zero3_s += z.forward.cost_s + z.backward.cost_s;
       st.zero3_total_s += z.forward.total_s + z.backward.total_s;
@@ -184,6 +203,13 @@ void time_data_parallel(Estimate& e, const Links& links, const CostConstants& c)
     const double layer_params = bst.layers > 0 ? e.memory[biggest].params.layer_params / double(bst.layers) : 0.0;
     e.dp.layer_gather_s = half_allreduce(layer_params * sb.gathered);
     e.dp.layer_scatter_s = half_allreduce(layer_params * sb.gradients);
+    const int64_t edp_size = l.size(Dim::EDP);
+    const double layer_experts = bst.layers > 0 ? e.memory[biggest].params.expert_params / double(bst.layers) : 0.0;
+    if (layer_experts > 0 && edp_size > 1) {
+      e.dp.expert_layer_params = layer_experts;
+      e.dp.expert_layer_gather_s = half_allreduce_s(layer_experts * sb.gathered, edp_size, links.edp, run.cluster, c);
+      e.dp.expert_layer_scatter_s = half_allreduce_s(layer_experts * sb.gradients, edp_size, links.edp, run.cluster, c);
+    }
   }
   // Hidden traffic is not free: it slows the compute it overlaps.
   e.dp.hidden_s = std::max(0.0, e.dp.total_s - e.dp.exposed_s);
@@ -191,7 +217,8 @@ void time_data_parallel(Estimate& e, const Links& links, const CostConstants& c)
   // Expert gradients: one more reduction over the edp group, after the dense one (exposed
   // beyond the same backward window; with ZeRO a reduce-scatter and a gather of half the volume each).
   const int64_t edp = l.size(Dim::EDP);  // the expert grid's: tp x cp x dp / (ep x etp)
-  if (expert_params > 0 && edp > 1) {
+  // ZeRO-3 reduce-scatters them layer by layer inside the passes (zero3_stage): none at the end.
+  if (expert_params > 0 && edp > 1 && !(x.zero >= 3 && data > 1)) {
     e.expert_dp = dp_comm(expert_params * sb.gradients, edp, links.edp.link, links.edp.members_per_node,
                           run.cluster, std::max(0.0, window - e.dp.total_s), c);
     e.expert_dp.hidden_s = std::max(0.0, e.expert_dp.total_s - e.expert_dp.exposed_s);

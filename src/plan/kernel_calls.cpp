@@ -46,19 +46,22 @@ FusedCasts fused_fp8_casts(const ModelSpec& m, const ExecutionSpec& e) {
   return {true, !m.is_moe(), !m.is_moe()};
 }
 
-KernelCalls layer_kernel_calls(const ModelSpec& m, const ExecutionSpec& e, int64_t tp, int64_t cp) {
+KernelCalls layer_kernel_calls(const ModelSpec& m, const ExecutionSpec& e, int64_t tp, int64_t cp, int64_t ep) {
   KernelCalls k;
   cp = std::max<int64_t>(cp, 1);
   const bool fp8 = e.precision == Precision::FP8;
   KernelPass& f = k.forward;
   // QKV, projection, MLP-in (SwiGLU's gate and up fused), MLP-out; a MoE layer's MLP is its
-  // router and the experts' grouped GEMMs (in and out), its permute and unpermute.
-  f.gemms = 4 + (m.is_moe() ? 1 : 0);
+  // router and each local expert's two GEMMs (GroupedLinear: one cuBLAS call per expert), and
+  // the shared experts' two.
+  const int64_t local_experts = m.is_moe() ? std::max<int64_t>(m.experts / std::max<int64_t>(ep, 1), 1) : 0;
+  f.gemms = m.is_moe() ? 2 + 1 + 2 * local_experts + (m.shared_experts > 0 ? 2 : 0) : 4;
   const int64_t blocks = attention_blocks(e, cp);
   const bool gather = cp > 1 && e.recipe.cp_kind == CpKind::AllGather;
   f.attention = attention_forward_kernels(e.attention, blocks);
-  // Two norms, the activation, two bias-dropout-adds; rotary embedding (Llama); MoE permutes.
-  f.elementwise = 5 + (m.learned_positions() ? 0 : 1) + (m.is_moe() ? 2 : 0);
+  // Two norms, the activation, two bias-dropout-adds; rotary embedding (Llama); MoE: the
+  // router's score function and top-k, the permute and unpermute.
+  f.elementwise = 5 + (m.learned_positions() ? 0 : 1) + (m.is_moe() ? 4 : 0);
   // TP: two all-reduces, or with sequence parallel two all-gathers and two reduce-scatters; cp:
   // one send-receive per ring step, or one all-gather of K and V.
   f.collectives = (tp > 1 ? (e.sequence_parallel ? 4 : 2) : 0) + (gather ? 1 : cp - 1);

@@ -35,7 +35,12 @@ struct KernelCalls {
 constexpr int64_t kEmbeddingForwardKernels = 2, kEmbeddingKernels = 3;
 constexpr int64_t kLogitsForwardKernels = 2, kLogitsKernels = 5;
 
-KernelCalls layer_kernel_calls(const ModelSpec& model, const ExecutionSpec& exec, int64_t tp, int64_t cp);
+// A MoE layer: the router's GEMM, its score function and top-k, the permute and unpermute, and
+// the experts' GEMMs as Transformer Engine's GroupedLinear runs them (Megatron-Core's
+// TEGroupedMLP): one cuBLAS GEMM per local expert (E / ep on the GPU) for the experts' input and
+// output each, not one grouped kernel; the shared experts' two GEMMs.
+KernelCalls layer_kernel_calls(const ModelSpec& model, const ExecutionSpec& exec, int64_t tp, int64_t cp,
+                               int64_t ep = 1);
 
 // Whether selective recomputation redoes the core attention's forward under `exec`: always with
 // unfused attention (the scores are not stored), and with flash attention when

@@ -177,8 +177,15 @@ std::vector<StageMemory> stage_memory(const ModelSpec& full, const ExecutionSpec
   const double sbh = double(m.seq_len) * e.micro_batch_size * m.hidden;
   const double el = e.precision == Precision::FP32 ? 4 : 2;
   const ParamCount pc = count_parameters(full);  // once for every stage
-  // ZeRO-3's gathered layer (the per-layer terms do not depend on the sequence length).
-  const double gathered_layer = double(pc.attention_per_layer + pc.mlp_per_layer) / t + double(pc.norms_per_layer);
+  // ZeRO-3's gathered layer (the per-layer terms do not depend on the sequence length): a MoE
+  // layer's router, shared experts (split over tp) and local routed experts (whole over tp,
+  // split over ep x etp) in place of the dense MLP, the larger of the two where both kinds exist.
+  const double dense_layer = double(pc.attention_per_layer + pc.mlp_per_layer) / t + double(pc.norms_per_layer);
+  const double moe_layer = full.is_moe() ? double(pc.attention_per_layer + pc.shared_experts_per_layer) / t +
+                                               double(pc.norms_per_layer + pc.router_per_layer) +
+                                               double(pc.routed_experts_per_layer) / double(ep * std::max<int64_t>(in.etp, 1))
+                                         : 0.0;
+  const double gathered_layer = std::max(full.is_moe() && moe_layer_share(full) >= 1 ? 0.0 : dense_layer, moe_layer);
   const double ring_bytes = cp_ring_buffer_bytes(full, e, in.tp, cp);
   std::vector<StageMemory> out(layers.size());
   for (size_t i = 0; i < layers.size(); ++i) {

@@ -10,7 +10,7 @@ double moe_layer_share(const ModelSpec& m) {
 }
 
 MoeCompute moe_compute(const ModelSpec& m, double T, int64_t tp, int64_t ep, double peak, double peak_efficiency,
-                       const CostConstants& c, int64_t etp) {
+                       const CostConstants& c, int64_t etp, double hbm_Bps, double weight_bytes, double element_bytes) {
   MoeCompute mc;
   const double h = double(m.hidden), t = double(std::max<int64_t>(tp, 1)), et = double(std::max<int64_t>(etp, 1));
   const double k = double(m.experts_per_token), E = double(m.experts);
@@ -26,8 +26,24 @@ MoeCompute moe_compute(const ModelSpec& m, double T, int64_t tp, int64_t ep, dou
   const double batch = double(mc.local_experts);
   mc.router_s = gemm_time_s(own, h, E, 1, peak, peak_efficiency, c);
   mc.router_flops = 2 * own * h * E;
-  mc.routed_s = gemm_time_s(mc.tokens_per_expert, h, in_width * fe / et, batch, peak, peak_efficiency, c) +
-                gemm_time_s(mc.tokens_per_expert, fe / et, h, batch, peak, peak_efficiency, c);
+  // Each expert GEMM (m rows, k x n weights, `batch` local experts) at the larger of its compute
+  // time and its HBM bytes: the weights, the rows it reads and the rows it writes.
+  const double rows = mc.tokens_per_expert;
+  auto expert_gemm = [&](double kk, double n) {
+    const double compute = gemm_time_s(rows, kk, n, batch, peak, peak_efficiency, c);
+    const double weights = batch * kk * n * weight_bytes;
+    const double memory = hbm_Bps > 0 && rows > 0 ? (weights + batch * rows * (kk + n) * element_bytes) / hbm_Bps : 0.0;
+    mc.routed_compute_s += compute;
+    mc.expert_weight_bytes += weights;
+    mc.routed_memory_s += memory;
+    mc.routed_memory_bound = mc.routed_memory_bound || memory > compute;
+    return std::max(compute, memory);
+  };
+  mc.routed_s = expert_gemm(h, in_width * fe / et) + expert_gemm(fe / et, h);
+  if (hbm_Bps > 0) {
+    mc.router_score_bytes = own * (3 * 4 * E + 12 * k);
+    mc.router_score_s = mc.router_score_bytes / hbm_Bps;
+  }
   mc.routed_flops = 2 * own * k * h * (in_width + 1) * fe;  // the model's routed FLOPs / tp, at any etp
   if (m.shared_experts > 0) {
     const double fs = double(m.shared_experts) * fe;
@@ -39,6 +55,7 @@ MoeCompute moe_compute(const ModelSpec& m, double T, int64_t tp, int64_t ep, dou
   const double share = moe_layer_share(m);
   mc.mlp_s = share * (mc.router_s + mc.routed_s + mc.shared_s) + (1 - share) * mc.dense_s;
   mc.mlp_flops = share * (mc.router_flops + mc.routed_flops + mc.shared_flops) + (1 - share) * mc.dense_flops;
+  mc.score_s = share * mc.router_score_s;
   return mc;
 }
 

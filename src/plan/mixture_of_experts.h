@@ -38,16 +38,39 @@ struct MoeCompute {
   int64_t local_experts = 0;       // E / ep on this GPU, whole
   double tokens_per_expert = 0;    // token copies a local expert takes when balanced: T k ep / E
   double router_s = 0, router_flops = 0;    // T x h x E logits
+  // The router's score function (softmax or sigmoid) and top-k over the T / tp x E fp32 logits,
+  // memory-bound: the score function reads the logits and writes the scores, top-k reads them
+  // (3 x 4 bytes per logit), and writes k fp32 weights and int64 indices per token (12 k bytes).
+  double router_score_bytes = 0, router_score_s = 0;  // at the memory-bound kernels' HBM rate
+  // Roofline of the experts' GEMMs: with few rows per expert a grouped GEMM is bound by reading
+  // the local experts' weights (and its rows in and out) from HBM, not by the tensor cores. Each
+  // of the two expert GEMMs (in, out) takes the larger of its compute time and its bytes / HBM.
+  double routed_compute_s = 0;       // the expert GEMMs at the GEMM peak x efficiency
+  double expert_weight_bytes = 0;    // local experts' weights read by one forward (weight_bytes each)
+  double routed_memory_s = 0;        // (weights + rows in + rows out) / HBM, both GEMMs
+  bool routed_memory_bound = false;  // the memory time won in at least one of them
   // Local experts' GEMMs at full width on the whole micro-batch's copies: every tp rank executes them, so these are executed FLOPs, t times the model's.
   double routed_s = 0, routed_flops = 0;
   double shared_s = 0, shared_flops = 0;    // shared experts, every token
   double dense_s = 0, dense_flops = 0;      // the dense MLP of a dense layer
   // Per layer, the dense layers averaged in.
   double mlp_s = 0, mlp_flops = 0;
+  double score_s = 0;  // router_score_s with the MoE layers' share (memory-bound, not a GEMM)
 };
-// peak_flops and peak_efficiency: those of the weight GEMMs (FP8 when the run uses it).
+// peak_flops and peak_efficiency: those of the weight GEMMs (FP8 when the run uses it). hbm_Bps:
+// the memory-bound kernels' HBM rate (router scores, the GEMMs' memory floor); weight_bytes and
+// element_bytes: the GEMM operands' sizes (FP8 1, bf16 2). hbm_Bps 0: the GEMMs at their compute
+// time and no score kernels (what the FLOP tests look at).
 MoeCompute moe_compute(const ModelSpec& model, double tokens, int64_t tp, int64_t ep, double peak_flops,
-                       double peak_efficiency, const CostConstants& c, int64_t etp = 1);
+                       double peak_efficiency, const CostConstants& c, int64_t etp = 1, double hbm_Bps = 0,
+                       double weight_bytes = 2, double element_bytes = 2);
+
+// moe_compute for one micro-batch of `model` (one cp rank's sequence) as the run executes it: the
+// weight GEMMs' peak and efficiency (FP8 when the run and the GPU use it), the memory-bound
+// kernels' HBM rate, FP8 (1 byte) or 16-bit operands. Defined with the rates in cost_model.cpp;
+// layer_compute and the report's breakdown both call it.
+MoeCompute layer_moe_compute(const ModelSpec& model, const ExecutionSpec& exec, int64_t tp, const GpuSpec& gpu,
+                             const CostConstants& c, int64_t ep, int64_t etp);
 
 // All-to-all of an S-byte send buffer over n ranks: each rank keeps 1/n and sends the rest,
 // (n-1) alpha + (n-1)/n S / beta, alpha the call's per-peer latency (alltoall_latency_s).

@@ -158,6 +158,22 @@ json candidate_json(const RunSpec& run, const Estimate* e, const std::vector<Fin
         j["fp8_casts"] = {{"kept_bytes", lc.fp8_cast_elements * e->cost.fp8_cast_bytes_per_element},
                           {"removed_bytes", lc.fp8_fused_cast_elements * e->cost.fp8_cast_bytes_per_element},
                           {"kept_s", round9(lc.fp8_cast_s)}};
+      if (run.model.is_moe()) {  // one MoE layer, one micro-batch, forward: the inputs of its MLP's terms
+        const MoeCompute mc = layer_moe_compute(per_rank_sequence(run.model, run.layout.cp), run.exec, run.layout.tp,
+                                                run.cluster.gpu, e->cost, run.layout.ep, run.layout.etp);
+        j["moe_compute"] = {{"local_experts", mc.local_experts},
+                            {"tokens_per_expert", mc.tokens_per_expert},
+                            {"router_gemm_s", round9(mc.router_s)},
+                            {"router_score_bytes", mc.router_score_bytes},
+                            {"router_score_s", round9(mc.router_score_s)},
+                            {"expert_weight_bytes", mc.expert_weight_bytes},
+                            {"routed_compute_s", round9(mc.routed_compute_s)},
+                            {"routed_memory_s", round9(mc.routed_memory_s)},
+                            {"routed_memory_bound", mc.routed_memory_bound},
+                            {"routed_s", round9(mc.routed_s)},
+                            {"shared_s", round9(mc.shared_s)},
+                            {"moe_layer_share", moe_layer_share(run.model)}};
+      }
     }
     if (run.layout.cp > 1) {
       const CpComm& cr = e->cp_ring;  // one layer, one micro-batch
@@ -469,6 +485,21 @@ std::string pp_sends_text(const Estimate& e) {
 
 // FP8: the GEMM inputs' casts of one layer, those kept as kernels of their own and those fused
 // into the norms and the activation, and what the kept ones add up to over the step.
+// One MoE layer's MLP compute for one micro-batch, forward, with the inputs of its terms.
+std::string moe_compute_text(const Estimate& e) {
+  const RunSpec& r = e.run;
+  if (!r.model.is_moe()) return "";
+  const MoeCompute mc = layer_moe_compute(per_rank_sequence(r.model, r.layout.cp), r.exec, r.layout.tp, r.cluster.gpu,
+                                          e.cost, r.layout.ep, r.layout.etp);
+  return fmt::format(
+      "  MoE layer per micro-batch, forward: router GEMM {:.3f} ms; score function and top-k {:.2f} MiB at HBM = {:.3f} ms; "
+      "{} local experts x {:g} rows each: GEMMs {:.3f} ms on the tensor cores, {:.3f} ms to read {:.2f} MiB of weights "
+      "and the rows from HBM: {:.3f} ms ({}-bound); shared experts {:.3f} ms\n",
+      1e3 * mc.router_s, mc.router_score_bytes / kMiB, 1e3 * mc.router_score_s, mc.local_experts, mc.tokens_per_expert,
+      1e3 * mc.routed_compute_s, 1e3 * mc.routed_memory_s, mc.expert_weight_bytes / kMiB, 1e3 * mc.routed_s,
+      mc.routed_memory_bound ? "memory" : "compute", 1e3 * mc.shared_s);
+}
+
 std::string fp8_casts_text(const Estimate& e) {
   const RunSpec& r = e.run;
   const LayerCompute lc = layer_compute(r.model, r.exec, r.layout.tp, r.cluster.gpu, e.cost, r.layout.cp, r.layout.ep, r.layout.etp);
@@ -548,6 +579,7 @@ std::string stage_terms_text(const Estimate& e) {
                      e.micro_batches, e.time.launch);
   }
   s += fp8_casts_text(e);
+  s += moe_compute_text(e);
   s += fmt::format("  optimizer: {:.3f} B params x {:g} B of HBM traffic{}\n", e.optimizer.params / 1e9, e.optimizer.bytes_per_param,
                    e.optimizer.inputs.empty() ? "" : " (" + e.optimizer.inputs + ")");
   if (e.time.tp_hidden + e.time.pp_hidden > 0)
@@ -559,6 +591,11 @@ std::string stage_terms_text(const Estimate& e) {
                      "{:.2f} ms, against {:.2f} ms of layer compute\n",
                      1e3 * e.dp.layer_gather_s, 1e3 * e.dp.layer_scatter_s,
                      1e3 * (st.compute_forward_s + st.compute_backward_s) / std::max<double>(1, double(st.layers)));
+  if (r.exec.zero >= 3 && r.layout.dp > 1 && e.dp.expert_layer_params > 0)
+    s += fmt::format("  ZeRO-3 experts per layer and micro-batch: {:.3f} B local expert parameters over edp {}: all-gather "
+                     "{:.2f} ms (twice), gradient reduce-scatter {:.2f} ms, after the dense ones\n",
+                     e.dp.expert_layer_params / 1e9, r.layout.size(Dim::EDP), 1e3 * e.dp.expert_layer_gather_s,
+                     1e3 * e.dp.expert_layer_scatter_s);
   return s;
 }
 

@@ -76,8 +76,9 @@ void data_parallel_costs(StageCost& sc, const plan::Estimate& est, int64_t s, co
   const double params = est.memory[s].params.dense(), experts = est.memory[s].params.expert_params;
   const double grad_bytes = params * sb.gradients;
   const int64_t data = l.dp * l.cp, edp = l.size(Dim::EDP);  // the expert grid's tp x cp x dp / (ep x etp)
+  // ZeRO-3 reduce-scatters the experts' gradients per layer, inside the chunks (zero3_stage).
   const double expert_reduce_s =
-      experts > 0 && edp > 1 ? plan::dp_comm(experts * sb.gradients, edp, links.edp.link,
+      experts > 0 && edp > 1 && !(x.zero >= 3 && data > 1) ? plan::dp_comm(experts * sb.gradients, edp, links.edp.link,
                                              links.edp.members_per_node, run.cluster, 0, c)
                                    .total_s
                              : 0;
