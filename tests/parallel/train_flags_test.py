@@ -196,10 +196,10 @@ rows = [
         r"EP load imbalance: the most loaded EP rank received [0-9.]+\.\.[0-9.]+ x the mean rows over the steps; "
         r"the prediction takes 1\.300 \(--moe-load-imbalance\)", out)
      and all(json.loads(line)["ep_load_imbalance"] >= 1 for line in open(EPM))),
-    # ETP: the runtime's expert grid is etp = tp (each routed expert whole on both tp ranks); experts
-    # folded over tp (etp 1 < tp) are refused, naming --etp and the value that trains.
+    # ETP: etp = tp splits each routed expert over the tp ranks (Megatron-Core's expert layers); experts
+    # folded over tp without expert parallelism (etp 1 < tp, ep 1) are refused, naming --ep / --etp.
     ("--etp", "2", "ETP", r"tp 2 x pp 1 x dp 1, etp 2 "),
-    ("--etp", "1", "etp-fold", r"expert layout tp 2, etp 1(.|\n)*use --etp 2 \(= --tp\)(.|\n)*train-expert-layout"),
+    ("--etp", "1", "etp-fold", r"expert layout tp 2, etp 1, ep 1(.|\n)*--etp 2 \(= --tp\)(.|\n)*train-expert-layout"),
     # CP: context parallel on 2 ranks (each sequence in 4 chunks, ring attention).
     ("--cp", "2", "CP", r"tp 1 x pp 1 x dp 1 x cp 2(.|\n)*CP ring exchange"),
     # L: a Llama preset shrunk by flags (grouped-query attention, kv heads split over tp 2).
