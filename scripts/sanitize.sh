@@ -31,7 +31,7 @@ asan_common=abort_on_error=1:strict_string_checks=1:detect_stack_use_after_retur
 # more often, never missed; glibc's own dlopen bookkeeping, held in TLS, is suppressed by name.
 export LSAN_OPTIONS=${LSAN_OPTIONS:-use_tls=0:suppressions=$PWD/scripts/lsan.supp}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-mpi_tests='^dist_|^report_rehearsal_shares_add_up|^robust_ranks_that_disagree|^robust_one_run_check_reports_every_problem_the_same_under_mpirun|^robust_metrics_write_error|^export_mixtral_ep2|^robust_resume_is_the_run|^cli_replan_for_the_gpus_left|^report_chart_legends'
+mpi_tests='^dist_|^report_rehearsal_shares_add_up|^robust_ranks_that_disagree|^robust_one_run_check_reports_every_problem_the_same_under_mpirun|^robust_metrics_write_error|^export_mixtral_ep2|^robust_resume_is_the_run|^cli_replan_for_the_gpus_left|^report_chart_legends|^hf_import_finetune_export_round_trip'
 
 # Left out, each for its reason (the normal `make test` runs them all):
 skip=(
