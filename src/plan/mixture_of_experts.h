@@ -8,8 +8,7 @@
 // etp > 1 the etp group all-gathers the rows it received (a reduce-scatter on the way back), so
 // a local expert runs on T k ep etp / (tp E) rows at width fe / etp. The expert work is done
 // once, not on every tp rank: routed FLOPs per GPU are the model's / tp at any etp (folding, etp
-// 1, or the old etp = tp). The runtime still keeps whole experts on every tp rank (issue 48
-// item 1; train refuses such layouts). The shared experts stay split over tp, as a dense MLP.
+// 1, or etp = tp), as the runtime trains them (folded, or split over its etp group). The shared experts stay split over tp, as a dense MLP.
 // The dispatch is unpadded, as the
 // runtime's (variable counts) and Megatron's without --moe-pad-expert-input-to-capacity: a
 // rank sends its T k routed copies and its experts' GEMMs run on the rows they receive, charged

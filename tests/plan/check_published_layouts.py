@@ -1,7 +1,7 @@
 """plan lists the layout NVIDIA published for the model, GPU and GPU count beside its own best:
 every latest-release row of data/published_runs/ (models Trident describes) is found by plan and
 planned in its sizes; the ratio and the term differences it prints are the two columns' own
-numbers; another GPU count lists none. Also DeepSeek-V3 on 1024 H100 (issue 47's TP2 PP8 EP64)."""
+numbers; another GPU count lists none. Also DeepSeek-V3 on 1024 H100 (NVIDIA's TP2 PP8 EP64)."""
 import csv
 import io
 import json
