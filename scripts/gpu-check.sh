@@ -108,6 +108,10 @@ if [ -n "$PY_REF" ]; then
   for prec in fp32 bf16; do
     run_step "GptStage on cuda in $prec vs PyTorch" 180 "$PY_REF" tests/reference/reference_test.py \
       "$BUILD/tests/reference/reference_dump" "$MODEL_DIR/$prec" --device cuda --precision $prec
+    # Qwen3-MoE's attention (head_dim 32 on hidden 64, QK-norm: the head_rmsnorm kernels) and its MoE.
+    run_step "Qwen3-MoE GptStage on cuda in $prec vs PyTorch" 180 "$PY_REF" tests/reference/reference_test.py \
+      "$BUILD/tests/reference/reference_dump" "$MODEL_DIR/qwen3-$prec" --device cuda --precision $prec \
+      --family llama --qwen3-moe
   done
 else
   note "FAIL  no python with torch: model check skipped"; FAILED=1

@@ -64,6 +64,13 @@ void check_stage_split(int64_t model_layers, int64_t stages, const std::vector<i
                  "stage-split");
 }
 
+std::vector<std::string> beyond_runtime(const ModelSpec& m) {
+  ModelSpec trained = m;
+  trained.norm_eps = 1e-5;
+  if (m.family == ModelFamily::Llama && !m.is_mla()) trained.head_size = 0, trained.qk_norm = false;
+  return trained.beyond_family();
+}
+
 void check_executable(const RunSpec& r, const std::string& device, const std::vector<int64_t>& stage_layers,
                       Problems& problems) {
   const auto& m = r.model;
@@ -94,9 +101,10 @@ void check_executable(const RunSpec& r, const std::string& device, const std::ve
                        n(m.hidden) + " / heads " + n(m.heads) + ") is odd",
                    "use --hidden and --heads whose quotient is even", "train-rope-head-dim");
   }
-  // The runtime's two families as they are: a model read from a config.json (or given
-  // --head-dim, --qk-norm, ...) that departs from them would train as a different model.
-  if (const auto beyond = m.beyond_family(); !beyond.empty()) {
+  // The runtime's two families as they are (the Llama layer with Qwen3's head width and QK-norm):
+  // a model read from a config.json (or given --sliding-window, ...) that departs from them
+  // would train as a different model.
+  if (const auto beyond = beyond_runtime(m); !beyond.empty()) {
     std::string list;
     for (const auto& b : beyond) list += (list.empty() ? "" : ", ") + b;
     problems.add("the runtime trains plain GPT and Llama layers; " + m.name + " has " + list,

@@ -28,6 +28,11 @@ int64_t layout_ranks(std::initializer_list<SizeTerm> dims);
 void check_stage_split(int64_t model_layers, int64_t stages, const std::vector<int64_t>& explicit_layers,
                        const std::string& flag, Problems& problems);
 
+// Those of m.beyond_family() the runtime's layers do not train (what `train` and `import` refuse):
+// all of them but the norm epsilon (both families) and, in the Llama family, a head width of its
+// own and QK-norm (Qwen3's attention).
+std::vector<std::string> beyond_runtime(const ModelSpec& m);
+
 // The run on ranks of `device`: core's check_run on a cluster of exactly the layout's ranks
 // (heads, ffn, layers and batch against the layout), then what the runtime executes (GPT / Llama,
 // cp on the CPU, MoE without shared experts, ep with ZeRO 0-1, ZeRO 0-3, fp32 — bf16 on CUDA —,

@@ -163,8 +163,8 @@ void typed_checks(Kernels& cpu, Kernels& gpu, DType t) {
     Both inp(cpu, gpu, t, randn(N * C, 2.0f)), w(cpu, gpu, t, randn(C)), b(cpu, gpu, t, randn(C)),
         out(cpu, gpu, t, N * C), mean(cpu, gpu, f, N), rstd(cpu, gpu, f, N), dout(cpu, gpu, t, randn(N * C)),
         dinp(cpu, gpu, t, randn(N * C)), dw(cpu, gpu, f, randn(C)), db(cpu, gpu, f, randn(C));
-    cpu.layernorm_forward(out.C(), mean.c, rstd.c, inp.C(), w.C(), b.C(), N, C);
-    gpu.layernorm_forward(out.G(), mean.g32, rstd.g32, inp.G(), w.G(), b.G(), N, C);
+    cpu.layernorm_forward(out.C(), mean.c, rstd.c, inp.C(), w.C(), b.C(), N, C, 1e-5f);
+    gpu.layernorm_forward(out.G(), mean.g32, rstd.g32, inp.G(), w.G(), b.G(), N, C, 1e-5f);
     check(p + "layernorm_forward out", out, tol);
     check(p + "layernorm_forward rstd (f32)", rstd, t == f ? kF32 : 1e-4);
     cpu.layernorm_backward(dinp.C(), dw.c, db.c, dout.C(), inp.C(), w.C(), mean.c, rstd.c, N, C);
@@ -179,8 +179,8 @@ void typed_checks(Kernels& cpu, Kernels& gpu, DType t) {
     Both inp(cpu, gpu, t, randn(N * C, 2.0f)), w(cpu, gpu, t, randn(C)), out(cpu, gpu, t, N * C),
         rstd(cpu, gpu, f, N), dout(cpu, gpu, t, randn(N * C)), dinp(cpu, gpu, t, randn(N * C)),
         dw(cpu, gpu, f, randn(C));
-    cpu.rmsnorm_forward(out.C(), rstd.c, inp.C(), w.C(), N, C);
-    gpu.rmsnorm_forward(out.G(), rstd.g32, inp.G(), w.G(), N, C);
+    cpu.rmsnorm_forward(out.C(), rstd.c, inp.C(), w.C(), N, C, 1e-6f);
+    gpu.rmsnorm_forward(out.G(), rstd.g32, inp.G(), w.G(), N, C, 1e-6f);
     check(p + "rmsnorm_forward out", out, tol);
     check(p + "rmsnorm_forward rstd (f32)", rstd, t == f ? kF32 : 1e-4);
     cpu.rmsnorm_backward(dinp.C(), dw.c, dout.C(), inp.C(), w.C(), rstd.c, N, C);
@@ -207,6 +207,18 @@ void typed_checks(Kernels& cpu, Kernels& gpu, DType t) {
     cpu.gqa_reduce(dq.C(), dkv.C(), qkv.C(), N, nh, nkv, hd), gpu.gqa_reduce(dq.G(), dkv.G(), qkv.G(), N, nh, nkv, hd);
     check(p + "gqa_reduce dq", dq, 0);
     check(p + "gqa_reduce dkv (group sums)", dkv, t == f ? kF32 : kBF16);
+    // QK-norm (Qwen3): per-head RMSNorm of the key heads at the start of each kv row, in place.
+    Both saved(cpu, gpu, t, N * nkv * hd), hrstd(cpu, gpu, f, N * nkv), hw(cpu, gpu, t, randn(hd)),
+        hdw(cpu, gpu, f, randn(hd));
+    cpu.head_rmsnorm_forward(kv.C(), saved.C(), hrstd.c, hw.C(), N, nkv, hd, 2 * nkv * hd, 1e-6f);
+    gpu.head_rmsnorm_forward(kv.G(), saved.G(), hrstd.g32, hw.G(), N, nkv, hd, 2 * nkv * hd, 1e-6f);
+    check(p + "head_rmsnorm_forward (in place)", kv, tol);
+    check(p + "head_rmsnorm_forward saved input", saved, 0);
+    check(p + "head_rmsnorm_forward rstd (f32)", hrstd, t == f ? kF32 : 1e-4);
+    cpu.head_rmsnorm_backward(kv.C(), hdw.c, saved.C(), hw.C(), hrstd.c, N, nkv, hd, 2 * nkv * hd);
+    gpu.head_rmsnorm_backward(kv.G(), hdw.g32, saved.G(), hw.G(), hrstd.g32, N, nkv, hd, 2 * nkv * hd);
+    check(p + "head_rmsnorm_backward dx (in place)", kv, tol);
+    check(p + "head_rmsnorm_backward dweight (f32 +=)", hdw, tol_acc);
   }
   {
     auto ids = random_ids(N, int(V));

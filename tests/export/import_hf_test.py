@@ -82,11 +82,12 @@ m["weight_map"]["model.norm.weight"] = "model-00001-of-00002.safetensors" if m["
 json.dump(m, open(os.path.join(idx, "model.safetensors.index.json"), "w"))
 refused(idx, "does not hold it", "model.norm.weight")
 
-# What the runtime cannot train yet, by field: head_dim other than hidden / heads, QK-norm.
-qwen3 = os.path.join(tmp, "qwen3")
-c3 = llama_config(model_type="qwen3", head_dim=32, architectures=["Qwen3ForCausalLM"])
-write_folder(qwen3, c3, llama_weights(c3))
-refused(qwen3, "head_dim 32 (hidden / heads = 16): the runtime cannot train it yet", "QK-norm")
+# What the runtime cannot train yet, by field: Llama 3.1's rope scaling.
+scaled = os.path.join(tmp, "scaled")
+c3 = llama_config(rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                "original_max_position_embeddings": 16})
+write_folder(scaled, c3, llama_weights(c3))
+refused(scaled, "rope scaling 'llama3': the runtime cannot train it yet")
 
 # A header whose offsets run past the file, and one whose shape does not match its bytes.
 hdr = os.path.join(tmp, "hdr")

@@ -41,6 +41,9 @@ struct Case {
   bool drop = false;
   int64_t shared_experts = 0;  // besides the routed ones: one MLP of shared x 48 columns, split over tp
   int64_t moe_layer_freq = 1;  // every N-th layer a MoE layer, the others dense
+  // Qwen3's attention on the Llama layer: heads of 16 on hidden 32 (4 x 16 = 64 query features),
+  // QK-norm, rope theta 1e6, norm epsilon 1e-6 (with llama = true).
+  bool qwen3 = false;
 };
 
 struct Result {

@@ -362,3 +362,26 @@ TEST(MoeCheckpoint, shared_experts_written_at_ep2_tp2_resume_in_one_process) {
 }
 
 }  // namespace
+
+// Qwen3-MoE's attention (heads of 16 on hidden 32, QK-norm, rope theta 1e6, norm epsilon 1e-6) on
+// the Llama layer with 8 experts, top-2: the QK-norm weights replicated over tp (each rank's heads
+// add their share of the weight gradient), head_dim split with the heads, under cp each rank's rows
+// normalised per head before the ring.
+namespace {
+Case qwen3(Case c) {
+  c.qwen3 = true, c.llama = true;
+  return c;
+}
+}  // namespace
+TEST(MoeEquivalence, qwen3_ep2_etp2_tp2_dp2_matches_single_process) {
+  expect_same_as_single_process(qwen3(moe("moe qwen3 ep2 x etp2 tp2xdp2", 2, 2, 1, false, true, 2)));
+}
+TEST(MoeEquivalence, qwen3_folded_ep4_over_tp2_dp2_matches_single_process) {
+  expect_same_as_single_process(qwen3(folded("moe qwen3 folded ep4 over tp2xdp2", 2, 4, false, true)));
+}
+TEST(MoeEquivalence, qwen3_ep2_pp2_matches_single_process) {
+  expect_same_as_single_process(qwen3(moe("moe qwen3 ep2xpp2", 2, 2, 2, false, true)));
+}
+TEST(MoeEquivalence, qwen3_cp2_ep2_matches_single_process) {
+  expect_same_as_single_process(qwen3(moe_cp("moe qwen3 cp2xep2", 2, 1, 2, true)));
+}

@@ -205,7 +205,7 @@ rows = [
     # L: a Llama preset shrunk by flags (grouped-query attention, kv heads split over tp 2).
     ("--model", "llama3-8b", "L", r"trident train: Llama llama3-8b"),
     ("--family", "llama", "L", r"trident train: Llama "),
-    ("--kv-heads", "2", "L", r"4 heads \(head dim 64\), 2 kv heads"),
+    ("--kv-heads", "2", "L", r"4 heads \(head dim 32\), 2 kv heads"),
     ("--tied-embeddings", None, "llama-tied", r"the runtime's Llama has an untied head"),
     ("--device", "cuda", "device", r"--device cuda"),
     ("--gpu-comm", "mpi-host", "gpu-comm", r"--gpu-comm is for GPU ranks, but --device is cpu"),
@@ -219,12 +219,16 @@ rows = [
     ("--overlap", "tp,dp", "capability", r"--overlap tp,dp: the runtime's overlap is its own: the DP gradient reduction in buckets, pipeline sends asynchronous"),
     ("--no-tied-embeddings", None, "capability", r"an untied output layer"),
     ("--stack", "megatron-core-te", "stack", r"flash attention \(set by --stack megatron-core-te\)"),
-    # The model description's architecture fields: the runtime trains plain GPT and Llama layers, so any
-    # departure is refused by name (train-architecture); the RoPE base is a Llama setting it honours.
+    # The model description's architecture fields: the runtime trains plain GPT and Llama layers with
+    # Qwen3's attention in the Llama layer (a head width of its own, QK-norm) and either family's norm
+    # epsilon; any other departure, and these two in a GPT model, is refused by name (train-architecture).
+    # The RoPE base is a Llama setting it honours.
     ("--head-dim", "32", "capability", r"head_dim 32 \(hidden / heads = 16\)"),
     ("--qk-norm", None, "capability", r"QK-norm"),
-    ("--norm-epsilon", "1e-6", "capability", r"norm epsilon 1e-06"),
-    ("--no-qk-norm", None, "L", r"!QK-norm"),
+    ("--head-dim", "32", "L", r"4 heads \(head dim 32\), 2 kv heads, QK-norm, norm epsilon 1e-06"),
+    ("--qk-norm", None, "L", r"QK-norm"),
+    ("--norm-epsilon", "1e-6", "L", r"norm epsilon 1e-06"),
+    ("--no-qk-norm", None, "A", r"!QK-norm"),
     # Megatron's embedding / loss pipeline units (plan, lint, the launch): the runtime runs no chunk
     # without a layer, so train refuses them; their --no- forms are the default.
     ("--account-for-embedding-in-pipeline-split", None, "capability", r"--account-for-embedding-in-pipeline-split (--account-for-loss-in-pipeline-split )?\(Megatron's pipeline units\): the runtime splits the layers alone"),
@@ -243,7 +247,7 @@ rows = [
     ("--no-evict-stragglers", None, "elastic-only", r"applies to --elastic, which is not given"),
     ("--straggler-factor", "2.5", "P", r"above 2\.5 x the median rank's"),
     ("--hf-config", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "data", "models", "hf",
-                                 "qwen3-30b-a3b.json"), "hf", r"the runtime trains plain GPT and Llama layers; .*QK-norm"),
+                                 "gpt-oss-120b.json"), "hf", r"the runtime trains plain GPT and Llama layers; .*sliding-window attention"),
 ]
 
 # Arguments a refused run needs besides its rows (a small model that would otherwise train).

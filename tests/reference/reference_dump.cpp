@@ -37,21 +37,24 @@ struct FnSource final : parallel::BatchSource {
 int main(int argc, char** argv) {
   std::vector<std::string> args;
   std::string device = "cpu", precision = "fp32", family = "gpt";
-  bool moe = false;
+  bool moe = false, qwen3 = false;
   int64_t shared_experts = 0, moe_layer_freq = 1;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if ((a == "--device" || a == "--precision") && i + 1 < argc) (a == "--device" ? device : precision) = argv[++i];
     else if (a == "--family" && i + 1 < argc) family = argv[++i];
     else if (a == "--moe") moe = true;
+    else if (a == "--qwen3-moe") qwen3 = true;
     else if (a == "--shared-experts" && i + 1 < argc) shared_experts = std::atoll(argv[++i]);
     else if (a == "--moe-layer-freq" && i + 1 < argc) moe_layer_freq = std::atoll(argv[++i]);
     else args.push_back(a);
   }
   if (args.empty() || args.size() > 2 || (device != "cpu" && device != "cuda") ||
-      (precision != "fp32" && precision != "bf16") || (family != "gpt" && family != "llama")) {
+      (precision != "fp32" && precision != "bf16") || (family != "gpt" && family != "llama") ||
+      (qwen3 && (family != "llama" || moe))) {
     std::fprintf(stderr, "usage: reference_dump OUT_PREFIX [TOKEN_FILE] [--device cpu|cuda] [--precision fp32|bf16]"
                          " [--family gpt|llama] [--moe [--shared-experts N] [--moe-layer-freq N]]\n"
+                         "  [--family llama --qwen3-moe]\n"
                          "  with a token file: the default `trident train` model on real text, 8 steps\n");
     return 2;
   }
@@ -77,6 +80,15 @@ int main(int argc, char** argv) {
       // 4 layers, the first dense, then every N-th a MoE layer: dense layers between MoE ones.
       m.layers = 4, m.moe_layer_freq = moe_layer_freq;
     }
+  }
+  if (qwen3) {
+    // Qwen3-MoE's shape, small: heads of 32 on hidden 64 (4 x 32 = 128 query features, not 64),
+    // QK-norm, rope theta 1e6, norm epsilon 1e-6; every layer a MoE layer of 8 experts, top-2,
+    // weights normalised over the two (norm_topk_prob), no dropping.
+    m.head_size = 32, m.qk_norm = true, m.rope_theta = 1e6, m.norm_eps = 1e-6;
+    m.layers = 2, m.experts = 8, m.experts_per_token = 2, m.expert_ffn_hidden = 32, m.moe_dense_layers = 0;
+    o.moe.aux_coeff = 0.01, o.moe.z_coeff = 0.001;
+    o.moe.normalise = true, o.moe.drop = false;
   }
   int64_t B = 3, accum = 2, steps = 10;
   engine::AdamWConfig opt;
@@ -148,7 +160,8 @@ int main(int argc, char** argv) {
                  {"moe_dense_layers", m.moe_dense_layers}, {"moe_layer_freq", m.moe_layer_freq},
                  {"capacity_factor", m.capacity_factor},
                  {"moe_normalise", o.moe.normalise}, {"moe_drop", o.moe.drop}, {"moe_aux_coeff", o.moe.aux_coeff},
-                 {"moe_z_coeff", o.moe.z_coeff}};
+                 {"moe_z_coeff", o.moe.z_coeff}, {"head_dim", m.head_dim()}, {"qk_norm", m.qk_norm},
+                 {"norm_eps", m.norm_epsilon()}};
   j["device"] = device;
   j["precision"] = precision;
   std::ofstream bin(prefix + ".bin", std::ios::binary);

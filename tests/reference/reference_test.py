@@ -176,12 +176,13 @@ class GPT(nn.Module):
 
 
 class RMSNorm(nn.Module):
-    def __init__(self, C):
+    def __init__(self, C, eps=1e-5):
         super().__init__()
         self.weight = nn.Parameter(torch.ones(C))
+        self.eps = eps
 
     def forward(self, x):
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * self.weight
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
 
 
 def rotate(x, cos, sin):
@@ -191,14 +192,21 @@ def rotate(x, cos, sin):
 
 
 class LlamaBlock(nn.Module):
-    def __init__(self, C, nh, nkv, Fh, moe=None):
+    """Llama's layer; with cfg's head_dim and qk_norm Qwen3's attention (modeling_qwen3.py,
+    Qwen3Attention): q/k/v projected to heads x head_dim (not C), an RMSNorm of head_dim weights
+    over each head's queries and keys (q_norm, k_norm) before the rotary embedding, the output
+    projection from heads x head_dim; RMSNorm epsilon rms_norm_eps."""
+
+    def __init__(self, C, nh, nkv, Fh, moe=None, hd=None, qk_norm=False, eps=1e-5):
         super().__init__()
-        self.nh, self.nkv, self.hd, self.Fh, self.moe = nh, nkv, C // nh, Fh, moe
-        self.ln1 = RMSNorm(C)
-        self.q = nn.Linear(C, C, bias=False)
+        self.nh, self.nkv, self.hd, self.Fh, self.moe = nh, nkv, hd or C // nh, Fh, moe
+        self.ln1 = RMSNorm(C, eps)
+        self.q = nn.Linear(C, nh * self.hd, bias=False)
         self.kv = nn.Linear(C, 2 * nkv * self.hd, bias=False)  # keys of all kv heads, then values
-        self.proj = nn.Linear(C, C, bias=False)
-        self.ln2 = RMSNorm(C)
+        self.q_norm = RMSNorm(self.hd, eps) if qk_norm else None
+        self.k_norm = RMSNorm(self.hd, eps) if qk_norm else None
+        self.proj = nn.Linear(nh * self.hd, C, bias=False)
+        self.ln2 = RMSNorm(C, eps)
         if moe is None:
             self.gate_up = nn.Linear(C, 2 * Fh, bias=False)  # gate rows, then up rows
             self.down = nn.Linear(Fh, C, bias=False)
@@ -206,9 +214,12 @@ class LlamaBlock(nn.Module):
     def forward(self, x, cos, sin):
         B, T, C = x.shape
         h = self.ln1(x)
-        q = self.q(h).view(B, T, self.nh, self.hd).transpose(1, 2)
+        q = self.q(h).view(B, T, self.nh, self.hd)
         k, v = self.kv(h).split(self.nkv * self.hd, dim=2)
-        k = k.reshape(B, T, self.nkv, self.hd).transpose(1, 2)
+        k = k.reshape(B, T, self.nkv, self.hd)
+        if self.q_norm is not None:  # Qwen3: per head, before RoPE
+            q, k = self.q_norm(q), self.k_norm(k)
+        q, k = q.transpose(1, 2), k.transpose(1, 2)
         v = v.reshape(B, T, self.nkv, self.hd).transpose(1, 2)
         q, k = rotate(q, cos, sin), rotate(k, cos, sin)
         rep = self.nh // self.nkv  # each kv head serves `rep` consecutive query heads
@@ -216,7 +227,7 @@ class LlamaBlock(nn.Module):
         att = (q @ k.transpose(-2, -1)) / math.sqrt(self.hd)
         mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
         att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
-        x = x + self.proj((att @ v).transpose(1, 2).reshape(B, T, C))
+        x = x + self.proj((att @ v).transpose(1, 2).reshape(B, T, self.nh * self.hd))
         if self.moe is not None:
             out, aux = self.moe(self.ln2(x))
             return x + out, aux
@@ -228,12 +239,14 @@ class Llama(nn.Module):
     def __init__(self, cfg):
         super().__init__()
         C, V = cfg["hidden"], cfg["vocab"]
-        self.hd, self.theta = C // cfg["heads"], cfg["rope_theta"]
+        self.hd, self.theta = cfg.get("head_dim", C // cfg["heads"]), cfg["rope_theta"]
+        eps = cfg.get("norm_eps", 1e-5)
         self.wte = nn.Embedding(V, C)
         self.blocks = nn.ModuleList(LlamaBlock(C, cfg["heads"], cfg["kv_heads"], cfg["ffn_hidden"],
-                                               MoE(C, cfg, True) if is_moe_layer(cfg, i) else None)
+                                               MoE(C, cfg, True) if is_moe_layer(cfg, i) else None, self.hd,
+                                               cfg.get("qk_norm", False), eps)
                                     for i in range(cfg["layers"]))
-        self.lnf = RMSNorm(C)
+        self.lnf = RMSNorm(C, eps)
         self.head = nn.Linear(C, V, bias=False)  # untied
 
     def forward(self, idx, targets):
@@ -255,6 +268,8 @@ class Llama(nn.Module):
             p = f"layers.{i}."
             out.update({p + "ln1_w": b.ln1.weight, p + "q_w": b.q.weight, p + "kv_w": b.kv.weight,
                         p + "attn_proj_w": b.proj.weight, p + "ln2_w": b.ln2.weight})
+            if b.q_norm is not None:
+                out.update({p + "q_norm_w": b.q_norm.weight, p + "k_norm_w": b.k_norm.weight})
             if b.moe is not None:
                 out.update(b.moe.names(p))
             else:
@@ -322,6 +337,12 @@ def main():
     logits, loss = model(idx, tgt)
     (loss + model.aux).backward()
     check("logits", arr("logits"), logits.detach().numpy().reshape(-1), 1e-4, 1e-4, "logits")
+    if cfg.get("qk_norm", False) and not bf16:  # Qwen3: held to 1e-5 of the logits' largest magnitude
+        want = logits.detach().numpy().reshape(-1).astype(np.float64)
+        rel = np.abs(arr("logits") - want).max() / np.abs(want).max()
+        print(f"{'ok' if rel <= 1e-5 else 'FAIL':4} logits relative to max |ref|: {rel:.3e} (tol 1e-05)")
+        if not rel <= 1e-5:
+            failures.append("logits (1e-5 relative)")
     check("loss", arr("loss"), [loss.item()], 1e-5, 1e-5, "loss")
     if cfg.get("experts", 0) > 0:
         check("moe auxiliary losses", arr("moe_aux_loss"), [float(model.aux)], 1e-5, 1e-6, "loss")

@@ -57,7 +57,7 @@ TEST_F(GradcheckTest, layernorm_backward_matches_finite_differences) {
   auto x = randn(N * C, 1), w = randn(C, 2), b = randn(C, 3), r = randn(N * C, 4);
   std::vector<float> out(N * C), mean(N), rstd(N);
   auto f = [&] {
-    k->layernorm_forward(t(out), mean.data(), rstd.data(), t(x), t(w), t(b), N, C);
+    k->layernorm_forward(t(out), mean.data(), rstd.data(), t(x), t(w), t(b), N, C, 1e-5f);
     return weighted_sum(out, r);
   };
   f();

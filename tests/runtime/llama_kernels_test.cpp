@@ -1,4 +1,4 @@
-// Llama's kernels on the CPU: RMSNorm and SwiGLU backward against finite differences, rotary
+// Llama's kernels on the CPU: RMSNorm, QK-norm and SwiGLU backward against finite differences, rotary
 // embeddings against the closed form and undone by their inverse (which is their backward).
 #include <gtest/gtest.h>
 
@@ -53,7 +53,7 @@ TEST_F(LlamaKernels, rmsnorm_normalises_rows_and_its_backward_matches_finite_dif
   auto x = randn(N * C, 1, 3.0f), w = randn(C, 2), r = randn(N * C, 3);
   std::vector<float> out(N * C), rstd(N);
   auto f = [&] {
-    k->rmsnorm_forward(t(out), rstd.data(), t(x), t(w), N, C);
+    k->rmsnorm_forward(t(out), rstd.data(), t(x), t(w), N, C, 1e-5f);
     return dot(out, r);
   };
   f();
@@ -65,6 +65,33 @@ TEST_F(LlamaKernels, rmsnorm_normalises_rows_and_its_backward_matches_finite_dif
   k->rmsnorm_backward(t(dx), dw.data(), t(r), t(x), t(w), rstd.data(), N, C);
   expect_directional("dx", f, x, dx, 4);
   expect_directional("dw", f, w, dw, 5);
+}
+
+// QK-norm: each of 3 heads of 8 at the start of rows of 40 (the rest untouched) normalised on its
+// own with eps 1e-6, the input kept; the in-place backward against finite differences.
+TEST_F(LlamaKernels, head_rmsnorm_normalises_each_head_in_place_and_its_backward_matches_finite_differences) {
+  const int64_t N = 5, heads = 3, hd = 8, row = 5 * hd;
+  auto x = randn(N * row, 21, 3.0f), w = randn(hd, 22), r = randn(N * row, 23);
+  std::vector<float> y, saved(N * heads * hd), rstd(N * heads);
+  auto f = [&] {
+    y = x;
+    k->head_rmsnorm_forward(t(y), t(saved), rstd.data(), t(w), N, heads, hd, row, 1e-6f);
+    return dot(y, r);
+  };
+  f();
+  const int64_t n = 2, h = 1;  // row 2, head 1
+  double ss = 0;
+  for (int64_t d = 0; d < hd; ++d) ss += double(x[size_t(n * row + h * hd + d)]) * x[size_t(n * row + h * hd + d)];
+  EXPECT_NEAR(rstd[size_t(n * heads + h)], 1.0 / std::sqrt(ss / hd + 1e-6), 1e-5);
+  EXPECT_NEAR(y[size_t(n * row + h * hd + 3)], x[size_t(n * row + h * hd + 3)] * rstd[size_t(n * heads + h)] * w[3], 1e-5);
+  EXPECT_EQ(y[size_t(n * row + heads * hd + 1)], x[size_t(n * row + heads * hd + 1)]);  // past the heads: untouched
+  EXPECT_EQ(saved[size_t((n * heads + h) * hd + 3)], x[size_t(n * row + h * hd + 3)]);
+  std::vector<float> dx = r, dw(hd, 0.0f);
+  k->head_rmsnorm_backward(t(dx), dw.data(), t(saved), t(w), rstd.data(), N, heads, hd, row);
+  for (int64_t i = 0; i < N; ++i)  // the gradient past the heads is the output gradient (identity)
+    for (int64_t c = heads * hd; c < row; ++c) EXPECT_EQ(dx[size_t(i * row + c)], r[size_t(i * row + c)]);
+  expect_directional("dx", f, x, dx, 24);
+  expect_directional("dw", f, w, dw, 25);
 }
 
 TEST_F(LlamaKernels, swiglu_is_silu_gate_times_up_and_its_backward_matches_finite_differences) {

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "capability/capability.h"
 #include "core/hf_config.h"
 #include "core/input_file.h"
 #include "core/problems.h"
@@ -166,7 +167,7 @@ ImportSummary import_hf(const std::string& hf_dir, const std::string& out, std::
                       config_path, type),
           "import a GPT-2, Llama, Mistral or Mixtral model", "import-family");
   // What the runtime cannot train yet, by field: never dropped.
-  for (const std::string& what : m.beyond_family())
+  for (const std::string& what : capability::beyond_runtime(m))
     p.add(fmt::format("{}: {}: the runtime cannot train it yet", config_path, what),
           "import a model of the families the runtime trains (plain GPT-2, Llama, Mixtral layers)", "import-architecture");
   check_hf_exportable(m, p);

@@ -196,12 +196,12 @@ void CudaKernels::gelu_backward(const Tensor& dinp, const Tensor& inp, const Ten
 }
 
 void CudaKernels::layernorm_forward(const Tensor& out, float* mean, float* rstd, const Tensor& inp,
-                                    const Tensor& weight, const Tensor& bias, int64_t N, int64_t C) {
+                                    const Tensor& weight, const Tensor& bias, int64_t N, int64_t C, float eps) {
   const char* op = "layernorm_forward";
   dispatch(out, op, [&](auto tag) {
     using T = decltype(tag);
     cuda::layernorm_forward<T>(ptr<T>(out, out.dtype, op), mean, rstd, ptr<T>(inp, out.dtype, op),
-                               ptr<T>(weight, out.dtype, op), ptr<T>(bias, out.dtype, op), int(N), int(C), stream_);
+                               ptr<T>(weight, out.dtype, op), ptr<T>(bias, out.dtype, op), int(N), int(C), eps, stream_);
   });
 }
 void CudaKernels::layernorm_backward(const Tensor& dinp, float* dweight, float* dbias, const Tensor& dout,
@@ -217,12 +217,12 @@ void CudaKernels::layernorm_backward(const Tensor& dinp, float* dweight, float* 
 }
 
 void CudaKernels::rmsnorm_forward(const Tensor& out, float* rstd, const Tensor& inp, const Tensor& weight, int64_t N,
-                                  int64_t C) {
+                                  int64_t C, float eps) {
   const char* op = "rmsnorm_forward";
   dispatch(out, op, [&](auto tag) {
     using T = decltype(tag);
     cuda::rmsnorm_forward<T>(ptr<T>(out, out.dtype, op), rstd, ptr<T>(inp, out.dtype, op),
-                             ptr<T>(weight, out.dtype, op), int(N), int(C), stream_);
+                             ptr<T>(weight, out.dtype, op), int(N), int(C), eps, stream_);
   });
 }
 void CudaKernels::rmsnorm_backward(const Tensor& dinp, float* dweight, const Tensor& dout, const Tensor& inp,
@@ -233,6 +233,25 @@ void CudaKernels::rmsnorm_backward(const Tensor& dinp, float* dweight, const Ten
     const kernels::DType t = dinp.dtype;
     cuda::rmsnorm_backward<T>(ptr<T>(dinp, t, op), dweight, ptr<T>(dout, t, op), ptr<T>(inp, t, op),
                               ptr<T>(weight, t, op), rstd, int(N), int(C), stream_);
+  });
+}
+void CudaKernels::head_rmsnorm_forward(const Tensor& x, const Tensor& saved, float* rstd, const Tensor& weight,
+                                       int64_t N, int64_t heads, int64_t hd, int64_t row, float eps) {
+  const char* op = "head_rmsnorm_forward";
+  dispatch(x, op, [&](auto tag) {
+    using T = decltype(tag);
+    cuda::head_rmsnorm_forward<T>(ptr<T>(x, x.dtype, op), ptr<T>(saved, x.dtype, op), rstd, ptr<T>(weight, x.dtype, op),
+                                  int(N), int(heads), int(hd), size_t(row), eps, stream_);
+  });
+}
+void CudaKernels::head_rmsnorm_backward(const Tensor& dx, float* dweight, const Tensor& saved, const Tensor& weight,
+                                        const float* rstd, int64_t N, int64_t heads, int64_t hd, int64_t row) {
+  const char* op = "head_rmsnorm_backward";
+  dispatch(dx, op, [&](auto tag) {
+    using T = decltype(tag);
+    cuda::head_rmsnorm_backward<T>(ptr<T>(dx, dx.dtype, op), dweight, ptr<T>(saved, dx.dtype, op),
+                                   ptr<T>(weight, dx.dtype, op), rstd, int(N), int(heads), int(hd), size_t(row),
+                                   stream_);
   });
 }
 void CudaKernels::swiglu_forward(const Tensor& out, const Tensor& gate_up, int64_t N, int64_t F) {

@@ -61,14 +61,18 @@ class CudaKernels final : public kernels::Kernels {
   void gelu_backward(const Tensor& dinp, const Tensor& inp, const Tensor& dout) override;
 
   void layernorm_forward(const Tensor& out, float* mean, float* rstd, const Tensor& inp, const Tensor& weight,
-                         const Tensor& bias, int64_t N, int64_t C) override;
+                         const Tensor& bias, int64_t N, int64_t C, float eps) override;
   void layernorm_backward(const Tensor& dinp, float* dweight, float* dbias, const Tensor& dout, const Tensor& inp,
                           const Tensor& weight, const float* mean, const float* rstd, int64_t N, int64_t C) override;
 
   void rmsnorm_forward(const Tensor& out, float* rstd, const Tensor& inp, const Tensor& weight, int64_t N,
-                       int64_t C) override;
+                       int64_t C, float eps) override;
   void rmsnorm_backward(const Tensor& dinp, float* dweight, const Tensor& dout, const Tensor& inp,
                         const Tensor& weight, const float* rstd, int64_t N, int64_t C) override;
+  void head_rmsnorm_forward(const Tensor& x, const Tensor& saved, float* rstd, const Tensor& weight, int64_t N,
+                            int64_t heads, int64_t hd, int64_t row, float eps) override;
+  void head_rmsnorm_backward(const Tensor& dx, float* dweight, const Tensor& saved, const Tensor& weight,
+                             const float* rstd, int64_t N, int64_t heads, int64_t hd, int64_t row) override;
   void gather_rows(const Tensor& dst, const Tensor& src, const int32_t* rows, const float* scale, int64_t n,
                    int64_t C) override;
   void combine_rows(const Tensor& out, const Tensor& src, const int32_t* pos, const float* w, int64_t N, int64_t k,

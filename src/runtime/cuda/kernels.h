@@ -21,7 +21,7 @@ using bf16 = __nv_bfloat16;
 // out = (inp - mean) * rstd * weight + bias per row; saves mean and rstd (fp32) for backward.
 template <typename T>
 void layernorm_forward(T* out, float* mean, float* rstd, const T* inp, const T* weight, const T* bias, int N, int C,
-                       cudaStream_t s);
+                       float eps, cudaStream_t s);
 // dinp += d(LN)/d(inp) . dout; dweight += sum_rows dout*xhat; dbias += sum_rows dout.
 template <typename T>
 void layernorm_backward(T* dinp, float* dweight, float* dbias, const T* dout, const T* inp, const T* weight,

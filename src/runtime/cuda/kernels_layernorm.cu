@@ -1,4 +1,4 @@
-// LayerNorm forward and backward: one warp per row, fp32 statistics, eps = 1e-5 (PyTorch's).
+// LayerNorm forward and backward: one warp per row, fp32 statistics, eps the model's (1e-5 by default, PyTorch's).
 #include "runtime/cuda/kernel_util.cuh"
 #include "runtime/cuda/kernels.h"
 
@@ -6,12 +6,11 @@ namespace trident::cuda {
 
 namespace {
 
-constexpr float kEps = 1e-5f;
 constexpr int kWarps = 8;
 
 template <typename T>
 __global__ void layernorm_forward_kernel(T* out, float* mean_out, float* rstd_out, const T* inp, const T* weight,
-                                         const T* bias, int N, int C) {
+                                         const T* bias, int N, int C, float eps) {
   const int lane = threadIdx.x % 32;
   const int row = blockIdx.x * kWarps + threadIdx.x / 32;
   if (row >= N) return;
@@ -24,7 +23,7 @@ __global__ void layernorm_forward_kernel(T* out, float* mean_out, float* rstd_ou
     float d = to_f(x[c]) - mean;
     var += d * d;
   }
-  const float rstd = rsqrtf(warp_sum(var) / C + kEps);
+  const float rstd = rsqrtf(warp_sum(var) / C + eps);
   T* y = out + size_t(row) * C;
   for (int c = lane; c < C; c += 32)
     y[c] = from_f<T>((to_f(x[c]) - mean) * rstd * to_f(weight[c]) + to_f(bias[c]));
@@ -77,9 +76,9 @@ __global__ void layernorm_backward_kernel(T* dinp, float* dweight, float* dbias,
 
 template <typename T>
 void layernorm_forward(T* out, float* mean, float* rstd, const T* inp, const T* weight, const T* bias, int N, int C,
-                       cudaStream_t s) {
+                       float eps, cudaStream_t s) {
   unsigned blocks = unsigned((N + kWarps - 1) / kWarps);
-  layernorm_forward_kernel<<<blocks, kWarps * 32, 0, s>>>(out, mean, rstd, inp, weight, bias, N, C);
+  layernorm_forward_kernel<<<blocks, kWarps * 32, 0, s>>>(out, mean, rstd, inp, weight, bias, N, C, eps);
   cudaCheckLaunch();
 }
 
@@ -98,7 +97,7 @@ void layernorm_backward(T* dinp, float* dweight, float* dbias, const T* dout, co
 }
 
 #define INSTANTIATE(T)                                                                                           \
-  template void layernorm_forward<T>(T*, float*, float*, const T*, const T*, const T*, int, int, cudaStream_t);  \
+  template void layernorm_forward<T>(T*, float*, float*, const T*, const T*, const T*, int, int, float, cudaStream_t);\
   template void layernorm_backward<T>(T*, float*, float*, const T*, const T*, const T*, const float*,           \
                                       const float*, int, int, cudaStream_t);
 TRIDENT_FOR_EACH_T(INSTANTIATE)

@@ -1,4 +1,5 @@
-// Llama's blocks on the GPU: RMSNorm (one warp per row, fp32 statistics, eps 1e-5), SwiGLU and
+// Llama's blocks on the GPU: RMSNorm (one warp per row, fp32 statistics, the model's eps), QK-norm
+// (one warp per head of a row), SwiGLU and
 // rotary embeddings (one thread per element / per pair, grid-stride). float and bf16 instances.
 #include <cmath>
 
@@ -9,18 +10,17 @@ namespace trident::cuda {
 
 namespace {
 
-constexpr float kEps = 1e-5f;
 constexpr int kWarps = 8;
 constexpr unsigned kThreads = 256;
 
 template <typename T>
-__global__ void rmsnorm_forward_kernel(T* out, float* rstd_out, const T* inp, const T* weight, int N, int C) {
+__global__ void rmsnorm_forward_kernel(T* out, float* rstd_out, const T* inp, const T* weight, int N, int C, float eps) {
   const int lane = threadIdx.x % 32, row = blockIdx.x * kWarps + threadIdx.x / 32;
   if (row >= N) return;
   const T* x = inp + size_t(row) * C;
   float ss = 0.0f;
   for (int c = lane; c < C; c += 32) ss += to_f(x[c]) * to_f(x[c]);
-  const float r = rsqrtf(warp_sum(ss) / C + kEps);
+  const float r = rsqrtf(warp_sum(ss) / C + eps);
   T* y = out + size_t(row) * C;
   for (int c = lane; c < C; c += 32) y[c] = from_f<T>(to_f(x[c]) * r * to_f(weight[c]));
   if (lane == 0) rstd_out[row] = r;
@@ -50,6 +50,46 @@ __global__ void rmsnorm_backward_kernel(T* dinp, float* dweight, const T* dout, 
   }
   __syncthreads();
   for (int c = threadIdx.x; c < C; c += blockDim.x) atomicAdd(&dweight[c], dw[c]);
+}
+
+// QK-norm: one warp per (row, head), in place; the input kept in saved, rstd per head.
+template <typename T>
+__global__ void head_rmsnorm_forward_kernel(T* x, T* saved, float* rstd, const T* weight, int N, int heads, int hd,
+                                            size_t row, float eps) {
+  const int lane = threadIdx.x % 32, item = blockIdx.x * kWarps + threadIdx.x / 32;
+  if (item >= N * heads) return;
+  T* v = x + size_t(item / heads) * row + size_t(item % heads) * hd;
+  T* keep = saved + size_t(item) * hd;
+  float ss = 0.0f;
+  for (int d = lane; d < hd; d += 32) ss += to_f(v[d]) * to_f(v[d]), keep[d] = v[d];
+  const float r = rsqrtf(warp_sum(ss) / hd + eps);
+  for (int d = lane; d < hd; d += 32) v[d] = from_f<T>(to_f(keep[d]) * r * to_f(weight[d]));
+  if (lane == 0) rstd[item] = r;
+}
+
+// Its backward in place on dx; dweight summed per block in shared memory, then once per feature.
+template <typename T>
+__global__ void head_rmsnorm_backward_kernel(T* dx, float* dweight, const T* saved, const T* weight, const float* rstd,
+                                             int N, int heads, int hd, size_t row) {
+  extern __shared__ float dw[];
+  for (int d = threadIdx.x; d < hd; d += blockDim.x) dw[d] = 0.0f;
+  __syncthreads();
+  const int lane = threadIdx.x % 32;
+  for (int item = blockIdx.x * kWarps + threadIdx.x / 32; item < N * heads; item += gridDim.x * kWarps) {
+    T* dy = dx + size_t(item / heads) * row + size_t(item % heads) * hd;
+    const T* v = saved + size_t(item) * hd;
+    const float r = rstd[item];
+    float gx = 0.0f;
+    for (int d = lane; d < hd; d += 32) gx += to_f(dy[d]) * to_f(weight[d]) * to_f(v[d]);
+    const float k = r * r * r * warp_sum(gx) / hd;
+    for (int d = lane; d < hd; d += 32) {
+      const float xv = to_f(v[d]), g = to_f(dy[d]);
+      atomicAdd(&dw[d], g * xv * r);
+      dy[d] = from_f<T>(r * g * to_f(weight[d]) - k * xv);
+    }
+  }
+  __syncthreads();
+  for (int d = threadIdx.x; d < hd; d += blockDim.x) atomicAdd(&dweight[d], dw[d]);
 }
 
 template <typename T>
@@ -147,8 +187,8 @@ void gqa_reduce(T* dq, T* dkv, const T* dqkv, size_t N, int nh, int nkv, int hd,
 }
 
 template <typename T>
-void rmsnorm_forward(T* out, float* rstd, const T* inp, const T* weight, int N, int C, cudaStream_t s) {
-  rmsnorm_forward_kernel<<<unsigned((N + kWarps - 1) / kWarps), kWarps * 32, 0, s>>>(out, rstd, inp, weight, N, C);
+void rmsnorm_forward(T* out, float* rstd, const T* inp, const T* weight, int N, int C, float eps, cudaStream_t s) {
+  rmsnorm_forward_kernel<<<unsigned((N + kWarps - 1) / kWarps), kWarps * 32, 0, s>>>(out, rstd, inp, weight, N, C, eps);
   cudaCheckLaunch();
 }
 
@@ -161,6 +201,24 @@ void rmsnorm_backward(T* dinp, float* dweight, const T* dout, const T* inp, cons
   if (shared > 48 * 1024)
     cudaCheck(cudaFuncSetAttribute(rmsnorm_backward_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared)));
   rmsnorm_backward_kernel<<<blocks, kWarps * 32, shared, s>>>(dinp, dweight, dout, inp, weight, rstd, N, C);
+  cudaCheckLaunch();
+}
+
+template <typename T>
+void head_rmsnorm_forward(T* x, T* saved, float* rstd, const T* weight, int N, int heads, int hd, size_t row, float eps,
+                          cudaStream_t s) {
+  const unsigned blocks = unsigned((size_t(N) * heads + kWarps - 1) / kWarps);
+  head_rmsnorm_forward_kernel<<<blocks, kWarps * 32, 0, s>>>(x, saved, rstd, weight, N, heads, hd, row, eps);
+  cudaCheckLaunch();
+}
+
+template <typename T>
+void head_rmsnorm_backward(T* dx, float* dweight, const T* saved, const T* weight, const float* rstd, int N, int heads,
+                           int hd, size_t row, cudaStream_t s) {
+  unsigned blocks = unsigned((size_t(N) * heads + kWarps - 1) / kWarps);
+  if (blocks > 512) blocks = 512;
+  head_rmsnorm_backward_kernel<<<blocks, kWarps * 32, size_t(hd) * sizeof(float), s>>>(dx, dweight, saved, weight, rstd,
+                                                                                        N, heads, hd, row);
   cudaCheckLaunch();
 }
 
@@ -184,7 +242,10 @@ void rope(T* x, size_t tokens, int Tn, int heads, int hd, size_t row, float thet
 }
 
 #define INSTANTIATE(T)                                                                                        \
-  template void rmsnorm_forward<T>(T*, float*, const T*, const T*, int, int, cudaStream_t);                   \
+  template void rmsnorm_forward<T>(T*, float*, const T*, const T*, int, int, float, cudaStream_t);            \
+  template void head_rmsnorm_forward<T>(T*, T*, float*, const T*, int, int, int, size_t, float, cudaStream_t); \
+  template void head_rmsnorm_backward<T>(T*, float*, const T*, const T*, const float*, int, int, int, size_t,  \
+                                         cudaStream_t);                                                        \
   template void rmsnorm_backward<T>(T*, float*, const T*, const T*, const T*, const float*, int, int,         \
                                     cudaStream_t);                                                            \
   template void swiglu_forward<T>(T*, const T*, size_t, int, cudaStream_t);                                   \

@@ -9,11 +9,20 @@
 namespace trident::cuda {
 
 template <typename T>
-void rmsnorm_forward(T* out, float* rstd, const T* inp, const T* weight, int N, int C, cudaStream_t s);
+void rmsnorm_forward(T* out, float* rstd, const T* inp, const T* weight, int N, int C, float eps, cudaStream_t s);
 // dinp += ; dweight += .
 template <typename T>
 void rmsnorm_backward(T* dinp, float* dweight, const T* dout, const T* inp, const T* weight, const float* rstd, int N,
                       int C, cudaStream_t s);
+// QK-norm: RMSNorm over each of `heads` heads of hd values at the start of N rows of `row`
+// elements, in place; the input copied to saved [N heads, hd], rstd [N heads].
+template <typename T>
+void head_rmsnorm_forward(T* x, T* saved, float* rstd, const T* weight, int N, int heads, int hd, size_t row, float eps,
+                          cudaStream_t s);
+// dx (strided as x) overwritten with the input gradient; dweight += .
+template <typename T>
+void head_rmsnorm_backward(T* dx, float* dweight, const T* saved, const T* weight, const float* rstd, int N, int heads,
+                           int hd, size_t row, cudaStream_t s);
 template <typename T>
 void swiglu_forward(T* out, const T* gate_up, size_t N, int F, cudaStream_t s);
 template <typename T>

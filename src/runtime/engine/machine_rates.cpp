@@ -120,11 +120,11 @@ std::vector<ElementwiseRate> elementwise_rates(kernels::Kernels& k, size_t n, bo
   if (llama) {
     // Gate and up halves of each row in, their SiLU(gate) x up out: 1.5 x the floats moved.
     measure("swiglu", 1.5 * f, [&] { k.swiglu_forward(Tensor(z, n / 2), Tensor(x, n), N, C / 2); });
-    measure("rmsnorm", 2 * f, [&] { k.rmsnorm_forward(Tensor(z, n), rstd, Tensor(x, n), Tensor(w, size_t(C)), N, C); });
+    measure("rmsnorm", 2 * f, [&] { k.rmsnorm_forward(Tensor(z, n), rstd, Tensor(x, n), Tensor(w, size_t(C)), N, C, 1e-5f); });
   } else {
     measure("gelu", 2 * f, [&] { k.gelu_forward(Tensor(z, n), Tensor(x, n)); });
     measure("layernorm", 2 * f, [&] {
-      k.layernorm_forward(Tensor(z, n), mean, rstd, Tensor(x, n), Tensor(w, size_t(C)), Tensor(bias, size_t(C)), N, C);
+      k.layernorm_forward(Tensor(z, n), mean, rstd, Tensor(x, n), Tensor(w, size_t(C)), Tensor(bias, size_t(C)), N, C, 1e-5f);
     });
   }
   for (float* p : {x, y, z}) k.free(p, n);

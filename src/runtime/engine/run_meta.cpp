@@ -12,6 +12,10 @@ nlohmann::json model_to_json(const ModelSpec& m) {
           {"hidden", m.hidden},   {"heads", m.heads},              {"kv_heads", m.kv_heads > 0 ? m.kv_heads : m.heads},
           {"ffn_hidden", m.ffn_hidden}, {"seq_len", m.seq_len},    {"vocab", m.vocab},
           {"rope_theta", m.rope_theta}, {"tied_embeddings", m.tied_embeddings()}};
+  // Qwen3's attention settings, where the model has them (a Llama or GPT meta stays as before).
+  if (m.head_size > 0) j["head_dim"] = m.head_size;
+  if (m.qk_norm) j["qk_norm"] = true;
+  if (m.norm_eps != 1e-5) j["norm_epsilon"] = m.norm_eps;
   // A mixture-of-experts model's sizes (a dense model's meta stays as before).
   if (m.is_moe())
     j.update({{"experts", m.experts}, {"experts_per_token", m.experts_per_token},
@@ -37,6 +41,9 @@ ModelSpec model_from_json(const nlohmann::json& j) {
     m.family = family == "llama" ? ModelFamily::Llama : ModelFamily::GPT;
     m.kv_heads = j.value("kv_heads", m.heads);
     m.rope_theta = j.value("rope_theta", m.rope_theta);
+    m.head_size = j.value("head_dim", int64_t(0));
+    m.qk_norm = j.value("qk_norm", false);
+    m.norm_eps = j.value("norm_epsilon", m.norm_eps);
     if (j.contains("tied_embeddings")) m.tied = j.at("tied_embeddings").get<bool>() ? 1 : 0;
     m.experts = j.value("experts", int64_t(0));
     m.experts_per_token = j.value("experts_per_token", int64_t(0));

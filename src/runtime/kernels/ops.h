@@ -105,22 +105,31 @@ class Kernels {
   virtual void gelu_forward(const Tensor& out, const Tensor& inp) = 0;
   virtual void gelu_backward(const Tensor& dinp, const Tensor& inp, const Tensor& dout) = 0;  // dinp = gelu'(inp)*dout
 
-  // ---- LayerNorm over the last dimension C (eps 1e-5)
+  // ---- LayerNorm over the last dimension C (eps: the model's norm epsilon, 1e-5 by default)
   // out, mean[N], rstd[N] (fp32) written; mean/rstd are kept for the backward.
   virtual void layernorm_forward(const Tensor& out, float* mean, float* rstd, const Tensor& inp,
-                                 const Tensor& weight, const Tensor& bias, int64_t N, int64_t C) = 0;
+                                 const Tensor& weight, const Tensor& bias, int64_t N, int64_t C, float eps) = 0;
   // dinp += (accumulates: it is the residual stream's gradient); fp32 dweight += ; dbias += .
   virtual void layernorm_backward(const Tensor& dinp, float* dweight, float* dbias, const Tensor& dout,
                                   const Tensor& inp, const Tensor& weight, const float* mean, const float* rstd,
                                   int64_t N, int64_t C) = 0;
 
   // ---- Llama blocks: RMSNorm, SwiGLU, rotary position embeddings
-  // RMSNorm over the last dimension C (eps 1e-5): out = inp * rstd * weight; rstd[N] (fp32) kept.
+  // RMSNorm over the last dimension C: out = inp * rstd * weight, rstd = 1 / sqrt(mean(inp^2) + eps);
+  // rstd[N] (fp32) kept.
   virtual void rmsnorm_forward(const Tensor& out, float* rstd, const Tensor& inp, const Tensor& weight, int64_t N,
-                               int64_t C) = 0;
+                               int64_t C, float eps) = 0;
   // dinp += (the residual stream's gradient); fp32 dweight += .
   virtual void rmsnorm_backward(const Tensor& dinp, float* dweight, const Tensor& dout, const Tensor& inp,
                                 const Tensor& weight, const float* rstd, int64_t N, int64_t C) = 0;
+  // QK-norm (Qwen3, OLMo 2): RMSNorm over each of `heads` heads of hd values at the start of each
+  // of N rows of `row` elements, one weight[hd] for all heads, in place. The input is copied to
+  // saved [N, heads hd] and rstd [N heads] (fp32) written, for the backward.
+  virtual void head_rmsnorm_forward(const Tensor& x, const Tensor& saved, float* rstd, const Tensor& weight, int64_t N,
+                                    int64_t heads, int64_t hd, int64_t row, float eps) = 0;
+  // In place: dx (the output gradient, same strided layout) <- the input gradient; fp32 dweight[hd] += .
+  virtual void head_rmsnorm_backward(const Tensor& dx, float* dweight, const Tensor& saved, const Tensor& weight,
+                                     const float* rstd, int64_t N, int64_t heads, int64_t hd, int64_t row) = 0;
   // gate_up [N, 2F]: each row holds F gate values then F up values; out [N, F] = silu(gate) * up.
   virtual void swiglu_forward(const Tensor& out, const Tensor& gate_up, int64_t N, int64_t F) = 0;
   // dgate_up [N, 2F] overwritten from dout [N, F].

@@ -31,6 +31,7 @@ struct LayerRegions {
          fch_gelu = kNone, res_out = kNone, d_out = kNone, d_mid = kNone;
   size_t xs = kNone, hpre = kNone, h = kNone, ys = kNone, xr = kNone, yr = kNone, rows = kNone, pos = kNone, weight = kNone, row_weight = kNone;
   size_t dlogits = kNone, xg = kNone;
+  size_t qk_in = kNone, qk_rstd = kNone;  // QK-norm
 };
 
 // Rows this rank's experts may receive: every assignment of the micro-batch without ep; under
@@ -63,6 +64,10 @@ LayerRegions add_layer(BufferPlan& p, const GptStage& stage, Keep keep, bool moe
     r.kv = p.add("q, kv before RoPE", dt, N * KV);
   }
   if (keep.internals) r.qkv = p.add("qkv", dt, N * 3 * A);
+  if (keep.internals && llama && s.model.qk_norm) {  // QK-norm's inputs and statistics, per head
+    r.qk_in = p.add("QK-norm inputs", dt, N * size_t((s.heads_local() + s.kv_heads_local()) * s.head_dim()));
+    r.qk_rstd = p.add_f32("QK-norm statistics", N * size_t(s.heads_local() + s.kv_heads_local()));
+  }
   if (keep.probs)
     r.probs = p.add_f32("attention probabilities / lse", stage.attention_state_floats());
   if (keep.internals) {
@@ -127,6 +132,8 @@ LayerActs layer_views(const BufferPlan& p, const LayerRegions& r, const LayerAct
            t(r.ys, o.ys),          t(r.xr, o.xr),             t(r.yr, o.yr),
            ints(r.rows, o.rows),   ints(r.pos, o.pos),        f(r.weight, o.weight),
            f(r.row_weight, o.row_weight), o.route,       t(r.dlogits, o.dlogits), t(r.xg, o.xg)};
+  a.qk_in = t(r.qk_in, rest.qk_in);
+  a.qk_rstd = f(r.qk_rstd, rest.qk_rstd);
   if (a.moe.xr.empty()) a.moe.xr = a.moe.xs, a.moe.yr = a.moe.ys;  // without ep the rows stay here
   if (a.moe.xg.empty()) a.moe.xg = a.moe.xr;                        // without etp the experts run on them
   return a;
@@ -235,6 +242,8 @@ void check_stage(const Kernels& k, const Shard& s, const StageConfig& c) {
                                   std::to_string(s.model.heads) + ") and divide or be a multiple of tp (" +
                                   std::to_string(s.tp_size) + ")");
   }
+  if (!s.llama() && s.model.qk_norm)
+    throw std::invalid_argument("GptStage: QK-norm is written for the Llama family's layer");
   if (s.has_moe() && s.model.experts % s.ep_size != 0)
     throw std::invalid_argument("GptStage: ep_size " + std::to_string(s.ep_size) + " must divide the " +
                                 std::to_string(s.model.experts) + " experts");
@@ -308,13 +317,14 @@ void GptStage::allocate_stage_buffers() {
     r_lnout = p.add("sequence-parallel scratch", compute, Nl * C);
     r_lngrad = p.add_f32("sequence-parallel norm gradients", 4 * C);
   }
-  size_t r_dmlp = 0, r_dkv = 0, r_dtmp2 = 0, r_kvgrad = 0;
+  size_t r_dmlp = 0, r_dkv = 0, r_dtmp2 = 0, r_kvgrad = 0, r_qkgrad = 0;
   const bool kv_replicated = llama && s.kv_replicas() > 1;
   if (llama) {
     r_dmlp = p.add("gradient scratch", compute, N * Fm);
     r_dkv = p.add("gradient scratch", compute, N * size_t(s.kv_local()));
     r_dtmp2 = p.add("gradient scratch", compute, N * C);
     if (kv_replicated) r_kvgrad = p.add_f32("replicated kv gradients", size_t(s.kv_heads() * s.kv_local() * s.C()));
+    if (s.model.qk_norm && s.tp_size > 1) r_qkgrad = p.add_f32("QK-norm weight gradients", size_t(2 * s.head_dim()));
   }
   size_t r_moe_logits = 0, r_moe_f32 = 0, r_dys = 0, r_dh = 0, r_dhpre = 0, r_dxs = 0, r_mdx = 0, r_dots = 0;
   size_t r_dyr = 0, r_dxr = 0, r_counts = 0, r_shared = 0, r_yg = 0, r_dyg = 0;
@@ -361,6 +371,7 @@ void GptStage::allocate_stage_buffers() {
     dkv_ = p.tensor(r_dkv);
     dtmp2_ = p.tensor(r_dtmp2);
     if (kv_replicated) kvgrad_ = p.f32(r_kvgrad);
+    if (r_qkgrad) qkgrad_ = p.f32(r_qkgrad);
   }
   params_ = ext_w_ ? nullptr : p.f32(r_params);
   grads_ = ext_g_ ? nullptr : p.f32(r_grads);
@@ -501,8 +512,9 @@ void GptStage::reduce_rows(const Tensor& out, const Tensor& partial) {
 
 Tensor GptStage::norm_full(const Tensor& out, float* mean, float* rstd, const Tensor& inp, int64_t w, int64_t b) {
   const int64_t C = shard().C();
-  if (shard().llama()) k_.rmsnorm_forward(out, rstd, inp, W(w, C), tokens_local(), C);
-  else k_.layernorm_forward(out, mean, rstd, inp, W(w, C), W(b, C), tokens_local(), C);
+  const float eps = float(shard().model.norm_epsilon());
+  if (shard().llama()) k_.rmsnorm_forward(out, rstd, inp, W(w, C), tokens_local(), C, eps);
+  else k_.layernorm_forward(out, mean, rstd, inp, W(w, C), W(b, C), tokens_local(), C, eps);
   return gathered(out);
 }
 

@@ -150,6 +150,10 @@ struct LayerActs {
   // the input gradients are through).
   Tensor d_out, d_mid;
   MoeActs moe;                // mixture-of-experts layers only (fch, fch_gelu are then empty)
+  // QK-norm (Llama family with ModelSpec::qk_norm): the queries' and keys' values before their
+  // per-head RMSNorm ([N, (nh + nkv) hd], queries then keys) and its rstd [N (nh + nkv)].
+  Tensor qk_in;
+  float* qk_rstd = nullptr;
 };
 
 class GptStage;
@@ -449,6 +453,12 @@ class GptStage {
   Tensor dkv_;                // [N, kv_local] gradient of the keys and values
   Tensor dtmp2_;              // [N,C] input gradient of the query projection
   float* kvgrad_ = nullptr;   // [kv_heads * kv_w size] replicated kv_w gradients, placed by kv head
+  float* qkgrad_ = nullptr;   // tp > 1: [2 hd] QK-norm weight gradients of one layer, summed over TP
+  // QK-norm (llama_layer.cpp): the per-head RMSNorm of q [N, A] and of the keys in kv [N, KV]
+  // (forward, in place), and its backward on dq and dkv (in place, weight gradients summed
+  // over the tp ranks' heads).
+  void qk_norm_forward(const LayerActs& x, const LayerParams& p);
+  void qk_norm_backward(const LayerActs& x, const LayerParams& p, const Tensor& dq, const Tensor& dkv);
   // Layer scratch: the activation views micro-batches do not keep (selective recomputation: the
   // probabilities; full: a whole layer's; Llama: q and kv before RoPE), in their own allocation
   // so their bytes are known.

@@ -1,5 +1,6 @@
 // One Llama layer of a GptStage, forward and backward (see gpt.h): RMSNorm, query and kv
-// projections, kv heads repeated per query head, RoPE on the queries and keys, causal attention, row-parallel
+// projections, QK-norm where the model has it (Qwen3: an RMSNorm over each head's queries and
+// keys, before RoPE), kv heads repeated per query head, RoPE on the queries and keys, causal attention, row-parallel
 // projection; RMSNorm, gate|up projection, SwiGLU, row-parallel down projection. No biases.
 // The tensor- and sequence-parallel collectives are the GPT layer's (gpt.cpp).
 #include "runtime/nn/gpt.h"
@@ -15,6 +16,7 @@ void GptStage::llama_layer_forward(const LayerActs& x, int64_t i, const Tensor& 
   const Tensor ln1 = norm_full(x.ln1, nullptr, x.ln1_rstd, res_in, p.ln1_w, -1);
   k_.linear_forward(x.q, ln1, W(p.q_w, A * C), Tensor(), N, C, A);
   k_.linear_forward(x.kv, ln1, W(p.kv_w, KV * C), Tensor(), N, C, KV);
+  if (p.q_norm_w >= 0) qk_norm_forward(x, p);
   k_.gqa_expand(x.qkv, x.q, x.kv, N, s.heads_local(), s.kv_heads_local(), s.head_dim());
   rotary(x.qkv, false);
   attention_forward(x);
@@ -60,6 +62,7 @@ void GptStage::llama_layer_backward(const LayerActs& x, int64_t i, const Tensor&
   const int64_t nh = s.heads_local(), hd = s.head_dim();
   const Tensor dq = datty_;  // the attention output gradient is consumed: reuse it for dq
   k_.gqa_reduce(dq, dkv_, dqkv, N, nh, s.kv_heads_local(), hd);
+  if (p.q_norm_w >= 0) qk_norm_backward(x, p, dq, dkv_);
   keep(x.qkv, dq);  // the rotated q, k, v are read: their region holds dq then dkv
   keep(x.qkv.slice(size_t(N * A), size_t(N * KV)), dkv_);
   // Replicated kv heads: this rank's share of the kv_w gradient goes to its kv head's slot.
@@ -91,6 +94,35 @@ void GptStage::llama_layer_weights(const LayerActs& x, int64_t i) {
   k_.linear_backward(none, dkv_w, nullptr, x.qkv.slice(size_t(N * A), size_t(N * KV)), ln1, W(p.kv_w, KV * C), N, C, KV);
   k_.linear_backward(none, G(p.q_w), nullptr, x.qkv.slice(0, size_t(N * A)), ln1, W(p.q_w, A * C), N, C, A);
   if (kvgrad_) sum_replicated_kv_grads(p.kv_w);
+}
+
+void GptStage::qk_norm_forward(const LayerActs& x, const LayerParams& p) {
+  const Shard& s = shard();
+  const int64_t N = this->N(), hd = s.head_dim(), nh = s.heads_local(), nkv = s.kv_heads_local();
+  const float eps = float(s.model.norm_epsilon());
+  const size_t nq = size_t(N * nh * hd);
+  k_.head_rmsnorm_forward(x.q, x.qk_in.slice(0, nq), x.qk_rstd, W(p.q_norm_w, hd), N, nh, hd, s.attn_local(), eps);
+  // The keys: the first nkv heads of each kv row (the values follow them, unnormalised).
+  k_.head_rmsnorm_forward(x.kv, x.qk_in.slice(nq, size_t(N * nkv * hd)), x.qk_rstd + N * nh, W(p.k_norm_w, hd), N,
+                          nkv, hd, s.kv_local(), eps);
+}
+
+void GptStage::qk_norm_backward(const LayerActs& x, const LayerParams& p, const Tensor& dq, const Tensor& dkv) {
+  const Shard& s = shard();
+  const int64_t N = this->N(), hd = s.head_dim(), nh = s.heads_local(), nkv = s.kv_heads_local();
+  const size_t nq = size_t(N * nh * hd);
+  // Each tp rank holds some heads: its weight gradients are partial sums, added over the TP
+  // group (replicated kv heads too: each replica's dk is its query heads' share).
+  float* gq = qkgrad_ ? qkgrad_ : grad_at(p.q_norm_w);
+  float* gk = qkgrad_ ? qkgrad_ + hd : grad_at(p.k_norm_w);
+  k_.head_rmsnorm_backward(dq, gq, x.qk_in.slice(0, nq), W(p.q_norm_w, hd), x.qk_rstd, N, nh, hd, s.attn_local());
+  k_.head_rmsnorm_backward(dkv, gk, x.qk_in.slice(nq, size_t(N * nkv * hd)), W(p.k_norm_w, hd), x.qk_rstd + N * nh,
+                           N, nkv, hd, s.kv_local());
+  if (!qkgrad_) return;
+  tp_->all_reduce(qkgrad_, size_t(2 * hd), comm::DType::F32, comm::ReduceOp::Sum);
+  k_.add_inplace(Tensor(grad_at(p.q_norm_w), size_t(hd)), Tensor(qkgrad_, size_t(hd)));
+  k_.add_inplace(Tensor(grad_at(p.k_norm_w), size_t(hd)), Tensor(qkgrad_ + hd, size_t(hd)));
+  k_.zero(qkgrad_, size_t(2 * hd));
 }
 
 void GptStage::sum_replicated_kv_grads(int64_t kv_w_offset) {

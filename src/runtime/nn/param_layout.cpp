@@ -65,6 +65,10 @@ ParamLayout::ParamLayout(const Shard& shard) : shard_(shard) {
       lp.q_w = add(p + "q_w", A, C, ParamKind::Matrix, tp);
       lp.kv_w = add(p + "kv_w", s.kv_local(), C, ParamKind::Matrix, tp && s.kv_replicas() < s.tp_size);
       tensors_.back().tp_copies = s.kv_replicas();
+      if (s.model.qk_norm) {  // one weight per head feature, shared by all heads: replicated over tp
+        lp.q_norm_w = add(p + "q_norm_w", s.head_dim(), 1, ParamKind::Norm, false);
+        lp.k_norm_w = add(p + "k_norm_w", s.head_dim(), 1, ParamKind::Norm, false);
+      }
       lp.attn_proj_w = add(p + "attn_proj_w", C, A, ParamKind::Matrix, tp);
       lp.ln2_w = add(p + "ln2_w", C, 1, ParamKind::Norm, false);
       if (s.moe_layer(l)) {
@@ -146,6 +150,7 @@ bool ends_with(const std::string& s, const std::string& t) {
 
 ParamLayout::Global ParamLayout::global_index(const Shard& s, const TensorView& view, int64_t r, int64_t c) {
   const int64_t C = s.C(), A = s.attn_local(), F = s.ffn_local(), hd = s.head_dim(), tr = s.tp_rank;
+  const int64_t Q = s.model.heads * hd;  // all heads' width (C unless the model sets head_dim)
   Global g{view.name == "head_wte" ? "wte" : view.name, r, c, view.rows, view.cols};
   const std::string& n = g.name;
   if (n.find(".experts.") != std::string::npos) {  // split by expert over ep, each expert over etp
@@ -168,8 +173,8 @@ ParamLayout::Global ParamLayout::global_index(const Shard& s, const TensorView& 
     return g;  // fc_proj_b: replicated
   }
   if (n == "wte" || n == "head_w") g.row = s.vocab_offset() + r, g.rows = s.model.vocab;
-  else if (ends_with(n, "qkv_w") || ends_with(n, "qkv_b")) g.row = (r / A) * C + tr * A + r % A, g.rows = 3 * C;
-  else if (ends_with(n, "q_w")) g.row = tr * A + r, g.rows = C;
+  else if (ends_with(n, "qkv_w") || ends_with(n, "qkv_b")) g.row = (r / A) * Q + tr * A + r % A, g.rows = 3 * Q;
+  else if (ends_with(n, "q_w")) g.row = tr * A + r, g.rows = Q;
   else if (ends_with(n, "kv_w")) {
     const int64_t K = s.kv_heads_local() * hd, first = s.kv_head_first() * hd;
     g.row = r < K ? first + r : s.kv_heads() * hd + first + (r - K);
@@ -178,7 +183,7 @@ ParamLayout::Global ParamLayout::global_index(const Shard& s, const TensorView& 
     g.row = r < F ? tr * F + r : s.model.ffn_hidden + tr * F + (r - F);
     g.rows = 2 * s.model.ffn_hidden;
   } else if (ends_with(n, "fc_w") || ends_with(n, "fc_b")) g.row = tr * F + r, g.rows = s.model.ffn_hidden;
-  else if (ends_with(n, "attn_proj_w")) g.col = tr * A + c, g.cols = C;
+  else if (ends_with(n, "attn_proj_w")) g.col = tr * A + c, g.cols = Q;
   else if (ends_with(n, "fc_proj_w")) g.col = tr * F + c, g.cols = s.model.ffn_hidden;
   return g;
 }

@@ -17,7 +17,8 @@
 // Flat order (so a per-layer bucket is contiguous, and a stage's buffer is just its layers):
 //   GPT:   [wte][wpe] | per layer: ln1_w ln1_b qkv_w qkv_b attn_proj_w attn_proj_b ln2_w ln2_b fc_w
 //          fc_b fc_proj_w fc_proj_b | [lnf_w lnf_b][wte copy for the head when the shard has no input]
-//   Llama: [wte] | per layer: ln1_w q_w kv_w attn_proj_w ln2_w gate_up_w fc_proj_w | [lnf_w head_w]
+//   Llama: [wte] | per layer: ln1_w q_w kv_w [q_norm_w k_norm_w] attn_proj_w ln2_w gate_up_w fc_proj_w |
+//          [lnf_w head_w] (q_norm_w, k_norm_w [hd]: QK-norm, Qwen3)
 // A mixture-of-experts layer (Shard::moe_layer) replaces the MLP's tensors with router_w [E, C]
 // and the experts' MLPs stacked expert by expert along the rows, under "experts.": GPT
 // experts.fc_w [E F, C], experts.fc_b [E F], experts.fc_proj_w [E C, F], experts.fc_proj_b [E C];
@@ -72,8 +73,8 @@ struct Shard {
   int64_t num_layers() const { return end_layer() - first_layer; }
   int64_t C() const { return model.hidden; }
   int64_t heads_local() const { return model.heads / tp_size; }
-  int64_t head_dim() const { return model.hidden / model.heads; }
-  int64_t attn_local() const { return heads_local() * head_dim(); }  // C / tp
+  int64_t head_dim() const { return model.head_dim(); }  // hidden / heads unless the model sets it (Qwen3)
+  int64_t attn_local() const { return heads_local() * head_dim(); }  // heads x head_dim / tp (C / tp by default)
   int64_t ffn_local() const { return model.ffn_hidden / tp_size; }
   // The vocabulary is padded to a multiple of 128 x tp (core/vocab_padding.h): wte and the head
   // hold vocab_local() rows, of which the first vocab_valid() are tokens; the rest are zero rows
@@ -138,6 +139,7 @@ struct LayerParams {
   int64_t ln1_w = -1, ln1_b = -1, qkv_w = -1, qkv_b = -1, attn_proj_w = -1, attn_proj_b = -1, ln2_w = -1, ln2_b = -1,
           fc_w = -1, fc_b = -1, fc_proj_w = -1, fc_proj_b = -1;
   int64_t q_w = -1, kv_w = -1;
+  int64_t q_norm_w = -1, k_norm_w = -1;  // QK-norm: [hd] each, replicated over tp
   int64_t router_w = -1;  // mixture of experts: fc_* are then the stacked experts' tensors
   int64_t shared_fc_w = -1, shared_fc_b = -1, shared_proj_w = -1, shared_proj_b = -1;  // shared experts (or -1)
   bool moe = false;

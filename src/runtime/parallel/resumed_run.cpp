@@ -42,6 +42,9 @@ std::vector<std::pair<std::string, std::string>> model_options_of(const ModelSpe
       {"ffn-hidden", n(m.ffn_hidden)},
       {"seq-len", n(m.seq_len)},
       {"vocab", n(m.vocab)}};
+  if (m.head_size > 0) out.push_back({"head-dim", n(m.head_size)});
+  if (m.qk_norm) out.push_back({"qk-norm", "true"});
+  if (m.norm_eps != 1e-5) out.push_back({"norm-epsilon", fmt::format("{}", m.norm_eps)});
   if (m.is_moe())
     out.insert(out.end(), {{"experts", n(m.experts)},
                            {"experts-per-token", n(m.experts_per_token)},

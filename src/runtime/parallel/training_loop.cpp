@@ -186,7 +186,10 @@ void print_startup(const TrainSettings& s, int world, const DistTrainer& trainer
   const bool llama = model.family == ModelFamily::Llama;
   std::printf("trident train: %s %s, %s on %d %s\n", llama ? "Llama" : "GPT", model.name.c_str(), L.describe().c_str(),
               world, world == 1 ? "process (no MPI)" : "MPI ranks");
-  const std::string kv = llama ? fmt::format(", {} kv heads", model.kv_heads) : "";
+  // Qwen3's attention settings where the model has them (QK-norm, its norm epsilon).
+  const std::string kv = (llama ? fmt::format(", {} kv heads", model.kv_heads) : "") +
+                         (model.qk_norm ? ", QK-norm" : "") +
+                         (model.norm_eps != 1e-5 ? fmt::format(", norm epsilon {:g}", model.norm_eps) : "");
   std::printf("  model       %lld layers, hidden %lld, %lld heads (head dim %lld)%s, ffn %lld, seq %lld, vocab %lld\n",
               (long long)model.layers, (long long)model.hidden, (long long)model.heads, (long long)model.head_dim(),
               kv.c_str(), (long long)model.ffn_hidden, (long long)model.seq_len, (long long)model.vocab);

@@ -39,14 +39,18 @@ class CpuKernels : public Kernels {
   void gelu_backward(const Tensor& dinp, const Tensor& inp, const Tensor& dout) override;
 
   void layernorm_forward(const Tensor& out, float* mean, float* rstd, const Tensor& inp, const Tensor& weight,
-                         const Tensor& bias, int64_t N, int64_t C) override;
+                         const Tensor& bias, int64_t N, int64_t C, float eps) override;
   void layernorm_backward(const Tensor& dinp, float* dweight, float* dbias, const Tensor& dout, const Tensor& inp,
                           const Tensor& weight, const float* mean, const float* rstd, int64_t N, int64_t C) override;
 
   void rmsnorm_forward(const Tensor& out, float* rstd, const Tensor& inp, const Tensor& weight, int64_t N,
-                       int64_t C) override;
+                       int64_t C, float eps) override;
   void rmsnorm_backward(const Tensor& dinp, float* dweight, const Tensor& dout, const Tensor& inp,
                         const Tensor& weight, const float* rstd, int64_t N, int64_t C) override;
+  void head_rmsnorm_forward(const Tensor& x, const Tensor& saved, float* rstd, const Tensor& weight, int64_t N,
+                            int64_t heads, int64_t hd, int64_t row, float eps) override;
+  void head_rmsnorm_backward(const Tensor& dx, float* dweight, const Tensor& saved, const Tensor& weight,
+                             const float* rstd, int64_t N, int64_t heads, int64_t hd, int64_t row) override;
   void swiglu_forward(const Tensor& out, const Tensor& gate_up, int64_t N, int64_t F) override;
   void swiglu_backward(const Tensor& dgate_up, const Tensor& gate_up, const Tensor& dout, int64_t N,
                        int64_t F) override;

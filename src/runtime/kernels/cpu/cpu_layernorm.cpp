@@ -1,4 +1,4 @@
-// LayerNorm forward and backward over rows of C features (eps 1e-5, biased variance).
+// LayerNorm forward and backward over rows of C features (eps: the model's norm epsilon, biased variance).
 // The weight/bias gradients are reduced per thread into private rows, then summed in thread
 // order: deterministic for a given thread count.
 #include <omp.h>
@@ -11,7 +11,7 @@
 namespace trident::kernels {
 
 void CpuKernels::layernorm_forward(const Tensor& out_t, float* mean, float* rstd, const Tensor& inp_t,
-                                   const Tensor& weight_t, const Tensor& bias_t, int64_t N, int64_t C) {
+                                   const Tensor& weight_t, const Tensor& bias_t, int64_t N, int64_t C, float eps) {
   float* out = f32_data(out_t, "layernorm_forward", size_t(N * C));
   const float* inp = f32_data(inp_t, "layernorm_forward", size_t(N * C));
   const float* weight = f32_data(weight_t, "layernorm_forward", size_t(C));
@@ -26,7 +26,7 @@ void CpuKernels::layernorm_forward(const Tensor& out_t, float* mean, float* rstd
     float v = 0.0f;
 #pragma omp simd reduction(+ : v)
     for (int64_t c = 0; c < C; ++c) v += (x[c] - m) * (x[c] - m);
-    const float r = 1.0f / std::sqrt(v / float(C) + 1e-5f);
+    const float r = 1.0f / std::sqrt(v / float(C) + eps);
     float* o = out + i * C;
 #pragma omp simd
     for (int64_t c = 0; c < C; ++c) o[c] = (x[c] - m) * r * weight[c] + bias[c];

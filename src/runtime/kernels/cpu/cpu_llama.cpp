@@ -11,12 +11,8 @@
 
 namespace trident::kernels {
 
-namespace {
-constexpr float kRmsEps = 1e-5f;
-}
-
 void CpuKernels::rmsnorm_forward(const Tensor& out_t, float* rstd, const Tensor& inp_t, const Tensor& weight_t,
-                                 int64_t N, int64_t C) {
+                                 int64_t N, int64_t C, float eps) {
   float* out = f32_data(out_t, "rmsnorm_forward", size_t(N * C));
   const float* inp = f32_data(inp_t, "rmsnorm_forward", size_t(N * C));
   const float* weight = f32_data(weight_t, "rmsnorm_forward", size_t(C));
@@ -26,7 +22,7 @@ void CpuKernels::rmsnorm_forward(const Tensor& out_t, float* rstd, const Tensor&
     float ss = 0.0f;
 #pragma omp simd reduction(+ : ss)
     for (int64_t c = 0; c < C; ++c) ss += x[c] * x[c];
-    const float r = 1.0f / std::sqrt(ss / float(C) + kRmsEps);
+    const float r = 1.0f / std::sqrt(ss / float(C) + eps);
     float* o = out + i * C;
 #pragma omp simd
     for (int64_t c = 0; c < C; ++c) o[c] = x[c] * r * weight[c];
@@ -65,6 +61,54 @@ void CpuKernels::rmsnorm_backward(const Tensor& dinp_t, float* dweight, const Te
   }
   for (int t = 0; t < nt; ++t)
     for (int64_t c = 0; c < C; ++c) dweight[c] += partial[size_t(t) * C + c];
+}
+
+void CpuKernels::head_rmsnorm_forward(const Tensor& x_t, const Tensor& saved_t, float* rstd, const Tensor& weight_t,
+                                      int64_t N, int64_t heads, int64_t hd, int64_t row, float eps) {
+  float* x = f32_data(x_t, "head_rmsnorm_forward", size_t((N - 1) * row + heads * hd));
+  float* saved = f32_data(saved_t, "head_rmsnorm_forward", size_t(N * heads * hd));
+  const float* weight = f32_data(weight_t, "head_rmsnorm_forward", size_t(hd));
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t h = 0; h < heads; ++h) {
+      float* v = x + n * row + h * hd;
+      float* keep = saved + (n * heads + h) * hd;
+      float ss = 0.0f;
+      for (int64_t d = 0; d < hd; ++d) ss += v[d] * v[d], keep[d] = v[d];
+      const float r = 1.0f / std::sqrt(ss / float(hd) + eps);
+      for (int64_t d = 0; d < hd; ++d) v[d] = v[d] * r * weight[d];
+      rstd[n * heads + h] = r;
+    }
+}
+
+void CpuKernels::head_rmsnorm_backward(const Tensor& dx_t, float* dweight, const Tensor& saved_t,
+                                       const Tensor& weight_t, const float* rstd, int64_t N, int64_t heads, int64_t hd,
+                                       int64_t row) {
+  float* dx = f32_data(dx_t, "head_rmsnorm_backward", size_t((N - 1) * row + heads * hd));
+  const float* saved = f32_data(saved_t, "head_rmsnorm_backward", size_t(N * heads * hd));
+  const float* weight = f32_data(weight_t, "head_rmsnorm_backward", size_t(hd));
+  const int nt = threads_;
+  std::vector<float> partial(size_t(nt) * hd, 0.0f);  // weight gradient per thread, summed in thread order
+#pragma omp parallel num_threads(nt)
+  {
+    float* dw = partial.data() + size_t(omp_get_thread_num()) * hd;
+#pragma omp for schedule(static)
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t h = 0; h < heads; ++h) {
+        float* dy = dx + n * row + h * hd;
+        const float* v = saved + (n * heads + h) * hd;
+        const float r = rstd[n * heads + h];
+        float gx = 0.0f;  // as rmsnorm_backward: dx = r g - r^3 mean(g x) x, g = dy w
+        for (int64_t d = 0; d < hd; ++d) gx += dy[d] * weight[d] * v[d];
+        const float k = r * r * r * gx / float(hd);
+        for (int64_t d = 0; d < hd; ++d) {
+          dw[d] += dy[d] * v[d] * r;
+          dy[d] = r * dy[d] * weight[d] - k * v[d];
+        }
+      }
+  }
+  for (int t = 0; t < nt; ++t)
+    for (int64_t d = 0; d < hd; ++d) dweight[d] += partial[size_t(t) * hd + d];
 }
 
 void CpuKernels::swiglu_forward(const Tensor& out_t, const Tensor& gate_up_t, int64_t N, int64_t F) {
