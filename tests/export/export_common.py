@@ -59,8 +59,8 @@ def linear(x, w, name):
 
 def hf_llama(w, c, ids, mlp):
     """Logits [T, V] of the Llama-shaped model Hugging Face's LlamaForCausalLM,
-    MixtralForCausalLM and Qwen2MoeForCausalLM (q/k/v with biases; head_dim = hidden / heads,
-    as its config has none) compute (rotate_half rotary embeddings, repeat_kv grouped-query
+    MixtralForCausalLM, Qwen2MoeForCausalLM (q/k/v with biases; head_dim = hidden / heads,
+    as its config has none) and Qwen3(Moe)ForCausalLM (heads of head_dim, q_norm / k_norm) compute (rotate_half rotary embeddings, repeat_kv grouped-query
     attention, RMSNorm, untied head), from the config c and the tensors w by HF's names.
     mlp(h, prefix) is the layer's MLP on the normed rows h, prefix "model.layers.{i}."."""
     T, C, H, KV = len(ids), c["hidden_size"], c["num_attention_heads"], c["num_key_value_heads"]
@@ -76,10 +76,12 @@ def hf_llama(w, c, ids, mlp):
         h = rms(x, w[p + "input_layernorm.weight"], eps)
         q, k, v = (linear(h, w, p + f"self_attn.{n}_proj").view(T, heads, hd).transpose(0, 1)
                    for n, heads in (("q", H), ("k", KV), ("v", KV)))
+        if p + "self_attn.q_norm.weight" in w:  # Qwen3: RMSNorm over each head's queries and keys, before RoPE
+            q, k = rms(q, w[p + "self_attn.q_norm.weight"], eps), rms(k, w[p + "self_attn.k_norm.weight"], eps)
         q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
         k, v = k.repeat_interleave(H // KV, dim=0), v.repeat_interleave(H // KV, dim=0)  # repeat_kv
         att = torch.softmax(q @ k.transpose(-1, -2) / hd ** 0.5 + mask, dim=-1)
-        x = x + (att @ v).transpose(0, 1).reshape(T, C) @ w[p + "self_attn.o_proj.weight"].T
+        x = x + (att @ v).transpose(0, 1).reshape(T, H * hd) @ w[p + "self_attn.o_proj.weight"].T
         x = x + mlp(rms(x, w[p + "post_attention_layernorm.weight"], eps), p)
     return rms(x, w["model.norm.weight"], eps) @ w["lm_head.weight"].T
 

@@ -7,10 +7,7 @@ the same batches with the same schedule (1e-4 relative); `generate` reads the pr
 imported tokenizer; `export` writes back byte-identical weights and tokenizer files.
 With an mpiexec argument, the fine-tune also runs at tp 2 and at pp 2 (ranks read their slices)."""
 import json
-import math
 import os
-import struct
-import subprocess
 import sys
 
 import numpy as np
@@ -19,6 +16,8 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from export_common import check, finish, hf_llama, load_safetensors, run, tmp, trident  # noqa: E402
+from finetune_reference import Sampler, reference_losses, train_args  # noqa: E402
+from finetune_reference import trident_losses as finetune_losses  # noqa: E402
 from hf_folder import llama_config, llama_weights, raw_tensors, write_folder  # noqa: E402
 import hf_tokenizer_reference as ref  # noqa: E402
 from hf_tokenizer_reference import corpus, token_file_ids  # noqa: E402
@@ -75,74 +74,15 @@ check(f"generate encodes the prompt with the imported tokenizer (logits vs PyTor
 steps, B, b, seed = 20, 4, 2, 3
 opt = {"lr": 1e-3, "min_lr": 1e-4, "warmup": 2, "weight_decay": 0.1, "grad_clip": 1.0, "beta1": 0.9, "beta2": 0.95,
        "eps": 1e-8}
-train_args = ["train", "--init-from", ck, "--data", data, "--steps", str(steps), "--global-batch-size", str(B),
-              "--micro-batch-size", str(b), "--lr", str(opt["lr"]), "--min-lr", str(opt["min_lr"]),
-              "--warmup", str(opt["warmup"]), "--weight-decay", str(opt["weight_decay"]),
-              "--grad-clip", str(opt["grad_clip"]), "--seed", str(seed), "--eval-every", str(steps)]
+args = train_args(ck, data, steps, B, b, seed, opt)
 
 
 def trident_losses(metrics, launcher=(), layout=()):
-    cmd = [*launcher, trident, *train_args, *layout, "--metrics", metrics]
-    env = dict(os.environ, OMP_NUM_THREADS="1", OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    p = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=600, env=env)
-    if p.returncode != 0:
-        raise SystemExit(f"FAIL {' '.join(cmd)}: exit {p.returncode}\n{p.stdout[-1500:]}\n{p.stderr[-1500:]}")
-    rows = [json.loads(line) for line in open(metrics)]
-    return [r["loss"] for r in rows if "loss" in r and "step" in r]
+    return finetune_losses(trident, args, metrics, launcher, layout)
 
 
-M = (1 << 64) - 1
-
-
-def mix64(x):
-    x = (x + 0x9E3779B97F4A7C15) & M
-    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & M
-    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & M
-    return x ^ (x >> 31)
-
-
-# The sampler's batches (runtime/data/sampler.cpp, from its definition): the last 10% is
-# validation; sequence i of step s starts at mix64(mix64(mix64(seed) + s) + i) mod (train - T).
-tokens = np.array(ids, dtype=np.int64)
-val = min(max(int(len(tokens) * 0.1), T + 1), len(tokens) // 2)
-positions = len(tokens) - val - T
-
-
-def batch(step, first, count):
-    starts = [mix64((mix64((mix64(seed) + step) & M) + first + i) & M) % positions for i in range(count)]
-    return (torch.tensor(np.stack([tokens[s:s + T] for s in starts])),
-            torch.tensor(np.stack([tokens[s + 1:s + T + 1] for s in starts])))
-
-
-def lr_at(step):
-    if step < opt["warmup"]:
-        return opt["lr"] * (step + 1) / opt["warmup"]
-    progress = (step - opt["warmup"]) / (steps - opt["warmup"])
-    return opt["min_lr"] + 0.5 * (1 + math.cos(math.pi * progress)) * (opt["lr"] - opt["min_lr"])
-
-
-params = {n: t.clone().requires_grad_(True) for n, t in w.items()}
-decay = [t for n, t in params.items() if "norm" not in n]  # matrices and embeddings decay, the RMSNorm weights not
-optim = torch.optim.AdamW([{"params": decay, "weight_decay": opt["weight_decay"]},
-                           {"params": [t for n, t in params.items() if "norm" in n], "weight_decay": 0.0}],
-                          lr=opt["lr"], betas=(opt["beta1"], opt["beta2"]), eps=opt["eps"])
-ref_losses = []
-for step in range(steps):
-    optim.zero_grad()
-    total = 0.0
-    for micro in range(B // b):
-        x, y = batch(step, micro * b, b)
-        loss = sum(F.cross_entropy(hf_llama(params, c, x[i], swiglu_of(params)), y[i]) for i in range(b)) / b
-        (loss / (B // b)).backward()
-        total += loss.item() / (B // b)
-    ref_losses.append(total)
-    norm = torch.sqrt(sum((t.grad.double() ** 2).sum() for t in params.values())).item()
-    if norm > opt["grad_clip"]:  # global-norm clipping: scaled to the limit
-        for t in params.values():
-            t.grad.mul_(opt["grad_clip"] / norm)
-    for g in optim.param_groups:
-        g["lr"] = lr_at(step)
-    optim.step()
+ref_losses = reference_losses(w, lambda p, x, y: F.cross_entropy(hf_llama(p, c, x, swiglu_of(p)), y),
+                              Sampler(ids, T, seed), steps, B, b, opt)
 
 losses = trident_losses(os.path.join(tmp, "one.jsonl"))
 rel = max(abs(a - r) / abs(r) for a, r in zip(losses, ref_losses)) if len(losses) == steps else float("inf")

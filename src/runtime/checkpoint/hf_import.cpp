@@ -37,6 +37,8 @@ std::optional<HfClass> class_of(const std::string& type) {
   if (type == "llama" || type == "mistral") return HfClass::Llama;
   if (type == "mixtral") return HfClass::Mixtral;
   if (type == "qwen2_moe") return HfClass::Qwen2Moe;
+  if (type == "qwen3") return HfClass::Qwen3;
+  if (type == "qwen3_moe") return HfClass::Qwen3Moe;
   return std::nullopt;
 }
 
@@ -162,10 +164,10 @@ ImportSummary import_hf(const std::string& hf_dir, const std::string& out, std::
       config.contains("model_type") && config["model_type"].is_string() ? config["model_type"].get<std::string>() : "";
   const std::optional<HfClass> cls = class_of(type);
   if (!cls)
-    p.add(fmt::format("{}: model_type '{}' is not one import reads (gpt2, llama, mistral, mixtral, qwen2_moe: the "
-                      "families the runtime trains)",
+    p.add(fmt::format("{}: model_type '{}' is not one import reads (gpt2, llama, mistral, mixtral, qwen2_moe, "
+                      "qwen3, qwen3_moe: the families the runtime trains)",
                       config_path, type),
-          "import a GPT-2, Llama, Mistral or Mixtral model", "import-family");
+          "import a GPT-2, Llama, Mistral, Mixtral, Qwen2-MoE, Qwen3 or Qwen3-MoE model", "import-family");
   // What the runtime cannot train yet, by field: never dropped.
   for (const std::string& what : capability::beyond_runtime(m))
     p.add(fmt::format("{}: {}: the runtime cannot train it yet", config_path, what),

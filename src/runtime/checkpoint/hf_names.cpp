@@ -50,6 +50,13 @@
 // one MLP of Fs = shared_experts x expert_ffn_hidden columns, Qwen2-MoE's one shared expert of
 // shared_expert_intermediate_size = Fs (zero without shared experts: empty tensors). Dense layers
 // are listed in mlp_only_layers (decoder_sparse_step 1); norm_topk_prob is --moe-normalise.
+//
+// A Llama-family model with QK-norm -> Qwen3's names (Qwen3ForCausalLM; a mixture of experts
+// Qwen3MoeForCausalLM): Llama's, with q/k/v/o of heads x head_dim rows or columns and
+//   layers.i.q_norm_w [hd]              -> model.layers.i.self_attn.q_norm.weight (permuted as a head of q)
+//   layers.i.k_norm_w [hd]              -> model.layers.i.self_attn.k_norm.weight (permuted as a head of k)
+// and a MoE layer's router and experts as Qwen2-MoE's (mlp.gate, mlp.experts.j.gate_proj / up_proj /
+// down_proj), no shared expert, no biases; dense layers in mlp_only_layers (decoder_sparse_step 1).
 #include "runtime/checkpoint/hf_names.h"
 
 #include <fmt/format.h>
@@ -142,6 +149,7 @@ void qwen2_moe_shared_expert(const ModelSpec& m, int64_t l, Pieces& t) {
 std::vector<HfPiece> llama_pieces(const ModelSpec& m, HfClass cls) {
   const int64_t hd = m.head_dim(), kv = m.kv_dim(), F = m.ffn_hidden, C = m.hidden;
   const bool qwen2 = m.is_moe() && cls == HfClass::Qwen2Moe;
+  const bool qwen3 = cls == HfClass::Qwen3 || cls == HfClass::Qwen3Moe;
   std::vector<HfPiece> out;
   Pieces t{out};
   t.whole("wte", "model.embed_tokens.weight", {m.vocab, C});
@@ -151,6 +159,10 @@ std::vector<HfPiece> llama_pieces(const ModelSpec& m, HfClass cls) {
     t.rows(p + "q_w", 0, h + "self_attn.q_proj.weight", {m.q_dim(), C}, Op::HalfRotary, hd);
     t.rows(p + "kv_w", 0, h + "self_attn.k_proj.weight", {kv, C}, Op::HalfRotary, hd);
     t.rows(p + "kv_w", kv, h + "self_attn.v_proj.weight", {kv, C});
+    if (qwen3) {  // each head's rotary pairs in Hugging Face's order, as the rows of q and k
+      t.rows(p + "q_norm_w", 0, h + "self_attn.q_norm.weight", {hd}, Op::HalfRotary, hd);
+      t.rows(p + "k_norm_w", 0, h + "self_attn.k_norm.weight", {hd}, Op::HalfRotary, hd);
+    }
     if (qwen2)
       for (const auto& [bias, rows] : {std::pair{"q_proj", m.hidden}, {"k_proj", kv}, {"v_proj", kv}})
         t.zeros(h + "self_attn." + bias + ".bias", {rows});
@@ -238,6 +250,32 @@ nlohmann::json qwen2_moe_config(const ModelSpec& m, const nn::MoeOptions& router
   return c;
 }
 
+// Llama's attention with QK-norm and heads of head_dim; a mixture of experts' MLPs as Qwen2-MoE's
+// without the shared expert (its load-balancing loss is Mixtral's, so its coefficient too).
+nlohmann::json qwen3_config(const ModelSpec& m, const nn::MoeOptions& router) {
+  nlohmann::json c = llama_config(m);
+  c.erase("mlp_bias");
+  c.update({{"architectures", {m.is_moe() ? "Qwen3MoeForCausalLM" : "Qwen3ForCausalLM"}},
+            {"model_type", m.is_moe() ? "qwen3_moe" : "qwen3"},
+            {"use_sliding_window", false},
+            {"sliding_window", nullptr},
+            {"max_window_layers", m.layers},
+            {"attention_dropout", 0.0}});
+  if (!m.is_moe()) return c;
+  nlohmann::json dense = nlohmann::json::array();
+  for (int64_t l = 0; l < m.layers; ++l)
+    if (!m.is_moe_layer(l)) dense.push_back(l);
+  c.update({{"moe_intermediate_size", m.expert_ffn_hidden},
+            {"num_experts", m.experts},
+            {"num_experts_per_tok", m.experts_per_token},
+            {"norm_topk_prob", router.normalise},
+            {"decoder_sparse_step", 1},
+            {"mlp_only_layers", dense},
+            {"router_aux_loss_coef", router.aux_coeff / double(m.experts_per_token)},
+            {"output_router_logits", false}});
+  return c;
+}
+
 nlohmann::json gpt2_config(const ModelSpec& m) {
   return {{"architectures", {"GPT2LMHeadModel"}},
           {"model_type", "gpt2"},
@@ -261,6 +299,7 @@ nlohmann::json gpt2_config(const ModelSpec& m) {
 
 HfClass hf_class(const ModelSpec& m, const nn::MoeOptions& router) {
   if (m.family == ModelFamily::GPT) return HfClass::Gpt2;
+  if (m.qk_norm) return m.is_moe() ? HfClass::Qwen3Moe : HfClass::Qwen3;
   if (!m.is_moe()) return HfClass::Llama;
   const bool every_layer = m.moe_dense_layers == 0 && m.moe_layer_freq == 1;
   return every_layer && m.shared_experts == 0 && router.normalise ? HfClass::Mixtral : HfClass::Qwen2Moe;
@@ -272,6 +311,8 @@ const char* hf_class_names(HfClass cls) {
     case HfClass::Llama: return "Hugging Face Llama";
     case HfClass::Mixtral: return "Hugging Face Mixtral";
     case HfClass::Qwen2Moe: return "Hugging Face Qwen2-MoE";
+    case HfClass::Qwen3: return "Hugging Face Qwen3";
+    case HfClass::Qwen3Moe: return "Hugging Face Qwen3-MoE";
   }
   return "";
 }
@@ -286,6 +327,8 @@ nlohmann::json hf_config(const ModelSpec& m, HfClass cls, const nn::MoeOptions& 
     case HfClass::Llama: return llama_config(m);
     case HfClass::Mixtral: return mixtral_config(m, router);
     case HfClass::Qwen2Moe: return qwen2_moe_config(m, router);
+    case HfClass::Qwen3:
+    case HfClass::Qwen3Moe: return qwen3_config(m, router);
   }
   return {};
 }
@@ -301,6 +344,11 @@ void check_hf_exportable(const ModelSpec& m, Problems& p) {
                       "experts, RMSNorm, RoPE)",
                       m.experts),
           "train the mixture of experts with --family llama to export it as Mixtral or Qwen2-MoE", "export-moe");
+  if (llama && m.qk_norm && m.shared_experts > 0)
+    p.add(fmt::format("the checkpoint holds a mixture of experts with QK-norm and {} shared experts: "
+                      "Qwen3MoeForCausalLM (the class with QK-norm) has no shared expert",
+                      m.shared_experts),
+          "train a QK-norm mixture of experts without --shared-experts to export it as Qwen3-MoE", "export-moe");
 }
 
 HfModel hf_model(const CheckpointReader& reader, const ModelSpec& m, const nn::MoeOptions& router) {

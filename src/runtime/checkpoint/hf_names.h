@@ -1,8 +1,8 @@
 // A checkpoint's weights under Hugging Face's names and the config.json of the matching
 // transformers class: GPT2LMHeadModel (GPT), LlamaForCausalLM (Llama), MixtralForCausalLM (a
 // Llama-family mixture of experts with every layer routed, no shared experts, normalised weights)
-// and Qwen2MoeForCausalLM (any other Llama-family mixture of experts). hf_names.cpp spells out
-// each mapping.
+// and Qwen2MoeForCausalLM (any other Llama-family mixture of experts); a Llama-family model with
+// QK-norm: Qwen3ForCausalLM (dense) or Qwen3MoeForCausalLM. hf_names.cpp spells out each mapping.
 #pragma once
 
 #include <map>
@@ -19,13 +19,13 @@
 namespace trident::checkpoint {
 
 struct HfModel {
-  std::string names;  // "GPT-2", "Hugging Face Llama", "Hugging Face Mixtral", "Hugging Face Qwen2-MoE"
+  std::string names;  // "GPT-2", "Hugging Face Llama", "Hugging Face Mixtral", "Hugging Face Qwen2-MoE", ..."
   std::vector<NamedTensor> tensors;
   nlohmann::json config;
 };
 
 // The Hugging Face class that holds a model (see the top).
-enum class HfClass { Gpt2, Llama, Mixtral, Qwen2Moe };
+enum class HfClass { Gpt2, Llama, Mixtral, Qwen2Moe, Qwen3, Qwen3Moe };
 HfClass hf_class(const ModelSpec& m, const nn::MoeOptions& router);
 const char* hf_class_names(HfClass cls);  // "GPT-2", "Hugging Face Llama", ...
 

@@ -148,7 +148,15 @@ std::vector<std::string> fill_from_checkpoint(OptionValues& values, const json& 
   // differs from the checkpoint's is then refused by the run check, naming both).
   if (!values.has("model") && meta.contains("model") && !meta.at("model").is_null())
     for (const auto& [option, text] : model_options_of(engine::model_from_json(meta.at("model")))) fill(option, text);
-  if (weights_only) return set;
+  if (weights_only) {
+    // The router's weighting and dropping are the model's function (an imported Qwen3-MoE's
+    // norm_topk_prob; Hugging Face never drops): an --init-from run keeps them unless given. Its
+    // loss coefficients are the new run's recipe.
+    const json& r = meta.contains("router") && meta.at("router").is_object() ? meta.at("router") : json::object();
+    for (const auto& [option, key] : {std::pair{"moe-normalise", "normalise"}, {"moe-drop", "drop"}})
+      if (r.contains(key) && r.at(key).is_boolean()) fill(option, r.at(key).get<bool>() ? "true" : "false");
+    return set;
+  }
 
   // The layout when none is given and the launcher started the checkpoint's number of ranks.
   const json& written = meta.contains("written_by_layout") ? meta.at("written_by_layout") : json::object();

@@ -43,7 +43,8 @@ std::vector<StoredSetting> stored_settings(const nlohmann::json& meta);
 // the model's sizes (when no --model preset is given), the router, batch, schedule, seed and
 // data; the layout when no dimension is given and the launcher started as many ranks as the
 // checkpoint's layout has (`world`), the options riding on a dimension (the schedule on pp...)
-// when that dimension keeps its size. With `weights_only` (--init-from): the model only.
+// when that dimension keeps its size. With `weights_only` (--init-from): the model only (with its router's
+// weighting and dropping).
 // Returns the options it set.
 std::vector<std::string> fill_from_checkpoint(OptionValues& values, const nlohmann::json& meta,
                                               const std::string& dir, int64_t world, bool weights_only);
