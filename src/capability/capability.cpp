@@ -96,10 +96,13 @@ void check_executable(const RunSpec& r, const std::string& device, const std::ve
     if (m.tied_embeddings())
       problems.add("a Llama model with its output layer tied to the token embedding: the runtime's Llama has an "
                    "untied head", "drop --tied-embeddings for a Llama model", "train-tied-embeddings");
-    if (m.heads > 0 && m.hidden % m.heads == 0 && m.head_dim() % 2 != 0)
+    if (m.heads > 0 && m.hidden % m.heads == 0 && m.head_size == 0 && m.head_dim() % 2 != 0)
       problems.add("rotary embeddings rotate pairs of features, but the head size (" + n(m.head_dim()) + " = hidden " +
                        n(m.hidden) + " / heads " + n(m.heads) + ") is odd",
                    "use --hidden and --heads whose quotient is even", "train-rope-head-dim");
+    if (m.head_size > 0 && m.head_size % 2 != 0)
+      problems.add("rotary embeddings rotate pairs of features, but --head-dim " + n(m.head_size) + " is odd",
+                   "give an even --head-dim (Qwen3: 128)", "train-rope-head-dim");
   }
   // The runtime's two families as they are (the Llama layer with Qwen3's head width and QK-norm):
   // a model read from a config.json (or given --sliding-window, ...) that departs from them

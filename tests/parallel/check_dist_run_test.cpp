@@ -119,6 +119,24 @@ TEST(CheckDistRun, llama_with_grouped_query_attention_trains_on_every_layout_the
     EXPECT_NE(text.find(code), std::string::npos) << code << " missing in:\n" << text;
 }
 
+// Qwen3's attention trains in the Llama layer (a head width of its own, QK-norm, its epsilon); an
+// odd --head-dim is refused by name (it used to reach the stage's raw error), and both stay
+// refused in a GPT model.
+TEST(CheckDistRun, llama_with_qwen3_attention_trains_and_an_odd_head_dim_is_refused) {
+  auto s = tiny();
+  s.run.model.family = ModelFamily::Llama;
+  s.run.model.kv_heads = 2;
+  s.run.model.head_size = 16, s.run.model.qk_norm = true, s.run.model.norm_eps = 1e-6;
+  s.run.layout = Layout{.tp = 2, .dp = 1, .pp = 2};
+  EXPECT_EQ(all_problems(s), "");
+  s.run.model.head_size = 7;
+  EXPECT_NE(all_problems(s).find("--head-dim 7 is odd"), std::string::npos) << all_problems(s);
+  s.run.model.head_size = 16, s.run.model.family = ModelFamily::GPT, s.run.model.kv_heads = s.run.model.heads;
+  const std::string text = all_problems(s);
+  EXPECT_NE(text.find("QK-norm"), std::string::npos) << text;
+  EXPECT_NE(text.find("[train-architecture]"), std::string::npos) << text;
+}
+
 TEST(CheckDistRun, zero_bubble_h1_and_recomputation_run) {
   auto s = tiny();
   s.run.layout = Layout{.pp = 2};
