@@ -228,6 +228,7 @@ void time_data_parallel(Estimate& e, const Links& links, const CostConstants& c)
     e.dp.embedding_sync_s =
         ring_allreduce_time_s(double(e.vocab_padded) * m.hidden / l.tp * sb.gradients, 2, links.embedding, c);
   e.time.dp_comm = e.dp.exposed_s + e.dp.embedding_sync_s + e.expert_dp.exposed_s;
+  e.time.zero_gather = e.dp.weight_gather_exposed_s;  // of dp_comm
 
   const double updated = x.zero >= 1 ? params / double(data) + expert_params / double(std::max<int64_t>(edp, 1))
                                      : params + expert_params;

@@ -6,6 +6,7 @@
 
 #include "core/mesh.h"
 #include "core/run_spec.h"
+#include "core/step_terms.h"
 #include "plan/mfu.h"
 #include "plan/context_parallel.h"
 #include "plan/cost_model.h"
@@ -15,23 +16,8 @@
 
 namespace trident::plan {
 
-struct TimeBreakdown {
-  double step = 0;
-  double compute = 0;    // m x the slowest stage's forward + backward compute (recompute included)
-  double launch = 0;     // of compute: m x the slowest stage's kernel calls x kernel_launch_us
-  double tp_comm = 0;    // m x its TP collectives
-  double pp_comm = 0;    // m x its pipeline sends
-  double bubble = 0;     // fill and drain of the pipeline
-  double cp_comm = 0;    // m x its ring exchanges not hidden behind attention
-  double ep_comm = 0;    // m x its MoE all-to-alls
-  double ep_wait = 0;    // m x its wait in them for the most loaded ep rank (moe_load_imbalance)
-  double dp_comm = 0;    // exposed gradient reduction (ZeRO-3: and weight gathers) + tied-embedding sync
-                         // + the expert gradients' reduction over edp
-  double tp_hidden = 0;  // m x the slowest stage's TP time hidden behind compute (its slowdown is in tp_comm)
-  double pp_hidden = 0;
-  double cp_hidden = 0;  // m x the ring exchange hidden behind attention
-  double optimizer = 0;
-};
+using trident::TimeBreakdown;  // core/step_terms.h: the planner's step time by term
+
 
 struct Estimate {
   RunSpec run;

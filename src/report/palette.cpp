@@ -6,11 +6,14 @@
 #include <cmath>
 #include <map>
 
+#include "core/step_terms.h"
+
 namespace trident {
 
 namespace {
 
-// Paul Tol's "muted" scheme, and two greys for the idle and the unexplained.
+// Paul Tol's "muted" scheme, and two greys for the idle and the unexplained (the step terms'
+// fills are in their rows, core/step_terms.cpp).
 constexpr const char* kIndigo = "#332288";
 constexpr const char* kCyan = "#88CCEE";
 constexpr const char* kTeal = "#44AA99";
@@ -18,7 +21,6 @@ constexpr const char* kGreen = "#117733";
 constexpr const char* kOlive = "#999933";
 constexpr const char* kSand = "#DDCC77";
 constexpr const char* kRose = "#CC6677";
-constexpr const char* kWine = "#882255";
 constexpr const char* kPurple = "#AA4499";
 constexpr const char* kPaleGrey = "#DDDDDD";
 constexpr const char* kMidGrey = "#777777";
@@ -47,16 +49,10 @@ const std::map<std::string, TermColour>& table() {
   static const std::map<std::string, TermColour> t = [] {
     std::map<std::string, TermColour> m;
     auto add = [&](const std::string& term, const char* fill) { m[term] = make(term, fill); };
-    // The step's terms (planner, simulated and rehearsed shares).
-    add("compute", kIndigo);
-    add("tp", kSand);
-    add("pp", kRose);
-    add("dp", kTeal);
-    add("cp", kCyan);
-    add("ep", kPurple);
-    add("ep_wait", kWine);
-    add("optimizer", kOlive);
-    add("bubble", kPaleGrey);
+    // The step's terms (planner, simulated and rehearsed shares): each row's colour
+    // (core/step_terms.h), and grey for what is left of the step.
+    for (const StepTerm& t : step_time_terms())
+      if (t.fill) add(t.key, t.fill);
     add("other", kMidGrey);
     // The memory parts (their own chart; the optimizer states keep the optimizer's colour).
     add("weights", kIndigo);
@@ -80,12 +76,10 @@ const std::map<std::string, TermColour>& table() {
   return t;
 }
 
-// The rehearsal's row keys and the timeline's other names of a term.
+// The rehearsal's row keys ("dp_exposed") and the timeline's other names of a term.
 std::string canonical(const std::string& term) {
-  static const std::map<std::string, std::string> alias = {
-      {"dp_exposed", "dp"}, {"cp_exchange", "cp"}, {"ep_alltoall", "ep"}, {"recv", "send"}};
-  const auto it = alias.find(term);
-  return it == alias.end() ? term : it->second;
+  if (const StepTerm* t = step_time_term_by_share_key(term); t && t->fill) return t->key;
+  return term == "recv" ? "send" : term;
 }
 
 }  // namespace
@@ -97,8 +91,13 @@ const TermColour& term_colour(const std::string& term) {
 }
 
 const std::vector<std::string>& step_terms() {
-  static const std::vector<std::string> v = {"compute", "tp", "pp", "dp", "cp", "ep", "ep_wait", "optimizer", "bubble",
-                                             "other"};
+  static const std::vector<std::string> v = [] {
+    std::vector<std::string> keys;
+    for (const StepTerm& t : step_time_terms())
+      if (t.fill) keys.push_back(t.key);
+    keys.push_back("other");
+    return keys;
+  }();
   return v;
 }
 const std::vector<std::string>& memory_terms() {

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "core/dimensions.h"
+#include "core/step_terms.h"
 #include "core/units.h"
 
 namespace trident {
@@ -134,11 +135,9 @@ json candidate_json(const RunSpec& run, const Estimate* e, const std::vector<Fin
                        {"capacity", round3(gib(e->capacity_bytes))}};
     j["memory_stage"] = pm.stage;
     j["cost_table"] = cost_json(e->cost);
-    j["time_s"] = {{"step", round6(e->time.step)},       {"compute", round6(e->time.compute)},
-                   {"tp_comm", round6(e->time.tp_comm)}, {"pp_comm", round6(e->time.pp_comm)},
-                   {"dp_comm", round6(e->time.dp_comm)}, {"bubble", round6(e->time.bubble)},
-                   {"cp_comm", round6(e->time.cp_comm)}, {"ep_comm", round6(e->time.ep_comm)}, {"ep_wait", round6(e->time.ep_wait)},
-                   {"optimizer", round6(e->time.optimizer)}, {"kernel_launch", round6(e->time.launch)}};
+    j["time_s"] = {{"step", round6(e->time.step)}, {"kernel_launch", round6(e->time.launch)}};
+    for (const StepTerm& t : step_time_terms())
+      if (t.plan_key) j["time_s"][t.plan_key] = round6(e->time.*t.planned);
     {
       // One layer, one micro-batch, by pass: the inputs of the launch term (part of compute).
       const LayerCompute lc = layer_compute(run.model, run.exec, run.layout.tp, run.cluster.gpu, e->cost,

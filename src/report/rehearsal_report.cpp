@@ -7,46 +7,43 @@
 #include <vector>
 
 #include "core/dimensions.h"
+#include "core/step_terms.h"
 
 namespace trident {
 
 namespace {
 
+// Means of the phase times (every term's field, the step's total) and of what is left of each step.
 struct Means {
-  double total = 0, compute = 0, tp = 0, pp = 0, bubble = 0, dp = 0, optimizer = 0, weight = 0, other = 0;
-  double cp = 0, cp_attention = 0, gather = 0, ep = 0, ep_wait = 0, norm_wait = 0;
+  PhaseTimes t;
+  double other = 0;
 };
+
+void add(Means& to, const PhaseTimes& t, double other) {
+  for (const StepTerm& term : step_time_terms()) to.t.*term.measured += t.*term.measured;
+  to.t.total += t.total, to.other += other;
+}
+
+void divide(Means& m, double n) {
+  for (const StepTerm& term : step_time_terms()) m.t.*term.measured /= n;
+  m.t.total /= n, m.other /= n;
+}
 
 Means rank_means(const RehearsalData& d, size_t rank) {
   Means m;
   int64_t n = 0;
-  for (size_t s = size_t(d.warmup); s < d.times.size(); ++s, ++n) {
-    const PhaseTimes& t = d.times[s][rank];
-    m.total += t.total, m.compute += t.compute, m.tp += t.tp, m.pp += t.pp, m.bubble += t.bubble;
-    m.dp += t.dp_exposed, m.optimizer += t.optimizer, m.weight += t.weight, m.other += t.other();
-    m.cp += t.cp, m.cp_attention += t.cp_attention, m.gather += t.zero_gather, m.ep += t.ep, m.ep_wait += t.ep_wait;
-    m.norm_wait += t.norm_wait;
-  }
-  if (n > 0)
-    for (double* x : {&m.total, &m.compute, &m.tp, &m.pp, &m.bubble, &m.dp, &m.optimizer, &m.weight, &m.other, &m.cp,
-                      &m.cp_attention, &m.gather, &m.ep, &m.ep_wait, &m.norm_wait})
-      *x /= double(n);
+  for (size_t s = size_t(d.warmup); s < d.times.size(); ++s, ++n) add(m, d.times[s][rank], d.times[s][rank].other());
+  if (n > 0) divide(m, double(n));
   return m;
 }
 
 Means overall(const RehearsalData& d) {
   Means o;
   for (size_t r = 0; r < d.ranks.size(); ++r) {
-    Means m = rank_means(d, r);
-    o.total += m.total, o.compute += m.compute, o.tp += m.tp, o.pp += m.pp, o.bubble += m.bubble;
-    o.dp += m.dp, o.optimizer += m.optimizer, o.weight += m.weight, o.other += m.other;
-    o.cp += m.cp, o.cp_attention += m.cp_attention, o.gather += m.gather, o.ep += m.ep, o.ep_wait += m.ep_wait;
-    o.norm_wait += m.norm_wait;
+    const Means m = rank_means(d, r);
+    add(o, m.t, m.other);
   }
-  const double n = double(std::max<size_t>(1, d.ranks.size()));
-  for (double* x : {&o.total, &o.compute, &o.tp, &o.pp, &o.bubble, &o.dp, &o.optimizer, &o.weight, &o.other, &o.cp,
-                    &o.cp_attention, &o.gather, &o.ep, &o.ep_wait, &o.norm_wait})
-    *x /= n;
+  divide(o, double(std::max<size_t>(1, d.ranks.size())));
   return o;
 }
 
@@ -70,33 +67,38 @@ struct ShareRow {
   std::string part_of;
 };
 
+// The planner's value of a term, with the terms the runtime times inside it (compute's optimizer).
+double predicted_with_inside(const Prediction& p, const StepTerm& term) {
+  double x = p.time.*term.planned;
+  for (const StepTerm& in : step_time_terms())
+    if (in.timed_inside && std::string(in.timed_inside) == term.key) x += p.time.*in.planned;
+  return x;
+}
+
+ShareRow share_row(const StepTerm& term, const RehearsalData& d, const Means& o) {
+  std::optional<double> predicted;
+  if (d.prediction && term.planned) predicted = predicted_with_inside(*d.prediction, term);
+  return {term.share_key, term.share_label, o.t.*term.measured, predicted,
+          term.part_of ? step_time_term(term.part_of)->share_key : ""};
+}
+
+bool listed(const StepTerm& term, const RunSpec& run) { return term.share_label && (!term.shown || term.shown(run)); }
+
+// The terms of the step table (core/step_terms.h) in its order, each followed by its details.
 std::vector<ShareRow> share_rows(const RehearsalData& d, const Means& o) {
-  const auto& L = d.run.layout;
-  const bool has = d.prediction.has_value();
-  const Prediction p = d.prediction.value_or(Prediction{});
-  auto pred = [&](double x) { return has ? std::optional<double>(x) : std::nullopt; };
   std::vector<ShareRow> rows;
-  rows.push_back({"compute", "compute (+optimizer)", o.compute, pred(p.compute_s + p.optimizer_s), ""});
-  if (d.run.exec.schedule == ScheduleKind::ZeroBubbleH1)  // ZB-H1's postponed weight gradients
-    rows.push_back({"weight_grad", "  of which W passes", o.weight, std::nullopt, "compute"});
-  rows.push_back({"tp", "TP collectives", o.tp, pred(p.tp_s), ""});
-  if (L.cp > 1) rows.push_back({"cp_exchange", "CP ring exchange", o.cp, pred(p.cp_s), ""});
-  if (L.ep > 1) {  // the collective with every rank present, against the planner's; apart, the wait for slower peers (the planner's ranks are even)
-    rows.push_back({"ep_alltoall", "EP all-to-all", o.ep, pred(p.ep_s), ""});
-    rows.push_back({"ep_wait", "EP wait (peers)", o.ep_wait, pred(p.ep_wait_s), ""});
+  for (const StepTerm& term : step_time_terms()) {
+    if (term.part_of || !listed(term, d.run)) continue;
+    rows.push_back(share_row(term, d, o));
+    for (const StepTerm& detail : step_time_terms())
+      if (detail.part_of && std::string(detail.part_of) == term.key && listed(detail, d.run))
+        rows.push_back(share_row(detail, d, o));
   }
-  rows.push_back({"pp", "PP transfers", o.pp, pred(p.pp_s), ""});
-  rows.push_back({"bubble", "bubble idle", o.bubble, pred(p.bubble_s), ""});
-  // The planner's bubble is the pipeline's fill and drain; at the step's end the drain shows as
-  // the wait in the gradient norm's all-reduce, so that wait is counted there (and listed).
-  rows.push_back({"norm_wait", "  of it in the norm all-reduce", o.norm_wait, std::nullopt, "bubble"});
-  rows.push_back({"dp_exposed", "DP exposed", o.dp, pred(p.dp_s), ""});
-  if (d.run.exec.zero >= 1 && L.dp > 1)  // waits on the weight all-gathers
-    rows.push_back({"zero_gathers", "  of it ZeRO gathers", o.gather, pred(p.zero_gather_s), "dp_exposed"});
-  double listed = 0;
+  double sum = 0;
   for (const auto& r : rows)
-    if (r.part_of.empty() && r.predicted_s) listed += *r.predicted_s;
-  rows.push_back({"other", "other (host work)", o.other, pred(p.step_s - listed), ""});
+    if (r.part_of.empty() && r.predicted_s) sum += *r.predicted_s;
+  const double step = d.prediction ? d.prediction->step_s : 0;
+  rows.push_back({"other", "other (host work)", o.other, d.prediction ? std::optional<double>(step - sum) : std::nullopt, ""});
   return rows;
 }
 
@@ -122,8 +124,8 @@ std::string rehearsal_text(const RehearsalData& d) {
     std::string coords = std::to_string(c.tp()) + "," + (L.cp > 1 ? std::to_string(c[Dim::CP]) + "," : "") +
                          std::to_string(c.dp()) + "," + std::to_string(c.pp());
     std::snprintf(line, sizeof line, "%5zu %9s %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %11.1f %11.1f\n", r,
-                  coords.c_str(), m.total * 1e3, m.compute * 1e3, m.tp * 1e3, m.pp * 1e3, m.bubble * 1e3,
-                  m.dp * 1e3, m.other * 1e3, d.ranks[r].allocated_bytes / (1 << 20),
+                  coords.c_str(), m.t.total * 1e3, m.t.compute * 1e3, m.t.tp * 1e3, m.t.pp * 1e3,
+                  m.t.bubble * 1e3, m.t.dp_exposed * 1e3, m.other * 1e3, d.ranks[r].allocated_bytes / (1 << 20),
                   d.ranks[r].peak_rss_bytes / (1 << 20));
     out += line;
   }
@@ -147,21 +149,21 @@ std::string rehearsal_text(const RehearsalData& d) {
   if (d.prediction) out += "   predicted";
   out += "\n";
   for (const ShareRow& r : share_rows(d, o)) {
-    std::snprintf(line, sizeof line, "  %-20s %8.1f%%", r.label.c_str(), pct(r.measured_s, o.total));
+    std::snprintf(line, sizeof line, "  %-20s %8.1f%%", r.label.c_str(), pct(r.measured_s, o.t.total));
     out += line;
     if (d.prediction) out += r.predicted_s ? fmt("  %8.1f%%", pct(*r.predicted_s, d.prediction->step_s)) : "         -";
-    if (r.key == "weight_grad") out += fmt("  (weight-gradient halves of the backward, %.2f ms per step)", o.weight * 1e3);
+    if (r.key == "weight_grad") out += fmt("  (weight-gradient halves of the backward, %.2f ms per step)", o.t.weight * 1e3);
     out += "\n";
     if (r.key == "cp_exchange")  // the KV blocks' wait left after the ring attention's blocks (in compute)
       out += "    (rank 0 sends " + std::to_string(d.cp_blocks) + " KV blocks per step, each " +
              fmt("%.3f ms on the wire (ring shift) = ", d.cp_block_s * 1e3) +
              fmt("%.2f ms, behind ", double(d.cp_blocks) * d.cp_block_s * 1e3) +
              fmt("%.2f ms of ring attention blocks, in compute; a wait beyond the wire is the cp ranks' skew)\n",
-                 o.cp_attention * 1e3);
+                 o.t.cp_attention * 1e3);
   }
   const Prediction p = d.prediction.value_or(Prediction{});
-  out += "  step time            " + fmt("%8.2f ms", o.total * 1e3);
-  if (d.prediction) out += fmt("  %8.2f ms", p.step_s * 1e3) + fmt("  (measured / predicted = %.2f)", o.total / p.step_s);
+  out += "  step time            " + fmt("%8.2f ms", o.t.total * 1e3);
+  if (d.prediction) out += fmt("  %8.2f ms", p.step_s * 1e3) + fmt("  (measured / predicted = %.2f)", o.t.total / p.step_s);
   out += "\n";
   double alloc = 0, rss = 0;
   for (const auto& r : d.ranks) alloc = std::max(alloc, r.allocated_bytes), rss = std::max(rss, r.peak_rss_bytes);
@@ -226,12 +228,9 @@ nlohmann::json rehearsal_json(const RehearsalData& d) {
     json ranks = json::array();
     for (size_t r = 0; r < d.times[s].size(); ++r) {
       const PhaseTimes& t = d.times[s][r];
-      ranks.push_back({{"rank", r}, {"total_s", t.total}, {"compute_s", t.compute}, {"tp_s", t.tp},
-                       {"pp_s", t.pp}, {"bubble_s", t.bubble}, {"dp_exposed_s", t.dp_exposed},
-                       {"optimizer_s", t.optimizer}, {"weight_grad_s", t.weight}, {"other_s", t.other()},
-                       {"cp_exchange_s", t.cp}, {"cp_attention_s", t.cp_attention}, {"zero_gather_s", t.zero_gather},
-                       {"ep_alltoall_s", t.ep}, {"ep_wait_s", t.ep_wait},
-                       {"norm_wait_s", t.norm_wait}});
+      json rank = {{"rank", r}, {"total_s", t.total}, {"other_s", t.other()}};
+      for (const StepTerm& term : step_time_terms()) rank[term.phase_key] = t.*term.measured;
+      ranks.push_back(rank);
     }
     steps.push_back({{"step", s}, {"loss", d.losses.at(s)}, {"ranks", ranks}});
   }
@@ -246,12 +245,12 @@ nlohmann::json rehearsal_json(const RehearsalData& d) {
   }
   j["ranks"] = ranks;
   Means o = overall(d);
-  j["measured"] = {{"step_s", o.total},
-                   {"shares", {{"compute", o.compute / o.total}, {"tp", o.tp / o.total}, {"pp", o.pp / o.total},
-                               {"bubble", o.bubble / o.total}, {"dp_exposed", o.dp / o.total},
-                               {"other", o.other / o.total}, {"weight_grad", o.weight / o.total},
-                               {"cp_exchange", o.cp / o.total}, {"zero_gathers", o.gather / o.total},
-                               {"ep_alltoall", o.ep / o.total}, {"ep_wait", o.ep_wait / o.total}}}};
+  json measured_shares = {{"other", o.other / o.t.total}};
+  for (const StepTerm& term : step_time_terms())
+    // The rows the share table can list; its norm-wait row is in share_rows only.
+    if (term.share_label && std::string(term.key) != "norm_wait")
+      measured_shares[term.share_key] = o.t.*term.measured / o.t.total;
+  j["measured"] = {{"step_s", o.t.total}, {"shares", measured_shares}};
   if (!d.ep_load_imbalance.empty()) j["measured"]["ep_load_imbalance"] = d.ep_load_imbalance;  // per step
   if (d.load && d.load->known)
     j["machine_load"] = {{"wall_s", d.load->wall_s}, {"cores", d.load->cores}, {"threads", d.load->threads},
@@ -264,7 +263,7 @@ nlohmann::json rehearsal_json(const RehearsalData& d) {
   json rows = json::array();
   for (const ShareRow& r : share_rows(d, o)) {
     const double step = d.prediction ? d.prediction->step_s : 0;
-    rows.push_back({{"key", r.key}, {"label", r.label}, {"measured", o.total > 0 ? r.measured_s / o.total : 0.0},
+    rows.push_back({{"key", r.key}, {"label", r.label}, {"measured", o.t.total > 0 ? r.measured_s / o.t.total : 0.0},
                     {"predicted", r.predicted_s && step > 0 ? json(*r.predicted_s / step) : json(nullptr)},
                     {"part_of", r.part_of.empty() ? json(nullptr) : json(r.part_of)}});
   }
@@ -273,19 +272,17 @@ nlohmann::json rehearsal_json(const RehearsalData& d) {
     const Prediction& p = *d.prediction;
     json cost = json::object();
     for (const auto& [name, value] : p.cost_values) cost[name] = value;
+    json terms = json::object(), shares = json::object();
+    for (const StepTerm& term : step_time_terms())
+      if (term.planned) {
+        terms[term.share_key] = p.time.*term.planned;
+        // A term timed inside another is in that one's share (the optimizer in compute's).
+        if (!term.timed_inside) shares[term.share_key] = predicted_with_inside(p, term) / p.step_s;
+      }
     j["predicted"] = {{"cluster", p.cluster}, {"cluster_source", p.cluster_source}, {"note", p.note},
                       {"cost_source", p.cost_source}, {"cost", cost},
                       {"step_s", p.step_s}, {"peak_memory_bytes", p.peak_memory_bytes},
-                      {"terms_s", {{"compute", p.compute_s}, {"optimizer", p.optimizer_s}, {"tp", p.tp_s},
-                                   {"cp_exchange", p.cp_s}, {"pp", p.pp_s}, {"bubble", p.bubble_s},
-                                   {"dp_exposed", p.dp_s}, {"zero_gathers", p.zero_gather_s}, {"ep_alltoall", p.ep_s},
-                                   {"ep_wait", p.ep_wait_s}}},
-                      {"ep_load_imbalance", p.ep_load_imbalance},
-                      {"shares", {{"compute", (p.compute_s + p.optimizer_s) / p.step_s}, {"tp", p.tp_s / p.step_s},
-                                  {"pp", p.pp_s / p.step_s}, {"bubble", p.bubble_s / p.step_s},
-                                  {"dp_exposed", p.dp_s / p.step_s}, {"cp_exchange", p.cp_s / p.step_s},
-                                  {"zero_gathers", p.zero_gather_s / p.step_s}, {"ep_alltoall", p.ep_s / p.step_s},
-                                  {"ep_wait", p.ep_wait_s / p.step_s}}}};
+                      {"terms_s", terms}, {"ep_load_imbalance", p.ep_load_imbalance}, {"shares", shares}};
   } else {
     j["predicted"] = nullptr;
     j["prediction_missing"] = d.prediction_missing;

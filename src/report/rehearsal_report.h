@@ -20,6 +20,7 @@
 #include "core/machine_load.h"
 #include "core/mesh.h"
 #include "core/phase_times.h"
+#include "core/step_terms.h"
 
 namespace trident {
 
@@ -37,12 +38,11 @@ struct Prediction {
   std::string cost_source;     // where the cost table came from (built-in, the file's [cost] table)
   std::string cost;            // the table, one line
   std::vector<std::pair<std::string, double>> cost_values;  // the table, per field
-  double step_s = 0, compute_s = 0, tp_s = 0, pp_s = 0, bubble_s = 0, dp_s = 0, optimizer_s = 0;
-  double cp_s = 0;  // the CP ring's exchange not hidden behind attention
-  double ep_s = 0;  // the expert-parallel all-to-alls (dispatch and combine)
-  double ep_wait_s = 0;  // the wait in them for the most loaded ep rank's experts (at ep_load_imbalance)
+  double step_s = 0;
+  // The planner's terms (core/step_terms.h): time.*term.planned; its EP wait is the wait for
+  // the most loaded ep rank's experts at ep_load_imbalance.
+  TimeBreakdown time;
   double ep_load_imbalance = 1;  // the model's moe_load_imbalance the prediction used
-  double zero_gather_s = 0;  // of dp_s: ZeRO's weight all-gathers
   double peak_memory_bytes = 0;
 };
 

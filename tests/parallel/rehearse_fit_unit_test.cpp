@@ -85,9 +85,9 @@ TEST(RehearsalFit, FittedTablePredictsALayoutItWasNotFittedOn) {
   ASSERT_TRUE(order.has_value());
   across.layout.order = truth.layout.order = *order;  // TP over the Ethernet link: only PP's sends fitted it
   const Prediction p = prediction_of(across), t = prediction_of(truth);
-  EXPECT_NEAR(p.tp_s, t.tp_s, 1e-9 * t.tp_s);
+  EXPECT_NEAR(p.time.tp_comm, t.time.tp_comm, 1e-9 * t.time.tp_comm);
   EXPECT_NEAR(p.step_s, t.step_s, 1e-9 * t.step_s);
-  EXPECT_GT(p.tp_s, prediction_of(rehearsal_run(known_table())).tp_s);  // slower than TP inside a host
+  EXPECT_GT(p.time.tp_comm, prediction_of(rehearsal_run(known_table())).time.tp_comm);  // slower than TP inside a host
 }
 
 TEST(RehearsalFit, MeasurementBelowWhatTheValueCannotChangeIsNotFitted) {

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "core/options.h"
+#include "core/step_terms.h"
 #include "core/output_path.h"
 #include "runtime/parallel/rehearsal_link.h"
 
@@ -14,17 +15,20 @@ namespace trident::parallel {
 
 namespace {
 
-// The terms the planner predicts and the rehearsal measures ("other" is what is left of each).
-const char* const kErrorTerms[] = {"compute", "tp", "cp", "pp", "bubble", "dp", "optimizer", "step"};
+// The terms the planner predicts, the rehearsal measures and the fit has a field for, and the
+// step ("other" is what is left of each).
+bool fitted(const std::string& key) {
+  const StepTerm* t = step_time_term(key);
+  return key == "step" || (t && t->fitted && !t->part_of);
+}
 
 LayoutErrors errors_of(const CalibrationRun& r, bool in_sample, const Prediction& before, const Prediction& after) {
   LayoutErrors e{r.label, in_sample, {}};
-  for (const char* key : kErrorTerms)
-    for (const auto& t : r.verdict->terms) {
-      if (t.key != key || !t.note.empty()) continue;
-      TermError te{t.key, t.label, t.median_s, predicted_term(before, key), predicted_term(after, key)};
-      if (te.measured_s > 0 || te.before_s > 0) e.terms.push_back(te);
-    }
+  for (const auto& t : r.verdict->terms) {
+    if (!fitted(t.key) || !t.note.empty()) continue;
+    TermError te{t.key, t.label, t.median_s, predicted_term(before, t.key), predicted_term(after, t.key)};
+    if (te.measured_s > 0 || te.before_s > 0) e.terms.push_back(te);
+  }
   return e;
 }
 
@@ -76,7 +80,7 @@ std::map<std::string, double> measured_terms(const Verdict& v) {
   std::map<std::string, double> m;
   for (const auto& t : v.terms)
     // The EP terms are not fitted (no cost field of their own); its wait is the peers' skew.
-    if (t.note.empty() && t.key != "other" && t.key != "ep" && t.key != "ep_wait" && t.key != "step")
+    if (t.note.empty() && t.key != "step" && fitted(t.key))
       m[t.key] = t.median_s;
   return m;
 }

@@ -147,15 +147,10 @@ std::vector<std::string> link_terms_of(const RunSpec& run, const std::string& fi
 }
 
 double predicted_term(const Prediction& p, const std::string& key) {
-  if (key == "compute") return p.compute_s;
-  if (key == "tp") return p.tp_s;
-  if (key == "cp") return p.cp_s;
-  if (key == "pp") return p.pp_s;
-  if (key == "bubble") return p.bubble_s;
-  if (key == "dp") return p.dp_s;
-  if (key == "optimizer") return p.optimizer_s;
   if (key == "step") return p.step_s;
-  throw std::logic_error("no predicted term '" + key + "'");
+  const StepTerm* t = step_time_term(key);
+  if (!t || !t->planned) throw std::logic_error("no predicted term '" + key + "'");
+  return p.time.*t->planned;
 }
 
 CostFit fit_cost(const RunSpec& run, const std::map<std::string, double>& measured) {

@@ -81,17 +81,8 @@ Prediction prediction_of(const RunSpec& r) {
   for (const auto& f : cost_fields()) p.cost_values.emplace_back(f.name, (*r.cost).*(f.member));
   plan::Estimate e = plan::estimate(r, 0.0);
   p.step_s = e.time.step;
-  p.compute_s = e.time.compute;
-  p.tp_s = e.time.tp_comm;
-  p.pp_s = e.time.pp_comm;
-  p.bubble_s = e.time.bubble;
-  p.dp_s = e.time.dp_comm;
-  p.cp_s = e.time.cp_comm;
-  p.ep_s = e.time.ep_comm;
-  p.ep_wait_s = e.time.ep_wait;
+  p.time = e.time;
   p.ep_load_imbalance = r.model.moe_load_imbalance;
-  p.zero_gather_s = e.dp.weight_gather_exposed_s;
-  p.optimizer_s = e.time.optimizer;
   p.peak_memory_bytes = e.peak_memory().total_bytes();
   return p;
 }

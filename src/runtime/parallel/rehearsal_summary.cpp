@@ -1,10 +1,13 @@
 // What a rehearsal says about the full-scale plan (see rehearsal_summary.h).
 #include "runtime/parallel/rehearsal_summary.h"
 
+#include <cctype>
 #include <cmath>
 
 #include <fmt/format.h>
 
+#include "core/dimensions.h"
+#include "core/step_terms.h"
 #include "plan/estimate.h"
 #include "runtime/parallel/rehearsal_shape.h"
 
@@ -13,21 +16,30 @@ namespace trident::parallel {
 namespace {
 
 struct CommTerm {
-  const char* key;    // the verdict's term
-  const char* label;  // as the sentence names it
+  std::string key;    // the verdict's term
+  std::string label;  // as the sentence names it: "TP"
   Dim dim;
   double plan::TimeBreakdown::*time;
 };
 
-constexpr CommTerm kComm[] = {{"tp", "TP", Dim::TP, &plan::TimeBreakdown::tp_comm},
-                              {"cp", "CP", Dim::CP, &plan::TimeBreakdown::cp_comm},
-                              {"ep", "EP", Dim::EP, &plan::TimeBreakdown::ep_comm},
-                              {"pp", "PP", Dim::PP, &plan::TimeBreakdown::pp_comm},
-                              {"dp", "DP", Dim::DP, &plan::TimeBreakdown::dp_comm}};
+// The communication terms of the step (core/step_terms.h): each the one named as its dimension.
+const std::vector<CommTerm>& comm_terms() {
+  static const std::vector<CommTerm> v = [] {
+    std::vector<CommTerm> out;
+    for (const StepTerm& t : step_time_terms())
+      if (t.dim && t.planned && std::string(t.key) == dimension(*t.dim).name) {
+        std::string label = t.key;
+        for (char& ch : label) ch = char(std::toupper(static_cast<unsigned char>(ch)));
+        out.push_back({t.key, label, *t.dim, t.planned});
+      }
+    return out;
+  }();
+  return v;
+}
 
 double comm_share(const plan::Estimate& e, const Layout& L) {
   double s = 0;
-  for (const CommTerm& c : kComm)
+  for (const CommTerm& c : comm_terms())
     if (L.size(c.dim) > 1) s += e.time.*c.time;
   return e.time.step > 0 ? s / e.time.step : 0;
 }
@@ -47,7 +59,7 @@ std::string full_scale_sentence(const RunSpec& plan, const RehearsalShape& shape
   const Layout& P = plan.layout;
   std::string parts;
   std::vector<std::string> held, missed, untested;
-  for (const CommTerm& c : kComm) {
+  for (const CommTerm& c : comm_terms()) {
     if (P.size(c.dim) == 1) continue;
     parts += fmt::format("{}{} {:.1f}%", parts.empty() ? "" : ", ", c.label, 100 * before.time.*c.time / before.time.step);
     const TermVerdict* t = nullptr;

@@ -7,6 +7,9 @@
 
 #include <fmt/format.h>
 
+#include "core/dimensions.h"
+#include "core/step_terms.h"
+
 namespace trident::parallel {
 
 namespace {
@@ -18,30 +21,26 @@ double median(std::vector<double> x) {
   return n % 2 ? x[n / 2] : (x[n / 2 - 1] + x[n / 2]) / 2;
 }
 
-// A term of one step and rank from the report's per-step JSON.
-using TermOf = double (*)(const nlohmann::json& rank);
-
-struct TermDef {
-  const char* key;
-  const char* label;
-  TermOf measured;
-  const char* predicted;  // key in predicted.terms_s ("" = none)
-};
-
 double at(const nlohmann::json& r, const char* k) { return r.value(k, 0.0); }
 
-const TermDef kTerms[] = {
-    {"compute", "compute", [](const nlohmann::json& r) { return at(r, "compute_s") - at(r, "optimizer_s"); }, "compute"},
-    {"tp", "TP collectives", [](const nlohmann::json& r) { return at(r, "tp_s"); }, "tp"},
-    {"cp", "CP ring exchange", [](const nlohmann::json& r) { return at(r, "cp_exchange_s"); }, "cp_exchange"},
-    {"ep", "EP all-to-all", [](const nlohmann::json& r) { return at(r, "ep_alltoall_s"); }, "ep_alltoall"},
-    {"ep_wait", "EP wait (peers)", [](const nlohmann::json& r) { return at(r, "ep_wait_s"); }, "ep_wait"},
-    {"pp", "PP transfers", [](const nlohmann::json& r) { return at(r, "pp_s"); }, "pp"},
-    {"bubble", "bubble", [](const nlohmann::json& r) { return at(r, "bubble_s"); }, "bubble"},
-    {"dp", "DP exposed", [](const nlohmann::json& r) { return at(r, "dp_exposed_s"); }, "dp_exposed"},
-    {"optimizer", "optimizer", [](const nlohmann::json& r) { return at(r, "optimizer_s"); }, "optimizer"},
-    {"other", "other (host work)", [](const nlohmann::json& r) { return at(r, "other_s"); }, ""},
-};
+// A term of one step and rank from the report's per-step JSON, less the terms the runtime times
+// inside it (compute's optimizer: a term of its own here).
+double measured(const StepTerm& term, const nlohmann::json& rank) {
+  double x = at(rank, term.phase_key);
+  for (const StepTerm& in : step_time_terms())
+    if (in.timed_inside && std::string(in.timed_inside) == term.key) x -= at(rank, in.phase_key);
+  return x;
+}
+
+// The verdict's terms: the step's (core/step_terms.h, their details left to the report), then
+// "other", the step less the phases timed.
+std::vector<TermVerdict> verdict_terms() {
+  std::vector<TermVerdict> v;
+  for (const StepTerm& t : step_time_terms())
+    if (!t.part_of) v.push_back({t.key, t.label});
+  v.push_back({"other", "other (host work)"});
+  return v;
+}
 
 // Median and range over the measured steps of a per-step value.
 void summarise(const std::vector<double>& per_step, TermVerdict& t) {
@@ -80,20 +79,20 @@ Verdict judge_rehearsal(const nlohmann::json& report, double tolerance) {
   const double pred_step = v.predicted ? pred.value("step_s", 0.0) : 0.0;
   const auto& layout = report["layout"];
   double pred_listed = 0;
-  for (const TermDef& d : kTerms) {
-    TermVerdict t{d.key, d.label};
+  for (TermVerdict t : verdict_terms()) {
+    const StepTerm* d = step_time_term(t.key);  // nullptr: "other"
     std::vector<double> per_step;
     for (size_t s = size_t(std::max<int64_t>(0, v.warmup)); s < steps.size(); ++s) {
       double sum = 0;
-      for (const auto& r : steps[s]["ranks"]) sum += d.measured(r);
+      for (const auto& r : steps[s]["ranks"]) sum += d ? measured(*d, r) : at(r, "other_s");
       per_step.push_back(sum / double(std::max<size_t>(1, steps[s]["ranks"].size())));
     }
     summarise(per_step, t);
-    if (v.predicted && *d.predicted) t.predicted_s = pred["terms_s"].value(d.predicted, 0.0), pred_listed += *t.predicted_s;
+    if (v.predicted && d && d->planned)
+      t.predicted_s = pred["terms_s"].value(d->share_key, 0.0), pred_listed += *t.predicted_s;
     // A dimension at size 1 is not exercised: its terms are shown, not judged (0 against 0 says nothing).
-    const std::string dim = t.key == "ep_wait" ? "ep" : t.key == "bubble" ? "pp" : t.key;
-    if ((dim == "tp" || dim == "cp" || dim == "ep" || dim == "pp" || dim == "dp") && layout.value(dim, 1) == 1) {
-      t.note = "not exercised (" + dim + " 1)";
+    if (d && d->dim && layout.value(dimension(*d->dim).name, 1) == 1) {
+      t.note = std::string("not exercised (") + dimension(*d->dim).name + " 1)";
       t.exercised = false;
     }
     v.terms.push_back(t);
