@@ -57,11 +57,12 @@ PRECISIONS = {
     "BF16": ("bf16", ""),
     "FP8": ("fp8", ""),
     "FP8-CS": ("fp8", ""),
-    "MXFP8": ("fp8", "MXFP8 planned as fp8 (per-tensor scales; no mxfp8 precision)"),
-    "FP8-MX": ("fp8", "MXFP8 planned as fp8 (per-tensor scales; no mxfp8 precision)"),
+    "MXFP8": ("mxfp8", ""),
+    "FP8-MX": ("mxfp8", ""),
+    "NVFP4": ("nvfp4", ""),
     "": ("fp8", "precision unstated (25.09 table, FP8 with MXFP8 variants in parentheses): planned as fp8"),
 }
-MISSING_PRECISION = {"NVFP4": "NVFP4 precision"}
+MISSING_PRECISION = {}
 
 
 def settings(row):

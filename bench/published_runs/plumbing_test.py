@@ -24,7 +24,7 @@ made = {
     "EP3": dict(base, run_id="EP3", ep="3"),  # 3 divides neither the 128 experts nor dp 8: refused
     "BIG": dict(base, run_id="BIG", model_key="llama3.1-405b", ep="n/a", mbs="1", gbs="64"),  # 405B on 8 GPUs
     "MAMBA": dict(base, run_id="MAMBA", model_key="nemotron-3-nano-30b-a3b"),
-    "FP4": dict(base, run_id="FP4", precision="NVFP4"),
+    "FP6": dict(base, run_id="FP6", precision="MXFP6"),
 }
 with tempfile.TemporaryDirectory() as tmp:
     path = os.path.join(tmp, "rows.csv")
@@ -41,7 +41,7 @@ by = {r["run_id"]: r for r in j["rows"]}
 check("every row comes out, none dropped", sorted(by) == sorted(made), sorted(by))
 for run_id in made:
     check(f"{run_id} is in the printed table", any(l.startswith(run_id + " ") for l in p.stdout.splitlines()), p.stdout)
-want = {"OK": "accepted", "EP3": "refused", "BIG": "not-fit", "MAMBA": "cannot-express", "FP4": "cannot-express"}
+want = {"OK": "accepted", "EP3": "refused", "BIG": "not-fit", "MAMBA": "cannot-express", "FP6": "cannot-express"}
 for run_id, status in want.items():
     r = by.get(run_id, {})
     check(f"{run_id}: {status}", r.get("status") == status, r)
@@ -51,8 +51,8 @@ check("the accepted row's error is predicted / published - 1",
 check("a refused row gives the planner's reason", "ep 3" in by.get("EP3", {}).get("reason", ""), by.get("EP3"))
 check("a row that does not fit gives the memory it needs", "GiB" in by.get("BIG", {}).get("reason", ""), by.get("BIG"))
 check("what cannot be expressed is named", "Mamba" in by.get("MAMBA", {}).get("reason", "")
-      and "NVFP4" in by.get("FP4", {}).get("reason", ""), [by.get("MAMBA"), by.get("FP4")])
-check("only accepted rows carry a prediction", all("predicted" not in by.get(k, {}) for k in ["EP3", "MAMBA", "FP4"]))
+      and "MXFP6" in by.get("FP6", {}).get("reason", ""), [by.get("MAMBA"), by.get("FP6")])
+check("only accepted rows carry a prediction", all("predicted" not in by.get(k, {}) for k in ["EP3", "MAMBA", "FP6"]))
 qwen = next((g for g in j["per_model"] if g["group"] == "qwen3-30b-a3b"), {})
 check("the model's summary counts each status and averages the accepted rows only",
       qwen.get("rows") == 3 and qwen.get("accepted") == 1 and qwen.get("refused") == 1

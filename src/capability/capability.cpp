@@ -165,8 +165,8 @@ void check_executable(const RunSpec& r, const std::string& device, const std::ve
                  "train-grad-bits");
   // The software stack the planner models: the runtime is one of them (ExecutionSpec's defaults).
   const std::string from_stack = x.stack.empty() ? "" : " (set by --stack " + x.stack + ")";
-  if (x.precision == Precision::FP8)
-    problems.add("fp8 training (FP8 matrix products with scaling) is not implemented by the runtime",
+  if (quantized_gemms(x.precision))
+    problems.add(to_string(x.precision) + " training (quantised matrix products with scaling) is not implemented by the runtime",
                  "use --precision fp32 (or bf16 on --device cuda) for train", "train-precision");
   if (x.recipe.fp8_params)
     problems.add("--fp8-params: the runtime keeps no FP8 weights", "drop --fp8-params for train", "train-precision");

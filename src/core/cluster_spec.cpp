@@ -29,19 +29,23 @@ const std::map<std::string, GpuSpec>& gpus() {
       {"h100-80g", {"H100-SXM-80GB", 80 * kGiB, 989 * kTera, 67 * kTera, 3350 * kGB, 1979 * kTera}},
       {"h200-141g", {"H200-SXM-141GB", 143771 * kMiB, 989 * kTera, 67 * kTera, 4800 * kGB, 1979 * kTera}},
       // DGX B200 datasheet: 1,440 GB HBM3e and 64 TB/s for 8 GPUs; HGX B200 per GPU 2.25 PFLOP/s
-      // dense FP16/BF16, 75 TFLOP/s FP32, 4.5 PFLOP/s dense FP8.
-      {"b200-180g", {"B200-SXM-180GB", 180 * kGB, 2250 * kTera, 75 * kTera, 8000 * kGB, 4500 * kTera}},
+      // dense FP16/BF16, 75 TFLOP/s FP32, 4.5 PFLOP/s dense FP8; FP4 144 PFLOP/s sparse for 8 GPUs
+      // -> 9 PFLOP/s dense per GPU (from memory, unverified: no datasheet copy in this repository).
+      {"b200-180g", {"B200-SXM-180GB", 180 * kGB, 2250 * kTera, 75 * kTera, 8000 * kGB, 4500 * kTera, 9000 * kTera}},
       // GB200 NVL72 datasheet per rack / 72 GPUs: 180 PFLOP/s dense FP16/BF16 -> 2.5 PFLOP/s,
-      // 5,760 TFLOP/s FP32 -> 80, 13.4 TB HBM3e -> 186 GB, 576 TB/s -> 8 TB/s, 360 PFLOP/s FP8 -> 5.
-      {"gb200-186g", {"B200-GB200-186GB", 186 * kGB, 2500 * kTera, 80 * kTera, 8000 * kGB, 5000 * kTera}},
+      // 5,760 TFLOP/s FP32 -> 80, 13.4 TB HBM3e -> 186 GB, 576 TB/s -> 8 TB/s, 360 PFLOP/s FP8 -> 5;
+      // FP4 1,440 PFLOP/s sparse -> 10 PFLOP/s dense (from memory, unverified).
+      {"gb200-186g", {"B200-GB200-186GB", 186 * kGB, 2500 * kTera, 80 * kTera, 8000 * kGB, 5000 * kTera, 10000 * kTera}},
       // Blackwell Ultra, from NVIDIA's HGX B300 and GB300 NVL72 datasheets (as quoted; not re-read
       // in this copy, made without network access). Dense 16-bit and FP8 peaks as Blackwell's (the
       // gain is in FP4 and the attention's exponentials); 288 GB HBM3e at 8 TB/s per GPU.
       // HGX B300 per 8 GPUs: 36 / 72 PFLOP/s sparse FP16 / FP8 -> 2.25 / 4.5 dense, 600 TFLOP/s FP32,
       // 2.3 TB HBM3e. GB300 NVL72 per rack / 72: 360 / 720 PFLOP/s sparse FP16 / FP8 -> 2.5 / 5 dense,
       // 6 PFLOP/s FP32 -> 83, 21 TB HBM3e (288 GB per GPU), 576 TB/s -> 8 TB/s.
-      {"b300-288g", {"B300-SXM-288GB", 288 * kGB, 2250 * kTera, 75 * kTera, 8000 * kGB, 4500 * kTera}},
-      {"gb300-288g", {"B300-GB300-288GB", 288 * kGB, 2500 * kTera, 83 * kTera, 8000 * kGB, 5000 * kTera}},
+      // Dense FP4 (from memory, unverified): HGX B300 108 PFLOP/s per 8 GPUs -> 13.5; GB300 NVL72
+      // 1,080 PFLOP/s per 72 -> 15.
+      {"b300-288g", {"B300-SXM-288GB", 288 * kGB, 2250 * kTera, 75 * kTera, 8000 * kGB, 4500 * kTera, 13500 * kTera}},
+      {"gb300-288g", {"B300-GB300-288GB", 288 * kGB, 2500 * kTera, 83 * kTera, 8000 * kGB, 5000 * kTera, 15000 * kTera}},
   };
   return table;
 }
@@ -161,6 +165,9 @@ void validate_cluster(const ClusterSpec& c, Problems& p) {
   if (!(c.gpu.fp8_flops >= 0))
     p.add(fmt::format("GPU fp8 peak is {} TFLOP/s, must be 0 (no FP8) or positive", c.gpu.fp8_flops / kTera),
           "give --gpu-fp8-tflops (gpu-fp8-tflops in [cluster]) 0 or a positive value");
+  if (!(c.gpu.fp4_flops >= 0))
+    p.add(fmt::format("GPU fp4 peak is {} TFLOP/s, must be 0 (no FP4) or positive", c.gpu.fp4_flops / kTera),
+          "give --gpu-fp4-tflops (gpu-fp4-tflops in [cluster]) 0 or a positive value");
   if (c.intra.bandwidth_Bps <= 0)
     p.add("intra-node bandwidth is not positive", "set intra_gbytes_per_s in [cluster]");
   if (c.inter.bandwidth_Bps <= 0)

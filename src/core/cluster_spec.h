@@ -27,6 +27,11 @@ struct GpuSpec {
   double fp32_flops = 0;  // plain fp32 peak, FLOP/s
   double hbm_Bps = 0;     // memory bandwidth
   double fp8_flops = 0;   // dense FP8 tensor-core peak, FLOP/s; 0 when the GPU has none
+  // Dense FP4 (NVFP4) tensor-core peak, FLOP/s; 0 when the GPU has none. The block-scaled formats
+  // (MXFP8, NVFP4) come with it: tensor cores that apply per-block scales (Blackwell); a GPU
+  // without FP4 (Hopper, Ampere) has neither.
+  double fp4_flops = 0;
+  bool block_scaling() const { return fp4_flops > 0; }
 };
 
 struct LinkSpec {

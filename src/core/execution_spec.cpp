@@ -18,7 +18,8 @@ constexpr Names<ScheduleKind> kSchedules[] = {{ScheduleKind::GPipe, "gpipe"},
 constexpr Names<Recompute> kRecomputes[] = {
     {Recompute::None, "none"}, {Recompute::Selective, "selective"}, {Recompute::Full, "full"}};
 constexpr Names<Precision> kPrecisions[] = {
-    {Precision::BF16, "bf16"}, {Precision::FP16, "fp16"}, {Precision::FP32, "fp32"}, {Precision::FP8, "fp8"}};
+    {Precision::BF16, "bf16"}, {Precision::FP16, "fp16"}, {Precision::FP32, "fp32"}, {Precision::FP8, "fp8"},
+    {Precision::MXFP8, "mxfp8"}, {Precision::NVFP4, "nvfp4"}};
 constexpr Names<AttentionKind> kAttentions[] = {{AttentionKind::Unfused, "unfused"}, {AttentionKind::Flash, "flash"}};
 constexpr Names<CpKind> kCpKinds[] = {{CpKind::Ring, "ring"}, {CpKind::AllGather, "allgather"}};
 
@@ -48,6 +49,16 @@ std::vector<std::string> names(const Names<E> (&table)[N]) {
 std::string to_string(ScheduleKind s) { return name_of(kSchedules, s); }
 std::string to_string(Recompute r) { return name_of(kRecomputes, r); }
 std::string to_string(Precision p) { return name_of(kPrecisions, p); }
+bool quantized_gemms(Precision p) { return p == Precision::FP8 || p == Precision::MXFP8 || p == Precision::NVFP4; }
+double quantized_element_bytes(Precision p) {
+  switch (p) {
+    case Precision::FP8: return 1;
+    case Precision::MXFP8: return 1 + 1.0 / 32;
+    case Precision::NVFP4: return 0.5 + 1.0 / 16;
+    default: return 0;
+  }
+}
+int quantized_copies(Precision p) { return p == Precision::MXFP8 || p == Precision::NVFP4 ? 2 : 1; }
 bool parse_schedule(const std::string& t, ScheduleKind& out) { return parse(kSchedules, t, out); }
 bool parse_recompute(const std::string& t, Recompute& out) { return parse(kRecomputes, t, out); }
 bool parse_precision(const std::string& t, Precision& out) { return parse(kPrecisions, t, out); }

@@ -16,8 +16,11 @@ enum class Recompute { None, Selective, Full };
 // Training recipe. bf16/fp16: 16-bit weights and activations with fp32 master weights and
 // Adam moments; gradients in fp32 (Megatron's main grads) unless grad_bits says 16.
 // fp8: Transformer Engine style, FP8 matrix products in the transformer layers, bf16 everywhere
-// else (attention, norms, logits), fp32 master weights and Adam moments.
-enum class Precision { BF16, FP16, FP32, FP8 };
+// else (attention, norms, logits), fp32 master weights and Adam moments; one scale per tensor
+// (delayed or current scaling). mxfp8 and nvfp4 are the same recipe with block-scaled formats
+// (Blackwell's tensor cores scale the blocks in hardware): mxfp8 E4M3 with one E8M0 scale per 32
+// elements; nvfp4 E2M1 (half a byte) with one E4M3 scale per 16 elements and one fp32 per tensor.
+enum class Precision { BF16, FP16, FP32, FP8, MXFP8, NVFP4 };
 // unfused: attention as two batched GEMMs with the s x s scores stored (softmax, dropout) for
 // backward. flash: fused kernels that never store the scores (FlashAttention, cuDNN fused).
 enum class AttentionKind { Unfused, Flash };
@@ -93,7 +96,18 @@ bool parse_overlap(const std::string& text, Overlap& out);
 
 std::string to_string(ScheduleKind s);  // "gpipe", "1f1b", "interleaved", "zb-h1"
 std::string to_string(Recompute r);     // "none", "selective", "full"
-std::string to_string(Precision p);     // "bf16", "fp16", "fp32", "fp8"
+std::string to_string(Precision p);     // "bf16", "fp16", "fp32", "fp8", "mxfp8", "nvfp4"
+// The matrix products of the layers run quantised (fp8, mxfp8, nvfp4), the rest in bf16.
+bool quantized_gemms(Precision p);
+// Bytes of one element of a quantised GEMM operand, its block scales included: fp8 1, mxfp8
+// 1 + 1/32 (one E8M0 byte per 32), nvfp4 1/2 + 1/16 (one E4M3 byte per 16; the per-tensor fp32
+// scale is negligible). 0 where the GEMMs are not quantised.
+double quantized_element_bytes(Precision p);
+// Copies Transformer Engine makes of a quantised GEMM operand (a weight, an input, an output
+// gradient) for the forward and the backward GEMMs: 1 with one scale per tensor (the transposed
+// use reads the same bytes), 2 with block scales (the blocks run along a row, so the transpose is
+// quantised on its own: rowwise and columnwise data, each with its scales).
+int quantized_copies(Precision p);
 std::string to_string(AttentionKind a);     // "unfused", "flash"
 bool parse_attention(const std::string& text, AttentionKind& out);
 std::vector<std::string> attention_names();

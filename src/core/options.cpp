@@ -64,6 +64,7 @@ std::vector<OptionDef> cluster_options() {
       {"gpu-bf16-tflops", "cluster", "dense 16-bit peak, TFLOP/s", false, "NUM", "preset"},
       {"gpu-fp32-tflops", "cluster", "fp32 peak, TFLOP/s", false, "NUM", "preset"},
       {"gpu-fp8-tflops", "cluster", "dense FP8 peak, TFLOP/s (0: no FP8)", false, "NUM", "preset"},
+      {"gpu-fp4-tflops", "cluster", "dense FP4 peak, TFLOP/s (0: no FP4, nor MXFP8 / NVFP4 block scaling)", false, "NUM", "preset"},
       {"gpu-hbm-gbytes-per-s", "cluster", "memory bandwidth, GB/s", false, "NUM", "preset"},
       {"intra-link", "cluster", "link inside a node: nvlink or pcie", false, "nvlink|pcie", "preset"},
       {"intra-gbytes-per-s", "cluster", "per-GPU bandwidth inside a node, GB/s per direction (or with a unit: 900GB/s, 400Gb/s)", false, "NUM", "preset"},

@@ -16,7 +16,7 @@ std::string recipe_text(const ExecutionSpec& e, int64_t tp, int64_t cp, int64_t 
   // Under sequence parallel (or at tp 1) both ways send the same rows: said only where they differ.
   if (r.pipeline_sends_whole_tensor && pp > 1 && tp > 1 && !e.sequence_parallel) s += ", whole-tensor pipeline sends";
   if (r.dp_after_pipeline_flush && pp > 1) s += ", gradients reduced after the pipeline flush";
-  if (r.fp8_fused_casts && precision == Precision::FP8) s += ", FP8 casts fused";
+  if (r.fp8_fused_casts && quantized_gemms(precision)) s += ", FP8 casts fused";
   if (!r.fused_swiglu) s += ", SwiGLU unfused";
   if (r.compute_efficiency != 1.0) s += fmt::format(", stack compute efficiency {:g}", r.compute_efficiency);
   return s;

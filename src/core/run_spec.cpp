@@ -229,6 +229,7 @@ ClusterSpec resolve_cluster(const OptionValues& v, Problems& p) {
   if (auto x = v.get_double("gpu-bf16-tflops", p)) c.gpu.bf16_flops = *x * kTera;
   if (auto x = v.get_double("gpu-fp32-tflops", p)) c.gpu.fp32_flops = *x * kTera;
   if (auto x = v.get_double("gpu-fp8-tflops", p)) c.gpu.fp8_flops = *x * kTera;
+  if (auto x = v.get_double("gpu-fp4-tflops", p)) c.gpu.fp4_flops = *x * kTera;
   if (auto x = v.get_double("gpu-hbm-gbytes-per-s", p)) c.gpu.hbm_Bps = *x * kGB;
   if (auto k = v.get_string("intra-link")) {
     if (*k == "nvlink") c.intra.kind = LinkKind::NVLink;
@@ -438,6 +439,17 @@ void check_run(const RunSpec& r, bool check_batch, Problems& p) {
     p.add(fmt::format("--precision fp8 needs FP8 tensor cores, but the {} has no FP8 peak", r.cluster.gpu.name),
           "use --precision bf16, a GPU with FP8 (h100-80g, h200-141g), or set gpu-fp8-tflops in [cluster]",
           "fp8-unsupported");
+  const Precision q = r.exec.precision;
+  if ((q == Precision::MXFP8 || q == Precision::NVFP4) && !r.cluster.gpu.block_scaling())
+    p.add(fmt::format("--precision {} needs tensor cores that scale blocks of {} elements ({}), but the {} has none "
+                      "(no FP4 peak: Hopper and Ampere scale whole tensors only)",
+                      to_string(q), q == Precision::MXFP8 ? 32 : 16, q == Precision::MXFP8 ? "MX" : "NVFP4",
+                      r.cluster.gpu.name),
+          q == Precision::MXFP8 ? "use --precision fp8 (one scale per tensor) on this GPU, or a Blackwell GPU (b200-180g, "
+                                  "gb200-186g, b300-288g, gb300-288g), or set gpu-fp4-tflops in [cluster]"
+                                : "use --precision fp8 (or bf16) on this GPU, or a Blackwell GPU (b200-180g, gb200-186g, "
+                                  "b300-288g, gb300-288g), or set gpu-fp4-tflops in [cluster]",
+          q == Precision::MXFP8 ? "mxfp8-unsupported" : "nvfp4-unsupported");
   if (check_batch) check_rules(RuleKind::Batch, r, p);
 }
 

@@ -7,6 +7,7 @@
 
 #include "plan/context_parallel.h"
 #include "plan/memory_model.h"
+#include "plan/mfu.h"
 #include "plan/mixture_of_experts.h"
 
 namespace trident::plan {
@@ -112,6 +113,10 @@ double hierarchical_allreduce_time_s(double bytes, int64_t g, int64_t k, const L
   return t;
 }
 
+double cast_bytes_per_element(Precision p, const CostConstants& c) {
+  return c.fp8_cast_bytes_per_element + double(quantized_copies(p)) * quantized_element_bytes(p) - 1;
+}
+
 namespace {
 double activation_element_bytes(const ExecutionSpec& e) { return e.precision == Precision::FP32 ? 4 : 2; }
 // The rates a stack's forward and backward kernels run against: the GPU's, times the share of
@@ -121,7 +126,13 @@ double activation_element_bytes(const ExecutionSpec& e) { return e.precision == 
 double peak_flops(const ExecutionSpec& e, const GpuSpec& gpu) {
   return (e.precision == Precision::FP32 ? gpu.fp32_flops : gpu.bf16_flops) * e.recipe.compute_efficiency;
 }
-double fp8_peak_flops(const ExecutionSpec& e, const GpuSpec& gpu) { return gpu.fp8_flops * e.recipe.compute_efficiency; }
+// The quantised GEMMs' peak: FP8's for fp8 and mxfp8, FP4's for nvfp4 (plan::peak_flops).
+double fp8_peak_flops(const ExecutionSpec& e, const GpuSpec& gpu) {
+  return plan::peak_flops(gpu, e.precision) * e.recipe.compute_efficiency;
+}
+bool quantized_on(const ExecutionSpec& e, const GpuSpec& gpu) {
+  return quantized_gemms(e.precision) && plan::peak_flops(gpu, e.precision) > 0;
+}
 // HBM rate of the memory-bound kernels (norms, activations, softmax, casts, the loss).
 double kernel_hbm_Bps(const ExecutionSpec& e, const GpuSpec& gpu, const CostConstants& c) {
   return gpu.hbm_Bps * c.hbm_efficiency * e.recipe.compute_efficiency;
@@ -130,8 +141,9 @@ double kernel_hbm_Bps(const ExecutionSpec& e, const GpuSpec& gpu, const CostCons
 
 MoeCompute layer_moe_compute(const ModelSpec& m, const ExecutionSpec& e, int64_t tp, const GpuSpec& gpu,
                              const CostConstants& c, int64_t ep, int64_t etp) {
-  const bool fp8 = e.precision == Precision::FP8 && gpu.fp8_flops > 0;
-  const double element = fp8 ? 1 : activation_element_bytes(e);  // FP8 GEMMs read FP8 weights and rows
+  const bool fp8 = quantized_on(e, gpu);
+  // Quantised GEMMs read quantised weights and rows (their block scales included)
+  const double element = fp8 ? quantized_element_bytes(e.precision) : activation_element_bytes(e);
   return moe_compute(m, double(e.micro_batch_size) * double(m.seq_len), tp, ep,
                      fp8 ? fp8_peak_flops(e, gpu) : peak_flops(e, gpu), fp8 ? c.fp8_gemm_efficiency : c.gemm_peak_efficiency,
                      c, etp, kernel_hbm_Bps(e, gpu, c), element, element);
@@ -145,7 +157,7 @@ LayerCompute layer_compute(const ModelSpec& full, const ExecutionSpec& e, int64_
   lc.tp = tp;
   lc.cp = std::max<int64_t>(cp, 1);
   lc.attention = e.attention;
-  lc.fp8 = e.precision == Precision::FP8 && gpu.fp8_flops > 0;
+  lc.fp8 = quantized_on(e, gpu);
   lc.tokens = e.micro_batch_size * m.seq_len;
   const double T = double(lc.tokens), h = double(m.hidden), t = double(tp), f = double(m.ffn_hidden);
   // q: the width of Q and of the projection's input, heads x head_dim (= h unless the model
@@ -207,8 +219,9 @@ LayerCompute layer_compute(const ModelSpec& full, const ExecutionSpec& e, int64_
     const FusedCasts fc = fused_fp8_casts(m, e);
     lc.fp8_cast_elements = T * ((fc.qkv ? 0 : h) + vw / t + (fc.fc1 ? 0 : h) + (fc.fc2 ? 0 : f / t));
     lc.fp8_fused_cast_elements = T * (h + vw / t + h + f / t) - lc.fp8_cast_elements;
-    lc.fp8_cast_s = c.fp8_cast_bytes_per_element * lc.fp8_cast_elements / hbm;
-    lc.fp8_fused_cast_s = c.fp8_cast_bytes_per_element * lc.fp8_fused_cast_elements / hbm;
+    const double cast_bytes = cast_bytes_per_element(e.precision, c);
+    lc.fp8_cast_s = cast_bytes * lc.fp8_cast_elements / hbm;
+    lc.fp8_fused_cast_s = cast_bytes * lc.fp8_fused_cast_elements / hbm;
     lc.elementwise_s += lc.fp8_cast_s;
   }
   if (m.is_moe()) {

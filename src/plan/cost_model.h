@@ -86,6 +86,12 @@ double hierarchical_allreduce_time_s(double bytes, int64_t g, int64_t k, const L
 // ---------------------------------------------------------------------------------------------
 // Per-layer compute of one micro-batch on one GPU of a TP group.
 
+// HBM bytes to quantise one GEMM input element: fp8_cast_bytes_per_element (read 2, write fp8's
+// one byte) plus what the precision writes beyond that byte (quantized_copies x
+// quantized_element_bytes - 1: mxfp8 rowwise and columnwise with their scales, 2 x 1.03125 - 1;
+// nvfp4 2 x 0.5625 - 1). The same for fp8 and every quantised format: one formula.
+double cast_bytes_per_element(Precision p, const CostConstants& c);
+
 struct LayerCompute {
   // inputs
   int64_t tokens = 0;  // b * s / cp
@@ -95,7 +101,7 @@ struct LayerCompute {
   double block_attention_backward_s = 0;  // and its backward (attention_backward_s / cp)
   // forward pass of one layer
   AttentionKind attention = AttentionKind::Unfused;
-  bool fp8 = false;                // weight GEMMs in FP8 (at the FP8 peak, plus casts)
+  bool fp8 = false;                // weight GEMMs quantised (fp8, mxfp8, nvfp4: at its peak, plus casts)
   double gemm_flops = 0;           // QKV, projection, MLP: 24 b s h^2 / t (GPT); Llama per its shapes
   double attention_flops = 0;      // QK^T and AV as model FLOPs: 4 b s^2 h / t (flash executes half: causal)
   double gemm_s = 0;               // time of the four weight GEMMs

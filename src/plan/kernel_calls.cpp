@@ -42,14 +42,14 @@ int64_t attention_blocks(const ExecutionSpec& e, int64_t cp) {
 }  // namespace
 
 FusedCasts fused_fp8_casts(const ModelSpec& m, const ExecutionSpec& e) {
-  if (e.precision != Precision::FP8 || !e.recipe.fp8_fused_casts) return {};
+  if (!quantized_gemms(e.precision) || !e.recipe.fp8_fused_casts) return {};
   return {true, !m.is_moe(), !m.is_moe()};
 }
 
 KernelCalls layer_kernel_calls(const ModelSpec& m, const ExecutionSpec& e, int64_t tp, int64_t cp, int64_t ep) {
   KernelCalls k;
   cp = std::max<int64_t>(cp, 1);
-  const bool fp8 = e.precision == Precision::FP8;
+  const bool fp8 = quantized_gemms(e.precision);
   KernelPass& f = k.forward;
   // QKV, projection, MLP-in (SwiGLU's gate and up fused), MLP-out; a MoE layer's MLP is its
   // router and each local expert's two GEMMs (GroupedLinear: one cuBLAS call per expert), and

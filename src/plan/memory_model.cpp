@@ -12,10 +12,12 @@ StateBytes state_bytes(Precision precision, int grad_bits, const RecipeSettings&
   const double state = r.optimizer_state_bits / 8.0;  // one optimizer state element
   if (precision == Precision::FP32) return {4, 4, 2 * state, 4};  // weights, gradients, Adam moments
   StateBytes b{2, grad_bits / 8.0, 3 * state, 2};      // 16-bit weights, main grads, master + moments
-  if (precision == Precision::FP8) {
-    // Transformer Engine keeps the bf16 weights and an FP8 copy cached across micro-batches; with
-    // FP8 primary weights only the FP8 ones, all-gathered as FP8 (the master copy stays in the optimizer).
-    b.weights = r.fp8_params ? 1 : 3;
+  if (quantized_gemms(precision)) {
+    // Transformer Engine keeps the bf16 weights and their quantised copies cached across
+    // micro-batches (fp8: 1 B; mxfp8: rowwise and columnwise, 2 x (1 + 1/32) B; nvfp4:
+    // 2 x (1/2 + 1/16) B); with FP8 primary weights (fp8 only) just the FP8 ones, all-gathered
+    // as FP8 (the master copy stays in the optimizer).
+    b.weights = r.fp8_params ? 1 : 2 + double(quantized_copies(precision)) * quantized_element_bytes(precision);
     b.gathered = r.fp8_params ? 1 : 2;
   }
   return b;
@@ -103,15 +105,18 @@ LayerActivations layer_activations(const ModelSpec& m, const ExecutionSpec& e, i
   // other kernel's backward reads them (the norms and the activation keep their inputs). The
   // projection input (sbh) is held twice: the attention's backward reads it in 16-bit. Full
   // recomputation rebuilds them with the rest.
-  const bool fp8 = e.precision == Precision::FP8;
+  // mxfp8 and nvfp4 keep the same inputs in their own format (only the columnwise copy the
+  // weight gradient reads, with its block scales: quantized_element_bytes).
+  const bool fp8 = quantized_gemms(e.precision);
   const double fp8_outside = fp8 ? 2 * sbh : 0.0;
   const double fp8_inside = fp8 ? sbv + mlp.fc2_split : 0.0;
   const double fp8_whole = fp8 ? mlp.fc2_whole : 0.0;
   LayerActivations a;
   const double outside_held = e.sequence_parallel ? outside / t : outside;
-  const double fp8_copies = (e.sequence_parallel ? fp8_outside / t : fp8_outside) + fp8_inside / t + fp8_whole;
+  const double fp8_elements = (e.sequence_parallel ? fp8_outside / t : fp8_outside) + fp8_inside / t + fp8_whole;
+  const double fp8_copies = quantized_element_bytes(e.precision) * fp8_elements;
   // The 16-bit tensors (2 bytes) of every copy but the projection input's.
-  const double fp8_given_up = fp8 ? 2 * (fp8_copies - sbv / t) : 0.0;
+  const double fp8_given_up = fp8 ? 2 * (fp8_elements - sbv / t) : 0.0;
   a.full_layer_bytes =
       scale * (outside_held + (inside + softmax_stats) / t + mlp.whole + 2 * latents + scores / t) + fp8_copies -
       fp8_given_up;

@@ -15,9 +15,13 @@ constexpr const char* kConvention =
 }
 
 double peak_flops(const GpuSpec& gpu, Precision precision) {
-  return precision == Precision::FP32  ? gpu.fp32_flops
-         : precision == Precision::FP8 ? gpu.fp8_flops
-                                       : gpu.bf16_flops;
+  switch (precision) {
+    case Precision::FP32: return gpu.fp32_flops;
+    case Precision::FP8:
+    case Precision::MXFP8: return gpu.fp8_flops;  // MX scaling runs at the FP8 rate (Blackwell)
+    case Precision::NVFP4: return gpu.fp4_flops;
+    default: return gpu.bf16_flops;
+  }
 }
 
 Mfu mfu_of(const ModelSpec& model, int64_t global_batch, double step_s, double peak) {

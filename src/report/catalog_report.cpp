@@ -86,6 +86,7 @@ nlohmann::json clusters_json() {
                     {"memory_gib", gib(g.memory_bytes)},
                     {"bf16_tflops", g.bf16_flops / kTera},
                     {"fp8_tflops", g.fp8_flops / kTera},
+                    {"fp4_tflops", g.fp4_flops / kTera},
                     {"fp32_tflops", g.fp32_flops / kTera},
                     {"hbm_gbps", gbps(g.hbm_Bps)}});
   }
@@ -103,12 +104,13 @@ std::string clusters_text() {
                      fmt::format("{} {:.4g} ({:.4g})", to_string(c.inter.kind), gbps(c.inter.bandwidth_Bps),
                                  gbps(c.inter_bandwidth_per_gpu_Bps())));
   }
-  s += "\n" + fmt::format("{:<14} {:<18} {:>10} {:>12} {:>11} {:>12} {:>9}\n", "GPU", "name", "memory GiB",
-                          "bf16 TFLOP/s", "fp8 TFLOP/s", "fp32 TFLOP/s", "HBM GB/s");
+  s += "\n" + fmt::format("{:<14} {:<18} {:>10} {:>12} {:>11} {:>11} {:>12} {:>9}\n", "GPU", "name", "memory GiB",
+                          "bf16 TFLOP/s", "fp8 TFLOP/s", "fp4 TFLOP/s", "fp32 TFLOP/s", "HBM GB/s");
   for (const std::string& name : gpu_preset_names()) {
     const GpuSpec g = gpu_preset(name);
-    s += fmt::format("{:<14} {:<18} {:>10.1f} {:>12.0f} {:>11} {:>12.1f} {:>9.0f}\n", name, g.name, gib(g.memory_bytes),
+    s += fmt::format("{:<14} {:<18} {:>10.1f} {:>12.0f} {:>11} {:>11} {:>12.1f} {:>9.0f}\n", name, g.name, gib(g.memory_bytes),
                      g.bf16_flops / kTera, g.fp8_flops > 0 ? fmt::format("{:.0f}", g.fp8_flops / kTera) : "-",
+                     g.fp4_flops > 0 ? fmt::format("{:.0f}", g.fp4_flops / kTera) : "-",
                      g.fp32_flops / kTera, gbps(g.hbm_Bps));
   }
   s += "Peaks are dense (no sparsity), per GPU, from the vendors' datasheets (src/core/cluster_spec.cpp names each).\n"

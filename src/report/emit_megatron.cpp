@@ -217,11 +217,15 @@ void recipe_args(const RunSpec& run, std::vector<std::string>& a, Problems& refu
   const Layout& l = run.layout;
   const ExecutionSpec& e = run.exec;
   a.push_back("--transformer-impl transformer_engine");
-  if (e.precision == Precision::BF16 || e.precision == Precision::FP8) a.push_back("--bf16");
+  if (e.precision == Precision::BF16 || quantized_gemms(e.precision)) a.push_back("--bf16");
   if (e.precision == Precision::FP16) a.push_back("--fp16");
-  // FP8 matrix products in the layers (E4M3 forward, E5M2 gradients), bf16 elsewhere.
+  // FP8 matrix products in the layers (E4M3 forward, E5M2 gradients), bf16 elsewhere; MXFP8 E4M3
+  // throughout with 32-element block scales; NVFP4 E2M1 with 16-element blocks. Every layer
+  // quantised, as planned (no --first-last-layers-bf16).
   if (e.precision == Precision::FP8) a.push_back("--fp8-format hybrid");
-  if (e.precision == Precision::FP8 && !e.recipe.fp8_fused_casts)
+  if (e.precision == Precision::MXFP8) a.insert(a.end(), {"--fp8-format e4m3", "--fp8-recipe mxfp8"});
+  if (e.precision == Precision::NVFP4) a.insert(a.end(), {"--fp4-format e2m1", "--fp4-recipe nvfp4"});
+  if (quantized_gemms(e.precision) && !e.recipe.fp8_fused_casts)
     refuse.add("FP8 casts not fused: Megatron-Core's Transformer Engine layers cast the QKV, FC1 and FC2 inputs inside "
                "the norms and the activation",
                "replan with --fp8-fused-casts (or --stack megatron-core-te)", "megatron-fp8-casts");

@@ -48,6 +48,11 @@ void check_recipe(const RunSpec& run, bool toml, Problems& refuse) {
   if (e.precision == Precision::FP16)
     refuse.add("precision fp16: torchtitan's mixed_precision_param takes bfloat16 or float32 only",
                "replan with --precision bf16", "torchtitan-precision");
+  if (e.precision == Precision::MXFP8 || e.precision == Precision::NVFP4)
+    refuse.add("precision " + to_string(e.precision) + ": the torchtitan versions Trident writes quantise linears "
+                   "to float8 with one scale per tensor or row only (the [quantize.linear.float8] converter); they "
+                   "have no " + to_string(e.precision) + " block scaling",
+               "replan with --precision fp8 (or bf16), or emit --emit megatron", "torchtitan-" + to_string(e.precision));
   if (e.precision == Precision::FP8 && !toml)
     refuse.add("precision fp8: the flag form of " + std::string(kFlagVersion) + " has no float8 option",
                "use --emit torchtitan-toml (its [quantize.linear.float8] converter), or replan with --precision bf16",

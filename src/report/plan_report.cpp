@@ -154,8 +154,9 @@ json candidate_json(const RunSpec& run, const Estimate* e, const std::vector<Fin
                            {"kernel_launch_us", e->cost.kernel_launch_us},
                            {"seconds_per_step", round6(e->time.launch)}};
       if (lc.fp8)  // one layer, one micro-batch: the casts kept as kernels and those fused away
-        j["fp8_casts"] = {{"kept_bytes", lc.fp8_cast_elements * e->cost.fp8_cast_bytes_per_element},
-                          {"removed_bytes", lc.fp8_fused_cast_elements * e->cost.fp8_cast_bytes_per_element},
+        j["fp8_casts"] = {{"kept_bytes", lc.fp8_cast_elements * cast_bytes_per_element(run.exec.precision, e->cost)},
+                          {"removed_bytes", lc.fp8_fused_cast_elements * cast_bytes_per_element(run.exec.precision, e->cost)},
+                          {"bytes_per_element", cast_bytes_per_element(run.exec.precision, e->cost)},
                           {"kept_s", round9(lc.fp8_cast_s)}};
       if (run.model.is_moe()) {  // one MoE layer, one micro-batch, forward: the inputs of its MLP's terms
         const MoeCompute mc = layer_moe_compute(per_rank_sequence(run.model, run.layout.cp), run.exec, run.layout.tp,
@@ -324,9 +325,11 @@ std::string memory_text(const Estimate& e, bool per_stage) {
                                      pm.embedding_activation_bytes / pm.embedding_in_flight / kMiB)
                        : "");
   if (pm.per_layer_fp8_copy_bytes > 0)
-    s += fmt::format("               (each layer's {:.1f} MiB include {:.1f} MiB of FP8 copies of its GEMM inputs, kept for\n"
-                     "               the weight-gradient GEMMs: QKV, projection, MLP-in and MLP-out inputs, 1 byte each)\n",
-                     pm.per_layer_activation_bytes / kMiB, pm.per_layer_fp8_copy_bytes / kMiB);
+    s += fmt::format("               (each layer's {:.1f} MiB include {:.1f} MiB of {} copies of its GEMM inputs, kept for\n"
+                     "               the weight-gradient GEMMs: QKV, projection, MLP-in and MLP-out inputs, {:g} byte each{})\n",
+                     pm.per_layer_activation_bytes / kMiB, pm.per_layer_fp8_copy_bytes / kMiB, to_string(r.exec.precision),
+                     quantized_element_bytes(r.exec.precision),
+                     r.exec.precision == Precision::FP8 ? "" : " with the block scales");
   if (pm.cp_ring_buffer_bytes > 0)
     s += fmt::format("               (activations include {:.2f} GiB of {}: {} KV blocks of {} tokens)\n",
                      gib(pm.cp_ring_buffer_bytes),
@@ -509,14 +512,15 @@ std::string fp8_casts_text(const Estimate& e) {
     std::string& list = on ? fused : kept;
     list += (list.empty() ? "" : ", ") + std::string(name);
   }
-  const double B = e.cost.fp8_cast_bytes_per_element;
+  const double B = cast_bytes_per_element(r.exec.precision, e.cost);
   const StageTime& st = e.stages[e.pipeline.slowest_stage];
   // The backward's gradient casts are not fused: 2x the traffic of all four, as its other kernels.
   const double backward_s = 2 * (lc.fp8_cast_s + lc.fp8_fused_cast_s);
-  return fmt::format("  FP8 casts per layer and micro-batch: forward {:.2f} MiB kept ({:.4g} M elements of the {} inputs x {:g} "
+  const char* format = r.exec.precision == Precision::NVFP4 ? "NVFP4" : r.exec.precision == Precision::MXFP8 ? "MXFP8" : "FP8";
+  return fmt::format("  {} casts per layer and micro-batch: forward {:.2f} MiB kept ({:.4g} M elements of the {} inputs x {:g} "
                      "B) = {:.3f} ms, {:.2f} MiB removed ({:.4g} M elements{}); backward 2 x {:.2f} MiB (gradient casts, "
                      "not fused) = {:.3f} ms; x {} layers x {} micro-batches = {:.3f} s of the compute\n",
-                     lc.fp8_cast_elements * B / kMiB, lc.fp8_cast_elements / 1e6, kept, B, 1e3 * lc.fp8_cast_s,
+                     format, lc.fp8_cast_elements * B / kMiB, lc.fp8_cast_elements / 1e6, kept, B, 1e3 * lc.fp8_cast_s,
                      lc.fp8_fused_cast_elements * B / kMiB, lc.fp8_fused_cast_elements / 1e6,
                      fused.empty() ? ": no cast fused, --fp8-fused-casts is off"
                                    : " of the " + fused + " inputs, cast inside the norm or activation before them",
