@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "runtime/comm/mpi_world.h"
 #include "runtime/nn/gpt.h"
 #include "runtime/parallel/batch_source.h"
 #include "runtime/parallel/dist_trainer.h"
@@ -87,7 +88,8 @@ struct Measured {
 Measured train(const RunSpec& run, int64_t steps) {
   auto ctx = std::make_shared<comm::CommContext>();
   ctx->timeout_s = 600;
-  ProcessGroups groups = make_process_groups(Mesh(run.layout, 8), ctx);
+  comm::MpiWorld world_ranks(MPI_COMM_WORLD);
+  ProcessGroups groups = make_process_groups(Mesh(run.layout, 8), ctx, world_ranks);
   auto data = synthetic_source(run.model.vocab, run.model.seq_len, 1);
   TrainerOptions o;
   o.kernel_threads = 1;

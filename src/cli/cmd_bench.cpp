@@ -17,7 +17,6 @@
 // FILE it measures instead the ranks as a rehearsal places them, all active at once
 // (runtime/parallel/placement_probe.h), into FILE (JSON).
 #include <fmt/format.h>
-#include <mpi.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -38,7 +37,7 @@
 #include "plan/cost_model.h"
 #include "runtime/engine/machine_load.h"
 #include "runtime/engine/machine_rates.h"
-#include "runtime/comm/mpi_communicator.h"
+#include "runtime/comm/world.h"
 #include "runtime/kernels/ops.h"
 #include "runtime/parallel/placement_probe.h"
 
@@ -62,11 +61,11 @@ struct BenchArgs {
 };
 
 // The placement probe over every rank of the world; rank 0 writes it.
-int run_placement_probe(const BenchArgs& a) {
-  const parallel::PlacementProbe p = parallel::measure_placement(a.probe_bytes, a.probe_flops, a.probe_iterations);
-  int rank = 0, status = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  if (rank == 0) {
+int run_placement_probe(const BenchArgs& a, comm::World& world) {
+  const parallel::PlacementProbe p =
+      parallel::measure_placement(world, a.probe_bytes, a.probe_flops, a.probe_iterations);
+  int status = 0;
+  if (world.rank() == 0) {
     try {
       write_text_atomically(a.placement_probe, parallel::probe_json(p).dump(2) + "\n");
       std::printf("wrote %s (placement probe: %lld ranks on %lld hosts)\n", a.placement_probe.c_str(),
@@ -76,40 +75,39 @@ int run_placement_probe(const BenchArgs& a) {
       status = 1;
     }
   }
-  MPI_Finalize();
   return status;
 }
 
 // Ping-pong between world ranks 0 and 1: half the best round trip of `bytes` over `reps`.
-double ping_pong_s(size_t bytes, int rank, int reps) {
+double ping_pong_s(comm::World& world, size_t bytes, int reps) {
   std::vector<char> buf(std::max<size_t>(bytes, 1));
   double best = 1e30;
   for (int rep = 0; rep < reps; ++rep) {
-    MPI_Barrier(MPI_COMM_WORLD);
+    world.barrier();
     auto t0 = clock_type::now();
-    if (rank == 0) {
-      MPI_Send(buf.data(), int(bytes), MPI_BYTE, 1, 0, MPI_COMM_WORLD);
-      MPI_Recv(buf.data(), int(bytes), MPI_BYTE, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-    } else if (rank == 1) {
-      MPI_Recv(buf.data(), int(bytes), MPI_BYTE, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-      MPI_Send(buf.data(), int(bytes), MPI_BYTE, 0, 0, MPI_COMM_WORLD);
+    if (world.rank() == 0) {
+      world.send(buf.data(), bytes, 1);
+      world.recv(buf.data(), bytes, 1);
+    } else if (world.rank() == 1) {
+      world.recv(buf.data(), bytes, 0);
+      world.send(buf.data(), bytes, 0);
     }
     best = std::min(best, since(t0) / 2);
   }
-  MPI_Bcast(&best, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  world.broadcast(&best, sizeof best, 0);
   return best;
 }
 
 // Best time of an all-reduce (sum) of `bytes` of floats over every rank; the slowest rank counts.
-double allreduce_s(size_t bytes) {
+double allreduce_s(comm::World& world, size_t bytes) {
   std::vector<float> send(std::max<size_t>(bytes / sizeof(float), 1), 1.0f), recv(send.size());
   double best = 1e30;
   for (int rep = 0; rep < 10; ++rep) {
-    MPI_Barrier(MPI_COMM_WORLD);
+    world.barrier();
     auto t0 = clock_type::now();
-    MPI_Allreduce(send.data(), recv.data(), int(send.size()), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    world.all_reduce(send.data(), recv.data(), send.size(), comm::ReduceOp::Sum);
     double t = since(t0), slowest = 0;
-    MPI_Allreduce(&t, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    world.all_reduce(&t, &slowest, 1, comm::ReduceOp::Max);
     best = std::min(best, slowest);
   }
   return best;
@@ -129,8 +127,8 @@ struct AlltoallCalls {
 };
 
 // Time of an all-to-all of a `bytes` send buffer over every rank (bytes / n to each) as a
-// training step calls it: through the trainer's own communicator (comm::MpiCommunicator:
-// MPI_Ialltoallv completed by polling, not the blocking MPI_Alltoall, whose fixed cost is lower),
+// training step calls it: through the trainer's own communicator (comm::MpiCommunicator: MPI's
+// non-blocking all-to-all-v completed by polling, not its blocking all-to-all, whose fixed cost is lower),
 // between kernels, its send rows just written and the kernels' working set through the cache
 // since the last call (50 KB over 2 ranks took 6.1 us hot here, 7.8 with 8 MiB between calls,
 // out of L2, and 28 with 32 MiB, out of L3). The step's first call finds the cache as the
@@ -150,11 +148,11 @@ double alltoall_sweep_bytes(double send_bytes, const AlltoallCalls& calls) {
   return steps * (double(calls.first_working_set) + (per_step - 1) * double(calls.working_set) + per_step * send_bytes);
 }
 
-double alltoall_s(comm::Communicator& world_comm, size_t bytes, const AlltoallCalls& calls) {
-  const int world = world_comm.size();
-  const size_t each = std::max<size_t>(bytes / size_t(world), 1);
-  std::vector<char> send(each * size_t(world), 1), recv(send.size());
-  const std::vector<size_t> counts(size_t(world), each);
+double alltoall_s(comm::World& world, comm::Communicator& world_comm, size_t bytes, const AlltoallCalls& calls) {
+  const size_t ranks = size_t(world_comm.size());
+  const size_t each = std::max<size_t>(bytes / ranks, 1);
+  std::vector<char> send(each * ranks, 1), recv(send.size());
+  const std::vector<size_t> counts(ranks, each);
   std::vector<char> working_set(std::max<size_t>(std::max(calls.working_set, calls.first_working_set), 64), 1);
   const int64_t per_step = std::max<int64_t>(calls.per_step, 1);
   const int64_t steps = alltoall_steps(per_step);
@@ -165,11 +163,11 @@ double alltoall_s(comm::Communicator& world_comm, size_t bytes, const AlltoallCa
       const size_t through = std::max<size_t>(call == 0 ? calls.first_working_set : calls.working_set, 64);
       for (size_t i = 0; i < send.size(); ++i) send[i] = char(step + call + int64_t(i));
       for (size_t i = 0; i < through; i += 64) working_set[i] = char(working_set[i] + 1);
-      MPI_Barrier(MPI_COMM_WORLD);
+      world.barrier();
       auto t0 = clock_type::now();
       world_comm.all_to_all_v(send.data(), counts.data(), recv.data(), counts.data(), comm::DType::U8);
       double t = since(t0), slowest = 0;
-      MPI_Allreduce(&t, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+      world.all_reduce(&t, &slowest, 1, comm::ReduceOp::Max);
       sum += slowest;
     }
     step_times.push_back(sum);
@@ -301,18 +299,19 @@ struct LinkRates {
 // What a MoE layer's row-count exchange sends each rank: 8 experts' int32 counts.
 constexpr size_t kCountBytes = 8 * sizeof(int32_t);
 
-LinkRates measure_links(size_t bytes, size_t alltoall_bytes, const AlltoallCalls& calls, int rank, int world) {
+LinkRates measure_links(comm::World& ranks, size_t bytes, size_t alltoall_bytes, const AlltoallCalls& calls) {
+  const int rank = ranks.rank(), world = ranks.size();
   LinkRates l;
   if (world < 2) {
     l.bandwidth_Bps = engine::copy_bandwidth_Bps(bytes) / 2;  // one direction of one copy
     return l;
   }
   l.measured = true;
-  l.latency_s = ping_pong_s(8, rank, 200);
+  l.latency_s = ping_pong_s(ranks, 8, 200);
   // A loaded machine can delay even the best small round trip: never subtract more than half.
-  const double t = ping_pong_s(bytes, rank, 20);
+  const double t = ping_pong_s(ranks, bytes, 20);
   l.bandwidth_Bps = double(bytes) / std::max(t - l.latency_s, t / 2);
-  l.allreduce_s = allreduce_s(bytes);
+  l.allreduce_s = allreduce_s(ranks, bytes);
   // Ring all-reduce: 2(n-1) latencies + 2(n-1)/n S at the bus bandwidth (the planner's model).
   const double n = double(world);
   const double wire = std::max(l.allreduce_s - 2 * (n - 1) * l.latency_s, l.allreduce_s / 2);
@@ -323,11 +322,13 @@ LinkRates measure_links(size_t bytes, size_t alltoall_bytes, const AlltoallCalls
   // moves almost nothing (a row-count exchange), the rate from the rest of the full call.
   auto context = std::make_shared<comm::CommContext>();
   context->world_rank = rank;
-  const auto world_comm = comm::MpiCommunicator::world(context);
+  std::vector<int> all(static_cast<size_t>(world));
+  for (int r = 0; r < world; ++r) all[size_t(r)] = r;
+  const auto world_comm = ranks.communicator("world", all, context);
   // The row-count exchange's fixed cost: one call at a time, after a layer's working set.
-  l.alltoall_count_s = alltoall_s(*world_comm, kCountBytes * size_t(world), {calls.working_set, calls.working_set, 1});
+  l.alltoall_count_s = alltoall_s(ranks, *world_comm, kCountBytes * size_t(world), {calls.working_set, calls.working_set, 1});
   l.alltoall_latency_s = std::max(l.alltoall_count_s / (n - 1), l.latency_s);
-  l.alltoall_s = alltoall_s(*world_comm, alltoall_bytes, calls);
+  l.alltoall_s = alltoall_s(ranks, *world_comm, alltoall_bytes, calls);
   const double a2a_wire = std::max(l.alltoall_s - (n - 1) * l.alltoall_latency_s, l.alltoall_s / 2);
   l.alltoall_Bps = (n - 1) / n * double(alltoall_bytes) / a2a_wire;
   return l;
@@ -450,26 +451,22 @@ std::string bench_toml(const QuietCore& q, const LinkRates& l, int world, int co
   return s;
 }
 
-int run_bench(const BenchArgs& a) {
-  int initialized = 0;
-  MPI_Initialized(&initialized);
-  if (!initialized) MPI_Init(nullptr, nullptr);
-  int rank = 0, world = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
-  if (!a.placement_probe.empty()) return run_placement_probe(a);
+// The measurements of one world (MPI's, a singleton without mpirun).
+int bench_world(const BenchArgs& a, comm::World& ranks) {
+  const int rank = ranks.rank(), world = ranks.size();
+  if (!a.placement_probe.empty()) return run_placement_probe(a, ranks);
   const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
   const double ram = double(pages) * double(page);
   const QuietCore core = rank == 0 ? measure_core_quietly(a.family == "llama") : QuietCore{};
-  comm::sleeping_barrier(MPI_COMM_WORLD);  // the others wait for rank 0's core measurements without taking a core
+  ranks.sleeping_barrier();  // the others wait for rank 0's core measurements without taking a core
   const double alltoall_mib = a.alltoall_mib > 0 ? a.alltoall_mib : a.mpi_mib;
   AlltoallCalls calls;
   calls.working_set = size_t(a.alltoall_working_set_mib * (1 << 20));
   calls.first_working_set =
       a.alltoall_first_working_set_mib < 0 ? calls.working_set : size_t(a.alltoall_first_working_set_mib * (1 << 20));
   calls.per_step = a.alltoall_step_calls;
-  const LinkRates links = measure_links(size_t(a.mpi_mib * (1 << 20)), size_t(alltoall_mib * (1 << 20)), calls, rank, world);
+  const LinkRates links = measure_links(ranks, size_t(a.mpi_mib * (1 << 20)), size_t(alltoall_mib * (1 << 20)), calls);
   int status = 0;
   if (rank == 0) {
     const std::string text = bench_toml(core, links, world, cores, ram, a.mpi_mib, alltoall_mib, calls);
@@ -483,7 +480,13 @@ int run_bench(const BenchArgs& a) {
       status = 1;
     }
   }
-  MPI_Finalize();
+  return status;
+}
+
+int run_bench(const BenchArgs& a) {
+  std::unique_ptr<comm::World> world = comm::open_mpi_world();
+  const int status = bench_world(a, *world);
+  comm::close_world(std::move(world));
   return status;
 }
 

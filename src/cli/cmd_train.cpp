@@ -191,9 +191,8 @@ int run_train(TrainArgs& args) {
     const cuda::GpuComm how = share ? cuda::GpuComm::MpiHost : cuda::GpuComm::Nccl;
     s.device_groups = [how](kernels::Kernels& k) -> parallel::GroupWrap {
       auto& gpu = dynamic_cast<cuda::CudaKernels&>(k);
-      return [&gpu, how](std::unique_ptr<comm::MpiCommunicator> mpi) {
-        MPI_Comm handle = mpi->handle();
-        return cuda::make_gpu_group(std::move(mpi), handle, gpu, how);
+      return [&gpu, how](std::unique_ptr<comm::Communicator> host, comm::World& group) {
+        return cuda::make_gpu_group(std::move(host), group, gpu, how);
       };
     };
   }

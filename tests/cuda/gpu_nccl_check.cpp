@@ -8,6 +8,7 @@
 #include <numeric>
 #include <vector>
 
+#include "runtime/comm/mpi_world.h"
 #include "runtime/cuda/nccl_communicator.h"
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/device.h"
@@ -38,7 +39,8 @@ int main(int argc, char** argv) {
     cuda::select_gpu(cuda::local_rank_from_env());
     cudaStream_t compute;
     cudaCheck(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
-    comm::NcclCommunicator c(MPI_COMM_WORLD, "world", compute, 60.0);
+    comm::MpiWorld world(MPI_COMM_WORLD);  // the NCCL id is broadcast over it
+    comm::NcclCommunicator c(world, "world", compute, 60.0);
     const size_t n = 1 << 20;
     float *a, *g, *big;
     cudaCheck(cudaMalloc(&a, n * size * sizeof(float)));

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <tuple>
 
+#include "runtime/comm/mpi_world.h"
 #include "runtime/parallel/batch_source.h"
 #include "runtime/parallel/checkpointing.h"
 #include "runtime/parallel/dist_trainer.h"
@@ -59,7 +60,8 @@ struct Session {
     auto ctx = std::make_shared<comm::CommContext>();
     ctx->timeout_s = 120;
     RunSpec run = run_for(c);
-    groups = run.layout.world_size() == 1 ? make_single_process_groups(ctx) : make_process_groups(Mesh(run.layout, 8), ctx);
+    comm::MpiWorld world_ranks(MPI_COMM_WORLD);
+    groups = run.layout.world_size() == 1 ? make_single_process_groups(ctx) : make_process_groups(Mesh(run.layout, 8), ctx, world_ranks);
     data = synthetic_source(64, 16, 7);
     trainer = std::make_unique<DistTrainer>(run, groups, *data, options());
   }

@@ -6,6 +6,7 @@
 #include <numeric>
 #include <thread>
 
+#include "runtime/comm/mpi_world.h"
 #include "runtime/comm/mpi_communicator.h"
 #include "runtime/parallel/process_groups.h"
 
@@ -145,7 +146,8 @@ TEST(ProcessGroups, groups_are_the_mesh_groups_for_every_order) {
     for (auto [tp, dp, pp] : {std::tuple{2, 2, 1}, {2, 1, 2}, {1, 2, 2}, {4, 1, 1}, {1, 1, 4}}) {
       Layout layout{.tp = tp, .dp = dp, .pp = pp, .order = order};
       Mesh mesh(layout, 8);
-      auto g = parallel::make_process_groups(mesh, context());
+      comm::MpiWorld world_ranks(MPI_COMM_WORLD);
+      auto g = parallel::make_process_groups(mesh, context(), world_ranks);
       for (auto [kind, comm] : {std::pair{Dim::TP, g.tp.get()}, {Dim::DP, g.dp.get()}, {Dim::PP, g.pp.get()}}) {
         Group expect = mesh.group_of(kind, g.world_rank);
         ASSERT_EQ(comm->size(), int(expect.ranks.size()));
@@ -175,7 +177,8 @@ TEST(ProcessGroups, expert_groups_are_megatrons_expert_rank_generator) {
                   {1, 2, 2, 1, 4, 1}, {1, 2, 1, 2, 2, 1}, {2, 1, 2, 1, 2, 1}, {2, 1, 2, 1, 4, 1}, {2, 2, 1, 1, 2, 1},
                   {2, 1, 1, 2, 2, 1}, {2, 2, 1, 1, 2, 2}}) {
     Layout layout{.tp = z.tp, .cp = z.cp, .dp = z.dp, .pp = z.pp, .order = "tp-cp-ep-dp-pp", .ep = z.ep, .etp = z.etp};
-    auto g = parallel::make_process_groups(Mesh(layout, 8), context());
+    comm::MpiWorld world_ranks(MPI_COMM_WORLD);
+    auto g = parallel::make_process_groups(Mesh(layout, 8), context(), world_ranks);
     const int64_t r = g.world_rank, stage = z.tp * z.cp * z.dp, edp = stage / (z.ep * z.etp);
     const int64_t s = r / stage, local = r % stage, e = local % z.etp, i = local / z.etp % z.ep, q = local / (z.etp * z.ep);
     auto rank = [&](int64_t ii, int64_t qq) { return s * stage + e + z.etp * (ii + z.ep * qq); };
@@ -190,7 +193,8 @@ TEST(ProcessGroups, expert_groups_are_megatrons_expert_rank_generator) {
       EXPECT_EQ(got, expect) << layout.describe() << " rank " << r;
     }
   }
-  auto dense = parallel::make_process_groups(Mesh(Layout{.dp = 4}, 8), context());
+  comm::MpiWorld world_ranks(MPI_COMM_WORLD);
+  auto dense = parallel::make_process_groups(Mesh(Layout{.dp = 4}, 8), context(), world_ranks);
   EXPECT_EQ(dense.ep, nullptr);
   EXPECT_EQ(&dense.expert_grads(), &dense.dense_grads());
 }
@@ -198,7 +202,8 @@ TEST(ProcessGroups, expert_groups_are_megatrons_expert_rank_generator) {
 TEST(ProcessGroups, a_world_size_that_does_not_match_the_layout_is_an_error_before_any_work) {
   Mesh mesh(Layout{.tp = 2, .dp = 2, .pp = 2}, 8);
   try {
-    parallel::make_process_groups(mesh, context());
+    comm::MpiWorld world_ranks(MPI_COMM_WORLD);
+    parallel::make_process_groups(mesh, context(), world_ranks);
     ADD_FAILURE() << "no error for 4 ranks running an 8-rank layout";
   } catch (const InputError& e) {
     std::string msg = e.problems().at(0).what + " / " + e.problems().at(0).fix;
@@ -206,6 +211,45 @@ TEST(ProcessGroups, a_world_size_that_does_not_match_the_layout_is_an_error_befo
     EXPECT_NE(msg.find("needs 8"), std::string::npos) << msg;
     EXPECT_NE(msg.find("mpirun -np 8"), std::string::npos) << msg;
   }
+}
+
+// The world (comm::World over MPI): split by colour with ranks ordered by key, a rank without a
+// colour gets none, strings of different lengths gathered whole in rank order, broadcast and
+// reductions of host values, and the split's communicator reduces over the split's ranks only.
+TEST(MpiWorld, split_gather_broadcast_and_reduce_over_4_ranks) {
+  MpiWorld world(MPI_COMM_WORLD);
+  ASSERT_EQ(world.size(), 4) << "this test is written for mpirun -np 4";
+  const int r = world.rank();
+  // Colour r % 2, key -r: the odd ranks {3, 1} and the even ranks {2, 0}, highest first.
+  auto half = world.split(r % 2, -r);
+  ASSERT_NE(half, nullptr);
+  EXPECT_EQ(half->size(), 2);
+  EXPECT_EQ(half->rank(), r < 2 ? 1 : 0);
+  auto only_first = world.split(r == 0 ? 0 : World::kNoColour, 0);
+  EXPECT_EQ(only_first != nullptr, r == 0);
+  if (only_first) EXPECT_EQ(only_first->size(), 1);
+
+  const std::vector<std::string> texts = all_gather_strings(world, std::string(size_t(r) * 3, char('a' + r)));
+  ASSERT_EQ(texts.size(), 4u);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(texts[size_t(i)], std::string(size_t(i) * 3, char('a' + i)));
+
+  double value = r == 2 ? 42.5 : -1;
+  world.broadcast(&value, sizeof value, 2);
+  EXPECT_EQ(value, 42.5);
+  double sum = r + 1, max = 0;
+  world.all_reduce(&sum, &sum, 1, ReduceOp::Sum);
+  const double mine = r;
+  world.all_reduce(&mine, &max, 1, ReduceOp::Max);
+  EXPECT_EQ(sum, 10);
+  EXPECT_EQ(max, 3);
+
+  auto group = half->communicator("half", {r % 2 == 0 ? 2 : 3, r % 2}, context());
+  int64_t ranks = r;
+  group->all_reduce(&ranks, 1, DType::I64, ReduceOp::Sum);
+  EXPECT_EQ(ranks, r % 2 == 0 ? 2 : 4);
+  auto host = world.split_host(r);
+  EXPECT_GE(host->size(), 1);
+  world.sleeping_barrier();
 }
 
 }  // namespace

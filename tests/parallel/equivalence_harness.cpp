@@ -1,3 +1,4 @@
+#include "runtime/comm/mpi_world.h"
 #include "equivalence_harness.h"
 
 #include <gtest/gtest.h>
@@ -78,7 +79,12 @@ Result start(const Case& c, MPI_Comm base) {
   Mesh mesh(run.layout, 8);
   auto ctx = std::make_shared<comm::CommContext>();
   ctx->timeout_s = 120;
-  r.groups = base == MPI_COMM_NULL ? make_single_process_groups(ctx) : make_process_groups(mesh, ctx, base);
+  if (base == MPI_COMM_NULL) {
+    r.groups = make_single_process_groups(ctx);
+  } else {
+    comm::MpiWorld base_world(base);
+    r.groups = make_process_groups(mesh, ctx, base_world);
+  }
   r.data = synthetic_source(run.model.vocab, run.model.seq_len, 7);
   TrainerOptions o = options(c);
   o.stage_layers = c.stage_layers;

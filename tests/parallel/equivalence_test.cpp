@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "runtime/comm/mpi_world.h"
 #include "equivalence_harness.h"
 #include "runtime/parallel/batch_source.h"
 #include "runtime/data/sampler.h"
@@ -61,7 +62,8 @@ TEST(Equivalence, token_file_3d_run_matches_one_process_on_the_same_file) {
   if (rank < 8) {
     auto ctx = std::make_shared<comm::CommContext>();
     ctx->timeout_s = 120;
-    ProcessGroups groups = make_process_groups(Mesh(run.layout, 8), ctx, base);
+    comm::MpiWorld base_world(base);
+    ProcessGroups groups = make_process_groups(Mesh(run.layout, 8), ctx, base_world);
     auto data = token_file_source(path, run.model.seq_len, seed);
     DistTrainer trainer(run, groups, *data, options(c));
     for (int64_t s = 0; s < steps; ++s) {

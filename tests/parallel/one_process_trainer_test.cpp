@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "runtime/comm/world.h"
 #include "runtime/parallel/batch_source.h"
 #include "runtime/parallel/checkpointing.h"
 #include "runtime/parallel/dist_trainer.h"
@@ -188,3 +189,20 @@ TEST(OneProcessTrainer, a_failing_background_write_is_reported_and_the_previous_
 }
 
 }  // namespace
+
+// A world of one process (how `trident train` runs without mpirun): its splits are worlds of
+// one (none without a colour), gathers copy, reductions keep the value, and it has no peer.
+TEST(SelfWorld, is_a_world_of_one_without_mpi) {
+  comm::SelfWorld world;
+  EXPECT_EQ(world.rank(), 0);
+  EXPECT_EQ(world.size(), 1);
+  EXPECT_EQ(world.split(comm::World::kNoColour, 0), nullptr);
+  ASSERT_NE(world.split(3, 0), nullptr);
+  EXPECT_EQ(world.split_host(0)->size(), 1);
+  EXPECT_EQ(comm::all_gather_strings(world, "abc"), std::vector<std::string>{"abc"});
+  double x = 2.5, y = 0;
+  world.all_reduce(&x, &y, 1, comm::ReduceOp::Sum);
+  EXPECT_EQ(y, 2.5);
+  EXPECT_THROW(world.send(&x, sizeof x, 1), std::logic_error);
+  EXPECT_EQ(world.communicator("tp", {0}, nullptr)->size(), 1);
+}

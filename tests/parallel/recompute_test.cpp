@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "runtime/comm/mpi_world.h"
 #include "plan/memory_model.h"
 #include "runtime/parallel/batch_source.h"
 #include "runtime/parallel/dist_trainer.h"
@@ -70,7 +71,8 @@ Run train(const RunSpec& run, int64_t steps = kSteps) {
   if (base != MPI_COMM_NULL) {
     auto ctx = std::make_shared<comm::CommContext>();
     ctx->timeout_s = 120;
-    ProcessGroups g = w == 1 ? make_single_process_groups(ctx) : make_process_groups(Mesh(run.layout, 8), ctx, base);
+    comm::MpiWorld base_world(base);
+    ProcessGroups g = w == 1 ? make_single_process_groups(ctx) : make_process_groups(Mesh(run.layout, 8), ctx, base_world);
     auto data = synthetic_source(run.model.vocab, run.model.seq_len, 3);
     DistTrainer t(run, g, *data, options());
     for (int64_t s = 0; s < steps; ++s) out.losses.push_back(t.step(s));

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "runtime/comm/mpi_world.h"
 #include "plan/memory_model.h"
 #include "runtime/nn/gpt.h"
 #include "runtime/nn/init.h"
@@ -61,7 +62,8 @@ std::shared_ptr<comm::CommContext> context() {
 TEST(Zero, zero2_reduces_units_during_backward_with_a_few_unit_buffers) {
   on_ranks(4, [](MPI_Comm base) {
     const RunSpec run = run_for(4, 2);
-    ProcessGroups g = make_process_groups(Mesh(run.layout, 4), context(), base);
+    comm::MpiWorld base_world(base);
+    ProcessGroups g = make_process_groups(Mesh(run.layout, 4), context(), base_world);
     auto k = kernels::make_cpu_kernels(1);
     const nn::Shard shard = nn::Shard::whole(run.model);
     const nn::ParamLayout layout(shard);
@@ -117,7 +119,8 @@ TEST(Zero, zero2_reduces_units_during_backward_with_a_few_unit_buffers) {
 TEST(Zero, zero3_prefetches_the_next_unit_and_holds_at_most_two_whole) {
   on_ranks(2, [](MPI_Comm base) {
     const RunSpec run = run_for(2, 3);
-    ProcessGroups g = make_process_groups(Mesh(run.layout, 2), context(), base);
+    comm::MpiWorld base_world(base);
+    ProcessGroups g = make_process_groups(Mesh(run.layout, 2), context(), base_world);
     auto data = synthetic_source(128, 16, 3);
     DistTrainer t(run, g, *data, TrainerOptions{});
     EXPECT_EQ(t.chunk_params(0), nullptr) << "ZeRO-3 keeps no whole parameter buffer";
@@ -151,7 +154,8 @@ TEST(Zero, model_state_memory_per_rank_matches_the_planner_for_zero_0_to_3_at_dp
     for (int zero : {0, 1, 2, 3}) {
       on_ranks(int(dp), [&](MPI_Comm base) {
         const RunSpec run = run_for(dp, zero);
-        ProcessGroups g = make_process_groups(Mesh(run.layout, int(dp)), context(), base);
+        comm::MpiWorld base_world(base);
+        ProcessGroups g = make_process_groups(Mesh(run.layout, int(dp)), context(), base_world);
         auto data = synthetic_source(128, 16, 3);
         DistTrainer t(run, g, *data, TrainerOptions{});
         t.step(0);

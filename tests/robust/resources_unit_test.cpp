@@ -24,6 +24,8 @@ std::string codes(const Problems& p) {
   return out;
 }
 
+comm::SelfWorld one_process;  // the figures of one process (no MPI)
+
 }  // namespace
 
 TEST(Resources, a_gpu_with_less_free_memory_than_a_rank_needs_is_refused_before_any_allocation) {
@@ -33,7 +35,7 @@ TEST(Resources, a_gpu_with_less_free_memory_than_a_rank_needs_is_refused_before_
   ASSERT_GT(need, 100e6);
   s.device_memory = [&] { return DeviceMemory{need / 2, 1}; };
   Problems p;
-  check_resources(s, gather_resources(s, false, 0), p);
+  check_resources(s, gather_resources(s, one_process, 0), p);
   const std::string text = codes(p);
   EXPECT_NE(text.find("gpu-memory: rank 0 needs"), std::string::npos) << text;
   EXPECT_NE(text.find("(cudaMemGetInfo)"), std::string::npos) << text;
@@ -41,11 +43,11 @@ TEST(Resources, a_gpu_with_less_free_memory_than_a_rank_needs_is_refused_before_
   // Two ranks sharing the GPU need twice the memory; enough for both: no problem.
   s.device_memory = [&] { return DeviceMemory{need * 1.5, 2}; };
   Problems shared;
-  check_resources(s, gather_resources(s, false, 0), shared);
+  check_resources(s, gather_resources(s, one_process, 0), shared);
   EXPECT_NE(codes(shared).find("2 ranks on its GPU"), std::string::npos) << codes(shared);
   s.device_memory = [&] { return DeviceMemory{need * 2.5, 2}; };
   Problems room;
-  check_resources(s, gather_resources(s, false, 0), room);
+  check_resources(s, gather_resources(s, one_process, 0), room);
   EXPECT_EQ(codes(room), "");
 }
 

@@ -19,19 +19,16 @@ GpuComm parse_gpu_comm(const std::string& value) {
 
 const char* gpu_comm_name(GpuComm c) { return c == GpuComm::Nccl ? "nccl" : "mpi-host"; }
 
-std::unique_ptr<comm::Communicator> make_gpu_group(std::unique_ptr<comm::Communicator> mpi_group, MPI_Comm handle,
+std::unique_ptr<comm::Communicator> make_gpu_group(std::unique_ptr<comm::Communicator> host_group, comm::World& group,
                                                    CudaKernels& k, GpuComm how) {
-  if (how == GpuComm::Nccl) {
-    const std::string name = mpi_group->name();
-    return std::make_unique<comm::NcclCommunicator>(handle, name, k.stream());
-  }
+  if (how == GpuComm::Nccl) return std::make_unique<comm::NcclCommunicator>(group, host_group->name(), k.stream());
   // cudaMemcpyDefault: the trainer may also pass host buffers (unified addressing tells them apart).
   cudaStream_t stream = k.stream();
   auto copy = [stream](void* dst, const void* src, size_t bytes) {
     cudaCheck(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream));
     cudaCheck(cudaStreamSynchronize(stream));
   };
-  return std::make_unique<comm::HostStagedCommunicator>(std::move(mpi_group), copy, copy);
+  return std::make_unique<comm::HostStagedCommunicator>(std::move(host_group), copy, copy);
 }
 
 }  // namespace trident::cuda

@@ -76,16 +76,17 @@ class NcclRequest final : public Request {
 
 }  // namespace
 
-NcclCommunicator::NcclCommunicator(MPI_Comm group, std::string name, cudaStream_t compute_stream, double timeout_s)
+NcclCommunicator::NcclCommunicator(World& group, std::string name, cudaStream_t compute_stream, double timeout_s)
     : name_(std::move(name)), compute_stream_(compute_stream), timeout_s_(timeout_s) {
-  MPI_Comm_rank(group, &rank_);
-  MPI_Comm_size(group, &size_);
+  rank_ = group.rank();
+  size_ = group.size();
   ncclUniqueId id;
   if (rank_ == 0) ncclCheck(ncclGetUniqueId(&id));
-  int err = MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, group);
-  if (err != MPI_SUCCESS)
-    throw cuda::CudaError("MPI_Bcast of the NCCL unique id for group " + name_ + " failed (MPI error " +
-                          std::to_string(err) + ")");
+  try {
+    group.broadcast(&id, sizeof(id), 0);
+  } catch (const CommError& e) {
+    throw cuda::CudaError("the broadcast of the NCCL unique id for group " + name_ + " failed: " + e.what());
+  }
   ncclCheck(ncclCommInitRank(&comm_, size_, id, rank_));
   cudaCheck(cudaStreamCreateWithFlags(&comm_stream_, cudaStreamNonBlocking));
   cudaCheck(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));

@@ -1,7 +1,7 @@
 // NcclCommunicator: the Communicator interface over NCCL, for GPU ranks (one rank per GPU).
 //
-// Built collectively by every member of an MPI group: group rank 0 makes the NCCL unique id and
-// MPI broadcasts it (NCCL ids travel over MPI, never through files). Buffers are GPU memory.
+// Built collectively by every member of a group's world (runtime/comm/world.h): group rank 0
+// makes the NCCL unique id and the world broadcasts it (over MPI, never through files). Buffers are GPU memory.
 // NCCL runs on the communicator's own stream so that a data-parallel all-reduce or a pipeline
 // send overlaps compute: each operation first waits (on the GPU) for the work already queued on
 // the compute stream, and an async request's wait() makes the compute stream wait for it and
@@ -13,19 +13,19 @@
 #pragma once
 
 #include <cuda_runtime.h>
-#include <mpi.h>
 #include <nccl.h>
 
 #include <memory>
 #include <string>
 
 #include "runtime/comm/communicator.h"
+#include "runtime/comm/world.h"
 
 namespace trident::comm {
 
 class NcclCommunicator final : public Communicator {
  public:
-  NcclCommunicator(MPI_Comm group, std::string name, cudaStream_t compute_stream, double timeout_s = 300.0);
+  NcclCommunicator(World& group, std::string name, cudaStream_t compute_stream, double timeout_s = 300.0);
   ~NcclCommunicator() override;
   NcclCommunicator(const NcclCommunicator&) = delete;
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;

@@ -1,8 +1,6 @@
 // The rehearsal's placement probe (see placement_probe.h).
 #include "runtime/parallel/placement_probe.h"
 
-#include <mpi.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -13,7 +11,6 @@
 
 #include <fmt/format.h>
 
-#include "runtime/comm/mpi_communicator.h"
 #include "runtime/kernels/ops.h"
 
 namespace trident::parallel {
@@ -41,20 +38,20 @@ struct Chunk {
 // partner, or this rank alone), through the trainer's own communicator: its non-blocking call and
 // its wait (yield, then sleep between polls) are how a rehearsal's TP group waits for a peer.
 // The means over the timed iterations (after 5 untimed ones), averaged over the ranks.
-ProbePhase alternate(Chunk& chunk, int color, int key, size_t floats, int64_t iterations, bool measured) {
-  MPI_Comm pair;
-  MPI_Comm_split(MPI_COMM_WORLD, color, key, &pair);
-  int size = 1, rank = 0;
-  MPI_Comm_size(pair, &size);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+ProbePhase alternate(comm::World& world, Chunk& chunk, int color, int key, size_t floats, int64_t iterations,
+                     bool measured) {
+  std::unique_ptr<comm::World> pair = world.split(color, key);
+  const int size = pair->size(), rank = world.rank();
   std::vector<int> members(static_cast<size_t>(size));
-  MPI_Allgather(&rank, 1, MPI_INT, members.data(), 1, MPI_INT, pair);
-  comm::MpiCommunicator group(pair, "probe", members, std::make_shared<comm::CommContext>());
+  pair->all_gather(&rank, members.data(), sizeof rank);
+  const std::unique_ptr<comm::Communicator> communicator =
+      pair->communicator("probe", members, std::make_shared<comm::CommContext>());
+  comm::Communicator& group = *communicator;
   std::vector<float> send(floats, 1.0f), recv(floats * size_t(size));
   ProbePhase ph;
   ph.measured = measured;
   double compute = 0, exchange = 0;
-  MPI_Barrier(MPI_COMM_WORLD);
+  world.barrier();
   for (int64_t i = -5; i < iterations; ++i) {
     const double t0 = wall_now();
     chunk.run();
@@ -63,32 +60,25 @@ ProbePhase alternate(Chunk& chunk, int color, int key, size_t floats, int64_t it
     if (i >= 0) compute += t1 - t0, exchange += wall_now() - t1;
   }
   double mine[2] = {compute / double(iterations), exchange / double(iterations)}, sum[2] = {0, 0};
-  MPI_Allreduce(mine, sum, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-  int world = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
-  ph.compute_s = sum[0] / world;
-  ph.exchange_s = sum[1] / world;
+  world.all_reduce(mine, sum, 2, comm::ReduceOp::Sum);
+  ph.compute_s = sum[0] / world.size();
+  ph.exchange_s = sum[1] / world.size();
   return ph;
 }
 
 }  // namespace
 
-PlacementProbe measure_placement(double message_bytes, double chunk_flops, int64_t iterations) {
+PlacementProbe measure_placement(comm::World& ranks, double message_bytes, double chunk_flops, int64_t iterations) {
   PlacementProbe p;
-  int rank = 0, world = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  const int rank = ranks.rank(), world = ranks.size();
   // Hosts: MPI's shared-memory nodes (an emulated host is a node to MPI), numbered by their
   // lowest world rank; every rank learns its host and its place in it.
-  MPI_Comm host;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &host);
-  int local = 0, per_host = 1;
-  MPI_Comm_rank(host, &local);
-  MPI_Comm_size(host, &per_host);
+  std::unique_ptr<comm::World> host = ranks.split_host(rank);
+  const int local = host->rank(), per_host = host->size();
   int leader = rank;
-  MPI_Bcast(&leader, 1, MPI_INT, 0, host);
+  host->broadcast(&leader, sizeof leader, 0);
   std::vector<int> leaders(size_t(world), 0);
-  MPI_Allgather(&leader, 1, MPI_INT, leaders.data(), 1, MPI_INT, MPI_COMM_WORLD);
+  ranks.all_gather(&leader, leaders.data(), sizeof leader);
   const std::set<int> distinct(leaders.begin(), leaders.end());
   const std::vector<int> order(distinct.begin(), distinct.end());
   const int hosts = int(order.size());
@@ -103,7 +93,7 @@ PlacementProbe measure_placement(double message_bytes, double chunk_flops, int64
   k->from_host(chunk.a, host_values.data(), count);
   k->from_host(chunk.b, host_values.data(), count);
 
-  comm::sleeping_barrier(MPI_COMM_WORLD);  // rank 0's time alone is of a core it has alone
+  ranks.sleeping_barrier();  // rank 0's time alone is of a core it has alone
   if (rank == 0) {
     double best = 1e30;
     for (int i = 0; i < 50; ++i) {
@@ -113,19 +103,18 @@ PlacementProbe measure_placement(double message_bytes, double chunk_flops, int64
     }
     p.alone_cpu_s = best;
   }
-  comm::sleeping_barrier(MPI_COMM_WORLD);
-  MPI_Bcast(&p.alone_cpu_s, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  ranks.sleeping_barrier();
+  ranks.broadcast(&p.alone_cpu_s, sizeof p.alone_cpu_s, 0);
 
   const size_t floats = size_t(std::max(1.0, std::round(message_bytes / 4)));
   p.message_bytes = 4.0 * double(floats);
   // Inside a host: pairs of neighbours (local 0-1, 2-3, ...; a last odd one alone).
-  p.intra = alternate(chunk, h * per_host + local / 2, local, floats, iterations, per_host >= 2);
+  p.intra = alternate(ranks, chunk, h * per_host + local / 2, local, floats, iterations, per_host >= 2);
   // Between hosts: the same place on hosts 0-1, 2-3, ... (a last odd host alone).
-  p.inter = alternate(chunk, (h / 2) * per_host + local, h, floats, iterations, hosts >= 2);
+  p.inter = alternate(ranks, chunk, (h / 2) * per_host + local, h, floats, iterations, hosts >= 2);
   k->free(chunk.a, count);
   k->free(chunk.b, count);
   k->free(chunk.c, count);
-  MPI_Comm_free(&host);
   return p;
 }
 

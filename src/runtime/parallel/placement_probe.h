@@ -17,6 +17,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/comm/world.h"
+
 namespace trident::parallel {
 
 struct ProbePhase {
@@ -32,8 +34,8 @@ struct PlacementProbe {
   ProbePhase intra, inter;
 };
 
-// Runs the probe over MPI_COMM_WORLD (every rank calls it; hosts are MPI's shared-memory nodes).
-PlacementProbe measure_placement(double message_bytes, double chunk_flops, int64_t iterations);
+// Runs the probe over `world` (every rank calls it; hosts are the world's shared-memory hosts).
+PlacementProbe measure_placement(comm::World& world, double message_bytes, double chunk_flops, int64_t iterations);
 
 nlohmann::json probe_json(const PlacementProbe& p);
 PlacementProbe probe_from_json(const nlohmann::json& j);  // throws std::runtime_error naming the key

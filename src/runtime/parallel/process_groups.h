@@ -1,10 +1,11 @@
 // ProcessGroups: this rank's communicators for every parallel dimension, built from the Mesh.
 //
 // The groups are exactly Mesh::group_of(kind, rank) — the same sets `trident topo` prints —
-// made into MPI communicators with MPI_Comm_split (colour = group index, key = the rank's
-// coordinate in that dimension, so group rank i is coordinate i). Owned by the trainer and
-// passed down explicitly: there is no process-group global. A one-process run is a world of
-// one: make_single_process_groups builds every group without MPI (no mpirun needed).
+// split from the run's world (comm::World::split: colour = group index, key = the rank's
+// coordinate in that dimension, so group rank i is coordinate i), each made into the world's
+// communicator. Owned by the trainer and passed down explicitly: there is no process-group
+// global. A one-process run is a world of one: make_single_process_groups builds every group
+// without MPI (no mpirun needed).
 #pragma once
 
 #include <functional>
@@ -12,7 +13,7 @@
 
 #include "core/mesh.h"
 #include "runtime/comm/communicator.h"
-#include "runtime/comm/mpi_communicator.h"
+#include "runtime/comm/world.h"
 
 namespace trident::parallel {
 
@@ -48,23 +49,23 @@ struct ProcessGroups {
   comm::Communicator& expert_grads() const { return edp ? *edp : dense_grads(); }
 };
 
-// What a device's ranks talk through: each group's MPI communicator in, the group's
-// communicator out (on CUDA: NCCL, or MPI staged through host memory; runtime/cuda/gpu_groups.h).
-using GroupWrap = std::function<std::unique_ptr<comm::Communicator>(std::unique_ptr<comm::MpiCommunicator>)>;
+// What a device's ranks talk through: each group's host communicator and its world in (the world
+// for a collective start-up such as NCCL's id broadcast), the group's communicator out (on CUDA:
+// NCCL, or MPI staged through host memory; runtime/cuda/gpu_groups.h).
+using GroupWrap =
+    std::function<std::unique_ptr<comm::Communicator>(std::unique_ptr<comm::Communicator> host, comm::World& group)>;
 
-// Collective over `base` (MPI_COMM_WORLD in a run; tests pass a sub-communicator). Throws
-// InputError (before any work) when base's size is not the layout's tp * cp * dp * pp, naming both
-// and the fix. Mesh ranks are base's ranks. wrap (when set) turns the tp, cp, dp, dp x cp, pp, embedding, ep, edp and etp
-// groups into the device's communicators; world stays MPI (host scalars).
-ProcessGroups make_process_groups(const Mesh& mesh, std::shared_ptr<comm::CommContext> context,
-                                  MPI_Comm base = MPI_COMM_WORLD, const GroupWrap& wrap = {});
+// Collective over `base` (the run's world; tests pass a sub-world). Throws InputError (before
+// any work) when base's size is not the layout's tp * cp * dp * pp, naming both and the fix. Mesh
+// ranks are base's ranks. wrap (when set) turns the tp, cp, dp, dp x cp, pp, embedding, ep, edp
+// and etp groups into the device's communicators; world stays on the host (host scalars).
+ProcessGroups make_process_groups(const Mesh& mesh, std::shared_ptr<comm::CommContext> context, comm::World& base,
+                                  const GroupWrap& wrap = {});
 
 // A world of one (tp = cp = dp = pp = 1), every group a SelfCommunicator: MPI is never touched.
 ProcessGroups make_single_process_groups(std::shared_ptr<comm::CommContext> context);
 
-// In-place all-reduce of doubles (loss sums, squared norms) over any group: MPI's own f64
-// reduction on MPI groups, nothing on a group of one, otherwise an all-gather of the bytes
-// summed in rank order (the same result on every rank).
-void all_reduce_f64(comm::Communicator& group, double* values, size_t count, comm::ReduceOp op);
+// In-place all-reduce of doubles over any group (runtime/comm/world.h).
+using comm::all_reduce_f64;
 
 }  // namespace trident::parallel

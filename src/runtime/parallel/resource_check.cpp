@@ -108,19 +108,14 @@ RankMemory rank_memory(const TrainSettings& s, int64_t stage, Precision precisio
   return r;
 }
 
-ResourceView gather_resources(const TrainSettings& s, bool mpi, int64_t stage) {
+ResourceView gather_resources(const TrainSettings& s, comm::World& ranks, int64_t stage) {
   const RankMemory mine = rank_memory(s, stage, Precision::FP32);
   RankReport me{};
   me.stage = double(mine.stage), me.weights = mine.weights, me.gradients = mine.gradients;
   me.optimizer = mine.optimizer, me.activations = mine.activations;
   // The node's memory, read once by its first rank so every rank of it sees the same figure.
-  MPI_Comm local = MPI_COMM_NULL;
-  int local_rank = 0, local_size = 1;
-  if (mpi) {
-    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local);
-    MPI_Comm_rank(local, &local_rank);
-    MPI_Comm_size(local, &local_size);
-  }
+  std::unique_ptr<comm::World> local = ranks.split_host(0);
+  const int local_rank = local->rank(), local_size = local->size();
   double node[2] = {-1, 0};
   if (local_rank == 0) {
     const double avail = mem_available(), room = cgroup_room();
@@ -128,11 +123,9 @@ ResourceView gather_resources(const TrainSettings& s, bool mpi, int64_t stage) {
     if (room >= 0 && (avail < 0 || room < avail)) node[0] = room, node[1] = 1;
   }
   double need = mine.total();
-  if (mpi) {
-    MPI_Bcast(node, 2, MPI_DOUBLE, 0, local);
-    MPI_Allreduce(MPI_IN_PLACE, &need, 1, MPI_DOUBLE, MPI_SUM, local);
-    MPI_Comm_free(&local);
-  }
+  local->broadcast(node, sizeof node, 0);
+  local->all_reduce(&need, &need, 1, comm::ReduceOp::Sum);
+  local.reset();
   me.available = node[0], me.source = node[1], me.node_need = need, me.node_ranks = local_size;
   me.local_root = local_rank == 0 ? 1 : 0;
   // This rank's GPU: its free memory, and the estimate in the run's precision.
@@ -148,11 +141,8 @@ ResourceView gather_resources(const TrainSettings& s, bool mpi, int64_t stage) {
       // No usable GPU: the device's own start-up names the cause, with its fix.
     }
   }
-  int world = 1;
-  if (mpi) MPI_Comm_size(MPI_COMM_WORLD, &world);
-  std::vector<RankReport> all(static_cast<size_t>(world));
-  if (mpi) MPI_Allgather(&me, kReportFields, MPI_DOUBLE, all.data(), kReportFields, MPI_DOUBLE, MPI_COMM_WORLD);
-  else all[0] = me;
+  std::vector<RankReport> all(static_cast<size_t>(ranks.size()));
+  ranks.all_gather(&me, all.data(), sizeof(double) * kReportFields);
 
   // The node that lacks the most (need / available), and its largest rank.
   ResourceView v;
@@ -183,7 +173,7 @@ ResourceView gather_resources(const TrainSettings& s, bool mpi, int64_t stage) {
   // The checkpoint's folder as rank 0 sees it (the one that writes the manifest).
   if (!s.checkpoint_path.empty()) {
     auto [folder, free_bytes] = disk_free(s.checkpoint_path);
-    if (mpi) MPI_Bcast(&free_bytes, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    ranks.broadcast(&free_bytes, sizeof free_bytes, 0);
     v.disk_folder = folder, v.disk_free = free_bytes;
   }
   return v;

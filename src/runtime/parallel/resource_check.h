@@ -15,10 +15,9 @@
 #include <cstdint>
 #include <string>
 
-#include <mpi.h>
-
 #include "core/problems.h"
 #include "launch/cpu_cores.h"
+#include "runtime/comm/world.h"
 #include "runtime/parallel/training_loop.h"
 
 namespace trident::parallel {
@@ -49,8 +48,8 @@ struct ResourceView {
 };
 
 // Reads what each node has (its first rank reads /proc/meminfo and statvfs) and gathers it;
-// collective over MPI_COMM_WORLD when mpi is true.
-ResourceView gather_resources(const TrainSettings& s, bool mpi, int64_t stage);
+// collective over the run's world (a SelfWorld for one process).
+ResourceView gather_resources(const TrainSettings& s, comm::World& world, int64_t stage);
 
 // Host memory, the checkpoint's disk and (device_memory set) the GPU's memory: each shortfall a
 // problem with the estimate, its breakdown, what is available and the fixes.

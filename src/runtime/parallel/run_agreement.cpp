@@ -66,14 +66,12 @@ std::vector<std::pair<std::string, std::string>> run_fingerprint(const TrainSett
   };
 }
 
-void check_ranks_agree(const std::vector<std::pair<std::string, std::string>>& fingerprint, MPI_Comm comm) {
-  int rank = 0, world = 1;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &world);
+void check_ranks_agree(const std::vector<std::pair<std::string, std::string>>& fingerprint, comm::World& ranks) {
+  const int world = ranks.size();
   const int k = int(fingerprint.size());  // the same on every rank: the list above is fixed
   std::vector<uint64_t> mine(k), all(size_t(k) * world);
   for (int i = 0; i < k; ++i) mine[i] = hash_of(fingerprint[i].second);
-  MPI_Allgather(mine.data(), k, MPI_UINT64_T, all.data(), k, MPI_UINT64_T, comm);
+  ranks.all_gather(mine.data(), all.data(), size_t(k) * sizeof(uint64_t));
   std::vector<int> differ;
   for (int i = 0; i < k; ++i)
     for (int r = 1; r < world; ++r)
@@ -93,25 +91,17 @@ void check_ranks_agree(const std::vector<std::pair<std::string, std::string>>& f
     if (value.size() > 160) value = fmt::format("{}... (FNV-1a {:#018x})", value.substr(0, 120), mine[i]);
     text += value + '\n';
   }
-  int length = int(text.size());
-  std::vector<int> lengths(world), offsets(world);
-  MPI_Allgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, comm);
-  int total = 0;
-  for (int r = 0; r < world; ++r) {
-    offsets[r] = total;
-    total += lengths[r];
-  }
-  std::string gathered(size_t(total), '\0');
-  MPI_Allgatherv(text.data(), length, MPI_CHAR, gathered.data(), lengths.data(), offsets.data(), MPI_CHAR, comm);
+  const std::vector<std::string> gathered = comm::all_gather_strings(ranks, text);
   Problems problems;
   for (size_t d = 0; d < differ.size(); ++d) {
     // Ranks grouped by the value they hold, in rank order.
     std::map<std::string, std::vector<int>> ranks_of;
     std::vector<std::string> order;
     for (int r = 0; r < world; ++r) {
-      size_t at = size_t(offsets[r]);
-      for (size_t skip = 0; skip < d; ++skip) at = gathered.find('\n', at) + 1;
-      const std::string value = gathered.substr(at, gathered.find('\n', at) - at);
+      const std::string& lines = gathered[size_t(r)];
+      size_t at = 0;
+      for (size_t skip = 0; skip < d; ++skip) at = lines.find('\n', at) + 1;
+      const std::string value = lines.substr(at, lines.find('\n', at) - at);
       if (!ranks_of.count(value)) order.push_back(value);
       ranks_of[value].push_back(r);
     }

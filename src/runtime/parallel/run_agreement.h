@@ -7,12 +7,11 @@
 // the ranks that hold them.
 #pragma once
 
-#include <mpi.h>
-
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "runtime/comm/world.h"
 #include "runtime/parallel/training_loop.h"
 
 namespace trident::parallel {
@@ -22,9 +21,9 @@ namespace trident::parallel {
 // rank 0's output files) are left out.
 std::vector<std::pair<std::string, std::string>> run_fingerprint(const TrainSettings& s);
 
-// Compares every rank's fingerprint (one MPI_Allgather of one hash per setting; the values of
-// the differing settings are gathered only when there are some). Throws the same InputError on
+// Compares every rank's fingerprint (one all-gather of one hash per setting; the values of the
+// differing settings are gathered only when there are some). Throws the same InputError on
 // every rank when they differ.
-void check_ranks_agree(const std::vector<std::pair<std::string, std::string>>& fingerprint, MPI_Comm comm);
+void check_ranks_agree(const std::vector<std::pair<std::string, std::string>>& fingerprint, comm::World& world);
 
 }  // namespace trident::parallel

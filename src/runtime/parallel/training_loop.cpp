@@ -1,7 +1,6 @@
 // The training loop (see training_loop.h).
 #include "runtime/parallel/training_loop.h"
 
-#include <mpi.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -327,6 +326,7 @@ std::optional<checkpoint::CheckpointReader> open_inputs(TrainSettings& s, Proble
 // inputs, check_trainable and the world size, all reported together. Returns the checkpoint to
 // resume from (opened once, with the token file, into s).
 std::optional<checkpoint::CheckpointReader> check_on_every_rank(TrainSettings& s, const Problems& parsed, bool mpi,
+                                                                comm::World& ranks,
                                                                 int world) {
   Problems problems = parsed;
   std::optional<checkpoint::CheckpointReader> resume = open_inputs(s, problems);
@@ -352,7 +352,7 @@ std::optional<checkpoint::CheckpointReader> check_on_every_rank(TrainSettings& s
     std::string found;
     for (const auto& p : problems.list()) found += p.code + ": " + p.what + "\n";
     fingerprint.push_back({"the problems found", found.empty() ? "none" : found});
-    check_ranks_agree(fingerprint, MPI_COMM_WORLD);
+    check_ranks_agree(fingerprint, ranks);
   }
   problems.throw_if_any();  // every rank holds the same problems: all stop before any work
   return resume;
@@ -598,12 +598,12 @@ void close_metrics(MetricsWriter& metrics, std::string& error) {
 }
 
 // This rank's communicators of the run (MPI groups, wrapped for the device).
-ProcessGroups open_groups(const TrainSettings& s, const Mesh& mesh, bool mpi, kernels::Kernels& k) {
+ProcessGroups open_groups(const TrainSettings& s, const Mesh& mesh, bool mpi, comm::World& world, kernels::Kernels& k) {
   auto ctx = std::make_shared<comm::CommContext>();
   ctx->timeout_s = s.comm_timeout_s;
   ctx->trace = s.trace_comm;
   const GroupWrap wrap = s.device_groups ? s.device_groups(k) : GroupWrap{};
-  return mpi ? make_process_groups(mesh, ctx, MPI_COMM_WORLD, wrap) : make_single_process_groups(ctx);
+  return mpi ? make_process_groups(mesh, ctx, world, wrap) : make_single_process_groups(ctx);
 }
 
 void warn_stop_without_checkpoint(const TrainSettings& s) {
@@ -694,18 +694,14 @@ void add_routing(nlohmann::json& j, const RoutingStats& r) {
   if (r.ep_load_imbalance > 0) j["ep_load_imbalance"] = r.ep_load_imbalance;
 }
 
-int train(const TrainSettings& settings, const Problems& parsed, bool mpi) {
-  int rank = 0, world = 1;
-  if (mpi) {
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &world);
-  }
+int train(const TrainSettings& settings, const Problems& parsed, bool mpi, comm::World& ranks) {
+  const int rank = ranks.rank(), world = ranks.size();
   TrainSettings s = settings;
-  std::optional<checkpoint::CheckpointReader> resume = check_on_every_rank(s, parsed, mpi, world);
+  std::optional<checkpoint::CheckpointReader> resume = check_on_every_rank(s, parsed, mpi, ranks, world);
   Problems problems;
   // What the machine has, before anything is allocated (gathered: the same view on every rank).
   Mesh mesh(s.run.layout, std::max<int64_t>(s.run.cluster.gpus_per_node, 1));
-  const ResourceView resources = gather_resources(s, mpi, mesh.coords_of(rank).pp());
+  const ResourceView resources = gather_resources(s, ranks, mesh.coords_of(rank).pp());
   check_resources(s, resources, problems);
   problems.throw_if_any();
   const ThreadChoice threads = choose_threads(s, resources.own_node_ranks, affinity_cores(),
@@ -717,7 +713,7 @@ int train(const TrainSettings& settings, const Problems& parsed, bool mpi) {
   // The device first: its ranks' groups may talk through it (NCCL on the kernels' stream).
   std::unique_ptr<kernels::Kernels> kernels =
       s.make_device_kernels ? s.make_device_kernels() : kernels::make_cpu_kernels(threads.threads);
-  ProcessGroups groups = open_groups(s, mesh, mpi, *kernels);
+  ProcessGroups groups = open_groups(s, mesh, mpi, ranks, *kernels);
   auto data = s.data ? token_file_source(s.data, s.run.model.seq_len, s.seed)
                      : synthetic_source(s.run.model.vocab, s.run.model.seq_len, s.seed);
   auto val = validation_source(s);
@@ -913,47 +909,34 @@ int train(const TrainSettings& settings, const Problems& parsed, bool mpi) {
   return 0;
 }
 
-int world_rank(bool mpi) {
-  int r = 0;
-  if (mpi) MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-
 }  // namespace
 
 int run_training(const TrainSettings& s, const Problems& parsed) {
   const bool mpi = launched_by_mpi();
-  if (mpi) {
-    int initialized = 0;
-    MPI_Initialized(&initialized);
-    if (!initialized) {
-      int provided = 0;
-      MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
-    }
-  }
+  std::unique_ptr<comm::World> world = comm::open_world(mpi);  // MPI starts here, or a world of one
+  const int rank = world->rank();
   int code = 0;
   try {
-    code = train(s, parsed, mpi);
+    code = train(s, parsed, mpi, *world);
   } catch (const InputError& e) {
-    if (world_rank(mpi) == 0) print_problems(e);
+    if (rank == 0) print_problems(e);
     code = 2;
   } catch (const SaveRefused& e) {
-    if (world_rank(mpi) == 0) std::fprintf(stderr, "trident train: %s\n", e.what());
+    if (rank == 0) std::fprintf(stderr, "trident train: %s\n", e.what());
     code = 1;
   } catch (const StragglersEvicted& e) {
-    if (world_rank(mpi) == 0) std::fprintf(stderr, "trident train: %s\n", e.what()), std::fflush(stderr);
+    if (rank == 0) std::fprintf(stderr, "trident train: %s\n", e.what()), std::fflush(stderr);
     code = 3;
   } catch (const std::exception& e) {
     if (!mpi) throw;
     char host[256] = "?";
     gethostname(host, sizeof host);
-    std::fprintf(stderr, "trident train: rank %d (host %s, pid %d) failed: %s\n", world_rank(mpi), host, int(getpid()),
+    std::fprintf(stderr, "trident train: rank %d (host %s, pid %d) failed: %s\n", rank, host, int(getpid()),
                  e.what());
     std::fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, 1);  // the other ranks stop instead of waiting on this one
-    return 1;
+    world->abort(1);  // the other ranks stop instead of waiting on this one
   }
-  if (mpi) MPI_Finalize();
+  comm::close_world(std::move(world));
   return code;
 }
 
