@@ -122,6 +122,18 @@ def arguments(row, s):
         # Megatron-Bridge counts the embedding and the loss as pipeline units (its Llama recipes).
         args += ["--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"]
         notes.append("embedding and loss as pipeline units")
+    if row["is_moe"] in ("1", "True", "true", "yes"):
+        # The MoE step as the row's recipe states it: flex with its backend (moe_flex_dispatcher_backend),
+        # the EP communication overlap (moe_a2a_overlap); unstated: Megatron-Bridge's alltoall, not
+        # overlapped. Routing force-balanced, as the pages say of every MoE benchmark.
+        backend = s.get("moe_flex_dispatcher_backend", "")
+        args += ["--moe-dispatcher", backend if backend in ("deepep", "hybridep") else "alltoall",
+                 "--moe-load-imbalance", "1"]
+        if backend:
+            notes.append(f"dispatcher flex ({backend})")
+        if s.get("moe_a2a_overlap") == "True":
+            args += ["--moe-ep-overlap"]
+            notes.append("EP all-to-alls overlapped (moe_a2a_overlap)")
     fsdp = whole(row["fsdp"], 0) > 0 or s.get("use_megatron_fsdp") == "True"
     args += ["--zero", "3" if fsdp else "1"]
     if s.get("pp_layout"):

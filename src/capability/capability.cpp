@@ -177,6 +177,11 @@ void check_executable(const RunSpec& r, const std::string& device, const std::ve
     problems.add("--no-fused-swiglu" + from_stack + ": the runtime's SwiGLU kernel is fused (it keeps the gate and up "
                                                     "output and the product, not silu(gate))",
                  "use --fused-swiglu (the default) for train", "train-swiglu");
+  if (x.recipe.moe_dispatcher != MoeDispatcher::AllToAll || x.recipe.moe_fp8_dispatch || x.recipe.moe_ep_overlap)
+    problems.add("--moe-dispatcher " + to_string(x.recipe.moe_dispatcher) + (x.recipe.moe_fp8_dispatch ? " --moe-fp8-dispatch" : "") +
+                     (x.recipe.moe_ep_overlap ? " --moe-ep-overlap" : "") + from_stack +
+                     ": the runtime dispatches by a 16-bit all-to-all of every routed copy, not overlapped",
+                 "use --moe-dispatcher alltoall without --moe-fp8-dispatch / --moe-ep-overlap for train", "train-moe-dispatcher");
   if (L.cp > 1 && x.recipe.cp_kind != CpKind::Ring)
     problems.add("--cp-kind " + to_string(x.recipe.cp_kind) + from_stack + ": the runtime passes KV blocks round a ring",
                  "use --cp-kind ring for train", "train-cp-kind");

@@ -36,6 +36,14 @@ RehearsalCheck rehearsal_check(const RunSpec& recipe) {
                                 "runtime's grad-ready hook)");
     x.recipe.dp_after_pipeline_flush = false;
   }
+  if (r.layout.ep > 1 && (x.recipe.moe_dispatcher != MoeDispatcher::AllToAll || x.recipe.moe_fp8_dispatch || x.recipe.moe_ep_overlap)) {
+    out.substitutions.push_back("MoE dispatcher " + to_string(x.recipe.moe_dispatcher) +
+                                (x.recipe.moe_fp8_dispatch ? ", FP8 dispatch" : "") +
+                                (x.recipe.moe_ep_overlap ? ", overlapped" : "") +
+                                " -> 16-bit all-to-all, not overlapped (the runtime's)");
+    x.recipe.moe_dispatcher = MoeDispatcher::AllToAll;
+    x.recipe.moe_fp8_dispatch = x.recipe.moe_ep_overlap = false;
+  }
   if (x.recipe.cp_kind != CpKind::Ring && r.layout.cp > 1) {
     out.substitutions.push_back("cp " + to_string(x.recipe.cp_kind) + " -> ring (the runtime's ring attention)");
     x.recipe.cp_kind = CpKind::Ring;

@@ -22,6 +22,10 @@ constexpr Names<Precision> kPrecisions[] = {
     {Precision::MXFP8, "mxfp8"}, {Precision::NVFP4, "nvfp4"}};
 constexpr Names<AttentionKind> kAttentions[] = {{AttentionKind::Unfused, "unfused"}, {AttentionKind::Flash, "flash"}};
 constexpr Names<CpKind> kCpKinds[] = {{CpKind::Ring, "ring"}, {CpKind::AllGather, "allgather"}};
+constexpr Names<MoeDispatcher> kMoeDispatchers[] = {{MoeDispatcher::AllToAll, "alltoall"},
+                                                    {MoeDispatcher::AllGather, "allgather"},
+                                                    {MoeDispatcher::DeepEP, "deepep"},
+                                                    {MoeDispatcher::HybridEP, "hybridep"}};
 
 template <typename E, size_t N>
 std::string name_of(const Names<E> (&table)[N], E v) {
@@ -71,6 +75,15 @@ std::vector<std::string> attention_names() { return names(kAttentions); }
 std::string to_string(CpKind k) { return name_of(kCpKinds, k); }
 bool parse_cp_kind(const std::string& t, CpKind& out) { return parse(kCpKinds, t, out); }
 std::vector<std::string> cp_kind_names() { return names(kCpKinds); }
+std::string to_string(MoeDispatcher d) { return name_of(kMoeDispatchers, d); }
+bool parse_moe_dispatcher(const std::string& t, MoeDispatcher& out) {
+  if (t == "flex") {
+    out = MoeDispatcher::DeepEP;
+    return true;
+  }
+  return parse(kMoeDispatchers, t, out);
+}
+std::vector<std::string> moe_dispatcher_names() { return names(kMoeDispatchers); }
 
 std::string to_string(const Overlap& o) {
   std::string s;

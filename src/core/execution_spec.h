@@ -28,6 +28,12 @@ enum class AttentionKind { Unfused, Flash };
 // attention: Megatron-Core's p2p) or allgather (K and V all-gathered inside the cp group before the
 // attention, their gradients reduce-scattered after it, as Meta ran Llama 3: exposed, small with GQA).
 enum class CpKind { Ring, AllGather };
+// How a MoE layer moves its tokens to the expert ranks and back (Megatron-Core's
+// --moe-token-dispatcher-type, and --moe-flex-dispatcher-backend for flex): an all-to-all of every
+// routed copy; an all-gather of the tokens over the ep group and a reduce-scatter back; or flex
+// (DeepEP, HybridEP), which sends one copy of a token per destination NVLink domain over the
+// network and fans it out over NVLink there.
+enum class MoeDispatcher { AllToAll, AllGather, DeepEP, HybridEP };
 
 // Recipe settings the layout search keeps as given (it varies layout, batch split, schedule,
 // ZeRO stage and recompute; these come from the flags or the stack preset).
@@ -38,6 +44,15 @@ struct RecipeSettings {
   // Adam moments and master weights: 32-bit, or 16-bit (Megatron-Core's precision-aware optimizer).
   int optimizer_state_bits = 32;
   CpKind cp_kind = CpKind::Ring;
+  MoeDispatcher moe_dispatcher = MoeDispatcher::AllToAll;
+  // The forward dispatch sends FP8 rows (MXFP8: 1 byte + one 1-byte scale per 32), the combine
+  // and the backward's all-to-alls stay 16-bit (Megatron-Core's --moe-dispatch-fwd-dtype mxfp8).
+  bool moe_fp8_dispatch = false;
+  // Dispatch and combine of one micro-batch run behind the other micro-batch's compute (Megatron-
+  // Core's --overlap-moe-expert-parallel-comm with --delay-wgrad-compute: forward and backward of
+  // adjacent micro-batches merged). Needs the alltoall or flex dispatcher, pp 1 or the
+  // interleaved schedule, and no full recomputation (plan::ep_overlap_applies).
+  bool moe_ep_overlap = false;
   // Interleaved schedule: each model chunk's gradient reduction starts when its last backward ends
   // and its weight all-gather before its first forward (Megatron's overlap_grad_reduce /
   // overlap_param_gather per chunk); off, the stage's whole reduction hides behind one micro-batch.
@@ -114,6 +129,9 @@ std::vector<std::string> attention_names();
 std::string to_string(CpKind k);  // "ring", "allgather"
 bool parse_cp_kind(const std::string& text, CpKind& out);
 std::vector<std::string> cp_kind_names();
+std::string to_string(MoeDispatcher d);  // "alltoall", "allgather", "deepep", "hybridep"
+bool parse_moe_dispatcher(const std::string& text, MoeDispatcher& out);  // also "flex" = deepep (Megatron's default backend)
+std::vector<std::string> moe_dispatcher_names();
 bool parse_schedule(const std::string& text, ScheduleKind& out);
 bool parse_recompute(const std::string& text, Recompute& out);
 bool parse_precision(const std::string& text, Precision& out);

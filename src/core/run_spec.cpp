@@ -319,6 +319,16 @@ void resolve_recipe(const OptionValues& v, Problems& p, ExecutionSpec& e) {
     if (!parse_cp_kind(*s, r.cp_kind))
       p.add("--cp-kind '" + *s + "' is unknown", did_you_mean(*s, cp_kind_names()) + "use " + join_choices(cp_kind_names()));
   }
+  if (auto s = v.get_string("moe-dispatcher")) {
+    if (!parse_moe_dispatcher(*s, r.moe_dispatcher))
+      p.add("--moe-dispatcher '" + *s + "' is unknown",
+            did_you_mean(*s, moe_dispatcher_names()) + "use " + join_choices(moe_dispatcher_names()) + " (or flex)");
+  }
+  if (auto b = v.get_bool("moe-fp8-dispatch", p)) r.moe_fp8_dispatch = *b;
+  if (auto b = v.get_bool("moe-ep-overlap", p)) r.moe_ep_overlap = *b;
+  if (r.moe_ep_overlap && r.moe_dispatcher == MoeDispatcher::AllGather)
+    p.add("--moe-ep-overlap with --moe-dispatcher allgather: Megatron-Core overlaps only the alltoall and flex "
+          "dispatchers' communication", "use --moe-dispatcher alltoall (or deepep / hybridep), or drop --moe-ep-overlap");
   if (auto b = v.get_bool("dp-overlap-per-chunk", p)) r.dp_overlap_per_chunk = *b;
   if (auto b = v.get_bool("pipeline-sends-whole-tensor", p)) r.pipeline_sends_whole_tensor = *b;
   if (auto b = v.get_bool("dp-after-pipeline-flush", p)) r.dp_after_pipeline_flush = *b;

@@ -339,6 +339,8 @@ std::vector<StageTime> stage_times(const ModelSpec& full, const ExecutionSpec& e
   const EpComm epc = ep_comm_per_layer(m, e, in.ep, EpLinks(in.ep_link, in.ep_members_in_domain, in.ep_domain_link), c,
                                        in.tp, in.etp, in.etp_link);
   const EpWait epw = ep_wait_per_layer(m, e, in.ep, lc.moe_routed_s);
+  // --moe-ep-overlap: the all-to-alls behind the adjacent micro-batch's compute of the layer.
+  const Overlapped epo = ep_overlap_per_layer(epc, lc.forward_s(), lc.backward_s(), e, in.pp, c);
   const TpComm tc = tp_comm_per_layer(m, e, in.tp, in.tp_link, c);
   const PpComm pc = pp_comm_per_message(m, e, in.tp, in.pp_link, in.tp_link, c);
   const double peak = peak_flops(e, gpu);
@@ -386,7 +388,7 @@ std::vector<StageTime> stage_times(const ModelSpec& full, const ExecutionSpec& e
     st.tp_hidden_s = L * (tp_fwd.hidden_s + tp_bwd.hidden_s);
     st.cp_comm_s = L * (cpc.forward_exposed_s + cpc.backward_exposed_s);
     st.cp_total_s = L * (cpc.forward_total_s + cpc.backward_total_s);
-    st.ep_comm_s = L * (epc.forward_s + epc.backward_s);
+    st.ep_comm_s = L * epo.cost_s;
     st.ep_wait_s = L * (epw.forward_s + epw.backward_s);
     auto blocking_tp = [&](double x) {  // around the embedding and the logits: nothing to hide behind
       st.tp_total_s += x;
@@ -420,7 +422,7 @@ std::vector<StageTime> stage_times(const ModelSpec& full, const ExecutionSpec& e
         st.tp_total_s += k * (tc.forward_s + tc.backward_s);
         st.tp_comm_s += k * (tp_fwd.cost_s + tp_bwd.cost_s);
         st.tp_hidden_s += k * (tp_fwd.hidden_s + tp_bwd.hidden_s);
-        st.ep_comm_s += k * (epc.forward_s + epc.backward_s);
+        st.ep_comm_s += k * epo.cost_s;
         st.ep_wait_s += k * (epw.forward_s + epw.backward_s);
       }
     }

@@ -1,6 +1,7 @@
 #include "plan/mixture_of_experts.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace trident::plan {
 
@@ -113,6 +114,63 @@ AlltoallTime hierarchical_alltoall(double bytes, int64_t n, const EpLinks& links
   return a;
 }
 
+namespace {
+// C(a, k) / C(b, k) for a <= b: the chance that k draws without replacement from b miss b - a.
+double miss_ratio(double a, double b, double k) {
+  if (a < k) return 0;
+  double p = 1;
+  for (int64_t i = 0; i < int64_t(k); ++i) p *= (a - double(i)) / (b - double(i));
+  return p;
+}
+
+// An all-to-all through a flex dispatcher: `remote` copies of each of the rank's T/tp tokens
+// over the network (one per remote domain), and every routed copy over NVLink (those for its own
+// domain's ranks, and those it fans out for tokens that arrived from other domains):
+// (g-1) alpha_nvlink + (D-1) alpha_network + max(nvlink bytes / bw, network bytes / bw).
+AlltoallTime flex_alltoall(double token_bytes, double k, double remote, int64_t n, const EpLinks& links,
+                           const CostConstants& c) {
+  AlltoallTime a = hierarchical_alltoall(token_bytes * k, n, links, c);
+  if (a.g >= a.n || n <= 1 || token_bytes <= 0) return a;  // inside one domain: the intranode all-to-all
+  const double nvlink_bw = links.domain_link.bandwidth_Bps * alltoall_efficiency(links.domain_link, c);
+  const double network_bw = links.link.bandwidth_Bps * alltoall_efficiency(links.link, c);
+  const double domains = double(a.n) / double(a.g);
+  a.network_bytes = token_bytes * remote;
+  a.nvlink_bytes = token_bytes * k * double(a.n - 1) / double(a.n);
+  a.nvlink_s = a.nvlink_bytes / nvlink_bw;
+  a.network_s = a.network_bytes / network_bw;
+  a.latency_s = double(a.g - 1) * alltoall_latency_s(links.domain_link, c) +
+                std::max(0.0, std::ceil(domains) - 1) * alltoall_latency_s(links.link, c);
+  a.total_s = a.latency_s + std::max(a.nvlink_s, a.network_s);
+  return a;
+}
+}  // namespace
+
+double flex_remote_domains(const ModelSpec& m, int64_t n, int64_t g) {
+  if (g <= 0 || g >= n) return 0;
+  const double D = double(n) / double(g), E = double(m.experts), k = double(m.experts_per_token);
+  if (D <= 1 || E <= 0) return 0;
+  double missed = miss_ratio(E - E / D, E, k);
+  const int64_t G = m.router_groups, M = m.router_group_topk;
+  const int64_t Di = n / g;
+  if (G > 1 && M > 0 && M < G && n % g == 0 && G % Di == 0)
+    missed = std::max(missed, miss_ratio(double(G - G / Di), double(G), double(M)));
+  return (D - 1) * (1 - missed);
+}
+
+std::string ep_overlap_blocker(const ExecutionSpec& e, int64_t pp) {
+  if (e.recipe.moe_dispatcher == MoeDispatcher::AllGather) return "the allgather dispatcher (alltoall or flex only)";
+  if (pp > 1 && e.schedule != ScheduleKind::Interleaved) return "pp > 1 without the interleaved schedule";
+  if (e.recompute == Recompute::Full) return "full recomputation";
+  return "";
+}
+
+Overlapped ep_overlap_per_layer(const EpComm& ec, double fwd_s, double bwd_s, const ExecutionSpec& e, int64_t pp,
+                                const CostConstants& c) {
+  const double comm = ec.forward_s + ec.backward_s;
+  if (!e.recipe.moe_ep_overlap || !ep_overlap_blocker(e, pp).empty()) return not_overlapped(comm);
+  return overlap_with(comm, fwd_s + bwd_s, 0, c);
+}
+
 EpComm ep_comm_per_layer(const ModelSpec& m, const ExecutionSpec& e, int64_t ep, const EpLinks& links,
                          const CostConstants& c, int64_t tp, int64_t etp, const GroupLink& etp_link) {
   EpComm ec;
@@ -125,9 +183,41 @@ EpComm ep_comm_per_layer(const ModelSpec& m, const ExecutionSpec& e, int64_t ep,
   // The most loaded rank receives (dispatch) and sends back (combine) moe_load_imbalance times the
   // mean rows: the call lasts as long as its share of the wire.
   ec.load_imbalance = std::max(1.0, m.moe_load_imbalance);
-  ec.alltoall = hierarchical_alltoall(ec.message_bytes * ec.load_imbalance, ep, links, c);
+  ec.dispatcher = e.recipe.moe_dispatcher;
+  const double k = double(m.experts_per_token), x = ec.load_imbalance;
+  // FP8 dispatch: 1 byte an element and an 8-bit scale per 32 (MXFP8), the forward dispatch only.
+  const double fp8_element = 1.0 + 1.0 / 32;
+  ec.dispatch_bytes = e.recipe.moe_fp8_dispatch ? ec.message_bytes / element * fp8_element : ec.message_bytes;
+  auto wire = [&](double copy_bytes) {  // one all-to-all of the rank's routed copies of copy_bytes each token
+    switch (ec.dispatcher) {
+      case MoeDispatcher::AllGather: {
+        // The tokens themselves (not their k copies) all-gathered over the ep group, as a ring on the slowest link.
+        AlltoallTime a;
+        a.n = a.g = std::max<int64_t>(ep, 1);
+        const double gathered = double(ep) * copy_bytes / k * x;
+        a.total_s = ring_allgather_time_s(gathered, ep, links.link, c);
+        a.latency_s = double(ep - 1) * links.link.latency_s;
+        a.network_bytes = double(ep - 1) / double(ep) * gathered;
+        a.network_s = a.total_s - a.latency_s;
+        return a;
+      }
+      case MoeDispatcher::DeepEP:
+      case MoeDispatcher::HybridEP: return flex_alltoall(copy_bytes / k * x, k, ec.remote_domains, ep, links, c);
+      case MoeDispatcher::AllToAll: break;
+    }
+    return hierarchical_alltoall(copy_bytes * x, ep, links, c);
+  };
+  const int64_t g = hierarchical_alltoall(1, ep, links, c).g;
+  if (ec.dispatcher == MoeDispatcher::DeepEP || ec.dispatcher == MoeDispatcher::HybridEP)
+    ec.remote_domains = flex_remote_domains(m, ep, g);
+  ec.alltoall = wire(ec.message_bytes);
   ec.alltoall_s = ec.alltoall.total_s;
-  ec.count_exchange_s = hierarchical_alltoall(double(m.experts) * 4, ep, links, c).total_s;
+  ec.dispatch = e.recipe.moe_fp8_dispatch ? wire(ec.dispatch_bytes) : ec.alltoall;
+  ec.dispatch_s = ec.dispatch.total_s;
+  // The row counts: the alltoall dispatcher exchanges them; allgather and flex derive them from
+  // the gathered routing (flex: inside its dispatch kernel).
+  if (ec.dispatcher == MoeDispatcher::AllToAll)
+    ec.count_exchange_s = hierarchical_alltoall(double(m.experts) * 4, ep, links, c).total_s;
   if (etp > 1) {
     ec.etp_gather_bytes = double(etp) * ec.message_bytes * ec.load_imbalance;
     ec.etp_gather_s = ring_allgather_time_s(ec.etp_gather_bytes, etp, etp_link, c);
@@ -139,9 +229,13 @@ EpComm ep_comm_per_layer(const ModelSpec& m, const ExecutionSpec& e, int64_t ep,
   ec.backward_count_exchanges = recompute ? 1 : 0;
   const double share = moe_layer_share(m);
   const double call_s = ec.alltoall_s + ec.etp_gather_s;  // each all-to-all with its etp gather or scatter
-  ec.forward_s = share * (double(ec.forward_alltoalls) * call_s + double(ec.forward_count_exchanges) * ec.count_exchange_s);
-  ec.backward_s =
-      share * (double(ec.backward_alltoalls) * call_s + double(ec.backward_count_exchanges) * ec.count_exchange_s);
+  // Forward: an FP8 dispatch (dispatch_s) and a 16-bit combine; backward: both 16-bit, and the
+  // recomputed forward's dispatch and combine again.
+  const double fp8_saving = ec.alltoall_s - ec.dispatch_s;
+  ec.forward_s = share * (double(ec.forward_alltoalls) * call_s - fp8_saving +
+                          double(ec.forward_count_exchanges) * ec.count_exchange_s);
+  ec.backward_s = share * (double(ec.backward_alltoalls) * call_s - (recompute ? fp8_saving : 0.0) +
+                           double(ec.backward_count_exchanges) * ec.count_exchange_s);
   return ec;
 }
 

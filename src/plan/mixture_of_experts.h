@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "core/execution_spec.h"
 #include "core/mesh.h"
@@ -108,8 +109,22 @@ struct AlltoallTime {
 };
 AlltoallTime hierarchical_alltoall(double bytes, int64_t n, const EpLinks& links, const CostConstants& c);
 
+// Flex dispatchers (DeepEP, HybridEP) send a token once to each NVLink domain that holds one of
+// its k experts, and fan it out there over NVLink. Of the D = n / g domains of an ep group, the
+// expected number a token's copies reach besides its own, with routing balanced (experts drawn
+// uniformly, as the force-balanced benchmarks route): (D - 1) x (1 - P(a domain is missed)),
+// P = C(E - E/D, k) / C(E, k) (k of E experts, E/D in each domain). Node-limited routing (DeepSeek-V3:
+// router_groups 8, router_group_topk 4) where the groups tile the domains (G a multiple of D):
+// the token picks M of G groups first, P >= C(G - G/D, M) / C(G, M); the larger P is taken.
+double flex_remote_domains(const ModelSpec& model, int64_t n, int64_t g);
+
 struct EpComm {
+  MoeDispatcher dispatcher = MoeDispatcher::AllToAll;
+  double remote_domains = 0;  // flex: the domains besides its own a token goes to (flex_remote_domains)
   double message_bytes = 0;   // token copies one GPU sends: T / tp x k x h x element bytes (its own tokens)
+  double dispatch_bytes = 0;  // the forward dispatch's: message_bytes, at 1 + 1/32 bytes an element under FP8 dispatch
+  double dispatch_s = 0;      // the forward dispatch (FP8 rows under --moe-fp8-dispatch, else alltoall_s)
+  AlltoallTime dispatch;      // its parts
   double load_imbalance = 1;  // moe_load_imbalance: the busiest rank moves that many times its share of them
   double alltoall_s = 0;      // one all-to-all on the ep link, the busiest rank's bytes
   AlltoallTime alltoall;      // its parts: NVLink inside the domain, network between (hierarchical_alltoall)
@@ -129,6 +144,17 @@ struct EpComm {
 };
 EpComm ep_comm_per_layer(const ModelSpec& model, const ExecutionSpec& exec, int64_t ep, const EpLinks& links,
                          const CostConstants& c, int64_t tp = 1, int64_t etp = 1, const GroupLink& etp_link = {});
+
+// Megatron-Core's EP communication overlap (--moe-ep-overlap) runs here: the alltoall or flex
+// dispatcher, pp 1 or the interleaved schedule, no full recomputation. "" when it applies, else
+// what it lacks.
+std::string ep_overlap_blocker(const ExecutionSpec& exec, int64_t pp);
+// Under it the all-to-alls of one layer and micro-batch (forward and backward) run behind the
+// same layer's compute of the adjacent micro-batch (forward of one merged with backward of the
+// other): exposed = what that compute cannot cover (overlap_with, all of it can hide: the
+// step's first forward and last backward, which have no partner, are not charged apart).
+Overlapped ep_overlap_per_layer(const EpComm& ec, double layer_forward_s, double layer_backward_s,
+                                const ExecutionSpec& exec, int64_t pp, const CostConstants& c);
 
 // Load imbalance (ModelSpec::moe_load_imbalance = x, ep > 1): the most loaded ep rank's experts
 // take x times the mean rows of a dispatch, and every all-to-all that follows their GEMMs waits

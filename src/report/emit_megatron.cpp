@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "plan/mixture_of_experts.h"
 #include "core/dimensions.h"
 #include "core/pipeline_units.h"
 #include "plan/cost_model.h"
@@ -62,14 +63,35 @@ void model_args(const ModelSpec& m, std::vector<std::string>& a) {
   if (!m.tied_embeddings()) a.push_back("--untie-embeddings-and-output-weights");
 }
 
-void moe_args(const ModelSpec& m, const Layout& l, bool sequence_parallel, std::vector<std::string>& a,
+void moe_args(const ModelSpec& m, const Layout& l, const ExecutionSpec& e, std::vector<std::string>& a,
               std::vector<std::string>& comments, Problems& refuse) {
   if (!m.is_moe()) return;
+  const bool sequence_parallel = e.sequence_parallel;
+  const RecipeSettings& r = e.recipe;
   a.push_back(fmt::format("--num-experts {}", m.experts));
   a.push_back(fmt::format("--moe-router-topk {}", m.experts_per_token));
   a.push_back(fmt::format("--moe-ffn-hidden-size {}", m.expert_ffn_hidden));
-  // The plan costs the tokens' all-to-all between expert ranks (Megatron's default is allgather).
-  a.push_back("--moe-token-dispatcher-type alltoall");
+  // The plan's dispatcher (--moe-dispatcher; Megatron's own default is allgather): flex with its
+  // backend for DeepEP / HybridEP.
+  switch (r.moe_dispatcher) {
+    case MoeDispatcher::AllToAll: a.push_back("--moe-token-dispatcher-type alltoall"); break;
+    case MoeDispatcher::AllGather: a.push_back("--moe-token-dispatcher-type allgather"); break;
+    case MoeDispatcher::DeepEP:
+    case MoeDispatcher::HybridEP:
+      a.push_back("--moe-token-dispatcher-type flex");
+      a.push_back("--moe-flex-dispatcher-backend " + to_string(r.moe_dispatcher));
+      break;
+  }
+  if (r.moe_fp8_dispatch) a.push_back("--moe-dispatch-fwd-dtype mxfp8");
+  if (r.moe_ep_overlap) {
+    const std::string blocker = plan::ep_overlap_blocker(e, l.pp);
+    if (!blocker.empty())
+      refuse.add("--moe-ep-overlap with " + blocker + ": Megatron-Core's --overlap-moe-expert-parallel-comm needs the "
+                 "alltoall or flex dispatcher, pp 1 or the interleaved schedule, and no full recompute",
+                 "replan without --moe-ep-overlap, or with what it needs", "megatron-ep-overlap");
+    a.push_back("--overlap-moe-expert-parallel-comm");
+    a.push_back("--delay-wgrad-compute");
+  }
   if (m.shared_experts > 0)
     a.push_back(fmt::format("--moe-shared-expert-intermediate-size {}", m.shared_experts * m.shared_expert_width()));
   if (m.capacity_factor > 1.0) a.push_back(fmt::format("--moe-expert-capacity-factor {}", m.capacity_factor));
@@ -306,7 +328,7 @@ FrameworkLaunch megatron_launch(const RunSpec& run) {
   megatron_architecture_args(m, f.args, f.comments, f.refusals);
   parallel_args(run, f.args, f.refusals);
   pipeline_args(run, f.args, f.comments, f.refusals);
-  moe_args(m, l, run.exec.sequence_parallel, f.args, f.comments, f.refusals);
+  moe_args(m, l, run.exec, f.args, f.comments, f.refusals);
   recipe_args(run, f.args, f.refusals);
   return f;
 }

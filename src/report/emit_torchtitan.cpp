@@ -99,6 +99,17 @@ void check_recipe(const RunSpec& run, bool toml, Problems& refuse) {
   // The plan lays experts out on Megatron-Core's expert grid (core/mesh.h); torchtitan's expert
   // mesh (expert_tensor_parallel_degree tp or 1) is its own, not checked against it, and the flag
   // form has no such option at all.
+  // torchtitan's expert_parallel_comm_backend: "standard" (all-to-all) or "deepep"; no all-gather
+  // or HybridEP dispatcher, no FP8 dispatch, no overlap with the other micro-batch.
+  if (l.ep > 1 && (e.recipe.moe_dispatcher == MoeDispatcher::AllGather || e.recipe.moe_dispatcher == MoeDispatcher::HybridEP ||
+                   e.recipe.moe_dispatcher == MoeDispatcher::DeepEP || e.recipe.moe_fp8_dispatch || e.recipe.moe_ep_overlap))
+    refuse.add("--moe-dispatcher " + to_string(e.recipe.moe_dispatcher) +
+                   (e.recipe.moe_fp8_dispatch ? " with --moe-fp8-dispatch" : "") +
+                   (e.recipe.moe_ep_overlap ? " with --moe-ep-overlap" : "") +
+                   ": the written job would run torchtitan's all-to-all (its deepep backend is not emitted), "
+                   "not what the plan costs",
+               "replan with --moe-dispatcher alltoall and without --moe-fp8-dispatch / --moe-ep-overlap",
+               "torchtitan-moe-dispatcher");
   if (l.ep > 1 && l.tp > 1)
     refuse.add("expert parallel with tp > 1: torchtitan forms its expert groups on its own device mesh, not "
                "checked against the plan's expert grid (etp " + std::to_string(l.etp) + " x ep " + std::to_string(l.ep) +

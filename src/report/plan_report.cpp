@@ -1,5 +1,7 @@
 #include "report/plan_report.h"
 
+#include <cmath>
+
 #include "core/recipe_settings.h"
 
 #include <fmt/format.h>
@@ -75,6 +77,15 @@ std::string other_orders_text(const Estimate& e) {
 std::string data_group_name(const RunSpec& r) {
   const int64_t data = r.layout.dp * r.layout.cp;
   return r.layout.cp > 1 ? fmt::format("dp x cp {}", data) : fmt::format("dp {}", data);
+}
+
+// The EP all-to-alls of one layer and micro-batch after --moe-ep-overlap, as stage_times charges
+// them (the same calls: the layer's compute is the window).
+Overlapped ep_overlap_of(const Estimate& e) {
+  const RunSpec& r = e.run;
+  const LayerCompute lc = layer_compute(r.model, r.exec, r.layout.tp, r.cluster.gpu, e.cost, r.layout.cp, r.layout.ep,
+                                        r.layout.etp);
+  return ep_overlap_per_layer(e.ep_alltoall, lc.forward_s(), lc.backward_s(), r.exec, r.layout.pp, e.cost);
 }
 
 }  // namespace
@@ -221,7 +232,19 @@ json candidate_json(const RunSpec& run, const Estimate* e, const std::vector<Fin
                           {"wait_backward_s", round9(e->ep_wait.backward_s)},
                           {"expert_tensor_parallel", run.layout.etp},
                           {"etp_gather_bytes", ea.etp_gather_bytes},
-                          {"etp_gather_s", round9(ea.etp_gather_s)}};
+                          {"etp_gather_s", round9(ea.etp_gather_s)},
+                          {"dispatcher", to_string(ea.dispatcher)},
+                          {"remote_domains", ea.remote_domains},
+                          {"fp8_dispatch", run.exec.recipe.moe_fp8_dispatch},
+                          {"dispatch_bytes", ea.dispatch_bytes},
+                          {"dispatch_s", round9(ea.dispatch_s)}};
+      const Overlapped o = ep_overlap_of(*e);
+      j["ep_alltoall"]["overlap"] = {{"requested", run.exec.recipe.moe_ep_overlap},
+                                     {"blocked_by", ep_overlap_blocker(run.exec, run.layout.pp)},
+                                     {"per_layer_total_s", round9(o.total_s)},
+                                     {"per_layer_exposed_s", round9(o.exposed_s)},
+                                     {"per_layer_hidden_s", round9(o.hidden_s)},
+                                     {"per_layer_cost_s", round9(o.cost_s)}};
     }
     if (e->expert_dp.total_s > 0)
       j["expert_dp"] = {{"gradient_bytes", e->expert_dp.gradient_bytes},
@@ -370,6 +393,11 @@ std::string ep_wire_text(const EpComm& ea, const Estimate& e) {
   const std::string imbalance =
       ea.load_imbalance > 1 ? fmt::format(" x {:g} (the most loaded rank's rows, --moe-load-imbalance)", ea.load_imbalance) : "";
   const std::string share = e.cost.alltoall_efficiency > 0 ? "alltoall_efficiency" : "the link's collective share";
+  if (ea.dispatcher == MoeDispatcher::AllGather)
+    return fmt::format("as the allgather dispatcher: the tokens (not their top-k copies) gathered over a ring on {}, "
+                       "{:.2f} MiB in at {:.3g} GB/s x {:.3g} = {:.3f} ms + {} x {:.2f} us (the link's latency)",
+                       link_text(e.links.ep.link), a.network_bytes / kMiB, e.links.ep.link.bandwidth_Bps / 1e9,
+                       link_efficiency(e.links.ep.link.kind, e.cost), 1e3 * a.network_s, a.n - 1, 1e6 * e.links.ep.link.latency_s);
   if (a.g >= a.n)
     return fmt::format("on {}: {} x {:.2f} us ({}) + {}/{} of it{} at {:.3g} GB/s x {:.3g} ({})", link_text(e.links.ep.link),
                        r.layout.ep - 1, 1e6 * alltoall_latency_s(e.links.ep.link, e.cost),
@@ -377,13 +405,20 @@ std::string ep_wire_text(const EpComm& ea, const Estimate& e) {
                        r.layout.ep - 1, r.layout.ep, imbalance, e.links.ep.link.bandwidth_Bps / 1e9,
                        alltoall_efficiency(e.links.ep.link, e.cost), share);
   const EpLinks l = ep_links(e.links.ep, r.cluster);
-  return fmt::format("hierarchically, {} of its peers in its NVLink domain and {} beyond it: {}/{} of it{} on NVLink at "
-                     "{:.3g} GB/s x {:.3g} = {:.3f} ms while {}/{} of it goes on {} at {:.3g} GB/s x {:.3g} ({}) = {:.3f} ms; "
-                     "the larger + {} x {:.2f} us + {} x {:.2f} us of latency",
-                     a.g - 1, a.n - a.g, a.g - 1, a.n, imbalance, l.domain_link.bandwidth_Bps / 1e9,
-                     alltoall_efficiency(l.domain_link, e.cost), 1e3 * a.nvlink_s, a.n - a.g, a.n, link_text(l.link),
-                     l.link.bandwidth_Bps / 1e9, alltoall_efficiency(l.link, e.cost), share, 1e3 * a.network_s, a.g - 1,
-                     1e6 * alltoall_latency_s(l.domain_link, e.cost), a.n - a.g, 1e6 * alltoall_latency_s(l.link, e.cost));
+  const bool flex = ea.dispatcher == MoeDispatcher::DeepEP || ea.dispatcher == MoeDispatcher::HybridEP;
+  const double remote_calls = flex ? std::ceil(double(a.n) / double(a.g)) - 1 : double(a.n - a.g);
+  return fmt::format("hierarchically, {} of its peers in its NVLink domain and {} beyond it: {:.2f} MiB{}{} on NVLink at "
+                     "{:.3g} GB/s x {:.3g} = {:.3f} ms while {:.2f} MiB{} go on {} at {:.3g} GB/s x {:.3g} ({}) = {:.3f} ms; "
+                     "the larger + {} x {:.2f} us + {:g} x {:.2f} us of latency",
+                     a.g - 1, a.n - a.g, a.nvlink_bytes / kMiB,
+                     flex ? " (every routed copy: its own domain's, and those it fans out)" : fmt::format(" ({}/{} of it)", a.g - 1, a.n),
+                     imbalance, l.domain_link.bandwidth_Bps / 1e9, alltoall_efficiency(l.domain_link, e.cost), 1e3 * a.nvlink_s,
+                     a.network_bytes / kMiB,
+                     flex ? fmt::format(" (one copy of each token per remote domain, {:.3g} of them)", ea.remote_domains)
+                          : fmt::format(" ({}/{} of it)", a.n - a.g, a.n),
+                     link_text(l.link), l.link.bandwidth_Bps / 1e9, alltoall_efficiency(l.link, e.cost), share,
+                     1e3 * a.network_s, a.g - 1, 1e6 * alltoall_latency_s(l.domain_link, e.cost), remote_calls,
+                     1e6 * alltoall_latency_s(l.link, e.cost));
 }
 
 // The step line, with the cp ring's and the ep all-to-all's inputs when they are there.
@@ -445,6 +480,25 @@ std::string step_text(const Estimate& e) {
                      ea.forward_alltoalls, ea.backward_alltoalls, ea.forward_count_exchanges,
                      ea.backward_count_exchanges, r.model.experts, r.model.experts, 1e6 * ea.count_exchange_s,
                      moe_layer_share(r.model), layers, e.micro_batches, t.ep_comm);
+    std::string how = "  MoE dispatcher " + to_string(ea.dispatcher) + " (--moe-dispatcher)";
+    if (ea.dispatcher == MoeDispatcher::DeepEP || ea.dispatcher == MoeDispatcher::HybridEP)
+      how += fmt::format(": {:.3g} remote NVLink domains per token (one network copy each, flex_remote_domains)", ea.remote_domains);
+    if (ea.dispatcher == MoeDispatcher::AllGather) how += ": the tokens all-gathered over the ep ring, reduce-scattered back";
+    if (r.exec.recipe.moe_fp8_dispatch)
+      how += fmt::format("; FP8 forward dispatch (--moe-fp8-dispatch): {:.2f} MiB at 1 + 1/32 B an element = {:.3f} ms",
+                         ea.dispatch_bytes / kMiB, 1e3 * ea.dispatch_s);
+    const Overlapped o = ep_overlap_of(e);
+    const std::string blocker = ep_overlap_blocker(r.exec, r.layout.pp);
+    if (r.exec.recipe.moe_ep_overlap && blocker.empty())
+      how += fmt::format("; overlapped with the adjacent micro-batch's layer compute (--moe-ep-overlap): {:.3f} ms of "
+                         "all-to-alls per layer, {:.3f} ms exposed + {:g} x {:.3f} ms hidden = {:.3f} ms charged",
+                         1e3 * o.total_s, 1e3 * o.exposed_s, e.cost.overlap_slowdown, 1e3 * o.hidden_s, 1e3 * o.cost_s);
+    else if (r.exec.recipe.moe_ep_overlap)
+      how += "; not overlapped: --moe-ep-overlap does not run with " + blocker;
+    else
+      how += "; not overlapped (--moe-ep-overlap off)";
+    s += how + fmt::format("; routing balanced at {:g} (--moe-load-imbalance; published MoE benchmarks force-balance)\n",
+                           r.model.moe_load_imbalance);
     const EpWait& w = e.ep_wait;
     if (t.ep_wait > 0)
       s += fmt::format("  EP wait per MoE layer and micro-batch: the most loaded ep rank's experts take {:g} x the mean rows "

@@ -157,6 +157,10 @@ PlannedCosts costs_from_plan(const RunSpec& run, const plan::CostConstants& c, d
                                                    l.etp, links.etp.link);
   // The wait in them for the most loaded ep rank's experts (moe_load_imbalance), as the planner's.
   const plan::EpWait epw = plan::ep_wait_per_layer(model, x, l.ep, lc.moe_routed_s);
+  // --moe-ep-overlap: what stays on the critical path of the all-to-alls, as the planner charges
+  // it, shared between forward and backward as their calls are.
+  const plan::Overlapped epo = plan::ep_overlap_per_layer(epc, lc.forward_s(), lc.backward_s(), x, l.pp, c);
+  const double ep_kept = epc.forward_s + epc.backward_s > 0 ? epo.cost_s / (epc.forward_s + epc.backward_s) : 1.0;
   const std::vector<int64_t> chunk_layers = plan::chunk_layers(model.layers, p, v);
 
   const std::vector<double> p2p = add_boundaries(out, mesh, run, local, links.tp.link, c);
@@ -194,8 +198,8 @@ PlannedCosts costs_from_plan(const RunSpec& run, const plan::CostConstants& c, d
       }
       cc.cp_forward_s = n * cp_fwd;
       cc.cp_backward_s = n * cp_bwd;
-      cc.ep_forward_s = n * (epc.forward_s + epw.forward_s);
-      cc.ep_backward_s = n * (epc.backward_s + epw.backward_s);
+      cc.ep_forward_s = n * (ep_kept * epc.forward_s + epw.forward_s);
+      cc.ep_backward_s = n * (ep_kept * epc.backward_s + epw.backward_s);
       cc.forward_s =
           n * fwd_layer + cc.tp_forward_s + cc.cp_forward_s + cc.ep_forward_s + cc.dp_forward_s + send_slowdown;
       cc.backward_s = n * bwd_layer + cc.comm_backward_s() + send_slowdown;

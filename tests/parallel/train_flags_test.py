@@ -149,6 +149,8 @@ rows = [
     ("--dp-after-pipeline-flush", None, "capability", r"--dp-after-pipeline-flush: the runtime reduces each gradient bucket"),
     ("--no-dp-after-pipeline-flush", None, "A", r"!dp-after-pipeline-flush"),
     ("--fp8-fused-casts", None, "A", r"!fp8-fused-casts"),
+    ("--no-moe-fp8-dispatch", None, "A", r"!moe-fp8-dispatch"),
+    ("--no-moe-ep-overlap", None, "B", r"!moe-ep-overlap"),
     ("--no-fp8-fused-casts", None, "B", r"!fp8-fused-casts"),
     # The stack's compute efficiency: a planner setting of another stack's kernel rates (what a
     # plan's written config carries); the runtime runs its own kernels: accepted, nothing refused.
@@ -183,6 +185,9 @@ rows = [
     ("--grad-bits", "16", "capability", r"--grad-bits 16: the runtime keeps fp32 gradients"),
     ("--optimizer-state-bits", "16", "capability", r"--optimizer-state-bits 16: the runtime's Adam keeps fp32 moments"),
     ("--cp-kind", "allgather", "capability", r"--cp-kind allgather: the runtime passes KV blocks round a ring"),
+    ("--moe-dispatcher", "deepep", "capability", r"--moe-dispatcher deepep.*the runtime dispatches by a 16-bit all-to-all"),
+    ("--moe-fp8-dispatch", None, "capability", r"--moe-fp8-dispatch.*: the runtime dispatches"),
+    ("--moe-ep-overlap", None, "capability", r"--moe-ep-overlap.*: the runtime dispatches"),
     ("--schedule", "zb-h1", "Z", r"schedule zb-h1,(.|\n)*of which W passes +[0-9.]+%"),
     ("--recompute", "full", "zb-full", r"zb-h1 postpones each weight-gradient pass"),
     ("--cp", "2", "capability", r"!ring-attention kernels"),  # accepted on the CPU: no cp refusal

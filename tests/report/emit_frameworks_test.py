@@ -358,6 +358,15 @@ ARCH = {
                       "softmax_type": "learnable", "position_embedding_type": "yarn", "rotary_scaling_factor": 32.0,
                       "activation_func_clamp_value": 7.0, "glu_linear_offset": 1.0, "rotary_base": 150000}),
 }
+# The MoE dispatcher as a stack setting (--moe-dispatcher, --moe-fp8-dispatch, --moe-ep-overlap):
+# written as Megatron-Core names it (flex with its backend, the forward dispatch's dtype, the EP
+# overlap with the delayed weight gradients it needs).
+ARCH["Qwen3-30B-A3B hybridep, fp8 dispatch, EP overlap"] = (
+    ARCH["Qwen3-30B-A3B"][0] + ["--moe-dispatcher", "hybridep", "--moe-fp8-dispatch", "--moe-ep-overlap"],
+    {"moe_token_dispatcher_type": "flex", "moe_flex_dispatcher_backend": "hybridep", "moe_dispatch_fwd_dtype": "mxfp8",
+     "overlap_moe_expert_parallel_comm": True, "delay_wgrad_compute": True})
+ARCH["Qwen3-30B-A3B allgather"] = (ARCH["Qwen3-30B-A3B"][0] + ["--moe-dispatcher", "allgather"],
+                                   {"moe_token_dispatcher_type": "allgather", "overlap_moe_expert_parallel_comm": None})
 for name, (args, want) in ARCH.items():
     text = run("plan", *args, "--emit", "megatron").stdout
     ns = check_megatron(name + " (megatron)", text)
@@ -464,6 +473,12 @@ refusals = [
      ["--model", "gpt3-1.3b", "--cluster", "dgx-a100-80g", "--nodes", "2", "--tp", "2", "--pp", "2", "--dp", "4",
       "--global-batch-size", "64", "--no-sequence-parallel", "--no-pipeline-sends-whole-tensor"], "megatron",
      "sends the whole tensor"),
+    ("Megatron's EP overlap needs pp 1 or the interleaved schedule",
+     ARCH["DeepSeek-V3"][0] + ["--moe-ep-overlap"], "megatron", "overlap-moe-expert-parallel-comm needs"),
+    ("torchtitan has no HybridEP dispatcher",
+     ["--model", "mixtral-8x7b", "--seq-len", "4096", "--cluster", "dgx-h100", "--nodes", "4", "--tp", "1", "--ep", "2",
+      "--global-batch-size", "64", "--stack", "torchtitan", "--moe-dispatcher", "hybridep"], "torchtitan-toml",
+     "not what the plan costs"),
     ("Megatron has no zero-bubble schedule", PLANS["Llama 3 8B ZeRO-1"][0] + ["--pp", "2", "--schedule", "zb-h1"],
      "slurm", "zb-h1"),
 ]
