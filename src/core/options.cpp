@@ -112,17 +112,17 @@ std::vector<OptionDef> execution_options() {
        "(K and V all-gathered in the cp group, as Meta ran Llama 3)",
        false, "ring|allgather", "ring (allgather with --stack torchtitan)"},
       {"moe-dispatcher", "training",
-       "how a MoE layer moves tokens to the expert ranks (Megatron-Core's --moe-token-dispatcher-type): alltoall (every "
+       "how a MoE layer moves tokens to the expert ranks (Megatron-Core's moe_token_dispatcher_type): alltoall (every "
        "routed copy), allgather (the tokens all-gathered over the ep group, reduce-scattered back), deepep or hybridep "
        "(flex: one network copy per destination NVLink domain, fanned out over NVLink; flex = deepep)",
        false, "alltoall|allgather|deepep|hybridep|flex", "alltoall"},
       {"moe-fp8-dispatch", "training",
        "the forward dispatch sends MXFP8 rows (1 B + a scale per 32), combine and backward stay 16-bit "
-       "(Megatron-Core's --moe-dispatch-fwd-dtype mxfp8)",
+       "(Megatron-Core's moe_dispatch_fwd_dtype mxfp8)",
        true, "", "off"},
       {"moe-ep-overlap", "training",
        "MoE dispatch and combine of one micro-batch behind the other micro-batch's compute (Megatron-Core's "
-       "--overlap-moe-expert-parallel-comm, --delay-wgrad-compute); needs the alltoall or flex dispatcher, pp 1 or the "
+       "overlap_moe_expert_parallel_comm, delay_wgrad_compute); needs the alltoall or flex dispatcher, pp 1 or the "
        "interleaved schedule, and no full recompute",
        true, "", "off"},
       {"dp-overlap-per-chunk", "training",

@@ -179,7 +179,7 @@ rows = [
     ("--moe-layer-freq", "2", "MF", r"experts +1 MoE layers \(the first 0 dense, then one layer in 2 a MoE layer\)(.|\n)*step +2/2"),
     # Refused: what the runtime cannot execute (the capability check), all reported together.
     # A MoE model drops tokens under cp 2 as one process does (the cp ranks share the routing).
-    ("--experts", "2", "capability", r"!train-moe"),
+    ("--experts", "2", "capability", r"!train-moe(?![\w-])"),
     ("--kv-heads", "1", "capability", r"grouped-query attention"),
     ("--precision", "bf16", "capability", r"bf16 mixed precision runs on the CUDA backend only"),
     ("--grad-bits", "16", "capability", r"--grad-bits 16: the runtime keeps fp32 gradients"),

@@ -366,7 +366,7 @@ ARCH["Qwen3-30B-A3B hybridep, fp8 dispatch, EP overlap"] = (
     {"moe_token_dispatcher_type": "flex", "moe_flex_dispatcher_backend": "hybridep", "moe_dispatch_fwd_dtype": "mxfp8",
      "overlap_moe_expert_parallel_comm": True, "delay_wgrad_compute": True})
 ARCH["Qwen3-30B-A3B allgather"] = (ARCH["Qwen3-30B-A3B"][0] + ["--moe-dispatcher", "allgather"],
-                                   {"moe_token_dispatcher_type": "allgather", "overlap_moe_expert_parallel_comm": None})
+                                   {"moe_token_dispatcher_type": "allgather", "overlap_moe_expert_parallel_comm": False})
 for name, (args, want) in ARCH.items():
     text = run("plan", *args, "--emit", "megatron").stdout
     ns = check_megatron(name + " (megatron)", text)
