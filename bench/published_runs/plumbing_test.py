@@ -22,7 +22,7 @@ base = rows["R0008"]  # Qwen3-30B-A3B on 8 GB200, 26.08
 made = {
     "OK": dict(base, run_id="OK"),
     "EP3": dict(base, run_id="EP3", ep="3"),  # 3 divides neither the 128 experts nor dp 8: refused
-    "BIG": dict(base, run_id="BIG", model_key="llama3.1-405b", ep="n/a", mbs="1", gbs="64"),  # 405B on 8 GPUs
+    "BIG": dict(base, run_id="BIG", model_key="llama3.1-405b", is_moe="0", ep="n/a", mbs="1", gbs="64"),  # 405B on 8 GPUs
     "MAMBA": dict(base, run_id="MAMBA", model_key="nemotron-3-nano-30b-a3b"),
     "FP6": dict(base, run_id="FP6", precision="MXFP6"),
 }
