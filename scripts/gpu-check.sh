@@ -112,6 +112,11 @@ if [ -n "$PY_REF" ]; then
     run_step "Qwen3-MoE GptStage on cuda in $prec vs PyTorch" 180 "$PY_REF" tests/reference/reference_test.py \
       "$BUILD/tests/reference/reference_dump" "$MODEL_DIR/qwen3-$prec" --device cuda --precision $prec \
       --family llama --qwen3-moe
+    # GPT-OSS's attention (a sliding window of 24 keys on alternate layers, sinks: the flash
+    # kernels' window mask, sink merge and sink-gradient kernel).
+    run_step "GPT-OSS attention GptStage on cuda in $prec vs PyTorch" 180 "$PY_REF" tests/reference/reference_test.py \
+      "$BUILD/tests/reference/reference_dump" "$MODEL_DIR/gpt-oss-$prec" --device cuda --precision $prec \
+      --family llama --gpt-oss-attention
   done
 else
   note "FAIL  no python with torch: model check skipped"; FAILED=1

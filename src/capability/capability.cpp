@@ -67,7 +67,11 @@ void check_stage_split(int64_t model_layers, int64_t stages, const std::vector<i
 std::vector<std::string> beyond_runtime(const ModelSpec& m) {
   ModelSpec trained = m;
   trained.norm_eps = 1e-5;
-  if (m.family == ModelFamily::Llama && !m.is_mla()) trained.head_size = 0, trained.qk_norm = false;
+  if (m.family == ModelFamily::Llama && !m.is_mla()) {
+    trained.head_size = 0, trained.qk_norm = false;
+    // GPT-OSS's attention: sliding windows (every N-th layer full) and sinks.
+    trained.sliding_window = 0, trained.full_attention_every = 0, trained.attention_sinks = false;
+  }
   return trained.beyond_family();
 }
 
@@ -104,7 +108,8 @@ void check_executable(const RunSpec& r, const std::string& device, const std::ve
       problems.add("rotary embeddings rotate pairs of features, but --head-dim " + n(m.head_size) + " is odd",
                    "give an even --head-dim (Qwen3: 128)", "train-rope-head-dim");
   }
-  // The runtime's two families as they are (the Llama layer with Qwen3's head width and QK-norm):
+  // The runtime's two families as they are (the Llama layer with Qwen3's head width and QK-norm,
+  // GPT-OSS's sliding windows and sinks):
   // a model read from a config.json (or given --sliding-window, ...) that departs from them
   // would train as a different model.
   if (const auto beyond = beyond_runtime(m); !beyond.empty()) {

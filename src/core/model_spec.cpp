@@ -296,7 +296,11 @@ void validate_model(const ModelSpec& m, Problems& p) {
   if (m.sliding_window < 0 || m.full_attention_every < 0)
     p.add(fmt::format("sliding window {} (full attention every {} layers) is negative", m.sliding_window,
                       m.full_attention_every),
-          "give --sliding-window 0 (none) or the window in tokens, --full-attention-every 0 or N");
+          "give --window-size 0 (none) or the window in tokens, --window-attn-skip-freq 0 or N");
+  else if (m.full_attention_every > 0 && m.sliding_window == 0)
+    p.add(fmt::format("--window-attn-skip-freq {} without a sliding window: no layer has a window to skip",
+                      m.full_attention_every),
+          "give --window-size N too, or --window-attn-skip-freq 0");
   if (!(m.norm_eps > 0 && m.norm_eps < 1))
     p.add(fmt::format("--norm-epsilon {:g} is not between 0 and 1", m.norm_eps), "give --norm-epsilon 1e-5 or 1e-6");
   if (!(m.rope_theta > 0)) p.add(fmt::format("--rope-theta {:g} is not positive", m.rope_theta), "give --rope-theta 10000 or 500000");

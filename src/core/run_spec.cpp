@@ -82,6 +82,9 @@ ModelSpec resolve_model(const OptionValues& v, Problems& p) {
   if (auto x = v.get_bool("qk-norm", p)) m.qk_norm = *x;
   if (auto x = v.get_double("rope-theta", p)) m.rope_theta = *x;
   if (auto x = v.get_double("norm-epsilon", p)) m.norm_eps = *x;
+  if (auto x = v.get_int("window-size", p)) m.sliding_window = *x;
+  if (auto x = v.get_int("window-attn-skip-freq", p)) m.full_attention_every = *x;
+  if (auto x = v.get_bool("attention-sinks", p)) m.attention_sinks = *x;
   // Dependent sizes follow the overridden ones unless given themselves.
   if (auto x = v.get_int("kv-heads", p)) m.kv_heads = *x;
   else if (!preset || (heads_given && m.family == ModelFamily::GPT)) m.kv_heads = m.heads;

@@ -272,6 +272,18 @@ void attention_checks(Kernels& cpu, Kernels& gpu, DType t, const std::string& p)
     cpu.attention_backward(dqkv.C(), sc, dout.C(), qkv.C(), pc, out.C(), B, Tt, nh, hd);
     gpu.attention_backward(dqkv.G(), sg, dout.G(), qkv.G(), pg, out.G(), B, Tt, nh, hd);
     check(p + "attention_backward dqkv T=" + std::to_string(Tt), dqkv, t == f ? kF32 * 5 : 3 * kBF16);
+    // GPT-OSS: a sliding window of 40 keys (crossing the 32-key tiles, and past the 37-token
+    // sequence's start) and sinks (one logit per head); their gradient (f32 +=).
+    Both sinks(cpu, gpu, t, randn(nh)), dsinks(cpu, gpu, f, nh);
+    const Kernels::AttentionMask mc{40, sinks.C()}, mg{40, sinks.G()};
+    const std::string w = " window 40 + sinks T=" + std::to_string(Tt);
+    cpu.attention_forward(out.C(), pc, qkv.C(), B, Tt, nh, hd, mc);
+    gpu.attention_forward(out.G(), pg, qkv.G(), B, Tt, nh, hd, mg);
+    check(p + "attention_forward" + w, out, t == f ? kF32 * 5 : kBF16);
+    cpu.attention_backward(dqkv.C(), sc, dout.C(), qkv.C(), pc, out.C(), B, Tt, nh, hd, mc, dsinks.c);
+    gpu.attention_backward(dqkv.G(), sg, dout.G(), qkv.G(), pg, out.G(), B, Tt, nh, hd, mg, dsinks.g32);
+    check(p + "attention_backward dqkv" + w, dqkv, t == f ? kF32 * 5 : 3 * kBF16);
+    check(p + "attention_backward dsinks (f32 +=)" + w, dsinks, t == f ? kF32 * 5 : 3 * kBF16);
     cpu.free(pc, pc_n), cpu.free(sc, sc_n), gpu.free(pg, pg_n), gpu.free(sg, sg_n);
   }
 }

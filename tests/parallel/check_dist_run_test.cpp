@@ -137,6 +137,21 @@ TEST(CheckDistRun, llama_with_qwen3_attention_trains_and_an_odd_head_dim_is_refu
   EXPECT_NE(text.find("[train-architecture]"), std::string::npos) << text;
 }
 
+// GPT-OSS's attention trains in the Llama layer (a sliding window on alternate layers, sinks) at
+// tp x cp x pp; both stay refused by name in a GPT model.
+TEST(CheckDistRun, llama_with_gpt_oss_attention_trains_and_a_gpt_model_refuses_it) {
+  auto s = tiny();
+  s.run.model.family = ModelFamily::Llama;
+  s.run.model.kv_heads = 2;
+  s.run.model.sliding_window = 8, s.run.model.full_attention_every = 2, s.run.model.attention_sinks = true;
+  s.run.layout = Layout{.tp = 2, .cp = 2, .dp = 1, .pp = 2};
+  EXPECT_EQ(all_problems(s), "");
+  s.run.model.family = ModelFamily::GPT, s.run.model.kv_heads = s.run.model.heads;
+  const std::string text = all_problems(s);
+  for (const char* what : {"sliding-window attention (8 tokens)", "attention sinks", "[train-architecture]"})
+    EXPECT_NE(text.find(what), std::string::npos) << what << " missing in:\n" << text;
+}
+
 TEST(CheckDistRun, zero_bubble_h1_and_recomputation_run) {
   auto s = tiny();
   s.run.layout = Layout{.pp = 2};

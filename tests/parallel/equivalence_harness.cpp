@@ -33,6 +33,7 @@ ModelSpec tiny_model(const Case& c) {
     m.ffn_hidden = 96;
   }
   if (c.qwen3) m.head_size = 16, m.qk_norm = true, m.rope_theta = 1e6, m.norm_eps = 1e-6;
+  if (c.gpt_oss) m.sliding_window = 6, m.full_attention_every = 2, m.attention_sinks = true;
   if (c.experts > 0) {
     m.experts = c.experts, m.experts_per_token = 2, m.expert_ffn_hidden = 48, m.moe_dense_layers = 0;
     m.capacity_factor = 1.0;
@@ -106,13 +107,15 @@ Result train(const Case& c, MPI_Comm base) {
 }
 
 const Result& reference(const Case& c) {
-  static std::map<std::tuple<bool, int64_t, int64_t, bool, int64_t, int64_t, bool>, Result> refs;
-  const auto key = std::make_tuple(c.llama, c.vocab, c.experts, c.drop, c.shared_experts, c.moe_layer_freq, c.qwen3);
+  static std::map<std::tuple<bool, int64_t, int64_t, bool, int64_t, int64_t, bool, bool>, Result> refs;
+  const auto key =
+      std::make_tuple(c.llama, c.vocab, c.experts, c.drop, c.shared_experts, c.moe_layer_freq, c.qwen3, c.gpt_oss);
   auto it = refs.find(key);
   if (it == refs.end()) {
     Case one{c.llama ? "single llama" : "single", Layout{}};
     one.llama = c.llama, one.vocab = c.vocab, one.experts = c.experts, one.drop = c.drop;
     one.shared_experts = c.shared_experts, one.moe_layer_freq = c.moe_layer_freq, one.qwen3 = c.qwen3;
+    one.gpt_oss = c.gpt_oss;
     it = refs.emplace(key, train(one, MPI_COMM_NULL)).first;
   }
   return it->second;

@@ -44,6 +44,10 @@ struct Case {
   // Qwen3's attention on the Llama layer: heads of 16 on hidden 32 (4 x 16 = 64 query features),
   // QK-norm, rope theta 1e6, norm epsilon 1e-6 (with llama = true).
   bool qwen3 = false;
+  // GPT-OSS's attention on the Llama layer: a sliding window of 6 keys (the sequence is 16: under
+  // cp 2 the chunks are 4 rows, so windows cross chunk boundaries) on layers 0 and 2, full
+  // attention on layers 1 and 3, a learned sink per head (with llama = true).
+  bool gpt_oss = false;
 };
 
 struct Result {

@@ -222,6 +222,38 @@ TEST(Equivalence, llama_cp2_pp2_zero_bubble_h1_selective_recompute_matches_singl
   expect_same_as_single_process(c);
 }
 
+// GPT-OSS's attention (equivalence_harness.h): sinks split with the heads over tp, the window by
+// whole-sequence positions under cp (crossing the chunks of 4 rows; the sink merged once per
+// row after the ring, its gradient summed over cp), layers' windows by their global index under pp.
+Case gpt_oss(Case c) {
+  c.gpt_oss = true;
+  return c;
+}
+TEST(Equivalence, llama_gpt_oss_attention_tp2_matches_single_process) {
+  expect_same_as_single_process(gpt_oss(llama("llama gpt-oss attention tp2", L(2, 1, 1))));
+}
+TEST(Equivalence, llama_gpt_oss_attention_cp2_matches_single_process) {
+  expect_same_as_single_process(gpt_oss(llama("llama gpt-oss attention cp2", LC(1, 2, 1, 1))));
+}
+TEST(Equivalence, llama_gpt_oss_attention_cp4_tp2_matches_single_process) {
+  expect_same_as_single_process(gpt_oss(llama("llama gpt-oss attention cp4xtp2", LC(2, 4, 1, 1))));
+}
+TEST(Equivalence, llama_gpt_oss_attention_pp2_matches_single_process) {
+  expect_same_as_single_process(gpt_oss(llama("llama gpt-oss attention pp2", L(1, 1, 2))));
+}
+// The split backward adds the sinks' gradient in its input pass; selective recomputation reruns
+// the windowed attention.
+TEST(Equivalence, llama_gpt_oss_attention_cp2_pp2_zero_bubble_h1_selective_recompute_matches_single_process) {
+  Case c = gpt_oss(llama("llama gpt-oss cp2xpp2 zb-h1 selective", LC(1, 2, 1, 2), ScheduleKind::ZeroBubbleH1));
+  c.recompute = Recompute::Selective;
+  expect_same_as_single_process(c);
+}
+TEST(Equivalence, llama_gpt_oss_attention_tp2_pp2_zero_bubble_h1_selective_recompute_matches_single_process) {
+  Case c = gpt_oss(llama("llama gpt-oss tp2xpp2 zb-h1 selective", L(2, 1, 2), ScheduleKind::ZeroBubbleH1));
+  c.recompute = Recompute::Selective;
+  expect_same_as_single_process(c);
+}
+
 // ZB-H1 with the backward split: input gradients in BackwardInput, the linears' weight
 // gradients in BackwardWeight (postponed as the schedule lists them).
 TEST(Equivalence, pp4_zero_bubble_h1_matches_single_process) {

@@ -385,3 +385,11 @@ TEST(MoeEquivalence, qwen3_ep2_pp2_matches_single_process) {
 TEST(MoeEquivalence, qwen3_cp2_ep2_matches_single_process) {
   expect_same_as_single_process(qwen3(moe_cp("moe qwen3 cp2xep2", 2, 1, 2, true)));
 }
+
+// GPT-OSS's attention (a sliding window of 6 keys on alternate layers, sinks) on the Llama layer
+// with 8 experts, top-2: the sinks split with the heads over tp, the experts over ep x etp.
+TEST(MoeEquivalence, gpt_oss_attention_ep2_etp2_tp2_dp2_matches_single_process) {
+  Case c = moe("moe gpt-oss attention ep2 x etp2 tp2xdp2", 2, 2, 1, false, true, 2);
+  c.gpt_oss = true;
+  expect_same_as_single_process(c);
+}

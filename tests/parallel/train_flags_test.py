@@ -234,6 +234,14 @@ rows = [
     ("--qk-norm", None, "L", r"QK-norm"),
     ("--norm-epsilon", "1e-6", "L", r"norm epsilon 1e-06"),
     ("--no-qk-norm", None, "A", r"!QK-norm"),
+    # GPT-OSS's attention in the Llama layer (a window of 16 keys on a 64-token sequence, sinks),
+    # refused in a GPT model.
+    ("--window-size", "16", "L", r"sliding window 16 \(full attention every 2 layers\), attention sinks"),
+    ("--window-attn-skip-freq", "2", "L", r"full attention every 2 layers"),
+    ("--attention-sinks", None, "L", r"attention sinks"),
+    ("--no-attention-sinks", None, "A", r"!attention sinks"),
+    ("--window-size", "8", "capability", r"sliding-window attention \(8 tokens\)"),
+    ("--attention-sinks", None, "capability", r"attention sinks"),
     # Megatron's embedding / loss pipeline units (plan, lint, the launch): the runtime runs no chunk
     # without a layer, so train refuses them; their --no- forms are the default.
     ("--account-for-embedding-in-pipeline-split", None, "capability", r"--account-for-embedding-in-pipeline-split (--account-for-loss-in-pipeline-split )?\(Megatron's pipeline units\): the runtime splits the layers alone"),
@@ -252,7 +260,7 @@ rows = [
     ("--no-evict-stragglers", None, "elastic-only", r"applies to --elastic, which is not given"),
     ("--straggler-factor", "2.5", "P", r"above 2\.5 x the median rank's"),
     ("--hf-config", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "data", "models", "hf",
-                                 "gpt-oss-120b.json"), "hf", r"the runtime trains plain GPT and Llama layers; .*sliding-window attention"),
+                                 "gpt-oss-120b.json"), "hf", r"the runtime trains plain GPT and Llama layers; .*Q/K/V biases.*gated unit clamped at 7"),
 ]
 
 # Arguments a refused run needs besides its rows (a small model that would otherwise train).

@@ -37,7 +37,7 @@ struct FnSource final : parallel::BatchSource {
 int main(int argc, char** argv) {
   std::vector<std::string> args;
   std::string device = "cpu", precision = "fp32", family = "gpt";
-  bool moe = false, qwen3 = false;
+  bool moe = false, qwen3 = false, gpt_oss = false;
   int64_t shared_experts = 0, moe_layer_freq = 1;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -45,16 +45,17 @@ int main(int argc, char** argv) {
     else if (a == "--family" && i + 1 < argc) family = argv[++i];
     else if (a == "--moe") moe = true;
     else if (a == "--qwen3-moe") qwen3 = true;
+    else if (a == "--gpt-oss-attention") gpt_oss = true;
     else if (a == "--shared-experts" && i + 1 < argc) shared_experts = std::atoll(argv[++i]);
     else if (a == "--moe-layer-freq" && i + 1 < argc) moe_layer_freq = std::atoll(argv[++i]);
     else args.push_back(a);
   }
   if (args.empty() || args.size() > 2 || (device != "cpu" && device != "cuda") ||
       (precision != "fp32" && precision != "bf16") || (family != "gpt" && family != "llama") ||
-      (qwen3 && (family != "llama" || moe))) {
+      (qwen3 && (family != "llama" || moe)) || (gpt_oss && family != "llama")) {
     std::fprintf(stderr, "usage: reference_dump OUT_PREFIX [TOKEN_FILE] [--device cpu|cuda] [--precision fp32|bf16]"
                          " [--family gpt|llama] [--moe [--shared-experts N] [--moe-layer-freq N]]\n"
-                         "  [--family llama --qwen3-moe]\n"
+                         "  [--family llama --qwen3-moe] [--family llama --gpt-oss-attention [--moe]]\n"
                          "  with a token file: the default `trident train` model on real text, 8 steps\n");
     return 2;
   }
@@ -89,6 +90,12 @@ int main(int argc, char** argv) {
     m.layers = 2, m.experts = 8, m.experts_per_token = 2, m.expert_ffn_hidden = 32, m.moe_dense_layers = 0;
     o.moe.aux_coeff = 0.01, o.moe.z_coeff = 0.001;
     o.moe.normalise = true, o.moe.drop = false;
+  }
+  if (gpt_oss) {
+    // GPT-OSS's attention, small: a sliding window of 24 keys (the sequence is 80) on layers 0
+    // and 2, full attention on layer 1 (layer_types alternating), a sink per head.
+    m.sliding_window = 24, m.full_attention_every = 2, m.attention_sinks = true;
+    if (!moe) m.layers = 3;
   }
   int64_t B = 3, accum = 2, steps = 10;
   engine::AdamWConfig opt;
@@ -161,7 +168,9 @@ int main(int argc, char** argv) {
                  {"capacity_factor", m.capacity_factor},
                  {"moe_normalise", o.moe.normalise}, {"moe_drop", o.moe.drop}, {"moe_aux_coeff", o.moe.aux_coeff},
                  {"moe_z_coeff", o.moe.z_coeff}, {"head_dim", m.head_dim()}, {"qk_norm", m.qk_norm},
-                 {"norm_eps", m.norm_epsilon()}};
+                 {"norm_eps", m.norm_epsilon()},
+                 {"window_size", m.sliding_window}, {"window_attn_skip_freq", m.full_attention_every},
+                 {"attention_sinks", m.attention_sinks}};
   j["device"] = device;
   j["precision"] = precision;
   std::ofstream bin(prefix + ".bin", std::ios::binary);

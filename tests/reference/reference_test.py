@@ -197,8 +197,10 @@ class LlamaBlock(nn.Module):
     over each head's queries and keys (q_norm, k_norm) before the rotary embedding, the output
     projection from heads x head_dim; RMSNorm epsilon rms_norm_eps."""
 
-    def __init__(self, C, nh, nkv, Fh, moe=None, hd=None, qk_norm=False, eps=1e-5):
+    def __init__(self, C, nh, nkv, Fh, moe=None, hd=None, qk_norm=False, eps=1e-5, window=0, sinks=False):
         super().__init__()
+        self.window = window  # GPT-OSS: a sliding window of `window` keys on this layer (0: none)
+        self.sinks = nn.Parameter(torch.zeros(nh)) if sinks else None
         self.nh, self.nkv, self.hd, self.Fh, self.moe = nh, nkv, hd or C // nh, Fh, moe
         self.ln1 = RMSNorm(C, eps)
         self.q = nn.Linear(C, nh * self.hd, bias=False)
@@ -226,13 +228,29 @@ class LlamaBlock(nn.Module):
         k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
         att = (q @ k.transpose(-2, -1)) / math.sqrt(self.hd)
         mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
-        att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+        if self.window:  # modeling_gpt_oss's sliding mask: key j seen by query i when j > i - window
+            pos = torch.arange(T)
+            mask = mask & (pos[None, :] > pos[:, None] - self.window)
+        att = att.masked_fill(~mask, float("-inf"))
+        if self.sinks is not None:  # eager_attention_forward: the sink concatenated, dropped after the softmax
+            sink = self.sinks.reshape(1, -1, 1, 1).expand(B, -1, T, -1)
+            combined = torch.cat([att, sink], dim=-1)
+            combined = combined - combined.max(dim=-1, keepdim=True).values
+            att = F.softmax(combined, dim=-1)[..., :-1]
+        else:
+            att = att.softmax(dim=-1)
         x = x + self.proj((att @ v).transpose(1, 2).reshape(B, T, self.nh * self.hd))
         if self.moe is not None:
             out, aux = self.moe(self.ln2(x))
             return x + out, aux
         g, u = self.gate_up(self.ln2(x)).split(self.Fh, dim=2)
         return x + self.down(F.silu(g) * u), 0.0
+
+
+def window_of(cfg, i):
+    """GPT-OSS's layer_types: sliding_attention except every window_attn_skip_freq-th layer."""
+    w, every = cfg.get("window_size", 0), cfg.get("window_attn_skip_freq", 0)
+    return w if w > 0 and (every <= 0 or (i + 1) % every != 0) else 0
 
 
 class Llama(nn.Module):
@@ -244,7 +262,8 @@ class Llama(nn.Module):
         self.wte = nn.Embedding(V, C)
         self.blocks = nn.ModuleList(LlamaBlock(C, cfg["heads"], cfg["kv_heads"], cfg["ffn_hidden"],
                                                MoE(C, cfg, True) if is_moe_layer(cfg, i) else None, self.hd,
-                                               cfg.get("qk_norm", False), eps)
+                                               cfg.get("qk_norm", False), eps, window_of(cfg, i),
+                                               cfg.get("attention_sinks", False))
                                     for i in range(cfg["layers"]))
         self.lnf = RMSNorm(C, eps)
         self.head = nn.Linear(C, V, bias=False)  # untied
@@ -270,6 +289,8 @@ class Llama(nn.Module):
                         p + "attn_proj_w": b.proj.weight, p + "ln2_w": b.ln2.weight})
             if b.q_norm is not None:
                 out.update({p + "q_norm_w": b.q_norm.weight, p + "k_norm_w": b.k_norm.weight})
+            if b.sinks is not None:
+                out[p + "sinks"] = b.sinks
             if b.moe is not None:
                 out.update(b.moe.names(p))
             else:
@@ -337,7 +358,8 @@ def main():
     logits, loss = model(idx, tgt)
     (loss + model.aux).backward()
     check("logits", arr("logits"), logits.detach().numpy().reshape(-1), 1e-4, 1e-4, "logits")
-    if cfg.get("qk_norm", False) and not bf16:  # Qwen3: held to 1e-5 of the logits' largest magnitude
+    if (cfg.get("qk_norm", False) or cfg.get("attention_sinks", False)) and not bf16:
+        # Qwen3, GPT-OSS: held to 1e-5 of the logits' largest magnitude
         want = logits.detach().numpy().reshape(-1).astype(np.float64)
         rel = np.abs(arr("logits") - want).max() / np.abs(want).max()
         print(f"{'ok' if rel <= 1e-5 else 'FAIL':4} logits relative to max |ref|: {rel:.3e} (tol 1e-05)")

@@ -110,6 +110,32 @@ TEST_F(GradcheckTest, causal_attention_backward_matches_finite_differences) {
   expect_directional("dqkv", f, qkv, dqkv, 1e-2f, 2e-2, 19);
 }
 
+// GPT-OSS: a window of 20 keys (crossing the 64-row blocks) and a sink per head; the sinks'
+// gradient too. A query sees no key 20 or more positions before it.
+TEST_F(GradcheckTest, sliding_window_attention_with_sinks_backward_matches_finite_differences) {
+  const int64_t B = 2, T = 70, nh = 2, hd = 8, C = nh * hd;
+  auto qkv = randn(B * T * 3 * C, 27), r = randn(B * T * C, 28), sinks = randn(nh, 29);
+  std::vector<float> out(B * T * C), probs(k->attention_probs_size(B, T, nh));
+  kernels::AttentionMask mask;
+  mask.window = 20, mask.sinks = t(sinks);
+  auto f = [&] {
+    k->attention_forward(t(out), probs.data(), t(qkv), B, T, nh, hd, mask);
+    return weighted_sum(out, r);
+  };
+  f();
+  std::vector<float> dqkv(B * T * 3 * C), scratch(k->attention_scratch_size(B, T, nh)), dsinks(nh, 0.0f);
+  k->attention_backward(t(dqkv), scratch.data(), t(r), t(qkv), probs.data(), t(out), B, T, nh, hd, mask,
+                        dsinks.data());
+  expect_directional("dqkv", f, qkv, dqkv, 1e-2f, 2e-2, 30);
+  expect_directional("dsinks", f, sinks, dsinks, 1e-2f, 2e-2, 31);
+  f();  // the unperturbed output again
+  const std::vector<float> before = out;
+  for (int64_t c = 0; c < C; ++c) qkv[size_t((1 * T + 40) * 3 * C + C + c)] += 5.0f;  // key 40 of sequence 1
+  f();
+  for (int64_t i = 0; i < T; ++i)  // rows 40..59 see key 40; the others do not
+    EXPECT_EQ(out[size_t((T + i) * C)] != before[size_t((T + i) * C)], i >= 40 && i < 60) << "query " << i;
+}
+
 TEST_F(GradcheckTest, causal_attention_ignores_future_tokens) {
   const int64_t B = 1, T = 100, nh = 2, hd = 8, C = nh * hd;
   auto qkv = randn(B * T * 3 * C, 20);

@@ -30,9 +30,13 @@ Tensor t(std::vector<float>& v) { return {v.data(), v.size()}; }
 struct Case {
   int64_t cp, nh, nkv, chunk;
   int64_t pieces = 1;  // each pair cut into this many runs of query rows (query_pieces), as the ring does
+  // GPT-OSS: a sliding window (by whole-sequence positions) and sinks, merged after the ring.
+  int64_t window = 0;
+  bool sinks = false;
 };
 void PrintTo(const Case& c, std::ostream* os) {
-  *os << "cp " << c.cp << ", " << c.nh << " heads / " << c.nkv << " kv, " << c.pieces << " pieces";
+  *os << "cp " << c.cp << ", " << c.nh << " heads / " << c.nkv << " kv, " << c.pieces << " pieces, window "
+      << c.window << (c.sinks ? ", sinks" : "");
 }
 
 class RingAttention : public ::testing::TestWithParam<Case> {};
@@ -54,8 +58,14 @@ TEST_P(RingAttention, merged_blocks_equal_causal_attention_of_the_whole_sequence
   auto dout = randn(size_t(B * T * A), 2);
   std::vector<float> out(size_t(B * T * A)), probs(k->attention_probs_size(B, T, nh));
   std::vector<float> dqkv(size_t(B * T * 3 * A)), scratch(k->attention_scratch_size(B, T, nh));
-  k->attention_forward(t(out), probs.data(), t(qkv), B, T, nh, hd);
-  k->attention_backward(t(dqkv), scratch.data(), t(dout), t(qkv), probs.data(), t(out), B, T, nh, hd);
+  auto sinks = randn(size_t(nh), 3);
+  std::vector<float> dsinks(size_t(nh), 0.0f), ring_dsinks(size_t(nh), 0.0f);
+  kernels::Kernels::AttentionMask mask;
+  mask.window = c.window;
+  if (c.sinks) mask.sinks = t(sinks);
+  k->attention_forward(t(out), probs.data(), t(qkv), B, T, nh, hd, mask);
+  k->attention_backward(t(dqkv), scratch.data(), t(dout), t(qkv), probs.data(), t(out), B, T, nh, hd, mask,
+                        dsinks.data());
 
   // Row n of rank r's local tensors is token (b, position) of the whole sequence.
   auto whole_row = [&](int64_t r, int64_t b, int64_t i) {
@@ -86,15 +96,19 @@ TEST_P(RingAttention, merged_blocks_equal_causal_attention_of_the_whole_sequence
     auto d_o = local(dout, r, A);
     for (int64_t i = 0; i < c.cp; ++i) {  // the ring: rank r - i's keys and values at step i
       const int64_t s = (r - i + c.cp) % c.cp;
-      const auto blk = split.block(s, B, nh, nkv, hd);
+      const auto blk = split.block(s, B, nh, nkv, hd, c.window);
       for (const auto& piece : nn::query_pieces(blk, c.pieces))
         k->attention_block_forward(t(o), lse.data(), t(qkv_l[size_t(r)]), t(kv_l[size_t(s)]), piece, i == 0,
                                    ring_scratch.data());
       scores[size_t(r)] += blk.causal ? blk.nq * (blk.nq + 1) / 2 : blk.nq * blk.nk;
     }
+    if (c.sinks) {  // once per row, after every block; its gradient from this rank's rows
+      k->attention_sink_merge(t(o), lse.data(), t(sinks), B, Tl, nh, hd);
+      k->attention_sink_backward(ring_dsinks.data(), t(d_o), t(o), lse.data(), t(sinks), B, Tl, nh, hd);
+    }
     for (int64_t i = 0; i < c.cp; ++i) {
       const int64_t s = (r - i + c.cp) % c.cp;
-      for (const auto& piece : nn::query_pieces(split.block(s, B, nh, nkv, hd), c.pieces))
+      for (const auto& piece : nn::query_pieces(split.block(s, B, nh, nkv, hd, c.window), c.pieces))
         k->attention_block_backward(t(dq), t(dkv_l[size_t(s)]), t(d_o), t(qkv_l[size_t(r)]), t(kv_l[size_t(s)]), t(o),
                                     lse.data(), piece, ring_scratch.data());
     }
@@ -115,11 +129,19 @@ TEST_P(RingAttention, merged_blocks_equal_causal_attention_of_the_whole_sequence
     k->gqa_reduce(t(want_q), t(want_kv), t(want), B * Tl, nh, nkv, hd);
     for (size_t e = 0; e < reduced.size(); ++e) worst_dkv = std::max(worst_dkv, double(std::abs(reduced[e] - want_kv[e])));
   }
-  std::printf("[ ring    ] cp %lld, %lld heads / %lld kv heads: largest difference out %.1e, dq %.1e, dkv %.1e\n",
-              (long long)c.cp, (long long)nh, (long long)nkv, worst_out, worst_dq, worst_dkv);
+  double worst_dsink = 0;
+  for (int64_t h = 0; h < nh; ++h) worst_dsink = std::max(worst_dsink, double(std::abs(ring_dsinks[size_t(h)] - dsinks[size_t(h)])));
+  std::printf("[ ring    ] cp %lld, %lld heads / %lld kv heads, window %lld%s: largest difference out %.1e, dq %.1e, "
+              "dkv %.1e, dsinks %.1e\n",
+              (long long)c.cp, (long long)nh, (long long)nkv, (long long)c.window, c.sinks ? ", sinks" : "", worst_out,
+              worst_dq, worst_dkv, worst_dsink);
   EXPECT_LT(worst_out, 2e-5) << "cp " << c.cp;
   EXPECT_LT(worst_dq, 2e-4) << "cp " << c.cp;
   EXPECT_LT(worst_dkv, 2e-4) << "cp " << c.cp;
+  EXPECT_LT(worst_dsink, 2e-4) << "cp " << c.cp;
+  if (c.sinks) {
+    EXPECT_GT(std::abs(dsinks[0]), 1e-3) << "the sinks' gradient is not zero";
+  }
   // Causal load balancing: every rank scores the same number of query-key pairs of a sequence,
   // 1 / cp of the whole causal triangle's T (T + 1) / 2.
   for (int64_t r = 1; r < c.cp; ++r) EXPECT_EQ(scores[size_t(r)], scores[0]) << "rank " << r;
@@ -128,10 +150,15 @@ TEST_P(RingAttention, merged_blocks_equal_causal_attention_of_the_whole_sequence
 
 INSTANTIATE_TEST_SUITE_P(ContextParallel, RingAttention,
                          ::testing::Values(Case{1, 4, 4, 40}, Case{2, 4, 4, 40}, Case{3, 4, 2, 24}, Case{4, 4, 2, 40},
-                                           Case{4, 2, 1, 8}, Case{2, 4, 2, 100, 3}, Case{3, 2, 1, 72, 4}),
+                                           Case{4, 2, 1, 8}, Case{2, 4, 2, 100, 3}, Case{3, 2, 1, 72, 4},
+                                           // windows of 13 and 50 keys crossing chunks of 8 / 40 rows, sinks
+                                           Case{1, 4, 2, 40, 1, 50, true}, Case{2, 4, 2, 40, 1, 50, true},
+                                           Case{4, 2, 1, 8, 1, 13, true}, Case{3, 4, 2, 72, 4, 50, false},
+                                           Case{2, 4, 4, 40, 1, 0, true}),
                          [](const auto& info) {
                            return "cp" + std::to_string(info.param.cp) + "_heads" + std::to_string(info.param.nh) +
-                                  "_kv" + std::to_string(info.param.nkv) + "_pieces" + std::to_string(info.param.pieces);
+                                  "_kv" + std::to_string(info.param.nkv) + "_pieces" + std::to_string(info.param.pieces) +
+                                  "_window" + std::to_string(info.param.window) + (info.param.sinks ? "_sinks" : "");
                          });
 
 TEST(RingAttention, a_block_outside_the_sequence_or_short_of_its_diagonal_is_refused) {

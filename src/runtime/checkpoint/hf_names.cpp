@@ -163,6 +163,7 @@ std::vector<HfPiece> llama_pieces(const ModelSpec& m, HfClass cls) {
       t.rows(p + "q_norm_w", 0, h + "self_attn.q_norm.weight", {hd}, Op::HalfRotary, hd);
       t.rows(p + "k_norm_w", 0, h + "self_attn.k_norm.weight", {hd}, Op::HalfRotary, hd);
     }
+    if (m.attention_sinks) t.whole(p + "sinks", h + "self_attn.sinks", {m.heads});  // GPT-OSS's name
     if (qwen2)
       for (const auto& [bias, rows] : {std::pair{"q_proj", m.hidden}, {"k_proj", kv}, {"v_proj", kv}})
         t.zeros(h + "self_attn." + bias + ".bias", {rows});
@@ -349,6 +350,16 @@ void check_hf_exportable(const ModelSpec& m, Problems& p) {
                       "Qwen3MoeForCausalLM (the class with QK-norm) has no shared expert",
                       m.shared_experts),
           "train a QK-norm mixture of experts without --shared-experts to export it as Qwen3-MoE", "export-moe");
+  // GptOssForCausalLM is the class with both, but its layer also has attention biases and clamped
+  // SwiGLU experts with biases (alpha 1.702, the linear half offset by 1), which the Llama layer has not.
+  if (llama && (m.sliding_window > 0 || m.attention_sinks))
+    p.add(fmt::format("the checkpoint holds the Llama layer with {}: no Hugging Face class the export writes has "
+                      "it (GPT-OSS's also has attention biases and clamped SwiGLU experts with biases)",
+                      m.sliding_window > 0 && m.attention_sinks ? "sliding windows and attention sinks"
+                      : m.sliding_window > 0                    ? "sliding windows"
+                                                                : "attention sinks"),
+          "keep the checkpoint for `trident train --init-from` / `generate`; export a model without "
+          "--window-size / --attention-sinks", "export-architecture");
 }
 
 HfModel hf_model(const CheckpointReader& reader, const ModelSpec& m, const nn::MoeOptions& router) {

@@ -80,6 +80,9 @@ void check_model(const json& model, int64_t total_bytes, const std::string& wher
       throw Malformed{"'tied_embeddings' is not true or false"};
     if (model.contains("tied_embeddings")) m.tied = model.at("tied_embeddings").get<bool>() ? 1 : 0;
     if (model.contains("head_dim")) m.head_size = integer(model, "head_dim");
+    if (model.contains("attention_sinks") && !model.at("attention_sinks").is_boolean())
+      throw Malformed{"'attention_sinks' is not true or false"};
+    if (model.contains("attention_sinks")) m.attention_sinks = model.at("attention_sinks").get<bool>();  // [heads] a layer
     if (model.contains("rope_theta") && !model.at("rope_theta").is_number())
       throw Malformed{"'rope_theta' is not a number"};
     // A mixture-of-experts model's sizes (absent: dense).

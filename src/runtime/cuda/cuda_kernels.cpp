@@ -1,5 +1,6 @@
 #include "runtime/cuda/cuda_kernels.h"
 
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 
@@ -359,30 +360,41 @@ size_t matmul_scratch_bytes(int64_t B, int64_t T, int64_t nh, int64_t hd) {
 }
 }  // namespace
 
+namespace {
+void check_matmul_mask(const kernels::Kernels::AttentionMask& mask, const char* op) {
+  if (!mask.plain())
+    throw std::invalid_argument(std::string(op) + ": the matmul attention has no sliding window or sinks "
+                                "(GPT-OSS); use the flash attention");
+}
+}  // namespace
+
 void CudaKernels::attention_forward(const Tensor& out, float* probs, const Tensor& qkv, int64_t B, int64_t T,
-                                    int64_t nh, int64_t hd) {
+                                    int64_t nh, int64_t hd, const AttentionMask& mask) {
   const char* op = "attention_forward";
   dispatch(out, op, [&](auto tag) {
     using U = decltype(tag);
     if (attention_ == Attention::Matmul) {
+      check_matmul_mask(mask, op);
       void* ws = attention_workspace(matmul_scratch_bytes<U>(B, T, nh, hd));
       attention_matmul_forward<U>(*mm_, ptr<U>(out, out.dtype, op), reinterpret_cast<U*>(probs),
                                   ptr<U>(qkv, out.dtype, op), matmul_scratch<U>(ws, B, T, nh, hd), int(B), int(T),
                                   int(nh), int(hd), stream_);
       return;
     }
+    const U* sinks = mask.sinks.empty() ? nullptr : ptr<U>(mask.sinks, out.dtype, op);
     cuda::attention_forward<U>(ptr<U>(out, out.dtype, op), probs, ptr<U>(qkv, out.dtype, op), int(B), int(T), int(nh),
-                               int(hd), stream_);
+                               int(hd), int(mask.window), sinks, stream_);
   });
 }
 void CudaKernels::attention_backward(const Tensor& dqkv, float* scratch, const Tensor& dout, const Tensor& qkv,
                                      const float* probs, const Tensor& out, int64_t B, int64_t T, int64_t nh,
-                                     int64_t hd) {
+                                     int64_t hd, const AttentionMask& mask, float* dsinks) {
   const char* op = "attention_backward";
   dispatch(dqkv, op, [&](auto tag) {
     using U = decltype(tag);
     const kernels::DType t = dqkv.dtype;
     if (attention_ == Attention::Matmul) {
+      check_matmul_mask(mask, op);
       // P (in probs) becomes dS in place: one backward per forward, as the stage runs them.
       void* ws = attention_workspace(matmul_scratch_bytes<U>(B, T, nh, hd));
       attention_matmul_backward<U>(*mm_, ptr<U>(dqkv, t, op), reinterpret_cast<U*>(const_cast<float*>(probs)),
@@ -390,8 +402,10 @@ void CudaKernels::attention_backward(const Tensor& dqkv, float* scratch, const T
                                    int(B), int(T), int(nh), int(hd), stream_);
       return;
     }
+    const U* sinks = mask.sinks.empty() ? nullptr : ptr<U>(mask.sinks, t, op);
     cuda::attention_backward<U>(ptr<U>(dqkv, t, op), scratch, ptr<U>(dout, t, op), ptr<U>(qkv, t, op),
-                                ptr<U>(out, t, op), probs, int(B), int(T), int(nh), int(hd), stream_);
+                                ptr<U>(out, t, op), probs, int(B), int(T), int(nh), int(hd), int(mask.window), sinks,
+                                dsinks, stream_);
   });
 }
 

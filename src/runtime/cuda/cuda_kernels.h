@@ -92,11 +92,11 @@ class CudaKernels final : public kernels::Kernels {
 
   size_t attention_probs_size(int64_t B, int64_t T, int64_t nh) const override;
   void attention_forward(const Tensor& out, float* probs, const Tensor& qkv, int64_t B, int64_t T, int64_t nh,
-                         int64_t hd) override;
+                         int64_t hd, const AttentionMask& mask = {}) override;
   size_t attention_scratch_size(int64_t B, int64_t T, int64_t nh) const override;
   void attention_backward(const Tensor& dqkv, float* scratch, const Tensor& dout, const Tensor& qkv,
                           const float* probs, const Tensor& out, int64_t B, int64_t T, int64_t nh,
-                          int64_t hd) override;
+                          int64_t hd, const AttentionMask& mask = {}, float* dsinks = nullptr) override;
 
   void embedding_forward(const Tensor& out, const int32_t* tokens, const Tensor& wte, int64_t N, int64_t C,
                          int64_t v_offset, int64_t V_local) override;

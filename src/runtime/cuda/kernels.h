@@ -45,13 +45,16 @@ void bias_backward(float* dbias, const T* dout, int N, int OC, cudaStream_t s);
 // Fused causal self-attention, flash style: scores are never stored. qkv is (B, T, 3C) with
 // q, k, v side by side and head h at channels [h*HS, (h+1)*HS) of each; out is (B, T, C);
 // lse (B, NH, T) keeps each row's log-sum-exp of the scaled scores for backward. HS must be a
-// multiple of 32 and at most 128.
+// multiple of 32 and at most 128. window > 0: query t sees keys t - window < j <= t; sinks (NH,
+// or nullptr): one logit per head in each row's denominator (GPT-OSS; ops.h's AttentionMask).
 template <typename T>
-void attention_forward(T* out, float* lse, const T* qkv, int B, int Tn, int NH, int HS, cudaStream_t s);
-// dqkv (B, T, 3C) = gradient of the attention wrt qkv. delta (B, NH, T) is scratch.
+void attention_forward(T* out, float* lse, const T* qkv, int B, int Tn, int NH, int HS, int window, const T* sinks,
+                       cudaStream_t s);
+// dqkv (B, T, 3C) = gradient of the attention wrt qkv. delta (B, NH, T) is scratch. With sinks,
+// fp32 dsinks (NH) += their gradient.
 template <typename T>
 void attention_backward(T* dqkv, float* delta, const T* dout, const T* qkv, const T* out, const float* lse, int B,
-                        int Tn, int NH, int HS, cudaStream_t s);
+                        int Tn, int NH, int HS, int window, const T* sinks, float* dsinks, cudaStream_t s);
 
 // out[i] = T(in[i]) and back.
 template <typename T>

@@ -6,6 +6,11 @@
 // with an online softmax. The dK/dV pass is the mirror: each warp owns one key and walks the
 // queries at or after it. No atomics, so the backward pass is deterministic.
 // Lane l owns output dimensions l, l+32, l+64, l+96 (HS <= 128, a multiple of 32).
+// GPT-OSS: a sliding window (query t sees keys t - window < j <= t; the tiles wholly before a
+// block's first window are skipped) and sinks (one logit per head joining each row's softmax
+// denominator: merged into m and l after the keys, so the kept lse includes it and the backward's
+// probabilities are right; the sinks' gradient -sum_t exp(sink - lse_t) delta_t is one more
+// kernel, a block per head summing its rows in a fixed order).
 #include <cmath>
 
 #include "runtime/cuda/kernel_util.cuh"
@@ -21,11 +26,16 @@ constexpr int kMaxDims = 4; // HS / 32 at most
 
 struct Geometry {
   int Tn, NH, HS, C;
+  int window;  // 0: none
   size_t row;  // elements between consecutive tokens in qkv: 3C
   __device__ size_t q(int b, int t, int h) const { return (size_t(b) * Tn + t) * row + size_t(h) * HS; }
   __device__ size_t k(int b, int t, int h) const { return q(b, t, h) + C; }
   __device__ size_t v(int b, int t, int h) const { return q(b, t, h) + 2 * size_t(C); }
   __device__ size_t o(int b, int t, int h) const { return (size_t(b) * Tn + t) * C + size_t(h) * HS; }
+  // Query t sees key j (j <= t assumed).
+  __device__ bool in_window(int t, int j) const { return window <= 0 || t - j < window; }
+  // The first key tile a block of queries from `first` needs.
+  __device__ int first_tile(int first) const { return window <= 0 ? 0 : max(0, first - window + 1) / kTile * kTile; }
 };
 
 // Copies kTile rows starting at token t0 of q, k or v (offset 0, C or 2C) into tile[kTile][HS+1],
@@ -41,7 +51,7 @@ __device__ void load_tile(float* tile, const T* src, const Geometry& g, int b, i
 }
 
 template <typename T>
-__global__ void attention_forward_kernel(T* out, float* lse, const T* qkv, Geometry g, float scale) {
+__global__ void attention_forward_kernel(T* out, float* lse, const T* qkv, const T* sinks, Geometry g, float scale) {
   extern __shared__ float sm[];
   const int ld = g.HS + 1, nd = g.HS / 32;
   float* Ks = sm;
@@ -56,20 +66,23 @@ __global__ void attention_forward_kernel(T* out, float* lse, const T* qkv, Geome
 
   float m = -INFINITY, l = 0.0f, acc[kMaxDims] = {0.0f, 0.0f, 0.0f, 0.0f};
   const int last = min(first + kWarps, g.Tn) - 1;
-  for (int k0 = 0; k0 <= last; k0 += kTile) {
+  for (int k0 = g.first_tile(first); k0 <= last; k0 += kTile) {
     __syncthreads();
     load_tile(Ks, qkv, g, b, h, k0, g.C, 1.0f);
     load_tile(Vs, qkv, g, b, h, k0, 2 * g.C, 1.0f);
     __syncthreads();
     if (t >= g.Tn || k0 > t) continue;
     const int key = k0 + lane;
+    const bool seen = key <= t && g.in_window(t, key);
     float s = -INFINITY;
-    if (key <= t) {
+    if (seen) {
       s = 0.0f;
       for (int d = 0; d < g.HS; ++d) s += q[d] * Ks[lane * ld + d];
     }
-    const float m_new = fmaxf(m, warp_max(s));  // finite: key k0 <= t is in this tile
-    const float p = key <= t ? expf(s - m_new) : 0.0f;
+    const float tile_max = warp_max(s);  // the same on every lane of the warp
+    if (tile_max == -INFINITY) continue;  // the whole tile before this row's window
+    const float m_new = fmaxf(m, tile_max);
+    const float p = seen ? expf(s - m_new) : 0.0f;
     const float correction = expf(m - m_new);
     l = l * correction + warp_sum(p);
 #pragma unroll
@@ -83,8 +96,36 @@ __global__ void attention_forward_kernel(T* out, float* lse, const T* qkv, Geome
     m = m_new;
   }
   if (t >= g.Tn) return;
+  if (sinks) {  // a key of logit sinks[h] and no value: in the max and the denominator only
+    const float sink = to_f(sinks[h]), m_new = fmaxf(m, sink), correction = expf(m - m_new);
+    l = l * correction + expf(sink - m_new);
+    for (int dd = 0; dd < kMaxDims; ++dd) acc[dd] *= correction;
+    m = m_new;
+  }
   for (int dd = 0; dd < nd; ++dd) out[g.o(b, t, h) + lane + 32 * dd] = from_f<T>(acc[dd] / l);
   if (lane == 0) lse[(size_t(b) * g.NH + h) * g.Tn + t] = m + logf(l);
+}
+
+// dsinks[h] += -sum over the rows of (b, h) of exp(sink - lse) delta: one block per head, each
+// thread a strided share of the rows, then a fixed-order tree (deterministic).
+template <typename T>
+__global__ void attention_sink_grad_kernel(float* dsinks, const float* delta, const float* lse, const T* sinks, int B,
+                                           int Tn, int NH) {
+  __shared__ float part[256];
+  const int h = blockIdx.x;
+  const float sink = to_f(sinks[h]);
+  float acc = 0.0f;
+  for (int i = threadIdx.x; i < B * Tn; i += blockDim.x) {
+    const size_t at = (size_t(i / Tn) * NH + h) * Tn + i % Tn;
+    acc -= expf(sink - lse[at]) * delta[at];
+  }
+  part[threadIdx.x] = acc;
+  __syncthreads();
+  for (int w = blockDim.x / 2; w > 0; w /= 2) {
+    if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) dsinks[h] += part[0];
 }
 
 // dQ and delta = rowsum(dO * O) for each query.
@@ -118,7 +159,7 @@ __global__ void attention_dq_kernel(T* dqkv, float* delta, const T* dout, const 
 
   float acc[kMaxDims] = {0.0f, 0.0f, 0.0f, 0.0f};
   const int last = min(first + kWarps, g.Tn) - 1;
-  for (int k0 = 0; k0 <= last; k0 += kTile) {
+  for (int k0 = g.first_tile(first); k0 <= last; k0 += kTile) {
     __syncthreads();
     load_tile(Ks, qkv, g, b, h, k0, g.C, 1.0f);
     load_tile(Vs, qkv, g, b, h, k0, 2 * g.C, 1.0f);
@@ -126,7 +167,7 @@ __global__ void attention_dq_kernel(T* dqkv, float* delta, const T* dout, const 
     if (t >= g.Tn || k0 > t) continue;
     const int key = k0 + lane;
     float ds = 0.0f;
-    if (key <= t) {
+    if (key <= t && g.in_window(t, key)) {
       float s = 0.0f, dp = 0.0f;
       for (int d = 0; d < g.HS; ++d) {
         s += q[d] * Ks[lane * ld + d];
@@ -170,7 +211,9 @@ __global__ void attention_dkv_kernel(T* dqkv, const float* delta, const T* dout,
     }
 
   float dk[kMaxDims] = {0.0f, 0.0f, 0.0f, 0.0f}, dv[kMaxDims] = {0.0f, 0.0f, 0.0f, 0.0f};
-  for (int q0 = (first / kTile) * kTile; q0 < g.Tn; q0 += kTile) {
+  // Queries from the block's first key up to its last key's window.
+  const int q_end = g.window <= 0 ? g.Tn : min(g.Tn, first + kWarps - 1 + g.window);
+  for (int q0 = (first / kTile) * kTile; q0 < q_end; q0 += kTile) {
     __syncthreads();
     load_tile(Qs, qkv, g, b, h, q0, 0, scale);
     for (int i = threadIdx.x; i < kTile * g.HS; i += blockDim.x) {
@@ -186,7 +229,7 @@ __global__ void attention_dkv_kernel(T* dqkv, const float* delta, const T* dout,
     if (key >= g.Tn) continue;
     const int t = q0 + lane;
     float p = 0.0f, ds = 0.0f;
-    if (t >= key && t < g.Tn) {
+    if (t >= key && t < g.Tn && g.in_window(t, key)) {
       float s = 0.0f, dp = 0.0f;
       for (int d = 0; d < g.HS; ++d) {
         s += Qs[lane * ld + d] * k[d];
@@ -213,28 +256,29 @@ __global__ void attention_dkv_kernel(T* dqkv, const float* delta, const T* dout,
   }
 }
 
-Geometry geometry(int Tn, int NH, int HS) {
+Geometry geometry(int Tn, int NH, int HS, int window) {
   if (HS % 32 != 0 || HS > 32 * kMaxDims)
     throw CudaError("attention kernel: head size " + std::to_string(HS) +
                     " is not supported (needs a multiple of 32, at most 128)");
-  return Geometry{Tn, NH, HS, NH * HS, size_t(3) * NH * HS};
+  return Geometry{Tn, NH, HS, NH * HS, window, size_t(3) * NH * HS};
 }
 
 }  // namespace
 
 template <typename T>
-void attention_forward(T* out, float* lse, const T* qkv, int B, int Tn, int NH, int HS, cudaStream_t s) {
-  Geometry g = geometry(Tn, NH, HS);
+void attention_forward(T* out, float* lse, const T* qkv, int B, int Tn, int NH, int HS, int window, const T* sinks,
+                       cudaStream_t s) {
+  Geometry g = geometry(Tn, NH, HS, window);
   dim3 grid(unsigned((Tn + kWarps - 1) / kWarps), unsigned(B * NH));
   size_t shared = (2 * kTile * (HS + 1) + kWarps * HS) * sizeof(float);
-  attention_forward_kernel<<<grid, kWarps * 32, shared, s>>>(out, lse, qkv, g, 1.0f / std::sqrt(float(HS)));
+  attention_forward_kernel<<<grid, kWarps * 32, shared, s>>>(out, lse, qkv, sinks, g, 1.0f / std::sqrt(float(HS)));
   cudaCheckLaunch();
 }
 
 template <typename T>
 void attention_backward(T* dqkv, float* delta, const T* dout, const T* qkv, const T* out, const float* lse, int B,
-                        int Tn, int NH, int HS, cudaStream_t s) {
-  Geometry g = geometry(Tn, NH, HS);
+                        int Tn, int NH, int HS, int window, const T* sinks, float* dsinks, cudaStream_t s) {
+  Geometry g = geometry(Tn, NH, HS, window);
   const float scale = 1.0f / std::sqrt(float(HS));
   dim3 grid(unsigned((Tn + kWarps - 1) / kWarps), unsigned(B * NH));
   size_t shared_dq = (2 * kTile * (HS + 1) + 2 * kWarps * HS) * sizeof(float);
@@ -243,12 +287,16 @@ void attention_backward(T* dqkv, float* delta, const T* dout, const T* qkv, cons
   size_t shared_dkv = (2 * kTile * (HS + 1) + 2 * kWarps * HS + 2 * kTile) * sizeof(float);
   attention_dkv_kernel<<<grid, kWarps * 32, shared_dkv, s>>>(dqkv, delta, dout, qkv, lse, g, scale);
   cudaCheckLaunch();
+  if (sinks && dsinks) {
+    attention_sink_grad_kernel<<<unsigned(NH), 256, 0, s>>>(dsinks, delta, lse, sinks, B, Tn, NH);
+    cudaCheckLaunch();
+  }
 }
 
-#define INSTANTIATE(T)                                                                                       \
-  template void attention_forward<T>(T*, float*, const T*, int, int, int, int, cudaStream_t);                \
-  template void attention_backward<T>(T*, float*, const T*, const T*, const T*, const float*, int, int, int, \
-                                      int, cudaStream_t);
+#define INSTANTIATE(T)                                                                                          \
+  template void attention_forward<T>(T*, float*, const T*, int, int, int, int, int, const T*, cudaStream_t);    \
+  template void attention_backward<T>(T*, float*, const T*, const T*, const T*, const float*, int, int, int,    \
+                                      int, int, const T*, float*, cudaStream_t);
 TRIDENT_FOR_EACH_T(INSTANTIATE)
 #undef INSTANTIATE
 

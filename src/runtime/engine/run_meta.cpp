@@ -16,6 +16,10 @@ nlohmann::json model_to_json(const ModelSpec& m) {
   if (m.head_size > 0) j["head_dim"] = m.head_size;
   if (m.qk_norm) j["qk_norm"] = true;
   if (m.norm_eps != 1e-5) j["norm_epsilon"] = m.norm_eps;
+  // GPT-OSS's attention settings, where the model has them.
+  if (m.sliding_window > 0) j["window_size"] = m.sliding_window;
+  if (m.full_attention_every > 0) j["window_attn_skip_freq"] = m.full_attention_every;
+  if (m.attention_sinks) j["attention_sinks"] = true;
   // A mixture-of-experts model's sizes (a dense model's meta stays as before).
   if (m.is_moe())
     j.update({{"experts", m.experts}, {"experts_per_token", m.experts_per_token},
@@ -44,6 +48,9 @@ ModelSpec model_from_json(const nlohmann::json& j) {
     m.head_size = j.value("head_dim", int64_t(0));
     m.qk_norm = j.value("qk_norm", false);
     m.norm_eps = j.value("norm_epsilon", m.norm_eps);
+    m.sliding_window = j.value("window_size", int64_t(0));
+    m.full_attention_every = j.value("window_attn_skip_freq", int64_t(0));
+    m.attention_sinks = j.value("attention_sinks", false);
     if (j.contains("tied_embeddings")) m.tied = j.at("tied_embeddings").get<bool>() ? 1 : 0;
     m.experts = j.value("experts", int64_t(0));
     m.experts_per_token = j.value("experts_per_token", int64_t(0));

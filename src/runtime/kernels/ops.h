@@ -64,6 +64,17 @@ struct Tensor {
 // per op.
 float* f32_data(const Tensor& t, const char* op, size_t need = 0);
 
+// GPT-OSS's attention (the attention ops below): a sliding window, query t seeing keys
+// t - window < j <= t (window 0: all of 0..t; Hugging Face's sliding_window), and sinks, one
+// logit per head (sinks[nh], the compute type; empty: none) whose exp joins each row's softmax
+// denominator as a key without a value (modeling_gpt_oss: the sink concatenated to the scores,
+// dropped after the softmax).
+struct AttentionMask {
+  int64_t window = 0;
+  Tensor sinks;
+  bool plain() const { return window <= 0 && sinks.empty(); }
+};
+
 class Kernels {
  public:
   virtual ~Kernels() = default;
@@ -157,16 +168,19 @@ class Kernels {
   // ---- causal self-attention, scale 1/sqrt(hd). Only the causal (lower) part of each score
   // matrix is computed and stored: probs holds, per (b, head), the rows of softmax(QK^T) up to
   // the diagonal, packed in blocks; attention_probs_size() says how many floats it needs.
+  // GPT-OSS's attention: an AttentionMask (above the class).
+  using AttentionMask = kernels::AttentionMask;
   virtual size_t attention_probs_size(int64_t B, int64_t T, int64_t nh) const = 0;
   // out[B,T,nh*hd] from qkv[B,T,3,nh,hd].
   virtual void attention_forward(const Tensor& out, float* probs, const Tensor& qkv, int64_t B, int64_t T,
-                                 int64_t nh, int64_t hd) = 0;
+                                 int64_t nh, int64_t hd, const AttentionMask& mask = {}) = 0;
   // dqkv overwritten; scratch: attention_scratch_size() floats; probs may be overwritten (it is
-  // not read again after the backward).
+  // not read again after the backward). With sinks, fp32 dsinks[nh] += their gradient
+  // (-sum over rows of p_sink rowsum(dO * O)).
   virtual size_t attention_scratch_size(int64_t B, int64_t T, int64_t nh) const = 0;
   virtual void attention_backward(const Tensor& dqkv, float* scratch, const Tensor& dout, const Tensor& qkv,
                                   const float* probs, const Tensor& out, int64_t B, int64_t T, int64_t nh,
-                                  int64_t hd) = 0;
+                                  int64_t hd, const AttentionMask& mask = {}, float* dsinks = nullptr) = 0;
 
   // ---- ring attention (context parallel): a rank's queries against one block of keys and
   // values at a time, merged by the online softmax (log-sum-exp), so no score matrix outlives a
@@ -177,10 +191,16 @@ class Kernels {
   // or (causal) query row t against the key rows k0 .. t, which needs k0 <= q0 and
   // q0 + nq <= k0 + nk (rows count in the same local sequence). lse is [B, nh, T] (fp32).
   // A backend without these keeps the defaults, which refuse by name.
+  // A sliding window (window > 0) masks, besides, the keys at whole-sequence positions
+  // pos(key) <= pos(query) - window, where local row t sits at position first[t / chunk] +
+  // t % chunk (two chunks: context parallel's load-balanced split; chunk 0: position t).
   struct AttentionBlock {
     int64_t B = 1, T = 0, nh = 1, nkv = 1, hd = 1;
     int64_t q0 = 0, nq = 0, k0 = 0, nk = 0;
     bool causal = false;
+    int64_t window = 0, chunk = 0, q_first[2] = {0, 0}, k_first[2] = {0, 0};
+    int64_t q_position(int64_t t) const { return chunk > 0 ? q_first[t / chunk] + t % chunk : t; }
+    int64_t k_position(int64_t t) const { return chunk > 0 ? k_first[t / chunk] + t % chunk : t; }
   };
   virtual bool supports_ring_attention() const { return false; }
   // kv = the keys and values of qkv's heads 0, g, 2g, ... (g = nh / nkv: one per kv head).
@@ -198,6 +218,13 @@ class Kernels {
   virtual void attention_block_backward(const Tensor& dqkv, const Tensor& dkv, const Tensor& dout, const Tensor& qkv,
                                         const Tensor& kv, const Tensor& out, const float* lse,
                                         const AttentionBlock& blk, float* scratch);
+  // Sinks (above) after the blocks: each query row's lse' = log(exp(lse) + exp(sinks[h])) and its
+  // out scaled by exp(lse - lse'): the sink counted once per row of the whole softmax.
+  virtual void attention_sink_merge(const Tensor& out, float* lse, const Tensor& sinks, int64_t B, int64_t T,
+                                    int64_t nh, int64_t hd);
+  // fp32 dsinks[nh] += -sum over rows of exp(sinks[h] - lse) rowsum(dout * out) (lse with the sink).
+  virtual void attention_sink_backward(float* dsinks, const Tensor& dout, const Tensor& out, const float* lse,
+                                       const Tensor& sinks, int64_t B, int64_t T, int64_t nh, int64_t hd);
   // rope (above) on T consecutive tokens of one sequence at positions first_position ... (a
   // context-parallel chunk).
   virtual void rope_at(const Tensor& x, int64_t T, int64_t heads, int64_t hd, int64_t row, float theta, bool inverse,

@@ -54,6 +54,13 @@ void Kernels::attention_block_backward(const Tensor&, const Tensor&, const Tenso
                                        const Tensor&, const float*, const AttentionBlock&, float*) {
   no_ring("attention_block_backward", device_name());
 }
+void Kernels::attention_sink_merge(const Tensor&, float*, const Tensor&, int64_t, int64_t, int64_t, int64_t) {
+  no_ring("attention_sink_merge", device_name());
+}
+void Kernels::attention_sink_backward(float*, const Tensor&, const Tensor&, const float*, const Tensor&, int64_t,
+                                      int64_t, int64_t, int64_t) {
+  no_ring("attention_sink_backward", device_name());
+}
 void Kernels::rope_at(const Tensor&, int64_t, int64_t, int64_t, int64_t, float, bool, int64_t) {
   no_ring("rope_at", device_name());
 }

@@ -33,10 +33,14 @@ struct ContextSplit {
   }
   int64_t position(int64_t j) const { return active() ? position(j, rank) : j; }
   // The block pair of this rank's queries against the keys and values rank `source` holds
-  // (every pair has some work, so the ring never skips a step).
-  kernels::Kernels::AttentionBlock block(int64_t source, int64_t B, int64_t nh, int64_t nkv, int64_t hd) const {
+  // (every pair has some work, so the ring never skips a step); a sliding window of `window`
+  // keys masks by the rows' whole-sequence positions.
+  kernels::Kernels::AttentionBlock block(int64_t source, int64_t B, int64_t nh, int64_t nkv, int64_t hd,
+                                         int64_t window = 0) const {
     kernels::Kernels::AttentionBlock b;
     b.B = B, b.T = local(), b.nh = nh, b.nkv = nkv, b.hd = hd;
+    b.window = window, b.chunk = chunk();
+    for (int k = 0; k < 2; ++k) b.q_first[k] = first_position(k), b.k_first[k] = first_position(k, source);
     const int64_t c = chunk();
     if (source == rank) b.q0 = 0, b.nq = 2 * c, b.k0 = 0, b.nk = 2 * c, b.causal = true;
     else if (source < rank) b.q0 = 0, b.nq = 2 * c, b.k0 = 0, b.nk = c;

@@ -244,6 +244,8 @@ void check_stage(const Kernels& k, const Shard& s, const StageConfig& c) {
   }
   if (!s.llama() && s.model.qk_norm)
     throw std::invalid_argument("GptStage: QK-norm is written for the Llama family's layer");
+  if (!s.llama() && (s.model.sliding_window > 0 || s.model.attention_sinks))
+    throw std::invalid_argument("GptStage: sliding windows and attention sinks are written for the Llama family's layer");
   if (s.has_moe() && s.model.experts % s.ep_size != 0)
     throw std::invalid_argument("GptStage: ep_size " + std::to_string(s.ep_size) + " must divide the " +
                                 std::to_string(s.model.experts) + " experts");
@@ -402,22 +404,6 @@ void GptStage::allocate_layer_scratch() {
     rc_acts_ = layer_views(rc_plan_, r, LayerActs{});
     rc_acts_.moe.route = &rc_route_;
   }
-}
-
-size_t GptStage::attention_state_floats() const {
-  return ring_ ? ring_->lse_floats() : k_.attention_probs_size(B_, T_, shard().heads_local());
-}
-
-void GptStage::attention_forward(const LayerActs& x) {
-  const Shard& s = shard();
-  if (ring_) ring_->forward(x.atty, x.probs, x.qkv);
-  else k_.attention_forward(x.atty, x.probs, x.qkv, B_, T_, s.heads_local(), s.head_dim());
-}
-
-void GptStage::attention_backward(const Tensor& dqkv, const LayerActs& x) {
-  const Shard& s = shard();
-  if (ring_) ring_->backward(dqkv, datty_, x.qkv, x.atty, x.probs);
-  else k_.attention_backward(dqkv, dattn_, datty_, x.qkv, x.probs, x.atty, B_, T_, s.heads_local(), s.head_dim());
 }
 
 // Context parallel: local row (b, i) of chunk k holds position first_position(k) + i - k c.
@@ -693,7 +679,7 @@ void GptStage::layer_backward(Activations& a, int64_t i, const Tensor& res_in, c
   const LayerActs& x = a.layers_[i];
   // Selective recomputation: the attention probabilities again, from the kept q, k, v (the
   // output is rewritten with the same values).
-  if (rc_ == Recompute::Selective && !ring_) attention_forward(x);
+  if (rc_ == Recompute::Selective && !ring_) attention_forward(x, i);
   if (shard().llama()) llama_layer_backward(x, i, res_in, dres);
   else gpt_layer_backward(x, i, res_in, dres);
 }
@@ -707,7 +693,7 @@ void GptStage::gpt_layer_forward(const LayerActs& x, int64_t i, const Tensor& re
   const Tensor out = sp_ ? full_ : x.res_out;
   const Tensor ln1 = norm_full(x.ln1, x.ln1_mean, x.ln1_rstd, res_in, p.ln1_w, p.ln1_b);
   k_.linear_forward(x.qkv, ln1, W(p.qkv_w, 3 * A * C), W(p.qkv_b, 3 * A), N, C, 3 * A);
-  attention_forward(x);
+  attention_forward(x, i);
   // Row-parallel projection: partial sums, bias once (tp rank 0), all-reduce, then residual.
   k_.linear_forward(mid, x.atty, W(p.attn_proj_w, C * A), tp_lead() ? W(p.attn_proj_b, C) : Tensor(), N, A, C);
   reduce_rows(x.res_mid, mid);
@@ -751,7 +737,7 @@ void GptStage::gpt_layer_backward(const LayerActs& x, int64_t i, const Tensor& r
   keep(x.d_mid, dres);
   k_.linear_backward(datty_, wgrad(p.attn_proj_w), wgrad(p.attn_proj_b), full_grad(dres), winput(x.atty),
                      W(p.attn_proj_w, C * A), N, A, C);
-  attention_backward(dbig_qkv, x);
+  attention_backward(dbig_qkv, x, i);
   keep(x.qkv, dbig_qkv);  // q, k, v are read: their region holds the QKV projection's output gradient
   k_.linear_backward(dtmp_, wgrad(p.qkv_w), wgrad(p.qkv_b), dbig_qkv, winput_rows(x.ln1), W(p.qkv_w, 3 * A * C), N, C,
                      3 * A);

@@ -415,8 +415,10 @@ class GptStage {
   // Llama with kv heads replicated over TP ranks: sums this layer's kv_w gradient over them.
   void sum_replicated_kv_grads(int64_t kv_w_offset);
   // The attention core (the kernels', or ring attention under context parallel).
-  void attention_forward(const LayerActs& x);
-  void attention_backward(const Tensor& dqkv, const LayerActs& x);
+  // Layer i's (local index) window and sinks.
+  kernels::Kernels::AttentionMask attention_mask(int64_t i) const;
+  void attention_forward(const LayerActs& x, int64_t i);
+  void attention_backward(const Tensor& dqkv, const LayerActs& x, int64_t i);
   // Learned positions of the local rows x [N, C] (added; their gradient accumulated).
   void add_positions(const Tensor& x);
   void positions_backward(const Tensor& dx);

@@ -1,6 +1,7 @@
 // One Llama layer of a GptStage, forward and backward (see gpt.h): RMSNorm, query and kv
 // projections, QK-norm where the model has it (Qwen3: an RMSNorm over each head's queries and
-// keys, before RoPE), kv heads repeated per query head, RoPE on the queries and keys, causal attention, row-parallel
+// keys, before RoPE), kv heads repeated per query head, RoPE on the queries and keys, causal attention
+// (GPT-OSS: a sliding window on its window layers, sinks; gpt.cpp's attention_mask), row-parallel
 // projection; RMSNorm, gate|up projection, SwiGLU, row-parallel down projection. No biases.
 // The tensor- and sequence-parallel collectives are the GPT layer's (gpt.cpp).
 #include "runtime/nn/gpt.h"
@@ -19,7 +20,7 @@ void GptStage::llama_layer_forward(const LayerActs& x, int64_t i, const Tensor& 
   if (p.q_norm_w >= 0) qk_norm_forward(x, p);
   k_.gqa_expand(x.qkv, x.q, x.kv, N, s.heads_local(), s.kv_heads_local(), s.head_dim());
   rotary(x.qkv, false);
-  attention_forward(x);
+  attention_forward(x, i);
   k_.linear_forward(mid, x.atty, W(p.attn_proj_w, C * A), Tensor(), N, A, C);
   reduce_rows(x.res_mid, mid);
   k_.add_inplace(x.res_mid, res_in);
@@ -57,7 +58,7 @@ void GptStage::llama_layer_backward(const LayerActs& x, int64_t i, const Tensor&
   keep(x.d_mid, dres);
   k_.linear_backward(datty_, wgrad(p.attn_proj_w), nullptr, full_grad(dres), winput(x.atty), W(p.attn_proj_w, C * A),
                      N, A, C);
-  attention_backward(dqkv, x);
+  attention_backward(dqkv, x, i);
   rotary(dqkv, true);  // rotating back is the rotation's backward
   const int64_t nh = s.heads_local(), hd = s.head_dim();
   const Tensor dq = datty_;  // the attention output gradient is consumed: reuse it for dq

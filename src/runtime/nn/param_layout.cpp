@@ -69,6 +69,8 @@ ParamLayout::ParamLayout(const Shard& shard) : shard_(shard) {
         lp.q_norm_w = add(p + "q_norm_w", s.head_dim(), 1, ParamKind::Norm, false);
         lp.k_norm_w = add(p + "k_norm_w", s.head_dim(), 1, ParamKind::Norm, false);
       }
+      // GPT-OSS's sinks: a logit per head, no decay, zero at init (Bias), split with the heads.
+      if (s.model.attention_sinks) lp.sinks = add(p + "sinks", s.heads_local(), 1, ParamKind::Bias, tp);
       lp.attn_proj_w = add(p + "attn_proj_w", C, A, ParamKind::Matrix, tp);
       lp.ln2_w = add(p + "ln2_w", C, 1, ParamKind::Norm, false);
       if (s.moe_layer(l)) {
@@ -175,6 +177,7 @@ ParamLayout::Global ParamLayout::global_index(const Shard& s, const TensorView& 
   if (n == "wte" || n == "head_w") g.row = s.vocab_offset() + r, g.rows = s.model.vocab;
   else if (ends_with(n, "qkv_w") || ends_with(n, "qkv_b")) g.row = (r / A) * Q + tr * A + r % A, g.rows = 3 * Q;
   else if (ends_with(n, "q_w")) g.row = tr * A + r, g.rows = Q;
+  else if (ends_with(n, "sinks")) g.row = tr * s.heads_local() + r, g.rows = s.model.heads;
   else if (ends_with(n, "kv_w")) {
     const int64_t K = s.kv_heads_local() * hd, first = s.kv_head_first() * hd;
     g.row = r < K ? first + r : s.kv_heads() * hd + first + (r - K);

@@ -17,8 +17,9 @@
 // Flat order (so a per-layer bucket is contiguous, and a stage's buffer is just its layers):
 //   GPT:   [wte][wpe] | per layer: ln1_w ln1_b qkv_w qkv_b attn_proj_w attn_proj_b ln2_w ln2_b fc_w
 //          fc_b fc_proj_w fc_proj_b | [lnf_w lnf_b][wte copy for the head when the shard has no input]
-//   Llama: [wte] | per layer: ln1_w q_w kv_w [q_norm_w k_norm_w] attn_proj_w ln2_w gate_up_w fc_proj_w |
-//          [lnf_w head_w] (q_norm_w, k_norm_w [hd]: QK-norm, Qwen3)
+//   Llama: [wte] | per layer: ln1_w q_w kv_w [q_norm_w k_norm_w] [sinks] attn_proj_w ln2_w gate_up_w
+//          fc_proj_w | [lnf_w head_w] (q_norm_w, k_norm_w [hd]: QK-norm, Qwen3; sinks [heads / tp]:
+//          GPT-OSS's attention sinks, one logit per head, split over tp with the heads)
 // A mixture-of-experts layer (Shard::moe_layer) replaces the MLP's tensors with router_w [E, C]
 // and the experts' MLPs stacked expert by expert along the rows, under "experts.": GPT
 // experts.fc_w [E F, C], experts.fc_b [E F], experts.fc_proj_w [E C, F], experts.fc_proj_b [E C];
@@ -140,6 +141,7 @@ struct LayerParams {
           fc_w = -1, fc_b = -1, fc_proj_w = -1, fc_proj_b = -1;
   int64_t q_w = -1, kv_w = -1;
   int64_t q_norm_w = -1, k_norm_w = -1;  // QK-norm: [hd] each, replicated over tp
+  int64_t sinks = -1;                    // attention sinks: [heads / tp], this rank's heads'
   int64_t router_w = -1;  // mixture of experts: fc_* are then the stacked experts' tensors
   int64_t shared_fc_w = -1, shared_fc_b = -1, shared_proj_w = -1, shared_proj_b = -1;  // shared experts (or -1)
   bool moe = false;

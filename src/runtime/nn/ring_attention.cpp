@@ -62,7 +62,8 @@ double RingAttention::probe_block_seconds(int reps) {
   return best;
 }
 
-void RingAttention::forward(const kernels::Tensor& out, float* lse, const kernels::Tensor& qkv) {
+void RingAttention::forward(const kernels::Tensor& out, float* lse, const kernels::Tensor& qkv,
+                            const kernels::Kernels::AttentionMask& mask) {
   const int P = cp_.size(), r = cp_.rank(), next = (r + 1) % P, prev = (r + P - 1) % P;
   const int64_t N = B_ * split_.local();
   k_.ring_kv_pack(kv_[0], qkv, N, nh_, nkv_, hd_);
@@ -74,7 +75,7 @@ void RingAttention::forward(const kernels::Tensor& out, float* lse, const kernel
       recv = cp_.irecv(kv_[1 - cur].data, kv_[1 - cur].count, kv_[1 - cur].dtype, prev, kTagKv);
     }
     const auto t0 = clock_type::now();
-    in_pieces(block((r - i + P) % P), {&send, &recv}, [&](const kernels::Kernels::AttentionBlock& b) {
+    in_pieces(block((r - i + P) % P, mask.window), {&send, &recv}, [&](const kernels::Kernels::AttentionBlock& b) {
       k_.attention_block_forward(out, lse, qkv, kv_[cur], b, i == 0, scratch_);
     });
     compute_s_ += since(t0);
@@ -82,14 +83,18 @@ void RingAttention::forward(const kernels::Tensor& out, float* lse, const kernel
     wait(recv);
     cur = 1 - cur;
   }
+  if (!mask.sinks.empty()) k_.attention_sink_merge(out, lse, mask.sinks, B_, split_.local(), nh_, hd_);
 }
 
 void RingAttention::backward(const kernels::Tensor& dqkv, const kernels::Tensor& dout, const kernels::Tensor& qkv,
-                             const kernels::Tensor& out, const float* lse) {
+                             const kernels::Tensor& out, const float* lse, const kernels::Kernels::AttentionMask& mask,
+                             float* dsinks) {
   const int P = cp_.size(), r = cp_.rank(), next = (r + 1) % P, prev = (r + P - 1) % P;
   const int64_t N = B_ * split_.local();
   auto zero = [&](const kernels::Tensor& t) { k_.zero(static_cast<float*>(t.data), (t.bytes() + 3) / 4); };
   zero(dqkv);  // the block ops add into the query slots
+  if (!mask.sinks.empty() && dsinks)  // each row's sink once: this rank's rows
+    k_.attention_sink_backward(dsinks, dout, out, lse, mask.sinks, B_, split_.local(), nh_, hd_);
   k_.ring_kv_pack(kv_[0], qkv, N, nh_, nkv_, hd_);
   int cur = 0;
   comm::RequestPtr dsend, drecv;
@@ -105,7 +110,7 @@ void RingAttention::backward(const kernels::Tensor& dqkv, const kernels::Tensor&
     const kernels::Tensor mine = i == 0 ? acc : dkv_step_;
     zero(mine);
     const auto t0 = clock_type::now();
-    in_pieces(block((r - i + P) % P), {&send, &recv, &dsend, &drecv}, [&](const kernels::Kernels::AttentionBlock& b) {
+    in_pieces(block((r - i + P) % P, mask.window), {&send, &recv, &dsend, &drecv}, [&](const kernels::Kernels::AttentionBlock& b) {
       k_.attention_block_backward(dqkv, mine, dout, qkv, kv_[cur], out, lse, b, scratch_);
     });
     compute_s_ += since(t0);

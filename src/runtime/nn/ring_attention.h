@@ -35,10 +35,15 @@ class RingAttention {
   size_t bytes() const { return plan_.bytes(); }
 
   // out [B, local, nh*hd] and lse from qkv [B, local, 3, nh, hd] (kv heads repeated per query head).
-  void forward(const kernels::Tensor& out, float* lse, const kernels::Tensor& qkv);
-  // dqkv overwritten (the key and value gradients of each kv head on its group's first head).
+  // mask: a sliding window (by whole-sequence positions) and sinks, merged once per row after
+  // the ring's blocks (the sink belongs to the whole row's softmax, not to a block's).
+  void forward(const kernels::Tensor& out, float* lse, const kernels::Tensor& qkv,
+               const kernels::Kernels::AttentionMask& mask = {});
+  // dqkv overwritten (the key and value gradients of each kv head on its group's first head);
+  // with sinks, fp32 dsinks[nh] += this rank's rows' share of their gradient.
   void backward(const kernels::Tensor& dqkv, const kernels::Tensor& dout, const kernels::Tensor& qkv,
-                const kernels::Tensor& out, const float* lse);
+                const kernels::Tensor& out, const float* lse, const kernels::Kernels::AttentionMask& mask = {},
+                float* dsinks = nullptr);
 
   // Seconds spent waiting on the ring's messages (what the compute did not hide) and computing
   // the blocks, since the last reset.
@@ -53,7 +58,9 @@ class RingAttention {
 
  private:
   void wait(comm::RequestPtr& r);
-  kernels::Kernels::AttentionBlock block(int64_t source) const { return split_.block(source, B_, nh_, nkv_, hd_); }
+  kernels::Kernels::AttentionBlock block(int64_t source, int64_t window) const {
+    return split_.block(source, B_, nh_, nkv_, hd_, window);
+  }
 
   kernels::Kernels& k_;
   comm::Communicator& cp_;

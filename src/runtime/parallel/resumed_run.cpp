@@ -45,6 +45,9 @@ std::vector<std::pair<std::string, std::string>> model_options_of(const ModelSpe
   if (m.head_size > 0) out.push_back({"head-dim", n(m.head_size)});
   if (m.qk_norm) out.push_back({"qk-norm", "true"});
   if (m.norm_eps != 1e-5) out.push_back({"norm-epsilon", fmt::format("{}", m.norm_eps)});
+  if (m.sliding_window > 0) out.push_back({"window-size", n(m.sliding_window)});
+  if (m.full_attention_every > 0) out.push_back({"window-attn-skip-freq", n(m.full_attention_every)});
+  if (m.attention_sinks) out.push_back({"attention-sinks", "true"});
   if (m.is_moe())
     out.insert(out.end(), {{"experts", n(m.experts)},
                            {"experts-per-token", n(m.experts_per_token)},

@@ -188,7 +188,14 @@ void print_startup(const TrainSettings& s, int world, const DistTrainer& trainer
   // Qwen3's attention settings where the model has them (QK-norm, its norm epsilon).
   const std::string kv = (llama ? fmt::format(", {} kv heads", model.kv_heads) : "") +
                          (model.qk_norm ? ", QK-norm" : "") +
-                         (model.norm_eps != 1e-5 ? fmt::format(", norm epsilon {:g}", model.norm_eps) : "");
+                         (model.norm_eps != 1e-5 ? fmt::format(", norm epsilon {:g}", model.norm_eps) : "") +
+                         (model.sliding_window > 0
+                              ? fmt::format(", sliding window {}{}", model.sliding_window,
+                                            model.full_attention_every > 0
+                                                ? fmt::format(" (full attention every {} layers)", model.full_attention_every)
+                                                : "")
+                              : "") +
+                         (model.attention_sinks ? ", attention sinks" : "");
   std::printf("  model       %lld layers, hidden %lld, %lld heads (head dim %lld)%s, ffn %lld, seq %lld, vocab %lld\n",
               (long long)model.layers, (long long)model.hidden, (long long)model.heads, (long long)model.head_dim(),
               kv.c_str(), (long long)model.ffn_hidden, (long long)model.seq_len, (long long)model.vocab);

@@ -72,11 +72,11 @@ class CpuKernels : public Kernels {
 
   size_t attention_probs_size(int64_t B, int64_t T, int64_t nh) const override;
   void attention_forward(const Tensor& out, float* probs, const Tensor& qkv, int64_t B, int64_t T, int64_t nh,
-                         int64_t hd) override;
+                         int64_t hd, const AttentionMask& mask = {}) override;
   size_t attention_scratch_size(int64_t B, int64_t T, int64_t nh) const override;
   void attention_backward(const Tensor& dqkv, float* scratch, const Tensor& dout, const Tensor& qkv,
                           const float* probs, const Tensor& out, int64_t B, int64_t T, int64_t nh,
-                          int64_t hd) override;
+                          int64_t hd, const AttentionMask& mask = {}, float* dsinks = nullptr) override;
 
   bool supports_ring_attention() const override { return true; }
   void ring_kv_pack(const Tensor& kv, const Tensor& qkv, int64_t N, int64_t nh, int64_t nkv, int64_t hd) override;
@@ -87,6 +87,10 @@ class CpuKernels : public Kernels {
   void attention_block_backward(const Tensor& dqkv, const Tensor& dkv, const Tensor& dout, const Tensor& qkv,
                                 const Tensor& kv, const Tensor& out, const float* lse, const AttentionBlock& blk,
                                 float* scratch) override;
+  void attention_sink_merge(const Tensor& out, float* lse, const Tensor& sinks, int64_t B, int64_t T, int64_t nh,
+                            int64_t hd) override;
+  void attention_sink_backward(float* dsinks, const Tensor& dout, const Tensor& out, const float* lse,
+                               const Tensor& sinks, int64_t B, int64_t T, int64_t nh, int64_t hd) override;
   void rope_at(const Tensor& x, int64_t T, int64_t heads, int64_t hd, int64_t row, float theta, bool inverse,
                int64_t first_position) override;
 

@@ -25,6 +25,11 @@ constexpr int64_t kBlock = 64;
 // Keys query row i (0-based in the pair) sees, and the key columns a query block of rows
 // [i0, i0 + rows) needs.
 int64_t keys_of(const Kernels::AttentionBlock& b, int64_t i) { return b.causal ? b.q0 + i - b.k0 + 1 : b.nk; }
+// Under a sliding window: whether query row i of the pair sees key column j (by whole-sequence
+// positions, so a window crossing a cp chunk boundary masks the same keys as one process).
+bool in_window(const Kernels::AttentionBlock& b, int64_t i, int64_t j) {
+  return b.window <= 0 || b.q_position(b.q0 + i) - b.k_position(b.k0 + j) < b.window;
+}
 int64_t cols_of(const Kernels::AttentionBlock& b, int64_t i0, int64_t rows) {
   return b.causal ? keys_of(b, i0 + rows - 1) : b.nk;
 }
@@ -97,9 +102,17 @@ void CpuKernels::attention_block_forward(const Tensor& out_t, float* lse, const 
         for (int64_t i = 0; i < rows; ++i) {
           float* row = s + i * cols;
           const int64_t valid = keys_of(blk, i0 + i);
+          if (blk.window > 0)  // keys out of the window: no score (a whole row may go: lse -inf, merged as nothing)
+            for (int64_t j = 0; j < valid; ++j)
+              if (!in_window(blk, i0 + i, j)) row[j] = -INFINITY;
           float m = -INFINITY;
           for (int64_t j = 0; j < valid; ++j) m = std::max(m, row[j]);
           float sum = 0.0f;
+          if (m == -INFINITY) {
+            for (int64_t j = 0; j < cols; ++j) row[j] = 0.0f;
+            row_max[i] = m, row_sum[i] = 0.0f;
+            continue;
+          }
 #pragma omp simd reduction(+ : sum)
           for (int64_t j = 0; j < valid; ++j) {
             const float e = fast_exp(row[j] - m);
@@ -107,12 +120,18 @@ void CpuKernels::attention_block_forward(const Tensor& out_t, float* lse, const 
             sum += e;
           }
           for (int64_t j = valid; j < cols; ++j) row[j] = 0.0f;
+          if (blk.window > 0)  // fast_exp(-inf) is ~1e-38, not 0
+            for (int64_t j = 0; j < valid; ++j)
+              if (!in_window(blk, i0 + i, j)) row[j] = 0.0f;
           row_max[i] = m, row_sum[i] = sum;
         }
         gemm_serial(Trans::N, Trans::N, rows, hd, cols, 1.0f, s, cols, v, ldk, 0.0f, o_blk, hd);
         for (int64_t i = 0; i < rows; ++i) {
           float* oi = o + (i0 + i) * C;
           const float* bi = o_blk + i * hd;
+          // Every key of the block outside the row's window: nothing to merge (never the first
+          // block, the rank's own, which holds each row's diagonal).
+          if (row_sum[i] == 0.0f) continue;
           const float lse_blk = row_max[i] + std::log(row_sum[i]);
           float a = 0.0f, c = 1.0f / row_sum[i];  // out' = a out + c O_blk
           if (!first) {
@@ -169,6 +188,9 @@ void CpuKernels::attention_block_backward(const Tensor& dqkv_t, const Tensor& dk
 #pragma omp simd
             for (int64_t j = 0; j < valid; ++j) row[j] = fast_exp(row[j] - li);
             for (int64_t j = valid; j < cols; ++j) row[j] = 0.0f;
+            if (blk.window > 0)
+              for (int64_t j = 0; j < valid; ++j)
+                if (!in_window(blk, i0 + i, j)) row[j] = 0.0f;
           }
           // dV[0:cols] += P^T dO ; dP = dO V^T
           gemm_serial(Trans::T, Trans::N, cols, hd, rows, 1.0f, p, cols, d_o + i0 * C, C, 1.0f, dv, ldk);
@@ -192,6 +214,43 @@ void CpuKernels::attention_block_backward(const Tensor& dqkv_t, const Tensor& dk
         }
       }
     }
+}
+
+void CpuKernels::attention_sink_merge(const Tensor& out_t, float* lse, const Tensor& sinks_t, int64_t B, int64_t T,
+                                      int64_t nh, int64_t hd) {
+  float* out = f32_data(out_t, "attention_sink_merge", size_t(B * T * nh * hd));
+  const float* sinks = f32_data(sinks_t, "attention_sink_merge", size_t(nh));
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < nh; ++h)
+      for (int64_t t = 0; t < T; ++t) {
+        float& l = lse[(b * nh + h) * T + t];
+        const float hi = std::max(l, sinks[h]);
+        const float merged = hi + std::log(std::exp(l - hi) + std::exp(sinks[h] - hi));
+        const float a = std::exp(l - merged);
+        float* o = out + (b * T + t) * nh * hd + h * hd;
+        for (int64_t d = 0; d < hd; ++d) o[d] *= a;
+        l = merged;
+      }
+}
+
+void CpuKernels::attention_sink_backward(float* dsinks, const Tensor& dout_t, const Tensor& out_t, const float* lse,
+                                         const Tensor& sinks_t, int64_t B, int64_t T, int64_t nh, int64_t hd) {
+  const float* dout = f32_data(dout_t, "attention_sink_backward", size_t(B * T * nh * hd));
+  const float* out = f32_data(out_t, "attention_sink_backward", size_t(B * T * nh * hd));
+  const float* sinks = f32_data(sinks_t, "attention_sink_backward", size_t(nh));
+#pragma omp parallel for schedule(static)
+  for (int64_t h = 0; h < nh; ++h) {  // one head per thread: its rows summed in order
+    double s = 0.0;
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < T; ++t) {
+        const size_t at = size_t((b * T + t) * nh * hd + h * hd);
+        float dsum = 0.0f;
+        for (int64_t d = 0; d < hd; ++d) dsum += out[at + size_t(d)] * dout[at + size_t(d)];
+        s -= double(std::exp(sinks[h] - lse[(b * nh + h) * T + t])) * dsum;
+      }
+    dsinks[h] += float(s);
+  }
 }
 
 }  // namespace trident::kernels
