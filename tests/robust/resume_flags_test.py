@@ -24,6 +24,8 @@ def main():
              (["--no-tied-embeddings"], "--tied-embeddings false (the checkpoint's is true)"),
              (["--experts", "4", "--experts-per-token", "2", "--expert-ffn-hidden", "32"],
               "--experts 4 (the checkpoint's is 0)"),
+             (["--window-size", "8"], "--window-size 8 (the checkpoint's is 0)"),
+             (["--attention-sinks"], "--attention-sinks true (the checkpoint's is false)"),
              (["--hidden", "64"], "--hidden 64 (the checkpoint's is 32)")]
     for flags, named in cases:
         refused("resume with " + " ".join(flags), run(trident, *resume, *flags), named, "resume-model")

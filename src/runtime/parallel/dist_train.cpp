@@ -180,7 +180,11 @@ void check_resume(const TrainSettings& s, Problems& problems) {
       {"--shared-experts", n(m.shared_experts), n(cm.shared_experts)},
       {"--moe-dense-layers", n(m.moe_dense_layers), n(cm.moe_dense_layers)},
       {"--moe-layer-freq", n(m.moe_layer_freq), n(cm.moe_layer_freq)},
-      {"--capacity-factor", fmt::format("{}", m.capacity_factor), fmt::format("{}", cm.capacity_factor)}};
+      {"--capacity-factor", fmt::format("{}", m.capacity_factor), fmt::format("{}", cm.capacity_factor)},
+      // GPT-OSS's attention: a window changes no tensor shape, so only this check sees it.
+      {"--window-size", n(m.sliding_window), n(cm.sliding_window)},
+      {"--window-attn-skip-freq", n(m.full_attention_every), n(cm.full_attention_every)},
+      {"--attention-sinks", yes_no(m.attention_sinks), yes_no(cm.attention_sinks)}};
   std::string differ, flags;
   for (const auto& [flag, asked, stored] : sizes)
     if (asked != stored) {
