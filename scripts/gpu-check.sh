@@ -117,6 +117,14 @@ if [ -n "$PY_REF" ]; then
     run_step "GPT-OSS attention GptStage on cuda in $prec vs PyTorch" 180 "$PY_REF" tests/reference/reference_test.py \
       "$BUILD/tests/reference/reference_dump" "$MODEL_DIR/gpt-oss-$prec" --device cuda --precision $prec \
       --family llama --gpt-oss-attention
+    # Llama 3.1's rope scaling (the rope kernel's rewritten frequencies).
+    run_step "Llama 3.1 rope scaling GptStage on cuda in $prec vs PyTorch" 180 "$PY_REF" tests/reference/reference_test.py \
+      "$BUILD/tests/reference/reference_dump" "$MODEL_DIR/llama3-rope-$prec" --device cuda --precision $prec \
+      --family llama --llama3-rope
+    # DeepSeek-V3's router (sigmoid, expert bias, scaled weights; routed on the host) on the GPU's logits.
+    run_step "DeepSeek-V3 router GptStage on cuda in $prec vs PyTorch" 180 "$PY_REF" tests/reference/reference_test.py \
+      "$BUILD/tests/reference/reference_dump" "$MODEL_DIR/deepseek-router-$prec" --device cuda --precision $prec \
+      --family llama --qwen3-moe --deepseek-router
   done
 else
   note "FAIL  no python with torch: model check skipped"; FAILED=1

@@ -72,6 +72,11 @@ std::vector<std::string> beyond_runtime(const ModelSpec& m) {
     // GPT-OSS's attention: sliding windows (every N-th layer full) and sinks.
     trained.sliding_window = 0, trained.full_attention_every = 0, trained.attention_sinks = false;
   }
+  // Llama 3.1's rope scaling (the rope kernels' frequencies); linear and yarn stay refused.
+  if (m.family == ModelFamily::Llama && m.rope_scaling.type == "llama3") trained.rope_scaling = RopeScaling{};
+  // DeepSeek-V3's router in either family's MoE layer: sigmoid scores, the expert bias, scaled
+  // weights (group-limited routing stays refused).
+  trained.router_score = "softmax", trained.router_expert_bias = false, trained.router_topk_scaling = 1.0;
   return trained.beyond_family();
 }
 

@@ -30,7 +30,9 @@ void check_stage_split(int64_t model_layers, int64_t stages, const std::vector<i
 
 // Those of m.beyond_family() the runtime's layers do not train (what `train` and `import` refuse):
 // all of them but the norm epsilon (both families) and, in the Llama family, a head width of its
-// own and QK-norm (Qwen3's attention), sliding windows and sinks (GPT-OSS's).
+// own and QK-norm (Qwen3's attention), sliding windows and sinks (GPT-OSS's), Llama 3.1's rope
+// scaling; in either family's MoE layer DeepSeek-V3's router (sigmoid scores, expert bias, routed
+// scaling; not its group limit).
 std::vector<std::string> beyond_runtime(const ModelSpec& m);
 
 // The run on ranks of `device`: core's check_run on a cluster of exactly the layout's ranks

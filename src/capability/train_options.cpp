@@ -46,6 +46,8 @@ std::vector<OptionDef> train_options() {
        "keeps every token)", true, "", "on"},
       {"moe-normalise", "mixture of experts", "combine weights = the chosen scores over their sum, Mixtral's (default "
        "on; --no-moe-normalise: the scores themselves)", true, "", "on"},
+      {"moe-router-bias-update-rate", "mixture of experts", "with --moe-router-enable-expert-bias: each step moves an "
+       "expert's bias by this towards the mean load (Megatron-Core's; default 1e-3)", false, "NUM", "1e-3"},
       {"log-every", "training", "progress line every N steps (default steps/20)", false, "INT", "steps/20", 1},
   };
 }

@@ -84,7 +84,7 @@ int run_export(const ExportArgs& a) {
   p.throw_if_any();
   const checkpoint::CheckpointReader reader(a.checkpoint);
   const ModelSpec m = checkpoint::checked_model(reader);  // its tensors are the model its meta describes
-  const nn::MoeOptions router = engine::router_from_json(reader.meta().value("router", nlohmann::json()));
+  const nn::MoeOptions router = engine::router_from_json(reader.meta().value("router", nlohmann::json()), m);
   checkpoint::check_hf_exportable(m, p);
   p.throw_if_any();
   const checkpoint::HfModel hf = checkpoint::hf_model(reader, m, router);

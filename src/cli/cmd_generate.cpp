@@ -89,9 +89,16 @@ int run_generate(const GenerateArgs& a) {
   // A mixture of experts routes as it trained (scores, normalisation) but drops no token: the
   // window's padding must not take an expert's capacity, and a token-by-token decoder (Hugging
   // Face's Mixtral) never drops.
-  shard.moe = engine::router_from_json(c.meta().value("router", nlohmann::json()));
+  shard.moe = engine::router_from_json(c.meta().value("router", nlohmann::json()), m);
   shard.moe.drop = false;
   nn::GptStage g(*k, shard, {.B = 1, .T = m.seq_len});
+  // DeepSeek-V3's expert bias: the checkpoint's, which chose the experts in training.
+  std::vector<std::vector<float>> bias;
+  if (m.is_moe() && m.router_expert_bias) {
+    bias = engine::expert_bias_from_json(c.meta(), m.moe_layers(), m.experts);
+    for (int64_t l = 0, at = 0; l < m.layers; ++l)
+      if (m.is_moe_layer(l)) g.set_expert_bias(l, bias[size_t(at++)].data());
+  }
   const std::vector<float> params = checkpoint::read_shard(c, g.layout(), "");
   k->from_host(g.params(), params.data(), params.size());
   g.params_updated();

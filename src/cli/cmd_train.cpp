@@ -164,9 +164,14 @@ int run_train(TrainArgs& args) {
   s.moe.z_coeff = get_double("moe-z-loss-coeff", 0.0);
   s.moe.drop = values.get_bool("moe-drop", p).value_or(true);
   s.moe.normalise = values.get_bool("moe-normalise", p).value_or(true);
-  s.moe.capacity_factor = s.run.model.capacity_factor;
+  s.moe.bias_update_rate = get_double("moe-router-bias-update-rate", 1e-3);
+  engine::use_model_router(s.moe, s.run.model);  // the meta's router says what the model computes
+  if (values.has("moe-router-bias-update-rate") && s.run.model.is_moe() && !s.run.model.router_expert_bias)
+    p.add("--moe-router-bias-update-rate (from " + values.source("moe-router-bias-update-rate") +
+              ") moves the router's expert bias, which " + s.run.model.name + " does not have",
+          "add --moe-router-enable-expert-bias, or drop --moe-router-bias-update-rate", "train-moe");
   if (!s.run.model.is_moe())
-    for (const char* name : {"moe-aux-loss-coeff", "moe-z-loss-coeff", "moe-drop", "moe-normalise"})
+    for (const char* name : {"moe-aux-loss-coeff", "moe-z-loss-coeff", "moe-drop", "moe-normalise", "moe-router-bias-update-rate"})
       if (values.has(name))
         p.add(std::string("--") + name + " applies to mixture-of-experts layers, but " + s.run.model.name +
                   " is dense (it has no experts)",

@@ -303,6 +303,14 @@ void validate_model(const ModelSpec& m, Problems& p) {
           "give --window-size N too, or --window-attn-skip-freq 0");
   if (!(m.norm_eps > 0 && m.norm_eps < 1))
     p.add(fmt::format("--norm-epsilon {:g} is not between 0 and 1", m.norm_eps), "give --norm-epsilon 1e-5 or 1e-6");
+  const RopeScaling& rs = m.rope_scaling;
+  if (rs.type == "llama3" && !(rs.high_freq_factor > rs.low_freq_factor && rs.low_freq_factor > 0 && rs.factor > 0 &&
+                               rs.original_max_position > 0))
+    p.add(fmt::format("llama3 rope scaling (factor {:g}, low frequency factor {:g}, high frequency factor {:g}, original "
+                      "context {}) needs positive values and a high frequency factor above the low one",
+                      rs.factor, rs.low_freq_factor, rs.high_freq_factor, rs.original_max_position),
+          "give --rope-high-freq-factor above --rope-low-freq-factor (Llama 3.1: factor 8, 1, 4, 8192)",
+          "rope-scaling");
   if (!(m.rope_theta > 0)) p.add(fmt::format("--rope-theta {:g} is not positive", m.rope_theta), "give --rope-theta 10000 or 500000");
   if (m.is_moe() && (m.moe_layer_phase < 0 || m.moe_layer_phase >= std::max<int64_t>(m.moe_layer_freq, 1)))
     p.add(fmt::format("MoE layer phase {} is not below --moe-layer-freq {}", m.moe_layer_phase, m.moe_layer_freq),

@@ -41,6 +41,11 @@ std::vector<OptionDef> model_options() {
       {"window-size", "model", "sliding-window attention: each query sees the last N keys, itself included (Hugging Face's sliding_window; GPT-OSS: 128); 0 = none", false, "INT", "0 or the config's", 0, kMaxSequence},
       {"window-attn-skip-freq", "model", "with --window-size: every N-th layer attends to all keys (Megatron's --window-attn-skip-freq; GPT-OSS: 2, alternate layers); 0 = every layer windowed", false, "INT", "0 or the config's", 0, kMaxLayers},
       {"attention-sinks", "model", "a learned logit per head in each attention row's softmax denominator (GPT-OSS's sinks; Megatron's softmax_type learnable)", true, "", "off, or the config's"},
+      {"rope-scaling-factor", "model", "Llama 3.1's rope scaling (Megatron's use_rope_scaling with this factor): "
+       "low frequencies slowed by this factor", false, "NUM", "none, or the config's", 1, 1e6},
+      {"rope-low-freq-factor", "model", "with rope scaling: wavelengths over original context / this are scaled", false, "NUM", "1", 1e-6, 1e6},
+      {"rope-high-freq-factor", "model", "with rope scaling: wavelengths under original context / this are kept", false, "NUM", "4", 1e-6, 1e6},
+      {"rope-original-max-position", "model", "with rope scaling: the context the model was trained at before", false, "INT", "8192", 1, kMaxSequence},
       {"kv-heads", "model", "key/value heads (grouped-query attention); default = heads", false, "INT", "heads", 0, kMaxHeads},
       {"ffn-hidden", "model", "MLP width; default 4h", false, "INT", "4*hidden", 0, kMaxWidth},
       {"seq-len", "model", "sequence length in tokens", false, "INT", "preset or 2048", 0, kMaxSequence},
@@ -52,6 +57,9 @@ std::vector<OptionDef> model_options() {
       {"moe-dense-layers", "model", "leading layers that keep a dense MLP", false, "INT", "0 or preset", 0, kMaxLayers},
       {"moe-layer-freq", "model", "after them, every N-th layer is a MoE layer, the others dense (Megatron's --moe-layer-freq N)", false, "INT", "1", 0, kMaxLayers},
       {"capacity-factor", "model", "most tokens an expert takes, over the mean (1 = balanced)", false, "NUM", "1"},
+      {"moe-router-score-function", "model", "the router's scores: softmax over the experts, or sigmoid of each (DeepSeek-V3)", false, "softmax|sigmoid", "softmax, or the config's"},
+      {"moe-router-enable-expert-bias", "model", "the top-k chosen on score + a per-expert bias that each step moves towards balance (DeepSeek-V3's aux-loss-free balancing)", true, "", "off, or the config's"},
+      {"moe-router-topk-scaling-factor", "model", "the chosen experts' weights scaled by this (DeepSeek-V3's routed_scaling_factor: 2.5)", false, "NUM", "1, or the config's", 1e-6, 1e6},
       {"moe-load-imbalance", "model", "rows the most loaded ep rank's experts take per dispatch, over the mean (1 = balanced; the planner charges the others' wait)", false, "NUM", "1"},
   };
 }

@@ -30,6 +30,34 @@ static std::string list_of(const std::vector<int64_t>& v) {
   return join_choices(s);
 }
 
+// Llama 3.1's rope scaling from the flags: --rope-scaling-factor turns it on (Megatron's
+// --use-rope-scaling with its fixed 1 / 4 / 8192 as defaults); the other three refine it, and
+// given alone (no factor, no scaling in the config) they would change nothing: refused by name.
+static void read_rope_scaling_flags(const OptionValues& v, ModelSpec& m, Problems& p) {
+  const char* refine[] = {"rope-low-freq-factor", "rope-high-freq-factor", "rope-original-max-position"};
+  if (auto f = v.get_double("rope-scaling-factor", p)) {
+    if (!m.rope_scaling.type.empty() && m.rope_scaling.type != "llama3") {
+      p.add(fmt::format("--rope-scaling-factor (from {}) sets Llama 3.1's rope scaling, but the model's config has "
+                        "'{}' scaling", v.source("rope-scaling-factor"), m.rope_scaling.type),
+            "drop --rope-scaling-factor, or remove rope_scaling from a copy of the config", "rope-scaling-flags");
+      return;
+    }
+    if (m.rope_scaling.type.empty()) m.rope_scaling = RopeScaling{"llama3", 1.0, 1.0, 4.0, 8192};
+    m.rope_scaling.factor = *f;
+  }
+  if (m.rope_scaling.type != "llama3") {
+    for (const char* name : refine)
+      if (v.has(name))
+        p.add(fmt::format("--{} (from {}) refines Llama 3.1's rope scaling, which the model does not have",
+                          name, v.source(name)),
+              fmt::format("add --rope-scaling-factor F (Llama 3.1: 8), or drop --{}", name), "rope-scaling-flags");
+    return;
+  }
+  if (auto x = v.get_double("rope-low-freq-factor", p)) m.rope_scaling.low_freq_factor = *x;
+  if (auto x = v.get_double("rope-high-freq-factor", p)) m.rope_scaling.high_freq_factor = *x;
+  if (auto x = v.get_int("rope-original-max-position", p)) m.rope_scaling.original_max_position = *x;
+}
+
 ModelSpec resolve_model(const OptionValues& v, Problems& p) {
   ModelSpec m;
   auto preset = v.get_string("model");
@@ -85,6 +113,7 @@ ModelSpec resolve_model(const OptionValues& v, Problems& p) {
   if (auto x = v.get_int("window-size", p)) m.sliding_window = *x;
   if (auto x = v.get_int("window-attn-skip-freq", p)) m.full_attention_every = *x;
   if (auto x = v.get_bool("attention-sinks", p)) m.attention_sinks = *x;
+  read_rope_scaling_flags(v, m, p);
   // Dependent sizes follow the overridden ones unless given themselves.
   if (auto x = v.get_int("kv-heads", p)) m.kv_heads = *x;
   else if (!preset || (heads_given && m.family == ModelFamily::GPT)) m.kv_heads = m.heads;
@@ -92,7 +121,8 @@ ModelSpec resolve_model(const OptionValues& v, Problems& p) {
   else if (!preset || (hidden_given && m.family == ModelFamily::GPT)) m.ffn_hidden = 4 * m.hidden;
   const bool moe_given = v.has("experts") || v.has("experts-per-token") || v.has("expert-ffn-hidden") ||
                          v.has("shared-experts") || v.has("moe-dense-layers") || v.has("moe-layer-freq") ||
-                         v.has("capacity-factor");
+                         v.has("capacity-factor") || v.has("moe-router-score-function") ||
+                         v.has("moe-router-enable-expert-bias") || v.has("moe-router-topk-scaling-factor");
   if (auto x = v.get_int("experts", p)) m.experts = *x;
   if (auto x = v.get_int("experts-per-token", p)) m.experts_per_token = *x;
   else if (m.experts > 0 && m.experts_per_token == 0) m.experts_per_token = std::min<int64_t>(2, m.experts);
@@ -103,6 +133,12 @@ ModelSpec resolve_model(const OptionValues& v, Problems& p) {
   if (auto x = v.get_int("moe-layer-freq", p)) m.moe_layer_freq = *x;
   if (auto x = v.get_double("capacity-factor", p)) m.capacity_factor = *x;
   if (auto x = v.get_double("moe-load-imbalance", p)) m.moe_load_imbalance = *x;
+  if (auto s = v.get_string("moe-router-score-function")) {
+    if (*s == "softmax" || *s == "sigmoid") m.router_score = *s;
+    else p.add("--moe-router-score-function '" + *s + "' is unknown", "use softmax or sigmoid", "router-score");
+  }
+  if (auto b = v.get_bool("moe-router-enable-expert-bias", p)) m.router_expert_bias = *b;
+  if (auto x = v.get_double("moe-router-topk-scaling-factor", p)) m.router_topk_scaling = *x;
   if (!preset) {
     m.name = "custom";
     size_t before = p.size();
@@ -117,7 +153,8 @@ ModelSpec resolve_model(const OptionValues& v, Problems& p) {
   // Settings of mixture-of-experts layers on a dense model would change nothing: refused.
   if (!m.is_moe())
     for (const char* name : {"experts-per-token", "expert-ffn-hidden", "shared-experts", "moe-dense-layers", "moe-layer-freq",
-                             "capacity-factor", "moe-load-imbalance"})
+                             "capacity-factor", "moe-load-imbalance", "moe-router-score-function",
+                             "moe-router-enable-expert-bias", "moe-router-topk-scaling-factor"})
       if (v.has(name))
         p.add(fmt::format("--{} (from {}) applies to mixture-of-experts layers, but {} is dense (it has no experts)",
                           name, v.source(name), m.name.empty() ? "the model" : m.name),

@@ -195,10 +195,15 @@ void typed_checks(Kernels& cpu, Kernels& gpu, DType t) {
     check(p + "swiglu_backward", dgu, tol);
     const int64_t row = 3 * C;  // q heads then k/v, as a qkv row
     Both qkv(cpu, gpu, t, randn(N * row));
-    cpu.rope(qkv.C(), B, T, nh, hd, row, 10000.0f, false), gpu.rope(qkv.G(), B, T, nh, hd, row, 10000.0f, false);
+    const kernels::RopeFreq plain{10000.0f};
+    cpu.rope(qkv.C(), B, T, nh, hd, row, plain, false), gpu.rope(qkv.G(), B, T, nh, hd, row, plain, false);
     check(p + "rope (q heads of a qkv row)", qkv, t == f ? 1e-5 : kBF16);
-    cpu.rope(qkv.C(), B, T, nh, hd, row, 10000.0f, true), gpu.rope(qkv.G(), B, T, nh, hd, row, 10000.0f, true);
+    cpu.rope(qkv.C(), B, T, nh, hd, row, plain, true), gpu.rope(qkv.G(), B, T, nh, hd, row, plain, true);
     check(p + "rope inverse", qkv, t == f ? 1e-5 : kBF16);
+    // Llama 3.1's scaling over a short original context, so hd's pairs fall in all three bands.
+    const kernels::RopeFreq llama3{500000.0f, true, 8.0f, 1.0f, 4.0f, 16.0f};
+    cpu.rope(qkv.C(), B, T, nh, hd, row, llama3, false), gpu.rope(qkv.G(), B, T, nh, hd, row, llama3, false);
+    check(p + "rope (llama3 scaling)", qkv, t == f ? 1e-5 : kBF16);
     const int64_t nkv = nh / 2;  // two query heads per kv head
     Both q(cpu, gpu, t, randn(N * C)), kv(cpu, gpu, t, randn(N * 2 * nkv * hd)), dq(cpu, gpu, t, N * C),
         dkv(cpu, gpu, t, N * 2 * nkv * hd);

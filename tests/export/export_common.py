@@ -2,6 +2,7 @@
 safetensors files written independently of Trident's writer (the format's spec: an 8-byte header
 length, a JSON header of dtype/shape/data_offsets, then the bytes)."""
 import json
+import math
 import os
 import struct
 import subprocess
@@ -66,6 +67,15 @@ def hf_llama(w, c, ids, mlp):
     T, C, H, KV = len(ids), c["hidden_size"], c["num_attention_heads"], c["num_key_value_heads"]
     hd, eps = c.get("head_dim", C // H), c["rms_norm_eps"]
     inv_freq = 1.0 / (c["rope_theta"] ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd))
+    rs = c.get("rope_scaling") or {}
+    if rs.get("rope_type") == "llama3":  # Llama 3.1: _compute_llama3_parameters' rewrite of inv_freq
+        factor, low, high = rs["factor"], rs["low_freq_factor"], rs["high_freq_factor"]
+        old = rs["original_max_position_embeddings"]
+        wavelen = 2 * math.pi / inv_freq
+        scaled = torch.where(wavelen > old / low, inv_freq / factor, inv_freq)
+        smooth = (old / wavelen - low) / (high - low)
+        medium = ~(wavelen < old / high) * ~(wavelen > old / low)
+        inv_freq = torch.where(medium, (1 - smooth) * scaled / factor + smooth * scaled, scaled)
     angles = torch.arange(T, dtype=torch.float64)[:, None] * inv_freq[None, :]
     emb = torch.cat((angles, angles), dim=-1)
     cos, sin = emb.cos().float(), emb.sin().float()

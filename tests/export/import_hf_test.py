@@ -82,12 +82,38 @@ m["weight_map"]["model.norm.weight"] = "model-00001-of-00002.safetensors" if m["
 json.dump(m, open(os.path.join(idx, "model.safetensors.index.json"), "w"))
 refused(idx, "does not hold it", "model.norm.weight")
 
-# What the runtime cannot train yet, by field: Llama 3.1's rope scaling.
-scaled = os.path.join(tmp, "scaled")
-c3 = llama_config(rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                                "original_max_position_embeddings": 16})
-write_folder(scaled, c3, llama_weights(c3))
-refused(scaled, "rope scaling 'llama3': the runtime cannot train it yet")
+# Llama 3.1's rope scaling (original context 16: a 16-wide head's pairs fall in all three bands
+# at generate's positions): imported, generates Hugging Face's scaled-rope logits, exports it back.
+scaled, ck3, out3 = (os.path.join(tmp, n) for n in ("scaled", "ck3", "out3"))
+rope3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+         "original_max_position_embeddings": 16}
+c3 = llama_config(V=256, rope_scaling=rope3)
+w3 = llama_weights(c3)
+write_folder(scaled, c3, w3)
+run("import", scaled, ck3)
+
+
+def swiglu3(h, p):
+    g = torch.nn.functional.silu(h @ w3[p + "mlp.gate_proj.weight"].T) * (h @ w3[p + "mlp.up_proj.weight"].T)
+    return g @ w3[p + "mlp.down_proj.weight"].T
+
+
+worst3, greedy3, _, _ = against_generate(ck3, lambda ids: hf_llama(w3, c3, ids, swiglu3), c3["vocab_size"])
+check(f"Llama 3.1 rope scaling: generate = PyTorch Llama with _compute_llama3_parameters (worst relative error "
+      f"{worst3:.2e})", worst3 < 1e-5, worst3)
+plain3 = dict(c3)
+del plain3["rope_scaling"]
+worst_plain, _, _, _ = against_generate(ck3, lambda ids: hf_llama(w3, plain3, ids, swiglu3), c3["vocab_size"])
+check(f"... and the scaling matters there (unscaled rope: {worst_plain:.2e})", worst_plain > 1e-3, worst_plain)
+run("export", "--checkpoint", ck3, out3)
+back3 = json.load(open(os.path.join(out3, "config.json")))
+check("export writes the rope scaling back", back3.get("rope_scaling") == rope3, back3.get("rope_scaling"))
+
+# What the runtime cannot train yet, by field: YaRN rope scaling.
+yarn = os.path.join(tmp, "yarn")
+cy = llama_config(rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16})
+write_folder(yarn, cy, llama_weights(cy))
+refused(yarn, "rope scaling 'yarn': the runtime cannot train it yet")
 
 # A header whose offsets run past the file, and one whose shape does not match its bytes.
 hdr = os.path.join(tmp, "hdr")

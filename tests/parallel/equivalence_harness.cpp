@@ -39,6 +39,7 @@ ModelSpec tiny_model(const Case& c) {
     m.capacity_factor = 1.0;
     m.shared_experts = c.shared_experts;
     m.moe_layer_freq = c.moe_layer_freq;
+    if (c.deepseek_router) m.router_score = "sigmoid", m.router_expert_bias = true, m.router_topk_scaling = 2.5;
   }
   return m;
 }
@@ -54,6 +55,7 @@ TrainerOptions options(const Case& c) {
   o.bucket_floats = 4096;  // several buckets per stage, so overlap and ordering are exercised
   o.moe.drop = c.drop;
   o.moe.aux_coeff = 0.01, o.moe.z_coeff = 0.001;
+  o.moe.bias_update_rate = 0.01;  // moves the bias enough in 20 steps to change the routing
   return o;
 }
 
@@ -107,15 +109,17 @@ Result train(const Case& c, MPI_Comm base) {
 }
 
 const Result& reference(const Case& c) {
-  static std::map<std::tuple<bool, int64_t, int64_t, bool, int64_t, int64_t, bool, bool>, Result> refs;
+  static std::map<std::tuple<bool, int64_t, int64_t, bool, int64_t, int64_t, bool, bool, bool>, Result> refs;
   const auto key =
-      std::make_tuple(c.llama, c.vocab, c.experts, c.drop, c.shared_experts, c.moe_layer_freq, c.qwen3, c.gpt_oss);
+      std::make_tuple(c.llama, c.vocab, c.experts, c.drop, c.shared_experts, c.moe_layer_freq, c.qwen3, c.gpt_oss,
+                      c.deepseek_router);
   auto it = refs.find(key);
   if (it == refs.end()) {
     Case one{c.llama ? "single llama" : "single", Layout{}};
     one.llama = c.llama, one.vocab = c.vocab, one.experts = c.experts, one.drop = c.drop;
     one.shared_experts = c.shared_experts, one.moe_layer_freq = c.moe_layer_freq, one.qwen3 = c.qwen3;
     one.gpt_oss = c.gpt_oss;
+    one.deepseek_router = c.deepseek_router;
     it = refs.emplace(key, train(one, MPI_COMM_NULL)).first;
   }
   return it->second;
@@ -207,6 +211,18 @@ void expect_same_as_single_process(const Case& c) {
       EXPECT_EQ(got.routing[s].tokens_per_expert, ref.routing[s].tokens_per_expert) << c.name << " step " << s;
       EXPECT_EQ(got.routing[s].dropped, ref.routing[s].dropped) << c.name << " step " << s;
       EXPECT_EQ(got.routing[s].dropped_ids, ref.routing[s].dropped_ids) << c.name << " step " << s;
+    }
+    // DeepSeek-V3's expert bias: moved by the same loads on every rank, so one process's exactly
+    // (and it moved: the test sees the rule at work).
+    if (c.deepseek_router && compared == got.losses.size()) {
+      EXPECT_EQ(got.trainer->expert_bias(), ref.trainer->expert_bias()) << c.name << " rank " << world_rank;
+      int64_t moved = 0;
+      for (const auto& b : ref.trainer->expert_bias())
+        for (float x : b) moved += x != 0.0f;
+      EXPECT_GT(moved, 0) << c.name << ": the expert bias never moved";
+      if (world_rank == 0 && got.trainer->expert_bias() == ref.trainer->expert_bias())
+        std::printf("[ bias    ] %-36s expert bias equal to one process's (%lld values moved)\n", c.name.c_str(),
+                    (long long)moved);
     }
     // Final parameters: every element this rank holds equals the whole model's (after a near
     // tie the experts it moved train on other tokens: not comparable).

@@ -393,3 +393,24 @@ TEST(MoeEquivalence, gpt_oss_attention_ep2_etp2_tp2_dp2_matches_single_process) 
   c.gpt_oss = true;
   expect_same_as_single_process(c);
 }
+// DeepSeek-V3's router on the qwen3 rows' layouts: sigmoid scores, top-2 on score + the expert
+// bias, weights normalised and scaled by 2.5; the bias moves after each step by 0.01 sign(mean
+// load - load) from the load counted over every rank, so every rank holds one process's bias.
+namespace {
+Case deepseek_router(Case c) {
+  c.deepseek_router = true, c.llama = true;
+  return c;
+}
+}  // namespace
+TEST(MoeEquivalence, deepseek_router_ep2_etp2_tp2_dp2_matches_single_process) {
+  expect_same_as_single_process(deepseek_router(moe("moe deepseek-router ep2 x etp2 tp2xdp2", 2, 2, 1, false, true, 2)));
+}
+TEST(MoeEquivalence, deepseek_router_folded_ep4_over_tp2_dp2_matches_single_process) {
+  expect_same_as_single_process(deepseek_router(folded("moe deepseek-router folded ep4 over tp2xdp2", 2, 4, false, true)));
+}
+TEST(MoeEquivalence, deepseek_router_ep2_pp2_matches_single_process) {
+  expect_same_as_single_process(deepseek_router(moe("moe deepseek-router ep2xpp2", 2, 2, 2, false, true)));
+}
+TEST(MoeEquivalence, deepseek_router_cp2_ep2_matches_single_process) {
+  expect_same_as_single_process(deepseek_router(moe_cp("moe deepseek-router cp2xep2", 2, 1, 2, true)));
+}

@@ -166,6 +166,12 @@ rows = [
     ("--moe-load-imbalance", "1.2", "moe-knobs", r"--moe-load-imbalance .*applies to mixture-of-experts"),
     ("--moe-drop", None, "moe-knobs", r"--moe-drop applies to mixture-of-experts layers, but .* is dense"),
     ("--moe-normalise", None, "moe-knobs", r"--moe-normalise applies to mixture-of-experts layers"),
+    ("--moe-router-score-function", "sigmoid", "moe-knobs", r"--moe-router-score-function .*applies to mixture-of-experts"),
+    ("--moe-router-enable-expert-bias", None, "moe-knobs", r"--moe-router-enable-expert-bias .*applies to mixture-of-experts"),
+    ("--moe-router-topk-scaling-factor", "2.5", "moe-knobs", r"--moe-router-topk-scaling-factor .*applies to mixture-of-experts"),
+    ("--moe-router-bias-update-rate", "0.002", "moe-knobs", r"--moe-router-bias-update-rate applies to mixture-of-experts layers"),
+    # The bias's rate on a router without the bias would change nothing: refused by name.
+    ("--moe-router-bias-update-rate", "0.002", "moe-bias", r"moves the router's expert bias, which .* does not have(.|\n)*--moe-router-enable-expert-bias"),
     # M: a mixture-of-experts model (4 experts, top-2) trains; the start-up table counts its parameters.
     # ... and its step FLOPs count the MLP a token uses (top-k experts and the router), formula printed.
     ("--experts", "4", "M", r"experts +2 MoE layers \(the first 0 dense\).*top-2, no dropping(.|\n)*"
@@ -176,6 +182,12 @@ rows = [
     ("--no-moe-normalise", None, "M", r"chosen scores as weights"),
     ("--no-moe-drop", None, "M", r"top-2, no dropping"),
     # MF: every second layer a MoE layer (Megatron's --moe-layer-freq 2): 1 of the 2 layers.
+    # DeepSeek-V3's router: sigmoid scores, the top-k on score + expert bias, scaled weights.
+    ("--moe-router-score-function", "sigmoid", "MF", r"router +sigmoid scores, top-k on score \+ expert bias"),
+    ("--moe-router-enable-expert-bias", None, "MF", r"top-k on score \+ expert bias \(moved 0\.002 a step towards the mean load\)"),
+    ("--moe-router-bias-update-rate", "0.002", "MF", r"moved 0\.002 a step"),
+    ("--no-moe-router-enable-expert-bias", None, "M", r"!expert bias"),
+    ("--moe-router-topk-scaling-factor", "2.5", "MF", r"chosen weights over their sum, weights x 2\.5"),
     ("--moe-layer-freq", "2", "MF", r"experts +1 MoE layers \(the first 0 dense, then one layer in 2 a MoE layer\)(.|\n)*step +2/2"),
     # Refused: what the runtime cannot execute (the capability check), all reported together.
     # A MoE model drops tokens under cp 2 as one process does (the cp ranks share the routing).
@@ -249,6 +261,14 @@ rows = [
     ("--no-account-for-embedding-in-pipeline-split", None, "L", r"!pipeline-split"),
     ("--no-account-for-loss-in-pipeline-split", None, "L", r"!pipeline-split"),
     ("--rope-theta", "500000", "L", r"RoPE theta 500000"),
+    # Llama 3.1's rope scaling: trained in the Llama layer, a rope setting of a GPT model refused
+    # (train-architecture), its refinements without the factor refused by name.
+    ("--rope-scaling-factor", "8", "L", r"RoPE theta 500000, llama3 scaling x 8 \(frequency factors 2 / 5, original context 32\)"),
+    ("--rope-low-freq-factor", "2", "L", r"frequency factors 2 / 5"),
+    ("--rope-high-freq-factor", "5", "L", r"frequency factors 2 / 5"),
+    ("--rope-original-max-position", "32", "L", r"original context 32\)"),
+    ("--rope-scaling-factor", "8", "capability", r"rope scaling 'llama3'"),
+    ("--rope-high-freq-factor", "4", "parse", r"--rope-high-freq-factor \(from --rope-high-freq-factor\) refines Llama 3\.1's rope scaling"),
     # --elastic: this process supervises and starts the ranks: under mpirun it is a rank, refused
     # with its other problems; its options without it are refused (tests/parallel/elastic_kill_test.py runs it).
     ("--elastic", None, "elastic-rank", r"--elastic starts the ranks itself, but this process is a rank"),
@@ -286,6 +306,7 @@ extra = {
     "Z3": small[:-2] + ["--dp", "2", "--eval-batches", "1"],
     "M": small + ["--eval-batches", "1"],
     "MF": small + ["--experts", "4", "--eval-batches", "1"],
+    "moe-bias": small + ["--experts", "4"],
     "AUTO": [a if a != "2" or small[i - 1] != "--steps" else "8" for i, a in enumerate(small[:-2])]
             + ["--dp", "2", "--eval-batches", "1", "--checkpoint", path("auto.ckpt")],
     "ETP": small[:-2] + ["--tp", "2", "--experts", "4", "--eval-batches", "1"],
@@ -294,7 +315,7 @@ extra = {
                         "--prediction-cluster", path("bench.toml")],
 }
 must_succeed = {"help", "A", "B", "I", "C", "L", "P", "Z", "CP", "Z3", "M", "MF", "EP", "ETP", "AUTO"}
-order = ["help", "A", "B", "I", "C", "L", "P", "Z", "CP", "Z3", "M", "MF", "EP", "ETP", "etp-fold", "AUTO", "rate-unused", "auto-no-checkpoint", "cost-missing", "moe-knobs", "capability", "llama-tied", "swiglu", "zb-full",
+order = ["help", "A", "B", "I", "C", "L", "P", "Z", "CP", "Z3", "M", "MF", "EP", "ETP", "etp-fold", "AUTO", "rate-unused", "auto-no-checkpoint", "cost-missing", "moe-knobs", "moe-bias", "capability", "llama-tied", "swiglu", "zb-full",
          "device", "gpu-comm", "parse", "sp", "stack", "elastic-rank", "elastic-only"]
 
 # Every option of `trident train --help` has a row.

@@ -37,7 +37,7 @@ struct FnSource final : parallel::BatchSource {
 int main(int argc, char** argv) {
   std::vector<std::string> args;
   std::string device = "cpu", precision = "fp32", family = "gpt";
-  bool moe = false, qwen3 = false, gpt_oss = false;
+  bool moe = false, qwen3 = false, gpt_oss = false, llama3_rope = false, deepseek_router = false;
   int64_t shared_experts = 0, moe_layer_freq = 1;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -46,16 +46,20 @@ int main(int argc, char** argv) {
     else if (a == "--moe") moe = true;
     else if (a == "--qwen3-moe") qwen3 = true;
     else if (a == "--gpt-oss-attention") gpt_oss = true;
+    else if (a == "--llama3-rope") llama3_rope = true;
+    else if (a == "--deepseek-router") deepseek_router = true;
     else if (a == "--shared-experts" && i + 1 < argc) shared_experts = std::atoll(argv[++i]);
     else if (a == "--moe-layer-freq" && i + 1 < argc) moe_layer_freq = std::atoll(argv[++i]);
     else args.push_back(a);
   }
   if (args.empty() || args.size() > 2 || (device != "cpu" && device != "cuda") ||
       (precision != "fp32" && precision != "bf16") || (family != "gpt" && family != "llama") ||
-      (qwen3 && (family != "llama" || moe)) || (gpt_oss && family != "llama")) {
+      (qwen3 && (family != "llama" || moe)) || (gpt_oss && family != "llama") || (llama3_rope && family != "llama") ||
+      (deepseek_router && !qwen3)) {
     std::fprintf(stderr, "usage: reference_dump OUT_PREFIX [TOKEN_FILE] [--device cpu|cuda] [--precision fp32|bf16]"
                          " [--family gpt|llama] [--moe [--shared-experts N] [--moe-layer-freq N]]\n"
                          "  [--family llama --qwen3-moe] [--family llama --gpt-oss-attention [--moe]]\n"
+                         "  [--family llama --llama3-rope] [--family llama --qwen3-moe --deepseek-router]\n"
                          "  with a token file: the default `trident train` model on real text, 8 steps\n");
     return 2;
   }
@@ -66,6 +70,12 @@ int main(int argc, char** argv) {
   if (family == "llama") {
     // Grouped-query attention (4 query heads share 2 kv heads), SwiGLU width not a multiple of C.
     m.family = ModelFamily::Llama, m.heads = 4, m.kv_heads = 2, m.ffn_hidden = 176, m.rope_theta = 500000.0;
+  }
+  if (llama3_rope) {
+    // Llama 3.1's rope scaling over an original context of 64 (the sequence is 80): of the 8
+    // pairs of a 16-wide head, pair 0 keeps its frequency (wavelength 6 < 64/4), pair 1 is
+    // smoothed (32, between 16 and 64), pairs 2-7 are slowed 8x.
+    m.rope_scaling = RopeScaling{"llama3", 8.0, 1.0, 4.0, 64};
   }
   parallel::TrainerOptions o;
   if (moe) {
@@ -96,6 +106,13 @@ int main(int argc, char** argv) {
     // and 2, full attention on layer 1 (layer_types alternating), a sink per head.
     m.sliding_window = 24, m.full_attention_every = 2, m.attention_sinks = true;
     if (!moe) m.layers = 3;
+  }
+  if (deepseek_router) {
+    // DeepSeek-V3's router on that shape: sigmoid scores, top-2 of score + expert bias (set below
+    // to values that change the choice; each step moves it by 0.01 towards the mean load),
+    // weights normalised and scaled by 2.5.
+    m.router_score = "sigmoid", m.router_expert_bias = true, m.router_topk_scaling = 2.5;
+    o.moe.bias_update_rate = 0.01;
   }
   int64_t B = 3, accum = 2, steps = 10;
   engine::AdamWConfig opt;
@@ -154,6 +171,10 @@ int main(int argc, char** argv) {
   parallel::DistTrainer trainer(run, groups, source, o);
   nn::GptStage& g = trainer.chunk_stage(0);
   const int64_t P = g.layout().total();
+  std::vector<std::vector<float>> bias0 = trainer.expert_bias();
+  for (size_t l = 0; l < bias0.size(); ++l)
+    for (size_t e = 0; e < bias0[l].size(); ++e) bias0[l][e] = 0.03f * float(int((e * 5 + l * 3) % 7) - 3);
+  if (!bias0.empty()) trainer.set_expert_bias(bias0);
 
   nlohmann::json j;
   j["config"] = {{"family", to_string(m.family)}, {"kv_heads", m.kv_heads}, {"rope_theta", m.rope_theta},
@@ -171,6 +192,14 @@ int main(int argc, char** argv) {
                  {"norm_eps", m.norm_epsilon()},
                  {"window_size", m.sliding_window}, {"window_attn_skip_freq", m.full_attention_every},
                  {"attention_sinks", m.attention_sinks}};
+  if (m.router_expert_bias) j["config"].update({{"expert_bias", bias0}, {"bias_update_rate", o.moe.bias_update_rate}});
+  if (m.is_moe())
+    j["config"].update({{"router_score", m.router_score}, {"router_topk_scaling", m.router_topk_scaling}});
+  if (!m.rope_scaling.type.empty())
+    j["config"]["rope_scaling"] = {{"rope_type", m.rope_scaling.type}, {"factor", m.rope_scaling.factor},
+                                   {"low_freq_factor", m.rope_scaling.low_freq_factor},
+                                   {"high_freq_factor", m.rope_scaling.high_freq_factor},
+                                   {"original_max_position_embeddings", m.rope_scaling.original_max_position}};
   j["device"] = device;
   j["precision"] = precision;
   std::ofstream bin(prefix + ".bin", std::ios::binary);
@@ -230,6 +259,11 @@ int main(int argc, char** argv) {
   std::vector<float> losses;
   for (int64_t s = 0; s < steps; ++s) losses.push_back(float(trainer.step(s)));
   put("losses", losses.data(), steps, "f32");
+  if (m.router_expert_bias) {  // the bias after the steps: each step's rule applied to its load
+    std::vector<float> flat;
+    for (const auto& b : trainer.expert_bias()) flat.insert(flat.end(), b.begin(), b.end());
+    put("expert_bias_final", flat.data(), int64_t(flat.size()), "f32");
+  }
   std::vector<int32_t> all_tok, all_tgt;
   for (int64_t s = 0; s < steps; ++s)
     for (int64_t micro = 0; micro < accum; ++micro) {

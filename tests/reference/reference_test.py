@@ -36,6 +36,7 @@ class MoE(nn.Module):
         E, Fe = cfg["experts"], cfg["expert_ffn_hidden"]
         self.E, self.k, self.Fe, self.llama, self.cfg = E, cfg["experts_per_token"], Fe, llama, cfg
         self.router = nn.Linear(C, E, bias=False)
+        self.bias = None  # DeepSeek-V3's e_score_correction_bias: no parameter (set by the test)
         fin = 2 * Fe if llama else Fe
         self.fc = nn.Parameter(torch.zeros(E * fin, C))
         self.fc_proj = nn.Parameter(torch.zeros(E * C, Fe))
@@ -72,9 +73,24 @@ class MoE(nn.Module):
         x = x.reshape(-1, C)
         N, E, k, c = x.shape[0], self.E, self.k, self.cfg
         logits = self.router(x)
-        probs = logits.softmax(-1)
-        top, idx = probs.topk(k, dim=-1)
-        w = top / top.sum(-1, keepdim=True) if c["moe_normalise"] else top
+        if c.get("router_score", "softmax") == "sigmoid":
+            # DeepSeek-V3's MoEGate (noaux_tc): sigmoid scores, the top-k of score +
+            # e_score_correction_bias, the weights gathered from the scores, normalised
+            # (norm_topk_prob) and scaled by routed_scaling_factor.
+            probs = logits.sigmoid()
+            choice = probs.detach() + self.bias if self.bias is not None else probs.detach()
+            idx = choice.topk(k, dim=-1)[1]
+            top = probs.gather(1, idx)
+            w = top / (top.sum(-1, keepdim=True) + 1e-20) if c["moe_normalise"] and k > 1 else top
+            # Megatron-Core's load-balancing loss over sigmoid scores: each token's over their sum.
+            aux_probs = probs / (probs.sum(-1, keepdim=True) + 1e-20)
+        else:
+            probs = logits.softmax(-1)
+            top, idx = probs.topk(k, dim=-1)
+            w = top / top.sum(-1, keepdim=True) if c["moe_normalise"] else top
+            aux_probs = probs
+        w = w * c.get("router_topk_scaling", 1.0)
+        self.load = torch.bincount(idx.reshape(-1), minlength=E)  # this micro-batch's assignments per expert
         cap = math.ceil(c["capacity_factor"] * N * k / E) if c["moe_drop"] else N
         onehot = F.one_hot(idx.reshape(-1), E)  # assignments in token order
         position = (onehot.cumsum(0) - 1)[torch.arange(N * k), idx.reshape(-1)].view(N, k)
@@ -85,7 +101,7 @@ class MoE(nn.Module):
             if len(t):
                 out = out.index_add(0, t, w[t, j].unsqueeze(1) * self.expert(e, x[t]))
         f = onehot.sum(0).to(x.dtype) / N
-        aux = c["moe_aux_coeff"] * E / k * (probs.mean(0) * f).sum()
+        aux = c["moe_aux_coeff"] * E / k * (aux_probs.mean(0) * f).sum()
         z = c["moe_z_coeff"] * (torch.logsumexp(logits, -1) ** 2).mean()
         self.dropped = int((~keep).sum())
         return out.view(shape), aux + z
@@ -185,6 +201,19 @@ class RMSNorm(nn.Module):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
 
 
+def llama3_inv_freq(inv_freq, rs):
+    """Llama 3.1's frequencies, as Hugging Face's _compute_llama3_parameters rewrites them."""
+    factor, low, high = rs["factor"], rs["low_freq_factor"], rs["high_freq_factor"]
+    old = rs["original_max_position_embeddings"]
+    low_freq_wavelen, high_freq_wavelen = old / low, old / high
+    wavelen = 2 * math.pi / inv_freq
+    inv_freq_llama = torch.where(wavelen > low_freq_wavelen, inv_freq / factor, inv_freq)
+    smooth_factor = (old / wavelen - low) / (high - low)
+    smoothed = (1 - smooth_factor) * inv_freq_llama / factor + smooth_factor * inv_freq_llama
+    is_medium = ~(wavelen < high_freq_wavelen) * ~(wavelen > low_freq_wavelen)
+    return torch.where(is_medium, smoothed, inv_freq_llama)
+
+
 def rotate(x, cos, sin):
     """Rotary embedding, Meta's convention: pairs (2i, 2i+1) of x [B, heads, T, hd]; cos/sin [T, hd/2]."""
     x0, x1 = x[..., 0::2], x[..., 1::2]
@@ -258,6 +287,7 @@ class Llama(nn.Module):
         super().__init__()
         C, V = cfg["hidden"], cfg["vocab"]
         self.hd, self.theta = cfg.get("head_dim", C // cfg["heads"]), cfg["rope_theta"]
+        self.rope_scaling = cfg.get("rope_scaling")
         eps = cfg.get("norm_eps", 1e-5)
         self.wte = nn.Embedding(V, C)
         self.blocks = nn.ModuleList(LlamaBlock(C, cfg["heads"], cfg["kv_heads"], cfg["ffn_hidden"],
@@ -270,7 +300,10 @@ class Llama(nn.Module):
 
     def forward(self, idx, targets):
         B, T = idx.shape
-        inv = (self.theta ** (-torch.arange(0, self.hd, 2, dtype=torch.float64) / self.hd)).float().double()
+        inv = (self.theta ** (-torch.arange(0, self.hd, 2, dtype=torch.float64) / self.hd)).float()
+        if self.rope_scaling:  # Llama 3.1 (reference_dump --llama3-rope)
+            inv = llama3_inv_freq(inv, self.rope_scaling)
+        inv = inv.double()
         ang = torch.outer(torch.arange(T, dtype=torch.float64), inv)
         cos, sin = ang.cos().float(), ang.sin().float()
         x = self.wte(idx)
@@ -323,7 +356,15 @@ def main():
     print(f"Trident {cfg.get('family', 'gpt')} on {meta.get('device', 'cpu')} in {meta.get('precision', 'fp32')} vs PyTorch fp32 on the CPU")
     B, T, V = cfg["micro_batch"], cfg["seq_len"], cfg["vocab"]
     Model = Llama if cfg.get("family", "gpt") == "llama" else GPT
+    def set_bias(model):  # the dump's initial expert bias, MoE layer by MoE layer
+        moes = [b.moe for b in model.blocks if b.moe is not None]
+        for i, m in enumerate(moes):
+            if "expert_bias" in cfg:
+                m.bias = torch.tensor(cfg["expert_bias"][i], dtype=torch.float32)
+        return moes
+
     model = Model(cfg)
+    set_bias(model)
     named = model.trident_names()
     params, grads = arr("params"), arr("grads")
     with torch.no_grad():
@@ -358,8 +399,8 @@ def main():
     logits, loss = model(idx, tgt)
     (loss + model.aux).backward()
     check("logits", arr("logits"), logits.detach().numpy().reshape(-1), 1e-4, 1e-4, "logits")
-    if (cfg.get("qk_norm", False) or cfg.get("attention_sinks", False)) and not bf16:
-        # Qwen3, GPT-OSS: held to 1e-5 of the logits' largest magnitude
+    if (cfg.get("qk_norm", False) or cfg.get("attention_sinks", False) or cfg.get("rope_scaling")) and not bf16:
+        # Qwen3, GPT-OSS, Llama 3.1's rope scaling: held to 1e-5 of the logits' largest magnitude
         want = logits.detach().numpy().reshape(-1).astype(np.float64)
         rel = np.abs(arr("logits") - want).max() / np.abs(want).max()
         print(f"{'ok' if rel <= 1e-5 else 'FAIL':4} logits relative to max |ref|: {rel:.3e} (tol 1e-05)")
@@ -380,6 +421,7 @@ def main():
 
     # Ten AdamW steps from the same initial weights.
     model = Model(cfg)
+    moes = set_bias(model)
     named = model.trident_names()
     with torch.no_grad():
         for t in meta["tensors"]:
@@ -396,6 +438,7 @@ def main():
     for step in range(cfg["steps"]):
         optim.zero_grad()
         total = 0.0
+        loads = [torch.zeros(m.E, dtype=torch.int64) for m in moes]
         for micro in range(accum):
             s = (step * accum + micro) * per
             i = torch.from_numpy(tt[s:s + per]).view(B, T)
@@ -403,6 +446,13 @@ def main():
             _, l = model(i, g)
             ((l + model.aux) / accum).backward()
             total += l.item() / accum
+            for load, m in zip(loads, moes):
+                load += m.load
+        if "expert_bias" in cfg:
+            # Megatron-Core's get_updated_expert_bias on the step's load: bias += rate * sign(mean - load).
+            for load, m in zip(loads, moes):
+                offset = load.sum().double() / m.E - load.double()
+                m.bias = m.bias + torch.sign(offset).float() * cfg["bias_update_rate"]
         losses.append(total)
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg["grad_clip"])
         for group in optim.param_groups:
@@ -411,6 +461,11 @@ def main():
     print("trident losses:", " ".join(f"{x:.5f}" for x in arr("losses")))
     print("pytorch losses:", " ".join(f"{x:.5f}" for x in losses))
     check("10 AdamW losses", arr("losses"), losses, 1e-4, 1e-4, "losses")
+    if "expert_bias" in cfg:
+        want = torch.cat([m.bias for m in moes]).numpy()
+        moved = int((want != np.asarray(cfg["expert_bias"], dtype=np.float32).reshape(-1)).sum())
+        print(f"expert bias after {cfg['steps']} steps: {moved} of {want.size} values moved")
+        check("expert bias after the steps", arr("expert_bias_final"), want, 0.0, 1e-7, "losses")
     if failures:
         print("MISMATCH:", ", ".join(failures))
         return 1

@@ -114,7 +114,7 @@ TEST_F(LlamaKernels, rope_rotates_pairs_by_position_and_its_inverse_undoes_it) {
   auto x = randn(B * T * row, 9);
   const auto before = x;
   const float theta = 10000.0f;
-  k->rope(t(x), B, T, heads, hd, row, theta, false);
+  k->rope(t(x), B, T, heads, hd, row, kernels::RopeFreq{theta}, false);
   // Token (b=1, t=4), head 2, pair 1: angle 4 * theta^(-2/8).
   const int64_t base = (1 * T + 4) * row + 2 * hd + 2;
   const double a = 4.0 * std::pow(double(theta), -2.0 / 8.0);
@@ -122,6 +122,27 @@ TEST_F(LlamaKernels, rope_rotates_pairs_by_position_and_its_inverse_undoes_it) {
   EXPECT_NEAR(x[size_t(base + 1)], before[size_t(base)] * std::sin(a) + before[size_t(base + 1)] * std::cos(a), 1e-5);
   EXPECT_EQ(x[size_t((1 * T + 4) * row + heads * hd)], before[size_t((1 * T + 4) * row + heads * hd)]);  // past the heads
   EXPECT_EQ(x[0], before[0]);  // position 0: no rotation
-  k->rope(t(x), B, T, heads, hd, row, theta, true);
+  k->rope(t(x), B, T, heads, hd, row, kernels::RopeFreq{theta}, true);
   for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(x[i], before[i], 1e-5) << i;
+}
+
+// Llama 3.1's frequencies (Hugging Face's _compute_llama3_parameters) on hd 8, theta 10000,
+// original context 64, factor 8, low 1, high 4: pair i has f = 10000^(-i/4), wavelength 2 pi / f
+// = 6.3, 63, 628, 6283. Pair 0 (< 64/4) keeps f, pairs 2 and 3 (> 64/1) take f / 8, pair 1 sits
+// between: (1 - s) f / 8 + s f with s = (64 / 62.8 - 1) / 3.
+TEST_F(LlamaKernels, rope_llama3_scaling_rewrites_each_band_of_frequencies) {
+  const int64_t B = 1, T = 7, heads = 1, hd = 8, row = hd;
+  const kernels::RopeFreq freq{10000.0f, true, 8.0f, 1.0f, 4.0f, 64.0f};
+  auto x = randn(B * T * row, 3);
+  const auto before = x;
+  k->rope(t(x), B, T, heads, hd, row, freq, false);
+  const double pi = 3.14159265358979323846;
+  for (int64_t i = 0; i < hd / 2; ++i) {
+    const double f = std::pow(10000.0, -double(i) / 4.0), w = 2 * pi / f, s = (64.0 / w - 1.0) / 3.0;
+    const double want = i == 0 ? f : i == 1 ? (1 - s) * f / 8 + s * f : f / 8;
+    const int64_t at = 5 * row + 2 * i;  // position 5
+    const double a = 5.0 * want;
+    EXPECT_NEAR(x[size_t(at)], before[size_t(at)] * std::cos(a) - before[size_t(at + 1)] * std::sin(a), 1e-5) << i;
+    EXPECT_NEAR(x[size_t(at + 1)], before[size_t(at)] * std::sin(a) + before[size_t(at + 1)] * std::cos(a), 1e-5) << i;
+  }
 }

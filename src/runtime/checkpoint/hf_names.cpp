@@ -184,7 +184,7 @@ std::vector<HfPiece> llama_pieces(const ModelSpec& m, HfClass cls) {
 }
 
 nlohmann::json llama_config(const ModelSpec& m) {
-  return {{"architectures", {"LlamaForCausalLM"}},
+  nlohmann::json c = {{"architectures", {"LlamaForCausalLM"}},
           {"model_type", "llama"},
           {"vocab_size", m.vocab},
           {"hidden_size", m.hidden},
@@ -201,6 +201,14 @@ nlohmann::json llama_config(const ModelSpec& m) {
           {"mlp_bias", false},
           {"tie_word_embeddings", false},
           {"torch_dtype", "float32"}};
+  // Llama 3.1's rope scaling, as its config.json writes it (the one type the runtime trains).
+  if (m.rope_scaling.type == "llama3")
+    c["rope_scaling"] = {{"rope_type", "llama3"},
+                         {"factor", m.rope_scaling.factor},
+                         {"low_freq_factor", m.rope_scaling.low_freq_factor},
+                         {"high_freq_factor", m.rope_scaling.high_freq_factor},
+                         {"original_max_position_embeddings", m.rope_scaling.original_max_position}};
+  return c;
 }
 
 // Llama's attention and norms, Mixtral's experts. Hugging Face's load-balancing loss (Mixtral's
@@ -360,6 +368,17 @@ void check_hf_exportable(const ModelSpec& m, Problems& p) {
                                                                 : "attention sinks"),
           "keep the checkpoint for `trident train --init-from` / `generate`; export a model without "
           "--window-size / --attention-sinks", "export-architecture");
+  // DeepSeek-V3's router: Hugging Face's DeepseekV3ForCausalLM has it, but with multi-head latent
+  // attention, which the runtime does not train; Mixtral's and Qwen's classes score by softmax.
+  if (m.is_moe() && (m.router_score != "softmax" || m.router_expert_bias || m.router_topk_scaling != 1.0))
+    p.add(fmt::format("the checkpoint holds a mixture of experts with DeepSeek-V3's router ({} scores{}{}): "
+                      "MixtralForCausalLM, Qwen2MoeForCausalLM and Qwen3MoeForCausalLM score by softmax without an "
+                      "expert bias or scaling, and DeepseekV3ForCausalLM needs multi-head latent attention",
+                      m.router_score, m.router_expert_bias ? ", an expert bias" : "",
+                      m.router_topk_scaling != 1.0 ? fmt::format(", weights x {:g}", m.router_topk_scaling) : ""),
+          "train with the softmax router (no --moe-router-score-function sigmoid, --moe-router-enable-expert-bias or "
+          "--moe-router-topk-scaling-factor) to export it",
+          "export-moe");
 }
 
 HfModel hf_model(const CheckpointReader& reader, const ModelSpec& m, const nn::MoeOptions& router) {

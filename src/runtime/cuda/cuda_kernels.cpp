@@ -297,11 +297,11 @@ void CudaKernels::gather_row_dots(float* dots, const Tensor& a, const int32_t* r
     cuda::gather_row_dots<T>(dots, ptr<T>(a, a.dtype, op), rows, ptr<T>(b, a.dtype, op), int(n), int(C), stream_);
   });
 }
-void CudaKernels::rope(const Tensor& x, int64_t B, int64_t T, int64_t heads, int64_t hd, int64_t row, float theta,
-                       bool inverse) {
+void CudaKernels::rope(const Tensor& x, int64_t B, int64_t T, int64_t heads, int64_t hd, int64_t row,
+                       const kernels::RopeFreq& freq, bool inverse) {
   dispatch(x, "rope", [&](auto tag) {
     using U = decltype(tag);
-    cuda::rope<U>(ptr<U>(x, x.dtype, "rope"), size_t(B * T), int(T), int(heads), int(hd), size_t(row), theta, inverse,
+    cuda::rope<U>(ptr<U>(x, x.dtype, "rope"), size_t(B * T), int(T), int(heads), int(hd), size_t(row), freq, inverse,
                   stream_);
   });
 }

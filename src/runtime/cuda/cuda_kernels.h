@@ -82,7 +82,7 @@ class CudaKernels final : public kernels::Kernels {
   void swiglu_forward(const Tensor& out, const Tensor& gate_up, int64_t N, int64_t F) override;
   void swiglu_backward(const Tensor& dgate_up, const Tensor& gate_up, const Tensor& dout, int64_t N,
                        int64_t F) override;
-  void rope(const Tensor& x, int64_t B, int64_t T, int64_t heads, int64_t hd, int64_t row, float theta,
+  void rope(const Tensor& x, int64_t B, int64_t T, int64_t heads, int64_t hd, int64_t row, const kernels::RopeFreq& freq,
             bool inverse) override;
   bool supports_gqa() const override { return true; }
   void gqa_expand(const Tensor& qkv, const Tensor& q, const Tensor& kv, int64_t N, int64_t nh, int64_t nkv,

@@ -116,14 +116,15 @@ __global__ void swiglu_backward_kernel(T* dgu, const T* gu, const T* dout, size_
 
 // One thread per (token, head, pair).
 template <typename T>
-__global__ void rope_kernel(T* x, size_t tokens, int Tn, int heads, int hd, size_t row, float theta, float sign) {
+__global__ void rope_kernel(T* x, size_t tokens, int Tn, int heads, int hd, size_t row, kernels::RopeFreq freq,
+                            float sign) {
   const int half = hd / 2;
   const size_t n = tokens * size_t(heads) * half;
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
     const int pair = int(i % half), h = int((i / half) % heads);
     const size_t token = i / (size_t(half) * heads);
     const int t = int(token % Tn);
-    const float angle = float(t) * powf(theta, -2.0f * float(pair) / float(hd));
+    const float angle = float(t) * kernels::rope_inv_freq<float>(freq, pair, hd);
     float s, c;
     sincosf(angle, &s, &c);
     s *= sign;
@@ -235,9 +236,10 @@ void swiglu_backward(T* dgate_up, const T* gate_up, const T* dout, size_t N, int
 }
 
 template <typename T>
-void rope(T* x, size_t tokens, int Tn, int heads, int hd, size_t row, float theta, bool inverse, cudaStream_t s) {
+void rope(T* x, size_t tokens, int Tn, int heads, int hd, size_t row, const kernels::RopeFreq& freq, bool inverse,
+          cudaStream_t s) {
   const size_t n = tokens * size_t(heads) * size_t(hd / 2);
-  rope_kernel<<<blocks_for(n, kThreads), kThreads, 0, s>>>(x, tokens, Tn, heads, hd, row, theta, inverse ? -1.0f : 1.0f);
+  rope_kernel<<<blocks_for(n, kThreads), kThreads, 0, s>>>(x, tokens, Tn, heads, hd, row, freq, inverse ? -1.0f : 1.0f);
   cudaCheckLaunch();
 }
 
@@ -250,7 +252,7 @@ void rope(T* x, size_t tokens, int Tn, int heads, int hd, size_t row, float thet
                                     cudaStream_t);                                                            \
   template void swiglu_forward<T>(T*, const T*, size_t, int, cudaStream_t);                                   \
   template void swiglu_backward<T>(T*, const T*, const T*, size_t, int, cudaStream_t);                        \
-  template void rope<T>(T*, size_t, int, int, int, size_t, float, bool, cudaStream_t);                     \
+  template void rope<T>(T*, size_t, int, int, int, size_t, const kernels::RopeFreq&, bool, cudaStream_t);     \
   template void gqa_expand<T>(T*, const T*, const T*, size_t, int, int, int, cudaStream_t);                   \
   template void gqa_reduce<T>(T*, T*, const T*, size_t, int, int, int, cudaStream_t);
 TRIDENT_FOR_EACH_T(INSTANTIATE)

@@ -6,6 +6,8 @@
 
 #include <cstddef>
 
+#include "runtime/kernels/rope_freq.h"
+
 namespace trident::cuda {
 
 template <typename T>
@@ -29,7 +31,8 @@ template <typename T>
 void swiglu_backward(T* dgate_up, const T* gate_up, const T* dout, size_t N, int F, cudaStream_t s);
 // tokens = B*T rows of `row` elements; position of token i is i % Tn.
 template <typename T>
-void rope(T* x, size_t tokens, int Tn, int heads, int hd, size_t row, float theta, bool inverse, cudaStream_t s);
+void rope(T* x, size_t tokens, int Tn, int heads, int hd, size_t row, const kernels::RopeFreq& freq, bool inverse,
+          cudaStream_t s);
 
 // qkv [N, 3, nh, hd] = [q | each kv head repeated for its nh / nkv query heads] from q [N, nh hd]
 // and kv [N, 2 nkv hd] (key heads, then value heads).

@@ -20,12 +20,22 @@ nlohmann::json model_to_json(const ModelSpec& m) {
   if (m.sliding_window > 0) j["window_size"] = m.sliding_window;
   if (m.full_attention_every > 0) j["window_attn_skip_freq"] = m.full_attention_every;
   if (m.attention_sinks) j["attention_sinks"] = true;
+  if (m.rope_scaling.type == "llama3")  // Llama 3.1's rope scaling (the one type the runtime trains)
+    j["rope_scaling"] = {{"type", "llama3"},
+                         {"factor", m.rope_scaling.factor},
+                         {"low_freq_factor", m.rope_scaling.low_freq_factor},
+                         {"high_freq_factor", m.rope_scaling.high_freq_factor},
+                         {"original_max_position", m.rope_scaling.original_max_position}};
   // A mixture-of-experts model's sizes (a dense model's meta stays as before).
   if (m.is_moe())
     j.update({{"experts", m.experts}, {"experts_per_token", m.experts_per_token},
               {"expert_ffn_hidden", m.expert_ffn_hidden}, {"shared_experts", m.shared_experts},
               {"moe_dense_layers", m.moe_dense_layers}, {"moe_layer_freq", m.moe_layer_freq},
               {"capacity_factor", m.capacity_factor}});
+  // DeepSeek-V3's router, where the model has it (a softmax router's meta stays as before).
+  if (m.is_moe() && m.router_score != "softmax") j["router_score"] = m.router_score;
+  if (m.is_moe() && m.router_expert_bias) j["router_expert_bias"] = true;
+  if (m.is_moe() && m.router_topk_scaling != 1.0) j["router_topk_scaling"] = m.router_topk_scaling;
   return j;
 }
 
@@ -51,8 +61,19 @@ ModelSpec model_from_json(const nlohmann::json& j) {
     m.sliding_window = j.value("window_size", int64_t(0));
     m.full_attention_every = j.value("window_attn_skip_freq", int64_t(0));
     m.attention_sinks = j.value("attention_sinks", false);
+    if (j.contains("rope_scaling")) {
+      const auto& r = j.at("rope_scaling");
+      m.rope_scaling.type = r.at("type").get<std::string>();
+      m.rope_scaling.factor = r.at("factor").get<double>();
+      m.rope_scaling.low_freq_factor = r.at("low_freq_factor").get<double>();
+      m.rope_scaling.high_freq_factor = r.at("high_freq_factor").get<double>();
+      m.rope_scaling.original_max_position = r.at("original_max_position").get<int64_t>();
+    }
     if (j.contains("tied_embeddings")) m.tied = j.at("tied_embeddings").get<bool>() ? 1 : 0;
     m.experts = j.value("experts", int64_t(0));
+    m.router_score = j.value("router_score", m.router_score);
+    m.router_expert_bias = j.value("router_expert_bias", false);
+    m.router_topk_scaling = j.value("router_topk_scaling", 1.0);
     m.experts_per_token = j.value("experts_per_token", int64_t(0));
     m.expert_ffn_hidden = j.value("expert_ffn_hidden", int64_t(0));
     m.shared_experts = j.value("shared_experts", int64_t(0));
@@ -71,12 +92,40 @@ ModelSpec model_from_json(const nlohmann::json& j) {
 }
 
 nlohmann::json router_to_json(const nn::MoeOptions& o) {
-  return {{"scores", "softmax"}, {"normalise", o.normalise}, {"drop", o.drop},
-          {"aux_loss_coeff", o.aux_coeff}, {"z_loss_coeff", o.z_coeff}};
+  nlohmann::json j = {{"scores", o.sigmoid ? "sigmoid" : "softmax"}, {"normalise", o.normalise}, {"drop", o.drop},
+                      {"aux_loss_coeff", o.aux_coeff}, {"z_loss_coeff", o.z_coeff}};
+  if (o.expert_bias) j["bias_update_rate"] = o.bias_update_rate;
+  return j;
 }
 
-nn::MoeOptions router_from_json(const nlohmann::json& j) {
+void use_model_router(nn::MoeOptions& o, const ModelSpec& m) {
+  o.sigmoid = m.router_score == "sigmoid";
+  o.topk_scaling = m.router_topk_scaling;
+  o.expert_bias = m.router_expert_bias;
+  o.capacity_factor = m.capacity_factor;
+}
+
+std::vector<std::vector<float>> expert_bias_from_json(const nlohmann::json& meta, int64_t layers, int64_t experts) {
+  std::vector<std::vector<float>> bias;
+  try {
+    bias = meta.at("router").at("expert_bias").get<std::vector<std::vector<float>>>();
+  } catch (const std::exception&) {
+  }
+  bool ok = int64_t(bias.size()) == layers;
+  for (const auto& b : bias) ok = ok && int64_t(b.size()) == experts;
+  if (!ok) {
+    Problems p;
+    p.add("the checkpoint has no expert bias of " + std::to_string(layers) + " MoE layers x " + std::to_string(experts) +
+              " experts (meta.router.expert_bias), which its router chooses its experts with",
+          "use a checkpoint written by trident train with the expert bias", "checkpoint-expert-bias");
+    p.throw_if_any();
+  }
+  return bias;
+}
+
+nn::MoeOptions router_from_json(const nlohmann::json& j, const ModelSpec& m) {
   nn::MoeOptions o;
+  use_model_router(o, m);
   if (j.is_null()) return o;
   std::string scores = "softmax";
   try {
@@ -85,19 +134,20 @@ nn::MoeOptions router_from_json(const nlohmann::json& j) {
     o.drop = j.value("drop", o.drop);
     o.aux_coeff = j.value("aux_loss_coeff", o.aux_coeff);
     o.z_coeff = j.value("z_loss_coeff", o.z_coeff);
+    o.bias_update_rate = j.value("bias_update_rate", o.bias_update_rate);
   } catch (const std::exception&) {
     Problems p;
     p.add("the checkpoint's router settings (meta.router) are not what train writes: " + j.dump().substr(0, 120),
           "use a checkpoint written by trident train", "checkpoint-meta");
     p.throw_if_any();
   }
-  // The one score function the runtime computes; a router of another (sigmoid, DeepSeek-V3's)
-  // would give other weights than it trained with.
-  if (scores != "softmax") {
+  // The model's score function (meta.model.router_score) is what the runtime computes; a router
+  // that says another would give other weights than it trained with.
+  if (scores != m.router_score) {
     Problems p;
-    p.add("the checkpoint's router scores its experts by '" + scores + "' (meta.router.scores); the runtime computes "
-              "softmax scores only",
-          "use a checkpoint of a softmax router", "checkpoint-router");
+    p.add("the checkpoint's router scores its experts by '" + scores + "' (meta.router.scores), its model by '" +
+              m.router_score + "' (meta.model.router_score)",
+          "use a checkpoint written by trident train or import", "checkpoint-router");
     p.throw_if_any();
   }
   return o;

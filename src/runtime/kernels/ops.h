@@ -33,6 +33,7 @@
 #include <string>
 
 #include "runtime/comm/communicator.h"
+#include "runtime/kernels/rope_freq.h"
 
 namespace trident::kernels {
 
@@ -148,9 +149,10 @@ class Kernels {
                                int64_t F) = 0;
   // Rotary embeddings in place on `heads` heads of hd values at the start of each token's row of
   // `row` elements (x points at the first head): pair (2i, 2i+1) of the token at position t is
-  // rotated by the angle t * theta^(-2i/hd) (Meta's Llama convention). inverse = true rotates
-  // back: the backward of the rotation.
-  virtual void rope(const Tensor& x, int64_t B, int64_t T, int64_t heads, int64_t hd, int64_t row, float theta,
+  // rotated by the angle t * theta^(-2i/hd) (Meta's Llama convention; Llama 3.1's scaling
+  // rewrites the frequencies, see rope_freq.h). inverse = true rotates back: the backward of the
+  // rotation.
+  virtual void rope(const Tensor& x, int64_t B, int64_t T, int64_t heads, int64_t hd, int64_t row, const RopeFreq& freq,
                     bool inverse) = 0;
 
   // ---- grouped-query attention: the attention ops read qkv[B, T, 3, nh, hd]; a model with nkv < nh
@@ -227,7 +229,7 @@ class Kernels {
                                        const Tensor& sinks, int64_t B, int64_t T, int64_t nh, int64_t hd);
   // rope (above) on T consecutive tokens of one sequence at positions first_position ... (a
   // context-parallel chunk).
-  virtual void rope_at(const Tensor& x, int64_t T, int64_t heads, int64_t hd, int64_t row, float theta, bool inverse,
+  virtual void rope_at(const Tensor& x, int64_t T, int64_t heads, int64_t hd, int64_t row, const RopeFreq& freq, bool inverse,
                        int64_t first_position);
 
   // ---- mixture of experts: rows moved between token order and expert order (the dispatch and

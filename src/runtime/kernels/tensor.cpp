@@ -61,7 +61,7 @@ void Kernels::attention_sink_backward(float*, const Tensor&, const Tensor&, cons
                                       int64_t, int64_t, int64_t) {
   no_ring("attention_sink_backward", device_name());
 }
-void Kernels::rope_at(const Tensor&, int64_t, int64_t, int64_t, int64_t, float, bool, int64_t) {
+void Kernels::rope_at(const Tensor&, int64_t, int64_t, int64_t, int64_t, const RopeFreq&, bool, int64_t) {
   no_ring("rope_at", device_name());
 }
 

@@ -427,24 +427,6 @@ void GptStage::positions_backward(const Tensor& dx) {
                             dx.slice(size_t((b * T_ + k * c) * C), size_t(c * C)), 1, c, C);
 }
 
-void GptStage::rotary(const Tensor& qkv, bool inverse) {
-  const Shard& s = shard();
-  const int64_t nh = s.heads_local(), hd = s.head_dim(), A = s.attn_local();
-  const float theta = float(s.model.rope_theta);
-  for (int64_t part = 0; part < 2; ++part) {  // queries, then keys
-    if (!ctx_.active()) {
-      k_.rope(qkv.slice(size_t(part * A), qkv.count - size_t(part * A)), B_, T_, nh, hd, 3 * A, theta, inverse);
-      continue;
-    }
-    const int64_t c = ctx_.chunk();
-    for (int64_t b = 0; b < B_; ++b)
-      for (int k = 0; k < 2; ++k) {
-        const size_t at = size_t((b * T_ + k * c) * 3 * A + part * A);
-        k_.rope_at(qkv.slice(at, qkv.count - at), c, nh, hd, 3 * A, theta, inverse, ctx_.first_position(k));
-      }
-  }
-}
-
 void GptStage::zero_grads() {
   if (!ext_g_) k_.zero(grads_, size_t(layout_.total()));  // a unit's gradients are zeroed when handed out
 }

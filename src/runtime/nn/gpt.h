@@ -246,6 +246,12 @@ class GptStage {
   void set_expert_group(comm::Communicator* ep) { ep_ = ep; }
   // Expert tensor parallelism: the ETP group (size Shard::etp_size; before the first forward).
   void set_expert_tensor_group(comm::Communicator* etp) { etp_ = etp; }
+  // The expert bias of local MoE layer i (Shard::moe.expert_bias: E floats the trainer owns and
+  // updates between steps; read by every forward's top-k).
+  void set_expert_bias(int64_t i, const float* bias) {
+    moe_bias_.resize(size_t(layout_.num_layers()), nullptr);
+    moe_bias_.at(size_t(i)) = bias;
+  }
 
   // f(begin, end): gradients of [begin, end) are final for the running backward (nullptr: off).
   void set_grad_ready_hook(std::function<void(int64_t begin, int64_t end)> hook) { grad_hook_ = std::move(hook); }
@@ -396,6 +402,7 @@ class GptStage {
   void moe_exchange_counts(MoeRouting& r);
   void moe_move(const Tensor& from, const Tensor& to, const MoeRouting& r, bool back);
   comm::Communicator* ep_ = nullptr;
+  std::vector<const float*> moe_bias_;  // per local layer: its expert bias (set_expert_bias), or nullptr
   comm::Communicator* moe_cp_ = nullptr;  // context parallel: the ranks sharing each micro-batch's auxiliary losses
   void moe_whole_batch_aux(MoeRouting& r);  // the auxiliary losses over the cp ranks' tokens
   std::vector<uint8_t> moe_cp_keep(const MoeRouting& r, int64_t capacity);  // dropping over the cp ranks' tokens

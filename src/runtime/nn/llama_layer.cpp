@@ -8,6 +8,41 @@
 
 namespace trident::nn {
 
+namespace {
+// The model's rotary frequencies: its theta, and Llama 3.1's scaling where it has it (ModelSpec's
+// rope_scaling; capability::beyond_runtime refuses every other type before a stage exists).
+kernels::RopeFreq rope_freq(const ModelSpec& m) {
+  kernels::RopeFreq f;
+  f.theta = float(m.rope_theta);
+  if (m.rope_scaling.type == "llama3") {
+    f.llama3 = true;
+    f.factor = float(m.rope_scaling.factor);
+    f.low_freq_factor = float(m.rope_scaling.low_freq_factor);
+    f.high_freq_factor = float(m.rope_scaling.high_freq_factor);
+    f.original_max_position = float(m.rope_scaling.original_max_position);
+  }
+  return f;
+}
+}  // namespace
+
+void GptStage::rotary(const Tensor& qkv, bool inverse) {
+  const Shard& s = shard();
+  const int64_t nh = s.heads_local(), hd = s.head_dim(), A = s.attn_local();
+  const kernels::RopeFreq freq = rope_freq(s.model);
+  for (int64_t part = 0; part < 2; ++part) {  // queries, then keys
+    if (!ctx_.active()) {
+      k_.rope(qkv.slice(size_t(part * A), qkv.count - size_t(part * A)), B_, T_, nh, hd, 3 * A, freq, inverse);
+      continue;
+    }
+    const int64_t c = ctx_.chunk();
+    for (int64_t b = 0; b < B_; ++b)
+      for (int k = 0; k < 2; ++k) {
+        const size_t at = size_t((b * T_ + k * c) * 3 * A + part * A);
+        k_.rope_at(qkv.slice(at, qkv.count - at), c, nh, hd, 3 * A, freq, inverse, ctx_.first_position(k));
+      }
+  }
+}
+
 void GptStage::llama_layer_forward(const LayerActs& x, int64_t i, const Tensor& res_in) {
   const Shard& s = shard();
   const int64_t N = this->N(), C = s.C(), A = s.attn_local(), F = s.ffn_local(), KV = s.kv_local();

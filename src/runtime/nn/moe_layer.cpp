@@ -120,13 +120,17 @@ void GptStage::moe_forward(const MoeActs& m, const LayerParams& p, const Tensor&
   std::vector<float> host(size_t(N * E));
   k_.to_host(host.data(), moe_f32_, host.size());
   MoeRouting& r = *m.route;
+  // The layer's expert bias (its index: p is one of layout_'s layers).
+  const size_t layer = size_t(&p - &layout_.layer(0));
+  const float* bias = s.moe.expert_bias && layer < moe_bias_.size() ? moe_bias_[layer] : nullptr;
+  if (s.moe.expert_bias && !bias) throw std::logic_error("GptStage: a router with an expert bias needs set_expert_bias");
   if (moe_cp_ && s.moe.drop) {
     // The capacity and the first-come order are the whole micro-batch's, as in one process.
-    r = score_tokens(host.data(), N, E, k, s.moe);
+    r = score_tokens(host.data(), N, E, k, s.moe, bias);
     const int64_t capacity = capacity_of(N * moe_cp_->size(), E, k, s.moe);
     place_rows(r, moe_cp_keep(r, capacity), capacity, s.moe);
   } else {
-    r = route_tokens(host.data(), N, E, k, s.moe);
+    r = route_tokens(host.data(), N, E, k, s.moe, bias);
   }
   if (moe_cp_) moe_whole_batch_aux(r);
   if (s.tp_size > 1) keep_own_rows(r, own_tokens());

@@ -16,19 +16,38 @@ void softmax_row(const float* x, int64_t E, float* p, float* lse) {
   for (int64_t e = 0; e < E; ++e) p[e] = float(std::exp(double(x[e] - m)) / s);
   *lse = float(double(m) + std::log(s));
 }
+// Sigmoid scores of one token's logits, and their log-sum-exp (the z-loss's, on the logits alike).
+void sigmoid_row(const float* x, int64_t E, float* p, float* lse) {
+  const float m = *std::max_element(x, x + E);
+  double s = 0;
+  for (int64_t e = 0; e < E; ++e) s += std::exp(double(x[e] - m)), p[e] = float(1.0 / (1.0 + std::exp(-double(x[e]))));
+  *lse = float(double(m) + std::log(s));
+}
+// Whether the chosen scores are divided by their sum: normalise, but a single sigmoid score stays
+// itself (Megatron-Core and DeepSeek-V3 normalise sigmoid scores at top-k > 1 only).
+bool normalised(const MoeOptions& o, int64_t k) { return o.normalise && !(o.sigmoid && k == 1); }
+// Each token's sum of its sigmoid scores (the load-balancing loss's P_e is over those sums).
+double row_sum(const float* p, int64_t E) {
+  double s = 0;
+  for (int64_t e = 0; e < E; ++e) s += p[e];
+  return s;
+}
 }  // namespace
 
-MoeRouting route_tokens(const float* logits, int64_t N, int64_t E, int64_t k, const MoeOptions& o) {
-  MoeRouting r = score_tokens(logits, N, E, k, o);
+MoeRouting route_tokens(const float* logits, int64_t N, int64_t E, int64_t k, const MoeOptions& o, const float* bias) {
+  MoeRouting r = score_tokens(logits, N, E, k, o, bias);
   const int64_t capacity = capacity_of(N, E, k, o);
   place_rows(r, keep_first(r.expert, E, capacity), capacity, o);
   return r;
 }
 
-MoeRouting score_tokens(const float* logits, int64_t N, int64_t E, int64_t k, const MoeOptions& o) {
+MoeRouting score_tokens(const float* logits, int64_t N, int64_t E, int64_t k, const MoeOptions& o, const float* bias) {
   MoeRouting r;
   r.N = N, r.E = E, r.k = k;
   r.probs.resize(size_t(N * E));
+  if (o.sigmoid) r.logits.assign(logits, logits + N * E);
+  if (o.expert_bias) r.bias.assign(bias, bias + E);
+  std::vector<float> sel(static_cast<size_t>(E));
   r.lse.resize(size_t(N));
   r.expert.resize(size_t(N * k));
   r.weight.resize(size_t(N * k));
@@ -36,15 +55,16 @@ MoeRouting score_tokens(const float* logits, int64_t N, int64_t E, int64_t k, co
   std::vector<int32_t> order(static_cast<size_t>(E));
   for (int64_t t = 0; t < N; ++t) {
     float* p = r.probs.data() + t * E;
-    softmax_row(logits + t * E, E, p, &r.lse[size_t(t)]);
+    (o.sigmoid ? sigmoid_row : softmax_row)(logits + t * E, E, p, &r.lse[size_t(t)]);
+    for (int64_t e = 0; e < E; ++e) sel[size_t(e)] = o.expert_bias ? p[e] + r.bias[size_t(e)] : p[e];
     std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return p[a] > p[b]; });
+    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return sel[size_t(a)] > sel[size_t(b)]; });
     double sum = 0;
     for (int64_t j = 0; j < k; ++j) sum += p[order[size_t(j)]];
     for (int64_t j = 0; j < k; ++j) {
       const int32_t e = order[size_t(j)];
       r.expert[size_t(t * k + j)] = e;
-      r.weight[size_t(t * k + j)] = o.normalise ? float(p[e] / sum) : p[e];
+      r.weight[size_t(t * k + j)] = float((normalised(o, k) ? double(p[e]) / sum : double(p[e])) * o.topk_scaling);
       ++r.routed[size_t(e)];
     }
   }
@@ -110,8 +130,12 @@ void keep_own_rows(MoeRouting& r, const std::vector<uint8_t>& mine) {
 
 std::vector<double> aux_sums(const MoeRouting& r) {
   std::vector<double> out(size_t(r.E + 1), 0.0);
-  for (int64_t e = 0; e < r.E; ++e)
-    for (int64_t t = 0; t < r.N; ++t) out[size_t(e)] += r.probs[size_t(t * r.E + e)];
+  const bool sigmoid = !r.logits.empty();
+  for (int64_t t = 0; t < r.N; ++t) {
+    const float* p = r.probs.data() + t * r.E;
+    const double S = sigmoid ? row_sum(p, r.E) : 1.0;  // sigmoid scores: each token's over their sum
+    for (int64_t e = 0; e < r.E; ++e) out[size_t(e)] += sigmoid ? p[e] / S : p[e];
+  }
   for (int64_t t = 0; t < r.N; ++t) out[size_t(r.E)] += double(r.lse[size_t(t)]) * r.lse[size_t(t)];
   return out;
 }
@@ -135,24 +159,54 @@ void route_backward(const MoeRouting& r, const float* dweight, double aux_weight
   for (int64_t e = 0; e < E; ++e)
     daux[size_t(e)] = aux_weight * o.aux_coeff * double(E) / double(k) * double(r.routed_all[size_t(e)]) / Na / Na;
   const double dz = aux_weight * o.z_coeff * 2.0 / Na;
+  const bool sigmoid = !r.logits.empty();
+  const double c = o.topk_scaling;
   for (int64_t t = 0; t < N; ++t) {
     const float* p = r.probs.data() + t * E;
-    for (int64_t e = 0; e < E; ++e) ds[size_t(e)] = daux[size_t(e)];
+    if (sigmoid) {
+      // P_e's term is over q_e = s_e / S_t: ds_e = (daux_e - sum_e' daux_e' q_e') / S_t.
+      const double S = row_sum(p, E);
+      double dot = 0;
+      for (int64_t e = 0; e < E; ++e) dot += daux[size_t(e)] * p[e] / S;
+      for (int64_t e = 0; e < E; ++e) ds[size_t(e)] = (daux[size_t(e)] - dot) / S;
+    } else {
+      for (int64_t e = 0; e < E; ++e) ds[size_t(e)] = daux[size_t(e)];
+    }
     const float* dw = dweight + t * k;
     const float* w = r.weight.data() + t * k;
     const int32_t* ex = r.expert.data() + t * k;
-    if (o.normalise) {
-      // w_j = s_j / S: ds_j = (dw_j - sum_i dw_i w_i) / S.
+    if (normalised(o, k)) {
+      // w_j = c s_j / S: ds_j = (c dw_j - sum_i dw_i w_i) / S.
       double S = 0, dot = 0;
       for (int64_t j = 0; j < k; ++j) S += p[ex[j]], dot += double(dw[j]) * w[j];
-      for (int64_t j = 0; j < k; ++j) ds[size_t(ex[j])] += (double(dw[j]) - dot) / S;
+      for (int64_t j = 0; j < k; ++j) ds[size_t(ex[j])] += (c * double(dw[j]) - dot) / S;
     } else {
-      for (int64_t j = 0; j < k; ++j) ds[size_t(ex[j])] += dw[j];
+      for (int64_t j = 0; j < k; ++j) ds[size_t(ex[j])] += c * double(dw[j]);
+    }
+    const double zt = dz * double(r.lse[size_t(t)]);
+    if (sigmoid) {
+      // ds/dx = s (1 - s); the z-loss's gradient is over the softmax of the logits.
+      const float* x = r.logits.data() + t * E;
+      for (int64_t e = 0; e < E; ++e)
+        dlogits[t * E + e] = float(double(p[e]) * (1.0 - double(p[e])) * ds[size_t(e)] +
+                                   zt * std::exp(double(x[e]) - double(r.lse[size_t(t)])));
+      continue;
     }
     double sum = 0;
     for (int64_t e = 0; e < E; ++e) sum += double(p[e]) * ds[size_t(e)];
-    for (int64_t e = 0; e < E; ++e)
-      dlogits[t * E + e] = float(double(p[e]) * (ds[size_t(e)] - sum) + dz * double(r.lse[size_t(t)]) * p[e]);
+    for (int64_t e = 0; e < E; ++e) dlogits[t * E + e] = float(double(p[e]) * (ds[size_t(e)] - sum) + zt * p[e]);
+  }
+}
+
+void update_expert_bias(float* bias, const std::vector<int64_t>& load, double rate) {
+  const int64_t E = int64_t(load.size());
+  int64_t total = 0;
+  for (int64_t n : load) total += n;
+  // sign(mean - load_e) without rounding: compare total with E x load_e (exact integers); the
+  // bias in fp32, as Megatron-Core keeps it.
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t diff = total - E * load[size_t(e)];
+    bias[e] += float(rate) * float((diff > 0) - (diff < 0));
   }
 }
 

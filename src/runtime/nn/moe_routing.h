@@ -1,9 +1,13 @@
 // Routing of a mixture-of-experts layer on the host: the router's scores, the top-k choice, the
 // capacity and its dropped tokens, the auxiliary losses, and their backward.
 //
-// Scores are softmax(logits) over the experts; a token takes its k best (ties: the lower expert
-// index), with combine weights equal to the chosen scores, or those scores over their sum
-// (normalise, Mixtral's). An expert keeps at most capacity = ceil(capacity_factor x N k / E)
+// Scores are softmax(logits) over the experts, or sigmoid(logits) each (DeepSeek-V3's router,
+// Megatron's --moe-router-score-function sigmoid); a token takes its k best (ties: the lower
+// expert index), with combine weights equal to the chosen scores, or those scores over their sum
+// (normalise, Mixtral's), times the model's routed scaling factor. With an expert bias
+// (DeepSeek-V3's e_score_correction_bias, aux-loss-free balancing) the k best are those of
+// score + bias; the weights stay the scores'. The bias is no parameter: the trainer moves it
+// after each step by rate x sign(mean load - expert's load) (update_expert_bias). An expert keeps at most capacity = ceil(capacity_factor x N k / E)
 // of its assignments, the first in token order (Switch/GShard's position policy); the others are
 // dropped: their expert output is left out of the token's sum (the residual carries the token).
 // Under context parallelism N and the token order are the whole micro-batch's (one process's),
@@ -11,8 +15,9 @@
 // Without dropping every assignment is kept.
 //
 // Auxiliary losses of one micro-batch of N tokens (Megatron-LM's definitions):
-//   load balancing  aux_coeff x E / k x sum_e P_e f_e, with P_e the mean score of expert e and
-//                   f_e its assignments (before dropping) over N; f is a constant of the backward;
+//   load balancing  aux_coeff x E / k x sum_e P_e f_e, with P_e the mean score of expert e (sigmoid
+//                   scores: each token's over their sum, as Megatron-Core) and f_e its
+//                   assignments (before dropping) over N; f is a constant of the backward;
 //   router z-loss   z_coeff x mean_t (logsumexp_e logits[t, e])^2.
 // The trainer weighs them once per micro-batch (see GptStage).
 //
@@ -34,11 +39,18 @@ struct MoeOptions {
   double capacity_factor = 1.0;   // the model's
   double aux_coeff = 0.01;        // load-balancing loss coefficient
   double z_coeff = 0.0;           // router z-loss coefficient
+  // The model's router (ModelSpec's router_score, router_topk_scaling, router_expert_bias).
+  bool sigmoid = false;            // sigmoid scores instead of softmax
+  double topk_scaling = 1.0;       // combine weights scaled by this (routed_scaling_factor)
+  bool expert_bias = false;        // the top-k chosen on score + a per-expert bias
+  double bias_update_rate = 1e-3;  // the bias's step (Megatron's --moe-router-bias-update-rate)
 };
 
 struct MoeRouting {
   int64_t N = 0, E = 0, k = 0;
-  std::vector<float> probs;        // [N, E] softmax scores
+  std::vector<float> probs;        // [N, E] scores (softmax or sigmoid)
+  std::vector<float> logits;       // [N, E] the router's logits (sigmoid scores only: the z-loss's softmax)
+  std::vector<float> bias;         // [E] the expert bias the top-k was chosen with (empty: none)
   std::vector<float> lse;          // [N] log-sum-exp of each token's logits
   std::vector<int32_t> expert;     // [N k] chosen experts, best first
   std::vector<float> weight;       // [N k] combine weights
@@ -72,10 +84,16 @@ struct MoeRouting {
 constexpr int32_t kDropped = -1, kOtherRank = -2;
 
 // Routes N tokens over E experts from their logits [N, E] (fp32, host): score_tokens, then
-// keep_first at capacity_of(N, ...), then place_rows.
-MoeRouting route_tokens(const float* logits, int64_t N, int64_t E, int64_t k, const MoeOptions& o);
+// keep_first at capacity_of(N, ...), then place_rows. bias: [E] the expert bias (o.expert_bias).
+MoeRouting route_tokens(const float* logits, int64_t N, int64_t E, int64_t k, const MoeOptions& o,
+                        const float* bias = nullptr);
 // The scores, the top-k choice and the assignments per expert (nothing placed yet).
-MoeRouting score_tokens(const float* logits, int64_t N, int64_t E, int64_t k, const MoeOptions& o);
+MoeRouting score_tokens(const float* logits, int64_t N, int64_t E, int64_t k, const MoeOptions& o,
+                        const float* bias = nullptr);
+// DeepSeek-V3's aux-loss-free balancing (Megatron-Core's get_updated_expert_bias): each expert's
+// bias moves by rate towards the mean load, bias_e += rate x sign(mean_e' load_e' - load_e),
+// from one step's assignments per expert counted over every rank.
+void update_expert_bias(float* bias, const std::vector<int64_t>& load, double rate);
 // Rows an expert keeps of N tokens' assignments (N: all of them, without dropping).
 int64_t capacity_of(int64_t N, int64_t E, int64_t k, const MoeOptions& o);
 // Which assignments (experts [t k + j], in priority order) their expert keeps at the capacity:

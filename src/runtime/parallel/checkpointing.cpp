@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "runtime/checkpoint/logical_tensors.h"
+#include "runtime/engine/run_meta.h"
 #include "runtime/kernels/cpu/cpu_kernels.h"
 #include "runtime/nn/gpt.h"
 
@@ -150,6 +151,9 @@ void AsyncSaver::begin(const nlohmann::json& meta, double loss, bool snapshot) {
                                   step, loss, dir));
   auto f = std::make_unique<Flight>();
   f->meta = meta;
+  // DeepSeek-V3's expert bias: no parameter, the same on every rank; logical (per MoE layer and
+  // expert), so any layout reads it back. JSON numbers hold fp32 values exactly.
+  if (!t.expert_bias().empty()) f->meta["router"]["expert_bias"] = t.expert_bias();
   f->t0 = std::chrono::steady_clock::now();
   // The first rank of each EDP group writes its experts, of each dp x cp group its dense tensors
   // (with experts folded over tp the two need not coincide).
@@ -253,6 +257,10 @@ void save_checkpoint(DistTrainer& t, ProcessGroups& g, const std::string& dir, c
 }
 
 void load_checkpoint(DistTrainer& t, const checkpoint::CheckpointReader& reader, bool weights_only) {
+  // The expert bias chooses the experts: part of the model, loaded with its weights (--init-from too).
+  if (!t.expert_bias().empty())
+    t.set_expert_bias(engine::expert_bias_from_json(reader.meta(), int64_t(t.expert_bias().size()),
+                                                    int64_t(t.expert_bias().front().size())));
   for (int64_t c = 0; c < t.chunks(); ++c) {
     const nn::ParamLayout& L = t.chunk_layout(c);
     // Straight into the trainer's own host buffers where it holds them whole (CPU, no ZeRO

@@ -174,6 +174,15 @@ void check_resume(const TrainSettings& s, Problems& problems) {
       {"--vocab", n(m.vocab), n(cm.vocab)},
       {"--tied-embeddings", yes_no(m.tied_embeddings()), yes_no(cm.tied_embeddings())},
       {"the RoPE base of --model", fmt::format("{}", m.rope_theta), fmt::format("{}", cm.rope_theta)},
+      {"the rope scaling of --model", m.rope_scaling.type.empty() ? "none" : m.rope_scaling.type,
+       cm.rope_scaling.type.empty() ? "none" : cm.rope_scaling.type},
+      {"--rope-scaling-factor", fmt::format("{}", m.rope_scaling.factor), fmt::format("{}", cm.rope_scaling.factor)},
+      {"--rope-low-freq-factor", fmt::format("{}", m.rope_scaling.low_freq_factor),
+       fmt::format("{}", cm.rope_scaling.low_freq_factor)},
+      {"--rope-high-freq-factor", fmt::format("{}", m.rope_scaling.high_freq_factor),
+       fmt::format("{}", cm.rope_scaling.high_freq_factor)},
+      {"--rope-original-max-position", n(m.rope_scaling.original_max_position),
+       n(cm.rope_scaling.original_max_position)},
       {"--experts", n(m.experts), n(cm.experts)},
       {"--experts-per-token", n(m.experts_per_token), n(cm.experts_per_token)},
       {"--expert-ffn-hidden", n(m.expert_ffn_hidden), n(cm.expert_ffn_hidden)},
@@ -184,7 +193,11 @@ void check_resume(const TrainSettings& s, Problems& problems) {
       // GPT-OSS's attention: a window changes no tensor shape, so only this check sees it.
       {"--window-size", n(m.sliding_window), n(cm.sliding_window)},
       {"--window-attn-skip-freq", n(m.full_attention_every), n(cm.full_attention_every)},
-      {"--attention-sinks", yes_no(m.attention_sinks), yes_no(cm.attention_sinks)}};
+      {"--attention-sinks", yes_no(m.attention_sinks), yes_no(cm.attention_sinks)},
+      {"--moe-router-score-function", m.router_score, cm.router_score},
+      {"--moe-router-enable-expert-bias", yes_no(m.router_expert_bias), yes_no(cm.router_expert_bias)},
+      {"--moe-router-topk-scaling-factor", fmt::format("{}", m.router_topk_scaling),
+       fmt::format("{}", cm.router_topk_scaling)}};
   std::string differ, flags;
   for (const auto& [flag, asked, stored] : sizes)
     if (asked != stored) {
@@ -266,6 +279,9 @@ static void check_prediction_inputs(const TrainSettings& s, int64_t world, Probl
 
 // The router's loss coefficients (the MoE layer's structure is the capability check's).
 static void check_moe_values(const TrainSettings& s, Problems& problems) {
+  if (!(s.moe.bias_update_rate >= 0))
+    problems.add(fmt::format("--moe-router-bias-update-rate {:g} is negative", s.moe.bias_update_rate),
+                 "give --moe-router-bias-update-rate 1e-3 (Megatron-Core's) or another rate of 0 or more", "train-moe");
   if (!(s.moe.aux_coeff >= 0) || !(s.moe.z_coeff >= 0))
     problems.add("--moe-aux-loss-coeff " + std::to_string(s.moe.aux_coeff) + " / --moe-z-loss-coeff " +
                      std::to_string(s.moe.z_coeff) + ": a coefficient is negative",

@@ -11,6 +11,7 @@
 #include <tuple>
 #include <utility>
 
+#include "runtime/engine/run_meta.h"
 #include "runtime/parallel/device_buffer.h"
 #include "runtime/parallel/grad_sync.h"
 #include "runtime/parallel/stage_split.h"
@@ -170,7 +171,7 @@ DistTrainer::DistTrainer(const RunSpec& run, ProcessGroups& groups, const BatchS
     Chunk& ch = I.chunks[c];
     nn::Shard shard = shard_for(run.model, I.split, I.stage, c, run.layout.tp, groups.coords.tp());
     shard.moe = options.moe;
-    shard.moe.capacity_factor = run.model.capacity_factor;
+    engine::use_model_router(shard.moe, run.model);  // its capacity factor, DeepSeek-V3's router
     // Expert parallel: this rank holds its EP group position's experts (ParamLayout's stacking).
     if (groups.ep) shard.ep_size = groups.ep->size(), shard.ep_rank = groups.ep->rank();
     // Expert tensor parallel: this rank's slices of its experts (its ETP group position).
@@ -234,6 +235,24 @@ DistTrainer::DistTrainer(const RunSpec& run, ProcessGroups& groups, const BatchS
     }
   }
 
+  // DeepSeek-V3's expert bias: one table of the model's MoE layers (start_routing's order), zeros
+  // at first as Megatron-Core's, the same on every rank; each stage reads its layers' rows.
+  if (run.model.router_expert_bias && run.model.is_moe()) {
+    const nn::Shard whole = nn::Shard::whole(run.model);
+    std::vector<int64_t> moe_layers;
+    for (int64_t l = 0; l < run.model.layers; ++l)
+      if (whole.moe_layer(l)) moe_layers.push_back(l);
+    expert_bias_.assign(moe_layers.size(), std::vector<float>(size_t(run.model.experts), 0.0f));
+    for (auto& ch : I.chunks) {
+      const nn::Shard& s = ch.stage->shard();
+      for (int64_t i = 0; i < s.num_layers(); ++i)
+        if (s.moe_layer(s.first_layer + i)) {
+          const size_t at = size_t(std::find(moe_layers.begin(), moe_layers.end(), s.first_layer + i) - moe_layers.begin());
+          ch.stage->set_expert_bias(i, expert_bias_[at].data());
+        }
+    }
+  }
+
   I.hold_tied_embedding();
   if (I.pp > 1) pp_message_s_ = I.measure_pp_message();
   if (I.ep) std::tie(I.ep_clock_offset, ep_clock_error_s_) = I.measure_ep_clock_offset();
@@ -245,6 +264,16 @@ DistTrainer::DistTrainer(const RunSpec& run, ProcessGroups& groups, const BatchS
 }
 
 DistTrainer::~DistTrainer() = default;
+
+void DistTrainer::set_expert_bias(const std::vector<std::vector<float>>& bias) {
+  if (bias.size() != expert_bias_.size())
+    throw std::logic_error("DistTrainer::set_expert_bias: another number of MoE layers");
+  for (size_t i = 0; i < bias.size(); ++i) {
+    if (bias[i].size() != expert_bias_[i].size())
+      throw std::logic_error("DistTrainer::set_expert_bias: another number of experts");
+    std::copy(bias[i].begin(), bias[i].end(), expert_bias_[i].begin());  // in place: the stages point here
+  }
+}
 
 int64_t DistTrainer::chunks() const { return int64_t(impl_->chunks.size()); }
 const nn::ParamLayout& DistTrainer::chunk_layout(int64_t c) const { return impl_->chunks[c].stage->layout(); }
@@ -626,6 +655,7 @@ void DistTrainer::Impl::count_routing(RoutingStats& r, const Chunk& ch, nn::Acti
       std::vector<float> row(size_t(route->E));
       for (int64_t t = 0; t < route->N; ++t) {
         std::copy_n(route->probs.begin() + t * route->E, route->E, row.begin());
+        for (size_t e = 0; e < route->bias.size(); ++e) row[e] += route->bias[e];  // chosen on score + bias
         std::nth_element(row.begin(), row.begin() + route->k, row.end(), std::greater<float>());
         const float left_out = row[size_t(route->k)];
         const float last_chosen = *std::min_element(row.begin(), row.begin() + route->k);
@@ -802,6 +832,9 @@ double DistTrainer::step(int64_t step) {
   I.start_routing(routing_);
   const double loss_sum = I.run_program(t, pp_message_s_);
   I.sum_routing(routing_);
+  // The expert bias moves with this step's load, counted over every rank: the same everywhere.
+  for (size_t i = 0; i < expert_bias_.size(); ++i)
+    nn::update_expert_bias(expert_bias_[i].data(), routing_.tokens_per_expert[i], I.opt.moe.bias_update_rate);
 
   cp_blocks_ = 0;
   for (auto& ch : I.chunks)

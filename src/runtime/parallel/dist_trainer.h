@@ -85,6 +85,12 @@ class DistTrainer {
   // The last step's routing (a collective was run inside step(); this only reads its result).
   const RoutingStats& routing_stats() const { return routing_; }
   double last_grad_norm() const { return grad_norm_; }
+  // DeepSeek-V3's expert bias (the model's router_expert_bias; empty without): [MoE layer, in the
+  // model's order][expert], no parameter: moved after each step by update_expert_bias from the
+  // step's load over every rank, so the same on every rank. Checkpoints save and load it.
+  const std::vector<std::vector<float>>& expert_bias() const { return expert_bias_; }
+  // Sets its values (the same shape; a checkpoint's).
+  void set_expert_bias(const std::vector<std::vector<float>>& bias);
 
   // Bytes this rank allocated for parameters, gradients, optimizer state, activations and buffers.
   double allocated_bytes() const;
@@ -135,6 +141,7 @@ class DistTrainer {
   std::unique_ptr<Impl> impl_;
   PhaseTimes times_;
   RoutingStats routing_;
+  std::vector<std::vector<float>> expert_bias_;  // the stages read it through pointers: resized only at construction
   double grad_norm_ = 0;
   double pp_message_s_ = 0;
   double cp_block_s_ = 0;

@@ -48,6 +48,11 @@ std::vector<std::pair<std::string, std::string>> model_options_of(const ModelSpe
   if (m.sliding_window > 0) out.push_back({"window-size", n(m.sliding_window)});
   if (m.full_attention_every > 0) out.push_back({"window-attn-skip-freq", n(m.full_attention_every)});
   if (m.attention_sinks) out.push_back({"attention-sinks", "true"});
+  if (m.rope_scaling.type == "llama3")
+    out.insert(out.end(), {{"rope-scaling-factor", fmt::format("{}", m.rope_scaling.factor)},
+                           {"rope-low-freq-factor", fmt::format("{}", m.rope_scaling.low_freq_factor)},
+                           {"rope-high-freq-factor", fmt::format("{}", m.rope_scaling.high_freq_factor)},
+                           {"rope-original-max-position", n(m.rope_scaling.original_max_position)}});
   if (m.is_moe())
     out.insert(out.end(), {{"experts", n(m.experts)},
                            {"experts-per-token", n(m.experts_per_token)},
@@ -56,6 +61,10 @@ std::vector<std::pair<std::string, std::string>> model_options_of(const ModelSpe
                            {"moe-dense-layers", n(m.moe_dense_layers)},
                            {"moe-layer-freq", n(m.moe_layer_freq)},
                            {"capacity-factor", fmt::format("{}", m.capacity_factor)}});
+  if (m.is_moe() && m.router_score != "softmax") out.push_back({"moe-router-score-function", m.router_score});
+  if (m.is_moe() && m.router_expert_bias) out.push_back({"moe-router-enable-expert-bias", "true"});
+  if (m.is_moe() && m.router_topk_scaling != 1.0)
+    out.push_back({"moe-router-topk-scaling-factor", fmt::format("{}", m.router_topk_scaling)});
   return out;
 }
 
@@ -123,6 +132,7 @@ std::vector<StoredSetting> stored_settings(const json& meta) {
   add("moe-drop", r, "drop", StoredSetting::Fixed);
   add("moe-aux-loss-coeff", r, "aux_loss_coeff", StoredSetting::Fixed);
   add("moe-z-loss-coeff", r, "z_loss_coeff", StoredSetting::Fixed);
+  add("moe-router-bias-update-rate", r, "bias_update_rate", StoredSetting::Fixed);
   const json& l = meta.contains("written_by_layout") ? meta.at("written_by_layout") : none;
   for (const Dimension& d : dimensions()) add(d.name, l, d.name, StoredSetting::Layout);
   add("order", l, "order", StoredSetting::Layout);

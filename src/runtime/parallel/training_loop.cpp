@@ -205,11 +205,17 @@ void print_startup(const TrainSettings& s, int world, const DistTrainer& trainer
                 "planner counts it): %lld zero rows per run, %lld rows per tp rank, no probability or gradient\n",
                 (long long)model.vocab, (long long)padded, (long long)kVocabMultiple, (long long)L.tp,
                 (long long)(padded - model.vocab), (long long)(padded / L.tp));
+  const RopeScaling& rs = model.rope_scaling;
+  const std::string scaling = rs.type == "llama3" ? fmt::format(", llama3 scaling x {:g} (frequency factors {:g} / {:g}, "
+                                                                "original context {})",
+                                                                rs.factor, rs.low_freq_factor, rs.high_freq_factor,
+                                                                rs.original_max_position)
+                                                  : "";
   if (llama)
-    std::printf("  parameters  %s = %lld layers x %s + wte %s + final norm %s + head %s (untied; RoPE theta %g)\n",
+    std::printf("  parameters  %s = %lld layers x %s + wte %s + final norm %s + head %s (untied; RoPE theta %g%s)\n",
                 human_count(double(pc.total)).c_str(), (long long)model.layers, human_count(double(pc.per_layer)).c_str(),
                 human_count(double(pc.token_embedding)).c_str(), human_count(double(pc.final_norm)).c_str(),
-                human_count(double(pc.output_layer)).c_str(), model.rope_theta);
+                human_count(double(pc.output_layer)).c_str(), model.rope_theta, scaling.c_str());
   else
     std::printf("  parameters  %s = %lld layers x %s + wte %s + wpe %s + final norm %s (tied head)\n",
                 human_count(double(pc.total)).c_str(), (long long)model.layers, human_count(double(pc.per_layer)).c_str(),
@@ -232,9 +238,16 @@ void print_startup(const TrainSettings& s, int world, const DistTrainer& trainer
                 human_count(double(pc.total - moe_layers * skipped * pc.expert_params)).c_str(),
                 human_count(double(pc.total)).c_str(), (long long)moe_layers, (long long)skipped,
                 human_count(double(pc.expert_params)).c_str());
-    std::printf("  router      softmax scores, %s, load-balancing loss x %g, z-loss x %g (once per micro-batch)\n",
-                s.moe.normalise ? "chosen weights over their sum" : "chosen scores as weights", s.moe.aux_coeff,
-                s.moe.z_coeff);
+    // DeepSeek-V3's router where the model has it: sigmoid scores, the expert bias, scaled weights.
+    const std::string bias = model.router_expert_bias ? fmt::format(", top-k on score + expert bias (moved {:g} a step "
+                                                                    "towards the mean load)", s.moe.bias_update_rate)
+                                                      : "";
+    const std::string scaled =
+        model.router_topk_scaling != 1.0 ? fmt::format(", weights x {:g}", model.router_topk_scaling) : "";
+    std::printf("  router      %s scores%s, %s%s, load-balancing loss x %g, z-loss x %g (once per micro-batch)\n",
+                model.router_score.c_str(), bias.c_str(),
+                s.moe.normalise ? "chosen weights over their sum" : "chosen scores as weights", scaled.c_str(),
+                s.moe.aux_coeff, s.moe.z_coeff);
   }
   std::printf("  data        %s\n", data.describe().c_str());
   std::printf("  batch       global %lld = micro %lld x %lld accumulation x dp %lld; %lld tokens per step\n",

@@ -54,7 +54,7 @@ class CpuKernels : public Kernels {
   void swiglu_forward(const Tensor& out, const Tensor& gate_up, int64_t N, int64_t F) override;
   void swiglu_backward(const Tensor& dgate_up, const Tensor& gate_up, const Tensor& dout, int64_t N,
                        int64_t F) override;
-  void rope(const Tensor& x, int64_t B, int64_t T, int64_t heads, int64_t hd, int64_t row, float theta,
+  void rope(const Tensor& x, int64_t B, int64_t T, int64_t heads, int64_t hd, int64_t row, const RopeFreq& freq,
             bool inverse) override;
 
   void gather_rows(const Tensor& dst, const Tensor& src, const int32_t* rows, const float* scale, int64_t n,
@@ -91,7 +91,7 @@ class CpuKernels : public Kernels {
                             int64_t hd) override;
   void attention_sink_backward(float* dsinks, const Tensor& dout, const Tensor& out, const float* lse,
                                const Tensor& sinks, int64_t B, int64_t T, int64_t nh, int64_t hd) override;
-  void rope_at(const Tensor& x, int64_t T, int64_t heads, int64_t hd, int64_t row, float theta, bool inverse,
+  void rope_at(const Tensor& x, int64_t T, int64_t heads, int64_t hd, int64_t row, const RopeFreq& freq, bool inverse,
                int64_t first_position) override;
 
   void embedding_forward(const Tensor& out, const int32_t* tokens, const Tensor& wte, int64_t N, int64_t C,

@@ -152,11 +152,11 @@ void CpuKernels::swiglu_backward(const Tensor& dgate_up_t, const Tensor& gate_up
 namespace {
 // Rotates `seqs` runs of T tokens (run b starting at x + b * T * row), token t of a run at
 // position first_position + t.
-void rotate(float* x, int64_t seqs, int64_t T, int64_t heads, int64_t hd, int64_t row, float theta, bool inverse,
-            int64_t first_position) {
+void rotate(float* x, int64_t seqs, int64_t T, int64_t heads, int64_t hd, int64_t row, const RopeFreq& freq,
+            bool inverse, int64_t first_position) {
   const int64_t half = hd / 2;
   std::vector<float> inv_freq(static_cast<size_t>(half));
-  for (int64_t i = 0; i < half; ++i) inv_freq[size_t(i)] = float(std::pow(double(theta), -2.0 * double(i) / double(hd)));
+  for (int64_t i = 0; i < half; ++i) inv_freq[size_t(i)] = float(rope_inv_freq<double>(freq, int(i), int(hd)));
   const float sign = inverse ? -1.0f : 1.0f;
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t b = 0; b < seqs; ++b)
@@ -176,16 +176,16 @@ void rotate(float* x, int64_t seqs, int64_t T, int64_t heads, int64_t hd, int64_
 }
 }  // namespace
 
-void CpuKernels::rope(const Tensor& x_t, int64_t B, int64_t T, int64_t heads, int64_t hd, int64_t row, float theta,
-                      bool inverse) {
+void CpuKernels::rope(const Tensor& x_t, int64_t B, int64_t T, int64_t heads, int64_t hd, int64_t row,
+                      const RopeFreq& freq, bool inverse) {
   float* x = f32_data(x_t, "rope", size_t((B * T - 1) * row + heads * hd));
-  rotate(x, B, T, heads, hd, row, theta, inverse, 0);
+  rotate(x, B, T, heads, hd, row, freq, inverse, 0);
 }
 
-void CpuKernels::rope_at(const Tensor& x_t, int64_t T, int64_t heads, int64_t hd, int64_t row, float theta,
-                         bool inverse, int64_t first_position) {
+void CpuKernels::rope_at(const Tensor& x_t, int64_t T, int64_t heads, int64_t hd, int64_t row,
+                         const RopeFreq& freq, bool inverse, int64_t first_position) {
   float* x = f32_data(x_t, "rope_at", size_t((T - 1) * row + heads * hd));
-  rotate(x, 1, T, heads, hd, row, theta, inverse, first_position);
+  rotate(x, 1, T, heads, hd, row, freq, inverse, first_position);
 }
 
 }  // namespace trident::kernels
