@@ -192,6 +192,10 @@ void check_executable(const RunSpec& r, const std::string& device, const std::ve
                      (x.recipe.moe_ep_overlap ? " --moe-ep-overlap" : "") + from_stack +
                      ": the runtime dispatches by a 16-bit all-to-all of every routed copy, not overlapped",
                  "use --moe-dispatcher alltoall without --moe-fp8-dispatch / --moe-ep-overlap for train", "train-moe-dispatcher");
+  if (x.recipe.cuda_graphs != CudaGraphs::None)
+    problems.add("--cuda-graphs " + to_string(x.recipe.cuda_graphs) + from_stack +
+                     ": the runtime issues its kernels from C++ one by one and captures no CUDA graphs",
+                 "use --cuda-graphs none for train", "train-cuda-graphs");
   if (L.cp > 1 && x.recipe.cp_kind != CpKind::Ring)
     problems.add("--cp-kind " + to_string(x.recipe.cp_kind) + from_stack + ": the runtime passes KV blocks round a ring",
                  "use --cp-kind ring for train", "train-cp-kind");

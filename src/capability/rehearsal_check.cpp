@@ -44,6 +44,12 @@ RehearsalCheck rehearsal_check(const RunSpec& recipe) {
     x.recipe.moe_dispatcher = MoeDispatcher::AllToAll;
     x.recipe.moe_fp8_dispatch = x.recipe.moe_ep_overlap = false;
   }
+  if (x.recipe.cuda_graphs != CudaGraphs::None) {
+    out.substitutions.push_back("CUDA graphs " + to_string(x.recipe.cuda_graphs) +
+                                " -> none (the runtime issues its kernels one by one)");
+    x.recipe.cuda_graphs = CudaGraphs::None;
+    x.recipe.cuda_graph_scopes = {};
+  }
   if (x.recipe.cp_kind != CpKind::Ring && r.layout.cp > 1) {
     out.substitutions.push_back("cp " + to_string(x.recipe.cp_kind) + " -> ring (the runtime's ring attention)");
     x.recipe.cp_kind = CpKind::Ring;

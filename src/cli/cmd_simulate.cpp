@@ -81,7 +81,8 @@ nlohmann::json to_json(const RunSpec& run, const sim::PlannedCosts& pc, const si
                       {"bubble_s", st.bubble_s},
                       {"end_s", st.end_s},
                       {"exposed_comm_s", {{"tp", st.exposed_tp_s}, {"pp", st.exposed_pp_s}, {"dp", st.exposed_dp_s},
-                                                          {"cp", st.exposed_cp_s}, {"ep", st.exposed_ep_s}}}});
+                                                          {"cp", st.exposed_cp_s}, {"ep", st.exposed_ep_s}}},
+                      {"host_wait_s", st.host_wait_s}});
   json inputs = json::array();
   for (size_t s = 0; s < pc.costs.stages.size(); ++s) {
     const auto& sc = pc.costs.stages[s];
@@ -96,7 +97,9 @@ nlohmann::json to_json(const RunSpec& run, const sim::PlannedCosts& pc, const si
                         {"cp_forward_s", c.cp_forward_s},
                         {"cp_backward_s", c.cp_backward_s},
                         {"ep_forward_s", c.ep_forward_s},
-                        {"ep_backward_s", c.ep_backward_s}});
+                        {"ep_backward_s", c.ep_backward_s},
+                        {"host_forward_s", c.host_forward_s},
+                        {"host_backward_s", c.host_backward_s}});
     inputs.push_back({{"stage", s},
                       {"layers", pc.estimate.stages[s].layers},
                       {"chunks", chunks},
@@ -117,6 +120,7 @@ nlohmann::json to_json(const RunSpec& run, const sim::PlannedCosts& pc, const si
           {"stages", stages},
           {"exposed_comm_s", {{"tp", r.exposed_tp_s()}, {"pp", r.exposed_pp_s()}, {"dp", r.exposed_dp_s()},
                               {"cp", r.exposed_cp_s()}, {"ep", r.exposed_ep_s()}}},
+          {"host_wait_s", r.host_wait_s()},
           {"planner_step_s", pc.estimate.time.step},
           {"memory", memory_json(pc.estimate)},
           {"schedule", to_string(run.exec.schedule)},
@@ -180,10 +184,13 @@ std::string to_text(const RunSpec& run, const Mesh& mesh, const sim::PlannedCost
     std::string chunks;
     for (size_t c = 0; c < sc.chunks.size(); ++c) {
       const auto& cc = sc.chunks[c];
-      chunks += fmt::format("{}F {} B {} (W {}, TP {}{})", c ? "; " : "", ms(cc.forward_s), ms(cc.backward_s),
+      chunks += fmt::format("{}F {} B {} (W {}, TP {}{}{})", c ? "; " : "", ms(cc.forward_s), ms(cc.backward_s),
                             ms(cc.backward_weight_s()), ms(cc.tp_forward_s + cc.tp_backward_s),
                             cc.dp_forward_s + cc.dp_backward_s > 0
                                 ? ", ZeRO-3 DP " + ms(cc.dp_forward_s + cc.dp_backward_s)
+                                : std::string(),
+                            cc.host_forward_s + cc.host_backward_s > 0
+                                ? ", host wait " + ms(cc.host_forward_s + cc.host_backward_s)
                                 : std::string());
     }
     bool per_layer_dp = false;  // ZeRO-3: gradients leave layer by layer, no reduction after backward

@@ -51,6 +51,10 @@ const std::vector<CostField>& cost_fields() {
       {"alltoall_latency_us", &CostTable::alltoall_latency_us,
        "EP all-to-all: fixed cost of one call per peer, microseconds (the link's latency where larger)", 0, kDim, false},
       {"kernel_launch_us", &CostTable::kernel_launch_us, "fixed cost per kernel call (launch, dispatch, ramp and tail), microseconds", 0, kDim, false},
+      {"host_launch_us", &CostTable::host_launch_us,
+       "host time to issue one kernel from Python (PyTorch eager + the framework), microseconds: a floor under a "
+       "micro-batch's time",
+       0, kDim, false},
       {"overlap_slowdown", &CostTable::overlap_slowdown, "slowdown of compute per second of hidden communication", 0,
        kShare, false},
       {"dp_bucket_mb", &CostTable::dp_bucket_mb, "gradient bucket size, MB", 0, kDim, true},

@@ -54,11 +54,16 @@ struct CostTable {
   // (0: always). `trident bench` measures it.
   double alltoall_latency_us = 0;
   double kernel_launch_us = 0;       // fixed cost per kernel call (plan/kernel_calls.h counts them)
+  // The host's time to issue one kernel under a stack that issues from Python (PyTorch eager op
+  // dispatch, the framework's module code, the launch), microseconds: a micro-batch takes at least
+  // its launches x this (plan/host_issue.h); CUDA graphs issue a graph in one launch.
+  double host_launch_us = 0;
   double overlap_slowdown = 0.10;    // hidden communication slows the compute it overlaps by this share of itself
   double dp_bucket_mb = 160;         // gradient bucket (Megatron: 40M fp32 elements)
   double optimizer_bytes_per_param = 0;  // 0: derived from the precision recipe
 
   double kernel_overhead_s() const { return kernel_launch_us * 1e-6; }
+  double host_launch_s() const { return host_launch_us * 1e-6; }
   double dp_bucket_bytes() const { return dp_bucket_mb * 1e6; }
 };
 

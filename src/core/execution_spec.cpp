@@ -26,6 +26,10 @@ constexpr Names<MoeDispatcher> kMoeDispatchers[] = {{MoeDispatcher::AllToAll, "a
                                                     {MoeDispatcher::AllGather, "allgather"},
                                                     {MoeDispatcher::DeepEP, "deepep"},
                                                     {MoeDispatcher::HybridEP, "hybridep"}};
+constexpr Names<CudaGraphs> kCudaGraphs[] = {{CudaGraphs::None, "none"},
+                                             {CudaGraphs::Local, "local"},
+                                             {CudaGraphs::TransformerEngine, "transformer-engine"},
+                                             {CudaGraphs::FullIteration, "full-iteration"}};
 
 template <typename E, size_t N>
 std::string name_of(const Names<E> (&table)[N], E v) {
@@ -84,6 +88,57 @@ bool parse_moe_dispatcher(const std::string& t, MoeDispatcher& out) {
   return parse(kMoeDispatchers, t, out);
 }
 std::vector<std::string> moe_dispatcher_names() { return names(kMoeDispatchers); }
+std::string to_string(CudaGraphs g) { return name_of(kCudaGraphs, g); }
+bool parse_cuda_graphs(const std::string& t, CudaGraphs& out) {
+  std::string dashed = t;
+  std::replace(dashed.begin(), dashed.end(), '_', '-');
+  return parse(kCudaGraphs, dashed, out);
+}
+std::vector<std::string> cuda_graphs_names() { return names(kCudaGraphs); }
+
+namespace {
+struct ScopeName {
+  bool CudaGraphScopes::*member;
+  const char* name;
+};
+constexpr ScopeName kScopes[] = {{&CudaGraphScopes::attn, "attn"},
+                                 {&CudaGraphScopes::mlp, "mlp"},
+                                 {&CudaGraphScopes::moe, "moe"},
+                                 {&CudaGraphScopes::moe_router, "moe_router"},
+                                 {&CudaGraphScopes::moe_preprocess, "moe_preprocess"}};
+}  // namespace
+
+std::string to_string(const CudaGraphScopes& s) {
+  std::string out;
+  for (const ScopeName& n : kScopes)
+    if (s.*n.member) out += (out.empty() ? "" : ",") + std::string(n.name);
+  return out;
+}
+
+bool parse_cuda_graph_scopes(const std::string& text, CudaGraphScopes& out, std::vector<std::string>& unknown) {
+  CudaGraphScopes s;
+  std::string word;
+  auto take = [&] {
+    bool found = word.empty() || word == "full";  // Megatron-Core's default: the whole layer
+    for (const ScopeName& n : kScopes)
+      if (word == n.name) s.*n.member = found = true;
+    if (!found) unknown.push_back(word);
+    word.clear();
+  };
+  for (char ch : text) {
+    if (ch == ',' || ch == ' ' || ch == '[' || ch == ']' || ch == '\'' || ch == '"') take();
+    else word += ch;
+  }
+  take();
+  out = s;
+  return unknown.empty();
+}
+
+std::vector<std::string> cuda_graph_scope_names() {
+  std::vector<std::string> v;
+  for (const ScopeName& n : kScopes) v.push_back(n.name);
+  return v;
+}
 
 std::string to_string(const Overlap& o) {
   std::string s;
@@ -163,7 +218,7 @@ const std::vector<StackPreset>& stack_presets() {
        "after the pipeline flush, not behind the backward (its local DDP; overlap_grad_reduce came with Megatron-Core), "
        "pipeline sends of 1/tp shares gathered by the receiver without sequence parallel (its scatter/gather)",
        AttentionKind::Unfused, {false, false, false}, 32, -1, false, false, {.pipeline_sends_whole_tensor = false},
-       kMegatronSchedules, true},
+       kMegatronSchedules, true, true},
       {"megatron-core-te",
        "Megatron-Core / NeMo with Transformer Engine: flash attention, TP and DP overlap, PP overlap in the "
        "interleaved schedule (Megatron's 1F1B sends block), distributed optimizer (ZeRO 1), bf16 gradient reduction, selective recompute of the core attention, "
@@ -172,7 +227,7 @@ const std::vector<StackPreset>& stack_presets() {
        "pipeline sends of the whole activation from every TP rank without sequence parallel (no scatter/gather)",
        AttentionKind::Flash, {true, true, true, true}, 16, 1, false, true,
        {.dp_overlap_per_chunk = true, .pipeline_sends_whole_tensor = true, .fp8_fused_casts = true},
-       kMegatronSchedules, true},
+       kMegatronSchedules, true, true},
       {"deepspeed",
        "DeepSpeed ZeRO with its pipeline engine (Megatron-DeepSpeed): flash attention, overlapped gradient "
        "reduction (overlap_comm) without pipeline parallelism, after the pipeline flush with it (the engine's "
@@ -185,7 +240,7 @@ const std::vector<StackPreset>& stack_presets() {
        // Megatron-LM (Korthikanti 2022, 530B full recompute, predicted within 0.1% at 1) takes
        // 0.168 s per micro-batch against MT-NLG's 0.219 s (bubbles taken out): 0.77, the same ratio.
        {.pipeline_sends_whole_tensor = true, .dp_after_pipeline_flush = true, .fused_swiglu = false, .compute_efficiency = 0.767},
-       {ScheduleKind::OneFOneB}},
+       {ScheduleKind::OneFOneB}, false, true},
       {"torchtitan",
        "torchtitan: FSDP2 (ZeRO 3 only: torchtitan has no ZeRO 1 or 2) with prefetched all-gathers, PyTorch SDPA flash attention, TP "
        "collectives blocking (its default: async TP needs torch.compile, which it leaves off), fp32 "
@@ -194,7 +249,7 @@ const std::vector<StackPreset>& stack_presets() {
        AttentionKind::Flash, {false, true, false}, 32, 3, true, false,
        {.cp_kind = CpKind::AllGather, .pipeline_sends_whole_tensor = true, .fused_swiglu = false},
        // Its zero-bubble schedules split the model into several chunks per rank; zb-h1 has one.
-       {ScheduleKind::GPipe, ScheduleKind::OneFOneB, ScheduleKind::Interleaved}},
+       {ScheduleKind::GPipe, ScheduleKind::OneFOneB, ScheduleKind::Interleaved}, false, true},
   };
   return stacks;
 }
@@ -219,6 +274,11 @@ void apply_stack(const StackPreset& s, ExecutionSpec& e) {
   e.recompute_flash_attention = s.recompute_flash_attention;
   e.recipe = s.recipe;
   if (!s.runs(e.schedule)) e.schedule = s.schedules.front();
+}
+
+bool python_issued(const ExecutionSpec& e) {
+  const StackPreset* s = find_stack(e.stack);
+  return s && s->python_issued;
 }
 
 }  // namespace trident

@@ -34,6 +34,19 @@ enum class CpKind { Ring, AllGather };
 // (DeepEP, HybridEP), which sends one copy of a token per destination NVLink domain over the
 // network and fans it out over NVLink there.
 enum class MoeDispatcher { AllToAll, AllGather, DeepEP, HybridEP };
+// CUDA graphs (Megatron-Core's --cuda-graph-impl): none; captured per layer by Megatron-Core's own
+// graph runner (local) or Transformer Engine's make_graphed_callables (transformer-engine), over
+// the scopes of cuda_graph_scopes; or the whole forward-backward step as one graph
+// (full-iteration). A graph is issued by one launch instead of one per kernel.
+enum class CudaGraphs { None, Local, TransformerEngine, FullIteration };
+// The parts of a layer a per-layer graph captures (Megatron-Core's --cuda-graph-modules, formerly
+// --cuda-graph-scope): the attention block, the dense MLP block, a MoE layer's whole MoE block,
+// its router (with the norm before it), the dispatcher's preprocessing (the permute).
+struct CudaGraphScopes {
+  bool attn = false, mlp = false, moe = false, moe_router = false, moe_preprocess = false;
+  bool any() const { return attn || mlp || moe || moe_router || moe_preprocess; }
+  bool operator==(const CudaGraphScopes&) const = default;
+};
 
 // Recipe settings the layout search keeps as given (it varies layout, batch split, schedule,
 // ZeRO stage and recompute; these come from the flags or the stack preset).
@@ -53,6 +66,11 @@ struct RecipeSettings {
   // adjacent micro-batches merged). Needs the alltoall or flex dispatcher, pp 1 or the
   // interleaved schedule, and no full recomputation (plan::ep_overlap_applies).
   bool moe_ep_overlap = false;
+  // CUDA graphs and what a per-layer graph captures (empty with local / transformer-engine: the
+  // whole layer, Megatron-Core's default). Graphed kernels cost the host one launch per graph
+  // (plan/host_issue.h); full-iteration leaves the step no host floor.
+  CudaGraphs cuda_graphs = CudaGraphs::None;
+  CudaGraphScopes cuda_graph_scopes;
   // Interleaved schedule: each model chunk's gradient reduction starts when its last backward ends
   // and its weight all-gather before its first forward (Megatron's overlap_grad_reduce /
   // overlap_param_gather per chunk); off, the stage's whole reduction hides behind one micro-batch.
@@ -132,6 +150,16 @@ std::vector<std::string> cp_kind_names();
 std::string to_string(MoeDispatcher d);  // "alltoall", "allgather", "deepep", "hybridep"
 bool parse_moe_dispatcher(const std::string& text, MoeDispatcher& out);  // also "flex" = deepep (Megatron's default backend)
 std::vector<std::string> moe_dispatcher_names();
+std::string to_string(CudaGraphs g);  // "none", "local", "transformer-engine", "full-iteration"
+// Also Megatron-Core's spellings transformer_engine and full_iteration.
+bool parse_cuda_graphs(const std::string& text, CudaGraphs& out);
+std::vector<std::string> cuda_graphs_names();
+// "attn,moe_router" in Megatron-Core's names, "" when none.
+std::string to_string(const CudaGraphScopes& s);
+// A comma or space separated list of attn, mlp, moe, moe_router, moe_preprocess ("" or "full":
+// none, the whole layer); false with the unknown names in `unknown`.
+bool parse_cuda_graph_scopes(const std::string& text, CudaGraphScopes& out, std::vector<std::string>& unknown);
+std::vector<std::string> cuda_graph_scope_names();
 bool parse_schedule(const std::string& text, ScheduleKind& out);
 bool parse_recompute(const std::string& text, Recompute& out);
 bool parse_precision(const std::string& text, Precision& out);
@@ -198,6 +226,10 @@ struct StackPreset {
   // Under fp16 the framework reduces gradients in fp32 even where it reduces bf16 ones in 16 bits
   // (Megatron: --grad-reduce-in-bf16 exists, an fp16 reduction does not).
   bool fp16_grads_in_fp32 = false;
+  // The framework issues each kernel from Python (PyTorch eager, op by op): the host's issue time
+  // per kernel (CostTable::host_launch_us) is a floor under a micro-batch's time (plan/host_issue.h).
+  // Trident's runtime issues its kernels from C++, at the GPU's own per-kernel cost.
+  bool python_issued = false;
   bool runs(ScheduleKind s) const;  // whether `schedules` holds s (or is empty)
 };
 const std::vector<StackPreset>& stack_presets();
@@ -205,5 +237,7 @@ const StackPreset* find_stack(const std::string& name);
 std::vector<std::string> stack_names();
 // Sets what the preset sets on `e`.
 void apply_stack(const StackPreset& stack, ExecutionSpec& e);
+// Whether e's stack issues its kernels from Python (StackPreset::python_issued); false with no stack.
+bool python_issued(const ExecutionSpec& e);
 
 }  // namespace trident

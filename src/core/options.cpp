@@ -136,6 +136,15 @@ std::vector<OptionDef> execution_options() {
        "overlap_moe_expert_parallel_comm, delay_wgrad_compute); needs the alltoall or flex dispatcher, pp 1 or the "
        "interleaved schedule, and no full recompute",
        true, "", "off"},
+      {"cuda-graphs", "training",
+       "CUDA graphs (Megatron-Core's cuda_graph_impl): none, local or transformer-engine (each layer's --cuda-graph-scope "
+       "captured, one host launch per graph instead of one per kernel), full-iteration (the whole step one graph: no "
+       "host floor)",
+       false, "none|local|transformer-engine|full-iteration", "none"},
+      {"cuda-graph-scope", "training",
+       "what a per-layer CUDA graph captures, comma separated (Megatron-Core's cuda_graph_modules): attn, mlp, moe, "
+       "moe_router, moe_preprocess; empty or full: the whole layer",
+       false, "LIST", "the whole layer"},
       {"dp-overlap-per-chunk", "training",
        "interleaved schedule: each model chunk's gradient reduction and weight all-gather overlapped on its own "
        "(Megatron's overlap_grad_reduce per chunk)",

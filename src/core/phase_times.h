@@ -22,6 +22,10 @@ struct PhaseTimes {
   // The gradient norm's all-reduce over the world (part of bubble, listed apart): a rank that
   // finishes its program early waits there for the last stage to drain, the pipeline's tail.
   double norm_wait = 0;
+  // Last: the runtime's positional copies (training_loop.cpp) leave it out.
+  // The GPU's wait for the host to issue kernels (the planner's host term, plan/host_issue.h). The
+  // runtime issues from C++ and times no such wait apart: it stays 0, a wait falls in compute.
+  double host = 0;
   double other() const { return total - compute - tp - cp - ep - ep_wait - pp - bubble - dp_exposed; }
 };
 

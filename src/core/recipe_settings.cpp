@@ -15,6 +15,9 @@ std::string recipe_text(const ExecutionSpec& e, int64_t tp, int64_t cp, int64_t 
   if (r.moe_dispatcher != MoeDispatcher::AllToAll) s += ", MoE dispatcher " + to_string(r.moe_dispatcher);
   if (r.moe_fp8_dispatch) s += ", FP8 dispatch";
   if (r.moe_ep_overlap) s += ", EP all-to-alls overlapped";
+  if (r.cuda_graphs != CudaGraphs::None)
+    s += ", CUDA graphs " + to_string(r.cuda_graphs) +
+         (r.cuda_graph_scopes.any() ? " (" + to_string(r.cuda_graph_scopes) + ")" : "");
   if (r.dp_overlap_per_chunk && schedule == ScheduleKind::Interleaved) s += ", DP overlap per chunk";
   // Under sequence parallel (or at tp 1) both ways send the same rows: said only where they differ.
   if (r.pipeline_sends_whole_tensor && pp > 1 && tp > 1 && !e.sequence_parallel) s += ", whole-tensor pipeline sends";
@@ -32,6 +35,8 @@ nlohmann::json recipe_json(const RecipeSettings& r) {
           {"moe_dispatcher", to_string(r.moe_dispatcher)},
           {"moe_fp8_dispatch", r.moe_fp8_dispatch},
           {"moe_ep_overlap", r.moe_ep_overlap},
+          {"cuda_graphs", to_string(r.cuda_graphs)},
+          {"cuda_graph_scope", to_string(r.cuda_graph_scopes)},
           {"dp_overlap_per_chunk", r.dp_overlap_per_chunk},
           {"pipeline_sends_whole_tensor", r.pipeline_sends_whole_tensor},
           {"dp_after_pipeline_flush", r.dp_after_pipeline_flush},

@@ -16,8 +16,8 @@ namespace trident {
 // the flush only when pp > 1, fused casts only with fp8), "" when none.
 std::string recipe_text(const ExecutionSpec& e, int64_t tp, int64_t cp, int64_t pp);
 // fp8_params, optimizer_state_bits, cp_kind, moe_dispatcher, moe_fp8_dispatch, moe_ep_overlap,
-// dp_overlap_per_chunk, pipeline_sends_whole_tensor, dp_after_pipeline_flush, fp8_fused_casts,
-// fused_swiglu, compute_efficiency: always all twelve.
+// cuda_graphs, cuda_graph_scope, dp_overlap_per_chunk, pipeline_sends_whole_tensor,
+// dp_after_pipeline_flush, fp8_fused_casts, fused_swiglu, compute_efficiency: always all fourteen.
 nlohmann::json recipe_json(const RecipeSettings& r);
 
 }  // namespace trident

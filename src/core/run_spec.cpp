@@ -369,6 +369,25 @@ void resolve_recipe(const OptionValues& v, Problems& p, ExecutionSpec& e) {
   if (r.moe_ep_overlap && r.moe_dispatcher == MoeDispatcher::AllGather)
     p.add("--moe-ep-overlap with --moe-dispatcher allgather: Megatron-Core overlaps only the alltoall and flex "
           "dispatchers' communication", "use --moe-dispatcher alltoall (or deepep / hybridep), or drop --moe-ep-overlap");
+  if (auto s = v.get_string("cuda-graphs")) {
+    if (!parse_cuda_graphs(*s, r.cuda_graphs))
+      p.add("--cuda-graphs '" + *s + "' is unknown", did_you_mean(*s, cuda_graphs_names()) + "use " + join_choices(cuda_graphs_names()));
+  }
+  if (auto s = v.get_string("cuda-graph-scope")) {
+    std::vector<std::string> unknown;
+    if (!parse_cuda_graph_scopes(*s, r.cuda_graph_scopes, unknown))
+      for (const std::string& u : unknown)
+        p.add("--cuda-graph-scope '" + u + "' is unknown",
+              did_you_mean(u, cuda_graph_scope_names()) + "use a list of " + join_choices(cuda_graph_scope_names()));
+    else if (r.cuda_graph_scopes.any() && (r.cuda_graphs == CudaGraphs::None || r.cuda_graphs == CudaGraphs::FullIteration))
+      p.add("--cuda-graph-scope " + to_string(r.cuda_graph_scopes) + " with --cuda-graphs " + to_string(r.cuda_graphs) +
+                ": scopes are what a per-layer graph captures",
+            "use --cuda-graphs local or transformer-engine, or drop --cuda-graph-scope");
+  }
+  if (r.cuda_graphs != CudaGraphs::None && !python_issued(e))
+    p.add("--cuda-graphs " + to_string(r.cuda_graphs) + (e.stack.empty() ? " without a --stack" : " with --stack " + e.stack) +
+              ": CUDA graphs remove PyTorch's per-kernel issue from the host; this stack issues its kernels from C++",
+          "use --stack megatron-core-te (or another PyTorch stack), or --cuda-graphs none");
   if (auto b = v.get_bool("dp-overlap-per-chunk", p)) r.dp_overlap_per_chunk = *b;
   if (auto b = v.get_bool("pipeline-sends-whole-tensor", p)) r.pipeline_sends_whole_tensor = *b;
   if (auto b = v.get_bool("dp-after-pipeline-flush", p)) r.dp_after_pipeline_flush = *b;

@@ -30,6 +30,8 @@ std::map<std::string, std::string> run_option_texts(const RunSpec& run) {
       {"moe-dispatcher", to_string(e.recipe.moe_dispatcher)},
       {"moe-fp8-dispatch", e.recipe.moe_fp8_dispatch ? "true" : "false"},
       {"moe-ep-overlap", e.recipe.moe_ep_overlap ? "true" : "false"},
+      {"cuda-graphs", to_string(e.recipe.cuda_graphs)},
+      {"cuda-graph-scope", to_string(e.recipe.cuda_graph_scopes)},
       {"dp-overlap-per-chunk", e.recipe.dp_overlap_per_chunk ? "true" : "false"},
       {"pipeline-sends-whole-tensor", e.recipe.pipeline_sends_whole_tensor ? "true" : "false"},
       {"dp-after-pipeline-flush", e.recipe.dp_after_pipeline_flush ? "true" : "false"},

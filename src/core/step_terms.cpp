@@ -11,6 +11,7 @@ bool ep_on(const RunSpec& r) { return r.layout.ep > 1; }
 bool zb_h1(const RunSpec& r) { return r.exec.schedule == ScheduleKind::ZeroBubbleH1; }  // postponed weight gradients
 bool zero_gathers(const RunSpec& r) { return r.exec.zero >= 1 && r.layout.dp > 1; }
 bool never(const RunSpec&) { return false; }
+bool python_host(const RunSpec& r) { return python_issued(r.exec); }  // plan/host_issue.h
 
 using T = TimeBreakdown;
 using P = PhaseTimes;
@@ -31,6 +32,10 @@ const std::vector<StepTerm> kTerms = {
      &P::ep, nullptr, nullptr, false, "#AA4499"},
     {"ep_wait", "EP wait (peers)", "EP wait (peers)", "ep_wait", "ep_wait_s", "ep_wait", Dim::EP, ep_on, &T::ep_wait,
      &P::ep_wait, nullptr, nullptr, false, "#882255"},
+    // The GPU waiting for a Python stack's host to issue the kernels; timed inside compute by a
+    // runtime (the GPU idles between its kernels).
+    {"host", "host issue floor", "host issue wait", "host_issue", "host_issue_s", "host_issue", std::nullopt,
+     python_host, &T::host, &P::host, nullptr, "compute", false, "#117733"},
     {"pp", "PP transfers", "PP transfers", "pp", "pp_s", "pp_comm", Dim::PP, nullptr, &T::pp_comm, &P::pp, nullptr,
      nullptr, true, "#CC6677"},
     {"bubble", "bubble", "bubble idle", "bubble", "bubble_s", "bubble", Dim::PP, nullptr, &T::bubble, &P::bubble,

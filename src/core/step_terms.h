@@ -27,6 +27,7 @@ struct TimeBreakdown {
   double cp_comm = 0;    // m x its ring exchanges not hidden behind attention
   double ep_comm = 0;    // m x its MoE all-to-alls
   double ep_wait = 0;    // m x its wait in them for the most loaded ep rank (moe_load_imbalance)
+  double host = 0;       // m x the slowest stage's wait for the host to issue its kernels (plan/host_issue.h)
   double dp_comm = 0;    // exposed gradient reduction (ZeRO-3: and weight gathers) + tied-embedding sync
                          // + the expert gradients' reduction over edp
   double zero_gather = 0;  // of dp_comm: the ZeRO weight all-gathers' exposed part
@@ -58,8 +59,8 @@ struct StepTerm {
   const char* fill;  // its chart colour (report/palette.h); nullptr: drawn as the term it is part of
 };
 
-// The terms in the order the rehearsal lists them: compute, tp, cp, ep, ep_wait, pp, bubble, dp,
-// optimizer, then the details (part_of set). "other" (the step less the terms) is not a row.
+// The terms in the order the rehearsal lists them: compute, tp, cp, ep, ep_wait, host, pp, bubble,
+// dp, optimizer, then the details (part_of set). "other" (the step less the terms) is not a row.
 const std::vector<StepTerm>& step_time_terms();
 // The row of `key`, nullptr for another key ("other", "step").
 const StepTerm* step_time_term(const std::string& key);

@@ -394,6 +394,7 @@ std::vector<StageTime> stage_times(const ModelSpec& full, const ExecutionSpec& e
       st.tp_total_s += x;
       st.tp_comm_s += x;
     };
+    st.layer_kernels = lc.kernels;
     st.kernel_calls = layers[i] * lc.kernels.per_layer();
     if (st.first) st.kernel_calls += kEmbeddingKernels;
     if (st.last) st.kernel_calls += kLogitsKernels;

@@ -17,6 +17,7 @@
 #include "core/mesh.h"
 #include "core/model_spec.h"
 #include "core/vocab_padding.h"
+#include "plan/host_issue.h"
 #include "plan/kernel_calls.h"
 #include "plan/zero_phases.h"
 
@@ -226,9 +227,15 @@ struct StageTime {
   // and their fixed cost, which compute_forward_s and compute_backward_s include.
   int64_t kernel_calls = 0;
   double launch_s = 0;
-  double total_s() const {
+  KernelCalls layer_kernels;  // one layer's, by kind and by CUDA graph scope
+  // The host's issue of this micro-batch (plan/host_issue.h, estimate() fills it after the ZeRO-3
+  // traffic) and the GPU's wait for it, host_issue.exposed_s: on the critical path.
+  HostIssue host_issue;
+  double host_s = 0;
+  double gpu_s() const {
     return compute_forward_s + compute_backward_s + tp_comm_s + pp_comm_s + cp_comm_s + ep_comm_s + ep_wait_s + zero3_s;
   }
+  double total_s() const { return gpu_s() + host_s; }
 };
 
 struct StageInputs {

@@ -113,11 +113,18 @@ void time_pipeline(Estimate& e, const Links& links, const CostConstants& c) {
       st.zero3_total_s += z.forward.total_s + z.backward.total_s;
       st.zero3_hidden_s += z.forward.hidden_s + z.backward.hidden_s;
     }
+  // The host's issue of each stage's micro-batch against its GPU time (plan/host_issue.h).
+  for (StageTime& st : e.stages) {
+    const int64_t layers = st.layers + (st.last ? m.mtp_layers : 0);
+    st.host_issue = host_issue(x, st.layer_kernels, layers, st.first, st.last, st.gpu_s(), c);
+    st.host_s = st.host_issue.exposed_s;
+  }
   e.pipeline = pipeline_time(e.stages, e.micro_batches, x.schedule, v);
   const StageTime& slow = e.stages[e.pipeline.slowest_stage];
   const double mb = double(e.micro_batches);
   e.time.compute = mb * (slow.compute_forward_s + slow.compute_backward_s);
   e.time.launch = mb * slow.launch_s;
+  e.time.host = mb * slow.host_s;
   e.time.tp_comm = mb * slow.tp_comm_s;
   e.time.pp_comm = mb * slow.pp_comm_s;
   e.time.tp_hidden = mb * slow.tp_hidden_s;

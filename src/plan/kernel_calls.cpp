@@ -85,6 +85,43 @@ KernelCalls layer_kernel_calls(const ModelSpec& m, const ExecutionSpec& e, int64
   } else if (recomputes_core_attention(e)) {
     k.recompute.attention = f.attention;
   }
+
+  // By scope, from the same counts. Attention block: QKV and projection, the core attention, the
+  // norm, rotary embedding and residual add, half the TP collectives and the cp ones, the QKV and
+  // projection input casts.
+  const int64_t tp_half = tp > 1 ? (e.sequence_parallel ? 2 : 1) : 0;
+  const int64_t cp_forward = gather ? 1 : cp - 1, cp_backward = cp > 1 ? cp_forward : 0;
+  const int64_t rope = m.learned_positions() ? 0 : 1;
+  ScopedKernels& sf = k.scoped_forward;
+  sf.attn = 2 + f.attention + (2 + rope) + tp_half + cp_forward + (fp8 ? 2 - int64_t(fused.qkv) : 0);
+  const int64_t mlp_casts = fp8 ? 2 - int64_t(fused.fc1) - int64_t(fused.fc2) : 0;
+  k.ep_alltoalls_per_pass = m.is_moe() && ep > 1 ? 2 : 0;
+  if (m.is_moe()) {
+    sf.moe_router = 1 + 3;   // the router's GEMM; the norm before it, score function, top-k
+    sf.moe_preprocess = 1;   // the permute
+    // The experts' GEMMs, the shared experts', the activation, the unpermute, the residual add.
+    sf.moe_rest = (f.gemms - 2 - 1) + 3 + tp_half + mlp_casts + k.ep_alltoalls_per_pass;
+  } else {
+    sf.mlp = 2 + 3 + tp_half + mlp_casts;  // FC1, FC2; the norm, activation, residual add
+  }
+  // Backward: dgrad and wgrad of each GEMM, the attention's backward kernels, the element-wise
+  // kernels and collectives again (the cp blocks' gradients too), the output gradients' casts.
+  ScopedKernels& sb = k.scoped_backward;
+  sb.attn = 2 * 2 + b.attention + (2 + rope) + tp_half + cp_forward + cp_backward + (fp8 ? 2 : 0);
+  if (m.is_moe()) {
+    sb.moe_router = 2 * 1 + 3;
+    sb.moe_preprocess = 1;
+    sb.moe_rest = 2 * (f.gemms - 2 - 1) + 3 + tp_half + (fp8 ? 2 : 0) + k.ep_alltoalls_per_pass;
+  } else {
+    sb.mlp = 2 * 2 + 3 + tp_half + (fp8 ? 2 : 0);
+  }
+  // Recomputation runs before the backward: the whole forward again, or the core attention.
+  if (e.recompute == Recompute::Full) {
+    sb.attn += sf.attn, sb.mlp += sf.mlp, sb.moe_router += sf.moe_router;
+    sb.moe_preprocess += sf.moe_preprocess, sb.moe_rest += sf.moe_rest;
+  } else {
+    sb.attn += k.recompute.attention;
+  }
   return k;
 }
 

@@ -23,10 +23,27 @@ struct KernelPass {
   std::string describe() const;  // "4 GEMMs + 1 attention + 5 elementwise + 4 collectives"
 };
 
+// A layer's kernels of one pass by the part of the layer a per-layer CUDA graph can capture
+// (core/execution_spec.h CudaGraphScopes): the attention block (its norm, QKV, rotary, core
+// attention, projection, residual add, their TP / CP collectives and casts), the dense MLP block,
+// a MoE layer's router (the norm before it, the router's GEMM, score function and top-k), the
+// dispatcher's preprocessing (the permute) and the rest of the MoE block (experts, activation,
+// unpermute, residual add, shared experts, TP collectives and casts, and the dispatch and combine
+// all-to-alls, which KernelPass leaves to the EP term: the host issues them all the same).
+struct ScopedKernels {
+  int64_t attn = 0, mlp = 0, moe_router = 0, moe_preprocess = 0, moe_rest = 0;
+  int64_t total() const { return attn + mlp + moe_router + moe_preprocess + moe_rest; }
+  int64_t moe() const { return moe_router + moe_preprocess + moe_rest; }  // the whole MoE block
+};
+
 struct KernelCalls {
   KernelPass forward, backward;
   KernelPass recompute;  // forward kernels run again before the backward (full or selective recompute)
   int64_t per_layer() const { return forward.total() + backward.total() + recompute.total(); }
+  // The same kernels by scope (recompute in the backward's), plus the EP all-to-alls (dispatch
+  // and combine each pass at ep > 1): what the host issues (plan/host_issue.h).
+  ScopedKernels scoped_forward, scoped_backward;
+  int64_t ep_alltoalls_per_pass = 0;
 };
 
 // Outside the layers: the embedding (lookup and dropout forward, the gradient's scatter-add

@@ -64,6 +64,7 @@ std::string differences(const Estimate& a, const Estimate& b) {
                              {"CP ring", a.time.cp_comm - b.time.cp_comm},
                              {"EP all-to-all", a.time.ep_comm - b.time.ep_comm},
                              {"EP wait", a.time.ep_wait - b.time.ep_wait},
+                             {"host issue", a.time.host - b.time.host},
                              {"optimizer", a.time.optimizer - b.time.optimizer}};
   std::sort(terms.begin(), terms.end(), [](const Term& x, const Term& y) { return std::fabs(x.delta) > std::fabs(y.delta); });
   std::string s;

@@ -253,6 +253,21 @@ void recipe_args(const RunSpec& run, std::vector<std::string>& a, Problems& refu
                "replan with --fp8-fused-casts (or --stack megatron-core-te)", "megatron-fp8-casts");
   // Megatron-Core fuses SwiGLU by default (bias_swiglu_fusion: keeps the gate and up output only).
   if (run.model.family == ModelFamily::Llama && !e.recipe.fused_swiglu) a.push_back("--no-bias-swiglu-fusion");
+  // CUDA graphs as planned (plan/host_issue.h): Megatron-Core's implementation and, per layer,
+  // the modules it captures (none named: the whole layer, its default).
+  if (e.recipe.cuda_graphs != CudaGraphs::None) {
+    std::string impl = to_string(e.recipe.cuda_graphs);
+    std::replace(impl.begin(), impl.end(), '-', '_');
+    a.push_back("--cuda-graph-impl " + impl);
+    if (e.recipe.cuda_graph_scopes.any()) {  // a list: each module a word of its own
+      a.push_back("--cuda-graph-modules");
+      const std::string modules = to_string(e.recipe.cuda_graph_scopes);
+      for (size_t start = 0, end = 0; start < modules.size(); start = end + 1) {
+        end = std::min(modules.find(',', start), modules.size());
+        a.push_back(modules.substr(start, end - start));
+      }
+    }
+  }
   if (e.recipe.fp8_params) a.push_back("--fp8-param-gather");  // FP8 weights, gathered as FP8
   if (e.recipe.optimizer_state_bits == 16) {
     // Megatron-Core's precision-aware optimizer: its 16-bit master copy is fp16, the moments bf16.

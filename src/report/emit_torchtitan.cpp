@@ -110,6 +110,12 @@ void check_recipe(const RunSpec& run, bool toml, Problems& refuse) {
                    "not what the plan costs",
                "replan with --moe-dispatcher alltoall and without --moe-fp8-dispatch / --moe-ep-overlap",
                "torchtitan-moe-dispatcher");
+  // torchtitan captures no CUDA graphs in training (eager ops, compile off in the written job).
+  if (e.recipe.cuda_graphs != CudaGraphs::None)
+    refuse.add("--cuda-graphs " + to_string(e.recipe.cuda_graphs) +
+                   ": torchtitan's training loop captures no CUDA graphs, so the written job would issue every kernel "
+                   "from the host, not what the plan costs",
+               "replan with --cuda-graphs none", "torchtitan-cuda-graphs");
   if (l.ep > 1 && l.tp > 1)
     refuse.add("expert parallel with tp > 1: torchtitan forms its expert groups on its own device mesh, not "
                "checked against the plan's expert grid (etp " + std::to_string(l.etp) + " x ep " + std::to_string(l.ep) +

@@ -74,7 +74,7 @@ std::string compare_text(const std::vector<Compared>& cs) {
   // One column per layout, one row per figure: the step's terms add up to its step time.
   std::vector<std::pair<std::string, std::vector<std::string>>> rows = {
       {"layout", {}},         {"recipe", {}},       {"step s", {}},       {"= compute", {}}, {"+ TP", {}},
-      {"+ PP", {}},           {"+ CP + EP", {}},    {"+ bubble", {}},     {"+ DP", {}},      {"+ optimizer", {}},
+      {"+ PP", {}},           {"+ CP + EP + host", {}}, {"+ bubble", {}},     {"+ DP", {}},      {"+ optimizer", {}},
       {"tokens/s", {}},       {"MFU", {}},          {"memory GiB", {}},   {"vs first", {}}};
   const double first = cs.front().best ? cs.front().best->tokens_per_s : 0;
   for (const Compared& c : cs) {
@@ -91,7 +91,7 @@ std::string compare_text(const std::vector<Compared>& cs) {
       v[3] = fmt::format("{:.3f}", t.compute);
       v[4] = fmt::format("{:.3f}", t.tp_comm);
       v[5] = fmt::format("{:.3f}", t.pp_comm);
-      v[6] = fmt::format("{:.3f}", t.cp_comm + t.ep_comm + t.ep_wait);
+      v[6] = fmt::format("{:.3f}", t.cp_comm + t.ep_comm + t.ep_wait + t.host);
       v[7] = fmt::format("{:.3f}", t.bubble);
       v[8] = fmt::format("{:.3f}", t.dp_comm);
       v[9] = fmt::format("{:.3f}", t.optimizer);
@@ -131,7 +131,7 @@ nlohmann::json compare_json(const std::vector<Compared>& cs) {
       j["step_s"] = e.time.step;
       j["time_s"] = {{"compute", e.time.compute}, {"tp_comm", e.time.tp_comm}, {"pp_comm", e.time.pp_comm},
                      {"cp_comm", e.time.cp_comm}, {"ep_comm", e.time.ep_comm + e.time.ep_wait},
-                     {"bubble", e.time.bubble},   {"dp_comm", e.time.dp_comm}, {"optimizer", e.time.optimizer}};
+                     {"host_issue", e.time.host}, {"bubble", e.time.bubble},   {"dp_comm", e.time.dp_comm}, {"optimizer", e.time.optimizer}};
       j["tokens_per_s"] = e.tokens_per_s;
       j["mfu"] = e.mfu;
       j["memory_gib"] = gib(e.peak_memory().total_bytes());

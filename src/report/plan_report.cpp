@@ -8,6 +8,7 @@
 
 #include "core/dimensions.h"
 #include "core/step_terms.h"
+#include "report/host_issue_report.h"
 #include "core/units.h"
 
 namespace trident {
@@ -164,6 +165,7 @@ json candidate_json(const RunSpec& run, const Estimate* e, const std::vector<Fin
                            {"slowest_stage_per_micro_batch", sl.kernel_calls},
                            {"kernel_launch_us", e->cost.kernel_launch_us},
                            {"seconds_per_step", round6(e->time.launch)}};
+      if (nlohmann::json h = host_issue_json(*e); !h.is_null()) j["host_issue"] = h;
       if (lc.fp8)  // one layer, one micro-batch: the casts kept as kernels and those fused away
         j["fp8_casts"] = {{"kept_bytes", lc.fp8_cast_elements * cast_bytes_per_element(run.exec.precision, e->cost)},
                           {"removed_bytes", lc.fp8_fused_cast_elements * cast_bytes_per_element(run.exec.precision, e->cost)},
@@ -433,6 +435,7 @@ std::string step_text(const Estimate& e) {
                                t.cp_comm, pct(t.cp_comm));
   if (r.layout.ep > 1 || r.layout.etp > 1) cp_ep_terms += fmt::format(" + EP all-to-all {:.3f} ({:.1f}%)", t.ep_comm, pct(t.ep_comm));
   if (t.ep_wait > 0) cp_ep_terms += fmt::format(" + EP wait {:.3f} ({:.1f}%)", t.ep_wait, pct(t.ep_wait));
+  if (t.host > 0) cp_ep_terms += fmt::format(" + host issue {:.3f} ({:.1f}%)", t.host, pct(t.host));
   s += fmt::format("Step {:.3f} s = compute {:.3f} ({:.1f}%) + TP {:.3f} ({:.1f}%) + PP {:.3f} ({:.1f}%){} + bubble {:.3f} "
                    "({:.1f}%) + DP {:.3f} ({:.1f}%) + optimizer {:.3f} ({:.1f}%)\n",
                    t.step, t.compute, pct(t.compute), t.tp_comm, pct(t.tp_comm), t.pp_comm, pct(t.pp_comm), cp_ep_terms,
@@ -635,6 +638,7 @@ std::string stage_terms_text(const Estimate& e) {
                      st.last ? fmt::format(" + logits {}", kLogitsKernels) : "", e.cost.kernel_launch_us,
                      e.micro_batches, e.time.launch);
   }
+  s += host_issue_text(e);
   s += fp8_casts_text(e);
   s += moe_compute_text(e);
   s += fmt::format("  optimizer: {:.3f} B params x {:g} B of HBM traffic{}\n", e.optimizer.params / 1e9, e.optimizer.bytes_per_param,

@@ -186,6 +186,10 @@ PlannedCosts costs_from_plan(const RunSpec& run, const plan::CostConstants& c, d
     const std::vector<plan::Zero3Chunk> zero3 = plan::zero3_stage(est, s);
     const double send_slowdown = out.costs.blocking_sends ? 0.0 : c.overlap_slowdown * p2p[s];
     const double cp_fwd = cpc.forward_exposed_s, cp_bwd = cpc.backward_exposed_s;
+    // The GPU's wait for the host's issue (plan/host_issue.h): the planner's per micro-batch,
+    // shared among the chunks by their layers and between the passes by their launches.
+    const double host_fwd = st.host_s * st.host_issue.forward_share() / L;
+    const double host_bwd = st.host_s * (1 - st.host_issue.forward_share()) / L;
     sc.chunks.resize(v);
     for (int64_t ch = 0; ch < v; ++ch) {
       const double n = double(chunk_layers[virtual_stage(s, ch, p)]);
@@ -200,9 +204,11 @@ PlannedCosts costs_from_plan(const RunSpec& run, const plan::CostConstants& c, d
       cc.cp_backward_s = n * cp_bwd;
       cc.ep_forward_s = n * (ep_kept * epc.forward_s + epw.forward_s);
       cc.ep_backward_s = n * (ep_kept * epc.backward_s + epw.backward_s);
-      cc.forward_s =
-          n * fwd_layer + cc.tp_forward_s + cc.cp_forward_s + cc.ep_forward_s + cc.dp_forward_s + send_slowdown;
-      cc.backward_s = n * bwd_layer + cc.comm_backward_s() + send_slowdown;
+      cc.host_forward_s = n * host_fwd;
+      cc.host_backward_s = n * host_bwd;
+      cc.forward_s = n * fwd_layer + cc.tp_forward_s + cc.cp_forward_s + cc.ep_forward_s + cc.dp_forward_s +
+                     cc.host_forward_s + send_slowdown;
+      cc.backward_s = n * bwd_layer + cc.comm_backward_s() + cc.host_backward_s + send_slowdown;
       double wgrad = n * wgrad_layer;
       const bool holds_extra = (st.first && ch == 0) || (st.last && ch == v - 1);
       if (holds_extra) {
@@ -212,7 +218,8 @@ PlannedCosts costs_from_plan(const RunSpec& run, const plan::CostConstants& c, d
         cc.backward_s += extra_bwd * share;
         if (st.last) wgrad += extra_bwd / 3;  // logits GEMM: one of its two backward GEMMs is weight grad
       }
-      const double compute_bwd = cc.backward_s - cc.comm_backward_s();
+      // The share of the compute alone; the host's wait then splits between the halves by it.
+      const double compute_bwd = cc.backward_s - cc.comm_backward_s() - cc.host_backward_s;
       cc.weight_share = compute_bwd > 0 ? std::clamp(wgrad / compute_bwd, 0.0, 1.0) : 0.5;
     }
     data_parallel_costs(sc, est, s, run, links, c);

@@ -22,6 +22,9 @@ struct ChunkCost {
   // ZeRO-3 / FSDP: the per-layer weight all-gathers (and, backward, gradient reduce-scatters)
   // not hidden behind the chunk's layers, plus the slowdown of the hidden part. Inside too.
   double dp_forward_s = 0, dp_backward_s = 0;
+  // The GPU's wait for the host to issue the chunk's kernels (plan/host_issue.h); inside too. The
+  // backward's is split between the halves as its compute is (the host issues both halves' kernels).
+  double host_forward_s = 0, host_backward_s = 0;
   double comm_backward_s() const { return tp_backward_s + cp_backward_s + ep_backward_s + dp_backward_s; }
   // Durations of the split halves: the collectives go with the input gradient.
   double backward_weight_s() const { return (backward_s - comm_backward_s()) * weight_share; }

@@ -134,7 +134,7 @@ WgradTimes play_programs(const PipelineSchedule& sc, const SimCosts& costs, cons
           }
         } else {
           const ChunkCost& cc = cost.chunks[a.chunk];
-          double d = 0, tp = 0, cpx = 0, epx = 0, dpx = 0;
+          double d = 0, tp = 0, cpx = 0, epx = 0, dpx = 0, hx = 0;
           SpanKind k = SpanKind::Forward;
           const bool fwd = a.kind == ActionKind::Forward;
           const bool bwd_input = a.kind == ActionKind::Backward || a.kind == ActionKind::BackwardInput;
@@ -142,7 +142,11 @@ WgradTimes play_programs(const PipelineSchedule& sc, const SimCosts& costs, cons
             cpx = fwd ? cc.cp_forward_s : cc.cp_backward_s;
             epx = fwd ? cc.ep_forward_s : cc.ep_backward_s;
             dpx = fwd ? cc.dp_forward_s : cc.dp_backward_s;
+            hx = fwd ? cc.host_forward_s : cc.host_backward_s;
           }
+          // A split backward's host wait goes with each half's compute (weight_share).
+          if (a.kind == ActionKind::BackwardInput) hx = cc.host_backward_s * (1 - cc.weight_share);
+          if (a.kind == ActionKind::BackwardWeight) hx = cc.host_backward_s * cc.weight_share;
           switch (a.kind) {
             case ActionKind::Forward: d = cc.forward_s; tp = cc.tp_forward_s; k = SpanKind::Forward; break;
             case ActionKind::Backward: d = cc.backward_s; tp = cc.tp_backward_s; k = SpanKind::Backward; break;
@@ -156,6 +160,7 @@ WgradTimes play_programs(const PipelineSchedule& sc, const SimCosts& costs, cons
           st.exposed_tp_s += tp;
           st.exposed_cp_s += cpx;
           st.exposed_ep_s += epx;
+          st.host_wait_s += hx;
           st.exposed_layer_dp_s += dpx;
           t += d;
           st.pipeline_end_s = t;

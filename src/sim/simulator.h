@@ -64,6 +64,7 @@ struct StageResult {
   double exposed_layer_dp_s = 0;  // ZeRO-3 per-layer gathers / reduce-scatters inside the passes
   double exposed_cp_s = 0;    // KV ring exchange not hidden behind attention (context parallel)
   double exposed_ep_s = 0;    // MoE all-to-alls on the ep group
+  double host_wait_s = 0;     // waiting for the host to issue the kernels (plan/host_issue.h)
   // What the DP stream played: reductions of the stage's whole gradient buffer (each split in
   // buckets and, interleaved, in a piece per chunk) and their seconds (hidden or not).
   int64_t dp_reductions = 0;
@@ -83,6 +84,7 @@ struct SimResult {
   double exposed_dp_s() const { return stages[critical_stage].exposed_dp_s; }
   double exposed_cp_s() const { return stages[critical_stage].exposed_cp_s; }
   double exposed_ep_s() const { return stages[critical_stage].exposed_ep_s; }
+  double host_wait_s() const { return stages[critical_stage].host_wait_s; }
 };
 
 struct SimOptions {

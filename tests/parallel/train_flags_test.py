@@ -200,6 +200,11 @@ rows = [
     ("--moe-dispatcher", "deepep", "capability", r"--moe-dispatcher deepep.*the runtime dispatches by a 16-bit all-to-all"),
     ("--moe-fp8-dispatch", None, "capability", r"--moe-fp8-dispatch.*: the runtime dispatches"),
     ("--moe-ep-overlap", None, "capability", r"--moe-ep-overlap.*: the runtime dispatches"),
+    # CUDA graphs: a setting of the Python stacks' host issue (plan/host_issue.h); the runtime
+    # issues from C++ and captures none: refused by name with or without a stack, and a scope
+    # without per-layer graphs is refused as such.
+    ("--cuda-graphs", "local", "capability", r"--cuda-graphs local without a --stack: CUDA graphs remove"),
+    ("--cuda-graph-scope", "attn", "parse", r"--cuda-graph-scope attn with --cuda-graphs none"),
     ("--schedule", "zb-h1", "Z", r"schedule zb-h1,(.|\n)*of which W passes +[0-9.]+%"),
     ("--recompute", "full", "zb-full", r"zb-h1 postpones each weight-gradient pass"),
     ("--cp", "2", "capability", r"!ring-attention kernels"),  # accepted on the CPU: no cp refusal

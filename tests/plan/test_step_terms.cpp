@@ -55,4 +55,15 @@ TEST(StepTerms, planned_terms_add_up_to_the_step) {
     ep.model.moe_load_imbalance = 1.3;  // an EP wait too
     expect_terms_add_up(ep, "mixtral ep 8 zero " + std::to_string(zero));
   }
+  // A Python stack's host issue floor (plan/host_issue.h): Mixtral's 8 experts at micro-batch 1
+  // over 2 pipeline stages, at a host cost that makes the host the floor.
+  RunSpec host = run_of("mixtral-8x7b", "dgx-h100", 2, Layout{.tp = 1, .dp = 8, .pp = 2, .order = "tp-ep-dp-pp", .ep = 8}, 1, 64);
+  host.model.seq_len = 512;
+  apply_stack(*find_stack("megatron-core-te"), host.exec);
+  host.exec.stack = "megatron-core-te";
+  CostTable c = cost_table(host);
+  c.host_launch_us = 200;
+  const plan::Estimate e = plan::estimate(host, 0.0, c);
+  EXPECT_GT(e.time.host, 0.1 * e.time.step);
+  EXPECT_NEAR(sum_of_terms(e), e.time.step, 1e-9 * e.time.step);
 }

@@ -367,6 +367,18 @@ ARCH["Qwen3-30B-A3B hybridep, fp8 dispatch, EP overlap"] = (
      "overlap_moe_expert_parallel_comm": True, "delay_wgrad_compute": True})
 ARCH["Qwen3-30B-A3B allgather"] = (ARCH["Qwen3-30B-A3B"][0] + ["--moe-dispatcher", "allgather"],
                                    {"moe_token_dispatcher_type": "allgather", "overlap_moe_expert_parallel_comm": False})
+# CUDA graphs as a stack setting (--cuda-graphs, --cuda-graph-scope): Megatron-Core's implementation
+# and the modules a per-layer graph captures; none named: the whole layer (no modules flag);
+# full-iteration: the implementation alone.
+ARCH["Qwen3-30B-A3B CUDA graphs attn, moe_router"] = (
+    ARCH["Qwen3-30B-A3B"][0] + ["--cuda-graphs", "transformer-engine", "--cuda-graph-scope", "attn,moe_router"],
+    {"cuda_graph_impl": "transformer_engine", "cuda_graph_modules": ["attn", "moe_router"]})
+ARCH["Qwen3-30B-A3B CUDA graphs local, whole layers"] = (
+    ARCH["Qwen3-30B-A3B"][0] + ["--cuda-graphs", "local"], {"cuda_graph_impl": "local", "cuda_graph_modules": []})
+ARCH["Qwen3-30B-A3B CUDA graphs full-iteration"] = (
+    ARCH["Qwen3-30B-A3B"][0] + ["--cuda-graphs", "full_iteration"],
+    {"cuda_graph_impl": "full_iteration", "cuda_graph_modules": []})
+ARCH["Qwen3-30B-A3B no CUDA graphs"] = (ARCH["Qwen3-30B-A3B"][0], {"cuda_graph_impl": "none"})
 for name, (args, want) in ARCH.items():
     text = run("plan", *args, "--emit", "megatron").stdout
     ns = check_megatron(name + " (megatron)", text)
@@ -479,6 +491,10 @@ refusals = [
      ["--model", "mixtral-8x7b", "--seq-len", "4096", "--cluster", "dgx-h100", "--nodes", "4", "--tp", "1", "--ep", "2",
       "--global-batch-size", "64", "--stack", "torchtitan", "--moe-dispatcher", "hybridep"], "torchtitan-toml",
      "not what the plan costs"),
+    ("torchtitan captures no CUDA graphs",
+     ["--model", "mixtral-8x7b", "--seq-len", "4096", "--cluster", "dgx-h100", "--nodes", "4", "--tp", "1", "--ep", "2",
+      "--global-batch-size", "64", "--stack", "torchtitan", "--cuda-graphs", "local"], "torchtitan-toml",
+     "torchtitan's training loop captures no CUDA graphs"),
     ("Megatron has no zero-bubble schedule", PLANS["Llama 3 8B ZeRO-1"][0] + ["--pp", "2", "--schedule", "zb-h1"],
      "slurm", "zb-h1"),
 ]
