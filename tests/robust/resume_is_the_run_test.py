@@ -128,6 +128,34 @@ def main():
             run(trident, "train", "--resume", p("moe"), "--threads", "1", "--moe-normalise"),
             "--moe-normalise true", "false", "resume-setting")
 
+    # 4b. DeepSeek-V3's router: the expert bias is no parameter, it lives in the checkpoint's meta;
+    # a resume carries it (the uninterrupted losses), and the same checkpoint with the bias zeroed
+    # does not continue them (so the check above can fail when the bias is dropped).
+    bias = ["--moe-router-score-function", "sigmoid", "--moe-router-enable-expert-bias",
+            "--moe-router-bias-update-rate", "0.05", "--moe-router-topk-scaling-factor", "2.5"]
+    ds = [*RUN, *MOE[:6], *bias]
+    rc, out = run(trident, "train", *ds, "--metrics", p("ds-a.jsonl"))
+    check("the straight sigmoid-router run trains", rc == 0, out[-800:])
+    rc, out = run(trident, "train", *ds, "--stop-at", "6", "--checkpoint", p("ds"))
+    check("the stopped sigmoid-router run trains", rc == 0, out[-800:])
+    rc, out = run(trident, "train", "--resume", p("ds"), "--threads", "1", "--metrics", p("ds-b.jsonl"))
+    check("a sigmoid-router checkpoint resumes without its flags", rc == 0, out[-1500:])
+    if rc == 0:
+        check("the resumed router keeps sigmoid scores and the bias", "top-k on score + expert bias" in out, out[:3000])
+        continued("the resumed sigmoid-router run continues with the uninterrupted losses", p("ds-a.jsonl"),
+                  p("ds-b.jsonl"), 6)
+        shutil.copytree(p("ds"), p("ds0"))
+        manifest = json.load(open(p("ds0/manifest.json")))
+        table = manifest["meta"]["router"]["expert_bias"]
+        check("the checkpoint holds a moved bias", any(v != 0 for row in table for v in row), table)
+        manifest["meta"]["router"]["expert_bias"] = [[0.0] * len(row) for row in table]
+        json.dump(manifest, open(p("ds0/manifest.json"), "w"))
+        rc, out = run(trident, "train", "--resume", p("ds0"), "--threads", "1", "--metrics", p("ds-c.jsonl"))
+        check("the checkpoint with the bias zeroed resumes", rc == 0, out[-1500:])
+        if rc == 0:
+            check("with the bias zeroed the losses differ (the bias is what carries the routing)",
+                  losses(p("ds-c.jsonl")) != losses(p("ds-a.jsonl"))[6:], losses(p("ds-c.jsonl")))
+
     # 5. --init-from: the checkpoint's weights, step 0, a new optimizer state and schedule.
     rc, out = run(trident, "train", "--init-from", p("ck"), "--threads", "1", "--steps", "1", "--lr", "1e-9",
                   "--warmup", "0", "--checkpoint", p("init"), "--metrics", p("init.jsonl"))
