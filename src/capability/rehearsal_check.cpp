@@ -75,6 +75,13 @@ RehearsalCheck rehearsal_check(const RunSpec& recipe) {
   Problems p;
   check_executable(r, "cpu", {}, p);
   out.refusals = p.list();
+  // The rehearsal runs Trident's runtime, which issues its kernels from C++: a Python stack's host
+  // issue floor (plan/host_issue.h) is not the rehearsed job's, and `trident train` (which takes
+  // no --stack) predicts without it. Cleared after the check so its refusals still name the stack.
+  if (python_issued(x))
+    out.substitutions.push_back("kernel issue from Python (stack " + x.stack +
+                                ") -> from C++ (the runtime's; no host issue floor)");
+  x.stack.clear();
   out.run = r;
   return out;
 }

@@ -31,7 +31,6 @@ std::map<std::string, std::string> run_option_texts(const RunSpec& run) {
       {"moe-fp8-dispatch", e.recipe.moe_fp8_dispatch ? "true" : "false"},
       {"moe-ep-overlap", e.recipe.moe_ep_overlap ? "true" : "false"},
       {"cuda-graphs", to_string(e.recipe.cuda_graphs)},
-      {"cuda-graph-scope", to_string(e.recipe.cuda_graph_scopes)},
       {"dp-overlap-per-chunk", e.recipe.dp_overlap_per_chunk ? "true" : "false"},
       {"pipeline-sends-whole-tensor", e.recipe.pipeline_sends_whole_tensor ? "true" : "false"},
       {"dp-after-pipeline-flush", e.recipe.dp_after_pipeline_flush ? "true" : "false"},
@@ -41,6 +40,9 @@ std::map<std::string, std::string> run_option_texts(const RunSpec& run) {
       {"overlap", to_string(overlap_in_effect(e.overlap, e.schedule))},
       {"tied-embeddings", run.model.tied_embeddings() ? "true" : "false"},
   };
+  // No scope is the default: an empty value would reach a command line as an empty word, which a
+  // rehearsal's command read back by words takes for the next flag's value.
+  if (e.recipe.cuda_graph_scopes.any()) v["cuda-graph-scope"] = to_string(e.recipe.cuda_graph_scopes);
   v.merge(layout_option_texts(l));
   if (e.global_batch_size > 0) v["global-batch-size"] = std::to_string(e.global_batch_size);
   return v;
