@@ -125,6 +125,10 @@ if [ -n "$PY_REF" ]; then
     run_step "DeepSeek-V3 router GptStage on cuda in $prec vs PyTorch" 180 "$PY_REF" tests/reference/reference_test.py \
       "$BUILD/tests/reference/reference_dump" "$MODEL_DIR/deepseek-router-$prec" --device cuda --precision $prec \
       --family llama --qwen3-moe --deepseek-router
+    # DeepSeek-V3's multi-token prediction (one MoE MTP layer) on the GPU: its logits, loss and gradients.
+    run_step "DeepSeek-V3 MTP GptStage on cuda in $prec vs PyTorch" 180 "$PY_REF" tests/reference/reference_test.py \
+      "$BUILD/tests/reference/reference_dump" "$MODEL_DIR/mtp-$prec" --device cuda --precision $prec \
+      --family llama --qwen3-moe --deepseek-router --mtp 1
   done
 else
   note "FAIL  no python with torch: model check skipped"; FAILED=1

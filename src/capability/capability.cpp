@@ -77,6 +77,8 @@ std::vector<std::string> beyond_runtime(const ModelSpec& m) {
   // DeepSeek-V3's router in either family's MoE layer: sigmoid scores, the expert bias, scaled
   // weights (group-limited routing stays refused).
   trained.router_score = "softmax", trained.router_expert_bias = false, trained.router_topk_scaling = 1.0;
+  // DeepSeek-V3's multi-token prediction after the Llama family's layers (runtime/nn/mtp.cpp).
+  if (m.family == ModelFamily::Llama && !m.is_mla()) trained.mtp_layers = 0;
   return trained.beyond_family();
 }
 
@@ -221,6 +223,15 @@ void check_executable(const RunSpec& r, const std::string& device, const std::ve
   if (m.family == ModelFamily::GPT && !m.tied_embeddings())
     problems.add("an untied output layer: the runtime's GPT ties it to the token embedding",
                  "drop --no-tied-embeddings for train", "train-tied-embeddings");
+  if (m.mtp_layers > 0 && x.schedule == ScheduleKind::ZeroBubbleH1)
+    problems.add("zb-h1's split backward with multi-token prediction (--mtp-num-layers " + n(m.mtp_layers) +
+                     "): the MTP layers' weight pass is not written",
+                 "use --schedule 1f1b (or interleaved) with --mtp-num-layers, or drop it", "train-mtp");
+  if (m.mtp_layers > 0 && x.zero >= 3)
+    problems.add("ZeRO-3 with multi-token prediction (--mtp-num-layers " + n(m.mtp_layers) +
+                     "): the MTP layers read the embedding, their layer and the head together, which ZeRO-3's "
+                     "unit-by-unit weights do not hold at once",
+                 "use --zero 1 or 2 with --mtp-num-layers, or drop it", "train-mtp");
   if (x.schedule == ScheduleKind::ZeroBubbleH1 && x.recompute == Recompute::Full)
     problems.add("zb-h1 postpones each weight-gradient pass past the input-gradient pass, which needs the layer "
                  "activations that --recompute full drops",

@@ -40,6 +40,7 @@ std::vector<OptionDef> train_options() {
       {"threads", "training", "CPU threads per rank (default: OMP_NUM_THREADS when set, else the node's cores / its ranks)", false, "INT", "OMP_NUM_THREADS or cores / ranks"},
       {"device", "training", "cpu (default) or cuda (one GPU, chosen by the node-local rank)", false, "cpu|cuda", "cpu"},
       {"gpu-comm", "training", "how GPU ranks talk: nccl (one GPU per rank) or mpi-host (ranks share GPUs through host-staged MPI; for tests)", false, "nccl|mpi-host", "nccl"},
+      {"mtp-loss-scaling-factor", "training", "with --mtp-num-layers: the objective adds this / the layers x each multi-token-prediction layer's mean loss (Megatron's; default 0.1)", false, "NUM", "0.1"},
       {"moe-aux-loss-coeff", "mixture of experts", "load-balancing loss coefficient (default 0.01)", false, "NUM", "0.01"},
       {"moe-z-loss-coeff", "mixture of experts", "router z-loss coefficient (default 0)", false, "NUM", "0"},
       {"moe-drop", "mixture of experts", "drop the assignments past an expert's capacity (default on; --no-moe-drop "

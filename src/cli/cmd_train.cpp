@@ -176,6 +176,14 @@ int run_train(TrainArgs& args) {
         p.add(std::string("--") + name + " applies to mixture-of-experts layers, but " + s.run.model.name +
                   " is dense (it has no experts)",
               "drop --" + std::string(name) + ", or give --experts N", "train-moe");
+  s.mtp_loss_scaling = get_double("mtp-loss-scaling-factor", 0.1);
+  if (values.has("mtp-loss-scaling-factor") && s.run.model.mtp_layers == 0)
+    p.add("--mtp-loss-scaling-factor (from " + values.source("mtp-loss-scaling-factor") +
+              ") weighs the multi-token-prediction losses, which " + s.run.model.name + " does not have",
+          "add --mtp-num-layers N, or drop --mtp-loss-scaling-factor", "train-mtp");
+  else if (!(s.mtp_loss_scaling >= 0))
+    p.add(fmt::format("--mtp-loss-scaling-factor {:g} is negative", s.mtp_loss_scaling),
+          "give --mtp-loss-scaling-factor 0.1 (Megatron's) or another weight of 0 or more", "train-mtp");
   s.gpu_comm = values.get_string("gpu-comm").value_or("");
 
   // Tokenizer (for the checkpoint, so `trident generate` can decode): a BPE file's own, which must be there.

@@ -60,6 +60,7 @@ std::vector<OptionDef> model_options() {
       {"moe-router-score-function", "model", "the router's scores: softmax over the experts, or sigmoid of each (DeepSeek-V3)", false, "softmax|sigmoid", "softmax, or the config's"},
       {"moe-router-enable-expert-bias", "model", "the top-k chosen on score + a per-expert bias that each step moves towards balance (DeepSeek-V3's aux-loss-free balancing)", true, "", "off, or the config's"},
       {"moe-router-topk-scaling-factor", "model", "the chosen experts' weights scaled by this (DeepSeek-V3's routed_scaling_factor: 2.5)", false, "NUM", "1, or the config's", 1e-6, 1e6},
+      {"mtp-num-layers", "model", "multi-token-prediction layers after the last layer, each predicting one token further (DeepSeek-V3's num_nextn_predict_layers: 1)", false, "INT", "0, or the config's", 0, kMaxLayers},
       {"moe-load-imbalance", "model", "rows the most loaded ep rank's experts take per dispatch, over the mean (1 = balanced; the planner charges the others' wait)", false, "NUM", "1"},
   };
 }

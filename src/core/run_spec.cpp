@@ -114,6 +114,7 @@ ModelSpec resolve_model(const OptionValues& v, Problems& p) {
   if (auto x = v.get_int("window-attn-skip-freq", p)) m.full_attention_every = *x;
   if (auto x = v.get_bool("attention-sinks", p)) m.attention_sinks = *x;
   read_rope_scaling_flags(v, m, p);
+  if (auto x = v.get_int("mtp-num-layers", p)) m.mtp_layers = *x;
   // Dependent sizes follow the overridden ones unless given themselves.
   if (auto x = v.get_int("kv-heads", p)) m.kv_heads = *x;
   else if (!preset || (heads_given && m.family == ModelFamily::GPT)) m.kv_heads = m.heads;

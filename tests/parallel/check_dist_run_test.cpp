@@ -152,6 +152,31 @@ TEST(CheckDistRun, llama_with_gpt_oss_attention_trains_and_a_gpt_model_refuses_i
     EXPECT_NE(text.find(what), std::string::npos) << what << " missing in:\n" << text;
 }
 
+// DeepSeek-V3's multi-token prediction trains after the Llama layers on any tp x cp x pp x dp with
+// ZeRO 1-2; a GPT model, zb-h1's split backward and ZeRO-3 refuse it by name.
+TEST(CheckDistRun, llama_with_mtp_trains_and_gpt_zb_h1_zero3_refuse_it) {
+  auto s = tiny();
+  s.run.model.family = ModelFamily::Llama;
+  s.run.model.kv_heads = 2;
+  s.run.model.mtp_layers = 1;
+  s.run.layout = Layout{.tp = 2, .cp = 2, .dp = 1, .pp = 2};
+  EXPECT_EQ(all_problems(s), "");
+  s.run.layout = Layout{.dp = 2, .pp = 2};
+  s.run.exec.zero = 2;
+  EXPECT_EQ(all_problems(s), "");
+  s.run.exec.zero = 3;
+  s.run.exec.schedule = ScheduleKind::ZeroBubbleH1;
+  std::string text = all_problems(s);
+  for (const char* what : {"zb-h1's split backward with multi-token prediction", "ZeRO-3 with multi-token prediction",
+                           "[train-mtp]"})
+    EXPECT_NE(text.find(what), std::string::npos) << what << " missing in:\n" << text;
+  s.run.exec.zero = 0, s.run.exec.schedule = ScheduleKind::OneFOneB;
+  s.run.model.family = ModelFamily::GPT, s.run.model.kv_heads = s.run.model.heads;
+  text = all_problems(s);
+  for (const char* what : {"1 multi-token-prediction layer", "[train-architecture]"})
+    EXPECT_NE(text.find(what), std::string::npos) << what << " missing in:\n" << text;
+}
+
 TEST(CheckDistRun, zero_bubble_h1_and_recomputation_run) {
   auto s = tiny();
   s.run.layout = Layout{.pp = 2};

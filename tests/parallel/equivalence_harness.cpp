@@ -34,6 +34,7 @@ ModelSpec tiny_model(const Case& c) {
   }
   if (c.qwen3) m.head_size = 16, m.qk_norm = true, m.rope_theta = 1e6, m.norm_eps = 1e-6;
   if (c.gpt_oss) m.sliding_window = 6, m.full_attention_every = 2, m.attention_sinks = true;
+  m.mtp_layers = c.mtp;
   if (c.experts > 0) {
     m.experts = c.experts, m.experts_per_token = 2, m.expert_ffn_hidden = 48, m.moe_dense_layers = 0;
     m.capacity_factor = 1.0;
@@ -56,6 +57,7 @@ TrainerOptions options(const Case& c) {
   o.moe.drop = c.drop;
   o.moe.aux_coeff = 0.01, o.moe.z_coeff = 0.001;
   o.moe.bias_update_rate = 0.01;  // moves the bias enough in 20 steps to change the routing
+  o.mtp_loss_scaling = 0.3;
   return o;
 }
 
@@ -98,6 +100,7 @@ Result start(const Case& c, MPI_Comm base) {
 void Result::run(const Case& c, int64_t from, int64_t to) {
   for (int64_t s = from; s < to; ++s) {
     losses.push_back(trainer->step(s));
+    mtp_losses.push_back(trainer->mtp_losses());
     if (c.experts > 0) routing.push_back(trainer->routing_stats());
   }
 }
@@ -109,10 +112,10 @@ Result train(const Case& c, MPI_Comm base) {
 }
 
 const Result& reference(const Case& c) {
-  static std::map<std::tuple<bool, int64_t, int64_t, bool, int64_t, int64_t, bool, bool, bool>, Result> refs;
+  static std::map<std::tuple<bool, int64_t, int64_t, bool, int64_t, int64_t, bool, bool, bool, int64_t>, Result> refs;
   const auto key =
       std::make_tuple(c.llama, c.vocab, c.experts, c.drop, c.shared_experts, c.moe_layer_freq, c.qwen3, c.gpt_oss,
-                      c.deepseek_router);
+                      c.deepseek_router, c.mtp);
   auto it = refs.find(key);
   if (it == refs.end()) {
     Case one{c.llama ? "single llama" : "single", Layout{}};
@@ -120,6 +123,7 @@ const Result& reference(const Case& c) {
     one.shared_experts = c.shared_experts, one.moe_layer_freq = c.moe_layer_freq, one.qwen3 = c.qwen3;
     one.gpt_oss = c.gpt_oss;
     one.deepseek_router = c.deepseek_router;
+    one.mtp = c.mtp;
     it = refs.emplace(key, train(one, MPI_COMM_NULL)).first;
   }
   return it->second;
@@ -197,6 +201,20 @@ void expect_same_as_single_process(const Case& c) {
     }
     if (world_rank == 0) std::printf("[ layout  ] %-36s max relative loss error over %zu steps: %.2e\n", c.name.c_str(),
                                      compared, worst_rel);
+    // Multi-token prediction: each depth's loss, every step (the same value on every rank).
+    if (c.mtp > 0) {
+      double worst_mtp = 0;
+      for (size_t s = 0; s < compared; ++s) {
+        ASSERT_EQ(got.mtp_losses[s].size(), size_t(c.mtp)) << c.name << " step " << s;
+        for (size_t k = 0; k < size_t(c.mtp); ++k) {
+          const double want = ref.mtp_losses[s][k];
+          EXPECT_NEAR(got.mtp_losses[s][k], want, 1e-5 * std::abs(want)) << c.name << " mtp_" << k + 1 << " step " << s;
+          worst_mtp = std::max(worst_mtp, std::abs(got.mtp_losses[s][k] - want) / std::abs(want));
+        }
+      }
+      if (world_rank == 0) std::printf("[ mtp     ] %-36s max relative MTP loss error over %zu steps: %.2e\n",
+                                       c.name.c_str(), compared, worst_mtp);
+    }
     EXPECT_LT(got.losses.back(), got.losses.front() - 0.1) << c.name << ": training did not lower the loss";
     // Mixture of experts: every step routes the same tokens to the same experts and drops the
     // same assignments (counted over the global batch, the dropped ones by their identity).

@@ -51,11 +51,15 @@ struct Case {
   // DeepSeek-V3's router: sigmoid scores, top-k on score + an expert bias (moved 0.01 a step
   // towards the mean load), weights normalised and scaled by 2.5.
   bool deepseek_router = false;
+  // DeepSeek-V3's multi-token prediction: this many MTP layers on the last stage, their losses
+  // weighted 0.3 / mtp (Llama family).
+  int64_t mtp = 0;
 };
 
 struct Result {
   std::vector<double> losses;
   std::vector<RoutingStats> routing;  // per step (mixture of experts)
+  std::vector<std::vector<double>> mtp_losses;  // per step, each MTP depth's loss
   std::unique_ptr<BatchSource> data;  // the trainer reads it
   std::unique_ptr<DistTrainer> trainer;
   ProcessGroups groups;

@@ -299,3 +299,41 @@ TEST(Equivalence, zero_bubble_h1_gives_the_losses_of_1f1b_on_the_same_layout) {
 }
 
 }  // namespace
+
+// DeepSeek-V3's multi-token prediction (2 MTP layers, weighted 0.3 / 2) after the Llama layers:
+// on the last stage under pp (its copy of wte summed with the first stage's), eh_proj replicated
+// over tp (its gradient summed over tp under sequence parallelism), under cp the depths' tokens
+// and labels gathered from the other chunks. Main and MTP losses within 1e-5 of one process's.
+namespace {
+Case mtp(Case c) {
+  c.mtp = 2;
+  return c;
+}
+}  // namespace
+TEST(Equivalence, llama_mtp_pp2_matches_single_process) {
+  expect_same_as_single_process(mtp(llama("llama mtp pp2", L(1, 1, 2))));
+}
+TEST(Equivalence, llama_mtp_dp2_pp2_zero2_matches_single_process) {
+  expect_same_as_single_process(mtp(llama("llama mtp dp2xpp2 zero2", L(1, 2, 2), ScheduleKind::OneFOneB, 2)));
+}
+TEST(Equivalence, llama_mtp_pp2_interleaved_matches_single_process) {
+  Case c = mtp(llama("llama mtp pp2 interleaved v2", L(1, 1, 2), ScheduleKind::Interleaved));
+  c.virtual_stages = 2;
+  expect_same_as_single_process(c);
+}
+TEST(Equivalence, llama_mtp_tp2_matches_single_process) {
+  expect_same_as_single_process(mtp(llama("llama mtp tp2", L(2, 1, 1))));
+}
+TEST(Equivalence, llama_mtp_tp2_sequence_parallel_dp2_zero1_matches_single_process) {
+  Case c = mtp(llama("llama mtp tp2xdp2 sp zero1", L(2, 2, 1)));
+  c.sequence_parallel = true, c.zero = 1;
+  expect_same_as_single_process(c);
+}
+TEST(Equivalence, llama_mtp_cp2_matches_single_process) {
+  expect_same_as_single_process(mtp(llama("llama mtp cp2", LC(1, 2, 1, 1))));
+}
+TEST(Equivalence, llama_mtp_cp2_pp2_full_recompute_matches_single_process) {
+  Case c = mtp(llama("llama mtp cp2xpp2 recompute full", LC(1, 2, 1, 2)));
+  c.recompute = Recompute::Full;
+  expect_same_as_single_process(c);
+}

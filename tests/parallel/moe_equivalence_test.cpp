@@ -414,3 +414,21 @@ TEST(MoeEquivalence, deepseek_router_ep2_pp2_matches_single_process) {
 TEST(MoeEquivalence, deepseek_router_cp2_ep2_matches_single_process) {
   expect_same_as_single_process(deepseek_router(moe_cp("moe deepseek-router cp2xep2", 2, 1, 2, true)));
 }
+
+// DeepSeek-V3's multi-token prediction with its router: the MTP layer is a MoE layer (the last
+// layer's kind) whose experts split like the others' and whose expert bias moves with theirs.
+namespace {
+Case deepseek_mtp(Case c) {
+  c.deepseek_router = true, c.llama = true, c.mtp = 1;
+  return c;
+}
+}  // namespace
+TEST(MoeEquivalence, deepseek_mtp_ep2_etp2_tp2_dp2_matches_single_process) {
+  expect_same_as_single_process(deepseek_mtp(moe("moe deepseek mtp ep2 x etp2 tp2xdp2", 2, 2, 1, false, true, 2)));
+}
+TEST(MoeEquivalence, deepseek_mtp_ep2_pp2_matches_single_process) {
+  expect_same_as_single_process(deepseek_mtp(moe("moe deepseek mtp ep2xpp2", 2, 2, 2, false, true)));
+}
+TEST(MoeEquivalence, deepseek_mtp_cp2_ep2_matches_single_process) {
+  expect_same_as_single_process(deepseek_mtp(moe_cp("moe deepseek mtp cp2xep2", 2, 1, 2, true)));
+}

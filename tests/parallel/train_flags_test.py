@@ -28,6 +28,7 @@ with open(path("c.toml"), "w") as f:
     f.write("[training]\nweight_decay = 0.07\n")
 M, C, R, H = path("m.jsonl"), path("ckpt"), path("r.json"), path("r.html")
 EPM = path("ep.jsonl")
+MTPM = path("mtp.jsonl")
 # A cluster file as `trident bench` writes it ([cluster] peaks, [cost] shares), and a cost file.
 with open(path("bench.toml"), "w") as f:
     f.write("[cluster]\nnodes = 1\ngpus-per-node = 2\ngpu-memory-gib = 4\ngpu-fp32-tflops = 0.05\n"
@@ -283,6 +284,16 @@ rows = [
     ("--no-elastic", None, "elastic-only", r"applies to --elastic, which is not given"),
     ("--evict-stragglers", None, "elastic-only", r"--evict-stragglers \(from --evict-stragglers\) applies to --elastic"),
     ("--no-evict-stragglers", None, "elastic-only", r"applies to --elastic, which is not given"),
+    # DeepSeek-V3's multi-token prediction on the last of 2 pipeline stages (a Llama model): its
+    # loss logged and in the metrics apart from the main loss; refused in a GPT model, with zb-h1,
+    # and its weight without it.
+    ("--mtp-num-layers", "1", "MTP", lambda out: re.search(
+        r"mtp +1 multi-token-prediction layer on the last stage(.|\n)*step +2/2 \| loss [0-9.]+ \| mtp_1 loss [0-9.]+", out)
+     and all("mtp_1_loss" in json.loads(line) for line in open(MTPM))),
+    ("--mtp-loss-scaling-factor", "0.2", "MTP", r"loss weighted 0\.2 / 1"),
+    ("--mtp-num-layers", "1", "capability", r"1 multi-token-prediction layer"),
+    ("--mtp-num-layers", "1", "zb-full", r"zb-h1's split backward with multi-token prediction"),
+    ("--mtp-loss-scaling-factor", "0.2", "mtp-unused", r"weighs the multi-token-prediction losses, which .* does not have(.|\n)*--mtp-num-layers"),
     ("--straggler-factor", "2.5", "P", r"above 2\.5 x the median rank's"),
     ("--hf-config", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "data", "models", "hf",
                                  "gpt-oss-120b.json"), "hf", r"the runtime trains plain GPT and Llama layers; .*Q/K/V biases.*gated unit clamped at 7"),
@@ -312,6 +323,7 @@ extra = {
     "M": small + ["--eval-batches", "1"],
     "MF": small + ["--experts", "4", "--eval-batches", "1"],
     "moe-bias": small + ["--experts", "4"],
+    "MTP": small + ["--family", "llama", "--eval-batches", "1", "--metrics", MTPM],
     "AUTO": [a if a != "2" or small[i - 1] != "--steps" else "8" for i, a in enumerate(small[:-2])]
             + ["--dp", "2", "--eval-batches", "1", "--checkpoint", path("auto.ckpt")],
     "ETP": small[:-2] + ["--tp", "2", "--experts", "4", "--eval-batches", "1"],
@@ -319,8 +331,8 @@ extra = {
     "EP": small[:-2] + ["--dp", "2", "--experts", "4", "--eval-batches", "1", "--metrics", EPM,
                         "--prediction-cluster", path("bench.toml")],
 }
-must_succeed = {"help", "A", "B", "I", "C", "L", "P", "Z", "CP", "Z3", "M", "MF", "EP", "ETP", "AUTO"}
-order = ["help", "A", "B", "I", "C", "L", "P", "Z", "CP", "Z3", "M", "MF", "EP", "ETP", "etp-fold", "AUTO", "rate-unused", "auto-no-checkpoint", "cost-missing", "moe-knobs", "moe-bias", "capability", "llama-tied", "swiglu", "zb-full",
+must_succeed = {"help", "A", "B", "I", "C", "L", "P", "Z", "CP", "Z3", "M", "MF", "EP", "ETP", "AUTO", "MTP"}
+order = ["help", "A", "B", "I", "C", "L", "P", "Z", "CP", "Z3", "M", "MF", "EP", "ETP", "MTP", "mtp-unused", "etp-fold", "AUTO", "rate-unused", "auto-no-checkpoint", "cost-missing", "moe-knobs", "moe-bias", "capability", "llama-tied", "swiglu", "zb-full",
          "device", "gpu-comm", "parse", "sp", "stack", "elastic-rank", "elastic-only"]
 
 # Every option of `trident train --help` has a row.

@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> args;
   std::string device = "cpu", precision = "fp32", family = "gpt";
   bool moe = false, qwen3 = false, gpt_oss = false, llama3_rope = false, deepseek_router = false;
-  int64_t shared_experts = 0, moe_layer_freq = 1;
+  int64_t shared_experts = 0, moe_layer_freq = 1, mtp = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if ((a == "--device" || a == "--precision") && i + 1 < argc) (a == "--device" ? device : precision) = argv[++i];
@@ -50,16 +50,18 @@ int main(int argc, char** argv) {
     else if (a == "--deepseek-router") deepseek_router = true;
     else if (a == "--shared-experts" && i + 1 < argc) shared_experts = std::atoll(argv[++i]);
     else if (a == "--moe-layer-freq" && i + 1 < argc) moe_layer_freq = std::atoll(argv[++i]);
+    else if (a == "--mtp" && i + 1 < argc) mtp = std::atoll(argv[++i]);
     else args.push_back(a);
   }
   if (args.empty() || args.size() > 2 || (device != "cpu" && device != "cuda") ||
       (precision != "fp32" && precision != "bf16") || (family != "gpt" && family != "llama") ||
       (qwen3 && (family != "llama" || moe)) || (gpt_oss && family != "llama") || (llama3_rope && family != "llama") ||
-      (deepseek_router && !qwen3)) {
+      (deepseek_router && !qwen3) || (mtp > 0 && family != "llama")) {
     std::fprintf(stderr, "usage: reference_dump OUT_PREFIX [TOKEN_FILE] [--device cpu|cuda] [--precision fp32|bf16]"
                          " [--family gpt|llama] [--moe [--shared-experts N] [--moe-layer-freq N]]\n"
                          "  [--family llama --qwen3-moe] [--family llama --gpt-oss-attention [--moe]]\n"
                          "  [--family llama --llama3-rope] [--family llama --qwen3-moe --deepseek-router]\n"
+                         "  [--family llama ... --mtp D]\n"
                          "  with a token file: the default `trident train` model on real text, 8 steps\n");
     return 2;
   }
@@ -113,6 +115,12 @@ int main(int argc, char** argv) {
     // weights normalised and scaled by 2.5.
     m.router_score = "sigmoid", m.router_expert_bias = true, m.router_topk_scaling = 2.5;
     o.moe.bias_update_rate = 0.01;
+  }
+  if (mtp > 0) {
+    // DeepSeek-V3's multi-token prediction: D layers of the last layer's kind after the model,
+    // their losses weighted 0.3 / D (not Megatron's 0.1, so a wrong weight shows more).
+    m.mtp_layers = mtp;
+    o.mtp_loss_scaling = 0.3;
   }
   int64_t B = 3, accum = 2, steps = 10;
   engine::AdamWConfig opt;
@@ -191,7 +199,8 @@ int main(int argc, char** argv) {
                  {"moe_z_coeff", o.moe.z_coeff}, {"head_dim", m.head_dim()}, {"qk_norm", m.qk_norm},
                  {"norm_eps", m.norm_epsilon()},
                  {"window_size", m.sliding_window}, {"window_attn_skip_freq", m.full_attention_every},
-                 {"attention_sinks", m.attention_sinks}};
+                 {"attention_sinks", m.attention_sinks}, {"mtp_layers", m.mtp_layers},
+                 {"mtp_loss_scaling", o.mtp_loss_scaling}};
   if (m.router_expert_bias) j["config"].update({{"expert_bias", bias0}, {"bias_update_rate", o.moe.bias_update_rate}});
   if (m.is_moe())
     j["config"].update({{"router_score", m.router_score}, {"router_topk_scaling", m.router_topk_scaling}});
@@ -234,22 +243,29 @@ int main(int argc, char** argv) {
   g.forward(acts, tok.data(), tgt.data());
   put("tokens", tok.data(), N, "i32");
   put("targets", tgt.data(), N, "i32");
-  {  // the logical [N, vocab] logits: each row's first m.vocab columns (the rest is vocabulary padding)
+  // The logical [N, vocab] logits: each row's first m.vocab columns (the rest is vocabulary padding).
+  auto put_logits = [&](const std::string& name, const kernels::Tensor& logits) {
     const size_t row = size_t(g.shard().vocab_local());
     float* f32 = k->alloc(size_t(N) * row);
-    k->convert(kernels::Tensor(f32, size_t(N) * row), acts.logits().slice(0, size_t(N) * row));
+    k->convert(kernels::Tensor(f32, size_t(N) * row), logits.slice(0, size_t(N) * row));
     std::vector<float> all(size_t(N) * row), host;
     k->to_host(all.data(), f32, all.size());
     k->free(f32, all.size());
     for (int64_t i = 0; i < N; ++i) host.insert(host.end(), all.begin() + i * row, all.begin() + i * row + m.vocab);
-    put("logits", host.data(), int64_t(host.size()), "f32");
-  }
+    put(name, host.data(), int64_t(host.size()), "f32");
+  };
+  put_logits("logits", acts.logits());
   const float loss = float(g.loss_sum(acts) / double(N));
   put("loss", &loss, 1, "f32");
+  for (int64_t d = 1; d <= m.mtp_layers; ++d) {  // each depth's mean over the B (T - d) rows with a label
+    put_logits("mtp_logits_" + std::to_string(d), acts.mtp_logits(d));
+    const float mtp_loss = float(g.mtp_loss_sum(acts, d) / double(B * (m.seq_len - d)));
+    put("mtp_loss_" + std::to_string(d), &mtp_loss, 1, "f32");
+  }
   const float aux = float(g.moe_aux_loss(acts));
   put("moe_aux_loss", &aux, 1, "f32");
   int32_t dropped = 0;
-  for (int64_t i = 0; i < g.layout().num_layers(); ++i)
+  for (int64_t i = 0; i < g.layout().all_layers(); ++i)  // the MTP layers' too
     if (const nn::MoeRouting* r = acts.routing(i)) dropped += int32_t(r->dropped);
   put("moe_dropped", &dropped, 1, "i32");
   g.backward(acts, tok.data(), tgt.data(), 1.0f / float(N));
@@ -257,8 +273,13 @@ int main(int argc, char** argv) {
 
   // Ten optimizer steps; batches are regenerated by the same formula in Python.
   std::vector<float> losses;
-  for (int64_t s = 0; s < steps; ++s) losses.push_back(float(trainer.step(s)));
+  std::vector<float> mtp_losses;  // [step][depth]
+  for (int64_t s = 0; s < steps; ++s) {
+    losses.push_back(float(trainer.step(s)));
+    for (double x : trainer.mtp_losses()) mtp_losses.push_back(float(x));
+  }
   put("losses", losses.data(), steps, "f32");
+  if (m.mtp_layers > 0) put("mtp_losses", mtp_losses.data(), int64_t(mtp_losses.size()), "f32");
   if (m.router_expert_bias) {  // the bias after the steps: each step's rule applied to its load
     std::vector<float> flat;
     for (const auto& b : trainer.expert_bias()) flat.insert(flat.end(), b.begin(), b.end());

@@ -276,6 +276,39 @@ class LlamaBlock(nn.Module):
         return x + self.down(F.silu(g) * u), 0.0
 
 
+class MtpLayer(nn.Module):
+    """DeepSeek-V3's multi-token prediction module (section 2.2; Megatron-Core's
+    MultiTokenPredictionLayer): RMSNorms of the embedding and of the previous depth's hidden
+    state, concatenated embedding first, projected by eh_proj (2C -> C, no bias), one layer of the
+    model's last layer's kind, its own final norm before the shared head."""
+
+    def __init__(self, C, block, eps):
+        super().__init__()
+        self.enorm, self.hnorm, self.norm = RMSNorm(C, eps), RMSNorm(C, eps), RMSNorm(C, eps)
+        self.eh_proj = nn.Linear(2 * C, C, bias=False)
+        self.block = block
+
+
+def llama_block_names(b, p):
+    out = {p + "ln1_w": b.ln1.weight, p + "q_w": b.q.weight, p + "kv_w": b.kv.weight,
+           p + "attn_proj_w": b.proj.weight, p + "ln2_w": b.ln2.weight}
+    if b.q_norm is not None:
+        out.update({p + "q_norm_w": b.q_norm.weight, p + "k_norm_w": b.k_norm.weight})
+    if b.sinks is not None:
+        out[p + "sinks"] = b.sinks
+    if b.moe is not None:
+        out.update(b.moe.names(p))
+    else:
+        out.update({p + "gate_up_w": b.gate_up.weight, p + "fc_proj_w": b.down.weight})
+    return out
+
+
+def mtp_term(model, cfg):
+    """The objective's multi-token-prediction part: mtp_loss_scaling / D x the depths' losses."""
+    losses = getattr(model, "mtp_losses", [])
+    return cfg.get("mtp_loss_scaling", 0.1) / len(losses) * sum(losses) if losses else 0.0
+
+
 def window_of(cfg, i):
     """GPT-OSS's layer_types: sliding_attention except every window_attn_skip_freq-th layer."""
     w, every = cfg.get("window_size", 0), cfg.get("window_attn_skip_freq", 0)
@@ -297,6 +330,13 @@ class Llama(nn.Module):
                                     for i in range(cfg["layers"]))
         self.lnf = RMSNorm(C, eps)
         self.head = nn.Linear(C, V, bias=False)  # untied
+        L = cfg["layers"]  # MTP layers: of the last layer's kind, after the model's (indices L onward)
+        self.mtp = nn.ModuleList(
+            MtpLayer(C, LlamaBlock(C, cfg["heads"], cfg["kv_heads"], cfg["ffn_hidden"],
+                                   MoE(C, cfg, True) if is_moe_layer(cfg, L - 1) else None, self.hd,
+                                   cfg.get("qk_norm", False), eps, window_of(cfg, L + j),
+                                   cfg.get("attention_sinks", False)), eps)
+            for j in range(cfg.get("mtp_layers", 0)))
 
     def forward(self, idx, targets):
         B, T = idx.shape
@@ -312,23 +352,32 @@ class Llama(nn.Module):
             x, aux = b(x, cos, sin)
             self.aux = self.aux + aux
         logits = self.head(self.lnf(x))
+        # Multi-token prediction, Megatron-Core's: depth k rolls the input ids and the labels by k
+        # (rolled-in ids 0, their labels masked out of the mean), the rotary positions unrolled.
+        h, V = x, logits.size(-1)
+        self.mtp_logits, self.mtp_losses = [], []
+        for k, m in enumerate(self.mtp, start=1):
+            ids = torch.cat([idx[:, k:], torch.zeros(B, k, dtype=idx.dtype)], dim=1)
+            h = m.eh_proj(torch.cat([m.enorm(self.wte(ids)), m.hnorm(h)], dim=-1))
+            h, aux = m.block(h, cos, sin)
+            self.aux = self.aux + aux
+            lk = self.head(m.norm(h))
+            self.mtp_logits.append(lk)
+            self.mtp_losses.append(F.cross_entropy(lk[:, :T - k].reshape(-1, V), targets[:, k:].reshape(-1)))
         return logits, F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
 
     def trident_names(self):
         out = {"wte": self.wte.weight, "lnf_w": self.lnf.weight, "head_w": self.head.weight}
         for i, b in enumerate(self.blocks):
-            p = f"layers.{i}."
-            out.update({p + "ln1_w": b.ln1.weight, p + "q_w": b.q.weight, p + "kv_w": b.kv.weight,
-                        p + "attn_proj_w": b.proj.weight, p + "ln2_w": b.ln2.weight})
-            if b.q_norm is not None:
-                out.update({p + "q_norm_w": b.q_norm.weight, p + "k_norm_w": b.k_norm.weight})
-            if b.sinks is not None:
-                out[p + "sinks"] = b.sinks
-            if b.moe is not None:
-                out.update(b.moe.names(p))
-            else:
-                out.update({p + "gate_up_w": b.gate_up.weight, p + "fc_proj_w": b.down.weight})
+            out.update(llama_block_names(b, f"layers.{i}."))
+        for j, m in enumerate(self.mtp):
+            p = f"layers.{len(self.blocks) + j}."
+            out.update({p + "enorm_w": m.enorm.weight, p + "hnorm_w": m.hnorm.weight, p + "eh_proj_w": m.eh_proj.weight,
+                        p + "mtp_norm_w": m.norm.weight, **llama_block_names(m.block, p)})
         return out
+
+    def all_blocks(self):
+        return list(self.blocks) + [m.block for m in self.mtp]
 
 
 def lr_at(c, step):
@@ -357,7 +406,8 @@ def main():
     B, T, V = cfg["micro_batch"], cfg["seq_len"], cfg["vocab"]
     Model = Llama if cfg.get("family", "gpt") == "llama" else GPT
     def set_bias(model):  # the dump's initial expert bias, MoE layer by MoE layer
-        moes = [b.moe for b in model.blocks if b.moe is not None]
+        blocks = model.all_blocks() if hasattr(model, "all_blocks") else model.blocks
+        moes = [b.moe for b in blocks if b.moe is not None]
         for i, m in enumerate(moes):
             if "expert_bias" in cfg:
                 m.bias = torch.tensor(cfg["expert_bias"][i], dtype=torch.float32)
@@ -397,7 +447,7 @@ def main():
     idx = torch.from_numpy(arr("tokens").astype(np.int64)).view(B, T)
     tgt = torch.from_numpy(arr("targets").astype(np.int64)).view(B, T)
     logits, loss = model(idx, tgt)
-    (loss + model.aux).backward()
+    (loss + model.aux + mtp_term(model, cfg)).backward()
     check("logits", arr("logits"), logits.detach().numpy().reshape(-1), 1e-4, 1e-4, "logits")
     if (cfg.get("qk_norm", False) or cfg.get("attention_sinks", False) or cfg.get("rope_scaling")) and not bf16:
         # Qwen3, GPT-OSS, Llama 3.1's rope scaling: held to 1e-5 of the logits' largest magnitude
@@ -407,9 +457,18 @@ def main():
         if not rel <= 1e-5:
             failures.append("logits (1e-5 relative)")
     check("loss", arr("loss"), [loss.item()], 1e-5, 1e-5, "loss")
+    for k in range(1, cfg.get("mtp_layers", 0) + 1):  # multi-token prediction: logits and loss, 1e-5 relative
+        want = model.mtp_logits[k - 1].detach().numpy().reshape(-1)
+        check(f"mtp_{k} logits", arr(f"mtp_logits_{k}"), want, 1e-4, 1e-4, "logits")
+        rel = np.abs(arr(f"mtp_logits_{k}") - want).max() / np.abs(want).max()
+        print(f"{'ok' if rel <= 1e-5 else 'FAIL':4} mtp_{k} logits relative to max |ref|: {rel:.3e} (tol 1e-05)")
+        if not rel <= 1e-5:
+            failures.append(f"mtp_{k} logits (1e-5 relative)")
+        check(f"mtp_{k} loss", arr(f"mtp_loss_{k}"), [model.mtp_losses[k - 1].item()], 1e-5, 0.0, "loss")
     if cfg.get("experts", 0) > 0:
         check("moe auxiliary losses", arr("moe_aux_loss"), [float(model.aux)], 1e-5, 1e-6, "loss")
-        dropped = sum(b.moe.dropped for b in model.blocks if b.moe is not None)
+        blocks = model.all_blocks() if hasattr(model, "all_blocks") else model.blocks
+        dropped = sum(b.moe.dropped for b in blocks if b.moe is not None)
         print(f"{'ok' if dropped == arr('moe_dropped')[0] else 'FAIL':4} dropped assignments: trident "
               f"{arr('moe_dropped')[0]}, pytorch {dropped}")
         if dropped != arr("moe_dropped")[0]:
@@ -434,7 +493,7 @@ def main():
                               lr=cfg["lr"], betas=(cfg["beta1"], cfg["beta2"]), eps=cfg["eps"])
     tt, tg = arr("train_tokens").astype(np.int64), arr("train_targets").astype(np.int64)
     accum, per = cfg["grad_accum"], B * T
-    losses = []
+    losses, mtp_losses = [], []
     for step in range(cfg["steps"]):
         optim.zero_grad()
         total = 0.0
@@ -444,8 +503,12 @@ def main():
             i = torch.from_numpy(tt[s:s + per]).view(B, T)
             g = torch.from_numpy(tg[s:s + per]).view(B, T)
             _, l = model(i, g)
-            ((l + model.aux) / accum).backward()
+            ((l + model.aux + mtp_term(model, cfg)) / accum).backward()
             total += l.item() / accum
+            if micro == 0:
+                mtp_step = [0.0] * len(getattr(model, "mtp_losses", []))
+            for d, x in enumerate(getattr(model, "mtp_losses", [])):  # equal micro-batches: the mean of means
+                mtp_step[d] += x.item() / accum
             for load, m in zip(loads, moes):
                 load += m.load
         if "expert_bias" in cfg:
@@ -454,6 +517,7 @@ def main():
                 offset = load.sum().double() / m.E - load.double()
                 m.bias = m.bias + torch.sign(offset).float() * cfg["bias_update_rate"]
         losses.append(total)
+        mtp_losses.extend(mtp_step)
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg["grad_clip"])
         for group in optim.param_groups:
             group["lr"] = lr_at(cfg, step)
@@ -461,6 +525,10 @@ def main():
     print("trident losses:", " ".join(f"{x:.5f}" for x in arr("losses")))
     print("pytorch losses:", " ".join(f"{x:.5f}" for x in losses))
     check("10 AdamW losses", arr("losses"), losses, 1e-4, 1e-4, "losses")
+    if cfg.get("mtp_layers", 0):
+        print("trident mtp losses:", " ".join(f"{x:.5f}" for x in arr("mtp_losses")))
+        print("pytorch mtp losses:", " ".join(f"{x:.5f}" for x in mtp_losses))
+        check("10 AdamW steps' MTP losses", arr("mtp_losses"), mtp_losses, 1e-5, 0.0, "losses")
     if "expert_bias" in cfg:
         want = torch.cat([m.bias for m in moes]).numpy()
         moved = int((want != np.asarray(cfg["expert_bias"], dtype=np.float32).reshape(-1)).sum())

@@ -368,6 +368,15 @@ void check_hf_exportable(const ModelSpec& m, Problems& p) {
                                                                 : "attention sinks"),
           "keep the checkpoint for `trident train --init-from` / `generate`; export a model without "
           "--window-size / --attention-sinks", "export-architecture");
+  // DeepSeek-V3's multi-token prediction: its Hugging Face names (model.layers.{num_hidden_layers}.*)
+  // belong to DeepseekV3ForCausalLM, which needs multi-head latent attention; Llama's, Mixtral's and
+  // Qwen's classes have no MTP layer, so the export would drop it.
+  if (m.mtp_layers > 0)
+    p.add(fmt::format("the checkpoint holds {} multi-token-prediction layer{}: no Hugging Face class the export "
+                      "writes has one (DeepseekV3ForCausalLM's needs multi-head latent attention)",
+                      m.mtp_layers, m.mtp_layers > 1 ? "s" : ""),
+          "keep the checkpoint for `trident train --init-from` / `generate`; export a model trained without "
+          "--mtp-num-layers", "export-architecture");
   // DeepSeek-V3's router: Hugging Face's DeepseekV3ForCausalLM has it, but with multi-head latent
   // attention, which the runtime does not train; Mixtral's and Qwen's classes score by softmax.
   if (m.is_moe() && (m.router_score != "softmax" || m.router_expert_bias || m.router_topk_scaling != 1.0))

@@ -20,6 +20,7 @@ nlohmann::json model_to_json(const ModelSpec& m) {
   if (m.sliding_window > 0) j["window_size"] = m.sliding_window;
   if (m.full_attention_every > 0) j["window_attn_skip_freq"] = m.full_attention_every;
   if (m.attention_sinks) j["attention_sinks"] = true;
+  if (m.mtp_layers > 0) j["mtp_layers"] = m.mtp_layers;  // DeepSeek-V3's multi-token prediction
   if (m.rope_scaling.type == "llama3")  // Llama 3.1's rope scaling (the one type the runtime trains)
     j["rope_scaling"] = {{"type", "llama3"},
                          {"factor", m.rope_scaling.factor},
@@ -61,6 +62,7 @@ ModelSpec model_from_json(const nlohmann::json& j) {
     m.sliding_window = j.value("window_size", int64_t(0));
     m.full_attention_every = j.value("window_attn_skip_freq", int64_t(0));
     m.attention_sinks = j.value("attention_sinks", false);
+    m.mtp_layers = j.value("mtp_layers", int64_t(0));
     if (j.contains("rope_scaling")) {
       const auto& r = j.at("rope_scaling");
       m.rope_scaling.type = r.at("type").get<std::string>();

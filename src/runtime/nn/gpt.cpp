@@ -161,7 +161,30 @@ Activations::Activations(const GptStage& stage) : plan_(stage.kernels()) {
   Keep keep = kept_by_micro_batch(stage.recompute(), stage.context().active());
   keep.split_gradients = stage.split_backward();
   std::vector<LayerRegions> layers;
-  for (int64_t l = 0; l < s.num_layers(); ++l) layers.push_back(add_layer(p, stage, keep, s.moe_layer(s.first_layer + l)));
+  const int64_t all = s.num_layers() + s.mtp_count();  // the MTP layers after the stage's own
+  for (int64_t l = 0; l < all; ++l) layers.push_back(add_layer(p, stage, keep, s.moe_layer(s.first_layer + l)));
+  struct MtpRegions {
+    size_t emb, e, e_rstd, h, h_rstd, cat, x, fin, fin_rstd, logits, losses, row_max, sumexp, target;
+  };
+  std::vector<MtpRegions> mtp;
+  for (int64_t k = 0; k < s.mtp_count(); ++k) {
+    MtpRegions r;
+    r.emb = p.add("MTP embedding and norms", dt, Nl * C);
+    r.e = p.add("MTP embedding and norms", dt, Nl * C);
+    r.e_rstd = p.add_f32("rmsnorm statistics", Nl);
+    r.h = p.add("MTP embedding and norms", dt, Nl * C);
+    r.h_rstd = p.add_f32("rmsnorm statistics", Nl);
+    r.cat = p.add("MTP embedding and norms", dt, Nl * 2 * C);
+    r.x = p.add("residual stream", dt, Nl * C);
+    r.fin = p.add(norm, dt, Nl * C);
+    r.fin_rstd = p.add_f32("rmsnorm statistics", Nl);
+    r.logits = p.add("logits", dt, N * V);
+    r.losses = p.add_f32("loss statistics", N);
+    r.row_max = p.add_f32("loss statistics", N);
+    r.sumexp = p.add_f32("loss statistics", N);
+    r.target = p.add_f32("loss statistics", N);
+    mtp.push_back(r);
+  }
   size_t lnf = 0, lnf_mean = kNone, lnf_rstd = 0, logits = 0, losses = 0, row_max = 0, sumexp = 0, target = 0;
   if (s.has_output) {
     lnf = p.add(norm, dt, Nl * C);
@@ -185,7 +208,12 @@ Activations::Activations(const GptStage& stage) : plan_(stage.kernels()) {
     else
       layers_.back().moe = MoeActs{};
   }
-  out_ = layers_.empty() ? res_in_ : layers_.back().res_out;
+  for (const MtpRegions& r : mtp)
+    mtp_.push_back(MtpActs{p.tensor(r.emb), p.tensor(r.e), p.tensor(r.h), p.f32(r.e_rstd), p.f32(r.h_rstd),
+                           p.tensor(r.cat), p.tensor(r.x), p.tensor(r.fin), p.f32(r.fin_rstd), p.tensor(r.logits),
+                           p.f32(r.losses), p.f32(r.row_max), p.f32(r.sumexp), p.f32(r.target),
+                           std::vector<int32_t>(N), std::vector<int32_t>(N)});
+  out_ = s.num_layers() == 0 ? res_in_ : layers_[size_t(s.num_layers() - 1)].res_out;
   if (s.has_output) {
     lnf_ = p.tensor(lnf);
     lnf_mean_ = lnf_mean == kNone ? nullptr : p.f32(lnf_mean);
@@ -242,6 +270,12 @@ void check_stage(const Kernels& k, const Shard& s, const StageConfig& c) {
                                   std::to_string(s.model.heads) + ") and divide or be a multiple of tp (" +
                                   std::to_string(s.tp_size) + ")");
   }
+  if (s.mtp_count() > 0 && !s.llama())
+    throw std::invalid_argument("GptStage: multi-token prediction is written for the Llama family's layer");
+  if (s.mtp_count() > 0 && c.split_backward)
+    throw std::invalid_argument("GptStage: a split backward (zb-h1) with multi-token prediction is not implemented");
+  if (s.mtp_count() > 0 && c.storage && c.storage->holds_weights())
+    throw std::invalid_argument("GptStage: multi-token prediction with weights held unit by unit (ZeRO-3) is not implemented");
   if (!s.llama() && s.model.qk_norm)
     throw std::invalid_argument("GptStage: QK-norm is written for the Llama family's layer");
   if (!s.llama() && (s.model.sliding_window > 0 || s.model.attention_sinks))
@@ -279,6 +313,7 @@ GptStage::GptStage(Kernels& k, const Shard& shard, const StageConfig& c)
       rc_(c.recompute),
       split_(c.split_backward),
       rc_plan_(k) {
+  mtp_scaling_ = c.mtp_loss_scaling;
   check_stage(k, layout_.shard(), c);
   if (c.cp && c.cp->size() > 1) {
     moe_cp_ = c.cp;
@@ -328,6 +363,13 @@ void GptStage::allocate_stage_buffers() {
     if (kv_replicated) r_kvgrad = p.add_f32("replicated kv gradients", size_t(s.kv_heads() * s.kv_local() * s.C()));
     if (s.model.qk_norm && s.tp_size > 1) r_qkgrad = p.add_f32("QK-norm weight gradients", size_t(2 * s.head_dim()));
   }
+  size_t r_dcat = 0, r_half = 0, r_carry = 0, r_mtpw = 0;
+  if (s.mtp_count() > 0) {
+    r_dcat = p.add("MTP gradient scratch", compute, Nl * 2 * C);
+    r_half = p.add("MTP gradient scratch", compute, Nl * C);
+    r_carry = p.add("MTP gradient scratch", compute, Nl * C);
+    if (sp_) r_mtpw = p.add_f32("MTP gradient scratch", 2 * C * C);
+  }
   size_t r_moe_logits = 0, r_moe_f32 = 0, r_dys = 0, r_dh = 0, r_dhpre = 0, r_dxs = 0, r_mdx = 0, r_dots = 0;
   size_t r_dyr = 0, r_dxr = 0, r_counts = 0, r_shared = 0, r_yg = 0, r_dyg = 0;
   if (s.has_moe()) {
@@ -374,6 +416,12 @@ void GptStage::allocate_stage_buffers() {
     dtmp2_ = p.tensor(r_dtmp2);
     if (kv_replicated) kvgrad_ = p.f32(r_kvgrad);
     if (r_qkgrad) qkgrad_ = p.f32(r_qkgrad);
+  }
+  if (s.mtp_count() > 0) {
+    mtp_dcat_ = p.tensor(r_dcat);
+    mtp_half_ = p.tensor(r_half);
+    mtp_carry_ = p.tensor(r_carry);
+    if (sp_) mtp_wgrad_ = p.f32(r_mtpw);
   }
   params_ = ext_w_ ? nullptr : p.f32(r_params);
   grads_ = ext_g_ ? nullptr : p.f32(r_grads);
@@ -542,15 +590,13 @@ void GptStage::forward(Activations& a, const int32_t* tokens, const int32_t* tar
   };
   need(0, L > 0 ? layout_.layer(0).begin : layout_.total());
   // A stage without the input holds no wte (its offset is -1): no view of it is made.
-  const Tensor wte = s.has_input ? W(layout_.wte, s.vocab_local() * C) : Tensor();
   if (s.has_input && sp_) {
     // Partial lookups of the vocabulary slices, positions once (tp rank 0), reduce-scatter.
-    k_.embedding_forward(full_, tokens, wte, N, C, s.vocab_offset(), V);
+    k_.embedding_forward(full_, tokens, W(layout_.wte, V * C), N, C, s.vocab_offset(), V);
     if (tp_lead() && layout_.wpe >= 0) add_positions(full_);
     sp_reduce_scatter(a.res_in_, full_);
   } else if (s.has_input) {
-    k_.embedding_forward(a.res_in_, tokens, wte, N, C, s.vocab_offset(), V);
-    all_reduce_tp(a.res_in_);
+    embed(a.res_in_, tokens, layout_.wte);
     if (layout_.wpe >= 0) add_positions(a.res_in_);
   }  // else: the previous stage's output was received into res_in_
   Tensor res = a.res_in_;
@@ -572,6 +618,10 @@ void GptStage::forward(Activations& a, const int32_t* tokens, const int32_t* tar
     all_reduce_tp(a.sumexp_, size_t(N));
     all_reduce_tp(a.target_logit_, size_t(N));
     k_.xent_losses(a.losses_, a.sumexp_, a.row_max_, a.target_logit_, N);
+    if (s.mtp_count() > 0) {
+      mtp_tokens(a, tokens, targets);
+      mtp_forward(a, res);
+    }
   }
 }
 
@@ -621,35 +671,55 @@ void GptStage::backward_pass(Activations& a, const int32_t* tokens, const int32_
   moe_aux_weight_ = dloss * float(N * (moe_cp_ ? moe_cp_->size() : 1));  // the micro-batch's tokens, all cp ranks
   if (s.has_output) {
     const Tensor res = L > 0 ? a.layers_[L - 1].res_out : a.res_in_;
+    if (s.mtp_count() > 0) mtp_backward(a, res, dloss);  // its share of res's gradient in mtp_carry_
     k_.xent_backward_inplace(a.logits_, a.row_max_, a.sumexp_, targets, dloss, N, V, s.vocab_valid(), s.vocab_offset());
     k_.linear_backward(dtmp_, wgrad(layout_.head()), nullptr, a.logits_, winput_rows(a.lnf_), W(layout_.head(), V * C),
                        N, C, V);
     const Tensor dln = local_grad(dtmp_);
     k_.zero(static_cast<float*>(dres.data), (dres.bytes() + 3) / sizeof(float));  // regions are padded to 256 bytes
     norm_backward(dres, layout_.lnf_w, layout_.lnf_b, 0, dln, res, a.lnf_mean_, a.lnf_rstd_);
+    if (s.mtp_count() > 0) k_.add_inplace(dres, mtp_carry_);
     if (layout_.lnf_b >= 0) sum_norm_grads({layout_.lnf_w, layout_.lnf_b});
     else sum_norm_grads({layout_.lnf_w});
     if (grad_hook_ && weights_now_) grad_hook_(layout_.lnf_w, layout_.total());
   }  // else: the next stage's gradient was received into dres
   for (int64_t i = L - 1; i >= 0; --i) {
     const Tensor& res_in = i == 0 ? a.res_in_ : a.layers_[i - 1].res_out;
-    if (rc_ == Recompute::Full) {
-      // The layer again from its kept input, into the scratch (its TP collectives included).
-      if (shard().llama()) llama_layer_forward(rc_acts_, i, res_in);
-      else gpt_layer_forward(rc_acts_, i, res_in);
-      if (shard().llama()) llama_layer_backward(rc_acts_, i, res_in, dres);
-      else gpt_layer_backward(rc_acts_, i, res_in, dres);
-    } else {
-      layer_backward(a, i, res_in, dres);
-    }
+    run_layer_backward(a, i, res_in, dres);
     if (grad_hook_ && weights_now_) grad_hook_(layout_.layer(i).begin, layout_.total());
   }
   if (s.has_input) {
     const Tensor demb = full_grad(dres);
     k_.embedding_backward(grad_at(layout_.wte), demb, tokens, N, C, s.vocab_offset(), V);
-    if (layout_.wpe >= 0) positions_backward(demb);
+    if (layout_.wpe >= 0) positions_backward(demb);  // the GPT family (MTP is Llama-only)
     if (grad_hook_ && weights_now_) grad_hook_(0, layout_.total());
   }  // else: dres is the input gradient to send
+}
+
+void GptStage::run_layer_backward(Activations& a, int64_t i, const Tensor& res_in, const Tensor& dres) {
+  if (rc_ != Recompute::Full) return layer_backward(a, i, res_in, dres);
+  // The layer again from its kept input, into the scratch (its TP collectives included).
+  if (shard().llama()) llama_layer_forward(rc_acts_, i, res_in);
+  else gpt_layer_forward(rc_acts_, i, res_in);
+  if (shard().llama()) llama_layer_backward(rc_acts_, i, res_in, dres);
+  else gpt_layer_backward(rc_acts_, i, res_in, dres);
+}
+
+void GptStage::embed(const Tensor& rows, const int32_t* tokens, int64_t wte) {
+  const Shard& s = shard();
+  const int64_t N = this->N(), C = s.C(), V = s.vocab_local();
+  if (sp_) {
+    k_.embedding_forward(full_, tokens, W(wte, V * C), N, C, s.vocab_offset(), V);
+    sp_reduce_scatter(rows, full_);
+  } else {
+    k_.embedding_forward(rows, tokens, W(wte, V * C), N, C, s.vocab_offset(), V);
+    all_reduce_tp(rows);
+  }
+}
+
+void GptStage::embed_backward(const Tensor& drows, const int32_t* tokens, int64_t wte) {
+  const Shard& s = shard();
+  k_.embedding_backward(grad_at(wte), full_grad(drows), tokens, N(), s.C(), s.vocab_offset(), s.vocab_local());
 }
 
 void GptStage::layer_forward(Activations& a, int64_t i, const Tensor& res_in) {

@@ -158,6 +158,23 @@ struct LayerActs {
 
 class GptStage;
 
+// Multi-token prediction depth k's activations (mtp.cpp; DeepSeek-V3 section 2.2): at local row
+// i the embedding of token t_{i+k} and the previous depth's hidden state, each RMS-normed,
+// concatenated (embedding first, as Megatron-Core) and projected (eh_proj) into the depth's
+// layer, whose output's norm feeds the shared head predicting t_{i+k+1}.
+struct MtpActs {
+  Tensor emb, e, h;               // [Nl, C] embedding rows, enorm(emb), hnorm(previous hidden)
+  float *e_rstd = nullptr, *h_rstd = nullptr;
+  Tensor cat;                     // [Nl, 2C] e then h per row
+  Tensor x;                       // [Nl, C] eh_proj(cat): the layer's input
+  Tensor fin;                     // [Nl, C] the depth's final norm of the layer's output
+  float* fin_rstd = nullptr;
+  Tensor logits;                  // [N, V/tp]
+  float *losses = nullptr, *row_max = nullptr, *sumexp = nullptr, *target_logit = nullptr;
+  std::vector<int32_t> in_tok;    // [N] the token k positions on (0 past the sequence's end, as Megatron's roll)
+  std::vector<int32_t> tgt;       // [N] the label k positions on, -1 past the end (no loss)
+};
+
 // One micro-batch's activations for a stage (allocated once, reused every step).
 class Activations {
  public:
@@ -172,6 +189,7 @@ class Activations {
   const LayerActs& layer(int64_t i) const { return layers_[i]; }
   Tensor logits() { return logits_; }       // [N, padded V/tp] (row stride Shard::vocab_local()), compute dtype (overwritten by its gradient in backward)
   float* losses() { return losses_; }       // [N] per-token losses (has_output)
+  Tensor mtp_logits(int64_t k) { return mtp_.at(size_t(k - 1)).logits; }  // depth k's, as logits()
   // Mixture of experts: the routing of each MoE layer of the last forward (nullptr for a dense
   // layer; under full recomputation the stage's scratch routing, the last layer recomputed).
   const MoeRouting* routing(int64_t i) const { return layers_[i].moe.route; }
@@ -185,6 +203,7 @@ class Activations {
   Tensor out_;                    // the last residual (res_in_ when the stage holds no layer)
   std::vector<LayerActs> layers_;
   std::vector<MoeRouting> routes_;  // one per layer (used by the MoE layers)
+  std::vector<MtpActs> mtp_;        // multi-token prediction depths (stages with the output)
   double moe_aux_ = 0;              // the MoE layers' auxiliary losses of the last forward
   Tensor lnf_, logits_;
   float *lnf_mean_ = nullptr, *lnf_rstd_ = nullptr, *losses_ = nullptr;
@@ -209,6 +228,9 @@ struct StageConfig {
   // The trainer's unit-by-unit weights and/or gradients (ZeRO-2/3, param_layout.h); the stage
   // then allocates no whole buffer for what it holds (params() / grads() are null).
   UnitStorage* storage = nullptr;
+  // Multi-token prediction: the objective adds mtp_loss_scaling / D x each depth's mean loss
+  // (over the rows with a target; Megatron's --mtp-loss-scaling-factor).
+  float mtp_loss_scaling = 0.1f;
 };
 
 class GptStage {
@@ -249,7 +271,7 @@ class GptStage {
   // The expert bias of local MoE layer i (Shard::moe.expert_bias: E floats the trainer owns and
   // updates between steps; read by every forward's top-k).
   void set_expert_bias(int64_t i, const float* bias) {
-    moe_bias_.resize(size_t(layout_.num_layers()), nullptr);
+    moe_bias_.resize(size_t(layout_.all_layers()), nullptr);
     moe_bias_.at(size_t(i)) = bias;
   }
 
@@ -275,10 +297,14 @@ class GptStage {
   // whatever slice holds it.
   void init_params(uint64_t seed);
 
-  // tokens/targets: device pointers, [B*T] (tokens used when has_input, targets when has_output).
+  // tokens/targets: device pointers, [B*T] (tokens used when has_input, targets when has_output;
+  // with multi-token prediction the output stage reads tokens too, host ids).
   void forward(Activations& a, const int32_t* tokens, const int32_t* targets);
   // Sum of the per-token losses of the last forward (host; has_output only).
   double loss_sum(Activations& a);
+  // Multi-token prediction depth k (1..Shard::mtp_count()): the sum of its per-token losses over
+  // the rows with a target (those of the last k positions of a sequence have none).
+  double mtp_loss_sum(Activations& a, int64_t k);
   // Mixture of experts: the auxiliary losses (load balancing + z-loss, with their coefficients)
   // of this stage's MoE layers in the last forward of `a`. The objective weighs them once per
   // micro-batch: backward's dloss x N (the mean over the global batch's micro-batches).
@@ -354,6 +380,21 @@ class GptStage {
   void llama_layer_backward(const LayerActs& x, int64_t i, const Tensor& res_in, const Tensor& dres);
   void llama_layer_weights(const LayerActs& x, int64_t i);
   void backward_pass(Activations& a, const int32_t* tokens, const int32_t* targets, float dloss);
+  // Layer i's backward from its kept input, rerunning its forward first under full recomputation.
+  void run_layer_backward(Activations& a, int64_t i, const Tensor& res_in, const Tensor& dres);
+  // The embedding of tokens [N] into rows [tokens_local, C] (vocabulary-parallel lookup, summed
+  // or reduce-scattered over tp), and its backward into the gradient of the table at `wte`.
+  void embed(const Tensor& rows, const int32_t* tokens, int64_t wte);
+  void embed_backward(const Tensor& drows, const int32_t* tokens, int64_t wte);
+  // Multi-token prediction (mtp.cpp): the depths' inputs for a micro-batch (under cp gathered
+  // from the other ranks' targets), their forward from the main hidden state h, and their
+  // backward, which leaves the main hidden state's gradient share in mtp_carry_.
+  void mtp_tokens(Activations& a, const int32_t* tokens, const int32_t* targets);
+  void mtp_forward(Activations& a, const Tensor& h);
+  void mtp_backward(Activations& a, const Tensor& h, float dloss);
+  float mtp_scaling_ = 0.1f;
+  Tensor mtp_dcat_, mtp_half_, mtp_carry_;  // [Nl, 2C], [Nl, C], [Nl, C] backward scratch
+  float* mtp_wgrad_ = nullptr;               // sequence parallel: eh_proj's partial gradient [C, 2C]
   // Mixture of experts (moe_layer.cpp): the routed MLP of layer i from inp (the norm output,
   // [N, C]) into out (overwritten), and its backward from dout to dinp (overwritten; its inp is
   // the norm's rows as kept, this rank's under sequence parallelism).

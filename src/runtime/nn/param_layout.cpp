@@ -57,10 +57,17 @@ ParamLayout::ParamLayout(const Shard& shard) : shard_(shard) {
   const bool tp = s.tp_size > 1;
   if (s.llama()) {
     if (s.has_input) wte = add("wte", V, C, ParamKind::Embedding, tp);
-    for (int64_t l = s.first_layer; l < s.end_layer(); ++l) {
-      const std::string p = "layers." + std::to_string(l) + ".";
+    for (int64_t l = s.first_layer; l < s.end_layer() + s.mtp_count(); ++l) {
+      const int64_t gl = l < s.end_layer() ? l : s.model.layers + (l - s.end_layer());  // MTP: after the model's
+      const std::string p = "layers." + std::to_string(gl) + ".";
       LayerParams lp;
       lp.begin = (total_ + kAlign - 1) / kAlign * kAlign;
+      if (gl >= s.model.layers) {  // before the layer's own tensors: the experts close a layer
+        lp.enorm_w = add(p + "enorm_w", C, 1, ParamKind::Norm, false);
+        lp.hnorm_w = add(p + "hnorm_w", C, 1, ParamKind::Norm, false);
+        lp.eh_proj_w = add(p + "eh_proj_w", C, 2 * C, ParamKind::Matrix, false);
+        lp.mtp_norm_w = add(p + "mtp_norm_w", C, 1, ParamKind::Norm, false);
+      }
       lp.ln1_w = add(p + "ln1_w", C, 1, ParamKind::Norm, false);
       lp.q_w = add(p + "q_w", A, C, ParamKind::Matrix, tp);
       lp.kv_w = add(p + "kv_w", s.kv_local(), C, ParamKind::Matrix, tp && s.kv_replicas() < s.tp_size);
@@ -73,7 +80,7 @@ ParamLayout::ParamLayout(const Shard& shard) : shard_(shard) {
       if (s.model.attention_sinks) lp.sinks = add(p + "sinks", s.heads_local(), 1, ParamKind::Bias, tp);
       lp.attn_proj_w = add(p + "attn_proj_w", C, A, ParamKind::Matrix, tp);
       lp.ln2_w = add(p + "ln2_w", C, 1, ParamKind::Norm, false);
-      if (s.moe_layer(l)) {
+      if (s.moe_layer(gl)) {
         add_experts(lp, p);
       } else {
         lp.fc_w = add(p + "gate_up_w", 2 * F, C, ParamKind::Matrix, tp);
@@ -85,6 +92,7 @@ ParamLayout::ParamLayout(const Shard& shard) : shard_(shard) {
     if (s.has_output) {
       lnf_w = add("lnf_w", C, 1, ParamKind::Norm, false);
       head_w = add("head_w", V, C, ParamKind::Embedding, tp);
+      if (s.mtp_count() > 0 && !s.has_input) head_wte = add("head_wte", V, C, ParamKind::Embedding, tp);
     }
     total_ = (total_ + kAlign - 1) / kAlign * kAlign;
     make_units();

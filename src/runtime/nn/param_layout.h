@@ -18,7 +18,8 @@
 //   GPT:   [wte][wpe] | per layer: ln1_w ln1_b qkv_w qkv_b attn_proj_w attn_proj_b ln2_w ln2_b fc_w
 //          fc_b fc_proj_w fc_proj_b | [lnf_w lnf_b][wte copy for the head when the shard has no input]
 //   Llama: [wte] | per layer: ln1_w q_w kv_w [q_norm_w k_norm_w] [sinks] attn_proj_w ln2_w gate_up_w
-//          fc_proj_w | [lnf_w head_w] (q_norm_w, k_norm_w [hd]: QK-norm, Qwen3; sinks [heads / tp]:
+//          fc_proj_w | [per MTP layer: enorm_w hnorm_w eh_proj_w mtp_norm_w, then a layer's tensors]
+//          [lnf_w head_w][head_wte: wte's copy for the MTP layers when the shard has no input] (q_norm_w, k_norm_w [hd]: QK-norm, Qwen3; sinks [heads / tp]:
 //          GPT-OSS's attention sinks, one logit per head, split over tp with the heads)
 // A mixture-of-experts layer (Shard::moe_layer) replaces the MLP's tensors with router_w [E, C]
 // and the experts' MLPs stacked expert by expert along the rows, under "experts.": GPT
@@ -98,12 +99,17 @@ struct Shard {
   // Mixture of experts: whether global layer l has a router and experts (every moe_layer_freq-th
   // layer after the model's moe_dense_layers), whether this stage has one, the experts this rank
   // holds and one expert's MLP width.
-  bool moe_layer(int64_t l) const { return model.is_moe_layer(l); }
+  // A multi-token-prediction layer (global index model.layers + j) is of the last layer's kind
+  // (Megatron-Core builds it from the decoder's last layer spec; DeepSeek-V3's is a MoE layer).
+  bool moe_layer(int64_t l) const { return model.is_moe_layer(l < model.layers ? l : model.layers - 1); }
   bool has_moe() const {
     for (int64_t l = first_layer; l < end_layer(); ++l)
       if (moe_layer(l)) return true;
-    return false;
+    return mtp_count() > 0 && moe_layer(model.layers);
   }
+  // Multi-token prediction (DeepSeek-V3, ModelSpec::mtp_layers): its layers sit on the stage
+  // holding the output, after the model's layers (global indices model.layers onward).
+  int64_t mtp_count() const { return has_output ? model.mtp_layers : 0; }
   int64_t experts_local() const { return model.experts / ep_size; }
   int64_t expert_ffn() const { return model.expert_ffn_hidden; }
   int64_t expert_ffn_local() const { return model.expert_ffn_hidden / etp_size; }  // this rank's slice of it
@@ -112,6 +118,10 @@ struct Shard {
   bool has_shared_experts() const { return model.is_moe() && model.shared_experts > 0; }
   int64_t shared_ffn_local() const { return model.shared_experts * model.expert_ffn_hidden / tp_size; }
 };
+
+// Whether a last stage without the input holds a copy of wte whose gradient the trainer sums
+// with the first stage's: GPT's tied head, or the embedding the MTP layers read.
+inline bool embedding_copies(const ModelSpec& m) { return m.tied_embeddings() || m.mtp_layers > 0; }
 
 // Kind of a parameter tensor: decides weight decay (matrices and embeddings decay; biases and
 // LayerNorm parameters do not) and how the dist runtime treats it under TP.
@@ -142,6 +152,10 @@ struct LayerParams {
   int64_t q_w = -1, kv_w = -1;
   int64_t q_norm_w = -1, k_norm_w = -1;  // QK-norm: [hd] each, replicated over tp
   int64_t sinks = -1;                    // attention sinks: [heads / tp], this rank's heads'
+  // Multi-token prediction layers: RMSNorms of the embedding and of the previous depth's hidden
+  // state [C], eh_proj [C, 2C] (columns: the embedding's, then the hidden state's; replicated
+  // over tp) and the depth's final norm before the shared head [C].
+  int64_t enorm_w = -1, hnorm_w = -1, eh_proj_w = -1, mtp_norm_w = -1;
   int64_t router_w = -1;  // mixture of experts: fc_* are then the stacked experts' tensors
   int64_t shared_fc_w = -1, shared_fc_b = -1, shared_proj_w = -1, shared_proj_b = -1;  // shared experts (or -1)
   bool moe = false;
@@ -169,9 +183,13 @@ class ParamLayout {
   int64_t wte = -1, wpe = -1, lnf_w = -1, lnf_b = -1;
   int64_t head_wte = -1;  // GPT: = wte when the shard holds the input, else its own copy
   int64_t head_w = -1;    // Llama: the untied output embedding
-  int64_t head() const { return head_wte >= 0 ? head_wte : head_w; }  // the LM head's weight
+  int64_t head() const { return head_w >= 0 ? head_w : head_wte; }  // the LM head's weight
+  // The input embedding the MTP layers read: wte, or its copy on a last stage without the input.
+  int64_t embedding() const { return wte >= 0 ? wte : head_wte; }
+  // Local index i: the stage's layers [0, num_layers()), then its MTP layers (mtp_count()).
   const LayerParams& layer(int64_t local_index) const { return layers_[local_index]; }
-  int64_t num_layers() const { return static_cast<int64_t>(layers_.size()); }
+  int64_t num_layers() const { return static_cast<int64_t>(layers_.size()) - shard_.mtp_count(); }
+  int64_t all_layers() const { return static_cast<int64_t>(layers_.size()); }
 
   // Units of the flat buffer, in order, tiling [0, total()): everything before the first layer
   // (the embeddings), each layer up to the next one's start, everything after the last (final

@@ -87,6 +87,7 @@ struct DistTrainer::Impl {
   std::vector<int32_t> whole_tokens, whole_targets;   // context parallel: b whole sequences
   std::vector<comm::RequestPtr> pending_sends;
   RoutingStats* routing = nullptr;  // the step's (DistTrainer::routing_)
+  std::vector<double> mtp_sums;     // the step's MTP loss sums per depth (stage with the output)
 
   int64_t N() const { return b * context.local(); }  // tokens of a micro-batch on this rank
   int64_t C() const { return run.model.hidden; }
@@ -191,7 +192,8 @@ DistTrainer::DistTrainer(const RunSpec& run, ProcessGroups& groups, const BatchS
         *I.k, shard,
         nn::StageConfig{.B = I.b, .T = I.T, .tp = tp_comm, .sequence_parallel = run.exec.sequence_parallel,
                         .compute = options.compute, .recompute = run.exec.recompute, .split_backward = split,
-                        .cp = I.context.active() ? groups.cp.get() : nullptr, .storage = ch.sync->units()});
+                        .cp = I.context.active() ? groups.cp.get() : nullptr, .storage = ch.sync->units(),
+                        .mtp_loss_scaling = float(options.mtp_loss_scaling)});
     if (I.ep) ch.stage->set_expert_group(I.ep.get());
     if (I.etp) ch.stage->set_expert_tensor_group(I.etp.get());
     if (ch.sync->stage() == 1)
@@ -240,12 +242,12 @@ DistTrainer::DistTrainer(const RunSpec& run, ProcessGroups& groups, const BatchS
   if (run.model.router_expert_bias && run.model.is_moe()) {
     const nn::Shard whole = nn::Shard::whole(run.model);
     std::vector<int64_t> moe_layers;
-    for (int64_t l = 0; l < run.model.layers; ++l)
+    for (int64_t l = 0; l < run.model.layers + run.model.mtp_layers; ++l)  // the MTP layers' routers too
       if (whole.moe_layer(l)) moe_layers.push_back(l);
     expert_bias_.assign(moe_layers.size(), std::vector<float>(size_t(run.model.experts), 0.0f));
     for (auto& ch : I.chunks) {
       const nn::Shard& s = ch.stage->shard();
-      for (int64_t i = 0; i < s.num_layers(); ++i)
+      for (int64_t i = 0; i < s.num_layers() + s.mtp_count(); ++i)
         if (s.moe_layer(s.first_layer + i)) {
           const size_t at = size_t(std::find(moe_layers.begin(), moe_layers.end(), s.first_layer + i) - moe_layers.begin());
           ch.stage->set_expert_bias(i, expert_bias_[at].data());
@@ -563,6 +565,7 @@ double DistTrainer::Impl::run_program(PhaseTimes& t, double pp_message_s) {
           st.forward(acts, I.tokens[mb].data(), I.targets[mb].data());
           if (units) units->end_pass();
           if (st.shard().has_output) loss_sum += st.loss_sum(acts);
+          for (int64_t k = 1; k <= st.shard().mtp_count(); ++k) I.mtp_sums[size_t(k - 1)] += st.mtp_loss_sum(acts, k);
         });
         I.count_routing(*I.routing, ch, acts, mb);
         I.count_ep_rows(ch, acts);
@@ -631,7 +634,7 @@ void DistTrainer::Impl::start_routing(RoutingStats& r) const {
   r = RoutingStats{};
   const nn::Shard whole = nn::Shard::whole(run.model);
   if (!run.model.is_moe()) return;
-  for (int64_t l = 0; l < run.model.layers; ++l)
+  for (int64_t l = 0; l < run.model.layers + run.model.mtp_layers; ++l)  // the MTP layers' routers too
     if (whole.moe_layer(l)) r.layers.push_back(l);
   r.tokens_per_expert.assign(r.layers.size(), std::vector<int64_t>(size_t(run.model.experts), 0));
   r.dropped.assign(r.layers.size(), 0);
@@ -645,7 +648,7 @@ void DistTrainer::Impl::count_routing(RoutingStats& r, const Chunk& ch, nn::Acti
   if (r.empty() || groups.coords.tp() != 0) return;  // tp ranks route the same tokens
   const nn::Shard& s = ch.stage->shard();
   const int64_t first_token = (dp_rank * (B / dp) + mb * b) * T;
-  for (int64_t i = 0; i < s.num_layers(); ++i) {
+  for (int64_t i = 0; i < s.num_layers() + s.mtp_count(); ++i) {
     const nn::MoeRouting* route = acts.routing(i);
     if (!route) continue;
     const size_t at = size_t(std::find(r.layers.begin(), r.layers.end(), s.first_layer + i) - r.layers.begin());
@@ -675,7 +678,7 @@ void DistTrainer::Impl::count_routing(RoutingStats& r, const Chunk& ch, nn::Acti
 
 void DistTrainer::Impl::count_ep_rows(const Chunk& ch, nn::Activations& acts) {
   if (!ep) return;
-  for (int64_t i = 0; i < ch.stage->shard().num_layers(); ++i)
+  for (int64_t i = 0; i < ch.stage->shard().num_layers() + ch.stage->shard().mtp_count(); ++i)
     if (const nn::MoeRouting* route = acts.routing(i)) {
       double rows = 0;
       for (size_t n : route->recv_rows) rows += double(n);
@@ -728,7 +731,7 @@ void DistTrainer::Impl::complete_weights() {
 // ZeRO-1 starts a bucket's reduce-scatter as soon as backward finishes it; the tied embedding's
 // two copies are summed after the program, on whole gradients, so their buckets wait for finish().
 void DistTrainer::Impl::hold_tied_embedding() {
-  if (!run.model.tied_embeddings() || run.exec.zero != 1) return;
+  if (!nn::embedding_copies(run.model) || run.exec.zero != 1) return;
   auto hold = [&](Chunk& ch, bool input) {
     const auto& L = ch.stage->layout();
     const int64_t off = input ? L.wte : L.head_wte;
@@ -742,7 +745,7 @@ void DistTrainer::Impl::hold_tied_embedding() {
 void DistTrainer::Impl::sum_tied_embedding() {
   Impl& I = *this;
   ProcessGroups& g = I.groups;
-  if (!I.run.model.tied_embeddings()) return;  // Llama: the head is its own tensor
+  if (!nn::embedding_copies(I.run.model)) return;  // Llama without MTP: no copy (the head is its own tensor)
   Chunk& first = I.chunks.front();
   Chunk& last = I.chunks.back();
   if (g.embedding) {
@@ -830,6 +833,7 @@ double DistTrainer::step(int64_t step) {
 
   I.routing = &routing_;
   I.start_routing(routing_);
+  I.mtp_sums.assign(size_t(I.run.model.mtp_layers), 0.0);
   const double loss_sum = I.run_program(t, pp_message_s_);
   I.sum_routing(routing_);
   // The expert bias moves with this step's load, counted over every rank: the same everywhere.
@@ -892,8 +896,12 @@ double DistTrainer::step(int64_t step) {
 
   // Mean loss over the global batch: the last stage's tp rank 0 of each replica contributes.
   const bool reporter = I.chunks.back().stage->shard().has_output && g.coords.tp() == 0;
-  double loss = reporter ? loss_sum : 0.0;
-  all_reduce_f64(*g.world, &loss, 1, comm::ReduceOp::Sum);
+  std::vector<double> losses{reporter ? loss_sum : 0.0};  // the main loss, then each MTP depth's
+  for (double x : I.mtp_sums) losses.push_back(reporter ? x : 0.0);
+  all_reduce_f64(*g.world, losses.data(), losses.size(), comm::ReduceOp::Sum);
+  const double loss = losses[0];
+  mtp_losses_.clear();  // each depth's mean over the rows with a target: B (T - k)
+  for (size_t k = 1; k < losses.size(); ++k) mtp_losses_.push_back(losses[k] / double(I.B * (I.T - int64_t(k))));
   t.total = since(t_step);
   if (I.ep) {  // untimed: the exchange of the all-to-alls' spans and of the dispatches' rows
     t.ep_wait = I.ep_wait_seconds();

@@ -40,6 +40,9 @@ struct TrainerOptions {
   // Fault injection for the tests (a slow GPU): each compute phase of this rank takes this many
   // times as long (it sleeps (x - 1) x the phase after it, timed as compute). 1 in real runs.
   double compute_slowdown = 1;
+  // Multi-token prediction (ModelSpec::mtp_layers): the weight of the depths' mean losses in the
+  // objective, divided by their number (Megatron's --mtp-loss-scaling-factor).
+  double mtp_loss_scaling = 0.1;
 };
 
 // Activation memory of this rank: the micro-batch slots its schedule keeps in flight (each one
@@ -85,6 +88,9 @@ class DistTrainer {
   // The last step's routing (a collective was run inside step(); this only reads its result).
   const RoutingStats& routing_stats() const { return routing_; }
   double last_grad_norm() const { return grad_norm_; }
+  // Multi-token prediction: the last step's mean loss of each depth (over the rows with a
+  // target), the same on every rank; empty without MTP. step() returns the main loss only.
+  const std::vector<double>& mtp_losses() const { return mtp_losses_; }
   // DeepSeek-V3's expert bias (the model's router_expert_bias; empty without): [MoE layer, in the
   // model's order][expert], no parameter: moved after each step by update_expert_bias from the
   // step's load over every rank, so the same on every rank. Checkpoints save and load it.
@@ -141,6 +147,7 @@ class DistTrainer {
   std::unique_ptr<Impl> impl_;
   PhaseTimes times_;
   RoutingStats routing_;
+  std::vector<double> mtp_losses_;
   std::vector<std::vector<float>> expert_bias_;  // the stages read it through pointers: resized only at construction
   double grad_norm_ = 0;
   double pp_message_s_ = 0;

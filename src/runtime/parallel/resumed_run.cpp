@@ -48,6 +48,7 @@ std::vector<std::pair<std::string, std::string>> model_options_of(const ModelSpe
   if (m.sliding_window > 0) out.push_back({"window-size", n(m.sliding_window)});
   if (m.full_attention_every > 0) out.push_back({"window-attn-skip-freq", n(m.full_attention_every)});
   if (m.attention_sinks) out.push_back({"attention-sinks", "true"});
+  if (m.mtp_layers > 0) out.push_back({"mtp-num-layers", n(m.mtp_layers)});
   if (m.rope_scaling.type == "llama3")
     out.insert(out.end(), {{"rope-scaling-factor", fmt::format("{}", m.rope_scaling.factor)},
                            {"rope-low-freq-factor", fmt::format("{}", m.rope_scaling.low_freq_factor)},

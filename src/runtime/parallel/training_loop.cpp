@@ -249,6 +249,13 @@ void print_startup(const TrainSettings& s, int world, const DistTrainer& trainer
                 s.moe.normalise ? "chosen weights over their sum" : "chosen scores as weights", scaled.c_str(),
                 s.moe.aux_coeff, s.moe.z_coeff);
   }
+  if (model.mtp_layers > 0)  // DeepSeek-V3's multi-token prediction
+    std::printf("  mtp         %lld multi-token-prediction layer%s on the last stage, %s (enorm, hnorm, eh_proj [%lld, %lld] "
+                "embedding first, one %s layer, a final norm; the embedding and head shared), depth k predicting token "
+                "t+k+1; loss weighted %g / %lld (logged as mtp_k loss)\n",
+                (long long)model.mtp_layers, model.mtp_layers > 1 ? "s" : "", human_count(double(pc.mtp)).c_str(),
+                (long long)model.hidden, (long long)(2 * model.hidden),
+                model.is_moe_layer(model.layers - 1) ? "MoE" : "dense", s.mtp_loss_scaling, (long long)model.mtp_layers);
   std::printf("  data        %s\n", data.describe().c_str());
   std::printf("  batch       global %lld = micro %lld x %lld accumulation x dp %lld; %lld tokens per step\n",
               (long long)x.global_batch_size, (long long)x.micro_batch_size, (long long)accum, (long long)L.dp,
@@ -552,6 +559,7 @@ TrainerOptions trainer_options(const TrainSettings& s, kernels::Kernels& kernels
   o.kernels = &kernels;
   o.compute = s.run.exec.precision == Precision::BF16 ? kernels::DType::BF16 : kernels::DType::F32;
   o.moe = s.moe;
+  o.mtp_loss_scaling = s.mtp_loss_scaling;
   return o;
 }
 
@@ -696,10 +704,12 @@ void print_summary(const TrainSettings& s, const RunTotals& r, const std::vector
 
 // One step's line of the log; per_step (the median so far) gives the time left.
 void print_step(const TrainSettings& s, int64_t done, double loss, double lr, double tps, const plan::Mfu& mfu,
-                double per_step, const std::optional<double>& v) {
-  std::printf("step %5lld/%lld | loss %.4f | lr %.2e | %8.0f tok/s | MFU %5.1f%% | ETA %s%s\n", (long long)done,
-              (long long)s.steps, loss, lr, tps, 100.0 * mfu.full(), duration(per_step * double(s.steps - done)).c_str(),
-              v ? fmt::format(" | val loss {:.4f}", *v).c_str() : "");
+                double per_step, const std::optional<double>& v, const std::vector<double>& mtp) {
+  std::string mtp_text;  // Megatron's "mtp_1 loss": each multi-token-prediction depth's own
+  for (size_t k = 0; k < mtp.size(); ++k) mtp_text += fmt::format(" | mtp_{} loss {:.4f}", k + 1, mtp[k]);
+  std::printf("step %5lld/%lld | loss %.4f%s | lr %.2e | %8.0f tok/s | MFU %5.1f%% | ETA %s%s\n", (long long)done,
+              (long long)s.steps, loss, mtp_text.c_str(), lr, tps, 100.0 * mfu.full(),
+              duration(per_step * double(s.steps - done)).c_str(), v ? fmt::format(" | val loss {:.4f}", *v).c_str() : "");
   std::fflush(stdout);
 }
 
@@ -868,7 +878,7 @@ int train(const TrainSettings& settings, const Problems& parsed, bool mpi, comm:
       const double tps = double(tokens_per_step) / seconds;
       const double lr = engine::learning_rate(s.adamw, step);
       if (done % log_every == 0 || done == first + 1 || done == stop_at || v)
-        print_step(s, done, loss, lr, tps, mfu, timed.empty() ? seconds : median(timed), v);
+        print_step(s, done, loss, lr, tps, mfu, timed.empty() ? seconds : median(timed), v, trainer.mtp_losses());
       if (metrics.is_open()) {
         nlohmann::json j =
             metrics_line(done, loss, lr, tps, mfu.full(), trainer.last_grad_norm(), seconds, v, row, world);
@@ -876,6 +886,8 @@ int train(const TrainSettings& settings, const Problems& parsed, bool mpi, comm:
         // When the step ended (wall clock): `train --elastic` measures the time a failure lost from it.
         j["unix_time"] = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
         add_routing(j, trainer.routing_stats());
+        for (size_t k = 0; k < trainer.mtp_losses().size(); ++k)
+          j["mtp_" + std::to_string(k + 1) + "_loss"] = trainer.mtp_losses()[k];
         if (watch.active() && done > first + 1) {
           const auto& ratios = watch.ratios();
           const auto worst = std::max_element(ratios.begin(), ratios.end());

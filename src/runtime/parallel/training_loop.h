@@ -40,6 +40,7 @@ struct TrainSettings {
   int64_t steps = 20;           // the schedule's length
   int64_t stop_at = -1;         // stop after this step; -1 = steps
   uint64_t seed = 1337;
+  double mtp_loss_scaling = 0.1;  // --mtp-loss-scaling-factor (multi-token prediction)
   std::string data_path;        // token file; empty = deterministic synthetic sequences
   // The token file at data_path, opened once (its checksum and ids verified once): the batch
   // sources, the run check and the ranks' agreement all read this one. Null: run_training opens it.

@@ -13,7 +13,7 @@ ZeroShards::ZeroShards(const std::vector<GroupRanges>& spaces, const nn::ParamLa
   // A tied GPT embedding whose two copies sit on different stages (or chunks): the copy's unit
   // is summed with the other copy's before it is reduced.
   const bool tied_apart = L.head_wte >= 0 && L.head_wte != L.wte;
-  const bool wte_apart = L.wte >= 0 && L.head_wte < 0 && !L.shard().llama();
+  const bool wte_apart = L.wte >= 0 && !L.shard().has_output && nn::embedding_copies(L.shard().model);
   for (const auto& u : L.units())
     add_unit(u, spaces, (tied_apart && L.head_wte >= u.begin && L.head_wte < u.end) ||
                             (wte_apart && L.wte >= u.begin && L.wte < u.end));
