@@ -75,8 +75,9 @@ std::vector<std::string> beyond_runtime(const ModelSpec& m) {
   // Llama 3.1's rope scaling (the rope kernels' frequencies); linear and yarn stay refused.
   if (m.family == ModelFamily::Llama && m.rope_scaling.type == "llama3") trained.rope_scaling = RopeScaling{};
   // DeepSeek-V3's router in either family's MoE layer: sigmoid scores, the expert bias, scaled
-  // weights (group-limited routing stays refused).
+  // weights, group-limited routing.
   trained.router_score = "softmax", trained.router_expert_bias = false, trained.router_topk_scaling = 1.0;
+  trained.router_groups = 0, trained.router_group_topk = 0;  // group-limited routing (moe_routing.cpp)
   // DeepSeek-V3's multi-token prediction after the Llama family's layers (runtime/nn/mtp.cpp).
   if (m.family == ModelFamily::Llama && !m.is_mla()) trained.mtp_layers = 0;
   return trained.beyond_family();

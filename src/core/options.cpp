@@ -61,6 +61,8 @@ std::vector<OptionDef> model_options() {
       {"moe-router-enable-expert-bias", "model", "the top-k chosen on score + a per-expert bias that each step moves towards balance (DeepSeek-V3's aux-loss-free balancing)", true, "", "off, or the config's"},
       {"moe-router-topk-scaling-factor", "model", "the chosen experts' weights scaled by this (DeepSeek-V3's routed_scaling_factor: 2.5)", false, "NUM", "1, or the config's", 1e-6, 1e6},
       {"mtp-num-layers", "model", "multi-token-prediction layers after the last layer, each predicting one token further (DeepSeek-V3's num_nextn_predict_layers: 1)", false, "INT", "0, or the config's", 0, kMaxLayers},
+      {"moe-router-num-groups", "model", "group-limited routing: the experts in this many groups, each token choosing among its best --moe-router-group-topk groups (DeepSeek-V3's n_group: 8)", false, "INT", "0, or the config's", 0, 1 << 20},
+      {"moe-router-group-topk", "model", "with --moe-router-num-groups: the groups a token chooses its experts in, by the sum of each group's top k / this scores (DeepSeek-V3's topk_group: 4)", false, "INT", "0, or the config's", 0, 1 << 20},
       {"moe-load-imbalance", "model", "rows the most loaded ep rank's experts take per dispatch, over the mean (1 = balanced; the planner charges the others' wait)", false, "NUM", "1"},
   };
 }

@@ -123,7 +123,8 @@ ModelSpec resolve_model(const OptionValues& v, Problems& p) {
   const bool moe_given = v.has("experts") || v.has("experts-per-token") || v.has("expert-ffn-hidden") ||
                          v.has("shared-experts") || v.has("moe-dense-layers") || v.has("moe-layer-freq") ||
                          v.has("capacity-factor") || v.has("moe-router-score-function") ||
-                         v.has("moe-router-enable-expert-bias") || v.has("moe-router-topk-scaling-factor");
+                         v.has("moe-router-enable-expert-bias") || v.has("moe-router-topk-scaling-factor") ||
+                         v.has("moe-router-num-groups") || v.has("moe-router-group-topk");
   if (auto x = v.get_int("experts", p)) m.experts = *x;
   if (auto x = v.get_int("experts-per-token", p)) m.experts_per_token = *x;
   else if (m.experts > 0 && m.experts_per_token == 0) m.experts_per_token = std::min<int64_t>(2, m.experts);
@@ -140,6 +141,8 @@ ModelSpec resolve_model(const OptionValues& v, Problems& p) {
   }
   if (auto b = v.get_bool("moe-router-enable-expert-bias", p)) m.router_expert_bias = *b;
   if (auto x = v.get_double("moe-router-topk-scaling-factor", p)) m.router_topk_scaling = *x;
+  if (auto x = v.get_int("moe-router-num-groups", p)) m.router_groups = *x;
+  if (auto x = v.get_int("moe-router-group-topk", p)) m.router_group_topk = *x;
   if (!preset) {
     m.name = "custom";
     size_t before = p.size();
@@ -155,11 +158,25 @@ ModelSpec resolve_model(const OptionValues& v, Problems& p) {
   if (!m.is_moe())
     for (const char* name : {"experts-per-token", "expert-ffn-hidden", "shared-experts", "moe-dense-layers", "moe-layer-freq",
                              "capacity-factor", "moe-load-imbalance", "moe-router-score-function",
-                             "moe-router-enable-expert-bias", "moe-router-topk-scaling-factor"})
+                             "moe-router-enable-expert-bias", "moe-router-topk-scaling-factor", "moe-router-num-groups",
+                             "moe-router-group-topk"})
       if (v.has(name))
         p.add(fmt::format("--{} (from {}) applies to mixture-of-experts layers, but {} is dense (it has no experts)",
                           name, v.source(name), m.name.empty() ? "the model" : m.name),
               fmt::format("drop --{}, or give the model experts (--experts N)", name), "moe-settings-on-dense");
+  // Group-limited routing: groups tiling the experts, a token's k experts in group_topk of them
+  // (k / group_topk from each group's score, Megatron-Core's group_limited_topk).
+  if (m.is_moe() && (m.router_groups > 0 || m.router_group_topk > 0)) {
+    const int64_t G = m.router_groups, M = m.router_group_topk, E = m.experts, k = m.experts_per_token;
+    if (G <= 1 || E % G != 0 || M < 1 || M > G || k % M != 0 || k > M * (E / G))
+      p.add(fmt::format("group-limited routing with {} groups, top {} groups, of {} experts, top-{}: the groups must "
+                        "tile the experts (groups > 1 dividing {}), 1 <= top groups <= groups, and the top-{} must be "
+                        "whole per chosen group (top groups dividing {}) and fit in them",
+                        G, M, E, k, E, k, k),
+            "give --moe-router-num-groups G and --moe-router-group-topk M with G dividing the experts and M dividing "
+            "--experts-per-token (DeepSeek-V3: 256 experts, top-8, 8 groups, top 4)",
+            "router-groups");
+  }
   validate_model(m, p);
   return m;
 }

@@ -41,6 +41,9 @@ ModelSpec tiny_model(const Case& c) {
     m.shared_experts = c.shared_experts;
     m.moe_layer_freq = c.moe_layer_freq;
     if (c.deepseek_router) m.router_score = "sigmoid", m.router_expert_bias = true, m.router_topk_scaling = 2.5;
+    // Top-4 in the best 2 of 4 groups (each group's 2 experts summed): with top-2 in 2 groups the
+    // groups would keep the plain top-2 (the best expert's group and the second's).
+    if (c.group_limited) m.experts_per_token = 4, m.router_groups = 4, m.router_group_topk = 2;
   }
   return m;
 }
@@ -112,10 +115,10 @@ Result train(const Case& c, MPI_Comm base) {
 }
 
 const Result& reference(const Case& c) {
-  static std::map<std::tuple<bool, int64_t, int64_t, bool, int64_t, int64_t, bool, bool, bool, int64_t>, Result> refs;
+  static std::map<std::tuple<bool, int64_t, int64_t, bool, int64_t, int64_t, bool, bool, bool, int64_t, bool>, Result> refs;
   const auto key =
       std::make_tuple(c.llama, c.vocab, c.experts, c.drop, c.shared_experts, c.moe_layer_freq, c.qwen3, c.gpt_oss,
-                      c.deepseek_router, c.mtp);
+                      c.deepseek_router, c.mtp, c.group_limited);
   auto it = refs.find(key);
   if (it == refs.end()) {
     Case one{c.llama ? "single llama" : "single", Layout{}};
@@ -124,6 +127,7 @@ const Result& reference(const Case& c) {
     one.gpt_oss = c.gpt_oss;
     one.deepseek_router = c.deepseek_router;
     one.mtp = c.mtp;
+    one.group_limited = c.group_limited;
     it = refs.emplace(key, train(one, MPI_COMM_NULL)).first;
   }
   return it->second;

@@ -54,6 +54,9 @@ struct Case {
   // DeepSeek-V3's multi-token prediction: this many MTP layers on the last stage, their losses
   // weighted 0.3 / mtp (Llama family).
   int64_t mtp = 0;
+  // DeepSeek-V3's group-limited routing (with deepseek_router): the 8 experts in 4 groups, each
+  // token's top-4 within its best 2 groups.
+  bool group_limited = false;
 };
 
 struct Result {

@@ -432,3 +432,16 @@ TEST(MoeEquivalence, deepseek_mtp_ep2_pp2_matches_single_process) {
 TEST(MoeEquivalence, deepseek_mtp_cp2_ep2_matches_single_process) {
   expect_same_as_single_process(deepseek_mtp(moe_cp("moe deepseek mtp cp2xep2", 2, 1, 2, true)));
 }
+
+// DeepSeek-V3's group-limited routing on its router: 8 experts in 4 groups, each token's top-4
+// within its best 2 groups (by the sum of each group's top 4 / 2 = 2 biased scores).
+TEST(MoeEquivalence, deepseek_group_limited_ep2_etp2_tp2_dp2_matches_single_process) {
+  Case c = deepseek_router(moe("moe deepseek groups ep2 x etp2 tp2xdp2", 2, 2, 1, false, true, 2));
+  c.group_limited = true;
+  expect_same_as_single_process(c);
+}
+TEST(MoeEquivalence, deepseek_group_limited_ep2_pp2_matches_single_process) {
+  Case c = deepseek_router(moe("moe deepseek groups ep2xpp2", 2, 2, 2, false, true));
+  c.group_limited = true;
+  expect_same_as_single_process(c);
+}

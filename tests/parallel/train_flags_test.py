@@ -171,6 +171,11 @@ rows = [
     ("--moe-router-enable-expert-bias", None, "moe-knobs", r"--moe-router-enable-expert-bias .*applies to mixture-of-experts"),
     ("--moe-router-topk-scaling-factor", "2.5", "moe-knobs", r"--moe-router-topk-scaling-factor .*applies to mixture-of-experts"),
     ("--moe-router-bias-update-rate", "0.002", "moe-knobs", r"--moe-router-bias-update-rate applies to mixture-of-experts layers"),
+    ("--moe-router-num-groups", "2", "moe-knobs", r"--moe-router-num-groups .*applies to mixture-of-experts"),
+    ("--moe-router-group-topk", "1", "moe-knobs", r"--moe-router-group-topk .*applies to mixture-of-experts"),
+    # Group-limited routing: top groups that do not divide the top-k refused (Megatron's rule).
+    ("--moe-router-num-groups", "2", "groups-bad", r"group-limited routing with 2 groups, top 3 groups, of 4 experts, top-2"),
+    ("--moe-router-group-topk", "3", "groups-bad", r"router-groups"),
     # The bias's rate on a router without the bias would change nothing: refused by name.
     ("--moe-router-bias-update-rate", "0.002", "moe-bias", r"moves the router's expert bias, which .* does not have(.|\n)*--moe-router-enable-expert-bias"),
     # M: a mixture-of-experts model (4 experts, top-2) trains; the start-up table counts its parameters.
@@ -189,6 +194,8 @@ rows = [
     ("--moe-router-bias-update-rate", "0.002", "MF", r"moved 0\.002 a step"),
     ("--no-moe-router-enable-expert-bias", None, "M", r"!expert bias"),
     ("--moe-router-topk-scaling-factor", "2.5", "MF", r"chosen weights over their sum, weights x 2\.5"),
+    ("--moe-router-num-groups", "2", "MF", r"group-limited: the experts in 2 groups, each token's top-k in its best 1 \(by each group's top 2 scores summed\)"),
+    ("--moe-router-group-topk", "1", "MF", r"in its best 1 "),
     ("--moe-layer-freq", "2", "MF", r"experts +1 MoE layers \(the first 0 dense, then one layer in 2 a MoE layer\)(.|\n)*step +2/2"),
     # Refused: what the runtime cannot execute (the capability check), all reported together.
     # A MoE model drops tokens under cp 2 as one process does (the cp ranks share the routing).
@@ -323,6 +330,7 @@ extra = {
     "M": small + ["--eval-batches", "1"],
     "MF": small + ["--experts", "4", "--eval-batches", "1"],
     "moe-bias": small + ["--experts", "4"],
+    "groups-bad": small + ["--experts", "4"],
     "MTP": small + ["--family", "llama", "--eval-batches", "1", "--metrics", MTPM],
     "AUTO": [a if a != "2" or small[i - 1] != "--steps" else "8" for i, a in enumerate(small[:-2])]
             + ["--dp", "2", "--eval-batches", "1", "--checkpoint", path("auto.ckpt")],
@@ -332,7 +340,7 @@ extra = {
                         "--prediction-cluster", path("bench.toml")],
 }
 must_succeed = {"help", "A", "B", "I", "C", "L", "P", "Z", "CP", "Z3", "M", "MF", "EP", "ETP", "AUTO", "MTP"}
-order = ["help", "A", "B", "I", "C", "L", "P", "Z", "CP", "Z3", "M", "MF", "EP", "ETP", "MTP", "mtp-unused", "etp-fold", "AUTO", "rate-unused", "auto-no-checkpoint", "cost-missing", "moe-knobs", "moe-bias", "capability", "llama-tied", "swiglu", "zb-full",
+order = ["help", "A", "B", "I", "C", "L", "P", "Z", "CP", "Z3", "M", "MF", "EP", "ETP", "MTP", "mtp-unused", "groups-bad", "etp-fold", "AUTO", "rate-unused", "auto-no-checkpoint", "cost-missing", "moe-knobs", "moe-bias", "capability", "llama-tied", "swiglu", "zb-full",
          "device", "gpu-comm", "parse", "sp", "stack", "elastic-rank", "elastic-only"]
 
 # Every option of `trident train --help` has a row.

@@ -37,7 +37,7 @@ struct FnSource final : parallel::BatchSource {
 int main(int argc, char** argv) {
   std::vector<std::string> args;
   std::string device = "cpu", precision = "fp32", family = "gpt";
-  bool moe = false, qwen3 = false, gpt_oss = false, llama3_rope = false, deepseek_router = false;
+  bool moe = false, qwen3 = false, gpt_oss = false, llama3_rope = false, deepseek_router = false, group_limited = false;
   int64_t shared_experts = 0, moe_layer_freq = 1, mtp = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -48,6 +48,7 @@ int main(int argc, char** argv) {
     else if (a == "--gpt-oss-attention") gpt_oss = true;
     else if (a == "--llama3-rope") llama3_rope = true;
     else if (a == "--deepseek-router") deepseek_router = true;
+    else if (a == "--group-limited") group_limited = true;
     else if (a == "--shared-experts" && i + 1 < argc) shared_experts = std::atoll(argv[++i]);
     else if (a == "--moe-layer-freq" && i + 1 < argc) moe_layer_freq = std::atoll(argv[++i]);
     else if (a == "--mtp" && i + 1 < argc) mtp = std::atoll(argv[++i]);
@@ -56,12 +57,12 @@ int main(int argc, char** argv) {
   if (args.empty() || args.size() > 2 || (device != "cpu" && device != "cuda") ||
       (precision != "fp32" && precision != "bf16") || (family != "gpt" && family != "llama") ||
       (qwen3 && (family != "llama" || moe)) || (gpt_oss && family != "llama") || (llama3_rope && family != "llama") ||
-      (deepseek_router && !qwen3) || (mtp > 0 && family != "llama")) {
+      (deepseek_router && !qwen3) || (group_limited && !deepseek_router) || (mtp > 0 && family != "llama")) {
     std::fprintf(stderr, "usage: reference_dump OUT_PREFIX [TOKEN_FILE] [--device cpu|cuda] [--precision fp32|bf16]"
                          " [--family gpt|llama] [--moe [--shared-experts N] [--moe-layer-freq N]]\n"
                          "  [--family llama --qwen3-moe] [--family llama --gpt-oss-attention [--moe]]\n"
                          "  [--family llama --llama3-rope] [--family llama --qwen3-moe --deepseek-router]\n"
-                         "  [--family llama ... --mtp D]\n"
+                         "  [--family llama ... --mtp D] [... --deepseek-router --group-limited]\n"
                          "  with a token file: the default `trident train` model on real text, 8 steps\n");
     return 2;
   }
@@ -115,6 +116,13 @@ int main(int argc, char** argv) {
     // weights normalised and scaled by 2.5.
     m.router_score = "sigmoid", m.router_expert_bias = true, m.router_topk_scaling = 2.5;
     o.moe.bias_update_rate = 0.01;
+  }
+  if (group_limited) {
+    // DeepSeek-V3's group-limited routing, small: 8 experts in 4 groups, each token's top-4 within
+    // its best 2 groups by the sum of each group's top 4 / 2 = 2 biased scores (HF's noaux_tc and
+    // Megatron-Core's group_limited_topk agree at k / topk_group = 2).
+    m.experts_per_token = 4, m.router_groups = 4, m.router_group_topk = 2;
+    o.moe.groups = 4, o.moe.group_topk = 2;
   }
   if (mtp > 0) {
     // DeepSeek-V3's multi-token prediction: D layers of the last layer's kind after the model,
@@ -203,7 +211,8 @@ int main(int argc, char** argv) {
                  {"mtp_loss_scaling", o.mtp_loss_scaling}};
   if (m.router_expert_bias) j["config"].update({{"expert_bias", bias0}, {"bias_update_rate", o.moe.bias_update_rate}});
   if (m.is_moe())
-    j["config"].update({{"router_score", m.router_score}, {"router_topk_scaling", m.router_topk_scaling}});
+    j["config"].update({{"router_score", m.router_score}, {"router_topk_scaling", m.router_topk_scaling},
+                        {"router_groups", m.router_groups}, {"router_group_topk", m.router_group_topk}});
   if (!m.rope_scaling.type.empty())
     j["config"]["rope_scaling"] = {{"rope_type", m.rope_scaling.type}, {"factor", m.rope_scaling.factor},
                                    {"low_freq_factor", m.rope_scaling.low_freq_factor},

@@ -79,6 +79,16 @@ class MoE(nn.Module):
             # (norm_topk_prob) and scaled by routed_scaling_factor.
             probs = logits.sigmoid()
             choice = probs.detach() + self.bias if self.bias is not None else probs.detach()
+            G, M = c.get("router_groups", 0), c.get("router_group_topk", 0)
+            if G > 1:
+                # Group-limited (Megatron-Core's group_limited_topk, HF DeepSeek-V3's noaux_tc at
+                # k / M = 2): groups scored by the sum of their top k / M choice scores, the best M
+                # kept, the other experts' scores -inf.
+                group_scores = choice.view(N, G, -1).topk(k // M, dim=-1)[0].sum(dim=-1)
+                group_idx = group_scores.topk(M, dim=-1, sorted=False)[1]
+                group_mask = torch.zeros_like(group_scores).scatter_(1, group_idx, 1)
+                score_mask = group_mask.unsqueeze(-1).expand(N, G, E // G).reshape(N, E)
+                choice = choice.masked_fill(~score_mask.bool(), float("-inf"))
             idx = choice.topk(k, dim=-1)[1]
             top = probs.gather(1, idx)
             w = top / (top.sum(-1, keepdim=True) + 1e-20) if c["moe_normalise"] and k > 1 else top

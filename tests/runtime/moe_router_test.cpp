@@ -2,7 +2,9 @@
 // on score + expert bias, normalised and scaled weights, their backward, and the bias update rule.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "runtime/nn/moe_routing.h"
@@ -80,4 +82,25 @@ TEST(MoeRouter, sigmoid_backward_matches_finite_differences) {
     const double numeric = (objective(up) - objective(down)) / (double(up[i]) - double(down[i]));
     EXPECT_NEAR(dlogits[i], numeric, 2e-3 * std::max(1.0, std::abs(numeric))) << i;
   }
+}
+
+// Group-limited routing by hand: 8 experts in 4 groups, top-4 in the best 2 groups, each group
+// scored by its top 4 / 2 = 2 scores summed. Expert 0 scores highest, but its group {0, 1} sums
+// 0.9 + 0.0 = 0.9 below groups {4, 5} (0.5 + 0.5) and {6, 7} (0.46 + 0.46): the token takes 4..7.
+TEST(MoeRouter, group_limited_routing_chooses_within_the_best_groups_by_their_top_scores_summed) {
+  std::vector<float> sel = {0.9f, 0.0f, 0.3f, 0.3f, 0.5f, 0.5f, 0.46f, 0.46f};
+  limit_to_groups(sel, 4, 2, 4);
+  const float out = -std::numeric_limits<float>::infinity();
+  EXPECT_EQ(sel, (std::vector<float>{out, out, out, out, 0.5f, 0.5f, 0.46f, 0.46f}));
+  // Through the routing: logits whose sigmoid orders the experts as above, no bias.
+  MoeOptions o = deepseek(1.0);
+  o.expert_bias = false, o.groups = 4, o.group_topk = 2;
+  std::vector<float> logits = {3.0f, -3.0f, 0.0f, 0.0f, 1.0f, 1.0f, 0.8f, 0.8f};
+  const MoeRouting r = score_tokens(logits.data(), 1, 8, 4, o, nullptr);
+  std::vector<int32_t> chosen(r.expert.begin(), r.expert.end());
+  std::sort(chosen.begin(), chosen.end());
+  EXPECT_EQ(chosen, (std::vector<int32_t>{4, 5, 6, 7}));
+  o.groups = 0;  // without the groups: expert 0 and the best three others
+  const MoeRouting plain = score_tokens(logits.data(), 1, 8, 4, o, nullptr);
+  EXPECT_EQ(plain.expert[0], 0);
 }

@@ -379,14 +379,16 @@ void check_hf_exportable(const ModelSpec& m, Problems& p) {
           "--mtp-num-layers", "export-architecture");
   // DeepSeek-V3's router: Hugging Face's DeepseekV3ForCausalLM has it, but with multi-head latent
   // attention, which the runtime does not train; Mixtral's and Qwen's classes score by softmax.
-  if (m.is_moe() && (m.router_score != "softmax" || m.router_expert_bias || m.router_topk_scaling != 1.0))
-    p.add(fmt::format("the checkpoint holds a mixture of experts with DeepSeek-V3's router ({} scores{}{}): "
+  if (m.is_moe() && (m.router_score != "softmax" || m.router_expert_bias || m.router_topk_scaling != 1.0 ||
+                     m.router_groups > 0))
+    p.add(fmt::format("the checkpoint holds a mixture of experts with DeepSeek-V3's router ({} scores{}{}{}): "
                       "MixtralForCausalLM, Qwen2MoeForCausalLM and Qwen3MoeForCausalLM score by softmax without an "
                       "expert bias or scaling, and DeepseekV3ForCausalLM needs multi-head latent attention",
                       m.router_score, m.router_expert_bias ? ", an expert bias" : "",
-                      m.router_topk_scaling != 1.0 ? fmt::format(", weights x {:g}", m.router_topk_scaling) : ""),
-          "train with the softmax router (no --moe-router-score-function sigmoid, --moe-router-enable-expert-bias or "
-          "--moe-router-topk-scaling-factor) to export it",
+                      m.router_topk_scaling != 1.0 ? fmt::format(", weights x {:g}", m.router_topk_scaling) : "",
+                      m.router_groups > 0 ? fmt::format(", {} groups, top {}", m.router_groups, m.router_group_topk) : ""),
+          "train with the softmax router (no --moe-router-score-function sigmoid, --moe-router-enable-expert-bias, "
+          "--moe-router-topk-scaling-factor or --moe-router-num-groups) to export it",
           "export-moe");
 }
 

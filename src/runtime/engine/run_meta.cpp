@@ -36,6 +36,7 @@ nlohmann::json model_to_json(const ModelSpec& m) {
   // DeepSeek-V3's router, where the model has it (a softmax router's meta stays as before).
   if (m.is_moe() && m.router_score != "softmax") j["router_score"] = m.router_score;
   if (m.is_moe() && m.router_expert_bias) j["router_expert_bias"] = true;
+  if (m.is_moe() && m.router_groups > 0) j["router_groups"] = m.router_groups, j["router_group_topk"] = m.router_group_topk;
   if (m.is_moe() && m.router_topk_scaling != 1.0) j["router_topk_scaling"] = m.router_topk_scaling;
   return j;
 }
@@ -75,6 +76,8 @@ ModelSpec model_from_json(const nlohmann::json& j) {
     m.experts = j.value("experts", int64_t(0));
     m.router_score = j.value("router_score", m.router_score);
     m.router_expert_bias = j.value("router_expert_bias", false);
+    m.router_groups = j.value("router_groups", int64_t(0));
+    m.router_group_topk = j.value("router_group_topk", int64_t(0));
     m.router_topk_scaling = j.value("router_topk_scaling", 1.0);
     m.experts_per_token = j.value("experts_per_token", int64_t(0));
     m.expert_ffn_hidden = j.value("expert_ffn_hidden", int64_t(0));
@@ -105,6 +108,7 @@ void use_model_router(nn::MoeOptions& o, const ModelSpec& m) {
   o.topk_scaling = m.router_topk_scaling;
   o.expert_bias = m.router_expert_bias;
   o.capacity_factor = m.capacity_factor;
+  o.groups = m.router_groups, o.group_topk = m.router_group_topk;
 }
 
 std::vector<std::vector<float>> expert_bias_from_json(const nlohmann::json& meta, int64_t layers, int64_t experts) {

@@ -2,6 +2,8 @@
 #include "runtime/nn/moe_routing.h"
 
 #include <algorithm>
+#include <functional>
+#include <limits>
 #include <cmath>
 #include <numeric>
 
@@ -34,6 +36,26 @@ double row_sum(const float* p, int64_t E) {
 }
 }  // namespace
 
+// Group-limited routing: the selection scores of the experts outside the token's best group_topk
+// groups become -inf (Megatron-Core's masked_fill), a group's score being the sum of its top
+// k / group_topk selection scores; ties go to the lower group, as the experts' stable order.
+void limit_to_groups(std::vector<float>& sel, int64_t groups, int64_t group_topk, int64_t k) {
+  const int64_t E = int64_t(sel.size()), per = E / groups, top = std::max<int64_t>(1, k / group_topk);
+  std::vector<double> score(static_cast<size_t>(groups));
+  std::vector<float> g(static_cast<size_t>(per));
+  for (int64_t i = 0; i < groups; ++i) {
+    std::copy_n(sel.begin() + i * per, per, g.begin());
+    std::partial_sort(g.begin(), g.begin() + top, g.end(), std::greater<float>());
+    score[size_t(i)] = 0;
+    for (int64_t j = 0; j < top; ++j) score[size_t(i)] += double(g[size_t(j)]);
+  }
+  std::vector<int32_t> order(static_cast<size_t>(groups));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return score[size_t(a)] > score[size_t(b)]; });
+  for (int64_t j = group_topk; j < groups; ++j)
+    std::fill_n(sel.begin() + order[size_t(j)] * per, per, -std::numeric_limits<float>::infinity());
+}
+
 MoeRouting route_tokens(const float* logits, int64_t N, int64_t E, int64_t k, const MoeOptions& o, const float* bias) {
   MoeRouting r = score_tokens(logits, N, E, k, o, bias);
   const int64_t capacity = capacity_of(N, E, k, o);
@@ -57,6 +79,7 @@ MoeRouting score_tokens(const float* logits, int64_t N, int64_t E, int64_t k, co
     float* p = r.probs.data() + t * E;
     (o.sigmoid ? sigmoid_row : softmax_row)(logits + t * E, E, p, &r.lse[size_t(t)]);
     for (int64_t e = 0; e < E; ++e) sel[size_t(e)] = o.expert_bias ? p[e] + r.bias[size_t(e)] : p[e];
+    if (o.groups > 1) limit_to_groups(sel, o.groups, o.group_topk, k);
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return sel[size_t(a)] > sel[size_t(b)]; });
     double sum = 0;

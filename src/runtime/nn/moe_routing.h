@@ -44,6 +44,12 @@ struct MoeOptions {
   double topk_scaling = 1.0;       // combine weights scaled by this (routed_scaling_factor)
   bool expert_bias = false;        // the top-k chosen on score + a per-expert bias
   double bias_update_rate = 1e-3;  // the bias's step (Megatron's --moe-router-bias-update-rate)
+  // Group-limited routing (DeepSeek-V3; ModelSpec's router_groups, router_group_topk): the experts
+  // in `groups` equal groups, each token choosing among the `group_topk` groups whose top
+  // (k / group_topk) selection scores sum highest (Megatron-Core's group_limited_topk; DeepSeek-V3's
+  // k 8 / 4 groups: the top 2 of each, as Hugging Face's noaux_tc). 0: no groups.
+  int64_t groups = 0;
+  int64_t group_topk = 0;
 };
 
 struct MoeRouting {
@@ -88,6 +94,7 @@ constexpr int32_t kDropped = -1, kOtherRank = -2;
 MoeRouting route_tokens(const float* logits, int64_t N, int64_t E, int64_t k, const MoeOptions& o,
                         const float* bias = nullptr);
 // The scores, the top-k choice and the assignments per expert (nothing placed yet).
+void limit_to_groups(std::vector<float>& sel, int64_t groups, int64_t group_topk, int64_t k);
 MoeRouting score_tokens(const float* logits, int64_t N, int64_t E, int64_t k, const MoeOptions& o,
                         const float* bias = nullptr);
 // DeepSeek-V3's aux-loss-free balancing (Megatron-Core's get_updated_expert_bias): each expert's

@@ -194,6 +194,8 @@ void check_resume(const TrainSettings& s, Problems& problems) {
       {"--window-size", n(m.sliding_window), n(cm.sliding_window)},
       {"--window-attn-skip-freq", n(m.full_attention_every), n(cm.full_attention_every)},
       {"--mtp-num-layers", n(m.mtp_layers), n(cm.mtp_layers)},
+      {"--moe-router-num-groups", n(m.router_groups), n(cm.router_groups)},
+      {"--moe-router-group-topk", n(m.router_group_topk), n(cm.router_group_topk)},
       {"--attention-sinks", yes_no(m.attention_sinks), yes_no(cm.attention_sinks)},
       {"--moe-router-score-function", m.router_score, cm.router_score},
       {"--moe-router-enable-expert-bias", yes_no(m.router_expert_bias), yes_no(cm.router_expert_bias)},

@@ -64,6 +64,8 @@ std::vector<std::pair<std::string, std::string>> model_options_of(const ModelSpe
                            {"capacity-factor", fmt::format("{}", m.capacity_factor)}});
   if (m.is_moe() && m.router_score != "softmax") out.push_back({"moe-router-score-function", m.router_score});
   if (m.is_moe() && m.router_expert_bias) out.push_back({"moe-router-enable-expert-bias", "true"});
+  if (m.is_moe() && m.router_groups > 0)
+    out.insert(out.end(), {{"moe-router-num-groups", n(m.router_groups)}, {"moe-router-group-topk", n(m.router_group_topk)}});
   if (m.is_moe() && m.router_topk_scaling != 1.0)
     out.push_back({"moe-router-topk-scaling-factor", fmt::format("{}", m.router_topk_scaling)});
   return out;

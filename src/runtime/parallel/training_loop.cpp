@@ -243,7 +243,12 @@ void print_startup(const TrainSettings& s, int world, const DistTrainer& trainer
                                                                     "towards the mean load)", s.moe.bias_update_rate)
                                                       : "";
     const std::string scaled =
-        model.router_topk_scaling != 1.0 ? fmt::format(", weights x {:g}", model.router_topk_scaling) : "";
+        (model.router_topk_scaling != 1.0 ? fmt::format(", weights x {:g}", model.router_topk_scaling) : "") +
+        (model.router_groups > 0 ? fmt::format(", group-limited: the experts in {} groups, each token's top-k in its "
+                                               "best {} (by each group's top {} scores summed)",
+                                               model.router_groups, model.router_group_topk,
+                                               model.experts_per_token / model.router_group_topk)
+                                 : "");
     std::printf("  router      %s scores%s, %s%s, load-balancing loss x %g, z-loss x %g (once per micro-batch)\n",
                 model.router_score.c_str(), bias.c_str(),
                 s.moe.normalise ? "chosen weights over their sum" : "chosen scores as weights", scaled.c_str(),
