@@ -8,8 +8,11 @@ recipe has something Trident does not model: what is missing is named). Only acc
 errors. The layout is the row's (tp, pp, cp, ep, vp, micro-batch, global batch, sequence, GPUs);
 the settings a row does not state are the `megatron-core-te` stack's (Megatron-Bridge's recipes
 run Megatron-Core with Transformer Engine: distributed optimizer, flash attention, overlaps), ZeRO 3
-where the row names FSDP. Recomputation: the row's when stated (full), else none, or the least
-(selective, then full) that fits when none does not: said in the row's note.
+where the row names FSDP. Recomputation: the row's when stated (full; or selective with its
+recompute_modules, Megatron-Core's --recompute-modules), else the cheapest that fits by one rule for
+every row: of none, selective (Megatron's default core_attn), each module set of RECOMPUTE_SETS the
+model has, and full, the one with the highest predicted throughput among those that fit (the least
+recompute time): said in the row's note.
 
 Fitted or held out: one constant of the cost model is fitted to rows of this file: the host's issue
 time per kernel (host_launch_us, data/cost/builtin.toml), on the Qwen3-30B-A3B rows of release 26.02
@@ -178,6 +181,32 @@ def arguments(row, s):
     return args, notes
 
 
+# Selective recompute module sets tried where a row states no recompute: each modelled module alone
+# and the sets NVIDIA's recipes publish (data/published_runs: DeepSeek-V3 mla_up_proj, mlp,
+# mla_up_proj+mlp; gpt-oss layernorm+moe_act), then all of them. A set naming a module the model
+# lacks (mla_up_proj without MLA, moe_act without experts) is refused by the planner and skipped.
+RECOMPUTE_SETS = ["core_attn", "mla_up_proj", "moe_act", "layernorm", "mlp", "mla_up_proj,mlp", "layernorm,moe_act",
+                  "mla_up_proj,moe_act,layernorm", "core_attn,mla_up_proj,moe_act,layernorm,mlp"]
+
+
+def modules_of(s):
+    """The row's recompute_modules as trident's list ('' when unstated)."""
+    return ",".join(x.strip(" '\"") for x in s.get("recompute_modules", "").strip("[]").split(",") if x.strip(" '\""))
+
+
+def recompute_tries(s):
+    """(label, trident arguments) of each recompute setting to plan the row with, and whether stated."""
+    if s.get("model.recompute_granularity") == "full" or s.get("recompute_granularity") == "full":
+        return [("full", ["--recompute", "full"])], True
+    if s.get("recompute_granularity") == "None":  # the recipe says: no recompute
+        return [("none", ["--recompute", "none"])], True
+    if modules_of(s):
+        return [(f"selective ({modules_of(s)})", ["--recompute", "selective", "--recompute-modules", modules_of(s)])], True
+    return ([("none", ["--recompute", "none"]), ("selective", ["--recompute", "selective"])] +
+            [(f"selective ({x})", ["--recompute", "selective", "--recompute-modules", x]) for x in RECOMPUTE_SETS] +
+            [("full", ["--recompute", "full"])]), False
+
+
 def lint(trident, args):
     p = subprocess.run([trident, "lint", "--json", *args], capture_output=True, text=True)
     if p.returncode == 2 or not p.stdout.strip():
@@ -199,27 +228,40 @@ def plan_row(trident, row, extra=()):
     args, notes = arguments(row, s)
     args += list(extra)
     result["notes"] = notes
-    stated = "full" if s.get("model.recompute_granularity") == "full" else None
-    tries = [stated] if stated else ["none", "selective", "full"]
-    for i, recompute in enumerate(tries):
-        j, refusal = lint(trident, [*args, "--recompute", recompute])
+    tries, stated = recompute_tries(s)
+    best, last_mem = None, None
+    for i, (label, rc_args) in enumerate(tries):
+        j, refusal = lint(trident, [*args, *rc_args])
         if j is None:
-            result.update(status="refused", reason=refusal)
-            return result
+            if i == 0:  # the row's own (or no) recompute refused: the row is
+                result.update(status="refused", reason=refusal)
+                return result
+            continue  # a module set the model lacks
         errors = [f for f in j["findings"] if f["severity"] == "error"]
-        if j["fits"] and not errors:
-            if i > 0:
-                result["notes"].append(f"recompute {recompute} (none does not fit; the recipe's is not stated)")
-            result.update(status="accepted", recompute=recompute,
-                          predicted=j["tokens_per_s"] / result["gpus"], reason="")
-            result["error"] = result["predicted"] / result["published"] - 1
-            return result
         if [f for f in errors if f["code"] != "out-of-memory"]:
-            result.update(status="refused", reason="; ".join(f"{f['code']}: {f['message']}" for f in errors)[:300])
-            return result
-        mem = j["memory_gib"]
-        result.update(status="not-fit", recompute=recompute,
-                      reason=f"needs {mem['total']:.1f} GiB of {mem['capacity']:.1f} GiB per GPU (recompute {recompute})")
+            if i == 0:
+                result.update(status="refused", reason="; ".join(f"{f['code']}: {f['message']}" for f in errors)[:300])
+                return result
+            continue
+        if j["fits"] and not errors:
+            if best is None or j["tokens_per_s"] > best[1]["tokens_per_s"]:
+                best = (label, j, i)
+            if i == 0 and not stated:
+                break  # none fits: nothing to recompute
+        else:
+            last_mem = (label, j["memory_gib"])
+    if best is not None:
+        label, j, i = best
+        if stated:
+            result["notes"].append(f"recompute {label} (the recipe's)")
+        elif i > 0:
+            result["notes"].append(f"recompute {label} (none does not fit; the recipe's is not stated: the fastest that fits)")
+        result.update(status="accepted", recompute=label, predicted=j["tokens_per_s"] / result["gpus"], reason="")
+        result["error"] = result["predicted"] / result["published"] - 1
+        return result
+    label, mem = last_mem
+    result.update(status="not-fit", recompute=label,
+                  reason=f"needs {mem['total']:.1f} GiB of {mem['capacity']:.1f} GiB per GPU (recompute {label})")
     return result
 
 

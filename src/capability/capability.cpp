@@ -205,6 +205,13 @@ void check_executable(const RunSpec& r, const std::string& device, const std::ve
   if (x.attention == AttentionKind::Flash && device != "cuda")
     problems.add("flash attention" + from_stack + " is not in the CPU kernels: they compute attention unfused",
                  "use --attention unfused for train on --device cpu", "train-attention");
+  // The runtime's selective recompute reruns the attention (core_attn) and nothing else.
+  if (x.recompute == Recompute::Selective && x.recompute_modules.any() &&
+      !(x.recompute_modules == RecomputeModules{.core_attn = true}))
+    problems.add("--recompute-modules " + to_string(x.recompute_modules) + from_stack +
+                     ": the runtime's selective recompute reruns the core attention alone (core_attn)",
+                 "use --recompute-modules core_attn (or none named), --recompute full or none, for train",
+                 "train-recompute-modules");
   // The runtime's selective recompute reruns the attention forward whichever its kernels.
   if (x.recompute == Recompute::Selective && x.attention == AttentionKind::Flash && !x.recompute_flash_attention &&
       device == "cuda")

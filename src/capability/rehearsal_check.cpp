@@ -44,6 +44,12 @@ RehearsalCheck rehearsal_check(const RunSpec& recipe) {
     x.recipe.moe_dispatcher = MoeDispatcher::AllToAll;
     x.recipe.moe_fp8_dispatch = x.recipe.moe_ep_overlap = false;
   }
+  if (x.recompute == Recompute::Selective && x.recompute_modules.any() &&
+      !(x.recompute_modules == RecomputeModules{.core_attn = true})) {
+    out.substitutions.push_back("recompute modules " + to_string(x.recompute_modules) +
+                                " -> the core attention (the runtime's selective recompute)");
+    x.recompute_modules = {};
+  }
   if (x.recipe.cuda_graphs != CudaGraphs::None) {
     out.substitutions.push_back("CUDA graphs " + to_string(x.recipe.cuda_graphs) +
                                 " -> none (the runtime issues its kernels one by one)");

@@ -170,6 +170,7 @@ Runner setup_plan(CLI::App& cmd) {
     const ModelSpec model = resolve_model(values, p);
     const ClusterSpec cluster = resolve_cluster(values, p);
     const ExecutionSpec exec = resolve_execution(values, p, default_stack(cluster));
+    check_recompute_modules(model, exec, p);
     plan::SearchSpace space = fixed_dimensions(values, exec, p);
     if (!emit_is_file(args->emit)) keep_to_framework_schedules(args->emit, space, p);
     {

@@ -140,6 +140,52 @@ std::vector<std::string> cuda_graph_scope_names() {
   return v;
 }
 
+namespace {
+struct ModuleName {
+  bool RecomputeModules::*member;
+  const char* name;
+};
+constexpr ModuleName kModules[] = {{&RecomputeModules::core_attn, "core_attn"},
+                                   {&RecomputeModules::mla_up_proj, "mla_up_proj"},
+                                   {&RecomputeModules::moe_act, "moe_act"},
+                                   {&RecomputeModules::layernorm, "layernorm"},
+                                   {&RecomputeModules::mlp, "mlp"},
+                                   {&RecomputeModules::moe, "moe"},
+                                   {&RecomputeModules::shared_experts, "shared_experts"}};
+}  // namespace
+
+std::string to_string(const RecomputeModules& r) {
+  std::string out;
+  for (const ModuleName& n : kModules)
+    if (r.*n.member) out += (out.empty() ? "" : ",") + std::string(n.name);
+  return out;
+}
+
+bool parse_recompute_modules(const std::string& text, RecomputeModules& out, std::vector<std::string>& unknown) {
+  RecomputeModules r;
+  std::string word;
+  auto take = [&] {
+    bool found = word.empty();
+    for (const ModuleName& n : kModules)
+      if (word == n.name) r.*n.member = found = true;
+    if (!found) unknown.push_back(word);
+    word.clear();
+  };
+  for (char ch : text) {
+    if (ch == ',' || ch == ' ' || ch == '[' || ch == ']' || ch == '\'' || ch == '"') take();
+    else word += ch;
+  }
+  take();
+  out = r;
+  return unknown.empty();
+}
+
+std::vector<std::string> recompute_module_names() {
+  std::vector<std::string> v;
+  for (const ModuleName& n : kModules) v.push_back(n.name);
+  return v;
+}
+
 std::string to_string(const Overlap& o) {
   std::string s;
   for (auto [on, name] : {std::pair{o.tp, "tp"}, {o.dp, "dp"}, {o.pp, "pp"}})

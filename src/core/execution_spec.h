@@ -47,6 +47,20 @@ struct CudaGraphScopes {
   bool any() const { return attn || mlp || moe || moe_router || moe_preprocess; }
   bool operator==(const CudaGraphScopes&) const = default;
 };
+// Megatron-Core's fine-grained selective recompute (--recompute-granularity selective
+// --recompute-modules, Megatron's names): each named module's forward output is dropped after the
+// forward (its inputs stay) and rerun before its backward. None named: Megatron's default, the core
+// attention alone (core_attn). Modelled (plan/recompute_modules.h): core_attn, mla_up_proj (MLA's
+// query and key/value up projections with the rope: Q, K, V dropped), moe_act (the routed
+// experts' activation: the FC2 input dropped), layernorm (the input and pre-MLP norms: their
+// outputs dropped), mlp (a dense layer's MLP: its internals dropped). moe and shared_experts are
+// read (Megatron's names) and refused by the planner as not modelled.
+struct RecomputeModules {
+  bool core_attn = false, mla_up_proj = false, moe_act = false, layernorm = false, mlp = false, moe = false,
+       shared_experts = false;
+  bool any() const { return core_attn || mla_up_proj || moe_act || layernorm || mlp || moe || shared_experts; }
+  bool operator==(const RecomputeModules&) const = default;
+};
 
 // Recipe settings the layout search keeps as given (it varies layout, batch split, schedule,
 // ZeRO stage and recompute; these come from the flags or the stack preset).
@@ -160,6 +174,12 @@ std::string to_string(const CudaGraphScopes& s);
 // none, the whole layer); false with the unknown names in `unknown`.
 bool parse_cuda_graph_scopes(const std::string& text, CudaGraphScopes& out, std::vector<std::string>& unknown);
 std::vector<std::string> cuda_graph_scope_names();
+// "mla_up_proj,moe_act" in Megatron-Core's names, "" when none named.
+std::string to_string(const RecomputeModules& r);
+// A comma or space separated list (Megatron's ['a', 'b'] spelling too) of core_attn, mla_up_proj,
+// moe_act, layernorm, mlp, moe, shared_experts; false with the unknown names in `unknown`.
+bool parse_recompute_modules(const std::string& text, RecomputeModules& out, std::vector<std::string>& unknown);
+std::vector<std::string> recompute_module_names();
 bool parse_schedule(const std::string& text, ScheduleKind& out);
 bool parse_recompute(const std::string& text, Recompute& out);
 bool parse_precision(const std::string& text, Precision& out);
@@ -183,6 +203,7 @@ struct ExecutionSpec {
   bool loss_in_pipeline_split = false;
   int zero = 0;                   // ZeRO stage 0..3 (1 = distributed optimizer)
   Recompute recompute = Recompute::None;
+  RecomputeModules recompute_modules;  // with recompute selective; none named: core_attn (Megatron's default)
   bool sequence_parallel = false;
   Precision precision = Precision::BF16;
   int grad_bits = 32;             // gradient element size in bits: 32 (Megatron main grads) or 16

@@ -105,6 +105,10 @@ std::vector<OptionDef> execution_options() {
        true, "", "off"},
       {"zero", "training", "ZeRO stage 0-3 (1 = distributed optimizer)", false, "0|1|2|3", "0", -1e18},  // its own check names the stages
       {"recompute", "training", "activation recomputation: none, selective or full", false, "none|selective|full", "none"},
+      {"recompute-modules", "training",
+       "with --recompute selective, the modules recomputed (Megatron-Core's --recompute-modules): a list of core_attn, "
+       "mla_up_proj, moe_act, layernorm, mlp (moe, shared_experts: not modelled, refused)",
+       false, "LIST", "core_attn"},
       {"sequence-parallel", "training", "sequence parallel around LayerNorm and dropout", true, "", "on with tp > 1 (train: off)"},
       {"recompute-flash-attention", "training",
        "with --recompute selective and flash attention, rerun the fused attention forward before the backward "

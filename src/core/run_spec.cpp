@@ -446,6 +446,17 @@ ExecutionSpec resolve_execution(const OptionValues& v, Problems& p, const std::s
     if (!parse_recompute(*s, e.recompute))
       p.add("--recompute '" + *s + "' is unknown", did_you_mean(*s, recompute_names()) + "use " + join_choices(recompute_names()));
   }
+  if (auto s = v.get_string("recompute-modules")) {
+    std::vector<std::string> unknown;
+    if (!parse_recompute_modules(*s, e.recompute_modules, unknown))
+      for (const std::string& u : unknown)
+        p.add("--recompute-modules '" + u + "' is unknown",
+              did_you_mean(u, recompute_module_names()) + "use a list of " + join_choices(recompute_module_names()));
+    else if (e.recompute_modules.any() && e.recompute != Recompute::Selective)
+      p.add("--recompute-modules " + to_string(e.recompute_modules) + " with --recompute " + to_string(e.recompute) +
+                ": modules are what selective recomputation reruns",
+            "use --recompute selective, or drop --recompute-modules");
+  }
   if (auto b = v.get_bool("sequence-parallel", p)) e.sequence_parallel = *b;
   if (auto b = v.get_bool("recompute-flash-attention", p)) e.recompute_flash_attention = *b;
   if (auto s = v.get_string("precision")) {
@@ -500,6 +511,22 @@ ExecutionSpec resolve_execution(const OptionValues& v, Problems& p, const std::s
   return e;
 }
 
+// --recompute-modules the model has no such module for, or the planner does not model: by name.
+void check_recompute_modules(const ModelSpec& m, const ExecutionSpec& e, Problems& p) {
+  const RecomputeModules& r = e.recompute_modules;
+  if (r.mla_up_proj && !m.is_mla())
+    p.add("--recompute-modules mla_up_proj: the model has no multi-head latent attention (no kv_lora_rank)",
+          "drop mla_up_proj (core_attn recomputes standard attention)", "recompute-module-model");
+  if (r.moe_act && !m.is_moe())
+    p.add("--recompute-modules moe_act: the model has no routed experts", "drop moe_act (mlp recomputes a dense MLP)",
+          "recompute-module-model");
+  for (auto [on, name] : {std::pair{r.moe, "moe"}, {r.shared_experts, "shared_experts"}})
+    if (on)
+      p.add(fmt::format("--recompute-modules {}: Megatron's {} checkpoint is not modelled (its memory and time)", name, name),
+            "use moe_act (the routed experts' activation), mlp, layernorm, mla_up_proj or core_attn, or --recompute full",
+            "recompute-module-unmodelled");
+}
+
 void check_run(const RunSpec& r, bool check_batch, Problems& p) {
   const Layout& l = r.layout;
   const ModelSpec& m = r.model;
@@ -522,6 +549,7 @@ void check_run(const RunSpec& r, bool check_batch, Problems& p) {
                      {"seq-len", m.seq_len}},
                     kMaxCount, "use a smaller --micro-batch-size or --seq-len", p);
   check_rules(RuleKind::Shape, r, p);
+  check_recompute_modules(r.model, r.exec, p);
   if (r.exec.precision == Precision::FP8 && !(r.cluster.gpu.fp8_flops > 0))
     p.add(fmt::format("--precision fp8 needs FP8 tensor cores, but the {} has no FP8 peak", r.cluster.gpu.name),
           "use --precision bf16, a GPU with FP8 (h100-80g, h200-141g), or set gpu-fp8-tflops in [cluster]",

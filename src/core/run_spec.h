@@ -54,6 +54,9 @@ RunSpec resolve_run(const OptionValues& values, bool check_batch);
 // core/layout_rules.h (world size, tp dividing heads, ...; the batch rules with check_batch),
 // the sizes that must not overflow, fp8 on a GPU without it. Each problem has a code.
 void check_run(const RunSpec& run, bool check_batch, Problems& problems);
+// --recompute-modules the model has no such module for (mla_up_proj without MLA, moe_act without
+// experts) or the planner does not model (moe, shared_experts): each by name. Part of check_run.
+void check_recompute_modules(const ModelSpec& model, const ExecutionSpec& exec, Problems& problems);
 
 // Divisors of n in ascending order, for fixes ("use --tp 1, 2, 3, 4, 6 or 12").
 std::vector<int64_t> divisors(int64_t n);

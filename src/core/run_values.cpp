@@ -43,6 +43,7 @@ std::map<std::string, std::string> run_option_texts(const RunSpec& run) {
   // No scope is the default: an empty value would reach a command line as an empty word, which a
   // rehearsal's command read back by words takes for the next flag's value.
   if (e.recipe.cuda_graph_scopes.any()) v["cuda-graph-scope"] = to_string(e.recipe.cuda_graph_scopes);
+  if (e.recompute_modules.any()) v["recompute-modules"] = to_string(e.recompute_modules);
   v.merge(layout_option_texts(l));
   if (e.global_batch_size > 0) v["global-batch-size"] = std::to_string(e.global_batch_size);
   return v;

@@ -7,6 +7,7 @@
 
 #include "plan/context_parallel.h"
 #include "plan/memory_model.h"
+#include "plan/recompute_modules.h"
 #include "plan/mfu.h"
 #include "plan/mixture_of_experts.h"
 
@@ -212,6 +213,8 @@ LayerCompute layer_compute(const ModelSpec& full, const ExecutionSpec& e, int64_
   // The FP8 copies are the casts' output, counted in fp8_cast_s below; the 16-bit inputs they
   // stand in for are still written by the forward's kernels (the norms, the activation).
   lc.elementwise_s = scale * (act.bytes + act.fp8_given_up_bytes - act.fp8_copy_bytes) / hbm;
+  const ModuleRecompute mr = module_recompute(m, e, tp, T, gemm, scale / hbm, act.module_drop);
+  lc.module_recompute_s = mr.s, lc.module_recompute_flops = mr.flops;
   if (lc.fp8) {
     // Each weight GEMM's input is quantised to FP8 first (the weights once per step: not counted):
     // QKV and FC1 read the norms' outputs (T h each), the projection the attention's (T h / t),
@@ -358,6 +361,8 @@ std::vector<StageTime> stage_times(const ModelSpec& full, const ExecutionSpec& e
     recompute_per_layer = lc.attention_s + lc.attention_elementwise_s + lc.launch_recompute_s();
     recompute_flops_per_layer = lc.attention_flops;
   }
+  recompute_per_layer += lc.module_recompute_s;  // 0 unless --recompute-modules names others
+  recompute_flops_per_layer += lc.module_recompute_flops;
   const TpOverlap tpo = tp_overlap_per_layer(lc, tc, e, in.tp, c);
   const Overlapped &tp_fwd = tpo.forward, &tp_bwd = tpo.backward;
   // Output layer: logits GEMM (T x h x V/t), then the fp32 softmax cross-entropy over them.

@@ -125,6 +125,8 @@ struct LayerCompute {
   double moe_routed_s = 0;
   // The router's score function and top-k (MoeCompute::score_s), part of elementwise_s.
   double moe_score_s = 0;
+  // --recompute-modules other than core_attn: their forwards again (plan/recompute_modules.h).
+  double module_recompute_s = 0, module_recompute_flops = 0;
   // Fixed cost of each kernel call (kernel_launch_us), times the layer's calls per pass.
   KernelCalls kernels;
   double kernel_call_s = 0;

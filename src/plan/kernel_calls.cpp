@@ -20,7 +20,8 @@ std::string KernelPass::describe() const {
 }
 
 bool recomputes_core_attention(const ExecutionSpec& e) {
-  return e.recompute == Recompute::Selective &&
+  // --recompute-modules naming others leaves the core attention out unless it names core_attn.
+  return e.recompute == Recompute::Selective && (!e.recompute_modules.any() || e.recompute_modules.core_attn) &&
          (e.attention == AttentionKind::Unfused || e.recompute_flash_attention);
 }
 

@@ -110,7 +110,10 @@ LayerActivations layer_activations(const ModelSpec& m, const ExecutionSpec& e, i
   const bool fp8 = quantized_gemms(e.precision);
   const double fp8_outside = fp8 ? 2 * sbh : 0.0;
   const double fp8_inside = fp8 ? sbv + mlp.fc2_split : 0.0;
-  const double fp8_whole = fp8 ? mlp.fc2_whole : 0.0;
+  // The routed experts' FC1 input likewise: TE's GroupedLinear saves the quantised rows alone, and
+  // the dispatcher's permute keeps only its index map (Megatron-Core moe_utils.permute), so the
+  // 16-bit permuted rows are freed after the FC1 forward.
+  const double fp8_whole = fp8 ? mlp.fc2_whole + mlp.fc1_whole : 0.0;
   LayerActivations a;
   const double outside_held = e.sequence_parallel ? outside / t : outside;
   const double fp8_elements = (e.sequence_parallel ? fp8_outside / t : fp8_outside) + fp8_inside / t + fp8_whole;
@@ -120,6 +123,31 @@ LayerActivations layer_activations(const ModelSpec& m, const ExecutionSpec& e, i
   a.full_layer_bytes =
       scale * (outside_held + (inside + softmax_stats) / t + mlp.whole + 2 * latents + scores / t) + fp8_copies -
       fp8_given_up;
+  // --recompute-modules (Megatron-Core's checkpoints, each dropping its module's output and
+  // keeping its inputs), per module as this layer holds it; quantised copies under FP8 GEMMs.
+  const double q = fp8 ? quantized_element_bytes(e.precision) : 2.0, sp = e.sequence_parallel ? t : 1.0;
+  ModuleDrop& d = a.module_drop;
+  d.core_attn = scale * scores / t;
+  // mla_up_proj (MLASelfAttention's qkv_up_checkpoint, discarded after the core attention): the up
+  // projections' and the rope's outputs Q, K, V that the core attention saved; the latents stay.
+  d.mla_up_proj = m.is_mla() ? scale * (2 * sbq + 4 * kv_held) / t : 0.0;
+  // moe_act (TEGroupedMLP's activation_checkpoint): the routed experts' activation output, the FC2
+  // input as FC2 holds it (its quantised copy under FP8 GEMMs).
+  d.moe_act = scale * q * mlp.fc2_whole;
+  d.moe_act_written = scale * 2 * mlp.fc2_whole;
+  // layernorm (TransformerLayer's input and pre-MLP norm checkpoints): both norms' outputs, the QKV
+  // and MLP inputs (4sbh at 16 bits), as the GEMMs after them hold them.
+  d.layernorm = scale * q * 2 * sbh / sp;
+  d.layernorm_written = scale * 4 * sbh / sp;
+  // mlp (TransformerLayer's MLP checkpoint; Megatron leaves a MoE layer's to `moe`): a dense layer's
+  // MLP internals beyond its input (activation width - 2 at 16 bits, the FC2 input as held).
+  const double dense_share = 1 - moe_layer_share(m);
+  d.mlp = dense_share * scale * ((mlp_activation_width(m, e.recipe) - 2) * sbf + q * sbf) / t;
+  d.mlp_act_written = dense_share * scale * 2 * sbf / t;
+  if (fp8) {
+    d.fp8_moe_act = d.moe_act, d.fp8_layernorm = d.layernorm;
+    d.fp8_mlp = dense_share * scale * q * sbf / t;
+  }
   switch (e.recompute) {
     case Recompute::None:
       a.attention_scores_bytes = scale * scores / t;
@@ -135,6 +163,12 @@ LayerActivations layer_activations(const ModelSpec& m, const ExecutionSpec& e, i
     case Recompute::Full:
       a.bytes = scale * 2 * sbh / (e.sequence_parallel ? t : 1.0);
       break;
+  }
+  if (e.recompute == Recompute::Selective && e.recompute_modules.any()) {
+    const RecomputeModules& r = e.recompute_modules;
+    a.bytes = a.full_layer_bytes - (r.core_attn ? d.core_attn : 0) - (r.mla_up_proj ? d.mla_up_proj : 0) -
+              (r.moe_act ? d.moe_act : 0) - (r.layernorm ? d.layernorm : 0) - (r.mlp ? d.mlp : 0);
+    a.fp8_copy_bytes -= (r.moe_act ? d.fp8_moe_act : 0) + (r.layernorm ? d.fp8_layernorm : 0) + (r.mlp ? d.fp8_mlp : 0);
   }
   if (e.recompute != Recompute::None) a.attention_scores_bytes = scale * scores / t;  // still the working set
   // ZB-H1 defers the matrix gradients to the W pass, which needs each linear's output gradient:
@@ -192,6 +226,7 @@ std::vector<StageMemory> stage_memory(const ModelSpec& full, const ExecutionSpec
                                          : 0.0;
   const double gathered_layer = std::max(full.is_moe() && moe_layer_share(full) >= 1 ? 0.0 : dense_layer, moe_layer);
   const double ring_bytes = cp_ring_buffer_bytes(full, e, in.tp, cp);
+  const double vocab_h = double(padded_vocab(full.vocab, in.tp)) * double(full.hidden) / t;  // an output layer's params
   std::vector<StageMemory> out(layers.size());
   for (size_t i = 0; i < layers.size(); ++i) {
     StageMemory& s = out[i];
@@ -202,7 +237,13 @@ std::vector<StageMemory> stage_memory(const ModelSpec& full, const ExecutionSpec
     const bool like_previous = i > 1 && !last && layers[i] == layers[i - 1];
     s.params = like_previous ? out[i - 1].params : stage_params(full, pc, in.tp, in.pp, layers[i], first, last, ep, in.etp);
     const double p = s.params.dense(), x = s.params.expert_params;
-    s.weights_bytes = p * sb.weights / (e.zero >= 3 ? d : 1.0);
+    // The embedding and the output layer are no Transformer Engine GEMMs (Megatron-Core's
+    // VocabParallelEmbedding and tensor_parallel.ColumnParallelLinear output_layer): 16-bit weights
+    // with no quantised copies (nor FP8 primary weights) under FP8 GEMMs.
+    const double vocab_params = s.params.embedding_params + (last && (!full.tied_embeddings() || in.pp > 1) ? vocab_h : 0);
+    const double plain_weights = quantized_gemms(e.precision) ? vocab_params * (sb.weights - 2) : 0.0;
+    s.plain_weight_params = quantized_gemms(e.precision) ? vocab_params : 0.0;
+    s.weights_bytes = (p * sb.weights - plain_weights) / (e.zero >= 3 ? d : 1.0);
     s.gradients_bytes = p * sb.gradients / (e.zero >= 2 ? d : 1.0);
     s.optimizer_bytes = p * sb.optimizer / (e.zero >= 1 ? d : 1.0);
     const double xw = x * sb.weights / (e.zero >= 3 ? edp : 1.0), xg = x * sb.gradients / (e.zero >= 2 ? edp : 1.0),

@@ -43,6 +43,14 @@ StageParams stage_params(const ModelSpec& model, const ParamCount& pc, int64_t t
 // Activation bytes one layer keeps for one micro-batch, per GPU (Korthikanti Table 2). With
 // context parallel pass the per-rank model (per_rank_sequence): s / cp tokens, and the scores
 // of one (s/cp)^2 block, as ring attention holds one block at a time.
+// What each module of --recompute-modules (Megatron-Core's names) drops from one layer's stored
+// activations, in bytes as the layer holds them (plan/recompute_modules.h for its time), and the
+// 16-bit bytes its element-wise forward writes again.
+struct ModuleDrop {
+  double core_attn = 0, mla_up_proj = 0, moe_act = 0, layernorm = 0, mlp = 0;
+  double fp8_core_attn = 0, fp8_moe_act = 0, fp8_layernorm = 0, fp8_mlp = 0;  // of them, quantised copies
+  double moe_act_written = 0, layernorm_written = 0, mlp_act_written = 0;
+};
 struct LayerActivations {
   double bytes = 0;                 // what stays in memory between forward and backward
   double attention_scores_bytes = 0;  // the 5 a s^2 b / t part, if kept
@@ -50,6 +58,7 @@ struct LayerActivations {
   double deferred_grad_bytes = 0;   // ZB-H1: output gradients kept until the weight-gradient pass (in bytes)
   double fp8_copy_bytes = 0;        // FP8: the 1-byte copies of the FP8 GEMMs' inputs, part of bytes
   double fp8_given_up_bytes = 0;    // FP8: the 16-bit GEMM inputs held as those copies only, not in bytes
+  ModuleDrop module_drop;           // every module's drop, selected or not (bytes subtracts the selected)
 };
 LayerActivations layer_activations(const ModelSpec& model, const ExecutionSpec& exec, int64_t tp, int64_t etp = 1);
 
@@ -84,6 +93,8 @@ struct StageMemory {
   double expert_state_bytes = 0;    // MoE: weights + gradients + optimizer states of the routed experts
                                     // (sharded over the edp ranks); the rest of the three is dense
   double overhead_bytes = 0;
+  // Under FP8 GEMMs: the embedding / output layer params, held at 16 bits without quantised copies.
+  double plain_weight_params = 0;
   double gathered_weights_bytes = 0;  // ZeRO-3: the layer in use and the prefetched one, unsharded
   double total_bytes() const {
     return weights_bytes + gradients_bytes + optimizer_bytes + activations_bytes + overhead_bytes +

@@ -268,6 +268,7 @@ MoeActivationElements moe_mlp_activation_elements(const ModelSpec& m, const Reci
   a.whole = share * (per_width * sb * fe * copies / t + 2 * sb * h * copies * et / t);
   a.split = share * per_width * sb * fe * shared + (1 - share) * per_width * sb * f;
   a.fc2_whole = share * sb * fe * copies / t;
+  a.fc1_whole = share * sb * h * copies * et / t;
   a.fc2_split = share * sb * fe * shared + (1 - share) * sb * f;
   return a;
 }

@@ -178,6 +178,7 @@ EpWait ep_wait_per_layer(const ModelSpec& model, const ExecutionSpec& exec, int6
 struct MoeActivationElements {
   double split = 0, whole = 0;
   double fc2_split = 0, fc2_whole = 0;
+  double fc1_whole = 0;  // the routed experts' FC1 input: the permuted rows (elements, in `whole` at 2 B)
 };
 MoeActivationElements moe_mlp_activation_elements(const ModelSpec& model, const RecipeSettings& recipe, double sb,
                                                   int64_t tp = 1, int64_t etp = 1);

@@ -208,13 +208,22 @@ void parallel_args(const RunSpec& run, std::vector<std::string>& a, Problems& re
   if (e.recompute == Recompute::Selective) {
     // Megatron's selective recompute checkpoints the core attention (its default
     // --recompute-modules core_attn), fused or not: it cannot keep a fused attention's output.
-    if (e.attention == AttentionKind::Flash && !e.recompute_flash_attention)
+    const bool core_attn = !e.recompute_modules.any() || e.recompute_modules.core_attn;
+    if (core_attn && e.attention == AttentionKind::Flash && !e.recompute_flash_attention)
       refuse.add("selective recompute that keeps the fused attention's output: Megatron's selective recompute "
                  "reruns the core attention (flash included)",
                  "replan with --recompute-flash-attention (what Megatron runs), or --recompute none (the same "
                  "prediction)",
                  "megatron-selective-flash");
     else a.push_back("--recompute-granularity selective");
+    if (e.recompute_modules.any()) {  // a list: each module a word of its own (Megatron's nargs '*')
+      a.push_back("--recompute-modules");
+      const std::string modules = to_string(e.recompute_modules);
+      for (size_t start = 0, end = 0; start < modules.size(); start = end + 1) {
+        end = std::min(modules.find(',', start), modules.size());
+        a.push_back(modules.substr(start, end - start));
+      }
+    }
   }
   if (e.recompute == Recompute::Full) {
     a.push_back("--recompute-granularity full");

@@ -63,6 +63,10 @@ void check_recipe(const RunSpec& run, bool toml, Problems& refuse) {
   if (e.precision != Precision::FP32 && e.grad_bits == 16)
     refuse.add("16-bit gradient reduction: torchtitan's mixed_precision_reduce takes float32 only",
                "replan with --grad-bits 32 (or --stack torchtitan)", "torchtitan-grad-dtype");
+  if (e.recompute == Recompute::Selective && e.recompute_modules.any() && !(e.recompute_modules == RecomputeModules{.core_attn = true}))
+    refuse.add("--recompute-modules " + to_string(e.recompute_modules) + ": torchtitan's selective activation "
+               "checkpointing saves by op or by layer, it has no per-module checkpoints",
+               "replan with --recompute selective without --recompute-modules, or --recompute full", "torchtitan-recompute-modules");
   if (e.recompute == Recompute::Selective && e.attention == AttentionKind::Flash && e.recompute_flash_attention)
     refuse.add("selective recompute of the fused attention: torchtitan's selective activation checkpointing saves "
                "the SDPA output (its op save list) and reruns no attention",

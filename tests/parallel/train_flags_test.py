@@ -213,6 +213,10 @@ rows = [
     # without per-layer graphs is refused as such.
     ("--cuda-graphs", "local", "capability", r"--cuda-graphs local without a --stack: CUDA graphs remove"),
     ("--cuda-graph-scope", "attn", "parse", r"--cuda-graph-scope attn with --cuda-graphs none"),
+    # Megatron-Core's --recompute-modules: the runtime's selective recompute reruns the core
+    # attention alone; other modules are refused by name (core_attn alone is the runtime's own).
+    ("--recompute-modules", "layernorm,mlp", "recompute-modules",
+     r"--recompute-modules layernorm,mlp: the runtime's selective recompute reruns the core attention alone"),
     ("--schedule", "zb-h1", "Z", r"schedule zb-h1,(.|\n)*of which W passes +[0-9.]+%"),
     ("--recompute", "full", "zb-full", r"zb-h1 postpones each weight-gradient pass"),
     ("--cp", "2", "capability", r"!ring-attention kernels"),  # accepted on the CPU: no cp refusal
@@ -325,6 +329,7 @@ extra = {
     "P": small + ["--prediction-cluster", path("bench.toml")],
     "Z": small + ["--eval-batches", "1"],
     "zb-full": small + ["--schedule", "zb-h1"],
+    "recompute-modules": small + ["--recompute", "selective"],
     "CP": small[:-2] + ["--eval-batches", "1"],
     "Z3": small[:-2] + ["--dp", "2", "--eval-batches", "1"],
     "M": small + ["--eval-batches", "1"],
@@ -341,7 +346,7 @@ extra = {
 }
 must_succeed = {"help", "A", "B", "I", "C", "L", "P", "Z", "CP", "Z3", "M", "MF", "EP", "ETP", "AUTO", "MTP"}
 order = ["help", "A", "B", "I", "C", "L", "P", "Z", "CP", "Z3", "M", "MF", "EP", "ETP", "MTP", "mtp-unused", "groups-bad", "etp-fold", "AUTO", "rate-unused", "auto-no-checkpoint", "cost-missing", "moe-knobs", "moe-bias", "capability", "llama-tied", "swiglu", "zb-full",
-         "device", "gpu-comm", "parse", "sp", "stack", "elastic-rank", "elastic-only"]
+         "recompute-modules", "device", "gpu-comm", "parse", "sp", "stack", "elastic-rank", "elastic-only"]
 
 # Every option of `trident train --help` has a row.
 help_text = subprocess.run([trident, "train", "--help"], capture_output=True, text=True).stdout
