@@ -129,6 +129,11 @@ if [ -n "$PY_REF" ]; then
     run_step "DeepSeek-V3 MTP GptStage on cuda in $prec vs PyTorch" 180 "$PY_REF" tests/reference/reference_test.py \
       "$BUILD/tests/reference/reference_dump" "$MODEL_DIR/mtp-$prec" --device cuda --precision $prec \
       --family llama --qwen3-moe --deepseek-router --mtp 1
+    # DeepSeek-V3's multi-head latent attention (the copy_heads kernel, rope on the rope parts,
+    # values zero-padded to the query/key head), a shared expert and a first dense layer.
+    run_step "DeepSeek-V3 MLA GptStage on cuda in $prec vs PyTorch" 180 "$PY_REF" tests/reference/reference_test.py \
+      "$BUILD/tests/reference/reference_dump" "$MODEL_DIR/deepseek-v3-$prec" --device cuda --precision $prec \
+      --family llama --deepseek-v3
   done
 else
   note "FAIL  no python with torch: model check skipped"; FAILED=1

@@ -72,6 +72,11 @@ std::vector<std::string> beyond_runtime(const ModelSpec& m) {
     // GPT-OSS's attention: sliding windows (every N-th layer full) and sinks.
     trained.sliding_window = 0, trained.full_attention_every = 0, trained.attention_sinks = false;
   }
+  // DeepSeek-V2/V3's multi-head latent attention in the Llama layer (runtime/nn/mla_layer.cpp),
+  // QK-norm, windows and sinks not combined with it.
+  if (m.family == ModelFamily::Llama && m.is_mla())
+    trained.q_lora_rank = 0, trained.kv_lora_rank = 0, trained.qk_nope_head_dim = 0, trained.qk_rope_head_dim = 0,
+    trained.v_head_dim = 0;
   // Llama 3.1's rope scaling (the rope kernels' frequencies); linear and yarn stay refused.
   if (m.family == ModelFamily::Llama && m.rope_scaling.type == "llama3") trained.rope_scaling = RopeScaling{};
   // DeepSeek-V3's router in either family's MoE layer: sigmoid scores, the expert bias, scaled
@@ -156,6 +161,22 @@ void check_executable(const RunSpec& r, const std::string& device, const std::ve
                  "use --ep 2 or more (the runtime builds EP, EDP and ETP from the expert grid then), or --etp " +
                      n(L.tp) + " (= --tp) with tp first in --order",
                  "train-expert-layout");
+  if (m.is_mla() && m.family == ModelFamily::Llama) {
+    if (m.qk_rope_head_dim % 2 != 0)
+      problems.add("rotary embeddings rotate pairs of features, but --qk-pos-emb-head-dim " + n(m.qk_rope_head_dim) +
+                       " is odd", "give an even --qk-pos-emb-head-dim (DeepSeek-V3: 64)", "train-rope-head-dim");
+    if (m.v_head_dim > m.qk_nope_head_dim + m.qk_rope_head_dim)
+      problems.add("--v-head-dim " + n(m.v_head_dim) + " is wider than the query/key head (" +
+                       n(m.qk_nope_head_dim + m.qk_rope_head_dim) + " = --qk-head-dim + --qk-pos-emb-head-dim): the "
+                       "attention kernels pad the values to the query/key head, not the other way",
+                   "give --v-head-dim at most " + n(m.qk_nope_head_dim + m.qk_rope_head_dim), "train-mla");
+    if (x.schedule == ScheduleKind::ZeroBubbleH1)
+      problems.add("zb-h1 with multi-head latent attention: the split backward's weight pass of MLA is not implemented",
+                   "use another --schedule (1f1b, interleaved) with MLA", "train-mla");
+    if (m.qk_norm)
+      problems.add("QK-norm with multi-head latent attention: the MLA layer has its latents' norms, not QK-norm",
+                   "drop --qk-norm", "train-mla");
+  }
   if (m.is_moe() && L.etp > 1 && x.schedule == ScheduleKind::ZeroBubbleH1)
     problems.add("zb-h1 with experts split over etp " + n(L.etp) + ": the split backward's weight pass of experts "
                      "split over an etp group is not implemented",

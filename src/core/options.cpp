@@ -41,6 +41,14 @@ std::vector<OptionDef> model_options() {
       {"window-size", "model", "sliding-window attention: each query sees the last N keys, itself included (Hugging Face's sliding_window; GPT-OSS: 128); 0 = none", false, "INT", "0 or the config's", 0, kMaxSequence},
       {"window-attn-skip-freq", "model", "with --window-size: every N-th layer attends to all keys (Megatron's --window-attn-skip-freq; GPT-OSS: 2, alternate layers); 0 = every layer windowed", false, "INT", "0 or the config's", 0, kMaxLayers},
       {"attention-sinks", "model", "a learned logit per head in each attention row's softmax denominator (GPT-OSS's sinks; Megatron's softmax_type learnable)", true, "", "off, or the config's"},
+      {"multi-latent-attention", "model", "multi-head latent attention (DeepSeek-V2/V3, Megatron's): keys and values "
+       "from a latent of --kv-lora-rank, heads of --qk-head-dim + --qk-pos-emb-head-dim, values of --v-head-dim", true, "",
+       "off, or the config's"},
+      {"q-lora-rank", "model", "with MLA: the queries' latent rank (0: queries projected from h)", false, "INT", "0, or the config's", 0, kMaxWidth},
+      {"kv-lora-rank", "model", "with MLA: the keys' and values' latent rank", false, "INT", "32, or the config's", 1, kMaxWidth},
+      {"qk-head-dim", "model", "with MLA: a query/key head's part without rotary embeddings (DeepSeek-V3: 128)", false, "INT", "128, or the config's", 1, kMaxWidth},
+      {"qk-pos-emb-head-dim", "model", "with MLA: a query/key head's rotary part, one rope key shared by the heads (DeepSeek-V3: 64)", false, "INT", "64, or the config's", 1, kMaxWidth},
+      {"v-head-dim", "model", "with MLA: a value head's width (DeepSeek-V3: 128)", false, "INT", "128, or the config's", 1, kMaxWidth},
       {"rope-scaling-factor", "model", "Llama 3.1's rope scaling (Megatron's use_rope_scaling with this factor): "
        "low frequencies slowed by this factor", false, "NUM", "none, or the config's", 1, 1e6},
       {"rope-low-freq-factor", "model", "with rope scaling: wavelengths over original context / this are scaled", false, "NUM", "1", 1e-6, 1e6},

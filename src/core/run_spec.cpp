@@ -33,6 +33,36 @@ static std::string list_of(const std::vector<int64_t>& v) {
 // Llama 3.1's rope scaling from the flags: --rope-scaling-factor turns it on (Megatron's
 // --use-rope-scaling with its fixed 1 / 4 / 8192 as defaults); the other three refine it, and
 // given alone (no factor, no scaling in the config) they would change nothing: refused by name.
+// Multi-head latent attention (Megatron's flags and defaults): --multi-latent-attention turns it
+// on (kv_lora_rank 32, heads of 128 + 64, values of 128 unless given or the config's); the sizes
+// change an MLA model's (a config's or the flag's) and are refused on any other.
+static void read_mla_flags(const OptionValues& v, ModelSpec& m, Problems& p) {
+  const char* sizes[] = {"q-lora-rank", "kv-lora-rank", "qk-head-dim", "qk-pos-emb-head-dim", "v-head-dim"};
+  const std::optional<bool> on = v.get_bool("multi-latent-attention", p);
+  if (on && !*on && m.is_mla()) {
+    p.add(fmt::format("--multi-latent-attention false (from {}), but {} has multi-head latent attention (kv_lora_rank "
+                      "{}): it would be another model", v.source("multi-latent-attention"), m.name, m.kv_lora_rank),
+          "drop --multi-latent-attention, or describe a model without MLA by its sizes", "mla-flags");
+    return;
+  }
+  if (on && *on && !m.is_mla()) {
+    m.kv_lora_rank = 32, m.qk_nope_head_dim = 128, m.qk_rope_head_dim = 64, m.v_head_dim = 128, m.q_lora_rank = 0;
+  }
+  if (!m.is_mla()) {
+    for (const char* name : sizes)
+      if (v.has(name))
+        p.add(fmt::format("--{} (from {}) sizes multi-head latent attention, which the model does not have", name,
+                          v.source(name)),
+              fmt::format("add --multi-latent-attention, or drop --{}", name), "mla-flags");
+    return;
+  }
+  if (auto x = v.get_int("q-lora-rank", p)) m.q_lora_rank = *x;
+  if (auto x = v.get_int("kv-lora-rank", p)) m.kv_lora_rank = *x;
+  if (auto x = v.get_int("qk-head-dim", p)) m.qk_nope_head_dim = *x;
+  if (auto x = v.get_int("qk-pos-emb-head-dim", p)) m.qk_rope_head_dim = *x;
+  if (auto x = v.get_int("v-head-dim", p)) m.v_head_dim = *x;
+}
+
 static void read_rope_scaling_flags(const OptionValues& v, ModelSpec& m, Problems& p) {
   const char* refine[] = {"rope-low-freq-factor", "rope-high-freq-factor", "rope-original-max-position"};
   if (auto f = v.get_double("rope-scaling-factor", p)) {
@@ -115,6 +145,7 @@ ModelSpec resolve_model(const OptionValues& v, Problems& p) {
   if (auto x = v.get_bool("attention-sinks", p)) m.attention_sinks = *x;
   read_rope_scaling_flags(v, m, p);
   if (auto x = v.get_int("mtp-num-layers", p)) m.mtp_layers = *x;
+  read_mla_flags(v, m, p);
   // Dependent sizes follow the overridden ones unless given themselves.
   if (auto x = v.get_int("kv-heads", p)) m.kv_heads = *x;
   else if (!preset || (heads_given && m.family == ModelFamily::GPT)) m.kv_heads = m.heads;

@@ -224,6 +224,22 @@ void typed_checks(Kernels& cpu, Kernels& gpu, DType t) {
     gpu.head_rmsnorm_backward(kv.G(), hdw.g32, saved.G(), hw.G(), hrstd.g32, N, nkv, hd, 2 * nkv * hd);
     check(p + "head_rmsnorm_backward dx (in place)", kv, tol);
     check(p + "head_rmsnorm_backward dweight (f32 +=)", hdw, tol_acc);
+    // Multi-head latent attention's head blocks: a strided copy, a broadcast of one block to every
+    // head, the heads summed into one block (accumulating), and zeros.
+    const int64_t bw = 3;
+    Both blk(cpu, gpu, t, randn(N * (nh * bw + 2))), one(cpu, gpu, t, randn(N * bw));
+    cpu.copy_heads(blk.C(), nh * bw + 2, bw, qkv.C(), row, hd, N, nh, bw, false);
+    gpu.copy_heads(blk.G(), nh * bw + 2, bw, qkv.G(), row, hd, N, nh, bw, false);
+    check(p + "copy_heads (strided heads)", blk, 0);
+    cpu.copy_heads(qkv.C(), row, hd, one.C(), bw, 0, N, nh, bw, false);
+    gpu.copy_heads(qkv.G(), row, hd, one.G(), bw, 0, N, nh, bw, false);
+    check(p + "copy_heads (one block broadcast)", qkv, 0);
+    cpu.copy_heads(one.C(), bw, 0, blk.C(), nh * bw + 2, bw, N, nh, bw, true);
+    gpu.copy_heads(one.G(), bw, 0, blk.G(), nh * bw + 2, bw, N, nh, bw, true);
+    check(p + "copy_heads (heads summed, accumulated)", one, t == f ? kF32 : kBF16);
+    cpu.copy_heads(qkv.C(), row, hd, Tensor(), 0, 0, N, nh, 2, false);
+    gpu.copy_heads(qkv.G(), row, hd, Tensor(), 0, 0, N, nh, 2, false);
+    check(p + "copy_heads (zeros)", qkv, 0);
   }
   {
     auto ids = random_ids(N, int(V));

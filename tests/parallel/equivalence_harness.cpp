@@ -45,6 +45,11 @@ ModelSpec tiny_model(const Case& c) {
     // groups would keep the plain top-2 (the best expert's group and the second's).
     if (c.group_limited) m.experts_per_token = 4, m.router_groups = 4, m.router_group_topk = 2;
   }
+  if (c.deepseek_v3) {
+    m.q_lora_rank = 16, m.kv_lora_rank = 16, m.qk_nope_head_dim = 8, m.qk_rope_head_dim = 4, m.v_head_dim = 8;
+    m.kv_heads = m.heads, m.norm_eps = 1e-6;
+    m.moe_dense_layers = 1, m.shared_experts = 1;
+  }
   return m;
 }
 
@@ -115,10 +120,10 @@ Result train(const Case& c, MPI_Comm base) {
 }
 
 const Result& reference(const Case& c) {
-  static std::map<std::tuple<bool, int64_t, int64_t, bool, int64_t, int64_t, bool, bool, bool, int64_t, bool>, Result> refs;
+  static std::map<std::tuple<bool, int64_t, int64_t, bool, int64_t, int64_t, bool, bool, bool, int64_t, bool, bool>, Result> refs;
   const auto key =
       std::make_tuple(c.llama, c.vocab, c.experts, c.drop, c.shared_experts, c.moe_layer_freq, c.qwen3, c.gpt_oss,
-                      c.deepseek_router, c.mtp, c.group_limited);
+                      c.deepseek_router, c.mtp, c.group_limited, c.deepseek_v3);
   auto it = refs.find(key);
   if (it == refs.end()) {
     Case one{c.llama ? "single llama" : "single", Layout{}};
@@ -128,6 +133,7 @@ const Result& reference(const Case& c) {
     one.deepseek_router = c.deepseek_router;
     one.mtp = c.mtp;
     one.group_limited = c.group_limited;
+    one.deepseek_v3 = c.deepseek_v3;
     it = refs.emplace(key, train(one, MPI_COMM_NULL)).first;
   }
   return it->second;

@@ -57,6 +57,10 @@ struct Case {
   // DeepSeek-V3's group-limited routing (with deepseek_router): the 8 experts in 4 groups, each
   // token's top-4 within its best 2 groups.
   bool group_limited = false;
+  // DeepSeek-V3's shape (with llama = true and experts): multi-head latent attention (q_lora 16,
+  // kv_lora 16, query/key heads of nope 8 + rope 4, values of 8), the first layer dense, one
+  // shared expert, and DeepSeek-V3's router (deepseek_router).
+  bool deepseek_v3 = false;
 };
 
 struct Result {

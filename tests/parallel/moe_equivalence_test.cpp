@@ -445,3 +445,33 @@ TEST(MoeEquivalence, deepseek_group_limited_ep2_pp2_matches_single_process) {
   c.group_limited = true;
   expect_same_as_single_process(c);
 }
+// DeepSeek-V3's shape (equivalence_harness.h): multi-head latent attention, the first layer dense,
+// a shared expert, the sigmoid router with its bias. Under tp the heads split (q_b, kv_b, the
+// output projection) and the replicated q_a, kv_a and their norms sum their gradients over tp;
+// under cp the ring passes each head's keys and values.
+namespace {
+Case deepseek_v3(Case c) {
+  c.deepseek_v3 = true, c.deepseek_router = true, c.llama = true;
+  return c;
+}
+}  // namespace
+TEST(MoeEquivalence, deepseek_v3_mla_tp2_sequence_parallel_matches_single_process) {
+  Case c = deepseek_v3(moe("moe deepseek-v3 mla tp2 sp", 1, 1, 1, false, true, 2));
+  c.sequence_parallel = true;
+  expect_same_as_single_process(c);
+}
+TEST(MoeEquivalence, deepseek_v3_mla_cp2_matches_single_process) {
+  expect_same_as_single_process(deepseek_v3(moe_cp("moe deepseek-v3 mla cp2", 2, 1, 1, true)));
+}
+TEST(MoeEquivalence, deepseek_v3_mla_ep2_etp2_tp2_dp2_matches_single_process) {
+  expect_same_as_single_process(deepseek_v3(moe("moe deepseek-v3 mla ep2 x etp2 tp2xdp2", 2, 2, 1, false, true, 2)));
+}
+TEST(MoeEquivalence, deepseek_v3_mla_folded_ep4_over_tp2_dp2_matches_single_process) {
+  expect_same_as_single_process(deepseek_v3(folded("moe deepseek-v3 mla folded ep4 over tp2xdp2", 2, 4, false, true)));
+}
+TEST(MoeEquivalence, deepseek_v3_mla_ep2_pp2_matches_single_process) {
+  expect_same_as_single_process(deepseek_v3(moe("moe deepseek-v3 mla ep2xpp2", 2, 2, 2, false, true)));
+}
+TEST(MoeEquivalence, deepseek_v3_mla_cp2_ep2_matches_single_process) {
+  expect_same_as_single_process(deepseek_v3(moe_cp("moe deepseek-v3 mla cp2xep2", 2, 1, 2, true)));
+}

@@ -271,6 +271,17 @@ rows = [
     ("--no-attention-sinks", None, "A", r"!attention sinks"),
     ("--window-size", "8", "capability", r"sliding-window attention \(8 tokens\)"),
     ("--attention-sinks", None, "capability", r"attention sinks"),
+    # DeepSeek-V3's multi-head latent attention in the Llama layer (Megatron's flags), refused in a
+    # GPT model, its sizes refused without it.
+    ("--multi-latent-attention", None, "MLA", r"MLA \(q_lora 16, kv_lora 16, heads 16 \+ 8 rope, values 16\)"),
+    ("--q-lora-rank", "16", "MLA", r"MLA \(q_lora 16"),
+    ("--kv-lora-rank", "16", "MLA", r"kv_lora 16,"),
+    ("--qk-head-dim", "16", "MLA", r"heads 16 \+"),
+    ("--qk-pos-emb-head-dim", "8", "MLA", r"\+ 8 rope"),
+    ("--v-head-dim", "16", "MLA", r"values 16\)"),
+    ("--no-multi-latent-attention", None, "A", r"!MLA"),
+    ("--multi-latent-attention", None, "mla-gpt", r"the runtime trains plain GPT and Llama layers; .*multi-head latent attention"),
+    ("--qk-head-dim", "16", "mla-flags", r"--qk-head-dim \(from --qk-head-dim\) sizes multi-head latent attention"),
     # Megatron's embedding / loss pipeline units (plan, lint, the launch): the runtime runs no chunk
     # without a layer, so train refuses them; their --no- forms are the default.
     ("--account-for-embedding-in-pipeline-split", None, "capability", r"--account-for-embedding-in-pipeline-split (--account-for-loss-in-pipeline-split )?\(Megatron's pipeline units\): the runtime splits the layers alone"),
@@ -323,6 +334,9 @@ extra = {
           "--seq-len", "64", "--global-batch-size", "2", "--micro-batch-size", "1", "--steps", "2", "--threads", "1",
           "--eval-batches", "1", "--tp", "2"],
     "llama-tied": small + ["--family", "llama"],
+    "MLA": ["--data", tok, "--family", "llama", "--layers", "2", "--hidden", "64", "--heads", "4", "--seq-len", "32",
+            "--global-batch-size", "2", "--micro-batch-size", "1", "--steps", "2", "--threads", "1",
+            "--eval-batches", "1", "--tp", "2"],
     "hf": ["--data", tok, "--steps", "2", "--threads", "1", "--seq-len", "16", "--global-batch-size", "4",
            "--micro-batch-size", "1"],
     "swiglu": small + ["--family", "llama"],
@@ -344,8 +358,8 @@ extra = {
     "EP": small[:-2] + ["--dp", "2", "--experts", "4", "--eval-batches", "1", "--metrics", EPM,
                         "--prediction-cluster", path("bench.toml")],
 }
-must_succeed = {"help", "A", "B", "I", "C", "L", "P", "Z", "CP", "Z3", "M", "MF", "EP", "ETP", "AUTO", "MTP"}
-order = ["help", "A", "B", "I", "C", "L", "P", "Z", "CP", "Z3", "M", "MF", "EP", "ETP", "MTP", "mtp-unused", "groups-bad", "etp-fold", "AUTO", "rate-unused", "auto-no-checkpoint", "cost-missing", "moe-knobs", "moe-bias", "capability", "llama-tied", "swiglu", "zb-full",
+must_succeed = {"help", "A", "B", "I", "C", "L", "MLA", "P", "Z", "CP", "Z3", "M", "MF", "EP", "ETP", "AUTO", "MTP"}
+order = ["help", "A", "B", "I", "C", "L", "MLA", "mla-flags", "mla-gpt", "P", "Z", "CP", "Z3", "M", "MF", "EP", "ETP", "MTP", "mtp-unused", "groups-bad", "etp-fold", "AUTO", "rate-unused", "auto-no-checkpoint", "cost-missing", "moe-knobs", "moe-bias", "capability", "llama-tied", "swiglu", "zb-full",
          "recompute-modules", "device", "gpu-comm", "parse", "sp", "stack", "elastic-rank", "elastic-only"]
 
 # Every option of `trident train --help` has a row.

@@ -37,7 +37,8 @@ struct FnSource final : parallel::BatchSource {
 int main(int argc, char** argv) {
   std::vector<std::string> args;
   std::string device = "cpu", precision = "fp32", family = "gpt";
-  bool moe = false, qwen3 = false, gpt_oss = false, llama3_rope = false, deepseek_router = false, group_limited = false;
+  bool moe = false, qwen3 = false, gpt_oss = false, llama3_rope = false, deepseek_router = false, group_limited = false,
+       deepseek_v3 = false;
   int64_t shared_experts = 0, moe_layer_freq = 1, mtp = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -49,6 +50,7 @@ int main(int argc, char** argv) {
     else if (a == "--llama3-rope") llama3_rope = true;
     else if (a == "--deepseek-router") deepseek_router = true;
     else if (a == "--group-limited") group_limited = true;
+    else if (a == "--deepseek-v3") deepseek_v3 = true;
     else if (a == "--shared-experts" && i + 1 < argc) shared_experts = std::atoll(argv[++i]);
     else if (a == "--moe-layer-freq" && i + 1 < argc) moe_layer_freq = std::atoll(argv[++i]);
     else if (a == "--mtp" && i + 1 < argc) mtp = std::atoll(argv[++i]);
@@ -57,12 +59,14 @@ int main(int argc, char** argv) {
   if (args.empty() || args.size() > 2 || (device != "cpu" && device != "cuda") ||
       (precision != "fp32" && precision != "bf16") || (family != "gpt" && family != "llama") ||
       (qwen3 && (family != "llama" || moe)) || (gpt_oss && family != "llama") || (llama3_rope && family != "llama") ||
-      (deepseek_router && !qwen3) || (group_limited && !deepseek_router) || (mtp > 0 && family != "llama")) {
+      (deepseek_router && !qwen3) || (group_limited && !deepseek_router) || (mtp > 0 && family != "llama") ||
+      (deepseek_v3 && (family != "llama" || moe || qwen3))) {
     std::fprintf(stderr, "usage: reference_dump OUT_PREFIX [TOKEN_FILE] [--device cpu|cuda] [--precision fp32|bf16]"
                          " [--family gpt|llama] [--moe [--shared-experts N] [--moe-layer-freq N]]\n"
                          "  [--family llama --qwen3-moe] [--family llama --gpt-oss-attention [--moe]]\n"
                          "  [--family llama --llama3-rope] [--family llama --qwen3-moe --deepseek-router]\n"
                          "  [--family llama ... --mtp D] [... --deepseek-router --group-limited]\n"
+                         "  [--family llama --deepseek-v3]\n"
                          "  with a token file: the default `trident train` model on real text, 8 steps\n");
     return 2;
   }
@@ -129,6 +133,18 @@ int main(int argc, char** argv) {
     // their losses weighted 0.3 / D (not Megatron's 0.1, so a wrong weight shows more).
     m.mtp_layers = mtp;
     o.mtp_loss_scaling = 0.3;
+  }
+  if (deepseek_v3) {
+    // DeepSeek-V3's shape, small: multi-head latent attention (4 heads, q_lora 32, kv_lora 16,
+    // nope 16 + rope 8 query/key heads, values of 16), a first dense layer, then a MoE layer of 8
+    // experts top-2 and one shared expert, the sigmoid router with its bias, normalised, x 2.5.
+    m.q_lora_rank = 32, m.kv_lora_rank = 16, m.qk_nope_head_dim = 16, m.qk_rope_head_dim = 8, m.v_head_dim = 16;
+    m.kv_heads = m.heads, m.rope_theta = 10000.0, m.norm_eps = 1e-6;
+    m.layers = 2, m.experts = 8, m.experts_per_token = 2, m.expert_ffn_hidden = 32, m.moe_dense_layers = 1;
+    m.shared_experts = 1;
+    m.router_score = "sigmoid", m.router_expert_bias = true, m.router_topk_scaling = 2.5;
+    o.moe.aux_coeff = 0.01, o.moe.z_coeff = 0.001, o.moe.bias_update_rate = 0.01;
+    o.moe.normalise = true, o.moe.drop = false;
   }
   int64_t B = 3, accum = 2, steps = 10;
   engine::AdamWConfig opt;
@@ -209,6 +225,10 @@ int main(int argc, char** argv) {
                  {"window_size", m.sliding_window}, {"window_attn_skip_freq", m.full_attention_every},
                  {"attention_sinks", m.attention_sinks}, {"mtp_layers", m.mtp_layers},
                  {"mtp_loss_scaling", o.mtp_loss_scaling}};
+  if (m.is_mla())
+    j["config"].update({{"q_lora_rank", m.q_lora_rank}, {"kv_lora_rank", m.kv_lora_rank},
+                        {"qk_nope_head_dim", m.qk_nope_head_dim}, {"qk_rope_head_dim", m.qk_rope_head_dim},
+                        {"v_head_dim", m.v_head_dim}});
   if (m.router_expert_bias) j["config"].update({{"expert_bias", bias0}, {"bias_update_rate", o.moe.bias_update_rate}});
   if (m.is_moe())
     j["config"].update({{"router_score", m.router_score}, {"router_topk_scaling", m.router_topk_scaling},

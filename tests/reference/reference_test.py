@@ -21,6 +21,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from deepseek_reference import MLA
+
 torch.set_num_threads(1)
 torch.manual_seed(0)
 
@@ -236,17 +238,20 @@ class LlamaBlock(nn.Module):
     over each head's queries and keys (q_norm, k_norm) before the rotary embedding, the output
     projection from heads x head_dim; RMSNorm epsilon rms_norm_eps."""
 
-    def __init__(self, C, nh, nkv, Fh, moe=None, hd=None, qk_norm=False, eps=1e-5, window=0, sinks=False):
+    def __init__(self, C, nh, nkv, Fh, moe=None, hd=None, qk_norm=False, eps=1e-5, window=0, sinks=False, mla=None):
         super().__init__()
+        # DeepSeek-V3's multi-head latent attention (deepseek_reference.py) instead of q/kv/proj
+        self.mla = MLA(C, mla) if mla else None
         self.window = window  # GPT-OSS: a sliding window of `window` keys on this layer (0: none)
         self.sinks = nn.Parameter(torch.zeros(nh)) if sinks else None
         self.nh, self.nkv, self.hd, self.Fh, self.moe = nh, nkv, hd or C // nh, Fh, moe
         self.ln1 = RMSNorm(C, eps)
-        self.q = nn.Linear(C, nh * self.hd, bias=False)
-        self.kv = nn.Linear(C, 2 * nkv * self.hd, bias=False)  # keys of all kv heads, then values
+        if self.mla is None:
+            self.q = nn.Linear(C, nh * self.hd, bias=False)
+            self.kv = nn.Linear(C, 2 * nkv * self.hd, bias=False)  # keys of all kv heads, then values
+            self.proj = nn.Linear(nh * self.hd, C, bias=False)
         self.q_norm = RMSNorm(self.hd, eps) if qk_norm else None
         self.k_norm = RMSNorm(self.hd, eps) if qk_norm else None
-        self.proj = nn.Linear(nh * self.hd, C, bias=False)
         self.ln2 = RMSNorm(C, eps)
         if moe is None:
             self.gate_up = nn.Linear(C, 2 * Fh, bias=False)  # gate rows, then up rows
@@ -255,6 +260,9 @@ class LlamaBlock(nn.Module):
     def forward(self, x, cos, sin):
         B, T, C = x.shape
         h = self.ln1(x)
+        if self.mla is not None:
+            x = x + self.mla(h)
+            return self.mlp(x)
         q = self.q(h).view(B, T, self.nh, self.hd)
         k, v = self.kv(h).split(self.nkv * self.hd, dim=2)
         k = k.reshape(B, T, self.nkv, self.hd)
@@ -279,6 +287,9 @@ class LlamaBlock(nn.Module):
         else:
             att = att.softmax(dim=-1)
         x = x + self.proj((att @ v).transpose(1, 2).reshape(B, T, self.nh * self.hd))
+        return self.mlp(x)
+
+    def mlp(self, x):
         if self.moe is not None:
             out, aux = self.moe(self.ln2(x))
             return x + out, aux
@@ -300,8 +311,11 @@ class MtpLayer(nn.Module):
 
 
 def llama_block_names(b, p):
-    out = {p + "ln1_w": b.ln1.weight, p + "q_w": b.q.weight, p + "kv_w": b.kv.weight,
-           p + "attn_proj_w": b.proj.weight, p + "ln2_w": b.ln2.weight}
+    out = {p + "ln1_w": b.ln1.weight, p + "ln2_w": b.ln2.weight}
+    if b.mla is not None:
+        out.update(b.mla.trident_names(p))
+    else:
+        out.update({p + "q_w": b.q.weight, p + "kv_w": b.kv.weight, p + "attn_proj_w": b.proj.weight})
     if b.q_norm is not None:
         out.update({p + "q_norm_w": b.q_norm.weight, p + "k_norm_w": b.k_norm.weight})
     if b.sinks is not None:
@@ -336,7 +350,8 @@ class Llama(nn.Module):
         self.blocks = nn.ModuleList(LlamaBlock(C, cfg["heads"], cfg["kv_heads"], cfg["ffn_hidden"],
                                                MoE(C, cfg, True) if is_moe_layer(cfg, i) else None, self.hd,
                                                cfg.get("qk_norm", False), eps, window_of(cfg, i),
-                                               cfg.get("attention_sinks", False))
+                                               cfg.get("attention_sinks", False),
+                                               cfg if cfg.get("kv_lora_rank", 0) > 0 else None)
                                     for i in range(cfg["layers"]))
         self.lnf = RMSNorm(C, eps)
         self.head = nn.Linear(C, V, bias=False)  # untied
@@ -345,7 +360,8 @@ class Llama(nn.Module):
             MtpLayer(C, LlamaBlock(C, cfg["heads"], cfg["kv_heads"], cfg["ffn_hidden"],
                                    MoE(C, cfg, True) if is_moe_layer(cfg, L - 1) else None, self.hd,
                                    cfg.get("qk_norm", False), eps, window_of(cfg, L + j),
-                                   cfg.get("attention_sinks", False)), eps)
+                                   cfg.get("attention_sinks", False),
+                                   cfg if cfg.get("kv_lora_rank", 0) > 0 else None), eps)
             for j in range(cfg.get("mtp_layers", 0)))
 
     def forward(self, idx, targets):
@@ -459,7 +475,8 @@ def main():
     logits, loss = model(idx, tgt)
     (loss + model.aux + mtp_term(model, cfg)).backward()
     check("logits", arr("logits"), logits.detach().numpy().reshape(-1), 1e-4, 1e-4, "logits")
-    if (cfg.get("qk_norm", False) or cfg.get("attention_sinks", False) or cfg.get("rope_scaling")) and not bf16:
+    if (cfg.get("qk_norm", False) or cfg.get("attention_sinks", False) or cfg.get("rope_scaling")
+            or cfg.get("kv_lora_rank", 0) > 0) and not bf16:
         # Qwen3, GPT-OSS, Llama 3.1's rope scaling: held to 1e-5 of the logits' largest magnitude
         want = logits.detach().numpy().reshape(-1).astype(np.float64)
         rel = np.abs(arr("logits") - want).max() / np.abs(want).max()

@@ -146,3 +146,35 @@ TEST_F(LlamaKernels, rope_llama3_scaling_rewrites_each_band_of_frequencies) {
     EXPECT_NEAR(x[size_t(at + 1)], before[size_t(at)] * std::sin(a) + before[size_t(at + 1)] * std::cos(a), 1e-5) << i;
   }
 }
+
+// Multi-head latent attention's head blocks: strided heads copied, one block broadcast to every
+// head, the heads summed into one block (onto what it held), zeros; each element by hand.
+TEST_F(LlamaKernels, copy_heads_moves_broadcasts_sums_and_zeroes_blocks_of_heads) {
+  const int64_t rows = 3, heads = 4, cols = 2, src_row = 13, src_head = 3, dst_row = 9, dst_head = 2;
+  auto src = randn(size_t(rows * src_row), 61), dst = randn(size_t(rows * dst_row), 62);
+  const auto before = dst;
+  k->copy_heads(t(dst), dst_row, dst_head, t(src), src_row, src_head, rows, heads, cols, false);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < dst_row; ++i) {
+      const int64_t h = i / dst_head, c = i % dst_head;
+      const float want = h < heads && c < cols ? src[size_t(r * src_row + h * src_head + c)] : before[size_t(r * dst_row + i)];
+      EXPECT_EQ(dst[size_t(r * dst_row + i)], want) << "copy row " << r << " element " << i;
+    }
+  auto one = randn(size_t(rows * cols), 63);
+  k->copy_heads(t(dst), dst_row, dst_head, t(one), cols, 0, rows, heads, cols, false);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t c = 0; c < cols; ++c)
+        EXPECT_EQ(dst[size_t(r * dst_row + h * dst_head + c)], one[size_t(r * cols + c)]) << "broadcast";
+  const auto held = one;
+  k->copy_heads(t(one), cols, 0, t(src), src_row, src_head, rows, heads, cols, true);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      float want = held[size_t(r * cols + c)];
+      for (int64_t h = 0; h < heads; ++h) want += src[size_t(r * src_row + h * src_head + c)];
+      EXPECT_FLOAT_EQ(one[size_t(r * cols + c)], want) << "sum row " << r << " column " << c;
+    }
+  k->copy_heads(t(dst), dst_row, dst_head, Tensor(), 0, 0, rows, heads, 1, false);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t h = 0; h < heads; ++h) EXPECT_EQ(dst[size_t(r * dst_row + h * dst_head)], 0.0f) << "zeros";
+}

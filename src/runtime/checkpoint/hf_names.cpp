@@ -377,6 +377,10 @@ void check_hf_exportable(const ModelSpec& m, Problems& p) {
                       m.mtp_layers, m.mtp_layers > 1 ? "s" : ""),
           "keep the checkpoint for `trident train --init-from` / `generate`; export a model trained without "
           "--mtp-num-layers", "export-architecture");
+  if (m.is_mla())
+    p.add("the checkpoint holds multi-head latent attention, whose Hugging Face names (DeepseekV3ForCausalLM) the "
+          "export does not write yet",
+          "keep the checkpoint for `trident train --init-from` / `generate`", "export-architecture");
   // DeepSeek-V3's router: Hugging Face's DeepseekV3ForCausalLM has it, but with multi-head latent
   // attention, which the runtime does not train; Mixtral's and Qwen's classes score by softmax.
   if (m.is_moe() && (m.router_score != "softmax" || m.router_expert_bias || m.router_topk_scaling != 1.0 ||

@@ -21,6 +21,11 @@ nlohmann::json model_to_json(const ModelSpec& m) {
   if (m.full_attention_every > 0) j["window_attn_skip_freq"] = m.full_attention_every;
   if (m.attention_sinks) j["attention_sinks"] = true;
   if (m.mtp_layers > 0) j["mtp_layers"] = m.mtp_layers;  // DeepSeek-V3's multi-token prediction
+  // DeepSeek-V2/V3's multi-head latent attention, where the model has it.
+  if (m.is_mla())
+    j.update({{"q_lora_rank", m.q_lora_rank}, {"kv_lora_rank", m.kv_lora_rank},
+              {"qk_nope_head_dim", m.qk_nope_head_dim}, {"qk_rope_head_dim", m.qk_rope_head_dim},
+              {"v_head_dim", m.v_head_dim}});
   if (m.rope_scaling.type == "llama3")  // Llama 3.1's rope scaling (the one type the runtime trains)
     j["rope_scaling"] = {{"type", "llama3"},
                          {"factor", m.rope_scaling.factor},
@@ -64,6 +69,11 @@ ModelSpec model_from_json(const nlohmann::json& j) {
     m.full_attention_every = j.value("window_attn_skip_freq", int64_t(0));
     m.attention_sinks = j.value("attention_sinks", false);
     m.mtp_layers = j.value("mtp_layers", int64_t(0));
+    m.q_lora_rank = j.value("q_lora_rank", int64_t(0));
+    m.kv_lora_rank = j.value("kv_lora_rank", int64_t(0));
+    m.qk_nope_head_dim = j.value("qk_nope_head_dim", int64_t(0));
+    m.qk_rope_head_dim = j.value("qk_rope_head_dim", int64_t(0));
+    m.v_head_dim = j.value("v_head_dim", int64_t(0));
     if (j.contains("rope_scaling")) {
       const auto& r = j.at("rope_scaling");
       m.rope_scaling.type = r.at("type").get<std::string>();

@@ -32,6 +32,7 @@ struct LayerRegions {
   size_t xs = kNone, hpre = kNone, h = kNone, ys = kNone, xr = kNone, yr = kNone, rows = kNone, pos = kNone, weight = kNone, row_weight = kNone;
   size_t dlogits = kNone, xg = kNone;
   size_t qk_in = kNone, qk_rstd = kNone;  // QK-norm
+  size_t mla = kNone, mla_rstd = kNone;    // multi-head latent attention
 };
 
 // Rows this rank's experts may receive: every assignment of the micro-batch without ep; under
@@ -67,6 +68,10 @@ LayerRegions add_layer(BufferPlan& p, const GptStage& stage, Keep keep, bool moe
   if (keep.internals && llama && s.model.qk_norm) {  // QK-norm's inputs and statistics, per head
     r.qk_in = p.add("QK-norm inputs", dt, N * size_t((s.heads_local() + s.kv_heads_local()) * s.head_dim()));
     r.qk_rstd = p.add_f32("QK-norm statistics", N * size_t(s.heads_local() + s.kv_heads_local()));
+  }
+  if (keep.internals && llama && s.mla()) {  // MLA's latents, heads and attention output
+    r.mla = p.add("MLA latents and heads", dt, N * size_t(mla_activation_width(s)));
+    r.mla_rstd = p.add_f32("MLA norm statistics", 2 * N);
   }
   if (keep.probs)
     r.probs = p.add_f32("attention probabilities / lse", stage.attention_state_floats());
@@ -134,6 +139,8 @@ LayerActs layer_views(const BufferPlan& p, const LayerRegions& r, const LayerAct
            f(r.row_weight, o.row_weight), o.route,       t(r.dlogits, o.dlogits), t(r.xg, o.xg)};
   a.qk_in = t(r.qk_in, rest.qk_in);
   a.qk_rstd = f(r.qk_rstd, rest.qk_rstd);
+  a.mla = t(r.mla, rest.mla);
+  a.mla_rstd = f(r.mla_rstd, rest.mla_rstd);
   if (a.moe.xr.empty()) a.moe.xr = a.moe.xs, a.moe.yr = a.moe.ys;  // without ep the rows stay here
   if (a.moe.xg.empty()) a.moe.xg = a.moe.xr;                        // without etp the experts run on them
   return a;
@@ -276,6 +283,14 @@ void check_stage(const Kernels& k, const Shard& s, const StageConfig& c) {
     throw std::invalid_argument("GptStage: a split backward (zb-h1) with multi-token prediction is not implemented");
   if (s.mtp_count() > 0 && c.storage && c.storage->holds_weights())
     throw std::invalid_argument("GptStage: multi-token prediction with weights held unit by unit (ZeRO-3) is not implemented");
+  if (s.mla()) {
+    const ModelSpec& m = s.model;
+    if (!s.llama() || m.qk_norm || c.split_backward || m.qk_rope_head_dim % 2 != 0 || m.qk_nope_head_dim <= 0 ||
+        m.v_head_dim <= 0 || m.v_head_dim > m.qk_nope_head_dim + m.qk_rope_head_dim)
+      throw std::invalid_argument(
+          "GptStage: multi-head latent attention runs in the Llama family's layer without QK-norm or a split backward, "
+          "with an even qk_rope_head_dim and v_head_dim at most qk_nope_head_dim + qk_rope_head_dim");
+  }
   if (!s.llama() && s.model.qk_norm)
     throw std::invalid_argument("GptStage: QK-norm is written for the Llama family's layer");
   if (!s.llama() && (s.model.sliding_window > 0 || s.model.attention_sinks))
@@ -354,7 +369,7 @@ void GptStage::allocate_stage_buffers() {
     r_lnout = p.add("sequence-parallel scratch", compute, Nl * C);
     r_lngrad = p.add_f32("sequence-parallel norm gradients", 4 * C);
   }
-  size_t r_dmlp = 0, r_dkv = 0, r_dtmp2 = 0, r_kvgrad = 0, r_qkgrad = 0;
+  size_t r_dmlp = 0, r_dkv = 0, r_dtmp2 = 0, r_kvgrad = 0, r_qkgrad = 0, r_mla = 0, r_mlagrad = 0;
   const bool kv_replicated = llama && s.kv_replicas() > 1;
   if (llama) {
     r_dmlp = p.add("gradient scratch", compute, N * Fm);
@@ -362,6 +377,8 @@ void GptStage::allocate_stage_buffers() {
     r_dtmp2 = p.add("gradient scratch", compute, N * C);
     if (kv_replicated) r_kvgrad = p.add_f32("replicated kv gradients", size_t(s.kv_heads() * s.kv_local() * s.C()));
     if (s.model.qk_norm && s.tp_size > 1) r_qkgrad = p.add_f32("QK-norm weight gradients", size_t(2 * s.head_dim()));
+    if (s.mla()) r_mla = p.add("MLA gradient scratch", compute, N * size_t(mla_scratch_width(s)));
+    if (s.mla() && s.tp_size > 1) r_mlagrad = p.add_f32("MLA replicated weight gradients", size_t(mla_replicated_grads(s)));
   }
   size_t r_dcat = 0, r_half = 0, r_carry = 0, r_mtpw = 0;
   if (s.mtp_count() > 0) {
@@ -416,6 +433,8 @@ void GptStage::allocate_stage_buffers() {
     dtmp2_ = p.tensor(r_dtmp2);
     if (kv_replicated) kvgrad_ = p.f32(r_kvgrad);
     if (r_qkgrad) qkgrad_ = p.f32(r_qkgrad);
+    if (r_mla) mla_ = p.tensor(r_mla);
+    if (r_mlagrad) mlagrad_ = p.f32(r_mlagrad);
   }
   if (s.mtp_count() > 0) {
     mtp_dcat_ = p.tensor(r_dcat);

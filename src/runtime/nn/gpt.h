@@ -154,7 +154,19 @@ struct LayerActs {
   // per-head RMSNorm ([N, (nh + nkv) hd], queries then keys) and its rstd [N (nh + nkv)].
   Tensor qk_in;
   float* qk_rstd = nullptr;
+  // Multi-head latent attention (mla_layer.cpp, MlaViews): the latents, their norms' inputs,
+  // the up-projected heads and the attention output the projection reads, in one region;
+  // the two latent RMSNorms' rstd [2 N].
+  Tensor mla;
+  float* mla_rstd = nullptr;
 };
+
+// Elements of LayerActs::mla per token (mla_layer.cpp).
+int64_t mla_activation_width(const Shard& s);
+// Elements per token of the stage's MLA backward scratch, and fp32 elements of the replicated
+// weights' gradients summed over tp (mla_layer.cpp).
+int64_t mla_scratch_width(const Shard& s);
+int64_t mla_replicated_grads(const Shard& s);
 
 class GptStage;
 
@@ -472,6 +484,15 @@ class GptStage {
   void positions_backward(const Tensor& dx);
   // RoPE on the queries and keys of qkv [N, 3A] at the local rows' positions.
   void rotary(const Tensor& qkv, bool inverse);
+  // RoPE on `heads` heads of hd at the start of each local row of `row` elements (x: [N, row]).
+  void rope_rows(const Tensor& x, int64_t heads, int64_t hd, int64_t row, bool inverse);
+  // Multi-head latent attention (mla_layer.cpp): from the norm output ln1 [N, C] to the
+  // attention's qkv and on to the output projection's partial sums in out; the backward from the
+  // projection's output gradient dout [N, C] to the input gradient in dtmp_ (partial over tp).
+  void mla_attention_forward(const LayerActs& x, int64_t i, const Tensor& ln1, const Tensor& out);
+  void mla_attention_backward(const LayerActs& x, int64_t i, const Tensor& dout);
+  Tensor mla_ = {};              // [N, mla_scratch_width] MLA scratch (forward's rope, backward's gradients)
+  float* mlagrad_ = nullptr;     // tp > 1: the replicated MLA weights' gradients of one layer, summed over TP
 
   kernels::Kernels& k_;
   ParamLayout layout_;

@@ -27,20 +27,23 @@ kernels::RopeFreq rope_freq(const ModelSpec& m) {
 
 void GptStage::rotary(const Tensor& qkv, bool inverse) {
   const Shard& s = shard();
-  const int64_t nh = s.heads_local(), hd = s.head_dim(), A = s.attn_local();
-  const kernels::RopeFreq freq = rope_freq(s.model);
-  for (int64_t part = 0; part < 2; ++part) {  // queries, then keys
-    if (!ctx_.active()) {
-      k_.rope(qkv.slice(size_t(part * A), qkv.count - size_t(part * A)), B_, T_, nh, hd, 3 * A, freq, inverse);
-      continue;
-    }
-    const int64_t c = ctx_.chunk();
-    for (int64_t b = 0; b < B_; ++b)
-      for (int k = 0; k < 2; ++k) {
-        const size_t at = size_t((b * T_ + k * c) * 3 * A + part * A);
-        k_.rope_at(qkv.slice(at, qkv.count - at), c, nh, hd, 3 * A, freq, inverse, ctx_.first_position(k));
-      }
+  const int64_t A = s.attn_local();
+  for (int64_t part = 0; part < 2; ++part)  // queries, then keys
+    rope_rows(qkv.slice(size_t(part * A), qkv.count - size_t(part * A)), s.heads_local(), s.head_dim(), 3 * A, inverse);
+}
+
+void GptStage::rope_rows(const Tensor& x, int64_t heads, int64_t hd, int64_t row, bool inverse) {
+  const kernels::RopeFreq freq = rope_freq(shard().model);
+  if (!ctx_.active()) {
+    k_.rope(x, B_, T_, heads, hd, row, freq, inverse);
+    return;
   }
+  const int64_t c = ctx_.chunk();  // context parallel: each chunk at its whole-sequence positions
+  for (int64_t b = 0; b < B_; ++b)
+    for (int k = 0; k < 2; ++k) {
+      const size_t at = size_t((b * T_ + k * c) * row);
+      k_.rope_at(x.slice(at, x.count - at), c, heads, hd, row, freq, inverse, ctx_.first_position(k));
+    }
 }
 
 void GptStage::llama_layer_forward(const LayerActs& x, int64_t i, const Tensor& res_in) {
@@ -50,13 +53,17 @@ void GptStage::llama_layer_forward(const LayerActs& x, int64_t i, const Tensor& 
   const Tensor mid = sp_ ? full_ : x.res_mid;
   const Tensor out = sp_ ? full_ : x.res_out;
   const Tensor ln1 = norm_full(x.ln1, nullptr, x.ln1_rstd, res_in, p.ln1_w, -1);
-  k_.linear_forward(x.q, ln1, W(p.q_w, A * C), Tensor(), N, C, A);
-  k_.linear_forward(x.kv, ln1, W(p.kv_w, KV * C), Tensor(), N, C, KV);
-  if (p.q_norm_w >= 0) qk_norm_forward(x, p);
-  k_.gqa_expand(x.qkv, x.q, x.kv, N, s.heads_local(), s.kv_heads_local(), s.head_dim());
-  rotary(x.qkv, false);
-  attention_forward(x, i);
-  k_.linear_forward(mid, x.atty, W(p.attn_proj_w, C * A), Tensor(), N, A, C);
+  if (s.mla()) {
+    mla_attention_forward(x, i, ln1, mid);
+  } else {
+    k_.linear_forward(x.q, ln1, W(p.q_w, A * C), Tensor(), N, C, A);
+    k_.linear_forward(x.kv, ln1, W(p.kv_w, KV * C), Tensor(), N, C, KV);
+    if (p.q_norm_w >= 0) qk_norm_forward(x, p);
+    k_.gqa_expand(x.qkv, x.q, x.kv, N, s.heads_local(), s.kv_heads_local(), s.head_dim());
+    rotary(x.qkv, false);
+    attention_forward(x, i);
+    k_.linear_forward(mid, x.atty, W(p.attn_proj_w, C * A), Tensor(), N, A, C);
+  }
   reduce_rows(x.res_mid, mid);
   k_.add_inplace(x.res_mid, res_in);
   const Tensor ln2 = norm_full(x.ln2, nullptr, x.ln2_rstd, x.res_mid, p.ln2_w, -1);
@@ -91,6 +98,12 @@ void GptStage::llama_layer_backward(const LayerActs& x, int64_t i, const Tensor&
   norm_backward(dres, p.ln2_w, -1, 0, local_grad(dtmp_), x.res_mid, nullptr, x.ln2_rstd);
   // Attention: projection (row-parallel), attention, RoPE / GQA, q and kv (column-parallel).
   keep(x.d_mid, dres);
+  if (s.mla()) {  // a split backward is refused with MLA (check_stage): weights_now_ holds
+    mla_attention_backward(x, i, full_grad(dres));
+    norm_backward(dres, p.ln1_w, -1, 1, local_grad(dtmp_), res_in, nullptr, x.ln1_rstd);
+    sum_norm_grads({p.ln2_w, p.ln1_w});
+    return;
+  }
   k_.linear_backward(datty_, wgrad(p.attn_proj_w), nullptr, full_grad(dres), winput(x.atty), W(p.attn_proj_w, C * A),
                      N, A, C);
   attention_backward(dqkv, x, i);

@@ -69,16 +69,30 @@ ParamLayout::ParamLayout(const Shard& shard) : shard_(shard) {
         lp.mtp_norm_w = add(p + "mtp_norm_w", C, 1, ParamKind::Norm, false);
       }
       lp.ln1_w = add(p + "ln1_w", C, 1, ParamKind::Norm, false);
-      lp.q_w = add(p + "q_w", A, C, ParamKind::Matrix, tp);
-      lp.kv_w = add(p + "kv_w", s.kv_local(), C, ParamKind::Matrix, tp && s.kv_replicas() < s.tp_size);
-      tensors_.back().tp_copies = s.kv_replicas();
+      if (s.mla()) {  // DeepSeek-V3's attention (see param_layout.h)
+        const ModelSpec& m = s.model;
+        if (m.q_lora_rank > 0) {
+          lp.q_a_w = add(p + "q_a_w", m.q_lora_rank, C, ParamKind::Matrix, false);
+          lp.q_a_norm_w = add(p + "q_a_norm_w", m.q_lora_rank, 1, ParamKind::Norm, false);
+          lp.q_b_w = add(p + "q_b_w", A, m.q_lora_rank, ParamKind::Matrix, tp);
+        } else {
+          lp.q_w = add(p + "q_w", A, C, ParamKind::Matrix, tp);
+        }
+        lp.kv_a_w = add(p + "kv_a_w", m.kv_lora_rank + m.qk_rope_head_dim, C, ParamKind::Matrix, false);
+        lp.kv_a_norm_w = add(p + "kv_a_norm_w", m.kv_lora_rank, 1, ParamKind::Norm, false);
+        lp.kv_b_w = add(p + "kv_b_w", s.mla_kv_b_local(), m.kv_lora_rank, ParamKind::Matrix, tp);
+      } else {
+        lp.q_w = add(p + "q_w", A, C, ParamKind::Matrix, tp);
+        lp.kv_w = add(p + "kv_w", s.kv_local(), C, ParamKind::Matrix, tp && s.kv_replicas() < s.tp_size);
+        tensors_.back().tp_copies = s.kv_replicas();
+      }
       if (s.model.qk_norm) {  // one weight per head feature, shared by all heads: replicated over tp
         lp.q_norm_w = add(p + "q_norm_w", s.head_dim(), 1, ParamKind::Norm, false);
         lp.k_norm_w = add(p + "k_norm_w", s.head_dim(), 1, ParamKind::Norm, false);
       }
       // GPT-OSS's sinks: a logit per head, no decay, zero at init (Bias), split with the heads.
       if (s.model.attention_sinks) lp.sinks = add(p + "sinks", s.heads_local(), 1, ParamKind::Bias, tp);
-      lp.attn_proj_w = add(p + "attn_proj_w", C, A, ParamKind::Matrix, tp);
+      lp.attn_proj_w = add(p + "attn_proj_w", C, s.out_local(), ParamKind::Matrix, tp);
       lp.ln2_w = add(p + "ln2_w", C, 1, ParamKind::Norm, false);
       if (s.moe_layer(gl)) {
         add_experts(lp, p);
@@ -159,7 +173,7 @@ bool ends_with(const std::string& s, const std::string& t) {
 }  // namespace
 
 ParamLayout::Global ParamLayout::global_index(const Shard& s, const TensorView& view, int64_t r, int64_t c) {
-  const int64_t C = s.C(), A = s.attn_local(), F = s.ffn_local(), hd = s.head_dim(), tr = s.tp_rank;
+  const int64_t A = s.attn_local(), F = s.ffn_local(), hd = s.head_dim(), tr = s.tp_rank;
   const int64_t Q = s.model.heads * hd;  // all heads' width (C unless the model sets head_dim)
   Global g{view.name == "head_wte" ? "wte" : view.name, r, c, view.rows, view.cols};
   const std::string& n = g.name;
@@ -184,7 +198,8 @@ ParamLayout::Global ParamLayout::global_index(const Shard& s, const TensorView& 
   }
   if (n == "wte" || n == "head_w") g.row = s.vocab_offset() + r, g.rows = s.model.vocab;
   else if (ends_with(n, "qkv_w") || ends_with(n, "qkv_b")) g.row = (r / A) * Q + tr * A + r % A, g.rows = 3 * Q;
-  else if (ends_with(n, "q_w")) g.row = tr * A + r, g.rows = Q;
+  else if (ends_with(n, "q_w") || ends_with(n, "q_b_w")) g.row = tr * A + r, g.rows = Q;
+  else if (ends_with(n, "kv_b_w")) g.row = tr * s.mla_kv_b_local() + r, g.rows = s.model.heads * s.mla_kv_b_local() / s.heads_local();
   else if (ends_with(n, "sinks")) g.row = tr * s.heads_local() + r, g.rows = s.model.heads;
   else if (ends_with(n, "kv_w")) {
     const int64_t K = s.kv_heads_local() * hd, first = s.kv_head_first() * hd;
@@ -194,7 +209,7 @@ ParamLayout::Global ParamLayout::global_index(const Shard& s, const TensorView& 
     g.row = r < F ? tr * F + r : s.model.ffn_hidden + tr * F + (r - F);
     g.rows = 2 * s.model.ffn_hidden;
   } else if (ends_with(n, "fc_w") || ends_with(n, "fc_b")) g.row = tr * F + r, g.rows = s.model.ffn_hidden;
-  else if (ends_with(n, "attn_proj_w")) g.col = tr * A + c, g.cols = Q;
+  else if (ends_with(n, "attn_proj_w")) g.col = tr * s.out_local() + c, g.cols = s.model.heads * s.out_local() / s.heads_local();
   else if (ends_with(n, "fc_proj_w")) g.col = tr * F + c, g.cols = s.model.ffn_hidden;
   return g;
 }

@@ -21,6 +21,12 @@
 //          fc_proj_w | [per MTP layer: enorm_w hnorm_w eh_proj_w mtp_norm_w, then a layer's tensors]
 //          [lnf_w head_w][head_wte: wte's copy for the MTP layers when the shard has no input] (q_norm_w, k_norm_w [hd]: QK-norm, Qwen3; sinks [heads / tp]:
 //          GPT-OSS's attention sinks, one logit per head, split over tp with the heads)
+//   MLA (DeepSeek-V3, Llama family): q_a_w [q_lora, C] q_a_norm_w [q_lora] q_b_w [heads (nope+rope),
+//          q_lora] (or q_w [heads (nope+rope), C] without q_lora_rank), kv_a_w [kv_lora + rope, C]
+//          (latent rows, then the shared rope key's) kv_a_norm_w [kv_lora] kv_b_w [heads (nope+v),
+//          kv_lora] (per head its nope key rows then its value rows) instead of q_w kv_w;
+//          attn_proj_w [C, heads v]. The a's and their norms are replicated over tp (gradients
+//          summed over it), q_b_w, kv_b_w and attn_proj_w split by head.
 // A mixture-of-experts layer (Shard::moe_layer) replaces the MLP's tensors with router_w [E, C]
 // and the experts' MLPs stacked expert by expert along the rows, under "experts.": GPT
 // experts.fc_w [E F, C], experts.fc_b [E F], experts.fc_proj_w [E C, F], experts.fc_proj_b [E C];
@@ -75,7 +81,16 @@ struct Shard {
   int64_t num_layers() const { return end_layer() - first_layer; }
   int64_t C() const { return model.hidden; }
   int64_t heads_local() const { return model.heads / tp_size; }
-  int64_t head_dim() const { return model.head_dim(); }  // hidden / heads unless the model sets it (Qwen3)
+  // hidden / heads unless the model sets it (Qwen3); MLA: the query/key head, nope + rope (values
+  // are zero-padded to it in the attention kernels, see mla_layer.cpp).
+  int64_t head_dim() const {
+    return model.is_mla() ? model.qk_nope_head_dim + model.qk_rope_head_dim : model.head_dim();
+  }
+  // Multi-head latent attention (DeepSeek-V2/V3): this rank's heads' kv_b rows (nope keys and
+  // values, head by head) and the attention output the projection reads (heads x v_head_dim).
+  bool mla() const { return model.is_mla(); }
+  int64_t mla_kv_b_local() const { return heads_local() * (model.qk_nope_head_dim + model.v_head_dim); }
+  int64_t out_local() const { return mla() ? heads_local() * model.v_head_dim : attn_local(); }
   int64_t attn_local() const { return heads_local() * head_dim(); }  // heads x head_dim / tp (C / tp by default)
   int64_t ffn_local() const { return model.ffn_hidden / tp_size; }
   // The vocabulary is padded to a multiple of 128 x tp (core/vocab_padding.h): wte and the head
@@ -91,7 +106,7 @@ struct Shard {
   bool llama() const { return model.family == ModelFamily::Llama; }
   // Grouped-query attention: key/value heads this rank holds, the first one's index, and how
   // many TP ranks hold the same kv heads (1 unless tp exceeds kv_heads). GPT: kv_heads = heads.
-  int64_t kv_heads() const { return model.kv_heads > 0 ? model.kv_heads : model.heads; }
+  int64_t kv_heads() const { return model.kv_heads > 0 && !model.is_mla() ? model.kv_heads : model.heads; }
   int64_t kv_heads_local() const { return kv_heads() >= tp_size ? kv_heads() / tp_size : 1; }
   int64_t kv_replicas() const { return kv_heads() >= tp_size ? 1 : tp_size / kv_heads(); }
   int64_t kv_head_first() const { return tp_rank / kv_replicas() * kv_heads_local(); }
@@ -156,6 +171,9 @@ struct LayerParams {
   // state [C], eh_proj [C, 2C] (columns: the embedding's, then the hidden state's; replicated
   // over tp) and the depth's final norm before the shared head [C].
   int64_t enorm_w = -1, hnorm_w = -1, eh_proj_w = -1, mtp_norm_w = -1;
+  // Multi-head latent attention (q_w without q_lora_rank; kv_w -1): the replicated down
+  // projections and their RMSNorms, the column-parallel (by head) up projections.
+  int64_t q_a_w = -1, q_a_norm_w = -1, q_b_w = -1, kv_a_w = -1, kv_a_norm_w = -1, kv_b_w = -1;
   int64_t router_w = -1;  // mixture of experts: fc_* are then the stacked experts' tensors
   int64_t shared_fc_w = -1, shared_fc_b = -1, shared_proj_w = -1, shared_proj_b = -1;  // shared experts (or -1)
   bool moe = false;

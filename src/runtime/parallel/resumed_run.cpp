@@ -49,6 +49,13 @@ std::vector<std::pair<std::string, std::string>> model_options_of(const ModelSpe
   if (m.full_attention_every > 0) out.push_back({"window-attn-skip-freq", n(m.full_attention_every)});
   if (m.attention_sinks) out.push_back({"attention-sinks", "true"});
   if (m.mtp_layers > 0) out.push_back({"mtp-num-layers", n(m.mtp_layers)});
+  if (m.is_mla())
+    out.insert(out.end(), {{"multi-latent-attention", "true"},
+                           {"q-lora-rank", n(m.q_lora_rank)},
+                           {"kv-lora-rank", n(m.kv_lora_rank)},
+                           {"qk-head-dim", n(m.qk_nope_head_dim)},
+                           {"qk-pos-emb-head-dim", n(m.qk_rope_head_dim)},
+                           {"v-head-dim", n(m.v_head_dim)}});
   if (m.rope_scaling.type == "llama3")
     out.insert(out.end(), {{"rope-scaling-factor", fmt::format("{}", m.rope_scaling.factor)},
                            {"rope-low-freq-factor", fmt::format("{}", m.rope_scaling.low_freq_factor)},

@@ -188,6 +188,10 @@ void print_startup(const TrainSettings& s, int world, const DistTrainer& trainer
   // Qwen3's attention settings where the model has them (QK-norm, its norm epsilon).
   const std::string kv = (llama ? fmt::format(", {} kv heads", model.kv_heads) : "") +
                          (model.qk_norm ? ", QK-norm" : "") +
+                         (model.is_mla() ? fmt::format(", MLA (q_lora {}, kv_lora {}, heads {} + {} rope, values {})",
+                                                       model.q_lora_rank, model.kv_lora_rank, model.qk_nope_head_dim,
+                                                       model.qk_rope_head_dim, model.v_head_dim)
+                                         : "") +
                          (model.norm_eps != 1e-5 ? fmt::format(", norm epsilon {:g}", model.norm_eps) : "") +
                          (model.sliding_window > 0
                               ? fmt::format(", sliding window {}{}", model.sliding_window,
