@@ -26,7 +26,8 @@ struct PhaseTimes {
   // The GPU's wait for the host to issue kernels (the planner's host term, plan/host_issue.h). The
   // runtime issues from C++ and times no such wait apart: it stays 0, a wait falls in compute.
   double host = 0;
-  double other() const { return total - compute - tp - cp - ep - ep_wait - pp - bubble - dp_exposed; }
+  // The step less the terms timed apart, from the term table (core/step_terms.cpp).
+  double other() const;
 };
 
 }  // namespace trident

@@ -57,7 +57,22 @@ struct StepTerm {
   const char* timed_inside;
   bool fitted;       // the rehearsal's cost fit has a field for it (the EP terms have none)
   const char* fill;  // its chart colour (report/palette.h); nullptr: drawn as the term it is part of
+  // Its name in the planner's step line, the comparison table and the rationale ("TP"); nullptr for
+  // a detail (part_of set).
+  const char* step_label = nullptr;
 };
+
+// One term of the planner's step with its seconds.
+struct PlannedTerm {
+  const StepTerm* term;
+  double seconds;
+};
+
+// The planner's terms that add up to run's step, in the table's order: each term of the step
+// (planned, not a detail) that the run has (its `shown` predicate) or that is not 0. Every writer
+// of the planned step (plan's step line, --compare, the HTML bars) lists these, so a new row
+// reaches them all.
+std::vector<PlannedTerm> planned_step_terms(const RunSpec& run, const TimeBreakdown& t);
 
 // The terms in the order the rehearsal lists them: compute, tp, cp, ep, ep_wait, host, pp, bubble,
 // dp, optimizer, then the details (part_of set). "other" (the step less the terms) is not a row.

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/dimensions.h"
+#include "core/step_terms.h"
 #include "core/units.h"
 
 namespace trident::plan {
@@ -58,15 +59,11 @@ std::string differences(const Estimate& a, const Estimate& b) {
     const char* name;
     double delta;
   };
-  std::vector<Term> terms = {{"compute", a.time.compute - b.time.compute}, {"TP", a.time.tp_comm - b.time.tp_comm},
-                             {"PP", a.time.pp_comm - b.time.pp_comm},      {"bubble", a.time.bubble - b.time.bubble},
-                             {"DP", a.time.dp_comm - b.time.dp_comm},
-                             {"CP ring", a.time.cp_comm - b.time.cp_comm},
-                             {"EP all-to-all", a.time.ep_comm - b.time.ep_comm},
-                             {"EP wait", a.time.ep_wait - b.time.ep_wait},
-                             {"host issue", a.time.host - b.time.host},
-                             {"optimizer", a.time.optimizer - b.time.optimizer}};
-  std::sort(terms.begin(), terms.end(), [](const Term& x, const Term& y) { return std::fabs(x.delta) > std::fabs(y.delta); });
+  // Every term of the step (core/step_terms), each with its own sign: a and b may list different ones.
+  std::vector<Term> terms;
+  for (const StepTerm& term : step_time_terms())
+    if (term.planned && !term.part_of) terms.push_back({term.step_label, a.time.*term.planned - b.time.*term.planned});
+  std::stable_sort(terms.begin(), terms.end(), [](const Term& x, const Term& y) { return std::fabs(x.delta) > std::fabs(y.delta); });
   std::string s;
   for (size_t i = 0; i < 3 && i < terms.size(); ++i) {
     if (std::fabs(terms[i].delta) < 1e-4 * a.time.step) break;

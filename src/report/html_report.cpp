@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "core/step_terms.h"
 #include "core/dimensions.h"
 #include "core/topology.h"
 #include "core/units.h"
@@ -79,8 +80,9 @@ HtmlPage run_page(const RunSpec& run, const plan::Estimate& e, const std::string
   tb.unit = "s";
   tb.caption = fmt::format("planner: the slowest stage's m x (forward + backward) plus the pipeline's fill and drain, "
                            "exposed DP reduction and optimizer = {:.3f} s", t.step);
-  tb.bars.push_back({"planner step", {{"compute", t.compute}, {"tp", t.tp_comm}, {"pp", t.pp_comm}, {"bubble", t.bubble},
-                                      {"dp", t.dp_comm}, {"optimizer", t.optimizer}}});
+  // Every term of the step (core/step_terms), keyed as the palette colours them.
+  tb.bars.push_back({"planner step", {}});
+  for (const PlannedTerm& p : planned_step_terms(run, t)) tb.bars.back().parts.push_back({p.term->key, p.seconds});
   HtmlTable tt;
   tt.header = {"part", "seconds", "share"};
   for (const auto& [name, v] : tb.bars.front().parts)

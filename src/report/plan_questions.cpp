@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "core/dimensions.h"
+#include "core/step_terms.h"
 #include "core/units.h"
 #include "plan/rationale.h"
 
@@ -71,11 +72,22 @@ std::vector<Compared> compare_layouts(const std::vector<std::string>& layouts, c
 }
 
 std::string compare_text(const std::vector<Compared>& cs) {
-  // One column per layout, one row per figure: the step's terms add up to its step time.
-  std::vector<std::pair<std::string, std::vector<std::string>>> rows = {
-      {"layout", {}},         {"recipe", {}},       {"step s", {}},       {"= compute", {}}, {"+ TP", {}},
-      {"+ PP", {}},           {"+ CP + EP + host", {}}, {"+ bubble", {}},     {"+ DP", {}},      {"+ optimizer", {}},
-      {"tokens/s", {}},       {"MFU", {}},          {"memory GiB", {}},   {"vs first", {}}};
+  // One column per layout, one row per figure: the step's terms (core/step_terms, each one any
+  // layout has) add up to its step time.
+  std::vector<const StepTerm*> terms;
+  for (const StepTerm& term : step_time_terms())
+    for (const Compared& c : cs) {
+      if (!c.best) continue;
+      const std::vector<PlannedTerm> has = planned_step_terms(c.best->run, c.best->time);
+      if (std::any_of(has.begin(), has.end(), [&](const PlannedTerm& p) { return p.term == &term; })) {
+        terms.push_back(&term);
+        break;
+      }
+    }
+  std::vector<std::pair<std::string, std::vector<std::string>>> rows = {{"layout", {}}, {"recipe", {}}, {"step s", {}}};
+  for (size_t k = 0; k < terms.size(); ++k) rows.push_back({(k ? "+ " : "= ") + std::string(terms[k]->step_label), {}});
+  const size_t after_terms = rows.size();
+  for (const char* name : {"tokens/s", "MFU", "memory GiB", "vs first"}) rows.push_back({name, {}});
   const double first = cs.front().best ? cs.front().best->tokens_per_s : 0;
   for (const Compared& c : cs) {
     std::vector<std::string> v(rows.size(), "-");
@@ -88,17 +100,11 @@ std::string compare_text(const std::vector<Compared>& cs) {
       v[0] = layout_sizes_text(e.run.layout);
       v[1] = plan::short_layout(e);
       v[2] = fmt::format("{:.3f}", t.step);
-      v[3] = fmt::format("{:.3f}", t.compute);
-      v[4] = fmt::format("{:.3f}", t.tp_comm);
-      v[5] = fmt::format("{:.3f}", t.pp_comm);
-      v[6] = fmt::format("{:.3f}", t.cp_comm + t.ep_comm + t.ep_wait + t.host);
-      v[7] = fmt::format("{:.3f}", t.bubble);
-      v[8] = fmt::format("{:.3f}", t.dp_comm);
-      v[9] = fmt::format("{:.3f}", t.optimizer);
-      v[10] = fmt::format("{:.0f}", e.tokens_per_s);
-      v[11] = fmt::format("{:.1f}%", 100 * e.mfu);
-      v[12] = fmt::format("{:.1f} of {:.1f}", gib(e.peak_memory().total_bytes()), gib(e.capacity_bytes));
-      v[13] = first > 0 ? fmt::format("{:.2f}x", e.tokens_per_s / first) : "-";
+      for (size_t k = 0; k < terms.size(); ++k) v[3 + k] = fmt::format("{:.3f}", t.*terms[k]->planned);
+      v[after_terms] = fmt::format("{:.0f}", e.tokens_per_s);
+      v[after_terms + 1] = fmt::format("{:.1f}%", 100 * e.mfu);
+      v[after_terms + 2] = fmt::format("{:.1f} of {:.1f}", gib(e.peak_memory().total_bytes()), gib(e.capacity_bytes));
+      v[after_terms + 3] = first > 0 ? fmt::format("{:.2f}x", e.tokens_per_s / first) : "-";
     }
     for (size_t i = 0; i < rows.size(); ++i) rows[i].second.push_back(v[i]);
   }
@@ -129,9 +135,9 @@ nlohmann::json compare_json(const std::vector<Compared>& cs) {
       j["layout"] = e.run.layout.describe();
       j["recipe"] = plan::short_layout(e);
       j["step_s"] = e.time.step;
-      j["time_s"] = {{"compute", e.time.compute}, {"tp_comm", e.time.tp_comm}, {"pp_comm", e.time.pp_comm},
-                     {"cp_comm", e.time.cp_comm}, {"ep_comm", e.time.ep_comm + e.time.ep_wait},
-                     {"host_issue", e.time.host}, {"bubble", e.time.bubble},   {"dp_comm", e.time.dp_comm}, {"optimizer", e.time.optimizer}};
+      j["time_s"] = nlohmann::json::object();  // plan --json's keys (core/step_terms)
+      for (const StepTerm& term : step_time_terms())
+        if (term.plan_key) j["time_s"][term.plan_key] = e.time.*term.planned;
       j["tokens_per_s"] = e.tokens_per_s;
       j["mfu"] = e.mfu;
       j["memory_gib"] = gib(e.peak_memory().total_bytes());

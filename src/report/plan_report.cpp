@@ -429,17 +429,16 @@ std::string step_text(const Estimate& e) {
   std::string s;
   const auto& t = e.time;
   auto pct = [&](double x) { return 100 * x / t.step; };
-  std::string cp_ep_terms;
-  if (r.layout.cp > 1)
-    cp_ep_terms += fmt::format(" + CP {} {:.3f} ({:.1f}%)", r.exec.recipe.cp_kind == CpKind::AllGather ? "all-gather" : "ring",
-                               t.cp_comm, pct(t.cp_comm));
-  if (r.layout.ep > 1 || r.layout.etp > 1) cp_ep_terms += fmt::format(" + EP all-to-all {:.3f} ({:.1f}%)", t.ep_comm, pct(t.ep_comm));
-  if (t.ep_wait > 0) cp_ep_terms += fmt::format(" + EP wait {:.3f} ({:.1f}%)", t.ep_wait, pct(t.ep_wait));
-  if (t.host > 0) cp_ep_terms += fmt::format(" + host issue {:.3f} ({:.1f}%)", t.host, pct(t.host));
-  s += fmt::format("Step {:.3f} s = compute {:.3f} ({:.1f}%) + TP {:.3f} ({:.1f}%) + PP {:.3f} ({:.1f}%){} + bubble {:.3f} "
-                   "({:.1f}%) + DP {:.3f} ({:.1f}%) + optimizer {:.3f} ({:.1f}%)\n",
-                   t.step, t.compute, pct(t.compute), t.tp_comm, pct(t.tp_comm), t.pp_comm, pct(t.pp_comm), cp_ep_terms,
-                   t.bubble, pct(t.bubble), t.dp_comm, pct(t.dp_comm), t.optimizer, pct(t.optimizer));
+  // The terms of core/step_terms in its order; CP named by its kind.
+  s += fmt::format("Step {:.3f} s", t.step);
+  const char* sep = " = ";
+  for (const PlannedTerm& p : planned_step_terms(r, t)) {
+    std::string label = p.term->step_label;
+    if (p.term->dim == Dim::CP) label += r.exec.recipe.cp_kind == CpKind::AllGather ? " all-gather" : " ring";
+    s += fmt::format("{}{} {:.3f} ({:.1f}%)", sep, label, p.seconds, pct(p.seconds));
+    sep = " + ";
+  }
+  s += "\n";
   const StageTime& sl = e.stages[e.pipeline.slowest_stage];
   const double layers = double(sl.layers);
   if (r.layout.cp > 1 && e.cp_ring.kind == CpKind::AllGather) {

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/run_spec.h"
 #include "core/step_terms.h"
 #include "report/palette.h"
 
@@ -32,6 +33,7 @@ TEST(StepTerms, KeysNamesAndColoursAreEachRowsOwn) {
     if (!t.part_of) {
       EXPECT_NE(t.planned, nullptr) << t.key;
       EXPECT_NE(t.fill, nullptr) << t.key;
+      EXPECT_NE(t.step_label, nullptr) << t.key << " has no name in the planner's step line";
     } else {
       ASSERT_NE(step_time_term(t.part_of), nullptr) << t.key;
       EXPECT_EQ(step_time_term(t.part_of)->part_of, nullptr) << t.key;
@@ -53,6 +55,32 @@ TEST(StepTerms, MeasuredTermsAndOtherAddUpToTheStep) {
   }
   t.total = listed + 1024 * x;
   EXPECT_DOUBLE_EQ(t.other(), 1024 * x);
+}
+
+// The planner's step is its listed terms: every term of the step with seconds in it is listed
+// (so plan's step line, --compare and the HTML bars add up to the step); at 0, a term is listed
+// where the run has it (cp > 1 lists CP) and not where it does not.
+TEST(StepTerms, PlannedTermsAddUpToTheStep) {
+  RunSpec run;
+  TimeBreakdown t;
+  double x = 1, sum = 0;
+  for (const StepTerm& term : step_time_terms())
+    if (term.planned && !term.part_of) t.*term.planned = x, sum += x, x *= 2;
+  t.step = sum;
+  double listed = 0;
+  for (const PlannedTerm& p : planned_step_terms(run, t)) listed += p.seconds;
+  EXPECT_DOUBLE_EQ(listed, t.step);
+  TimeBreakdown zero;
+  auto lists = [&](const char* key) {
+    for (const PlannedTerm& p : planned_step_terms(run, zero))
+      if (std::string(p.term->key) == key) return true;
+    return false;
+  };
+  EXPECT_TRUE(lists("compute"));
+  EXPECT_FALSE(lists("cp"));
+  run.layout.cp = 2;
+  EXPECT_TRUE(lists("cp"));
+  EXPECT_FALSE(lists("ep"));
 }
 
 }  // namespace
