@@ -29,7 +29,12 @@ std::string exec_summary(const RunSpec& r, int64_t m) {
   return fmt::format("micro-batch {} x {} per pipeline (global {}), {}, ZeRO {}, recompute {}{}, {}, {} attention, "
                      "overlap {}, {}-bit grads{}{}",
                      x.micro_batch_size, m, x.global_batch_size, sched, x.zero,
-                     to_string(x.recompute) + (x.recompute == Recompute::Selective && x.attention == AttentionKind::Flash
+                     to_string(x.recompute) +
+                         (x.recompute == Recompute::Selective && x.recompute_modules.any()
+                              ? " (" + to_string(x.recompute_modules) + ")"
+                              : "") +
+                         (x.recompute == Recompute::Selective && x.attention == AttentionKind::Flash &&
+                                  (!x.recompute_modules.any() || x.recompute_modules.core_attn)
                                                    ? (x.recompute_flash_attention ? " (the fused attention too)"
                                                                                   : " (not the fused attention)")
                                                    : ""),
@@ -335,7 +340,11 @@ std::string memory_text(const Estimate& e, bool per_stage) {
                        sharded ? " / " + data_name : "", x / 1e9, bytes_per_param,
                        sharded ? fmt::format(" / edp {}", edp) : "");
   };
-  s += fmt::format("  weights      {:7.2f} GiB  {:.3f} B params: {}\n", gib(pm.weights_bytes), p / 1e9, states(sb.weights, 3));
+  s += fmt::format("  weights      {:7.2f} GiB  {:.3f} B params: {}{}\n", gib(pm.weights_bytes), p / 1e9, states(sb.weights, 3),
+                   pm.plain_weight_params > 0
+                       ? fmt::format(" (of the dense, {:.3f} B embedding / output params x 2 B: no quantised copies)",
+                                     pm.plain_weight_params / 1e9)
+                       : "");
   s += fmt::format("  gradients    {:7.2f} GiB  {}\n", gib(pm.gradients_bytes), states(sb.gradients, 2));
   s += fmt::format("  optimizer    {:7.2f} GiB  {} ({}-bit master, momentum, variance)\n", gib(pm.optimizer_bytes),
                    states(sb.optimizer, 1), r.exec.recipe.optimizer_state_bits);

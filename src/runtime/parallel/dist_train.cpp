@@ -55,6 +55,8 @@ void read_dist_train_options(const OptionValues& values, TrainSettings& s, Probl
   x.loss_in_pipeline_split = e.loss_in_pipeline_split;
   x.zero = e.zero;
   x.recompute = e.recompute;
+  x.recompute_modules = e.recompute_modules;  // beyond core_attn: refused by the capability check
+  x.recompute_flash_attention = e.recompute_flash_attention;
   x.sequence_parallel = e.sequence_parallel;
   x.attention = e.attention;
   x.overlap = e.overlap;
