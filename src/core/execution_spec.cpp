@@ -97,30 +97,43 @@ bool parse_cuda_graphs(const std::string& t, CudaGraphs& out) {
 std::vector<std::string> cuda_graphs_names() { return names(kCudaGraphs); }
 
 namespace {
-struct ScopeName {
-  bool CudaGraphScopes::*member;
+// A comma list of named flags (Megatron's --cuda-graph-modules / --recompute-modules, also in its
+// Python-list spelling ['a', 'b']): one table of {member, name} per set, one parser and printer for both.
+template <class Set>
+struct FlagName {
+  bool Set::*member;
   const char* name;
 };
-constexpr ScopeName kScopes[] = {{&CudaGraphScopes::attn, "attn"},
-                                 {&CudaGraphScopes::mlp, "mlp"},
-                                 {&CudaGraphScopes::moe, "moe"},
-                                 {&CudaGraphScopes::moe_router, "moe_router"},
-                                 {&CudaGraphScopes::moe_preprocess, "moe_preprocess"}};
-}  // namespace
+constexpr FlagName<CudaGraphScopes> kScopes[] = {{&CudaGraphScopes::attn, "attn"},
+                                                 {&CudaGraphScopes::mlp, "mlp"},
+                                                 {&CudaGraphScopes::moe, "moe"},
+                                                 {&CudaGraphScopes::moe_router, "moe_router"},
+                                                 {&CudaGraphScopes::moe_preprocess, "moe_preprocess"}};
+constexpr FlagName<RecomputeModules> kModules[] = {{&RecomputeModules::core_attn, "core_attn"},
+                                                   {&RecomputeModules::mla_up_proj, "mla_up_proj"},
+                                                   {&RecomputeModules::moe_act, "moe_act"},
+                                                   {&RecomputeModules::layernorm, "layernorm"},
+                                                   {&RecomputeModules::mlp, "mlp"},
+                                                   {&RecomputeModules::moe, "moe"},
+                                                   {&RecomputeModules::shared_experts, "shared_experts"}};
 
-std::string to_string(const CudaGraphScopes& s) {
+template <class Set, size_t N>
+std::string flags_to_string(const Set& s, const FlagName<Set> (&table)[N]) {
   std::string out;
-  for (const ScopeName& n : kScopes)
+  for (const FlagName<Set>& n : table)
     if (s.*n.member) out += (out.empty() ? "" : ",") + std::string(n.name);
   return out;
 }
 
-bool parse_cuda_graph_scopes(const std::string& text, CudaGraphScopes& out, std::vector<std::string>& unknown) {
-  CudaGraphScopes s;
+// `also_empty` names a word that sets nothing but is accepted (Megatron's "full" graph scope).
+template <class Set, size_t N>
+bool parse_flags(const std::string& text, const FlagName<Set> (&table)[N], const char* also_empty, Set& out,
+                 std::vector<std::string>& unknown) {
+  Set s;
   std::string word;
   auto take = [&] {
-    bool found = word.empty() || word == "full";  // Megatron-Core's default: the whole layer
-    for (const ScopeName& n : kScopes)
+    bool found = word.empty() || (also_empty && word == also_empty);
+    for (const FlagName<Set>& n : table)
       if (word == n.name) s.*n.member = found = true;
     if (!found) unknown.push_back(word);
     word.clear();
@@ -134,57 +147,25 @@ bool parse_cuda_graph_scopes(const std::string& text, CudaGraphScopes& out, std:
   return unknown.empty();
 }
 
-std::vector<std::string> cuda_graph_scope_names() {
+template <class Set, size_t N>
+std::vector<std::string> flag_names(const FlagName<Set> (&table)[N]) {
   std::vector<std::string> v;
-  for (const ScopeName& n : kScopes) v.push_back(n.name);
+  for (const FlagName<Set>& n : table) v.push_back(n.name);
   return v;
 }
-
-namespace {
-struct ModuleName {
-  bool RecomputeModules::*member;
-  const char* name;
-};
-constexpr ModuleName kModules[] = {{&RecomputeModules::core_attn, "core_attn"},
-                                   {&RecomputeModules::mla_up_proj, "mla_up_proj"},
-                                   {&RecomputeModules::moe_act, "moe_act"},
-                                   {&RecomputeModules::layernorm, "layernorm"},
-                                   {&RecomputeModules::mlp, "mlp"},
-                                   {&RecomputeModules::moe, "moe"},
-                                   {&RecomputeModules::shared_experts, "shared_experts"}};
 }  // namespace
 
-std::string to_string(const RecomputeModules& r) {
-  std::string out;
-  for (const ModuleName& n : kModules)
-    if (r.*n.member) out += (out.empty() ? "" : ",") + std::string(n.name);
-  return out;
+std::string to_string(const CudaGraphScopes& s) { return flags_to_string(s, kScopes); }
+bool parse_cuda_graph_scopes(const std::string& text, CudaGraphScopes& out, std::vector<std::string>& unknown) {
+  return parse_flags(text, kScopes, "full", out, unknown);  // "full": Megatron-Core's default, the whole layer
 }
+std::vector<std::string> cuda_graph_scope_names() { return flag_names(kScopes); }
 
+std::string to_string(const RecomputeModules& r) { return flags_to_string(r, kModules); }
 bool parse_recompute_modules(const std::string& text, RecomputeModules& out, std::vector<std::string>& unknown) {
-  RecomputeModules r;
-  std::string word;
-  auto take = [&] {
-    bool found = word.empty();
-    for (const ModuleName& n : kModules)
-      if (word == n.name) r.*n.member = found = true;
-    if (!found) unknown.push_back(word);
-    word.clear();
-  };
-  for (char ch : text) {
-    if (ch == ',' || ch == ' ' || ch == '[' || ch == ']' || ch == '\'' || ch == '"') take();
-    else word += ch;
-  }
-  take();
-  out = r;
-  return unknown.empty();
+  return parse_flags(text, kModules, nullptr, out, unknown);
 }
-
-std::vector<std::string> recompute_module_names() {
-  std::vector<std::string> v;
-  for (const ModuleName& n : kModules) v.push_back(n.name);
-  return v;
-}
+std::vector<std::string> recompute_module_names() { return flag_names(kModules); }
 
 std::string to_string(const Overlap& o) {
   std::string s;

@@ -46,26 +46,17 @@ void read_dist_train_options(const OptionValues& values, TrainSettings& s, Probl
     L.dp = std::max<int64_t>(1, launcher_world_size() / group);
   validate_layout(L, problems);
   // Execution settings through core's one parser and its checks (virtual stages without
-  // interleaving, the ZeRO range, ...); batch sizes stay cmd_train's.
-  const ExecutionSpec e = resolve_execution(values, problems);
+  // interleaving, the ZeRO range, ...), taken whole: what the runtime cannot run is refused by the
+  // capability check, never dropped here. Batch sizes stay cmd_train's (its defaults differ).
   ExecutionSpec& x = s.run.exec;
-  x.schedule = e.schedule;
-  x.virtual_stages = e.virtual_stages;
-  x.embedding_in_pipeline_split = e.embedding_in_pipeline_split;  // refused by the capability check
-  x.loss_in_pipeline_split = e.loss_in_pipeline_split;
-  x.zero = e.zero;
-  x.recompute = e.recompute;
-  x.recompute_modules = e.recompute_modules;  // beyond core_attn: refused by the capability check
-  x.recompute_flash_attention = e.recompute_flash_attention;
-  x.sequence_parallel = e.sequence_parallel;
-  x.attention = e.attention;
-  x.overlap = e.overlap;
-  x.recipe = e.recipe;  // checked (and refused where the runtime lacks it) by the capability check
-  x.stack = e.stack;
+  const int64_t global_batch = x.global_batch_size, micro_batch = x.micro_batch_size;
+  x = resolve_execution(values, problems);
+  x.global_batch_size = global_batch;
+  x.micro_batch_size = micro_batch;
   // train's default is fp32; an explicit --precision or a --stack preset sets it (and is checked).
   const bool stack_given = values.has("stack");
-  x.precision = values.has("precision") || stack_given ? e.precision : Precision::FP32;
-  x.grad_bits = values.has("grad-bits") || stack_given ? e.grad_bits : 32;
+  if (!values.has("precision") && !stack_given) x.precision = Precision::FP32;
+  if (!values.has("grad-bits") && !stack_given) x.grad_bits = 32;
   if (auto v = values.get_bool("trace-comm", problems)) s.trace_comm = *v;
   if (auto v = values.get_string("report")) s.report_path = *v;
   if (auto v = values.get_string("html")) s.html_path = *v;
