@@ -3,32 +3,12 @@
 
 #include <algorithm>
 
+#include "capability/capability_table.h"
+
 #include "core/checked_size.h"
-#include "core/mesh.h"
 #include "schedule/schedule.h"
 
 namespace trident::capability {
-
-namespace {
-
-// Without ep the runtime reduces the experts' gradients over the dense dp x cp group, which is
-// the expert grid's EDP group only when etp = tp and the etp groups are attention's tp groups
-// (the two grids give tp and etp the same stride: tp first in --order, Megatron's default).
-// With ep > 1 it builds EP, EDP and ETP from the Mesh whatever the grid. A constant-time test on
-// the Mesh's own strides; a layout check_run refuses is left to it (true).
-bool experts_without_ep_reduce_over_dense_ranks(const Layout& L) {
-  if (L.ep > 1) return true;
-  if (L.etp != L.tp) return false;
-  if (L.tp <= 1) return true;
-  try {
-    const Mesh mesh(L, 1);
-    return mesh.stride(Dim::TP) == mesh.group_stride(Dim::ETP);
-  } catch (const InputError&) {
-    return true;  // said by check_run
-  }
-}
-
-}  // namespace
 
 bool device_computes(const std::string& device, Precision p) {
   if (device == "cpu") return p == Precision::FP32;
@@ -154,13 +134,6 @@ void check_executable(const RunSpec& r, const std::string& device, const std::ve
   // group (FC1 by columns, FC2 by rows; the received rows all-gathered, the outputs
   // reduce-scattered); under cp each rank routes its rows, dropping in one process's token order;
   // shared experts split over tp like the dense MLP.
-  if (m.is_moe() && !experts_without_ep_reduce_over_dense_ranks(L))
-    problems.add("expert layout tp " + n(L.tp) + ", etp " + n(L.etp) + ", ep 1 in --order " + L.order +
-                     ": without expert parallelism the runtime reduces the experts' gradients over the dense dp x cp "
-                     "ranks, which are the expert grid's EDP group only at etp = tp with tp and etp on the same ranks",
-                 "use --ep 2 or more (the runtime builds EP, EDP and ETP from the expert grid then), or --etp " +
-                     n(L.tp) + " (= --tp) with tp first in --order",
-                 "train-expert-layout");
   if (m.is_mla() && m.family == ModelFamily::Llama) {
     if (m.qk_rope_head_dim % 2 != 0)
       problems.add("rotary embeddings rotate pairs of features, but --qk-pos-emb-head-dim " + n(m.qk_rope_head_dim) +
@@ -188,67 +161,9 @@ void check_executable(const RunSpec& r, const std::string& device, const std::ve
     problems.add("ZeRO-3 with bf16 mixed precision: the runtime gathers the fp32 master weights unit by unit and "
                  "has no bf16 compute copy of a gathered unit",
                  "use --zero 2 with --precision bf16, or --precision fp32 with --zero 3", "zero-stage");
-  if (x.precision == Precision::FP16)
-    problems.add("fp16 training (loss scaling) is not implemented by the runtime", "use --precision fp32 (or bf16 on "
-                 "--device cuda)", "train-precision");
-  if (x.precision == Precision::BF16 && !device_computes(device, Precision::BF16))
-    problems.add("bf16 mixed precision runs on the CUDA backend only; the " + device + " kernels compute in fp32",
-                 "use --precision fp32 on --device " + device + ", or --device cuda", "train-precision");
-  if (x.grad_bits != 32)
-    problems.add("--grad-bits " + n(x.grad_bits) + ": the runtime keeps fp32 gradients", "use --grad-bits 32 for train",
-                 "train-grad-bits");
-  // The software stack the planner models: the runtime is one of them (ExecutionSpec's defaults).
-  const std::string from_stack = x.stack.empty() ? "" : " (set by --stack " + x.stack + ")";
-  if (quantized_gemms(x.precision))
-    problems.add(to_string(x.precision) + " training (quantised matrix products with scaling) is not implemented by the runtime",
-                 "use --precision fp32 (or bf16 on --device cuda) for train", "train-precision");
-  if (x.recipe.fp8_params)
-    problems.add("--fp8-params: the runtime keeps no FP8 weights", "drop --fp8-params for train", "train-precision");
-  if (x.recipe.optimizer_state_bits != 32)
-    problems.add("--optimizer-state-bits " + n(x.recipe.optimizer_state_bits) + ": the runtime's Adam keeps fp32 moments",
-                 "use --optimizer-state-bits 32 for train", "train-optimizer-state");
-  if (m.family == ModelFamily::Llama && !x.recipe.fused_swiglu)
-    problems.add("--no-fused-swiglu" + from_stack + ": the runtime's SwiGLU kernel is fused (it keeps the gate and up "
-                                                    "output and the product, not silu(gate))",
-                 "use --fused-swiglu (the default) for train", "train-swiglu");
-  if (x.recipe.moe_dispatcher != MoeDispatcher::AllToAll || x.recipe.moe_fp8_dispatch || x.recipe.moe_ep_overlap)
-    problems.add("--moe-dispatcher " + to_string(x.recipe.moe_dispatcher) + (x.recipe.moe_fp8_dispatch ? " --moe-fp8-dispatch" : "") +
-                     (x.recipe.moe_ep_overlap ? " --moe-ep-overlap" : "") + from_stack +
-                     ": the runtime dispatches by a 16-bit all-to-all of every routed copy, not overlapped",
-                 "use --moe-dispatcher alltoall without --moe-fp8-dispatch / --moe-ep-overlap for train", "train-moe-dispatcher");
-  if (x.recipe.cuda_graphs != CudaGraphs::None)
-    problems.add("--cuda-graphs " + to_string(x.recipe.cuda_graphs) + from_stack +
-                     ": the runtime issues its kernels from C++ one by one and captures no CUDA graphs",
-                 "use --cuda-graphs none for train", "train-cuda-graphs");
-  if (L.cp > 1 && x.recipe.cp_kind != CpKind::Ring)
-    problems.add("--cp-kind " + to_string(x.recipe.cp_kind) + from_stack + ": the runtime passes KV blocks round a ring",
-                 "use --cp-kind ring for train", "train-cp-kind");
-  if (x.attention == AttentionKind::Flash && device != "cuda")
-    problems.add("flash attention" + from_stack + " is not in the CPU kernels: they compute attention unfused",
-                 "use --attention unfused for train on --device cpu", "train-attention");
-  // The runtime's selective recompute reruns the attention (core_attn) and nothing else.
-  if (x.recompute == Recompute::Selective && x.recompute_modules.any() &&
-      !(x.recompute_modules == RecomputeModules{.core_attn = true}))
-    problems.add("--recompute-modules " + to_string(x.recompute_modules) + from_stack +
-                     ": the runtime's selective recompute reruns the core attention alone (core_attn)",
-                 "use --recompute-modules core_attn (or none named), --recompute full or none, for train",
-                 "train-recompute-modules");
-  // The runtime's selective recompute reruns the attention forward whichever its kernels.
-  if (x.recompute == Recompute::Selective && x.attention == AttentionKind::Flash && !x.recompute_flash_attention &&
-      device == "cuda")
-    problems.add("selective recompute that keeps the fused attention's output" + from_stack +
-                     ": the runtime's selective recompute reruns the attention forward",
-                 "use --recompute-flash-attention, or --recompute none, for train", "train-selective-flash");
-  if (!(x.overlap == Overlap{}))
-    problems.add("--overlap " + to_string(x.overlap) + from_stack +
-                     ": the runtime's overlap is its own: the DP gradient reduction in buckets, pipeline sends asynchronous, TP "
-                     "collectives blocking",
-                 "use --overlap dp (the default) for train", "train-overlap");
-  if (x.recipe.dp_after_pipeline_flush && L.pp > 1)
-    problems.add("--dp-after-pipeline-flush" + from_stack +
-                     ": the runtime reduces each gradient bucket as soon as the last micro-batch's backward has "
-                     "written it (its grad-ready hook), not after the pipeline flush",
-                 "use --no-dp-after-pipeline-flush for train", "train-dp-after-flush");
+  // Each setting the runtime runs one way (precision, attention, overlap, the stack's recipe, ...):
+  // the train column of the capability table, beside the rehearsal's and the emitters'.
+  refuse_for_train(r, device, problems);
   if (m.family == ModelFamily::GPT && !m.tied_embeddings())
     problems.add("an untied output layer: the runtime's GPT ties it to the token embedding",
                  "drop --no-tied-embeddings for train", "train-tied-embeddings");

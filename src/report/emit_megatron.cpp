@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "capability/capability_table.h"
 #include "plan/mixture_of_experts.h"
 #include "core/dimensions.h"
 #include "core/pipeline_units.h"
@@ -208,14 +209,10 @@ void parallel_args(const RunSpec& run, std::vector<std::string>& a, Problems& re
   if (e.recompute == Recompute::Selective) {
     // Megatron's selective recompute checkpoints the core attention (its default
     // --recompute-modules core_attn), fused or not: it cannot keep a fused attention's output.
+    // (the capability table's Megatron column refuses that plan).
     const bool core_attn = !e.recompute_modules.any() || e.recompute_modules.core_attn;
-    if (core_attn && e.attention == AttentionKind::Flash && !e.recompute_flash_attention)
-      refuse.add("selective recompute that keeps the fused attention's output: Megatron's selective recompute "
-                 "reruns the core attention (flash included)",
-                 "replan with --recompute-flash-attention (what Megatron runs), or --recompute none (the same "
-                 "prediction)",
-                 "megatron-selective-flash");
-    else a.push_back("--recompute-granularity selective");
+    if (!(core_attn && e.attention == AttentionKind::Flash && !e.recompute_flash_attention))
+      a.push_back("--recompute-granularity selective");
     if (e.recompute_modules.any()) {  // a list: each module a word of its own (Megatron's nargs '*')
       a.push_back("--recompute-modules");
       const std::string modules = to_string(e.recompute_modules);
@@ -287,40 +284,19 @@ void recipe_args(const RunSpec& run, std::vector<std::string>& a, Problems& refu
   }
   if (e.precision != Precision::FP32) {
     if (e.grad_bits == 32) a.push_back("--accumulate-allreduce-grads-in-fp32");
-    else if (e.precision == Precision::FP16)
-      refuse.add("16-bit gradient reduction with fp16: Megatron reduces gradients in fp32 or bf16 only",
-                 "replan with --grad-bits 32 (or --precision bf16)", "megatron-grad-dtype");
-    else a.push_back("--grad-reduce-in-bf16");
+    else if (e.precision != Precision::FP16) a.push_back("--grad-reduce-in-bf16");  // fp16: refused by the table
   }
   // flash: fused kernels that never store the scores (cuDNN's, shipped with Transformer Engine).
   a.push_back(fmt::format("--attention-backend {}", e.attention == AttentionKind::Flash ? "fused" : "unfused"));
-  if (dp_overlapped(e, l.pp) && e.schedule == ScheduleKind::Interleaved && l.pp > 1 && !e.recipe.dp_overlap_per_chunk)
-    refuse.add("DP overlap behind one micro-batch in the interleaved schedule: Megatron's overlap_grad_reduce "
-               "reduces and gathers each model chunk on its own",
-               "replan with --dp-overlap-per-chunk (or --stack megatron-core-te)", "megatron-dp-per-chunk");
-  // Megatron-Core sends each TP rank's s/tp rows under sequence parallelism and the whole tensor
-  // from every TP rank without it (its pipeline has no scatter/gather of 1/tp shares).
-  if (pipeline_sends_scattered(e, l.tp, l.pp))
-    refuse.add("pipeline sends of 1/tp shares gathered by the receiver without sequence parallel: Megatron-Core "
-               "sends the whole tensor from every TP rank (its pipeline has no scatter/gather)",
-               "replan with --sequence-parallel, or --pipeline-sends-whole-tensor", "megatron-pp-shares");
+  // DP overlap per chunk in the interleaved schedule, the pipeline's whole-tensor sends: refused
+  // (when the plan differs) by the capability table's Megatron column.
   // Without --overlap-grad-reduce Megatron reduces after the pipeline flush: what
   // dp_after_pipeline_flush asks for.
   if (dp_overlapped(e, l.pp)) {
     a.push_back("--overlap-grad-reduce");
     if (e.zero >= 1) a.push_back("--overlap-param-gather");
   }
-  if (e.overlap.tp && l.tp > 1) {
-    if (!e.sequence_parallel)
-      refuse.add("TP overlap without sequence parallel: Megatron overlaps TP communication with the GEMMs "
-                 "(--tp-comm-overlap) only with --sequence-parallel",
-                 "replan with --sequence-parallel, or --overlap dp,pp", "megatron-tp-overlap");
-    else a.push_back("--tp-comm-overlap");
-  }
-  if (l.pp > 1 && e.schedule != ScheduleKind::Interleaved && pp_overlapped(e.overlap, e.schedule))
-    refuse.add("PP overlap with the " + to_string(e.schedule) +
-                   " schedule: Megatron overlaps pipeline sends in the interleaved schedule only",
-               "replan with --overlap tp,dp (or --schedule interleaved)", "megatron-pp-overlap");
+  if (e.overlap.tp && l.tp > 1 && e.sequence_parallel) a.push_back("--tp-comm-overlap");  // without sp: refused
   if (l.pp > 1 && e.schedule == ScheduleKind::Interleaved && !e.overlap.pp)
     a.push_back("--no-overlap-p2p-communication");
 }
@@ -354,6 +330,8 @@ FrameworkLaunch megatron_launch(const RunSpec& run) {
   pipeline_args(run, f.args, f.comments, f.refusals);
   moe_args(m, l, run.exec, f.args, f.comments, f.refusals);
   recipe_args(run, f.args, f.refusals);
+  // Each setting Megatron runs one way: its column of the capability table.
+  capability::refuse_for_megatron(run, f.refusals);
   return f;
 }
 

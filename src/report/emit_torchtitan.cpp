@@ -9,6 +9,7 @@
 #include <variant>
 #include <toml++/toml.h>
 
+#include "capability/capability_table.h"
 #include "plan/cost_model.h"
 #include "report/launch_config.h"
 #include "report/topology_report.h"
@@ -45,14 +46,6 @@ void check_recipe(const RunSpec& run, bool toml, Problems& refuse) {
                            "(or DDP alone) and would train in fp32",
                            to_string(e.precision), l.tp, l.pp),
                "replan with --zero 3, or --precision fp32", "torchtitan-precision");
-  if (e.precision == Precision::FP16)
-    refuse.add("precision fp16: torchtitan's mixed_precision_param takes bfloat16 or float32 only",
-               "replan with --precision bf16", "torchtitan-precision");
-  if (e.precision == Precision::MXFP8 || e.precision == Precision::NVFP4)
-    refuse.add("precision " + to_string(e.precision) + ": the torchtitan versions Trident writes quantise linears "
-                   "to float8 with one scale per tensor or row only (the [quantize.linear.float8] converter); they "
-                   "have no " + to_string(e.precision) + " block scaling",
-               "replan with --precision fp8 (or bf16), or emit --emit megatron", "torchtitan-" + to_string(e.precision));
   if (e.precision == Precision::FP8 && !toml)
     refuse.add("precision fp8: the flag form of " + std::string(kFlagVersion) + " has no float8 option",
                "use --emit torchtitan-toml (its [quantize.linear.float8] converter), or replan with --precision bf16",
@@ -60,71 +53,14 @@ void check_recipe(const RunSpec& run, bool toml, Problems& refuse) {
   if (e.precision == Precision::FP8 && e.zero != 3)
     refuse.add("precision fp8 without FSDP: torchtitan's float8 training needs FSDP's bf16 mixed precision",
                "replan with --zero 3", "torchtitan-fp8");
-  if (e.precision != Precision::FP32 && e.grad_bits == 16)
-    refuse.add("16-bit gradient reduction: torchtitan's mixed_precision_reduce takes float32 only",
-               "replan with --grad-bits 32 (or --stack torchtitan)", "torchtitan-grad-dtype");
-  if (e.recompute == Recompute::Selective && e.recompute_modules.any() && !(e.recompute_modules == RecomputeModules{.core_attn = true}))
-    refuse.add("--recompute-modules " + to_string(e.recompute_modules) + ": torchtitan's selective activation "
-               "checkpointing saves by op or by layer, it has no per-module checkpoints",
-               "replan with --recompute selective without --recompute-modules, or --recompute full", "torchtitan-recompute-modules");
-  if (e.recompute == Recompute::Selective && e.attention == AttentionKind::Flash && e.recompute_flash_attention)
-    refuse.add("selective recompute of the fused attention: torchtitan's selective activation checkpointing saves "
-               "the SDPA output (its op save list) and reruns no attention",
-               "replan with --no-recompute-flash-attention (or --stack torchtitan)", "torchtitan-selective-flash");
-  if (e.recipe.optimizer_state_bits != 32)
-    refuse.add("16-bit optimizer states: torchtitan's AdamW keeps its states in the parameters' fp32",
-               "replan with --optimizer-state-bits 32 (or --stack torchtitan)", "torchtitan-optimizer-state");
-  if (l.cp > 1 && e.recipe.cp_kind != CpKind::AllGather)
-    refuse.add("context parallel as a ring: torchtitan's context parallel all-gathers K and V (its default rotate "
-               "method, which the written config keeps)",
-               "replan with --cp-kind allgather (or --stack torchtitan)", "torchtitan-cp-kind");
-  // The overlap the prediction assumed must be the one the written job runs: torchtitan's FSDP
-  // and DDP always reduce behind the backward, and its async TP needs torch.compile (left off).
-  if (!dp_overlapped(e, l.pp) && l.dp * l.cp > 1)
-    refuse.add(std::string(e.overlap.dp ? "gradients reduced after the pipeline flush" : "DP not overlapped") +
-                   ": torchtitan's FSDP and DDP reduce each unit's gradients in the (last micro-batch's) backward",
-               "replan with --overlap dp and --no-dp-after-pipeline-flush (or --stack torchtitan)", "torchtitan-dp-overlap");
-  if (e.overlap.tp && l.tp > 1)
-    refuse.add("TP overlap: torchtitan overlaps TP collectives only with async TP, which needs torch.compile, and the "
-               "written job keeps compile off (eager ops, as its memory assumes)",
-               "replan with --overlap dp (or --stack torchtitan)", "torchtitan-tp-overlap");
-  if (run.model.family == ModelFamily::Llama && e.recipe.fused_swiglu)
-    refuse.add("fused SwiGLU: torchtitan's FeedForward runs silu and the product as eager ops (no torch.compile in "
-               "the written job), which keep w1's and w3's outputs and silu(w1 x) besides the product",
-               "replan with --no-fused-swiglu (or --stack torchtitan)", "torchtitan-swiglu");
-  if (e.attention == AttentionKind::Unfused)
-    refuse.add("unfused attention: torchtitan runs PyTorch SDPA (flash / cuDNN kernels that never store the scores)",
-               "replan with --attention flash (or --stack torchtitan)", "torchtitan-attention");
   if (!e.sequence_parallel && l.tp > 1 && toml)
     refuse.add("sequence parallel off with tp > 1: " + std::string(kTomlVersion) + " always shards the sequence "
                                                                                    "around the norms",
                "replan with --sequence-parallel, or use --emit torchtitan (enable_sequence_parallel)",
                "torchtitan-sequence-parallel");
-  // The plan lays experts out on Megatron-Core's expert grid (core/mesh.h); torchtitan's expert
-  // mesh (expert_tensor_parallel_degree tp or 1) is its own, not checked against it, and the flag
-  // form has no such option at all.
-  // torchtitan's expert_parallel_comm_backend: "standard" (all-to-all) or "deepep"; no all-gather
-  // or HybridEP dispatcher, no FP8 dispatch, no overlap with the other micro-batch.
-  if (l.ep > 1 && (e.recipe.moe_dispatcher == MoeDispatcher::AllGather || e.recipe.moe_dispatcher == MoeDispatcher::HybridEP ||
-                   e.recipe.moe_dispatcher == MoeDispatcher::DeepEP || e.recipe.moe_fp8_dispatch || e.recipe.moe_ep_overlap))
-    refuse.add("--moe-dispatcher " + to_string(e.recipe.moe_dispatcher) +
-                   (e.recipe.moe_fp8_dispatch ? " with --moe-fp8-dispatch" : "") +
-                   (e.recipe.moe_ep_overlap ? " with --moe-ep-overlap" : "") +
-                   ": the written job would run torchtitan's all-to-all (its deepep backend is not emitted), "
-                   "not what the plan costs",
-               "replan with --moe-dispatcher alltoall and without --moe-fp8-dispatch / --moe-ep-overlap",
-               "torchtitan-moe-dispatcher");
-  // torchtitan captures no CUDA graphs in training (eager ops, compile off in the written job).
-  if (e.recipe.cuda_graphs != CudaGraphs::None)
-    refuse.add("--cuda-graphs " + to_string(e.recipe.cuda_graphs) +
-                   ": torchtitan's training loop captures no CUDA graphs, so the written job would issue every kernel "
-                   "from the host, not what the plan costs",
-               "replan with --cuda-graphs none", "torchtitan-cuda-graphs");
-  if (l.ep > 1 && l.tp > 1)
-    refuse.add("expert parallel with tp > 1: torchtitan forms its expert groups on its own device mesh, not "
-               "checked against the plan's expert grid (etp " + std::to_string(l.etp) + " x ep " + std::to_string(l.ep) +
-               " over tp x cp x dp)",
-               "replan with --tp 1 (or --ep 1)", "torchtitan-expert-tp");
+  // Each setting torchtitan runs one way (precision, overlap, attention, the dispatcher, ...): its
+  // column of the capability table, beside train's and Megatron-LM's.
+  capability::refuse_for_torchtitan(run, toml, refuse);
 }
 
 const char* schedule_name(ScheduleKind s) {

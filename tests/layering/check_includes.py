@@ -14,7 +14,7 @@ ALLOWED = {
     "plan": {"core"},
     "capability": {"core", "schedule"},
     "sim": {"core", "schedule", "plan"},
-    "report": {"core", "schedule", "plan", "sim"},
+    "report": {"core", "schedule", "capability", "plan", "sim"},
     "runtime/comm": RUNTIME_BASE,
     "runtime/kernels": RUNTIME_BASE | {"runtime/comm"},
     "runtime/cuda": RUNTIME_BASE | {"runtime/comm", "runtime/kernels"},
