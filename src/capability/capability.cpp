@@ -54,17 +54,18 @@ std::vector<std::string> beyond_runtime(const ModelSpec& m) {
   }
   // DeepSeek-V2/V3's multi-head latent attention in the Llama layer (runtime/nn/mla_layer.cpp),
   // QK-norm, windows and sinks not combined with it.
+  // Its query/key head (nope + rope, Hugging Face's config reads it as head_dim) is the layer's own.
   if (m.family == ModelFamily::Llama && m.is_mla())
     trained.q_lora_rank = 0, trained.kv_lora_rank = 0, trained.qk_nope_head_dim = 0, trained.qk_rope_head_dim = 0,
-    trained.v_head_dim = 0;
+    trained.v_head_dim = 0, trained.head_size = 0;
   // Llama 3.1's rope scaling (the rope kernels' frequencies); linear and yarn stay refused.
   if (m.family == ModelFamily::Llama && m.rope_scaling.type == "llama3") trained.rope_scaling = RopeScaling{};
   // DeepSeek-V3's router in either family's MoE layer: sigmoid scores, the expert bias, scaled
   // weights, group-limited routing.
   trained.router_score = "softmax", trained.router_expert_bias = false, trained.router_topk_scaling = 1.0;
   trained.router_groups = 0, trained.router_group_topk = 0;  // group-limited routing (moe_routing.cpp)
-  // DeepSeek-V3's multi-token prediction after the Llama family's layers (runtime/nn/mtp.cpp).
-  if (m.family == ModelFamily::Llama && !m.is_mla()) trained.mtp_layers = 0;
+  // DeepSeek-V3's multi-token prediction after the Llama family's layers (runtime/nn/mtp.cpp), MLA's too.
+  if (m.family == ModelFamily::Llama) trained.mtp_layers = 0;
   return trained.beyond_family();
 }
 

@@ -95,9 +95,10 @@ int run_generate(const GenerateArgs& a) {
   // DeepSeek-V3's expert bias: the checkpoint's, which chose the experts in training.
   std::vector<std::vector<float>> bias;
   if (m.is_moe() && m.router_expert_bias) {
-    bias = engine::expert_bias_from_json(c.meta(), m.moe_layers(), m.experts);
-    for (int64_t l = 0, at = 0; l < m.layers; ++l)
-      if (m.is_moe_layer(l)) g.set_expert_bias(l, bias[size_t(at++)].data());
+    // The MTP layers' routers too (they run in the forward pass; rows after the model's).
+    bias = engine::expert_bias_from_json(c.meta(), engine::expert_bias_layers(m), m.experts);
+    for (int64_t l = 0, at = 0; l < m.layers + shard.mtp_count(); ++l)
+      if (shard.moe_layer(l)) g.set_expert_bias(l, bias[size_t(at++)].data());
   }
   const std::vector<float> params = checkpoint::read_shard(c, g.layout(), "");
   k->from_host(g.params(), params.data(), params.size());

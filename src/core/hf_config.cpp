@@ -279,7 +279,8 @@ ModelSpec read_family(const std::string& type, Reader& r, std::optional<int64_t>
     if (auto f = r.integer("moe_layer_freq", false); f && *f != 1)
       r.refuse("moe_layer_freq", "DeepSeek's MoE layer frequency other than 1 is not modelled", "use 1");
     m.router_score = r.text("scoring_func").value_or("softmax");
-    const std::string method = r.text("topk_method").value_or("greedy");
+    // DeepSeek-V3's configuration class defaults to noaux_tc (its gate always has the bias), V2's to greedy.
+    const std::string method = r.text("topk_method").value_or(type == "deepseek_v3" ? "noaux_tc" : "greedy");
     if (method == "noaux_tc") m.router_expert_bias = true;
     else if (method != "greedy" && method != "group_limited_greedy")
       r.refuse("topk_method", "routing method '" + method + "' is unknown", "use greedy, group_limited_greedy or noaux_tc");

@@ -61,9 +61,10 @@ def trident_losses(trident, args, metrics, launcher=(), layout=()):
     return [r["loss"] for r in rows if "loss" in r and "step" in r]
 
 
-def reference_losses(weights, loss_of, sampler, steps, B, b, opt):
+def reference_losses(weights, loss_of, sampler, steps, B, b, opt, after_step=None):
     """Fine-tunes a copy of weights {name: tensor}: loss_of(params, x, y) is one sequence's mean
-    cross-entropy; the step's loss is the mean over the B sequences (micro-batches of b)."""
+    cross-entropy; the step's loss is the mean over the B sequences (micro-batches of b).
+    after_step(): called after each optimizer step (DeepSeek-V3's expert-bias update)."""
     params = {n: t.clone().requires_grad_(True) for n, t in weights.items()}
     norms = [t for n, t in params.items() if "norm" in n]  # RMSNorm weights (QK-norm's too) do not decay
     optim = torch.optim.AdamW([{"params": [t for n, t in params.items() if "norm" not in n],
@@ -86,4 +87,6 @@ def reference_losses(weights, loss_of, sampler, steps, B, b, opt):
         for g in optim.param_groups:
             g["lr"] = lr_at(opt, steps, step)
         optim.step()
+        if after_step:
+            after_step()
     return losses

@@ -89,3 +89,112 @@ class MLA(nn.Module):
         else:
             out[p + "q_w"] = self.q_proj.weight
         return out
+
+
+# DeepseekV3ForCausalLM by Hugging Face's names, functional (weights {name: tensor}) for the import
+# test: modeling_deepseek.py's layers (MLA above, DeepseekV3MLP, MoEGate's noaux_tc, DeepseekV3MoE)
+# and the released checkpoint's MTP layers at model.layers.{L + j} (DeepSeek-V3 section 2.2,
+# Megatron-Core's MultiTokenPredictionLayer: ids rolled by the depth, 0 rolled in).
+
+def rms(x, weight, eps):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+
+
+def hf_rope(T, dr, theta):
+    inv_freq = 1.0 / (theta ** (torch.arange(0, dr, 2, dtype=torch.float64) / dr))
+    emb = torch.cat((torch.outer(torch.arange(T, dtype=torch.float64), inv_freq),) * 2, dim=-1)
+    return emb.cos().float(), emb.sin().float()
+
+
+def hf_mla(w, c, p, h):
+    """DeepseekV3Attention on rows h [T, C]; q_a_layernorm / kv_a_layernorm at RMSNorm's default 1e-6."""
+    T, nh = h.shape[0], c["num_attention_heads"]
+    dn, dr, dv, kvr = c["qk_nope_head_dim"], c["qk_rope_head_dim"], c["v_head_dim"], c["kv_lora_rank"]
+    a = p + "self_attn."
+    if c.get("q_lora_rank"):
+        q = rms(h @ w[a + "q_a_proj.weight"].T, w[a + "q_a_layernorm.weight"], 1e-6) @ w[a + "q_b_proj.weight"].T
+    else:
+        q = h @ w[a + "q_proj.weight"].T
+    q = q.view(1, T, nh, dn + dr).transpose(1, 2)
+    q_nope, q_pe = torch.split(q, [dn, dr], dim=-1)
+    ckv, k_pe = torch.split(h @ w[a + "kv_a_proj_with_mqa.weight"].T, [kvr, dr], dim=-1)
+    k_pe = k_pe.view(1, T, 1, dr).transpose(1, 2)
+    kv = (rms(ckv, w[a + "kv_a_layernorm.weight"], 1e-6) @ w[a + "kv_b_proj.weight"].T).view(1, T, nh, dn + dv)
+    k_nope, v = torch.split(kv.transpose(1, 2), [dn, dv], dim=-1)
+    cos, sin = hf_rope(T, dr, c["rope_theta"])
+    q_pe, k_pe = apply_rotary_pos_emb(q_pe, k_pe, cos, sin)
+    q = torch.cat([q_nope, q_pe], dim=-1)
+    k = torch.cat([k_nope, k_pe.expand(1, nh, T, dr)], dim=-1)
+    att = (q @ k.transpose(-2, -1)) * (dn + dr) ** -0.5
+    att = att.masked_fill(~torch.tril(torch.ones(T, T, dtype=torch.bool)), float("-inf")).softmax(dim=-1)
+    return (att @ v).transpose(1, 2).reshape(T, nh * dv) @ w[a + "o_proj.weight"].T
+
+
+def hf_mlp(w, p, h):
+    return (torch.nn.functional.silu(h @ w[p + "gate_proj.weight"].T) * (h @ w[p + "up_proj.weight"].T)) @ \
+        w[p + "down_proj.weight"].T
+
+
+def hf_moe(w, c, p, h, bias, load):
+    """DeepseekV3MoE: MoEGate's noaux_tc (sigmoid scores; groups ranked by the sum of their top 2
+    scores + bias, the best topk_group kept; top-k of score + bias; weights from the scores,
+    normalised with norm_topk_prob, x routed_scaling_factor), the experts, the shared experts.
+    load: the layer's tokens per expert, added to (the trainer's expert-bias update reads it)."""
+    N, E, k = h.shape[0], c["n_routed_experts"], c["num_experts_per_tok"]
+    G, M = c.get("n_group") or 1, c.get("topk_group") or 1
+    scores = (h @ w[p + "mlp.gate.weight"].T).sigmoid()
+    choice = scores.detach() + bias if c.get("topk_method") == "noaux_tc" else scores.detach()
+    if G > 1:
+        group_scores = choice.view(N, G, -1).topk(2, dim=-1)[0].sum(dim=-1)
+        group_idx = torch.topk(group_scores, k=M, dim=-1, sorted=False)[1]
+        mask = torch.zeros_like(group_scores).scatter_(1, group_idx, 1).unsqueeze(-1).expand(N, G, E // G)
+        choice = choice.masked_fill(~mask.reshape(N, E).bool(), float("-inf"))
+    idx = torch.topk(choice, k=k, dim=-1, sorted=False)[1]
+    top = scores.gather(1, idx)
+    if k > 1 and c.get("norm_topk_prob"):
+        top = top / (top.sum(dim=-1, keepdim=True) + 1e-20)
+    top = top * c.get("routed_scaling_factor", 1.0)
+    load += torch.bincount(idx.reshape(-1), minlength=E)
+    y = torch.zeros_like(h)
+    for e in range(E):
+        t, j = torch.where(idx == e)
+        if len(t):
+            y = y.index_add(0, t, hf_mlp(w, f"{p}mlp.experts.{e}.", h[t]) * top[t, j, None])
+    if c.get("n_shared_experts"):
+        y = y + hf_mlp(w, p + "mlp.shared_experts.", h)
+    return y
+
+
+def hf_layer(w, c, i, x, bias, loads):
+    p, eps = f"model.layers.{i}.", c["rms_norm_eps"]
+    x = x + hf_mla(w, c, p, rms(x, w[p + "input_layernorm.weight"], eps))
+    h = rms(x, w[p + "post_attention_layernorm.weight"], eps)
+    L = c["num_hidden_layers"]
+    if min(i, L - 1) < c["first_k_dense_replace"]:  # an MTP layer is of the last layer's kind
+        return x + hf_mlp(w, p + "mlp.", h)
+    if i not in loads:
+        loads[i] = torch.zeros(c["n_routed_experts"], dtype=torch.int64)
+    return x + hf_moe(w, c, p, h, bias.get(i), loads[i])
+
+
+def hf_deepseek_v3(w, c, ids, bias=None, loads=None):
+    """(logits [T, V], [depth k's logits [T, V]]) of one sequence ids [T]. bias {layer: [E]}: the
+    expert bias (default the file's e_score_correction_bias); loads {layer: [E]} gathers the routing."""
+    L, eps, T = c["num_hidden_layers"], c["rms_norm_eps"], len(ids)
+    if bias is None:
+        bias = {i: w[f"model.layers.{i}.mlp.gate.e_score_correction_bias"] for i in range(L + c.get("num_nextn_predict_layers", 0))
+                if f"model.layers.{i}.mlp.gate.e_score_correction_bias" in w}
+    loads = {} if loads is None else loads
+    x = w["model.embed_tokens.weight"][ids]
+    for i in range(L):
+        x = hf_layer(w, c, i, x, bias, loads)
+    logits = rms(x, w["model.norm.weight"], eps) @ w["lm_head.weight"].T
+    h, mtp = x, []
+    for k in range(1, c.get("num_nextn_predict_layers", 0) + 1):
+        p = f"model.layers.{L + k - 1}."
+        rolled = torch.cat([ids[k:], torch.zeros(k, dtype=ids.dtype)])
+        e = rms(w[p + "embed_tokens.weight"][rolled], w[p + "enorm.weight"], eps)
+        h = torch.cat([e, rms(h, w[p + "hnorm.weight"], eps)], dim=-1) @ w[p + "eh_proj.weight"].T
+        h = hf_layer(w, c, L + k - 1, h, bias, loads)
+        mtp.append(rms(h, w[p + "shared_head.norm.weight"], eps) @ w[p + "shared_head.head.weight"].T)
+    return logits, mtp

@@ -39,6 +39,7 @@ std::optional<HfClass> class_of(const std::string& type) {
   if (type == "qwen2_moe") return HfClass::Qwen2Moe;
   if (type == "qwen3") return HfClass::Qwen3;
   if (type == "qwen3_moe") return HfClass::Qwen3Moe;
+  if (type == "deepseek_v3") return HfClass::DeepseekV3;
   return std::nullopt;
 }
 
@@ -165,9 +166,13 @@ ImportSummary import_hf(const std::string& hf_dir, const std::string& out, std::
   const std::optional<HfClass> cls = class_of(type);
   if (!cls)
     p.add(fmt::format("{}: model_type '{}' is not one import reads (gpt2, llama, mistral, mixtral, qwen2_moe, "
-                      "qwen3, qwen3_moe: the families the runtime trains)",
+                      "qwen3, qwen3_moe, deepseek_v3: the families the runtime trains)",
                       config_path, type),
-          "import a GPT-2, Llama, Mistral, Mixtral, Qwen2-MoE, Qwen3 or Qwen3-MoE model", "import-family");
+          "import a GPT-2, Llama, Mistral, Mixtral, Qwen2-MoE, Qwen3, Qwen3-MoE or DeepSeek-V3 model", "import-family");
+  // DeepseekV3Attention's q_a_proj, kv_a_proj_with_mqa and o_proj biases: the MLA layer has none.
+  if (cls == HfClass::DeepseekV3 && config.contains("attention_bias") && config["attention_bias"] == true)
+    p.add(fmt::format("{}: attention_bias true: the runtime's multi-head latent attention has no biases", config_path),
+          "import a DeepSeek-V3 model with attention_bias false (the released ones)", "import-architecture");
   // What the runtime cannot train yet, by field: never dropped.
   for (const std::string& what : capability::beyond_runtime(m))
     p.add(fmt::format("{}: {}: the runtime cannot train it yet", config_path, what),
@@ -182,6 +187,7 @@ ImportSummary import_hf(const std::string& hf_dir, const std::string& out, std::
 
   nn::MoeOptions router;
   if (m.is_moe()) {
+    engine::use_model_router(router, m);  // DeepSeek-V3's: sigmoid scores, the bias, routed scaling, groups
     router.normalise = m.router_norm_topk;
     router.drop = false;  // Hugging Face's MoE classes never drop a token
     // Hugging Face's load-balancing loss is k x Trident's for the same coefficient (hf_names.cpp).
@@ -201,6 +207,7 @@ ImportSummary import_hf(const std::string& hf_dir, const std::string& out, std::
   const std::vector<HfPiece> pieces = hf_pieces(m, *cls);
   std::set<std::string> expected;
   std::set<std::string> dtypes;
+  std::vector<std::vector<float>> expert_bias;  // DeepSeek-V3's, for the meta
   int64_t values = 0;
   for (const HfPiece& piece : pieces) {
     expected.insert(piece.hf_name);
@@ -217,6 +224,23 @@ ImportSummary import_hf(const std::string& hf_dir, const std::string& out, std::
                         shape_text(e.shape), shape_text(piece.hf_shape)),
             "give the weights of this config.json", "import-tensor-shape");
       continue;
+    }
+    if (piece.op == HfPiece::Op::Tied) {  // a copy of a tensor the model shares: equal, or refused
+      const HfPiece* primary = nullptr;
+      for (const HfPiece& other : pieces)
+        if (other.name == piece.name && other.op == HfPiece::Op::Copy) primary = &other;
+      if (primary && w.where.count(primary->hf_name) &&
+          it->second->read(piece.hf_name) != w.where.at(primary->hf_name)->read(primary->hf_name))
+        p.add(fmt::format("tensor '{}' differs from '{}': Trident's multi-token-prediction layer shares the model's",
+                          piece.hf_name, primary->hf_name),
+              fmt::format("import a checkpoint whose '{}' equals '{}' (DeepSeek-V3's released one)", piece.hf_name,
+                          primary->hf_name),
+              "import-tensor-tied");
+    }
+    if (piece.op == HfPiece::Op::ExpertBias) {
+      const std::vector<float> b = it->second->read(piece.hf_name);
+      if (expert_bias.size() <= size_t(piece.row)) expert_bias.resize(size_t(piece.row) + 1);
+      expert_bias[size_t(piece.row)] = b;
     }
     if (piece.op == HfPiece::Op::Zeros) {  // a tensor Trident's model lacks: only zeros say nothing
       for (float v : it->second->read(piece.hf_name))
@@ -237,7 +261,9 @@ ImportSummary import_hf(const std::string& hf_dir, const std::string& out, std::
   // The logical tensors, one at a time: each assembled from its pieces, written, freed.
   std::map<std::string, std::vector<const HfPiece*>> of;
   for (const HfPiece& piece : pieces)
-    if (piece.op != HfPiece::Op::Zeros) of[piece.name].push_back(&piece);
+    if (piece.op == HfPiece::Op::Copy || piece.op == HfPiece::Op::Transpose || piece.op == HfPiece::Op::HalfRotary ||
+        piece.op == HfPiece::Op::Doubled)
+      of[piece.name].push_back(&piece);
   const nn::ParamLayout layout(nn::Shard::whole(m));
   begin_save(out);
   try {
@@ -260,7 +286,9 @@ ImportSummary import_hf(const std::string& hf_dir, const std::string& out, std::
       values += covered;
     }
     writer.finish();
-    finish_save(out, meta_of(m, *cls, router, hf_dir, tokenizer));
+    nlohmann::json meta = meta_of(m, *cls, router, hf_dir, tokenizer);
+    if (!expert_bias.empty()) meta["router"]["expert_bias"] = expert_bias;  // the trainer's table (run_meta.h)
+    finish_save(out, meta);
   } catch (...) {
     abandon_save(out);
     throw;

@@ -59,28 +59,19 @@
 // down_proj), no shared expert, no biases; dense layers in mlp_only_layers (decoder_sparse_step 1).
 #include "runtime/checkpoint/hf_names.h"
 
+#include "runtime/checkpoint/hf_pieces.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <map>
 
+#include "runtime/engine/run_meta.h"
+
 namespace trident::checkpoint {
 namespace {
 
 using Op = HfPiece::Op;
-
-// The pieces of one logical tensor, appended in the order the export writes them.
-struct Pieces {
-  std::vector<HfPiece>& out;
-  void whole(const std::string& name, const std::string& hf, std::vector<int64_t> shape, Op op = Op::Copy) {
-    out.push_back({hf, std::move(shape), name, 0, op, 0});
-  }
-  void rows(const std::string& name, int64_t row, const std::string& hf, std::vector<int64_t> shape, Op op = Op::Copy,
-            int64_t head_dim = 0) {
-    out.push_back({hf, std::move(shape), name, row, op, head_dim});
-  }
-  void zeros(const std::string& hf, std::vector<int64_t> shape) { out.push_back({hf, std::move(shape), "", 0, Op::Zeros, 0}); }
-};
 
 std::vector<HfPiece> gpt2_pieces(const ModelSpec& m) {
   std::vector<HfPiece> out;
@@ -106,25 +97,6 @@ std::vector<HfPiece> gpt2_pieces(const ModelSpec& m) {
   t.whole("lnf_w", "transformer.ln_f.weight", {C});
   t.whole("lnf_b", "transformer.ln_f.bias", {C});
   return out;
-}
-
-// Layer l's router and experts under Mixtral's (w1 gate, w2 down, w3 up, under block_sparse_moe.)
-// or Qwen2-MoE's names (gate_proj, down_proj, up_proj, under mlp.), see the top.
-void routed_experts(const ModelSpec& m, int64_t l, HfClass cls, Pieces& t) {
-  const int64_t F = m.expert_ffn_hidden, C = m.hidden;
-  const bool mixtral = cls == HfClass::Mixtral;
-  const std::string p = fmt::format("layers.{}.", l),
-                    h = fmt::format("model.layers.{}.{}", l, mixtral ? "block_sparse_moe." : "mlp.");
-  const char* gate = mixtral ? "w1" : "gate_proj";
-  const char* down = mixtral ? "w2" : "down_proj";
-  const char* up = mixtral ? "w3" : "up_proj";
-  t.whole(p + "router_w", h + "gate.weight", {m.experts, C});
-  for (int64_t j = 0; j < m.experts; ++j) {
-    const std::string e = fmt::format("{}experts.{}.", h, j);
-    t.rows(p + "experts.gate_up_w", j * 2 * F, e + gate + ".weight", {F, C});
-    t.rows(p + "experts.fc_proj_w", j * C, e + down + ".weight", {C, F});
-    t.rows(p + "experts.gate_up_w", j * 2 * F + F, e + up + ".weight", {F, C});
-  }
 }
 
 // Layer l's shared experts as Qwen2-MoE's one gated shared expert (see the top): the gate's zero
@@ -306,8 +278,28 @@ nlohmann::json gpt2_config(const ModelSpec& m) {
 
 }  // namespace
 
+// Layer l's router and experts under Mixtral's (w1 gate, w2 down, w3 up, under block_sparse_moe.)
+// or Qwen2-MoE's names (gate_proj, down_proj, up_proj, under mlp.), see the top.
+void routed_experts(const ModelSpec& m, int64_t l, HfClass cls, Pieces& t) {
+  const int64_t F = m.expert_ffn_hidden, C = m.hidden;
+  const bool mixtral = cls == HfClass::Mixtral;
+  const std::string p = fmt::format("layers.{}.", l),
+                    h = fmt::format("model.layers.{}.{}", l, mixtral ? "block_sparse_moe." : "mlp.");
+  const char* gate = mixtral ? "w1" : "gate_proj";
+  const char* down = mixtral ? "w2" : "down_proj";
+  const char* up = mixtral ? "w3" : "up_proj";
+  t.whole(p + "router_w", h + "gate.weight", {m.experts, C});
+  for (int64_t j = 0; j < m.experts; ++j) {
+    const std::string e = fmt::format("{}experts.{}.", h, j);
+    t.rows(p + "experts.gate_up_w", j * 2 * F, e + gate + ".weight", {F, C});
+    t.rows(p + "experts.fc_proj_w", j * C, e + down + ".weight", {C, F});
+    t.rows(p + "experts.gate_up_w", j * 2 * F + F, e + up + ".weight", {F, C});
+  }
+}
+
 HfClass hf_class(const ModelSpec& m, const nn::MoeOptions& router) {
   if (m.family == ModelFamily::GPT) return HfClass::Gpt2;
+  if (m.is_mla()) return HfClass::DeepseekV3;
   if (m.qk_norm) return m.is_moe() ? HfClass::Qwen3Moe : HfClass::Qwen3;
   if (!m.is_moe()) return HfClass::Llama;
   const bool every_layer = m.moe_dense_layers == 0 && m.moe_layer_freq == 1;
@@ -322,11 +314,13 @@ const char* hf_class_names(HfClass cls) {
     case HfClass::Qwen2Moe: return "Hugging Face Qwen2-MoE";
     case HfClass::Qwen3: return "Hugging Face Qwen3";
     case HfClass::Qwen3Moe: return "Hugging Face Qwen3-MoE";
+    case HfClass::DeepseekV3: return "Hugging Face DeepSeek-V3";
   }
   return "";
 }
 
 std::vector<HfPiece> hf_pieces(const ModelSpec& m, HfClass cls) {
+  if (cls == HfClass::DeepseekV3) return deepseek_v3_pieces(m);
   return cls == HfClass::Gpt2 ? gpt2_pieces(m) : llama_pieces(m, cls);
 }
 
@@ -338,6 +332,7 @@ nlohmann::json hf_config(const ModelSpec& m, HfClass cls, const nn::MoeOptions& 
     case HfClass::Qwen2Moe: return qwen2_moe_config(m, router);
     case HfClass::Qwen3:
     case HfClass::Qwen3Moe: return qwen3_config(m, router);
+    case HfClass::DeepseekV3: return deepseek_v3_config(m, router);
   }
   return {};
 }
@@ -368,21 +363,20 @@ void check_hf_exportable(const ModelSpec& m, Problems& p) {
                                                                 : "attention sinks"),
           "keep the checkpoint for `trident train --init-from` / `generate`; export a model without "
           "--window-size / --attention-sinks", "export-architecture");
+  // Multi-head latent attention is DeepseekV3ForCausalLM's, with its router and MTP layers.
+  if (m.is_mla()) return check_deepseek_v3_exportable(m, p);
   // DeepSeek-V3's multi-token prediction: its Hugging Face names (model.layers.{num_hidden_layers}.*)
   // belong to DeepseekV3ForCausalLM, which needs multi-head latent attention; Llama's, Mixtral's and
   // Qwen's classes have no MTP layer, so the export would drop it.
   if (m.mtp_layers > 0)
     p.add(fmt::format("the checkpoint holds {} multi-token-prediction layer{}: no Hugging Face class the export "
-                      "writes has one (DeepseekV3ForCausalLM's needs multi-head latent attention)",
+                      "writes for a model without multi-head latent attention has one (DeepseekV3ForCausalLM "
+                      "needs it)",
                       m.mtp_layers, m.mtp_layers > 1 ? "s" : ""),
           "keep the checkpoint for `trident train --init-from` / `generate`; export a model trained without "
           "--mtp-num-layers", "export-architecture");
-  if (m.is_mla())
-    p.add("the checkpoint holds multi-head latent attention, whose Hugging Face names (DeepseekV3ForCausalLM) the "
-          "export does not write yet",
-          "keep the checkpoint for `trident train --init-from` / `generate`", "export-architecture");
-  // DeepSeek-V3's router: Hugging Face's DeepseekV3ForCausalLM has it, but with multi-head latent
-  // attention, which the runtime does not train; Mixtral's and Qwen's classes score by softmax.
+  // DeepSeek-V3's router: Hugging Face's DeepseekV3ForCausalLM has it, with multi-head latent
+  // attention; Mixtral's and Qwen's classes score by softmax.
   if (m.is_moe() && (m.router_score != "softmax" || m.router_expert_bias || m.router_topk_scaling != 1.0 ||
                      m.router_groups > 0))
     p.add(fmt::format("the checkpoint holds a mixture of experts with DeepSeek-V3's router ({} scores{}{}{}): "
@@ -402,7 +396,14 @@ HfModel hf_model(const CheckpointReader& reader, const ModelSpec& m, const nn::M
   // Pieces of one logical tensor come together (a layer's experts alternate between two): a
   // small cache reads each logical tensor once.
   std::map<std::string, CheckpointReader::Tensor> cache;
+  std::vector<std::vector<float>> bias;  // DeepSeek-V3's expert bias, from the meta
+  if (m.is_moe() && m.router_expert_bias)
+    bias = engine::expert_bias_from_json(reader.meta(), engine::expert_bias_layers(m), m.experts);
   for (const HfPiece& piece : hf_pieces(m, cls)) {
+    if (piece.op == HfPiece::Op::ExpertBias) {
+      out.tensors.push_back({piece.hf_name, piece.hf_shape, bias.at(size_t(piece.row))});
+      continue;
+    }
     if (piece.op == HfPiece::Op::Zeros) {
       int64_t n = 1;
       for (int64_t d : piece.hf_shape) n *= d;
@@ -426,8 +427,10 @@ std::vector<float> to_hf(const HfPiece& piece, const float* tensor, int64_t cols
   const float* src = tensor + piece.row * cols;
   const int64_t rows = cols > 0 ? n / cols : 0;
   switch (piece.op) {
-    case HfPiece::Op::Zeros: break;
-    case HfPiece::Op::Copy: std::copy(src, src + n, out.begin()); break;
+    case HfPiece::Op::Zeros:
+    case HfPiece::Op::ExpertBias: break;
+    case HfPiece::Op::Copy:
+    case HfPiece::Op::Tied: std::copy(src, src + n, out.begin()); break;
     case HfPiece::Op::Doubled:
       for (int64_t i = 0; i < n; ++i) out[size_t(i)] = 2.0f * src[i];
       break;
@@ -449,7 +452,9 @@ void from_hf(const HfPiece& piece, const std::vector<float>& hf, float* tensor, 
   const int64_t n = int64_t(hf.size()), rows = cols > 0 ? n / cols : 0;
   float* dst = tensor + piece.row * cols;
   switch (piece.op) {
-    case HfPiece::Op::Zeros: break;
+    case HfPiece::Op::Zeros:
+    case HfPiece::Op::Tied:  // the other piece of `name` fills it
+    case HfPiece::Op::ExpertBias: break;
     case HfPiece::Op::Copy: std::copy(hf.begin(), hf.end(), dst); break;
     case HfPiece::Op::Doubled:  // a power of two: halving undoes the export exactly
       for (int64_t i = 0; i < n; ++i) dst[i] = 0.5f * hf[size_t(i)];

@@ -139,6 +139,10 @@ std::vector<std::vector<float>> expert_bias_from_json(const nlohmann::json& meta
   return bias;
 }
 
+int64_t expert_bias_layers(const ModelSpec& m) {
+  return m.moe_layers() + (m.layers > 0 && m.is_moe_layer(m.layers - 1) ? m.mtp_layers : 0);
+}
+
 nn::MoeOptions router_from_json(const nlohmann::json& j, const ModelSpec& m) {
   nn::MoeOptions o;
   use_model_router(o, m);

@@ -27,5 +27,8 @@ void use_model_router(nn::MoeOptions& o, const ModelSpec& m);
 // A checkpoint meta's expert bias (meta.router.expert_bias: layers rows of experts values);
 // throws InputError naming it when it is missing or of another shape.
 std::vector<std::vector<float>> expert_bias_from_json(const nlohmann::json& meta, int64_t layers, int64_t experts);
+// The rows of that table: the model's MoE layers, then its MTP layers when they are MoE layers
+// (an MTP layer is of the last layer's kind; the trainer's order).
+int64_t expert_bias_layers(const ModelSpec& m);
 
 }  // namespace trident::engine
