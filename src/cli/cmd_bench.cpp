@@ -15,7 +15,7 @@
 // Run it as `mpirun -np 2 trident bench` to measure MPI; alone it measures no link and the
 // collective efficiencies keep the built-in values (the file says so). With --placement-probe
 // FILE it measures instead the ranks as a rehearsal places them, all active at once
-// (runtime/parallel/placement_probe.h), into FILE (JSON).
+// (runtime/measure/placement_probe.h), into FILE (JSON).
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -39,7 +39,7 @@
 #include "runtime/engine/machine_rates.h"
 #include "runtime/comm/world.h"
 #include "runtime/kernels/ops.h"
-#include "runtime/parallel/placement_probe.h"
+#include "runtime/measure/placement_probe.h"
 
 namespace trident::cli {
 namespace {
@@ -62,12 +62,12 @@ struct BenchArgs {
 
 // The placement probe over every rank of the world; rank 0 writes it.
 int run_placement_probe(const BenchArgs& a, comm::World& world) {
-  const parallel::PlacementProbe p =
-      parallel::measure_placement(world, a.probe_bytes, a.probe_flops, a.probe_iterations);
+  const measure::PlacementProbe p =
+      measure::measure_placement(world, a.probe_bytes, a.probe_flops, a.probe_iterations);
   int status = 0;
   if (world.rank() == 0) {
     try {
-      write_text_atomically(a.placement_probe, parallel::probe_json(p).dump(2) + "\n");
+      write_text_atomically(a.placement_probe, measure::probe_json(p).dump(2) + "\n");
       std::printf("wrote %s (placement probe: %lld ranks on %lld hosts)\n", a.placement_probe.c_str(),
                   (long long)p.ranks, (long long)p.hosts);
     } catch (const InputError& e) {

@@ -1,6 +1,6 @@
 // trident rehearse: the plan -> small run -> measured -> verdict loop in one command. Reads a plan
 // (the file `plan --emit FILE.toml` writes; flags override), derives its rehearsal for this
-// machine (runtime/parallel/rehearsal_shape.h) and prints how, runs it through `trident train`
+// machine (rehearse/rehearsal_shape.h) and prints how, runs it through `trident train`
 // under mpirun (on emulated hosts with shaped links with --hosts H), then judges the rehearsal
 // report's measured terms against the planner's prediction for this run on these links, fits the
 // cost table to them (rehearsal_calibration.h) and makes the full-scale plan again with what
@@ -16,11 +16,19 @@
 
 #include "cli/cli_options.h"
 #include "cli/command.h"
+#include "cli/rehearse_links.h"
 #include "cli/runtime_commands.h"
 #include "core/input_file.h"
 #include "core/output_path.h"
 #include "core/run_values.h"
 #include "plan/plan_options.h"
+#include "rehearse/rehearsal_calibration.h"
+#include "rehearse/rehearsal_link.h"
+#include "rehearse/rehearsal_prediction.h"
+#include "rehearse/rehearsal_replan.h"
+#include "rehearse/rehearsal_shape.h"
+#include "rehearse/rehearsal_summary.h"
+#include "rehearse/rehearsal_verdict.h"
 #include "report/html_page.h"
 #include "report/rehearsal_calibration_report.h"
 #include "report/rehearsal_replan_report.h"
@@ -29,15 +37,8 @@
 #include "runtime/data/corpus.h"
 #include "runtime/data/token_file.h"
 #include "runtime/engine/machine_load.h"
-#include "runtime/parallel/emulated_hosts.h"
-#include "runtime/parallel/rehearsal_calibration.h"
-#include "runtime/parallel/rehearsal_replan.h"
+#include "runtime/measure/emulated_hosts.h"
 #include "runtime/parallel/dist_train.h"
-#include "runtime/parallel/rehearsal_link.h"
-#include "runtime/parallel/rehearsal_prediction.h"
-#include "runtime/parallel/rehearsal_shape.h"
-#include "runtime/parallel/rehearsal_summary.h"
-#include "runtime/parallel/rehearsal_verdict.h"
 #include "runtime/parallel/resource_check.h"
 
 namespace trident::cli {
@@ -129,7 +130,7 @@ std::string shell_words(const std::vector<std::string>& v) {
 std::vector<std::string> mpirun(int64_t np, const std::vector<std::string>& placement, const std::vector<std::string>& cmd) {
   std::vector<std::string> v = {"mpirun", "--oversubscribe", "--bind-to", "none", "-np", std::to_string(np)};
   v.insert(v.end(), placement.begin(), placement.end());
-  v.push_back(parallel::self_executable());
+  v.push_back(measure::self_executable());
   v.insert(v.end(), cmd.begin(), cmd.end());
   return v;
 }
@@ -152,20 +153,20 @@ int run_one(RehearsalRun& rr, const RehearseArgs& a, int64_t ranks, const std::v
   const auto launch = mpirun(ranks, placement, train_arguments(rr, a, cluster_file));
   // Bounded: ten times the predicted steps and two minutes to start, past which the run is stopped.
   const int64_t cores = std::max<int64_t>(1, int64_t(std::thread::hardware_concurrency()));
-  const double limit_s = 120 + 10 * double(a.steps) * parallel::predict(rr.run, cluster_file, cores).step_s;
+  const double limit_s = 120 + 10 * double(a.steps) * rehearse::predict(rr.run, cluster_file, cores).step_s;
   const auto start = probe_load();
   std::printf("running the rehearsal%s: %s\n", rr.label.empty() ? "" : (" (" + rr.label + ")").c_str(),
               shell_words(launch).c_str());
-  const int rc = parallel::run_launcher(launch, limit_s);
+  const int rc = measure::run_launcher(launch, limit_s);
   const auto end = probe_load();
-  if (rc == parallel::kLauncherTimedOut)
+  if (rc == measure::kLauncherTimedOut)
     std::fprintf(stderr, "trident rehearse: the training run did not finish within %.0f s (120 s + 10 x its %lld "
                  "predicted steps) and was stopped\n", limit_s, (long long)a.steps);
-  if (parallel::interrupting_signal() || rc != 0) return rc == 0 ? 1 : rc;
+  if (measure::interrupting_signal() || rc != 0) return rc == 0 ? 1 : rc;
   std::ifstream in(rr.dir + "/report.json");
   const nlohmann::json report = nlohmann::json::parse(in, nullptr, false);
   if (report.is_discarded()) throw std::runtime_error("cannot read the rehearsal report " + rr.dir + "/report.json");
-  rr.verdict = parallel::judge_rehearsal(report, a.tolerance);
+  rr.verdict = rehearse::judge_rehearsal(report, a.tolerance);
   rr.verdict.load_start = start, rr.verdict.load_end = end;
   // The self-calibration predicts the run again: with the load imbalance train's prediction took
   // (the one its steps measured), so its step and EP wait are the verdict's.
@@ -178,7 +179,7 @@ int run_one(RehearsalRun& rr, const RehearseArgs& a, int64_t ranks, const std::v
 // hosts. Returns 0, or the exit code of a failed or interrupted run.
 int rehearse_on_links(const RunSpec& plan, const RehearsalShape& shape, const RehearseArgs& a, int64_t ranks,
                       std::vector<RehearsalRun>& runs, nlohmann::json& links_json, std::string& links_text) {
-  const parallel::RehearsalLinks links = parallel::prepare_links(plan, shape, a.bench, a.out, a.link_gbps * 1e9, a.steps,
+  const RehearsalLinks links = prepare_links(plan, shape, a.bench, a.out, a.link_gbps * 1e9, a.steps,
                                                                          int64_t(runs.size()), mpirun);
   std::printf("%s", links.text.c_str());
   links_json = links.json;
@@ -191,7 +192,7 @@ int rehearse_on_links(const RunSpec& plan, const RehearsalShape& shape, const Re
     links.hosts->stop();
     std::printf("emulated hosts removed (%s-*)\n", links.hosts->prefix().c_str());
   }
-  if (const int sig = parallel::interrupting_signal()) return interrupted(sig);
+  if (const int sig = measure::interrupting_signal()) return interrupted(sig);
   if (rc != 0) {
     std::fprintf(stderr, "trident rehearse: the rehearsal's training run failed (exit %d; its output is above)\n", rc);
     return rc == 2 ? 2 : 1;
@@ -233,17 +234,17 @@ int conclude(const RunSpec& plan, const RehearsalShape& shape, std::vector<Rehea
   j["links"] = links_json;
   if (runs.size() > 1) {
     std::printf("\n%s:%s", runs[1].label.c_str(), verdict_text(runs[1].verdict).c_str());
-    const TpAcross cmp = parallel::compare_tp_across(runs[0].verdict, runs[1].verdict, a.tolerance);
+    const TpAcross cmp = rehearse::compare_tp_across(runs[0].verdict, runs[1].verdict, a.tolerance);
     runs[1].comparison = cmp;
     std::printf("%s", tp_across_text(cmp, shape.run.layout.order, runs[1].run.layout.order).c_str());
     j["tp_across"] = {{"order", runs[1].run.layout.order}, {"verdict", verdict_json(runs[1].verdict)},
                       {"comparison", tp_across_json(cmp)}};
   }
-  std::vector<parallel::CalibrationRun> calibration_runs;
+  std::vector<rehearse::CalibrationRun> calibration_runs;
   for (const auto& rr : runs) calibration_runs.push_back({rr.run.layout.describe(), rr.run, &rr.verdict});
   std::optional<Calibration> cal;
   try {
-    cal = parallel::calibrate(calibration_runs, a.out + "/prediction-cluster.toml", cores, a.out + "/fitted-cost.toml",
+    cal = rehearse::calibrate(calibration_runs, a.out + "/prediction-cluster.toml", cores, a.out + "/fitted-cost.toml",
                               a.out + "/fitted-cluster.toml");
   } catch (const std::runtime_error& e) {
     std::fprintf(stderr, "trident rehearse: the self-calibration failed: %s\n", e.what());
@@ -255,13 +256,13 @@ int conclude(const RunSpec& plan, const RehearsalShape& shape, std::vector<Rehea
     if (runs.size() < 2) std::printf("  (no second layout to test the fit out of sample: add --tp-across)\n");
     j["calibration"] = calibration_json(*cal);
     sections = calibration_sections(*cal);
-    back = parallel::replan(plan, cal->fit, cal->checks, overhead_bytes);
+    back = rehearse::replan(plan, cal->fit, cal->checks, overhead_bytes);
     std::printf("%s", replan_text(*back).c_str());
     j["back_to_the_plan"] = replan_json(*back);
     sections.push_back(replan_section(*back));
   }
   // One plain sentence on the full-scale plan, last in the text and first on the page.
-  const std::string full_scale = parallel::full_scale_sentence(plan, shape, runs[0].verdict, back ? &*back : nullptr);
+  const std::string full_scale = rehearse::full_scale_sentence(plan, shape, runs[0].verdict, back ? &*back : nullptr);
   std::printf("\nFor the full-scale plan: %s\n", full_scale.c_str());
   j["full_scale"] = full_scale;
 
@@ -290,7 +291,7 @@ void check_train_run(const RunSpec& run, const RehearseArgs& a, const std::share
 // input (--out a folder, none of its files one the rehearsal reads).
 void check_inputs(const RehearseArgs& a, const OptionValues& values, Problems& p) {
   check_args(a, p);
-  if (!a.bench.empty() && special_file_kind(a.bench).empty()) parallel::check_bench_file(a.bench, "--bench", p);
+  if (!a.bench.empty() && special_file_kind(a.bench).empty()) rehearse::check_bench_file(a.bench, "--bench", p);
   std::vector<NamedPath> inputs = a.options->input_paths(values);
   add_input(inputs, {a.bench, "--bench"});
   std::error_code ec;
@@ -321,19 +322,19 @@ int run_rehearse(RehearseArgs& a) {
   p.throw_if_any();
   const RunSpec plan = resolve_run(values, true);
   const int64_t cores = std::max<int64_t>(1, int64_t(std::thread::hardware_concurrency()));
-  const parallel::RankChoice choice = a.ranks_given->count()
-                                          ? parallel::RankChoice{a.ranks, "--ranks " + std::to_string(a.ranks)}
-                                          : parallel::default_ranks(plan, a.hosts, kDefaultMostRanks);
+  const rehearse::RankChoice choice = a.ranks_given->count()
+                                          ? rehearse::RankChoice{a.ranks, "--ranks " + std::to_string(a.ranks)}
+                                          : rehearse::default_ranks(plan, a.hosts, kDefaultMostRanks);
   const int64_t ranks = choice.ranks;
-  const double scale = a.scale_given->count() ? a.scale : parallel::default_scale(plan.model, cores);
+  const double scale = a.scale_given->count() ? a.scale : rehearse::default_scale(plan.model, cores);
   const std::string corpus_path = data::bundled_token_file(false);
   const auto corpus = std::make_shared<const data::TokenFile>(corpus_path);
-  RehearsalShape shape = parallel::derive_rehearsal(plan, ranks, a.hosts, scale, corpus->vocab(), p);
+  RehearsalShape shape = rehearse::derive_rehearsal(plan, ranks, a.hosts, scale, corpus->vocab(), p);
   shape.ranks_why = choice.why;
   for (const auto& r : shape.refusals) p.add("not rehearsable: " + r.what, r.fix, r.code);
   std::vector<RehearsalRun> runs = {{"", shape.run, a.out, {}, {}}};
   if (a.tp_across && p.empty()) {
-    const auto order = parallel::tp_across_order(shape.run.layout, shape.ranks_per_host);
+    const auto order = rehearse::tp_across_order(shape.run.layout, shape.ranks_per_host);
     if (a.hosts < 2 || !order) {
       p.add("--tp-across: no rank order of " + shape.run.layout.describe() + " puts its TP groups across hosts of " +
                 std::to_string(shape.ranks_per_host) + " ranks",
@@ -347,9 +348,9 @@ int run_rehearse(RehearseArgs& a) {
   if (p.empty())
     for (const auto& rr : runs) check_train_run(rr.run, a, corpus, corpus_path, rr.label.empty() ? "" : " (" + rr.label + ")", p);
   if (p.empty() && !a.bench.empty())
-    parallel::check_link_time(plan, shape, a.bench, a.link_gbps * 1e9, a.steps, int64_t(runs.size()), cores, p);
+    rehearse::check_link_time(plan, shape, a.bench, a.link_gbps * 1e9, a.steps, int64_t(runs.size()), cores, p);
   if (a.hosts > 1 && !a.dry_run)
-    if (auto why = parallel::emulated_hosts_unavailable()) p.add(*why, "run as root on Linux with iproute2, or use --hosts 1 (no emulated hosts)", "rehearse-hosts");
+    if (auto why = measure::emulated_hosts_unavailable()) p.add(*why, "run as root on Linux with iproute2, or use --hosts 1 (no emulated hosts)", "rehearse-hosts");
   p.throw_if_any();
 
   std::printf("Rehearsal of %s, %s on %s\n", plan.model.name.c_str(), plan.layout.describe().c_str(), plan.cluster.describe().c_str());
@@ -368,7 +369,7 @@ int run_rehearse(RehearseArgs& a) {
   try {
     if (const int rc = rehearse_on_links(plan, shape, a, ranks, runs, links_json, links_text); rc != 0) return rc;
   } catch (const std::runtime_error& e) {
-    if (const int sig = parallel::interrupting_signal()) return interrupted(sig);
+    if (const int sig = measure::interrupting_signal()) return interrupted(sig);
     if (dynamic_cast<const InputError*>(&e)) throw;
     std::fprintf(stderr, "trident rehearse: %s\n", e.what());
     return 1;

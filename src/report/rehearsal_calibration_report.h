@@ -1,4 +1,4 @@
-// The rehearsal's self-calibration (runtime/parallel/rehearsal_calibration.h runs it) as text, JSON
+// The rehearsal's self-calibration (rehearse/rehearsal_calibration.h runs it) as text, JSON
 // and HTML sections: the fit, the [cost] file it wrote, and per layout each term's prediction error
 // before and after the fit.
 #pragma once

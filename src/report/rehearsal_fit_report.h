@@ -1,4 +1,4 @@
-// The self-calibration fit of a rehearsal (runtime/parallel/rehearsal_fit.h fits it) as text, JSON
+// The self-calibration fit of a rehearsal (rehearse/rehearsal_fit.h fits it) as text, JSON
 // and an HTML section: each fitted value beside its inputs, so value' = value x S / (M - F) can be
 // redone by hand.
 #pragma once

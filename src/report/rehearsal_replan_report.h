@@ -1,4 +1,4 @@
-// Back to the plan (runtime/parallel/rehearsal_replan.h makes the plan again with what transfers
+// Back to the plan (rehearse/rehearsal_replan.h makes the plan again with what transfers
 // from a rehearsal's self-calibration) as text, JSON and an HTML section.
 #pragma once
 

@@ -2,7 +2,7 @@
 // ring's exposed KV exchange, pipeline transfers, bubble, exposed DP reduction), the share of each, peak memory per rank, and the
 // planner's prediction for the same layout on the cluster description `trident bench` wrote.
 // The trainer fills RehearsalData (runtime/parallel/training_loop.cpp) and the prediction
-// (runtime/parallel/rehearsal_prediction.h); this writes it.
+// (rehearse/rehearsal_prediction.h); this writes it.
 //
 // Shares are of the mean step wall time, averaged over ranks and over the measured steps (the
 // first `warmup` steps are left out: they pay for page faults and first-touch). Every number is

@@ -1,4 +1,4 @@
-// The plan beside its rehearsal (runtime/parallel/rehearsal_shape.h derives it): the table of what
+// The plan beside its rehearsal (rehearse/rehearsal_shape.h derives it): the table of what
 // was scaled and why, and the stack settings CPU ranks replace, as text and an HTML section.
 #pragma once
 

@@ -1,4 +1,4 @@
-// The verdict of a rehearsal (runtime/parallel/rehearsal_verdict.h judges it: each term's median
+// The verdict of a rehearsal (rehearse/rehearsal_verdict.h judges it: each term's median
 // over the measured steps beside the planner's prediction, and one sentence saying whether the
 // prediction holds) as text, JSON and HTML sections.
 #pragma once

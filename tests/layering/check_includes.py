@@ -15,6 +15,7 @@ ALLOWED = {
     "capability": {"core", "schedule"},
     "sim": {"core", "schedule", "plan"},
     "report": {"core", "schedule", "capability", "plan", "sim"},
+    "rehearse": {"core", "schedule", "capability", "plan", "sim", "report"},
     "runtime/comm": RUNTIME_BASE,
     "runtime/kernels": RUNTIME_BASE | {"runtime/comm"},
     "runtime/cuda": RUNTIME_BASE | {"runtime/comm", "runtime/kernels"},
@@ -23,9 +24,10 @@ ALLOWED = {
     "runtime/engine": RUNTIME_BASE | {"runtime/comm", "runtime/kernels", "runtime/nn", "runtime/data"},
     "runtime/checkpoint": RUNTIME_BASE | {"runtime/comm", "runtime/kernels", "runtime/nn", "runtime/data",
                                           "runtime/engine"},
+    "runtime/measure": RUNTIME_BASE | {"runtime/comm", "runtime/kernels"},
     "runtime/parallel": RUNTIME_BASE | {"runtime/comm", "runtime/kernels", "runtime/nn", "runtime/data",
-                                        "runtime/engine", "runtime/checkpoint", "runtime/cuda", "plan", "schedule",
-                                        "sim", "report", "launch"},
+                                        "runtime/engine", "runtime/checkpoint", "runtime/cuda", "runtime/measure",
+                                        "plan", "schedule", "sim", "report", "rehearse", "launch"},
     "python": {"core", "capability", "plan", "sim", "report", "schedule", "cli"},
 }
 ALL = set(ALLOWED) | {"cli"}

@@ -4,9 +4,9 @@
 
 #include <stdexcept>
 
-#include "runtime/parallel/placement_probe.h"
+#include "runtime/measure/placement_probe.h"
 
-namespace trident::parallel {
+namespace trident::measure {
 namespace {
 
 PlacementProbe probe() {
@@ -61,4 +61,4 @@ TEST(PlacementProbe, FileRoundTripsAndAMissingKeyIsNamed) {
 }
 
 }  // namespace
-}  // namespace trident::parallel
+}  // namespace trident::measure

@@ -7,14 +7,14 @@
 #include <vector>
 
 #include "runtime/comm/self_communicator.h"
-#include "runtime/parallel/timed_communicator.h"
+#include "runtime/measure/timed_communicator.h"
 
 namespace {
 
 using trident::comm::DType;
 using trident::comm::SelfCommunicator;
-using trident::parallel::all_to_all_wait_seconds;
-using trident::parallel::TimedCommunicator;
+using trident::measure::all_to_all_wait_seconds;
+using trident::measure::TimedCommunicator;
 
 void one_all_to_all(TimedCommunicator& c, size_t floats) {
   std::vector<float> send(floats, 1.0f), recv(floats, 0.0f);

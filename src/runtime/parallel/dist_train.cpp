@@ -15,9 +15,9 @@
 #include "core/dimensions.h"
 #include "core/input_file.h"
 #include "core/output_path.h"
+#include "rehearse/rehearsal_prediction.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/engine/run_meta.h"
-#include "runtime/parallel/rehearsal_prediction.h"
 
 namespace trident::parallel {
 
@@ -267,7 +267,7 @@ static void check_prediction_inputs(const TrainSettings& s, int64_t world, Probl
   if (world == 1 && s.report_path.empty() && s.html_path.empty()) return;
   if (s.prediction_cluster.empty() || special_file_kind(s.prediction_cluster) == "missing") return;
   try {
-    prediction_run(s.run, s.prediction_cluster, 1, s.prediction_cost);
+    rehearse::prediction_run(s.run, s.prediction_cluster, 1, s.prediction_cost);
   } catch (const InputError& e) {
     for (const Problem& x : e.problems())
       problems.add("--prediction-cluster '" + s.prediction_cluster + "': " + x.what,

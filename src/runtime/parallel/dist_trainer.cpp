@@ -12,12 +12,12 @@
 #include <utility>
 
 #include "runtime/engine/run_meta.h"
+#include "runtime/measure/timed_communicator.h"
+#include "runtime/nn/gpt.h"
+#include "runtime/nn/init.h"
 #include "runtime/parallel/device_buffer.h"
 #include "runtime/parallel/grad_sync.h"
 #include "runtime/parallel/stage_split.h"
-#include "runtime/parallel/timed_communicator.h"
-#include "runtime/nn/gpt.h"
-#include "runtime/nn/init.h"
 #include "schedule/schedule.h"
 
 namespace trident::parallel {
@@ -75,9 +75,9 @@ struct DistTrainer::Impl {
   TrainerOptions opt;
   std::unique_ptr<kernels::Kernels> own_k;  // the CPU kernels when the caller hands none
   kernels::Kernels* k = nullptr;
-  std::unique_ptr<TimedCommunicator> tp;
-  std::unique_ptr<TimedCommunicator> ep;  // expert parallel: the token dispatch's all-to-alls (null at ep 1)
-  std::unique_ptr<TimedCommunicator> etp;  // expert tensor parallel: the rows' gathers and reductions (null at etp 1)
+  std::unique_ptr<measure::TimedCommunicator> tp;
+  std::unique_ptr<measure::TimedCommunicator> ep;  // expert parallel: the token dispatch's all-to-alls (null at ep 1)
+  std::unique_ptr<measure::TimedCommunicator> etp;  // expert tensor parallel: the rows' gathers and reductions (null at etp 1)
   StageSplit split;
   PipelineSchedule schedule;
   int64_t stage = 0, pp = 1, v = 1, m = 1, b = 1, T = 1, B = 1, dp = 1, dp_rank = 0;
@@ -160,10 +160,10 @@ DistTrainer::DistTrainer(const RunSpec& run, ProcessGroups& groups, const BatchS
     I.own_k = kernels::make_cpu_kernels(options.kernel_threads);
     I.k = I.own_k.get();
   }
-  I.tp = std::make_unique<TimedCommunicator>(*groups.tp);
+  I.tp = std::make_unique<measure::TimedCommunicator>(*groups.tp);
   comm::Communicator* tp_comm = run.layout.tp > 1 ? I.tp.get() : nullptr;
-  if (groups.ep) I.ep = std::make_unique<TimedCommunicator>(*groups.ep);
-  if (groups.etp) I.etp = std::make_unique<TimedCommunicator>(*groups.etp);
+  if (groups.ep) I.ep = std::make_unique<measure::TimedCommunicator>(*groups.ep);
+  if (groups.etp) I.etp = std::make_unique<measure::TimedCommunicator>(*groups.etp);
 
   I.tokens.assign(I.m, std::vector<int32_t>(I.N()));
   I.targets.assign(I.m, std::vector<int32_t>(I.N()));
@@ -470,18 +470,18 @@ std::pair<double, double> DistTrainer::Impl::measure_ep_clock_offset() {
       for (int peer = 1; peer < e.size(); ++peer)
         for (int rep = 0; rep < 8; ++rep) {
           e.recv(msg.p, 2, comm::DType::F32, peer, 7);
-          const double t = steady_seconds();
+          const double t = measure::steady_seconds();
           k->from_host(msg.p, reinterpret_cast<const float*>(&t), 2);
           e.send(msg.p, 2, comm::DType::F32, peer, 7);
         }
     } else {
       for (int rep = 0; rep < 8; ++rep) {
-        const double t0 = steady_seconds();
+        const double t0 = measure::steady_seconds();
         e.send(msg.p, 2, comm::DType::F32, 0, 7);
         e.recv(msg.p, 2, comm::DType::F32, 0, 7);
         double server = 0;
         k->to_host(reinterpret_cast<float*>(&server), msg.p, 2);
-        const double t1 = steady_seconds();
+        const double t1 = measure::steady_seconds();
         if (t1 - t0 < best) best = t1 - t0, offset = (t0 + t1) / 2 - server;
       }
       error = best / 2;
@@ -502,7 +502,7 @@ double DistTrainer::Impl::ep_wait_seconds() {
   comm::Communicator& e = *groups.ep;
   std::vector<double> mine = ep->all_to_all_spans();
   for (double& x : mine) x -= ep_clock_offset;
-  return all_to_all_wait_seconds(all_gather_same_calls(*k, e, mine, "all-to-alls"), e.size(), e.rank());
+  return measure::all_to_all_wait_seconds(all_gather_same_calls(*k, e, mine, "all-to-alls"), e.size(), e.rank());
 }
 
 // Runs this stage's program of the step (forward, backward, the pipeline sends and receives),

@@ -17,11 +17,11 @@
 #include "core/options.h"
 #include "core/run_spec.h"
 #include "plan/survivor_replan.h"
+#include "rehearse/rehearsal_prediction.h"
 #include "report/launch_config.h"
 #include "runtime/checkpoint/checkpoint.h"
+#include "runtime/measure/emulated_hosts.h"
 #include "runtime/parallel/elastic_failure.h"
-#include "runtime/parallel/emulated_hosts.h"
-#include "runtime/parallel/rehearsal_prediction.h"
 
 namespace trident::parallel {
 
@@ -84,7 +84,7 @@ std::string join(const std::vector<int>& xs) {
 // runtime's overlaps: prediction_run) on a cluster of its nodes, ranks_per_node "GPUs" each, of
 // the prediction cluster's GPU (not shared: the survivors' count is what is searched).
 RunSpec replan_base(const ElasticSetup& e, const TrainSettings& s, const RunSpec& current) {
-  RunSpec r = prediction_run(current, s.prediction_cluster, int64_t(std::thread::hardware_concurrency()),
+  RunSpec r = rehearse::prediction_run(current, s.prediction_cluster, int64_t(std::thread::hardware_concurrency()),
                              s.prediction_cost);
   r.cluster.gpu = e.gpu;
   r.cluster.gpus_per_node = e.ranks_per_node;
@@ -147,7 +147,7 @@ void read_elastic_options(const OptionValues& values, ElasticSetup& e, Problems&
           "elastic-cluster");
   } else {
     try {
-      const RunSpec r = prediction_run(s.run, s.prediction_cluster, int64_t(std::thread::hardware_concurrency()),
+      const RunSpec r = rehearse::prediction_run(s.run, s.prediction_cluster, int64_t(std::thread::hardware_concurrency()),
                                        s.prediction_cost);
       e.gpu = r.cluster.gpu;
       // The GPU as the file describes it: prediction_run shares its rate among the ranks of this run.
@@ -219,7 +219,7 @@ int run_elastic(const ElasticSetup& e) {
     std::vector<std::string> argv = e.launcher;
     argv.push_back(launcher_name == "srun" ? "-n" : "-np");
     argv.push_back(std::to_string(run.layout.world_size()));
-    argv.push_back(self_executable());
+    argv.push_back(measure::self_executable());
     argv.push_back("train");
     argv.push_back("--config");
     argv.push_back(config);
@@ -231,7 +231,7 @@ int run_elastic(const ElasticSetup& e) {
     // Marks the ranks as this supervisor's (they take its --evict-stragglers).
     setenv("TRIDENT_ELASTIC_ATTEMPT", std::to_string(attempt).c_str(), 1);
     std::string said;
-    const int code = run_launcher(argv, 0, &said);
+    const int code = measure::run_launcher(argv, 0, &said);
     const double exit_time = unix_now();
     const AttemptSteps steps = read_attempt(attempt_metrics);
     std::filesystem::remove(attempt_metrics, ec);
@@ -257,7 +257,7 @@ int run_elastic(const ElasticSetup& e) {
         std::fprintf(stderr, "trident train: error: cannot write the metrics file '%s'\n", s.metrics_path.c_str());
         return 1;
       }
-    if (code == 0 || code == 2 || interrupting_signal()) {
+    if (code == 0 || code == 2 || measure::interrupting_signal()) {
       if (code == 0 && !events.empty() && !s.report_path.empty()) {
         std::ifstream in(s.report_path);
         nlohmann::json report = nlohmann::json::parse(in, nullptr, false);

@@ -38,7 +38,7 @@
 #include "runtime/parallel/metrics_writer.h"
 #include "runtime/parallel/process_groups.h"
 #include "report/rehearsal_report.h"
-#include "runtime/parallel/rehearsal_prediction.h"
+#include "rehearse/rehearsal_prediction.h"
 #include "runtime/parallel/resource_check.h"
 #include "runtime/parallel/save_interval.h"
 #include "runtime/parallel/straggler_watch.h"
@@ -497,7 +497,7 @@ StragglerWatch straggler_watch(const TrainSettings& s, const Mesh& mesh, int wor
     return {};
   }
   try {
-    const RunSpec r = prediction_run(s.run, s.prediction_cluster, std::max(1u, std::thread::hardware_concurrency()),
+    const RunSpec r = rehearse::prediction_run(s.run, s.prediction_cluster, std::max(1u, std::thread::hardware_concurrency()),
                                      s.prediction_cost);
     std::vector<double> stage_s(static_cast<size_t>(pp));
     for (int64_t st = 0; st < pp; ++st) {
@@ -542,7 +542,7 @@ void write_rehearsal(RehearsalData& report, const TrainSettings& s, const Mesh& 
     report.ep_load_imbalance_given = s.moe_load_imbalance_given;
     if (special_file_kind(s.prediction_cluster) == "missing") report.prediction_missing = "no cluster file '" + s.prediction_cluster + "': run `trident bench` first";
     else
-      report.prediction = predict(rehearsed_routing(s.run, report), s.prediction_cluster,
+      report.prediction = rehearse::predict(rehearsed_routing(s.run, report), s.prediction_cluster,
                                   std::max(1u, std::thread::hardware_concurrency()), s.prediction_cost);
   } catch (const std::exception& e) {
     report.prediction_missing = std::string("planner failed: ") + e.what();

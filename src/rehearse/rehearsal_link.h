@@ -1,4 +1,6 @@
-// The links of a rehearsal and the cluster file its prediction is made on.
+// The links of a rehearsal and the cluster file its prediction is made on: the planning side
+// (what to measure, at what rate, what the prediction's cluster file says). The measuring itself,
+// which starts the benches and the emulated hosts, is cli/rehearse_links.h.
 //
 // This machine is measured by `trident bench` (the --bench file, or a 2-rank run into the
 // rehearsal's folder). One host: that file is the prediction's cluster as it is. Emulated hosts:
@@ -13,30 +15,17 @@
 // once, and the cluster takes each link kind's latency and each rank's compute share from it.
 #pragma once
 
-#include <functional>
-#include <memory>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "core/options.h"
 #include "core/problems.h"
 #include "core/run_spec.h"
-#include "runtime/parallel/emulated_hosts.h"
-#include "runtime/parallel/rehearsal_shape.h"
+#include "rehearse/rehearsal_shape.h"
 
-namespace trident::parallel {
-
-struct RehearsalLinks {
-  std::unique_ptr<EmulatedHosts> hosts;  // null with one host
-  std::string cluster_file;              // the prediction's cluster
-  std::string text;                      // what was measured and shaped
-  nlohmann::json json;
-};
-
-// mpirun's command line for np ranks placed by `placement` running trident with `args`.
-using LauncherLine = std::function<std::vector<std::string>(int64_t np, const std::vector<std::string>& placement,
-                                                            const std::vector<std::string>& args)>;
+namespace trident::rehearse {
 
 // The placement probe's sizes for `run`: the bytes a rank exchanges with its peer (the TP ring
 // step's message), and the FLOPs computed between two exchanges (3 x a layer's forward over the
@@ -47,12 +36,23 @@ struct ProbeSize {
 };
 ProbeSize probe_size(const RunSpec& run);
 
-// Measures and shapes as above; writes dir/prediction-cluster.toml. link_Bps > 0 sets the
-// shaped bandwidth. Throws std::runtime_error when a measurement fails.
-// Refuses (InputError) a bench file or a link that check_bench_file or check_link_time refuse.
-RehearsalLinks prepare_links(const RunSpec& plan, const RehearsalShape& shape, const std::string& bench_file,
-                             const std::string& dir, double link_Bps, int64_t steps, int64_t runs,
-                             const LauncherLine& launcher);
+// The rate each emulated host's link is capped at: below the ~0.2 GB/s the bridge and TCP
+// carried unshaped here.
+constexpr double kLinkCapBps = 0.1e9;
+// The messages of the link measurement (bench --mpi-mib), MiB.
+constexpr double kBenchMib = 2;
+
+// A bench file's values, read by the loaders plan uses; bench_number() one of them, or a
+// std::runtime_error naming the file and the key.
+OptionValues bench_values(const std::string& path);
+double bench_number(const OptionValues& v, const char* key, const std::string& file);
+
+// How the rehearsed step calls its EP all-to-alls, for the bench to time them so (0: no ep).
+struct EpCalls {
+  double send_bytes = 0, working_set = 0, first_working_set = 0;
+  int64_t per_step = 0;
+};
+EpCalls ep_calls(const RunSpec& run);
 
 // The bench file the rehearsal's links and prediction are made from (--bench, or the one it
 // measured): every measurement they take from it present, as `trident bench` writes it, and the
@@ -87,4 +87,4 @@ std::string read_text_file(const std::string& path);
 std::string override_toml(const std::string& machine, const std::vector<std::pair<std::string, std::string>>& cluster,
                           const std::vector<std::pair<std::string, std::string>>& cost);
 
-}  // namespace trident::parallel
+}  // namespace trident::rehearse

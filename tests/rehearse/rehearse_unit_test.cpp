@@ -10,14 +10,14 @@
 
 #include "core/mesh.h"
 #include "core/model_spec.h"
-#include "report/rehearsal_report.h"
-#include "runtime/parallel/rehearsal_link.h"
-#include "runtime/parallel/rehearsal_prediction.h"
+#include "rehearse/rehearsal_link.h"
+#include "rehearse/rehearsal_prediction.h"
+#include "rehearse/rehearsal_shape.h"
+#include "rehearse/rehearsal_verdict.h"
 #include "rehearse_test_plan.h"
-#include "runtime/parallel/rehearsal_shape.h"
-#include "runtime/parallel/rehearsal_verdict.h"
+#include "report/rehearsal_report.h"
 
-namespace trident::parallel {
+namespace trident::rehearse {
 namespace {
 
 TEST(RehearsalShape, CrossingOfHostsFollowsTheOrderAndTheHostSize) {
@@ -454,4 +454,4 @@ TEST(RehearsalVerdict, NoPredictionNoVerdict) {
 }
 
 }  // namespace
-}  // namespace trident::parallel
+}  // namespace trident::rehearse

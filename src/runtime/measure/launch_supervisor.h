@@ -19,7 +19,7 @@
 
 #include <string>
 
-namespace trident::parallel {
+namespace trident::measure {
 
 // Each starts the supervisor first if it is not running (once per process). A supervisor that
 // cannot start (no /bin/sh) leaves the cleanup to this process's own handlers.
@@ -31,4 +31,4 @@ void release_hosts(const std::string& prefix);
 // The supervisor's pid (0 when not started), for the tests.
 pid_t supervisor_pid();
 
-}  // namespace trident::parallel
+}  // namespace trident::measure

@@ -1,5 +1,5 @@
 // The rehearsal's placement probe (see placement_probe.h).
-#include "runtime/parallel/placement_probe.h"
+#include "runtime/measure/placement_probe.h"
 
 #include <algorithm>
 #include <chrono>
@@ -13,7 +13,7 @@
 
 #include "runtime/kernels/ops.h"
 
-namespace trident::parallel {
+namespace trident::measure {
 
 namespace {
 
@@ -179,4 +179,4 @@ PlacementInputs placement_inputs(const PlacementProbe& p, double intra_Bps, doub
   return in;
 }
 
-}  // namespace trident::parallel
+}  // namespace trident::measure

@@ -1,10 +1,10 @@
-#include "runtime/parallel/timed_communicator.h"
+#include "runtime/measure/timed_communicator.h"
 
 #include <algorithm>
 #include <chrono>
 #include <stdexcept>
 
-namespace trident::parallel {
+namespace trident::measure {
 
 using comm::DType;
 using comm::ReduceOp;
@@ -87,4 +87,4 @@ RequestPtr TimedCommunicator::irecv(void* b, size_t n, DType t, int peer, int ta
   return timed(n * comm::dtype_size(t), [&] { return inner_.irecv(b, n, t, peer, tag); });
 }
 
-}  // namespace trident::parallel
+}  // namespace trident::measure

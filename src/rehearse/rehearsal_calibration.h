@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
+#include "rehearse/rehearsal_fit.h"
+#include "rehearse/rehearsal_verdict.h"
 #include "report/rehearsal_calibration_report.h"
-#include "runtime/parallel/rehearsal_fit.h"
-#include "runtime/parallel/rehearsal_verdict.h"
 
-namespace trident::parallel {
+namespace trident::rehearse {
 
 struct CalibrationRun {
   std::string label;
@@ -29,4 +29,4 @@ std::map<std::string, double> measured_terms(const Verdict& v);
 Calibration calibrate(const std::vector<CalibrationRun>& runs, const std::string& cluster_file, int64_t cores,
                       const std::string& cost_file, const std::string& fitted_cluster_file);
 
-}  // namespace trident::parallel
+}  // namespace trident::rehearse

@@ -1,5 +1,5 @@
 // What a rehearsal says about the full-scale plan (see rehearsal_summary.h).
-#include "runtime/parallel/rehearsal_summary.h"
+#include "rehearse/rehearsal_summary.h"
 
 #include <cctype>
 #include <cmath>
@@ -9,9 +9,9 @@
 #include "core/dimensions.h"
 #include "core/step_terms.h"
 #include "plan/estimate.h"
-#include "runtime/parallel/rehearsal_shape.h"
+#include "rehearse/rehearsal_shape.h"
 
-namespace trident::parallel {
+namespace trident::rehearse {
 
 namespace {
 
@@ -110,4 +110,4 @@ std::string full_scale_sentence(const RunSpec& plan, const RehearsalShape& shape
   return s + ".";
 }
 
-}  // namespace trident::parallel
+}  // namespace trident::rehearse

@@ -19,7 +19,7 @@
 
 #include "runtime/comm/world.h"
 
-namespace trident::parallel {
+namespace trident::measure {
 
 struct ProbePhase {
   bool measured = false;  // false: no partner of this kind (one host, or one rank per host)
@@ -50,4 +50,4 @@ struct PlacementInputs {
 };
 PlacementInputs placement_inputs(const PlacementProbe& p, double intra_Bps, double inter_Bps);
 
-}  // namespace trident::parallel
+}  // namespace trident::measure

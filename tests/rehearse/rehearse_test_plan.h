@@ -4,7 +4,7 @@
 #include "core/model_spec.h"
 #include "core/run_spec.h"
 
-namespace trident::parallel {
+namespace trident::rehearse {
 
 // The GPT-3 175B plan `trident plan` picks on 512 DGX A100 nodes (examples/plan-gpt3-175b-512-dgx-a100.toml).
 inline RunSpec gpt3_plan() {
@@ -37,4 +37,4 @@ inline RunSpec llama70b_plan() {
   return r;
 }
 
-}  // namespace trident::parallel
+}  // namespace trident::rehearse

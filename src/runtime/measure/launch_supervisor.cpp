@@ -1,5 +1,5 @@
 // The supervisor of a rehearsal's launchers and emulated hosts (see launch_supervisor.h).
-#include "runtime/parallel/launch_supervisor.h"
+#include "runtime/measure/launch_supervisor.h"
 
 #include <fcntl.h>
 #include <sys/socket.h>
@@ -11,7 +11,7 @@
 
 #include <fmt/format.h>
 
-namespace trident::parallel {
+namespace trident::measure {
 
 namespace {
 
@@ -114,4 +114,4 @@ pid_t supervisor_pid() {
   return g_supervisor;
 }
 
-}  // namespace trident::parallel
+}  // namespace trident::measure

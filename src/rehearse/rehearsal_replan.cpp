@@ -1,5 +1,5 @@
 // Back to the plan (see rehearsal_replan.h).
-#include "runtime/parallel/rehearsal_replan.h"
+#include "rehearse/rehearsal_replan.h"
 
 #include <fmt/format.h>
 
@@ -8,7 +8,7 @@
 #include "plan/rationale.h"
 #include "plan/search.h"
 
-namespace trident::parallel {
+namespace trident::rehearse {
 
 namespace {
 
@@ -111,4 +111,4 @@ Replan replan(const RunSpec& plan_run, const CostFit& fit, const std::vector<Lin
   return r;
 }
 
-}  // namespace trident::parallel
+}  // namespace trident::rehearse

@@ -13,11 +13,11 @@
 #include "report/rehearsal_shape_report.h"
 #include "report/rehearsal_verdict_report.h"
 
-namespace trident::parallel {
+namespace trident::rehearse {
 
 // `verdict`: the first rehearsal run's (the plan's order); `replan`: null when the
 // self-calibration failed (then the plan is estimated as planned).
 std::string full_scale_sentence(const RunSpec& plan, const RehearsalShape& shape, const Verdict& verdict,
                                 const Replan* replan);
 
-}  // namespace trident::parallel
+}  // namespace trident::rehearse

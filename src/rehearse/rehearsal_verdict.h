@@ -13,7 +13,7 @@
 
 #include "report/rehearsal_verdict_report.h"
 
-namespace trident::parallel {
+namespace trident::rehearse {
 
 // Reads train's rehearsal report (rehearsal_json) and judges it. Throws std::runtime_error
 // when the report lacks the steps.
@@ -24,4 +24,4 @@ Verdict judge_rehearsal(const nlohmann::json& report, double tolerance);
 // the measured factor of the step is within the tolerance of the predicted one.
 TpAcross compare_tp_across(const Verdict& inside, const Verdict& across, double tolerance);
 
-}  // namespace trident::parallel
+}  // namespace trident::rehearse

@@ -1,5 +1,5 @@
 // The rehearsal's self-calibration end to end (see rehearsal_calibration.h).
-#include "runtime/parallel/rehearsal_calibration.h"
+#include "rehearse/rehearsal_calibration.h"
 
 #include <cmath>
 #include <functional>
@@ -7,11 +7,11 @@
 #include <fmt/format.h>
 
 #include "core/options.h"
-#include "core/step_terms.h"
 #include "core/output_path.h"
-#include "runtime/parallel/rehearsal_link.h"
+#include "core/step_terms.h"
+#include "rehearse/rehearsal_link.h"
 
-namespace trident::parallel {
+namespace trident::rehearse {
 
 namespace {
 
@@ -115,4 +115,4 @@ Calibration calibrate(const std::vector<CalibrationRun>& runs, const std::string
   return c;
 }
 
-}  // namespace trident::parallel
+}  // namespace trident::rehearse

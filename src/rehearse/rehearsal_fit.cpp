@@ -1,5 +1,5 @@
 // The self-calibration fit (see rehearsal_fit.h).
-#include "runtime/parallel/rehearsal_fit.h"
+#include "rehearse/rehearsal_fit.h"
 
 #include <stdexcept>
 #include <tuple>
@@ -8,7 +8,7 @@
 
 #include "plan/cost_model.h"
 
-namespace trident::parallel {
+namespace trident::rehearse {
 
 namespace {
 
@@ -210,4 +210,4 @@ CostFit fit_cost(const RunSpec& run, const std::map<std::string, double>& measur
   return out;
 }
 
-}  // namespace trident::parallel
+}  // namespace trident::rehearse

@@ -22,7 +22,7 @@
 #include "core/run_spec.h"
 #include "report/rehearsal_shape_report.h"
 
-namespace trident::parallel {
+namespace trident::rehearse {
 
 // Whether the groups of `dim` leave their host when `layout` is laid on hosts of `per_host` ranks.
 bool crosses_hosts(const Layout& layout, Dim dim, int64_t per_host);
@@ -49,4 +49,4 @@ double default_scale(const ModelSpec& model, int64_t cores);
 RehearsalShape derive_rehearsal(const RunSpec& plan, int64_t ranks, int64_t hosts, double scale, int64_t data_vocab,
                                 Problems& problems);
 
-}  // namespace trident::parallel
+}  // namespace trident::rehearse

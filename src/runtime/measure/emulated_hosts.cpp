@@ -1,5 +1,5 @@
 // Emulated hosts (see emulated_hosts.h).
-#include "runtime/parallel/emulated_hosts.h"
+#include "runtime/measure/emulated_hosts.h"
 
 #include <fcntl.h>
 #include <sys/prctl.h>
@@ -19,9 +19,9 @@
 
 #include <fmt/format.h>
 
-#include "runtime/parallel/launch_supervisor.h"
+#include "runtime/measure/launch_supervisor.h"
 
-namespace trident::parallel {
+namespace trident::measure {
 
 namespace {
 
@@ -243,4 +243,4 @@ std::string self_executable() {
 
 int interrupting_signal() { return g_signal; }
 
-}  // namespace trident::parallel
+}  // namespace trident::measure

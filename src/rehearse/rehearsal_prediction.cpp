@@ -1,5 +1,5 @@
 // The planner's prediction of a rehearsal (see rehearsal_prediction.h).
-#include "runtime/parallel/rehearsal_prediction.h"
+#include "rehearse/rehearsal_prediction.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -8,7 +8,7 @@
 #include "core/options.h"
 #include "plan/estimate.h"
 
-namespace trident::parallel {
+namespace trident::rehearse {
 
 namespace {
 
@@ -97,4 +97,4 @@ Prediction predict(const RunSpec& run, const std::string& cluster_toml, int64_t 
   return p;
 }
 
-}  // namespace trident::parallel
+}  // namespace trident::rehearse

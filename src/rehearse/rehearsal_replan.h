@@ -11,14 +11,14 @@
 #include <vector>
 
 #include "core/run_spec.h"
+#include "rehearse/rehearsal_calibration.h"
+#include "rehearse/rehearsal_fit.h"
 #include "report/rehearsal_replan_report.h"
-#include "runtime/parallel/rehearsal_calibration.h"
-#include "runtime/parallel/rehearsal_fit.h"
 
-namespace trident::parallel {
+namespace trident::rehearse {
 
 // `checks`: the fitted link shares tested out of sample (rehearsal_calibration.h); a share goes
 // back to the plan only when its check came closer.
 Replan replan(const RunSpec& plan, const CostFit& fit, const std::vector<LinkCheck>& checks, double overhead_bytes);
 
-}  // namespace trident::parallel
+}  // namespace trident::rehearse

@@ -6,12 +6,12 @@
 
 #include "core/model_spec.h"
 #include "plan/cost_model.h"
-#include "runtime/parallel/rehearsal_fit.h"
-#include "runtime/parallel/rehearsal_replan.h"
-#include "runtime/parallel/rehearsal_shape.h"
+#include "rehearse/rehearsal_fit.h"
+#include "rehearse/rehearsal_replan.h"
+#include "rehearse/rehearsal_shape.h"
 #include "rehearse_test_plan.h"
 
-namespace trident::parallel {
+namespace trident::rehearse {
 namespace {
 
 // A 4-rank rehearsal of the GPT-3 plan on 2 hosts of 2 (tp 2 inside a host, pp 2 across), as
@@ -187,4 +187,4 @@ TEST(RehearsalReplan, OnlyAShareThatHeldOutOfSampleGoesBackAsItsRatio) {
 }
 
 }  // namespace
-}  // namespace trident::parallel
+}  // namespace trident::rehearse

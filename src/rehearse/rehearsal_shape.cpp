@@ -1,5 +1,5 @@
 // The rehearsal of a plan (see rehearsal_shape.h).
-#include "runtime/parallel/rehearsal_shape.h"
+#include "rehearse/rehearsal_shape.h"
 
 #include <algorithm>
 #include <array>
@@ -11,12 +11,12 @@
 
 #include <fmt/format.h>
 
+#include "capability/rehearsal_check.h"
 #include "core/mesh.h"
 #include "plan/dim_link.h"
 #include "schedule/schedule.h"
-#include "capability/rehearsal_check.h"
 
-namespace trident::parallel {
+namespace trident::rehearse {
 
 namespace {
 
@@ -340,4 +340,4 @@ RehearsalShape derive_rehearsal(const RunSpec& plan, int64_t ranks, int64_t host
   return out;
 }
 
-}  // namespace trident::parallel
+}  // namespace trident::rehearse

@@ -8,7 +8,7 @@
 #include "core/run_spec.h"
 #include "report/rehearsal_report.h"
 
-namespace trident::parallel {
+namespace trident::rehearse {
 
 // Planner's estimate of `run` on the cluster described by the TOML file (a [cluster] table and
 // a [cost] table, as `trident bench` writes; without [cost] the built-in table applies). The ranks of this machine share its cores: when the world is larger
@@ -25,4 +25,4 @@ RunSpec prediction_run(const RunSpec& run, const std::string& cluster_toml, int6
                        const std::string& cost_toml, std::string* note = nullptr);
 Prediction prediction_of(const RunSpec& prediction_run);
 
-}  // namespace trident::parallel
+}  // namespace trident::rehearse

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-namespace trident::parallel {
+namespace trident::measure {
 
 // Why emulated hosts cannot be made here (not root, no `ip` or `tc`), or nullopt.
 std::optional<std::string> emulated_hosts_unavailable();
@@ -67,4 +67,4 @@ std::string self_executable();
 // The signal that interrupted the run (SIGINT, ...), or 0.
 int interrupting_signal();
 
-}  // namespace trident::parallel
+}  // namespace trident::measure

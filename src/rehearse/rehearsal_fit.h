@@ -29,10 +29,10 @@
 
 #include "core/cost_table.h"
 #include "core/run_spec.h"
+#include "rehearse/rehearsal_prediction.h"
 #include "report/rehearsal_fit_report.h"
-#include "runtime/parallel/rehearsal_prediction.h"
 
-namespace trident::parallel {
+namespace trident::rehearse {
 
 // The predicted value of a verdict term (compute, tp, cp, pp, bubble, dp, optimizer, step).
 double predicted_term(const Prediction& p, const std::string& key);
@@ -46,4 +46,4 @@ CostFit fit_cost(const RunSpec& run, const std::map<std::string, double>& measur
 std::vector<std::string> link_terms_of(const RunSpec& run, const std::string& field, const std::string& other,
                                        const std::map<std::string, double>& measured);
 
-}  // namespace trident::parallel
+}  // namespace trident::rehearse

@@ -1,5 +1,5 @@
 // The verdict of a rehearsal (see rehearsal_verdict.h).
-#include "runtime/parallel/rehearsal_verdict.h"
+#include "rehearse/rehearsal_verdict.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,7 +10,7 @@
 #include "core/dimensions.h"
 #include "core/step_terms.h"
 
-namespace trident::parallel {
+namespace trident::rehearse {
 
 namespace {
 
@@ -171,4 +171,4 @@ TpAcross compare_tp_across(const Verdict& inside, const Verdict& across, double 
   return c;
 }
 
-}  // namespace trident::parallel
+}  // namespace trident::rehearse

@@ -9,7 +9,7 @@
 
 #include "runtime/comm/communicator.h"
 
-namespace trident::parallel {
+namespace trident::measure {
 
 // Steady-clock seconds: the clock all_to_all_spans() reads.
 double steady_seconds();
@@ -57,4 +57,4 @@ class TimedCommunicator final : public comm::Communicator {
 // the planner predicts); what a rank's call takes beyond it is waiting for the late peers.
 double all_to_all_wait_seconds(const std::vector<double>& spans, int ranks, int me);
 
-}  // namespace trident::parallel
+}  // namespace trident::measure
