@@ -59,14 +59,14 @@ int main(int argc, char** argv) {
   if (args.empty() || args.size() > 2 || (device != "cpu" && device != "cuda") ||
       (precision != "fp32" && precision != "bf16") || (family != "gpt" && family != "llama") ||
       (qwen3 && (family != "llama" || moe)) || (gpt_oss && family != "llama") || (llama3_rope && family != "llama") ||
-      (deepseek_router && !qwen3) || (group_limited && !deepseek_router) || (mtp > 0 && family != "llama") ||
+      (deepseek_router && !qwen3) || (group_limited && !deepseek_router && !deepseek_v3) || (mtp > 0 && family != "llama") ||
       (deepseek_v3 && (family != "llama" || moe || qwen3))) {
     std::fprintf(stderr, "usage: reference_dump OUT_PREFIX [TOKEN_FILE] [--device cpu|cuda] [--precision fp32|bf16]"
                          " [--family gpt|llama] [--moe [--shared-experts N] [--moe-layer-freq N]]\n"
                          "  [--family llama --qwen3-moe] [--family llama --gpt-oss-attention [--moe]]\n"
                          "  [--family llama --llama3-rope] [--family llama --qwen3-moe --deepseek-router]\n"
                          "  [--family llama ... --mtp D] [... --deepseek-router --group-limited]\n"
-                         "  [--family llama --deepseek-v3]\n"
+                         "  [--family llama --deepseek-v3 [--group-limited] [--mtp D]]\n"
                          "  with a token file: the default `trident train` model on real text, 8 steps\n");
     return 2;
   }
@@ -140,8 +140,9 @@ int main(int argc, char** argv) {
     // experts top-2 and one shared expert, the sigmoid router with its bias, normalised, x 2.5.
     m.q_lora_rank = 32, m.kv_lora_rank = 16, m.qk_nope_head_dim = 16, m.qk_rope_head_dim = 8, m.v_head_dim = 16;
     m.kv_heads = m.heads, m.rope_theta = 10000.0, m.norm_eps = 1e-6;
-    m.layers = 2, m.experts = 8, m.experts_per_token = 2, m.expert_ffn_hidden = 32, m.moe_dense_layers = 1;
-    m.shared_experts = 1;
+    // With --group-limited: top-4 within the best 2 of 4 groups (set above), as DeepSeek-V3's k = 2 x topk_group.
+    m.layers = 2, m.experts = 8, m.experts_per_token = group_limited ? 4 : 2, m.expert_ffn_hidden = 32;
+    m.moe_dense_layers = 1, m.shared_experts = 1;
     m.router_score = "sigmoid", m.router_expert_bias = true, m.router_topk_scaling = 2.5;
     o.moe.aux_coeff = 0.01, o.moe.z_coeff = 0.001, o.moe.bias_update_rate = 0.01;
     o.moe.normalise = true, o.moe.drop = false;
