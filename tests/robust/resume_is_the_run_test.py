@@ -156,6 +156,28 @@ def main():
             check("with the bias zeroed the losses differ (the bias is what carries the routing)",
                   losses(p("ds-c.jsonl")) != losses(p("ds-a.jsonl"))[6:], losses(p("ds-c.jsonl")))
 
+    # 4c. DeepSeek-V3's multi-token prediction: its loss weight (0.5, not the default 0.1) is the
+    # checkpoint's; a resume without the flag continues the uninterrupted losses, another given
+    # weight is applied and printed as a change (and gives other losses).
+    mtp = [*RUN, "--family", "llama", "--mtp-num-layers", "1", "--mtp-loss-scaling-factor", "0.5"]
+    rc, out = run(trident, "train", *mtp, "--metrics", p("mtp-a.jsonl"))
+    check("the straight MTP run trains", rc == 0, out[-800:])
+    rc, out = run(trident, "train", *mtp, "--stop-at", "6", "--checkpoint", p("mtp"))
+    check("the stopped MTP run trains", rc == 0, out[-800:])
+    rc, out = run(trident, "train", "--resume", p("mtp"), "--threads", "1", "--metrics", p("mtp-b.jsonl"))
+    check("an MTP checkpoint resumes without its flags", rc == 0, out[-1500:])
+    if rc == 0:
+        check("the resumed run keeps the MTP loss weight 0.5", "loss weighted 0.5 / 1" in out, out[:3000])
+        continued("the resumed MTP run continues with the uninterrupted losses", p("mtp-a.jsonl"), p("mtp-b.jsonl"), 6)
+    rc, out = run(trident, "train", "--resume", p("mtp"), "--threads", "1", "--mtp-loss-scaling-factor", "0.2",
+                  "--metrics", p("mtp-c.jsonl"))
+    check("an MTP checkpoint resumes with another --mtp-loss-scaling-factor", rc == 0, out[-1500:])
+    if rc == 0:
+        check("the new MTP loss weight is printed as a change and applied",
+              "mtp-loss-scaling-factor 0.5 -> 0.2 (given)" in out and "loss weighted 0.2 / 1" in out, out[:3000])
+        check("the new MTP loss weight gives other losses", losses(p("mtp-c.jsonl")) != losses(p("mtp-a.jsonl"))[6:],
+              losses(p("mtp-c.jsonl")))
+
     # 5. --init-from: the checkpoint's weights, step 0, a new optimizer state and schedule.
     rc, out = run(trident, "train", "--init-from", p("ck"), "--threads", "1", "--steps", "1", "--lr", "1e-9",
                   "--warmup", "0", "--checkpoint", p("init"), "--metrics", p("init.jsonl"))

@@ -115,6 +115,7 @@ json checkpoint_meta(const TrainSettings& s, int64_t step) {
   // The tokens themselves, so a resume from another path to the same file is the same run.
   if (s.data) meta["data_checksum"] = fmt::format("{:#018x}", s.data->payload_checksum());
   if (s.run.model.is_moe()) meta["router"] = engine::router_to_json(s.moe);
+  if (s.run.model.mtp_layers > 0) meta["mtp"] = {{"loss_scaling", s.mtp_loss_scaling}};  // DeepSeek-V3's MTP weight
   return meta;
 }
 
@@ -143,6 +144,7 @@ std::vector<StoredSetting> stored_settings(const json& meta) {
   add("moe-aux-loss-coeff", r, "aux_loss_coeff", StoredSetting::Fixed);
   add("moe-z-loss-coeff", r, "z_loss_coeff", StoredSetting::Fixed);
   add("moe-router-bias-update-rate", r, "bias_update_rate", StoredSetting::Fixed);
+  add("mtp-loss-scaling-factor", meta.contains("mtp") ? meta.at("mtp") : none, "loss_scaling", StoredSetting::Weight);
   const json& l = meta.contains("written_by_layout") ? meta.at("written_by_layout") : none;
   for (const Dimension& d : dimensions()) add(d.name, l, d.name, StoredSetting::Layout);
   add("order", l, "order", StoredSetting::Layout);

@@ -6,9 +6,9 @@
 // the user did not give is the checkpoint's (fill_from_checkpoint, before the options are
 // resolved); after resolving, each given one is compared with the checkpoint's
 // (compare_with_checkpoint): one that would change what is trained (lr, seed, batch, router...)
-// is refused naming both values; more --steps or a new layout (tp, pp, dp, cp, ep, order, the
-// schedule and the execution settings riding on them, the micro-batch) is applied and listed
-// as a change for the start-up table. `--init-from` takes the checkpoint's model and weights only.
+// is refused naming both values; more --steps, a new layout (tp, pp, dp, cp, ep, order, the
+// schedule and the execution settings riding on them, the micro-batch) or another loss weight
+// (--mtp-loss-scaling-factor) is applied and listed as a change for the start-up table. `--init-from` takes the checkpoint's model and weights only.
 #pragma once
 
 #include <cstdint>
@@ -30,7 +30,9 @@ nlohmann::json checkpoint_meta(const TrainSettings& s, int64_t step);
 // option text (read back by the option parser to the same value), and whether a resume may
 // change it.
 struct StoredSetting {
-  enum Kind { Fixed, Steps, Layout };
+  // Layout: the layout and what rides on it; Weight: a loss weight (the MTP losses'), which
+  // re-weighs the rest of the run without changing what has been trained.
+  enum Kind { Fixed, Steps, Layout, Weight };
   std::string option;  // "lr", "tp", "moe-normalise"
   std::string text;    // "0.004", "2", "false"
   Kind kind = Fixed;
