@@ -92,34 +92,44 @@ printed = run("import", src, ck).stdout
 check("import reads the folder as DeepSeek-V3", "Hugging Face DeepSeek-V3 names" in printed, printed)
 check("import reads the tokenizer", "byte-level BPE" in printed, printed)
 
-# generate: the prompt through the imported tokenizer, 4 greedy steps, each step's logits.
-prompt, steps_gen = "It's 12:30, time for a walk. ", 4
-logits_file = os.path.join(tmp, "logits.bin")
-run("generate", "--checkpoint", ck, "--prompt", prompt, "--tokens", str(steps_gen), "--top-k", "1",
-    "--logits", logits_file)
-theirs = np.fromfile(logits_file, dtype="<f4").reshape(steps_gen, V)
-ids, worst, greedy = tok.encode(prompt), 0.0, []
-with torch.no_grad():
-    for s in range(steps_gen):
-        mine = hf_deepseek_v3(w, c, torch.tensor(ids))[0][-1].numpy()
-        worst = max(worst, float(np.abs(mine - theirs[s]).max() / np.abs(mine).max()))
-        greedy.append(int(mine.argmax()) == int(theirs[s].argmax()))
-        ids.append(int(theirs[s].argmax()))
-check(f"generate = PyTorch DeepseekV3ForCausalLM on the folder (worst logits error {worst:.2e} of the largest)",
-      worst < 1e-5, worst)
-check("same greedy token at every step", all(greedy), greedy)
 
-# import -> export: every tensor's bytes as they were; the config imports again to the same checkpoint.
+
+def against_generate(ck, w, c, what):
+    """generate: the prompt through the imported tokenizer, 4 greedy steps, each step's logits."""
+    prompt, steps_gen = "It's 12:30, time for a walk. ", 4
+    logits_file = os.path.join(tmp, "logits.bin")
+    run("generate", "--checkpoint", ck, "--prompt", prompt, "--tokens", str(steps_gen), "--top-k", "1",
+        "--logits", logits_file)
+    theirs = np.fromfile(logits_file, dtype="<f4").reshape(steps_gen, V)
+    ids, worst, greedy = tok.encode(prompt), 0.0, []
+    with torch.no_grad():
+        for s in range(steps_gen):
+            mine = hf_deepseek_v3(w, c, torch.tensor(ids))[0][-1].numpy()
+            worst = max(worst, float(np.abs(mine - theirs[s]).max() / np.abs(mine).max()))
+            greedy.append(int(mine.argmax()) == int(theirs[s].argmax()))
+            ids.append(int(theirs[s].argmax()))
+    check(f"generate = PyTorch DeepseekV3ForCausalLM on the folder{what} (worst logits error {worst:.2e} of the "
+          "largest)", worst < 1e-5, worst)
+    check(f"same greedy token at every step{what}", all(greedy), greedy)
+
+
+def exported_identical(src, ck, out, what):
+    """import -> export: every tensor's bytes as they were."""
+    run("export", "--checkpoint", ck, out)
+    back = raw_tensors(os.path.join(out, "model.safetensors"))
+    given = {}
+    for f in os.listdir(src):
+        if f.endswith(".safetensors"):
+            given.update(raw_tensors(os.path.join(src, f)))
+    same = [n for n in given if n in back and back[n] == given[n]]
+    check(f"import -> export gives byte-identical weights{what} ({len(same)} of {len(given)} tensors)",
+          len(same) == len(given) and set(back) == set(given), sorted(set(given) ^ set(back))[:5])
+
+
+against_generate(ck, w, c, "")
+# The config imports again to the same checkpoint.
 out = os.path.join(tmp, "out")
-run("export", "--checkpoint", ck, out)
-back = raw_tensors(os.path.join(out, "model.safetensors"))
-given = {}
-for f in os.listdir(src):
-    if f.endswith(".safetensors"):
-        given.update(raw_tensors(os.path.join(src, f)))
-same = [n for n in given if n in back and back[n] == given[n]]
-check(f"import -> export gives byte-identical weights ({len(same)} of {len(given)} tensors)",
-      len(same) == len(given) and set(back) == set(given), sorted(set(given) ^ set(back))[:5])
+exported_identical(src, ck, out, "")
 cfg = json.load(open(os.path.join(out, "config.json")))
 keys = ("model_type", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
         "n_routed_experts", "n_shared_experts", "num_experts_per_tok", "moe_intermediate_size", "first_k_dense_replace",
@@ -187,6 +197,18 @@ check(f"train --init-from: 20 main losses = PyTorch DeepSeek-V3's (worst relativ
 check(f"train --init-from: 20 MTP losses = PyTorch DeepSeek-V3's (worst relative error {rel_mtp:.1e})",
       rel_mtp < 1e-4, rel_mtp)
 check("the fine-tune learns (last loss below the first)", ref_losses[-1] < ref_losses[0] - 0.05, ref_losses)
+
+# q_lora_rank null: the queries by self_attn.q_proj (DeepSeek-V2-Lite's attention).
+c_q = dict(c, q_lora_rank=None)
+w_q = {n: t for n, t in w.items() if ".q_a_" not in n and ".q_b_" not in n}
+for i in range(3):
+    w_q[f"model.layers.{i}.self_attn.q_proj.weight"] = r(H * 24, C)
+src_q, ck_q = os.path.join(tmp, "hf_q"), os.path.join(tmp, "ck_q")
+write_folder(src_q, c_q, w_q)
+open(os.path.join(src_q, "tokenizer.json"), "w", encoding="utf-8").write(tok.json())
+run("import", src_q, ck_q)
+against_generate(ck_q, w_q, c_q, " with q_proj (q_lora_rank null)")
+exported_identical(src_q, ck_q, os.path.join(tmp, "out_q"), " with q_proj")
 
 
 def refused(config, *needles, weights=None):
