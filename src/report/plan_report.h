@@ -30,6 +30,10 @@ nlohmann::json plan_json(const plan::SearchResult& result, const std::vector<std
                          const std::vector<std::string>& rationale, bool per_stage,
                          const plan::NoFitAdvice* no_fit = nullptr);
 
+// The EP all-to-alls of one layer and micro-batch after --moe-ep-overlap, as stage_times charges
+// them (the same calls: the layer's compute is the window); the JSON and the text both give them.
+plan::Overlapped ep_overlap_of(const plan::Estimate& e);
+
 std::string estimate_text(const plan::Estimate& e, bool per_stage);
 std::string findings_text(const std::vector<plan::Finding>& findings);
 std::string lint_text(const RunSpec& run, const plan::LintResult& result, bool per_stage);
