@@ -13,7 +13,6 @@
 
 #include "core/mesh.h"
 #include "core/phase_times.h"
-#include "report/rehearsal_report.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/kernels/ops.h"
 #include "runtime/parallel/batch_source.h"
@@ -22,6 +21,10 @@
 #include "runtime/parallel/process_groups.h"
 #include "runtime/parallel/straggler_watch.h"
 #include "runtime/parallel/training_loop.h"
+
+namespace trident {
+struct RehearsalData;  // report/rehearsal_report.h: what the run fills, the report writes
+}  // namespace trident
 
 namespace trident::parallel::loop_detail {
 
