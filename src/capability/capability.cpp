@@ -182,15 +182,7 @@ void check_executable(const RunSpec& r, const std::string& device, const std::ve
                  "activations that --recompute full drops",
                  "use --recompute selective or none with zb-h1, or --schedule 1f1b with full recomputation",
                  "train-zb-h1");
-  if (x.sequence_parallel && L.tp == 1)
-    problems.add("sequence parallel splits sequences across the tensor-parallel group, but tp is 1",
-                 "use --tp 2 or more with --sequence-parallel, or drop it", "sp-needs-tp");
-  if (x.sequence_parallel && L.tp > 1 && L.cp >= 1 && m.seq_len % (L.tp * L.cp) != 0)
-    problems.add("sequence parallel splits each sequence" + std::string(L.cp > 1 ? " (its T / cp rows on a cp rank)" : "") +
-                     " across the TP group, but seq_len (" + n(m.seq_len) + ") is not divisible by " +
-                     (L.cp > 1 ? "cp x tp (" + n(L.cp * L.tp) + ")" : "tp (" + n(L.tp) + ")"),
-                 "use a --seq-len that is a multiple of " + n(L.tp * L.cp) + ", or drop --sequence-parallel",
-                 "sp-divides-seq");
+  // The sequence-parallel rules (sp-needs-tp, sp-divides-seq) are the rule table's, said by check_run above.
   const int64_t v = x.schedule == ScheduleKind::Interleaved ? x.virtual_stages : 1;
   const int64_t per = x.micro_batch_size * L.dp;
   if (per > 0 && x.global_batch_size > 0 && x.global_batch_size % per == 0 && L.pp * v <= m.layers)

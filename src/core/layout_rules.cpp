@@ -196,6 +196,34 @@ void cp_divides_sequence(const RunSpec& r, Problems& p) {
           "cp-divides-sequence");
 }
 
+// Sequence parallelism splits the rows outside the tensor-parallel GEMMs (norms, dropout, the
+// residual) over the tp group: it needs a tp group, and each rank's rows (T / cp under cp) to
+// divide over it, as Megatron-Core asserts.
+}  // namespace
+
+bool sequence_parallel_fits(const Layout& l, int64_t seq_len) {
+  return l.tp > 1 && (seq_len <= 0 || l.cp < 1 || seq_len % (l.tp * l.cp) == 0);
+}
+
+namespace {
+
+void sp_needs_tp(const RunSpec& r, Problems& p) {
+  if (r.exec.sequence_parallel && r.layout.tp == 1)
+    p.add("sequence parallel splits sequences across the tensor-parallel group, but tp is 1",
+          "use --tp 2 or more with --sequence-parallel, or drop it", "sp-needs-tp");
+}
+
+void sp_divides_sequence(const RunSpec& r, Problems& p) {
+  const Layout& L = r.layout;
+  const int64_t seq = r.model.seq_len;
+  if (!r.exec.sequence_parallel || L.tp <= 1 || sequence_parallel_fits(L, seq)) return;
+  p.add("sequence parallel splits each sequence" + std::string(L.cp > 1 ? " (its T / cp rows on a cp rank)" : "") +
+            " across the TP group, but seq_len (" + std::to_string(seq) + ") is not divisible by " +
+            (L.cp > 1 ? "cp x tp (" + std::to_string(L.cp * L.tp) + ")" : "tp (" + std::to_string(L.tp) + ")"),
+        "use a --seq-len that is a multiple of " + std::to_string(L.tp * L.cp) + ", or drop --sequence-parallel",
+        "sp-divides-seq");
+}
+
 void ep_needs_experts(const RunSpec& r, Problems& p) {
   if (r.layout.ep > 1 && !r.model.is_moe())
     p.add(fmt::format("ep is {} but {} has no experts", r.layout.ep, r.model.name),
@@ -270,6 +298,9 @@ const std::vector<LayoutRule>& layout_rules() {
       {"pp-exceeds-layers", "pp", RuleKind::Shape, "pp x virtual stages is at most the layers", pp_within_layers},
       {"cp-divides-sequence", "cp", RuleKind::Shape, "2 x cp divides the sequence (two chunks per cp rank)",
        cp_divides_sequence},
+      {"sp-needs-tp", "tp", RuleKind::Shape, "sequence parallel needs tp above 1", sp_needs_tp},
+      {"sp-divides-seq", "tp", RuleKind::Shape, "with sequence parallel, tp x cp divides the sequence",
+       sp_divides_sequence},
       {"ep-needs-experts", "ep", RuleKind::Shape, "ep above 1 needs a mixture-of-experts model", ep_needs_experts},
       {"ep-divides-experts", "ep", RuleKind::Shape, "ep divides the experts", ep_divides_experts},
       {"etp-needs-experts", "etp", RuleKind::Shape, "etp above 1 needs a mixture-of-experts model", etp_needs_experts},

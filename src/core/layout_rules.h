@@ -4,6 +4,7 @@
 // checked and reported once, under one code, by every command (plan, lint, topo, simulate, train).
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "core/problems.h"
@@ -30,6 +31,10 @@ struct LayoutRule {
 };
 
 const std::vector<LayoutRule>& layout_rules();
+
+// Whether sequence parallel can split the layout's rows: tp above 1 and tp x cp dividing the
+// sequence (the rules sp-needs-tp and sp-divides-seq; a bad sequence length is said elsewhere).
+bool sequence_parallel_fits(const Layout& layout, int64_t seq_len);
 const LayoutRule* find_layout_rule(const char* code);
 
 // Runs the rules of `kind` on the run.

@@ -417,10 +417,12 @@ void check_run(const RunSpec& r, bool check_batch, Problems& p) {
   if (check_batch) check_rules(RuleKind::Batch, r, p);
 }
 
-bool sequence_parallel_by_default(int64_t tp) { return tp > 1; }
+bool sequence_parallel_by_default(const Layout& layout, int64_t seq_len) {
+  return sequence_parallel_fits(layout, seq_len);
+}
 
 void default_sequence_parallel(const OptionValues& values, RunSpec& run) {
-  if (!values.has("sequence-parallel")) run.exec.sequence_parallel = sequence_parallel_by_default(run.layout.tp);
+  if (!values.has("sequence-parallel")) run.exec.sequence_parallel = sequence_parallel_by_default(run.layout, run.model.seq_len);
 }
 
 RunSpec resolve_run(const OptionValues& values, bool check_batch) {

@@ -39,10 +39,11 @@ ExecutionSpec resolve_execution(const OptionValues& values, Problems& problems, 
 // Engine; on a CPU cluster (trident bench's) "" = the runtime's own defaults, what train runs.
 std::string default_stack(const ClusterSpec& cluster);
 
-// Sequence parallel when not given: on with tp > 1, where off is dominated (the same TP traffic,
-// more activation memory and time), so plan never picks it unless asked; lint, simulate and topo
-// take the same layout's recipe the same way (train keeps the runtime's default, off).
-bool sequence_parallel_by_default(int64_t tp);
+// Sequence parallel when not given: on where it fits (tp > 1 and tp x cp dividing the sequence:
+// sequence_parallel_fits), where off is dominated (the same TP traffic, more activation memory
+// and time), so plan never picks it off unless asked; lint, simulate and topo take the same
+// layout's recipe the same way (train keeps the runtime's default, off).
+bool sequence_parallel_by_default(const Layout& layout, int64_t seq_len);
 void default_sequence_parallel(const OptionValues& values, RunSpec& run);
 
 // Resolves everything the options hold and checks that the pieces fit together; throws

@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "core/dimensions.h"
+#include "core/layout_rules.h"
 #include "core/pipeline_units.h"
 #include "core/run_spec.h"
 
@@ -108,9 +109,15 @@ std::optional<std::optional<Estimate>> best_within(const SearchResult& searched,
   return best;
 }
 
+// The rule table's tp rules (tp-divides-heads, -kv-heads, -ffn, -expert-ffn), as check_run says them.
 bool tp_divides_model(const ModelSpec& model, int64_t tp) {
-  return tp > 0 && model.heads % tp == 0 && model.ffn_hidden % tp == 0 &&
-         (model.kv_heads % tp == 0 || tp % model.kv_heads == 0) && (!model.is_moe() || model.expert_ffn_hidden % tp == 0);
+  if (tp <= 0) return false;
+  RunSpec r;
+  r.model = model;
+  r.layout.tp = tp;
+  Problems p;
+  check_dimension_rules({"tp"}, r, p);
+  return p.empty();
 }
 
 SearchResult search(const ModelSpec& model, const ClusterSpec& cluster, int64_t global_batch,
@@ -135,6 +142,13 @@ struct Searcher {
 
   void reject(const std::string& reason, int64_t n = 1) {
     if (n > 0) res.rejected[reason] += n;
+  }
+  // Whether the rule table's rule `code` holds for the candidate as set in `run`: the search
+  // prunes by the rules check_run says, not by predicates of its own.
+  bool holds(const char* code) const {
+    Problems p;
+    find_layout_rule(code)->check(run, p);
+    return p.empty();
   }
   int64_t etp() const { return space.size(Dim::ETP).value_or(1); }
 
@@ -232,6 +246,7 @@ struct Searcher {
     // The bound of each recompute and sequence-parallel setting, below ZeRO 3 and at it, worked
     // out when first needed.
     double bound_s[3][2][2] = {{{-1, -1}, {-1, -1}}, {{-1, -1}, {-1, -1}}, {{-1, -1}, {-1, -1}}};
+    const bool sp_fits = sequence_parallel_by_default(run.layout, model.seq_len);
     for (int zero = 0; zero <= 3; ++zero) {
       if (space.zero ? zero != *space.zero : false) continue;
       if (zero > 0 && dp == 1 && !space.zero) continue;  // nothing to shard over
@@ -244,8 +259,12 @@ struct Searcher {
         if (space.recompute && rc != *space.recompute) continue;
         for (bool sp : {false, true}) {
           if (space.sequence_parallel ? sp != *space.sequence_parallel : (sp && tp == 1)) continue;
-          // Not given, the other commands take sequence_parallel_by_default(tp): what this keeps.
-          if (!space.sequence_parallel && sp != sequence_parallel_by_default(tp) && space.prune_dominated) {
+          if (sp && !sp_fits) {  // the rule table's sp-needs-tp / sp-divides-seq
+            reject("sequence parallel: tp is 1, or tp x cp does not divide the sequence", n_orders);
+            continue;
+          }
+          // Not given, the other commands take sequence_parallel_by_default: what this keeps.
+          if (!space.sequence_parallel && sp != sp_fits && space.prune_dominated) {
             reject("dominated: sequence parallel off (same traffic, more memory and time)", n_orders);
             continue;
           }
@@ -373,7 +392,8 @@ struct Searcher {
         reject("pruned: cp leaves fewer than min tokens per rank (blocks too small to hide the ring)");
         continue;
       }
-      if (cp > 1 && model.seq_len % (2 * cp) != 0) {
+      run.layout.cp = cp;
+      if (!holds("cp-divides-sequence")) {
         reject("sequence not divisible by 2 x cp");
         continue;
       }
@@ -385,11 +405,11 @@ struct Searcher {
       }
       for (int64_t ep : model.is_moe() ? all_divisors(model.experts) : std::vector<int64_t>{1}) {
         if (space.size(Dim::EP) && ep != *space.size(Dim::EP)) continue;
-        if ((tp * cp * dp) % (ep * etp()) != 0) {
+        run.layout = Layout{tp, cp, dp, pp, default_order(cp, ep), ep, etp()};
+        if (!holds("expert-grid-divides-ranks")) {
           reject("ep x etp does not divide tp x cp x dp");
           continue;
         }
-        run.layout = Layout{tp, cp, dp, pp, default_order(cp, ep), ep, etp()};
         const auto layouts = distinct_orders(tp, cp, dp, pp, ep);
         std::vector<GroupLink> tp_links;
         for (const auto& [order, links] : layouts) tp_links.push_back(links.tp.link);

@@ -149,6 +149,8 @@ TEST(LayoutRules, each_rule_fires_once_under_its_own_code) {
     r.layout.cp = 2, r.layout.dp = 1, r.layout.order = "tp-cp-dp-pp";
     r.model.seq_len = 2050;
   });
+  with("sp-needs-tp", [](RunSpec& r) { r.layout.tp = 1, r.layout.dp = 16, r.exec.sequence_parallel = true; });
+  with("sp-divides-seq", [](RunSpec& r) { r.exec.sequence_parallel = true, r.model.seq_len = 2052; });
   with("ep-needs-experts", [](RunSpec& r) { r.layout.ep = 2, r.layout.order = "tp-ep-dp-pp"; });
   with("ep-divides-experts", [](RunSpec& r) {
     r.model = model_preset("mixtral-8x7b");

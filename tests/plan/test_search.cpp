@@ -254,3 +254,27 @@ TEST(Search, pruning_by_the_bound_keeps_the_best_and_every_shape_best) {
     EXPECT_FALSE(best_within(pruned, one_cp).has_value());
   }
 }
+
+// The search prunes by the rule table: with a sequence tp does not divide, sequence parallel is
+// refused (sp-divides-seq) and the layout is ranked with it off, as lint and train check it; and
+// every candidate it keeps passes check_run.
+TEST(Search, keeps_only_layouts_the_rule_table_accepts_sequence_parallel_included) {
+  ModelSpec m = model_preset("gpt3-1.3b");
+  m.seq_len = 2052;  // divisible by 2 and 4, not by 8
+  SearchSpace s;
+  s.size(Dim::TP) = 8;
+  auto r = search(m, dgx(2), 64, s, 5, kOverhead);
+  ASSERT_FALSE(r.best.empty());
+  for (const auto& e : r.best) {
+    EXPECT_FALSE(e.run.exec.sequence_parallel) << "tp 8 does not divide 2052";
+    Problems p;
+    check_run(e.run, true, p);
+    EXPECT_TRUE(p.empty()) << p.list()[0].code << ": " << p.list()[0].what;
+    EXPECT_EQ(sequence_parallel_by_default(e.run.layout, m.seq_len), e.run.exec.sequence_parallel);
+  }
+  EXPECT_GT(r.rejected["sequence parallel: tp is 1, or tp x cp does not divide the sequence"], 0);
+  s.size(Dim::TP) = 4;  // 4 divides it: on, as lint's default
+  auto four = search(m, dgx(2), 64, s, 1, kOverhead);
+  ASSERT_FALSE(four.best.empty());
+  EXPECT_TRUE(four.best.front().run.exec.sequence_parallel);
+}
