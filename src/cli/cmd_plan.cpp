@@ -48,14 +48,32 @@ bool emit_is_file(const std::string& e) {
   return std::find(kEmitFrameworks.begin(), kEmitFrameworks.end(), e) == kEmitFrameworks.end();
 }
 
-// The launch (megatron, torchtitan[-toml], slurm[-framework]) of the best run, printed; exit 2 with
-// each refusal when the framework cannot express what the plan assumed.
+// The framework --emit names (slurm: Megatron-LM in an sbatch script) and its launch of `run`.
+std::string emitted_framework(const std::string& emit) {
+  return emit.rfind("slurm", 0) == 0 ? (emit == "slurm" ? "megatron" : emit.substr(6)) : emit;
+}
+FrameworkLaunch framework_launch(const std::string& emit, const RunSpec& run, const LaunchCheckpoint& ckpt) {
+  const std::string framework = emitted_framework(emit);
+  return framework == "megatron" ? megatron_launch(run) : torchtitan_launch(run, framework == "torchtitan-toml", &ckpt);
+}
+
+// The first of the ranked candidates the framework runs as predicted (its launch refuses
+// nothing), so that a refusal of the search's best does not stop the launch when a valid
+// candidate follows; the first when none is (its refusals are then said).
+size_t first_launchable(const std::string& emit, const std::vector<plan::Estimate>& ranked) {
+  for (size_t k = 0; k < ranked.size(); ++k)
+    if (framework_launch(emit, ranked[k].run, LaunchCheckpoint{}).refusals.empty()) return k;
+  return 0;
+}
+
+// The launch (megatron, torchtitan[-toml], slurm[-framework]) of the run, printed; exit 2 with
+// each refusal when the framework cannot express what the plan assumed. `passed_over` names the
+// better candidates the framework refused, as comments of the launch.
 // The launch saves at the goodput's interval into ckpt.dir (and, in an sbatch script, requeues).
 int print_launch(const std::string& emit, const RunSpec& best, const std::optional<TimeToTrain>& ttt,
-                 const LaunchCheckpoint& ckpt) {
-  const std::string framework = emit.rfind("slurm", 0) == 0 ? (emit == "slurm" ? "megatron" : emit.substr(6)) : emit;
-  FrameworkLaunch f = framework == "megatron" ? megatron_launch(best)
-                                              : torchtitan_launch(best, framework == "torchtitan-toml", &ckpt);
+                 const LaunchCheckpoint& ckpt, const std::vector<std::string>& passed_over = {}) {
+  FrameworkLaunch f = framework_launch(emit, best, ckpt);
+  for (const std::string& line : passed_over) f.comments.push_back(line);
   if (!f.refusals.empty()) {
     Problems p;
     for (const auto& r : f.refusals.list())
@@ -283,12 +301,26 @@ Runner setup_plan(CLI::App& cmd) {
     if (!args->emit.empty() && !result.best.empty()) {
       const RunSpec& best = result.best.front().run;
       if (!emit_is_file(args->emit)) {
-        const auto& b = result.best.front();
-        const plan::Goodput g = good ? *good : plan::goodput(best, resilience, b.time.step, 0);
+        const size_t k = first_launchable(args->emit, result.best);
+        const auto& b = result.best[k];
+        std::vector<std::string> passed_over;
+        for (size_t i = 0; i < k; ++i) {
+          const auto& r = result.best[i];
+          const FrameworkLaunch refused = framework_launch(args->emit, r.run, LaunchCheckpoint{});
+          passed_over.push_back(fmt::format("candidate {} ({}, {:.0f} tokens/s) passed over: {} refuses it ({})", i + 1,
+                                            r.run.layout.describe(), r.tokens_per_s, refused.framework,
+                                            refused.refusals.list().front().what));
+        }
+        if (k > 0)
+          passed_over.push_back(fmt::format("this launch is candidate {} of the plan: {:.0f} tokens/s ({:.1f}% below "
+                                            "the best)", k + 1, b.tokens_per_s,
+                                            100 * (1 - b.tokens_per_s / result.best.front().tokens_per_s)));
+        const plan::Goodput g = good && k == 0 ? *good : plan::goodput(b.run, resilience, b.time.step, ttt ? ttt->seconds : 0);
         const int64_t iters = ttt ? int64_t(ttt->steps) : 100;
-        return print_launch(args->emit, best, ttt,
+        return print_launch(args->emit, b.run, ttt,
                             launch_checkpoint(launch_ckpt, g.interval_steps, g.save_s,
-                                              g.goodput > 0 ? b.time.step / g.goodput : b.time.step, iters));
+                                              g.goodput > 0 ? b.time.step / g.goodput : b.time.step, iters),
+                            passed_over);
       }
       const auto& t = result.best.front();
       const std::vector<std::string> header = {
