@@ -157,7 +157,11 @@ def arguments(row, s):
     if pp > 1:
         args += ["--schedule", "interleaved", "--virtual-stages", str(vp)] if vp > 1 else ["--schedule", "1f1b"]
     chunks = pp * max(vp, 1)
-    if chunks > 1 and layers % chunks and (layers + 2) % chunks == 0:
+    if s.get("pp_layout"):
+        # The recipe's pipeline layout (Megatron-Core's --pipeline-model-parallel-layout).
+        args += ["--pipeline-layout", s["pp_layout"]]
+        notes.append(f"pp layout {s['pp_layout']} (the recipe's)")
+    elif chunks > 1 and layers % chunks and (layers + 2) % chunks == 0:
         # Megatron-Bridge counts the embedding and the loss as pipeline units (its Llama recipes).
         args += ["--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"]
         notes.append("embedding and loss as pipeline units")
@@ -176,8 +180,6 @@ def arguments(row, s):
     args += cuda_graph_arguments(s, notes)
     fsdp = whole(row["fsdp"], 0) > 0 or s.get("use_megatron_fsdp") == "True"
     args += ["--zero", "3" if fsdp else "1"]
-    if s.get("pp_layout"):
-        notes.append(f"published pp layout {s['pp_layout']} not followed: the planner's split")
     return args, notes
 
 

@@ -123,6 +123,11 @@ void check_executable(const RunSpec& r, const std::string& device, const std::ve
                      "that holds only the embedding or the loss",
                  "drop the flag for train: without it the runtime splits the layers as the planner does",
                  "train-pipeline-units");
+  if (!x.pipeline_layout.empty())
+    problems.add("--pipeline-layout '" + x.pipeline_layout.text + "': the runtime splits the layers evenly "
+                     "(plan::chunk_layers, or --stage-layers) and places no MTP module or loss by a layout",
+                 "drop --pipeline-layout for train, or give the split per stage with --stage-layers",
+                 "train-pipeline-units");
   // Context parallel: ring attention over the cp group, each sequence cut into 2 cp chunks.
   if (L.cp > 1 && device != "cpu")
     problems.add("context parallel (cp " + n(L.cp) + ") needs the ring-attention kernels, which the " + device +

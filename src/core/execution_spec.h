@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/pipeline_layout.h"
 #include "core/problems.h"
 
 namespace trident {
@@ -201,6 +202,9 @@ struct ExecutionSpec {
   // NVIDIA's pp 16 x v 8 for Llama 3.1 405B: a chunk of the embedding alone, one of the loss alone).
   bool embedding_in_pipeline_split = false;
   bool loss_in_pipeline_split = false;
+  // Megatron-Core's --pipeline-model-parallel-layout (--pipeline-layout): the decoder layers of each
+  // chunk as given, instead of the even split (plan::chunk_layers); empty: the even split.
+  PipelineLayout pipeline_layout;
   int zero = 0;                   // ZeRO stage 0..3 (1 = distributed optimizer)
   Recompute recompute = Recompute::None;
   RecomputeModules recompute_modules;  // with recompute selective; none named: core_attn (Megatron's default)

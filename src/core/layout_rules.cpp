@@ -159,7 +159,7 @@ void pp_within_layers(const RunSpec& r, Problems& p) {
           .value_or(0);
   const ExecutionSpec& e = r.exec;
   const int64_t units = r.model.layers + pipeline_split_extra_units(e);
-  if (r.model.layers <= 0 || chunks <= 0) return;
+  if (r.model.layers <= 0 || chunks <= 0 || !e.pipeline_layout.empty()) return;  // a layout: pipeline-layout-matches
   if (units > r.model.layers) {
     // Megatron's split with the embedding and/or the loss as units: (layers + units) / chunks each,
     // the first (last) chunk one less; the planner's split equals it when the loss goes with the embedding.
@@ -183,6 +183,18 @@ void pp_within_layers(const RunSpec& r, Problems& p) {
                       "when pp x virtual stages = layers + 2",
                       r.model.layers),
           "pp-exceeds-layers");
+}
+
+// A given layout replaces the even split: it must hold the model's layers in pp x v chunks, the
+// embedding first and the loss and MTP modules in the last chunk (core/pipeline_layout.h).
+void pipeline_layout_matches(const RunSpec& r, Problems& p) {
+  const ExecutionSpec& e = r.exec;
+  if (e.pipeline_layout.empty() || r.model.layers <= 0) return;
+  check_pipeline_layout(e.pipeline_layout, r.model.layers, r.model.mtp_layers, r.layout.pp, e.virtual_stages,
+                        "pipeline-layout-matches", p);
+  if (pipeline_split_extra_units(e) > 0)
+    p.add("--pipeline-layout with --account-for-*-in-pipeline-split: the layout already places the embedding and the loss",
+          "drop --account-for-embedding-in-pipeline-split / --account-for-loss-in-pipeline-split", "pipeline-layout-matches");
 }
 
 void cp_divides_sequence(const RunSpec& r, Problems& p) {
@@ -296,6 +308,9 @@ const std::vector<LayoutRule>& layout_rules() {
       {"tp-divides-ffn", "tp", RuleKind::Shape, "tp divides the MLP's hidden size", tp_divides_ffn},
       {"tp-divides-expert-ffn", "tp", RuleKind::Shape, "tp divides the shared experts' MLP width (routed experts split over etp)", tp_divides_expert_ffn},
       {"pp-exceeds-layers", "pp", RuleKind::Shape, "pp x virtual stages is at most the layers", pp_within_layers},
+      {"pipeline-layout-matches", "pp", RuleKind::Shape,
+       "a --pipeline-layout has pp x virtual stages chunks and the model's layers, E first, L and the MTP modules last",
+       pipeline_layout_matches},
       {"cp-divides-sequence", "cp", RuleKind::Shape, "2 x cp divides the sequence (two chunks per cp rank)",
        cp_divides_sequence},
       {"sp-needs-tp", "tp", RuleKind::Shape, "sequence parallel needs tp above 1", sp_needs_tp},

@@ -287,6 +287,7 @@ ExecutionSpec resolve_execution(const OptionValues& v, Problems& p, const std::s
   else if (e.schedule == ScheduleKind::Interleaved) e.virtual_stages = 2;
   if (auto b = v.get_bool("account-for-embedding-in-pipeline-split", p)) e.embedding_in_pipeline_split = *b;
   if (auto b = v.get_bool("account-for-loss-in-pipeline-split", p)) e.loss_in_pipeline_split = *b;
+  if (auto s = v.get_string("pipeline-layout")) e.pipeline_layout = parse_pipeline_layout(*s, p);
   if (auto x = v.get_int("zero", p)) {
     if (*x < 0 || *x > 3) p.add(fmt::format("--zero {} is not a ZeRO stage", *x), "use --zero 0, 1, 2 or 3");
     else e.zero = int(*x);

@@ -17,6 +17,7 @@ std::map<std::string, std::string> run_option_texts(const RunSpec& run) {
       {"virtual-stages", std::to_string(e.virtual_stages)},
       {"account-for-embedding-in-pipeline-split", e.embedding_in_pipeline_split ? "true" : "false"},
       {"account-for-loss-in-pipeline-split", e.loss_in_pipeline_split ? "true" : "false"},
+      {"pipeline-layout", e.pipeline_layout.text},
       {"zero", std::to_string(e.zero)},
       {"recompute", to_string(e.recompute)},
       {"sequence-parallel", e.sequence_parallel ? "true" : "false"},

@@ -18,26 +18,6 @@ const CostConstants& default_constants() {
   return c;
 }
 
-std::vector<int64_t> chunk_layers(int64_t layers, int64_t pp, int64_t v) {
-  const int64_t chunks = std::max<int64_t>(pp * v, 1);
-  std::vector<int64_t> out(chunks, layers / chunks);
-  int64_t rest = layers % chunks;
-  // rest < chunks, so chunks 1..rest exist; the last chunk gets one only when rest = chunks - 1.
-  for (int64_t c = 1; c <= rest; ++c) out[c] += 1;
-  return out;
-}
-
-std::vector<int64_t> stage_layers(int64_t layers, int64_t pp, int64_t v) {
-  // Stage i holds chunks i, i + pp, ... (v of them): v x the base count, plus one for each of
-  // them among chunks 1 .. rest (chunk_layers), counted without listing the chunks.
-  const int64_t p = std::max<int64_t>(pp, 1), vs = std::max<int64_t>(v, 1), chunks = p * vs;
-  const int64_t base = layers / chunks, rest = layers % chunks;
-  std::vector<int64_t> out(size_t(p), vs * base);
-  out[0] += std::min(rest / p, vs - 1);  // chunks pp, 2 pp, ... up to rest
-  for (int64_t i = 1; i < p && i <= rest; ++i) out[size_t(i)] += std::min((rest - i) / p + 1, vs);
-  return out;
-}
-
 double gemm_efficiency(double m, double k, double n, double peak_efficiency, const CostConstants& c) {
   auto shape = [&](double d) { return d / (d + c.gemm_half_dim); };
   return peak_efficiency * shape(m) * shape(k) * shape(n);
@@ -370,8 +350,8 @@ std::vector<StageTime> stage_times(const ModelSpec& full, const ExecutionSpec& e
   const double logits_flops = 2 * T * h * V / t;
   const double loss_s = c.elementwise_traffic_per_stored_byte * 4 * T * V / t / kernel_hbm_Bps(e, gpu, c);
 
-  const auto layers = stage_layers(m.layers, in.pp, v);
-  const auto chunks = chunk_layers(m.layers, in.pp, v);
+  const auto layers = stage_layers(m.layers, in.pp, e);
+  const auto chunks = chunk_layers(m.layers, in.pp, e);
   std::vector<StageTime> out(layers.size());
   for (size_t i = 0; i < layers.size(); ++i) {
     StageTime& st = out[i];
@@ -552,7 +532,7 @@ double step_time_lower_bound(const ModelSpec& m, const ExecutionSpec& e, int64_t
   const double per_layer =
       lc.forward_s() + lc.backward_s() + (e.recompute == Recompute::Full ? lc.forward_s() : 0.0) + tp_s;
   const int64_t v = e.schedule == ScheduleKind::Interleaved ? e.virtual_stages : 1;
-  const auto layers = stage_layers(m.layers, pp, v);
+  const auto layers = stage_layers(m.layers, pp, e);
   const auto [fewest, most] = std::minmax_element(layers.begin(), layers.end());
   const double k = e.schedule == ScheduleKind::Interleaved ? double(std::max<int64_t>(v, 1))
                    : e.schedule == ScheduleKind::ZeroBubbleH1 ? 3.0

@@ -42,6 +42,11 @@ using trident::padded_vocab;
 std::vector<int64_t> chunk_layers(int64_t layers, int64_t pp, int64_t virtual_stages);
 // Layers held by stage i (all its chunks).
 std::vector<int64_t> stage_layers(int64_t layers, int64_t pp, int64_t virtual_stages);
+// The run's split: the decoder layers of each chunk of its --pipeline-layout when it gives one
+// (Megatron-Core's --pipeline-model-parallel-layout), else chunk_layers; v = the virtual stages
+// of an interleaved schedule, else 1. Every cost and memory term takes its split from here.
+std::vector<int64_t> chunk_layers(int64_t layers, int64_t pp, const ExecutionSpec& exec);
+std::vector<int64_t> stage_layers(int64_t layers, int64_t pp, const ExecutionSpec& exec);
 
 // ---------------------------------------------------------------------------------------------
 // GEMM efficiency as a function of its size.

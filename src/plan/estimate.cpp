@@ -61,7 +61,7 @@ std::vector<Zero3Chunk> zero3_stage(const Estimate& e, const DimLink& dcp, const
 
 std::vector<int64_t> chunks_of(const RunSpec& run) {
   const ExecutionSpec& x = run.exec;
-  return chunk_layers(run.model.layers, run.layout.pp, x.schedule == ScheduleKind::Interleaved ? x.virtual_stages : 1);
+  return chunk_layers(run.model.layers, run.layout.pp, x);
 }
 
 }  // namespace

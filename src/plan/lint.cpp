@@ -196,7 +196,7 @@ void Checked::check_uneven_stages(std::vector<Finding>& f) const {
   const ModelSpec& m = run.model;
   const Layout& l = run.layout;
   // Uneven split.
-  if (m.layers % (l.pp * v) != 0) {
+  if (m.layers % (l.pp * v) != 0 && run.exec.pipeline_layout.empty()) {
     auto chunks = chunk_layers(m.layers, l.pp, v);
     add(f, Severity::Info, "uneven-stages",
         fmt::format("{} layers over pp {} x v {} = {} chunks do not divide evenly: chunks hold {} to {} layers",
@@ -400,7 +400,7 @@ void Checked::check_thin_stages(std::vector<Finding>& f) const {
   const Layout& l = run.layout;
   // Thin stages.
   if (l.pp > 1) {
-    const auto layers = stage_layers(m.layers, l.pp, v);
+    const auto layers = stage_layers(m.layers, l.pp, run.exec);
     const int64_t thinnest = *std::min_element(layers.begin(), layers.end());
     const StageTime& st = e.stages[std::min_element(layers.begin(), layers.end()) - layers.begin()];
     const double compute = st.compute_forward_s + st.compute_backward_s;

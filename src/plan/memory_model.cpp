@@ -204,7 +204,7 @@ double first_chunk_micro_batches_in_flight(ScheduleKind schedule, int64_t pp, in
 
 std::vector<StageMemory> stage_memory(const ModelSpec& full, const ExecutionSpec& e, const MemoryInputs& in) {
   const int64_t v = e.schedule == ScheduleKind::Interleaved ? e.virtual_stages : 1;
-  const auto layers = stage_layers(full.layers, in.pp, v);
+  const auto layers = stage_layers(full.layers, in.pp, e);
   const StateBytes sb = state_bytes(e);
   const int64_t cp = std::max<int64_t>(in.cp, 1), ep = std::max<int64_t>(in.ep, 1);
   const ModelSpec m = per_rank_sequence(full, cp);  // activations: s / cp tokens per sequence

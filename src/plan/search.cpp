@@ -200,6 +200,17 @@ struct Searcher {
     // --account-for-*-in-pipeline-split), the layers + units divide over the chunks, as Megatron
     // requires (lint's pp-exceeds-layers); without them the chunks are at most the layers.
     const int64_t extra = pipeline_split_extra_units(space.settings), units = model.layers + extra;
+    // A --pipeline-layout fixes the chunks: pp of them (one per stage), or pp x v interleaved.
+    const PipelineLayout& given = space.settings.pipeline_layout;
+    if (!given.empty() && given.chunks() != pp) {
+      const int64_t v = given.chunks() / pp;
+      if (given.chunks() % pp == 0 && v >= 2 && want(ScheduleKind::Interleaved) &&
+          (!space.virtual_stages || *space.virtual_stages == v) && m % pp == 0)
+        out.push_back({ScheduleKind::Interleaved, v});
+      else
+        reject("the --pipeline-layout's chunks are not this pp's stages (x virtual stages)", n_orders);
+      return out;
+    }
     auto splits = [&](int64_t v) { return extra == 0 ? pp * v <= units : units % (pp * v) == 0; };
     if (!splits(1)) {
       reject("layers + embedding / loss units do not divide over pp", n_orders);
@@ -212,7 +223,7 @@ struct Searcher {
       else reject("dominated: gpipe (1f1b's time with more activation memory)", n_orders);
     }
     if (want(ScheduleKind::ZeroBubbleH1)) out.push_back({ScheduleKind::ZeroBubbleH1, 1});
-    if (!want(ScheduleKind::Interleaved)) return out;
+    if (!want(ScheduleKind::Interleaved) || !given.empty()) return out;
     for (int64_t v = 2; pp * v <= units && v <= 16; ++v) {
       if (space.virtual_stages && v != *space.virtual_stages) continue;
       if (!splits(v)) continue;

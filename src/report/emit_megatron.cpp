@@ -136,7 +136,9 @@ void pipeline_args(const RunSpec& run, std::vector<std::string>& a, std::vector<
                "replan without --schedule: with --emit megatron the search keeps to the schedules Megatron runs",
                "megatron-schedule");
   if (l.pp == 1) return;
-  if (e.embedding_in_pipeline_split || e.loss_in_pipeline_split) {
+  // A --pipeline-layout is written back as the layout string (spelled out below).
+  const bool given = !e.pipeline_layout.empty();
+  if (!given && (e.embedding_in_pipeline_split || e.loss_in_pipeline_split)) {
     // Megatron splits layers + the units evenly, the first (last) chunk holding one layer less:
     // the planner's split (pp_within_layers checked that they divide).
     const int64_t units = m.layers + pipeline_split_extra_units(e);
@@ -147,8 +149,8 @@ void pipeline_args(const RunSpec& run, std::vector<std::string>& a, std::vector<
                                    m.layers, units - m.layers, l.pp * v, units / (l.pp * v), l.pp, v));
     return;
   }
-  const std::vector<int64_t> chunks = plan::chunk_layers(m.layers, l.pp, v);
-  const bool even = std::all_of(chunks.begin(), chunks.end(), [&](int64_t c) { return c == chunks.front(); });
+  const std::vector<int64_t> chunks = plan::chunk_layers(m.layers, l.pp, e);
+  const bool even = !given && std::all_of(chunks.begin(), chunks.end(), [&](int64_t c) { return c == chunks.front(); });
   if (even) {
     if (v > 1) a.push_back(fmt::format("--num-layers-per-virtual-pipeline-stage {}", chunks.front()));
     return;
@@ -158,7 +160,7 @@ void pipeline_args(const RunSpec& run, std::vector<std::string>& a, std::vector<
   // planner's split only when its middle stages are equal (61 layers on pp 8 is 7, 8 x 5, 7, 7: not).
   const bool middle_even = l.pp > 2 && std::all_of(stages.begin() + 1, stages.end() - 1,
                                                    [&](int64_t s) { return s == stages[1]; });
-  if (v == 1 && middle_even) {
+  if (!given && v == 1 && middle_even) {
     a.push_back(fmt::format("--decoder-first-pipeline-num-layers {}", stages.front()));
     a.push_back(fmt::format("--decoder-last-pipeline-num-layers {}", stages.back()));
     comments.push_back(fmt::format("pipeline stages of {} layers: first {}, last {}, the {} others {} each", m.layers,

@@ -87,7 +87,7 @@ void pipeline_settings(const RunSpec& run, std::vector<Setting>& s, Problems& re
                "replan without --schedule: with --emit torchtitan the search keeps to the schedules torchtitan runs",
                "torchtitan-schedule");
   const int64_t v = e.schedule == ScheduleKind::Interleaved ? e.virtual_stages : 1;
-  const std::vector<int64_t> chunks = plan::chunk_layers(m.layers, l.pp, v);
+  const std::vector<int64_t> chunks = plan::chunk_layers(m.layers, l.pp, e);
   const int64_t n = int64_t(chunks.size()), base = *std::max_element(chunks.begin(), chunks.end());
   const int64_t first_less = base - chunks.front(), last_less = base - chunks.back();
   bool fits = first_less <= 1 && last_less <= 1;

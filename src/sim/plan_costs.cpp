@@ -161,7 +161,7 @@ PlannedCosts costs_from_plan(const RunSpec& run, const plan::CostConstants& c, d
   // it, shared between forward and backward as their calls are.
   const plan::Overlapped epo = plan::ep_overlap_per_layer(epc, lc.forward_s(), lc.backward_s(), x, l.pp, c);
   const double ep_kept = epc.forward_s + epc.backward_s > 0 ? epo.cost_s / (epc.forward_s + epc.backward_s) : 1.0;
-  const std::vector<int64_t> chunk_layers = plan::chunk_layers(model.layers, p, v);
+  const std::vector<int64_t> chunk_layers = plan::chunk_layers(model.layers, p, x);
 
   const std::vector<double> p2p = add_boundaries(out, mesh, run, local, links.tp.link, c);
 

@@ -145,6 +145,10 @@ TEST(LayoutRules, each_rule_fires_once_under_its_own_code) {
     r.model.shared_experts = 1;
   });
   with("pp-exceeds-layers", [](RunSpec& r) { r.model.layers = 4; });
+  with("pipeline-layout-matches", [](RunSpec& r) {  // pp 8's chunks, one layer short of GPT-3's 96
+    Problems syntax;
+    r.exec.pipeline_layout = parse_pipeline_layout("Et*12|(t*12|)*6t*11L", syntax);
+  });
   with("cp-divides-sequence", [](RunSpec& r) {
     r.layout.cp = 2, r.layout.dp = 1, r.layout.order = "tp-cp-dp-pp";
     r.model.seq_len = 2050;
