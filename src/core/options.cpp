@@ -114,7 +114,7 @@ std::vector<OptionDef> execution_options() {
       {"pipeline-layout", "training",
        "the layers of each pipeline chunk as Megatron-Core's --pipeline-model-parallel-layout writes them (E embedding, t layer, "
        "m MTP module, L loss, | between chunks, X*N and (...)*N repeats), e.g. \"Et*4|(t*4|)*14tmL\"; the even split when not given",
-       false, "TEXT", "none"},
+       false, "LAYOUT", "the even split"},
       {"zero", "training", "ZeRO stage 0-3 (1 = distributed optimizer)", false, "0|1|2|3", "0", -1e18},  // its own check names the stages
       {"recompute", "training", "activation recomputation: none, selective or full", false, "none|selective|full", "none"},
       {"recompute-modules", "training",
