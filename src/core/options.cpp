@@ -112,7 +112,7 @@ std::vector<OptionDef> execution_options() {
        "count the loss as a layer when splitting layers over pipeline chunks (Megatron's flag): the last chunk holds one layer less",
        true, "", "off"},
       {"pipeline-layout", "training",
-       "the layers of each pipeline chunk as Megatron-Core's --pipeline-model-parallel-layout writes them (E embedding, t layer, "
+       "the layers of each pipeline chunk as Megatron-Core's pipeline_model_parallel_layout writes them (E embedding, t layer, "
        "m MTP module, L loss, | between chunks, X*N and (...)*N repeats), e.g. \"Et*4|(t*4|)*14tmL\"; the even split when not given",
        false, "LAYOUT", "the even split"},
       {"zero", "training", "ZeRO stage 0-3 (1 = distributed optimizer)", false, "0|1|2|3", "0", -1e18},  // its own check names the stages

@@ -286,6 +286,8 @@ rows = [
     # without a layer, so train refuses them; their --no- forms are the default.
     ("--account-for-embedding-in-pipeline-split", None, "capability", r"--account-for-embedding-in-pipeline-split (--account-for-loss-in-pipeline-split )?\(Megatron's pipeline units\): the runtime splits the layers alone"),
     ("--account-for-loss-in-pipeline-split", None, "capability", r"--account-for-loss-in-pipeline-split \(Megatron's pipeline units\): the runtime splits the layers alone"),
+    # Megatron-Core's pipeline layout (plan, lint, the launch): the runtime splits the layers evenly.
+    ("--pipeline-layout", "t|t", "capability", r"--pipeline-layout 't\|t': the runtime splits the layers evenly"),
     ("--no-account-for-embedding-in-pipeline-split", None, "L", r"!pipeline-split"),
     ("--no-account-for-loss-in-pipeline-split", None, "L", r"!pipeline-split"),
     ("--rope-theta", "500000", "L", r"RoPE theta 500000"),
