@@ -9,6 +9,7 @@ namespace trident {
 
 namespace {
 constexpr int64_t kMaxExpanded = 1 << 20;  // symbols after the repeats: far beyond any model
+constexpr int kMaxDepth = 32;               // nested groups: the parser recurses once per '('
 
 // Recursive descent over the text: a sequence of symbols (E t m L |) and groups, each optionally
 // followed by *N; returns the expansion of the sequence up to ')' or the end.
@@ -41,6 +42,10 @@ struct Expander {
         if (depth == 0) error = fmt::format("')' at position {} closes no '('", i);
         return out;
       } else if (c == '(') {
+        if (depth >= kMaxDepth) {  // bounded, so a deep nesting cannot exhaust the stack
+          error = fmt::format("'(' at position {} nests groups deeper than {}", i, kMaxDepth);
+          return out;
+        }
         const size_t open = i++;
         part = sequence(depth + 1);
         if (!error.empty()) return out;
@@ -76,7 +81,9 @@ PipelineLayout parse_pipeline_layout(const std::string& text, Problems& p) {
   Expander x{text, 0, ""};
   const std::string flat = x.sequence(0);
   if (!x.error.empty()) {
-    p.add(fmt::format("--pipeline-layout '{}': {}", text, x.error),
+    // A long text is shown by its start: the position in the error says where.
+    const std::string shown = text.size() > 80 ? text.substr(0, 77) + "..." : text;
+    p.add(fmt::format("--pipeline-layout '{}': {}", shown, x.error),
           "write Megatron-Core's --pipeline-model-parallel-layout, e.g. \"Et*4|(t*4|)*14tmL\"", "pipeline-layout");
     return l;
   }

@@ -79,5 +79,15 @@ TEST(PipelineLayout, a_layout_against_another_run_reports_every_mismatch_togethe
   for (const Problem& x : p.list()) EXPECT_EQ(x.code, "pipeline-layout-matches");
 }
 
+// A nesting deeper than the parser's bound is refused by name (500000 '(' crashed it by recursion).
+TEST(PipelineLayout, groups_nested_too_deep_are_refused_not_recursed) {
+  Problems p;
+  parse_pipeline_layout(std::string(500000, '(') + "t" + std::string(500000, ')'), p);
+  EXPECT_TRUE(any_names(p, "nests groups deeper than 32")) << (p.empty() ? "" : p.list().front().what);
+  Problems ok;
+  parse_pipeline_layout(std::string(32, '(') + "t" + std::string(32, ')'), ok);
+  EXPECT_TRUE(ok.empty()) << ok.list().front().what;
+}
+
 }  // namespace
 }  // namespace trident
