@@ -1,5 +1,5 @@
 // A cluster file as `trident bench` writes it ([cluster] peaks and [cost] shares), read by the
-// rehearsal report's prediction (parallel::predict, --prediction-cluster FILE), which also
+// rehearsal report's prediction (rehearse::predict, --prediction-cluster FILE), which also
 // runs the planner's estimate on what it read.
 #include <cstddef>
 #include <cstdint>
@@ -7,7 +7,7 @@
 
 #include "core/run_spec.h"
 #include "fuzz/fuzz_input.h"
-#include "runtime/parallel/rehearsal_prediction.h"
+#include "rehearse/rehearsal_prediction.h"
 
 using namespace trident;
 
@@ -29,6 +29,6 @@ const RunSpec& rehearsal() {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const RunSpec& run = rehearsal();
   const std::string path = fuzz::write_scratch("cluster.toml", data, size);
-  fuzz::accept_refusal([&] { parallel::predict(run, path, 2, ""); });
+  fuzz::accept_refusal([&] { rehearse::predict(run, path, 2, ""); });
   return 0;
 }
