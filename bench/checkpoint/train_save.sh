@@ -10,7 +10,9 @@
 #   The peer: `dd if=/dev/zero conv=fdatasync` of the checkpoint's bytes, and dd of the checkpoint's
 #     own bytes (a copy of its shard, read from the page cache) with conv=fdatasync.
 #   Loading: a --resume run of one more step minus a fresh one-step run against `dd of=/dev/null`
-#     of the shard (from the page cache the save left, as the resume reads it).
+#     of the shard, both from the disk: the shard's pages are dropped from the page cache before
+#     each (dd iflag=nocache count=0; the save writes with O_DIRECT, past the cache, so a resume
+#     reads the disk, as after a restart).
 # Model: LAYERS (4) layers, hidden 1024: 51 M parameters, weights + AdamW m, v = 0.6 GB (12: 1.7 GB).
 # usage: train_save.sh TRIDENT [FOLDER] [LAYERS]
 set -eu
@@ -28,6 +30,7 @@ timed() {  # timed OUT CMD...: the command's seconds; its output in OUT
   "$@" >"$out" || { cat "$out"; exit 1; }
   echo "$(now) - $t0" | bc -l
 }
+uncache() { for f in "$@"; do dd if="$f" iflag=nocache count=0 status=none; done; }  # drops a file's cached pages
 best() { printf '%s\n' "$@" | sort -g | head -1; }
 field() { sed -n "$2" "$1" | sort -g | head -1; }  # the smallest number a sed expression picks from a file
 without=() with=() inside=() dd_w=() dd_s=() resumed=() dd_r=() end_only=() every=() copied=() first=() durable=()
@@ -42,7 +45,9 @@ for round in 1 2 3; do
   rm -f "$dir/dd"; cat "$dir"/ck/shard-* > "$dir/shard"; sync
   dd_s+=("$(seconds dd if="$dir/shard" of="$dir/dd" bs=4M conv=fdatasync status=none)")
   rm -f "$dir/dd" "$dir/shard"
+  sync; uncache "$dir"/ck/shard-*.bin
   resumed+=("$(seconds "$trident" train --resume "$dir/ck" --steps 2 --threads "${BENCH_THREADS:-2}")")
+  uncache "$dir"/ck/shard-*.bin
   dd_r+=("$(seconds dd if="$dir/ck/shard-00000.bin" of=/dev/null bs=4M status=none)")
   rm -rf "$dir/ck"
   end_only+=("$(seconds "$trident" train "${run[@]}" --steps 3 --checkpoint "$dir/ck")")
@@ -66,5 +71,5 @@ printf 'saves during the run (background): 3 steps saving after each %.2f s - sa
   "$v" "$e" "$bg" "$(ratio "$d" "$bg")"
 printf '  as the run times them: the loop waits %.2f s for the state'"'"'s copy (the first save %.2f s: it allocates the copy; dd / wait = %.2f); durable and in place %.2f s after the save began (dd / that = %.2f)\n' \
   "$c" "$f" "$(ratio "$d" "$c")" "$u" "$(ratio "$d" "$u")"
-printf 'train load: --resume run of one more step %.2f s - fresh one-step run %.2f s = load %.2f s (negative: within the noise); dd of the shard to /dev/null %.2f s; dd / load = %.2f\n' \
+printf 'train load: --resume run of one more step %.2f s - fresh one-step run %.2f s = load %.2f s (negative: within the noise); dd of the shard to /dev/null %.2f s (both from the disk); dd / load = %.2f\n' \
   "$r" "$w" "$load" "$dr" "$(ratio "$dr" "$load")"

@@ -19,6 +19,7 @@
 #include "core/problems.h"
 #include "runtime/checkpoint/checksum.h"
 #include "runtime/checkpoint/manifest_check.h"
+#include "runtime/checkpoint/shard_file.h"
 
 namespace trident::checkpoint {
 
@@ -146,14 +147,11 @@ void abandon_save(const std::string& dir) {
 }
 
 ShardWriter::ShardWriter(const std::string& dir, int rank)
-    : dir_(temporary_dir(dir)), file_(shard_name(rank, "bin")) {
-  fd_ = ::open((dir_ + "/" + file_).c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd_ < 0) failed_writing();
+    : dir_(temporary_dir(dir)), file_(shard_name(rank, "bin")), out_(std::make_unique<ShardFile>(dir_ + "/" + file_)) {
+  if (!out_->ok()) failed_writing();
 }
 
-ShardWriter::~ShardWriter() {
-  if (fd_ >= 0) ::close(fd_);
-}
+ShardWriter::~ShardWriter() = default;
 
 void ShardWriter::failed_writing() const {
   fail("failed writing checkpoint shard '" + dir_ + "/" + file_ + "': " + std::strerror(errno) +
@@ -164,26 +162,8 @@ void ShardWriter::failed_writing() const {
 void ShardWriter::add(const std::string& name, int64_t logical_rows, int64_t logical_cols, int64_t row, int64_t col,
                       int64_t rows, int64_t cols, const float* data) {
   const size_t n = size_t(rows * cols) * sizeof(float);
-  // The checksum (the only pass over the bytes besides the write) runs on each piece just before
-  // its write copies it into the page cache, so the write reads it from the CPU cache. (A thread
-  // per slice for it waited for a core on a busy machine, 50-100 ms a slice, longer than the
-  // write; the checksum runs at several GB/s, faster than the copy.)
-  constexpr size_t kPiece = size_t(2) << 20;
-  uint32_t crc = 0;
-  const auto* p = reinterpret_cast<const char*>(data);
-  for (size_t done = 0; done < n;) {
-    const size_t piece = std::min(kPiece, n - done);
-    crc = crc32c(p + done, piece, crc);
-    for (size_t end = done + piece; done < end;) {
-      const ssize_t w = ::write(fd_, p + done, end - done);
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) failed_writing();
-      done += size_t(w);
-    }
-  }
-  // Start the disk on these bytes now rather than at finish()'s fsync, so that writing the next
-  // slices overlaps it (advice only: the fsync still makes them durable and reports errors).
-  ::sync_file_range(fd_, off_t(bytes_), off_t(n), SYNC_FILE_RANGE_WRITE);
+  uint32_t crc = 0;  // computed as the bytes go to the file (the only pass over them)
+  if (!out_->append(data, n, crc)) failed_writing();
   index_.push_back({{"name", name},
                     {"shape", logical_cols == 1 ? nlohmann::json{logical_rows} : nlohmann::json{logical_rows, logical_cols}},
                     {"offset", bytes_},
@@ -195,10 +175,7 @@ void ShardWriter::add(const std::string& name, int64_t logical_rows, int64_t log
 }
 
 void ShardWriter::finish() {
-  if (::fsync(fd_) != 0) failed_writing();
-  const int fd = fd_;
-  fd_ = -1;
-  if (::close(fd) != 0) failed_writing();
+  if (!out_->finish()) failed_writing();  // the last bytes, the file's size, one fsync
   const nlohmann::json j = {{"file", file_}, {"bytes", bytes_}, {"crc32c", crc32c_hex(crc_)}, {"slices", index_}};
   const std::string index = j.dump();
   const std::string base = dir_ + "/" + file_.substr(0, file_.size() - 4);

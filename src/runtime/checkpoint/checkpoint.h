@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -48,8 +49,11 @@ void check_temporary_dir(const std::string& dir, Problems& problems);
 // After a failed save (a full disk): removes the save's partial temporary directory, if it is one.
 void abandon_save(const std::string& dir);
 
+class ShardFile;
+
 // One rank's shard file in temporary_dir(dir), written as the slices come (no copy of the shard
-// in memory). Every I/O error throws InputError.
+// in memory; O_DIRECT where the file system takes it: shard_file.h). Every I/O error throws
+// InputError.
 class ShardWriter {
  public:
   ShardWriter(const std::string& dir, int rank);  // creates the file
@@ -66,7 +70,7 @@ class ShardWriter {
  private:
   [[noreturn]] void failed_writing() const;
   std::string dir_, file_;
-  int fd_ = -1;
+  std::unique_ptr<ShardFile> out_;
   int64_t bytes_ = 0;     // written so far
   uint32_t crc_ = 0;      // CRC-32C of them
   nlohmann::json index_ = nlohmann::json::array();
