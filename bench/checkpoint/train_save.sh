@@ -5,8 +5,8 @@
 #     one-step run with --checkpoint minus the same run without, and the run's own "saved in" line.
 #   Saves during the run (written in the background while training goes on): a 3-step run with
 #     --checkpoint-every 1 minus the same run saving only at the end, per save: what they cost the
-#     run (the copy it waits for, and the steps slowed by the write on the same cores); beside it the
-#     run's own figures: the copy the loop waits for, and how long until the save was durable.
+#     run (the write of the state it waits for, and the steps slowed by the rest of the save); beside it the
+#     run's own figures: the wait until the state has left the buffers, and how long until the save was durable.
 #   The peer: `dd if=/dev/zero conv=fdatasync` of the checkpoint's bytes, and dd of the checkpoint's
 #     own bytes (a copy of its shard, read from the page cache) with conv=fdatasync.
 #   Loading: a --resume run of one more step minus a fresh one-step run against `dd of=/dev/null`
@@ -53,8 +53,8 @@ for round in 1 2 3; do
   end_only+=("$(seconds "$trident" train "${run[@]}" --steps 3 --checkpoint "$dir/ck")")
   rm -rf "$dir/ck"
   every+=("$(timed "$dir/every.out" "$trident" train "${run[@]}" --steps 3 --checkpoint-every 1 --checkpoint "$dir/ck")")
-  copied+=("$(field "$dir/every.out" 's/^checkpoint: .* (step 2) state copied in \([0-9.]*\) s .*/\1/p')")
-  first+=("$(field "$dir/every.out" 's/^checkpoint: .* (step 1) state copied in \([0-9.]*\) s .*/\1/p')")
+  copied+=("$(field "$dir/every.out" 's/^checkpoint: .* (step 2) state taken in \([0-9.]*\) s .*/\1/p')")
+  first+=("$(field "$dir/every.out" 's/^checkpoint: .* (step 1) state taken in \([0-9.]*\) s .*/\1/p')")
   durable+=("$(field "$dir/every.out" 's/^checkpoint: .* written in the background: durable \([0-9.]*\) s after it began)$/\1/p')")
 done
 i=$(best "${inside[@]}") w=$(best "${without[@]}") s=$(best "${with[@]}") d=$(best "${dd_w[@]}") ds=$(best "${dd_s[@]}")
@@ -69,7 +69,7 @@ printf '  the same save as the run times it (its "saved in" line, free of the st
   "$i" "$(ratio "$d" "$i")" "$(ratio "$ds" "$i")"
 printf 'saves during the run (background): 3 steps saving after each %.2f s - saving at the end only %.2f s = %.2f s per save (2 saves); dd / that = %.2f\n' \
   "$v" "$e" "$bg" "$(ratio "$d" "$bg")"
-printf '  as the run times them: the loop waits %.2f s for the state'"'"'s copy (the first save %.2f s: it allocates the copy; dd / wait = %.2f); durable and in place %.2f s after the save began (dd / that = %.2f)\n' \
+printf '  as the run times them: the loop waits %.2f s until the state has left its buffers (the first save %.2f s; dd / wait = %.2f); durable and in place %.2f s after the save began (dd / that = %.2f)\n' \
   "$c" "$f" "$(ratio "$d" "$c")" "$u" "$(ratio "$d" "$u")"
 printf 'train load: --resume run of one more step %.2f s - fresh one-step run %.2f s = load %.2f s (negative: within the noise); dd of the shard to /dev/null %.2f s (both from the disk); dd / load = %.2f\n' \
   "$r" "$w" "$load" "$dr" "$(ratio "$dr" "$load")"

@@ -92,7 +92,7 @@ std::string temp_dir(const std::string& name) {
 }
 
 // A save in the background holds the state at its start although training goes on meanwhile
-// (the snapshot), and completes durable and in place: resuming from it gives the same losses.
+// (start() returns once it has left the trainer's buffers), and completes durable and in place: resuming from it gives the same losses.
 TEST(OneProcessTrainer, a_background_save_holds_the_state_at_its_start_while_training_goes_on) {
   OneProcessRun straight(4, 4);
   std::vector<double> want;
@@ -119,9 +119,9 @@ TEST(OneProcessTrainer, a_background_save_holds_the_state_at_its_start_while_tra
   std::filesystem::remove_all(dir);
 }
 
-// The snapshot is taken by start(): whatever the trainer's buffers hold afterwards (here
-// overwritten at once, before the writer thread can have written them) is not in the checkpoint.
-TEST(OneProcessTrainer, a_background_save_writes_the_state_copied_at_its_start) {
+// The state is taken by start(): whatever the trainer's buffers hold afterwards (here
+// overwritten at once, before the writer thread can have synced them) is not in the checkpoint.
+TEST(OneProcessTrainer, a_background_save_writes_the_state_of_its_start) {
   const auto dir = temp_dir("trident_bg_snapshot");
   OneProcessRun r(4, 4);
   r.trainer.step(0);

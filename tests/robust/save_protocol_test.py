@@ -59,12 +59,12 @@ def main():
                       "--threads", "1", "--steps", "2", "--checkpoint", p("full.ckpt"))
     check("a save on a full disk fails with exit 2", rc == 2 and "full.ckpt.saving" in out, out[-800:])
     check("a save on a full disk leaves no partial full.ckpt.saving", not os.path.lexists(p("full.ckpt.saving")))
-    # Saves during the run go on in the background (the run waits for the state's copy only), each
+    # Saves during the run go on in the background (the run waits until the state is written), each
     # completed before the next; the last the run waits for whole.
     small = ["--layers", "1", "--hidden", "64", "--heads", "2", "--seq-len", "32", "--threads", "1"]
     rc, out = run(trident, "train", *small, "--steps", "4", "--checkpoint-every", "1", "--checkpoint", p("bg.ckpt"))
-    check("saves in the background: each copied, then durable and in place before the next",
-          rc == 0 and all(("(step %d) state copied in" % k) in out and
+    check("saves in the background: each taken, then durable and in place before the next",
+          rc == 0 and all(("(step %d) state taken in" % k) in out and
                           ("in place (the save of step %d, written in the background: durable" % k) in out for k in (1, 2, 3))
           and "(step 4) saved in" in out, out[-1500:])
     check("the last save is in place, no bg.ckpt.saving left",
@@ -75,7 +75,7 @@ def main():
     rc, out = limited(trident, 16, "train", "--resume", p("keep.ckpt"), "--steps", "4", "--checkpoint-every", "1",
                       "--checkpoint", p("keep.ckpt"))
     check("a background save on a full disk fails with exit 2 naming the shard",
-          rc == 2 and "(step 3) state copied" in out and "shard-00000.bin" in out, out[-800:])
+          rc == 2 and "(step 3) state taken" in out and "shard-00000.bin" in out, out[-800:])
     check("the previous checkpoint is kept, no partial keep.ckpt.saving",
           '"step": 2' in open(p("keep.ckpt/manifest.json")).read() and not os.path.lexists(p("keep.ckpt.saving")))
     # An export stopped half-way (the safetensors file over the limit) leaves no OUT.

@@ -4,6 +4,8 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -11,7 +13,6 @@
 
 #include "runtime/checkpoint/logical_tensors.h"
 #include "runtime/engine/run_meta.h"
-#include "runtime/kernels/cpu/cpu_kernels.h"
 #include "runtime/nn/gpt.h"
 
 namespace trident::parallel {
@@ -67,9 +68,11 @@ struct Block {
 };
 
 // Writes the blocks to this rank's shard (a column block, strided in its tensor, is gathered
-// first into one reused buffer) and syncs it. Runs on the save's own thread: it touches nothing
-// but the blocks' memory and the files.
-void write_shard(const std::string& dir, int rank, const std::vector<Block>& blocks) {
+// first into one reused buffer) and syncs it; `released` runs once the blocks' memory is no longer
+// read (every add() returned: written, or held in the writer's own buffer), before the sync.
+// Runs on the save's own thread: it touches nothing but the blocks' memory and the files.
+template <class Released>
+void write_shard(const std::string& dir, int rank, const std::vector<Block>& blocks, Released&& released) {
   checkpoint::ShardWriter w(dir, rank);
   std::vector<float> gathered;
   for (const Block& b : blocks) {
@@ -82,16 +85,8 @@ void write_shard(const std::string& dir, int rank, const std::vector<Block>& blo
     }
     w.add(b.name, b.logical_rows, b.logical_cols, b.row, b.col, b.rows, b.cols, data);
   }
+  released();
   w.finish();
-}
-
-// Copies n floats with the OpenMP threads the trainer's kernels use (idle while it saves).
-void parallel_copy(const float* from, float* to, int64_t n) {
-  constexpr int64_t kPiece = int64_t(1) << 20;  // floats
-  const int64_t pieces = (n + kPiece - 1) / kPiece;
-#pragma omp parallel for schedule(static) if (pieces > 1)
-  for (int64_t k = 0; k < pieces; ++k)
-    std::copy(from + k * kPiece, from + std::min(n, (k + 1) * kPiece), to + k * kPiece);
 }
 
 }  // namespace
@@ -99,26 +94,26 @@ void parallel_copy(const float* from, float* to, int64_t n) {
 struct AsyncSaver::Flight {
   nlohmann::json meta;
   std::chrono::steady_clock::time_point t0;
-  std::vector<std::vector<float>> copies;  // gathered copies (GPU, ZeRO): the snapshot where the trainer has no whole buffer
+  std::vector<std::vector<float>> copies;  // gathered copies (GPU, ZeRO): the save's own where the trainer has no whole buffer
   std::vector<Block> blocks;               // what this rank writes
   bool writer = false;                     // this rank writes a shard
   std::thread thread;
   bool ok = true;  // the thread's result, read after the join
   Failure fail;
   std::atomic<bool> done{false};  // the thread has finished (poll() asks without waiting)
+  // The blocks' memory no longer read (start() waits for it where that is the trainer's own).
+  std::mutex mutex;
+  std::condition_variable wake;
+  bool released = false;
+  void release() {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      released = true;
+    }
+    wake.notify_all();
+  }
   std::chrono::steady_clock::time_point finished;  // when (its shard synced), read after the join
 };
-
-AsyncSaver::Snapshot::Snapshot(int64_t count)
-    : data(static_cast<float*>(kernels::host_alloc(size_t(count) * sizeof(float)))), n(count) {}
-
-AsyncSaver::Snapshot::~Snapshot() { kernels::host_free(data, size_t(n) * sizeof(float)); }
-
-AsyncSaver::Snapshot& AsyncSaver::Snapshot::operator=(Snapshot&& o) noexcept {
-  std::swap(data, o.data);
-  std::swap(n, o.n);
-  return *this;
-}
 
 AsyncSaver::AsyncSaver(DistTrainer& trainer, ProcessGroups& groups, std::string dir)
     : trainer_(trainer), groups_(groups), dir_(std::move(dir)) {}
@@ -139,7 +134,7 @@ void AsyncSaver::save_now(const nlohmann::json& meta, double loss) {
   complete();
 }
 
-void AsyncSaver::begin(const nlohmann::json& meta, double loss, bool snapshot) {
+void AsyncSaver::begin(const nlohmann::json& meta, double loss, bool background) {
   complete();
   DistTrainer& t = trainer_;
   ProcessGroups& g = groups_;
@@ -160,27 +155,20 @@ void AsyncSaver::begin(const nlohmann::json& meta, double loss, bool snapshot) {
   const bool expert_writer = g.expert_grads().rank() == 0, dense_writer = g.dense_grads().rank() == 0;
   f->writer = expert_writer || dense_writer;
   // Whole parameters and moments of every chunk: the trainer's own host buffers where it holds
-  // them whole (CPU, no ZeRO sharding), copied into the snapshot when training goes on during
-  // the write (else written in place); elsewhere copies gathered over DP (a collective: every
-  // DP rank takes part), themselves the snapshot. Replica 0 writes them.
+  // them whole (CPU, no ZeRO sharding), written from in place (a background save returns once
+  // they are read); elsewhere copies gathered over DP (a collective: every DP rank takes part),
+  // the save's own. Replica 0 writes them.
   const int64_t chunks = t.chunks();
   f->copies.reserve(size_t(3 * chunks));
   std::vector<const float*> source[3];  // [which + 1][chunk]
-  size_t own = 0;                       // snapshot buffers used
+  bool live = false;                    // some block is in the trainer's own buffers
   auto whole = [&](int64_t c, int which) {
     const float* p = t.host_whole(c, which);
     if (!p) {
       f->copies.push_back(which < 0 ? t.whole_params(c) : t.whole_moment(c, which));
       p = f->copies.back().data();
-    } else if (snapshot && f->writer) {
-      const int64_t n = t.chunk_layout(c).total();
-      if (snapshot_.size() <= own) snapshot_.emplace_back();
-      Snapshot& copy = snapshot_[own++];
-      // The first save's allocation: huge pages, faulted in at once (4 KiB pages faulted one by
-      // one by the copy took 5 s for 608 MB on a busy VM; faulted by the copy's threads, 3.3 s).
-      if (copy.n != n) copy = Snapshot(n);
-      parallel_copy(p, copy.data, n);
-      p = copy.data;
+    } else {
+      live = live || f->writer;
     }
     source[which + 1].push_back(p);
   };
@@ -189,7 +177,12 @@ void AsyncSaver::begin(const nlohmann::json& meta, double loss, bool snapshot) {
     whole(c, -1);
     const float* p = source[0].back();
     double sq = 0;
-    for (int64_t i = 0, n = t.chunk_layout(c).total(); i < n; ++i) sq += double(p[i]) * double(p[i]);
+    const int64_t n = t.chunk_layout(c).total();
+    // The trainer's own host buffer: summed by the CPU kernels' threads, idle between steps (one
+    // core took 50 ms of the save for 51 M weights).
+    if (p == t.host_whole(c, -1)) sq = t.kernels().sum_squares(p, size_t(n));
+    else
+      for (int64_t i = 0; i < n; ++i) sq += double(p[i]) * double(p[i]);
     finite = finite && std::isfinite(sq);
   }
   if (!all_ok(g, finite))
@@ -224,10 +217,15 @@ void AsyncSaver::begin(const nlohmann::json& meta, double loss, bool snapshot) {
   Flight* fl = f.get();
   const int rank = g.world->rank();
   f->thread = std::thread([fl, dir, rank] {
-    fl->ok = caught(fl->writer, fl->fail, dir, [&] { write_shard(dir, rank, fl->blocks); });
+    fl->ok = caught(fl->writer, fl->fail, dir, [&] { write_shard(dir, rank, fl->blocks, [fl] { fl->release(); }); });
+    fl->release();  // also when it failed or wrote nothing
     fl->finished = std::chrono::steady_clock::now();
     fl->done = true;
   });
+  if (background && live) {  // training may change the trainer's buffers once they are read
+    std::unique_lock<std::mutex> lock(f->mutex);
+    f->wake.wait(lock, [fl] { return fl->released; });
+  }
   flight_ = std::move(f);
 }
 

@@ -387,13 +387,13 @@ int train(const TrainSettings& settings, const Problems& parsed, bool mpi, comm:
     else saver.save_now(checkpoint_meta(s, done), loss);
     saved_at = done;
     // The time the run waited for it: whole (every rank's slices written, synced, and the directory
-    // swapped in), or in the background the state's copy only.
+    // swapped in), or in the background until the state has left the trainer's buffers.
     const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (rank == 0 && !background)
       std::printf("checkpoint: %s (step %lld) saved in %.2f s\n", s.checkpoint_path.c_str(), (long long)done, took),
           std::fflush(stdout);
     else if (rank == 0)
-      std::printf("checkpoint: %s (step %lld) state copied in %.2f s (the run's wait); writing it in the background\n",
+      std::printf("checkpoint: %s (step %lld) state taken in %.2f s (the run's wait); finishing it in the background\n",
                   s.checkpoint_path.c_str(), (long long)done, took),
           std::fflush(stdout);
   };
