@@ -13,6 +13,7 @@
 #include "fuzz/fuzz_input.h"
 #include "plan/estimate.h"
 #include "runtime/parallel/dist_train.h"
+#include "train_app/planning.h"
 
 using namespace trident;
 
@@ -35,6 +36,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     values.load_toml_text(text, "fuzz.toml", problems);
     problems.throw_if_any();
     parallel::TrainSettings s;
+    s.planning = train_app::planning();
     s.run.model = resolve_model(values, problems);
     parallel::read_dist_train_options(values, s, problems);
     problems.throw_if_any();

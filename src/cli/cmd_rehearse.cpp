@@ -40,6 +40,7 @@
 #include "runtime/measure/emulated_hosts.h"
 #include "runtime/parallel/dist_train.h"
 #include "runtime/parallel/resource_check.h"
+#include "train_app/planning.h"
 
 namespace trident::cli {
 namespace {
@@ -278,6 +279,7 @@ int conclude(const RunSpec& plan, const RehearsalShape& shape, std::vector<Rehea
 void check_train_run(const RunSpec& run, const RehearseArgs& a, const std::shared_ptr<const data::TokenFile>& corpus,
                      const std::string& corpus_path, const std::string& label, Problems& p) {
   parallel::TrainSettings s;
+  s.planning = train_app::planning();  // the run check reads the prediction's files with it
   s.run = run;
   s.steps = a.steps, s.eval_every = 0, s.eval_batches = 1, s.log_every = a.steps;
   s.data_path = corpus_path, s.data = corpus;

@@ -17,7 +17,8 @@
 #include "runtime/data/tokenizer.h"
 #include "runtime/engine/run_meta.h"
 #include "runtime/parallel/dist_train.h"
-#include "runtime/parallel/elastic_supervisor.h"
+#include "train_app/elastic_supervisor.h"
+#include "train_app/planning.h"
 #include "runtime/parallel/resumed_run.h"
 #include "runtime/parallel/save_interval.h"
 #include "runtime/parallel/training_loop.h"
@@ -79,6 +80,7 @@ int run_train(TrainArgs& args) {
   Problems p;
   OptionValues values = args.options->collect(p);
   parallel::TrainSettings s;
+  s.planning = train_app::planning();  // the planner's pieces the trainer takes
 
   // Resume: the checkpoint's run supplies every setting not given (resumed_run.h); --init-from
   // its model only. A setting given that differs is compared after resolving, below.
@@ -224,10 +226,10 @@ int run_train(TrainArgs& args) {
             std::string("add --elastic (this process then starts the ranks), or drop --") + name, "elastic-only");
   if (elastic) {
     // The supervisor: the ranks it launches run the checks of the run (and report them).
-    parallel::ElasticSetup e{args.options->defs(), values, s, 1, {}};
-    parallel::read_elastic_options(values, e, p);
+    train_app::ElasticSetup e{args.options->defs(), values, s, 1, {}};
+    train_app::read_elastic_options(values, e, p);
     p.throw_if_any();
-    return parallel::run_elastic(e);
+    return train_app::run_elastic(e);
   }
   return parallel::run_training(s, p);
 }

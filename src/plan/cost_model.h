@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/cluster_spec.h"
+#include "core/chunk_layers.h"
 #include "core/cost_table.h"
 #include "core/execution_spec.h"
 #include "core/mesh.h"
@@ -36,10 +37,8 @@ const CostConstants& default_constants();
 // 50257 -> 50304 at tp 1, 51200 at tp 8. The one helper the runtime allocates by.
 using trident::padded_vocab;
 
-// Layers of each pipeline chunk. chunk c = stage (c % pp) for virtual chunk (c / pp). Even when
-// layers % (pp*v) == 0; otherwise the remainder goes one each to chunks 1, 2, ... (the first and
-// last chunks keep the base count because they also hold the embedding and the logits).
-std::vector<int64_t> chunk_layers(int64_t layers, int64_t pp, int64_t virtual_stages);
+// Layers of each pipeline chunk, the even split: core/chunk_layers.h.
+using trident::chunk_layers;
 // Layers held by stage i (all its chunks).
 std::vector<int64_t> stage_layers(int64_t layers, int64_t pp, int64_t virtual_stages);
 // The run's split: the decoder layers of each chunk of its --pipeline-layout when it gives one

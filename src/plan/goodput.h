@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/failure_rate.h"
+#include "core/young_daly.h"
 #include "core/options.h"
 #include "core/run_spec.h"
 #include "plan/estimate.h"
@@ -89,12 +90,10 @@ Goodput goodput(const CheckpointSize& ckpt, const ResilienceInputs& in, int64_t 
                 double ideal_s);
 Goodput goodput(const RunSpec& run, const ResilienceInputs& in, double step_s, double ideal_s);
 
-// The job's mean time between failures: 1 / (failures per GPU-second x GPUs); infinite without failures.
-double job_mtbf_s(double failures_per_1000_gpu_days, int64_t gpus);
-// Young/Daly: the interval between saves that loses least, sqrt(2 x save x MTBF), in whole steps
-// (at least 1; 0 without failures: no save is needed for them).
-double young_daly_interval_s(double save_s, double mtbf_s);
-int64_t interval_in_steps(double interval_s, double step_s);
+// job_mtbf_s, young_daly_interval_s, interval_in_steps: core/young_daly.h (train's auto interval uses them too).
+using trident::interval_in_steps;
+using trident::job_mtbf_s;
+using trident::young_daly_interval_s;
 
 // Smallest k with P(Poisson(mean) <= k) >= q.
 int64_t poisson_quantile(double mean, double q);

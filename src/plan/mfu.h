@@ -1,34 +1,25 @@
-// MFU under both conventions of counting causal attention, with the one Trident leads with
-// named: every report (plan, lint, simulate, train) prints and writes both figures.
+// MFU of a planned or measured step: the model FLOPs of the planner's cost model (model_flops_per_step)
+// against a peak. The figure and its text (Mfu, mfu_text, mfu_json) are core's (core/mfu.h).
 #pragma once
 
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "core/execution_spec.h"
-#include "core/model_spec.h"
 #include "core/cluster_spec.h"
+#include "core/execution_spec.h"
+#include "core/mfu.h"
+#include "core/model_spec.h"
 
 namespace trident::plan {
 
-struct Mfu {
-  double model_flops = 0;         // one step, attention counted in full
-  double model_flops_causal = 0;  // the same with the causal half of attention only
-  double peak_flops = 0;          // of all the GPUs (ranks) of the step
-  double step_s = 0;
-  double full() const { return step_s > 0 && peak_flops > 0 ? model_flops / (step_s * peak_flops) : 0; }
-  double causal() const { return step_s > 0 && peak_flops > 0 ? model_flops_causal / (step_s * peak_flops) : 0; }
-};
+using trident::Mfu;
+using trident::mfu_json;
+using trident::mfu_text;
 
 // The GPU's dense peak for the precision the matrix products run in.
 double peak_flops(const GpuSpec& gpu, Precision precision);
 
 // Model FLOPs of a step of `global_batch` sequences against `peak_flops` (all GPUs together).
 Mfu mfu_of(const ModelSpec& model, int64_t global_batch, double step_s, double peak_flops);
-
-// "MFU 34.3% (attention counted in full ...; 24.5% with causal attention halved ...)".
-std::string mfu_text(const Mfu& m);
-// {"mfu": .., "mfu_causal_halved": .., "mfu_convention": ..}: merged into a report's JSON.
-nlohmann::json mfu_json(const Mfu& m);
 
 }  // namespace trident::plan

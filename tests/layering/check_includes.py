@@ -1,6 +1,8 @@
 """Every #include of src/ and python/ follows the layer rules (docs/architecture.md): a folder
-includes only itself and the folders below it. Prints each include that goes elsewhere (file,
-line, the folder it reaches) and exits 1; exits 0 when there is none."""
+includes only itself and the folders below it; and the planning-side libraries (trident_plan,
+trident_sim, trident_report, trident_rehearse) are linked in a folder's CMakeLists.txt only where
+the same rules let it include them. Prints each include or link that goes elsewhere (file, line,
+the folder it reaches) and exits 1; exits 0 when there is none."""
 import os
 import re
 import sys
@@ -25,14 +27,43 @@ ALLOWED = {
     "runtime/checkpoint": RUNTIME_BASE | {"runtime/comm", "runtime/kernels", "runtime/nn", "runtime/data",
                                           "runtime/engine"},
     "runtime/measure": RUNTIME_BASE | {"runtime/comm", "runtime/kernels"},
+    # The trainer: no planner, report or rehearsal (its caller, train_app, hands it what it needs).
     "runtime/parallel": RUNTIME_BASE | {"runtime/comm", "runtime/kernels", "runtime/nn", "runtime/data",
                                         "runtime/engine", "runtime/checkpoint", "runtime/cuda", "runtime/measure",
-                                        "plan", "schedule", "sim", "report", "rehearse", "launch"},
+                                        "schedule", "launch"},
+    "train_app": RUNTIME_BASE | {"runtime/comm", "runtime/kernels", "runtime/nn", "runtime/data", "runtime/engine",
+                                 "runtime/checkpoint", "runtime/cuda", "runtime/measure", "runtime/parallel",
+                                 "plan", "schedule", "sim", "report", "rehearse", "launch"},
     "python": {"core", "capability", "plan", "sim", "report", "schedule", "cli"},
 }
 ALL = set(ALLOWED) | {"cli"}
 ALLOWED["cli"] = ALL  # the commands sit on everything
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+# The planning side's libraries, by the folder each is.
+PLANNING_TARGETS = {"trident_plan": "plan", "trident_sim": "sim", "trident_report": "report",
+                    "trident_rehearse": "rehearse"}
+LINK = re.compile(r"target_link_libraries\s*\(([^)]*)\)", re.S)
+
+
+def link_problems(root):
+    """Each CMakeLists.txt of src/ that links a planning-side library its folder may not include."""
+    bad = []
+    src = os.path.join(root, "src")
+    for d, _, names in os.walk(src):
+        if "CMakeLists.txt" not in names:
+            continue
+        here = os.path.relpath(d, src).replace(os.sep, "/")
+        if here not in ALLOWED:
+            continue
+        path = os.path.join(d, "CMakeLists.txt")
+        text = open(path, errors="replace").read()
+        for m in LINK.finditer(text):
+            line = text.count("\n", 0, m.start()) + 1
+            for target in re.findall(r"\btrident_[a-z_]+\b", m.group(1)):
+                there = PLANNING_TARGETS.get(target)
+                if there and there != here and there not in ALLOWED[here]:
+                    bad.append(f"src/{here}/CMakeLists.txt:{line}: {here} links {target} ({there} is not below it)")
+    return bad
 
 
 def folder_of(path):
@@ -66,9 +97,11 @@ def main(root):
                         if there not in ALL or there == here or there in ALLOWED[here]:
                             continue
                         bad.append(f"{rel}:{n}: {here} includes {m.group(1)} ({there} is not below it)")
+    links = link_problems(root)
+    bad += links
     for b in bad:
         print(b)
-    print(f"{files} files checked, {len(bad)} includes against the layer rules")
+    print(f"{files} files checked, {len(bad) - len(links)} includes and {len(links)} links against the layer rules")
     return 1 if bad or files == 0 else 0
 
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/parallel/dist_train.h"
+#include "train_app/planning.h"
 
 using namespace trident;
 
@@ -10,6 +11,7 @@ namespace {
 
 parallel::TrainSettings tiny() {
   parallel::TrainSettings s;
+  s.planning = train_app::planning();
   auto& m = s.run.model;
   m.layers = 4, m.hidden = 32, m.heads = 4, m.kv_heads = 4, m.ffn_hidden = 128, m.seq_len = 16, m.vocab = 64;
   s.run.exec.global_batch_size = 8;

@@ -11,11 +11,13 @@
 
 #include "runtime/parallel/dist_train.h"
 #include "schedule/schedule.h"
+#include "train_app/planning.h"
 
 using namespace trident;
 
 int main(int argc, char** argv) {
   parallel::TrainSettings s;
+  s.planning = train_app::planning();
   RunSpec& r = s.run;
   r.model.family = ModelFamily::GPT;
   r.model.layers = 4, r.model.hidden = 32, r.model.heads = 4, r.model.kv_heads = 4;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/parallel/resource_check.h"
+#include "train_app/planning.h"
 
 using namespace trident;
 using namespace trident::parallel;
@@ -12,6 +13,7 @@ namespace {
 
 TrainSettings small_run() {
   TrainSettings s;
+  s.planning = train_app::planning();
   auto& m = s.run.model;
   m.layers = 2, m.hidden = 1024, m.heads = 8, m.kv_heads = 8, m.ffn_hidden = 4096, m.seq_len = 128, m.vocab = 256;
   s.run.exec.global_batch_size = 4, s.run.exec.micro_batch_size = 4, s.run.exec.precision = Precision::FP32;

@@ -9,6 +9,7 @@
 
 #include "runtime/data/token_file.h"
 #include "runtime/parallel/training_loop.h"
+#include "train_app/planning.h"
 
 using namespace trident;
 namespace fs = std::filesystem;
@@ -22,6 +23,7 @@ TEST(TokenFileOnce, a_run_reads_only_the_token_file_it_was_handed) {
   data::write_token_file(path, tokens, 64, 0);
 
   parallel::TrainSettings s;
+  s.planning = train_app::planning();
   auto& m = s.run.model;
   m.layers = 1, m.hidden = 32, m.heads = 2, m.kv_heads = 2, m.ffn_hidden = 128, m.seq_len = 16, m.vocab = 64;
   s.run.exec.global_batch_size = 2, s.run.exec.micro_batch_size = 2, s.run.exec.precision = Precision::FP32;

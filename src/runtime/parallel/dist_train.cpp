@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
+#include <stdexcept>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -15,7 +16,6 @@
 #include "core/dimensions.h"
 #include "core/input_file.h"
 #include "core/output_path.h"
-#include "rehearse/rehearsal_prediction.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/engine/run_meta.h"
 
@@ -259,26 +259,6 @@ void check_output_paths(const TrainSettings& s, Problems& problems) {
 
 }  // namespace
 
-// The prediction's cluster and cost files, read now when the run predicts (several ranks, or a
-// report): a file the planner cannot use (a zero bandwidth) is refused before any step, rather
-// than found by the report after the run. A missing cluster file stays the report's note (run
-// `trident bench` first).
-static void check_prediction_inputs(const TrainSettings& s, int64_t world, Problems& problems) {
-  if (world == 1 && s.report_path.empty() && s.html_path.empty()) return;
-  if (s.prediction_cluster.empty() || special_file_kind(s.prediction_cluster) == "missing") return;
-  try {
-    rehearse::prediction_run(s.run, s.prediction_cluster, 1, s.prediction_cost);
-  } catch (const InputError& e) {
-    for (const Problem& x : e.problems())
-      problems.add("--prediction-cluster '" + s.prediction_cluster + "': " + x.what,
-                   x.fix + " (or give another --prediction-cluster, as `trident bench` writes it)",
-                   x.code.empty() ? "prediction-cluster" : x.code);
-  } catch (const std::exception& e) {
-    problems.add("--prediction-cluster '" + s.prediction_cluster + "' cannot be used: " + e.what(),
-                 "give the file `trident bench` writes", "prediction-cluster");
-  }
-}
-
 // The router's loss coefficients (the MoE layer's structure is the capability check's).
 static void check_moe_values(const TrainSettings& s, Problems& problems) {
   if (!(s.moe.bias_update_rate >= 0))
@@ -300,7 +280,10 @@ void check_trainable(const TrainSettings& s, Problems& problems) {
   if (s.run.model.is_moe()) check_moe_values(s, problems);
   const Layout& L = s.run.layout;
   const int64_t world = layout_ranks({{"tp", L.tp}, {"cp", L.cp}, {"pp", L.pp}, {"dp", L.dp}});
-  check_prediction_inputs(s, world, problems);
+  // The prediction's cluster and cost files (the caller's planner reads them: train_app::planning()).
+  if (!s.planning.check_prediction)
+    throw std::logic_error("check_trainable: TrainSettings::planning.check_prediction is not set (train_app::planning())");
+  s.planning.check_prediction(s, world, problems);
   // --cost feeds only the rehearsal report's prediction, which one process makes only for a report.
   if (!s.prediction_cost.empty() && world == 1 && s.report_path.empty() && s.html_path.empty())
     problems.add("--cost '" + s.prediction_cost + "' is read only by the rehearsal report's prediction, which a "

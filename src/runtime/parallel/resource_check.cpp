@@ -9,12 +9,12 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
 #include <fmt/format.h>
 
-#include "plan/memory_model.h"
 
 namespace trident::parallel {
 
@@ -98,7 +98,8 @@ RankMemory rank_memory(const TrainSettings& s, int64_t stage, Precision precisio
   const Layout& L = s.run.layout;
   RankMemory r;
   r.stage = stage;
-  for (const auto& st : plan::stage_memory(s.run.model, exec, plan::MemoryInputs{L.tp, L.pp, L.dp, 0}))
+  if (!s.planning.stage_memory) throw std::logic_error("rank_memory: TrainSettings::planning.stage_memory is not set");
+  for (const PlannedStage& st : s.planning.stage_memory(s.run.model, exec, L.tp, L.pp, L.dp, 1))
     if (st.stage == stage) {
       r.weights = st.weights_bytes;
       r.gradients = st.gradients_bytes;

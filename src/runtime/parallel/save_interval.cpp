@@ -4,16 +4,16 @@
 
 #include <cmath>
 
-#include "plan/goodput.h"
+#include "core/young_daly.h"
 
 namespace trident::parallel {
 
 AutoSaveInterval auto_save_interval(double save_s, double step_s, double rate, int64_t ranks) {
   AutoSaveInterval a;
   a.save_s = save_s, a.step_s = step_s, a.failures_per_1000_gpu_days = rate, a.ranks = ranks;
-  a.mtbf_s = plan::job_mtbf_s(rate, ranks);
-  a.interval_s = plan::young_daly_interval_s(save_s, a.mtbf_s);
-  a.steps = plan::interval_in_steps(a.interval_s, step_s);
+  a.mtbf_s = job_mtbf_s(rate, ranks);
+  a.interval_s = young_daly_interval_s(save_s, a.mtbf_s);
+  a.steps = interval_in_steps(a.interval_s, step_s);
   return a;
 }
 

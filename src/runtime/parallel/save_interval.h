@@ -1,5 +1,5 @@
 // `trident train --checkpoint-every auto`: the interval between saves that loses least to
-// failures (Young/Daly, plan/goodput.h's formula), from the first save's measured time and the
+// failures (Young/Daly, core/young_daly.h), from the first save's measured time and the
 // step's measured time, for the failure rate of --failures-per-1000-gpu-days on this many ranks.
 #pragma once
 

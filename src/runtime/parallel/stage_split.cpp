@@ -3,7 +3,7 @@
 #include <numeric>
 
 #include "capability/capability.h"
-#include "plan/cost_model.h"
+#include "core/chunk_layers.h"
 
 namespace trident::parallel {
 
@@ -23,7 +23,7 @@ StageSplit make_stage_split(const ModelSpec& model, int64_t pp, int64_t v, const
     return s;
   }
   if (explicit_layers.empty()) {
-    s.layers_of = plan::chunk_layers(model.layers, pp, v);
+    s.layers_of = chunk_layers(model.layers, pp, v);
     return s;
   }
   capability::check_stage_split(model.layers, pp * v, explicit_layers, "the explicit stage split", problems);

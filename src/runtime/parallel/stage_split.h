@@ -1,5 +1,5 @@
 // Which layers each pipeline stage (and each of its model chunks) runs, and the Shard a rank
-// holds for a chunk. The split is the planner's (plan::chunk_layers), so the prediction and the
+// holds for a chunk. The split is the planner's (chunk_layers, core/chunk_layers.h), so the prediction and the
 // run talk about the same stages; an explicit uneven split may replace it.
 #pragma once
 

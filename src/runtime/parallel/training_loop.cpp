@@ -21,8 +21,7 @@
 #include "core/dimensions.h"
 #include "core/input_file.h"
 #include "core/vocab_padding.h"
-#include "plan/cost_model.h"
-#include "plan/mfu.h"
+#include "core/step_terms.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/logical_tensors.h"
 #include "runtime/engine/machine_load.h"
@@ -35,7 +34,6 @@
 #include "runtime/parallel/dist_trainer.h"
 #include "runtime/parallel/metrics_writer.h"
 #include "runtime/parallel/process_groups.h"
-#include "report/rehearsal_report.h"
 #include "runtime/parallel/resource_check.h"
 #include "runtime/parallel/save_interval.h"
 #include "runtime/parallel/straggler_watch.h"
@@ -185,21 +183,23 @@ TrainerOptions trainer_options(const TrainSettings& s, kernels::Kernels& kernels
   return o;
 }
 
-// Every rank's phase times of the step (one all-gather) and the step's seconds: the slowest
-// rank's.
+// Every rank's phase times of the step (one all-gather: the step's total, then each term of
+// core/step_terms.h's table, so a new term is gathered without a change here) and the step's
+// seconds: the slowest rank's.
 std::vector<PhaseTimes> gather_phase_times(const PhaseTimes& t, ProcessGroups& groups, int world, double& seconds) {
-  const int fields = 14;
-  float mine[fields] = {float(t.compute), float(t.tp), float(t.pp), float(t.bubble), float(t.dp_exposed),
-                        float(t.optimizer), float(t.weight), float(t.total), float(t.cp), float(t.cp_attention),
-                        float(t.zero_gather), float(t.ep), float(t.ep_wait), float(t.norm_wait)};
-  std::vector<float> all(size_t(fields) * world);
-  groups.world->all_gather(mine, all.data(), fields, comm::DType::F32);
+  const std::vector<StepTerm>& terms = step_time_terms();
+  const size_t fields = 1 + terms.size();
+  std::vector<float> mine{float(t.total)};
+  for (const StepTerm& term : terms) mine.push_back(float(t.*term.measured));
+  std::vector<float> all(fields * size_t(world));
+  groups.world->all_gather(mine.data(), all.data(), fields, comm::DType::F32);
   std::vector<PhaseTimes> row(world);
   seconds = 0;
   for (int r = 0; r < world; ++r) {
     const float* x = &all[size_t(r) * fields];
-    row[r] = PhaseTimes{x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], x[8], x[9], x[10], x[11], x[12], x[13]};
-    seconds = std::max(seconds, double(x[7]));
+    row[r].total = x[0];
+    for (size_t k = 0; k < terms.size(); ++k) row[r].*terms[k].measured = x[1 + k];
+    seconds = std::max(seconds, double(x[0]));
   }
   seconds = world == 1 ? t.total : seconds;
   return row;
@@ -207,16 +207,15 @@ std::vector<PhaseTimes> gather_phase_times(const PhaseTimes& t, ProcessGroups& g
 
 // The load over the steps on rank 0's node: every rank's CPU time against the node's busy time
 // (ranks on several nodes: not separable from one node's /proc/stat, so not reported).
-void record_load(const engine::LoadProbe& load_probe, ProcessGroups& groups, const ResourceView& resources, int world,
-                 int threads, RehearsalData& report) {
+std::optional<MachineLoad> node_load(const engine::LoadProbe& load_probe, ProcessGroups& groups,
+                                     const ResourceView& resources, int world, int threads) {
   MachineLoad load = load_probe.stop();
   double ranks_cpu_s = load.self_cpu_s;
   all_reduce_f64(*groups.world, &ranks_cpu_s, 1, comm::ReduceOp::Sum);
-  if (resources.own_node_ranks == world && load.known) {
-    load.self_cpu_s = ranks_cpu_s;
-    load.threads = std::max(1, std::min(load.cores, world * threads));
-    report.load = load;
-  }
+  if (resources.own_node_ranks != world || !load.known) return std::nullopt;
+  load.self_cpu_s = ranks_cpu_s;
+  load.threads = std::max(1, std::min(load.cores, world * threads));
+  return load;
 }
 
 // This rank's communicators of the run (MPI groups, wrapped for the device).
@@ -264,12 +263,12 @@ void print_summary(const TrainSettings& s, const RunTotals& r, const std::vector
   const double step_s = timed.empty() ? total_s : median(timed);
   const double mean_s = timed.empty() ? total_s : std::accumulate(timed.begin(), timed.end(), 0.0) / double(timed.size());
   const double slowest = timed.empty() ? total_s : *std::max_element(timed.begin(), timed.end());
-  const plan::Mfu mfu = plan::mfu_of(s.run.model, s.run.exec.global_batch_size, step_s, r.peak_flops);
+  const Mfu mfu = s.planning.mfu(s.run.model, s.run.exec.global_batch_size, step_s, r.peak_flops);
   const int64_t tokens_per_step = s.run.exec.global_batch_size * s.run.model.seq_len;
   std::printf("done: %lld steps in %s; %.0f tokens/s, %s: median of the %zu steps after the first, %.4g s (mean "
               "%.4g s, slowest %.4g s), against a peak of %.1f GFLOP/s (%s)%s; validation loss %.4f\n",
               (long long)r.steps, duration(total_s).c_str(), double(tokens_per_step) / step_s,
-              plan::mfu_text(mfu).c_str(), timed.size(), step_s, mean_s, slowest, r.peak_flops / 1e9, r.peak_which.c_str(),
+              mfu_text(mfu).c_str(), timed.size(), step_s, mean_s, slowest, r.peak_flops / 1e9, r.peak_which.c_str(),
               r.peak_raised ? fmt::format(" (raised from the measured {:.1f}: a step ran faster than it)", r.measured_peak / 1e9).c_str()
                             : "",
               r.last_val);
@@ -278,7 +277,7 @@ void print_summary(const TrainSettings& s, const RunTotals& r, const std::vector
 }
 
 // One step's line of the log; per_step (the median so far) gives the time left.
-void print_step(const TrainSettings& s, int64_t done, double loss, double lr, double tps, const plan::Mfu& mfu,
+void print_step(const TrainSettings& s, int64_t done, double loss, double lr, double tps, const Mfu& mfu,
                 double per_step, const std::optional<double>& v, const std::vector<double>& mtp) {
   std::string mtp_text;  // Megatron's "mtp_1 loss": each multi-token-prediction depth's own
   for (size_t k = 0; k < mtp.size(); ++k) mtp_text += fmt::format(" | mtp_{} loss {:.4f}", k + 1, mtp[k]);
@@ -320,7 +319,8 @@ int train(const TrainSettings& settings, const Problems& parsed, bool mpi, comm:
   open_metrics(metrics, rank, s, groups);
 
   const Peak peak = measure_peak(s, *kernels, *groups.world, threads.threads, resources.own_node_ranks);
-  const double step_flops = plan::model_flops_per_step(s.run.model, s.run.exec.global_batch_size, s.run.model.vocab);
+  // The model FLOPs of a step (plan::model_flops_per_step, through the caller's mfu).
+  const double step_flops = s.planning.mfu(s.run.model, s.run.exec.global_batch_size, 1.0, 1.0).model_flops;
   // MFU never passes 100%: a step faster than the peak means the peak was measured low, and it is
   // raised to that step's rate (the summary says so).
   double peak_flops = peak.flops;
@@ -336,9 +336,12 @@ int train(const TrainSettings& settings, const Problems& parsed, bool mpi, comm:
     warn_stop_without_checkpoint(s);
   }
   const int64_t run_steps = stop_at - first;
-  RehearsalData report = start_report(s, trainer, run_steps);
-  StragglerWatch watch = world > 1 ? straggler_watch(s, mesh, world, report.straggler_off) : StragglerWatch();
-  if (watch.active()) report.straggler_rule = watch.rule().text();
+  RunStart start;
+  start.run = s.run, start.run_steps = run_steps, start.first_step = first;
+  start.pp_message_s = trainer.pp_message_s(), start.cp_block_s = trainer.cp_block_s();
+  start.ep_clock_error_s = trainer.ep_clock_error_s();
+  StragglerWatch watch = world > 1 ? s.planning.straggler_watch(s, mesh, world, start.straggler_off) : StragglerWatch();
+  if (watch.active()) start.straggler_rule = watch.rule().text();
   if (rank == 0 && world > 1) {
     if (watch.active()) {
       std::string per_stage;
@@ -347,19 +350,20 @@ int train(const TrainSettings& settings, const Problems& parsed, bool mpi, comm:
           per_stage += fmt::format("{}stage {} {:.2f} ms", per_stage.empty() ? "" : ", ", mesh.coords_of(r).pp(),
                                    watch.predicted(r) * 1e3);
       std::printf("stragglers  %s (the first step not judged); predicted compute per step: %s\n",
-                  report.straggler_rule.c_str(), per_stage.c_str());
+                  start.straggler_rule.c_str(), per_stage.c_str());
     } else {
-      std::printf("stragglers  not watched: %s\n", report.straggler_off.c_str());
+      std::printf("stragglers  not watched: %s\n", start.straggler_off.c_str());
     }
   }
   if (s.evict_stragglers && !watch.active()) {
     Problems p;
     p.add("--evict-stragglers evicts ranks slower than their stage's prediction, but there is none: " +
-              report.straggler_off,
+              start.straggler_off,
           "give --prediction-cluster FILE (`trident bench` writes it), or drop --evict-stragglers", "evict-stragglers");
     p.throw_if_any();
   }
-  report.first_step = first;  // a resumed run's losses start after the checkpoint's steps
+  const std::unique_ptr<StepSink> sink = s.planning.report(s);  // the run's step records go there
+  sink->start(start);
 
   int64_t saved_at = -1;
   int64_t every = s.checkpoint_every;  // auto: set after the first save, from its measured time
@@ -424,11 +428,13 @@ int train(const TrainSettings& settings, const Problems& parsed, bool mpi, comm:
     const int64_t done = step + 1;  // steps counted from 1
     double seconds = 0;
     const std::vector<PhaseTimes> row = gather_phase_times(trainer.last_times(), groups, world, seconds);
-    add_report_step(report, trainer, loss, row);
+    StepRecord record;
+    record.step = done, record.loss = loss, record.times = row, record.cp_blocks = trainer.cp_blocks_per_step();
+    record.ep_load_imbalance = trainer.routing_stats().ep_load_imbalance;
     std::vector<Straggler> named;
     if (watch.active() && done > first + 1) named = watch.observe(done, row);
     for (const Straggler& x : named) {
-      report.stragglers.push_back(x.text());
+      record.stragglers.push_back(x.text());
       if (rank == 0) std::printf("straggler: %s\n", x.text().c_str()), std::fflush(stdout);
     }
     if (done > first + 1 || stop_at - first == 1) timed.push_back(seconds);  // the first step warms caches
@@ -436,9 +442,10 @@ int train(const TrainSettings& settings, const Problems& parsed, bool mpi, comm:
     std::optional<double> v;
     if ((eval_every > 0 && done % eval_every == 0) || done == stop_at)
       v = last_val = trainer.evaluate(*val, s.eval_batches);
-    if (v) report.val_losses.push_back({done, *v});
+    record.val_loss = v;
+    sink->step(record);
     if (rank == 0) {
-      const plan::Mfu mfu = plan::mfu_of(s.run.model, s.run.exec.global_batch_size, seconds, peak_flops);
+      const Mfu mfu = s.planning.mfu(s.run.model, s.run.exec.global_batch_size, seconds, peak_flops);
       const double tps = double(tokens_per_step) / seconds;
       const double lr = engine::learning_rate(s.adamw, step);
       if (done % log_every == 0 || done == first + 1 || done == stop_at || v)
@@ -492,13 +499,13 @@ int train(const TrainSettings& settings, const Problems& parsed, bool mpi, comm:
       throw StragglersEvicted(which);
     }
   }
-  record_load(load_probe, groups, resources, world, threads.threads, report);
+  const std::optional<MachineLoad> load = node_load(load_probe, groups, resources, world, threads.threads);
   const std::vector<float> mems = gather_memory(trainer, groups, world);
   if (rank == 0) {
     const RunTotals totals{run_steps, std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count(),
                            timed, peak.flops, peak_flops, peak_raised, peak.which, last_val};
     print_summary(s, totals, mems);
-    if (world > 1 || !s.report_path.empty() || !s.html_path.empty()) write_rehearsal(report, s, mesh, mems, world);
+    sink->finish(RunEnd{mesh, world, mems, load});
     std::fflush(stdout);
   }
   if (!s.checkpoint_path.empty() && run_steps > 0) save(last_loss, stop_at);
@@ -508,6 +515,9 @@ int train(const TrainSettings& settings, const Problems& parsed, bool mpi, comm:
 }  // namespace
 
 int run_training(const TrainSettings& s, const Problems& parsed) {
+  if (const std::string missing = s.planning.missing(); !missing.empty())
+    throw std::invalid_argument("run_training: TrainSettings::planning lacks " + missing +
+                                " (the caller sets it: train_app::planning())");
   const bool mpi = launched_by_mpi();
   std::unique_ptr<comm::World> world = comm::open_world(mpi);  // MPI starts here, or a world of one
   const int rank = world->rank();

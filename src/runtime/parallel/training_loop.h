@@ -6,7 +6,8 @@
 // trainer (DistTrainer), resumes from a checkpoint, trains to --stop-at, validates every
 // --eval-every steps, checkpoints every --checkpoint-every steps and at the end. Rank 0 prints
 // the start-up table, the progress line (loss, tokens/s, MFU, ETA, steps counted from 1),
-// writes the JSON-lines metrics and, with several ranks, the rehearsal report.
+// writes the JSON-lines metrics; every rank emits step records to the caller's sink
+// (TrainPlanning::report: with several ranks, the rehearsal report).
 #pragma once
 
 #include <cstdint>
@@ -25,6 +26,7 @@
 #include "runtime/kernels/ops.h"
 #include "runtime/nn/moe_routing.h"
 #include "runtime/parallel/process_groups.h"
+#include "runtime/parallel/train_planning.h"
 
 namespace trident::parallel {
 
@@ -98,6 +100,9 @@ struct TrainSettings {
   std::function<void(int64_t step, int rank)> before_step;
   // And a slow GPU: the factor by which a rank's compute is slowed (TrainerOptions::compute_slowdown).
   std::function<double(int rank)> compute_slowdown;
+  // The planner's pieces the run uses (memory, MFU, the prediction, the report), set by the caller:
+  // train_app::planning() (runtime/parallel links no planner).
+  TrainPlanning planning;
 };
 
 // Initialises MPI when started by mpirun/srun, runs the one run check (check_trainable, the

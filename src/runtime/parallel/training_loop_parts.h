@@ -1,6 +1,7 @@
 // The pieces of run_training (training_loop.h) in files of their own: the start-up table
-// (training_startup.cpp), the metrics lines (training_metrics.cpp) and what the run is held
-// against, the rehearsal report and the straggler watch's prediction (training_report.cpp).
+// (training_startup.cpp) and the metrics lines (training_metrics.cpp). What the run is held
+// against (the rehearsal report, the straggler watch's prediction) is the caller's
+// (TrainPlanning, filled by src/train_app/).
 // Private to runtime/parallel.
 #pragma once
 
@@ -11,6 +12,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/median.h"
 #include "core/mesh.h"
 #include "core/phase_times.h"
 #include "runtime/comm/communicator.h"
@@ -22,10 +24,6 @@
 #include "runtime/parallel/straggler_watch.h"
 #include "runtime/parallel/training_loop.h"
 
-namespace trident {
-struct RehearsalData;  // report/rehearsal_report.h: what the run fills, the report writes
-}  // namespace trident
-
 namespace trident::parallel::loop_detail {
 
 inline std::string mib(double bytes) { return fmt::format("{:.1f} MiB", bytes / (1024.0 * 1024.0)); }
@@ -36,12 +34,7 @@ inline std::string duration(double s) {
   return fmt::format("{}h{:02d}m", int(s / 3600), int(s / 60) % 60);
 }
 
-// The middle of the values (the mean of the two middle ones for an even count); not empty.
-inline double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using trident::median;  // core/median.h
 
 // Activation memory of every rank (ActivationMemory: slots, slot bytes, recompute scratch).
 struct RankActivations {
@@ -71,22 +64,6 @@ Peak measure_peak(const TrainSettings& s, kernels::Kernels& k, comm::Communicato
 void print_startup(const TrainSettings& s, int world, const DistTrainer& trainer, const BatchSource& data,
                    const std::string& device, const std::string& threads, const Peak& peak, double step_flops,
                    int64_t first_step, const std::vector<RankActivations>& activations);
-
-// The straggler watch: each rank's stage's compute as the planner predicts it on the prediction
-// cluster (the rehearsal's prediction run); off without one, `off` says why. With --stage-layers
-// (one per stage) stage s is predicted as stage s of the same run with that many layers in every
-// stage (its own layers, and the embedding or logits where it is first or last).
-StragglerWatch straggler_watch(const TrainSettings& s, const Mesh& mesh, int world, std::string& off);
-
-// Rank 0's rehearsal report: the measured shares beside the planner's prediction, as text
-// (several ranks), JSON (--report) and a page (--html).
-void write_rehearsal(RehearsalData& report, const TrainSettings& s, const Mesh& mesh, const std::vector<float>& mems,
-                     int world);
-
-// The rehearsal report's run-wide values (warm-up steps, the measured wire times); steps come later.
-RehearsalData start_report(const TrainSettings& s, const DistTrainer& trainer, int64_t run_steps);
-
-void add_report_step(RehearsalData& report, const DistTrainer& trainer, double loss, const std::vector<PhaseTimes>& row);
 
 // Metrics file: opened by rank 0 before any step; every rank learns whether it could.
 void open_metrics(MetricsWriter& metrics, int rank, const TrainSettings& s, ProcessGroups& groups);

@@ -21,9 +21,6 @@
 #include "core/dimensions.h"
 #include "core/input_file.h"
 #include "core/vocab_padding.h"
-#include "plan/cost_model.h"
-#include "plan/memory_model.h"
-#include "plan/mfu.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/logical_tensors.h"
 #include "runtime/engine/machine_load.h"
@@ -59,18 +56,18 @@ std::string human_count(double n) {
 }  // namespace
 
 // The planner's memory of each pipeline stage for this run (fp32 recipe, no overhead).
-std::vector<plan::StageMemory> planned_stages(const TrainSettings& s) {
+std::vector<PlannedStage> planned_stages(const TrainSettings& s) {
   ExecutionSpec exec = s.run.exec;
   exec.precision = Precision::FP32;
   exec.grad_bits = 32;
   const Layout& L = s.run.layout;
-  return plan::stage_memory(s.run.model, exec, plan::MemoryInputs{L.tp, L.pp, L.dp, 0, L.cp});
+  return s.planning.stage_memory(s.run.model, exec, L.tp, L.pp, L.dp, L.cp);
 }
 
 // The planner's memory per rank: the largest stage.
 double planned_bytes(const TrainSettings& s) {
   double most = 0;
-  for (const auto& st : planned_stages(s)) most = std::max(most, st.total_bytes());
+  for (const auto& st : planned_stages(s)) most = std::max(most, st.total_bytes);
   return most;
 }
 
@@ -258,7 +255,7 @@ void print_startup(const TrainSettings& s, int world, const DistTrainer& trainer
                 "kv %lld; a = %.0f active MLP params per layer: MoE layers (top-%lld + %lld shared) x %lld h f_e "
                 "+ h E, f_e %lld, E %lld; %lld of %lld layers MoE, the others %lld h f)\n",
                 step_flops / 1e9, (long long)x.global_batch_size, (long long)model.kv_dim(),
-                plan::active_mlp_params_per_layer(model), (long long)model.experts_per_token,
+                s.planning.active_mlp_params_per_layer(model), (long long)model.experts_per_token,
                 (long long)model.shared_experts, (long long)model.mlp_matrices(), (long long)model.expert_ffn_hidden,
                 (long long)model.experts, (long long)model.moe_layers(), (long long)model.layers,
                 (long long)model.mlp_matrices());

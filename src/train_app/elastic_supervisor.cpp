@@ -1,5 +1,5 @@
 // `trident train --elastic` (see elastic_supervisor.h).
-#include "runtime/parallel/elastic_supervisor.h"
+#include "train_app/elastic_supervisor.h"
 
 #include <chrono>
 #include <cstdio>
@@ -23,7 +23,9 @@
 #include "runtime/measure/emulated_hosts.h"
 #include "runtime/parallel/elastic_failure.h"
 
-namespace trident::parallel {
+namespace trident::train_app {
+
+using namespace trident::parallel;  // the failure reading and the train settings it launches
 
 namespace {
 
@@ -352,4 +354,4 @@ int run_elastic(const ElasticSetup& e) {
   }
 }
 
-}  // namespace trident::parallel
+}  // namespace trident::train_app

@@ -21,7 +21,9 @@
 #include "core/options.h"
 #include "runtime/parallel/training_loop.h"
 
-namespace trident::parallel {
+namespace trident::train_app {
+
+using parallel::TrainSettings;
 
 struct ElasticSetup {
   std::vector<OptionDef> defs;        // train's options: the ranks' config file is written from them
@@ -42,4 +44,4 @@ void read_elastic_options(const OptionValues& values, ElasticSetup& setup, Probl
 // finished, the ranks' code for bad input, 1 when a failure cannot be recovered).
 int run_elastic(const ElasticSetup& setup);
 
-}  // namespace trident::parallel
+}  // namespace trident::train_app
