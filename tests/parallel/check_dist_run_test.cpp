@@ -2,7 +2,10 @@
 // naming its values and a fix.
 #include <gtest/gtest.h>
 
+#include <stdexcept>
+
 #include "runtime/parallel/dist_train.h"
+#include "runtime/parallel/training_loop.h"
 #include "train_app/planning.h"
 
 using namespace trident;
@@ -332,4 +335,26 @@ TEST(CheckDistRun, moe_layouts_the_runtime_does_not_lay_out_as_planned_are_refus
   const std::string zb = all_problems(s);
   EXPECT_NE(zb.find("[train-expert-layout]"), std::string::npos) << zb;
   EXPECT_NE(zb.find("zb-h1 with experts split over etp 2"), std::string::npos) << zb;
+}
+
+// runtime/parallel links no planner: its caller hands the planner's pieces in (TrainSettings::planning).
+// Settings without them are refused by name, never run with a piece silently missing.
+TEST(CheckDistRun, settings_without_the_planning_side_are_refused_by_name) {
+  auto s = tiny();
+  s.planning = {};
+  EXPECT_EQ(s.planning.missing(), "stage_memory, mfu, active_mlp_params_per_layer, check_prediction, straggler_watch, report");
+  Problems p;
+  try {
+    parallel::check_trainable(s, p);
+    ADD_FAILURE() << "check_trainable ran without the prediction check";
+  } catch (const std::logic_error& e) {
+    EXPECT_NE(std::string(e.what()).find("planning.check_prediction"), std::string::npos) << e.what();
+  }
+  try {
+    parallel::run_training(s);
+    ADD_FAILURE() << "run_training ran without its planning side";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("lacks stage_memory, mfu"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(train_app::planning().missing(), "") << "train_app::planning() leaves a field unset";
 }
