@@ -12,7 +12,7 @@
 #   Loading: a --resume run of one more step minus a fresh one-step run against `dd of=/dev/null`
 #     of the shard, both from the disk: the shard's pages are dropped from the page cache before
 #     each (dd iflag=nocache count=0; the save writes with O_DIRECT, past the cache, so a resume
-#     reads the disk, as after a restart).
+#     reads the disk, as after a restart); beside it the run's own "loaded in" line.
 # Model: LAYERS (4) layers, hidden 1024: 51 M parameters, weights + AdamW m, v = 0.6 GB (12: 1.7 GB).
 # usage: train_save.sh TRIDENT [FOLDER] [LAYERS]
 set -eu
@@ -33,7 +33,7 @@ timed() {  # timed OUT CMD...: the command's seconds; its output in OUT
 uncache() { for f in "$@"; do dd if="$f" iflag=nocache count=0 status=none; done; }  # drops a file's cached pages
 best() { printf '%s\n' "$@" | sort -g | head -1; }
 field() { sed -n "$2" "$1" | sort -g | head -1; }  # the smallest number a sed expression picks from a file
-without=() with=() inside=() dd_w=() dd_s=() resumed=() dd_r=() end_only=() every=() copied=() first=() durable=()
+without=() with=() inside=() loaded=() dd_w=() dd_s=() resumed=() dd_r=() end_only=() every=() copied=() first=() durable=()
 for round in 1 2 3; do
   rm -rf "$dir/ck" "$dir/ck.saving" "$dir/dd" "$dir/shard"
   without+=("$(seconds "$trident" train "${run[@]}" --steps 1)")
@@ -46,7 +46,8 @@ for round in 1 2 3; do
   dd_s+=("$(seconds dd if="$dir/shard" of="$dir/dd" bs=4M conv=fdatasync status=none)")
   rm -f "$dir/dd" "$dir/shard"
   sync; uncache "$dir"/ck/shard-*.bin
-  resumed+=("$(seconds "$trident" train --resume "$dir/ck" --steps 2 --threads "${BENCH_THREADS:-2}")")
+  resumed+=("$(timed "$dir/resumed.out" "$trident" train --resume "$dir/ck" --steps 2 --threads "${BENCH_THREADS:-2}")")
+  loaded+=("$(field "$dir/resumed.out" 's/^checkpoint: .* loaded in \([0-9.]*\) s$/\1/p')")
   uncache "$dir"/ck/shard-*.bin
   dd_r+=("$(seconds dd if="$dir/ck/shard-00000.bin" of=/dev/null bs=4M status=none)")
   rm -rf "$dir/ck"
@@ -58,7 +59,7 @@ for round in 1 2 3; do
   durable+=("$(field "$dir/every.out" 's/^checkpoint: .* written in the background: durable \([0-9.]*\) s after it began)$/\1/p')")
 done
 i=$(best "${inside[@]}") w=$(best "${without[@]}") s=$(best "${with[@]}") d=$(best "${dd_w[@]}") ds=$(best "${dd_s[@]}")
-r=$(best "${resumed[@]}") dr=$(best "${dd_r[@]}") e=$(best "${end_only[@]}") v=$(best "${every[@]}")
+r=$(best "${resumed[@]}") l=$(best "${loaded[@]}") dr=$(best "${dd_r[@]}") e=$(best "${end_only[@]}") v=$(best "${every[@]}")
 c=$(best "${copied[@]}") f=$(best "${first[@]}") u=$(best "${durable[@]}")
 save=$(echo "$s - $w" | bc -l) load=$(echo "$r - $w" | bc -l) bg=$(echo "($v - $e) / 2" | bc -l)
 ratio() { echo "$1 / $2" | bc -l; }
@@ -73,3 +74,5 @@ printf '  as the run times them: the loop waits %.2f s until the state has left 
   "$c" "$f" "$(ratio "$d" "$c")" "$u" "$(ratio "$d" "$u")"
 printf 'train load: --resume run of one more step %.2f s - fresh one-step run %.2f s = load %.2f s (negative: within the noise); dd of the shard to /dev/null %.2f s (both from the disk); dd / load = %.2f\n' \
   "$r" "$w" "$load" "$dr" "$(ratio "$dr" "$load")"
+printf '  the same load as the run times it (its "loaded in" line: read from the disk, every slice checked, in place): %.2f s; dd / load = %.2f\n' \
+  "$l" "$(ratio "$dr" "$l")"

@@ -2,6 +2,13 @@
 // clear refusals of damaged files.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -227,6 +234,62 @@ TEST(Checksum, crc32c_is_castagnolis_and_combines_like_one_pass) {
     EXPECT_EQ(checkpoint::crc32c_combine(a, b, bytes.size() - cut), whole) << cut;
     EXPECT_EQ(checkpoint::crc32c(bytes.data() + cut, bytes.size() - cut, a), whole) << cut;  // streamed
   }
+}
+
+// The share of a file's pages in the page cache (mincore).
+double cached_share(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  const size_t n = size_t(fs::file_size(path)), page = size_t(::sysconf(_SC_PAGESIZE));
+  void* map = ::mmap(nullptr, n, PROT_READ, MAP_SHARED, fd, 0);
+  std::vector<unsigned char> in((n + page - 1) / page);
+  ::mincore(map, n, in.data());
+  ::munmap(map, n);
+  ::close(fd);
+  return double(std::count_if(in.begin(), in.end(), [](unsigned char c) { return c & 1; })) / double(in.size());
+}
+
+void drop_cached(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  ::fdatasync(fd);
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  ::close(fd);
+}
+
+// A large slice read into aligned memory (as the trainer's own buffers are) goes from the disk
+// straight into place (O_DIRECT): none of it passes the page cache; its bytes and checksum are
+// checked as on the other path, and a flipped bit is caught.
+TEST(Checkpoint, a_large_aligned_slice_is_read_past_the_page_cache) {
+  const auto dir = temp_path("direct.ckpt");
+  const int64_t rows = 4 << 10, cols = 1 << 10;  // 16 MiB
+  std::vector<float> w(size_t(rows * cols));
+  for (size_t i = 0; i < w.size(); ++i) w[i] = float(i % 977) * 0.25f;
+  checkpoint::begin_save(dir);
+  checkpoint::ShardWriter writer(dir, 0);
+  writer.add("w", rows, cols, 0, 0, rows, cols, w.data());
+  writer.finish();
+  checkpoint::finish_save(dir, {{"step", 1}});
+  const auto shard = dir + "/shard-00000.bin";
+  const int probe = ::open(shard.c_str(), O_RDONLY | O_DIRECT);
+  if (probe < 0) GTEST_SKIP() << "this temporary folder's file system refuses O_DIRECT";
+  ::close(probe);
+  drop_cached(shard);
+  if (cached_share(shard) > 0.1) GTEST_SKIP() << "the shard's pages could not be dropped from the page cache";
+  const size_t bytes = w.size() * sizeof(float);
+  float* out = static_cast<float*>(std::aligned_alloc(4096, bytes));
+  const checkpoint::CheckpointReader r(dir);
+  r.read_block("w", 0, 0, rows, cols, out, cols);
+  EXPECT_TRUE(std::equal(w.begin(), w.end(), out));
+  EXPECT_LT(cached_share(shard), 0.05) << "the slice was read through the page cache";
+  {
+    const int fd = ::open(shard.c_str(), O_WRONLY);
+    const char flip = char(0x5a);
+    EXPECT_EQ(::pwrite(fd, &flip, 1, off_t(bytes / 2 + 3)), 1);
+    ::close(fd);
+  }
+  drop_cached(shard);
+  EXPECT_THROW(r.read_block("w", 0, 0, rows, cols, out, cols), InputError);
+  std::free(out);
+  fs::remove_all(dir);
 }
 
 // A slice of several read pieces (read and checked in parallel, their checksums joined): its

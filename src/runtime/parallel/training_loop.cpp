@@ -127,12 +127,13 @@ std::optional<checkpoint::CheckpointReader> check_on_every_rank(TrainSettings& s
 }
 
 // Loads the checkpoint into the trainer on every rank; returns the step it holds (--init-from:
-// its weights only, and step 0 of the new run).
+// its weights only, and step 0 of the new run) and in `seconds` the time the load took.
 int64_t resume_from(DistTrainer& trainer, ProcessGroups& groups, checkpoint::CheckpointReader& resume,
-                    const TrainSettings& s) {
+                    const TrainSettings& s, double& seconds) {
   const bool weights_only = s.resume_path.empty();
   // A checkpoint that does not fit is found by some ranks only: all agree before going on.
   std::optional<InputError> error;
+  const auto t0 = std::chrono::steady_clock::now();
   try {
     load_checkpoint(trainer, resume, weights_only);
   } catch (const InputError& e) {
@@ -147,6 +148,7 @@ int64_t resume_from(DistTrainer& trainer, ProcessGroups& groups, checkpoint::Che
           "resume-model");
     p.throw_if_any();
   }
+  seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();  // every rank's part read
   return weights_only ? 0 : resume.meta().value("step", int64_t(0));
 }
 
@@ -313,7 +315,8 @@ int train(const TrainSettings& settings, const Problems& parsed, bool mpi, comm:
   TrainerOptions o = trainer_options(s, *kernels);
   if (s.compute_slowdown) o.compute_slowdown = s.compute_slowdown(rank);
   DistTrainer trainer(s.run, groups, *data, o);
-  const int64_t first = resume ? resume_from(trainer, groups, *resume, s) : 0;
+  double load_s = 0;
+  const int64_t first = resume ? resume_from(trainer, groups, *resume, s, load_s) : 0;
 
   MetricsWriter metrics;
   open_metrics(metrics, rank, s, groups);
@@ -334,6 +337,7 @@ int train(const TrainSettings& settings, const Problems& parsed, bool mpi, comm:
                                                : threads.note + "; " + launch::openmp_wait_note(),
                   peak, step_flops, first, activations);
     warn_stop_without_checkpoint(s);
+    if (resume) std::printf("checkpoint: %s loaded in %.2f s\n", resume->dir().c_str(), load_s), std::fflush(stdout);
   }
   const int64_t run_steps = stop_at - first;
   RunStart start;
