@@ -117,6 +117,10 @@ if [ -n "$PY_REF" ]; then
     run_step "GPT-OSS attention GptStage on cuda in $prec vs PyTorch" 180 "$PY_REF" tests/reference/reference_test.py \
       "$BUILD/tests/reference/reference_dump" "$MODEL_DIR/gpt-oss-$prec" --device cuda --precision $prec \
       --family llama --gpt-oss-attention
+    # GPT-OSS's whole model (biases, the router's bias, the clamped unit: swiglu_oss kernels).
+    run_step "GPT-OSS GptStage on cuda in $prec vs PyTorch" 180 "$PY_REF" tests/reference/reference_test.py \
+      "$BUILD/tests/reference/reference_dump" "$MODEL_DIR/gpt-oss-model-$prec" --device cuda --precision $prec \
+      --family llama --gpt-oss
     # Llama 3.1's rope scaling (the rope kernel's rewritten frequencies).
     run_step "Llama 3.1 rope scaling GptStage on cuda in $prec vs PyTorch" 180 "$PY_REF" tests/reference/reference_test.py \
       "$BUILD/tests/reference/reference_dump" "$MODEL_DIR/llama3-rope-$prec" --device cuda --precision $prec \

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
 #include "capability/capability_table.h"
 
 #include "core/checked_size.h"
@@ -51,7 +53,11 @@ std::vector<std::string> beyond_runtime(const ModelSpec& m) {
     trained.head_size = 0, trained.qk_norm = false;
     // GPT-OSS's attention: sliding windows (every N-th layer full) and sinks.
     trained.sliding_window = 0, trained.full_attention_every = 0, trained.attention_sinks = false;
+    // GPT-OSS's biases (q/k/v, the output projection, the MLP and experts; which mixes train:
+    // check_executable's train-biases) and its clamped gated unit.
+    trained.qkv_bias = trained.proj_bias = trained.mlp_bias = -1, trained.activation_clamp = 0;
   }
+  trained.router_bias = false;  // the router's linear bias (either family's MoE layer)
   // DeepSeek-V2/V3's multi-head latent attention in the Llama layer (runtime/nn/mla_layer.cpp),
   // QK-norm, windows and sinks not combined with it.
   // Its query/key head (nope + rope, Hugging Face's config reads it as head_dim) is the layer's own.
@@ -155,6 +161,24 @@ void check_executable(const RunSpec& r, const std::string& device, const std::ve
     if (m.qk_norm)
       problems.add("QK-norm with multi-head latent attention: the MLA layer has its latents' norms, not QK-norm",
                    "drop --qk-norm", "train-mla");
+  }
+  if (m.family == ModelFamily::Llama && !m.is_mla()) {
+    // Biases as Megatron's switches set them (--add-bias-linear: every linear layer, the router
+    // included; --add-qkv-bias: q/k/v alone), so a checkpoint's model reads back from its flags.
+    const bool qkv = m.has_qkv_bias(), proj = m.has_proj_bias(), mlp = m.has_mlp_bias();
+    const bool all = qkv && proj && mlp && (m.router_bias || !m.is_moe()), none = !proj && !mlp && !m.router_bias;
+    if (!all && !none)
+      problems.add(fmt::format("biases on q/k/v {}, the output projection {}, the MLP {} and the router {}: the runtime's "
+                               "Llama layer biases every linear layer (--add-bias-linear, GPT-OSS) or q/k/v alone "
+                               "(--add-qkv-bias, Qwen2)",
+                               qkv ? "yes" : "no", proj ? "yes" : "no", mlp ? "yes" : "no",
+                               m.router_bias ? "yes" : "no"),
+                   "give --add-bias-linear for biases everywhere, or --no-add-bias-linear [--add-qkv-bias]",
+                   "train-biases");
+    if (mlp && m.shared_experts > 0)
+      problems.add(fmt::format("MLP biases with {} shared experts: the Llama layer's shared experts have no biases",
+                               m.shared_experts),
+                   "drop --add-bias-linear (or --add-qkv-bias alone), or --shared-experts 0", "train-biases");
   }
   if (m.is_moe() && L.etp > 1 && x.schedule == ScheduleKind::ZeroBubbleH1)
     problems.add("zb-h1 with experts split over etp " + n(L.etp) + ": the split backward's weight pass of experts "

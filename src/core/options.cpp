@@ -41,6 +41,9 @@ std::vector<OptionDef> model_options() {
       {"window-size", "model", "sliding-window attention: each query sees the last N keys, itself included (Hugging Face's sliding_window; GPT-OSS: 128); 0 = none", false, "INT", "0 or the config's", 0, kMaxSequence},
       {"window-attn-skip-freq", "model", "with --window-size: every N-th layer attends to all keys (Megatron's --window-attn-skip-freq; GPT-OSS: 2, alternate layers); 0 = every layer windowed", false, "INT", "0 or the config's", 0, kMaxLayers},
       {"attention-sinks", "model", "a learned logit per head in each attention row's softmax denominator (GPT-OSS's sinks; Megatron's softmax_type learnable)", true, "", "off, or the config's"},
+      {"add-qkv-bias", "model", "biases on the query, key and value projections (Megatron's; Qwen2)", true, "", "the family's (GPT on, Llama off), or the config's"},
+      {"add-bias-linear", "model", "biases on every linear layer: q/k/v, the output projection, the MLP or experts and the router (Megatron's add_bias_linear, on there by default; GPT-OSS)", true, "", "the family's (GPT on, Llama off), or the config's"},
+      {"activation-func-clamp-value", "model", "GPT-OSS's gated unit: gate clamped to at most this, up to +-this, (up + 1) gate sigmoid(1.702 gate) (Megatron's, with its quick_geglu and glu_linear_offset 1.0; GPT-OSS: 7); 0 = SwiGLU", false, "NUM", "0, or the config's swiglu_limit", 0, 1e6},
       {"multi-latent-attention", "model", "multi-head latent attention (DeepSeek-V2/V3, Megatron's): keys and values "
        "from a latent of --kv-lora-rank, heads of --qk-head-dim + --qk-pos-emb-head-dim, values of --v-head-dim", true, "",
        "off, or the config's"},

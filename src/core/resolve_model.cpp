@@ -132,6 +132,13 @@ ModelSpec resolve_model(const OptionValues& v, Problems& p) {
   if (auto x = v.get_int("window-size", p)) m.sliding_window = *x;
   if (auto x = v.get_int("window-attn-skip-freq", p)) m.full_attention_every = *x;
   if (auto x = v.get_bool("attention-sinks", p)) m.attention_sinks = *x;
+  // Biases as Megatron's two switches set them: every linear layer's, or q/k/v's alone.
+  if (auto x = v.get_bool("add-bias-linear", p)) {
+    m.qkv_bias = m.proj_bias = m.mlp_bias = *x ? 1 : 0;
+    m.router_bias = *x;
+  }
+  if (auto x = v.get_bool("add-qkv-bias", p)) m.qkv_bias = *x ? 1 : 0;
+  if (auto x = v.get_double("activation-func-clamp-value", p)) m.activation_clamp = *x;
   read_rope_scaling_flags(v, m, p);
   if (auto x = v.get_int("mtp-num-layers", p)) m.mtp_layers = *x;
   read_mla_flags(v, m, p);

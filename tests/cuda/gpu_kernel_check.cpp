@@ -193,6 +193,13 @@ void typed_checks(Kernels& cpu, Kernels& gpu, DType t) {
     check(p + "swiglu_forward", act, tol);
     cpu.swiglu_backward(dgu.C(), gu.C(), dact.C(), N, F), gpu.swiglu_backward(dgu.G(), gu.G(), dact.G(), N, F);
     check(p + "swiglu_backward", dgu, tol);
+    // GPT-OSS's clamped unit at a limit inside the inputs' spread (|N(0, 2)| > 1.5 often), so the clamp's
+    // zero gradient and the unclamped path are both compared.
+    cpu.swiglu_oss_forward(act.C(), gu.C(), N, F, 1.5f), gpu.swiglu_oss_forward(act.G(), gu.G(), N, F, 1.5f);
+    check(p + "swiglu_oss_forward (clamped at 1.5)", act, tol);
+    cpu.swiglu_oss_backward(dgu.C(), gu.C(), dact.C(), N, F, 1.5f);
+    gpu.swiglu_oss_backward(dgu.G(), gu.G(), dact.G(), N, F, 1.5f);
+    check(p + "swiglu_oss_backward (clamped at 1.5)", dgu, tol);
     const int64_t row = 3 * C;  // q heads then k/v, as a qkv row
     Both qkv(cpu, gpu, t, randn(N * row));
     const kernels::RopeFreq plain{10000.0f};

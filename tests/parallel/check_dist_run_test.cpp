@@ -157,6 +157,35 @@ TEST(CheckDistRun, llama_with_gpt_oss_attention_trains_and_a_gpt_model_refuses_i
     EXPECT_NE(text.find(what), std::string::npos) << what << " missing in:\n" << text;
 }
 
+// GPT-OSS's biases (every linear layer's, the router's) and clamped unit train in the Llama layer's
+// dense and MoE layers; a mix Megatron's switches cannot give, MLP biases with shared experts, and
+// the clamp in a GPT model (no gate) are refused by name.
+TEST(CheckDistRun, llama_with_gpt_oss_biases_and_clamp_trains_and_other_mixes_are_refused) {
+  auto s = tiny();
+  s.run.model.family = ModelFamily::Llama;
+  s.run.model.kv_heads = 2;
+  s.run.model.qkv_bias = s.run.model.proj_bias = s.run.model.mlp_bias = 1, s.run.model.activation_clamp = 7;
+  s.run.layout = Layout{.tp = 2, .cp = 2, .dp = 1, .pp = 2};
+  EXPECT_EQ(all_problems(s), "");
+  s.run.model.experts = 4, s.run.model.experts_per_token = 2, s.run.model.expert_ffn_hidden = 64;
+  s.run.model.router_bias = true;
+  s.run.layout.etp = 2;  // each expert split over the tp ranks (Megatron-Core's expert grid without folding)
+  EXPECT_EQ(all_problems(s), "");
+  s.run.model.proj_bias = s.run.model.mlp_bias = 0, s.run.model.router_bias = false;  // Qwen2's q/k/v alone
+  EXPECT_EQ(all_problems(s), "");
+  s.run.model.proj_bias = 1;  // q/k/v and o without the MLP's
+  std::string text = all_problems(s);
+  for (const char* what : {"biases on q/k/v yes, the output projection yes, the MLP no and the router no", "[train-biases]"})
+    EXPECT_NE(text.find(what), std::string::npos) << what << " missing in:\n" << text;
+  s.run.model.mlp_bias = 1, s.run.model.router_bias = true, s.run.model.shared_experts = 1;
+  text = all_problems(s);
+  EXPECT_NE(text.find("MLP biases with 1 shared experts"), std::string::npos) << text;
+  s.run.model.shared_experts = 0, s.run.model.family = ModelFamily::GPT, s.run.model.kv_heads = s.run.model.heads;
+  text = all_problems(s);
+  for (const char* what : {"gated unit clamped at 7", "[train-architecture]"})
+    EXPECT_NE(text.find(what), std::string::npos) << what << " missing in:\n" << text;
+}
+
 // DeepSeek-V3's multi-token prediction trains after the Llama layers on any tp x cp x pp x dp with
 // ZeRO 1-2; a GPT model, zb-h1's split backward and ZeRO-3 refuse it by name.
 TEST(CheckDistRun, llama_with_mtp_trains_and_gpt_zb_h1_zero3_refuse_it) {

@@ -34,6 +34,7 @@ ModelSpec tiny_model(const Case& c) {
   }
   if (c.qwen3) m.head_size = 16, m.qk_norm = true, m.rope_theta = 1e6, m.norm_eps = 1e-6;
   if (c.gpt_oss) m.sliding_window = 6, m.full_attention_every = 2, m.attention_sinks = true;
+  if (c.gpt_oss_model) m.qkv_bias = m.proj_bias = m.mlp_bias = 1, m.router_bias = true, m.activation_clamp = 0.1;
   m.mtp_layers = c.mtp;
   if (c.experts > 0) {
     m.experts = c.experts, m.experts_per_token = 2, m.expert_ffn_hidden = 48, m.moe_dense_layers = 0;
@@ -63,6 +64,7 @@ TrainerOptions options(const Case& c) {
   o.seed = 42;
   o.bucket_floats = 4096;  // several buckets per stage, so overlap and ordering are exercised
   o.moe.drop = c.drop;
+  if (c.gpt_oss_model) o.moe.normalise = true;  // GPT-OSS's softmax over the top-k logits
   o.moe.aux_coeff = 0.01, o.moe.z_coeff = 0.001;
   o.moe.bias_update_rate = 0.01;  // moves the bias enough in 20 steps to change the routing
   o.mtp_loss_scaling = 0.3;
@@ -120,16 +122,17 @@ Result train(const Case& c, MPI_Comm base) {
 }
 
 const Result& reference(const Case& c) {
-  static std::map<std::tuple<bool, int64_t, int64_t, bool, int64_t, int64_t, bool, bool, bool, int64_t, bool, bool>, Result> refs;
+  static std::map<std::tuple<bool, int64_t, int64_t, bool, int64_t, int64_t, bool, bool, bool, int64_t, bool, bool, bool>,
+                  Result> refs;
   const auto key =
       std::make_tuple(c.llama, c.vocab, c.experts, c.drop, c.shared_experts, c.moe_layer_freq, c.qwen3, c.gpt_oss,
-                      c.deepseek_router, c.mtp, c.group_limited, c.deepseek_v3);
+                      c.deepseek_router, c.mtp, c.group_limited, c.deepseek_v3, c.gpt_oss_model);
   auto it = refs.find(key);
   if (it == refs.end()) {
     Case one{c.llama ? "single llama" : "single", Layout{}};
     one.llama = c.llama, one.vocab = c.vocab, one.experts = c.experts, one.drop = c.drop;
     one.shared_experts = c.shared_experts, one.moe_layer_freq = c.moe_layer_freq, one.qwen3 = c.qwen3;
-    one.gpt_oss = c.gpt_oss;
+    one.gpt_oss = c.gpt_oss, one.gpt_oss_model = c.gpt_oss_model;
     one.deepseek_router = c.deepseek_router;
     one.mtp = c.mtp;
     one.group_limited = c.group_limited;

@@ -48,6 +48,9 @@ struct Case {
   // cp 2 the chunks are 4 rows, so windows cross chunk boundaries) on layers 0 and 2, full
   // attention on layers 1 and 3, a learned sink per head (with llama = true).
   bool gpt_oss = false;
+  // GPT-OSS's whole layer (with gpt_oss): biases on q/k/v, o, the experts (or dense MLP) and the
+  // router, and the clamped gated unit at 0.1, inside the gate and up values' spread.
+  bool gpt_oss_model = false;
   // DeepSeek-V3's router: sigmoid scores, top-k on score + an expert bias (moved 0.01 a step
   // towards the mean load), weights normalised and scaled by 2.5.
   bool deepseek_router = false;

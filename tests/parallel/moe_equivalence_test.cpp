@@ -393,6 +393,31 @@ TEST(MoeEquivalence, gpt_oss_attention_ep2_etp2_tp2_dp2_matches_single_process) 
   c.gpt_oss = true;
   expect_same_as_single_process(c);
 }
+// GPT-OSS's whole layer (that attention, biases on q/k/v and o split with the heads / added once
+// after the tp reduction, the experts' biases split with FC1 over etp / FC2's added once, the
+// router's bias, the clamped unit) in the four layouts of issue 48, and tp 4 over 2 kv heads (the
+// kv bias replicated, its gradient summed over its replicas) with the experts split over etp 4.
+namespace {
+Case gpt_oss(Case c) {
+  c.llama = true, c.gpt_oss = true, c.gpt_oss_model = true;
+  return c;
+}
+}  // namespace
+TEST(MoeEquivalence, gpt_oss_ep2_etp2_tp2_dp2_matches_single_process) {
+  expect_same_as_single_process(gpt_oss(moe("moe gpt-oss ep2 x etp2 tp2xdp2", 2, 2, 1, false, true, 2)));
+}
+TEST(MoeEquivalence, gpt_oss_folded_ep4_over_tp2_dp2_matches_single_process) {
+  expect_same_as_single_process(gpt_oss(folded("moe gpt-oss folded ep4 over tp2xdp2", 2, 4, false, true)));
+}
+TEST(MoeEquivalence, gpt_oss_ep2_pp2_matches_single_process) {
+  expect_same_as_single_process(gpt_oss(moe("moe gpt-oss ep2xpp2", 2, 2, 2, false, true)));
+}
+TEST(MoeEquivalence, gpt_oss_cp2_ep2_matches_single_process) {
+  expect_same_as_single_process(gpt_oss(moe_cp("moe gpt-oss cp2xep2", 2, 1, 2, true)));
+}
+TEST(MoeEquivalence, gpt_oss_tp4_etp4_replicated_kv_matches_single_process) {
+  expect_same_as_single_process(gpt_oss(moe("moe gpt-oss tp4 etp4", 1, 1, 1, false, true, 4)));
+}
 // DeepSeek-V3's router on the qwen3 rows' layouts: sigmoid scores, top-2 on score + the expert
 // bias, weights normalised and scaled by 2.5; the bias moves after each step by 0.01 sign(mean
 // load - load) from the load counted over every rank, so every rank holds one process's bias.

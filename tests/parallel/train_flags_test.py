@@ -270,6 +270,14 @@ rows = [
     ("--attention-sinks", None, "L", r"attention sinks"),
     ("--no-attention-sinks", None, "A", r"!attention sinks"),
     ("--window-size", "8", "capability", r"sliding-window attention \(8 tokens\)"),
+    # GPT-OSS's biases and clamped unit in the Llama layer (Megatron's flags): trained in run L (the
+    # checkpoint meta keeps them: resumed_run), refused in a GPT model (its GELU MLP has no gate).
+    ("--add-bias-linear", None, "L", r"q/k/v biases, linear biases"),
+    ("--activation-func-clamp-value", "7", "L", r"gated unit clamped at 7"),
+    ("--add-qkv-bias", None, "A", r"GPT gpt2-small"),
+    ("--no-add-bias-linear", None, "MLA", r"!linear biases"),
+    ("--activation-func-clamp-value", "7", "capability", r"gated unit clamped at 7"),
+    ("--no-add-qkv-bias", None, "capability", r"no Q/K/V biases"),
     ("--attention-sinks", None, "capability", r"attention sinks"),
     # DeepSeek-V3's multi-head latent attention in the Llama layer (Megatron's flags), refused in a
     # GPT model, its sizes refused without it.
@@ -320,7 +328,7 @@ rows = [
     ("--mtp-loss-scaling-factor", "0.2", "mtp-unused", r"weighs the multi-token-prediction losses, which .* does not have(.|\n)*--mtp-num-layers"),
     ("--straggler-factor", "2.5", "P", r"above 2\.5 x the median rank's"),
     ("--hf-config", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "data", "models", "hf",
-                                 "gpt-oss-120b.json"), "hf", r"the runtime trains plain GPT and Llama layers; .*Q/K/V biases.*gated unit clamped at 7"),
+                                 "gpt-oss-120b.json"), "hf", r"the runtime trains plain GPT and Llama layers; .*rope scaling 'yarn'"),
 ]
 
 # Arguments a refused run needs besides its rows (a small model that would otherwise train).

@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> args;
   std::string device = "cpu", precision = "fp32", family = "gpt";
   bool moe = false, qwen3 = false, gpt_oss = false, llama3_rope = false, deepseek_router = false, group_limited = false,
-       deepseek_v3 = false;
+       deepseek_v3 = false, gpt_oss_model = false;
   int64_t shared_experts = 0, moe_layer_freq = 1, mtp = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -47,6 +47,7 @@ int main(int argc, char** argv) {
     else if (a == "--moe") moe = true;
     else if (a == "--qwen3-moe") qwen3 = true;
     else if (a == "--gpt-oss-attention") gpt_oss = true;
+    else if (a == "--gpt-oss") gpt_oss = gpt_oss_model = true;
     else if (a == "--llama3-rope") llama3_rope = true;
     else if (a == "--deepseek-router") deepseek_router = true;
     else if (a == "--group-limited") group_limited = true;
@@ -60,10 +61,10 @@ int main(int argc, char** argv) {
       (precision != "fp32" && precision != "bf16") || (family != "gpt" && family != "llama") ||
       (qwen3 && (family != "llama" || moe)) || (gpt_oss && family != "llama") || (llama3_rope && family != "llama") ||
       (deepseek_router && !qwen3) || (group_limited && !deepseek_router && !deepseek_v3) || (mtp > 0 && family != "llama") ||
-      (deepseek_v3 && (family != "llama" || moe || qwen3))) {
+      (deepseek_v3 && (family != "llama" || moe || qwen3)) || (gpt_oss_model && (moe || qwen3 || deepseek_v3))) {
     std::fprintf(stderr, "usage: reference_dump OUT_PREFIX [TOKEN_FILE] [--device cpu|cuda] [--precision fp32|bf16]"
                          " [--family gpt|llama] [--moe [--shared-experts N] [--moe-layer-freq N]]\n"
-                         "  [--family llama --qwen3-moe] [--family llama --gpt-oss-attention [--moe]]\n"
+                         "  [--family llama --qwen3-moe] [--family llama --gpt-oss-attention [--moe]] [--family llama --gpt-oss]\n"
                          "  [--family llama --llama3-rope] [--family llama --qwen3-moe --deepseek-router]\n"
                          "  [--family llama ... --mtp D] [... --deepseek-router --group-limited]\n"
                          "  [--family llama --deepseek-v3 [--group-limited] [--mtp D]]\n"
@@ -113,6 +114,17 @@ int main(int argc, char** argv) {
     // and 2, full attention on layer 1 (layer_types alternating), a sink per head.
     m.sliding_window = 24, m.full_attention_every = 2, m.attention_sinks = true;
     if (!moe) m.layers = 3;
+  }
+  if (gpt_oss_model) {
+    // GPT-OSS's whole layer, small: that attention with biases on q, k, v and o; a first dense
+    // layer (Trident's, to check the dense MLP's biases too), then MoE layers of 8 experts top-2
+    // with biases, the router's bias, top-k weights softmaxed over the k (= normalised), and the
+    // clamped unit at 0.2, inside the gate and up values' spread (about 0.2 here), so both the
+    // clamped and the free paths are taken. Biases and sinks start non-zero (below).
+    m.layers = 3, m.experts = 8, m.experts_per_token = 2, m.expert_ffn_hidden = 32, m.moe_dense_layers = 1;
+    m.qkv_bias = m.proj_bias = m.mlp_bias = 1, m.router_bias = true, m.activation_clamp = 0.2;
+    o.moe.aux_coeff = 0.01, o.moe.z_coeff = 0.001;
+    o.moe.normalise = true, o.moe.drop = false;
   }
   if (deepseek_router) {
     // DeepSeek-V3's router on that shape: sigmoid scores, top-2 of score + expert bias (set below
@@ -208,6 +220,14 @@ int main(int argc, char** argv) {
   for (size_t l = 0; l < bias0.size(); ++l)
     for (size_t e = 0; e < bias0[l].size(); ++e) bias0[l][e] = 0.03f * float(int((e * 5 + l * 3) % 7) - 3);
   if (!bias0.empty()) trainer.set_expert_bias(bias0);
+  if (gpt_oss_model) {  // biases and sinks start at zero: drawn instead, so the forward reads them
+    std::vector<float> w = trainer.whole_params(0);
+    for (const auto& t : g.layout().tensors())
+      if (t.kind == nn::ParamKind::Bias)
+        for (int64_t i = 0; i < t.size(); ++i)
+          w[size_t(t.offset + i)] = 0.1f * nn::counter_normal(nn::mix64(uint64_t(t.offset) + 99), uint64_t(i));
+    trainer.set_whole_params(0, w.data());
+  }
 
   nlohmann::json j;
   j["config"] = {{"family", to_string(m.family)}, {"kv_heads", m.kv_heads}, {"rope_theta", m.rope_theta},
@@ -226,6 +246,9 @@ int main(int argc, char** argv) {
                  {"window_size", m.sliding_window}, {"window_attn_skip_freq", m.full_attention_every},
                  {"attention_sinks", m.attention_sinks}, {"mtp_layers", m.mtp_layers},
                  {"mtp_loss_scaling", o.mtp_loss_scaling}};
+  if (gpt_oss_model)
+    j["config"].update({{"qkv_bias", true}, {"proj_bias", true}, {"mlp_bias", true}, {"router_bias", true},
+                        {"swiglu_limit", m.activation_clamp}});
   if (m.is_mla())
     j["config"].update({{"q_lora_rank", m.q_lora_rank}, {"kv_lora_rank", m.kv_lora_rank},
                         {"qk_nope_head_dim", m.qk_nope_head_dim}, {"qk_rope_head_dim", m.qk_rope_head_dim},

@@ -27,6 +27,17 @@ torch.set_num_threads(1)
 torch.manual_seed(0)
 
 
+def gated(cfg, g, u):
+    """The gated unit: SwiGLU, or GPT-OSS's (modeling_gpt_oss.py, GptOssExperts.forward) with swiglu_limit."""
+    limit = cfg.get("swiglu_limit", 0)
+    if not limit:
+        return F.silu(g) * u
+    g = g.clamp(min=None, max=limit)
+    u = u.clamp(min=-limit, max=limit)
+    glu = g * torch.sigmoid(g * 1.702)
+    return (u + 1) * glu
+
+
 class MoE(nn.Module):
     """Mixture of experts written from its definition: softmax router, top-k, combine weights
     (raw scores or normalised over the k), capacity ceil(cf N k / E) per expert keeping the
@@ -37,13 +48,14 @@ class MoE(nn.Module):
         super().__init__()
         E, Fe = cfg["experts"], cfg["expert_ffn_hidden"]
         self.E, self.k, self.Fe, self.llama, self.cfg = E, cfg["experts_per_token"], Fe, llama, cfg
-        self.router = nn.Linear(C, E, bias=False)
+        self.router = nn.Linear(C, E, bias=cfg.get("router_bias", False))  # GPT-OSS's router has a bias
         self.bias = None  # DeepSeek-V3's e_score_correction_bias: no parameter (set by the test)
         fin = 2 * Fe if llama else Fe
         self.fc = nn.Parameter(torch.zeros(E * fin, C))
         self.fc_proj = nn.Parameter(torch.zeros(E * C, Fe))
-        if not llama:
-            self.fc_b = nn.Parameter(torch.zeros(E * Fe))
+        self.biased = not llama or cfg.get("mlp_bias", False)  # GPT-OSS: gate_up_proj_bias, down_proj_bias
+        if self.biased:
+            self.fc_b = nn.Parameter(torch.zeros(E * fin))
             self.fc_proj_b = nn.Parameter(torch.zeros(E * C))
         # Shared experts (DeepSeek style): one MLP of shared x Fe columns every token passes,
         # its output added to the routed experts' (no gate).
@@ -65,8 +77,11 @@ class MoE(nn.Module):
         C, Fe = x.shape[1], self.Fe
         if self.llama:
             gu = x @ self.fc[e * 2 * Fe:(e + 1) * 2 * Fe].T
-            h = F.silu(gu[:, :Fe]) * gu[:, Fe:]
-            return h @ self.fc_proj[e * C:(e + 1) * C].T
+            if self.biased:
+                gu = gu + self.fc_b[e * 2 * Fe:(e + 1) * 2 * Fe]
+            h = gated(self.cfg, gu[:, :Fe], gu[:, Fe:])
+            y = h @ self.fc_proj[e * C:(e + 1) * C].T
+            return y + self.fc_proj_b[e * C:(e + 1) * C] if self.biased else y
         h = F.gelu(x @ self.fc[e * Fe:(e + 1) * Fe].T + self.fc_b[e * Fe:(e + 1) * Fe], approximate="tanh")
         return h @ self.fc_proj[e * C:(e + 1) * C].T + self.fc_proj_b[e * C:(e + 1) * C]
 
@@ -96,6 +111,12 @@ class MoE(nn.Module):
             w = top / (top.sum(-1, keepdim=True) + 1e-20) if c["moe_normalise"] and k > 1 else top
             # Megatron-Core's load-balancing loss over sigmoid scores: each token's over their sum.
             aux_probs = probs / (probs.sum(-1, keepdim=True) + 1e-20)
+        elif c.get("router_bias", False):
+            # GPT-OSS's GptOssTopKRouter: the top-k of the (biased) logits, softmax over those k.
+            probs = logits.softmax(-1)
+            top, idx = logits.topk(k, dim=-1)
+            w = top.softmax(dim=1)
+            aux_probs = probs
         else:
             probs = logits.softmax(-1)
             top, idx = probs.topk(k, dim=-1)
@@ -126,8 +147,13 @@ class MoE(nn.Module):
             shared = {p + "shared.fc_w": self.sfc, p + "shared.fc_b": self.sfc_b, p + "shared.fc_proj_w": self.sfc_proj,
                       p + "shared.fc_proj_b": self.sfc_proj_b}
         if self.llama:
-            return {p + "router_w": self.router.weight, p + "experts.gate_up_w": self.fc,
-                    p + "experts.fc_proj_w": self.fc_proj, **shared}
+            out = {p + "router_w": self.router.weight, p + "experts.gate_up_w": self.fc,
+                   p + "experts.fc_proj_w": self.fc_proj, **shared}
+            if self.router.bias is not None:
+                out[p + "router_b"] = self.router.bias
+            if self.biased:
+                out.update({p + "experts.gate_up_b": self.fc_b, p + "experts.fc_proj_b": self.fc_proj_b})
+            return out
         return {p + "router_w": self.router.weight, p + "experts.fc_w": self.fc, p + "experts.fc_b": self.fc_b,
                 p + "experts.fc_proj_w": self.fc_proj, p + "experts.fc_proj_b": self.fc_proj_b, **shared}
 
@@ -238,8 +264,11 @@ class LlamaBlock(nn.Module):
     over each head's queries and keys (q_norm, k_norm) before the rotary embedding, the output
     projection from heads x head_dim; RMSNorm epsilon rms_norm_eps."""
 
-    def __init__(self, C, nh, nkv, Fh, moe=None, hd=None, qk_norm=False, eps=1e-5, window=0, sinks=False, mla=None):
+    def __init__(self, C, nh, nkv, Fh, moe=None, hd=None, qk_norm=False, eps=1e-5, window=0, sinks=False, mla=None,
+                 cfg=None):
         super().__init__()
+        cfg = cfg or {}
+        self.cfg = cfg  # GPT-OSS: biases (attention_bias, mlp_bias) and the clamped unit (swiglu_limit)
         # DeepSeek-V3's multi-head latent attention (deepseek_reference.py) instead of q/kv/proj
         self.mla = MLA(C, mla) if mla else None
         self.window = window  # GPT-OSS: a sliding window of `window` keys on this layer (0: none)
@@ -247,15 +276,16 @@ class LlamaBlock(nn.Module):
         self.nh, self.nkv, self.hd, self.Fh, self.moe = nh, nkv, hd or C // nh, Fh, moe
         self.ln1 = RMSNorm(C, eps)
         if self.mla is None:
-            self.q = nn.Linear(C, nh * self.hd, bias=False)
-            self.kv = nn.Linear(C, 2 * nkv * self.hd, bias=False)  # keys of all kv heads, then values
-            self.proj = nn.Linear(nh * self.hd, C, bias=False)
+            qkv_bias = cfg.get("qkv_bias", False)
+            self.q = nn.Linear(C, nh * self.hd, bias=qkv_bias)
+            self.kv = nn.Linear(C, 2 * nkv * self.hd, bias=qkv_bias)  # keys of all kv heads, then values
+            self.proj = nn.Linear(nh * self.hd, C, bias=cfg.get("proj_bias", False))
         self.q_norm = RMSNorm(self.hd, eps) if qk_norm else None
         self.k_norm = RMSNorm(self.hd, eps) if qk_norm else None
         self.ln2 = RMSNorm(C, eps)
         if moe is None:
-            self.gate_up = nn.Linear(C, 2 * Fh, bias=False)  # gate rows, then up rows
-            self.down = nn.Linear(Fh, C, bias=False)
+            self.gate_up = nn.Linear(C, 2 * Fh, bias=cfg.get("mlp_bias", False))  # gate rows, then up rows
+            self.down = nn.Linear(Fh, C, bias=cfg.get("mlp_bias", False))
 
     def forward(self, x, cos, sin):
         B, T, C = x.shape
@@ -294,7 +324,7 @@ class LlamaBlock(nn.Module):
             out, aux = self.moe(self.ln2(x))
             return x + out, aux
         g, u = self.gate_up(self.ln2(x)).split(self.Fh, dim=2)
-        return x + self.down(F.silu(g) * u), 0.0
+        return x + self.down(gated(self.cfg, g, u)), 0.0
 
 
 class MtpLayer(nn.Module):
@@ -316,6 +346,10 @@ def llama_block_names(b, p):
         out.update(b.mla.trident_names(p))
     else:
         out.update({p + "q_w": b.q.weight, p + "kv_w": b.kv.weight, p + "attn_proj_w": b.proj.weight})
+        if b.q.bias is not None:
+            out.update({p + "q_b": b.q.bias, p + "kv_b": b.kv.bias})
+        if b.proj.bias is not None:
+            out[p + "attn_proj_b"] = b.proj.bias
     if b.q_norm is not None:
         out.update({p + "q_norm_w": b.q_norm.weight, p + "k_norm_w": b.k_norm.weight})
     if b.sinks is not None:
@@ -324,6 +358,8 @@ def llama_block_names(b, p):
         out.update(b.moe.names(p))
     else:
         out.update({p + "gate_up_w": b.gate_up.weight, p + "fc_proj_w": b.down.weight})
+        if b.gate_up.bias is not None:
+            out.update({p + "gate_up_b": b.gate_up.bias, p + "fc_proj_b": b.down.bias})
     return out
 
 
@@ -351,7 +387,7 @@ class Llama(nn.Module):
                                                MoE(C, cfg, True) if is_moe_layer(cfg, i) else None, self.hd,
                                                cfg.get("qk_norm", False), eps, window_of(cfg, i),
                                                cfg.get("attention_sinks", False),
-                                               cfg if cfg.get("kv_lora_rank", 0) > 0 else None)
+                                               cfg if cfg.get("kv_lora_rank", 0) > 0 else None, cfg)
                                     for i in range(cfg["layers"]))
         self.lnf = RMSNorm(C, eps)
         self.head = nn.Linear(C, V, bias=False)  # untied
@@ -361,7 +397,7 @@ class Llama(nn.Module):
                                    MoE(C, cfg, True) if is_moe_layer(cfg, L - 1) else None, self.hd,
                                    cfg.get("qk_norm", False), eps, window_of(cfg, L + j),
                                    cfg.get("attention_sinks", False),
-                                   cfg if cfg.get("kv_lora_rank", 0) > 0 else None), eps)
+                                   cfg if cfg.get("kv_lora_rank", 0) > 0 else None, cfg), eps)
             for j in range(cfg.get("mtp_layers", 0)))
 
     def forward(self, idx, targets):

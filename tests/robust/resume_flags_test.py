@@ -26,6 +26,8 @@ def main():
               "--experts 4 (the checkpoint's is 0)"),
              (["--window-size", "8"], "--window-size 8 (the checkpoint's is 0)"),
              (["--attention-sinks"], "--attention-sinks true (the checkpoint's is false)"),
+             (["--activation-func-clamp-value", "7"], "--activation-func-clamp-value 7 (the checkpoint's is 0)"),
+             (["--no-add-bias-linear"], "--add-bias-linear false/false/false (the checkpoint's is true/true/false)"),
              (["--hidden", "64"], "--hidden 64 (the checkpoint's is 32)")]
     for flags, named in cases:
         refused("resume with " + " ".join(flags), run(trident, *resume, *flags), named, "resume-model")
@@ -34,6 +36,16 @@ def main():
     refused("resume with every contradicting flag", run(trident, *resume, *everything), *[n for _, n in cases[:-1]])
     rc, out = run(trident, *resume, "--seq-len", "32", "--vocab", "256", "--hidden", "32")
     check("resume with the checkpoint's own sizes trains", rc == 0, out[-800:])
+    # GPT-OSS's biases and clamped unit (a Llama model): a resume without their flags keeps the
+    # checkpoint's (run_meta.cpp, resumed_run.cpp), and one contradicting them is refused.
+    oss = train(trident, os.path.join(d, "oss"), "--family", "llama", "--activation-func-clamp-value", "7",
+                "--add-bias-linear")
+    rc, out = run(trident, "train", "--resume", oss, "--steps", "3", "--threads", "1")
+    check("a GPT-OSS-shaped resume keeps the biases and the clamp", rc == 0 and
+          "q/k/v biases, linear biases, gated unit clamped at 7" in out, out[-800:])
+    refused("resume with another clamp",
+            run(trident, "train", "--resume", oss, "--steps", "3", "--threads", "1", "--activation-func-clamp-value", "5"),
+            "--activation-func-clamp-value 5 (the checkpoint's is 7)")
     shutil.rmtree(d, ignore_errors=True)
     return finish()
 

@@ -363,6 +363,16 @@ void check_hf_exportable(const ModelSpec& m, Problems& p) {
                                                                 : "attention sinks"),
           "keep the checkpoint for `trident train --init-from` / `generate`; export a model without "
           "--window-size / --attention-sinks", "export-architecture");
+  // The Llama layer's biases and GPT-OSS's clamped unit: no class the export writes holds them
+  // (Qwen2-MoE's q/k/v biases are written as zeros), so neither export nor import may drop them.
+  const bool biases = m.has_qkv_bias() || m.has_proj_bias() || m.has_mlp_bias() || m.router_bias;
+  if (llama && !m.is_mla() && (biases || m.activation_clamp > 0))
+    p.add(fmt::format("the checkpoint holds the Llama layer with {}{}{}: no Hugging Face class the export writes holds "
+                      "them (GptOssForCausalLM's names are not written yet)",
+                      biases ? "biases" : "", biases && m.activation_clamp > 0 ? " and " : "",
+                      m.activation_clamp > 0 ? fmt::format("the gated unit clamped at {:g}", m.activation_clamp) : ""),
+          "keep the checkpoint for `trident train --init-from` / `generate`; export a model without "
+          "--add-bias-linear / --add-qkv-bias / --activation-func-clamp-value", "export-architecture");
   // Multi-head latent attention is DeepseekV3ForCausalLM's, with its router and MTP layers.
   if (m.is_mla()) return check_deepseek_v3_exportable(m, p);
   // DeepSeek-V3's multi-token prediction: its Hugging Face names (model.layers.{num_hidden_layers}.*)

@@ -272,6 +272,24 @@ void CudaKernels::swiglu_backward(const Tensor& dgate_up, const Tensor& gate_up,
                              stream_);
   });
 }
+void CudaKernels::swiglu_oss_forward(const Tensor& out, const Tensor& gate_up, int64_t N, int64_t F, float limit) {
+  const char* op = "swiglu_oss_forward";
+  dispatch(out, op, [&](auto tag) {
+    using T = decltype(tag);
+    cuda::swiglu_oss_forward<T>(ptr<T>(out, out.dtype, op), ptr<T>(gate_up, out.dtype, op), size_t(N), int(F), limit,
+                                stream_);
+  });
+}
+void CudaKernels::swiglu_oss_backward(const Tensor& dgate_up, const Tensor& gate_up, const Tensor& dout, int64_t N,
+                                      int64_t F, float limit) {
+  const char* op = "swiglu_oss_backward";
+  dispatch(dgate_up, op, [&](auto tag) {
+    using T = decltype(tag);
+    const kernels::DType t = dgate_up.dtype;
+    cuda::swiglu_oss_backward<T>(ptr<T>(dgate_up, t, op), ptr<T>(gate_up, t, op), ptr<T>(dout, t, op), size_t(N),
+                                 int(F), limit, stream_);
+  });
+}
 void CudaKernels::gather_rows(const Tensor& dst, const Tensor& src, const int32_t* rows, const float* scale, int64_t n,
                               int64_t C) {
   const char* op = "gather_rows";

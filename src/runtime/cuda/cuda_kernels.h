@@ -80,6 +80,9 @@ class CudaKernels final : public kernels::Kernels {
   void gather_row_dots(float* dots, const Tensor& a, const int32_t* rows, const Tensor& b, int64_t n,
                        int64_t C) override;
   void swiglu_forward(const Tensor& out, const Tensor& gate_up, int64_t N, int64_t F) override;
+  void swiglu_oss_forward(const Tensor& out, const Tensor& gate_up, int64_t N, int64_t F, float limit) override;
+  void swiglu_oss_backward(const Tensor& dgate_up, const Tensor& gate_up, const Tensor& dout, int64_t N, int64_t F,
+                           float limit) override;
   void swiglu_backward(const Tensor& dgate_up, const Tensor& gate_up, const Tensor& dout, int64_t N,
                        int64_t F) override;
   void rope(const Tensor& x, int64_t B, int64_t T, int64_t heads, int64_t hd, int64_t row, const kernels::RopeFreq& freq,

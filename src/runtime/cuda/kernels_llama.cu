@@ -114,6 +114,32 @@ __global__ void swiglu_backward_kernel(T* dgu, const T* gu, const T* dout, size_
   }
 }
 
+// GPT-OSS's unit: g = min(gate, limit), u = clamp(up, -limit, limit), (u + 1) g sigmoid(1.702 g).
+template <typename T>
+__global__ void swiglu_oss_forward_kernel(T* out, const T* gu, size_t N, int F, float limit) {
+  const size_t n = N * size_t(F);
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    const size_t row = i / F, j = i % F;
+    const float g = fminf(to_f(gu[row * 2 * F + j]), limit);
+    const float u = fminf(fmaxf(to_f(gu[row * 2 * F + F + j]), -limit), limit);
+    out[i] = from_f<T>((u + 1.0f) * g / (1.0f + expf(-1.702f * g)));
+  }
+}
+
+// Zero gradient where the input was clamped (torch.clamp's backward: the bounds themselves pass).
+template <typename T>
+__global__ void swiglu_oss_backward_kernel(T* dgu, const T* gu, const T* dout, size_t N, int F, float limit) {
+  const size_t n = N * size_t(F);
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    const size_t row = i / F, j = i % F;
+    const float graw = to_f(gu[row * 2 * F + j]), uraw = to_f(gu[row * 2 * F + F + j]), dy = to_f(dout[i]);
+    const float g = fminf(graw, limit), u = fminf(fmaxf(uraw, -limit), limit);
+    const float s = 1.0f / (1.0f + expf(-1.702f * g));
+    dgu[row * 2 * F + F + j] = from_f<T>(uraw >= -limit && uraw <= limit ? dy * g * s : 0.0f);
+    dgu[row * 2 * F + j] = from_f<T>(graw <= limit ? dy * (u + 1.0f) * s * (1.0f + 1.702f * g * (1.0f - s)) : 0.0f);
+  }
+}
+
 // One thread per (token, head, pair).
 template <typename T>
 __global__ void rope_kernel(T* x, size_t tokens, int Tn, int heads, int hd, size_t row, kernels::RopeFreq freq,
@@ -262,6 +288,18 @@ void swiglu_backward(T* dgate_up, const T* gate_up, const T* dout, size_t N, int
 }
 
 template <typename T>
+void swiglu_oss_forward(T* out, const T* gate_up, size_t N, int F, float limit, cudaStream_t s) {
+  swiglu_oss_forward_kernel<<<blocks_for(N * F, kThreads), kThreads, 0, s>>>(out, gate_up, N, F, limit);
+  cudaCheckLaunch();
+}
+
+template <typename T>
+void swiglu_oss_backward(T* dgate_up, const T* gate_up, const T* dout, size_t N, int F, float limit, cudaStream_t s) {
+  swiglu_oss_backward_kernel<<<blocks_for(N * F, kThreads), kThreads, 0, s>>>(dgate_up, gate_up, dout, N, F, limit);
+  cudaCheckLaunch();
+}
+
+template <typename T>
 void rope(T* x, size_t tokens, int Tn, int heads, int hd, size_t row, const kernels::RopeFreq& freq, bool inverse,
           cudaStream_t s) {
   const size_t n = tokens * size_t(heads) * size_t(hd / 2);
@@ -278,6 +316,8 @@ void rope(T* x, size_t tokens, int Tn, int heads, int hd, size_t row, const kern
                                     cudaStream_t);                                                            \
   template void swiglu_forward<T>(T*, const T*, size_t, int, cudaStream_t);                                   \
   template void swiglu_backward<T>(T*, const T*, const T*, size_t, int, cudaStream_t);                        \
+  template void swiglu_oss_forward<T>(T*, const T*, size_t, int, float, cudaStream_t);                        \
+  template void swiglu_oss_backward<T>(T*, const T*, const T*, size_t, int, float, cudaStream_t);             \
   template void rope<T>(T*, size_t, int, int, int, size_t, const kernels::RopeFreq&, bool, cudaStream_t);     \
   template void copy_heads<T>(T*, size_t, size_t, const T*, size_t, size_t, size_t, int, int, bool, cudaStream_t); \
   template void gqa_expand<T>(T*, const T*, const T*, size_t, int, int, int, cudaStream_t);                   \

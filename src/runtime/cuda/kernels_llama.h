@@ -29,6 +29,11 @@ template <typename T>
 void swiglu_forward(T* out, const T* gate_up, size_t N, int F, cudaStream_t s);
 template <typename T>
 void swiglu_backward(T* dgate_up, const T* gate_up, const T* dout, size_t N, int F, cudaStream_t s);
+// GPT-OSS's clamped unit (kernels::Kernels::swiglu_oss_forward).
+template <typename T>
+void swiglu_oss_forward(T* out, const T* gate_up, size_t N, int F, float limit, cudaStream_t s);
+template <typename T>
+void swiglu_oss_backward(T* dgate_up, const T* gate_up, const T* dout, size_t N, int F, float limit, cudaStream_t s);
 // tokens = B*T rows of `row` elements; position of token i is i % Tn.
 template <typename T>
 void rope(T* x, size_t tokens, int Tn, int heads, int hd, size_t row, const kernels::RopeFreq& freq, bool inverse,

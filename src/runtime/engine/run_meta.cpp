@@ -20,6 +20,12 @@ nlohmann::json model_to_json(const ModelSpec& m) {
   if (m.sliding_window > 0) j["window_size"] = m.sliding_window;
   if (m.full_attention_every > 0) j["window_attn_skip_freq"] = m.full_attention_every;
   if (m.attention_sinks) j["attention_sinks"] = true;
+  // Biases other than the family's, GPT-OSS's clamped unit (a meta without them stays as before).
+  if (m.qkv_bias >= 0) j["qkv_bias"] = m.qkv_bias == 1;
+  if (m.proj_bias >= 0) j["proj_bias"] = m.proj_bias == 1;
+  if (m.mlp_bias >= 0) j["mlp_bias"] = m.mlp_bias == 1;
+  if (m.router_bias) j["router_bias"] = true;
+  if (m.activation_clamp > 0) j["activation_clamp"] = m.activation_clamp;
   if (m.mtp_layers > 0) j["mtp_layers"] = m.mtp_layers;  // DeepSeek-V3's multi-token prediction
   // DeepSeek-V2/V3's multi-head latent attention, where the model has it.
   if (m.is_mla())
@@ -68,6 +74,11 @@ ModelSpec model_from_json(const nlohmann::json& j) {
     m.sliding_window = j.value("window_size", int64_t(0));
     m.full_attention_every = j.value("window_attn_skip_freq", int64_t(0));
     m.attention_sinks = j.value("attention_sinks", false);
+    if (j.contains("qkv_bias")) m.qkv_bias = j.at("qkv_bias").get<bool>() ? 1 : 0;
+    if (j.contains("proj_bias")) m.proj_bias = j.at("proj_bias").get<bool>() ? 1 : 0;
+    if (j.contains("mlp_bias")) m.mlp_bias = j.at("mlp_bias").get<bool>() ? 1 : 0;
+    m.router_bias = j.value("router_bias", false);
+    m.activation_clamp = j.value("activation_clamp", 0.0);
     m.mtp_layers = j.value("mtp_layers", int64_t(0));
     m.q_lora_rank = j.value("q_lora_rank", int64_t(0));
     m.kv_lora_rank = j.value("kv_lora_rank", int64_t(0));

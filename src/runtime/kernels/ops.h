@@ -147,6 +147,13 @@ class Kernels {
   // dgate_up [N, 2F] overwritten from dout [N, F].
   virtual void swiglu_backward(const Tensor& dgate_up, const Tensor& gate_up, const Tensor& dout, int64_t N,
                                int64_t F) = 0;
+  // GPT-OSS's gated unit (modeling_gpt_oss's GptOssExperts, Megatron's quick-GEGLU with
+  // --glu-linear-offset 1 and --activation-func-clamp-value limit), same layout: g = min(gate, limit),
+  // u = clamp(up, -limit, limit), out = (u + 1) g sigmoid(1.702 g). Its backward passes no gradient
+  // where a value was clamped (torch.clamp's: bounds inclusive).
+  virtual void swiglu_oss_forward(const Tensor& out, const Tensor& gate_up, int64_t N, int64_t F, float limit) = 0;
+  virtual void swiglu_oss_backward(const Tensor& dgate_up, const Tensor& gate_up, const Tensor& dout, int64_t N,
+                                   int64_t F, float limit) = 0;
   // Rotary embeddings in place on `heads` heads of hd values at the start of each token's row of
   // `row` elements (x points at the first head): pair (2i, 2i+1) of the token at position t is
   // rotated by the angle t * theta^(-2i/hd) (Meta's Llama convention; Llama 3.1's scaling

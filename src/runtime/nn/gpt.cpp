@@ -376,7 +376,9 @@ void GptStage::allocate_stage_buffers() {
     r_dmlp = p.add("gradient scratch", compute, N * Fm);
     r_dkv = p.add("gradient scratch", compute, N * size_t(s.kv_local()));
     r_dtmp2 = p.add("gradient scratch", compute, N * C);
-    if (kv_replicated) r_kvgrad = p.add_f32("replicated kv gradients", size_t(s.kv_heads() * s.kv_local() * s.C()));
+    if (kv_replicated)  // kv_w's, then kv_b's where the model has it (sum_replicated_kv_grads)
+      r_kvgrad = p.add_f32("replicated kv gradients",
+                           size_t(s.kv_heads() * s.kv_local() * (s.C() + (s.model.has_qkv_bias() ? 1 : 0))));
     if (s.model.qk_norm && s.tp_size > 1) r_qkgrad = p.add_f32("QK-norm weight gradients", size_t(2 * s.head_dim()));
     if (s.mla()) r_mla = p.add("MLA gradient scratch", compute, N * size_t(mla_scratch_width(s)));
     if (s.mla() && s.tp_size > 1) r_mlagrad = p.add_f32("MLA replicated weight gradients", size_t(mla_replicated_grads(s)));

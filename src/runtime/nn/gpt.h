@@ -472,8 +472,15 @@ class GptStage {
   // the layer scratch the micro-batches share (rc_plan_).
   void allocate_stage_buffers();
   void allocate_layer_scratch();
-  // Llama with kv heads replicated over TP ranks: sums this layer's kv_w gradient over them.
-  void sum_replicated_kv_grads(int64_t kv_w_offset);
+  // Llama with kv heads replicated over TP ranks: sums this layer's kv_w (and kv_b) gradient over them.
+  void sum_replicated_kv_grads(const LayerParams& p);
+  float* kv_bias_grad(const LayerParams& p) const;  // kv_b's gradient slot (kvgrad_'s when replicated), or nullptr
+  // A bias the layer may lack (offset -1: none), and its gradient in a pass that takes weight gradients.
+  Tensor bias(int64_t offset, int64_t n) const { return offset >= 0 ? W(offset, n) : Tensor(); }
+  float* bgrad(int64_t offset) const { return offset >= 0 ? wgrad(offset) : nullptr; }
+  // The model's gated unit on [n, 2F] gate|up rows: SwiGLU, or GPT-OSS's clamped one (activation_clamp).
+  void glu_forward(const Tensor& out, const Tensor& gate_up, int64_t n, int64_t F);
+  void glu_backward(const Tensor& dgate_up, const Tensor& gate_up, const Tensor& dout, int64_t n, int64_t F);
   // The attention core (the kernels', or ring attention under context parallel).
   // Layer i's (local index) window and sinks.
   kernels::Kernels::AttentionMask attention_mask(int64_t i) const;

@@ -2,7 +2,9 @@
 // projections, QK-norm where the model has it (Qwen3: an RMSNorm over each head's queries and
 // keys, before RoPE), kv heads repeated per query head, RoPE on the queries and keys, causal attention
 // (GPT-OSS: a sliding window on its window layers, sinks; gpt.cpp's attention_mask), row-parallel
-// projection; RMSNorm, gate|up projection, SwiGLU, row-parallel down projection. No biases.
+// projection; RMSNorm, gate|up projection, SwiGLU (GPT-OSS: its clamped unit), row-parallel down
+// projection. Biases where the model has them (GPT-OSS, Qwen2): q and kv's split with their heads,
+// the row-parallel projections' added once (tp rank 0's partial sum, as the GPT layer does).
 // The tensor- and sequence-parallel collectives are the GPT layer's (gpt.cpp).
 #include "runtime/nn/gpt.h"
 
@@ -56,13 +58,13 @@ void GptStage::llama_layer_forward(const LayerActs& x, int64_t i, const Tensor& 
   if (s.mla()) {
     mla_attention_forward(x, i, ln1, mid);
   } else {
-    k_.linear_forward(x.q, ln1, W(p.q_w, A * C), Tensor(), N, C, A);
-    k_.linear_forward(x.kv, ln1, W(p.kv_w, KV * C), Tensor(), N, C, KV);
+    k_.linear_forward(x.q, ln1, W(p.q_w, A * C), bias(p.q_b, A), N, C, A);
+    k_.linear_forward(x.kv, ln1, W(p.kv_w, KV * C), bias(p.kv_b, KV), N, C, KV);
     if (p.q_norm_w >= 0) qk_norm_forward(x, p);
     k_.gqa_expand(x.qkv, x.q, x.kv, N, s.heads_local(), s.kv_heads_local(), s.head_dim());
     rotary(x.qkv, false);
     attention_forward(x, i);
-    k_.linear_forward(mid, x.atty, W(p.attn_proj_w, C * A), Tensor(), N, A, C);
+    k_.linear_forward(mid, x.atty, W(p.attn_proj_w, C * A), tp_lead() ? bias(p.attn_proj_b, C) : Tensor(), N, A, C);
   }
   reduce_rows(x.res_mid, mid);
   k_.add_inplace(x.res_mid, res_in);
@@ -70,9 +72,9 @@ void GptStage::llama_layer_forward(const LayerActs& x, int64_t i, const Tensor& 
   if (p.moe) {
     moe_mlp_forward(x, p, ln2, out);
   } else {
-    k_.linear_forward(x.fch, ln2, W(p.fc_w, 2 * F * C), Tensor(), N, C, 2 * F);
-    k_.swiglu_forward(x.fch_gelu, x.fch, N, F);
-    k_.linear_forward(out, x.fch_gelu, W(p.fc_proj_w, C * F), Tensor(), N, F, C);
+    k_.linear_forward(x.fch, ln2, W(p.fc_w, 2 * F * C), bias(p.fc_b, 2 * F), N, C, 2 * F);
+    glu_forward(x.fch_gelu, x.fch, N, F);
+    k_.linear_forward(out, x.fch_gelu, W(p.fc_proj_w, C * F), tp_lead() ? bias(p.fc_proj_b, C) : Tensor(), N, F, C);
   }
   reduce_rows(x.res_out, out);
   k_.add_inplace(x.res_out, x.res_mid);
@@ -89,11 +91,12 @@ void GptStage::llama_layer_backward(const LayerActs& x, int64_t i, const Tensor&
   if (p.moe) {
     moe_mlp_backward(x, p, x.ln2, full_grad(dres), dtmp_);
   } else {
-    k_.linear_backward(dmlp_, wgrad(p.fc_proj_w), nullptr, full_grad(dres), winput(x.fch_gelu), W(p.fc_proj_w, C * F),
-                       N, F, C);
-    k_.swiglu_backward(dgate_up, x.fch, dmlp_, N, F);
+    k_.linear_backward(dmlp_, wgrad(p.fc_proj_w), bgrad(p.fc_proj_b), full_grad(dres), winput(x.fch_gelu),
+                       W(p.fc_proj_w, C * F), N, F, C);
+    glu_backward(dgate_up, x.fch, dmlp_, N, F);
     keep(x.fch, dgate_up);  // gate and up are read: their region holds gate_up's output gradient
-    k_.linear_backward(dtmp_, wgrad(p.fc_w), nullptr, dgate_up, winput_rows(x.ln2), W(p.fc_w, 2 * F * C), N, C, 2 * F);
+    k_.linear_backward(dtmp_, wgrad(p.fc_w), bgrad(p.fc_b), dgate_up, winput_rows(x.ln2), W(p.fc_w, 2 * F * C), N, C,
+                       2 * F);
   }
   norm_backward(dres, p.ln2_w, -1, 0, local_grad(dtmp_), x.res_mid, nullptr, x.ln2_rstd);
   // Attention: projection (row-parallel), attention, RoPE / GQA, q and kv (column-parallel).
@@ -104,8 +107,8 @@ void GptStage::llama_layer_backward(const LayerActs& x, int64_t i, const Tensor&
     sum_norm_grads({p.ln2_w, p.ln1_w});
     return;
   }
-  k_.linear_backward(datty_, wgrad(p.attn_proj_w), nullptr, full_grad(dres), winput(x.atty), W(p.attn_proj_w, C * A),
-                     N, A, C);
+  k_.linear_backward(datty_, wgrad(p.attn_proj_w), bgrad(p.attn_proj_b), full_grad(dres), winput(x.atty),
+                     W(p.attn_proj_w, C * A), N, A, C);
   attention_backward(dqkv, x, i);
   rotary(dqkv, true);  // rotating back is the rotation's backward
   const int64_t nh = s.heads_local(), hd = s.head_dim();
@@ -117,12 +120,12 @@ void GptStage::llama_layer_backward(const LayerActs& x, int64_t i, const Tensor&
   // Replicated kv heads: this rank's share of the kv_w gradient goes to its kv head's slot.
   float* dkv_w = !weights_now_ ? nullptr : kvgrad_ ? kvgrad_ + s.kv_head_first() * KV * C : grad_at(p.kv_w);
   const Tensor ln1 = winput_rows(x.ln1);
-  k_.linear_backward(dtmp_, dkv_w, nullptr, dkv_, ln1, W(p.kv_w, KV * C), N, C, KV);
-  k_.linear_backward(dtmp2_, wgrad(p.q_w), nullptr, dq, ln1, W(p.q_w, A * C), N, C, A);
+  k_.linear_backward(dtmp_, dkv_w, weights_now_ ? kv_bias_grad(p) : nullptr, dkv_, ln1, W(p.kv_w, KV * C), N, C, KV);
+  k_.linear_backward(dtmp2_, wgrad(p.q_w), bgrad(p.q_b), dq, ln1, W(p.q_w, A * C), N, C, A);
   k_.add_inplace(dtmp_, dtmp2_);
   norm_backward(dres, p.ln1_w, -1, 1, local_grad(dtmp_), res_in, nullptr, x.ln1_rstd);
   sum_norm_grads({p.ln2_w, p.ln1_w});  // slots 0, 1 in this order
-  if (kvgrad_ && weights_now_) sum_replicated_kv_grads(p.kv_w);
+  if (kvgrad_ && weights_now_) sum_replicated_kv_grads(p);
 }
 
 void GptStage::llama_layer_weights(const LayerActs& x, int64_t i) {
@@ -134,15 +137,18 @@ void GptStage::llama_layer_weights(const LayerActs& x, int64_t i) {
   if (p.moe) {
     moe_mlp_weights(x, p);
   } else {
-    k_.linear_backward(none, G(p.fc_proj_w), nullptr, gathered(x.d_out), x.fch_gelu, W(p.fc_proj_w, C * F), N, F, C);
-    k_.linear_backward(none, G(p.fc_w), nullptr, x.fch, gathered(x.ln2), W(p.fc_w, 2 * F * C), N, C, 2 * F);
+    k_.linear_backward(none, G(p.fc_proj_w), bgrad(p.fc_proj_b), gathered(x.d_out), x.fch_gelu, W(p.fc_proj_w, C * F),
+                       N, F, C);
+    k_.linear_backward(none, G(p.fc_w), bgrad(p.fc_b), x.fch, gathered(x.ln2), W(p.fc_w, 2 * F * C), N, C, 2 * F);
   }
-  k_.linear_backward(none, G(p.attn_proj_w), nullptr, gathered(x.d_mid), x.atty, W(p.attn_proj_w, C * A), N, A, C);
+  k_.linear_backward(none, G(p.attn_proj_w), bgrad(p.attn_proj_b), gathered(x.d_mid), x.atty, W(p.attn_proj_w, C * A),
+                     N, A, C);
   const Tensor ln1 = gathered(x.ln1);
   float* dkv_w = kvgrad_ ? kvgrad_ + s.kv_head_first() * KV * C : G(p.kv_w);
-  k_.linear_backward(none, dkv_w, nullptr, x.qkv.slice(size_t(N * A), size_t(N * KV)), ln1, W(p.kv_w, KV * C), N, C, KV);
-  k_.linear_backward(none, G(p.q_w), nullptr, x.qkv.slice(0, size_t(N * A)), ln1, W(p.q_w, A * C), N, C, A);
-  if (kvgrad_) sum_replicated_kv_grads(p.kv_w);
+  k_.linear_backward(none, dkv_w, kv_bias_grad(p), x.qkv.slice(size_t(N * A), size_t(N * KV)), ln1, W(p.kv_w, KV * C),
+                     N, C, KV);
+  k_.linear_backward(none, G(p.q_w), bgrad(p.q_b), x.qkv.slice(0, size_t(N * A)), ln1, W(p.q_w, A * C), N, C, A);
+  if (kvgrad_) sum_replicated_kv_grads(p);
 }
 
 void GptStage::qk_norm_forward(const LayerActs& x, const LayerParams& p) {
@@ -174,12 +180,37 @@ void GptStage::qk_norm_backward(const LayerActs& x, const LayerParams& p, const 
   k_.zero(qkgrad_, size_t(2 * hd));
 }
 
-void GptStage::sum_replicated_kv_grads(int64_t kv_w_offset) {
+// Replicated kv heads: kvgrad_ holds every kv head's kv_w gradient, then (with kv biases) every
+// kv head's kv_b gradient; summed over the TP group, this rank's kv head's added to its own.
+void GptStage::sum_replicated_kv_grads(const LayerParams& p) {
   const Shard& s = shard();
-  const size_t n = size_t(s.kv_local() * s.C()), all = size_t(s.kv_heads()) * n;
+  const size_t n = size_t(s.kv_local() * s.C()), nb = size_t(s.kv_local()), heads = size_t(s.kv_heads());
+  const size_t all = heads * (n + (p.kv_b >= 0 ? nb : 0));
   tp_->all_reduce(kvgrad_, all, comm::DType::F32, comm::ReduceOp::Sum);
-  k_.add_inplace(Tensor(grad_at(kv_w_offset), n), Tensor(kvgrad_ + size_t(s.kv_head_first()) * n, n));
+  k_.add_inplace(Tensor(grad_at(p.kv_w), n), Tensor(kvgrad_ + size_t(s.kv_head_first()) * n, n));
+  if (p.kv_b >= 0)
+    k_.add_inplace(Tensor(grad_at(p.kv_b), nb), Tensor(kvgrad_ + heads * n + size_t(s.kv_head_first()) * nb, nb));
   k_.zero(kvgrad_, all);
+}
+
+// Where the kv bias gradient goes: its slot in kvgrad_ when kv heads are replicated over tp.
+float* GptStage::kv_bias_grad(const LayerParams& p) const {
+  if (p.kv_b < 0) return nullptr;
+  const Shard& s = shard();
+  if (!kvgrad_) return grad_at(p.kv_b);
+  return kvgrad_ + s.kv_heads() * s.kv_local() * s.C() + s.kv_head_first() * s.kv_local();
+}
+
+void GptStage::glu_forward(const Tensor& out, const Tensor& gate_up, int64_t n, int64_t F) {
+  const float limit = float(shard().model.activation_clamp);
+  if (limit > 0) k_.swiglu_oss_forward(out, gate_up, n, F, limit);
+  else k_.swiglu_forward(out, gate_up, n, F);
+}
+
+void GptStage::glu_backward(const Tensor& dgate_up, const Tensor& gate_up, const Tensor& dout, int64_t n, int64_t F) {
+  const float limit = float(shard().model.activation_clamp);
+  if (limit > 0) k_.swiglu_oss_backward(dgate_up, gate_up, dout, n, F, limit);
+  else k_.swiglu_backward(dgate_up, gate_up, dout, n, F);
 }
 
 }  // namespace trident::nn

@@ -1,6 +1,7 @@
 // The mixture-of-experts MLP of a GptStage layer (see gpt.h, moe_routing.h): router logits on
 // the device, the routing on the host, the assignments gathered into expert order, each
-// expert's MLP (the family's: GELU for GPT, SwiGLU for Llama) on its rows, and the outputs
+// expert's MLP (the family's: GELU for GPT, SwiGLU for Llama, GPT-OSS's clamped unit; biases
+// where the model has them, the router's too) on its rows, and the outputs
 // summed back per token with their combine weights. Backward is the same path reversed; the
 // router's gradient comes from the combine weights' gradients (a dot of the token's output
 // gradient with the expert's output) and the auxiliary losses.
@@ -103,10 +104,11 @@ void GptStage::moe_expert_forward(const MoeActs& m, const LayerParams& p, int64_
   if (n == 0) return;
   const Tensor xs = m.xg.slice(size_t(first * C), size_t(n * C));
   const Tensor ys = expert_out(m).slice(size_t(first * C), size_t(n * C));
-  const bool bias = !s.llama() && s.etp_rank == 0;  // FC2's bias once in the etp group's sum
+  const bool bias = p.fc_proj_b >= 0 && s.etp_rank == 0;  // FC2's bias once in the etp group's sum
   const Tensor hpre = m.hpre.slice(size_t(first * Fin), size_t(n * Fin)), h = m.h.slice(size_t(first * F), size_t(n * F));
-  k_.linear_forward(hpre, xs, W(p.fc_w + e * Fin * C, Fin * C), s.llama() ? Tensor() : W(p.fc_b + e * F, F), n, C, Fin);
-  if (s.llama()) k_.swiglu_forward(h, hpre, n, F);
+  k_.linear_forward(hpre, xs, W(p.fc_w + e * Fin * C, Fin * C), p.fc_b >= 0 ? W(p.fc_b + e * Fin, Fin) : Tensor(), n, C,
+                    Fin);
+  if (s.llama()) glu_forward(h, hpre, n, F);
   else k_.gelu_forward(h, hpre);
   k_.linear_forward(ys, h, W(p.fc_proj_w + e * C * F, C * F), bias ? W(p.fc_proj_b + e * C, C) : Tensor(), n, F, C);
 }
@@ -115,7 +117,7 @@ void GptStage::moe_forward(const MoeActs& m, const LayerParams& p, const Tensor&
   const Shard& s = shard();
   const int64_t N = this->N(), C = s.C(), E = s.model.experts, k = s.model.experts_per_token;
   const Tensor logits = moe_logits_.slice(0, size_t(N * E));
-  k_.linear_forward(logits, inp, W(p.router_w, E * C), Tensor(), N, C, E);
+  k_.linear_forward(logits, inp, W(p.router_w, E * C), bias(p.router_b, E), N, C, E);
   k_.convert(Tensor(moe_f32_, size_t(N * E)), logits);
   std::vector<float> host(size_t(N * E));
   k_.to_host(host.data(), moe_f32_, host.size());
@@ -192,7 +194,7 @@ void GptStage::shared_experts_forward(const LayerActs& x, const LayerParams& p, 
   if (s.llama()) {
     const Tensor gate_up = x.fch.slice(0, size_t(N * 2 * F));
     k_.linear_forward(gate_up, inp, W(p.shared_fc_w, 2 * F * C), Tensor(), N, C, 2 * F);
-    k_.swiglu_forward(h, gate_up, N, F);
+    glu_forward(h, gate_up, N, F);
     k_.linear_forward(y, h, W(p.shared_proj_w, C * F), Tensor(), N, F, C);
   } else {
     const Tensor pre = x.fch.slice(0, size_t(N * F));
@@ -220,7 +222,7 @@ void GptStage::shared_experts_backward(const LayerActs& x, const LayerParams& p,
   if (s.llama()) {
     const Tensor dh = dmlp_.slice(0, size_t(N * F)), dgate_up = dbig_.slice(0, size_t(N * 2 * F));
     k_.linear_backward(dh, wgrad(p.shared_proj_w), nullptr, dout, winput(h), W(p.shared_proj_w, C * F), N, F, C);
-    k_.swiglu_backward(dgate_up, x.fch.slice(0, size_t(N * 2 * F)), dh, N, F);
+    glu_backward(dgate_up, x.fch.slice(0, size_t(N * 2 * F)), dh, N, F);
     keep(x.fch, dgate_up);
     k_.linear_backward(dx, wgrad(p.shared_fc_w), nullptr, dgate_up, whole, W(p.shared_fc_w, 2 * F * C), N, C, 2 * F);
   } else {
@@ -284,12 +286,12 @@ void GptStage::moe_expert_backward(const MoeActs& m, const LayerParams& p, int64
   if (n == 0) return;
   auto rows = [&](const Tensor& t, int64_t width) { return t.slice(size_t(first * width), size_t(n * width)); };
   const Tensor dh = rows(moe_dh_, F), dhpre = s.llama() ? rows(moe_dhpre_, Fin) : dh;
-  k_.linear_backward(dh, wgrad(p.fc_proj_w + e * C * F), s.llama() ? nullptr : wgrad(p.fc_proj_b + e * C),
+  k_.linear_backward(dh, wgrad(p.fc_proj_w + e * C * F), p.fc_proj_b >= 0 ? wgrad(p.fc_proj_b + e * C) : nullptr,
                      rows(expert_dy(), C), winput(rows(m.h, F)), W(p.fc_proj_w + e * C * F, C * F), n, F, C);
-  if (s.llama()) k_.swiglu_backward(dhpre, rows(m.hpre, Fin), dh, n, F);
+  if (s.llama()) glu_backward(dhpre, rows(m.hpre, Fin), dh, n, F);
   else k_.gelu_backward(dhpre, rows(m.hpre, Fin), dh);
   keep(rows(m.hpre, Fin), dhpre);
-  k_.linear_backward(rows(expert_dx(), C), wgrad(p.fc_w + e * Fin * C), s.llama() ? nullptr : wgrad(p.fc_b + e * F),
+  k_.linear_backward(rows(expert_dx(), C), wgrad(p.fc_w + e * Fin * C), p.fc_b >= 0 ? wgrad(p.fc_b + e * Fin) : nullptr,
                      dhpre, winput(rows(m.xg, C)), W(p.fc_w + e * Fin * C, Fin * C), n, C, Fin);
 }
 
@@ -334,7 +336,7 @@ void GptStage::moe_backward(const MoeActs& m, const LayerParams& p, const Tensor
   keep(m.dlogits, dlog);
   // Under sequence parallelism inp is this rank's rows: gathered now, into the buffer dout came
   // in (read for the last time above).
-  k_.linear_backward(dx, wgrad(p.router_w), nullptr, dlog, winput_rows(inp), W(p.router_w, E * C), N, C, E);
+  k_.linear_backward(dx, wgrad(p.router_w), bgrad(p.router_b), dlog, winput_rows(inp), W(p.router_w, E * C), N, C, E);
   // The router's input gradient is the same on every tp rank: counted once in the layer's tp
   // reduction (the lead's); the experts' rows are each tp rank's own tokens'.
   if (tp_lead()) k_.add_inplace(dinp.slice(0, size_t(N * C)), dx);
@@ -356,14 +358,14 @@ void GptStage::moe_mlp_weights(const LayerActs& x, const LayerParams& p) {
     k_.linear_backward(none, grad_at(p.shared_fc_w), s.llama() ? nullptr : grad_at(p.shared_fc_b),
                        x.fch.slice(0, size_t(N * Fs_in)), gathered(x.ln2), W(p.shared_fc_w, Fs_in * C), N, C, Fs_in);
   }
-  k_.linear_backward(none, grad_at(p.router_w), nullptr, m.dlogits.slice(0, size_t(N * E)), gathered(x.ln2),
-                     W(p.router_w, E * C), N, C, E);
+  k_.linear_backward(none, grad_at(p.router_w), p.router_b >= 0 ? grad_at(p.router_b) : nullptr,
+                     m.dlogits.slice(0, size_t(N * E)), gathered(x.ln2), W(p.router_w, E * C), N, C, E);
   moe_chunks(*m.route, [&](int64_t e, int64_t first, int64_t n) {
     if (n == 0) return;
     auto rows = [&](const Tensor& t, int64_t width) { return t.slice(size_t(first * width), size_t(n * width)); };
-    k_.linear_backward(none, grad_at(p.fc_proj_w + e * C * F), s.llama() ? nullptr : grad_at(p.fc_proj_b + e * C),
+    k_.linear_backward(none, grad_at(p.fc_proj_w + e * C * F), p.fc_proj_b >= 0 ? grad_at(p.fc_proj_b + e * C) : nullptr,
                        rows(m.yr, C), rows(m.h, F), W(p.fc_proj_w + e * C * F, C * F), n, F, C);
-    k_.linear_backward(none, grad_at(p.fc_w + e * Fin * C), s.llama() ? nullptr : grad_at(p.fc_b + e * F),
+    k_.linear_backward(none, grad_at(p.fc_w + e * Fin * C), p.fc_b >= 0 ? grad_at(p.fc_b + e * Fin) : nullptr,
                        rows(m.hpre, Fin), rows(m.xr, C), W(p.fc_w + e * Fin * C, Fin * C), n, C, Fin);
   });
 }

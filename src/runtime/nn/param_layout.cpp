@@ -24,6 +24,7 @@ void ParamLayout::add_experts(LayerParams& lp, const std::string& p) {
   const bool tp = s.tp_size > 1;
   lp.moe = true;
   lp.router_w = add(p + "router_w", s.model.experts, C, ParamKind::Matrix, false);
+  if (s.model.router_bias) lp.router_b = add(p + "router_b", s.model.experts, 1, ParamKind::Bias, false);
   if (s.has_shared_experts()) {
     const int64_t Fs = s.shared_ffn_local();
     if (s.llama()) {
@@ -36,15 +37,16 @@ void ParamLayout::add_experts(LayerParams& lp, const std::string& p) {
     if (!s.llama()) lp.shared_proj_b = add(p + "shared.fc_proj_b", C, 1, ParamKind::Bias, false);
   }
   // tp ranks hold different experts (or slices, or EDP replicas): not tp copies of one another.
-  const bool own = tp;
+  const bool own = tp, bias = s.model.has_mlp_bias();
   if (s.llama()) {
     lp.fc_w = add(p + "experts.gate_up_w", E * 2 * F, C, ParamKind::Matrix, own);
+    if (bias) lp.fc_b = add(p + "experts.gate_up_b", E * 2 * F, 1, ParamKind::Bias, own);  // GPT-OSS
   } else {
     lp.fc_w = add(p + "experts.fc_w", E * F, C, ParamKind::Matrix, own);
     lp.fc_b = add(p + "experts.fc_b", E * F, 1, ParamKind::Bias, own);
   }
   lp.fc_proj_w = add(p + "experts.fc_proj_w", E * C, F, ParamKind::Matrix, own);
-  if (!s.llama()) {
+  if (bias) {
     lp.fc_proj_b = add(p + "experts.fc_proj_b", E * C, 1, ParamKind::Bias, own);
     tensors_.back().etp_copies = s.etp_size;
   }
@@ -85,6 +87,11 @@ ParamLayout::ParamLayout(const Shard& shard) : shard_(shard) {
         lp.q_w = add(p + "q_w", A, C, ParamKind::Matrix, tp);
         lp.kv_w = add(p + "kv_w", s.kv_local(), C, ParamKind::Matrix, tp && s.kv_replicas() < s.tp_size);
         tensors_.back().tp_copies = s.kv_replicas();
+        if (s.model.has_qkv_bias()) {  // Qwen2, GPT-OSS: split with the heads like q_w and kv_w
+          lp.q_b = add(p + "q_b", A, 1, ParamKind::Bias, tp);
+          lp.kv_b = add(p + "kv_b", s.kv_local(), 1, ParamKind::Bias, tp && s.kv_replicas() < s.tp_size);
+          tensors_.back().tp_copies = s.kv_replicas();
+        }
       }
       if (s.model.qk_norm) {  // one weight per head feature, shared by all heads: replicated over tp
         lp.q_norm_w = add(p + "q_norm_w", s.head_dim(), 1, ParamKind::Norm, false);
@@ -93,12 +100,15 @@ ParamLayout::ParamLayout(const Shard& shard) : shard_(shard) {
       // GPT-OSS's sinks: a logit per head, no decay, zero at init (Bias), split with the heads.
       if (s.model.attention_sinks) lp.sinks = add(p + "sinks", s.heads_local(), 1, ParamKind::Bias, tp);
       lp.attn_proj_w = add(p + "attn_proj_w", C, s.out_local(), ParamKind::Matrix, tp);
+      if (s.model.has_proj_bias()) lp.attn_proj_b = add(p + "attn_proj_b", C, 1, ParamKind::Bias, false);
       lp.ln2_w = add(p + "ln2_w", C, 1, ParamKind::Norm, false);
       if (s.moe_layer(gl)) {
         add_experts(lp, p);
       } else {
         lp.fc_w = add(p + "gate_up_w", 2 * F, C, ParamKind::Matrix, tp);
+        if (s.model.has_mlp_bias()) lp.fc_b = add(p + "gate_up_b", 2 * F, 1, ParamKind::Bias, tp);
         lp.fc_proj_w = add(p + "fc_proj_w", C, F, ParamKind::Matrix, tp);
+        if (s.model.has_mlp_bias()) lp.fc_proj_b = add(p + "fc_proj_b", C, 1, ParamKind::Bias, false);
       }
       lp.end = total_;
       layers_.push_back(lp);
@@ -182,13 +192,14 @@ ParamLayout::Global ParamLayout::global_index(const Shard& s, const TensorView& 
     const int64_t El = s.experts_local(), per = view.rows / El, e = s.ep_rank * El + r / per, within = r % per;
     const int64_t F = s.expert_ffn(), Fl = s.expert_ffn_local(), at = s.etp_rank * Fl;
     g.rows = per * s.etp_size * s.model.experts;  // FC1's rows are split over etp, FC2's are not
-    if (ends_with(n, "gate_up_w")) g.row = e * 2 * F + (within < Fl ? at + within : F + at + within - Fl);
+    if (ends_with(n, "gate_up_w") || ends_with(n, "gate_up_b"))
+      g.row = e * 2 * F + (within < Fl ? at + within : F + at + within - Fl);
     else if (ends_with(n, "fc_w") || ends_with(n, "fc_b")) g.row = e * F + at + within;
     else g.rows = per * s.model.experts, g.row = e * per + within;  // fc_proj_w, fc_proj_b: [C] per expert
     if (ends_with(n, "fc_proj_w")) g.col = at + c, g.cols = F;
     return g;
   }
-  if (ends_with(n, "router_w")) return g;
+  if (ends_with(n, "router_w") || ends_with(n, "router_b")) return g;
   if (n.find(".shared.") != std::string::npos) {  // one MLP of Fs columns, split over tp
     const int64_t Fs = s.shared_ffn_local(), all = s.model.shared_experts * s.expert_ffn();
     if (ends_with(n, "gate_up_w")) g.row = r < Fs ? tr * Fs + r : all + tr * Fs + (r - Fs), g.rows = 2 * all;
@@ -198,14 +209,14 @@ ParamLayout::Global ParamLayout::global_index(const Shard& s, const TensorView& 
   }
   if (n == "wte" || n == "head_w") g.row = s.vocab_offset() + r, g.rows = s.model.vocab;
   else if (ends_with(n, "qkv_w") || ends_with(n, "qkv_b")) g.row = (r / A) * Q + tr * A + r % A, g.rows = 3 * Q;
-  else if (ends_with(n, "q_w") || ends_with(n, "q_b_w")) g.row = tr * A + r, g.rows = Q;
+  else if (ends_with(n, "q_w") || ends_with(n, "q_b_w") || ends_with(n, ".q_b")) g.row = tr * A + r, g.rows = Q;
   else if (ends_with(n, "kv_b_w")) g.row = tr * s.mla_kv_b_local() + r, g.rows = s.model.heads * s.mla_kv_b_local() / s.heads_local();
   else if (ends_with(n, "sinks")) g.row = tr * s.heads_local() + r, g.rows = s.model.heads;
-  else if (ends_with(n, "kv_w")) {
+  else if (ends_with(n, "kv_w") || ends_with(n, ".kv_b")) {
     const int64_t K = s.kv_heads_local() * hd, first = s.kv_head_first() * hd;
     g.row = r < K ? first + r : s.kv_heads() * hd + first + (r - K);
     g.rows = 2 * s.kv_heads() * hd;
-  } else if (ends_with(n, "gate_up_w")) {
+  } else if (ends_with(n, "gate_up_w") || ends_with(n, "gate_up_b")) {
     g.row = r < F ? tr * F + r : s.model.ffn_hidden + tr * F + (r - F);
     g.rows = 2 * s.model.ffn_hidden;
   } else if (ends_with(n, "fc_w") || ends_with(n, "fc_b")) g.row = tr * F + r, g.rows = s.model.ffn_hidden;

@@ -39,6 +39,9 @@
 // columns, split over tp like the dense MLP and reduced over dp like it: GPT shared.fc_w [Fs, C],
 // shared.fc_b [Fs], shared.fc_proj_w [C, Fs], shared.fc_proj_b [C]; Llama shared.gate_up_w
 // [2 Fs, C] (gate rows then up rows), shared.fc_proj_w [C, Fs].
+// Llama-family biases where the model has them (GPT-OSS): q_b kv_b after kv_w, attn_proj_b after
+// attn_proj_w, gate_up_b / fc_proj_b after their weights; router_b after router_w, and
+// experts.gate_up_b [E 2F] after experts.gate_up_w, experts.fc_proj_b [E C] last.
 // Each tensor's offset is rounded up to 16 floats (64 bytes) for aligned vector loads.
 // Gradients and the AdamW moments use the same layout (same offsets) in their own buffers.
 //
@@ -165,6 +168,10 @@ struct LayerParams {
   int64_t ln1_w = -1, ln1_b = -1, qkv_w = -1, qkv_b = -1, attn_proj_w = -1, attn_proj_b = -1, ln2_w = -1, ln2_b = -1,
           fc_w = -1, fc_b = -1, fc_proj_w = -1, fc_proj_b = -1;
   int64_t q_w = -1, kv_w = -1;
+  // Llama-family biases (GPT-OSS, Qwen2): q_b [A] and kv_b [kv rows] split with their heads;
+  // attn_proj_b [C] and fc_proj_b [C] (row-parallel, replicated), fc_b the MLP's gate_up_b [2F];
+  // router_b [E] (replicated like router_w).
+  int64_t q_b = -1, kv_b = -1, router_b = -1;
   int64_t q_norm_w = -1, k_norm_w = -1;  // QK-norm: [hd] each, replicated over tp
   int64_t sinks = -1;                    // attention sinks: [heads / tp], this rank's heads'
   // Multi-token prediction layers: RMSNorms of the embedding and of the previous depth's hidden

@@ -190,6 +190,11 @@ void check_resume(const TrainSettings& s, Problems& problems) {
       {"--moe-router-num-groups", n(m.router_groups), n(cm.router_groups)},
       {"--moe-router-group-topk", n(m.router_group_topk), n(cm.router_group_topk)},
       {"--attention-sinks", yes_no(m.attention_sinks), yes_no(cm.attention_sinks)},
+      // Biases change the tensors; the clamped unit only the function, so only this check sees it.
+      {"--add-qkv-bias", yes_no(m.has_qkv_bias()), yes_no(cm.has_qkv_bias())},
+      {"--add-bias-linear", fmt::format("{}/{}/{}", yes_no(m.has_proj_bias()), yes_no(m.has_mlp_bias()), yes_no(m.router_bias)),
+       fmt::format("{}/{}/{}", yes_no(cm.has_proj_bias()), yes_no(cm.has_mlp_bias()), yes_no(cm.router_bias))},
+      {"--activation-func-clamp-value", fmt::format("{}", m.activation_clamp), fmt::format("{}", cm.activation_clamp)},
       {"--multi-latent-attention", yes_no(m.is_mla()), yes_no(cm.is_mla())},
       {"--q-lora-rank", n(m.q_lora_rank), n(cm.q_lora_rank)},
       {"--kv-lora-rank", n(m.kv_lora_rank), n(cm.kv_lora_rank)},

@@ -48,6 +48,11 @@ std::vector<std::pair<std::string, std::string>> model_options_of(const ModelSpe
   if (m.sliding_window > 0) out.push_back({"window-size", n(m.sliding_window)});
   if (m.full_attention_every > 0) out.push_back({"window-attn-skip-freq", n(m.full_attention_every)});
   if (m.attention_sinks) out.push_back({"attention-sinks", "true"});
+  // The biases by Megatron's switches (capability refuses a mix neither sets).
+  const bool gpt = m.family == ModelFamily::GPT, all_linear = m.has_proj_bias() && m.has_mlp_bias();
+  if (all_linear != gpt || m.router_bias) out.push_back({"add-bias-linear", all_linear ? "true" : "false"});
+  if (!all_linear && m.has_qkv_bias() != gpt) out.push_back({"add-qkv-bias", m.has_qkv_bias() ? "true" : "false"});
+  if (m.activation_clamp > 0) out.push_back({"activation-func-clamp-value", fmt::format("{}", m.activation_clamp)});
   if (m.mtp_layers > 0) out.push_back({"mtp-num-layers", n(m.mtp_layers)});
   if (m.is_mla())
     out.insert(out.end(), {{"multi-latent-attention", "true"},

@@ -151,7 +151,12 @@ void print_startup(const TrainSettings& s, int world, const DistTrainer& trainer
                                                 ? fmt::format(" (full attention every {} layers)", model.full_attention_every)
                                                 : "")
                               : "") +
-                         (model.attention_sinks ? ", attention sinks" : "");
+                         (model.attention_sinks ? ", attention sinks" : "") +
+                         // GPT-OSS's biases and clamped unit in the Llama layer (GPT's biases are its family's).
+                         (llama && model.has_qkv_bias() ? ", q/k/v biases" : "") +
+                         (llama && model.has_proj_bias() ? ", linear biases" : "") +
+                         (model.is_moe() && model.router_bias ? ", router bias" : "") +
+                         (model.activation_clamp > 0 ? fmt::format(", gated unit clamped at {:g}", model.activation_clamp) : "");
   std::printf("  model       %lld layers, hidden %lld, %lld heads (head dim %lld)%s, ffn %lld, seq %lld, vocab %lld\n",
               (long long)model.layers, (long long)model.hidden, (long long)model.heads, (long long)model.head_dim(),
               kv.c_str(), (long long)model.ffn_hidden, (long long)model.seq_len, (long long)model.vocab);

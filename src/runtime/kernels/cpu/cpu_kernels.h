@@ -52,6 +52,9 @@ class CpuKernels : public Kernels {
   void head_rmsnorm_backward(const Tensor& dx, float* dweight, const Tensor& saved, const Tensor& weight,
                              const float* rstd, int64_t N, int64_t heads, int64_t hd, int64_t row) override;
   void swiglu_forward(const Tensor& out, const Tensor& gate_up, int64_t N, int64_t F) override;
+  void swiglu_oss_forward(const Tensor& out, const Tensor& gate_up, int64_t N, int64_t F, float limit) override;
+  void swiglu_oss_backward(const Tensor& dgate_up, const Tensor& gate_up, const Tensor& dout, int64_t N, int64_t F,
+                           float limit) override;
   void swiglu_backward(const Tensor& dgate_up, const Tensor& gate_up, const Tensor& dout, int64_t N,
                        int64_t F) override;
   void rope(const Tensor& x, int64_t B, int64_t T, int64_t heads, int64_t hd, int64_t row, const RopeFreq& freq,

@@ -3,6 +3,7 @@
 // so it is deterministic for a given thread count).
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -145,6 +146,49 @@ void CpuKernels::swiglu_backward(const Tensor& dgate_up_t, const Tensor& gate_up
       const float s = 1.0f / (1.0f + fast_exp(-g[j]));  // silu(g) = g s, silu'(g) = s (1 + g (1 - s))
       du[j] = dy[j] * g[j] * s;
       dg[j] = dy[j] * u[j] * s * (1.0f + g[j] * (1.0f - s));
+    }
+  }
+}
+
+// GPT-OSS's unit: g = min(gate, limit), u = clamp(up, -limit, limit), out = (u + 1) g sigmoid(1.702 g).
+void CpuKernels::swiglu_oss_forward(const Tensor& out_t, const Tensor& gate_up_t, int64_t N, int64_t F, float limit) {
+  float* out = f32_data(out_t, "swiglu_oss_forward", size_t(N * F));
+  const float* gu = f32_data(gate_up_t, "swiglu_oss_forward", size_t(N * 2 * F));
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < N; ++i) {
+    const float* gi = gu + i * 2 * F;
+    const float* ui = gi + F;
+    float* o = out + i * F;
+#pragma omp simd
+    for (int64_t j = 0; j < F; ++j) {
+      const float g = std::min(gi[j], limit), u = std::min(std::max(ui[j], -limit), limit);
+      const float s = 1.0f / (1.0f + fast_exp(-1.702f * g));
+      o[j] = (u + 1.0f) * (g * s);
+    }
+  }
+}
+
+// No gradient through a clamped value (torch.clamp's backward: the bounds themselves pass).
+void CpuKernels::swiglu_oss_backward(const Tensor& dgate_up_t, const Tensor& gate_up_t, const Tensor& dout_t, int64_t N,
+                                     int64_t F, float limit) {
+  float* dgu = f32_data(dgate_up_t, "swiglu_oss_backward", size_t(N * 2 * F));
+  const float* gu = f32_data(gate_up_t, "swiglu_oss_backward", size_t(N * 2 * F));
+  const float* dout = f32_data(dout_t, "swiglu_oss_backward", size_t(N * F));
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < N; ++i) {
+    const float* gi = gu + i * 2 * F;
+    const float* ui = gi + F;
+    const float* dy = dout + i * F;
+    float* dg = dgu + i * 2 * F;
+    float* du = dg + F;
+#pragma omp simd
+    for (int64_t j = 0; j < F; ++j) {
+      const float g = std::min(gi[j], limit), u = std::min(std::max(ui[j], -limit), limit);
+      const float s = 1.0f / (1.0f + fast_exp(-1.702f * g));  // d/dg g s(a g) = s (1 + a g (1 - s))
+      const float dgv = dy[j] * (u + 1.0f) * s * (1.0f + 1.702f * g * (1.0f - s));
+      const float duv = dy[j] * g * s;
+      dg[j] = gi[j] <= limit ? dgv : 0.0f;
+      du[j] = ui[j] >= -limit && ui[j] <= limit ? duv : 0.0f;
     }
   }
 }
