@@ -138,6 +138,14 @@ if [ -n "$PY_REF" ]; then
     run_step "DeepSeek-V3 MLA GptStage on cuda in $prec vs PyTorch" 180 "$PY_REF" tests/reference/reference_test.py \
       "$BUILD/tests/reference/reference_dump" "$MODEL_DIR/deepseek-v3-$prec" --device cuda --precision $prec \
       --family llama --deepseek-v3
+    # YaRN: GPT-OSS's (the rope kernel's ramp and attention factor 1.347 on cos and sin) with its
+    # windows and sinks, and DeepSeek-V3's (MLA's queries scaled by 1.874 through copy_heads).
+    run_step "GPT-OSS yarn GptStage on cuda in $prec vs PyTorch" 180 "$PY_REF" tests/reference/reference_test.py \
+      "$BUILD/tests/reference/reference_dump" "$MODEL_DIR/gpt-oss-yarn-$prec" --device cuda --precision $prec \
+      --family llama --gpt-oss-attention --yarn
+    run_step "DeepSeek-V3 yarn GptStage on cuda in $prec vs PyTorch" 180 "$PY_REF" tests/reference/reference_test.py \
+      "$BUILD/tests/reference/reference_dump" "$MODEL_DIR/deepseek-v3-yarn-$prec" --device cuda --precision $prec \
+      --family llama --deepseek-v3 --yarn
   done
 else
   note "FAIL  no python with torch: model check skipped"; FAILED=1

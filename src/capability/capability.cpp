@@ -64,8 +64,10 @@ std::vector<std::string> beyond_runtime(const ModelSpec& m) {
   if (m.family == ModelFamily::Llama && m.is_mla())
     trained.q_lora_rank = 0, trained.kv_lora_rank = 0, trained.qk_nope_head_dim = 0, trained.qk_rope_head_dim = 0,
     trained.v_head_dim = 0, trained.head_size = 0;
-  // Llama 3.1's rope scaling (the rope kernels' frequencies); linear and yarn stay refused.
-  if (m.family == ModelFamily::Llama && m.rope_scaling.type == "llama3") trained.rope_scaling = RopeScaling{};
+  // Llama 3.1's and YaRN's rope scaling (the rope kernels' frequencies, YaRN's attention factor
+  // and MLA's softmax multiplier); linear stays refused.
+  if (m.family == ModelFamily::Llama && (m.rope_scaling.type == "llama3" || m.rope_scaling.type == "yarn"))
+    trained.rope_scaling = RopeScaling{};
   // DeepSeek-V3's router in either family's MoE layer: sigmoid scores, the expert bias, scaled
   // weights, group-limited routing.
   trained.router_score = "softmax", trained.router_expert_bias = false, trained.router_topk_scaling = 1.0;

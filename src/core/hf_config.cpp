@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <set>
 
 #include "core/options.h"
+#include "core/rope_scaling.h"
 
 namespace trident {
 
@@ -116,7 +118,8 @@ void read_rope_scaling(Reader& r, ModelSpec& m) {
   std::string type = v->value("rope_type", v->value("type", std::string()));
   RopeScaling s;
   s.type = type;
-  s.factor = v->value("factor", 1.0);
+  Reader y(*v, "rope_scaling of " + r.origin(), r.problems());  // its values' types checked by name
+  s.factor = y.number("factor").value_or(1.0);
   std::set<std::string> keys = {"rope_type", "type", "factor"};
   if (type == "llama3") {
     s.low_freq_factor = v->value("low_freq_factor", 1.0);
@@ -124,12 +127,38 @@ void read_rope_scaling(Reader& r, ModelSpec& m) {
     s.original_max_position = v->value("original_max_position_embeddings", int64_t(8192));
     keys.insert({"low_freq_factor", "high_freq_factor", "original_max_position_embeddings"});
   } else if (type == "yarn") {
-    s.original_max_position = v->value("original_max_position_embeddings", int64_t(4096));
-    s.beta_fast = v->value("beta_fast", 32.0);
-    s.beta_slow = v->value("beta_slow", 1.0);
-    s.mscale = v->value("mscale", 1.0);
-    s.mscale_all_dim = v->value("mscale_all_dim", 0.0);
-    keys.insert({"original_max_position_embeddings", "beta_fast", "beta_slow", "mscale", "mscale_all_dim", "truncate"});
+    // Hugging Face's _compute_yarn_parameters: factor required; the original context defaults to
+    // max_position_embeddings, beta_fast / beta_slow to 32 / 1, truncate to true; mscale and
+    // mscale_all_dim only count together (else the attention factor is get_mscale(factor)).
+    if (!v->contains("factor"))
+      return r.refuse("rope_scaling", "yarn scaling without its 'factor'", "give rope_scaling a factor (DeepSeek-V3: 40)");
+    s.original_max_position = y.integer("original_max_position_embeddings", false)
+                                  .value_or(r.has("max_position_embeddings") && r.raw("max_position_embeddings")->is_number_integer()
+                                                ? r.raw("max_position_embeddings")->get<int64_t>()
+                                                : 0);
+    s.beta_fast = y.number("beta_fast").value_or(32.0);
+    s.beta_slow = y.number("beta_slow").value_or(1.0);
+    s.mscale = y.number("mscale").value_or(1.0);
+    s.mscale_all_dim = y.number("mscale_all_dim").value_or(0.0);
+    s.truncate = y.boolean("truncate").value_or(true);
+    // Without mscale Hugging Face's attention factor is get_mscale(factor), Megatron's and
+    // modeling_deepseek's 1 / get_mscale(factor, mscale_all_dim): the two models differ.
+    if (!y.has("mscale") && s.mscale_all_dim != 0)
+      r.refuse("rope_scaling", "its mscale_all_dim without mscale: Hugging Face then scales cos and sin by "
+               "get_mscale(factor), Megatron and modeling_deepseek by 1 / get_mscale(factor, mscale_all_dim)",
+               "give mscale too (DeepSeek-V3: mscale 1.0 with mscale_all_dim 1.0)");
+    if (!(s.factor >= 1 && s.original_max_position > 0 && s.beta_fast > 0 && s.beta_slow > 0))
+      r.refuse("rope_scaling", "yarn needs a factor of 1 or more, a positive original_max_position_embeddings and "
+               "positive beta_fast / beta_slow", "give DeepSeek-V3's values: factor 40, 4096, 32, 1");
+    // An explicit attention factor is Hugging Face's override; Megatron and the runtime derive it
+    // from factor, mscale and mscale_all_dim, so only that value is taken.
+    if (auto a = y.number("attention_factor"); a && std::abs(*a - yarn::attention_factor(s)) > 1e-12 * std::abs(*a))
+      r.refuse("rope_scaling", fmt::format("its attention_factor {} differs from {} derived from factor, mscale and "
+                                           "mscale_all_dim (the one Megatron's yarn and the runtime apply)",
+                                           *a, yarn::attention_factor(s)),
+               "remove attention_factor from a copy of the config, or give the mscale / mscale_all_dim that yield it");
+    keys.insert({"original_max_position_embeddings", "beta_fast", "beta_slow", "mscale", "mscale_all_dim", "truncate",
+                 "attention_factor"});
   } else if (type == "linear") {
   } else if (type == "default" || type.empty()) {
     s.type.clear();

@@ -311,6 +311,12 @@ void validate_model(const ModelSpec& m, Problems& p) {
                       rs.factor, rs.low_freq_factor, rs.high_freq_factor, rs.original_max_position),
           "give --rope-high-freq-factor above --rope-low-freq-factor (Llama 3.1: factor 8, 1, 4, 8192)",
           "rope-scaling");
+  // Hugging Face's attention factor takes mscale only when it and mscale_all_dim are both non-zero,
+  // Megatron's always: the two agree only with mscale 1 alone, or both given.
+  if (rs.type == "yarn" && (rs.mscale <= 0 || (rs.mscale != 1 && rs.mscale_all_dim == 0)))
+    p.add(fmt::format("yarn's mscale {:g} with mscale_all_dim {:g}: Hugging Face's attention factor ignores an "
+                      "mscale without mscale_all_dim (or of 0), Megatron's applies it", rs.mscale, rs.mscale_all_dim),
+          "give --mscale-all-dim (mscale_all_dim) too, or --mscale 1", "rope-scaling");
   if (!(m.rope_theta > 0)) p.add(fmt::format("--rope-theta {:g} is not positive", m.rope_theta), "give --rope-theta 10000 or 500000");
   if (m.is_moe() && (m.moe_layer_phase < 0 || m.moe_layer_phase >= std::max<int64_t>(m.moe_layer_freq, 1)))
     p.add(fmt::format("MoE layer phase {} is not below --moe-layer-freq {}", m.moe_layer_phase, m.moe_layer_freq),

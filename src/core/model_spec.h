@@ -31,6 +31,7 @@ struct RopeScaling {
   double low_freq_factor = 1.0, high_freq_factor = 1.0;  // llama3
   int64_t original_max_position = 0;                     // llama3, yarn
   double beta_fast = 0, beta_slow = 0, mscale = 0, mscale_all_dim = 0;  // yarn
+  bool truncate = true;  // yarn: the correction range rounded to whole pairs (GPT-OSS: false)
 };
 
 std::string to_string(ModelFamily family);

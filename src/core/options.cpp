@@ -57,6 +57,18 @@ std::vector<OptionDef> model_options() {
       {"rope-low-freq-factor", "model", "with rope scaling: wavelengths over original context / this are scaled", false, "NUM", "1", 1e-6, 1e6},
       {"rope-high-freq-factor", "model", "with rope scaling: wavelengths under original context / this are kept", false, "NUM", "4", 1e-6, 1e6},
       {"rope-original-max-position", "model", "with rope scaling: the context the model was trained at before", false, "INT", "8192", 1, kMaxSequence},
+      // YaRN (DeepSeek-V3, GPT-OSS) by Megatron's names; a config's rope_scaling {type yarn} sets them.
+      {"rope-type", "model", "rope (plain, or Llama 3.1's with --rope-scaling-factor) or yarn (YaRN's frequencies "
+       "and attention factor, Megatron's --rope-type yarn)", false, "rope|yarn", "rope, or the config's"},
+      {"rotary-scaling-factor", "model", "with --rope-type yarn: the context extension factor (DeepSeek-V3: 40, GPT-OSS: 32)", false, "NUM", "1, or the config's", 1, 1e6},
+      {"yarn-original-max-position-embeddings", "model", "with --rope-type yarn: the context before extension", false, "INT", "4096, or the config's", 1, kMaxSequence},
+      {"yarn-beta-fast", "model", "with --rope-type yarn: rotations that end the ramp's extrapolated pairs", false, "NUM", "32, or the config's", 1e-6, 1e6},
+      {"yarn-beta-slow", "model", "with --rope-type yarn: rotations that start the ramp's interpolated pairs", false, "NUM", "1, or the config's", 1e-6, 1e6},
+      {"mscale", "model", "with --rope-type yarn: the attention factor's mscale (0.1 mscale ln(factor) + 1)", false, "NUM", "1, or the config's", 0, 1e6},
+      {"mscale-all-dim", "model", "with --rope-type yarn: the attention factor's divisor mscale, and MLA's softmax "
+       "scale x (0.1 mscale-all-dim ln(factor) + 1)^2; 0 = none", false, "NUM", "0, or the config's", 0, 1e6},
+      {"yarn-correction-range-round-to-int", "model", "with --rope-type yarn: the ramp's ends rounded to whole pairs "
+       "(Hugging Face's truncate; GPT-OSS: --no-yarn-correction-range-round-to-int)", true, "", "on, or the config's"},
       {"kv-heads", "model", "key/value heads (grouped-query attention); default = heads", false, "INT", "heads", 0, kMaxHeads},
       {"ffn-hidden", "model", "MLP width; default 4h", false, "INT", "4*hidden", 0, kMaxWidth},
       {"seq-len", "model", "sequence length in tokens", false, "INT", "preset or 2048", 0, kMaxSequence},

@@ -77,6 +77,42 @@ static void read_rope_scaling_flags(const OptionValues& v, ModelSpec& m, Problem
   if (auto x = v.get_int("rope-original-max-position", p)) m.rope_scaling.original_max_position = *x;
 }
 
+// YaRN by Megatron's flags (--rope-type yarn, --rotary-scaling-factor, --yarn-*, --mscale*): over
+// a config's yarn they override its fields; without yarn each refinement is refused by name.
+static void read_yarn_flags(const OptionValues& v, ModelSpec& m, Problems& p) {
+  RopeScaling& r = m.rope_scaling;
+  if (auto t = v.get_string("rope-type")) {
+    if (*t != "rope" && *t != "yarn") {
+      p.add(fmt::format("--rope-type '{}' (from {}) is unknown", *t, v.source("rope-type")), "use rope or yarn", "rope-scaling-flags");
+      return;
+    }
+    if (*t == "yarn" && !r.type.empty() && r.type != "yarn") {
+      p.add(fmt::format("--rope-type yarn (from {}) with the model's '{}' rope scaling: one scaling at a time",
+                        v.source("rope-type"), r.type),
+            "drop --rope-type yarn or --rope-scaling-factor (or the config's rope_scaling)", "rope-scaling-flags");
+      return;
+    }
+    if (*t == "yarn" && r.type.empty()) r = RopeScaling{"yarn", 1.0, 1.0, 1.0, 4096, 32.0, 1.0, 1.0, 0.0, true};
+    if (*t == "rope" && r.type == "yarn") r = RopeScaling{};
+  }
+  const char* refine[] = {"rotary-scaling-factor", "yarn-original-max-position-embeddings", "yarn-beta-fast",
+                          "yarn-beta-slow", "mscale", "mscale-all-dim", "yarn-correction-range-round-to-int"};
+  if (r.type != "yarn") {
+    for (const char* name : refine)
+      if (v.has(name))
+        p.add(fmt::format("--{} (from {}) sets YaRN's rope scaling, which the model does not have", name, v.source(name)),
+              fmt::format("add --rope-type yarn, or drop --{}", name), "rope-scaling-flags");
+    return;
+  }
+  if (auto x = v.get_double("rotary-scaling-factor", p)) r.factor = *x;
+  if (auto x = v.get_int("yarn-original-max-position-embeddings", p)) r.original_max_position = *x;
+  if (auto x = v.get_double("yarn-beta-fast", p)) r.beta_fast = *x;
+  if (auto x = v.get_double("yarn-beta-slow", p)) r.beta_slow = *x;
+  if (auto x = v.get_double("mscale", p)) r.mscale = *x;
+  if (auto x = v.get_double("mscale-all-dim", p)) r.mscale_all_dim = *x;
+  if (auto x = v.get_bool("yarn-correction-range-round-to-int", p)) r.truncate = *x;
+}
+
 ModelSpec resolve_model(const OptionValues& v, Problems& p) {
   ModelSpec m;
   auto preset = v.get_string("model");
@@ -140,6 +176,7 @@ ModelSpec resolve_model(const OptionValues& v, Problems& p) {
   if (auto x = v.get_bool("add-qkv-bias", p)) m.qkv_bias = *x ? 1 : 0;
   if (auto x = v.get_double("activation-func-clamp-value", p)) m.activation_clamp = *x;
   read_rope_scaling_flags(v, m, p);
+  read_yarn_flags(v, m, p);
   if (auto x = v.get_int("mtp-num-layers", p)) m.mtp_layers = *x;
   read_mla_flags(v, m, p);
   // Dependent sizes follow the overridden ones unless given themselves.

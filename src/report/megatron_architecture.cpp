@@ -50,6 +50,7 @@ void megatron_architecture_args(const ModelSpec& m, std::vector<std::string>& a,
     a.push_back(fmt::format("--yarn-beta-slow {}", r.beta_slow));
     a.push_back(fmt::format("--mscale {}", r.mscale));
     a.push_back(fmt::format("--mscale-all-dim {}", r.mscale_all_dim));
+    if (!r.truncate) a.push_back("--no-yarn-correction-range-round-to-int");  // GPT-OSS's truncate false
   } else if (r.type == "linear") {
     if (r.factor != double(int64_t(r.factor)))
       cannot(fmt::format("linear rope scaling by {:g}: Megatron's interpolation factor is a whole number", r.factor),

@@ -197,3 +197,38 @@ TEST(HfConfig, resolve_model_takes_hf_config_and_flags_override_it) {
   ASSERT_EQ(r.size(), 1u);
   EXPECT_NE(r.list()[0].fix.find("--hf-config"), std::string::npos) << r.list()[0].fix;
 }
+
+// YaRN as the released configs give it: DeepSeek-V3's (mscale and mscale_all_dim 1) and GPT-OSS's
+// (truncate false, no mscale keys: Hugging Face's defaults), every key read.
+TEST(HfConfig, yarn_of_deepseek_v3_and_gpt_oss_is_read_key_by_key) {
+  const ModelSpec d = read("deepseek-v3.json", 4096);
+  EXPECT_EQ(d.rope_scaling.type, "yarn");
+  EXPECT_EQ(d.rope_scaling.factor, 40.0);
+  EXPECT_EQ(d.rope_scaling.original_max_position, 4096);
+  EXPECT_EQ(d.rope_scaling.beta_fast, 32.0);
+  EXPECT_EQ(d.rope_scaling.beta_slow, 1.0);
+  EXPECT_EQ(d.rope_scaling.mscale_all_dim, 1.0);
+  EXPECT_TRUE(d.rope_scaling.truncate);
+  const ModelSpec g = read("gpt-oss-120b.json", 4096);
+  EXPECT_EQ(g.rope_scaling.type, "yarn");
+  EXPECT_EQ(g.rope_scaling.factor, 32.0);
+  EXPECT_FALSE(g.rope_scaling.truncate);
+  EXPECT_EQ(g.rope_scaling.mscale, 1.0);
+  EXPECT_EQ(g.rope_scaling.mscale_all_dim, 0.0);
+}
+
+// An attention_factor other than the derived one, a yarn without its factor, a truncate that is
+// not a boolean and an unknown key: each refused by name, all together.
+TEST(HfConfig, yarn_keys_it_cannot_honour_are_refused_by_name) {
+  const std::string head = R"({"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4,
+      "intermediate_size": 128, "max_position_embeddings": 128, "vocab_size": 100, "rope_scaling": )";
+  auto af = problems_of(head + R"({"rope_type": "yarn", "factor": 4.0, "attention_factor": 1.5}})");
+  ASSERT_EQ(af.size(), 1u);
+  EXPECT_TRUE(names(af, "attention_factor 1.5 differs from 1.1386")) << af[0].what;
+  EXPECT_TRUE(problems_of(head + R"({"rope_type": "yarn", "factor": 4.0, "attention_factor": 1.1386294361119891}})").empty());
+  EXPECT_TRUE(names(problems_of(head + R"({"rope_type": "yarn"}})"), "without its 'factor'"));
+  auto bad = problems_of(head + R"({"rope_type": "yarn", "factor": 4.0, "truncate": "no", "rope_magic": 1}})");
+  EXPECT_TRUE(names(bad, "'truncate'"));
+  EXPECT_TRUE(names(bad, "'rope_magic'"));
+  EXPECT_EQ(bad.size(), 2u);
+}

@@ -211,6 +211,14 @@ void typed_checks(Kernels& cpu, Kernels& gpu, DType t) {
     const kernels::RopeFreq llama3{500000.0f, true, 8.0f, 1.0f, 4.0f, 16.0f};
     cpu.rope(qkv.C(), B, T, nh, hd, row, llama3, false), gpu.rope(qkv.G(), B, T, nh, hd, row, llama3, false);
     check(p + "rope (llama3 scaling)", qkv, t == f ? 1e-5 : kBF16);
+    // YaRN: the ramp over pairs 1..3 (extrapolated, blended, interpolated x 32) and GPT-OSS's
+    // attention factor 1.347 on cos and sin, forward and its scaled backward.
+    kernels::RopeFreq yarn{150000.0f};
+    yarn.yarn = true, yarn.factor = 32.0f, yarn.ramp_low = 1.0f, yarn.ramp_high = 3.5f, yarn.attention = 1.3465736f;
+    cpu.rope(qkv.C(), B, T, nh, hd, row, yarn, false), gpu.rope(qkv.G(), B, T, nh, hd, row, yarn, false);
+    check(p + "rope (yarn)", qkv, t == f ? 1e-5 : kBF16);
+    cpu.rope(qkv.C(), B, T, nh, hd, row, yarn, true), gpu.rope(qkv.G(), B, T, nh, hd, row, yarn, true);
+    check(p + "rope (yarn) backward", qkv, t == f ? 1e-5 : kBF16);
     const int64_t nkv = nh / 2;  // two query heads per kv head
     Both q(cpu, gpu, t, randn(N * C)), kv(cpu, gpu, t, randn(N * 2 * nkv * hd)), dq(cpu, gpu, t, N * C),
         dkv(cpu, gpu, t, N * 2 * nkv * hd);
@@ -238,6 +246,10 @@ void typed_checks(Kernels& cpu, Kernels& gpu, DType t) {
     cpu.copy_heads(blk.C(), nh * bw + 2, bw, qkv.C(), row, hd, N, nh, bw, false);
     gpu.copy_heads(blk.G(), nh * bw + 2, bw, qkv.G(), row, hd, N, nh, bw, false);
     check(p + "copy_heads (strided heads)", blk, 0);
+    // Scaled (MLA's queries by YaRN's softmax multiplier, DeepSeek-V3's 1.874).
+    cpu.copy_heads(blk.C(), nh * bw + 2, bw, qkv.C(), row, hd, N, nh, bw, false, 1.8738f);
+    gpu.copy_heads(blk.G(), nh * bw + 2, bw, qkv.G(), row, hd, N, nh, bw, false, 1.8738f);
+    check(p + "copy_heads (scaled)", blk, t == f ? kF32 : kBF16);
     cpu.copy_heads(qkv.C(), row, hd, one.C(), bw, 0, N, nh, bw, false);
     gpu.copy_heads(qkv.G(), row, hd, one.G(), bw, 0, N, nh, bw, false);
     check(p + "copy_heads (one block broadcast)", qkv, 0);

@@ -13,7 +13,9 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reference"))
 from checks import check, finish  # noqa: E402
+from yarn_reference import hf_yarn_parameters, is_yarn  # noqa: E402
 
 trident = sys.argv[1]
 tmp = tempfile.mkdtemp()
@@ -76,9 +78,13 @@ def hf_llama(w, c, ids, mlp):
         smooth = (old / wavelen - low) / (high - low)
         medium = ~(wavelen < old / high) * ~(wavelen > old / low)
         inv_freq = torch.where(medium, (1 - smooth) * scaled / factor + smooth * scaled, scaled)
+    attn = 1.0  # YaRN (GPT-OSS's): _compute_yarn_parameters' frequencies and attention factor on cos and sin
+    if is_yarn(rs):
+        inv_freq, attn = hf_yarn_parameters(rs, c["rope_theta"], hd, c.get("max_position_embeddings"))
+        inv_freq = inv_freq.double()
     angles = torch.arange(T, dtype=torch.float64)[:, None] * inv_freq[None, :]
     emb = torch.cat((angles, angles), dim=-1)
-    cos, sin = emb.cos().float(), emb.sin().float()
+    cos, sin = (emb.cos() * attn).float(), (emb.sin() * attn).float()
     x = w["model.embed_tokens.weight"][ids]
     mask = torch.full((T, T), float("-inf")).triu(1)
     for i in range(c["num_hidden_layers"]):

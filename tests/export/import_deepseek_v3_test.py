@@ -210,6 +210,25 @@ run("import", src_q, ck_q)
 against_generate(ck_q, w_q, c_q, " with q_proj (q_lora_rank null)")
 exported_identical(src_q, ck_q, os.path.join(tmp, "out_q"), " with q_proj")
 
+# DeepSeek-V3's YaRN (mscale = mscale_all_dim = 1: cos/sin x 1, the softmax scale x get_mscale(4)^2)
+# over an original context of 8, so the prompt's positions reach the interpolated pairs: generate =
+# modeling_deepseek's, the weights and the rope_scaling written back as given.
+yarn = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 8, "beta_fast": 32.0,
+        "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 1.0, "truncate": True}
+c_y, src_y, ck_y, out_y = dict(c, rope_scaling=yarn), *(os.path.join(tmp, n) for n in ("hf_y", "ck_y", "out_y"))
+write_folder(src_y, c_y, w)
+open(os.path.join(src_y, "tokenizer.json"), "w", encoding="utf-8").write(tok.json())
+run("import", src_y, ck_y)
+against_generate(ck_y, w, c_y, " with yarn")
+exported_identical(src_y, ck_y, out_y, " with yarn")
+back_y = json.load(open(os.path.join(out_y, "config.json")))
+check("export writes the yarn rope_scaling back as given", back_y.get("rope_scaling") == yarn, back_y.get("rope_scaling"))
+with torch.no_grad():
+    ids_y = torch.tensor(tok.encode("It's 12:30, time for a walk. "))
+    a, b_ = hf_deepseek_v3(w, c_y, ids_y)[0], hf_deepseek_v3(w, c, ids_y)[0]
+    diff = float((a - b_).abs().max() / a.abs().max())
+check(f"... and yarn matters there (without it the logits differ by {diff:.2e} of the largest)", diff > 1e-3, diff)
+
 
 def refused(config, *needles, weights=None):
     folder = os.path.join(tmp, "refused")
@@ -222,8 +241,9 @@ def refused(config, *needles, weights=None):
 
 refused(dict(c, moe_layer_freq=2), "moe_layer_freq")
 refused(dict(c, num_experts_per_tok=2), "num_experts_per_tok", "topk_group")  # HF ranks groups by their top 2
-refused(dict(c, rope_scaling={"type": "yarn", "factor": 40, "original_max_position_embeddings": 4096,
-                              "beta_fast": 32, "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 1.0}), "rope_scaling")
+refused(dict(c, rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                              "original_max_position_embeddings": 8}), "rope_scaling", "llama3")
+refused(dict(c, rope_scaling=dict(yarn, attention_factor=2.0)), "attention_factor 2 differs")
 refused(dict(c, attention_bias=True), "attention_bias")
 refused(dict(c, rms_norm_eps=1e-5), "rms_norm_eps")
 refused(dict(c, scoring_func="softmax"), "scoring_func")

@@ -109,11 +109,39 @@ run("export", "--checkpoint", ck3, out3)
 back3 = json.load(open(os.path.join(out3, "config.json")))
 check("export writes the rope scaling back", back3.get("rope_scaling") == rope3, back3.get("rope_scaling"))
 
-# What the runtime cannot train yet, by field: YaRN rope scaling.
-yarn = os.path.join(tmp, "yarn")
-cy = llama_config(rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16})
-write_folder(yarn, cy, llama_weights(cy))
-refused(yarn, "rope scaling 'yarn': the runtime cannot train it yet")
+# GPT-OSS's YaRN (truncate false, no mscale keys: attention factor get_mscale(4) = 1.139 on cos and
+# sin) over an original context of 16: imported, generates Hugging Face's logits, exported back
+# with every key it reads (mscale 1 / mscale_all_dim 0 read as absent).
+yarn_dir, cky, outy = (os.path.join(tmp, n) for n in ("yarn", "cky", "outy"))
+ropey = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16, "beta_fast": 32.0,
+         "beta_slow": 1.0, "truncate": False}
+cy = llama_config(V=256, rope_scaling=ropey)
+wy = llama_weights(cy)
+write_folder(yarn_dir, cy, wy)
+run("import", yarn_dir, cky)
+
+
+def swiglu_y(h, p):
+    g = torch.nn.functional.silu(h @ wy[p + "mlp.gate_proj.weight"].T) * (h @ wy[p + "mlp.up_proj.weight"].T)
+    return g @ wy[p + "mlp.down_proj.weight"].T
+
+
+worst_y, _, _, _ = against_generate(cky, lambda ids: hf_llama(wy, cy, ids, swiglu_y), cy["vocab_size"])
+check(f"YaRN: generate = PyTorch Llama with _compute_yarn_parameters (worst relative error {worst_y:.2e})",
+      worst_y < 1e-5, worst_y)
+worst_yp, _, _, _ = against_generate(cky, lambda ids: hf_llama(wy, dict(cy, rope_scaling=None), ids, swiglu_y),
+                                     cy["vocab_size"])
+check(f"... and yarn matters there (plain rope: {worst_yp:.2e})", worst_yp > 1e-3, worst_yp)
+run("export", "--checkpoint", cky, outy)
+backy = json.load(open(os.path.join(outy, "config.json")))
+check("export writes the yarn scaling back", backy.get("rope_scaling") == dict(ropey, mscale=1.0, mscale_all_dim=0.0),
+      backy.get("rope_scaling"))
+
+# What the runtime cannot train yet, by field: linear rope scaling.
+lin = os.path.join(tmp, "linear")
+cl = llama_config(rope_scaling={"rope_type": "linear", "factor": 4.0})
+write_folder(lin, cl, llama_weights(cl))
+refused(lin, "rope scaling 'linear'")
 
 # A header whose offsets run past the file, and one whose shape does not match its bytes.
 hdr = os.path.join(tmp, "hdr")

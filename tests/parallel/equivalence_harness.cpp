@@ -51,6 +51,9 @@ ModelSpec tiny_model(const Case& c) {
     m.kv_heads = m.heads, m.norm_eps = 1e-6;
     m.moe_dense_layers = 1, m.shared_experts = 1;
   }
+  if (c.yarn)
+    m.rope_scaling = c.deepseek_v3 ? RopeScaling{"yarn", 4.0, 1.0, 1.0, 16, 32.0, 1.0, 1.0, 1.0, true}
+                                   : RopeScaling{"yarn", 4.0, 1.0, 1.0, 16, 32.0, 1.0, 1.0, 0.0, false};
   return m;
 }
 
@@ -122,11 +125,12 @@ Result train(const Case& c, MPI_Comm base) {
 }
 
 const Result& reference(const Case& c) {
-  static std::map<std::tuple<bool, int64_t, int64_t, bool, int64_t, int64_t, bool, bool, bool, int64_t, bool, bool, bool>,
-                  Result> refs;
+  static std::map<std::tuple<bool, int64_t, int64_t, bool, int64_t, int64_t, bool, bool, bool, int64_t, bool, bool, bool, bool>,
+                  Result>
+      refs;
   const auto key =
       std::make_tuple(c.llama, c.vocab, c.experts, c.drop, c.shared_experts, c.moe_layer_freq, c.qwen3, c.gpt_oss,
-                      c.deepseek_router, c.mtp, c.group_limited, c.deepseek_v3, c.gpt_oss_model);
+                      c.deepseek_router, c.mtp, c.group_limited, c.deepseek_v3, c.gpt_oss_model, c.yarn);
   auto it = refs.find(key);
   if (it == refs.end()) {
     Case one{c.llama ? "single llama" : "single", Layout{}};
@@ -137,6 +141,7 @@ const Result& reference(const Case& c) {
     one.mtp = c.mtp;
     one.group_limited = c.group_limited;
     one.deepseek_v3 = c.deepseek_v3;
+    one.yarn = c.yarn;
     it = refs.emplace(key, train(one, MPI_COMM_NULL)).first;
   }
   return it->second;

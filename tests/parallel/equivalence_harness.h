@@ -64,6 +64,10 @@ struct Case {
   // kv_lora 16, query/key heads of nope 8 + rope 4, values of 8), the first layer dense, one
   // shared expert, and DeepSeek-V3's router (deepseek_router).
   bool deepseek_v3 = false;
+  // YaRN over an original context of 16 (the sequence's), factor 4: with deepseek_v3 DeepSeek-V3's
+  // form (mscale = mscale_all_dim = 1: MLA's softmax scale x 1.296), else GPT-OSS's (truncate false,
+  // attention factor 1.139 on cos and sin); under cp each chunk at its whole-sequence positions.
+  bool yarn = false;
 };
 
 struct Result {

@@ -241,6 +241,18 @@ TEST(Equivalence, llama_gpt_oss_attention_cp4_tp2_matches_single_process) {
 TEST(Equivalence, llama_gpt_oss_attention_pp2_matches_single_process) {
   expect_same_as_single_process(gpt_oss(llama("llama gpt-oss attention pp2", L(1, 1, 2))));
 }
+// GPT-OSS's attention with its YaRN (equivalence_harness.h): the ramped frequencies and the
+// attention factor at whole-sequence positions under cp, with tp splitting the heads.
+TEST(Equivalence, llama_gpt_oss_yarn_cp2_matches_single_process) {
+  Case c = gpt_oss(llama("llama gpt-oss yarn cp2", LC(1, 2, 1, 1)));
+  c.yarn = true;
+  expect_same_as_single_process(c);
+}
+TEST(Equivalence, llama_gpt_oss_yarn_cp2_tp2_matches_single_process) {
+  Case c = gpt_oss(llama("llama gpt-oss yarn cp2xtp2", LC(2, 2, 1, 1)));
+  c.yarn = true;
+  expect_same_as_single_process(c);
+}
 // The split backward adds the sinks' gradient in its input pass; selective recomputation reruns
 // the windowed attention.
 TEST(Equivalence, llama_gpt_oss_attention_cp2_pp2_zero_bubble_h1_selective_recompute_matches_single_process) {

@@ -288,6 +288,21 @@ rows = [
     ("--qk-pos-emb-head-dim", "8", "MLA", r"\+ 8 rope"),
     ("--v-head-dim", "16", "MLA", r"values 16\)"),
     ("--no-multi-latent-attention", None, "A", r"!MLA"),
+    # YaRN (Megatron's names) on that MLA model: the ramp, the attention factor (mscale 0.5 over
+    # mscale-all-dim 1 at factor 40) and MLA's softmax multiplier; its settings without
+    # --rope-type yarn refused by name, and yarn in a GPT model refused (train-architecture).
+    ("--rope-type", "yarn", "MLA", r"RoPE theta 10000, yarn scaling x 40 \("),
+    ("--rotary-scaling-factor", "40", "MLA", r"yarn scaling x 40 \(original context 16,"),
+    ("--yarn-original-max-position-embeddings", "16", "MLA", r"original context 16, beta 16 / 2"),
+    ("--yarn-beta-fast", "16", "MLA", r"beta 16 / 2 unrounded"),
+    ("--yarn-beta-slow", "2", "MLA", r"beta 16 / 2 unrounded"),
+    ("--no-yarn-correction-range-round-to-int", None, "MLA", r"beta 16 / 2 unrounded, attention factor"),
+    ("--mscale", "0.5", "MLA", r"attention factor 0\.86526,"),
+    ("--mscale-all-dim", "1", "MLA", r"attention factor 0\.86526, softmax scale x 1\.87385\)"),
+    ("--yarn-correction-range-round-to-int", None, "yarn-flags",
+     r"--yarn-correction-range-round-to-int \(from --yarn-correction-range-round-to-int\) sets YaRN's rope scaling, "
+     r"which the model does not have"),
+    ("--rope-type", "yarn", "yarn-gpt", r"the runtime trains plain GPT and Llama layers; .*rope scaling 'yarn'"),
     ("--multi-latent-attention", None, "mla-gpt", r"the runtime trains plain GPT and Llama layers; .*multi-head latent attention"),
     ("--qk-head-dim", "16", "mla-flags", r"--qk-head-dim \(from --qk-head-dim\) sizes multi-head latent attention"),
     # Megatron's embedding / loss pipeline units (plan, lint, the launch): the runtime runs no chunk
@@ -369,7 +384,7 @@ extra = {
                         "--prediction-cluster", path("bench.toml")],
 }
 must_succeed = {"help", "A", "B", "I", "C", "L", "MLA", "P", "Z", "CP", "Z3", "M", "MF", "EP", "ETP", "AUTO", "MTP"}
-order = ["help", "A", "B", "I", "C", "L", "MLA", "mla-flags", "mla-gpt", "P", "Z", "CP", "Z3", "M", "MF", "EP", "ETP", "MTP", "mtp-unused", "groups-bad", "etp-fold", "AUTO", "rate-unused", "auto-no-checkpoint", "cost-missing", "moe-knobs", "moe-bias", "capability", "llama-tied", "swiglu", "zb-full",
+order = ["help", "A", "B", "I", "C", "L", "MLA", "yarn-flags", "yarn-gpt", "mla-flags", "mla-gpt", "P", "Z", "CP", "Z3", "M", "MF", "EP", "ETP", "MTP", "mtp-unused", "groups-bad", "etp-fold", "AUTO", "rate-unused", "auto-no-checkpoint", "cost-missing", "moe-knobs", "moe-bias", "capability", "llama-tied", "swiglu", "zb-full",
          "recompute-modules", "device", "gpu-comm", "parse", "sp", "stack", "elastic-rank", "elastic-only"]
 
 # Every option of `trident train --help` has a row.

@@ -7,6 +7,8 @@ import math
 import torch
 import torch.nn as nn
 
+from yarn_reference import deepseek_softmax_multiplier, hf_yarn_parameters, is_yarn
+
 
 class RMSNorm(nn.Module):
     def __init__(self, C, eps):
@@ -51,13 +53,12 @@ class MLA(nn.Module):
         self.kv_a_layernorm = RMSNorm(self.kvr, eps)
         self.kv_b_proj = nn.Linear(self.kvr, self.nh * (self.dn + self.dv), bias=False)
         self.o_proj = nn.Linear(self.nh * self.dv, C, bias=False)
-        self.softmax_scale = qd ** -0.5
+        # YaRN (DeepSeek-V3's rope_scaling): the softmax scale x mscale^2 (DeepseekV3Attention).
+        self.rope_scaling = cfg.get("rope_scaling")
+        self.softmax_scale = qd ** -0.5 * deepseek_softmax_multiplier(self.rope_scaling)
 
     def rope(self, T):
-        inv_freq = 1.0 / (self.theta ** (torch.arange(0, self.dr, 2, dtype=torch.float64) / self.dr))
-        freqs = torch.outer(torch.arange(T, dtype=torch.float64), inv_freq)
-        emb = torch.cat((freqs, freqs), dim=-1)
-        return emb.cos().float(), emb.sin().float()
+        return hf_rope(T, self.dr, self.theta, self.rope_scaling)
 
     def forward(self, h):
         B, T, _ = h.shape
@@ -100,10 +101,14 @@ def rms(x, weight, eps):
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
 
 
-def hf_rope(T, dr, theta):
-    inv_freq = 1.0 / (theta ** (torch.arange(0, dr, 2, dtype=torch.float64) / dr))
+def hf_rope(T, dr, theta, rope_scaling=None):
+    """cos / sin of cat(freqs, freqs); with YaRN Hugging Face's frequencies and attention factor."""
+    inv_freq, attn = 1.0 / (theta ** (torch.arange(0, dr, 2, dtype=torch.float64) / dr)), 1.0
+    if is_yarn(rope_scaling):
+        inv_freq, attn = hf_yarn_parameters(rope_scaling, theta, dr)
+        inv_freq = inv_freq.double()
     emb = torch.cat((torch.outer(torch.arange(T, dtype=torch.float64), inv_freq),) * 2, dim=-1)
-    return emb.cos().float(), emb.sin().float()
+    return (emb.cos() * attn).float(), (emb.sin() * attn).float()
 
 
 def hf_mla(w, c, p, h):
@@ -121,11 +126,11 @@ def hf_mla(w, c, p, h):
     k_pe = k_pe.view(1, T, 1, dr).transpose(1, 2)
     kv = (rms(ckv, w[a + "kv_a_layernorm.weight"], 1e-6) @ w[a + "kv_b_proj.weight"].T).view(1, T, nh, dn + dv)
     k_nope, v = torch.split(kv.transpose(1, 2), [dn, dv], dim=-1)
-    cos, sin = hf_rope(T, dr, c["rope_theta"])
+    cos, sin = hf_rope(T, dr, c["rope_theta"], c.get("rope_scaling"))
     q_pe, k_pe = apply_rotary_pos_emb(q_pe, k_pe, cos, sin)
     q = torch.cat([q_nope, q_pe], dim=-1)
     k = torch.cat([k_nope, k_pe.expand(1, nh, T, dr)], dim=-1)
-    att = (q @ k.transpose(-2, -1)) * (dn + dr) ** -0.5
+    att = (q @ k.transpose(-2, -1)) * (dn + dr) ** -0.5 * deepseek_softmax_multiplier(c.get("rope_scaling"))
     att = att.masked_fill(~torch.tril(torch.ones(T, T, dtype=torch.bool)), float("-inf")).softmax(dim=-1)
     return (att @ v).transpose(1, 2).reshape(T, nh * dv) @ w[a + "o_proj.weight"].T
 

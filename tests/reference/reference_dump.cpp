@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> args;
   std::string device = "cpu", precision = "fp32", family = "gpt";
   bool moe = false, qwen3 = false, gpt_oss = false, llama3_rope = false, deepseek_router = false, group_limited = false,
-       deepseek_v3 = false, gpt_oss_model = false;
+       deepseek_v3 = false, gpt_oss_model = false, yarn = false;
   int64_t shared_experts = 0, moe_layer_freq = 1, mtp = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -52,6 +52,7 @@ int main(int argc, char** argv) {
     else if (a == "--deepseek-router") deepseek_router = true;
     else if (a == "--group-limited") group_limited = true;
     else if (a == "--deepseek-v3") deepseek_v3 = true;
+    else if (a == "--yarn") yarn = true;
     else if (a == "--shared-experts" && i + 1 < argc) shared_experts = std::atoll(argv[++i]);
     else if (a == "--moe-layer-freq" && i + 1 < argc) moe_layer_freq = std::atoll(argv[++i]);
     else if (a == "--mtp" && i + 1 < argc) mtp = std::atoll(argv[++i]);
@@ -61,13 +62,14 @@ int main(int argc, char** argv) {
       (precision != "fp32" && precision != "bf16") || (family != "gpt" && family != "llama") ||
       (qwen3 && (family != "llama" || moe)) || (gpt_oss && family != "llama") || (llama3_rope && family != "llama") ||
       (deepseek_router && !qwen3) || (group_limited && !deepseek_router && !deepseek_v3) || (mtp > 0 && family != "llama") ||
-      (deepseek_v3 && (family != "llama" || moe || qwen3)) || (gpt_oss_model && (moe || qwen3 || deepseek_v3))) {
+      (deepseek_v3 && (family != "llama" || moe || qwen3)) || (gpt_oss_model && (moe || qwen3 || deepseek_v3)) ||
+      (yarn && (family != "llama" || llama3_rope))) {
     std::fprintf(stderr, "usage: reference_dump OUT_PREFIX [TOKEN_FILE] [--device cpu|cuda] [--precision fp32|bf16]"
                          " [--family gpt|llama] [--moe [--shared-experts N] [--moe-layer-freq N]]\n"
                          "  [--family llama --qwen3-moe] [--family llama --gpt-oss-attention [--moe]] [--family llama --gpt-oss]\n"
                          "  [--family llama --llama3-rope] [--family llama --qwen3-moe --deepseek-router]\n"
                          "  [--family llama ... --mtp D] [... --deepseek-router --group-limited]\n"
-                         "  [--family llama --deepseek-v3 [--group-limited] [--mtp D]]\n"
+                         "  [--family llama --deepseek-v3 [--group-limited] [--mtp D]] [--family llama ... --yarn]\n"
                          "  with a token file: the default `trident train` model on real text, 8 steps\n");
     return 2;
   }
@@ -158,6 +160,21 @@ int main(int argc, char** argv) {
     m.router_score = "sigmoid", m.router_expert_bias = true, m.router_topk_scaling = 2.5;
     o.moe.aux_coeff = 0.01, o.moe.z_coeff = 0.001, o.moe.bias_update_rate = 0.01;
     o.moe.normalise = true, o.moe.drop = false;
+  }
+  // YaRN as the released configs give it (rope_scaling written back as they do): with --deepseek-v3
+  // DeepSeek-V3's (factor 40, mscale = mscale_all_dim = 1: attention factor 1, MLA's softmax scale
+  // x 1.874), else GPT-OSS's (factor 32, truncate false: attention factor 1.347). Over the 8-pair
+  // rope part of 16 (GPT-OSS-like, theta 500000) or the 4-pair one of 8 (DeepSeek, theta 10000) the
+  // ramp leaves pairs extrapolated, blended and interpolated.
+  nlohmann::json yarn_config;
+  if (yarn && deepseek_v3) {
+    m.rope_scaling = RopeScaling{"yarn", 40.0, 1.0, 1.0, 4096, 32.0, 1.0, 1.0, 1.0, true};
+    yarn_config = {{"type", "yarn"}, {"factor", 40}, {"original_max_position_embeddings", 4096}, {"beta_fast", 32},
+                   {"beta_slow", 1}, {"mscale", 1.0}, {"mscale_all_dim", 1.0}};
+  } else if (yarn) {
+    m.rope_scaling = RopeScaling{"yarn", 32.0, 1.0, 1.0, 4096, 32.0, 1.0, 1.0, 0.0, false};
+    yarn_config = {{"rope_type", "yarn"}, {"factor", 32.0}, {"original_max_position_embeddings", 4096},
+                   {"beta_fast", 32.0}, {"beta_slow", 1.0}, {"truncate", false}};
   }
   int64_t B = 3, accum = 2, steps = 10;
   engine::AdamWConfig opt;
@@ -257,7 +274,9 @@ int main(int argc, char** argv) {
   if (m.is_moe())
     j["config"].update({{"router_score", m.router_score}, {"router_topk_scaling", m.router_topk_scaling},
                         {"router_groups", m.router_groups}, {"router_group_topk", m.router_group_topk}});
-  if (!m.rope_scaling.type.empty())
+  if (yarn)
+    j["config"]["rope_scaling"] = yarn_config;
+  else if (!m.rope_scaling.type.empty())
     j["config"]["rope_scaling"] = {{"rope_type", m.rope_scaling.type}, {"factor", m.rope_scaling.factor},
                                    {"low_freq_factor", m.rope_scaling.low_freq_factor},
                                    {"high_freq_factor", m.rope_scaling.high_freq_factor},

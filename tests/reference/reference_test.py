@@ -22,6 +22,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from deepseek_reference import MLA
+from yarn_reference import hf_yarn_parameters, is_yarn, llama3_inv_freq
 
 torch.set_num_threads(1)
 torch.manual_seed(0)
@@ -239,19 +240,6 @@ class RMSNorm(nn.Module):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
 
 
-def llama3_inv_freq(inv_freq, rs):
-    """Llama 3.1's frequencies, as Hugging Face's _compute_llama3_parameters rewrites them."""
-    factor, low, high = rs["factor"], rs["low_freq_factor"], rs["high_freq_factor"]
-    old = rs["original_max_position_embeddings"]
-    low_freq_wavelen, high_freq_wavelen = old / low, old / high
-    wavelen = 2 * math.pi / inv_freq
-    inv_freq_llama = torch.where(wavelen > low_freq_wavelen, inv_freq / factor, inv_freq)
-    smooth_factor = (old / wavelen - low) / (high - low)
-    smoothed = (1 - smooth_factor) * inv_freq_llama / factor + smooth_factor * inv_freq_llama
-    is_medium = ~(wavelen < high_freq_wavelen) * ~(wavelen > low_freq_wavelen)
-    return torch.where(is_medium, smoothed, inv_freq_llama)
-
-
 def rotate(x, cos, sin):
     """Rotary embedding, Meta's convention: pairs (2i, 2i+1) of x [B, heads, T, hd]; cos/sin [T, hd/2]."""
     x0, x1 = x[..., 0::2], x[..., 1::2]
@@ -403,11 +391,14 @@ class Llama(nn.Module):
     def forward(self, idx, targets):
         B, T = idx.shape
         inv = (self.theta ** (-torch.arange(0, self.hd, 2, dtype=torch.float64) / self.hd)).float()
-        if self.rope_scaling:  # Llama 3.1 (reference_dump --llama3-rope)
+        attn = 1.0  # YaRN's attention factor on cos and sin (GPT-OSS's: reference_dump --yarn)
+        if is_yarn(self.rope_scaling):
+            inv, attn = hf_yarn_parameters(self.rope_scaling, self.theta, self.hd)
+        elif self.rope_scaling:  # Llama 3.1 (reference_dump --llama3-rope)
             inv = llama3_inv_freq(inv, self.rope_scaling)
         inv = inv.double()
         ang = torch.outer(torch.arange(T, dtype=torch.float64), inv)
-        cos, sin = ang.cos().float(), ang.sin().float()
+        cos, sin = (ang.cos() * attn).float(), (ang.sin() * attn).float()
         x = self.wte(idx)
         self.aux = 0.0
         for b in self.blocks:

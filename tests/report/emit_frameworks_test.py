@@ -356,7 +356,8 @@ ARCH = {
                       "--nodes", "8", "--tp", "1", "--pp", "1", "--ep", "8", "--dp", "64", "--global-batch-size", "512"],
                      {"kv_channels": 64, "add_bias_linear": True, "window_size": "(128,0)", "window_attn_skip_freq": "2",
                       "softmax_type": "learnable", "position_embedding_type": "yarn", "rotary_scaling_factor": 32.0,
-                      "activation_func_clamp_value": 7.0, "glu_linear_offset": 1.0, "rotary_base": 150000}),
+                      "activation_func_clamp_value": 7.0, "glu_linear_offset": 1.0, "rotary_base": 150000,
+                      "yarn_correction_range_round_to_int": False}),
 }
 # The MoE dispatcher as a stack setting (--moe-dispatcher, --moe-fp8-dispatch, --moe-ep-overlap):
 # written as Megatron-Core names it (flex with its backend, the forward dispatch's dtype, the EP

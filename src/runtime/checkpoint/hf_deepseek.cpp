@@ -113,7 +113,7 @@ nlohmann::json deepseek_v3_config(const ModelSpec& m, const nn::MoeOptions& rout
           {"max_position_embeddings", m.seq_len},
           {"rms_norm_eps", m.norm_epsilon()},
           {"rope_theta", m.rope_theta},
-          {"rope_scaling", nullptr},
+          {"rope_scaling", hf_rope_scaling(m.rope_scaling)},
           {"attention_bias", false},
           {"attention_dropout", 0.0},
           {"tie_word_embeddings", false},
@@ -155,9 +155,10 @@ void check_deepseek_v3_exportable(const ModelSpec& m, Problems& p) {
     refuse(fmt::format("norm epsilon {:g} (rms_norm_eps): DeepseekV3ForCausalLM's latent norms (q_a_layernorm, "
                        "kv_a_layernorm) use 1e-6 whatever it says, the runtime's use the model's", m.norm_epsilon()),
            fmt::format("{}; export a model with --norm-epsilon 1e-6", keep));
-  if (!m.rope_scaling.type.empty())
-    refuse(fmt::format("rope scaling '{}' (rope_scaling): the runtime trains DeepseekV3ForCausalLM's rotary "
-                       "embedding without it (its yarn is not trained, llama3's is not DeepSeek's)", m.rope_scaling.type),
+  // DeepSeek-V3's rotary embedding is plain or YaRN (DeepseekV3YarnRotaryEmbedding).
+  if (!m.rope_scaling.type.empty() && m.rope_scaling.type != "yarn")
+    refuse(fmt::format("rope scaling '{}' (rope_scaling): DeepseekV3ForCausalLM's rotary embedding is plain or "
+                       "yarn, not Llama 3.1's", m.rope_scaling.type),
            fmt::format("{}; export a model without --rope-scaling-factor", keep));
   if (m.shared_expert_gate)
     refuse("a gated shared expert (Qwen2-MoE's): DeepseekV3ForCausalLM adds its shared experts ungated",

@@ -173,13 +173,7 @@ nlohmann::json llama_config(const ModelSpec& m) {
           {"mlp_bias", false},
           {"tie_word_embeddings", false},
           {"torch_dtype", "float32"}};
-  // Llama 3.1's rope scaling, as its config.json writes it (the one type the runtime trains).
-  if (m.rope_scaling.type == "llama3")
-    c["rope_scaling"] = {{"rope_type", "llama3"},
-                         {"factor", m.rope_scaling.factor},
-                         {"low_freq_factor", m.rope_scaling.low_freq_factor},
-                         {"high_freq_factor", m.rope_scaling.high_freq_factor},
-                         {"original_max_position_embeddings", m.rope_scaling.original_max_position}};
+  if (!m.rope_scaling.type.empty()) c["rope_scaling"] = hf_rope_scaling(m.rope_scaling);
   return c;
 }
 
@@ -485,6 +479,24 @@ void from_hf(const HfPiece& piece, const std::vector<float>& hf, float* tensor, 
 int64_t half_rotary_row(int64_t row, int64_t head_dim) {
   const int64_t head = row / head_dim, j = row % head_dim;
   return head * head_dim + (j % 2 == 0 ? j / 2 : head_dim / 2 + j / 2);
+}
+
+nlohmann::json hf_rope_scaling(const RopeScaling& r) {
+  if (r.type == "llama3")
+    return {{"rope_type", "llama3"},
+            {"factor", r.factor},
+            {"low_freq_factor", r.low_freq_factor},
+            {"high_freq_factor", r.high_freq_factor},
+            {"original_max_position_embeddings", r.original_max_position}};
+  // YaRN with every key it reads, so Hugging Face derives the same frequencies and attention factor
+  // (mscale 1 with mscale_all_dim 0 reads as get_mscale(factor), as when both are absent).
+  if (r.type == "yarn")
+    return {{"rope_type", "yarn"},         {"factor", r.factor},
+            {"original_max_position_embeddings", r.original_max_position},
+            {"beta_fast", r.beta_fast},     {"beta_slow", r.beta_slow},
+            {"mscale", r.mscale},           {"mscale_all_dim", r.mscale_all_dim},
+            {"truncate", r.truncate}};
+  return nullptr;
 }
 
 }  // namespace trident::checkpoint

@@ -65,6 +65,8 @@ int64_t half_rotary_row(int64_t row, int64_t head_dim);
 // The DeepSeek-V3 mapping (hf_deepseek.cpp).
 std::vector<HfPiece> deepseek_v3_pieces(const ModelSpec& m);
 nlohmann::json deepseek_v3_config(const ModelSpec& m, const nn::MoeOptions& router);
+// The model's rope_scaling as config.json writes it (Llama 3.1's, or YaRN's every key), null without one.
+nlohmann::json hf_rope_scaling(const RopeScaling& r);
 void check_deepseek_v3_exportable(const ModelSpec& m, Problems& problems);
 
 // What the model has that no Hugging Face class computes: one problem per setting, naming it.

@@ -324,12 +324,14 @@ void CudaKernels::rope(const Tensor& x, int64_t B, int64_t T, int64_t heads, int
   });
 }
 void CudaKernels::copy_heads(const Tensor& dst, int64_t dst_row, int64_t dst_head, const Tensor& src, int64_t src_row,
-                             int64_t src_head, int64_t rows, int64_t heads, int64_t cols, bool accumulate) {
+                             int64_t src_head, int64_t rows, int64_t heads, int64_t cols, bool accumulate,
+                             float scale) {
   const char* op = "copy_heads";
   dispatch(dst, op, [&](auto tag) {
     using U = decltype(tag);
     cuda::copy_heads<U>(ptr<U>(dst, dst.dtype, op), size_t(dst_row), size_t(dst_head), ptr<U>(src, dst.dtype, op),
-                        size_t(src_row), size_t(src_head), size_t(rows), int(heads), int(cols), accumulate, stream_);
+                        size_t(src_row), size_t(src_head), size_t(rows), int(heads), int(cols), accumulate, scale,
+                        stream_);
   });
 }
 void CudaKernels::gqa_expand(const Tensor& qkv, const Tensor& q, const Tensor& kv, int64_t N, int64_t nh,

@@ -89,7 +89,8 @@ class CudaKernels final : public kernels::Kernels {
             bool inverse) override;
   bool supports_gqa() const override { return true; }
   void copy_heads(const Tensor& dst, int64_t dst_row, int64_t dst_head, const Tensor& src, int64_t src_row,
-                  int64_t src_head, int64_t rows, int64_t heads, int64_t cols, bool accumulate) override;
+                  int64_t src_head, int64_t rows, int64_t heads, int64_t cols, bool accumulate,
+                  float scale) override;
   void gqa_expand(const Tensor& qkv, const Tensor& q, const Tensor& kv, int64_t N, int64_t nh, int64_t nkv,
                   int64_t hd) override;
   void gqa_reduce(const Tensor& dq, const Tensor& dkv, const Tensor& dqkv, int64_t N, int64_t nh, int64_t nkv,

@@ -153,7 +153,8 @@ __global__ void rope_kernel(T* x, size_t tokens, int Tn, int heads, int hd, size
     const float angle = float(t) * kernels::rope_inv_freq<float>(freq, pair, hd);
     float s, c;
     sincosf(angle, &s, &c);
-    s *= sign;
+    s *= sign * freq.attention;  // YaRN's attention factor (1 otherwise) on cos and sin
+    c *= freq.attention;
     T* p = x + token * row + size_t(h) * hd + 2 * pair;
     const float x0 = to_f(p[0]), x1 = to_f(p[1]);
     p[0] = from_f<T>(x0 * c - x1 * s);
@@ -201,16 +202,16 @@ __global__ void gqa_reduce_kernel(T* dq, T* dkv, const T* dqkv, size_t N, int nh
 // One thread per element of dst's blocks: a summing copy (dst_head 0) adds the heads in order.
 template <typename T>
 __global__ void copy_heads_kernel(T* dst, size_t dst_row, size_t dst_head, const T* src, size_t src_row,
-                                  size_t src_head, size_t rows, int heads, int cols, bool accumulate) {
+                                  size_t src_head, size_t rows, int heads, int cols, bool accumulate, float scale) {
   const int dst_heads = dst_head == 0 ? 1 : heads, summed = dst_head == 0 ? heads : 1;
   const size_t n = rows * size_t(dst_heads) * size_t(cols);
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
     const size_t r = i / (size_t(dst_heads) * cols), h = (i / cols) % dst_heads, c = i % cols;
     T* d = dst + r * dst_row + h * dst_head + c;
-    float v = accumulate ? to_f(*d) : 0.0f;
+    float v = 0.0f;
     if (src)
       for (int k = 0; k < summed; ++k) v += to_f(src[r * src_row + (h + k) * src_head + c]);
-    *d = from_f<T>(v);
+    *d = from_f<T>((accumulate ? to_f(*d) : 0.0f) + scale * v);
   }
 }
 
@@ -224,11 +225,11 @@ void gqa_expand(T* qkv, const T* q, const T* kv, size_t N, int nh, int nkv, int 
 
 template <typename T>
 void copy_heads(T* dst, size_t dst_row, size_t dst_head, const T* src, size_t src_row, size_t src_head, size_t rows,
-                int heads, int cols, bool accumulate, cudaStream_t s) {
+                int heads, int cols, bool accumulate, float scale, cudaStream_t s) {
   const size_t n = rows * size_t(dst_head == 0 ? 1 : heads) * size_t(cols);
   if (n == 0) return;
   copy_heads_kernel<<<blocks_for(n, kThreads), kThreads, 0, s>>>(dst, dst_row, dst_head, src, src_row, src_head, rows,
-                                                                 heads, cols, accumulate);
+                                                                 heads, cols, accumulate, scale);
   cudaCheckLaunch();
 }
 
@@ -319,7 +320,8 @@ void rope(T* x, size_t tokens, int Tn, int heads, int hd, size_t row, const kern
   template void swiglu_oss_forward<T>(T*, const T*, size_t, int, float, cudaStream_t);                        \
   template void swiglu_oss_backward<T>(T*, const T*, const T*, size_t, int, float, cudaStream_t);             \
   template void rope<T>(T*, size_t, int, int, int, size_t, const kernels::RopeFreq&, bool, cudaStream_t);     \
-  template void copy_heads<T>(T*, size_t, size_t, const T*, size_t, size_t, size_t, int, int, bool, cudaStream_t); \
+  template void copy_heads<T>(T*, size_t, size_t, const T*, size_t, size_t, size_t, int, int, bool, float,       \
+                               cudaStream_t);                                                                   \
   template void gqa_expand<T>(T*, const T*, const T*, size_t, int, int, int, cudaStream_t);                   \
   template void gqa_reduce<T>(T*, T*, const T*, size_t, int, int, int, cudaStream_t);
 TRIDENT_FOR_EACH_T(INSTANTIATE)

@@ -43,7 +43,7 @@ void rope(T* x, size_t tokens, int Tn, int heads, int hd, size_t row, const kern
 // writes zeros.
 template <typename T>
 void copy_heads(T* dst, size_t dst_row, size_t dst_head, const T* src, size_t src_row, size_t src_head, size_t rows,
-                int heads, int cols, bool accumulate, cudaStream_t s);
+                int heads, int cols, bool accumulate, float scale, cudaStream_t s);
 
 // qkv [N, 3, nh, hd] = [q | each kv head repeated for its nh / nkv query heads] from q [N, nh hd]
 // and kv [N, 2 nkv hd] (key heads, then value heads).

@@ -32,12 +32,18 @@ nlohmann::json model_to_json(const ModelSpec& m) {
     j.update({{"q_lora_rank", m.q_lora_rank}, {"kv_lora_rank", m.kv_lora_rank},
               {"qk_nope_head_dim", m.qk_nope_head_dim}, {"qk_rope_head_dim", m.qk_rope_head_dim},
               {"v_head_dim", m.v_head_dim}});
-  if (m.rope_scaling.type == "llama3")  // Llama 3.1's rope scaling (the one type the runtime trains)
+  const RopeScaling& rs = m.rope_scaling;
+  if (rs.type == "llama3")  // Llama 3.1's rope scaling
     j["rope_scaling"] = {{"type", "llama3"},
-                         {"factor", m.rope_scaling.factor},
-                         {"low_freq_factor", m.rope_scaling.low_freq_factor},
-                         {"high_freq_factor", m.rope_scaling.high_freq_factor},
-                         {"original_max_position", m.rope_scaling.original_max_position}};
+                         {"factor", rs.factor},
+                         {"low_freq_factor", rs.low_freq_factor},
+                         {"high_freq_factor", rs.high_freq_factor},
+                         {"original_max_position", rs.original_max_position}};
+  if (rs.type == "yarn")  // DeepSeek-V3's and GPT-OSS's
+    j["rope_scaling"] = {{"type", "yarn"},          {"factor", rs.factor},
+                         {"beta_fast", rs.beta_fast}, {"beta_slow", rs.beta_slow},
+                         {"mscale", rs.mscale},       {"mscale_all_dim", rs.mscale_all_dim},
+                         {"truncate", rs.truncate},   {"original_max_position", rs.original_max_position}};
   // A mixture-of-experts model's sizes (a dense model's meta stays as before).
   if (m.is_moe())
     j.update({{"experts", m.experts}, {"experts_per_token", m.experts_per_token},
@@ -87,11 +93,18 @@ ModelSpec model_from_json(const nlohmann::json& j) {
     m.v_head_dim = j.value("v_head_dim", int64_t(0));
     if (j.contains("rope_scaling")) {
       const auto& r = j.at("rope_scaling");
-      m.rope_scaling.type = r.at("type").get<std::string>();
-      m.rope_scaling.factor = r.at("factor").get<double>();
-      m.rope_scaling.low_freq_factor = r.at("low_freq_factor").get<double>();
-      m.rope_scaling.high_freq_factor = r.at("high_freq_factor").get<double>();
-      m.rope_scaling.original_max_position = r.at("original_max_position").get<int64_t>();
+      RopeScaling& s = m.rope_scaling;
+      s.type = r.at("type").get<std::string>();
+      s.factor = r.at("factor").get<double>();
+      s.original_max_position = r.at("original_max_position").get<int64_t>();
+      if (s.type == "yarn") {
+        s.beta_fast = r.at("beta_fast").get<double>(), s.beta_slow = r.at("beta_slow").get<double>();
+        s.mscale = r.at("mscale").get<double>(), s.mscale_all_dim = r.at("mscale_all_dim").get<double>();
+        s.truncate = r.at("truncate").get<bool>();
+      } else {
+        s.low_freq_factor = r.at("low_freq_factor").get<double>();
+        s.high_freq_factor = r.at("high_freq_factor").get<double>();
+      }
     }
     if (j.contains("tied_embeddings")) m.tied = j.at("tied_embeddings").get<bool>() ? 1 : 0;
     m.experts = j.value("experts", int64_t(0));

@@ -166,9 +166,11 @@ class Kernels {
   // layouts. For r < rows, h < heads, c < cols: dst[r dst_row + h dst_head + c] gets
   // src[r src_row + h src_head + c]; dst_head 0 sums the heads into one block (in head order:
   // deterministic), src_head 0 broadcasts one block to every head, an empty src writes zeros.
-  // accumulate adds to what dst holds instead of overwriting it.
+  // accumulate adds to what dst holds instead of overwriting it; what is copied is multiplied by
+  // scale first (MLA's queries by YaRN's softmax-scale multiplier).
   virtual void copy_heads(const Tensor& dst, int64_t dst_row, int64_t dst_head, const Tensor& src, int64_t src_row,
-                          int64_t src_head, int64_t rows, int64_t heads, int64_t cols, bool accumulate = false) = 0;
+                          int64_t src_head, int64_t rows, int64_t heads, int64_t cols, bool accumulate = false,
+                          float scale = 1.0f) = 0;
 
   // ---- grouped-query attention: the attention ops read qkv[B, T, 3, nh, hd]; a model with nkv < nh
   // key/value heads (nh % nkv == 0) repeats each kv head for its nh/nkv consecutive query heads.

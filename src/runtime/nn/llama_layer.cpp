@@ -6,26 +6,30 @@
 // projection. Biases where the model has them (GPT-OSS, Qwen2): q and kv's split with their heads,
 // the row-parallel projections' added once (tp rank 0's partial sum, as the GPT layer does).
 // The tensor- and sequence-parallel collectives are the GPT layer's (gpt.cpp).
+#include "core/rope_scaling.h"
 #include "runtime/nn/gpt.h"
+#include "runtime/nn/rope.h"
 
 namespace trident::nn {
 
-namespace {
-// The model's rotary frequencies: its theta, and Llama 3.1's scaling where it has it (ModelSpec's
-// rope_scaling; capability::beyond_runtime refuses every other type before a stage exists).
-kernels::RopeFreq rope_freq(const ModelSpec& m) {
+kernels::RopeFreq rope_freq(const ModelSpec& m, int64_t hd) {
   kernels::RopeFreq f;
   f.theta = float(m.rope_theta);
-  if (m.rope_scaling.type == "llama3") {
+  const RopeScaling& r = m.rope_scaling;
+  f.factor = float(r.factor);
+  if (r.type == "llama3") {
     f.llama3 = true;
-    f.factor = float(m.rope_scaling.factor);
-    f.low_freq_factor = float(m.rope_scaling.low_freq_factor);
-    f.high_freq_factor = float(m.rope_scaling.high_freq_factor);
-    f.original_max_position = float(m.rope_scaling.original_max_position);
+    f.low_freq_factor = float(r.low_freq_factor);
+    f.high_freq_factor = float(r.high_freq_factor);
+    f.original_max_position = float(r.original_max_position);
+  } else if (r.type == "yarn") {
+    const yarn::Ramp ramp = yarn::ramp(r, m.rope_theta, int(hd));
+    f.yarn = true;
+    f.ramp_low = ramp.low, f.ramp_high = ramp.high;
+    f.attention = float(yarn::attention_factor(r));
   }
   return f;
 }
-}  // namespace
 
 void GptStage::rotary(const Tensor& qkv, bool inverse) {
   const Shard& s = shard();
@@ -35,7 +39,7 @@ void GptStage::rotary(const Tensor& qkv, bool inverse) {
 }
 
 void GptStage::rope_rows(const Tensor& x, int64_t heads, int64_t hd, int64_t row, bool inverse) {
-  const kernels::RopeFreq freq = rope_freq(shard().model);
+  const kernels::RopeFreq freq = rope_freq(shard().model, hd);
   if (!ctx_.active()) {
     k_.rope(x, B_, T_, heads, hd, row, freq, inverse);
     return;

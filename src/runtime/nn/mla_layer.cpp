@@ -3,7 +3,8 @@
 // nope + rope; kv_a(h) = [latent c | one rope key k_pe shared by the heads]; kv_b(RMSNorm(c)) =
 // per head [k_nope | v]; RoPE on the queries' rope part and on k_pe; keys [k_nope | k_pe];
 // softmax scale (nope + rope)^-0.5, the attention kernels' 1/sqrt(head_dim) with head_dim =
-// nope + rope. The kernels take one head width for q, k and v, so the values are zero-padded to
+// nope + rope, times YaRN's get_mscale(factor, mscale_all_dim)^2 where the model has it (DeepSeek-V3:
+// 1.874 at factor 40), applied to the queries as they enter the attention's qkv. The kernels take one head width for q, k and v, so the values are zero-padded to
 // it and the output's padding dropped (1 + rope/v more PV work than needed).
 // Rope layout: HF's DeepSeek code de-interleaves q_pe and k_pe (view d/2, 2 -> transpose) before
 // rotate_half, i.e. it rotates the interleaved pairs (2i, 2i+1) -- Trident's convention -- and
@@ -13,6 +14,7 @@
 // projection row-parallel); q_a, kv_a and their norms replicated, their gradients (each rank's
 // heads' share) summed over tp. Under cp the ring passes each head's keys and values as for
 // any attention.
+#include "core/rope_scaling.h"
 #include "runtime/nn/gpt.h"
 
 namespace trident::nn {
@@ -122,7 +124,7 @@ void GptStage::mla_attention_forward(const LayerActs& x, int64_t i, const Tensor
   // The attention's qkv: the queries; keys [k_nope | k_pe broadcast]; values zero-padded to D.
   const int64_t row = 3 * A;
   const Tensor kq = from(x.qkv, A), vq = from(x.qkv, 2 * A);
-  k_.copy_heads(x.qkv, row, 0, x.q, A, 0, N, 1, A);
+  k_.copy_heads(x.qkv, row, 0, x.q, A, 0, N, 1, A, false, float(yarn::softmax_multiplier(s.model.rope_scaling)));
   k_.copy_heads(kq, row, D, v.kvb, d.KB, dn + dv, N, nh, dn);
   k_.copy_heads(from(kq, dn), row, D, kpe, d.KA, 0, N, nh, dr);
   k_.copy_heads(vq, row, D, from(v.kvb, dn), d.KB, dn + dv, N, nh, dv);
@@ -147,7 +149,7 @@ void GptStage::mla_attention_backward(const LayerActs& x, int64_t i, const Tenso
   attention_backward(dqkv, x, i);
   const int64_t row = 3 * A;
   const Tensor dq = datty_, dk = from(dqkv, A), dvals = from(dqkv, 2 * A), dqpe = from(dq, dn);
-  k_.copy_heads(dq, A, 0, dqkv, row, 0, N, 1, A);
+  k_.copy_heads(dq, A, 0, dqkv, row, 0, N, 1, A, false, float(yarn::softmax_multiplier(s.model.rope_scaling)));
   k_.copy_heads(g.pe, nh * dr, dr, dqpe, A, D, N, nh, dr);
   rope_rows(g.pe, nh, dr, nh * dr, true);  // rotating back is the rotation's backward
   k_.copy_heads(dqpe, A, D, g.pe, nh * dr, dr, N, nh, dr);

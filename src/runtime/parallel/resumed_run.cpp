@@ -66,6 +66,16 @@ std::vector<std::pair<std::string, std::string>> model_options_of(const ModelSpe
                            {"rope-low-freq-factor", fmt::format("{}", m.rope_scaling.low_freq_factor)},
                            {"rope-high-freq-factor", fmt::format("{}", m.rope_scaling.high_freq_factor)},
                            {"rope-original-max-position", n(m.rope_scaling.original_max_position)}});
+  const RopeScaling& y = m.rope_scaling;
+  if (y.type == "yarn")
+    out.insert(out.end(), {{"rope-type", "yarn"},
+                           {"rotary-scaling-factor", fmt::format("{}", y.factor)},
+                           {"yarn-original-max-position-embeddings", n(y.original_max_position)},
+                           {"yarn-beta-fast", fmt::format("{}", y.beta_fast)},
+                           {"yarn-beta-slow", fmt::format("{}", y.beta_slow)},
+                           {"mscale", fmt::format("{}", y.mscale)},
+                           {"mscale-all-dim", fmt::format("{}", y.mscale_all_dim)},
+                           {"yarn-correction-range-round-to-int", y.truncate ? "true" : "false"}});
   if (m.is_moe())
     out.insert(out.end(), {{"experts", n(m.experts)},
                            {"experts-per-token", n(m.experts_per_token)},

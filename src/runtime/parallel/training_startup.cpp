@@ -20,6 +20,7 @@
 
 #include "core/dimensions.h"
 #include "core/input_file.h"
+#include "core/rope_scaling.h"
 #include "core/vocab_padding.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/logical_tensors.h"
@@ -167,11 +168,17 @@ void print_startup(const TrainSettings& s, int world, const DistTrainer& trainer
                 (long long)model.vocab, (long long)padded, (long long)kVocabMultiple, (long long)L.tp,
                 (long long)(padded - model.vocab), (long long)(padded / L.tp));
   const RopeScaling& rs = model.rope_scaling;
-  const std::string scaling = rs.type == "llama3" ? fmt::format(", llama3 scaling x {:g} (frequency factors {:g} / {:g}, "
-                                                                "original context {})",
-                                                                rs.factor, rs.low_freq_factor, rs.high_freq_factor,
-                                                                rs.original_max_position)
-                                                  : "";
+  std::string scaling = rs.type == "llama3" ? fmt::format(", llama3 scaling x {:g} (frequency factors {:g} / {:g}, "
+                                                          "original context {})",
+                                                          rs.factor, rs.low_freq_factor, rs.high_freq_factor,
+                                                          rs.original_max_position)
+                                            : "";
+  if (rs.type == "yarn")
+    scaling = fmt::format(", yarn scaling x {:g} (original context {}, beta {:g} / {:g}{}, attention factor {:.6g}, "
+                          "softmax scale x {:.6g})",
+                          rs.factor, rs.original_max_position, rs.beta_fast, rs.beta_slow,
+                          rs.truncate ? "" : " unrounded", yarn::attention_factor(rs),
+                          model.is_mla() ? yarn::softmax_multiplier(rs) : 1.0);
   if (llama)
     std::printf("  parameters  %s = %lld layers x %s + wte %s + final norm %s + head %s (untied; RoPE theta %g%s)\n",
                 human_count(double(pc.total)).c_str(), (long long)model.layers, human_count(double(pc.per_layer)).c_str(),

@@ -68,7 +68,8 @@ class CpuKernels : public Kernels {
                        int64_t C) override;
 
   void copy_heads(const Tensor& dst, int64_t dst_row, int64_t dst_head, const Tensor& src, int64_t src_row,
-                  int64_t src_head, int64_t rows, int64_t heads, int64_t cols, bool accumulate) override;
+                  int64_t src_head, int64_t rows, int64_t heads, int64_t cols, bool accumulate,
+                  float scale) override;
   bool supports_gqa() const override { return true; }
   void gqa_expand(const Tensor& qkv, const Tensor& q, const Tensor& kv, int64_t N, int64_t nh, int64_t nkv,
                   int64_t hd) override;

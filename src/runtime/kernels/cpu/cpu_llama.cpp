@@ -208,7 +208,7 @@ void rotate(float* x, int64_t seqs, int64_t T, int64_t heads, int64_t hd, int64_
       float* r = x + (b * T + t) * row;
       for (int64_t i = 0; i < half; ++i) {
         const double angle = double(first_position + t) * double(inv_freq[size_t(i)]);
-        const float c = float(std::cos(angle)), s = sign * float(std::sin(angle));
+        const float c = freq.attention * float(std::cos(angle)), s = sign * freq.attention * float(std::sin(angle));
         for (int64_t h = 0; h < heads; ++h) {
           float* p = r + h * hd + 2 * i;
           const float x0 = p[0], x1 = p[1];
