@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "core/pipeline_bubble.h"
 #include "plan/context_parallel.h"
 #include "plan/memory_model.h"
 #include "plan/recompute_modules.h"
@@ -104,9 +105,7 @@ double activation_element_bytes(const ExecutionSpec& e) { return e.precision == 
 // them the stack reaches (RecipeSettings::compute_efficiency, 1 for the stack the tables measure).
 // The peak of everything but FP8's matrix products: bf16 (fp8 recipes keep attention, norms and
 // logits in bf16), or fp32.
-double peak_flops(const ExecutionSpec& e, const GpuSpec& gpu) {
-  return (e.precision == Precision::FP32 ? gpu.fp32_flops : gpu.bf16_flops) * e.recipe.compute_efficiency;
-}
+double peak_flops(const ExecutionSpec& e, const GpuSpec& gpu) { return stack_peak_flops(e, gpu); }
 // The quantised GEMMs' peak: FP8's for fp8 and mxfp8, FP4's for nvfp4 (plan::peak_flops).
 double fp8_peak_flops(const ExecutionSpec& e, const GpuSpec& gpu) {
   return plan::peak_flops(gpu, e.precision) * e.recipe.compute_efficiency;
@@ -114,11 +113,15 @@ double fp8_peak_flops(const ExecutionSpec& e, const GpuSpec& gpu) {
 bool quantized_on(const ExecutionSpec& e, const GpuSpec& gpu) {
   return quantized_gemms(e.precision) && plan::peak_flops(gpu, e.precision) > 0;
 }
+}  // namespace
+
+double stack_peak_flops(const ExecutionSpec& e, const GpuSpec& gpu) {
+  return (e.precision == Precision::FP32 ? gpu.fp32_flops : gpu.bf16_flops) * e.recipe.compute_efficiency;
+}
 // HBM rate of the memory-bound kernels (norms, activations, softmax, casts, the loss).
 double kernel_hbm_Bps(const ExecutionSpec& e, const GpuSpec& gpu, const CostConstants& c) {
   return gpu.hbm_Bps * c.hbm_efficiency * e.recipe.compute_efficiency;
 }
-}  // namespace
 
 MoeCompute layer_moe_compute(const ModelSpec& m, const ExecutionSpec& e, int64_t tp, const GpuSpec& gpu,
                              const CostConstants& c, int64_t ep, int64_t etp) {
@@ -313,123 +316,6 @@ Zero3Chunk zero3_chunk(double gather_s, double scatter_s, double layers, double 
   return z;
 }
 
-std::vector<StageTime> stage_times(const ModelSpec& full, const ExecutionSpec& e, const StageInputs& in,
-                                   const GpuSpec& gpu, const CostConstants& c) {
-  const LayerCompute lc = layer_compute(full, e, in.tp, gpu, c, in.cp, in.ep, in.etp);
-  const CpComm cpc = cp_comm_per_layer(full, e, in.tp, in.cp, in.cp_link, lc.block_attention_s,
-                                       lc.block_attention_backward_s, c);
-  const ModelSpec m = per_rank_sequence(full, in.cp);  // per-token terms below see s / cp
-  const EpComm epc = ep_comm_per_layer(m, e, in.ep, EpLinks(in.ep_link, in.ep_members_in_domain, in.ep_domain_link), c,
-                                       in.tp, in.etp, in.etp_link);
-  const EpWait epw = ep_wait_per_layer(m, e, in.ep, lc.moe_routed_s);
-  // --moe-ep-overlap: the all-to-alls behind the adjacent micro-batch's compute of the layer.
-  const Overlapped epo = ep_overlap_per_layer(epc, lc.forward_s(), lc.backward_s(), e, in.pp, c);
-  const TpComm tc = tp_comm_per_layer(m, e, in.tp, in.tp_link, c);
-  const PpComm pc = pp_comm_per_message(m, e, in.tp, in.pp_link, in.tp_link, c);
-  const double peak = peak_flops(e, gpu);
-  const double T = double(lc.tokens), h = double(m.hidden), t = double(in.tp);
-  const double V = double(padded_vocab(m.vocab, in.tp));
-  const int64_t v = e.schedule == ScheduleKind::Interleaved ? e.virtual_stages : 1;
-
-  double recompute_per_layer = 0, recompute_flops_per_layer = 0;
-  if (e.recompute == Recompute::Full) {
-    recompute_per_layer = lc.forward_s();
-    recompute_flops_per_layer = lc.forward_flops();
-  } else if (recomputes_core_attention(e)) {
-    // The core attention's forward again (unfused: its GEMMs, softmax and dropout; flash: one
-    // more fused forward, as Megatron-Core's selective recompute runs it).
-    recompute_per_layer = lc.attention_s + lc.attention_elementwise_s + lc.launch_recompute_s();
-    recompute_flops_per_layer = lc.attention_flops;
-  }
-  recompute_per_layer += lc.module_recompute_s;  // 0 unless --recompute-modules names others
-  recompute_flops_per_layer += lc.module_recompute_flops;
-  const TpOverlap tpo = tp_overlap_per_layer(lc, tc, e, in.tp, c);
-  const Overlapped &tp_fwd = tpo.forward, &tp_bwd = tpo.backward;
-  // Output layer: logits GEMM (T x h x V/t), then the fp32 softmax cross-entropy over them.
-  const double logits_gemm_s = gemm_time_s(T, h, V / t, 1, peak, c);
-  const double logits_flops = 2 * T * h * V / t;
-  const double loss_s = c.elementwise_traffic_per_stored_byte * 4 * T * V / t / kernel_hbm_Bps(e, gpu, c);
-
-  const auto layers = stage_layers(m.layers, in.pp, e);
-  const auto chunks = chunk_layers(m.layers, in.pp, e);
-  std::vector<StageTime> out(layers.size());
-  for (size_t i = 0; i < layers.size(); ++i) {
-    StageTime& st = out[i];
-    st.stage = int64_t(i);
-    st.layers = layers[i];
-    st.first = i == 0;
-    st.last = i + 1 == layers.size();
-    const double L = double(layers[i]);
-    st.compute_forward_s = L * lc.forward_s();
-    st.recompute_s = L * recompute_per_layer;
-    st.compute_backward_s = L * lc.backward_s() + st.recompute_s;
-    st.model_flops = 3 * L * lc.forward_flops();
-    // Flash attention's backward recomputes the scores (QK^T, half the attention FLOPs) from Q and K
-    // instead of reading them: executed work the hardware does, no model FLOPs (MFU ignores it).
-    st.flash_recompute_flops = e.attention == AttentionKind::Flash ? L * lc.attention_flops / 2 : 0.0;
-    st.executed_flops = st.model_flops + L * recompute_flops_per_layer + st.flash_recompute_flops;
-    st.tp_total_s = L * (tc.forward_s + tc.backward_s);
-    st.tp_comm_s = L * (tp_fwd.cost_s + tp_bwd.cost_s);
-    st.tp_hidden_s = L * (tp_fwd.hidden_s + tp_bwd.hidden_s);
-    st.cp_comm_s = L * (cpc.forward_exposed_s + cpc.backward_exposed_s);
-    st.cp_total_s = L * (cpc.forward_total_s + cpc.backward_total_s);
-    st.ep_comm_s = L * epo.cost_s;
-    st.ep_wait_s = L * (epw.forward_s + epw.backward_s);
-    auto blocking_tp = [&](double x) {  // around the embedding and the logits: nothing to hide behind
-      st.tp_total_s += x;
-      st.tp_comm_s += x;
-    };
-    st.layer_kernels = lc.kernels;
-    st.kernel_calls = layers[i] * lc.kernels.per_layer();
-    if (st.first) st.kernel_calls += kEmbeddingKernels;
-    if (st.last) st.kernel_calls += kLogitsKernels;
-    st.launch_s = double(st.kernel_calls) * lc.kernel_call_s;
-    if (st.first) {
-      st.compute_forward_s += kEmbeddingForwardKernels * lc.kernel_call_s;
-      st.compute_backward_s += (kEmbeddingKernels - kEmbeddingForwardKernels) * lc.kernel_call_s;
-    }
-    if (st.first && in.tp > 1) blocking_tp(tc.collective_s);  // vocab-parallel embedding all-reduce
-    if (st.last) {
-      st.compute_forward_s += logits_gemm_s + loss_s + kLogitsForwardKernels * lc.kernel_call_s;
-      st.compute_backward_s += 2 * logits_gemm_s + loss_s + (kLogitsKernels - kLogitsForwardKernels) * lc.kernel_call_s;
-      st.model_flops += 3 * logits_flops;
-      st.executed_flops += 3 * logits_flops;
-      if (in.tp > 1 && e.sequence_parallel) blocking_tp(tc.collective_s);  // gather before logits, scatter back
-      if (m.mtp_layers > 0) {
-        // Multi-token prediction (DeepSeek-V3) after the last layer, on the last stage as Megatron
-        // places it: per module its 2h -> h projection (split over tp), one layer like the model's
-        // (its TP and EP traffic too) and another pass through the shared output layer and loss.
-        const double k = double(m.mtp_layers);
-        const double proj_s = gemm_time_s(T, 2 * h, h / t, 1, peak, c), proj_flops = 2 * T * 2 * h * h / t;
-        st.compute_forward_s += k * (lc.forward_s() + proj_s + logits_gemm_s + loss_s);
-        st.compute_backward_s += k * (lc.backward_s() + recompute_per_layer + 2 * proj_s + 2 * logits_gemm_s + loss_s);
-        st.model_flops += k * 3 * (lc.forward_flops() + proj_flops + logits_flops);
-        st.executed_flops += k * (3 * (lc.forward_flops() + proj_flops + logits_flops) + recompute_flops_per_layer);
-        st.tp_total_s += k * (tc.forward_s + tc.backward_s);
-        st.tp_comm_s += k * (tp_fwd.cost_s + tp_bwd.cost_s);
-        st.tp_hidden_s += k * (tp_fwd.hidden_s + tp_bwd.hidden_s);
-        st.ep_comm_s += k * epo.cost_s;
-        st.ep_wait_s += k * (epw.forward_s + epw.backward_s);
-      }
-    }
-    if (in.pp > 1) {
-      st.pp_total_s = 2.0 * double(v) * pc.message_s;
-      if (pp_overlapped(e.overlap, e.schedule)) {
-        // Asynchronous sends run while the stage computes its next chunk: each hides behind
-        // one chunk's forward (activation) or backward (gradient).
-        const double chunk = double(chunks[i]);
-        const Overlapped f = overlap_with(pc.message_s, chunk * lc.forward_s(), 0, c);
-        const Overlapped b = overlap_with(pc.message_s, chunk * lc.backward_s(), 0, c);
-        st.pp_comm_s = double(v) * (f.cost_s + b.cost_s);
-        st.pp_hidden_s = double(v) * (f.hidden_s + b.hidden_s);
-      } else {
-        st.pp_comm_s = st.pp_total_s;
-      }
-    }
-  }
-  return out;
-}
-
 DpComm dp_comm(double gradient_bytes, int64_t dp, const GroupLink& link, int64_t members_per_node,
                const ClusterSpec& cluster, double overlap_window_s, const CostConstants& c) {
   DpComm d;
@@ -510,9 +396,7 @@ PipelineTime pipeline_time(const std::vector<StageTime>& stages, int64_t m, Sche
       p.slowest_stage = s.stage;
     }
   }
-  double k = 1;
-  if (schedule == ScheduleKind::Interleaved) k = double(std::max<int64_t>(v, 1));
-  else if (schedule == ScheduleKind::ZeroBubbleH1) k = 3;
+  const double k = bubble_divisor(schedule, v);
   p.steady_s = double(m) * p.slowest_stage_s;
   p.bubble_s = (sum - p.slowest_stage_s) / k;
   p.total_s = p.steady_s + p.bubble_s;
@@ -534,9 +418,7 @@ double step_time_lower_bound(const ModelSpec& m, const ExecutionSpec& e, int64_t
   const int64_t v = e.schedule == ScheduleKind::Interleaved ? e.virtual_stages : 1;
   const auto layers = stage_layers(m.layers, pp, e);
   const auto [fewest, most] = std::minmax_element(layers.begin(), layers.end());
-  const double k = e.schedule == ScheduleKind::Interleaved ? double(std::max<int64_t>(v, 1))
-                   : e.schedule == ScheduleKind::ZeroBubbleH1 ? 3.0
-                                                             : 1.0;
+  const double k = bubble_divisor(e.schedule, v);
   const double mb = double(micro_batches);
   // The pipeline's m T_max + (sum T - T_max) / k = (m - 1/k) T_max + sum T / k grows with both:
   // T_max is at least the fullest stage's layers, sum T all layers. ZeRO-3's per-layer traffic,

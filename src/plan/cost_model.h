@@ -208,6 +208,26 @@ PpComm pp_comm_per_message(const ModelSpec& model, const ExecutionSpec& exec, in
                            const GroupLink& tp_link, const CostConstants& c);
 
 // One pipeline stage's work for one micro-batch (all its chunks together).
+// One chunk of a stage (the interleaved schedule's virtual stage; the stage itself otherwise) for
+// one micro-batch: the planner's per-chunk cost object. Its layers' per-layer terms, the embedding
+// on the first chunk and the logits, loss and MTP modules on the last; stage_times sums a stage's
+// chunks into its StageTime and the simulator plays them on the schedule as they are.
+struct ChunkTime {
+  int64_t layers = 0;
+  double compute_forward_s = 0, compute_backward_s = 0;  // the backward with its recomputation
+  double weight_grad_s = 0;  // of compute_backward_s: the weight-gradient GEMMs (zb-h1's W pass)
+  double tp_forward_s = 0, tp_backward_s = 0;            // TP on the critical path (after overlap)
+  double cp_forward_s = 0, cp_backward_s = 0;            // the ring exchange not hidden behind attention
+  double ep_forward_s = 0, ep_backward_s = 0;            // the MoE all-to-alls (after --moe-ep-overlap)
+  double ep_wait_forward_s = 0, ep_wait_backward_s = 0;  // and the wait in them for the most loaded ep rank
+  // Filled by estimate(): ZeRO-3's per-layer gathers and reduce-scatters (cost: exposed + the
+  // hidden part's slowdown) and the GPU's wait for the host's issue of the chunk's kernels.
+  double zero3_forward_s = 0, zero3_backward_s = 0;
+  double host_forward_s = 0, host_backward_s = 0;
+  // `n` layers of a per-layer chunk: every term times n.
+  ChunkTime times(int64_t n) const;
+};
+
 struct StageTime {
   int64_t stage = 0;
   int64_t layers = 0;
@@ -238,6 +258,7 @@ struct StageTime {
   // traffic) and the GPU's wait for it, host_issue.exposed_s: on the critical path.
   HostIssue host_issue;
   double host_s = 0;
+  std::vector<ChunkTime> chunks;  // its chunks (v of them interleaved), whose sums the terms above are
   double gpu_s() const {
     return compute_forward_s + compute_backward_s + tp_comm_s + pp_comm_s + cp_comm_s + ep_comm_s + ep_wait_s + zero3_s;
   }
@@ -256,6 +277,11 @@ struct StageInputs {
   int64_t ep_members_in_domain = 0;
   GroupLink ep_domain_link;
 };
+// The rates a stack's kernels run against: its matrix products' peak (bf16, or fp32; FP8's GEMMs
+// have their own, plan::peak_flops) and the HBM rate of its memory-bound kernels.
+double stack_peak_flops(const ExecutionSpec& e, const GpuSpec& gpu);
+double kernel_hbm_Bps(const ExecutionSpec& e, const GpuSpec& gpu, const CostConstants& c);
+// Each stage's time for one micro-batch, built from its chunks (plan/stage_times.cpp).
 std::vector<StageTime> stage_times(const ModelSpec& model, const ExecutionSpec& exec, const StageInputs& in,
                                    const GpuSpec& gpu, const CostConstants& c);
 

@@ -106,18 +106,29 @@ void time_pipeline(Estimate& e, const Links& links, const CostConstants& c) {
   // micro-batch (so the pipeline's fill and drain carry it too), as the simulator plays it.
   const std::vector<int64_t> chunks = chunks_of(run);
   Zero3Layer zero3_memo;
-  for (size_t s = 0; s < e.stages.size(); ++s)
-    for (const Zero3Chunk& z : zero3_stage(e, links.dcp, links.edp, int64_t(s), chunks, zero3_memo)) {
+  for (size_t s = 0; s < e.stages.size(); ++s) {
+    const std::vector<Zero3Chunk> zero3 = zero3_stage(e, links.dcp, links.edp, int64_t(s), chunks, zero3_memo);
+    for (size_t ch = 0; ch < zero3.size(); ++ch) {
+      const Zero3Chunk& z = zero3[ch];
       StageTime& st = e.stages[s];
+      st.chunks[ch].zero3_forward_s = z.forward.cost_s;
+      st.chunks[ch].zero3_backward_s = z.backward.cost_s;
       st.zero3_s += z.forward.cost_s + z.backward.cost_s;
       st.zero3_total_s += z.forward.total_s + z.backward.total_s;
       st.zero3_hidden_s += z.forward.hidden_s + z.backward.hidden_s;
     }
+  }
   // The host's issue of each stage's micro-batch against its GPU time (plan/host_issue.h).
   for (StageTime& st : e.stages) {
     const int64_t layers = st.layers + (st.last ? m.mtp_layers : 0);
     st.host_issue = host_issue(x, st.layer_kernels, layers, st.first, st.last, st.gpu_s(), c);
     st.host_s = st.host_issue.exposed_s;
+    // Shared among the chunks by their layers and between the passes by their launches.
+    const double per_layer = st.host_s / double(std::max<int64_t>(st.layers, 1));
+    for (ChunkTime& ch : st.chunks) {
+      ch.host_forward_s = double(ch.layers) * per_layer * st.host_issue.forward_share();
+      ch.host_backward_s = double(ch.layers) * per_layer * (1 - st.host_issue.forward_share());
+    }
   }
   e.pipeline = pipeline_time(e.stages, e.micro_batches, x.schedule, v);
   const StageTime& slow = e.stages[e.pipeline.slowest_stage];

@@ -62,7 +62,7 @@ Estimate estimate(const RunSpec& run, double overhead_bytes);
 // ZeRO-3 / FSDP of one stage for one micro-batch, one entry per chunk of the stage (zero3_chunk):
 // per-layer all-gathers and reduce-scatters of the stage's layers on the dp x cp group, hidden
 // behind the stage's per-layer compute. Empty unless ZeRO 3 with more than one replica. The
-// planner sums the most loaded stage's; the simulator plays every stage's inside its chunks.
+// planner puts each chunk's into its ChunkTime (zero3_*), which the simulator plays.
 std::vector<Zero3Chunk> zero3_stage(const Estimate& e, int64_t stage);
 Estimate estimate(const RunSpec& run, double overhead_bytes, const CostConstants& c);
 // Same, with links already computed (the search caches them per layout).

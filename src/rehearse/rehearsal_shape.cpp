@@ -13,6 +13,7 @@
 
 #include "capability/rehearsal_check.h"
 #include "core/mesh.h"
+#include "core/pipeline_bubble.h"
 #include "plan/dim_link.h"
 #include "schedule/schedule.h"
 
@@ -25,8 +26,10 @@ int64_t scaled(int64_t x, double f) { return std::max<int64_t>(1, std::llround(d
 
 constexpr Dim kDims[] = {Dim::TP, Dim::CP, Dim::DP, Dim::PP, Dim::EP};
 
-// The bubble's share of a pipeline of p stages, v chunks each, m micro-batches (1F1B's formula).
-double bubble_share(int64_t p, int64_t v, int64_t m) { return p > 1 ? double(p - 1) / double(v * m + p - 1) : 0.0; }
+// The bubble's share of the schedule's pipeline of p stages, v chunks each, m micro-batches.
+double bubble_share(ScheduleKind schedule, int64_t p, int64_t v, int64_t m) {
+  return closed_form_bubble_share(schedule, p, m, v);
+}
 
 struct LayoutChoice {
   Layout layout;
@@ -137,13 +140,14 @@ double embedding_share(const ModelSpec& m) {
 int64_t choose_micro_batches(const RunSpec& plan, const Layout& L, int64_t v) {
   const ExecutionSpec& x = plan.exec;
   const int64_t pv = x.schedule == ScheduleKind::Interleaved ? x.virtual_stages : 1;
-  const double target = bubble_share(plan.layout.pp, pv, x.micro_batches(plan.layout.dp));
+  const double target = bubble_share(x.schedule, plan.layout.pp, pv, x.micro_batches(plan.layout.dp));
   int64_t best = 0;
   for (int64_t m = 1; m <= 16; ++m) {
     Problems shape;
     check_schedule_shape(x.schedule, L.pp, m, v, shape);
     if (!shape.empty()) continue;
-    if (best == 0 || std::abs(bubble_share(L.pp, v, m) - target) < std::abs(bubble_share(L.pp, v, best) - target))
+    if (best == 0 || std::abs(bubble_share(x.schedule, L.pp, v, m) - target) <
+                         std::abs(bubble_share(x.schedule, L.pp, v, best) - target))
       best = m;
   }
   return best;
@@ -319,8 +323,10 @@ RehearsalShape derive_rehearsal(const RunSpec& plan, int64_t ranks, int64_t host
   x.global_batch_size = mb * x.micro_batch_size * L.dp;
   out.rows.push_back({"micro-batch size", n(plan.exec.micro_batch_size), n(x.micro_batch_size), "at most 2 on CPU ranks"});
   out.rows.push_back({"micro-batches per pipeline", n(pm), n(mb),
-                      fmt::format("bubble (p-1)/(v m+p-1): {:.1f}% planned, {:.1f}% rehearsed", 100 * bubble_share(plan.layout.pp, pv, pm),
-                                  100 * bubble_share(L.pp, x.virtual_stages, mb))});
+                      fmt::format("bubble (p-1)/({} m+p-1): {:.1f}% planned, {:.1f}% rehearsed",
+                                  plan.exec.schedule == ScheduleKind::ZeroBubbleH1 ? "3" : "v",
+                                  100 * bubble_share(plan.exec.schedule, plan.layout.pp, pv, pm),
+                                  100 * bubble_share(x.schedule, L.pp, x.virtual_stages, mb))});
   out.rows.push_back({"global batch", n(plan.exec.global_batch_size), n(x.global_batch_size), "micro-batches x size x dp"});
   out.rows.push_back({"schedule", to_string(plan.exec.schedule) + (pv > 1 ? " v " + n(pv) : ""),
                       to_string(x.schedule) + (x.virtual_stages > 1 ? " v " + n(x.virtual_stages) : ""),

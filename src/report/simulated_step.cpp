@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "core/pipeline_bubble.h"
 #include "report/sim_timeline.h"
 
 namespace trident {
@@ -13,10 +14,7 @@ SimulatedStep simulate_step(const RunSpec& run, double overhead_bytes) {
   s.costs = sim::costs_from_plan(run, overhead_bytes);
   s.schedule = build_schedule(run.exec.schedule, run.layout.pp, s.micro_batches, s.virtual_stages);
   s.result = sim::simulate(s.schedule, s.costs.costs);
-  const int64_t p = run.layout.pp, m = s.micro_batches;
-  s.closed_form_bubble = run.exec.schedule == ScheduleKind::ZeroBubbleH1
-                             ? double(p - 1) / (3.0 * double(m) + double(p - 1))
-                             : sim::closed_form_bubble_share(run.exec.schedule, p, m, s.virtual_stages);
+  s.closed_form_bubble = closed_form_bubble_share(run.exec.schedule, run.layout.pp, s.micro_batches, s.virtual_stages);
   return s;
 }
 

@@ -7,8 +7,6 @@
 
 #include "plan/context_parallel.h"
 #include "plan/memory_model.h"
-#include "plan/mixture_of_experts.h"
-#include "schedule/schedule.h"
 
 namespace trident::sim {
 namespace {
@@ -145,24 +143,7 @@ PlannedCosts costs_from_plan(const RunSpec& run, const plan::CostConstants& c, d
   out.micro_batches = est.micro_batches;
   out.virtual_stages = v;
 
-  const plan::LayerCompute lc = plan::layer_compute(model, x, l.tp, run.cluster.gpu, c, l.cp, l.ep, l.etp);
   const ModelSpec local = plan::per_rank_sequence(model, l.cp);  // what one cp rank's messages carry
-  const plan::TpComm tc = plan::tp_comm_per_layer(local, x, l.tp, links.tp.link, c);
-  // After overlap (--overlap tp): what the planner's stage times hold per layer.
-  const plan::TpOverlap tpo = plan::tp_overlap_per_layer(lc, tc, x, l.tp, c);
-  // The cp ring and the ep all-to-alls run on their own groups' links, inside each layer.
-  const plan::CpComm cpc = plan::cp_comm_per_layer(model, x, l.tp, l.cp, links.cp.link, lc.block_attention_s,
-                                                       lc.block_attention_backward_s, c);
-  const plan::EpComm epc = plan::ep_comm_per_layer(local, x, l.ep, plan::ep_links(links.ep, run.cluster), c, l.tp,
-                                                   l.etp, links.etp.link);
-  // The wait in them for the most loaded ep rank's experts (moe_load_imbalance), as the planner's.
-  const plan::EpWait epw = plan::ep_wait_per_layer(model, x, l.ep, lc.moe_routed_s);
-  // --moe-ep-overlap: what stays on the critical path of the all-to-alls, as the planner charges
-  // it, shared between forward and backward as their calls are.
-  const plan::Overlapped epo = plan::ep_overlap_per_layer(epc, lc.forward_s(), lc.backward_s(), x, l.pp, c);
-  const double ep_kept = epc.forward_s + epc.backward_s > 0 ? epo.cost_s / (epc.forward_s + epc.backward_s) : 1.0;
-  const std::vector<int64_t> chunk_layers = plan::chunk_layers(model.layers, p, x);
-
   const std::vector<double> p2p = add_boundaries(out, mesh, run, local, links.tp.link, c);
 
   // Megatron's p2p blocks the sender; with --overlap pp the sends run on their own stream (only
@@ -173,54 +154,22 @@ PlannedCosts costs_from_plan(const RunSpec& run, const plan::CostConstants& c, d
     const plan::StageTime& st = est.stages[s];
     StageCost& sc = out.costs.stages[s];
     sc.p2p_s = p2p[s];
-    const double L = double(std::max<int64_t>(st.layers, 1));
-    // Per layer, as the planner's stage_times builds them; the rest of the stage's time is the
-    // embedding (first stage) or the logits and loss (last stage).
-    const double fwd_layer = lc.forward_s();
-    const double recompute_layer = st.recompute_s / L;
-    const double bwd_layer = lc.backward_s() + recompute_layer;
-    const double wgrad_layer = lc.gemm_s;  // weight-gradient GEMMs: as many FLOPs as the forward GEMMs
-    const double extra_fwd = st.compute_forward_s - double(st.layers) * fwd_layer;
-    const double extra_bwd = st.compute_backward_s - double(st.layers) * bwd_layer;
-    const double extra_tp = st.tp_comm_s - double(st.layers) * (tpo.forward.cost_s + tpo.backward.cost_s);
-    const std::vector<plan::Zero3Chunk> zero3 = plan::zero3_stage(est, s);
     const double send_slowdown = out.costs.blocking_sends ? 0.0 : c.overlap_slowdown * p2p[s];
-    const double cp_fwd = cpc.forward_exposed_s, cp_bwd = cpc.backward_exposed_s;
-    // The GPU's wait for the host's issue (plan/host_issue.h): the planner's per micro-batch,
-    // shared among the chunks by their layers and between the passes by their launches.
-    const double host_fwd = st.host_s * st.host_issue.forward_share() / L;
-    const double host_bwd = st.host_s * (1 - st.host_issue.forward_share()) / L;
-    sc.chunks.resize(v);
-    for (int64_t ch = 0; ch < v; ++ch) {
-      const double n = double(chunk_layers[virtual_stage(s, ch, p)]);
-      ChunkCost& cc = sc.chunks[ch];
-      cc.tp_forward_s = n * tpo.forward.cost_s;
-      cc.tp_backward_s = n * tpo.backward.cost_s;
-      if (!zero3.empty()) {
-        cc.dp_forward_s = zero3[size_t(ch)].forward.cost_s;
-        cc.dp_backward_s = zero3[size_t(ch)].backward.cost_s;
-      }
-      cc.cp_forward_s = n * cp_fwd;
-      cc.cp_backward_s = n * cp_bwd;
-      cc.ep_forward_s = n * (ep_kept * epc.forward_s + epw.forward_s);
-      cc.ep_backward_s = n * (ep_kept * epc.backward_s + epw.backward_s);
-      cc.host_forward_s = n * host_fwd;
-      cc.host_backward_s = n * host_bwd;
-      cc.forward_s = n * fwd_layer + cc.tp_forward_s + cc.cp_forward_s + cc.ep_forward_s + cc.dp_forward_s +
+    // The planner's chunks (plan::ChunkTime) as they are: each term inside the pass it belongs to.
+    for (const plan::ChunkTime& pc : st.chunks) {
+      ChunkCost& cc = sc.chunks.emplace_back();
+      cc.tp_forward_s = pc.tp_forward_s, cc.tp_backward_s = pc.tp_backward_s;
+      cc.cp_forward_s = pc.cp_forward_s, cc.cp_backward_s = pc.cp_backward_s;
+      cc.ep_forward_s = pc.ep_forward_s + pc.ep_wait_forward_s;
+      cc.ep_backward_s = pc.ep_backward_s + pc.ep_wait_backward_s;
+      cc.dp_forward_s = pc.zero3_forward_s, cc.dp_backward_s = pc.zero3_backward_s;
+      cc.host_forward_s = pc.host_forward_s, cc.host_backward_s = pc.host_backward_s;
+      cc.forward_s = pc.compute_forward_s + cc.tp_forward_s + cc.cp_forward_s + cc.ep_forward_s + cc.dp_forward_s +
                      cc.host_forward_s + send_slowdown;
-      cc.backward_s = n * bwd_layer + cc.comm_backward_s() + cc.host_backward_s + send_slowdown;
-      double wgrad = n * wgrad_layer;
-      const bool holds_extra = (st.first && ch == 0) || (st.last && ch == v - 1);
-      if (holds_extra) {
-        const double share = (st.first && st.last && v > 1) ? 0.5 : 1.0;  // both ends on one stage, two chunks
-        cc.forward_s += extra_fwd * share + extra_tp * share;
-        cc.tp_forward_s += extra_tp * share;
-        cc.backward_s += extra_bwd * share;
-        if (st.last) wgrad += extra_bwd / 3;  // logits GEMM: one of its two backward GEMMs is weight grad
-      }
+      cc.backward_s = pc.compute_backward_s + cc.comm_backward_s() + cc.host_backward_s + send_slowdown;
       // The share of the compute alone; the host's wait then splits between the halves by it.
-      const double compute_bwd = cc.backward_s - cc.comm_backward_s() - cc.host_backward_s;
-      cc.weight_share = compute_bwd > 0 ? std::clamp(wgrad / compute_bwd, 0.0, 1.0) : 0.5;
+      const double compute_bwd = pc.compute_backward_s + send_slowdown;
+      cc.weight_share = compute_bwd > 0 ? std::clamp(pc.weight_grad_s / compute_bwd, 0.0, 1.0) : 0.5;
     }
     data_parallel_costs(sc, est, s, run, links, c);
   }

@@ -36,12 +36,6 @@ SimCosts uniform_costs(int64_t stages, int64_t chunks, double forward_s, double 
   return c;
 }
 
-double closed_form_bubble_share(ScheduleKind kind, int64_t p, int64_t m, int64_t v) {
-  const double pm1 = double(p - 1);
-  if (kind == ScheduleKind::Interleaved) return pm1 / (double(v * m) + pm1);
-  return pm1 / (double(m) + pm1);
-}
-
 namespace {
 
 void check_shape(const PipelineSchedule& sc, const SimCosts& costs) {

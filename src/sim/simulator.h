@@ -94,8 +94,7 @@ struct SimOptions {
 // Throws InputError when the costs do not match the schedule's shape (stages, chunks).
 SimResult simulate(const PipelineSchedule& schedule, const SimCosts& costs, const SimOptions& options = {});
 
-// Closed forms the simulation must reproduce for uniform stages and free communication:
-// 1F1B / GPipe (p-1)/(m+p-1); interleaved (p-1)/(v*m+p-1).
-double closed_form_bubble_share(ScheduleKind kind, int64_t p, int64_t m, int64_t v);
+// The closed forms the simulation must reproduce for uniform stages and free communication are
+// core/pipeline_bubble.h's closed_form_bubble_share.
 
 }  // namespace trident::sim

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include "core/pipeline_bubble.h"
 #include "sim/simulator.h"
 
 namespace trident::sim {
