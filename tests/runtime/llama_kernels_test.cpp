@@ -170,8 +170,11 @@ TEST_F(LlamaKernels, copy_heads_moves_broadcasts_sums_and_zeroes_blocks_of_heads
   k->copy_heads(t(one), cols, 0, t(src), src_row, src_head, rows, heads, cols, true);
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c) {
-      float want = held[size_t(r * cols + c)];
-      for (int64_t h = 0; h < heads; ++h) want += src[size_t(r * src_row + h * src_head + c)];
+      // The kernel's order: what the block held + (the heads' sum) x scale (1 here); summing onto the
+      // held value head by head rounds differently (24 ulp on this row's cancellation).
+      float heads_sum = 0.0f;
+      for (int64_t h = 0; h < heads; ++h) heads_sum += src[size_t(r * src_row + h * src_head + c)];
+      const float want = held[size_t(r * cols + c)] + heads_sum;
       EXPECT_FLOAT_EQ(one[size_t(r * cols + c)], want) << "sum row " << r << " column " << c;
     }
   k->copy_heads(t(dst), dst_row, dst_head, Tensor(), 0, 0, rows, heads, 1, false);
